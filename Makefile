@@ -1,0 +1,53 @@
+# trtllm-operator — `make demo` runs the main job, `make test` runs every test tier.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTEST := $(PY) -m pytest
+
+.PHONY: help venv testbin lint unit integration e2e test crds demo demo-down cluster-up cluster-down
+
+help:
+	@echo "make demo       run the main job on a local control plane with kwok GPU nodes"
+	@echo "make demo-down  stop everything the demo started"
+	@echo "make test       lint + unit + integration + e2e"
+	@echo "make crds       regenerate crds/ and the chart's copies from the API models"
+
+venv:
+	@hack/venv.sh
+
+testbin:
+	@echo "[testbin] $$(hack/build-testbin.sh)"
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+
+unit: venv
+	$(PYTEST) tests/unit
+
+integration: venv testbin
+	$(PYTEST) tests/integration
+
+e2e: venv testbin
+	$(PYTEST) tests/e2e
+
+test: lint unit integration e2e
+	@echo "make test: all tiers passed"
+
+crds: venv
+	$(VENV)/bin/trtllm-operator crds --output-dir crds --chart-dir charts/trtllm-operator/crds
+
+cluster-up: venv testbin
+	hack/local-cluster up
+
+cluster-down:
+	hack/local-cluster down
+
+demo: venv testbin
+	hack/demo.sh
+
+demo-down:
+	hack/demo.sh down

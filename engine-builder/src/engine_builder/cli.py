@@ -1,0 +1,20 @@
+"""``engine-builder`` command line: ``run --spec build.yaml --workdir DIR [--from-stage STAGE]``,
+``stages``.
+
+Filled in by the engine-builder issue; see ``engine_builder.pipeline``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from engine_builder.pipeline import main as pipeline_main
+
+    return pipeline_main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""The build spec: the one document the operator writes and a builder Job reads, and the engine key.
+
+The operator turns an ``LLMEngine`` into a :class:`BuildSpec` (a pure function on its side), stores
+it as YAML in a ConfigMap and mounts it into the builder Job. The builder validates it with this
+model, so a spec the builder cannot honour fails at the ``fetch`` stage's preflight with reason
+``BadSpec`` rather than half-way through a GPU build.
+
+The engine key (DESIGN.md §3) is ``sha256`` over the canonical JSON of everything that makes an
+engine valid: :meth:`BuildSpec.key_inputs`. Anything that does not change the bytes of the artifact
+(where it is stored, progress reporting, resources of the build pod) stays out of the key, so two
+``LLMEngine`` objects that differ only in such fields share one artifact.
+
+Field names are snake_case here (this is the builder's own format); the Kubernetes API uses
+camelCase and is mapped by the operator.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+#: Bumped when the meaning of a key input changes, so old artifacts are never reused by mistake.
+ENGINE_KEY_SCHEMA = "trtllm-operator.dev/engine-key/v1"
+
+QuantFormat = Literal["none", "fp8", "int8_sq", "int4_awq", "w4a8_awq", "nvfp4", "mxfp8"]
+KVCacheDtype = Literal["auto", "fp8", "int8"]
+Backend = Literal["tensorrt", "pytorch"]
+SpeculativeMode = Literal["none", "draft_tokens_external", "medusa", "eagle", "lookahead_decoding"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelSource(_Model):
+    """Where the Hugging Face-format checkpoint comes from."""
+
+    uri: str = Field(
+        description="hf://org/name, pvc://claim/path (mounted at /models/<claim>), s3://bucket/prefix, "
+        "or a local directory path."
+    )
+    revision: str | None = Field(
+        default=None, description="Hugging Face revision (commit sha, branch or tag); pin a sha."
+    )
+    token_env: str = Field(
+        default="HF_TOKEN",
+        description="Environment variable holding the Hugging Face token (set by the Job from a Secret).",
+    )
+
+
+class Calibration(_Model):
+    """ModelOpt post-training-quantization calibration settings."""
+
+    dataset: str = Field(
+        default="bundled",
+        description="'bundled' (small offline text set shipped with the builder), a local file path "
+        "(.txt one sample per line, or .jsonl with a 'text' field), or a Hugging Face dataset name.",
+    )
+    num_samples: int = Field(default=512, ge=1, description="Calibration samples (AWQ uses at most 32).")
+    batch_size: int = Field(default=1, ge=1, description="Calibration batch size.")
+    max_seq_length: int = Field(default=512, ge=8, description="Tokens per calibration sample.")
+
+
+class Quantization(_Model):
+    format: QuantFormat = "none"
+    kv_cache_dtype: KVCacheDtype = "auto"
+    awq_block_size: int | None = Field(default=None, description="AWQ group size (64 or 128).")
+    calibration: Calibration = Calibration()
+
+
+class Parallelism(_Model):
+    tensor: int = Field(default=1, ge=1)
+    pipeline: int = Field(default=1, ge=1)
+    expert: int = Field(default=1, ge=1)
+
+    @property
+    def world_size(self) -> int:
+        """GPUs (MPI ranks) one replica uses: tensor × pipeline (expert parallelism reuses them)."""
+        return self.tensor * self.pipeline
+
+
+class SpeculativeDecoding(_Model):
+    mode: SpeculativeMode = "none"
+    max_draft_len: int = Field(default=0, ge=0)
+    draft_model: ModelSource | None = None
+
+
+class BuildLimits(_Model):
+    """``trtllm-build`` limits and plugin flags (None = let the planner derive a default)."""
+
+    max_batch_size: int | None = Field(default=None, ge=1)
+    max_num_tokens: int | None = Field(default=None, ge=1)
+    max_input_len: int | None = Field(default=None, ge=1)
+    max_seq_len: int | None = Field(default=None, ge=2)
+    max_beam_width: int = Field(default=1, ge=1)
+    gemm_plugin: str = "auto"
+    paged_context_fmha: bool = True
+    speculative_decoding: SpeculativeDecoding = SpeculativeDecoding()
+    workers: int = Field(default=1, ge=1, description="Parallel build workers (each needs its own GPU).")
+
+
+class Target(_Model):
+    gpu_product: str = Field(description="GPU Feature Discovery product name, e.g. NVIDIA-H100-80GB-HBM3.")
+    sm: int = Field(description="Compute capability × 10 of the target GPU, e.g. 90 for Hopper.")
+
+
+class Output(_Model):
+    """Where the artifact goes; not part of the engine key."""
+
+    artifact_root: str = Field(
+        default="/artifacts",
+        description="Storage root: a mounted directory or s3://bucket/prefix. The artifact is written to "
+        "<artifact_root>/<engine_key>/.",
+    )
+    termination_log: str = Field(
+        default="/dev/termination-log",
+        description="Where the report stage writes its compact JSON (≤ 4 KiB).",
+    )
+
+
+class BuildSpec(_Model):
+    api_version: Literal["engine-builder.trtllm-operator.dev/v1"] = "engine-builder.trtllm-operator.dev/v1"
+    model: ModelSource
+    backend: Backend = "tensorrt"
+    runtime_image: str = Field(description="The TensorRT-LLM/Triton image that builds and serves.")
+    quantization: Quantization = Quantization()
+    parallelism: Parallelism = Parallelism()
+    build: BuildLimits = BuildLimits()
+    target: Target
+    output: Output = Output()
+
+    def key_inputs(self) -> dict[str, Any]:
+        """Everything that makes an engine valid (DESIGN.md §3), as plain JSON data."""
+        data = self.model_dump(mode="json", exclude={"output"})
+        data["model"].pop("token_env", None)
+        spec_draft = data["build"]["speculative_decoding"].get("draft_model")
+        if spec_draft:
+            spec_draft.pop("token_env", None)
+        data["schema"] = ENGINE_KEY_SCHEMA
+        # The product is informative; the SM decides where an engine loads. Keep both: the safe rule
+        # (reference §3.3) is "same GPU SKU", so a different product is a different engine.
+        return data
+
+    def engine_key(self) -> str:
+        """``sha256`` hex digest (64 chars) of the canonical JSON of :meth:`key_inputs`."""
+        return engine_key(self.key_inputs())
+
+
+def canonical_json(data: Any) -> str:
+    """JSON with sorted keys, no whitespace, UTF-8 kept: identical input → identical bytes."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def engine_key(key_inputs: dict[str, Any]) -> str:
+    return hashlib.sha256(canonical_json(key_inputs).encode("utf-8")).hexdigest()

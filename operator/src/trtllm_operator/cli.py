@@ -1,0 +1,46 @@
+"""``trtllm-operator`` command line: ``run | plan | render | simulate | crds | tune``.
+
+Each sub-command lives in its own module under :mod:`trtllm_operator.commands` and exposes
+``register(subparsers)``, which adds its parser and sets ``func`` (a callable taking the parsed
+``argparse.Namespace`` and returning the process exit code). Modules keep heavy imports (kopf,
+matplotlib) inside their ``func`` so that ``trtllm-operator plan`` starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+from collections.abc import Sequence
+
+from trtllm_operator import __version__
+
+#: Sub-command modules in help order. A module that does not exist yet is left out of the CLI.
+COMMANDS: tuple[str, ...] = ("run", "plan", "render", "simulate", "tune", "crds", "cache")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="trtllm-operator",
+        description="Kubernetes operator for TensorRT-LLM engines served by Triton Inference Server.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMANDS:
+        module_name = f"trtllm_operator.commands.{name}"
+        if importlib.util.find_spec(module_name) is None:
+            continue
+        importlib.import_module(module_name).register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

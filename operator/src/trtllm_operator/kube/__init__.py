@@ -1,0 +1,1 @@
+"""trtllm_operator.kube."""
