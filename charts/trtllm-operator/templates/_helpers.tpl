@@ -1,0 +1,101 @@
+{{/* Chart name, truncated to the 63 characters a label value allows. */}}
+{{- define "trtllm-operator.name" -}}
+{{- .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Full name: release name, plus the chart name unless the release already contains it. */}}
+{{- define "trtllm-operator.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "trtllm-operator.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "trtllm-operator.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{- define "trtllm-operator.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "trtllm-operator.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "trtllm-operator.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "trtllm-operator.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "trtllm-operator.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{/* Cluster-scoped rules kopf needs in both watch modes. */}}
+{{- define "trtllm-operator.clusterRules" -}}
+# kopf discovers the resources it serves.
+- apiGroups: ["apiextensions.k8s.io"]
+  resources: ["customresourcedefinitions"]
+  verbs: ["get", "list", "watch"]
+# kopf peering, used only with replicaCount > 1.
+- apiGroups: ["kopf.dev"]
+  resources: ["clusterkopfpeerings"]
+  verbs: ["get", "list", "watch", "patch"]
+{{- end -}}
+
+{{/* Namespaced rules: exactly what the operator uses. */}}
+{{- define "trtllm-operator.rules" -}}
+# The operator's own resources.
+- apiGroups: ["llm.trtllm-operator.dev"]
+  resources: ["llmengines", "llmdeployments"]
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["llm.trtllm-operator.dev"]
+  resources: ["llmengines/status", "llmdeployments/status"]
+  verbs: ["get", "patch"]
+# The built-in autoscaler changes replicas only through the scale subresource.
+- apiGroups: ["llm.trtllm-operator.dev"]
+  resources: ["llmdeployments/scale"]
+  verbs: ["get", "patch"]
+# Builder Jobs (and benchmark Jobs); deleted only by garbage collection through ownerReferences.
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["get", "list", "watch", "create", "patch"]
+# Builder and serving pods: read their state (scheduling, termination messages).
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get", "list", "watch"]
+# Build specs, rendered Triton configs, engine-cache index entries.
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+# Artifact volumes the operator creates (never deleted unless reclaimPolicy: Delete).
+- apiGroups: [""]
+  resources: ["persistentvolumeclaims"]
+  verbs: ["get", "list", "watch", "create", "delete"]
+- apiGroups: [""]
+  resources: ["services"]
+  verbs: ["get", "list", "watch", "create", "patch"]
+- apiGroups: ["apps"]
+  resources: ["deployments"]
+  verbs: ["get", "list", "watch", "create", "patch"]
+- apiGroups: ["policy"]
+  resources: ["poddisruptionbudgets"]
+  verbs: ["get", "list", "watch", "create", "patch"]
+- apiGroups: ["leaderworkerset.x-k8s.io"]
+  resources: ["leaderworkersets"]
+  verbs: ["get", "list", "watch", "create", "patch"]
+- apiGroups: ["autoscaling"]
+  resources: ["horizontalpodautoscalers"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: ["keda.sh"]
+  resources: ["scaledobjects"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: ["", "events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end -}}
