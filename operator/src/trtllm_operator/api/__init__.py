@@ -1,1 +1,98 @@
-"""trtllm_operator.api."""
+"""The ``llm.trtllm-operator.dev/v1alpha1`` API: typed models of ``LLMEngine`` and ``LLMDeployment``.
+
+These pydantic models are the single source of truth: the CRDs in ``crds/`` are generated from them
+(:mod:`trtllm_operator.api.crd`, ``trtllm-operator crds``). Parse a raw object from the API server
+with ``LLMEngineSpec.model_validate(body["spec"])``; build a status patch with
+``status.model_dump(by_alias=True, exclude_none=True, mode="json")``.
+"""
+
+from __future__ import annotations
+
+from trtllm_operator.api.common import Condition, ConditionStatus, SecretKeyRef, Toleration
+from trtllm_operator.api.deployment import (
+    AutoscalingSpec,
+    AutoscalingStatus,
+    LLMDeploymentSpec,
+    LLMDeploymentStatus,
+    ScalingDecision,
+    ServerSpec,
+)
+from trtllm_operator.api.engine import (
+    AWQ_FORMATS,
+    ArtifactStatus,
+    BuildStatus,
+    EngineBuildSpec,
+    LLMEngineSpec,
+    LLMEngineStatus,
+    ModelSpec,
+    PlanStatus,
+    QuantizationSpec,
+    StorageSpec,
+)
+
+GROUP = "llm.trtllm-operator.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+CATEGORY = "llm"
+
+ENGINE_KIND = "LLMEngine"
+ENGINE_PLURAL = "llmengines"
+ENGINE_SINGULAR = "llmengine"
+ENGINE_SHORT_NAMES = ("llme",)
+
+DEPLOYMENT_KIND = "LLMDeployment"
+DEPLOYMENT_PLURAL = "llmdeployments"
+DEPLOYMENT_SINGULAR = "llmdeployment"
+DEPLOYMENT_SHORT_NAMES = ("llmd",)
+
+# Condition types. Both kinds: Ready, Progressing, Degraded.
+CONDITION_READY = "Ready"
+CONDITION_PROGRESSING = "Progressing"
+CONDITION_DEGRADED = "Degraded"
+#: LLMEngine: the capacity plan fits the target GPU.
+CONDITION_PLANNED = "Planned"
+#: LLMDeployment: the runtime image or GPU does not match the engine's manifest.
+CONDITION_ENGINE_INCOMPATIBLE = "EngineIncompatible"
+#: LLMDeployment: desired replicas cannot all be scheduled (e.g. not enough GPUs) or hit maxReplicas.
+CONDITION_SCALING_LIMITED = "ScalingLimited"
+
+__all__ = [
+    "API_VERSION",
+    "AWQ_FORMATS",
+    "CATEGORY",
+    "CONDITION_DEGRADED",
+    "CONDITION_ENGINE_INCOMPATIBLE",
+    "CONDITION_PLANNED",
+    "CONDITION_PROGRESSING",
+    "CONDITION_READY",
+    "CONDITION_SCALING_LIMITED",
+    "DEPLOYMENT_KIND",
+    "DEPLOYMENT_PLURAL",
+    "DEPLOYMENT_SHORT_NAMES",
+    "DEPLOYMENT_SINGULAR",
+    "ENGINE_KIND",
+    "ENGINE_PLURAL",
+    "ENGINE_SHORT_NAMES",
+    "ENGINE_SINGULAR",
+    "GROUP",
+    "VERSION",
+    "ArtifactStatus",
+    "AutoscalingSpec",
+    "AutoscalingStatus",
+    "BuildStatus",
+    "Condition",
+    "ConditionStatus",
+    "EngineBuildSpec",
+    "LLMDeploymentSpec",
+    "LLMDeploymentStatus",
+    "LLMEngineSpec",
+    "LLMEngineStatus",
+    "ModelSpec",
+    "PlanStatus",
+    "QuantizationSpec",
+    "ScalingDecision",
+    "SecretKeyRef",
+    "ServerSpec",
+    "StorageSpec",
+    "Toleration",
+]

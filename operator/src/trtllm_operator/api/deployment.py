@@ -1,0 +1,403 @@
+"""``LLMDeployment``: how to serve an ``LLMEngine`` — Triton fleet, autoscaling, rollout, service.
+
+Server fields are the Triton ``tensorrt_llm/config.pbtxt`` parameters they render to (reference
+``tensorrt-llm.md`` §4.3), in camelCase: ``kvCacheFreeGpuMemFraction`` is
+``kv_cache_free_gpu_mem_fraction`` and so on.
+
+``spec.replicas`` has one writer at a time: the user (or ``kubectl scale``) while autoscaling is
+disabled or in ``hpa``/``keda`` mode (the HPA writes through the scale subresource), the operator's
+built-in autoscaler while ``autoscaling.enabled`` and ``mode: builtin``. Nothing here is immutable:
+changing ``engineRef`` rolls the fleet to the other engine.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from trtllm_operator.api.common import (
+    Affinity,
+    ApiModel,
+    Conditions,
+    ObjectName,
+    Quantity,
+    StringMap,
+    Tolerations,
+    cel,
+    model_config,
+)
+
+BatchingStrategy = Literal["inflight_fused_batching", "inflight_batching", "v1"]
+BatchSchedulerPolicy = Literal["guaranteed_no_evict", "max_utilization"]
+AutoscalingMode = Literal["builtin", "hpa", "keda"]
+MetricsSource = Literal["pods", "prometheus"]
+ServiceType = Literal["ClusterIP", "NodePort", "LoadBalancer"]
+DeploymentPhase = Literal["Pending", "Progressing", "Ready", "Degraded", "Failed"]
+
+
+class EngineRef(ApiModel):
+    """Reference to an LLMEngine in the same namespace."""
+
+    name: ObjectName = Field(description="Name of the LLMEngine to serve.")
+
+
+class ServerResources(ApiModel):
+    """Resources of each serving pod besides its GPUs (GPUs = the engine's tensor × pipeline)."""
+
+    cpu: Quantity | None = Field(default=None, description="CPU cores (request), e.g. 8.")
+    memory: Quantity | None = Field(default=None, description="Host memory (request and limit), e.g. 64Gi.")
+    ephemeral_storage: Quantity | None = Field(
+        default=None, description="Scratch disk (request and limit), e.g. 50Gi."
+    )
+    shared_memory: Quantity = Field(
+        default="2Gi",
+        description="Size of the /dev/shm memory volume (NCCL and Triton's Python backend use it).",
+    )
+
+
+class ServerSpec(ApiModel):
+    """Triton Inference Server settings (tensorrt_llm model config.pbtxt parameters)."""
+
+    image: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=512,
+        description="Override the serving image. Default: the LLMEngine's spec.runtime.image. An "
+        "image with another TensorRT-LLM version cannot load the engine: the deployment then gets "
+        "condition EngineIncompatible and is not rolled out.",
+    )
+    resources: ServerResources = Field(
+        default_factory=ServerResources, description="Pod resources besides GPUs."
+    )
+    kv_cache_free_gpu_mem_fraction: float = Field(
+        default=0.9,
+        gt=0,
+        le=1,
+        description="Fraction of GPU memory left free after loading the engine that the KV cache "
+        "takes (kv_cache_free_gpu_mem_fraction), in (0, 1].",
+    )
+    enable_kv_cache_reuse: bool = Field(
+        default=True,
+        description="Reuse KV-cache blocks of shared prompt prefixes (enable_kv_cache_reuse); needs "
+        "an engine built with paged context FMHA.",
+    )
+    batching_strategy: BatchingStrategy = Field(
+        default="inflight_fused_batching",
+        description="Triton gpt_model_type: inflight_fused_batching (recommended), inflight_batching or v1.",
+    )
+    batch_scheduler_policy: BatchSchedulerPolicy = Field(
+        default="guaranteed_no_evict",
+        description="guaranteed_no_evict (admit only what finishes without eviction) or "
+        "max_utilization (pack more sequences, may pause some).",
+    )
+    max_queue_delay_microseconds: int = Field(
+        default=0,
+        ge=0,
+        le=10_000_000,
+        description="Triton dynamic batching max_queue_delay_microseconds (microseconds).",
+    )
+    max_queue_size: int = Field(
+        default=0,
+        ge=0,
+        description="Requests queued per model before Triton rejects new ones; 0 = unbounded.",
+    )
+    decoupled: bool = Field(
+        default=False,
+        description="Decoupled (streaming) mode: tokens are returned as they are generated "
+        "(generate_stream, gRPC streaming).",
+    )
+    instance_count: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="Instances of the pre/postprocessing (tokenizer) models per pod.",
+    )
+    max_tokens_in_paged_kv_cache: int | None = Field(
+        default=None,
+        ge=1,
+        description="Upper bound on KV-cache tokens (max_tokens_in_paged_kv_cache); the smaller of "
+        "this and the free-memory fraction wins. Unset = no bound.",
+    )
+    enable_chunked_context: bool = Field(
+        default=False,
+        description="Split long prompts into chunks of maxNumTokens (enable_chunked_context); needs "
+        "paged context FMHA.",
+    )
+
+
+class QueueAndKVTargets(ApiModel):
+    """Per-signal targets; desired replicas is the maximum over the signals that are set."""
+
+    queue_depth_per_replica: float | None = Field(
+        default=None,
+        gt=0,
+        description="Target waiting requests per ready replica "
+        '(nv_trt_llm_request_metrics{request_type="waiting"}).',
+    )
+    kv_cache_utilization: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description="Target KV-cache utilization (used / max blocks) per replica, in (0, 1].",
+    )
+
+
+class ScalingRules(ApiModel):
+    """Rate limits for one direction (like HPA behavior). With both maxReplicasPerStep and percent
+    set, the larger change is allowed."""
+
+    stabilization_window_seconds: int | None = Field(
+        default=None,
+        ge=0,
+        le=3600,
+        description="Seconds of past recommendations considered; the most conservative wins. "
+        "Default: 0 for scaleUp, 300 for scaleDown.",
+    )
+    max_replicas_per_step: int | None = Field(
+        default=None, ge=1, description="At most this many replicas added/removed per period."
+    )
+    percent: int | None = Field(
+        default=None, ge=1, le=1000, description="At most this percent of current replicas per period."
+    )
+    period_seconds: int = Field(
+        default=60, ge=1, le=1800, description="Length of a rate-limit period in seconds."
+    )
+
+
+class ScalingBehavior(ApiModel):
+    """Stabilization and rate limits."""
+
+    scale_up: ScalingRules = Field(default_factory=ScalingRules, description="Scale-up rules.")
+    scale_down: ScalingRules = Field(default_factory=ScalingRules, description="Scale-down rules.")
+
+
+class MetricsSpec(ApiModel):
+    """Where the autoscaler reads signals."""
+
+    model_config = model_config(
+        cel(
+            "self.source != 'prometheus' || has(self.prometheusURL)",
+            "prometheusURL is required when source is prometheus",
+            field_path=".prometheusURL",
+            reason="FieldValueRequired",
+        ),
+    )
+
+    source: MetricsSource = Field(
+        default="pods",
+        description="pods: scrape each serving pod's Triton metrics port (8002). prometheus: query "
+        "a Prometheus server.",
+    )
+    prometheus_url: str | None = Field(
+        default=None,
+        alias="prometheusURL",
+        max_length=512,
+        pattern=r"^https?://",
+        description="Prometheus base URL, e.g. http://prometheus-operated.monitoring:9090.",
+    )
+    scrape_interval_seconds: int = Field(
+        default=15, ge=1, le=600, description="Seconds between metric reads."
+    )
+
+
+class AutoscalingSpec(ApiModel):
+    """Autoscaling on queue depth and KV-cache utilization."""
+
+    model_config = model_config(
+        cel(
+            "!has(self.maxReplicas) || self.minReplicas <= self.maxReplicas",
+            "minReplicas must be less than or equal to maxReplicas",
+            field_path=".minReplicas",
+        ),
+        cel(
+            "!self.enabled || has(self.maxReplicas)",
+            "maxReplicas is required when autoscaling is enabled",
+            field_path=".maxReplicas",
+            reason="FieldValueRequired",
+        ),
+        cel(
+            "!self.enabled || has(self.targets.queueDepthPerReplica) || has(self.targets.kvCacheUtilization)",
+            "set at least one of targets.queueDepthPerReplica or targets.kvCacheUtilization when "
+            "autoscaling is enabled",
+            field_path=".targets",
+            reason="FieldValueRequired",
+        ),
+        cel(
+            "self.minReplicas >= 1 || self.mode == 'keda'",
+            "minReplicas 0 (scale to zero) needs mode keda; set minReplicas >= 1",
+            field_path=".minReplicas",
+        ),
+        cel(
+            "self.mode != 'keda' || self.metrics.source == 'prometheus'",
+            "mode keda reads metrics from Prometheus; set metrics.source to prometheus and "
+            "metrics.prometheusURL",
+            field_path=".metrics.source",
+        ),
+    )
+
+    enabled: bool = Field(default=False, description="Turn autoscaling on.")
+    mode: AutoscalingMode = Field(
+        default="builtin",
+        description="builtin: the operator scales spec.replicas itself. hpa: render a "
+        "HorizontalPodAutoscaler (needs a custom-metrics adapter). keda: render a KEDA ScaledObject.",
+    )
+    min_replicas: int = Field(default=1, ge=0, le=1000, description="Lower bound on replicas.")
+    max_replicas: int | None = Field(
+        default=None, ge=1, le=1000, description="Upper bound on replicas (required when enabled)."
+    )
+    targets: QueueAndKVTargets = Field(default_factory=QueueAndKVTargets, description="Per-signal targets.")
+    tolerance: float = Field(
+        default=0.1,
+        ge=0,
+        lt=1,
+        description="Ignore ratios (signal / target) within 1 ± tolerance; avoids flapping.",
+    )
+    behavior: ScalingBehavior = Field(
+        default_factory=ScalingBehavior, description="Stabilization windows and rate limits."
+    )
+    metrics: MetricsSpec = Field(default_factory=MetricsSpec, description="Metric source.")
+
+
+class RolloutSpec(ApiModel):
+    """GPU-safe rolling updates. The default (maxSurge 0, maxUnavailable 1) needs no spare GPUs."""
+
+    model_config = model_config(
+        cel(
+            "self.maxSurge > 0 || self.maxUnavailable > 0",
+            "maxSurge and maxUnavailable cannot both be 0 (the rollout could never progress)",
+            field_path=".maxUnavailable",
+        ),
+    )
+
+    max_surge: int = Field(
+        default=0, ge=0, le=100, description="Extra pods (each needs its own GPUs) during a rollout."
+    )
+    max_unavailable: int = Field(
+        default=1, ge=0, le=100, description="Pods that may be down during a rollout."
+    )
+    progress_deadline_seconds: int = Field(
+        default=1800,
+        ge=60,
+        description="Seconds a rollout may make no progress before Progressing=False "
+        "(engine load and KV allocation can take minutes).",
+    )
+    auto_rollback: bool = Field(
+        default=False,
+        description="When the deadline passes, serve the previous engine again (status only; spec "
+        "is not rewritten).",
+    )
+
+
+class ServiceSpec(ApiModel):
+    """The Service in front of the serving pods (HTTP 8000, gRPC 8001, metrics 8002)."""
+
+    type: ServiceType = Field(default="ClusterIP", description="ClusterIP, NodePort or LoadBalancer.")
+    annotations: StringMap | None = Field(default=None, description="Annotations on the Service.")
+    labels: StringMap | None = Field(default=None, description="Labels on the Service.")
+
+
+class SchedulingSpec(ApiModel):
+    """Placement of serving pods. The engine's gpu.product node label is always required."""
+
+    node_selector: StringMap | None = Field(default=None, description="Extra node labels.")
+    tolerations: Tolerations | None = Field(default=None, description="Pod tolerations.")
+    affinity: Affinity | None = Field(
+        default=None,
+        description="core/v1 Affinity copied verbatim to the pods (validated by the API server when "
+        "pods are created).",
+    )
+    priority_class_name: str | None = Field(
+        default=None, max_length=253, description="PriorityClass of the serving pods."
+    )
+    runtime_class_name: str | None = Field(
+        default=None, max_length=253, description="RuntimeClass of the serving pods, e.g. nvidia."
+    )
+
+
+class LLMDeploymentSpec(ApiModel):
+    """Desired state of an LLMDeployment: a Triton fleet serving one LLMEngine."""
+
+    engine_ref: EngineRef = Field(description="The LLMEngine to serve (same namespace).")
+    replicas: int = Field(
+        default=1,
+        ge=0,
+        le=1000,
+        description="Serving replicas (each uses tensor × pipeline GPUs). Written by the built-in "
+        "autoscaler when autoscaling is enabled in builtin mode; `kubectl scale` and HPA/KEDA write it "
+        "through the scale subresource.",
+    )
+    server: ServerSpec = Field(default_factory=ServerSpec, description="Triton settings.")
+    autoscaling: AutoscalingSpec = Field(default_factory=AutoscalingSpec, description="Autoscaling settings.")
+    rollout: RolloutSpec = Field(default_factory=RolloutSpec, description="Rollout settings.")
+    service: ServiceSpec = Field(default_factory=ServiceSpec, description="Service settings.")
+    scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec, description="Pod placement.")
+    pod_annotations: StringMap | None = Field(default=None, description="Annotations on pods.")
+    pod_labels: StringMap | None = Field(default=None, description="Labels on pods.")
+
+
+# --- status ------------------------------------------------------------------------------------
+
+
+class ScalingDecision(ApiModel):
+    """One autoscaler decision."""
+
+    time: datetime = Field(description="When the decision was made.")
+    from_replicas: int = Field(ge=0, description="Replicas before.")
+    to_replicas: int = Field(ge=0, description="Replicas after.")
+    signals: dict[str, float] | None = Field(
+        default=None, description="Signal values behind the decision, e.g. queueDepthPerReplica."
+    )
+    reason: str | None = Field(default=None, description="Why, e.g. QueueDepthAboveTarget.")
+
+
+class AutoscalingStatus(ApiModel):
+    """Last observed signals and decisions."""
+
+    queue_depth_per_replica: float | None = Field(
+        default=None, ge=0, description="Waiting requests per ready replica."
+    )
+    kv_cache_utilization: float | None = Field(
+        default=None, ge=0, le=1, description="KV-cache utilization averaged over ready replicas, 0-1."
+    )
+    kv_cache_utilization_percent: int | None = Field(
+        default=None, ge=0, le=100, description="kvCacheUtilization × 100, rounded (printer column)."
+    )
+    desired_replicas: int | None = Field(default=None, ge=0, description="Last computed desire.")
+    last_scale_time: datetime | None = Field(default=None, description="When replicas last changed.")
+    last_decisions: Annotated[list[ScalingDecision], Field(max_length=20)] | None = Field(
+        default=None, description="Recent decisions, newest last."
+    )
+
+
+class LLMDeploymentStatus(ApiModel):
+    """Observed state of an LLMDeployment."""
+
+    phase: DeploymentPhase | None = Field(
+        default=None,
+        description="Pending (engine not ready), Progressing (rolling out), Ready, Degraded (some "
+        "replicas not serving) or Failed.",
+    )
+    observed_generation: int | None = Field(
+        default=None, ge=0, description="metadata.generation this status describes."
+    )
+    replicas: int | None = Field(default=None, ge=0, description="Pods that exist.")
+    ready_replicas: int | None = Field(default=None, ge=0, description="Pods serving requests.")
+    updated_replicas: int | None = Field(
+        default=None, ge=0, description="Pods serving the current engine key."
+    )
+    desired_replicas: int | None = Field(default=None, ge=0, description="spec.replicas observed.")
+    selector: str | None = Field(
+        default=None, description="Label selector of the pods (for the scale subresource and HPA)."
+    )
+    engine_key: str | None = Field(default=None, description="Engine key actually served by all pods.")
+    endpoint: str | None = Field(
+        default=None, description="In-cluster HTTP endpoint, e.g. http://<svc>.<ns>.svc:8000."
+    )
+    autoscaling: AutoscalingStatus | None = Field(default=None, description="Autoscaler state.")
+    conditions: Conditions | None = Field(
+        default=None,
+        description="Ready, Progressing, Degraded, EngineIncompatible (image or GPU does not match "
+        "the engine), ScalingLimited (e.g. not enough schedulable GPUs).",
+    )

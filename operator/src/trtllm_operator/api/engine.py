@@ -1,0 +1,684 @@
+"""``LLMEngine``: what to build — model, quantization, parallelism, build limits, target GPU, storage.
+
+Spec fields mirror the TensorRT-LLM flags they control (reference ``tensorrt-llm.md`` §1–§3):
+``quantization.format`` is ``quantize.py --qformat``, ``build.maxNumTokens`` is
+``trtllm-build --max_num_tokens`` and so on, so a user who knows TensorRT-LLM recognises them.
+Limits left unset are derived by the capacity planner and reported in ``status.plan``.
+
+Immutability (a deliberate choice, see docs/api.md): no engine-defining field is immutable. A GitOps
+edit of the quantization, parallelism or runtime image changes the engine key, and the operator
+builds the new engine next to the old one; deployments roll over when it is ready. Only the storage
+*location* is fixed once set (the artifacts already written there would otherwise be orphaned);
+``createPVC.size`` may grow.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from trtllm_operator.api.common import (
+    ApiModel,
+    Conditions,
+    ObjectName,
+    Quantity,
+    SecretKeyRef,
+    StringMap,
+    Tolerations,
+    cel,
+    model_config,
+)
+
+Backend = Literal["tensorrt", "pytorch"]
+QuantFormat = Literal["none", "fp8", "int8_sq", "int4_awq", "w4a8_awq", "nvfp4", "mxfp8"]
+KVCacheDtype = Literal["auto", "fp8", "int8"]
+GemmPlugin = Literal["auto", "float16", "bfloat16", "float32", "disable"]
+SpeculativeMode = Literal["none", "draft_tokens_external", "medusa", "eagle", "lookahead_decoding"]
+EnginePhase = Literal["Pending", "Planning", "Queued", "Building", "Ready", "Failed"]
+ReclaimPolicy = Literal["Retain", "Delete"]
+
+AWQ_FORMATS = ("int4_awq", "w4a8_awq")
+
+# Model source URIs. Hugging Face repo ids: org/name of [A-Za-z0-9._-]; PVC claim: DNS-1123 label
+# with an optional sub-path; S3 bucket: 3–63 chars of [a-z0-9.-] with an optional prefix.
+HF_SOURCE = r"^hf://[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$"
+PVC_SOURCE = r"^pvc://[a-z0-9]([-a-z0-9]*[a-z0-9])?(/[^/]+)*/?$"
+S3_SOURCE = r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^/]+)*/?$"
+
+_SOURCE_RULE = (
+    f"self.source.matches('{HF_SOURCE}') || self.source.matches('{PVC_SOURCE}') "
+    f"|| self.source.matches('{S3_SOURCE}')"
+)
+
+
+class ModelSpec(ApiModel):
+    """The Hugging Face-format checkpoint to build from."""
+
+    model_config = model_config(
+        cel(
+            _SOURCE_RULE,
+            "source must be exactly one of hf://<org>/<name>, pvc://<claim>[/<path>] or "
+            "s3://<bucket>[/<prefix>], e.g. hf://meta-llama/Llama-3.1-8B-Instruct",
+            field_path=".source",
+        ),
+        cel(
+            "!has(self.revision) || self.source.startsWith('hf://')",
+            "revision is only used with hf:// sources; remove it, or pin the content of the "
+            "PVC or S3 prefix instead",
+            field_path=".revision",
+        ),
+        cel(
+            "!has(self.credentialsSecretRef) || !self.source.startsWith('pvc://')",
+            "credentialsSecretRef is not used with pvc:// sources; remove it",
+            field_path=".credentialsSecretRef",
+        ),
+    )
+
+    source: str = Field(
+        min_length=6,
+        max_length=512,
+        description="Where the checkpoint comes from, exactly one of: hf://<org>/<name> (Hugging Face "
+        "Hub repo), pvc://<claim>[/<path>] (a directory in a PersistentVolumeClaim in this namespace), "
+        "s3://<bucket>[/<prefix>] (an S3-compatible bucket prefix).",
+    )
+    revision: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=128,
+        description="Hugging Face revision: a commit sha (recommended: reproducible engine keys), "
+        "branch or tag. Only for hf:// sources. Default: main.",
+    )
+    credentials_secret_ref: SecretKeyRef | None = Field(
+        default=None,
+        description="Secret key holding the Hugging Face token (hf://) or, for s3://, a Secret whose "
+        "keys AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are injected (key names the access key id). "
+        "Injected into the builder pod only.",
+    )
+
+
+class RuntimeSpec(ApiModel):
+    """The TensorRT-LLM runtime: the image that builds the engine AND serves it."""
+
+    image: str = Field(
+        min_length=1,
+        max_length=512,
+        description="TensorRT-LLM/Triton image, e.g. nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3 "
+        "(TensorRT-LLM 1.2.0). An engine only loads on the TensorRT-LLM version that built it, so this "
+        "image is part of the engine key and deployments serve with it. Pin a tag or digest.",
+    )
+    image_pull_secrets: Annotated[list[ObjectName], Field(max_length=8)] | None = Field(
+        default=None, description="Names of Secrets for pulling the image (e.g. an NGC API key)."
+    )
+
+
+class CalibrationSpec(ApiModel):
+    """Post-training-quantization calibration (NVIDIA ModelOpt ``mtq.quantize`` forward loop)."""
+
+    dataset: str = Field(
+        default="bundled",
+        min_length=1,
+        max_length=256,
+        description="'bundled' (a small offline text set shipped with the builder), a Hugging Face "
+        "dataset name (e.g. cnn_dailymail), or a path inside the model source.",
+    )
+    num_samples: int = Field(
+        default=512,
+        ge=1,
+        le=65536,
+        description="Calibration samples (quantize.py --calib_size). AWQ formats use at most 32.",
+    )
+    batch_size: int = Field(
+        default=1,
+        ge=1,
+        le=1024,
+        description="Samples per calibration forward pass; halved automatically on GPU out-of-memory.",
+    )
+    max_seq_length: int = Field(
+        default=512,
+        ge=8,
+        le=131072,
+        description="Tokens per calibration sample (quantize.py --calib_max_seq_length).",
+    )
+
+
+class QuantizationSpec(ApiModel):
+    """Weight/activation quantization and KV-cache precision (NVIDIA ModelOpt recipes)."""
+
+    model_config = model_config(
+        cel(
+            "!has(self.awqBlockSize) || self.format in ['int4_awq', 'w4a8_awq']",
+            "awqBlockSize is only valid with format int4_awq or w4a8_awq; remove it or change format",
+            field_path=".awqBlockSize",
+        ),
+        cel(
+            "self.kvCacheDtype != 'int8' || self.format in ['none', 'int8_sq', 'int4_awq']",
+            "kvCacheDtype int8 cannot be combined with format fp8, w4a8_awq, nvfp4 or mxfp8 "
+            "(TensorRT-LLM quantizes their KV cache to FP8); use kvCacheDtype fp8",
+            field_path=".kvCacheDtype",
+        ),
+    )
+
+    format: QuantFormat = Field(
+        default="none",
+        description="Quantization format: none (model dtype), fp8 (FP8 weights+activations, SM 89+), "
+        "int8_sq (INT8 SmoothQuant), int4_awq (INT4 weights, AWQ), w4a8_awq (INT4 weights, FP8 "
+        "activations, SM 89+), nvfp4 (Blackwell), mxfp8 (Blackwell).",
+    )
+    kv_cache_dtype: KVCacheDtype = Field(
+        default="auto",
+        description="KV-cache precision: auto (model dtype), fp8 (SM 89+, halves KV bytes vs bf16) or int8.",
+    )
+    awq_block_size: Literal[64, 128] | None = Field(
+        default=None,
+        description="AWQ group size in weights (quantize.py --awq_block_size); only with int4_awq or "
+        "w4a8_awq. Default 128.",
+    )
+    calibration: CalibrationSpec = Field(
+        default_factory=CalibrationSpec,
+        description="Calibration data for formats that need it (ignored for none).",
+    )
+
+
+class ParallelismSpec(ApiModel):
+    """How one replica is split over GPUs (TensorRT-LLM Mapping)."""
+
+    model_config = model_config(
+        cel(
+            "self.tensor % self.expert == 0",
+            "expert must divide tensor: TensorRT-LLM splits the tensor-parallel ranks of an MoE "
+            "layer into expert × (tensor / expert); set tensor to a multiple of expert",
+            field_path=".expert",
+        ),
+        cel(
+            "self.tensor * self.pipeline <= 64",
+            "tensor × pipeline (GPUs per replica) must be at most 64",
+            field_path=".tensor",
+        ),
+    )
+
+    tensor: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="Tensor parallelism (tp_size): GPUs that split every layer. Must divide the "
+        "model's attention heads (checked by the operator against the model config).",
+    )
+    pipeline: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="Pipeline parallelism (pp_size): GPUs that split the layers into stages.",
+    )
+    expert: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="Expert parallelism (moe_ep_size) for mixture-of-experts models. Reuses the "
+        "tensor-parallel GPUs: must divide tensor; the remaining factor tensor/expert is the MoE "
+        "tensor parallelism. GPUs per replica stay tensor × pipeline.",
+    )
+
+
+class DraftModelSpec(ModelSpec):
+    """The draft model (draft_tokens_external) or speculative heads checkpoint (medusa, eagle)."""
+
+
+class SpeculativeDecodingSpec(ApiModel):
+    """Speculative decoding (trtllm-build --speculative_decoding_mode / --max_draft_len)."""
+
+    model_config = model_config(
+        cel(
+            "self.mode == 'none' || (has(self.maxDraftLen) && self.maxDraftLen >= 1)",
+            "maxDraftLen (>= 1) is required when mode is not none",
+            field_path=".maxDraftLen",
+            reason="FieldValueRequired",
+        ),
+        cel(
+            "self.mode != 'none' || !has(self.maxDraftLen) || self.maxDraftLen == 0",
+            "maxDraftLen must be unset or 0 when mode is none; set a mode or remove maxDraftLen",
+            field_path=".maxDraftLen",
+        ),
+        cel(
+            "self.mode != 'draft_tokens_external' || has(self.draftModel)",
+            "draftModel is required with mode draft_tokens_external; give the draft model's source",
+            field_path=".draftModel",
+            reason="FieldValueRequired",
+        ),
+        cel(
+            "!has(self.draftModel) || self.mode in ['draft_tokens_external', 'medusa', 'eagle']",
+            "draftModel is only used with mode draft_tokens_external, medusa or eagle; remove it or "
+            "change mode",
+            field_path=".draftModel",
+        ),
+    )
+
+    mode: SpeculativeMode = Field(
+        default="none",
+        description="none, draft_tokens_external (a separate draft model proposes tokens), medusa "
+        "(Medusa heads), eagle (EAGLE heads) or lookahead_decoding (no extra model).",
+    )
+    max_draft_len: int | None = Field(
+        default=None,
+        ge=0,
+        le=128,
+        description="Maximum draft tokens verified per step (trtllm-build --max_draft_len); required "
+        "when mode is not none.",
+    )
+    draft_model: DraftModelSpec | None = Field(
+        default=None,
+        description="Draft model (draft_tokens_external) or Medusa/EAGLE heads checkpoint.",
+    )
+
+
+class EngineBuildSpec(ApiModel):
+    """Engine limits and plugin flags (trtllm-build). Unset limits are derived by the capacity planner
+    for the target GPU and reported in status.plan.recommended."""
+
+    model_config = model_config(
+        cel(
+            "!has(self.maxInputLen) || !has(self.maxSeqLen) || self.maxInputLen < self.maxSeqLen",
+            "maxInputLen must be less than maxSeqLen (maxSeqLen counts prompt plus generated "
+            "tokens); raise maxSeqLen or lower maxInputLen",
+            field_path=".maxInputLen",
+        ),
+        cel(
+            "!has(self.speculativeDecoding) || self.speculativeDecoding.mode == 'none' "
+            "|| self.maxBeamWidth == 1",
+            "speculative decoding requires maxBeamWidth 1 in TensorRT-LLM; set maxBeamWidth to 1 "
+            "or speculativeDecoding.mode to none",
+            field_path=".maxBeamWidth",
+        ),
+    )
+
+    max_batch_size: int | None = Field(
+        default=None,
+        ge=1,
+        le=8192,
+        description="Maximum sequences scheduled together (--max_batch_size). Default: planner.",
+    )
+    max_num_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        le=1048576,
+        description="Maximum tokens (prompt + generated) processed per iteration across the batch, "
+        "after padding removal (--max_num_tokens). Default: planner (TensorRT-LLM default 8192).",
+    )
+    max_input_len: int | None = Field(
+        default=None,
+        ge=1,
+        le=4194304,
+        description="Maximum prompt length in tokens (--max_input_len). Default: planner.",
+    )
+    max_seq_len: int | None = Field(
+        default=None,
+        ge=2,
+        le=4194304,
+        description="Maximum sequence length in tokens, prompt plus output (--max_seq_len). "
+        "Default: the model's max_position_embeddings.",
+    )
+    max_beam_width: int = Field(
+        default=1, ge=1, le=64, description="Maximum beam-search width (--max_beam_width)."
+    )
+    gemm_plugin: GemmPlugin = Field(
+        default="auto",
+        description="GEMM plugin (--gemm_plugin): auto (model dtype), float16, bfloat16, float32 or "
+        "disable. tensorrt backend only.",
+    )
+    paged_context_fmha: bool = Field(
+        default=True,
+        alias="pagedContextFMHA",
+        description="Paged context FMHA (--use_paged_context_fmha); needed for KV-cache reuse and "
+        "chunked context at serving time. tensorrt backend only.",
+    )
+    speculative_decoding: SpeculativeDecodingSpec = Field(
+        default_factory=SpeculativeDecodingSpec, description="Speculative decoding settings."
+    )
+    workers: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="Ranks built in parallel (trtllm-build --workers); each worker needs its own "
+        "GPU in the builder pod. At most tensor × pipeline.",
+    )
+
+
+class BuilderResources(ApiModel):
+    """Resources of the builder pod."""
+
+    cpu: Quantity | None = Field(default=None, description="CPU cores (request), e.g. 16.")
+    memory: Quantity | None = Field(
+        default=None,
+        description="Host memory (request and limit), e.g. 256Gi. Quantization loads the whole "
+        "unquantized model in host memory for large models.",
+    )
+    ephemeral_storage: Quantity | None = Field(
+        default=None, description="Scratch disk (request and limit), e.g. 500Gi."
+    )
+    gpus: int | None = Field(
+        default=None,
+        ge=1,
+        le=16,
+        description="GPUs (nvidia.com/gpu) for the builder pod. Default: build.workers.",
+    )
+
+
+class GPUSpec(ApiModel):
+    """The target GPU (engines are specific to the GPU they were built on) and the builder pod's
+    placement. Deployments of this engine are scheduled on the same GPU product."""
+
+    product: str = Field(
+        min_length=1,
+        max_length=63,
+        pattern=r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
+        description="GPU product as in the nvidia.com/gpu.product node label (GPU Feature Discovery), "
+        "e.g. NVIDIA-H100-80GB-HBM3, NVIDIA-H200, NVIDIA-A100-SXM4-80GB.",
+    )
+    resources: BuilderResources = Field(
+        default_factory=BuilderResources, description="Builder pod resources."
+    )
+    node_selector: StringMap | None = Field(
+        default=None,
+        description="Extra node labels for the builder pod (the gpu.product label is always added).",
+    )
+    tolerations: Tolerations | None = Field(
+        default=None, description="Tolerations for the builder pod (e.g. for tainted GPU nodes)."
+    )
+    runtime_class_name: str | None = Field(
+        default=None,
+        max_length=253,
+        description="RuntimeClass of the builder pod, e.g. nvidia, where the cluster needs one.",
+    )
+    pod_annotations: StringMap | None = Field(default=None, description="Annotations added to builder pods.")
+    pod_labels: StringMap | None = Field(default=None, description="Labels added to builder pods.")
+    active_deadline_seconds: int = Field(
+        default=14400,
+        ge=60,
+        description="Seconds a build may run before it is stopped and marked Failed (reason "
+        "Timeout). Default 4 h.",
+    )
+    backoff_limit: int = Field(
+        default=2,
+        ge=0,
+        le=20,
+        description="Retries of a failed builder pod before the build is marked Failed. Stages "
+        "resume from the artifact directory.",
+    )
+
+
+class ExistingPVCStorage(ApiModel):
+    """An existing PersistentVolumeClaim in this namespace."""
+
+    model_config = model_config(
+        cel(
+            "self == oldSelf",
+            "storage.pvc is immutable once set (artifacts already live there); create a new "
+            "LLMEngine to use other storage",
+        )
+    )
+
+    claim_name: ObjectName = Field(description="Name of the PVC.")
+    sub_path: str | None = Field(
+        default=None,
+        max_length=512,
+        pattern=r"^[^/].*$",
+        description="Directory inside the PVC used as the storage root (relative, no leading /).",
+    )
+
+
+class CreatePVCStorage(ApiModel):
+    """A PVC that the operator creates for this engine (named <engine>-artifacts)."""
+
+    model_config = model_config(
+        cel(
+            "has(self.storageClassName) == has(oldSelf.storageClassName) && "
+            "(!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",
+            "storage.createPVC.storageClassName is immutable",
+            field_path=".storageClassName",
+        ),
+        cel(
+            "self.accessMode == oldSelf.accessMode",
+            "storage.createPVC.accessMode is immutable",
+            field_path=".accessMode",
+        ),
+        cel(
+            "quantity(self.size).compareTo(quantity(oldSelf.size)) >= 0",
+            "storage.createPVC.size can only grow (PVC expansion)",
+            field_path=".size",
+        ),
+    )
+
+    size: Quantity = Field(description="Capacity, e.g. 200Gi (an 8B FP8 engine needs ~10Gi; a 70B ~75Gi).")
+    storage_class_name: str | None = Field(
+        default=None, max_length=253, description="StorageClass; default: the cluster default."
+    )
+    access_mode: Literal["ReadWriteOnce", "ReadWriteMany", "ReadWriteOncePod"] = Field(
+        default="ReadWriteOnce",
+        description="Access mode. Use ReadWriteMany when serving replicas run on several nodes.",
+    )
+
+
+class S3Storage(ApiModel):
+    """An S3-compatible bucket prefix; serving pods download the artifact at start."""
+
+    model_config = model_config(
+        cel(
+            "self.bucket == oldSelf.bucket && self.prefix == oldSelf.prefix",
+            "storage.s3.bucket and storage.s3.prefix are immutable once set",
+        )
+    )
+
+    bucket: str = Field(
+        min_length=3,
+        max_length=63,
+        pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$",
+        description="Bucket name.",
+    )
+    prefix: str = Field(
+        default="trtllm-engines",
+        max_length=512,
+        description="Key prefix under which <engineKey>/ directories are written.",
+    )
+    endpoint: str | None = Field(
+        default=None,
+        max_length=512,
+        pattern=r"^https?://",
+        description="Endpoint URL for non-AWS S3 (MinIO, Ceph), e.g. http://minio.storage:9000.",
+    )
+    credentials_secret_ref: SecretKeyRef | None = Field(
+        default=None,
+        description="Secret with AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY keys; unset = pod identity.",
+    )
+
+
+class StorageSpec(ApiModel):
+    """Where artifacts live: exactly one of pvc, createPVC or s3. Artifacts are written to
+    <root>/<engineKey>/ and shared by every LLMEngine with the same key."""
+
+    model_config = model_config(
+        cel(
+            "(has(self.pvc) ? 1 : 0) + (has(self.createPVC) ? 1 : 0) + (has(self.s3) ? 1 : 0) == 1",
+            "set exactly one of storage.pvc, storage.createPVC or storage.s3",
+        ),
+        cel(
+            "has(self.pvc) == has(oldSelf.pvc) && has(self.createPVC) == has(oldSelf.createPVC) "
+            "&& has(self.s3) == has(oldSelf.s3)",
+            "the storage kind (pvc, createPVC or s3) is immutable; create a new LLMEngine to move artifacts",
+        ),
+    )
+
+    pvc: ExistingPVCStorage | None = Field(default=None, description="Use an existing PVC.")
+    create_pvc: CreatePVCStorage | None = Field(
+        default=None, alias="createPVC", description="Let the operator create a PVC."
+    )
+    s3: S3Storage | None = Field(default=None, description="Use an S3-compatible bucket.")
+    reclaim_policy: ReclaimPolicy = Field(
+        default="Retain",
+        description="What happens to this engine's artifact when the LLMEngine is deleted: Retain "
+        "(keep it; default) or Delete (remove it once no other LLMEngine uses the same key).",
+    )
+
+
+class LLMEngineSpec(ApiModel):
+    """Desired state of an LLMEngine: a TensorRT-LLM engine (or quantized checkpoint) to build."""
+
+    model_config = model_config(
+        cel(
+            "self.backend != 'pytorch' || self.quantization.kvCacheDtype != 'int8'",
+            "kvCacheDtype int8 is not supported by the pytorch backend; use fp8 or auto, or backend tensorrt",
+            field_path=".quantization.kvCacheDtype",
+        ),
+        cel(
+            "self.backend != 'pytorch' || self.quantization.format != 'int8_sq'",
+            "format int8_sq is only supported by the tensorrt backend; use fp8 or int4_awq, or "
+            "backend tensorrt",
+            field_path=".quantization.format",
+        ),
+        cel(
+            "self.build.workers <= self.parallelism.tensor * self.parallelism.pipeline",
+            "build.workers must be at most tensor × pipeline (one worker per rank)",
+            field_path=".build.workers",
+        ),
+        cel(
+            "!has(self.gpu.resources.gpus) || self.gpu.resources.gpus >= self.build.workers",
+            "gpu.resources.gpus must be at least build.workers (each worker builds on its own GPU)",
+            field_path=".gpu.resources.gpus",
+        ),
+    )
+
+    model: ModelSpec = Field(description="The model checkpoint to build from.")
+    backend: Backend = Field(
+        default="tensorrt",
+        description="tensorrt: quantize, convert and compile a TensorRT engine (trtllm-build), served "
+        "by Triton's tensorrtllm backend. pytorch: quantize to a unified checkpoint, no compile, "
+        "served by Triton's LLM-API model. The runtime image decides which is available "
+        "(TensorRT-LLM removed the engine path after 1.2).",
+    )
+    runtime: RuntimeSpec = Field(description="The TensorRT-LLM image that builds and serves.")
+    quantization: QuantizationSpec = Field(
+        default_factory=QuantizationSpec, description="Quantization recipe."
+    )
+    parallelism: ParallelismSpec = Field(
+        default_factory=ParallelismSpec, description="Tensor/pipeline/expert parallelism."
+    )
+    build: EngineBuildSpec = Field(default_factory=EngineBuildSpec, description="Engine limits and plugins.")
+    gpu: GPUSpec = Field(description="Target GPU and builder pod placement.")
+    storage: StorageSpec = Field(description="Where the artifact is stored.")
+
+
+# --- status ------------------------------------------------------------------------------------
+
+
+class ArtifactStatus(ApiModel):
+    """The built artifact."""
+
+    uri: str | None = Field(
+        default=None, description="Location: pvc://<claim>/<path>/<engineKey> or s3://<bucket>/<...>."
+    )
+    size_bytes: int | None = Field(default=None, ge=0, description="Total size in bytes.")
+    manifest_digest: str | None = Field(
+        default=None, description="sha256:<hex> of manifest.json (inputs, versions, per-rank digests)."
+    )
+    tensorrt_llm_version: str | None = Field(
+        default=None,
+        alias="tensorrtLLMVersion",
+        description="TensorRT-LLM version that built it (from the manifest).",
+    )
+
+
+class RecommendedLimits(ApiModel):
+    """Limits the planner derives (used for unset spec.build fields)."""
+
+    max_batch_size: int | None = Field(default=None, ge=0, description="Sequences.")
+    max_num_tokens: int | None = Field(default=None, ge=0, description="Tokens per iteration.")
+    max_input_len: int | None = Field(default=None, ge=0, description="Prompt tokens.")
+    max_seq_len: int | None = Field(default=None, ge=0, description="Prompt + output tokens.")
+
+
+class PlanStatus(ApiModel):
+    """Capacity plan summary for one GPU of the target product (engine_builder planner)."""
+
+    fits: bool | None = Field(default=None, description="Whether weights + activations + a KV cache fit.")
+    gpu_memory_bytes: int | None = Field(default=None, ge=0, description="GPU memory in bytes.")
+    weight_bytes_per_gpu: int | None = Field(
+        default=None, alias="weightBytesPerGPU", ge=0, description="Weight bytes per GPU."
+    )
+    activation_bytes_per_gpu: int | None = Field(
+        default=None,
+        alias="activationBytesPerGPU",
+        ge=0,
+        description="Activation workspace bytes per GPU (from maxNumTokens).",
+    )
+    kv_bytes_per_token_per_gpu: int | None = Field(
+        default=None, alias="kvBytesPerTokenPerGPU", ge=0, description="KV-cache bytes per token per GPU."
+    )
+    kv_cache_bytes_per_gpu: int | None = Field(
+        default=None,
+        alias="kvCacheBytesPerGPU",
+        ge=0,
+        description="KV-cache pool bytes per GPU (from the free-memory fraction).",
+    )
+    max_kv_tokens: int | None = Field(
+        default=None, alias="maxKVTokens", ge=0, description="Tokens the KV pool holds."
+    )
+    max_concurrent_sequences: int | None = Field(
+        default=None, ge=0, description="Sequences of maxSeqLen tokens that fit in the KV pool."
+    )
+    recommended: RecommendedLimits | None = Field(default=None, description="Derived limits.")
+    reasons: Annotated[list[str], Field(max_length=32)] | None = Field(
+        default=None, description="Why it does not fit, or the assumptions made."
+    )
+
+
+class BuildStatus(ApiModel):
+    """The current or last build."""
+
+    job_name: str | None = Field(default=None, description="Name of the builder Job.")
+    stage: str | None = Field(
+        default=None,
+        description="Current stage: fetch, inspect, plan, quantize, convert, compile, package, report.",
+    )
+    percent: int | None = Field(default=None, ge=0, le=100, description="Overall progress, 0-100.")
+    stage_timings: dict[str, float] | None = Field(
+        default=None, description="Seconds spent per finished stage."
+    )
+    reason: str | None = Field(
+        default=None,
+        description="Failure class: GPUOutOfMemory, HostOutOfMemory, UnsupportedArchitecture, "
+        "DownloadFailed, AuthFailed, Timeout, BadSpec, Unknown.",
+    )
+    message: str | None = Field(default=None, description="Failure details and the fix.")
+    attempts: int | None = Field(default=None, ge=0, description="Builder pod attempts so far.")
+    start_time: datetime | None = Field(default=None, description="When the Job started.")
+    completion_time: datetime | None = Field(default=None, description="When the Job finished.")
+
+
+class LLMEngineStatus(ApiModel):
+    """Observed state of an LLMEngine."""
+
+    phase: EnginePhase | None = Field(
+        default=None,
+        description="Pending, Planning, Queued (waiting for GPUs or for a build of the same key), "
+        "Building, Ready or Failed.",
+    )
+    observed_generation: int | None = Field(
+        default=None, ge=0, description="metadata.generation this status describes."
+    )
+    engine_key: str | None = Field(
+        default=None, description="sha256 of everything that makes the engine valid (64 hex chars)."
+    )
+    engine_key_short: str | None = Field(
+        default=None, description="First 12 characters of engineKey (printer column)."
+    )
+    artifact: ArtifactStatus | None = Field(default=None, description="The built artifact.")
+    plan: PlanStatus | None = Field(default=None, description="Capacity plan.")
+    build: BuildStatus | None = Field(default=None, description="Current or last build.")
+    used_by: Annotated[list[str], Field(max_length=256)] | None = Field(
+        default=None, description="Names of LLMDeployments in this namespace serving this engine."
+    )
+    conditions: Conditions | None = Field(
+        default=None,
+        description="Ready (artifact usable), Progressing (planning/building), Degraded, "
+        "Planned (capacity plan fits).",
+    )
