@@ -1,0 +1,453 @@
+"""Render the Triton model-repository configuration files from typed parameters (pure).
+
+Two layouts, one per serving backend:
+
+* :func:`render_trtllm_repository` — the TensorRT engine path served by Triton's ``tensorrtllm``
+  C++ backend: ``preprocessing`` → ``tensorrt_llm`` → ``postprocessing`` chained by ``ensemble``,
+  optionally ``tensorrt_llm_bls`` (reference §4.1).
+* :func:`render_llmapi_model` — the PyTorch backend served by the LLM-API Python model
+  (``tensorrt_llm/config.pbtxt`` + ``tensorrt_llm/1/model.yaml``, reference §3.5).
+
+Why not ``fill_template.py``: upstream fills ``${var}`` placeholders with a script whose key set
+must match the template version exactly and which leaves unknown placeholders as literal ``${x}``
+(in non-string protobuf positions that breaks parsing, reference §4.2). Here every value is a
+typed, validated field of :class:`TritonModelParams` with the reference's default; the
+``parameters { … }`` blocks are generated from those fields, and a render that would leave any
+``${`` raises :class:`TemplateError`. A parameter whose field is ``None`` ("let the backend
+decide", e.g. ``max_tokens_in_paged_kv_cache`` unset = only the memory fraction bounds the pool) is
+omitted from the C++ model's file, which the backend treats exactly like an unfilled placeholder:
+it logs a warning and uses its default (reference §4.2, ``model_instance_state.cc``). The Python
+models (pre/post-processing, BLS) read some keys unconditionally, so they always get every key.
+
+The templates (package data under ``templates/``) were written for this project from the tensor
+interface of TensorRT-LLM's ``triton_backend/all_models`` (inflight_batcher_llm and llmapi,
+tensorrtllm_backend v0.19 parameter key set — reference §4.3). The ``1/model.py`` files of the
+Python models are *not* rendered: they belong to the serving image (``/app/all_models/...``) and
+must match its TensorRT-LLM version; the builder's package stage copies them from the image when it
+runs there.
+
+Both renderers return ``dict[str, str]``: repository-relative path (``"tensorrt_llm/config.pbtxt"``)
+→ file content, including empty ``1/`` version-directory markers Triton needs. They take no
+clock, no randomness and do no I/O except reading the bundled templates.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Iterable
+from importlib import resources
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+#: The upstream model-repository generation these templates follow.
+TEMPLATE_SET = "tensorrtllm_backend v0.19.0 parameter keys (TensorRT-LLM 0.19 - 1.2 triton_backend)"
+
+BatchingStrategy = Literal["inflight_fused_batching", "inflight_batching", "V1"]
+BatchSchedulerPolicy = Literal["guaranteed_no_evict", "max_utilization"]
+TritonDataType = Literal["TYPE_FP16", "TYPE_BF16", "TYPE_FP32"]
+DecodingMode = Literal[
+    "top_k", "top_p", "top_k_top_p", "beam_search", "medusa", "redrafter", "lookahead", "eagle"
+]
+
+#: Fixed by the tensorrtllm backend image layout (reference §4.3).
+EXECUTOR_WORKER_PATH = "/opt/tritonserver/backends/tensorrtllm/trtllmExecutorWorker"
+
+
+class TemplateError(ValueError):
+    """A rendered file would still contain a ``${…}`` placeholder, or a template is malformed."""
+
+
+class _Params(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TritonModelParams(_Params):
+    """Everything the TensorRT-engine model repository needs (reference §4.3).
+
+    Field names are the upstream template variables. Defaults are the backend's own defaults
+    (reference §4.3 table); ``None`` means "not set: the backend's default applies" and the
+    parameter is left out of ``tensorrt_llm/config.pbtxt``.
+
+    Raises ``pydantic.ValidationError`` naming the field for out-of-range values.
+    """
+
+    # Paths inside the serving pod.
+    engine_dir: str = Field(min_length=1, description="Directory holding config.json + rank*.engine.")
+    tokenizer_dir: str = Field(min_length=1, description="Hugging Face tokenizer directory.")
+    encoder_engine_dir: str | None = Field(default=None, description="Encoder engine (enc-dec only).")
+
+    # Triton scheduling (shared by the models).
+    triton_max_batch_size: int = Field(
+        default=64,
+        ge=1,
+        description="Triton's max_batch_size / preferred_batch_size. Does not bound the TensorRT-LLM "
+        "runtime batch (the engine's max_batch_size does); set it to the engine's max_batch_size.",
+    )
+    decoupled: bool = Field(default=False, description="Decoupled transaction policy; true for streaming.")
+    max_queue_delay_microseconds: int = Field(default=0, ge=0, description="Dynamic batcher delay (µs).")
+    max_queue_size: int = Field(
+        default=0, ge=0, description="Requests queued before Triton rejects (0 = unbounded)."
+    )
+    triton_backend: Literal["tensorrtllm", "python"] = "tensorrtllm"
+    logits_datatype: TritonDataType = "TYPE_FP32"
+    encoder_input_features_data_type: TritonDataType = "TYPE_FP16"
+
+    # Instance counts.
+    tensorrt_llm_instance_count: int = Field(default=1, ge=1)
+    preprocessing_instance_count: int = Field(default=1, ge=1)
+    postprocessing_instance_count: int = Field(default=1, ge=1)
+    bls_instance_count: int = Field(default=1, ge=1)
+    include_bls: bool = Field(default=False, description="Also render tensorrt_llm_bls.")
+
+    # tensorrt_llm model parameters.
+    batching_strategy: BatchingStrategy = "inflight_fused_batching"
+    batch_scheduler_policy: BatchSchedulerPolicy = "guaranteed_no_evict"
+    max_beam_width: int = Field(default=1, ge=1)
+    kv_cache_free_gpu_mem_fraction: float = Field(
+        default=0.9, gt=0.0, le=1.0, description="Fraction of free GPU memory for the paged KV cache."
+    )
+    max_tokens_in_paged_kv_cache: int | None = Field(
+        default=None, ge=1, description="Upper bound on KV-cache tokens; min(this, fraction-derived)."
+    )
+    max_attention_window_size: tuple[int, ...] | None = Field(
+        default=None, description="Per-layer attention windows (tokens); None = max_seq_len."
+    )
+    sink_token_length: int | None = Field(default=None, ge=0)
+    cross_kv_cache_fraction: float | None = Field(default=None, gt=0.0, lt=1.0)
+    kv_cache_host_memory_bytes: int = Field(default=0, ge=0, description="Host offload pool (bytes).")
+    kv_cache_onboard_blocks: bool = True
+    enable_kv_cache_reuse: bool = Field(
+        default=True, description="Prefix reuse; needs an engine built with paged context FMHA."
+    )
+    enable_chunked_context: bool = Field(
+        default=False, description="Chunked prefill; without it prompts > max_num_tokens are rejected."
+    )
+    exclude_input_in_output: bool = False
+    normalize_log_probs: bool = True
+    cancellation_check_period_ms: int = Field(default=100, ge=1)
+    stats_check_period_ms: int = Field(default=100, ge=1, description="Metrics refresh period (ms).")
+    iter_stats_max_iterations: int | None = Field(default=None, ge=0)
+    request_stats_max_iterations: int | None = Field(default=None, ge=0)
+    gpu_device_ids: tuple[tuple[int, ...], ...] | None = Field(
+        default=None, description="Per instance, the GPU ids it uses; None = all visible."
+    )
+    participant_ids: tuple[int, ...] | None = None
+    num_nodes: int = Field(default=1, ge=1)
+    decoding_mode: DecodingMode | None = Field(
+        default=None, description="None: top_k_top_p for beam width 1, else beam_search."
+    )
+    lora_cache_optimal_adapter_size: int = Field(default=8, ge=1)
+    lora_cache_max_adapter_size: int = Field(default=64, ge=1)
+    lora_cache_gpu_memory_fraction: float = Field(default=0.05, gt=0.0, lt=1.0)
+    lora_cache_host_memory_bytes: int = Field(default=1 << 30, ge=0)
+    lora_prefetch_dir: str | None = None
+    lookahead_window_size: int | None = Field(default=None, ge=1)
+    lookahead_ngram_size: int | None = Field(default=None, ge=1)
+    lookahead_verification_set_size: int | None = Field(default=None, ge=1)
+    medusa_choices: str | None = None
+    eagle_choices: str | None = None
+    gpu_weights_percent: float = Field(default=1.0, gt=0.0, le=1.0)
+    enable_context_fmha_fp32_acc: bool = False
+    multi_block_mode: bool = True
+    cuda_graph_mode: bool = False
+    cuda_graph_cache_size: int = Field(default=0, ge=0)
+    speculative_decoding_fast_logits: bool = False
+    guided_decoding_backend: Literal["xgrammar"] | None = None
+    xgrammar_tokenizer_info_path: str | None = None
+
+    # preprocessing / postprocessing / BLS.
+    add_special_tokens: bool = True
+    skip_special_tokens: bool = True
+    multimodal_model_path: str | None = None
+    max_num_images: int | None = Field(default=None, ge=1)
+    accumulate_tokens: bool = False
+    tensorrt_llm_model_name: str = "tensorrt_llm"
+    tensorrt_llm_draft_model_name: str | None = None
+    multimodal_encoders_name: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> TritonModelParams:
+        if self.guided_decoding_backend and not self.xgrammar_tokenizer_info_path:
+            raise ValueError(
+                "guided_decoding_backend is set but xgrammar_tokenizer_info_path is empty: "
+                "set both (reference §4.3) or neither"
+            )
+        if self.tensorrt_llm_draft_model_name and not self.include_bls:
+            raise ValueError("tensorrt_llm_draft_model_name needs include_bls=True (only the BLS uses it)")
+        return self
+
+
+class LLMAPIModelParams(_Params):
+    """The LLM-API (PyTorch backend) Triton model: ``config.pbtxt`` + ``1/model.yaml``.
+
+    ``model.yaml`` keys are ``tensorrt_llm.LLM()`` arguments (reference §3.5): ``model``,
+    ``backend``, parallel sizes, ``kv_cache_config`` (``free_gpu_memory_fraction``,
+    ``enable_block_reuse``, ``max_tokens``, ``dtype``), ``scheduler_config``, limits, plus
+    ``triton_config`` (``max_batch_size``: 0 — the model does not batch — and ``decoupled``).
+    """
+
+    model: str = Field(min_length=1, description="Checkpoint directory (unified HF checkpoint) in the pod.")
+    tokenizer_dir: str | None = Field(default=None, description="Tokenizer dir if not inside `model`.")
+    tensor_parallel_size: int = Field(default=1, ge=1)
+    pipeline_parallel_size: int = Field(default=1, ge=1)
+    moe_expert_parallel_size: int | None = Field(default=None, ge=1)
+    max_batch_size: int | None = Field(default=None, ge=1, description="Runtime batch limit (LLM arg).")
+    max_num_tokens: int | None = Field(default=None, ge=1)
+    max_seq_len: int | None = Field(default=None, ge=2)
+    kv_cache_free_gpu_mem_fraction: float = Field(default=0.9, gt=0.0, le=1.0)
+    max_tokens_in_paged_kv_cache: int | None = Field(default=None, ge=1)
+    enable_kv_cache_reuse: bool = True
+    kv_cache_dtype: Literal["auto", "fp8"] = "auto"
+    enable_chunked_context: bool = False
+    batch_scheduler_policy: BatchSchedulerPolicy = "guaranteed_no_evict"
+    decoupled: bool = False
+    triton_max_batch_size: int = Field(
+        default=0, ge=0, description="triton_config.max_batch_size; 0 because the model does not batch."
+    )
+    instance_count: int = Field(default=1, ge=1)
+
+
+# --------------------------------------------------------------------------------------------------
+# Rendering helpers.
+
+
+def _template(group: str, name: str) -> string.Template:
+    text = resources.files("engine_builder").joinpath("templates", group, name).read_text("utf-8")
+    return string.Template(text)
+
+
+def _pb_bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _pb_string(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _param_text(value: object) -> str:
+    if isinstance(value, bool):
+        return _pb_bool(value)
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, tuple):
+        if value and isinstance(value[0], tuple):  # gpu_device_ids: instances ';'-separated
+            return ";".join(",".join(str(v) for v in group) for group in value)
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def _parameters(items: Iterable[tuple[str, object]]) -> str:
+    """``parameters: { key: … value: { string_value: … } }`` blocks; ``None`` values are skipped."""
+    blocks = []
+    for key, value in items:
+        if value is None:
+            continue
+        text = _pb_string(_param_text(value))
+        blocks.append(f"parameters: {{ key: {_pb_string(key)} value: {{ string_value: {text} }} }}")
+    return "\n".join(blocks)
+
+
+def _substitute(template: string.Template, where: str, values: dict[str, object]) -> str:
+    text_values = {k: (_pb_bool(v) if isinstance(v, bool) else str(v)) for k, v in values.items()}
+    try:
+        rendered = template.substitute(text_values)
+    except KeyError as exc:
+        raise TemplateError(f"{where}: template placeholder ${{{exc.args[0]}}} has no value") from exc
+    except ValueError as exc:
+        raise TemplateError(f"{where}: malformed template: {exc}") from exc
+    check_no_placeholders({where: rendered})
+    return rendered
+
+
+def check_no_placeholders(files: dict[str, str]) -> None:
+    """Raise :class:`TemplateError` naming the file and line if any content still holds ``${``."""
+    for path, content in files.items():
+        for lineno, line in enumerate(content.splitlines(), start=1):
+            if "${" in line:
+                raise TemplateError(f"{path}:{lineno}: unfilled placeholder left: {line.strip()!r}")
+
+
+# --------------------------------------------------------------------------------------------------
+# Public renderers.
+
+
+def tensorrt_llm_parameters(p: TritonModelParams) -> list[tuple[str, object]]:
+    """The ``tensorrt_llm`` model's (parameter key, value) pairs in template order (None = omit)."""
+    return [
+        ("max_beam_width", p.max_beam_width),
+        ("FORCE_CPU_ONLY_INPUT_TENSORS", "no"),
+        ("gpt_model_type", p.batching_strategy),
+        ("gpt_model_path", p.engine_dir),
+        ("encoder_model_path", p.encoder_engine_dir),
+        ("max_tokens_in_paged_kv_cache", p.max_tokens_in_paged_kv_cache),
+        ("max_attention_window_size", p.max_attention_window_size),
+        ("sink_token_length", p.sink_token_length),
+        ("batch_scheduler_policy", p.batch_scheduler_policy),
+        ("kv_cache_free_gpu_mem_fraction", p.kv_cache_free_gpu_mem_fraction),
+        ("cross_kv_cache_fraction", p.cross_kv_cache_fraction),
+        ("kv_cache_host_memory_bytes", p.kv_cache_host_memory_bytes),
+        ("kv_cache_onboard_blocks", p.kv_cache_onboard_blocks),
+        ("exclude_input_in_output", p.exclude_input_in_output),
+        ("cancellation_check_period_ms", p.cancellation_check_period_ms),
+        ("stats_check_period_ms", p.stats_check_period_ms),
+        ("iter_stats_max_iterations", p.iter_stats_max_iterations),
+        ("request_stats_max_iterations", p.request_stats_max_iterations),
+        ("enable_kv_cache_reuse", p.enable_kv_cache_reuse),
+        ("normalize_log_probs", p.normalize_log_probs),
+        ("enable_chunked_context", p.enable_chunked_context),
+        ("gpu_device_ids", p.gpu_device_ids),
+        ("participant_ids", p.participant_ids),
+        ("num_nodes", p.num_nodes),
+        ("lora_cache_optimal_adapter_size", p.lora_cache_optimal_adapter_size),
+        ("lora_cache_max_adapter_size", p.lora_cache_max_adapter_size),
+        ("lora_cache_gpu_memory_fraction", p.lora_cache_gpu_memory_fraction),
+        ("lora_cache_host_memory_bytes", p.lora_cache_host_memory_bytes),
+        ("lora_prefetch_dir", p.lora_prefetch_dir),
+        ("decoding_mode", p.decoding_mode),
+        ("executor_worker_path", EXECUTOR_WORKER_PATH),
+        ("lookahead_window_size", p.lookahead_window_size),
+        ("lookahead_ngram_size", p.lookahead_ngram_size),
+        ("lookahead_verification_set_size", p.lookahead_verification_set_size),
+        ("medusa_choices", p.medusa_choices),
+        ("eagle_choices", p.eagle_choices),
+        ("gpu_weights_percent", p.gpu_weights_percent),
+        ("enable_context_fmha_fp32_acc", p.enable_context_fmha_fp32_acc),
+        ("multi_block_mode", p.multi_block_mode),
+        ("cuda_graph_mode", p.cuda_graph_mode),
+        ("cuda_graph_cache_size", p.cuda_graph_cache_size),
+        ("speculative_decoding_fast_logits", p.speculative_decoding_fast_logits),
+        ("tokenizer_dir", p.tokenizer_dir if p.guided_decoding_backend else None),
+        ("guided_decoding_backend", p.guided_decoding_backend),
+        ("xgrammar_tokenizer_info_path", p.xgrammar_tokenizer_info_path),
+    ]
+
+
+def render_trtllm_repository(params: TritonModelParams) -> dict[str, str]:
+    """Render ``ensemble``, ``preprocessing``, ``tensorrt_llm``, ``postprocessing`` (and
+    ``tensorrt_llm_bls`` when ``params.include_bls``) for the TensorRT engine path.
+
+    Returns ``{relative path: content}``, e.g. ``"tensorrt_llm/config.pbtxt"``, plus empty
+    ``<model>/1/.gitkeep`` markers. Raises :class:`TemplateError` if a placeholder would be left.
+    """
+    group = "inflight_batcher_llm"
+    shared: dict[str, object] = {
+        "triton_max_batch_size": params.triton_max_batch_size,
+        "max_queue_delay_microseconds": params.max_queue_delay_microseconds,
+        "max_queue_size": params.max_queue_size,
+        "logits_datatype": params.logits_datatype,
+        "decoupled_mode": params.decoupled,
+    }
+    files: dict[str, str] = {}
+    files["tensorrt_llm/config.pbtxt"] = _substitute(
+        _template(group, "tensorrt_llm.pbtxt"),
+        "tensorrt_llm/config.pbtxt",
+        {
+            **shared,
+            "triton_backend": params.triton_backend,
+            "encoder_input_features_data_type": params.encoder_input_features_data_type,
+            "tensorrt_llm_instance_count": params.tensorrt_llm_instance_count,
+            "parameters": _parameters(tensorrt_llm_parameters(params)),
+        },
+    )
+    files["preprocessing/config.pbtxt"] = _substitute(
+        _template(group, "preprocessing.pbtxt"),
+        "preprocessing/config.pbtxt",
+        {
+            **shared,
+            "preprocessing_instance_count": params.preprocessing_instance_count,
+            "parameters": _parameters(
+                [
+                    ("tokenizer_dir", params.tokenizer_dir),
+                    ("add_special_tokens", params.add_special_tokens),
+                    # Read unconditionally by model.py; "" means "text-only model".
+                    ("multimodal_model_path", params.multimodal_model_path or ""),
+                    ("gpt_model_path", params.engine_dir),
+                    ("max_num_images", params.max_num_images or ""),
+                ]
+            ),
+        },
+    )
+    files["postprocessing/config.pbtxt"] = _substitute(
+        _template(group, "postprocessing.pbtxt"),
+        "postprocessing/config.pbtxt",
+        {
+            **shared,
+            "postprocessing_instance_count": params.postprocessing_instance_count,
+            "parameters": _parameters(
+                [
+                    ("tokenizer_dir", params.tokenizer_dir),
+                    ("skip_special_tokens", params.skip_special_tokens),
+                ]
+            ),
+        },
+    )
+    files["ensemble/config.pbtxt"] = _substitute(
+        _template(group, "ensemble.pbtxt"), "ensemble/config.pbtxt", shared
+    )
+    if params.include_bls:
+        files["tensorrt_llm_bls/config.pbtxt"] = _substitute(
+            _template(group, "tensorrt_llm_bls.pbtxt"),
+            "tensorrt_llm_bls/config.pbtxt",
+            {
+                **shared,
+                "bls_instance_count": params.bls_instance_count,
+                "parameters": _parameters(
+                    [
+                        ("accumulate_tokens", params.accumulate_tokens),
+                        ("tensorrt_llm_model_name", params.tensorrt_llm_model_name),
+                        ("tensorrt_llm_draft_model_name", params.tensorrt_llm_draft_model_name or ""),
+                        ("multimodal_encoders_name", params.multimodal_encoders_name or ""),
+                    ]
+                ),
+            },
+        )
+    for model in sorted({path.split("/", 1)[0] for path in files}):
+        files[f"{model}/1/.gitkeep"] = ""
+    return dict(sorted(files.items()))
+
+
+def llmapi_model_yaml(params: LLMAPIModelParams) -> dict[str, object]:
+    """The ``model.yaml`` document (``LLM()`` arguments + ``triton_config``) as plain data."""
+    kv_cache_config: dict[str, object] = {
+        "free_gpu_memory_fraction": params.kv_cache_free_gpu_mem_fraction,
+        "enable_block_reuse": params.enable_kv_cache_reuse,
+    }
+    if params.max_tokens_in_paged_kv_cache is not None:
+        kv_cache_config["max_tokens"] = params.max_tokens_in_paged_kv_cache
+    if params.kv_cache_dtype != "auto":
+        kv_cache_config["dtype"] = params.kv_cache_dtype
+    doc: dict[str, object] = {"model": params.model, "backend": "pytorch"}
+    if params.tokenizer_dir:
+        doc["tokenizer"] = params.tokenizer_dir
+    doc["tensor_parallel_size"] = params.tensor_parallel_size
+    doc["pipeline_parallel_size"] = params.pipeline_parallel_size
+    if params.moe_expert_parallel_size is not None:
+        doc["moe_expert_parallel_size"] = params.moe_expert_parallel_size
+    for key in ("max_batch_size", "max_num_tokens", "max_seq_len"):
+        value = getattr(params, key)
+        if value is not None:
+            doc[key] = value
+    doc["kv_cache_config"] = kv_cache_config
+    doc["enable_chunked_prefill"] = params.enable_chunked_context
+    doc["scheduler_config"] = {"capacity_scheduler_policy": params.batch_scheduler_policy.upper()}
+    doc["triton_config"] = {"max_batch_size": params.triton_max_batch_size, "decoupled": params.decoupled}
+    return doc
+
+
+def render_llmapi_model(params: LLMAPIModelParams) -> dict[str, str]:
+    """Render ``tensorrt_llm/config.pbtxt`` and ``tensorrt_llm/1/model.yaml`` for the PyTorch backend.
+
+    Raises :class:`TemplateError` if a placeholder would be left.
+    """
+    config = _substitute(
+        _template("llmapi", "tensorrt_llm.pbtxt"),
+        "tensorrt_llm/config.pbtxt",
+        {"instance_count": params.instance_count},
+    )
+    header = "# Rendered by engine_builder.triton: tensorrt_llm.LLM() arguments + triton_config.\n"
+    model_yaml = header + yaml.safe_dump(llmapi_model_yaml(params), sort_keys=False)
+    files = {"tensorrt_llm/config.pbtxt": config, "tensorrt_llm/1/model.yaml": model_yaml}
+    check_no_placeholders(files)
+    return files
