@@ -1,0 +1,58 @@
+"""``trtllm-operator crds``: write the generated CRDs to ``crds/`` and the Helm chart's ``crds/``.
+
+``make crds`` runs ``trtllm-operator crds --output-dir crds --chart-dir charts/trtllm-operator/crds``.
+With ``--check`` nothing is written and the exit code is 1 when a file is missing or stale.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from trtllm_operator.api.crd import all_crds, render_yaml
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "crds", help="write the CustomResourceDefinitions generated from the API models"
+    )
+    parser.add_argument(
+        "--output-dir", type=Path, default=Path("crds"), help="directory for the CRDs (default crds)"
+    )
+    parser.add_argument(
+        "--chart-dir",
+        type=Path,
+        action="append",
+        default=[],
+        help="another directory that gets the same files (the chart's crds/); repeatable",
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="only compare; exit 1 if any file is stale or missing"
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    rendered = {name: render_yaml(crd) for name, crd in all_crds().items()}
+    stale: list[Path] = []
+    for directory in [args.output_dir, *args.chart_dir]:
+        for name, text in rendered.items():
+            path = directory / name
+            current = path.read_text(encoding="utf-8") if path.exists() else None
+            if current == text:
+                continue
+            if args.check:
+                stale.append(path)
+                continue
+            directory.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            print(f"wrote {path}")
+    if stale:
+        print(
+            "stale CRDs (run `make crds`): " + ", ".join(str(p) for p in stale),
+            file=sys.stderr,
+        )
+        return 1
+    return 0

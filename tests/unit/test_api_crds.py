@@ -1,0 +1,102 @@
+"""The checked-in CRDs are exactly what the models generate, and they are structural."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from trtllm_operator.api import (
+    DEPLOYMENT_PLURAL,
+    ENGINE_PLURAL,
+    GROUP,
+    LLMDeploymentSpec,
+    LLMEngineSpec,
+)
+from trtllm_operator.api.crd import all_crds, deployment_crd, engine_crd, render_yaml
+from trtllm_operator.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+CRD_DIRS = [ROOT / "crds", ROOT / "charts" / "trtllm-operator" / "crds"]
+
+
+@pytest.mark.parametrize("directory", CRD_DIRS, ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("name", sorted(all_crds()))
+def test_checked_in_crd_is_fresh(directory: Path, name: str) -> None:
+    path = directory / name
+    assert path.exists(), f"{path} missing: run `make crds`"
+    assert path.read_text(encoding="utf-8") == render_yaml(all_crds()[name]), (
+        f"{path} is stale: run `make crds` and commit the result"
+    )
+
+
+def test_crds_command_check_detects_stale_and_writes(tmp_path: Path) -> None:
+    out, chart = tmp_path / "crds", tmp_path / "chart"
+    assert main(["crds", "--output-dir", str(out), "--chart-dir", str(chart), "--check"]) == 1
+    assert main(["crds", "--output-dir", str(out), "--chart-dir", str(chart)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == sorted(all_crds())
+    assert main(["crds", "--output-dir", str(out), "--chart-dir", str(chart), "--check"]) == 0
+    (chart / f"{GROUP}_{ENGINE_PLURAL}.yaml").write_text("# edited by hand\n")
+    assert main(["crds", "--output-dir", str(out), "--chart-dir", str(chart), "--check"]) == 1
+
+
+def _walk(node: dict[str, Any], path: str = "") -> list[tuple[str, dict[str, Any]]]:
+    found = [(path, node)]
+    for key, child in node.get("properties", {}).items():
+        found += _walk(child, f"{path}.{key}")
+    if "items" in node:
+        found += _walk(node["items"], f"{path}[]")
+    if isinstance(node.get("additionalProperties"), dict):
+        found += _walk(node["additionalProperties"], f"{path}{{}}")
+    return found
+
+
+@pytest.mark.parametrize("crd", [engine_crd(), deployment_crd()], ids=["engine", "deployment"])
+def test_schema_is_structural_and_documented(crd: dict[str, Any]) -> None:
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    text = yaml.safe_dump(schema)
+    assert "$ref" not in text and "anyOf" not in text and "allOf" not in text
+    preserve = []
+    for path, node in _walk(schema):
+        assert "type" in node, f"{path} has no type"
+        if path.startswith((".spec", ".status")) and not path.endswith(("[]", "{}")):
+            assert node.get("description"), f"{path} has no description (kubectl explain text)"
+        if node.get("x-kubernetes-preserve-unknown-fields"):
+            preserve.append(path)
+    # The one justified passthrough: core/v1 Affinity, validated by the API server on pod create.
+    assert preserve == (
+        [".spec.scheduling.affinity"] if crd["spec"]["names"]["plural"] == DEPLOYMENT_PLURAL else []
+    )
+
+
+def test_scale_subresource_and_columns() -> None:
+    version = deployment_crd()["spec"]["versions"][0]
+    assert version["subresources"]["scale"] == {
+        "specReplicasPath": ".spec.replicas",
+        "statusReplicasPath": ".status.replicas",
+        "labelSelectorPath": ".status.selector",
+    }
+    names = [c["name"] for c in version["additionalPrinterColumns"] if "priority" not in c]
+    assert names == ["Engine", "Ready", "Desired", "Queue", "KV%", "Phase", "Age"]
+    engine = engine_crd()["spec"]["versions"][0]
+    assert engine["subresources"] == {"status": {}}
+    names = [c["name"] for c in engine["additionalPrinterColumns"] if "priority" not in c]
+    assert names == ["Phase", "Quant", "TP", "PP", "GPU", "Key", "Age"]
+
+
+def test_nested_defaults_match_the_models() -> None:
+    """The CRD's object defaults are the models' own defaults, so API server and operator agree."""
+    spec = engine_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert spec["properties"]["quantization"]["default"] == {
+        "format": "none",
+        "kvCacheDtype": "auto",
+        "calibration": {"dataset": "bundled", "numSamples": 512, "batchSize": 1, "maxSeqLength": 512},
+    }
+    minimal = LLMDeploymentSpec.model_validate({"engineRef": {"name": "x"}})
+    dspec = deployment_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert dspec["properties"]["rollout"]["default"] == minimal.rollout.model_dump(
+        by_alias=True, exclude_none=True, mode="json"
+    )
+    assert LLMEngineSpec.model_fields["backend"].default == spec["properties"]["backend"]["default"]
