@@ -1,0 +1,717 @@
+"""The autoscaling policy: a pure function from a metrics snapshot to a replica decision.
+
+One call of :func:`decide` is one autoscaler tick. It takes
+
+* a :class:`Snapshot` — the scale target's current ``spec.replicas`` and, per pod, its scheduling
+  state and the two Triton signals (queue depth and KV-cache utilization; ``None`` when missing);
+* an :class:`AutoscalerState` — the recommendation history and recent scale events, the only memory
+  the policy has (JSON-serialisable: the operator keeps it in an annotation, the simulator in memory);
+* a :class:`Policy` — targets, tolerance, min/max, and per-direction stabilization windows and rate
+  limits (the ``spec.autoscaling`` of an LLMDeployment, see :func:`policy_from_spec`);
+* ``now`` — seconds since the epoch (a float; the policy never reads a clock),
+
+and returns a :class:`Decision`: from/to replicas, the signal values it saw, a stable ``reason``
+string, a human message, the ``ScalingLimited`` reason if a limit held it back, and the updated
+state to carry into the next tick. Nothing here does I/O, so the operator's kopf timer and the
+offline simulator run exactly the same code.
+
+The algorithm is Kubernetes' HorizontalPodAutoscaler (``pkg/controller/podautoscaler``:
+``replica_calculator.go`` ``calcPlainMetricReplicas``, ``horizontal.go``
+``stabilizeRecommendationWithBehaviors`` and ``convertDesiredReplicasWithBehaviorRate``), with the
+same names where it has them, so that users who know HPA can predict it. Per enabled signal::
+
+    ratio   = mean(signal over Ready pods with data) / target
+    desired = ceil(ratio × number of pods averaged)          # HPA's formula
+    desired = current        if |1 − ratio| ≤ tolerance
+
+and the recommendation is the maximum over signals. Pods are treated as HPA treats them:
+
+* **Ready pod, metric present** — averaged.
+* **Ready pod, metric missing or stale** — on a scale-up counted as 0 (so it does not push scale-up);
+  on a scale-down counted as exactly at target (so it holds replicas). If filling it in flips the
+  direction, or lands within tolerance, the signal recommends ``current``: no scale-down on missing
+  data.
+* **Starting pod** (scheduled, not Ready yet: pulling the image, loading the engine) — on a scale-up
+  counted as 0 (capacity that is coming); otherwise ignored.
+* **Unschedulable pod** (``PodScheduled=False``, reason ``Unschedulable``: typically no free GPU) —
+  *not capacity*: left out of every average, and while one exists no scale-up is made; the decision
+  reports ``ScalingLimited``/``InsufficientGPU`` instead. Scale-down still works (the ReplicaSet
+  controller deletes unscheduled pods first). This is where the policy departs from HPA, which counts
+  such pods as unready and keeps adding replicas that can never start.
+* **Terminating / finished pods** — ignored.
+
+A signal with no data at all is invalid. No valid signal → no change (``MissingMetrics``). Some
+signals invalid and the valid ones recommend scaling down → no change either (HPA's rule for
+invalid metrics).
+
+Then, as HPA with ``behavior``: the stabilized recommendation is the *minimum* of recommendations
+within the scale-up window (scale up only when load has stayed high for the whole window) and the
+*maximum* within the scale-down window (scale down only to the highest count needed in the window);
+rate limits cap the change per period (``Pods``/``Percent`` policies, ``selectPolicy`` Max/Min/
+Disabled, periods counted from recorded scale events); then ``minReplicas``/``maxReplicas``.
+
+Defaults and why (``DEFAULT_*`` below; the simulator's benchmark compares them with HPA's):
+
+* tolerance 0.1 — HPA's default; smaller values chase the noise of a per-iteration queue gauge.
+* scale-up window 15 s — three 5 s samples; a single burst of queued requests must not buy a GPU
+  replica that takes minutes to load its engine and will be idle by then (HPA: 0 s).
+* scale-up rate: the larger of +100 % or +4 pods per 60 s — HPA's own limits (per 15 s there),
+  stretched to the cold start of a Triton pod (engine load and KV-cache allocation take ~1 min), so
+  the next step is taken once the previous one can have served.
+* scale-down window 300 s — HPA's default; removing a GPU replica is cheap but getting it back costs
+  a cold start, so capacity is released only after five quiet minutes.
+* scale-down rate: the larger of −1 pod or −10 % per 60 s — slow drain: one replica at a time for
+  small fleets, 10 % for large ones, each step re-measured before the next (HPA: −100 % per 15 s).
+* targets: queue depth 4 waiting requests per replica, KV-cache utilization 0.8 — a few waiting
+  requests keep the inflight batcher full; above ~80 % KV blocks the batcher starts holding requests
+  back under ``GUARANTEED_NO_EVICT``, so latency rises before the queue shows it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+__all__ = [
+    "DEFAULT_KV_CACHE_UTILIZATION",
+    "DEFAULT_QUEUE_DEPTH_PER_REPLICA",
+    "DEFAULT_SCALE_DOWN",
+    "DEFAULT_SCALE_UP",
+    "DEFAULT_TOLERANCE",
+    "HPA_DEFAULT_SCALE_DOWN",
+    "HPA_DEFAULT_SCALE_UP",
+    "KV_CACHE_UTILIZATION",
+    "QUEUE_DEPTH_PER_REPLICA",
+    "SIGNALS",
+    "AutoscalerState",
+    "Decision",
+    "PodSignals",
+    "PodState",
+    "Policy",
+    "RateLimit",
+    "Reason",
+    "Recommendation",
+    "ScaleEvent",
+    "ScalingRules",
+    "Snapshot",
+    "decide",
+]
+
+#: Signal names, as in ``spec.autoscaling.targets`` and ``status.autoscaling``.
+QUEUE_DEPTH_PER_REPLICA = "queueDepthPerReplica"
+KV_CACHE_UTILIZATION = "kvCacheUtilization"
+SIGNALS: tuple[str, ...] = (QUEUE_DEPTH_PER_REPLICA, KV_CACHE_UTILIZATION)
+
+DEFAULT_TOLERANCE = 0.1
+DEFAULT_QUEUE_DEPTH_PER_REPLICA = 4.0
+DEFAULT_KV_CACHE_UTILIZATION = 0.8
+
+#: Digits kept when rounding ``ratio × pods`` before ``ceil``, so float noise (3.0000000001) does
+#: not add a replica. HPA computes in integer milli-units, which has the same effect.
+_ROUND_DIGITS = 9
+
+
+class Reason(StrEnum):
+    """Stable reason strings of a decision (``status.autoscaling.lastDecisions[].reason``).
+
+    Names follow HPA's conditions where HPA has one (``ScaleUpStabilized``, ``ScaleUpLimit``,
+    ``TooManyReplicas``, ...).
+    """
+
+    #: A signal is above target beyond tolerance: scaling up.
+    ABOVE_TARGET = "AboveTarget"
+    #: Every signal is below target beyond tolerance: scaling down.
+    BELOW_TARGET = "BelowTarget"
+    #: The recommendation equals the current count (within tolerance, or a direction change
+    #: was suppressed).
+    WITHIN_TOLERANCE = "WithinTolerance"
+    #: Higher recommendation held back: load has not stayed high for the whole scale-up window.
+    SCALE_UP_STABILIZED = "ScaleUpStabilized"
+    #: Lower recommendation held back by the scale-down window.
+    SCALE_DOWN_STABILIZED = "ScaleDownStabilized"
+    #: Scale-up capped by the scale-up rate limits.
+    SCALE_UP_LIMIT = "ScaleUpLimit"
+    #: Scale-down capped by the scale-down rate limits.
+    SCALE_DOWN_LIMIT = "ScaleDownLimit"
+    #: Capped at (or brought down to) ``maxReplicas``.
+    TOO_MANY_REPLICAS = "TooManyReplicas"
+    #: Capped at (or brought up to) ``minReplicas``.
+    TOO_FEW_REPLICAS = "TooFewReplicas"
+    #: Scale-up refused: pods of this deployment cannot be scheduled (no free GPU).
+    INSUFFICIENT_GPU = "InsufficientGPU"
+    #: No usable metric for any signal, or scale-down refused because a signal has no data.
+    MISSING_METRICS = "MissingMetrics"
+    #: ``spec.replicas`` is 0: autoscaling is paused until something scales the target up (as HPA).
+    SCALING_DISABLED = "ScalingDisabled"
+
+
+#: ``ScalingLimited`` condition reasons (a subset of :class:`Reason`).
+LIMIT_REASONS = frozenset(
+    {
+        Reason.SCALE_UP_LIMIT,
+        Reason.SCALE_DOWN_LIMIT,
+        Reason.TOO_MANY_REPLICAS,
+        Reason.TOO_FEW_REPLICAS,
+        Reason.INSUFFICIENT_GPU,
+    }
+)
+
+
+# --- policy -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """One rate-limit policy, HPA's ``HPAScalingPolicy``.
+
+    ``type`` ``"Pods"``: at most ``value`` pods added/removed per ``period_seconds``;
+    ``"Percent"``: at most ``value`` percent of the replicas at the start of the period.
+    """
+
+    type: Literal["Pods", "Percent"]
+    value: int
+    period_seconds: int
+
+    def __post_init__(self) -> None:
+        if self.type not in ("Pods", "Percent"):
+            raise ValueError(f"rate limit type {self.type!r}: use 'Pods' or 'Percent'")
+        if self.value <= 0:
+            raise ValueError(f"rate limit value {self.value}: must be > 0")
+        if not 0 < self.period_seconds <= 1800:
+            raise ValueError(f"rate limit periodSeconds {self.period_seconds}: must be in 1..1800 (as HPA)")
+
+
+@dataclass(frozen=True)
+class ScalingRules:
+    """Behavior in one direction, HPA's ``HPAScalingRules``.
+
+    ``stabilization_window_seconds``: how far back recommendations are considered (seconds, ≥ 0).
+    ``select_policy``: ``"Max"`` picks the rate limit allowing the largest change, ``"Min"`` the
+    smallest, ``"Disabled"`` forbids scaling in this direction.
+    """
+
+    stabilization_window_seconds: int
+    policies: tuple[RateLimit, ...]
+    select_policy: Literal["Max", "Min", "Disabled"] = "Max"
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.stabilization_window_seconds <= 3600:
+            raise ValueError(
+                f"stabilizationWindowSeconds {self.stabilization_window_seconds}: must be in 0..3600 (as HPA)"
+            )
+        if self.select_policy not in ("Max", "Min", "Disabled"):
+            raise ValueError(f"selectPolicy {self.select_policy!r}: use Max, Min or Disabled")
+        if not self.policies and self.select_policy != "Disabled":
+            raise ValueError("behavior needs at least one rate-limit policy (or selectPolicy: Disabled)")
+
+
+DEFAULT_SCALE_UP = ScalingRules(
+    stabilization_window_seconds=15,
+    policies=(RateLimit("Percent", 100, 60), RateLimit("Pods", 4, 60)),
+)
+DEFAULT_SCALE_DOWN = ScalingRules(
+    stabilization_window_seconds=300,
+    policies=(RateLimit("Pods", 1, 60), RateLimit("Percent", 10, 60)),
+)
+#: Kubernetes' HPA defaults (autoscaling/v2 ``behavior`` left empty), for comparison.
+HPA_DEFAULT_SCALE_UP = ScalingRules(
+    stabilization_window_seconds=0,
+    policies=(RateLimit("Percent", 100, 15), RateLimit("Pods", 4, 15)),
+)
+HPA_DEFAULT_SCALE_DOWN = ScalingRules(
+    stabilization_window_seconds=300,
+    policies=(RateLimit("Percent", 100, 15),),
+)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What :func:`decide` aims for; mirrors ``LLMDeployment.spec.autoscaling``.
+
+    Targets: ``queue_depth_per_replica`` (waiting requests per ready replica, > 0) and
+    ``kv_cache_utilization`` (fraction of KV-cache blocks in use, in (0, 1]); ``None`` disables a
+    signal (at least one must be enabled). ``tolerance``: relative dead band around each target.
+
+    Raises ``ValueError`` naming the ``spec.autoscaling`` field on an inconsistent policy.
+    """
+
+    min_replicas: int = 1
+    max_replicas: int = 10
+    queue_depth_per_replica: float | None = DEFAULT_QUEUE_DEPTH_PER_REPLICA
+    kv_cache_utilization: float | None = DEFAULT_KV_CACHE_UTILIZATION
+    tolerance: float = DEFAULT_TOLERANCE
+    scale_up: ScalingRules = DEFAULT_SCALE_UP
+    scale_down: ScalingRules = DEFAULT_SCALE_DOWN
+
+    def __post_init__(self) -> None:
+        if self.min_replicas < 1:
+            raise ValueError(f"spec.autoscaling.minReplicas {self.min_replicas}: must be ≥ 1")
+        if self.max_replicas < self.min_replicas:
+            raise ValueError(
+                f"spec.autoscaling.maxReplicas {self.max_replicas} is below minReplicas "
+                f"{self.min_replicas}: raise maxReplicas or lower minReplicas"
+            )
+        if self.queue_depth_per_replica is None and self.kv_cache_utilization is None:
+            raise ValueError(
+                "spec.autoscaling.targets: enable at least one of queueDepthPerReplica, kvCacheUtilization"
+            )
+        if self.queue_depth_per_replica is not None and not self.queue_depth_per_replica > 0:
+            raise ValueError(
+                f"spec.autoscaling.targets.queueDepthPerReplica {self.queue_depth_per_replica}: must be > 0"
+            )
+        if self.kv_cache_utilization is not None and not 0 < self.kv_cache_utilization <= 1:
+            raise ValueError(
+                f"spec.autoscaling.targets.kvCacheUtilization {self.kv_cache_utilization}: "
+                "must be a fraction in (0, 1], e.g. 0.8"
+            )
+        if not 0 <= self.tolerance < 1:
+            raise ValueError(f"spec.autoscaling.tolerance {self.tolerance}: must be in [0, 1), e.g. 0.1")
+
+    def targets(self) -> dict[str, float]:
+        """The enabled signals and their targets, by signal name."""
+        out: dict[str, float] = {}
+        if self.queue_depth_per_replica is not None:
+            out[QUEUE_DEPTH_PER_REPLICA] = self.queue_depth_per_replica
+        if self.kv_cache_utilization is not None:
+            out[KV_CACHE_UTILIZATION] = self.kv_cache_utilization
+        return out
+
+    def history_seconds(self) -> int:
+        """How long state entries matter: the longest window or rate-limit period."""
+        spans = [self.scale_up.stabilization_window_seconds, self.scale_down.stabilization_window_seconds]
+        spans += [p.period_seconds for p in self.scale_up.policies + self.scale_down.policies]
+        return max(spans)
+
+
+# --- snapshot -----------------------------------------------------------------------------------
+
+
+class PodState(StrEnum):
+    """How a pod counts towards capacity."""
+
+    #: Ready condition True: serving; its metrics are averaged.
+    READY = "Ready"
+    #: Scheduled (or about to be) but not Ready: image pull, engine load. Capacity that is coming.
+    STARTING = "Starting"
+    #: Pending with ``PodScheduled=False``, reason ``Unschedulable``: not capacity.
+    UNSCHEDULABLE = "Unschedulable"
+    #: Being deleted, Succeeded or Failed: ignored.
+    TERMINATING = "Terminating"
+
+
+@dataclass(frozen=True)
+class PodSignals:
+    """One pod as the policy sees it.
+
+    ``queue_depth``: waiting requests (``nv_trt_llm_request_metrics{request_type="waiting"}``, or
+    ``nv_inference_pending_request_count``); ``kv_cache_utilization``: used/max KV-cache blocks,
+    a fraction in [0, 1]. ``None`` means missing or stale. Only READY pods' values are used.
+    """
+
+    name: str
+    state: PodState = PodState.READY
+    queue_depth: float | None = None
+    kv_cache_utilization: float | None = None
+
+    def value(self, signal: str) -> float | None:
+        """The value of ``signal`` (one of :data:`SIGNALS`)."""
+        if signal == QUEUE_DEPTH_PER_REPLICA:
+            return self.queue_depth
+        if signal == KV_CACHE_UTILIZATION:
+            return self.kv_cache_utilization
+        raise ValueError(f"unknown signal {signal!r}: use one of {', '.join(SIGNALS)}")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The scale target at one instant: ``replicas`` is its current ``spec.replicas``."""
+
+    replicas: int
+    pods: tuple[PodSignals, ...] = ()
+
+    def count(self, state: PodState) -> int:
+        """Number of pods in ``state``."""
+        return sum(1 for p in self.pods if p.state == state)
+
+    def average(self, signal: str) -> float | None:
+        """Mean of ``signal`` over READY pods that report it; ``None`` if none does."""
+        values = [v for p in self.pods if p.state == PodState.READY and (v := p.value(signal)) is not None]
+        return sum(values) / len(values) if values else None
+
+
+# --- state --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """An unstabilized recommendation (replicas) made at ``time`` (epoch seconds)."""
+
+    time: float
+    replicas: int
+
+
+@dataclass(frozen=True)
+class ScaleEvent:
+    """A scale made at ``time`` (epoch seconds): ``change`` > 0 up, < 0 down."""
+
+    time: float
+    change: int
+
+
+@dataclass(frozen=True)
+class AutoscalerState:
+    """The policy's memory between ticks. Serialise with :meth:`to_dict` / :meth:`from_dict`.
+
+    Persist the state returned in a :class:`Decision` only once the decision has been applied
+    (the scale patch succeeded): it records the scale event that rate limits count.
+    """
+
+    recommendations: tuple[Recommendation, ...] = ()
+    scale_events: tuple[ScaleEvent, ...] = ()
+
+    def to_dict(self) -> dict[str, list[list[float]]]:
+        """Compact JSON form: ``{"recommendations": [[t, n], ...], "scaleEvents": [[t, Δ], ...]}``."""
+        return {
+            "recommendations": [[round(r.time, 3), r.replicas] for r in self.recommendations],
+            "scaleEvents": [[round(e.time, 3), e.change] for e in self.scale_events],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> AutoscalerState:
+        """Inverse of :meth:`to_dict`. Raises ``ValueError`` on a malformed document."""
+        if not data:
+            return cls()
+        try:
+            recs = tuple(Recommendation(float(t), int(n)) for t, n in data.get("recommendations", []))
+            events = tuple(ScaleEvent(float(t), int(c)) for t, c in data.get("scaleEvents", []))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"autoscaler state is malformed ({exc}); expected {cls().to_dict()}") from exc
+        return cls(recs, events)
+
+
+# --- decision -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The outcome of one tick.
+
+    ``from_replicas`` → ``to_replicas`` (equal when nothing changes); ``recommendation``: the raw
+    max-over-signals count before windows and limits; ``signals``: mean value per enabled signal over
+    Ready pods (``None`` = no data); ``desired_by_signal``: each valid signal's own count;
+    ``limited``: the ``ScalingLimited`` reason when a limit (rate, min/max, GPU) held the count back,
+    else ``None``; ``state``: carry into the next call.
+    """
+
+    time: float
+    from_replicas: int
+    to_replicas: int
+    reason: Reason
+    message: str
+    recommendation: int
+    signals: dict[str, float | None]
+    desired_by_signal: dict[str, int]
+    ready_replicas: int
+    unschedulable_replicas: int
+    limited: Reason | None
+    state: AutoscalerState = field(repr=False, default_factory=AutoscalerState)
+
+    @property
+    def scaled(self) -> bool:
+        """True when the decision changes the replica count."""
+        return self.to_replicas != self.from_replicas
+
+    def to_status(self) -> dict[str, Any]:
+        """One ``status.autoscaling.lastDecisions[]`` entry (camelCase, RFC 3339 time)."""
+        out: dict[str, Any] = {
+            "time": datetime.fromtimestamp(self.time, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "from": self.from_replicas,
+            "to": self.to_replicas,
+            "reason": str(self.reason),
+            "message": self.message,
+        }
+        for name, value in self.signals.items():
+            if value is not None:
+                out[name] = round(value, 4)
+        return out
+
+
+# --- the policy ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _SignalResult:
+    desired: int | None  # None: no data at all (invalid signal)
+    ratio: float | None
+
+
+def _ceil(x: float) -> int:
+    return math.ceil(round(x, _ROUND_DIGITS))
+
+
+def _replicas_for_signal(
+    values: Sequence[float | None], starting: int, current: int, target: float, tolerance: float
+) -> _SignalResult:
+    """HPA's ``calcPlainMetricReplicas`` for one signal (values: one per READY pod)."""
+    present = [v for v in values if v is not None]
+    missing = len(values) - len(present)
+    if not present:
+        return _SignalResult(None, None)
+    ratio = sum(present) / len(present) / target
+    scale_up_with_starting = starting > 0 and ratio > 1.0
+    if not scale_up_with_starting and missing == 0:
+        if abs(1.0 - ratio) <= tolerance:
+            return _SignalResult(current, ratio)
+        desired = _ceil(ratio * len(present))
+        # Unschedulable pods are not averaged, so ready < current is possible: a signal above
+        # target never recommends fewer replicas (nor one below target more) than current.
+        if (ratio > 1.0 and desired < current) or (ratio < 1.0 and desired > current):
+            return _SignalResult(current, ratio)
+        return _SignalResult(desired, ratio)
+    filled = list(present)
+    if missing:
+        # Scale-down: missing pods count as exactly at target; scale-up: as idle.
+        filled += [target if ratio < 1.0 else 0.0] * missing
+    if scale_up_with_starting:
+        filled += [0.0] * starting
+    new_ratio = sum(filled) / len(filled) / target
+    if (
+        abs(1.0 - new_ratio) <= tolerance
+        or (ratio < 1.0 and new_ratio > 1.0)
+        or (ratio > 1.0 and new_ratio < 1.0)
+    ):
+        return _SignalResult(current, ratio)
+    desired = _ceil(new_ratio * len(filled))
+    if (new_ratio < 1.0 and desired > current) or (new_ratio > 1.0 and desired < current):
+        return _SignalResult(current, ratio)
+    return _SignalResult(desired, ratio)
+
+
+def _change_in_period(events: Sequence[ScaleEvent], now: float, period: int, *, up: bool) -> int:
+    cutoff = now - period
+    return sum(abs(e.change) for e in events if e.time > cutoff and (e.change > 0) == up)
+
+
+def _scale_up_limit(current: int, events: Sequence[ScaleEvent], now: float, rules: ScalingRules) -> int:
+    """HPA's ``calculateScaleUpLimitWithScalingRules``."""
+    if rules.select_policy == "Disabled":
+        return current
+    proposals = []
+    for p in rules.policies:
+        start = (
+            current
+            - _change_in_period(events, now, p.period_seconds, up=True)
+            + _change_in_period(events, now, p.period_seconds, up=False)
+        )
+        if p.type == "Pods":
+            proposals.append(start + p.value)
+        else:
+            proposals.append(_ceil(start * (1 + p.value / 100)))
+    return min(proposals) if rules.select_policy == "Min" else max(proposals)
+
+
+def _scale_down_limit(current: int, events: Sequence[ScaleEvent], now: float, rules: ScalingRules) -> int:
+    """HPA's ``calculateScaleDownLimitWithBehaviors``."""
+    if rules.select_policy == "Disabled":
+        return current
+    proposals = []
+    for p in rules.policies:
+        start = (
+            current
+            - _change_in_period(events, now, p.period_seconds, up=True)
+            + _change_in_period(events, now, p.period_seconds, up=False)
+        )
+        if p.type == "Pods":
+            proposals.append(start - p.value)
+        else:
+            proposals.append(math.floor(round(start * (1 - p.value / 100), _ROUND_DIGITS)))
+    return max(proposals) if rules.select_policy == "Min" else min(proposals)
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3g}"
+
+
+def decide(snapshot: Snapshot, state: AutoscalerState, policy: Policy, now: float) -> Decision:
+    """One autoscaler tick: the replica count to set now, and why.
+
+    ``now`` is seconds since the epoch (any monotonic time base works if used consistently with
+    the state). Pure: the same inputs always give the same :class:`Decision`. Never raises for
+    missing metrics; raises ``ValueError`` only for a negative ``snapshot.replicas``.
+    """
+    current = snapshot.replicas
+    if current < 0:
+        raise ValueError(f"snapshot.replicas {current}: must be ≥ 0")
+    targets = policy.targets()
+    ready = [p for p in snapshot.pods if p.state == PodState.READY]
+    starting = snapshot.count(PodState.STARTING)
+    unschedulable = snapshot.count(PodState.UNSCHEDULABLE)
+    signals = {name: snapshot.average(name) for name in targets}
+    horizon = now - policy.history_seconds()
+    events = tuple(e for e in state.scale_events if e.time > horizon)
+    recs = tuple(r for r in state.recommendations if r.time > horizon)
+
+    def done(
+        to: int,
+        reason: Reason,
+        message: str,
+        *,
+        recommendation: int,
+        desired_by_signal: dict[str, int],
+        limited: Reason | None,
+        new_recs: tuple[Recommendation, ...],
+    ) -> Decision:
+        new_events = events + ((ScaleEvent(now, to - current),) if to != current else ())
+        return Decision(
+            time=now,
+            from_replicas=current,
+            to_replicas=to,
+            reason=reason,
+            message=message,
+            recommendation=recommendation,
+            signals=signals,
+            desired_by_signal=desired_by_signal,
+            ready_replicas=len(ready),
+            unschedulable_replicas=unschedulable,
+            limited=limited,
+            state=AutoscalerState(new_recs, new_events),
+        )
+
+    if current == 0:
+        return done(
+            0,
+            Reason.SCALING_DISABLED,
+            "spec.replicas is 0: autoscaling paused",
+            recommendation=0,
+            desired_by_signal={},
+            limited=None,
+            new_recs=recs,
+        )
+    if current > policy.max_replicas:
+        msg = f"current replicas {current} above maxReplicas {policy.max_replicas}"
+        return done(
+            policy.max_replicas,
+            Reason.TOO_MANY_REPLICAS,
+            msg,
+            recommendation=policy.max_replicas,
+            desired_by_signal={},
+            limited=None,
+            new_recs=recs,
+        )
+    if current < policy.min_replicas:
+        msg = f"current replicas {current} below minReplicas {policy.min_replicas}"
+        return done(
+            policy.min_replicas,
+            Reason.TOO_FEW_REPLICAS,
+            msg,
+            recommendation=policy.min_replicas,
+            desired_by_signal={},
+            limited=None,
+            new_recs=recs,
+        )
+
+    # 1. Per-signal recommendation (HPA's replica calculator), max over valid signals.
+    desired_by_signal: dict[str, int] = {}
+    invalid: list[str] = []
+    for name, target in targets.items():
+        result = _replicas_for_signal(
+            [p.value(name) for p in ready], starting, current, target, policy.tolerance
+        )
+        if result.desired is None:
+            invalid.append(name)
+        else:
+            desired_by_signal[name] = result.desired
+    summary = ", ".join(f"{n}={_fmt(signals[n])} (target {targets[n]:g})" for n in targets)
+    if not desired_by_signal:
+        reason = Reason.MISSING_METRICS
+        message = f"no metrics from {len(ready)} ready pod(s) for {', '.join(invalid)}: holding {current}"
+        recommendation = current
+    else:
+        recommendation = max(desired_by_signal.values())
+        if invalid and recommendation < current:
+            reason = Reason.MISSING_METRICS
+            message = f"{', '.join(invalid)} has no data: not scaling down ({summary})"
+            recommendation = current
+        elif recommendation > current:
+            driver = max(desired_by_signal, key=lambda n: desired_by_signal[n])
+            reason = Reason.ABOVE_TARGET
+            message = f"{driver} above target: {summary}"
+        elif recommendation < current:
+            reason = Reason.BELOW_TARGET
+            message = f"all signals below target: {summary}"
+        else:
+            reason = Reason.WITHIN_TOLERANCE
+            message = f"within tolerance {policy.tolerance:g}: {summary}"
+
+    # 2. Stabilization windows (HPA's stabilizeRecommendationWithBehaviors). A fresh state is
+    # seeded with the current count, as HPA seeds a new HPA, so losing the state never scales
+    # down at once (and a scale-up waits for one full scale-up window).
+    if not state.recommendations:
+        recs = (Recommendation(now, current),)
+    up_cutoff = now - policy.scale_up.stabilization_window_seconds
+    down_cutoff = now - policy.scale_down.stabilization_window_seconds
+    up_rec = min([recommendation] + [r.replicas for r in recs if r.time > up_cutoff])
+    down_rec = max([recommendation] + [r.replicas for r in recs if r.time > down_cutoff])
+    stabilized = min(max(current, up_rec), down_rec)
+    new_recs = (*recs, Recommendation(now, recommendation))
+    if stabilized != recommendation:
+        if recommendation > current:
+            reason = Reason.SCALE_UP_STABILIZED
+            window = policy.scale_up.stabilization_window_seconds
+            message = (
+                f"scale-up to {recommendation} stabilized: lowest recommendation in the last {window}s "
+                f"is {stabilized} ({summary})"
+            )
+        else:
+            reason = Reason.SCALE_DOWN_STABILIZED
+            window = policy.scale_down.stabilization_window_seconds
+            message = (
+                f"scale-down to {recommendation} stabilized: highest recommendation in the last {window}s "
+                f"is {stabilized} ({summary})"
+            )
+
+    # 3. Rate limits and min/max (HPA's convertDesiredReplicasWithBehaviorRate).
+    final = stabilized
+    limited: Reason | None = None
+    if stabilized > current:
+        up_limit = max(current, _scale_up_limit(current, events, now, policy.scale_up))
+        if policy.max_replicas > up_limit:
+            cap, why = up_limit, Reason.SCALE_UP_LIMIT
+        else:
+            cap, why = policy.max_replicas, Reason.TOO_MANY_REPLICAS
+        if stabilized > cap:
+            final, limited, reason = cap, why, why
+            message = f"wanted {stabilized}, {why}: capped at {cap} ({summary})"
+    elif stabilized < current:
+        down_limit = min(current, _scale_down_limit(current, events, now, policy.scale_down))
+        if policy.min_replicas < down_limit:
+            floor, why = down_limit, Reason.SCALE_DOWN_LIMIT
+        else:
+            floor, why = policy.min_replicas, Reason.TOO_FEW_REPLICAS
+        if stabilized < floor:
+            final, limited, reason = floor, why, why
+            message = f"wanted {stabilized}, {why}: floored at {floor} ({summary})"
+
+    # 4. Unschedulable pods: no more scale-up, report the limit; scale-down proceeds.
+    if unschedulable and final >= current:
+        wanted = final
+        final, limited, reason = current, Reason.INSUFFICIENT_GPU, Reason.INSUFFICIENT_GPU
+        message = (
+            f"{unschedulable} pod(s) cannot be scheduled (insufficient GPU): holding {current}"
+            + (f" instead of {wanted}" if wanted > current else "")
+            + f" ({summary})"
+        )
+
+    return done(
+        final,
+        reason,
+        message,
+        recommendation=recommendation,
+        desired_by_signal=desired_by_signal,
+        limited=limited,
+        new_recs=new_recs,
+    )

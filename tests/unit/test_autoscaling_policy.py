@@ -1,0 +1,684 @@
+"""Table-driven tests of the pure autoscaling policy (trtllm_operator.decide.autoscaling)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from trtllm_operator.decide.autoscaling import (
+    DEFAULT_SCALE_DOWN,
+    DEFAULT_SCALE_UP,
+    HPA_DEFAULT_SCALE_DOWN,
+    HPA_DEFAULT_SCALE_UP,
+    KV_CACHE_UTILIZATION,
+    QUEUE_DEPTH_PER_REPLICA,
+    AutoscalerState,
+    PodSignals,
+    PodState,
+    Policy,
+    RateLimit,
+    Reason,
+    Recommendation,
+    ScaleEvent,
+    ScalingRules,
+    Snapshot,
+    decide,
+)
+
+NOW = 1_800_000_000.0
+
+#: No windows and rate limits too wide to matter: isolates the per-signal arithmetic.
+IMMEDIATE_UP = ScalingRules(0, (RateLimit("Percent", 10_000, 1),))
+IMMEDIATE_DOWN = ScalingRules(0, (RateLimit("Percent", 100, 1),))
+
+
+def fast(**kw: object) -> Policy:
+    """Queue target 4 (KV off unless given), min 1 / max 100, no windows or rate limits."""
+    base: dict[str, object] = {
+        "kv_cache_utilization": None,
+        "min_replicas": 1,
+        "max_replicas": 100,
+        "scale_up": IMMEDIATE_UP,
+        "scale_down": IMMEDIATE_DOWN,
+    }
+    base.update(kw)
+    return Policy(**base)  # type: ignore[arg-type]
+
+
+def both(**kw: object) -> Policy:
+    """:func:`fast` with both signals: queue target 4, KV-cache target 0.8."""
+    return fast(**{"kv_cache_utilization": 0.8, **kw})
+
+
+def ready(q: float | None = None, kv: float | None = None) -> PodSignals:
+    return PodSignals("p", PodState.READY, q, kv)
+
+
+def starting() -> PodSignals:
+    return PodSignals("s", PodState.STARTING)
+
+
+def unschedulable() -> PodSignals:
+    return PodSignals("u", PodState.UNSCHEDULABLE)
+
+
+def terminating(q: float = 100.0) -> PodSignals:
+    return PodSignals("t", PodState.TERMINATING, q, 1.0)
+
+
+@dataclass
+class Case:
+    id: str
+    replicas: int
+    pods: list[PodSignals]
+    to: int
+    reason: Reason
+    policy: Policy = field(default_factory=fast)
+    state: AutoscalerState = field(default_factory=AutoscalerState)
+    limited: Reason | None = None
+
+
+def run(case: Case) -> None:
+    d = decide(Snapshot(case.replicas, tuple(case.pods)), case.state, case.policy, NOW)
+    assert (d.from_replicas, d.to_replicas, d.reason, d.limited) == (
+        case.replicas,
+        case.to,
+        case.reason,
+        case.limited,
+    ), d.message
+
+
+def ids(cases: list[Case]) -> list[str]:
+    return [c.id for c in cases]
+
+
+TOLERANCE = [
+    Case("ratio 1.075 is inside the 0.1 band", 2, [ready(4.3), ready(4.3)], 2, Reason.WITHIN_TOLERANCE),
+    Case("ratio 1.125 scales up to ceil(2.25)", 2, [ready(4.5), ready(4.5)], 3, Reason.ABOVE_TARGET),
+    Case(
+        "tolerance 0 scales up at ratio 1.075",
+        2,
+        [ready(4.3), ready(4.3)],
+        3,
+        Reason.ABOVE_TARGET,
+        fast(tolerance=0.0),
+    ),
+    Case("ratio 0.925 is inside the band", 2, [ready(3.7), ready(3.7)], 2, Reason.WITHIN_TOLERANCE),
+    Case("ratio 0.25 on 4 pods scales to 1", 4, [ready(1)] * 4, 1, Reason.BELOW_TARGET),
+    Case("ratio 0.75 on 2 pods: ceil(1.5) = 2", 2, [ready(3), ready(3)], 2, Reason.WITHIN_TOLERANCE),
+    Case(
+        "wide tolerance 0.5 holds ratio 1.4",
+        2,
+        [ready(5.6), ready(5.6)],
+        2,
+        Reason.WITHIN_TOLERANCE,
+        fast(tolerance=0.5),
+    ),
+]
+
+SIGNALS = [
+    Case("queue alone: 3 × 12 waiting / 4 → 9", 3, [ready(12)] * 3, 9, Reason.ABOVE_TARGET),
+    Case(
+        "queue alone ignores KV data",
+        2,
+        [ready(4, 1.0)] * 2,
+        2,
+        Reason.WITHIN_TOLERANCE,
+        fast(kv_cache_utilization=None),
+    ),
+    Case(
+        "KV alone: 0.95 / 0.8 on 2 → ceil(2.375)",
+        2,
+        [ready(None, 0.95)] * 2,
+        3,
+        Reason.ABOVE_TARGET,
+        both(queue_depth_per_replica=None),
+    ),
+    Case(
+        "KV alone ignores a long queue",
+        2,
+        [ready(100, 0.8)] * 2,
+        2,
+        Reason.WITHIN_TOLERANCE,
+        both(queue_depth_per_replica=None),
+    ),
+    Case(
+        "KV alone scales down: 0.2 / 0.8 on 4",
+        4,
+        [ready(None, 0.2)] * 4,
+        1,
+        Reason.BELOW_TARGET,
+        both(queue_depth_per_replica=None),
+    ),
+    Case(
+        "together: KV (→4) beats queue (→3)",
+        2,
+        [ready(6, 1.0)] * 2,
+        4,
+        Reason.ABOVE_TARGET,
+        both(kv_cache_utilization=0.5),
+    ),
+    Case("together: queue up, KV down → up", 2, [ready(8, 0.1)] * 2, 4, Reason.ABOVE_TARGET, both()),
+    Case("together: both low → down to the larger", 4, [ready(1, 0.4)] * 4, 2, Reason.BELOW_TARGET, both()),
+    Case("together: one within band holds", 4, [ready(4, 0.1)] * 4, 4, Reason.WITHIN_TOLERANCE, both()),
+]
+
+MISSING = [
+    Case("no metrics at all holds", 3, [ready(), ready(), ready()], 3, Reason.MISSING_METRICS),
+    Case("no ready pod holds", 2, [starting(), starting()], 2, Reason.MISSING_METRICS),
+    Case(
+        "scale-up: missing pod counts as 0 → ceil(1.5 × 2)",
+        2,
+        [ready(12, 0.5), ready()],
+        3,
+        Reason.ABOVE_TARGET,
+    ),
+    Case(
+        "scale-down: missing pod counts at target → ceil(0.5 × 2)",
+        2,
+        [ready(0, 0.0), ready()],
+        1,
+        Reason.BELOW_TARGET,
+    ),
+    Case(
+        "scale-down: filling in lands inside the band → hold",
+        4,
+        [ready(2, 0.1), ready(), ready(), ready()],
+        4,
+        Reason.WITHIN_TOLERANCE,
+    ),
+    Case(
+        "KV missing everywhere, queue low: no scale-down",
+        4,
+        [ready(0)] * 4,
+        4,
+        Reason.MISSING_METRICS,
+        both(),
+    ),
+    Case(
+        "KV missing everywhere, queue high: scale-up proceeds",
+        2,
+        [ready(12)] * 2,
+        6,
+        Reason.ABOVE_TARGET,
+        both(),
+    ),
+]
+
+PENDING = [
+    Case(
+        "unschedulable pod blocks scale-up",
+        4,
+        [ready(20), ready(20), unschedulable(), unschedulable()],
+        4,
+        Reason.INSUFFICIENT_GPU,
+        limited=Reason.INSUFFICIENT_GPU,
+    ),
+    Case(
+        "unschedulable pod at steady load is still reported",
+        3,
+        [ready(6), ready(6), unschedulable()],
+        3,
+        Reason.INSUFFICIENT_GPU,
+        limited=Reason.INSUFFICIENT_GPU,
+    ),
+    Case(
+        "unschedulable pod: above target never recommends fewer",
+        4,
+        [ready(6), ready(6), unschedulable(), unschedulable()],
+        4,
+        Reason.INSUFFICIENT_GPU,
+        limited=Reason.INSUFFICIENT_GPU,
+    ),
+    Case(
+        "unschedulable pod: scale-down still works",
+        4,
+        [ready(1, 0.1), ready(1, 0.1), unschedulable(), unschedulable()],
+        1,
+        Reason.BELOW_TARGET,
+    ),
+    Case(
+        "starting pods count as 0 on scale-up: [12,12,0,0] → 6",
+        4,
+        [ready(12, 0.5), ready(12, 0.5), starting(), starting()],
+        6,
+        Reason.ABOVE_TARGET,
+    ),
+    Case(
+        "starting pods absorb the excess: [6,6,0,0] ratio 0.75 → hold",
+        4,
+        [ready(6, 0.5), ready(6, 0.5), starting(), starting()],
+        4,
+        Reason.WITHIN_TOLERANCE,
+    ),
+    Case(
+        "starting pods are ignored on scale-down",
+        4,
+        [ready(2, 0.1), starting(), starting(), starting()],
+        1,
+        Reason.BELOW_TARGET,
+    ),
+    Case(
+        "terminating pods are ignored",
+        2,
+        [ready(4, 0.8), ready(4, 0.8), terminating()],
+        2,
+        Reason.WITHIN_TOLERANCE,
+    ),
+]
+
+MIN_MAX = [
+    Case(
+        "capped at maxReplicas",
+        2,
+        [ready(100)] * 2,
+        8,
+        Reason.TOO_MANY_REPLICAS,
+        fast(max_replicas=8),
+        limited=Reason.TOO_MANY_REPLICAS,
+    ),
+    Case(
+        "floored at minReplicas",
+        5,
+        [ready(0, 0)] * 5,
+        3,
+        Reason.TOO_FEW_REPLICAS,
+        fast(min_replicas=3),
+        limited=Reason.TOO_FEW_REPLICAS,
+    ),
+    Case(
+        "current above max is brought down",
+        12,
+        [ready(100)] * 12,
+        10,
+        Reason.TOO_MANY_REPLICAS,
+        fast(max_replicas=10),
+    ),
+    Case("current below min is brought up", 1, [ready(0)], 2, Reason.TOO_FEW_REPLICAS, fast(min_replicas=2)),
+    Case("replicas 0 pauses autoscaling", 0, [], 0, Reason.SCALING_DISABLED),
+]
+
+
+def window_policy(up: int, down: int) -> Policy:
+    return fast(
+        scale_up=ScalingRules(up, IMMEDIATE_UP.policies),
+        scale_down=ScalingRules(down, IMMEDIATE_DOWN.policies),
+    )
+
+
+def history(*recs: tuple[float, int]) -> AutoscalerState:
+    return AutoscalerState(tuple(Recommendation(NOW - ago, n) for ago, n in recs))
+
+
+WINDOWS = [
+    Case(
+        "up window: a lower recommendation 20 s ago holds",
+        2,
+        [ready(12)] * 2,
+        2,
+        Reason.SCALE_UP_STABILIZED,
+        window_policy(30, 0),
+        history((20, 2)),
+    ),
+    Case(
+        "up window: lowest in window is 5 → 5",
+        2,
+        [ready(12)] * 2,
+        5,
+        Reason.SCALE_UP_STABILIZED,
+        window_policy(30, 0),
+        history((40, 2), (20, 5)),
+    ),
+    Case(
+        "up window: high for the whole window → full step",
+        2,
+        [ready(12)] * 2,
+        6,
+        Reason.ABOVE_TARGET,
+        window_policy(30, 0),
+        history((40, 2), (25, 6), (10, 7)),
+    ),
+    Case(
+        "up window: fresh state waits one window",
+        2,
+        [ready(12)] * 2,
+        2,
+        Reason.SCALE_UP_STABILIZED,
+        window_policy(30, 0),
+    ),
+    Case(
+        "up window 0: fresh state scales at once",
+        2,
+        [ready(12)] * 2,
+        6,
+        Reason.ABOVE_TARGET,
+        window_policy(0, 0),
+    ),
+    Case(
+        "down window: a higher recommendation 100 s ago holds",
+        6,
+        [ready(1)] * 6,
+        6,
+        Reason.SCALE_DOWN_STABILIZED,
+        window_policy(0, 300),
+        history((100, 6)),
+    ),
+    Case(
+        "down window: highest in window is 4 → 4",
+        6,
+        [ready(1)] * 6,
+        4,
+        Reason.SCALE_DOWN_STABILIZED,
+        window_policy(0, 300),
+        history((400, 6), (200, 4), (100, 3)),
+    ),
+    Case(
+        "down window: fresh state never scales down at once",
+        6,
+        [ready(1)] * 6,
+        6,
+        Reason.SCALE_DOWN_STABILIZED,
+        window_policy(0, 300),
+    ),
+    Case(
+        "down window expired → scale down",
+        6,
+        [ready(1)] * 6,
+        2,
+        Reason.BELOW_TARGET,
+        window_policy(0, 300),
+        history((301, 6)),
+    ),
+]
+
+
+def events(*evs: tuple[float, int]) -> AutoscalerState:
+    return AutoscalerState((), tuple(ScaleEvent(NOW - ago, c) for ago, c in evs))
+
+
+DEFAULT_RATES = fast(
+    scale_up=ScalingRules(0, DEFAULT_SCALE_UP.policies),
+    scale_down=ScalingRules(0, DEFAULT_SCALE_DOWN.policies),
+)
+RATES = [
+    Case(
+        "up: +4 pods beats +100 % at 2",
+        2,
+        [ready(40)] * 2,
+        6,
+        Reason.SCALE_UP_LIMIT,
+        DEFAULT_RATES,
+        limited=Reason.SCALE_UP_LIMIT,
+    ),
+    Case(
+        "up: +100 % beats +4 pods at 10",
+        10,
+        [ready(16)] * 10,
+        20,
+        Reason.SCALE_UP_LIMIT,
+        DEFAULT_RATES,
+        limited=Reason.SCALE_UP_LIMIT,
+    ),
+    Case("up: within the limit is not limited", 2, [ready(10)] * 2, 5, Reason.ABOVE_TARGET, DEFAULT_RATES),
+    Case(
+        "up: budget spent by a +4 event 30 s ago",
+        6,
+        [ready(40)] * 6,
+        6,
+        Reason.SCALE_UP_LIMIT,
+        DEFAULT_RATES,
+        events((30, 4)),
+        limited=Reason.SCALE_UP_LIMIT,
+    ),
+    Case(
+        "up: event older than the period is forgotten",
+        6,
+        [ready(40)] * 6,
+        12,
+        Reason.SCALE_UP_LIMIT,
+        DEFAULT_RATES,
+        events((61, 4)),
+        limited=Reason.SCALE_UP_LIMIT,
+    ),
+    Case(
+        "down: −1 pod beats −10 % at 5",
+        5,
+        [ready(0)] * 5,
+        4,
+        Reason.SCALE_DOWN_LIMIT,
+        DEFAULT_RATES,
+        limited=Reason.SCALE_DOWN_LIMIT,
+    ),
+    Case(
+        "down: −10 % beats −1 pod at 30",
+        30,
+        [ready(0)] * 30,
+        27,
+        Reason.SCALE_DOWN_LIMIT,
+        DEFAULT_RATES,
+        limited=Reason.SCALE_DOWN_LIMIT,
+    ),
+    Case(
+        "down: budget spent by a −1 event 10 s ago",
+        5,
+        [ready(0)] * 5,
+        5,
+        Reason.SCALE_DOWN_LIMIT,
+        DEFAULT_RATES,
+        events((10, -1)),
+        limited=Reason.SCALE_DOWN_LIMIT,
+    ),
+    Case(
+        "selectPolicy Min picks the smaller step up",
+        10,
+        [ready(16)] * 10,
+        14,
+        Reason.SCALE_UP_LIMIT,
+        fast(scale_up=ScalingRules(0, DEFAULT_SCALE_UP.policies, "Min")),
+        limited=Reason.SCALE_UP_LIMIT,
+    ),
+    Case(
+        "selectPolicy Disabled forbids scale-down",
+        4,
+        [ready(0)] * 4,
+        4,
+        Reason.SCALE_DOWN_LIMIT,
+        fast(scale_down=ScalingRules(0, (), "Disabled")),
+        limited=Reason.SCALE_DOWN_LIMIT,
+    ),
+    Case(
+        "rate limit below max wins the limited reason",
+        2,
+        [ready(100)] * 2,
+        6,
+        Reason.SCALE_UP_LIMIT,
+        fast(max_replicas=50, scale_up=ScalingRules(0, DEFAULT_SCALE_UP.policies)),
+        limited=Reason.SCALE_UP_LIMIT,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", TOLERANCE, ids=ids(TOLERANCE))
+def test_tolerance(case: Case) -> None:
+    run(case)
+
+
+@pytest.mark.parametrize("case", SIGNALS, ids=ids(SIGNALS))
+def test_each_signal_alone_and_together(case: Case) -> None:
+    run(case)
+
+
+@pytest.mark.parametrize("case", MISSING, ids=ids(MISSING))
+def test_missing_metrics(case: Case) -> None:
+    run(case)
+
+
+@pytest.mark.parametrize("case", PENDING, ids=ids(PENDING))
+def test_pending_pods(case: Case) -> None:
+    run(case)
+
+
+@pytest.mark.parametrize("case", MIN_MAX, ids=ids(MIN_MAX))
+def test_min_max(case: Case) -> None:
+    run(case)
+
+
+@pytest.mark.parametrize("case", WINDOWS, ids=ids(WINDOWS))
+def test_stabilization_windows(case: Case) -> None:
+    run(case)
+
+
+@pytest.mark.parametrize("case", RATES, ids=ids(RATES))
+def test_rate_limits(case: Case) -> None:
+    run(case)
+
+
+def test_decision_reports_signals_and_per_signal_counts() -> None:
+    policy = both(kv_cache_utilization=0.5)
+    d = decide(Snapshot(2, (ready(6, 1.0), ready(6, 1.0), starting())), AutoscalerState(), policy, NOW)
+    assert d.signals == {QUEUE_DEPTH_PER_REPLICA: 6.0, KV_CACHE_UTILIZATION: 1.0}
+    # The starting pod counts as 0 on the way up: queue [6, 6, 0] / 4 → ratio 1.0 → hold at 2;
+    # KV [1, 1, 0] / 0.5 → ratio 1.33 → ceil(1.33 × 3) = 4.
+    assert d.desired_by_signal == {QUEUE_DEPTH_PER_REPLICA: 2, KV_CACHE_UTILIZATION: 4}
+    assert (d.recommendation, d.ready_replicas, d.unschedulable_replicas) == (4, 2, 0)
+    assert "kvCacheUtilization above target" in d.message
+
+
+def test_state_records_recommendations_and_scale_events() -> None:
+    d = decide(Snapshot(2, (ready(12),) * 2), AutoscalerState(), fast(), NOW)
+    assert d.scaled and d.to_replicas == 6
+    assert d.state.scale_events == (ScaleEvent(NOW, 4),)
+    assert d.state.recommendations[-1] == Recommendation(NOW, 6)
+    held = decide(Snapshot(6, (ready(4),) * 6), d.state, fast(), NOW + 0.5)
+    assert not held.scaled and held.state.scale_events == d.state.scale_events
+
+
+def test_state_forgets_entries_older_than_every_window_and_period() -> None:
+    policy = fast(
+        scale_up=ScalingRules(10, IMMEDIATE_UP.policies), scale_down=ScalingRules(60, IMMEDIATE_DOWN.policies)
+    )
+    old = AutoscalerState((Recommendation(NOW - 61, 9),), (ScaleEvent(NOW - 61, 3),))
+    d = decide(Snapshot(2, (ready(4),) * 2), old, policy, NOW)
+    assert all(r.time > NOW - 61 for r in d.state.recommendations)
+    assert d.state.scale_events == ()
+
+
+def test_state_round_trips_through_json_dict() -> None:
+    state = AutoscalerState((Recommendation(NOW - 1.25, 3), Recommendation(NOW, 4)), (ScaleEvent(NOW, -1),))
+    assert AutoscalerState.from_dict(state.to_dict()) == state
+    assert AutoscalerState.from_dict(None) == AutoscalerState()
+
+
+def test_malformed_state_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="autoscaler state is malformed"):
+        AutoscalerState.from_dict({"recommendations": [["soon", 3]]})
+
+
+def test_to_status_entry() -> None:
+    d = decide(Snapshot(2, (ready(12, None),) * 2), AutoscalerState(), fast(), 1_800_000_000.0)
+    assert d.to_status() == {
+        "time": "2027-01-15T08:00:00Z",
+        "from": 2,
+        "to": 6,
+        "reason": "AboveTarget",
+        "message": d.message,
+        "queueDepthPerReplica": 12.0,
+    }
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field_name"),
+    [
+        ({"min_replicas": 0}, "minReplicas"),
+        ({"min_replicas": 4, "max_replicas": 3}, "maxReplicas"),
+        ({"queue_depth_per_replica": None, "kv_cache_utilization": None}, "spec.autoscaling.targets"),
+        ({"queue_depth_per_replica": 0}, "queueDepthPerReplica"),
+        ({"kv_cache_utilization": 1.5}, "kvCacheUtilization"),
+        ({"tolerance": -0.1}, "tolerance"),
+    ],
+)
+def test_invalid_policy_names_the_field(kwargs: dict[str, object], field_name: str) -> None:
+    with pytest.raises(ValueError, match=field_name):
+        Policy(**kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("build", "text"),
+    [
+        (lambda: RateLimit("Replicas", 1, 60), "Pods"),  # type: ignore[arg-type]
+        (lambda: RateLimit("Pods", 0, 60), "value"),
+        (lambda: RateLimit("Pods", 1, 0), "periodSeconds"),
+        (lambda: ScalingRules(-1, DEFAULT_SCALE_UP.policies), "stabilizationWindowSeconds"),
+        (lambda: ScalingRules(0, ()), "at least one"),
+    ],
+)
+def test_invalid_behavior_is_a_clear_error(build: object, text: str) -> None:
+    with pytest.raises(ValueError, match=text):
+        build()  # type: ignore[operator]
+
+
+def test_scenario_rise_then_fall_with_default_windows() -> None:
+    """Fake clock, 5 s ticks: up after the 15 s window, down only after the 300 s window."""
+    policy = Policy(min_replicas=1, max_replicas=8)
+    state, replicas, t = AutoscalerState(), 1, NOW
+    timeline: list[tuple[float, int]] = []
+    for step in range(200):
+        t = NOW + 5 * step
+        queue = 16.0 if step < 30 else 0.0  # 16 waiting for 150 s, then idle
+        per_pod = queue / replicas
+        d = decide(Snapshot(replicas, tuple(ready(per_pod, 0.3) for _ in range(replicas))), state, policy, t)
+        state, replicas = d.state, d.to_replicas
+        timeline.append((t - NOW, replicas))
+    first_up = next(s for s, r in timeline if r > 1)
+    assert 15 <= first_up <= 20
+    assert max(r for _, r in timeline[:30]) == 4  # 16 waiting / 4 per replica
+    first_down = next(s for s, r in timeline if s >= 150 and r < 4)
+    # 300 s after the last high recommendation (made at t=145 s), at the next 5 s tick.
+    assert 145 + 300 <= first_down <= 150 + 300
+    assert timeline[-1][1] == 1
+
+
+def test_hpa_defaults_are_kubernetes_defaults() -> None:
+    assert HPA_DEFAULT_SCALE_UP.stabilization_window_seconds == 0
+    assert {(p.type, p.value, p.period_seconds) for p in HPA_DEFAULT_SCALE_UP.policies} == {
+        ("Percent", 100, 15),
+        ("Pods", 4, 15),
+    }
+    assert HPA_DEFAULT_SCALE_DOWN.stabilization_window_seconds == 300
+
+
+pods = st.lists(
+    st.builds(
+        PodSignals,
+        st.just("p"),
+        st.sampled_from(list(PodState)),
+        st.none() | st.floats(0, 200),
+        st.none() | st.floats(0, 1),
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(pods=pods, replicas=st.integers(1, 12), min_r=st.integers(1, 4), extra=st.integers(0, 10))
+def test_invariants(pods: list[PodSignals], replicas: int, min_r: int, extra: int) -> None:
+    policy = Policy(min_replicas=min_r, max_replicas=min_r + extra)
+    d = decide(Snapshot(replicas, tuple(pods)), AutoscalerState(), policy, NOW)
+    in_range = policy.min_replicas <= replicas <= policy.max_replicas
+    if in_range:
+        assert policy.min_replicas <= d.to_replicas <= policy.max_replicas
+    if in_range and any(p.state == PodState.UNSCHEDULABLE for p in pods):
+        assert d.to_replicas <= replicas
+    assert d.limited is None or d.limited in {
+        Reason.SCALE_UP_LIMIT,
+        Reason.SCALE_DOWN_LIMIT,
+        Reason.TOO_MANY_REPLICAS,
+        Reason.TOO_FEW_REPLICAS,
+        Reason.INSUFFICIENT_GPU,
+    }
+    assert AutoscalerState.from_dict(d.state.to_dict()) == d.state or any(
+        round(r.time, 3) != r.time for r in d.state.recommendations
+    )
