@@ -1,0 +1,257 @@
+"""GPU catalog: memory as the driver reports it, SM version, FP8/FP4 support, and datasheet speeds.
+
+Keys are the product names GPU Feature Discovery (GFD) writes into the ``nvidia.com/gpu.product``
+node label: the NVML device name with spaces replaced by ``-`` (``NVIDIA H100 80GB HBM3`` →
+``NVIDIA-H100-80GB-HBM3``). GFD appends ``-SHARED`` under time-slicing and ``-MIG-<profile>`` for MIG
+devices; :func:`lookup` strips ``-SHARED`` and refuses MIG profiles (their memory is a fraction of
+the card — add them with :func:`load_catalog_extension`).
+
+Sources:
+
+* ``memory_bytes``: the ``memory.total`` nvidia-smi prints (MiB × 1,048,576), i.e. what
+  ``cudaMemGetInfo``/NVML report as total, not the marketing GB. Values seen in public nvidia-smi
+  outputs: H200 and H200 NVL 143771 MiB, B200 183359 MiB, GB200 189471 MiB (found with the
+  ``find_string`` tool in stored public logs, 2026-11-29); the others are the commonly printed
+  values for those boards (A10G 23028, L4 23034, L40S 46068, A100 40 GB 40960, A100 80 GB 81920,
+  H100 80 GB 81559, H100 NVL 95830 MiB) **[from memory of public nvidia-smi output; not re-checked
+  here — extend or override the catalog if your driver prints another number]**.
+* ``sm``: CUDA compute capability × 10 (NVIDIA CUDA GPUs page): Ampere A100 80, A10G 86,
+  Ada L4/L40S 89, Hopper 90, Blackwell B200/GB200 100.
+* ``fp8``: SM ≥ 89 (TensorRT-LLM support matrix, reference §1.2); ``fp4``: SM ≥ 100 (NVFP4 tensor
+  cores are Blackwell-only).
+* ``memory_bandwidth_bytes_per_s`` and dense (no sparsity) tensor-core TFLOPS: NVIDIA product
+  datasheets (A100, H100, H200, L4, L40S; HGX B200 and GB200 NVL72 per-GPU figures = system figure
+  / GPUs, halved for the sparsity the datasheets quote). A10G: AWS states 600 GB/s; its tensor
+  TFLOPS are not in a datasheet, left as ``None``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+import yaml
+
+from engine_builder.planner.errors import PlanInputError
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class GPUSpec:
+    """One GPU product.
+
+    ``memory_bytes``: total device memory as the driver reports it (bytes). ``sm``: compute
+    capability × 10. ``fp8`` / ``fp4``: tensor-core support for FP8 (SM 89+) / NVFP4 (SM 100+).
+    Optional datasheet numbers for the simulator: ``memory_bandwidth_bytes_per_s``,
+    ``fp16_dense_tflops``, ``fp8_dense_tflops``, ``fp4_dense_tflops``. ``gpus_per_node``: GPUs in one
+    typical node (HGX: 8; GB200 compute tray: 4) — informative, the planner's rule uses the
+    request's ``gpus_per_node``.
+    """
+
+    product: str
+    memory_bytes: int
+    sm: int
+    fp8: bool
+    fp4: bool
+    memory_bandwidth_bytes_per_s: int | None = None
+    fp16_dense_tflops: float | None = None
+    fp8_dense_tflops: float | None = None
+    fp4_dense_tflops: float | None = None
+    gpus_per_node: int = 8
+
+    @property
+    def architecture(self) -> str:
+        """Marketing architecture name from the SM: Ampere, Ada, Hopper, Blackwell."""
+        if self.sm >= 100:
+            return "Blackwell"
+        if self.sm >= 90:
+            return "Hopper"
+        if self.sm >= 89:
+            return "Ada"
+        if self.sm >= 80:
+            return "Ampere"
+        return f"SM{self.sm}"
+
+
+def _gpu(
+    product: str,
+    mib: int,
+    sm: int,
+    *,
+    bw_gbs: float | None,
+    fp16: float | None,
+    fp8: float | None = None,
+    fp4: float | None = None,
+    gpus_per_node: int = 8,
+) -> GPUSpec:
+    return GPUSpec(
+        product=product,
+        memory_bytes=mib * MIB,
+        sm=sm,
+        fp8=sm >= 89,
+        fp4=sm >= 100,
+        memory_bandwidth_bytes_per_s=int(bw_gbs * 1e9) if bw_gbs is not None else None,
+        fp16_dense_tflops=fp16,
+        fp8_dense_tflops=fp8,
+        fp4_dense_tflops=fp4,
+        gpus_per_node=gpus_per_node,
+    )
+
+
+#: Built-in catalog, keyed by GFD product name. See the module docstring for sources.
+DEFAULT_CATALOG: Mapping[str, GPUSpec] = {
+    g.product: g
+    for g in (
+        _gpu("NVIDIA-A10G", 23028, 86, bw_gbs=600, fp16=None),
+        _gpu("NVIDIA-L4", 23034, 89, bw_gbs=300, fp16=121, fp8=242.5),
+        _gpu("NVIDIA-L40S", 46068, 89, bw_gbs=864, fp16=362.05, fp8=733),
+        _gpu("NVIDIA-A100-PCIE-40GB", 40960, 80, bw_gbs=1555, fp16=312),
+        _gpu("NVIDIA-A100-SXM4-40GB", 40960, 80, bw_gbs=1555, fp16=312),
+        _gpu("NVIDIA-A100-80GB-PCIe", 81920, 80, bw_gbs=1935, fp16=312),
+        _gpu("NVIDIA-A100-SXM4-80GB", 81920, 80, bw_gbs=2039, fp16=312),
+        _gpu("NVIDIA-H100-PCIe", 81559, 90, bw_gbs=2000, fp16=756, fp8=1513),
+        _gpu("NVIDIA-H100-80GB-HBM3", 81559, 90, bw_gbs=3350, fp16=989, fp8=1979),
+        _gpu("NVIDIA-H100-NVL", 95830, 90, bw_gbs=3900, fp16=835, fp8=1671),
+        _gpu("NVIDIA-H200", 143771, 90, bw_gbs=4800, fp16=989, fp8=1979),
+        _gpu("NVIDIA-H200-NVL", 143771, 90, bw_gbs=4800, fp16=835, fp8=1671),
+        _gpu("NVIDIA-B200", 183359, 100, bw_gbs=8000, fp16=2250, fp8=4500, fp4=9000),
+        _gpu("NVIDIA-GB200", 189471, 100, bw_gbs=8000, fp16=2500, fp8=5000, fp4=10000, gpus_per_node=4),
+    )
+}
+
+#: Short names accepted by :func:`lookup` (CLI convenience) → GFD product name.
+ALIASES: Mapping[str, str] = {
+    "A10G": "NVIDIA-A10G",
+    "L4": "NVIDIA-L4",
+    "L40S": "NVIDIA-L40S",
+    "A100-40GB": "NVIDIA-A100-SXM4-40GB",
+    "A100": "NVIDIA-A100-SXM4-80GB",
+    "A100-80GB": "NVIDIA-A100-SXM4-80GB",
+    "H100": "NVIDIA-H100-80GB-HBM3",
+    "H100-SXM": "NVIDIA-H100-80GB-HBM3",
+    "H100-PCIE": "NVIDIA-H100-PCIe",
+    "H100-NVL": "NVIDIA-H100-NVL",
+    "H200": "NVIDIA-H200",
+    "H200-141GB-HBM3E": "NVIDIA-H200",
+    "H200-NVL": "NVIDIA-H200-NVL",
+    "B200": "NVIDIA-B200",
+    "GB200": "NVIDIA-GB200",
+}
+
+
+def _normalise(product: str) -> str:
+    return "-".join(product.strip().split()).upper()
+
+
+def lookup(product: str, extra: Mapping[str, GPUSpec] | None = None) -> GPUSpec:
+    """The :class:`GPUSpec` for a GFD product name (or a short alias such as ``H200``).
+
+    ``extra`` entries (from :func:`load_catalog_extension`) override the built-in ones. Matching is
+    case-insensitive, treats spaces as ``-`` (so NVML names work too) and ignores GFD's ``-SHARED``
+    suffix. Raises :class:`PlanInputError` (field ``spec.gpu.product``) for an unknown product or a
+    MIG profile, listing the known products.
+    """
+    catalog: dict[str, GPUSpec] = dict(DEFAULT_CATALOG)
+    if extra:
+        catalog.update(extra)
+    by_norm = {_normalise(k): v for k, v in catalog.items()}
+    name = _normalise(product or "")
+    if name.endswith("-SHARED"):
+        name = name[: -len("-SHARED")]
+    if "-MIG-" in name and name not in by_norm:
+        raise PlanInputError(
+            "spec.gpu.product",
+            f"{product!r} is a MIG profile; the planner has no memory figure for it. Add it to the GPU "
+            "catalog extension (operator setting gpuCatalog) with its memoryBytes and sm.",
+        )
+    if name in by_norm:
+        return by_norm[name]
+    for prefix in ("", "NVIDIA-"):
+        alias = name[len(prefix) :] if prefix and name.startswith(prefix) else name
+        target = {k.upper(): v for k, v in ALIASES.items()}.get(alias)
+        if target is not None and _normalise(target) in by_norm:
+            return by_norm[_normalise(target)]
+    raise PlanInputError(
+        "spec.gpu.product",
+        f"unknown GPU product {product!r}; known products: {', '.join(sorted(catalog))}. Use the "
+        "nvidia.com/gpu.product label value of your nodes, or add the GPU to the catalog extension "
+        "(operator setting gpuCatalog).",
+    )
+
+
+_FIELD_NAMES = {
+    "memoryBytes": "memory_bytes",
+    "memoryBandwidthBytesPerS": "memory_bandwidth_bytes_per_s",
+    "fp16DenseTflops": "fp16_dense_tflops",
+    "fp8DenseTflops": "fp8_dense_tflops",
+    "fp4DenseTflops": "fp4_dense_tflops",
+    "gpusPerNode": "gpus_per_node",
+}
+
+
+def load_catalog_extension(source: str | Mapping[str, Any] | None) -> dict[str, GPUSpec]:
+    """Parse a user catalog extension (YAML text or an already-parsed mapping) into GPU specs.
+
+    Accepted shapes (camelCase or snake_case keys)::
+
+        gpus:
+          - product: NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition
+            memoryBytes: 102642810880     # or memoryMiB: 97887
+            sm: 120
+            fp8: true                     # optional, default sm >= 89
+            fp4: true                     # optional, default sm >= 100
+
+    or a mapping ``{product: {memoryBytes: ..., sm: ...}}``. Raises :class:`PlanInputError` whose
+    field is the path inside the extension (``gpus[0].sm``) for a missing or invalid value.
+    """
+    if source is None:
+        return {}
+    data: Any = yaml.safe_load(source) if isinstance(source, str) else source
+    if data is None:
+        return {}
+    entries: list[tuple[str, Any]] = []
+    if isinstance(data, Mapping) and "gpus" in data:
+        gpus = data["gpus"]
+        if not isinstance(gpus, list):
+            raise PlanInputError("gpus", "must be a list of GPU entries")
+        for i, item in enumerate(gpus):
+            entries.append((f"gpus[{i}]", item))
+    elif isinstance(data, Mapping):
+        for key, item in data.items():
+            if not isinstance(item, Mapping):
+                raise PlanInputError(str(key), "must be a mapping with memoryBytes and sm")
+            entries.append((str(key), {"product": key, **item}))
+    else:
+        raise PlanInputError("gpuCatalog", "expected a mapping (YAML object) with a 'gpus' list")
+    out: dict[str, GPUSpec] = {}
+    allowed = {f.name for f in fields(GPUSpec)}
+    for path, item in entries:
+        if not isinstance(item, Mapping):
+            raise PlanInputError(path, "must be a mapping with product, memoryBytes and sm")
+        norm = {_FIELD_NAMES.get(str(k), str(k)): v for k, v in item.items()}
+        if "memoryMiB" in norm or "memory_mib" in norm:
+            norm["memory_bytes"] = int(norm.pop("memoryMiB", norm.pop("memory_mib", 0))) * MIB
+        unknown = set(norm) - allowed
+        if unknown:
+            raise PlanInputError(f"{path}.{sorted(unknown)[0]}", f"unknown key; allowed: {sorted(allowed)}")
+        for key in ("product", "memory_bytes", "sm"):
+            if key not in norm:
+                raise PlanInputError(f"{path}.{key}", "required")
+        try:
+            memory = int(norm["memory_bytes"])
+            sm = int(norm["sm"])
+        except (TypeError, ValueError) as exc:
+            raise PlanInputError(
+                f"{path}.memoryBytes", f"memoryBytes and sm must be integers ({exc})"
+            ) from exc
+        if memory <= 0 or sm <= 0:
+            raise PlanInputError(f"{path}.memoryBytes", "memoryBytes and sm must be positive")
+        norm["memory_bytes"] = memory
+        norm["sm"] = sm
+        norm.setdefault("fp8", sm >= 89)
+        norm.setdefault("fp4", sm >= 100)
+        spec = GPUSpec(**norm)
+        out[spec.product] = replace(spec, product=str(spec.product))
+    return out

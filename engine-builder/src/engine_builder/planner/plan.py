@@ -1,0 +1,555 @@
+"""The capacity plan: does the model fit, with how many tokens of KV cache, for how many sequences.
+
+Memory of one GPU (the fullest rank of a TP × PP replica) is split as TensorRT-LLM does
+(reference §7.2)::
+
+    memory_bytes (driver total)
+      − weight_bytes_per_gpu            parameters on this rank × bytes per parameter (formats.py)
+      − activation_bytes_per_gpu        execution-context memory, estimated from max_num_tokens
+      − runtime_reserve_bytes_per_gpu   CUDA context, runtime/decoder buffers, logits, NCCL
+      = free_bytes_per_gpu
+    kv_cache_bytes_per_gpu = kv_cache_free_gpu_mem_fraction × free_bytes_per_gpu
+    max_kv_tokens = kv_cache_bytes_per_gpu // kv_bytes_per_token_per_gpu, rounded down to whole blocks
+
+KV bytes per token per GPU (reference §7.1, TensorRT-LLM's ``calculateCacheSizePerToken``)::
+
+    2 (K and V) × layers on the rank × ceil(num_kv_heads / tp) × head_dim × bytes(kv dtype)
+
+For multi-head latent attention (DeepSeek-V2/V3) the cache holds one compressed latent per token
+and layer — ``kv_lora_rank + qk_rope_head_dim`` elements, no separate K and V (TensorRT-LLM's
+``kv_factor = 1`` for MLA) — and it is *replicated* on every TP rank: the latent is shared by all
+heads, so splitting heads across ranks cannot split it (each rank up-projects the same latent into
+its own heads).
+
+The activation estimate (no closed formula is published, reference §7.3): TensorRT reuses
+activation memory across layers, so the peak is one layer's live tensors for ``max_num_tokens``
+packed tokens, in the engine dtype (2 bytes)::
+
+    activation = max_num_tokens × 2 B × (2·hidden + (q_heads + 2·kv_heads)·head_dim / tp + 3·I / tp)
+                 [+ max_num_tokens × experts_per_token × hidden × 2 B for MoE token permutation]
+
+``I`` is the MLP width a token passes through (MoE: ``experts_per_token × moe_intermediate_size``
+plus the shared experts). For Llama-3-8B at 8192 tokens this gives 0.88 GiB; the TensorRT-LLM memory
+guide's example log shows 1.1 GiB of execution-context memory for a 7-8B engine. Treat it as ±50 %:
+it ignores attention workspace (context FMHA keeps it linear), plugin workspaces and allocator
+rounding. The runtime reserve is 1 GiB fixed (CUDA context, cuBLAS workspace, runtime and decoder
+buffers: the memory guide's log lines leave 0.77 GiB unexplained by engine + context + buffers,
+rounded up), plus FP32 logits for ``max_batch_size × max_beam_width`` sequences over the full
+vocabulary, plus 512 MiB of NCCL buffers when the replica has more than one GPU. Measure the real
+value with ``trtllm-build --monitor_memory`` or the ``execution context memory`` log line and
+lower ``kv_cache_free_gpu_mem_fraction`` if it is larger.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+from engine_builder.planner.architecture import Architecture, ceil_div
+from engine_builder.planner.catalog import DEFAULT_CATALOG, GPUSpec, lookup
+from engine_builder.planner.errors import PlanInputError, PlanIssue
+from engine_builder.planner.formats import (
+    DEFAULT_AWQ_BLOCK_SIZE,
+    ENGINE_DTYPE_BYTES,
+    KV_CACHE_DTYPES,
+    MIN_SM,
+    QUANT_FORMATS,
+    bytes_per_param,
+    kv_dtype_bytes,
+)
+
+if TYPE_CHECKING:
+    from engine_builder.spec import BuildSpec
+
+GIB = 1024**3
+MIB = 1024**2
+
+#: TensorRT-LLM ``trtllm-build`` defaults (reference §9.3): max_num_tokens 8192, max_batch_size 2048,
+#: max_seq_len = max_position_embeddings.
+TRTLLM_DEFAULT_MAX_NUM_TOKENS = 8192
+TRTLLM_DEFAULT_MAX_BATCH_SIZE = 2048
+#: Assumed typical request length (prompt + output) when the user gives none; set it from your traffic.
+DEFAULT_TYPICAL_REQUEST_TOKENS = 2048
+#: Fixed runtime reserve per GPU (see module docstring).
+RUNTIME_FIXED_BYTES = 1 * GIB
+#: NCCL buffers per GPU when the replica spans more than one GPU (estimate).
+NCCL_RESERVE_BYTES = 512 * MIB
+#: Valid AWQ block sizes (``--awq_block_size``).
+AWQ_BLOCK_SIZES = (64, 128)
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """What the user asks for. API paths are given for each field (used in errors).
+
+    ``quantization`` (spec.quantization.format): none|fp8|int8_sq|int4_awq|w4a8_awq|nvfp4|mxfp8.
+    ``kv_cache_dtype`` (spec.quantization.kvCacheDtype): auto|fp8|int8.
+    ``tp``/``pp``/``ep`` (spec.parallelism.tensor/pipeline/expert).
+    ``max_seq_len``/``max_batch_size``/``max_num_tokens`` (spec.build.*): None = TensorRT-LLM default
+    for the memory estimate and a recommendation in the plan.
+    ``kv_cache_free_gpu_mem_fraction`` (spec.server.kvCacheFreeGpuMemFraction), default 0.9.
+    ``typical_request_tokens``: prompt + output tokens of a typical request (default
+    min(2048, max_seq_len)). ``multi_node``: allow TP × PP beyond one node's ``gpus_per_node``.
+    ``tokens_per_block``: KV block size in tokens (TensorRT-LLM default 32; reference §7.2).
+    """
+
+    quantization: str = "none"
+    kv_cache_dtype: str = "auto"
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+    max_seq_len: int | None = None
+    max_batch_size: int | None = None
+    max_num_tokens: int | None = None
+    kv_cache_free_gpu_mem_fraction: float = 0.9
+    typical_request_tokens: int | None = None
+    multi_node: bool = False
+    gpus_per_node: int = 8
+    awq_block_size: int = DEFAULT_AWQ_BLOCK_SIZE
+    tokens_per_block: int = 32
+    max_beam_width: int = 1
+
+    def __post_init__(self) -> None:
+        if self.quantization not in QUANT_FORMATS:
+            raise PlanInputError(
+                "spec.quantization.format",
+                f"unknown format {self.quantization!r}; use one of {', '.join(QUANT_FORMATS)}",
+            )
+        if self.kv_cache_dtype not in KV_CACHE_DTYPES:
+            raise PlanInputError(
+                "spec.quantization.kvCacheDtype",
+                f"unknown KV cache dtype {self.kv_cache_dtype!r}; use one of {', '.join(KV_CACHE_DTYPES)}",
+            )
+        for name, path in (
+            ("tp", "spec.parallelism.tensor"),
+            ("pp", "spec.parallelism.pipeline"),
+            ("ep", "spec.parallelism.expert"),
+            ("gpus_per_node", "gpusPerNode"),
+            ("tokens_per_block", "tokensPerBlock"),
+            ("max_beam_width", "spec.build.maxBeamWidth"),
+            ("awq_block_size", "spec.quantization.awqBlockSize"),
+        ):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise PlanInputError(path, f"must be an integer ≥ 1, got {value!r}")
+        for name, path in (
+            ("max_seq_len", "spec.build.maxSeqLen"),
+            ("max_batch_size", "spec.build.maxBatchSize"),
+            ("max_num_tokens", "spec.build.maxNumTokens"),
+            ("typical_request_tokens", "typicalRequestTokens"),
+        ):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise PlanInputError(path, f"must be an integer ≥ 1 or unset, got {value!r}")
+        f = self.kv_cache_free_gpu_mem_fraction
+        if not (0.0 < f <= 1.0):
+            raise PlanInputError(
+                "spec.server.kvCacheFreeGpuMemFraction", f"must be in (0, 1], got {f!r}; the default is 0.9"
+            )
+
+    @property
+    def world_size(self) -> int:
+        """GPUs per replica: tp × pp (expert parallelism reuses the TP ranks)."""
+        return self.tp * self.pp
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The result. Bytes are integers; all memory figures are per GPU (the fullest PP rank).
+
+    ``reasons``: why it does not fit or is invalid (each a :class:`PlanIssue` with field and fix);
+    empty when ``fits``. ``recommended``: ``max_batch_size``, ``max_num_tokens``, ``max_seq_len``, and
+    when it does not fit ``tensor_parallelism`` / ``gpu_product`` (the smallest that would fit, or
+    None when none does). ``max_concurrent_sequences``: sequences of ``max_seq_len`` tokens the KV
+    pool holds at once; ``max_concurrent_sequences_at_typical_request``: the same at
+    ``typical_request_tokens``.
+    """
+
+    model_type: str
+    gpu_product: str
+    quantization: str
+    kv_cache_dtype: str
+    tp: int
+    pp: int
+    ep: int
+    params_total: int
+    params_per_gpu: int
+    weight_bytes_per_gpu: int
+    activation_bytes_per_gpu: int
+    runtime_reserve_bytes_per_gpu: int
+    gpu_memory_bytes: int
+    free_bytes_per_gpu: int
+    kv_cache_free_gpu_mem_fraction: float
+    kv_bytes_per_token_per_gpu: int
+    kv_cache_bytes_per_gpu: int
+    max_kv_tokens: int
+    tokens_per_block: int
+    max_seq_len: int
+    max_batch_size: int
+    max_num_tokens: int
+    typical_request_tokens: int
+    max_concurrent_sequences: int
+    max_concurrent_sequences_at_typical_request: int
+    fits: bool
+    reasons: tuple[PlanIssue, ...] = ()
+    recommended: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """Stable JSON: snake_case keys, bytes as ints, ``reasons`` as ``{field, message, fix}`` objects."""
+        return {
+            "model_type": self.model_type,
+            "gpu_product": self.gpu_product,
+            "quantization": self.quantization,
+            "kv_cache_dtype": self.kv_cache_dtype,
+            "tp": self.tp,
+            "pp": self.pp,
+            "ep": self.ep,
+            "params_total": self.params_total,
+            "params_per_gpu": self.params_per_gpu,
+            "weight_bytes_per_gpu": self.weight_bytes_per_gpu,
+            "activation_bytes_per_gpu": self.activation_bytes_per_gpu,
+            "runtime_reserve_bytes_per_gpu": self.runtime_reserve_bytes_per_gpu,
+            "gpu_memory_bytes": self.gpu_memory_bytes,
+            "free_bytes_per_gpu": self.free_bytes_per_gpu,
+            "kv_cache_free_gpu_mem_fraction": self.kv_cache_free_gpu_mem_fraction,
+            "kv_bytes_per_token_per_gpu": self.kv_bytes_per_token_per_gpu,
+            "kv_cache_bytes_per_gpu": self.kv_cache_bytes_per_gpu,
+            "max_kv_tokens": self.max_kv_tokens,
+            "tokens_per_block": self.tokens_per_block,
+            "max_seq_len": self.max_seq_len,
+            "max_batch_size": self.max_batch_size,
+            "max_num_tokens": self.max_num_tokens,
+            "typical_request_tokens": self.typical_request_tokens,
+            "max_concurrent_sequences": self.max_concurrent_sequences,
+            "max_concurrent_sequences_at_typical_request": self.max_concurrent_sequences_at_typical_request,
+            "fits": self.fits,
+            "reasons": [r.to_json_dict() for r in self.reasons],
+            "recommended": dict(self.recommended),
+        }
+
+
+# ---------------------------------------------------------------------------------------- pieces
+def weight_bytes_per_gpu(arch: Architecture, request: PlanRequest) -> int:
+    """Bytes of weights on the fullest GPU: Σ tensor groups × bytes per parameter, rounded up."""
+    best = 0
+    for rank in range(request.pp):
+        total = Fraction(0)
+        for g in arch.tensor_groups(request.tp, request.pp, rank):
+            total += g.count * bytes_per_param(g.kind, request.quantization, request.awq_block_size)
+        best = max(best, ceil_div(total.numerator, total.denominator))
+    return best
+
+
+def kv_bytes_per_token_per_gpu(arch: Architecture, request: PlanRequest) -> int:
+    """KV cache bytes one token takes on the fullest GPU (see module docstring; MLA explained there)."""
+    layers = max(arch.pp_layer_counts(request.pp))
+    dtype = kv_dtype_bytes(request.kv_cache_dtype)
+    if arch.mla is not None:
+        return layers * (arch.mla.kv_lora_rank + arch.mla.qk_rope_head_dim) * dtype
+    return 2 * layers * ceil_div(arch.num_kv_heads, request.tp) * arch.head_dim * dtype
+
+
+def activation_bytes_per_gpu(arch: Architecture, request: PlanRequest, max_num_tokens: int) -> int:
+    """Estimated execution-context (activation) memory; formula and uncertainty in the module docstring."""
+    tp = request.tp
+    h = arch.hidden_size
+    qkv = (ceil_div(arch.num_attention_heads, tp) + 2 * ceil_div(arch.num_kv_heads, tp)) * arch.head_dim
+    inter = ceil_div(arch.intermediate_size, tp) if arch.intermediate_size else 0
+    permute = 0
+    if arch.moe is not None:
+        moe = arch.moe
+        moe_width = ceil_div(
+            moe.experts_per_token * moe.moe_intermediate_size + moe.shared_intermediate_size, tp
+        )
+        inter = max(inter if moe.dense_layers else 0, moe_width)
+        permute = moe.experts_per_token * h
+    per_token = 2 * h + qkv + 3 * inter + permute
+    return max_num_tokens * ENGINE_DTYPE_BYTES * per_token
+
+
+def runtime_reserve_bytes_per_gpu(arch: Architecture, request: PlanRequest, max_batch_size: int) -> int:
+    """CUDA context + runtime buffers (1 GiB), FP32 logits of every sequence, NCCL when world > 1."""
+    logits = max_batch_size * request.max_beam_width * arch.vocab_size * 4
+    nccl = NCCL_RESERVE_BYTES if request.world_size > 1 else 0
+    return RUNTIME_FIXED_BYTES + logits + nccl
+
+
+def _round_blocks(tokens: int, block: int) -> int:
+    return ceil_div(tokens, block) * block
+
+
+# ---------------------------------------------------------------------------------------- rules
+def _divisors(n: int, limit: int) -> list[int]:
+    return [d for d in range(1, min(n, limit) + 1) if n % d == 0]
+
+
+def validate(arch: Architecture, request: PlanRequest, gpu: GPUSpec) -> list[PlanIssue]:
+    """Rules that need the model and the GPU catalog; an empty list means the request is valid.
+
+    FP8 (and w4a8_awq, FP8 KV cache) needs SM 89+, NVFP4/MXFP8 SM 100+; TP divides the attention
+    heads, and either divides the KV heads or is a multiple of them (TensorRT-LLM then replicates KV
+    heads); PP ≤ layers; EP divides the experts and the TP size (TensorRT-LLM maps
+    tp = moe_tp × moe_ep); TP × PP ≤ ``gpus_per_node`` unless ``multi_node``.
+    """
+    issues: list[PlanIssue] = []
+    fmt = request.quantization
+    if gpu.sm < MIN_SM[fmt]:
+        ok = [f for f in QUANT_FORMATS if gpu.sm >= MIN_SM[f]]
+        issues.append(
+            PlanIssue(
+                "spec.quantization.format",
+                f"{fmt} needs SM {MIN_SM[fmt]}+ but {gpu.product} is SM {gpu.sm} ({gpu.architecture}).",
+                f"use one of {', '.join(ok)} on this GPU, or target a GPU with SM {MIN_SM[fmt]}+.",
+            )
+        )
+    if request.kv_cache_dtype == "fp8" and not gpu.fp8:
+        issues.append(
+            PlanIssue(
+                "spec.quantization.kvCacheDtype",
+                f"an FP8 KV cache needs SM 89+ but {gpu.product} is SM {gpu.sm}.",
+                "use kvCacheDtype int8 or auto on this GPU.",
+            )
+        )
+    if fmt in ("int4_awq", "w4a8_awq") and request.awq_block_size not in AWQ_BLOCK_SIZES:
+        issues.append(
+            PlanIssue(
+                "spec.quantization.awqBlockSize",
+                f"AWQ block size {request.awq_block_size} is not supported.",
+                f"use one of {AWQ_BLOCK_SIZES} (default 128).",
+            )
+        )
+    tp, pp, ep = request.tp, request.pp, request.ep
+    limit = request.gpus_per_node if not request.multi_node else max(tp, 64)
+    heads = arch.num_attention_heads
+    if heads % tp:
+        issues.append(
+            PlanIssue(
+                "spec.parallelism.tensor",
+                f"tensor parallelism {tp} does not divide the {heads} attention heads.",
+                f"use a tensor parallelism that divides {heads}: {_divisors(heads, limit)}.",
+            )
+        )
+    kv = arch.num_kv_heads
+    if arch.mla is None and kv % tp and tp % kv:
+        issues.append(
+            PlanIssue(
+                "spec.parallelism.tensor",
+                f"tensor parallelism {tp} neither divides the {kv} KV heads nor is a multiple of them "
+                "(TensorRT-LLM can only replicate KV heads evenly).",
+                f"use a tensor parallelism that divides {kv} or is a multiple of it: "
+                f"{[d for d in _divisors(heads, limit) if kv % d == 0 or d % kv == 0]}.",
+            )
+        )
+    if pp > arch.num_layers:
+        issues.append(
+            PlanIssue(
+                "spec.parallelism.pipeline",
+                f"pipeline parallelism {pp} exceeds the model's {arch.num_layers} layers.",
+                f"use pipeline parallelism ≤ {arch.num_layers}.",
+            )
+        )
+    if ep > 1:
+        if arch.moe is None:
+            issues.append(
+                PlanIssue(
+                    "spec.parallelism.expert",
+                    f"expert parallelism {ep} needs a mixture-of-experts model; {arch.model_type} is dense.",
+                    "set expert parallelism to 1.",
+                )
+            )
+        else:
+            n = arch.moe.num_experts
+            if n % ep:
+                issues.append(
+                    PlanIssue(
+                        "spec.parallelism.expert",
+                        f"expert parallelism {ep} does not divide the {n} experts.",
+                        f"use an expert parallelism that divides {n} and {tp}: "
+                        f"{[d for d in _divisors(n, tp) if tp % d == 0]}.",
+                    )
+                )
+            if tp % ep:
+                issues.append(
+                    PlanIssue(
+                        "spec.parallelism.expert",
+                        f"expert parallelism {ep} does not divide tensor parallelism {tp} (TensorRT-LLM "
+                        "splits the TP ranks into moe_tp × moe_ep).",
+                        f"use an expert parallelism that divides {tp}.",
+                    )
+                )
+    if not request.multi_node and tp * pp > request.gpus_per_node:
+        issues.append(
+            PlanIssue(
+                "spec.parallelism",
+                f"tensor × pipeline = {tp * pp} GPUs exceeds the {request.gpus_per_node} GPUs of one node.",
+                "lower tensor/pipeline parallelism, or request a multi-node deployment (LeaderWorkerSet).",
+            )
+        )
+    return issues
+
+
+# ---------------------------------------------------------------------------------------- plan
+def _compute(arch: Architecture, request: PlanRequest, gpu: GPUSpec) -> Plan:
+    """One plan, without the 'what would fit' search."""
+    issues = validate(arch, request, gpu)
+    max_seq_len = request.max_seq_len or arch.max_position_embeddings
+    max_num_tokens = request.max_num_tokens or TRTLLM_DEFAULT_MAX_NUM_TOKENS
+    typical = request.typical_request_tokens or min(DEFAULT_TYPICAL_REQUEST_TOKENS, max_seq_len)
+    block = request.tokens_per_block
+
+    weights = weight_bytes_per_gpu(arch, request)
+    activation = activation_bytes_per_gpu(arch, request, max_num_tokens)
+    kv_per_token = kv_bytes_per_token_per_gpu(arch, request)
+    fraction = request.kv_cache_free_gpu_mem_fraction
+
+    def kv_for(batch: int) -> tuple[int, int, int, int]:
+        reserve = runtime_reserve_bytes_per_gpu(arch, request, batch)
+        free = gpu.memory_bytes - weights - activation - reserve
+        pool = int(free * fraction) if free > 0 else 0
+        tokens = (pool // kv_per_token) // block * block
+        return reserve, free, pool, tokens
+
+    batch = request.max_batch_size or TRTLLM_DEFAULT_MAX_BATCH_SIZE
+    reserve, free, pool, max_kv_tokens = kv_for(batch)
+    concurrent_typical = max_kv_tokens // _round_blocks(typical, block)
+    recommended_batch = request.max_batch_size or max(
+        1, min(TRTLLM_DEFAULT_MAX_BATCH_SIZE, concurrent_typical)
+    )
+    if request.max_batch_size is None:
+        # Fewer sequences → smaller logits buffer → more KV; the recommendation stays valid.
+        batch = recommended_batch
+        reserve, free, pool, max_kv_tokens = kv_for(batch)
+        concurrent_typical = max_kv_tokens // _round_blocks(typical, block)
+    concurrent = max_kv_tokens // _round_blocks(max_seq_len, block)
+
+    reasons: list[PlanIssue] = list(issues)
+    gib = GIB
+    if free <= 0:
+        reasons.append(
+            PlanIssue(
+                "spec.parallelism.tensor",
+                f"weights {weights / gib:.1f} GiB + activations {activation / gib:.1f} GiB + runtime "
+                f"{reserve / gib:.1f} GiB per GPU exceed the {gpu.memory_bytes / gib:.1f} GiB "
+                f"of {gpu.product}.",
+                "raise tensor (or pipeline) parallelism, quantize further, or use a GPU with more memory "
+                "(see recommended).",
+                kind="capacity",
+            )
+        )
+    elif max_kv_tokens < _round_blocks(max_seq_len, block):
+        reasons.append(
+            PlanIssue(
+                "spec.build.maxSeqLen",
+                f"the KV cache holds {max_kv_tokens} tokens per GPU, less than one sequence of maxSeqLen "
+                f"{max_seq_len}; TensorRT-LLM refuses to start.",
+                f"lower maxSeqLen to at most {max_kv_tokens}, use an FP8/INT8 KV cache, or raise tensor "
+                "parallelism (see recommended).",
+                kind="capacity",
+            )
+        )
+    fits = not reasons
+    recommended: dict[str, Any] = {
+        "max_batch_size": recommended_batch,
+        "max_num_tokens": max_num_tokens,
+        "max_seq_len": max_seq_len,
+    }
+    return Plan(
+        model_type=arch.model_type,
+        gpu_product=gpu.product,
+        quantization=request.quantization,
+        kv_cache_dtype=request.kv_cache_dtype,
+        tp=request.tp,
+        pp=request.pp,
+        ep=request.ep,
+        params_total=arch.params_total(),
+        params_per_gpu=arch.max_params_per_rank(request.tp, request.pp),
+        weight_bytes_per_gpu=weights,
+        activation_bytes_per_gpu=activation,
+        runtime_reserve_bytes_per_gpu=reserve,
+        gpu_memory_bytes=gpu.memory_bytes,
+        free_bytes_per_gpu=free,
+        kv_cache_free_gpu_mem_fraction=fraction,
+        kv_bytes_per_token_per_gpu=kv_per_token,
+        kv_cache_bytes_per_gpu=pool,
+        max_kv_tokens=max_kv_tokens,
+        tokens_per_block=block,
+        max_seq_len=max_seq_len,
+        max_batch_size=batch,
+        max_num_tokens=max_num_tokens,
+        typical_request_tokens=typical,
+        max_concurrent_sequences=concurrent,
+        max_concurrent_sequences_at_typical_request=concurrent_typical,
+        fits=fits,
+        reasons=tuple(reasons),
+        recommended=recommended,
+    )
+
+
+def plan(
+    arch: Architecture,
+    request: PlanRequest,
+    gpu: GPUSpec,
+    catalog: Mapping[str, GPUSpec] | None = None,
+) -> Plan:
+    """Plan ``request`` for ``arch`` on ``gpu``.
+
+    When it does not fit for memory reasons, ``recommended`` also names the smallest tensor
+    parallelism (powers of two up to ``gpus_per_node``, same PP, passing :func:`validate`) and the
+    smallest GPU from ``catalog`` (default: the built-in one) that would fit with the same request
+    (``None`` when nothing does). Pure: no I/O.
+    """
+    result = _compute(arch, request, gpu)
+    if result.fits or any(r.kind == "invalid" for r in result.reasons):
+        return result
+    limit = request.gpus_per_node if not request.multi_node else 64
+    best_tp: int | None = None
+    tp = 1
+    while tp * request.pp <= limit:
+        if tp > request.tp:
+            candidate = replace(request, tp=tp, ep=request.ep if tp % request.ep == 0 else 1)
+            if _compute(arch, candidate, gpu).fits:
+                best_tp = tp
+                break
+        tp *= 2
+    best_gpu: str | None = None
+    options = dict(DEFAULT_CATALOG) if catalog is None else {**DEFAULT_CATALOG, **catalog}
+    for spec in sorted(options.values(), key=lambda g: (g.memory_bytes, g.product)):
+        if spec.memory_bytes <= gpu.memory_bytes or spec.product == gpu.product:
+            continue
+        if _compute(arch, request, spec).fits:
+            best_gpu = spec.product
+            break
+    recommended = {**result.recommended, "tensor_parallelism": best_tp, "gpu_product": best_gpu}
+    return replace(result, recommended=recommended)
+
+
+def plan_from_build_spec(
+    spec: BuildSpec,
+    hf_config: Mapping[str, Any],
+    catalog: Mapping[str, GPUSpec] | None = None,
+    kv_cache_free_gpu_mem_fraction: float = 0.9,
+) -> Plan:
+    """Plan for a builder :class:`~engine_builder.spec.BuildSpec` and the model's ``config.json``.
+
+    ``catalog``: extra GPU entries (from :func:`~engine_builder.planner.catalog.load_catalog_extension`)
+    over the built-in catalog. Raises :class:`PlanInputError` for an unreadable config or unknown GPU.
+    """
+    arch = Architecture.from_hf_config(hf_config)
+    gpu = lookup(spec.target.gpu_product, catalog)
+    q = spec.quantization
+    request = PlanRequest(
+        quantization=q.format,
+        kv_cache_dtype=q.kv_cache_dtype,
+        tp=spec.parallelism.tensor,
+        pp=spec.parallelism.pipeline,
+        ep=spec.parallelism.expert,
+        max_seq_len=spec.build.max_seq_len,
+        max_batch_size=spec.build.max_batch_size,
+        max_num_tokens=spec.build.max_num_tokens,
+        kv_cache_free_gpu_mem_fraction=kv_cache_free_gpu_mem_fraction,
+        awq_block_size=q.awq_block_size or DEFAULT_AWQ_BLOCK_SIZE,
+        max_beam_width=spec.build.max_beam_width,
+    )
+    return plan(arch, request, gpu, catalog)

@@ -1,0 +1,162 @@
+"""``trtllm-operator plan``: does this model fit on this GPU, with how much KV cache.
+
+A thin shell over :mod:`engine_builder.planner` (the same code the builder's ``plan`` stage runs).
+Exit codes: 0 fits, 3 does not fit (the JSON/table says why and what would), 2 bad input (a
+``config.json`` field, an unknown GPU, or a rule such as TP not dividing the heads; the message
+names the field and the flag to change).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from engine_builder.planner import (
+    Architecture,
+    PlanInputError,
+    PlanRequest,
+    load_catalog_extension,
+    load_hf_config,
+    lookup,
+    plan,
+)
+
+EXIT_FITS = 0
+EXIT_BAD_INPUT = 2
+EXIT_DOES_NOT_FIT = 3
+
+#: API field path → the flag of this command, so errors name what the user typed.
+_FLAGS: dict[str, str] = {
+    "spec.quantization.format": "--quantization",
+    "spec.quantization.kvCacheDtype": "--kv-cache-dtype",
+    "spec.quantization.awqBlockSize": "--awq-block-size",
+    "spec.parallelism.tensor": "--tp",
+    "spec.parallelism.pipeline": "--pp",
+    "spec.parallelism.expert": "--ep",
+    "spec.parallelism": "--tp/--pp (or --multi-node)",
+    "spec.gpu.product": "--gpu",
+    "spec.build.maxSeqLen": "--max-seq-len",
+    "spec.build.maxBatchSize": "--max-batch-size",
+    "spec.build.maxNumTokens": "--max-num-tokens",
+    "spec.build.maxBeamWidth": "--max-beam-width",
+    "spec.server.kvCacheFreeGpuMemFraction": "--kv-cache-free-gpu-mem-fraction",
+    "typicalRequestTokens": "--typical-request-tokens",
+    "gpusPerNode": "--gpus-per-node",
+    "tokensPerBlock": "--tokens-per-block",
+}
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "plan",
+        help="capacity plan: does a model fit, how many KV-cache tokens (exit 0 fits, 3 not, 2 bad input)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--model-config", required=True, help="the model's Hugging Face config.json (file or directory)"
+    )
+    p.add_argument("--quantization", default="none", help="none|fp8|int8_sq|int4_awq|w4a8_awq|nvfp4|mxfp8")
+    p.add_argument("--kv-cache-dtype", default="auto", help="auto|fp8|int8")
+    p.add_argument("--tp", type=int, default=1, help="tensor parallelism")
+    p.add_argument("--pp", type=int, default=1, help="pipeline parallelism")
+    p.add_argument("--ep", type=int, default=1, help="expert parallelism (MoE)")
+    p.add_argument(
+        "--gpu", required=True, help="GPU product as in nvidia.com/gpu.product (e.g. NVIDIA-H200) or H200"
+    )
+    p.add_argument("--max-seq-len", type=int, default=None)
+    p.add_argument("--max-batch-size", type=int, default=None)
+    p.add_argument("--max-num-tokens", type=int, default=None)
+    p.add_argument("--max-beam-width", type=int, default=1)
+    p.add_argument("--kv-cache-free-gpu-mem-fraction", type=float, default=0.9)
+    p.add_argument(
+        "--typical-request-tokens", type=int, default=None, help="prompt + output tokens of a typical request"
+    )
+    p.add_argument("--awq-block-size", type=int, default=128)
+    p.add_argument("--tokens-per-block", type=int, default=32)
+    p.add_argument("--gpus-per-node", type=int, default=8)
+    p.add_argument("--multi-node", action="store_true", help="allow tp × pp beyond one node")
+    p.add_argument("--gpu-catalog", default=None, help="YAML file extending the GPU catalog")
+    p.add_argument("--output", choices=("json", "table"), default="json")
+    p.set_defaults(func=run)
+
+
+def _flag(field: str) -> str:
+    flag = _FLAGS.get(field)
+    return f"{field} ({flag})" if flag else field
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        extra = None
+        if args.gpu_catalog:
+            try:
+                text = Path(args.gpu_catalog).read_text(encoding="utf-8")
+            except OSError as exc:
+                raise PlanInputError(
+                    "gpuCatalog", f"cannot read {args.gpu_catalog}: {exc} (--gpu-catalog)"
+                ) from exc
+            extra = load_catalog_extension(text)
+        arch = Architecture.from_hf_config(load_hf_config(args.model_config))
+        gpu = lookup(args.gpu, extra)
+        request = PlanRequest(
+            quantization=args.quantization,
+            kv_cache_dtype=args.kv_cache_dtype,
+            tp=args.tp,
+            pp=args.pp,
+            ep=args.ep,
+            max_seq_len=args.max_seq_len,
+            max_batch_size=args.max_batch_size,
+            max_num_tokens=args.max_num_tokens,
+            kv_cache_free_gpu_mem_fraction=args.kv_cache_free_gpu_mem_fraction,
+            typical_request_tokens=args.typical_request_tokens,
+            multi_node=args.multi_node,
+            gpus_per_node=args.gpus_per_node,
+            awq_block_size=args.awq_block_size,
+            tokens_per_block=args.tokens_per_block,
+            max_beam_width=args.max_beam_width,
+        )
+        result = plan(arch, request, gpu, extra)
+    except PlanInputError as exc:
+        print(f"error: {_flag(exc.field)}: {exc.message}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+    # Rule violations (validate) are bad input; memory shortfalls are "does not fit".
+    invalid = [r for r in result.reasons if r.kind == "invalid"]
+    if args.output == "json":
+        print(json.dumps(result.to_json_dict(), indent=2, sort_keys=False))
+    else:
+        print(_table(result.to_json_dict()))
+    for r in result.reasons:
+        print(
+            f"{'error' if r in invalid else 'does not fit'}: {_flag(r.field)}: {r.message} Fix: {r.fix}",
+            file=sys.stderr,
+        )
+    if invalid:
+        return EXIT_BAD_INPUT
+    return EXIT_FITS if result.fits else EXIT_DOES_NOT_FIT
+
+
+def _table(data: dict[str, Any]) -> str:
+    rows: list[tuple[str, str]] = []
+    for key, value in data.items():
+        if key in ("reasons", "recommended"):
+            continue
+        if (
+            isinstance(value, int)
+            and not isinstance(value, bool)
+            and key.endswith(("bytes_per_gpu", "_bytes"))
+        ):
+            shown = f"{value:,} ({value / 1024**3:.2f} GiB)"
+        elif isinstance(value, int) and not isinstance(value, bool):
+            shown = f"{value:,}"
+        else:
+            shown = str(value)
+        rows.append((key, shown))
+    for key, value in data["recommended"].items():
+        rows.append((f"recommended.{key}", str(value)))
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)

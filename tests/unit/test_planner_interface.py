@@ -1,0 +1,136 @@
+"""Planner public interface: real configs parse to the published parameter counts; CLI exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine_builder.planner import (
+    Architecture,
+    PlanInputError,
+    PlanRequest,
+    load_hf_config,
+    lookup,
+    plan,
+)
+from trtllm_operator.cli import main
+
+CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "model-configs"
+LLAMA_70B = CONFIGS / "meta-llama__Llama-3.1-70B-Instruct.json"
+
+
+def arch(name: str) -> Architecture:
+    return Architecture.from_hf_config(load_hf_config(CONFIGS / name))
+
+
+# Totals hand-computed from the config shapes (embed + layers × (attention + MLP + 2 norms) + norm +
+# lm_head); they equal the counts the model cards publish (8.03B, 70.6B, 46.7B, 7.62B, 671B / 37B active).
+@pytest.mark.parametrize(
+    ("config", "total", "active"),
+    [
+        ("meta-llama__Llama-3.1-8B-Instruct.json", 8_030_261_248, 8_030_261_248),
+        ("meta-llama__Llama-3.1-70B-Instruct.json", 70_553_706_496, 70_553_706_496),
+        ("mistralai__Mixtral-8x7B-v0.1.json", 46_702_792_704, 12_879_925_248),
+        ("Qwen__Qwen2.5-7B-Instruct.json", 7_615_616_512, 7_615_616_512),
+        ("TinyLlama__TinyLlama-1.1B-Chat-v1.0.json", 1_100_048_384, 1_100_048_384),
+        ("deepseek-ai__DeepSeek-V3.json", 671_026_419_200, 37_552_297_472),
+    ],
+)
+def test_params_total_matches_published_counts(config: str, total: int, active: int) -> None:
+    a = arch(config)
+    assert a.params_total() == total
+    assert a.params_active_per_token() == active
+
+
+def test_worked_example_llama70b_fp8_on_two_h200() -> None:
+    result = plan(
+        arch(LLAMA_70B.name),
+        PlanRequest(quantization="fp8", tp=2, max_seq_len=8192, max_batch_size=256),
+        lookup("NVIDIA-H200"),
+    )
+    # 2 × 80 layers × ceil(8/2)=4 KV heads × 128 × 2 B = 163,840 B per token per GPU.
+    assert result.kv_bytes_per_token_per_gpu == 163_840
+    assert result.gpu_memory_bytes == 143_771 * 1024 * 1024
+    assert result.fits
+    assert result.reasons == ()
+
+
+def test_missing_field_names_the_key() -> None:
+    with pytest.raises(PlanInputError) as err:
+        Architecture.from_hf_config({"model_type": "llama", "hidden_size": 4096})
+    assert err.value.field == "num_hidden_layers"
+
+
+def test_unknown_architecture_lists_supported() -> None:
+    with pytest.raises(PlanInputError) as err:
+        Architecture.from_hf_config({"model_type": "gpt_bigcode", "num_hidden_layers": 2})
+    assert err.value.field == "model_type"
+    assert "llama" in err.value.message and "mixtral" in err.value.message
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["plan", *args])
+    out, errtext = capsys.readouterr()
+    return code, out, errtext
+
+
+def test_cli_fits_exit_0_with_stable_keys(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--model-config", str(LLAMA_70B), "--quantization", "fp8", "--tp", "2", "--gpu", "NVIDIA-H200"]
+    code, out, _ = _cli(capsys, *args, "--max-seq-len", "8192", "--max-batch-size", "256")
+    assert code == 0
+    data = json.loads(out)
+    for key in (
+        "params_total",
+        "weight_bytes_per_gpu",
+        "kv_bytes_per_token_per_gpu",
+        "kv_cache_bytes_per_gpu",
+        "max_kv_tokens",
+        "max_concurrent_sequences",
+        "fits",
+        "reasons",
+        "recommended",
+    ):
+        assert key in data
+    assert isinstance(data["weight_bytes_per_gpu"], int)
+    assert data["fits"] is True
+
+
+def test_cli_does_not_fit_exit_3_recommends_tp(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _cli(
+        capsys, "--model-config", str(LLAMA_70B), "--gpu", "NVIDIA-H100-80GB-HBM3", "--max-seq-len", "8192"
+    )
+    assert code == 3
+    data = json.loads(out)
+    assert data["fits"] is False
+    assert data["recommended"]["tensor_parallelism"] == 2
+    assert data["reasons"][0]["field"] == "spec.parallelism.tensor"
+
+
+@pytest.mark.parametrize(
+    ("config", "args", "field"),
+    [
+        ({"model_type": "llama"}, [], "num_hidden_layers"),
+        ({"model_type": "bloom"}, [], "model_type"),
+        (None, ["--tp", "3"], "spec.parallelism.tensor"),
+        (None, ["--gpu", "NVIDIA-RTX-9000"], "spec.gpu.product"),
+        (None, ["--quantization", "nvfp4"], "spec.quantization.format"),
+        (None, ["--quantization", "fp16"], "spec.quantization.format"),
+    ],
+)
+def test_cli_bad_input_exit_2_names_field(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    config: dict[str, object] | None,
+    args: list[str],
+    field: str,
+) -> None:
+    path = LLAMA_70B
+    if config is not None:
+        path = tmp_path / "config.json"
+        path.write_text(json.dumps(config))
+    base = ["--model-config", str(path), "--gpu", "NVIDIA-H100-80GB-HBM3"]
+    code, _, errtext = _cli(capsys, *base, *args)
+    assert code == 2
+    assert field in errtext
