@@ -153,9 +153,10 @@ class QuantizationSpec(ApiModel):
             field_path=".awqBlockSize",
         ),
         cel(
-            "self.kvCacheDtype != 'int8' || self.format in ['none', 'int8_sq', 'int4_awq']",
-            "kvCacheDtype int8 cannot be combined with format fp8, w4a8_awq, nvfp4 or mxfp8 "
-            "(TensorRT-LLM quantizes their KV cache to FP8); use kvCacheDtype fp8",
+            "!(self.format in ['nvfp4', 'mxfp8']) || self.kvCacheDtype != 'int8'",
+            "kvCacheDtype int8 cannot be combined with format nvfp4 or mxfp8: they run only on "
+            "Blackwell (SM 100+), where TensorRT-LLM rejects an INT8 KV cache; use kvCacheDtype "
+            "fp8 or auto",
             field_path=".kvCacheDtype",
         ),
     )
@@ -241,15 +242,16 @@ class SpeculativeDecodingSpec(ApiModel):
             field_path=".maxDraftLen",
         ),
         cel(
-            "self.mode != 'draft_tokens_external' || has(self.draftModel)",
-            "draftModel is required with mode draft_tokens_external; give the draft model's source",
+            "!(self.mode in ['draft_tokens_external', 'medusa', 'eagle']) || has(self.draftModel)",
+            "draftModel is required with mode draft_tokens_external, medusa or eagle: give the "
+            "source of the draft model or of the Medusa/EAGLE heads",
             field_path=".draftModel",
             reason="FieldValueRequired",
         ),
         cel(
             "!has(self.draftModel) || self.mode in ['draft_tokens_external', 'medusa', 'eagle']",
             "draftModel is only used with mode draft_tokens_external, medusa or eagle; remove it or "
-            "change mode",
+            "change mode (lookahead_decoding needs no extra model)",
             field_path=".draftModel",
         ),
     )
@@ -262,9 +264,9 @@ class SpeculativeDecodingSpec(ApiModel):
     max_draft_len: int | None = Field(
         default=None,
         ge=0,
-        le=128,
+        le=256,
         description="Maximum draft tokens verified per step (trtllm-build --max_draft_len); required "
-        "when mode is not none.",
+        "when mode is not none. TensorRT-LLM allows at most 256 (EAGLE).",
     )
     draft_model: DraftModelSpec | None = Field(
         default=None,
@@ -289,6 +291,13 @@ class EngineBuildSpec(ApiModel):
             "speculative decoding requires maxBeamWidth 1 in TensorRT-LLM; set maxBeamWidth to 1 "
             "or speculativeDecoding.mode to none",
             field_path=".maxBeamWidth",
+        ),
+        cel(
+            "!has(self.maxBatchSize) || !has(self.speculativeDecoding) "
+            "|| self.speculativeDecoding.mode != 'eagle' || self.maxBatchSize <= 512",
+            "maxBatchSize must be at most 512 with speculativeDecoding.mode eagle (TensorRT-LLM "
+            "limit); lower maxBatchSize",
+            field_path=".maxBatchSize",
         ),
     )
 
@@ -533,6 +542,20 @@ class LLMEngineSpec(ApiModel):
             "self.backend != 'pytorch' || self.quantization.format != 'int8_sq'",
             "format int8_sq is only supported by the tensorrt backend; use fp8 or int4_awq, or "
             "backend tensorrt",
+            field_path=".quantization.format",
+        ),
+        cel(
+            "self.backend != 'tensorrt' || self.quantization.kvCacheDtype != 'int8' "
+            "|| !self.build.pagedContextFMHA",
+            "kvCacheDtype int8 does not work with build.pagedContextFMHA (trtllm-build silently "
+            "turns it off, which breaks KV-cache reuse and chunked context); set "
+            "build.pagedContextFMHA: false or use kvCacheDtype fp8",
+            field_path=".quantization.kvCacheDtype",
+        ),
+        cel(
+            "self.backend != 'tensorrt' || self.quantization.format != 'mxfp8'",
+            "format mxfp8 is only supported by the pytorch backend (trtllm-build has no MXFP8 "
+            "recipe); set backend: pytorch or use fp8",
             field_path=".quantization.format",
         ),
         cel(
