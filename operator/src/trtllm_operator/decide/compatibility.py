@@ -1,0 +1,126 @@
+"""May this deployment serve this engine, and in which workload? Pure decisions, no I/O.
+
+An engine only loads where it was built: same TensorRT-LLM / TensorRT build (the runtime image)
+and same GPU architecture (reference §3.3: "The engine plan file is generated on an incompatible
+device, expecting compute 9.0 got compute 8.9"; "Version tag does not match"). NVIDIA's safe rule is
+"same GPU SKU", so the product must match, not only the SM version. Checking before rollout turns a
+crash-looping GPU pod into a condition that names both values.
+
+A server image may differ from the engine's runtime image when the user declares it compatible
+(e.g. a rebuilt image with the same TensorRT-LLM wheel, or a digest-pinned copy in a private
+registry): annotation :data:`COMPATIBLE_IMAGES_ANNOTATION` on the LLMDeployment lists the engine
+runtime images the server image can load, comma-separated. The user takes responsibility.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Literal
+
+COMPATIBLE_IMAGES_ANNOTATION = "llm.trtllm-operator.dev/compatible-runtime-images"
+
+
+@dataclass(frozen=True)
+class Incompatibility:
+    """One mismatch: ``field`` is the LLMDeployment path the user can change."""
+
+    field: str
+    deployment_value: str
+    engine_value: str
+
+    def message(self) -> str:
+        return f"{self.field} is {self.deployment_value!r} but the engine was built for {self.engine_value!r}"
+
+
+def normalize_image(ref: str) -> str:
+    """Canonical image reference: ``docker.io/library/`` dropped, ``:latest`` made explicit.
+
+    ``nginx`` == ``docker.io/library/nginx:latest``; a digest reference is kept as written.
+    """
+    ref = ref.strip()
+    for prefix in ("docker.io/library/", "index.docker.io/library/", "docker.io/", "index.docker.io/"):
+        if ref.startswith(prefix):
+            ref = ref[len(prefix) :]
+            break
+    if ref.startswith("library/"):
+        ref = ref[len("library/") :]
+    last = ref.rsplit("/", 1)[-1]
+    if "@" not in ref and ":" not in last:
+        ref += ":latest"
+    return ref
+
+
+def parse_compatible_images(annotation: str | None) -> frozenset[str]:
+    """The annotation's comma-separated images, normalised (empty entries ignored)."""
+    if not annotation:
+        return frozenset()
+    return frozenset(normalize_image(p) for p in annotation.split(",") if p.strip())
+
+
+def check_compatibility(
+    *,
+    server_image: str,
+    engine_runtime_image: str,
+    engine_gpu_product: str,
+    deployment_gpu_product: str | None = None,
+    engine_sm: int | None = None,
+    deployment_sm: int | None = None,
+    compatible_images: Collection[str] = (),
+) -> list[Incompatibility]:
+    """Every reason the engine cannot be served as requested; empty when it can.
+
+    ``deployment_gpu_product`` is the product the deployment pins (``spec.server.gpuProduct`` or a
+    ``nvidia.com/gpu.product`` node selector), ``None`` to follow the engine. SM versions, when both
+    are known from the GPU catalog, are reported alongside the product.
+    """
+    problems: list[Incompatibility] = []
+    server, engine = normalize_image(server_image), normalize_image(engine_runtime_image)
+    if server != engine and engine not in {normalize_image(i) for i in compatible_images}:
+        problems.append(Incompatibility("spec.server.image", server_image, engine_runtime_image))
+    if deployment_gpu_product and deployment_gpu_product != engine_gpu_product:
+        dep, eng = deployment_gpu_product, engine_gpu_product
+        if deployment_sm is not None and engine_sm is not None:
+            dep, eng = f"{dep} (SM {deployment_sm})", f"{eng} (SM {engine_sm})"
+        problems.append(Incompatibility("gpu product", dep, eng))
+    return problems
+
+
+WorkloadKind = Literal["Deployment", "LeaderWorkerSet"]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Which workload serves a replica; ``blocked`` carries a reason when none can."""
+
+    kind: WorkloadKind
+    nodes_per_replica: int
+    blocked: str | None = None
+
+
+def decide_placement(world_size: int, gpus_per_node: int, *, lws_installed: bool) -> Placement:
+    """Deployment when ``world_size ≤ gpus_per_node``, else a LeaderWorkerSet of
+    ``ceil(world_size / gpus_per_node)`` pods — blocked with a reason when the LWS CRD is absent or
+    the ranks do not split evenly over the nodes (MPI needs the same slots on every host).
+    """
+    if gpus_per_node < 1:
+        raise ValueError(f"gpus_per_node must be ≥ 1, got {gpus_per_node}")
+    if world_size <= gpus_per_node:
+        return Placement("Deployment", 1)
+    nodes = -(-world_size // gpus_per_node)
+    if world_size % gpus_per_node:
+        return Placement(
+            "LeaderWorkerSet",
+            nodes,
+            blocked=f"{world_size} ranks do not split evenly over nodes of {gpus_per_node} GPUs; "
+            "choose tensor × pipeline parallelism that is a multiple of the GPUs per node",
+        )
+    if not lws_installed:
+        return Placement(
+            "LeaderWorkerSet",
+            nodes,
+            blocked=f"one replica needs {world_size} GPUs on {nodes} nodes of {gpus_per_node} GPUs: install "
+            "LeaderWorkerSet (CRD leaderworkersets.leaderworkerset.x-k8s.io, https://github.com/"
+            "kubernetes-sigs/lws) or lower tensor × pipeline parallelism to fit one node",
+        )
+    return Placement("LeaderWorkerSet", nodes)

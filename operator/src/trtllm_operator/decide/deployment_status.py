@@ -1,0 +1,190 @@
+"""``LLMDeployment.status`` from what the controller observed. Pure: no client, no clock.
+
+One function, :func:`deployment_status`, turns an :class:`Observation` into the status fields this
+controller owns and the conditions it writes (``Ready``, ``Progressing``, ``Degraded``,
+``EngineIncompatible``); ``status.autoscaling`` and ``ScalingLimited`` belong to the autoscaler and
+are never touched here. Condition times are filled in by
+:func:`trtllm_operator.decide.conditions.merge_conditions`.
+
+Phases (API ``DeploymentPhase``): ``Pending`` — waiting for the engine; ``Progressing`` — rolling
+out or starting replicas; ``Ready`` — every replica Ready on the desired engine key; ``Degraded`` —
+serving, but a rollout failed or was rolled back; ``Failed`` — cannot be served as specified
+(incompatible engine, no LeaderWorkerSet, bad settings).
+
+``engineKey`` reports the key actually served by **every** pod: it moves to the new key only when
+the rollout is complete (:func:`trtllm_operator.decide.rollout.rollout_progress`); during a rollout
+it keeps the previous value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from trtllm_operator.decide.compatibility import Incompatibility
+from trtllm_operator.decide.rollout import RollbackDecision, RolloutProgress
+
+READY = "Ready"
+PROGRESSING = "Progressing"
+DEGRADED = "Degraded"
+ENGINE_INCOMPATIBLE = "EngineIncompatible"
+
+EngineState = Literal["missing", "not_ready", "ready"]
+
+
+@dataclass(frozen=True)
+class Observation:
+    """Everything :func:`deployment_status` needs.
+
+    ``engine_state``/``engine_message``: the referenced LLMEngine; ``incompatibilities``: the
+    compatibility gate; ``blocked``: ``(reason, message)`` when the replica cannot be placed or
+    rendered (e.g. ``LeaderWorkerSetRequired``); ``progress``: pod counts by key (``None`` before
+    the workload exists); ``pods``/``ready_pods``: non-terminating pods of the deployment;
+    ``previous_engine_key``: ``status.engineKey`` before this reconcile; ``rolled_back``: set while a
+    failed key is held back.
+    """
+
+    generation: int
+    spec_replicas: int
+    engine_name: str
+    engine_state: EngineState
+    engine_message: str = ""
+    desired_engine_key: str | None = None
+    incompatibilities: Sequence[Incompatibility] = ()
+    blocked: tuple[str, str] | None = None
+    progress: RolloutProgress | None = None
+    updated_replicas: int = 0
+    pods: int = 0
+    ready_pods: int = 0
+    deadline_exceeded: bool = False
+    previous_engine_key: str | None = None
+    rolled_back: RollbackDecision | None = None
+    endpoint: str | None = None
+    selector: str | None = None
+
+
+@dataclass(frozen=True)
+class DesiredStatus:
+    """Status fields (camelCase, ready to patch) and the conditions to merge."""
+
+    fields: dict[str, Any]
+    conditions: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def phase(self) -> str:
+        return str(self.fields["phase"])
+
+
+def _cond(type_: str, status: bool, reason: str, message: str, generation: int) -> dict[str, Any]:
+    return {
+        "type": type_,
+        "status": "True" if status else "False",
+        "reason": reason,
+        "message": message,
+        "observedGeneration": generation,
+    }
+
+
+def deployment_status(obs: Observation) -> DesiredStatus:
+    """The status this controller writes for ``obs`` (see the module docstring for the rules)."""
+    gen = obs.generation
+    fields: dict[str, Any] = {
+        "observedGeneration": gen,
+        "desiredReplicas": obs.spec_replicas,
+        "replicas": obs.pods,
+        "readyReplicas": obs.ready_pods,
+        "updatedReplicas": obs.updated_replicas,
+        "engineKey": obs.previous_engine_key,
+        "endpoint": obs.endpoint,
+        "selector": obs.selector,
+    }
+
+    def out(phase: str, *conds: dict[str, Any]) -> DesiredStatus:
+        return DesiredStatus({**fields, "phase": phase}, list(conds))
+
+    if obs.engine_state != "ready":
+        reason = "EngineNotFound" if obs.engine_state == "missing" else "EngineNotReady"
+        msg = obs.engine_message or (
+            f"LLMEngine {obs.engine_name!r} not found in this namespace: create it or fix spec.engineRef.name"
+            if obs.engine_state == "missing"
+            else f"waiting for LLMEngine {obs.engine_name!r} to become Ready"
+        )
+        return out(
+            "Pending",
+            _cond(READY, False, reason, msg, gen),
+            _cond(PROGRESSING, False, reason, msg, gen),
+        )
+
+    if obs.incompatibilities:
+        msg = "; ".join(i.message() for i in obs.incompatibilities) + ": nothing was rolled out"
+        reason = "ImageMismatch" if obs.incompatibilities[0].field == "spec.server.image" else "GPUMismatch"
+        return out(
+            "Failed",
+            _cond(ENGINE_INCOMPATIBLE, True, reason, msg, gen),
+            _cond(READY, False, "EngineIncompatible", msg, gen),
+            _cond(PROGRESSING, False, "EngineIncompatible", msg, gen),
+            _cond(DEGRADED, True, "EngineIncompatible", msg, gen),
+        )
+    compatible = _cond(ENGINE_INCOMPATIBLE, False, "Compatible", "server image and GPU match the engine", gen)
+
+    if obs.blocked is not None:
+        reason, msg = obs.blocked
+        return out(
+            "Failed",
+            compatible,
+            _cond(READY, False, reason, msg, gen),
+            _cond(PROGRESSING, False, reason, msg, gen),
+            _cond(DEGRADED, True, reason, msg, gen),
+        )
+
+    progress = obs.progress
+    ready_msg = f"{obs.ready_pods}/{obs.spec_replicas} replicas Ready"
+    all_ready = obs.ready_pods >= obs.spec_replicas
+
+    if obs.rolled_back is not None:
+        msg = obs.rolled_back.reason
+        return out(
+            "Degraded",
+            compatible,
+            _cond(READY, all_ready, "RolledBack", f"{ready_msg}; {msg}", gen),
+            _cond(PROGRESSING, False, "RolledBack", msg, gen),
+            _cond(DEGRADED, True, "RolledBack", msg, gen),
+        )
+
+    if progress is not None and progress.complete:
+        fields["engineKey"] = obs.desired_engine_key
+        reason = "ScaledToZero" if obs.spec_replicas == 0 else "AllReplicasReady"
+        return out(
+            "Ready",
+            compatible,
+            _cond(READY, True, reason, progress.message, gen),
+            _cond(PROGRESSING, False, "RolloutComplete", progress.message, gen),
+            _cond(DEGRADED, False, "AsExpected", progress.message, gen),
+        )
+
+    msg = progress.message if progress is not None else "creating the workload"
+    if obs.deadline_exceeded:
+        msg = f"{msg}; no progress within spec.rollout.progressDeadlineSeconds"
+        return out(
+            "Degraded",
+            compatible,
+            _cond(READY, False, "ProgressDeadlineExceeded", msg, gen),
+            _cond(PROGRESSING, False, "ProgressDeadlineExceeded", msg, gen),
+            _cond(DEGRADED, True, "ProgressDeadlineExceeded", msg, gen),
+        )
+    rolling_key = obs.previous_engine_key not in (None, obs.desired_engine_key)
+    reason = "EngineRollout" if rolling_key else "ReplicasStarting"
+    return out(
+        "Progressing",
+        compatible,
+        _cond(READY, False, reason, f"{ready_msg}; {msg}", gen),
+        _cond(PROGRESSING, True, reason, msg, gen),
+        _cond(DEGRADED, False, "AsExpected", msg, gen),
+    )
+
+
+def transitions(old: Sequence[dict[str, Any]] | None, new: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Conditions of ``new`` whose status or reason differs from ``old`` (one Event each)."""
+    before = {c.get("type"): (c.get("status"), c.get("reason")) for c in old or ()}
+    return [c for c in new if before.get(c["type"]) != (c["status"], c["reason"])]

@@ -1,0 +1,123 @@
+"""Rollout math: is the new engine key fully served, and should the operator roll back? Pure.
+
+Kubernetes' own ``updatedReplicas`` counts pods of the newest ReplicaSet, which is not the same as
+"serving the new engine": a pod can be updated and still loading, and an old-key pod can still be
+terminating with requests in flight. The rollout is **complete only when every pod of the
+deployment carries the new engine-key label, is Ready, none of another key remains, and the
+workload controller has observed the latest template** (DESIGN.md §5). The pods are counted by the
+engine-key label the renderer puts on every pod.
+
+Automatic rollback (``spec.rollout.autoRollback``) mirrors ``kubectl rollout undo``: when the
+workload reports its progress deadline exceeded (``Progressing=False``, reason
+``ProgressDeadlineExceeded``) and new-key pods are still not Ready, the previous key's pod template
+(from the previous ReplicaSet) is restored, and the failed key is remembered so the operator does
+not roll it forward again until the engine key changes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PodView:
+    """What the rollout needs to know about one pod."""
+
+    short_key: str
+    ready: bool
+    terminating: bool = False
+
+
+@dataclass(frozen=True)
+class WorkloadView:
+    """The workload's (Deployment / LeaderWorkerSet) generation and status counters."""
+
+    generation: int
+    observed_generation: int
+    replicas: int
+    updated_replicas: int
+    ready_replicas: int
+    progress_deadline_exceeded: bool = False
+
+
+@dataclass(frozen=True)
+class RolloutProgress:
+    """Counts by key and the verdict. ``serving_new`` counts non-terminating pods with the new key."""
+
+    complete: bool
+    desired: int
+    serving_new: int
+    ready_new: int
+    old_pods: int
+    message: str
+
+
+def rollout_progress(
+    desired_short_key: str, desired_replicas: int, workload: WorkloadView | None, pods: Sequence[PodView]
+) -> RolloutProgress:
+    """Count pods by engine key and decide whether the rollout of ``desired_short_key`` is complete."""
+    new = [p for p in pods if p.short_key == desired_short_key and not p.terminating]
+    ready_new = sum(p.ready for p in new)
+    old = [p for p in pods if p.short_key != desired_short_key]
+    if workload is None:
+        return RolloutProgress(
+            False, desired_replicas, len(new), ready_new, len(old), "workload not created yet"
+        )
+    observed = workload.observed_generation >= workload.generation
+    complete = (
+        observed
+        and workload.updated_replicas == desired_replicas
+        and workload.replicas == desired_replicas
+        and len(new) == desired_replicas
+        and ready_new == desired_replicas
+        and not old
+    )
+    if complete:
+        msg = f"all {desired_replicas} replicas serve engine key {desired_short_key}"
+    else:
+        by_key = Counter(p.short_key for p in old)
+        olds = ", ".join(f"{n} on {k}" for k, n in sorted(by_key.items()))
+        msg = (
+            f"{ready_new}/{desired_replicas} replicas Ready on engine key {desired_short_key}"
+            + (f"; {olds} still running" if olds else "")
+            + ("" if observed else "; waiting for the workload controller to observe the new template")
+        )
+    return RolloutProgress(complete, desired_replicas, len(new), ready_new, len(old), msg)
+
+
+@dataclass(frozen=True)
+class RollbackDecision:
+    """Restore ``to_key``'s pod template; ``failed_key`` is not rolled forward again."""
+
+    failed_key: str
+    to_key: str
+    reason: str
+
+
+def decide_rollback(
+    progress: RolloutProgress,
+    workload: WorkloadView | None,
+    *,
+    auto_rollback: bool,
+    desired_key: str,
+    previous_key: str | None,
+    progress_deadline_seconds: int,
+) -> RollbackDecision | None:
+    """Roll back when enabled, a previous key exists, and the deadline passed without completion."""
+    if not auto_rollback or previous_key is None or previous_key == desired_key:
+        return None
+    if progress.complete or workload is None or not workload.progress_deadline_exceeded:
+        return None
+    if progress.ready_new >= progress.desired:
+        return None
+    return RollbackDecision(
+        failed_key=desired_key,
+        to_key=previous_key,
+        reason=(
+            f"pods of engine key {desired_key[:16]} were not Ready within progressDeadlineSeconds="
+            f"{progress_deadline_seconds} ({progress.ready_new}/{progress.desired} Ready): "
+            f"rolled back to {previous_key[:16]}"
+        ),
+    )

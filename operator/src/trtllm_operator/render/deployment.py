@@ -1,0 +1,261 @@
+"""The Triton pod template and the ``apps/v1`` Deployment for replicas that fit one node.
+
+One pod per replica, ``tensor × pipeline`` GPUs per pod, one ``tritonserver`` rank per GPU under MPI
+(see :func:`trtllm_operator.render.serving.launch_script`). Placement, probes and rollout follow
+DESIGN.md §5:
+
+- node affinity on ``nvidia.com/gpu.product`` = the engine's target product — an engine only loads
+  on the GPU architecture (and, by NVIDIA's safe rule, the SKU) it was built for (reference §3.3);
+- the artifact PVC is mounted read-only at ``sub_path = <storage root>/<engineKey>``; a serving pod
+  can never damage an artifact other deployments share;
+- ``automountServiceAccountToken: false``: Triton never talks to the API server;
+- readiness ``/v2/health/ready``, liveness ``/v2/health/live`` (KServe v2 on the HTTP port, reference
+  §4.5), and a startup probe sized from the artifact (:func:`startup_budget_seconds`);
+- the pod template carries the engine key (full, annotation; short, label) and a hash of every
+  rendered file, so any change of engine or server settings rolls the pods;
+- ``strategy``: ``maxSurge: 0`` / ``maxUnavailable: 1`` unless ``spec.rollout`` says otherwise —
+  a surge pod would need GPUs that a full cluster does not have, and would sit Pending forever.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from trtllm_operator.render.model_repository import volume_items
+from trtllm_operator.render.serving import (
+    ANNOTATION_CONFIG_HASH,
+    ANNOTATION_ENGINE_KEY,
+    ARTIFACT_MOUNT,
+    CONFIG_MOUNT,
+    GPU_PRODUCT_LABEL,
+    GPU_RESOURCE,
+    GRPC_PORT,
+    HTTP_PORT,
+    LABEL_ENGINE_KEY,
+    LAUNCH_SCRIPT,
+    METRICS_PORT,
+    MODEL_REPOSITORY,
+    ServingParams,
+    child_name,
+    common_labels,
+    content_hash,
+    metadata,
+    selector_labels,
+)
+
+#: Startup probe period (seconds).
+STARTUP_PERIOD_SECONDS = 10
+#: Fixed part of the startup budget (seconds): image already pulled, MPI and Triton start, Python
+#: backend stubs, KV-cache allocation (a cudaMalloc of tens of GiB) and CUDA-graph warm-up. Triton
+#: opens its HTTP port only after the models loaded, so all of it falls inside the startup probe.
+STARTUP_BASE_SECONDS = 300
+#: Read throughput assumed for the artifact volume (bytes/s): 100 MiB/s, the order of a network
+#: volume's baseline (e.g. EBS gp3 125 MiB/s, a busy NFS share less). Ranks read their own rank
+#: files in parallel, so each reads about artifact size / world size.
+STARTUP_READ_BYTES_PER_SECOND = 100 * 2**20
+#: Budget when the artifact size is unknown (seconds).
+STARTUP_UNKNOWN_SIZE_SECONDS = 1800
+
+
+def startup_budget_seconds(artifact_bytes: int | None, world_size: int) -> int:
+    """Seconds the startup probe tolerates before the kubelet restarts the container.
+
+    ``STARTUP_BASE_SECONDS + (artifact_bytes / world_size) / STARTUP_READ_BYTES_PER_SECOND``, or
+    :data:`STARTUP_UNKNOWN_SIZE_SECONDS` without a size. Example: Llama-3.1-70B FP8 (~70 GB) at TP 2
+    → 300 + 35e9 / 104,857,600 ≈ 634 s. Restarting too early is the costly error (the load starts
+    over), so the budget is generous; liveness takes over once the server answered.
+    """
+    if artifact_bytes is None or artifact_bytes <= 0:
+        return STARTUP_UNKNOWN_SIZE_SECONDS
+    per_rank = artifact_bytes / max(world_size, 1)
+    return STARTUP_BASE_SECONDS + math.ceil(per_rank / STARTUP_READ_BYTES_PER_SECOND)
+
+
+def probes(params: ServingParams) -> dict[str, dict[str, Any]]:
+    budget = startup_budget_seconds(params.artifact_bytes, params.world_size)
+    return {
+        "startupProbe": {
+            "httpGet": {"path": "/v2/health/live", "port": "http"},
+            "periodSeconds": STARTUP_PERIOD_SECONDS,
+            "timeoutSeconds": 5,
+            "failureThreshold": math.ceil(budget / STARTUP_PERIOD_SECONDS),
+        },
+        "readinessProbe": {
+            "httpGet": {"path": "/v2/health/ready", "port": "http"},
+            "periodSeconds": 10,
+            "timeoutSeconds": 5,
+            "failureThreshold": 3,
+        },
+        "livenessProbe": {
+            "httpGet": {"path": "/v2/health/live", "port": "http"},
+            "periodSeconds": 15,
+            "timeoutSeconds": 5,
+            "failureThreshold": 4,
+        },
+    }
+
+
+def gpus_per_pod(params: ServingParams) -> int:
+    """GPUs one pod requests: the whole replica on one node, one node's share on several."""
+    return params.world_size if not params.multi_node else params.gpus_per_node
+
+
+def container_resources(params: ServingParams) -> dict[str, dict[str, str]]:
+    """GPUs as request and limit; memory and ephemeral storage as both; CPU as a request only
+    (a CPU limit throttles tokenization and NCCL progress threads)."""
+    requests: dict[str, str] = {}
+    limits: dict[str, str] = {}
+    if params.cpu:
+        requests["cpu"] = params.cpu
+    for key, value in (("memory", params.memory), ("ephemeral-storage", params.ephemeral_storage)):
+        if value:
+            requests[key] = limits[key] = value
+    gpus = str(gpus_per_pod(params))
+    requests[GPU_RESOURCE] = gpus
+    limits[GPU_RESOURCE] = gpus
+    return {"requests": requests, "limits": limits}
+
+
+def affinity(params: ServingParams) -> dict[str, Any]:
+    """The user's ``spec.scheduling.affinity`` with the engine's GPU product required.
+
+    Node-selector terms are ORed by Kubernetes, so the product requirement is added to every
+    required term the user gave (or becomes the only term).
+    """
+    product = {"key": GPU_PRODUCT_LABEL, "operator": "In", "values": [params.gpu_product]}
+    result = copy.deepcopy(dict(params.affinity))
+    node = result.setdefault("nodeAffinity", {})
+    required = node.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    terms = required.get("nodeSelectorTerms") or [{}]
+    for term in terms:
+        term["matchExpressions"] = [*term.get("matchExpressions", []), product]
+    required["nodeSelectorTerms"] = terms
+    return result
+
+
+def pod_labels(params: ServingParams) -> dict[str, str]:
+    """User pod labels, then ours (ours win: the selector and the engine-key count depend on them)."""
+    return {**params.pod_labels, **common_labels(params), LABEL_ENGINE_KEY: params.short_key}
+
+
+def pod_template(
+    params: ServingParams,
+    configmap: Mapping[str, Any],
+    *,
+    command: list[str] | None = None,
+    extra_env: list[dict[str, Any]] | None = None,
+    extra_labels: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The Triton pod template; ``configmap`` is the rendered model-repository ConfigMap.
+
+    ``command`` overrides the main process (a LeaderWorkerSet worker runs ``sshd``, not Triton).
+    """
+    config_hash = content_hash(
+        {
+            "engineKey": params.engine_key,
+            "configMap": configmap["metadata"]["name"],
+            "data": configmap["data"],
+        }
+    )
+    container: dict[str, Any] = {
+        "name": "triton",
+        "image": params.image,
+        "command": command or ["/bin/bash", f"{CONFIG_MOUNT}/{LAUNCH_SCRIPT}"],
+        "ports": [
+            {"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},
+            {"name": "grpc", "containerPort": GRPC_PORT, "protocol": "TCP"},
+            {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
+        ],
+        "resources": container_resources(params),
+        "volumeMounts": [
+            {
+                "name": "artifact",
+                "mountPath": ARTIFACT_MOUNT,
+                "subPath": params.artifact_sub_path,
+                "readOnly": True,
+            },
+            {"name": "config", "mountPath": CONFIG_MOUNT, "readOnly": True},
+            {"name": "model-repository", "mountPath": MODEL_REPOSITORY},
+            {"name": "shm", "mountPath": "/dev/shm"},
+        ],
+        "env": [{"name": "ENGINE_KEY", "value": params.engine_key}, *(extra_env or [])],
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    if command is None:
+        container.update(probes(params))
+    spec: dict[str, Any] = {
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": 60,
+        "affinity": affinity(params),
+        "containers": [container],
+        "volumes": [
+            {
+                "name": "artifact",
+                "persistentVolumeClaim": {"claimName": params.artifact_claim, "readOnly": True},
+            },
+            {
+                "name": "config",
+                "configMap": {"name": configmap["metadata"]["name"], "items": volume_items(configmap)},
+            },
+            {"name": "model-repository", "emptyDir": {}},
+            {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": params.server.shared_memory}},
+        ],
+    }
+    if params.node_selector:
+        spec["nodeSelector"] = dict(params.node_selector)
+    if params.tolerations:
+        spec["tolerations"] = [dict(t) for t in params.tolerations]
+    if params.priority_class_name:
+        spec["priorityClassName"] = params.priority_class_name
+    if params.runtime_class_name:
+        spec["runtimeClassName"] = params.runtime_class_name
+    if params.image_pull_secrets:
+        spec["imagePullSecrets"] = [{"name": n} for n in params.image_pull_secrets]
+    annotations = {
+        **params.pod_annotations,
+        ANNOTATION_ENGINE_KEY: params.engine_key,
+        ANNOTATION_CONFIG_HASH: config_hash,
+    }
+    return {
+        "metadata": {"labels": {**pod_labels(params), **(extra_labels or {})}, "annotations": annotations},
+        "spec": spec,
+    }
+
+
+def desired_deployment(params: ServingParams, configmap: Mapping[str, Any]) -> dict[str, Any]:
+    """``apps/v1`` Deployment ``<name>``: ``params.replicas`` pods of ``world_size`` GPUs each.
+
+    Errors: ``ValueError`` when one replica needs more GPUs than a node has (render a
+    LeaderWorkerSet instead, :mod:`trtllm_operator.render.leaderworkerset`).
+    """
+    if params.multi_node:
+        raise ValueError(
+            f"one replica needs {params.world_size} GPUs (tensor {params.tensor_parallelism} × pipeline "
+            f"{params.pipeline_parallelism}) but a {params.gpu_product} node has {params.gpus_per_node}: "
+            "render a LeaderWorkerSet"
+        )
+    meta = metadata(params, child_name(params.name))
+    meta["annotations"] = {ANNOTATION_ENGINE_KEY: params.engine_key}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": meta,
+        "spec": {
+            "replicas": params.replicas,
+            "selector": {"matchLabels": selector_labels(params)},
+            "strategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": {
+                    "maxSurge": params.rollout.max_surge,
+                    "maxUnavailable": params.rollout.max_unavailable,
+                },
+            },
+            "progressDeadlineSeconds": params.rollout.progress_deadline_seconds,
+            "revisionHistoryLimit": 3,
+            "template": pod_template(params, configmap),
+        },
+    }

@@ -1,0 +1,377 @@
+"""What every serving child is rendered from: :class:`ServingParams`, names, labels, the launch script.
+
+An ``LLMDeployment`` and the ``LLMEngine`` it serves are flattened, by the handler, into one frozen
+:class:`ServingParams`. Every ``desired_*`` renderer in this package is a pure function of it (no
+client, no clock): the same parameters always give the same manifests, byte for byte, so the
+handler can compare and patch, and ``trtllm-operator render`` can show a GitOps reviewer exactly
+what the operator will create.
+
+Names are deterministic (DESIGN.md habit 3): every child is called after its ``LLMDeployment``; the
+model-repository ConfigMap also carries a hash of its contents (it is immutable, so a pod that
+restarts mid-rollout still reads the files its ReplicaSet was rendered with).
+
+The launch script is rendered here rather than taken from TensorRT-LLM's
+``scripts/launch_triton_server.py`` because that script starts ``mpirun`` with ``subprocess.Popen``
+and returns without waiting (reference §4.4, tensorrtllm_backend#580): as a container's main process
+the container would exit at once. We build the same ``mpirun`` line (one ``tritonserver`` rank per
+GPU, rank 0 serving every model, ranks ≥ 1 loading only ``tensorrt_llm``, reference §4.4) and keep
+it in the foreground under a small watchdog.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+GROUP = "llm.trtllm-operator.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+#: Label on every child and pod: which LLMDeployment it belongs to (the workload selector).
+LABEL_DEPLOYMENT = f"{GROUP}/deployment"
+#: Pod label: the first :data:`SHORT_KEY_LEN` hex digits of the engine key the pod serves.
+LABEL_ENGINE_KEY = f"{GROUP}/engine-key"
+#: Label on the model-repository ConfigMaps (so old ones can be found and pruned).
+LABEL_COMPONENT = "app.kubernetes.io/component"
+#: Pod-template annotation: the full engine key.
+ANNOTATION_ENGINE_KEY = f"{GROUP}/engine-key"
+#: Pod-template annotation: sha256 of everything rendered into the pod's files and command.
+ANNOTATION_CONFIG_HASH = f"{GROUP}/config-hash"
+#: Node label GPU Feature Discovery sets; the engine's target product is matched against it.
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+GPU_RESOURCE = "nvidia.com/gpu"
+
+#: Label values are limited to 63 characters; a 64-hex engine key is one too long. 16 hex digits
+#: (64 bits) are plenty to tell the keys of one deployment's rollouts apart.
+SHORT_KEY_LEN = 16
+
+HTTP_PORT = 8000
+GRPC_PORT = 8001
+METRICS_PORT = 8002
+
+#: Where things are mounted inside the Triton container.
+ARTIFACT_MOUNT = "/artifact"
+CONFIG_MOUNT = "/etc/trtllm-operator"
+MODEL_REPOSITORY = "/model-repository"
+LAUNCH_SCRIPT = "launch.sh"
+
+#: Inside an artifact (engine-builder's package stage): the Triton model repository pieces.
+ARTIFACT_MODEL_REPOSITORY = f"{ARTIFACT_MOUNT}/triton_model_repo"
+#: Inside an artifact: the engine (tensorrt backend: config.json + rank<N>.engine), the unified
+#: checkpoint (pytorch backend) and the Hugging Face tokenizer.
+ARTIFACT_ENGINE_DIR = f"{ARTIFACT_MOUNT}/engine"
+ARTIFACT_CHECKPOINT_DIR = f"{ARTIFACT_MOUNT}/checkpoint"
+ARTIFACT_TOKENIZER_DIR = f"{ARTIFACT_MOUNT}/tokenizer"
+#: Fallback when an artifact carries no repository: the templates the Triton TRT-LLM image ships
+#: (BE@v0.19.0 README: ``/app/all_models/inflight_batcher_llm``; LLM-API model under ``llmapi``).
+IMAGE_TEMPLATES = {
+    "tensorrt": "/app/all_models/inflight_batcher_llm",
+    "pytorch": "/app/all_models/llmapi",
+}
+
+Backend = Literal["tensorrt", "pytorch"]
+
+
+@dataclass(frozen=True)
+class OwnerRef:
+    """The LLMDeployment that owns every child (garbage collection, ``kubectl tree``)."""
+
+    name: str
+    uid: str
+    api_version: str = API_VERSION
+    kind: str = "LLMDeployment"
+
+    def manifest(self) -> dict[str, Any]:
+        return {
+            "apiVersion": self.api_version,
+            "kind": self.kind,
+            "name": self.name,
+            "uid": self.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """Triton / TensorRT-LLM runtime knobs from ``LLMDeployment.spec.server`` (reference §4.3)."""
+
+    kv_cache_free_gpu_mem_fraction: float = 0.9
+    enable_kv_cache_reuse: bool = True
+    batching_strategy: str = "inflight_fused_batching"
+    batch_scheduler_policy: str = "guaranteed_no_evict"
+    max_queue_delay_microseconds: int = 0
+    max_queue_size: int = 0
+    decoupled: bool = False
+    instance_count: int = 1
+    max_tokens_in_paged_kv_cache: int | None = None
+    enable_chunked_context: bool = False
+    shared_memory: str = "2Gi"
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """``spec.rollout``: GPU-safe defaults — never more GPUs than the replicas own (``maxSurge: 0``)."""
+
+    max_surge: int | str = 0
+    max_unavailable: int | str = 1
+    progress_deadline_seconds: int = 1800
+    auto_rollback: bool = False
+
+
+@dataclass(frozen=True)
+class ServingParams:
+    """Everything the serving children are rendered from.
+
+    Fields (units in the name or stated): ``replicas`` is ``spec.replicas`` (the scale subresource,
+    the single writer for replica counts); ``gpus_per_node`` is the ``nvidia.com/gpu`` capacity of one
+    node of ``gpu_product`` (decides Deployment vs LeaderWorkerSet); ``artifact_claim`` /
+    ``artifact_sub_path`` locate ``<storage root>/<engineKey>`` on a PVC; ``artifact_bytes`` is the
+    artifact size (sizes the startup probe), ``None`` if unknown.
+    """
+
+    name: str
+    namespace: str
+    owner: OwnerRef
+    engine_name: str
+    engine_key: str
+    backend: Backend
+    image: str
+    gpu_product: str
+    artifact_claim: str
+    artifact_sub_path: str
+    replicas: int = 1
+    tensor_parallelism: int = 1
+    pipeline_parallelism: int = 1
+    expert_parallelism: int = 1
+    gpus_per_node: int = 8
+    artifact_bytes: int | None = None
+    max_batch_size: int = 64
+    max_beam_width: int = 1
+    max_num_tokens: int | None = None
+    max_seq_len: int | None = None
+    kv_cache_dtype: str = "auto"
+    server: ServerSettings = ServerSettings()
+    rollout: Rollout = Rollout()
+    cpu: str | None = None
+    memory: str | None = None
+    ephemeral_storage: str | None = None
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    affinity: Mapping[str, Any] = field(default_factory=dict)
+    priority_class_name: str | None = None
+    runtime_class_name: str | None = None
+    image_pull_secrets: tuple[str, ...] = ()
+    pod_labels: Mapping[str, str] = field(default_factory=dict)
+    pod_annotations: Mapping[str, str] = field(default_factory=dict)
+    service_type: str = "ClusterIP"
+    service_annotations: Mapping[str, str] = field(default_factory=dict)
+    service_labels: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def world_size(self) -> int:
+        """MPI ranks (= GPUs) of one replica: tensor × pipeline parallelism (reference §4.4)."""
+        return self.tensor_parallelism * self.pipeline_parallelism
+
+    @property
+    def short_key(self) -> str:
+        return short_key(self.engine_key)
+
+    @property
+    def nodes_per_replica(self) -> int:
+        """Nodes one replica spans: ceil(world size / GPUs per node)."""
+        return -(-self.world_size // self.gpus_per_node)
+
+    @property
+    def multi_node(self) -> bool:
+        return self.world_size > self.gpus_per_node
+
+
+def short_key(engine_key: str) -> str:
+    """The pod-label form of an engine key (first :data:`SHORT_KEY_LEN` hex digits)."""
+    return engine_key[:SHORT_KEY_LEN]
+
+
+_NAME_OK = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def child_name(name: str, suffix: str = "", limit: int = 63) -> str:
+    """``<name>[-<suffix>]`` as a DNS-1035 label of at most ``limit`` characters.
+
+    Over-long names keep a readable prefix and end in 8 hex digits of the full name's sha256, so two
+    long names never collide on the same truncated prefix.
+    """
+    full = f"{name}-{suffix}" if suffix else name
+    if len(full) <= limit and _NAME_OK.match(full):
+        return full
+    digest = hashlib.sha256(full.encode()).hexdigest()[:8]
+    prefix = re.sub(r"[^a-z0-9-]", "-", full.lower())[: limit - 9].strip("-")
+    return f"{prefix}-{digest}"
+
+
+def selector_labels(params: ServingParams) -> dict[str, str]:
+    """The workload selector (also ``status.selector`` for the scale subresource)."""
+    return {LABEL_DEPLOYMENT: child_name(params.name)}
+
+
+def selector_string(params: ServingParams) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(selector_labels(params).items()))
+
+
+def common_labels(params: ServingParams) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "triton",
+        "app.kubernetes.io/instance": child_name(params.name),
+        "app.kubernetes.io/managed-by": "trtllm-operator",
+        LABEL_COMPONENT: "server",
+        **selector_labels(params),
+    }
+
+
+def metadata(params: ServingParams, name: str, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "name": name,
+        "namespace": params.namespace,
+        "labels": dict(labels if labels is not None else common_labels(params)),
+        "ownerReferences": [params.owner.manifest()],
+    }
+
+
+def content_hash(data: Any) -> str:
+    """sha256 hex of the canonical JSON of ``data`` (sorted keys, no whitespace)."""
+    blob = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def tritonserver_args(params: ServingParams, *, leader: bool, rank: int) -> list[str]:
+    """One ``tritonserver`` rank's arguments, as TensorRT-LLM's launch script builds them (§4.4).
+
+    Rank 0 serves every model and the three ports; ranks ≥ 1 load only ``tensorrt_llm`` in explicit
+    model-control mode and never return from model initialisation, so the shared ports never clash.
+    Each rank gets its own Python-backend shared-memory prefix.
+    """
+    args = [
+        "tritonserver",
+        f"--model-repository={MODEL_REPOSITORY}",
+        f"--http-port={HTTP_PORT}",
+        f"--grpc-port={GRPC_PORT}",
+        f"--metrics-port={METRICS_PORT}",
+        "--disable-auto-complete-config",
+        f"--backend-config=python,shm-region-prefix-name=prefix{rank}_",
+    ]
+    if not leader:
+        args[5:5] = ["--model-control-mode=explicit", "--load-model=tensorrt_llm"]
+    return args
+
+
+def mpirun_command(params: ServingParams, hosts: str | None = None) -> list[str]:
+    """The ``mpirun -n 1 tritonserver … : -n 1 tritonserver …`` line for a tensorrt-backend replica.
+
+    ``world_size`` app contexts, rank 0 the leader. ``hosts`` (``host:slots,…``) is given for a
+    multi-node replica; on one node Open MPI places every rank locally.
+    """
+    cmd = ["mpirun", "--allow-run-as-root", "--tag-output"]
+    if hosts:
+        cmd += ["--host", hosts]
+    for rank in range(params.world_size):
+        if rank:
+            cmd.append(":")
+        cmd += ["-n", "1", *tritonserver_args(params, leader=rank == 0, rank=rank)]
+    return cmd
+
+
+def server_command(params: ServingParams, hosts: str | None = None) -> list[str]:
+    """The serving process: plain ``tritonserver`` for one rank, else the ``mpirun`` line.
+
+    PyTorch backend: the LLM-API Python model starts its own tensor/pipeline-parallel workers from
+    ``model.yaml`` (reference §3.5: launched with the default world size 1), so Triton runs as one
+    process owning every GPU of the pod; on several nodes each rank runs under
+    ``trtllm-llmapi-launch`` (the launch script's ``--trtllm_llmapi_launch``).
+    """
+    if params.backend == "pytorch":
+        if not params.multi_node:
+            return tritonserver_args(params, leader=True, rank=0)
+        cmd = ["mpirun", "--allow-run-as-root", "--tag-output"]
+        if hosts:
+            cmd += ["--host", hosts]
+        cmd += ["-n", str(params.world_size), "trtllm-llmapi-launch"]
+        return cmd + tritonserver_args(params, leader=True, rank=0)
+    if params.world_size == 1:
+        return tritonserver_args(params, leader=True, rank=0)
+    return mpirun_command(params, hosts)
+
+
+def hosts_expression(params: ServingParams) -> str:
+    """LeaderWorkerSet leader: a bash expression giving ``leader:N,worker-1:N,…`` for ``--host``."""
+    slots = params.gpus_per_node
+    return (
+        '"$(lead=$LWS_LEADER_ADDRESS; first=${lead%%.*}; rest=${lead#*.}; h=$lead:' + str(slots) + "; "
+        "for i in $(seq 1 $((LWS_GROUP_SIZE - 1))); do h=$h,$first-$i.$rest:" + str(slots) + "; done; "
+        'echo $h)"'
+    )
+
+
+def launch_script(params: ServingParams) -> str:
+    """The container's main process (``bash launch.sh``), as text.
+
+    1. Assemble the model repository in an emptyDir: the artifact's Triton pieces (or, if the
+       artifact has none, the image's templates), then the operator's rendered config files on top.
+    2. World size 1: ``exec tritonserver`` — Triton is the main process.
+    3. Otherwise run ``mpirun`` in the background and wait on it. SIGTERM is forwarded (Open MPI
+       passes it to every rank). A watchdog ends the replica when fewer than ``world_size``
+       ``tritonserver`` ranks are alive after all started: ``mpirun`` already aborts the job when a
+       rank exits non-zero, but a rank that exits 0 would otherwise leave a half replica that rank 0
+       keeps reporting as live. The script exits with ``mpirun``'s status, so the kubelet restarts it.
+
+    A multi-node replica's leader gets its host list from :func:`hosts_expression`.
+    """
+    hosts_expr = hosts_expression(params) if params.multi_node else None
+    templates = IMAGE_TEMPLATES[params.backend]
+    lines = [
+        "#!/bin/bash",
+        "# Rendered by trtllm-operator; see docs/serving.md. Do not edit: the operator re-renders it.",
+        "set -euo pipefail",
+        f"repo={MODEL_REPOSITORY}",
+        f'if [ -d "{ARTIFACT_MODEL_REPOSITORY}" ]; then cp -rL "{ARTIFACT_MODEL_REPOSITORY}/." "$repo/";',
+        f'else cp -rL "{templates}/." "$repo/"; fi',
+        f'cp -rL "{CONFIG_MOUNT}/model-repository/." "$repo/"',
+        'if grep -rl --include=config.pbtxt --include=model.yaml "\\${" "$repo"; then',
+        '  echo "unfilled \\${...} template parameter in the model repository" >&2; exit 2; fi',
+    ]
+    hosts = "$HOSTS" if hosts_expr else None
+    if hosts_expr:
+        lines.append(f"HOSTS={hosts_expr}")
+    cmd = server_command(params, hosts)
+    rendered = " ".join(a if a in (":", "$HOSTS") else shlex.quote(a) for a in cmd).replace(
+        " : ", " \\\n  : "
+    )
+    rendered = rendered.replace("$HOSTS", '"$HOSTS"')
+    if cmd[0] == "tritonserver":
+        lines.append(f"exec {rendered}")
+        return "\n".join(lines) + "\n"
+    # Ranks this pod runs (a multi-node leader sees only its own node's ranks).
+    ranks = min(params.world_size, params.gpus_per_node) if params.backend == "tensorrt" else 1
+    lines += [
+        f"world_size={ranks}",
+        f"{rendered} &",
+        "mpi=$!",
+        "trap 'kill -TERM $mpi 2>/dev/null || true' TERM INT",
+        "seen=0",
+        'while kill -0 "$mpi" 2>/dev/null; do',
+        "  alive=$(pgrep -c -x tritonserver || true)",
+        '  if [ "$alive" -ge "$world_size" ]; then seen=1; fi',
+        '  if [ "$seen" = 1 ] && [ "$alive" -lt "$world_size" ]; then',
+        '    echo "a tritonserver rank exited ($alive of $world_size alive): stopping the replica" >&2',
+        '    kill -TERM "$mpi" 2>/dev/null || true; sleep 10; kill -KILL "$mpi" 2>/dev/null || true',
+        '    wait "$mpi" || true; exit 1',
+        "  fi",
+        "  sleep 5 & wait $! || true",
+        "done",
+        'wait "$mpi"',
+    ]
+    return "\n".join(lines) + "\n"

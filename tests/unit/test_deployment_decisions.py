@@ -1,0 +1,230 @@
+"""Pure decisions of the LLMDeployment controller: compatibility gate, placement, rollout, status."""
+
+from __future__ import annotations
+
+import pytest
+
+from trtllm_operator.decide.compatibility import (
+    Incompatibility,
+    check_compatibility,
+    decide_placement,
+    normalize_image,
+    parse_compatible_images,
+)
+from trtllm_operator.decide.deployment_status import Observation, deployment_status, transitions
+from trtllm_operator.decide.rollout import PodView, WorkloadView, decide_rollback, rollout_progress
+
+IMG = "nvcr.io/nvidia/tritonserver:25.05-trtllm-python-py3"
+OTHER = "nvcr.io/nvidia/tritonserver:25.08-trtllm-python-py3"
+H100, A100 = "NVIDIA-H100-80GB-HBM3", "NVIDIA-A100-SXM4-80GB"
+NEW, OLD = "n" * 64, "o" * 64
+
+
+@pytest.mark.parametrize(
+    ("ref", "norm"),
+    [
+        ("nginx", "nginx:latest"),
+        ("docker.io/library/nginx:1", "nginx:1"),
+        ("library/nginx", "nginx:latest"),
+        ("reg:5000/a/b", "reg:5000/a/b:latest"),
+        ("a/b@sha256:00", "a/b@sha256:00"),
+        (IMG, IMG),
+    ],
+)
+def test_normalize_image(ref: str, norm: str) -> None:
+    assert normalize_image(ref) == norm
+
+
+@pytest.mark.parametrize(
+    ("server", "dep_gpu", "compatible", "fields"),
+    [
+        (IMG, None, "", []),
+        (IMG, H100, "", []),
+        (OTHER, None, "", ["spec.server.image"]),
+        (OTHER, None, f"{IMG}, other:1", []),  # declared compatible
+        (IMG, A100, "", ["gpu product"]),
+        (OTHER, A100, "", ["spec.server.image", "gpu product"]),
+    ],
+)
+def test_compatibility_gate(server: str, dep_gpu: str | None, compatible: str, fields: list[str]) -> None:
+    problems = check_compatibility(
+        server_image=server,
+        engine_runtime_image=IMG,
+        engine_gpu_product=H100,
+        deployment_gpu_product=dep_gpu,
+        engine_sm=90,
+        deployment_sm=80,
+        compatible_images=parse_compatible_images(compatible),
+    )
+    assert [p.field for p in problems] == fields
+
+
+def test_incompatibility_message_names_both_values() -> None:
+    (img,) = check_compatibility(server_image=OTHER, engine_runtime_image=IMG, engine_gpu_product=H100)
+    assert OTHER in img.message() and IMG in img.message()
+    (gpu,) = check_compatibility(
+        server_image=IMG,
+        engine_runtime_image=IMG,
+        engine_gpu_product=H100,
+        deployment_gpu_product=A100,
+        engine_sm=90,
+        deployment_sm=80,
+    )
+    assert (
+        "NVIDIA-A100-SXM4-80GB (SM 80)" in gpu.message() and "NVIDIA-H100-80GB-HBM3 (SM 90)" in gpu.message()
+    )
+
+
+@pytest.mark.parametrize(
+    ("world", "per_node", "lws", "kind", "nodes", "blocked"),
+    [
+        (1, 8, False, "Deployment", 1, None),
+        (8, 8, False, "Deployment", 1, None),
+        (4, 4, False, "Deployment", 1, None),
+        (16, 8, True, "LeaderWorkerSet", 2, None),
+        (16, 8, False, "LeaderWorkerSet", 2, "install LeaderWorkerSet"),
+        (12, 8, True, "LeaderWorkerSet", 2, "do not split evenly"),
+    ],
+)
+def test_placement(world: int, per_node: int, lws: bool, kind: str, nodes: int, blocked: str | None) -> None:
+    p = decide_placement(world, per_node, lws_installed=lws)
+    assert (p.kind, p.nodes_per_replica) == (kind, nodes)
+    assert (p.blocked is None) if blocked is None else (blocked in (p.blocked or ""))
+
+
+def wl(
+    gen: int = 2, obs: int = 2, replicas: int = 3, updated: int = 3, ready: int = 3, deadline: bool = False
+) -> WorkloadView:
+    return WorkloadView(gen, obs, replicas, updated, ready, deadline)
+
+
+def pods(new_ready: int = 0, new_loading: int = 0, old: int = 0, old_terminating: int = 0) -> list[PodView]:
+    return (
+        [PodView(NEW[:16], True)] * new_ready
+        + [PodView(NEW[:16], False)] * new_loading
+        + [PodView(OLD[:16], True)] * old
+        + [PodView(OLD[:16], True, terminating=True)] * old_terminating
+    )
+
+
+@pytest.mark.parametrize(
+    ("workload", "pod_list", "complete"),
+    [
+        (wl(), pods(new_ready=3), True),
+        (None, pods(), False),
+        (wl(obs=1), pods(new_ready=3), False),  # controller has not seen the new template yet
+        (wl(updated=2), pods(new_ready=2, old=1), False),  # mid rollout
+        (wl(), pods(new_ready=2, new_loading=1), False),  # last pod still loading the engine
+        (wl(), pods(new_ready=3, old_terminating=1), False),  # an old pod is still draining
+        (wl(replicas=4), pods(new_ready=3, old=1), False),
+    ],
+)
+def test_rollout_complete_only_when_every_pod_serves_the_new_key(
+    workload: WorkloadView | None, pod_list: list[PodView], complete: bool
+) -> None:
+    progress = rollout_progress(NEW[:16], 3, workload, pod_list)
+    assert progress.complete is complete
+
+
+def test_rollout_message_counts_keys() -> None:
+    progress = rollout_progress(NEW[:16], 3, wl(updated=1), pods(new_ready=1, old=2))
+    assert progress.message == f"1/3 replicas Ready on engine key {NEW[:16]}; 2 on {OLD[:16]} still running"
+
+
+@pytest.mark.parametrize(
+    ("auto", "previous", "deadline", "ready", "rolls_back"),
+    [
+        (True, OLD, True, 1, True),
+        (False, OLD, True, 1, False),  # not enabled
+        (True, None, True, 1, False),  # nothing to go back to
+        (True, OLD, False, 1, False),  # deadline not reached
+        (True, OLD, True, 3, False),  # everything became Ready after all
+    ],
+)
+def test_auto_rollback(
+    auto: bool, previous: str | None, deadline: bool, ready: int, rolls_back: bool
+) -> None:
+    workload = wl(updated=ready, ready=ready, deadline=deadline)
+    progress = rollout_progress(NEW[:16], 3, workload, pods(new_ready=ready, new_loading=3 - ready))
+    decision = decide_rollback(
+        progress,
+        workload,
+        auto_rollback=auto,
+        desired_key=NEW,
+        previous_key=previous,
+        progress_deadline_seconds=600,
+    )
+    assert (decision is not None) is rolls_back
+    if decision:
+        assert decision.to_key == OLD and decision.failed_key == NEW and "600" in decision.reason
+
+
+def obs(**kw: object) -> Observation:
+    base: dict[str, object] = dict(
+        generation=3,
+        spec_replicas=3,
+        engine_name="llama-fp8",
+        engine_state="ready",
+        desired_engine_key=NEW,
+        endpoint="http://x",
+        selector="a=b",
+    )
+    base.update(kw)
+    return Observation(**base)  # type: ignore[arg-type]
+
+
+def conds(status: object) -> dict[str, tuple[str, str]]:
+    return {c["type"]: (c["status"], c["reason"]) for c in status.conditions}  # type: ignore[attr-defined]
+
+
+def test_status_engine_not_ready_waits() -> None:
+    s = deployment_status(obs(engine_state="not_ready"))
+    assert s.phase == "Pending" and conds(s)["Ready"] == ("False", "EngineNotReady")
+    s = deployment_status(obs(engine_state="missing"))
+    assert conds(s)["Ready"] == ("False", "EngineNotFound")
+    assert "spec.engineRef.name" in s.conditions[0]["message"]
+
+
+def test_status_incompatible_names_both_values() -> None:
+    s = deployment_status(obs(incompatibilities=[Incompatibility("spec.server.image", OTHER, IMG)]))
+    assert s.phase == "Failed"
+    c = {x["type"]: x for x in s.conditions}
+    assert (
+        c["EngineIncompatible"]["status"] == "True" and c["EngineIncompatible"]["reason"] == "ImageMismatch"
+    )
+    assert OTHER in c["EngineIncompatible"]["message"] and IMG in c["EngineIncompatible"]["message"]
+    assert c["Ready"]["status"] == "False"
+
+
+def test_status_rollout_then_complete() -> None:
+    mid = rollout_progress(NEW[:16], 3, wl(updated=2), pods(new_ready=1, new_loading=1, old=1))
+    s = deployment_status(
+        obs(progress=mid, previous_engine_key=OLD, pods=3, ready_pods=2, updated_replicas=2)
+    )
+    assert s.phase == "Progressing" and conds(s)["Progressing"] == ("True", "EngineRollout")
+    assert s.fields["engineKey"] == OLD  # still the key every pod served
+    done = rollout_progress(NEW[:16], 3, wl(), pods(new_ready=3))
+    s = deployment_status(
+        obs(progress=done, previous_engine_key=OLD, pods=3, ready_pods=3, updated_replicas=3)
+    )
+    assert s.phase == "Ready" and s.fields["engineKey"] == NEW
+    assert conds(s)["Ready"] == ("True", "AllReplicasReady")
+    assert conds(s)["Progressing"] == ("False", "RolloutComplete")
+    assert s.fields["observedGeneration"] == 3 and s.fields["desiredReplicas"] == 3
+
+
+def test_status_blocked_and_deadline() -> None:
+    s = deployment_status(obs(blocked=("LeaderWorkerSetRequired", "install LWS")))
+    assert s.phase == "Failed" and conds(s)["Ready"] == ("False", "LeaderWorkerSetRequired")
+    p = rollout_progress(NEW[:16], 3, wl(updated=1, deadline=True), pods(new_loading=1, old=2))
+    s = deployment_status(obs(progress=p, deadline_exceeded=True))
+    assert s.phase == "Degraded" and conds(s)["Progressing"] == ("False", "ProgressDeadlineExceeded")
+
+
+def test_transitions_only_report_changes() -> None:
+    old = [{"type": "Ready", "status": "False", "reason": "EngineNotReady"}]
+    new = [
+        {"type": "Ready", "status": "False", "reason": "EngineNotReady"},
+        {"type": "Progressing", "status": "True", "reason": "EngineRollout"},
+    ]
+    assert [c["type"] for c in transitions(old, new)] == ["Progressing"]

@@ -1,0 +1,235 @@
+"""Serving children rendered from ServingParams: Deployment, LeaderWorkerSet, Service, PDB, launch script."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from trtllm_operator.render.deployment import (
+    STARTUP_BASE_SECONDS,
+    STARTUP_UNKNOWN_SIZE_SECONDS,
+    desired_deployment,
+    startup_budget_seconds,
+)
+from trtllm_operator.render.leaderworkerset import desired_leaderworkerset
+from trtllm_operator.render.model_repository import desired_model_repository
+from trtllm_operator.render.pdb import desired_pdb
+from trtllm_operator.render.service import desired_service, endpoint
+from trtllm_operator.render.serving import (
+    ANNOTATION_CONFIG_HASH,
+    LABEL_DEPLOYMENT,
+    LABEL_ENGINE_KEY,
+    OwnerRef,
+    ServerSettings,
+    ServingParams,
+    child_name,
+    launch_script,
+)
+
+KEY_A = "a" * 64
+KEY_B = "b" * 64
+
+
+def a_deployment(**overrides: Any) -> ServingParams:
+    """Fixture builder: Llama on one H100, TP 1, engine key A."""
+    base = ServingParams(
+        name="llama",
+        namespace="team-a",
+        owner=OwnerRef("llama", "uid-1"),
+        engine_name="llama-fp8",
+        engine_key=KEY_A,
+        backend="tensorrt",
+        image="nvcr.io/nvidia/tritonserver:25.05-trtllm-python-py3",
+        gpu_product="NVIDIA-H100-80GB-HBM3",
+        artifact_claim="engines",
+        artifact_sub_path=f"trtllm/{KEY_A}",
+        replicas=2,
+    )
+    return replace(base, **overrides)
+
+
+def render(params: ServingParams) -> tuple[dict[str, Any], dict[str, Any]]:
+    cm = desired_model_repository(params)
+    return cm, desired_deployment(params, cm)
+
+
+def container(workload: dict[str, Any]) -> dict[str, Any]:
+    c: dict[str, Any] = workload["spec"]["template"]["spec"]["containers"][0]
+    return c
+
+
+def test_tp2_pp2_renders_one_pod_with_4_gpus_and_4_ranks() -> None:
+    params = a_deployment(tensor_parallelism=2, pipeline_parallelism=2)
+    cm, dep = render(params)
+    res = container(dep)["resources"]
+    assert res["limits"]["nvidia.com/gpu"] == "4"
+    assert res["requests"]["nvidia.com/gpu"] == "4"
+    script = cm["data"]["launch.sh"]
+    ranks = re.findall(r"-n 1 tritonserver ([^\\&]*)", script)
+    assert len(ranks) == 4
+    # rank 0 serves every model; ranks 1..3 load only tensorrt_llm (launch_triton_server.py leader mode)
+    assert "--load-model" not in ranks[0]
+    assert all("--model-control-mode=explicit --load-model=tensorrt_llm" in r for r in ranks[1:])
+    assert [re.search(r"prefix(\d+)_", r).group(1) for r in ranks] == ["0", "1", "2", "3"]  # type: ignore[union-attr]
+    assert script.count("\\\n  : -n 1 tritonserver") == 3  # one app context per rank, ":"-separated
+    assert "world_size=4" in script and 'wait "$mpi"' in script
+
+
+def test_world_size_one_execs_plain_tritonserver() -> None:
+    script = launch_script(a_deployment())
+    assert "mpirun" not in script
+    assert re.search(r"^exec tritonserver --model-repository=/model-repository", script, re.M)
+
+
+def test_pytorch_backend_runs_one_triton_process_owning_all_gpus() -> None:
+    params = a_deployment(backend="pytorch", tensor_parallelism=4)
+    cm, dep = render(params)
+    assert container(dep)["resources"]["limits"]["nvidia.com/gpu"] == "4"
+    assert "mpirun" not in cm["data"]["launch.sh"]
+    assert "tensorrt_llm__1__model.yaml" in cm["data"]
+
+
+def test_pod_template_placement_probes_and_volumes() -> None:
+    params = a_deployment(artifact_bytes=16 * 10**9)
+    _, dep = render(params)
+    spec = dep["spec"]
+    assert spec["replicas"] == 2
+    assert spec["strategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 1}
+    pod = spec["template"]
+    assert pod["metadata"]["labels"][LABEL_ENGINE_KEY] == KEY_A[:16]
+    assert spec["selector"]["matchLabels"] == {LABEL_DEPLOYMENT: "llama"}
+    assert pod["spec"]["automountServiceAccountToken"] is False
+    terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms["nodeSelectorTerms"] == [
+        {
+            "matchExpressions": [
+                {"key": "nvidia.com/gpu.product", "operator": "In", "values": ["NVIDIA-H100-80GB-HBM3"]}
+            ]
+        }
+    ]
+    c = container(dep)
+    artifact = next(m for m in c["volumeMounts"] if m["name"] == "artifact")
+    assert artifact["readOnly"] is True and artifact["subPath"] == f"trtllm/{KEY_A}"
+    vol = next(v for v in pod["spec"]["volumes"] if v["name"] == "artifact")
+    assert vol["persistentVolumeClaim"] == {"claimName": "engines", "readOnly": True}
+    assert c["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
+    assert c["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
+    startup = c["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= startup_budget_seconds(16 * 10**9, 1)
+    assert {p["containerPort"] for p in c["ports"]} == {8000, 8001, 8002}
+
+
+@pytest.mark.parametrize(
+    ("size", "world", "expected"),
+    [
+        (None, 1, STARTUP_UNKNOWN_SIZE_SECONDS),
+        (0, 1, STARTUP_UNKNOWN_SIZE_SECONDS),
+        (100 * 2**20, 1, STARTUP_BASE_SECONDS + 1),  # 100 MiB at 100 MiB/s
+        (70 * 10**9, 2, STARTUP_BASE_SECONDS + 334),  # 35 GB per rank / 104,857,600 B/s → 333.8 s
+        (70 * 10**9, 8, STARTUP_BASE_SECONDS + 84),
+    ],
+)
+def test_startup_budget_scales_with_bytes_per_rank(size: int | None, world: int, expected: int) -> None:
+    assert startup_budget_seconds(size, world) == expected
+
+
+def test_config_change_rolls_pods_replica_change_does_not() -> None:
+    _, base = render(a_deployment())
+    _, scaled = render(a_deployment(replicas=5))
+    _, tuned = render(a_deployment(server=ServerSettings(kv_cache_free_gpu_mem_fraction=0.8)))
+    _, new_engine = render(a_deployment(engine_key=KEY_B, artifact_sub_path=f"trtllm/{KEY_B}"))
+
+    def h(d: dict[str, Any]) -> str:
+        return str(d["spec"]["template"]["metadata"]["annotations"][ANNOTATION_CONFIG_HASH])
+
+    assert h(base) == h(scaled) and base["spec"]["template"] == scaled["spec"]["template"]
+    assert h(base) != h(tuned)
+    assert h(base) != h(new_engine)
+    assert new_engine["spec"]["template"]["metadata"]["labels"][LABEL_ENGINE_KEY] == KEY_B[:16]
+
+
+def test_configmap_is_immutable_and_content_addressed() -> None:
+    cm1, dep = render(a_deployment())
+    cm2, _ = render(a_deployment(server=ServerSettings(max_queue_size=10)))
+    assert cm1["immutable"] is True
+    assert cm1["metadata"]["name"] != cm2["metadata"]["name"]
+    assert cm1["metadata"]["name"].startswith("llama-repo-")
+    vol = next(v for v in dep["spec"]["template"]["spec"]["volumes"] if v["name"] == "config")
+    paths = {i["path"] for i in vol["configMap"]["items"]}
+    assert "model-repository/tensorrt_llm/config.pbtxt" in paths and "launch.sh" in paths
+    assert cm1["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+
+
+def test_user_affinity_keeps_gpu_product_requirement() -> None:
+    user = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]},
+                    {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]},
+                ]
+            }
+        },
+        "podAntiAffinity": {"x": 1},
+    }
+    _, dep = render(a_deployment(affinity=user))
+    aff = dep["spec"]["template"]["spec"]["affinity"]
+    terms = aff["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert len(terms) == 2
+    assert all(t["matchExpressions"][-1]["key"] == "nvidia.com/gpu.product" for t in terms)
+    assert aff["podAntiAffinity"] == {"x": 1}
+    assert (
+        len(
+            user["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0][
+                "matchExpressions"
+            ]
+        )
+        == 1
+    )  # input not mutated
+
+
+def test_replica_larger_than_a_node_renders_a_leaderworkerset() -> None:
+    params = a_deployment(tensor_parallelism=8, pipeline_parallelism=2, gpus_per_node=8)
+    cm = desired_model_repository(params)
+    with pytest.raises(ValueError, match="LeaderWorkerSet"):
+        desired_deployment(params, cm)
+    lws = desired_leaderworkerset(params, cm)
+    assert lws["apiVersion"] == "leaderworkerset.x-k8s.io/v1"
+    tmpl = lws["spec"]["leaderWorkerTemplate"]
+    assert tmpl["size"] == 2
+    leader, worker = (
+        tmpl["leaderTemplate"]["spec"]["containers"][0],
+        tmpl["workerTemplate"]["spec"]["containers"][0],
+    )
+    assert leader["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    assert worker["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    assert worker["command"][0] == "/usr/sbin/sshd" and "readinessProbe" not in worker
+    script = cm["data"]["launch.sh"]
+    assert '--host "$HOSTS"' in script and len(re.findall(r"-n 1 tritonserver", script)) == 16
+    assert "world_size=8" in script  # the leader watches its own node's 8 ranks
+    assert desired_service(params)["spec"]["selector"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
+
+
+def test_service_pdb_and_endpoint() -> None:
+    params = a_deployment()
+    svc = desired_service(params)
+    assert {(p["name"], p["port"]) for p in svc["spec"]["ports"]} == {
+        ("http", 8000),
+        ("grpc", 8001),
+        ("metrics", 8002),
+    }
+    assert svc["spec"]["selector"] == {LABEL_DEPLOYMENT: "llama"}
+    pdb = desired_pdb(params)
+    assert pdb["spec"] == {"maxUnavailable": 1, "selector": {"matchLabels": {LABEL_DEPLOYMENT: "llama"}}}
+    assert endpoint(params) == "http://llama.team-a.svc:8000"
+
+
+def test_child_names_are_valid_dns_labels() -> None:
+    long = "x" * 80
+    name = child_name(long, "repo-0123456789")
+    assert len(name) <= 63 and re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", name)
+    assert child_name(long, "a") != child_name(long + "y", "a")
+    assert child_name("llama") == "llama"
