@@ -164,7 +164,8 @@ class Plan:
     when it does not fit ``tensor_parallelism`` / ``gpu_product`` (the smallest that would fit, or
     None when none does). ``max_concurrent_sequences``: sequences of ``max_seq_len`` tokens the KV
     pool holds at once; ``max_concurrent_sequences_at_typical_request``: the same at
-    ``typical_request_tokens``.
+    ``typical_request_tokens``. ``warnings``: valid-but-worth-knowing findings (e.g. ``max_batch_size``
+    larger than the sequences the KV cache holds at ``max_seq_len``); they do not change ``fits``.
     """
 
     model_type: str
@@ -195,6 +196,7 @@ class Plan:
     fits: bool
     reasons: tuple[PlanIssue, ...] = ()
     recommended: Mapping[str, Any] = field(default_factory=dict)
+    warnings: tuple[PlanIssue, ...] = ()
 
     def to_json_dict(self) -> dict[str, Any]:
         """Stable JSON: snake_case keys, bytes as ints, ``reasons`` as ``{field, message, fix}`` objects."""
@@ -227,6 +229,7 @@ class Plan:
             "fits": self.fits,
             "reasons": [r.to_json_dict() for r in self.reasons],
             "recommended": dict(self.recommended),
+            "warnings": [w.to_json_dict() for w in self.warnings],
         }
 
 
@@ -450,6 +453,19 @@ def _compute(arch: Architecture, request: PlanRequest, gpu: GPUSpec) -> Plan:
             )
         )
     fits = not reasons
+    warnings: list[PlanIssue] = []
+    if fits and request.max_batch_size is not None and request.max_batch_size > concurrent:
+        warnings.append(
+            PlanIssue(
+                "spec.build.maxBatchSize",
+                f"maxBatchSize {request.max_batch_size} exceeds the {concurrent} sequences of maxSeqLen "
+                f"{max_seq_len} tokens the KV cache holds per replica ({concurrent_typical} at "
+                f"{typical} tokens); TensorRT-LLM schedules only what the KV cache holds, the rest waits.",
+                "accept it for shorter typical requests, or use an FP8 KV cache, more tensor parallelism, "
+                "or a lower maxSeqLen.",
+                kind="capacity",
+            )
+        )
     recommended: dict[str, Any] = {
         "max_batch_size": recommended_batch,
         "max_num_tokens": max_num_tokens,
@@ -484,6 +500,7 @@ def _compute(arch: Architecture, request: PlanRequest, gpu: GPUSpec) -> Plan:
         fits=fits,
         reasons=tuple(reasons),
         recommended=recommended,
+        warnings=tuple(warnings),
     )
 
 
