@@ -1,0 +1,173 @@
+"""``trtllm-operator simulate``: replay a request trace through modelled replicas under a policy.
+
+Tune autoscaling offline against your own traffic before touching GPUs. The replica model (KV-cache
+capacity, batch limits) comes from the capacity planner for the given model config, GPU,
+quantization and tensor parallelism; the iteration-time model is calibrated to NVIDIA's published
+TensorRT-LLM throughput; ``builtin``/``hpa-queue``/``kv-only`` run the operator's own autoscaling
+code. See docs/simulator.md.
+
+Exit codes: 0 done, 2 bad input (the message names the flag).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+EXIT_OK = 0
+EXIT_BAD_INPUT = 2
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``simulate`` sub-command."""
+    p = subparsers.add_parser(
+        "simulate",
+        help="replay a request trace through modelled TensorRT-LLM replicas and an autoscaling policy",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--trace",
+        required=True,
+        help="Azure trace .csv, Mooncake .jsonl, or poisson:rate=R,duration=S / gamma:rate=R,duration=S,cv=C",
+    )
+    p.add_argument(
+        "--time-scale", type=float, default=1.0, help="divide inter-arrival times by K (default 1)"
+    )
+    p.add_argument("--model-config", required=True, help="the model's Hugging Face config.json")
+    p.add_argument(
+        "--gpu", required=True, help="GPU product (nvidia.com/gpu.product value or alias, e.g. H100)"
+    )
+    p.add_argument(
+        "--quantization", default="fp8", help="none|fp8|int8_sq|int4_awq|w4a8_awq|nvfp4 (default fp8)"
+    )
+    p.add_argument("--kv-cache-dtype", default="auto", help="auto|fp8|int8 (default auto)")
+    p.add_argument("--tp", type=int, default=1, help="tensor parallelism: GPUs per replica (default 1)")
+    p.add_argument("--pp", type=int, default=1, help="pipeline parallelism (default 1)")
+    p.add_argument("--max-batch-size", type=int, default=None, help="default: the planner's recommendation")
+    p.add_argument("--max-num-tokens", type=int, default=None, help="default: the planner's recommendation")
+    p.add_argument("--kv-cache-free-gpu-mem-fraction", type=float, default=0.9)
+    p.add_argument(
+        "--policy",
+        default="builtin",
+        help="builtin | hpa-queue | kv-only | static:N | oracle[:UTILIZATION] (default builtin)",
+    )
+    p.add_argument("--min-replicas", type=int, default=1)
+    p.add_argument("--max-replicas", type=int, default=64)
+    p.add_argument(
+        "--initial-replicas",
+        type=int,
+        default=None,
+        help="replicas Ready at t=0 (default: the oracle's fluid demand of the first 30 s, at least 1)",
+    )
+    p.add_argument("--max-gpus", type=int, default=None, help="GPUs available; extra pods stay Pending")
+    p.add_argument("--slo-ttft-ms", type=float, default=2000.0, help="TTFT target in ms (default 2000)")
+    p.add_argument(
+        "--cold-start-s", type=float, default=60.0, help="pod creation to Ready, seconds (default 60)"
+    )
+    p.add_argument("--routing", choices=("random", "least-outstanding"), default="random")
+    p.add_argument("--seed", type=int, default=0, help="seed for routing and synthetic traces (default 0)")
+    p.add_argument("--output", choices=("json", "table"), default="table")
+    p.add_argument("--timeline", metavar="CSV", help="write a per-interval timeline CSV here")
+    p.add_argument("--timeline-interval-s", type=float, default=60.0, help="timeline interval (default 60 s)")
+    p.add_argument("--plot", metavar="PNG", help="write a plot of load, replicas and TTFT here (matplotlib)")
+    p.set_defaults(func=run)
+
+
+def _fail(message: str) -> int:
+    print(f"trtllm-operator simulate: error: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run one simulation and print its summary (JSON or a table)."""
+    from engine_builder.planner import PlanInputError  # noqa: PLC0415 - keep CLI start fast
+    from trtllm_operator.simulate import policies, report  # noqa: PLC0415
+    from trtllm_operator.simulate.engine import Simulation  # noqa: PLC0415
+    from trtllm_operator.simulate.fleet import replica_setup  # noqa: PLC0415
+    from trtllm_operator.simulate.traces import TraceError, load_trace, time_scale  # noqa: PLC0415
+
+    if args.slo_ttft_ms <= 0:
+        return _fail(f"--slo-ttft-ms must be > 0, got {args.slo_ttft_ms}")
+    if args.cold_start_s < 0:
+        return _fail(f"--cold-start-s must be >= 0, got {args.cold_start_s}")
+    if args.min_replicas < 1 or args.max_replicas < args.min_replicas:
+        return _fail("--min-replicas must be >= 1 and --max-replicas >= --min-replicas")
+    try:
+        trace_spec = args.trace
+        if trace_spec.startswith(("poisson:", "gamma:")) and "seed=" not in trace_spec:
+            trace_spec += f",seed={args.seed}"
+        requests = time_scale(load_trace(trace_spec), args.time_scale)
+    except (TraceError, OSError) as exc:
+        return _fail(str(exc))
+    if not requests:
+        return _fail(f"--trace {args.trace!r} has no requests")
+    try:
+        setup = replica_setup(
+            args.model_config,
+            args.gpu,
+            quantization=args.quantization,
+            kv_cache_dtype=args.kv_cache_dtype,
+            tp=args.tp,
+            pp=args.pp,
+            max_batch_size=args.max_batch_size,
+            max_num_tokens=args.max_num_tokens,
+            kv_cache_free_gpu_mem_fraction=args.kv_cache_free_gpu_mem_fraction,
+        )
+    except PlanInputError as exc:
+        return _fail(str(exc))
+    except (ValueError, OSError) as exc:
+        return _fail(str(exc))
+    try:
+        policy = policies.parse_policy(
+            args.policy, requests, setup.spec, min_replicas=args.min_replicas, max_replicas=args.max_replicas
+        )
+    except ValueError as exc:
+        return _fail(str(exc))
+    if isinstance(policy, policies.StaticPolicy):
+        initial = policy.replicas
+    elif args.initial_replicas is not None:
+        initial = args.initial_replicas
+    elif isinstance(policy, policies.OraclePolicy):
+        initial = policy.desired_at(0.0)
+    else:
+        initial = policies.OraclePolicy(requests, setup.spec).desired_at(0.0)
+        initial = min(max(initial, args.min_replicas), args.max_replicas)
+    sim = Simulation(
+        requests,
+        setup.spec,
+        policy,
+        initial_replicas=initial,
+        cold_start_s=args.cold_start_s,
+        max_gpus=args.max_gpus,
+        routing=args.routing,
+        seed=args.seed,
+    )
+    result = sim.run()
+    summary = report.summarize(result, args.slo_ttft_ms)
+    summary["policy"] = args.policy
+    summary["replica"] = {
+        "gpus": setup.spec.gpus,
+        "max_kv_tokens": setup.spec.max_kv_tokens,
+        "max_batch_size": setup.spec.max_batch_size,
+        "max_num_tokens": setup.spec.max_num_tokens,
+    }
+    rows = None
+    if args.timeline or args.plot:
+        rows = report.timeline(result, args.slo_ttft_ms, args.timeline_interval_s)
+    if args.timeline and rows is not None:
+        report.write_timeline_csv(rows, args.timeline)
+    if args.plot and rows is not None:
+        try:
+            report.plot_runs({args.policy: rows}, args.plot, slo_ttft_ms=args.slo_ttft_ms, title=args.policy)
+        except ImportError:
+            return _fail("--plot needs matplotlib: pip install 'trtllm-operator[sim]'")
+    if args.output == "json":
+        print(json.dumps(summary, indent=2, sort_keys=True))
+    else:
+        width = max(len(k) for k in summary)
+        for key, value in summary.items():
+            print(f"{key:<{width}}  {value}")
+    return EXIT_OK

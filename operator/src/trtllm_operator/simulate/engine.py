@@ -1,0 +1,470 @@
+"""Discrete-event simulation of an autoscaled fleet of TensorRT-LLM replicas.
+
+Events (a ``heapq`` of ``(time, seq, kind, arg)``): request arrivals, the end of one replica
+iteration, a replica becoming ready after its cold start, metric samples, and autoscaler ticks.
+Nothing happens per token: an iteration is one event, and every sequence in it advances by one token
+(finish iterations are known at admission, so finishing is a heap pop).
+
+Replica model (TensorRT-LLM inflight batching with the default ``GUARANTEED_NO_EVICT`` capacity
+scheduler and FCFS order; paged KV cache; no chunked context):
+
+- Requests join at iteration boundaries. At the start of an iteration the scheduler admits waiting
+  requests in arrival order while (a) the batch holds fewer than ``max_batch_size`` sequences,
+  (b) the request's full reservation ``input + output`` tokens fits in the KV tokens not yet
+  reserved, and (c) its prompt fits the iteration's token budget ``max_num_tokens`` minus one token
+  per decoding sequence. The first request that does not fit stops admission (no overtaking).
+- An admitted request runs its context phase in that iteration, which emits its first token at the
+  iteration's end (that instant defines TTFT), then one token per iteration until ``output`` tokens.
+- Iteration time comes from :class:`~trtllm_operator.simulate.perf.IterationModel`.
+- A prompt longer than ``max_num_tokens`` or a request whose reservation exceeds the whole KV cache
+  can never be scheduled: it is counted as dropped (TensorRT-LLM rejects it).
+
+Fleet model: arrivals are routed to Ready replicas (``random``: what a Kubernetes Service's
+kube-proxy does, seeded; or ``least-outstanding``); with no Ready replica they wait in a front queue.
+A new replica holds its GPUs from creation and serves after ``cold_start_s``; when more GPUs would
+be needed than ``max_gpus`` allows, the extra pods stay Pending (no GPU-hours) until GPUs free up.
+Scale-down removes Pending pods first, then starting ones, then the Ready replica with the least
+work; a removed Ready replica stops receiving requests, hands its waiting requests back to the
+router and keeps its GPUs until its running sequences finish (graceful drain).
+
+Metrics are sampled every ``sample_period_s`` (per Ready pod: waiting requests, running requests,
+KV tokens in use / capacity) and an autoscaler tick at time t sees the sample taken at
+``t - metrics_lag_s`` (scrape and export delay).
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import random
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from trtllm_operator.simulate.perf import IterationModel
+from trtllm_operator.simulate.traces import Request
+
+_ARRIVAL = 0
+_ITER_END = 1
+_READY = 2
+_SAMPLE = 3
+_TICK = 4
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaSpec:
+    """One replica (one Triton pod) of the model: GPUs, KV capacity and scheduler limits."""
+
+    gpus: int
+    max_kv_tokens: int
+    max_batch_size: int
+    max_num_tokens: int
+    model: IterationModel
+    tokens_per_block: int = 32
+
+    def __post_init__(self) -> None:
+        if self.max_kv_tokens <= 0:
+            raise ValueError(f"max_kv_tokens must be > 0, got {self.max_kv_tokens} (the model does not fit)")
+        if self.max_batch_size <= 0 or self.max_num_tokens <= 0 or self.gpus <= 0:
+            raise ValueError("gpus, max_batch_size and max_num_tokens must be > 0")
+
+
+@dataclass(frozen=True, slots=True)
+class PodSample:
+    """Metrics of one Ready pod as Triton exports them (reference §5.1)."""
+
+    pod: int
+    waiting: int  # nv_trt_llm_request_metrics{request_type="waiting"}
+    active: int  # nv_trt_llm_request_metrics{request_type="active"}
+    kv_used_blocks: int  # nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="used"}
+    kv_max_blocks: int  # nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="max"}
+
+
+@dataclass(frozen=True, slots=True)
+class PodView:
+    """One pod at a tick: its state now and its metrics from the (lagged) sample, if it had any.
+
+    ``state``: ``Ready``, ``Starting`` (GPUs held, engine loading), ``Unschedulable`` (Pending for
+    lack of GPUs) or ``Terminating`` (draining). ``metrics`` is ``None`` for a pod that was not Ready
+    when the sample was taken (its metrics are missing, as for a freshly started pod).
+    """
+
+    pod: int
+    state: str
+    metrics: PodSample | None
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What an autoscaler sees at one tick: pods with their (possibly stale) metrics, the target."""
+
+    time_s: float
+    sample_time_s: float
+    replicas: int  # the current target (spec.replicas)
+    pods: tuple[PodView, ...]
+
+    def count(self, state: str) -> int:
+        """Number of pods in ``state``."""
+        return sum(1 for p in self.pods if p.state == state)
+
+
+class Policy(Protocol):
+    """An autoscaling strategy driven by the simulator."""
+
+    name: str
+    sync_period_s: float
+    metrics_lag_s: float
+    cold_start_s: float | None  # overrides the fleet's cold start (the oracle uses 0)
+
+    def decide(self, obs: Observation) -> int:
+        """Return the desired replica count."""
+        ...
+
+
+@dataclass(slots=True)
+class _Replica:
+    rid: int
+    created_s: float
+    gpu_start_s: float | None = None  # None while Pending
+    ready: bool = False
+    draining: bool = False
+    stopped_s: float | None = None
+    queue: deque[int] = field(default_factory=deque)
+    heap: list[tuple[int, int]] = field(default_factory=list)
+    new: list[int] = field(default_factory=list)
+    busy: bool = False
+    iteration: int = 0
+    kv_reserved: int = 0
+    ctx_tokens: int = 0
+
+
+@dataclass
+class SimulationResult:
+    """Per-request outcomes and fleet history of one run (times in seconds)."""
+
+    requests: Sequence[Request]
+    first_token_s: list[float]  # NaN when dropped
+    done_s: list[float]  # NaN when dropped
+    dropped: int
+    gpu_seconds: float
+    scale_events: int
+    max_queue: int
+    end_s: float
+    replica_history: list[tuple[float, int, int]]  # (time, target replicas, ready replicas)
+    queue_history: list[tuple[float, int]]  # (sample time, total waiting requests)
+    gpus_per_replica: int
+
+
+_NAN = float("nan")
+
+
+class Simulation:
+    """One run: a request trace, a replica spec, a policy. Call :meth:`run` once."""
+
+    def __init__(
+        self,
+        requests: Sequence[Request],
+        spec: ReplicaSpec,
+        policy: Policy,
+        *,
+        initial_replicas: int = 1,
+        cold_start_s: float = 120.0,
+        max_gpus: int | None = None,
+        sample_period_s: float = 1.0,
+        routing: str = "random",
+        seed: int = 0,
+        drain_limit_s: float = 3600.0,
+    ) -> None:
+        if routing not in {"random", "least-outstanding"}:
+            raise ValueError(f"routing must be 'random' or 'least-outstanding', got {routing!r}")
+        if initial_replicas < 0:
+            raise ValueError("initial_replicas must be >= 0")
+        self.requests = requests
+        self.spec = spec
+        self.policy = policy
+        self.cold_start_s = cold_start_s if policy.cold_start_s is None else policy.cold_start_s
+        self.max_gpus = max_gpus
+        self.sample_period_s = sample_period_s
+        self.routing = routing
+        self.rng = random.Random(seed)
+        self.initial_replicas = initial_replicas
+        self.drain_limit_s = drain_limit_s
+
+        n = len(requests)
+        self.first_token = [_NAN] * n
+        self.done = [_NAN] * n
+        self.dropped = 0
+        self.events: list[tuple[float, int, int, int]] = []
+        self.seq = 0
+        self.replicas: dict[int, _Replica] = {}
+        self.next_rid = 0
+        self.ready_list: list[_Replica] = []
+        self.front: deque[int] = deque()
+        self.target = 0
+        self.waiting = 0
+        self.max_queue = 0
+        self.scale_events = 0
+        self.gpu_seconds = 0.0
+        self.samples_t: list[float] = []
+        self.samples: list[tuple[PodSample, ...]] = []
+        self.replica_history: list[tuple[float, int, int]] = []
+        self.queue_history: list[tuple[float, int]] = []
+        self.completed = 0
+
+    # -- event plumbing -----------------------------------------------------------------------
+    def _push(self, t: float, kind: int, arg: int) -> None:
+        self.seq += 1
+        heapq.heappush(self.events, (t, self.seq, kind, arg))
+
+    # -- fleet ------------------------------------------------------------------------------------
+    def _gpus_in_use(self) -> int:
+        return sum(
+            self.spec.gpus
+            for r in self.replicas.values()
+            if r.gpu_start_s is not None and r.stopped_s is None
+        )
+
+    def _schedule_pending(self, now: float) -> None:
+        for r in sorted(self.replicas.values(), key=lambda r: r.rid):
+            if r.gpu_start_s is None and not r.draining and r.stopped_s is None:
+                if self.max_gpus is not None and self._gpus_in_use() + self.spec.gpus > self.max_gpus:
+                    return
+                r.gpu_start_s = now
+                self._push(now + self.cold_start_s, _READY, r.rid)
+
+    def _add_replica(self, now: float, ready_now: bool = False) -> None:
+        r = _Replica(self.next_rid, now)
+        self.next_rid += 1
+        self.replicas[r.rid] = r
+        if ready_now and (self.max_gpus is None or self._gpus_in_use() + self.spec.gpus <= self.max_gpus):
+            r.gpu_start_s = now
+            self._make_ready(r, now)
+
+    def _make_ready(self, r: _Replica, now: float) -> None:
+        r.ready = True
+        self.ready_list.append(r)
+        while self.front:
+            idx = self.front.popleft()
+            self.waiting -= 1
+            self._enqueue(r, idx, now)
+
+    def _stop(self, r: _Replica, now: float) -> None:
+        r.stopped_s = now
+        if r.gpu_start_s is not None:
+            self.gpu_seconds += (now - r.gpu_start_s) * self.spec.gpus
+        del self.replicas[r.rid]
+        self._schedule_pending(now)
+
+    def _live(self) -> list[_Replica]:
+        return [r for r in self.replicas.values() if not r.draining]
+
+    def _scale_to(self, desired: int, now: float) -> None:
+        desired = max(0, desired)
+        if desired != self.target:
+            self.scale_events += 1
+        self.target = desired
+        live = self._live()
+        if len(live) < desired:
+            for _ in range(desired - len(live)):
+                self._add_replica(now)
+            self._schedule_pending(now)
+        elif len(live) > desired:
+            # Victims: Pending first, then starting (newest first), then Ready with least work.
+            def order(r: _Replica) -> tuple[int, float]:
+                if r.gpu_start_s is None:
+                    return (0, -r.created_s)
+                if not r.ready:
+                    return (1, -r.created_s)
+                return (2, len(r.queue) + len(r.heap))
+
+            for r in sorted(live, key=order)[: len(live) - desired]:
+                self._retire(r, now)
+        self.replica_history.append((now, self.target, len(self.ready_list)))
+
+    def _retire(self, r: _Replica, now: float) -> None:
+        r.draining = True
+        if not r.ready:
+            self._stop(r, now)
+            return
+        self.ready_list.remove(r)
+        requeue = list(r.queue)
+        r.queue.clear()
+        self.waiting -= len(requeue)
+        for idx in requeue:
+            self._route(idx, now)
+        if not r.heap and not r.busy:
+            self._stop(r, now)
+
+    # -- requests ---------------------------------------------------------------------------------
+    def _route(self, idx: int, now: float) -> None:
+        if not self.ready_list:
+            self.front.append(idx)
+            self.waiting += 1
+            self.max_queue = max(self.max_queue, self.waiting)
+            return
+        if self.routing == "random":
+            r = self.ready_list[self.rng.randrange(len(self.ready_list))]
+        else:
+            r = min(self.ready_list, key=lambda x: (len(x.queue) + len(x.heap), x.rid))
+        self._enqueue(r, idx, now)
+
+    def _enqueue(self, r: _Replica, idx: int, now: float) -> None:
+        r.queue.append(idx)
+        self.waiting += 1
+        self.max_queue = max(self.max_queue, self.waiting)
+        if not r.busy:
+            self._start_iteration(r, now)
+
+    def _start_iteration(self, r: _Replica, now: float) -> None:
+        spec = self.spec
+        reqs = self.requests
+        decoding = len(r.heap)
+        kv_tokens = r.ctx_tokens
+        budget = spec.max_num_tokens - decoding
+        prefill = 0
+        queue = r.queue
+        while queue and len(r.heap) < spec.max_batch_size:
+            req = reqs[queue[0]]
+            need = req.input_tokens + req.output_tokens
+            if r.kv_reserved + need > spec.max_kv_tokens or prefill + req.input_tokens > budget:
+                break
+            idx = queue.popleft()
+            self.waiting -= 1
+            prefill += req.input_tokens
+            r.kv_reserved += need
+            r.ctx_tokens += req.input_tokens
+            heapq.heappush(r.heap, (r.iteration + req.output_tokens - 1, idx))
+            r.new.append(idx)
+        if not r.heap:
+            r.busy = False
+            return
+        r.busy = True
+        self._push(now + spec.model.iteration_s(prefill + decoding, kv_tokens), _ITER_END, r.rid)
+
+    def _end_iteration(self, r: _Replica, now: float) -> None:
+        for idx in r.new:
+            self.first_token[idx] = now
+        r.new.clear()
+        r.ctx_tokens += len(r.heap)
+        heap = r.heap
+        reqs = self.requests
+        while heap and heap[0][0] <= r.iteration:
+            _, idx = heapq.heappop(heap)
+            req = reqs[idx]
+            need = req.input_tokens + req.output_tokens
+            r.kv_reserved -= need
+            r.ctx_tokens -= need
+            self.done[idx] = now
+            self.completed += 1
+        r.iteration += 1
+        if r.draining and not heap and not r.queue:
+            r.busy = False
+            self._stop(r, now)
+            return
+        self._start_iteration(r, now)
+
+    # -- metrics and control ----------------------------------------------------------------------
+    def _sample(self, now: float) -> None:
+        tpb = self.spec.tokens_per_block
+        max_blocks = self.spec.max_kv_tokens // tpb
+        pods = tuple(
+            PodSample(
+                pod=r.rid,
+                waiting=len(r.queue),
+                active=len(r.heap),
+                # Each sequence holds ceil(ctx / tokens_per_block) blocks; half a block of rounding
+                # per sequence on average.
+                kv_used_blocks=min(max_blocks, (r.ctx_tokens + len(r.heap) * tpb // 2) // tpb),
+                kv_max_blocks=max_blocks,
+            )
+            for r in self.ready_list
+        )
+        self.samples_t.append(now)
+        self.samples.append(pods)
+        self.queue_history.append((now, self.waiting))
+
+    def _observe(self, now: float) -> Observation:
+        want = now - self.policy.metrics_lag_s
+        i = bisect.bisect_right(self.samples_t, want) - 1
+        sampled = {m.pod: m for m in self.samples[i]} if i >= 0 else {}
+        sample_t = self.samples_t[i] if i >= 0 else now
+        views = []
+        for r in sorted(self.replicas.values(), key=lambda r: r.rid):
+            if r.draining:
+                state = "Terminating"
+            elif r.ready:
+                state = "Ready"
+            elif r.gpu_start_s is not None:
+                state = "Starting"
+            else:
+                state = "Unschedulable"
+            views.append(PodView(r.rid, state, sampled.get(r.rid) if state == "Ready" else None))
+        return Observation(time_s=now, sample_time_s=sample_t, replicas=self.target, pods=tuple(views))
+
+    def run(self) -> SimulationResult:
+        """Run until every request finished or was dropped. Returns the result.
+
+        Requests still unfinished ``drain_limit_s`` after the last arrival (a policy that leaves no
+        replica to serve them) are counted as dropped, so ``served + dropped == requests`` always.
+        """
+        spec = self.spec
+        self.target = self.initial_replicas
+        for _ in range(self.initial_replicas):
+            self._add_replica(0.0, ready_now=True)
+        self._schedule_pending(0.0)
+        self.replica_history.append((0.0, self.target, len(self.ready_list)))
+        for idx, req in enumerate(self.requests):
+            self._push(req.arrival_s, _ARRIVAL, idx)
+        self._push(0.0, _SAMPLE, 0)
+        self._push(self.policy.sync_period_s, _TICK, 0)
+        n = len(self.requests)
+        now = 0.0
+        last_arrival = self.requests[-1].arrival_s if n else 0.0
+        while self.events:
+            now, _, kind, arg = heapq.heappop(self.events)
+            if kind == _ITER_END:
+                r = self.replicas.get(arg)
+                if r is not None:
+                    self._end_iteration(r, now)
+            elif kind == _ARRIVAL:
+                req = self.requests[arg]
+                if (
+                    req.input_tokens > spec.max_num_tokens
+                    or req.input_tokens + req.output_tokens > spec.max_kv_tokens
+                ):
+                    self.dropped += 1
+                else:
+                    self._route(arg, now)
+            elif kind == _READY:
+                r = self.replicas.get(arg)
+                if r is not None and not r.draining:
+                    self._make_ready(r, now)
+            elif kind == _SAMPLE:
+                self._sample(now)
+                if self.completed + self.dropped < n:
+                    self._push(now + self.sample_period_s, _SAMPLE, 0)
+            elif kind == _TICK:
+                if self.completed + self.dropped >= n:
+                    continue
+                if now > last_arrival + self.drain_limit_s:
+                    break  # a policy that never serves the backlog: the rest count as dropped
+                self._scale_to(self.policy.decide(self._observe(now)), now)
+                self._push(now + self.policy.sync_period_s, _TICK, 0)
+        for r in list(self.replicas.values()):
+            self._stop(r, now)
+        unfinished = n - self.completed - self.dropped
+        self.dropped += unfinished
+        return SimulationResult(
+            requests=self.requests,
+            first_token_s=self.first_token,
+            done_s=self.done,
+            dropped=self.dropped,
+            gpu_seconds=self.gpu_seconds,
+            scale_events=self.scale_events,
+            max_queue=self.max_queue,
+            end_s=now,
+            replica_history=self.replica_history,
+            queue_history=self.queue_history,
+            gpus_per_replica=spec.gpus,
+        )

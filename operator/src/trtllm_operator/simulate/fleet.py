@@ -1,0 +1,134 @@
+"""Build a simulated replica from a model config, a GPU and a quantization, via the capacity planner.
+
+The planner (``engine_builder.planner``) gives what the operator would deploy: weight bytes and KV
+bytes per token per GPU, the KV-cache capacity in tokens (``max_kv_tokens``) and the recommended
+``max_batch_size`` / ``max_num_tokens``. The GPU catalog gives the datasheet rates the
+iteration-time model (:mod:`trtllm_operator.simulate.perf`) scales with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from engine_builder.planner import Architecture, Plan, PlanRequest, load_hf_config, lookup, plan
+from trtllm_operator.simulate.engine import ReplicaSpec
+from trtllm_operator.simulate.perf import (
+    BENCH_KV_FRACTION,
+    BENCH_MAX_BATCH_SIZE,
+    BENCH_MAX_NUM_TOKENS,
+    CALIBRATION,
+    DEFAULT_EFFICIENCY,
+    CalibrationPoint,
+    Efficiency,
+    GPURates,
+    IterationModel,
+    ModelCosts,
+    Replica,
+)
+
+
+@dataclass(frozen=True)
+class ReplicaSetup:
+    """A replica spec plus the planner's plan it came from (for reports)."""
+
+    spec: ReplicaSpec
+    plan: Plan
+    rates: GPURates
+    costs: ModelCosts
+
+
+def model_costs(arch: Architecture, p: Plan) -> ModelCosts:
+    """Per-GPU costs of one replica: weights and KV bytes from the plan, FLOPs from active parameters."""
+    world = p.tp * p.pp
+    return ModelCosts(
+        weight_bytes_per_gpu=float(p.weight_bytes_per_gpu),
+        flops_per_token_per_gpu=2.0 * arch.params_active_per_token() / world,
+        kv_bytes_per_token_per_gpu=float(p.kv_bytes_per_token_per_gpu),
+    )
+
+
+def replica_setup(
+    hf_config: dict[str, Any] | str | Path,
+    gpu: str,
+    *,
+    quantization: str = "fp8",
+    kv_cache_dtype: str = "auto",
+    tp: int = 1,
+    pp: int = 1,
+    max_batch_size: int | None = None,
+    max_num_tokens: int | None = None,
+    kv_cache_free_gpu_mem_fraction: float = 0.9,
+    efficiency: Efficiency = DEFAULT_EFFICIENCY,
+) -> ReplicaSetup:
+    """Plan one replica and build its :class:`ReplicaSpec`.
+
+    ``hf_config``: a Hugging Face ``config.json`` (path or parsed). Unset ``max_batch_size`` /
+    ``max_num_tokens`` take the planner's values. Raises ``engine_builder.planner.PlanInputError`` for
+    bad inputs and ``ValueError`` when the model does not fit (naming the planner's reasons).
+    """
+    config = hf_config if isinstance(hf_config, dict) else load_hf_config(str(hf_config))
+    arch = Architecture.from_hf_config(config)
+    request = PlanRequest(
+        quantization=quantization,
+        kv_cache_dtype=kv_cache_dtype,
+        tp=tp,
+        pp=pp,
+        max_batch_size=max_batch_size,
+        max_num_tokens=max_num_tokens,
+        kv_cache_free_gpu_mem_fraction=kv_cache_free_gpu_mem_fraction,
+    )
+    gpu_spec = lookup(gpu)
+    p = plan(arch, request, gpu_spec)
+    if not p.fits or p.max_kv_tokens <= 0:
+        reasons = "; ".join(str(r) for r in p.reasons) or "no KV cache left"
+        raise ValueError(
+            f"the model does not fit on {tp * pp} × {gpu_spec.product} with {quantization}: {reasons}"
+        )
+    rates = GPURates.from_gpu(gpu_spec)
+    costs = model_costs(arch, p)
+    model = IterationModel.build(costs, rates, quantization, efficiency)
+    spec = ReplicaSpec(
+        gpus=tp * pp,
+        max_kv_tokens=p.max_kv_tokens,
+        max_batch_size=max_batch_size or p.max_batch_size,
+        max_num_tokens=max_num_tokens or p.max_num_tokens,
+        model=model,
+        tokens_per_block=p.tokens_per_block,
+    )
+    return ReplicaSetup(spec=spec, plan=p, rates=rates, costs=costs)
+
+
+def calibration_config(model: str) -> dict[str, Any]:
+    """The Hugging Face config of a calibration model, shipped with the package."""
+    ref = resources.files("trtllm_operator.simulate") / "calibration_models" / f"{model}.json"
+    return load_hf_config(str(ref))
+
+
+def calibration_replicas() -> list[tuple[CalibrationPoint, Replica]]:
+    """Every published calibration point with its planned replica (FP8 weights, FP8 KV cache).
+
+    NVIDIA's FP8 checkpoints quantize the KV cache to FP8 as well (assumption, stated in
+    docs/simulator.md); the benchmark settings are max_batch_size 2048, max_num_tokens 8192 and a
+    KV free-memory fraction of 0.95.
+    """
+    cache: dict[tuple[str, str, int], Replica] = {}
+    out: list[tuple[CalibrationPoint, Replica]] = []
+    for point in CALIBRATION:
+        key = (point.model, point.gpu, point.tp)
+        if key not in cache:
+            setup = replica_setup(
+                calibration_config(point.model),
+                point.gpu,
+                quantization="fp8",
+                kv_cache_dtype="fp8",
+                tp=point.tp,
+                max_batch_size=BENCH_MAX_BATCH_SIZE,
+                max_num_tokens=BENCH_MAX_NUM_TOKENS,
+                kv_cache_free_gpu_mem_fraction=BENCH_KV_FRACTION,
+            )
+            cache[key] = Replica(setup.costs, setup.rates, "fp8", setup.plan.max_kv_tokens)
+        out.append((point, cache[key]))
+    return out

@@ -1,0 +1,206 @@
+"""Summaries, per-interval timelines and plots of simulation runs.
+
+:func:`summarize` returns the stable JSON keys of ``trtllm-operator simulate --output json``:
+``requests``, ``dropped``, ``slo_ttft_ms``, ``slo_attainment`` (fraction of *all* requests whose
+TTFT ≤ the target; dropped requests count as misses), ``ttft_p50_ms``, ``ttft_p90_ms``,
+``ttft_p99_ms`` (over served requests), ``tpot_p50_ms`` (time per output token after the first,
+over served requests with more than one output token), ``gpu_hours`` (GPU-seconds held by replicas,
+Pending pods excluded, / 3600, in simulated time), ``scale_events`` (changes of the target replica
+count), ``max_queue`` (most requests waiting at once, fleet-wide), ``duration_s``,
+``mean_replicas`` and ``max_replicas``.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trtllm_operator.simulate.engine import SimulationResult
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear-interpolation percentile (numpy's default) of pre-sorted values; NaN when empty."""
+    if not sorted_values:
+        return math.nan
+    pos = (len(sorted_values) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def _ms(x: float) -> float | None:
+    return None if math.isnan(x) else round(x * 1000.0, 3)
+
+
+def replica_time_average(result: SimulationResult) -> tuple[float, int]:
+    """Time-averaged and maximum target replica count over the run."""
+    hist = result.replica_history
+    if not hist or result.end_s <= 0:
+        return (float(hist[-1][1]) if hist else 0.0), max((h[1] for h in hist), default=0)
+    area = 0.0
+    for (t0, n, _), (t1, _, _) in zip(hist, [*hist[1:], (result.end_s, 0, 0)], strict=True):
+        area += n * (max(t1, t0) - t0)
+    return area / result.end_s, max(h[1] for h in hist)
+
+
+def summarize(result: SimulationResult, slo_ttft_ms: float) -> dict[str, Any]:
+    """The stable summary of one run (see the module docstring for each key)."""
+    n = len(result.requests)
+    ttfts: list[float] = []
+    tpots: list[float] = []
+    met = 0
+    slo_s = slo_ttft_ms / 1000.0
+    for req, first, done in zip(result.requests, result.first_token_s, result.done_s, strict=True):
+        if math.isnan(first):
+            continue
+        ttft = first - req.arrival_s
+        ttfts.append(ttft)
+        if ttft <= slo_s:
+            met += 1
+        if req.output_tokens > 1 and not math.isnan(done):
+            tpots.append((done - first) / (req.output_tokens - 1))
+    ttfts.sort()
+    tpots.sort()
+    mean_replicas, max_replicas = replica_time_average(result)
+    return {
+        "requests": n,
+        "dropped": result.dropped,
+        "slo_ttft_ms": slo_ttft_ms,
+        "slo_attainment": round(met / n, 6) if n else None,
+        "ttft_p50_ms": _ms(percentile(ttfts, 50)),
+        "ttft_p90_ms": _ms(percentile(ttfts, 90)),
+        "ttft_p99_ms": _ms(percentile(ttfts, 99)),
+        "tpot_p50_ms": _ms(percentile(tpots, 50)),
+        "gpu_hours": round(result.gpu_seconds / 3600.0, 6),
+        "scale_events": result.scale_events,
+        "max_queue": result.max_queue,
+        "duration_s": round(result.end_s, 3),
+        "mean_replicas": round(mean_replicas, 3),
+        "max_replicas": max_replicas,
+    }
+
+
+@dataclass(frozen=True)
+class TimelineRow:
+    """One interval of a run: load, fleet and latency of the requests arriving in it."""
+
+    start_s: float
+    arrivals: int
+    input_tokens: int
+    output_tokens: int
+    target_replicas: int
+    ready_replicas: int
+    max_waiting: int
+    ttft_p50_ms: float | None
+    ttft_p99_ms: float | None
+    slo_attainment: float | None
+
+
+def timeline(result: SimulationResult, slo_ttft_ms: float, interval_s: float = 60.0) -> list[TimelineRow]:
+    """Per-interval rows from 0 to the end of the run (interval in simulated seconds)."""
+    if interval_s <= 0:
+        raise ValueError(f"timeline interval must be > 0 s, got {interval_s}")
+    buckets = max(1, math.ceil(result.end_s / interval_s))
+    arrivals = [0] * buckets
+    tin = [0] * buckets
+    tout = [0] * buckets
+    ttfts: list[list[float]] = [[] for _ in range(buckets)]
+    missed = [0] * buckets
+    for req, first in zip(result.requests, result.first_token_s, strict=True):
+        b = min(buckets - 1, int(req.arrival_s / interval_s))
+        arrivals[b] += 1
+        tin[b] += req.input_tokens
+        tout[b] += req.output_tokens
+        if math.isnan(first):
+            missed[b] += 1
+        else:
+            ttfts[b].append(first - req.arrival_s)
+    target = [0] * buckets
+    ready = [0] * buckets
+    hist = result.replica_history
+    j = 0
+    last = (0, 0)
+    for b in range(buckets):
+        end = (b + 1) * interval_s
+        while j < len(hist) and hist[j][0] < end:
+            last = (hist[j][1], hist[j][2])
+            j += 1
+        target[b], ready[b] = last
+    waiting = [0] * buckets
+    for t, w in result.queue_history:
+        b = min(buckets - 1, int(t / interval_s))
+        waiting[b] = max(waiting[b], w)
+    slo_s = slo_ttft_ms / 1000.0
+    rows = []
+    for b in range(buckets):
+        values = sorted(ttfts[b])
+        total = len(values) + missed[b]
+        rows.append(
+            TimelineRow(
+                start_s=b * interval_s,
+                arrivals=arrivals[b],
+                input_tokens=tin[b],
+                output_tokens=tout[b],
+                target_replicas=target[b],
+                ready_replicas=ready[b],
+                max_waiting=waiting[b],
+                ttft_p50_ms=_ms(percentile(values, 50)),
+                ttft_p99_ms=_ms(percentile(values, 99)),
+                slo_attainment=round(sum(1 for v in values if v <= slo_s) / total, 4) if total else None,
+            )
+        )
+    return rows
+
+
+def write_timeline_csv(rows: Sequence[TimelineRow], path: str | Path) -> None:
+    """Write timeline rows as CSV with a header (empty cells for intervals without requests)."""
+    fields = list(TimelineRow.__dataclass_fields__)
+    with Path(path).open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(fields)
+        for row in rows:
+            writer.writerow(["" if getattr(row, f) is None else getattr(row, f) for f in fields])
+
+
+def plot_runs(
+    runs: Mapping[str, Sequence[TimelineRow]],
+    path: str | Path,
+    *,
+    slo_ttft_ms: float,
+    title: str = "",
+) -> None:
+    """PNG with three panels sharing the time axis: load (requests/s), target replicas, TTFT p99.
+
+    ``runs`` maps a label to its timeline (same interval for all). Needs matplotlib (the
+    ``trtllm-operator[sim]`` extra); uses the Agg backend, so no display is needed.
+    """
+    import matplotlib  # noqa: PLC0415 - optional dependency, imported only when plotting
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    fig, (ax_load, ax_rep, ax_ttft) = plt.subplots(3, 1, figsize=(10, 9), sharex=True)
+    first = next(iter(runs.values()))
+    interval = first[1].start_s - first[0].start_s if len(first) > 1 else 60.0
+    xs = [r.start_s / 60.0 for r in first]
+    ax_load.step(xs, [r.arrivals / interval for r in first], where="post", color="black")
+    ax_load.set_ylabel("arrivals (requests/s)")
+    for label, rows in runs.items():
+        x = [r.start_s / 60.0 for r in rows]
+        ax_rep.step(x, [r.target_replicas for r in rows], where="post", label=label)
+        ax_ttft.plot(x, [r.ttft_p99_ms if r.ttft_p99_ms is not None else math.nan for r in rows], label=label)
+    ax_rep.set_ylabel("replicas (target)")
+    ax_rep.legend(loc="upper left", fontsize="small", ncol=3)
+    ax_ttft.axhline(slo_ttft_ms, color="grey", linestyle="--", linewidth=1, label="TTFT SLO")
+    ax_ttft.set_yscale("log")
+    ax_ttft.set_ylabel("TTFT p99 (ms)")
+    ax_ttft.set_xlabel("simulated time (min)")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,268 @@
+"""Request traces: readers for public trace formats and seeded synthetic arrival processes.
+
+A trace is a list of :class:`Request` sorted by arrival time, with times in seconds relative to the
+first request. Formats:
+
+- **Azure LLM inference trace** (Azure/AzurePublicDataset, ``AzureLLMInferenceTrace_{conv,code}.csv``;
+  Patel et al., "Splitwise", ISCA 2024): CSV with header ``TIMESTAMP,ContextTokens,GeneratedTokens``,
+  wall-clock timestamps such as ``2023-11-16 18:15:46.6805900`` (7 fractional digits), CRLF line ends.
+- **Mooncake-style JSONL** (kvcache-ai/Mooncake traces): one JSON object a line with ``timestamp``
+  (milliseconds), ``input_length`` and ``output_length``; other keys (``hash_ids``) are ignored.
+- **Synthetic**: Poisson arrivals (exponential inter-arrival times) or gamma-distributed inter-arrival
+  times with a given coefficient of variation (burstier than Poisson when cv > 1), seeded, with
+  request lengths either fixed or resampled from another trace.
+
+Errors: :class:`TraceError` (a ``ValueError``) naming the file, line and field.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+
+class TraceError(ValueError):
+    """A trace file or synthetic-trace specification is malformed; the message names the field."""
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One request: arrival time in seconds from the trace start, prompt and output length in tokens."""
+
+    arrival_s: float
+    input_tokens: int
+    output_tokens: int
+
+
+AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+
+
+def _positive_int(value: str | int | float, where: str, field: str) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise TraceError(f"{where}: field {field!r} must be an integer, got {value!r}") from None
+    if number < 0:
+        raise TraceError(f"{where}: field {field!r} must be >= 0, got {number}")
+    return number
+
+
+def _rebase(pairs: list[tuple[float, int, int]]) -> list[Request]:
+    pairs.sort(key=lambda p: p[0])
+    if not pairs:
+        return []
+    start = pairs[0][0]
+    # A request that generates nothing still produces one token in TensorRT-LLM (the context phase
+    # emits the first token), so output lengths are clamped to >= 1; inputs too (an empty prompt
+    # cannot be scheduled).
+    return [Request(t - start, max(1, i), max(1, o)) for t, i, o in pairs]
+
+
+def read_azure_csv(path: str | Path) -> list[Request]:
+    """Read an Azure LLM inference trace CSV (``TIMESTAMP,ContextTokens,GeneratedTokens``).
+
+    Timestamps are parsed as wall-clock times (any number of fractional digits; Python keeps
+    microseconds) and rebased so that the first request arrives at 0 s. Raises :class:`TraceError`
+    for a missing column or a malformed row, naming the line.
+    """
+    path = Path(path)
+    rows: list[tuple[float, int, int]] = []
+    with path.open(newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        missing = [c for c in AZURE_COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise TraceError(
+                f"{path}: missing column(s) {', '.join(missing)}; an Azure trace has the header "
+                f"{','.join(AZURE_COLUMNS)}"
+            )
+        for line_no, row in enumerate(reader, start=2):
+            where = f"{path}:{line_no}"
+            stamp = (row["TIMESTAMP"] or "").strip()
+            try:
+                # fromisoformat keeps 6 fractional digits; cut the 7th (100 ns) explicitly so that
+                # older Pythons accept it too.
+                head, _, frac = stamp.partition(".")
+                when = datetime.fromisoformat(f"{head}.{frac[:6]}" if frac else head)
+            except ValueError:
+                raise TraceError(
+                    f"{where}: field 'TIMESTAMP' must look like 2023-11-16 18:15:46.6805900, got {stamp!r}"
+                ) from None
+            rows.append(
+                (
+                    when.timestamp(),
+                    _positive_int(row["ContextTokens"], where, "ContextTokens"),
+                    _positive_int(row["GeneratedTokens"], where, "GeneratedTokens"),
+                )
+            )
+    return _rebase(rows)
+
+
+def read_mooncake_jsonl(path: str | Path) -> list[Request]:
+    """Read a Mooncake-style JSONL trace (``timestamp`` in ms, ``input_length``, ``output_length``)."""
+    path = Path(path)
+    rows: list[tuple[float, int, int]] = []
+    with path.open(encoding="utf-8") as handle:
+        for line_no, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{line_no}"
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise TraceError(f"{where}: not a JSON object ({exc.msg})") from None
+            if not isinstance(obj, dict):
+                raise TraceError(f"{where}: each line must be a JSON object")
+            for key in ("timestamp", "input_length", "output_length"):
+                if key not in obj:
+                    raise TraceError(f"{where}: missing field {key!r}")
+            try:
+                stamp_ms = float(obj["timestamp"])
+            except (TypeError, ValueError):
+                raise TraceError(f"{where}: field 'timestamp' must be a number of milliseconds") from None
+            rows.append(
+                (
+                    stamp_ms / 1000.0,
+                    _positive_int(obj["input_length"], where, "input_length"),
+                    _positive_int(obj["output_length"], where, "output_length"),
+                )
+            )
+    return _rebase(rows)
+
+
+def _lengths(
+    rng: random.Random, lengths: Sequence[tuple[int, int]] | None, isl: int, osl: int
+) -> tuple[int, int]:
+    if lengths:
+        return lengths[rng.randrange(len(lengths))]
+    return isl, osl
+
+
+def synthetic_poisson(
+    rate_per_s: float,
+    duration_s: float,
+    *,
+    seed: int = 0,
+    input_tokens: int = 1000,
+    output_tokens: int = 250,
+    lengths: Sequence[tuple[int, int]] | None = None,
+) -> list[Request]:
+    """Poisson arrivals at ``rate_per_s`` for ``duration_s`` seconds, seeded.
+
+    Lengths are ``(input_tokens, output_tokens)`` for every request, or drawn uniformly from
+    ``lengths`` (e.g. the (input, output) pairs of a real trace).
+    """
+    return synthetic_gamma(
+        rate_per_s,
+        duration_s,
+        cv=1.0,
+        seed=seed,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        lengths=lengths,
+    )
+
+
+def synthetic_gamma(
+    rate_per_s: float,
+    duration_s: float,
+    *,
+    cv: float = 2.0,
+    seed: int = 0,
+    input_tokens: int = 1000,
+    output_tokens: int = 250,
+    lengths: Sequence[tuple[int, int]] | None = None,
+) -> list[Request]:
+    """Renewal process with gamma inter-arrival times: mean ``1/rate_per_s``, coefficient of variation ``cv``.
+
+    ``cv = 1`` is a Poisson process; ``cv > 1`` is burstier. Shape k = 1/cv², scale = 1/(rate·k).
+    """
+    if rate_per_s <= 0 or not math.isfinite(rate_per_s):
+        raise TraceError(f"synthetic trace: 'rate' must be > 0 requests/s, got {rate_per_s}")
+    if duration_s <= 0:
+        raise TraceError(f"synthetic trace: 'duration' must be > 0 s, got {duration_s}")
+    if cv <= 0:
+        raise TraceError(f"synthetic trace: 'cv' must be > 0, got {cv}")
+    rng = random.Random(seed)
+    shape = 1.0 / (cv * cv)
+    scale = 1.0 / (rate_per_s * shape)
+    out: list[Request] = []
+    t = 0.0
+    while True:
+        t += rng.gammavariate(shape, scale)
+        if t >= duration_s:
+            break
+        i, o = _lengths(rng, lengths, input_tokens, output_tokens)
+        out.append(Request(t, max(1, i), max(1, o)))
+    return out
+
+
+def _parse_synthetic(spec: str, lengths: Sequence[tuple[int, int]] | None) -> list[Request]:
+    kind, _, rest = spec.partition(":")
+    params: dict[str, float] = {}
+    for part in filter(None, rest.split(",")):
+        key, sep, value = part.partition("=")
+        if not sep:
+            raise TraceError(f"synthetic trace {spec!r}: expected key=value, got {part!r}")
+        try:
+            params[key.strip()] = float(value)
+        except ValueError:
+            raise TraceError(f"synthetic trace {spec!r}: {key!r} must be a number") from None
+    known = {"rate", "duration", "cv", "seed", "isl", "osl"}
+    unknown = sorted(set(params) - known)
+    if unknown:
+        raise TraceError(f"synthetic trace {spec!r}: unknown key(s) {unknown}; known: {sorted(known)}")
+    if "rate" not in params or "duration" not in params:
+        raise TraceError(f"synthetic trace {spec!r}: 'rate' (requests/s) and 'duration' (s) are required")
+    return synthetic_gamma(
+        params["rate"],
+        params["duration"],
+        cv=params.get("cv", 1.0 if kind == "poisson" else 2.0),
+        seed=int(params.get("seed", 0)),
+        input_tokens=int(params.get("isl", 1000)),
+        output_tokens=int(params.get("osl", 250)),
+        lengths=lengths,
+    )
+
+
+def load_trace(spec: str | Path) -> list[Request]:
+    """Load a trace from a path (``.csv`` Azure, ``.jsonl``/``.json`` Mooncake) or a synthetic spec.
+
+    Synthetic specs: ``poisson:rate=R,duration=S[,isl=N,osl=N,seed=N]`` and
+    ``gamma:rate=R,duration=S,cv=C[,isl=N,osl=N,seed=N]`` (rate in requests/s, duration in s).
+    """
+    text = str(spec)
+    if text.startswith(("poisson:", "gamma:")):
+        return _parse_synthetic(text, None)
+    path = Path(text)
+    if not path.is_file():
+        raise TraceError(
+            f"--trace {text!r}: no such file; give an Azure .csv, a Mooncake .jsonl, "
+            "or poisson:rate=R,duration=S / gamma:rate=R,duration=S,cv=C"
+        )
+    if path.suffix.lower() == ".csv":
+        return read_azure_csv(path)
+    if path.suffix.lower() in {".jsonl", ".json"}:
+        return read_mooncake_jsonl(path)
+    raise TraceError(f"--trace {text!r}: unknown format; use .csv (Azure) or .jsonl (Mooncake)")
+
+
+def time_scale(requests: Iterable[Request], factor: float) -> list[Request]:
+    """Compress time by ``factor`` (>0): arrival times are divided by it, lengths are kept."""
+    if factor <= 0:
+        raise TraceError(f"--time-scale must be > 0, got {factor}")
+    return [Request(r.arrival_s / factor, r.input_tokens, r.output_tokens) for r in requests]
+
+
+def window(requests: Iterable[Request], start_s: float, end_s: float) -> list[Request]:
+    """Requests arriving in ``[start_s, end_s)``, rebased so the window starts at 0 s."""
+    return [
+        Request(r.arrival_s - start_s, r.input_tokens, r.output_tokens)
+        for r in requests
+        if start_s <= r.arrival_s < end_s
+    ]
