@@ -1,0 +1,538 @@
+"""A real Kubernetes control plane on 127.0.0.1 from locally built binaries, with kwok as the kubelets.
+
+Components (each a child process with its log in ``<work_dir>/logs/<name>.log`` and its PID in
+``<work_dir>/state.json``): etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok.
+See docs/local-cluster.md for the flags and why each is there, and
+../shared/reference/local-control-plane.md §B/§C for the sources.
+
+Auth: a random static bearer token for user ``admin`` in group ``system:masters`` (token file), RBAC
+authorization, and a ServiceAccount signing key so that TokenRequest (``kubectl create token SA``)
+works and RBAC applies to ServiceAccount tokens. The apiserver self-signs its serving certificate
+into ``<work_dir>/pki``; the kubeconfig embeds that CA.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import ctypes
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from kubernetes import client, config
+
+from .nodes import DEFAULT_NODES, create_nodes, wait_nodes_ready
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+KWOK_STAGES_DIR = REPO_ROOT / "hack" / "kwok"
+DEFAULT_WORK_DIR = REPO_ROOT / ".local" / "cluster"
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+POD_CIDR = "127.1.0.0/16"
+SERVICE_CIDR = "10.0.0.0/24"
+SA_ISSUER = "https://kubernetes.default.svc.cluster.local"
+# Controllers the tests and the operator need (canonical names, cmd/kube-controller-manager/names).
+# No node-lifecycle controller: kwok nodes never heartbeat, so nothing evicts their pods.
+CONTROLLERS = (
+    "job-controller",
+    "cronjob-controller",
+    "deployment-controller",
+    "replicaset-controller",
+    "statefulset-controller",
+    "daemonset-controller",
+    "garbage-collector-controller",
+    "namespace-controller",
+    "serviceaccount-controller",
+    "pod-garbage-collector-controller",
+    "ttl-after-finished-controller",
+    "endpoints-controller",
+    "endpointslice-controller",
+    "disruption-controller",
+    "resourcequota-controller",
+    "clusterrole-aggregation-controller",  # fills the aggregated admin/edit/view ClusterRoles
+)
+
+Log = Callable[[str], None]
+
+
+class ClusterError(RuntimeError):
+    """The control plane failed to start or stop; the message includes the failing component's log tail."""
+
+
+def _print(msg: str) -> None:
+    print(f"[local-cluster] {msg}", flush=True)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0, read it, close)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def tail(path: Path, lines: int = 40) -> str:
+    """The last ``lines`` lines of a text file ('' if it does not exist)."""
+    try:
+        with path.open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - 64 * 1024))
+            data = f.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return ""
+    return "\n".join(data.splitlines()[-lines:])
+
+
+def _die_with_parent() -> None:
+    # Linux prctl(PR_SET_PDEATHSIG, SIGTERM): a test cluster does not outlive a killed pytest.
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
+
+
+def _pid_alive(pid: int, exe: str | None = None) -> bool:
+    """True if ``pid`` runs (not a zombie) and, when ``exe`` is given, its argv[0] is ``exe``."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    if stat.rsplit(")", 1)[-1].split()[0] in ("Z", "X"):
+        return False
+    return exe is None or cmdline[0].decode() == exe
+
+
+@dataclass
+class ControlPlane:
+    """One local control plane rooted at ``work_dir``, using the binaries in ``bin_dir``.
+
+    ``start()`` brings it up (etcd → apiserver /readyz → controller-manager + scheduler → kwok →
+    nodes → CRDs); ``stop()`` ends every process it started, by PID. The state (ports, PIDs, token)
+    lives in ``work_dir/state.json`` so another process can stop it (``hack/local-cluster down``).
+    ``detach=True`` starts the processes in their own session so they outlive the caller; otherwise
+    they get SIGTERM when the caller dies.
+    """
+
+    work_dir: Path
+    bin_dir: Path
+    kwok_stages_dir: Path = KWOK_STAGES_DIR
+    crds_dir: Path | None = REPO_ROOT / "crds"
+    detach: bool = False
+    log: Log = _print
+    ports: dict[str, int] = field(default_factory=dict)
+    pids: dict[str, int] = field(default_factory=dict)
+    token: str = ""
+    versions: dict[str, str] = field(default_factory=dict)
+    _procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict, repr=False)
+
+    # ---- paths -------------------------------------------------------------------------------
+    @property
+    def kubeconfig(self) -> Path:
+        return self.work_dir / "kubeconfig"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.work_dir / "logs"
+
+    @property
+    def pki_dir(self) -> Path:
+        return self.work_dir / "pki"
+
+    @property
+    def state_file(self) -> Path:
+        return self.work_dir / "state.json"
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.ports['kube-apiserver']}"
+
+    def bin(self, name: str) -> str:
+        return str(self.bin_dir / name)
+
+    def log_file(self, component: str) -> Path:
+        return self.logs_dir / f"{component}.log"
+
+    # ---- state -------------------------------------------------------------------------------
+    def save_state(self) -> None:
+        state = {
+            "bin_dir": str(self.bin_dir),
+            "ports": self.ports,
+            "pids": self.pids,
+            "server": self.server if "kube-apiserver" in self.ports else None,
+            "kubeconfig": str(self.kubeconfig),
+            "versions": self.versions,
+        }
+        self.state_file.write_text(json.dumps(state, indent=2) + "\n")
+
+    @classmethod
+    def load(cls, work_dir: Path, log: Log = _print) -> ControlPlane | None:
+        """The control plane recorded in ``work_dir/state.json``, or None if there is none."""
+        try:
+            state = json.loads((work_dir / "state.json").read_text())
+        except FileNotFoundError:
+            return None
+        cp = cls(work_dir=work_dir, bin_dir=Path(state["bin_dir"]), log=log, detach=True)
+        cp.ports = {k: int(v) for k, v in state.get("ports", {}).items()}
+        cp.pids = {k: int(v) for k, v in state.get("pids", {}).items()}
+        cp.versions = dict(state.get("versions", {}))
+        return cp
+
+    def alive(self) -> dict[str, bool]:
+        """Component name → whether its recorded process still runs."""
+        return {name: _pid_alive(pid, self.bin(name)) for name, pid in self.pids.items()}
+
+    def log_tails(self, lines: int = 40) -> dict[str, str]:
+        """Component name → last ``lines`` lines of its log."""
+        return {name: tail(self.log_file(name), lines) for name in COMPONENTS if self.log_file(name).exists()}
+
+    # ---- start -------------------------------------------------------------------------------
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        with self.log_file(name).open("ab") as logf:
+            proc = subprocess.Popen(
+                [self.bin(name), *argv],
+                stdin=subprocess.DEVNULL,
+                stdout=logf,
+                stderr=subprocess.STDOUT,
+                cwd=self.work_dir,
+                env={**os.environ, **(env or {})},
+                start_new_session=self.detach,
+                preexec_fn=None if self.detach else _die_with_parent,  # noqa: PLW1509
+            )
+        self._procs[name] = proc
+        self.pids[name] = proc.pid
+        self.save_state()
+
+    def _check_running(self, name: str) -> None:
+        proc = self._procs.get(name)
+        if proc is not None and proc.poll() is not None:
+            raise ClusterError(
+                f"{name} exited with code {proc.returncode} during start-up; last lines of "
+                f"{self.log_file(name)}:\n{tail(self.log_file(name))}"
+            )
+
+    def _wait(self, what: str, component: str, probe: Callable[[], bool], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        last_exc: BaseException | None = None
+        while time.monotonic() < deadline:
+            self._check_running(component)
+            try:
+                if probe():
+                    return
+            except Exception as exc:
+                last_exc = exc
+            time.sleep(0.2)
+        raise ClusterError(
+            f"{what} not ready after {timeout:.0f} s (last error: {last_exc!r}); last lines of "
+            f"{self.log_file(component)}:\n{tail(self.log_file(component))}"
+        )
+
+    @staticmethod
+    def _http_ok(url: str, ctx: ssl.SSLContext | None = None) -> bool:
+        try:
+            with urllib.request.urlopen(url, timeout=2, context=ctx) as resp:
+                return bool(resp.status == 200)
+        except urllib.error.HTTPError:
+            return False
+
+    def _write_keys_and_tokens(self) -> None:
+        self.pki_dir.mkdir(parents=True, exist_ok=True)
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        (self.pki_dir / "sa.key").write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.TraditionalOpenSSL,
+                serialization.NoEncryption(),
+            )
+        )
+        (self.pki_dir / "sa.pub").write_bytes(
+            key.public_key().public_bytes(
+                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+            )
+        )
+        self.token = secrets.token_hex(24)
+        tokens = self.pki_dir / "tokens.csv"
+        tokens.write_text(f'{self.token},admin,admin-uid,"system:masters"\n')
+        tokens.chmod(0o600)
+
+    def _write_kubeconfig(self) -> None:
+        ca = (self.pki_dir / "apiserver.crt").read_bytes()
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "local",
+                    "cluster": {
+                        "server": self.server,
+                        "certificate-authority-data": base64.b64encode(ca).decode(),
+                    },
+                }
+            ],
+            "users": [{"name": "admin", "user": {"token": self.token}}],
+            "contexts": [{"name": "local", "context": {"cluster": "local", "user": "admin"}}],
+            "current-context": "local",
+        }
+        self.kubeconfig.write_text(yaml.safe_dump(config, sort_keys=False))
+        self.kubeconfig.chmod(0o600)
+
+    def _component_versions(self) -> dict[str, str]:
+        def first_line(*argv: str) -> str:
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+            text = (out.stdout or out.stderr).strip()
+            return text.splitlines()[0] if text else f"(exit {out.returncode})"
+
+        return {
+            "etcd": first_line(self.bin("etcd"), "--version"),
+            "kube-apiserver": first_line(self.bin("kube-apiserver"), "--version"),
+            "kube-controller-manager": first_line(self.bin("kube-controller-manager"), "--version"),
+            "kube-scheduler": first_line(self.bin("kube-scheduler"), "--version"),
+            "kwok": first_line(self.bin("kwok"), "--version"),
+            "kubectl": first_line(self.bin("kubectl"), "version", "--client"),
+            "helm": first_line(self.bin("helm"), "version", "--short"),
+        }
+
+    def start(self, timeout: float = 120.0) -> None:
+        """Start every component and wait until the cluster serves, nodes are Ready and CRDs established.
+
+        Raises ClusterError with the failing component's log tail; processes already started are
+        stopped first.
+        """
+        missing = [c for c in (*COMPONENTS, "kubectl") if not (self.bin_dir / c).is_file()]
+        if missing:
+            raise ClusterError(f"missing binaries in {self.bin_dir}: {missing}; run hack/build-testbin.sh")
+        t0 = time.monotonic()
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.versions = self._component_versions()
+        for name, version in self.versions.items():
+            self.log(f"{name}: {version}")
+        try:
+            self._start(timeout)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.stop()
+            raise
+        self.log(f"control plane ready at {self.server} in {time.monotonic() - t0:.1f} s")
+
+    def _start(self, timeout: float) -> None:
+        self._write_keys_and_tokens()
+        self.ports = {"etcd": free_port(), "etcd-peer": free_port()}
+        etcd_url = f"http://127.0.0.1:{self.ports['etcd']}"
+        peer_url = f"http://127.0.0.1:{self.ports['etcd-peer']}"
+        self._spawn(
+            "etcd",
+            [
+                "--name=default",
+                f"--data-dir={self.work_dir / 'etcd'}",
+                f"--listen-client-urls={etcd_url}",
+                f"--advertise-client-urls={etcd_url}",
+                f"--listen-peer-urls={peer_url}",
+                f"--initial-advertise-peer-urls={peer_url}",
+                f"--initial-cluster=default={peer_url}",
+                "--unsafe-no-fsync=true",
+                "--log-level=warn",
+            ],
+        )
+        self._wait("etcd", "etcd", lambda: self._http_ok(f"{etcd_url}/health"), timeout)
+
+        self.ports["kube-apiserver"] = free_port()
+        pki = self.pki_dir
+        self._spawn(
+            "kube-apiserver",
+            [
+                f"--etcd-servers={etcd_url}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={self.ports['kube-apiserver']}",
+                f"--cert-dir={pki}",
+                f"--token-auth-file={pki / 'tokens.csv'}",
+                "--authorization-mode=RBAC",
+                f"--service-account-issuer={SA_ISSUER}",
+                f"--service-account-key-file={pki / 'sa.pub'}",
+                f"--service-account-signing-key-file={pki / 'sa.key'}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                # The node-lifecycle controller (not run) would remove TaintNodesByCondition's
+                # not-ready taint; without it kwok nodes would stay unschedulable.
+                "--disable-admission-plugins=TaintNodesByCondition",
+                "--endpoint-reconciler-type=none",
+                "--allow-privileged=true",
+                "--enable-priority-and-fairness=false",
+                "--profiling=false",
+            ],
+        )
+        insecure = ssl.create_default_context()
+        insecure.check_hostname = False
+        insecure.verify_mode = ssl.CERT_NONE
+        self._wait(
+            "kube-apiserver /readyz",
+            "kube-apiserver",
+            lambda: self._http_ok(f"{self.server}/readyz", insecure),
+            timeout,
+        )
+        self._write_kubeconfig()
+        self.save_state()
+
+        kc = str(self.kubeconfig)
+        # No --authentication/authorization-kubeconfig: /healthz is always allowed, and without a
+        # --client-ca-file on the apiserver they only log "extension-apiserver-authentication not found".
+        common = [
+            f"--kubeconfig={kc}",
+            "--leader-elect=false",
+            "--bind-address=127.0.0.1",
+        ]
+        self.ports["kube-controller-manager"] = free_port()
+        self._spawn(
+            "kube-controller-manager",
+            [
+                *common,
+                f"--secure-port={self.ports['kube-controller-manager']}",
+                f"--controllers={','.join(CONTROLLERS)}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+            ],
+        )
+        self.ports["kube-scheduler"] = free_port()
+        self._spawn("kube-scheduler", [*common, f"--secure-port={self.ports['kube-scheduler']}"])
+        kwok_home = self.work_dir / "kwok-home"  # kwok auto-loads ~/.kwok/kwok.yaml: isolate HOME
+        kwok_home.mkdir(exist_ok=True)
+        stages = sorted(self.kwok_stages_dir.glob("*.yaml"))
+        self._spawn(
+            "kwok",
+            [
+                f"--kubeconfig={kc}",
+                *(f"--config={s}" for s in stages),
+                "--manage-all-nodes=true",
+                f"--cidr={POD_CIDR}",
+                "--node-ip=127.0.0.1",
+                "--node-lease-duration-seconds=0",
+            ],
+            env={"HOME": str(kwok_home)},
+        )
+        for name in ("kube-controller-manager", "kube-scheduler"):
+            url = f"https://127.0.0.1:{self.ports[name]}/healthz"
+            self._wait(f"{name} /healthz", name, lambda url=url: self._http_ok(url, insecure), timeout)  # type: ignore[misc]
+
+        api = config.new_client_from_config(config_file=kc)
+        try:
+            names = create_nodes(api, DEFAULT_NODES)
+            try:
+                wait_nodes_ready(api, names, timeout=timeout)
+            except TimeoutError as exc:
+                self._check_running("kwok")
+                raise ClusterError(f"{exc}; last lines of kwok log:\n{tail(self.log_file('kwok'))}") from exc
+            core = client.CoreV1Api(api)
+
+            def default_sa() -> bool:
+                core.read_namespaced_service_account("default", "default")
+                return True
+
+            self._wait("ServiceAccount default/default", "kube-controller-manager", default_sa, timeout)
+        finally:
+            api.close()
+        self.apply_crds(timeout)
+        self.save_state()
+
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        """Run the bundled kubectl against this cluster (text mode, output captured)."""
+        proc = subprocess.run(
+            [self.bin("kubectl"), f"--kubeconfig={self.kubeconfig}", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        if check and proc.returncode != 0:
+            raise ClusterError(f"kubectl {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()}")
+        return proc
+
+    def apply_crds(self, timeout: float = 60.0) -> list[str]:
+        """Apply every ``crds_dir/*.yaml`` (server-side) and wait until each CRD is Established."""
+        if self.crds_dir is None or not self.crds_dir.is_dir():
+            return []
+        files = sorted(self.crds_dir.glob("*.yaml"))
+        names: list[str] = []
+        for f in files:
+            for doc in yaml.safe_load_all(f.read_text()):
+                if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
+                    names.append(doc["metadata"]["name"])
+        if not names:
+            return []
+        for f in files:
+            self.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(f))
+        self.kubectl(
+            "wait", "--for=condition=Established", f"--timeout={int(timeout)}s", *(f"crd/{n}" for n in names)
+        )
+        self.log(f"CRDs established: {', '.join(names)}")
+        return names
+
+    # ---- stop --------------------------------------------------------------------------------
+    def stop(self, grace: float = 10.0) -> list[str]:
+        """SIGTERM every recorded component (reverse start order), SIGKILL after ``grace`` s.
+
+        Only PIDs whose executable is the component's binary are signalled. Returns the names that
+        had to be killed. Removes the PIDs from the state file.
+        """
+        killed: list[str] = []
+        order = [c for c in reversed(COMPONENTS) if c in self.pids]
+        for name in order:
+            pid = self.pids[name]
+            if _pid_alive(pid, self.bin(name)):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for name in order:
+            pid = self.pids[name]
+            proc = self._procs.get(name)
+            while _pid_alive(pid, self.bin(name)) and time.monotonic() < deadline:
+                if proc is not None and proc.poll() is not None:
+                    break
+                time.sleep(0.1)
+            if _pid_alive(pid, self.bin(name)):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                killed.append(name)
+            if proc is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=5)
+        self.pids = {}
+        self._procs = {}
+        if self.state_file.exists():
+            self.save_state()
+        return killed
+
+    def remove(self) -> None:
+        """Delete the work dir (call after stop())."""
+        shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    def describe(self) -> dict[str, Any]:
+        """Server, kubeconfig, and per-component PID/alive/log path (for ``status``)."""
+        alive = self.alive()
+        return {
+            "server": self.server if "kube-apiserver" in self.ports else None,
+            "kubeconfig": str(self.kubeconfig),
+            "components": {
+                name: {
+                    "pid": self.pids.get(name),
+                    "running": alive.get(name, False),
+                    "log": str(self.log_file(name)),
+                }
+                for name in COMPONENTS
+            },
+        }

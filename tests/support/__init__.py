@@ -1,0 +1,1 @@
+"""Test support: the local control plane handle (cluster.py) and deadline-bounded polling (wait.py)."""
