@@ -125,7 +125,8 @@ def affinity(params: ServingParams) -> dict[str, Any]:
     Node-selector terms are ORed by Kubernetes, so the product requirement is added to every
     required term the user gave (or becomes the only term).
     """
-    product = {"key": GPU_PRODUCT_LABEL, "operator": "In", "values": [params.gpu_product]}
+    products = sorted({params.gpu_product, *params.gpu_product_aliases})
+    product = {"key": GPU_PRODUCT_LABEL, "operator": "In", "values": products}
     result = copy.deepcopy(dict(params.affinity))
     node = result.setdefault("nodeAffinity", {})
     required = node.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})

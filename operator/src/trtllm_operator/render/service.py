@@ -26,6 +26,7 @@ def desired_service(params: ServingParams) -> dict[str, Any]:
     For a LeaderWorkerSet the selector adds the leader-pod label (workers serve no HTTP).
     """
     meta = metadata(params, child_name(params.name))
+    meta["labels"] = {**params.service_labels, **meta["labels"]}
     if params.service_annotations:
         meta["annotations"] = dict(params.service_annotations)
     selector = selector_labels(params)

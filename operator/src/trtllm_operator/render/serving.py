@@ -28,6 +28,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from trtllm_operator.api.deployment import LLMDeploymentSpec
+from trtllm_operator.api.engine import LLMEngineSpec
+
 GROUP = "llm.trtllm-operator.dev"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -164,6 +167,9 @@ class ServingParams:
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Mapping[str, Any], ...] = ()
     affinity: Mapping[str, Any] = field(default_factory=dict)
+    #: Other spellings of ``gpu_product`` a node label may carry (the catalog's canonical name when
+    #: the engine names an alias such as ``H100``).
+    gpu_product_aliases: tuple[str, ...] = ()
     priority_class_name: str | None = None
     runtime_class_name: str | None = None
     image_pull_secrets: tuple[str, ...] = ()
@@ -375,3 +381,122 @@ def launch_script(params: ServingParams) -> str:
         'wait "$mpi"',
     ]
     return "\n".join(lines) + "\n"
+
+
+class ServingInputError(ValueError):
+    """The engine or deployment cannot be turned into serving parameters; ``reason`` is CamelCase."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def artifact_location(engine: Mapping[str, Any]) -> tuple[str, str]:
+    """``(claim name, sub path)`` of a Ready engine's artifact directory ``<root>/<engineKey>``.
+
+    From ``status.artifact.uri`` (``pvc://<claim>/<path>``); without one, from ``spec.storage``
+    (``pvc.claimName`` + ``subPath``, or the operator-created ``<engine>-artifacts`` claim).
+    Errors: :class:`ServingInputError` ``ArtifactUnsupported`` for S3 storage (serving pods mount a
+    PVC; S3 serving is not implemented) or when no location can be derived.
+    """
+    status = engine.get("status") or {}
+    key = status.get("engineKey") or ""
+    uri = (status.get("artifact") or {}).get("uri") or ""
+    if uri.startswith("pvc://"):
+        claim, _, path = uri[len("pvc://") :].partition("/")
+        if claim and path:
+            return claim, path.strip("/")
+    storage = (engine.get("spec") or {}).get("storage") or {}
+    if uri.startswith("s3://") or storage.get("s3"):
+        raise ServingInputError(
+            "ArtifactUnsupported",
+            f"the engine's artifact is in S3 ({uri or 'spec.storage.s3'}); serving pods mount artifacts "
+            "from a PVC: use spec.storage.pvc or spec.storage.createPVC on the LLMEngine",
+        )
+    if storage.get("pvc"):
+        sub = (storage["pvc"].get("subPath") or "").strip("/")
+        return storage["pvc"]["claimName"], f"{sub}/{key}" if sub else key
+    if storage.get("createPVC"):
+        return child_name(engine["metadata"]["name"], "artifacts", 253), key
+    raise ServingInputError(
+        "ArtifactUnsupported", "the engine reports no artifact location (status.artifact.uri)"
+    )
+
+
+def serving_params(
+    deployment: Mapping[str, Any],
+    engine: Mapping[str, Any],
+    *,
+    gpus_per_node: int,
+    gpu_product_aliases: tuple[str, ...] = (),
+) -> ServingParams:
+    """Flatten an LLMDeployment and its Ready LLMEngine (raw API objects) into :class:`ServingParams`.
+
+    The server image is ``spec.server.image`` or the engine's ``spec.runtime.image``; the engine's
+    ``build.maxBatchSize`` (or the planner's recommendation in ``status.plan``) sizes Triton's
+    batch. Errors: :class:`ServingInputError`; ``pydantic.ValidationError`` for a malformed spec.
+    """
+    dmeta, emeta = deployment["metadata"], engine["metadata"]
+    dspec = LLMDeploymentSpec.model_validate(deployment.get("spec") or {})
+    espec = LLMEngineSpec.model_validate(engine.get("spec") or {})
+    estatus = engine.get("status") or {}
+    claim, sub_path = artifact_location(engine)
+    recommended = ((estatus.get("plan") or {}).get("recommended")) or {}
+    server, sched, rollout = dspec.server, dspec.scheduling, dspec.rollout
+    return ServingParams(
+        name=dmeta["name"],
+        namespace=dmeta["namespace"],
+        owner=OwnerRef(dmeta["name"], dmeta.get("uid", "")),
+        engine_name=emeta["name"],
+        engine_key=estatus["engineKey"],
+        backend=espec.backend,
+        image=server.image or espec.runtime.image,
+        gpu_product=espec.gpu.product,
+        gpu_product_aliases=gpu_product_aliases,
+        artifact_claim=claim,
+        artifact_sub_path=sub_path,
+        replicas=dspec.replicas,
+        tensor_parallelism=espec.parallelism.tensor,
+        pipeline_parallelism=espec.parallelism.pipeline,
+        expert_parallelism=espec.parallelism.expert,
+        gpus_per_node=gpus_per_node,
+        artifact_bytes=(estatus.get("artifact") or {}).get("sizeBytes"),
+        max_batch_size=espec.build.max_batch_size or recommended.get("maxBatchSize") or 64,
+        max_beam_width=espec.build.max_beam_width,
+        max_num_tokens=espec.build.max_num_tokens or recommended.get("maxNumTokens"),
+        max_seq_len=espec.build.max_seq_len or recommended.get("maxSeqLen"),
+        kv_cache_dtype=espec.quantization.kv_cache_dtype,
+        server=ServerSettings(
+            kv_cache_free_gpu_mem_fraction=server.kv_cache_free_gpu_mem_fraction,
+            enable_kv_cache_reuse=server.enable_kv_cache_reuse,
+            batching_strategy=server.batching_strategy,
+            batch_scheduler_policy=server.batch_scheduler_policy,
+            max_queue_delay_microseconds=server.max_queue_delay_microseconds,
+            max_queue_size=server.max_queue_size,
+            decoupled=server.decoupled,
+            instance_count=server.instance_count,
+            max_tokens_in_paged_kv_cache=server.max_tokens_in_paged_kv_cache,
+            enable_chunked_context=server.enable_chunked_context,
+            shared_memory=server.resources.shared_memory,
+        ),
+        rollout=Rollout(
+            max_surge=rollout.max_surge,
+            max_unavailable=rollout.max_unavailable,
+            progress_deadline_seconds=rollout.progress_deadline_seconds,
+            auto_rollback=rollout.auto_rollback,
+        ),
+        cpu=server.resources.cpu,
+        memory=server.resources.memory,
+        ephemeral_storage=server.resources.ephemeral_storage,
+        node_selector=dict(sched.node_selector or {}),
+        tolerations=tuple(t.model_dump(by_alias=True, exclude_none=True) for t in sched.tolerations or ()),
+        affinity=dict(sched.affinity or {}),
+        priority_class_name=sched.priority_class_name,
+        runtime_class_name=sched.runtime_class_name,
+        image_pull_secrets=tuple(espec.runtime.image_pull_secrets or ()),
+        pod_labels=dict(dspec.pod_labels or {}),
+        pod_annotations=dict(dspec.pod_annotations or {}),
+        service_type=dspec.service.type,
+        service_annotations=dict(dspec.service.annotations or {}),
+        service_labels=dict(dspec.service.labels or {}),
+    )

@@ -1,0 +1,88 @@
+"""desired_children from raw API objects: the examples' LLMEngine + LLMDeployment, the gate, placement."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trtllm_operator.render.children import desired_children
+from trtllm_operator.render.serving import artifact_location
+
+REPO = Path(__file__).resolve().parents[2]
+KEY = "d" * 64
+
+
+def example(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    docs = list(yaml.safe_load_all((REPO / "examples" / name).read_text()))
+    engine = next(d for d in docs if d["kind"] == "LLMEngine")
+    deployment = next(d for d in docs if d["kind"] == "LLMDeployment")
+    for d in (engine, deployment):
+        d["metadata"].update(namespace="team-a", uid="uid-" + d["metadata"]["name"])
+    engine["status"] = {
+        "phase": "Ready",
+        "engineKey": KEY,
+        "artifact": {"uri": f"pvc://{engine['metadata']['name']}-artifacts/{KEY}", "sizeBytes": 9 * 10**9},
+    }
+    return engine, deployment
+
+
+def test_example_renders_every_child() -> None:
+    engine, deployment = example("llama-3.1-8b-fp8-h100.yaml")
+    out = desired_children(deployment, engine, gpus_per_node=8, lws_installed=False)
+    assert out.incompatibilities == [] and out.blocked is None
+    kinds = [m["kind"] for m in out.manifests()]
+    assert kinds == ["ConfigMap", "Deployment", "Service", "PodDisruptionBudget"]
+    pod = out.workload["spec"]["template"]["spec"]  # type: ignore[index]
+    c = pod["containers"][0]
+    assert c["image"] == engine["spec"]["runtime"]["image"]
+    assert c["resources"]["limits"] == {"memory": "32Gi", "nvidia.com/gpu": "1"}
+    assert c["resources"]["requests"]["cpu"] == "8"
+    vol = next(v for v in pod["volumes"] if v["name"] == "artifact")
+    assert vol["persistentVolumeClaim"]["claimName"] == "llama-3-1-8b-fp8-artifacts"
+    assert out.workload["spec"]["replicas"] == 2  # type: ignore[index]
+
+
+def test_incompatible_image_or_gpu_renders_nothing() -> None:
+    engine, deployment = example("llama-3.1-8b-fp8-h100.yaml")
+    dep = copy.deepcopy(deployment)
+    dep["spec"]["server"]["image"] = "nvcr.io/nvidia/tritonserver:25.05-trtllm-python-py3"
+    out = desired_children(dep, engine, gpus_per_node=8, lws_installed=True)
+    assert [i.field for i in out.incompatibilities] == ["spec.server.image"] and out.manifests() == []
+    dep = copy.deepcopy(deployment)
+    dep["spec"]["scheduling"] = {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}}
+    out = desired_children(dep, engine, gpus_per_node=8, lws_installed=True)
+    assert [i.field for i in out.incompatibilities] == ["gpu product"] and out.manifests() == []
+    assert "SM 80" in out.incompatibilities[0].message() and "SM 90" in out.incompatibilities[0].message()
+    dep["metadata"]["annotations"] = {}
+    dep["spec"]["scheduling"] = {}
+    dep["spec"]["server"]["image"] = "registry.local/triton:26.03-trtllm"
+    dep["metadata"]["annotations"] = {
+        "llm.trtllm-operator.dev/compatible-runtime-images": engine["spec"]["runtime"]["image"]
+    }
+    assert desired_children(dep, engine, gpus_per_node=8, lws_installed=True).incompatibilities == []
+
+
+def test_replica_larger_than_node_needs_leaderworkerset() -> None:
+    engine, deployment = example("llama-3.1-8b-fp8-h100.yaml")
+    engine["spec"]["parallelism"] = {"tensor": 8, "pipeline": 2}
+    out = desired_children(deployment, engine, gpus_per_node=8, lws_installed=False)
+    assert out.blocked is not None and out.blocked[0] == "LeaderWorkerSetRequired"
+    assert out.manifests() == []
+    out = desired_children(deployment, engine, gpus_per_node=8, lws_installed=True)
+    assert out.workload is not None and out.workload["kind"] == "LeaderWorkerSet"
+
+
+def test_artifact_location() -> None:
+    engine, _ = example("llama-3.1-8b-fp8-h100.yaml")
+    assert artifact_location(engine) == ("llama-3-1-8b-fp8-artifacts", KEY)
+    engine["status"]["artifact"] = {}
+    engine["spec"]["storage"] = {"pvc": {"claimName": "models", "subPath": "engines/"}}
+    assert artifact_location(engine) == ("models", f"engines/{KEY}")
+    engine["spec"]["storage"] = {"s3": {"bucket": "engines"}}
+    out = desired_children(
+        example("llama-3.1-8b-fp8-h100.yaml")[1], engine, gpus_per_node=8, lws_installed=False
+    )
+    assert out.blocked is not None and out.blocked[0] == "ArtifactUnsupported"
