@@ -19,6 +19,7 @@ POD_CIDR = ipaddress.ip_network("127.1.0.0/16")
 OUTCOME = "kwok.trtllm-operator.dev/outcome"
 EXIT_CODE = "kwok.trtllm-operator.dev/exit-code"
 MESSAGE = "kwok.trtllm-operator.dev/message"
+DELAY_MS = "kwok.trtllm-operator.dev/delay-ms"
 
 
 def _container(gpus: int = 0) -> dict[str, Any]:
@@ -144,6 +145,19 @@ def test_job_pod_with_outcome_run_stays_running(cluster: LocalCluster, namespace
     )
     assert _job_pod(core, namespace, "long").status.phase == "Running"
     assert _job_condition(batch, namespace, "long") is None
+
+
+def test_delay_ms_keeps_job_pod_running_before_outcome(cluster: LocalCluster, namespace: str) -> None:
+    batch, core = client.BatchV1Api(cluster.api), client.CoreV1Api(cluster.api)
+    batch.create_namespaced_job(namespace, _job("slow", {DELAY_MS: "2500"}))
+    running = wait_for(
+        lambda: _job_pod(core, namespace, "slow").status.phase == "Running", desc="pod of Job slow Running"
+    )
+    assert running
+    assert wait_for(lambda: _job_condition(batch, namespace, "slow"), desc="Job slow finished") == "Complete"
+    terminated = _job_pod(core, namespace, "slow").status.container_statuses[0].state.terminated
+    # API timestamps have 1 s resolution: 2.5 s in Running shows as at least 2 s.
+    assert (terminated.finished_at - terminated.started_at).total_seconds() >= 2, terminated
 
 
 def test_pod_asking_for_9_gpus_is_unschedulable(cluster: LocalCluster, namespace: str) -> None:
