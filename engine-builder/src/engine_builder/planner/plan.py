@@ -414,17 +414,26 @@ def _compute(arch: Architecture, request: PlanRequest, gpu: GPUSpec) -> Plan:
         tokens = (pool // kv_per_token) // block * block
         return reserve, free, pool, tokens
 
-    batch = request.max_batch_size or TRTLLM_DEFAULT_MAX_BATCH_SIZE
+    def concurrency(batch: int) -> int:
+        return kv_for(batch)[3] // _round_blocks(typical, block)
+
+    if request.max_batch_size is not None:
+        batch = request.max_batch_size
+    else:
+        # The largest batch (≤ TensorRT-LLM's default 2048) whose sequences of the typical length all
+        # fit in the KV pool that remains after that batch's own logits buffer. Fewer sequences free
+        # logits memory for KV, so a few fixed-point steps settle it.
+        batch = TRTLLM_DEFAULT_MAX_BATCH_SIZE
+        for _ in range(8):
+            nxt = max(1, min(TRTLLM_DEFAULT_MAX_BATCH_SIZE, concurrency(batch)))
+            if nxt == batch:
+                break
+            batch = nxt
+        while batch > 1 and concurrency(batch) < batch:
+            batch -= 1
+    recommended_batch = batch
     reserve, free, pool, max_kv_tokens = kv_for(batch)
     concurrent_typical = max_kv_tokens // _round_blocks(typical, block)
-    recommended_batch = request.max_batch_size or max(
-        1, min(TRTLLM_DEFAULT_MAX_BATCH_SIZE, concurrent_typical)
-    )
-    if request.max_batch_size is None:
-        # Fewer sequences → smaller logits buffer → more KV; the recommendation stays valid.
-        batch = recommended_batch
-        reserve, free, pool, max_kv_tokens = kv_for(batch)
-        concurrent_typical = max_kv_tokens // _round_blocks(typical, block)
     concurrent = max_kv_tokens // _round_blocks(max_seq_len, block)
 
     reasons: list[PlanIssue] = list(issues)

@@ -1,0 +1,226 @@
+"""plan(): the memory budget, KV pool, concurrency and recommendations, with hand-computed numbers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from safetensors.numpy import save_file
+
+from engine_builder.planner import (
+    Architecture,
+    PlanInputError,
+    PlanRequest,
+    cross_check_safetensors,
+    kv_bytes_per_token_per_gpu,
+    load_hf_config,
+    lookup,
+    plan,
+    plan_from_build_spec,
+)
+from engine_builder.spec import BuildLimits, BuildSpec, ModelSource, Parallelism, Quantization, Target
+
+CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "model-configs"
+GIB = 1024**3
+
+
+def arch(name: str) -> Architecture:
+    return Architecture.from_hf_config(load_hf_config(CONFIGS / name))
+
+
+LLAMA_70B = "meta-llama__Llama-3.1-70B-Instruct.json"
+LLAMA_8B = "meta-llama__Llama-3.1-8B-Instruct.json"
+
+
+def test_worked_example_llama_70b_fp8_two_h200() -> None:
+    """docs/planner.md: every number below is derived there step by step."""
+    p = plan(
+        arch(LLAMA_70B),
+        PlanRequest(quantization="fp8", tp=2, max_seq_len=8192, max_batch_size=256),
+        lookup("H200"),
+    )
+    assert p.params_total == 70_553_706_496
+    # 34,225,520,640 FP8 linear weights × 1 B + 1,577,328,640 BF16 (embedding, lm_head/2, norms) × 2 B.
+    assert p.weight_bytes_per_gpu == 37_380_177_920
+    # 8192 tokens × 2 B × (2·8192 + (32 + 2·4)·128 + 3·14336).
+    assert p.activation_bytes_per_gpu == 1_056_964_608
+    # 1 GiB + 256 × 128,256 × 4 B logits + 512 MiB NCCL.
+    assert p.runtime_reserve_bytes_per_gpu == 1_741_946_880
+    assert p.gpu_memory_bytes == 150_754_820_096
+    assert p.free_bytes_per_gpu == 110_575_730_688
+    assert p.kv_cache_bytes_per_gpu == 99_518_157_619  # int(0.9 × free)
+    assert p.kv_bytes_per_token_per_gpu == 163_840  # 2 × 80 × 4 × 128 × 2
+    assert p.max_kv_tokens == 607_392  # 607,410 rounded down to 32-token blocks
+    assert p.max_concurrent_sequences == 74  # at 8192 tokens
+    assert p.max_concurrent_sequences_at_typical_request == 296  # at 2048 tokens
+    assert p.fits and p.reasons == ()
+    (warning,) = p.warnings
+    assert warning.field == "spec.build.maxBatchSize"
+
+
+def test_worked_example_with_fp8_kv_cache_doubles_the_tokens() -> None:
+    request = PlanRequest(
+        quantization="fp8", kv_cache_dtype="fp8", tp=2, max_seq_len=8192, max_batch_size=256
+    )
+    p = plan(arch(LLAMA_70B), request, lookup("H200"))
+    assert p.kv_bytes_per_token_per_gpu == 81_920
+    assert p.max_kv_tokens == 1_214_816  # 99,518,157,619 // 81,920 = 1,214,821 → whole blocks
+    assert (p.max_concurrent_sequences, p.max_concurrent_sequences_at_typical_request) == (148, 593)
+
+
+def test_does_not_fit_recommends_smallest_tp_and_gpu() -> None:
+    p = plan(arch(LLAMA_70B), PlanRequest(max_seq_len=8192), lookup("NVIDIA-H100-80GB-HBM3"))
+    assert not p.fits
+    (reason,) = p.reasons
+    assert (reason.field, reason.kind) == ("spec.parallelism.tensor", "capacity")
+    assert p.free_bytes_per_gpu < 0 and p.max_kv_tokens == 0
+    # BF16 70B needs 141 GB: TP 2 on H100 (66.7 GiB per GPU), or one H200 (143,771 MiB).
+    assert p.recommended["tensor_parallelism"] == 2
+    assert p.recommended["gpu_product"] == "NVIDIA-H200"
+
+
+def test_sequence_longer_than_the_kv_pool_does_not_fit() -> None:
+    # Llama-3.1-8B BF16 on one L4 with maxSeqLen left at max_position_embeddings (131,072).
+    p = plan(arch(LLAMA_8B), PlanRequest(), lookup("NVIDIA-L4"))
+    assert p.max_seq_len == 131_072
+    assert 0 < p.max_kv_tokens < 131_072
+    (reason,) = p.reasons
+    assert (reason.field, reason.kind) == ("spec.build.maxSeqLen", "capacity")
+    assert p.recommended["tensor_parallelism"] == 2
+    assert p.recommended["gpu_product"] == "NVIDIA-A100-PCIE-40GB"
+
+
+def test_recommended_batch_size_when_unset() -> None:
+    p = plan(arch(LLAMA_8B), PlanRequest(quantization="fp8", max_seq_len=4096), lookup("H100"))
+    assert p.fits
+    # Unset: the largest batch whose typical-length sequences all fit the KV pool left after that
+    # batch's own logits buffer (capped at TensorRT-LLM's default 2048).
+    batch = p.recommended["max_batch_size"]
+    assert p.max_batch_size == batch
+    assert p.max_concurrent_sequences_at_typical_request >= batch
+    request = PlanRequest(quantization="fp8", max_seq_len=4096, max_batch_size=batch + 1)
+    assert (
+        plan(arch(LLAMA_8B), request, lookup("H100")).max_concurrent_sequences_at_typical_request < batch + 1
+    )
+    assert p.recommended["max_num_tokens"] == 8192
+
+
+@pytest.mark.parametrize(
+    ("config", "tp", "pp", "kv_dtype", "expected"),
+    [
+        # MLA: 61 layers × (kv_lora_rank 512 + qk_rope_head_dim 64) × 2 B, no K/V pair, same on every TP rank.
+        ("deepseek-ai__DeepSeek-V3.json", 1, 1, "auto", 70_272),
+        ("deepseek-ai__DeepSeek-V3.json", 8, 1, "auto", 70_272),
+        ("deepseek-ai__DeepSeek-V3.json", 8, 1, "fp8", 35_136),
+        ("deepseek-ai__DeepSeek-V3.json", 8, 2, "auto", 35_712),  # 31 layers on the first stage
+        ("google__gemma-2-9b.json", 1, 1, "auto", 344_064),  # 2 × 42 × 8 × 256 × 2
+        ("google__gemma-2-9b.json", 4, 1, "fp8", 43_008),
+        ("microsoft__Phi-3-mini-4k-instruct.json", 1, 1, "auto", 393_216),  # 2 × 32 × 32 × 96 × 2
+        ("Qwen__Qwen3-30B-A3B.json", 1, 1, "auto", 98_304),  # 2 × 48 × 4 × 128 × 2
+        ("Qwen__Qwen3-30B-A3B.json", 8, 1, "auto", 24_576),  # 4 KV heads replicated: ceil(4/8) = 1
+        ("Qwen__Qwen3-8B.json", 2, 1, "int8", 36_864),  # 2 × 36 × 4 × 128 × 1
+        ("mistralai__Mistral-7B-v0.3.json", 1, 1, "auto", 131_072),
+    ],
+)
+def test_kv_bytes_other_architectures(config: str, tp: int, pp: int, kv_dtype: str, expected: int) -> None:
+    request = PlanRequest(tp=tp, pp=pp, kv_cache_dtype=kv_dtype)
+    assert kv_bytes_per_token_per_gpu(arch(config), request) == expected
+
+
+def test_plan_from_build_spec_matches_plan() -> None:
+    spec = BuildSpec(
+        model=ModelSource(uri="hf://meta-llama/Llama-3.1-70B-Instruct"),
+        runtime_image="nvcr.io/nvidia/tritonserver:25.10-trtllm-python-py3",
+        quantization=Quantization(format="fp8"),
+        parallelism=Parallelism(tensor=2),
+        build=BuildLimits(max_seq_len=8192, max_batch_size=256),
+        target=Target(gpu_product="NVIDIA-H200", sm=90),
+    )
+    p = plan_from_build_spec(spec, load_hf_config(CONFIGS / LLAMA_70B))
+    assert (p.max_kv_tokens, p.weight_bytes_per_gpu, p.fits) == (607_392, 37_380_177_920, True)
+
+
+@pytest.mark.parametrize(
+    ("request_fields", "field"),
+    [
+        ({"quantization": "int3"}, "spec.quantization.format"),
+        ({"kv_cache_dtype": "fp4"}, "spec.quantization.kvCacheDtype"),
+        ({"tp": 0}, "spec.parallelism.tensor"),
+        ({"max_seq_len": 0}, "spec.build.maxSeqLen"),
+        ({"kv_cache_free_gpu_mem_fraction": 1.5}, "spec.server.kvCacheFreeGpuMemFraction"),
+    ],
+)
+def test_bad_request_names_the_field(request_fields: dict[str, object], field: str) -> None:
+    with pytest.raises(PlanInputError) as err:
+        PlanRequest(**request_fields)  # type: ignore[arg-type]
+    assert err.value.field == field
+
+
+TINY = {
+    "model_type": "llama",
+    "hidden_size": 64,
+    "intermediate_size": 96,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 100,
+    "max_position_embeddings": 128,
+}
+
+
+def _tiny_checkpoint() -> dict[str, np.ndarray]:
+    h, kv, inter, vocab = 64, 2 * 16, 96, 100
+    tensors = {
+        "model.embed_tokens.weight": (vocab, h),
+        "model.norm.weight": (h,),
+        "lm_head.weight": (vocab, h),
+    }
+    for i in range(2):
+        p = f"model.layers.{i}."
+        tensors |= {
+            p + "self_attn.q_proj.weight": (h, h),
+            p + "self_attn.k_proj.weight": (kv, h),
+            p + "self_attn.v_proj.weight": (kv, h),
+            p + "self_attn.o_proj.weight": (h, h),
+            p + "mlp.gate_proj.weight": (inter, h),
+            p + "mlp.up_proj.weight": (inter, h),
+            p + "mlp.down_proj.weight": (h, inter),
+            p + "input_layernorm.weight": (h,),
+            p + "post_attention_layernorm.weight": (h,),
+        }
+    return {name: np.zeros(shape, dtype=np.float16) for name, shape in tensors.items()}
+
+
+def test_cross_check_safetensors_counts_header_shapes(tmp_path: Path) -> None:
+    tensors = _tiny_checkpoint()
+    names = sorted(tensors)
+    save_file(
+        {n: tensors[n] for n in names[: len(names) // 2]}, str(tmp_path / "model-00001-of-00002.safetensors")
+    )
+    save_file(
+        {n: tensors[n] for n in names[len(names) // 2 :]}, str(tmp_path / "model-00002-of-00002.safetensors")
+    )
+    check = cross_check_safetensors(Architecture.from_hf_config(TINY), tmp_path)
+    assert (
+        check.actual_params
+        == check.expected_params
+        == 6400 + 64 + 6400 + 2 * (2 * 4096 + 2 * 2048 + 3 * 6144 + 128)
+    )
+    assert check.ok and check.difference == 0
+    assert check.dtypes == {"F16": check.actual_params}
+
+
+def test_cross_check_reports_a_mismatch(tmp_path: Path) -> None:
+    tensors = _tiny_checkpoint()
+    del tensors["lm_head.weight"]  # a checkpoint with tied embeddings, a config that says untied
+    save_file(tensors, str(tmp_path / "model.safetensors"))
+    check = cross_check_safetensors(Architecture.from_hf_config(TINY), tmp_path)
+    assert check.difference == -6400
+    assert not check.ok
+
+
+def test_cross_check_without_weights_names_the_directory(tmp_path: Path) -> None:
+    with pytest.raises(PlanInputError) as err:
+        cross_check_safetensors(Architecture.from_hf_config(TINY), tmp_path)
+    assert err.value.field == "model_dir"

@@ -1,0 +1,78 @@
+"""validate(): the rules that need the GPU catalog, each naming the API field and the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine_builder.planner import Architecture, PlanRequest, load_hf_config, lookup, validate
+
+CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "model-configs"
+LLAMA_70B = "meta-llama__Llama-3.1-70B-Instruct.json"
+QWEN_7B = "Qwen__Qwen2.5-7B-Instruct.json"
+MIXTRAL = "mistralai__Mixtral-8x7B-v0.1.json"
+QWEN_MOE = "Qwen__Qwen1.5-MoE-A2.7B-Chat.json"
+DEEPSEEK = "deepseek-ai__DeepSeek-V3.json"
+H100 = "NVIDIA-H100-80GB-HBM3"
+A100 = "NVIDIA-A100-SXM4-80GB"
+
+
+def fields(config: str, gpu: str, **request: object) -> list[str]:
+    arch = Architecture.from_hf_config(load_hf_config(CONFIGS / config))
+    issues = validate(arch, PlanRequest(**request), lookup(gpu))
+    for issue in issues:
+        assert issue.message and issue.fix and issue.kind == "invalid"
+    return [i.field for i in issues]
+
+
+@pytest.mark.parametrize(
+    ("config", "gpu", "request_fields", "expected"),
+    [
+        # Formats need the right SM.
+        (LLAMA_70B, A100, {"quantization": "fp8", "tp": 4}, ["spec.quantization.format"]),
+        (LLAMA_70B, A100, {"quantization": "w4a8_awq", "tp": 4}, ["spec.quantization.format"]),
+        (LLAMA_70B, A100, {"quantization": "int4_awq", "tp": 4}, []),
+        (LLAMA_70B, A100, {"quantization": "int8_sq", "tp": 4}, []),
+        (LLAMA_70B, A100, {"kv_cache_dtype": "fp8", "tp": 4}, ["spec.quantization.kvCacheDtype"]),
+        (LLAMA_70B, A100, {"kv_cache_dtype": "int8", "tp": 4}, []),
+        (LLAMA_70B, "NVIDIA-L40S", {"quantization": "fp8", "tp": 4}, []),
+        (LLAMA_70B, H100, {"quantization": "nvfp4", "tp": 4}, ["spec.quantization.format"]),
+        (LLAMA_70B, H100, {"quantization": "mxfp8", "tp": 4}, ["spec.quantization.format"]),
+        (LLAMA_70B, "NVIDIA-B200", {"quantization": "nvfp4", "tp": 4}, []),
+        (LLAMA_70B, "NVIDIA-GB200", {"quantization": "mxfp8", "tp": 4}, []),
+        (
+            LLAMA_70B,
+            H100,
+            {"quantization": "int4_awq", "awq_block_size": 32},
+            ["spec.quantization.awqBlockSize"],
+        ),
+        # TP divides the heads (64) and divides or is a multiple of the KV heads (8).
+        (LLAMA_70B, H100, {"tp": 3}, ["spec.parallelism.tensor", "spec.parallelism.tensor"]),
+        (LLAMA_70B, H100, {"tp": 16, "multi_node": True}, []),  # KV heads replicated ×2
+        (LLAMA_70B, H100, {"tp": 16}, ["spec.parallelism"]),  # 16 GPUs > one 8-GPU node
+        (LLAMA_70B, H100, {"tp": 4, "pp": 4, "gpus_per_node": 16}, []),
+        (QWEN_7B, H100, {"tp": 8}, ["spec.parallelism.tensor"]),  # 28 heads
+        (QWEN_7B, H100, {"tp": 7}, ["spec.parallelism.tensor"]),  # 4 KV heads: neither divides
+        (QWEN_7B, H100, {"tp": 4}, []),
+        # PP ≤ layers.
+        (LLAMA_70B, H100, {"pp": 81, "multi_node": True}, ["spec.parallelism.pipeline"]),
+        (LLAMA_70B, H100, {"pp": 80, "multi_node": True}, []),
+        # EP: MoE only, divides the experts and the TP size.
+        (LLAMA_70B, H100, {"tp": 2, "ep": 2}, ["spec.parallelism.expert"]),
+        (MIXTRAL, H100, {"tp": 2, "ep": 2}, []),
+        (MIXTRAL, H100, {"tp": 2, "ep": 4}, ["spec.parallelism.expert"]),
+        (QWEN_MOE, H100, {"tp": 8, "ep": 8}, ["spec.parallelism.expert"]),  # 60 experts
+        (QWEN_MOE, H100, {"tp": 4, "ep": 4}, []),
+        # MLA has no per-head KV cache: any TP dividing the 128 heads is fine.
+        (DEEPSEEK, "NVIDIA-B200", {"tp": 8, "quantization": "fp8"}, []),
+    ],
+)
+def test_rules(config: str, gpu: str, request_fields: dict[str, object], expected: list[str]) -> None:
+    assert fields(config, gpu, **request_fields) == expected
+
+
+def test_fix_lists_valid_tensor_parallelism() -> None:
+    arch = Architecture.from_hf_config(load_hf_config(CONFIGS / QWEN_7B))
+    (issue,) = validate(arch, PlanRequest(tp=8), lookup(H100))
+    assert "[1, 2, 4, 7]" in issue.fix
