@@ -11,8 +11,8 @@ import statistics
 from trtllm_operator.simulate.fleet import calibration_replicas
 from trtllm_operator.simulate.perf import (
     BENCH_MAX_BATCH_SIZE,
-    BENCH_MAX_NUM_TOKENS,
     IterationModel,
+    bench_max_num_tokens,
     fit_efficiency,
     steady_concurrency,
     steady_state_throughput,
@@ -30,7 +30,7 @@ def main() -> None:
         model = IterationModel.build(rep.costs, rep.rates, rep.quantization, eff)
         predicted = steady_state_throughput(model, point.isl, point.osl, rep.max_kv_tokens)
         b = steady_concurrency(
-            point.isl, point.osl, rep.max_kv_tokens, BENCH_MAX_BATCH_SIZE, BENCH_MAX_NUM_TOKENS
+            point.isl, point.osl, rep.max_kv_tokens, BENCH_MAX_BATCH_SIZE, bench_max_num_tokens(point.isl)
         )
         err = predicted / point.output_tokens_per_s - 1
         errors.append(abs(err))

@@ -50,6 +50,7 @@ _ITER_END = 1
 _READY = 2
 _SAMPLE = 3
 _TICK = 4
+_START = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +135,7 @@ class _Replica:
     heap: list[tuple[int, int]] = field(default_factory=list)
     new: list[int] = field(default_factory=list)
     busy: bool = False
+    start_pending: bool = False
     iteration: int = 0
     kv_reserved: int = 0
     ctx_tokens: int = 0
@@ -313,8 +315,11 @@ class Simulation:
         r.queue.append(idx)
         self.waiting += 1
         self.max_queue = max(self.max_queue, self.waiting)
-        if not r.busy:
-            self._start_iteration(r, now)
+        if not r.busy and not r.start_pending:
+            # Start the iteration after every other event of this instant, so that requests
+            # arriving together are scheduled together (the executor loop picks up its queue).
+            r.start_pending = True
+            self._push(now, _START, r.rid)
 
     def _start_iteration(self, r: _Replica, now: float) -> None:
         spec = self.spec
@@ -436,21 +441,26 @@ class Simulation:
                     self.dropped += 1
                 else:
                     self._route(arg, now)
+            elif kind == _START:
+                r = self.replicas.get(arg)
+                if r is not None:
+                    r.start_pending = False
+                    if not r.busy:
+                        self._start_iteration(r, now)
             elif kind == _READY:
                 r = self.replicas.get(arg)
                 if r is not None and not r.draining:
                     self._make_ready(r, now)
             elif kind == _SAMPLE:
                 self._sample(now)
-                if self.completed + self.dropped < n:
-                    self._push(now + self.sample_period_s, _SAMPLE, 0)
+                self._push(now + self.sample_period_s, _SAMPLE, 0)
             elif kind == _TICK:
-                if self.completed + self.dropped >= n:
-                    continue
                 if now > last_arrival + self.drain_limit_s:
                     break  # a policy that never serves the backlog: the rest count as dropped
                 self._scale_to(self.policy.decide(self._observe(now)), now)
                 self._push(now + self.policy.sync_period_s, _TICK, 0)
+            if self.completed + self.dropped >= n:
+                break
         for r in list(self.replicas.values()):
             self._stop(r, now)
         unfinished = n - self.completed - self.dropped

@@ -140,6 +140,18 @@ BENCH_MAX_BATCH_SIZE = 2048
 BENCH_MAX_NUM_TOKENS = 8192
 BENCH_KV_FRACTION = 0.95
 
+
+def bench_max_num_tokens(isl: int) -> int:
+    """The token budget of a benchmark run: 8192, or the prompt length + 1024 when longer.
+
+    Without chunked context a prompt must fit one iteration next to the decoding sequences, so the
+    20000/2000 rows cannot have run with 8192 (trtllm-bench derives its limits from the dataset;
+    the exact value it chose is not published, and with at most ~100 sequences in flight any budget
+    of prompt + a few hundred tokens gives the same steady state).
+    """
+    return max(BENCH_MAX_NUM_TOKENS, isl + 1024)
+
+
 CALIBRATION_SOURCE = (
     "NVIDIA TensorRT-LLM docs, Performance Overview, throughput tables (trtllm-bench, PyTorch backend, "
     "ModelOpt FP8 checkpoints nvidia/Llama-3.1-8B-Instruct-FP8 and nvidia/Llama-3.3-70B-Instruct-FP8): "
@@ -194,11 +206,13 @@ CALIBRATION: tuple[CalibrationPoint, ...] = tuple(
     for (isl, osl), tput in zip(_ISL_OSL, values, strict=True)
 )
 
-#: Each published point must be reproduced within this relative error (the model has 4 constants
-#: for 40 points across two model sizes and two GPUs, so it cannot match everything exactly).
-CALIBRATION_TOLERANCE = 0.35
+#: Each published point must be reproduced within this relative error, by the analytic steady state
+#: and by the event simulation of a saturated replica (the model has 4 constants for 40 points
+#: across two model sizes and two GPUs; the worst point is Llama 70B TP2 at 20000/2000, where
+#: tensor-parallel communication, which the model leaves out, weighs most).
+CALIBRATION_TOLERANCE = 0.40
 #: The median relative error over all points must be within this.
-CALIBRATION_MEDIAN_TOLERANCE = 0.15
+CALIBRATION_MEDIAN_TOLERANCE = 0.10
 
 
 def steady_concurrency(
@@ -239,10 +253,14 @@ def steady_state_throughput(
     max_kv_tokens: int,
     *,
     max_batch_size: int = BENCH_MAX_BATCH_SIZE,
-    max_num_tokens: int = BENCH_MAX_NUM_TOKENS,
+    max_num_tokens: int | None = None,
 ) -> float:
-    """Output tokens/s of a saturated replica: B tokens per iteration (one per sequence in flight)."""
-    b = steady_concurrency(isl, osl, max_kv_tokens, max_batch_size, max_num_tokens)
+    """Output tokens/s of a saturated replica: B tokens per iteration (one per sequence in flight).
+
+    ``max_num_tokens`` defaults to the benchmark's budget, :func:`bench_max_num_tokens`.
+    """
+    budget = bench_max_num_tokens(isl) if max_num_tokens is None else max_num_tokens
+    b = steady_concurrency(isl, osl, max_kv_tokens, max_batch_size, budget)
     tokens, kv_tokens = steady_state_terms(isl, osl, b)
     return b / model.iteration_s(round(tokens), round(kv_tokens))
 

@@ -1,0 +1,135 @@
+"""Trace readers and synthetic arrival processes of the simulator."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from trtllm_operator.simulate.traces import (
+    Request,
+    TraceError,
+    load_trace,
+    read_azure_csv,
+    read_mooncake_jsonl,
+    synthetic_gamma,
+    synthetic_poisson,
+    time_scale,
+    window,
+)
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
+AZURE = FIXTURES / "azure-llm-2023-conv-head800.csv"
+MOONCAKE = FIXTURES / "mooncake-sample.jsonl"
+
+
+def test_azure_fixture_keeps_the_original_crlf_format() -> None:
+    raw = AZURE.read_bytes()
+    assert raw.startswith(b"TIMESTAMP,ContextTokens,GeneratedTokens\r\n")
+    assert raw.count(b"\r\n") == 800 and not raw.endswith(b"\n")
+
+
+def test_azure_reader_rebases_and_keeps_sub_microsecond_timestamps() -> None:
+    reqs = read_azure_csv(AZURE)
+    assert len(reqs) == 800
+    # First two rows: 18:15:46.6805900 (374, 44) and 18:15:50.9951690 (396, 109).
+    assert reqs[0] == Request(0.0, 374, 44)
+    assert reqs[1].arrival_s == pytest.approx(4.314579, abs=1e-6)
+    assert (reqs[1].input_tokens, reqs[1].output_tokens) == (396, 109)
+    assert all(a.arrival_s <= b.arrival_s for a, b in itertools.pairwise(reqs))
+
+
+def test_azure_reader_names_the_missing_column(tmp_path: Path) -> None:
+    bad = tmp_path / "t.csv"
+    bad.write_text("TIMESTAMP,ContextTokens\r\n2023-11-16 18:15:46.6805900,374\r\n")
+    with pytest.raises(TraceError, match="GeneratedTokens"):
+        read_azure_csv(bad)
+
+
+@pytest.mark.parametrize(
+    ("row", "field"),
+    [
+        ("yesterday,374,44", "TIMESTAMP"),
+        ("2023-11-16 18:15:46.6805900,many,44", "ContextTokens"),
+        ("2023-11-16 18:15:46.6805900,374,-1", "GeneratedTokens"),
+    ],
+)
+def test_azure_reader_names_line_and_field(tmp_path: Path, row: str, field: str) -> None:
+    bad = tmp_path / "t.csv"
+    bad.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\r\n" + row + "\r\n")
+    with pytest.raises(TraceError, match=rf":2: field '{field}'"):
+        read_azure_csv(bad)
+
+
+def test_zero_lengths_are_clamped_to_one_token() -> None:
+    # An empty generation still emits the context phase's token; an empty prompt cannot run.
+    reqs = read_azure_csv(AZURE)
+    assert min(r.output_tokens for r in reqs) >= 1 and min(r.input_tokens for r in reqs) >= 1
+
+
+def test_mooncake_reader_converts_milliseconds() -> None:
+    reqs = read_mooncake_jsonl(MOONCAKE)
+    assert [r.arrival_s for r in reqs] == pytest.approx([0.0, 27.482, 30.535, 35.419])
+    assert reqs[0] == Request(0.0, 6955, 52)
+
+
+def test_mooncake_reader_names_the_missing_field(tmp_path: Path) -> None:
+    bad = tmp_path / "t.jsonl"
+    bad.write_text(json.dumps({"timestamp": 1, "input_length": 5}) + "\n")
+    with pytest.raises(TraceError, match=":1: missing field 'output_length'"):
+        read_mooncake_jsonl(bad)
+
+
+def test_poisson_is_seeded_and_has_the_asked_rate() -> None:
+    a = synthetic_poisson(50.0, 400.0, seed=7)
+    assert a == synthetic_poisson(50.0, 400.0, seed=7)
+    assert a != synthetic_poisson(50.0, 400.0, seed=8)
+    expected = 50.0 * 400.0
+    assert abs(len(a) - expected) < 4 * expected**0.5  # Poisson: sd = sqrt(mean)
+
+
+@pytest.mark.parametrize("cv", [0.5, 1.0, 3.0])
+def test_gamma_interarrivals_have_the_asked_coefficient_of_variation(cv: float) -> None:
+    reqs = synthetic_gamma(100.0, 300.0, cv=cv, seed=1)
+    gaps = [b.arrival_s - a.arrival_s for a, b in itertools.pairwise(reqs)]
+    measured = statistics.pstdev(gaps) / statistics.fmean(gaps)
+    assert measured == pytest.approx(cv, rel=0.15)
+    assert statistics.fmean(gaps) == pytest.approx(0.01, rel=0.15)
+
+
+def test_synthetic_lengths_can_be_resampled_from_a_trace() -> None:
+    pairs = [(r.input_tokens, r.output_tokens) for r in read_azure_csv(AZURE)]
+    reqs = synthetic_poisson(10.0, 60.0, seed=3, lengths=pairs)
+    assert {(r.input_tokens, r.output_tokens) for r in reqs} <= set(pairs)
+
+
+def test_load_trace_dispatches_by_suffix_and_spec() -> None:
+    assert len(load_trace(AZURE)) == 800
+    assert len(load_trace(MOONCAKE)) == 4
+    spec = load_trace("gamma:rate=20,duration=30,cv=2,isl=100,osl=10,seed=4")
+    assert spec and all((r.input_tokens, r.output_tokens) == (100, 10) for r in spec)
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("poisson:rate=5", "'rate' .* and 'duration'"),
+        ("poisson:rate=5,duration=10,burst=3", "unknown key"),
+        ("poisson:rate=-1,duration=10", "'rate' must be > 0"),
+        ("/no/such/trace.csv", "no such file"),
+    ],
+)
+def test_load_trace_errors_name_the_problem(spec: str, message: str) -> None:
+    with pytest.raises(TraceError, match=message):
+        load_trace(spec)
+
+
+def test_time_scale_and_window() -> None:
+    reqs = [Request(0.0, 1, 1), Request(10.0, 2, 2), Request(20.0, 3, 3)]
+    assert [r.arrival_s for r in time_scale(reqs, 10)] == [0.0, 1.0, 2.0]
+    assert window(reqs, 5.0, 20.0) == [Request(5.0, 2, 2)]
+    with pytest.raises(TraceError, match="--time-scale"):
+        time_scale(reqs, 0)
