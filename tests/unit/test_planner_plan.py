@@ -45,15 +45,15 @@ def test_worked_example_llama_70b_fp8_two_h200() -> None:
     assert p.weight_bytes_per_gpu == 37_380_177_920
     # 8192 tokens × 2 B × (2·8192 + (32 + 2·4)·128 + 3·14336).
     assert p.activation_bytes_per_gpu == 1_056_964_608
-    # 1 GiB + 256 × 128,256 × 4 B logits + 512 MiB NCCL.
-    assert p.runtime_reserve_bytes_per_gpu == 1_741_946_880
+    # 1.5 GiB + 256 × 128,256 × 4 B logits + 512 MiB NCCL.
+    assert p.runtime_reserve_bytes_per_gpu == 2_278_817_792
     assert p.gpu_memory_bytes == 150_754_820_096
-    assert p.free_bytes_per_gpu == 110_575_730_688
-    assert p.kv_cache_bytes_per_gpu == 99_518_157_619  # int(0.9 × free)
+    assert p.free_bytes_per_gpu == 110_038_859_776
+    assert p.kv_cache_bytes_per_gpu == 99_034_973_798  # int(0.9 × free)
     assert p.kv_bytes_per_token_per_gpu == 163_840  # 2 × 80 × 4 × 128 × 2
-    assert p.max_kv_tokens == 607_392  # 607,410 rounded down to 32-token blocks
-    assert p.max_concurrent_sequences == 74  # at 8192 tokens
-    assert p.max_concurrent_sequences_at_typical_request == 296  # at 2048 tokens
+    assert p.max_kv_tokens == 604_448  # 604,461 rounded down to 32-token blocks
+    assert p.max_concurrent_sequences == 73  # at 8192 tokens
+    assert p.max_concurrent_sequences_at_typical_request == 295  # at 2048 tokens
     assert p.fits and p.reasons == ()
     (warning,) = p.warnings
     assert warning.field == "spec.build.maxBatchSize"
@@ -65,8 +65,8 @@ def test_worked_example_with_fp8_kv_cache_doubles_the_tokens() -> None:
     )
     p = plan(arch(LLAMA_70B), request, lookup("H200"))
     assert p.kv_bytes_per_token_per_gpu == 81_920
-    assert p.max_kv_tokens == 1_214_816  # 99,518,157,619 // 81,920 = 1,214,821 → whole blocks
-    assert (p.max_concurrent_sequences, p.max_concurrent_sequences_at_typical_request) == (148, 593)
+    assert p.max_kv_tokens == 1_208_896  # 99,034,973,798 // 81,920 = 1,208,923 → whole blocks
+    assert (p.max_concurrent_sequences, p.max_concurrent_sequences_at_typical_request) == (147, 590)
 
 
 def test_does_not_fit_recommends_smallest_tp_and_gpu() -> None:
@@ -138,7 +138,7 @@ def test_plan_from_build_spec_matches_plan() -> None:
         target=Target(gpu_product="NVIDIA-H200", sm=90),
     )
     p = plan_from_build_spec(spec, load_hf_config(CONFIGS / LLAMA_70B))
-    assert (p.max_kv_tokens, p.weight_bytes_per_gpu, p.fits) == (607_392, 37_380_177_920, True)
+    assert (p.max_kv_tokens, p.weight_bytes_per_gpu, p.fits) == (604_448, 37_380_177_920, True)
 
 
 @pytest.mark.parametrize(

@@ -32,9 +32,11 @@ packed tokens, in the engine dtype (2 bytes)::
 plus the shared experts). For Llama-3-8B at 8192 tokens this gives 0.88 GiB; the TensorRT-LLM memory
 guide's example log shows 1.1 GiB of execution-context memory for a 7-8B engine. Treat it as ±50 %:
 it ignores attention workspace (context FMHA keeps it linear), plugin workspaces and allocator
-rounding. The runtime reserve is 1 GiB fixed (CUDA context, cuBLAS workspace, runtime and decoder
-buffers: the memory guide's log lines leave 0.77 GiB unexplained by engine + context + buffers,
-rounded up), plus FP32 logits for ``max_batch_size × max_beam_width`` sequences over the full
+rounding. The runtime reserve is 1.5 GiB fixed — measured on one H200 (driver 580.159.04, CUDA 13,
+PyTorch 2.11, 2026-11-29): CUDA reports 615 MiB less total memory than nvidia-smi (143,156 vs 143,771
+MiB), creating the CUDA context takes another 527 MiB and the first cuBLAS GEMM ~70 MB more, 1.18 GiB
+in all; TensorRT-LLM's runtime and decoder buffers add ~0.2 GB (memory guide log lines), rounded up
+— plus FP32 logits for ``max_batch_size × max_beam_width`` sequences over the full
 vocabulary, plus 512 MiB of NCCL buffers when the replica has more than one GPU. Measure the real
 value with ``trtllm-build --monitor_memory`` or the ``execution context memory`` log line and
 lower ``kv_cache_free_gpu_mem_fraction`` if it is larger.
@@ -72,8 +74,9 @@ TRTLLM_DEFAULT_MAX_NUM_TOKENS = 8192
 TRTLLM_DEFAULT_MAX_BATCH_SIZE = 2048
 #: Assumed typical request length (prompt + output) when the user gives none; set it from your traffic.
 DEFAULT_TYPICAL_REQUEST_TOKENS = 2048
-#: Fixed runtime reserve per GPU (see module docstring).
-RUNTIME_FIXED_BYTES = 1 * GIB
+#: Fixed runtime reserve per GPU: driver-hidden memory, CUDA context, cuBLAS workspace, runtime and
+#: decoder buffers (measured 1.18 GiB on an H200 before TensorRT-LLM's buffers; module docstring).
+RUNTIME_FIXED_BYTES = 3 * GIB // 2
 #: NCCL buffers per GPU when the replica spans more than one GPU (estimate).
 NCCL_RESERVE_BYTES = 512 * MIB
 #: Valid AWQ block sizes (``--awq_block_size``).
@@ -273,7 +276,7 @@ def activation_bytes_per_gpu(arch: Architecture, request: PlanRequest, max_num_t
 
 
 def runtime_reserve_bytes_per_gpu(arch: Architecture, request: PlanRequest, max_batch_size: int) -> int:
-    """CUDA context + runtime buffers (1 GiB), FP32 logits of every sequence, NCCL when world > 1."""
+    """Driver/CUDA context/runtime buffers (1.5 GiB), FP32 logits of every sequence, NCCL when world > 1."""
     logits = max_batch_size * request.max_beam_width * arch.vocab_size * 4
     nccl = NCCL_RESERVE_BYTES if request.world_size > 1 else 0
     return RUNTIME_FIXED_BYTES + logits + nccl
