@@ -46,16 +46,21 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[LocalCluster]:
     a how-to when Go is missing. Applies crds/*.yaml. Logs component versions to the terminal.
     """
     cfg = request.config
+    problem = None
     try:
         bin_dir = find_bin_dir()
     except ClusterError as exc:
-        pytest.fail(f"local control plane unavailable: {exc}", pytrace=False)
+        problem = f"local control plane unavailable: {exc}"
+    if problem:
+        pytest.fail(problem, pytrace=False)
     work_dir = Path(tempfile.mkdtemp(prefix="trtllm-op-cluster-"))
     cp = ControlPlane(work_dir=work_dir, bin_dir=bin_dir, detach=False, log=lambda m: _say(cfg, m))
     try:
         cp.start(timeout=180)
     except ClusterError as exc:
-        pytest.fail(f"local control plane failed to start (work dir {work_dir}): {exc}", pytrace=False)
+        problem = f"local control plane failed to start (logs in {cp.logs_dir}): {exc}"
+    if problem:
+        pytest.fail(problem, pytrace=False)
     handle = LocalCluster(control_plane=cp)
     _active["cluster"] = handle
     _say(cfg, "", end="\n")
