@@ -1,0 +1,322 @@
+"""The Triton metrics emulator: exact families, the load model, control inputs, HTTP, CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+
+from trtllm_operator.emulator import (
+    Control,
+    ControlServer,
+    Fleet,
+    LoadFileWatcher,
+    ReplicaState,
+    ServingProfile,
+)
+from trtllm_operator.emulator.exposition import TritonCollector, families, render
+from trtllm_operator.metrics.signals import signals_from_text
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = (REPO / "tests/fixtures/triton_metrics_sample.txt").read_text()
+CATEGORY_LABELS = {"model", "version", "gpu_uuid", "le"}
+
+
+def shape(text: str) -> dict[tuple[str, str, str], set[tuple[tuple[str, str], ...]]]:
+    """(family, type, HELP) → the set of label sets, ignoring values of model-free labels like gpu_uuid."""
+    out: dict[tuple[str, str, str], set[tuple[tuple[str, str], ...]]] = {}
+    for fam in text_string_to_metric_families(text):
+        key = (fam.name, fam.type, fam.documentation)
+        for s in fam.samples:
+            labels = {k: ("*" if k == "gpu_uuid" else v) for k, v in s.labels.items()}
+            out.setdefault(key, set()).add((("__name__", s.name), *sorted(labels.items())))
+    return out
+
+
+def page(state: ReplicaState | None = None, control: Control | None = None) -> str:
+    return render(families(state or ReplicaState(), control or Control(), "GPU-x"))
+
+
+def test_families_names_types_help_and_labels_match_triton() -> None:
+    assert shape(page()) == shape(SAMPLE)
+
+
+def test_page_text_matches_triton_layout_line_by_line() -> None:
+    """Same lines as the reference page apart from numbers (bare counter names, label order)."""
+
+    def skeleton(text: str) -> list[str]:
+        return [line.rsplit(" ", 1)[0] if not line.startswith("#") else line for line in text.splitlines()]
+
+    def without_gpu_uuid(lines: list[str]) -> list[str]:
+        return [line.split("{gpu_uuid")[0] for line in lines]
+
+    assert without_gpu_uuid(skeleton(page())) == without_gpu_uuid(skeleton(SAMPLE))
+
+
+def test_prometheus_client_registry_accepts_the_collector() -> None:
+    registry = CollectorRegistry()
+    registry.register(TritonCollector(ReplicaState(), Control(), "GPU-x"))
+    names = {m.name for m in registry.collect()}
+    assert {
+        "nv_trt_llm_request_metrics",
+        "nv_trt_llm_kv_cache_block_metrics",
+        "nv_inference_pending_request_count",
+    } <= names
+
+
+def test_signals_read_back_from_the_page() -> None:
+    state = ReplicaState(waiting=7.4, active=40)
+    signals = signals_from_text(page(state))
+    assert signals.queue_depth == 7
+    assert signals.kv_cache_utilization == pytest.approx(
+        40 * state.profile.blocks_per_request / state.profile.kv_blocks
+    )
+
+
+@pytest.mark.parametrize(
+    ("control", "queue", "kv", "queue_source"),
+    [
+        (Control(fixed={"waiting": 12, "kvCacheUtilization": 0.9}), 12.0, 0.9, "waiting"),
+        (
+            Control(fixed={"waiting": 12}, omit=frozenset({"nv_trt_llm_request_metrics"})),
+            12.0,
+            0.0,
+            "pending",
+        ),
+        (Control(fixed={"pending": 5}, omit=frozenset({"nv_trt_llm_request_metrics"})), 5.0, 0.0, "pending"),
+        (
+            Control(omit=frozenset({"nv_trt_llm_request_metrics", "nv_inference_pending_request_count"})),
+            None,
+            0.0,
+            None,
+        ),
+    ],
+    ids=["fixed gauges", "old backend: pending mirrors waiting", "fixed pending", "no queue families"],
+)
+def test_control_pins_and_omits(
+    control: Control, queue: float | None, kv: float, queue_source: str | None
+) -> None:
+    signals = signals_from_text(page(control=control))
+    assert (signals.queue_depth, signals.kv_cache_utilization, signals.queue_source) == (
+        queue,
+        kv,
+        queue_source,
+    )
+
+
+def test_profile_arithmetic() -> None:
+    p = ServingProfile()
+    assert (p.blocks_per_request, p.max_active) == (20, 64)
+    assert p.request_seconds == pytest.approx(0.2 + 256 / 40)
+    assert p.capacity_rps == pytest.approx(64 / 6.6)
+    assert ServingProfile(kv_blocks=400).max_active == 20  # KV-bound: 400 // 20
+
+
+def run_model(
+    rate: float, seconds: float, dt: float = 0.05, state: ReplicaState | None = None
+) -> ReplicaState:
+    state = state or ReplicaState()
+    for _ in range(round(seconds / dt)):
+        state.step(rate, dt)
+    return state
+
+
+def test_below_capacity_no_queue_and_littles_law() -> None:
+    p = ServingProfile()
+    state = run_model(0.5 * p.capacity_rps, 120)
+    assert state.waiting < 1e-9
+    assert state.active == pytest.approx(0.5 * p.capacity_rps * p.request_seconds, rel=0.01)
+
+
+def test_above_capacity_queue_grows_by_the_excess_and_kv_saturates() -> None:
+    p = ServingProfile()
+    rate = p.capacity_rps + 2.0
+    state = run_model(rate, 60)
+    assert state.active == pytest.approx(p.max_active)
+    # Before saturation active = λT(1 − e^(−t/T)); it reaches max_active at t_sat, and from then on
+    # the queue grows by the excess λ − capacity.
+    t_sat = p.request_seconds * math.log(rate * p.request_seconds / (rate * p.request_seconds - p.max_active))
+    assert state.waiting == pytest.approx(2.0 * (60 - t_sat), rel=0.02)
+    assert state.kv_used_blocks / p.kv_blocks == pytest.approx(0.8)
+    drained = run_model(0.0, 300, state=state)
+    assert drained.waiting < 1 and drained.active < 1
+
+
+def test_max_queue_size_rejects() -> None:
+    state = run_model(100.0, 10, state=ReplicaState(ServingProfile(max_queue_size=10)))
+    assert state.waiting <= 10 and state.rejected > 0
+    assert 'reason="REJECTED",version="1"} 0' not in page(state)
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ({"arrivalRate": -1}, "arrivalRate"),
+        ({"rate": 3}, "unknown control key"),
+        ({"fixed": {"queue": 3}}, "unknown fixed gauge"),
+        ({"fixed": {"kvCacheUtilization": 2}}, "fraction"),
+        ({"endpoints": {"127.1.0.5": {"arrivalRate": 3}}}, "unknown control key"),
+        ([1, 2], "mapping"),
+    ],
+)
+def test_bad_control_documents(doc: object, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Control.from_dict(doc)  # type: ignore[arg-type]
+
+
+def test_control_round_trip_and_per_endpoint_override() -> None:
+    doc = {"arrivalRate": 3.0, "fixed": {"waiting": 2.0}, "endpoints": {"127.1.0.5": {"unavailable": True}}}
+    control = Control.from_dict(doc)
+    assert control.to_dict() == doc
+    assert control.for_endpoint("127.1.0.5").unavailable
+    assert not control.for_endpoint("127.1.0.6").unavailable
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+@pytest.fixture
+def fleet() -> Iterator[Fleet]:
+    with Fleet(port=0, tick_seconds=0.02) as f:
+        yield f
+
+
+def test_fleet_serves_each_address_and_splits_load(fleet: Fleet) -> None:
+    a = fleet.add("127.1.250.1")
+    b = fleet.add("127.1.250.2")
+    assert fleet.add("127.1.250.1") is a
+    fleet.step(10.0)  # no load yet
+    fleet.set_control(Control(arrival_rate=2.0))
+    fleet.step(1.0)
+    assert a.state.active == pytest.approx(1.0) and b.state.active == pytest.approx(1.0)
+    status, text = get(f"http://127.1.250.1:{a.port}/metrics")
+    assert (
+        status == 200
+        and 'nv_trt_llm_request_metrics{model="tensorrt_llm",request_type="active",version="1"}' in text
+    )
+    assert get(f"http://127.1.250.1:{a.port}/v2/health/ready")[0] == 404
+    fleet.set_control(Control(endpoints={"127.1.250.2": Control(unavailable=True)}))
+    assert get(f"http://127.1.250.2:{b.port}/metrics")[0] == 503
+    fleet.remove("127.1.250.2")
+    assert fleet.addresses() == ["127.1.250.1"]
+    with pytest.raises(OSError):
+        socket.create_connection(("127.1.250.2", b.port), timeout=1).close()
+
+
+def test_control_server(fleet: Fleet) -> None:
+    server = ControlServer(fleet, 0).start()
+    base = f"http://127.0.0.1:{server.port}"
+    try:
+        req = urllib.request.Request(f"{base}/endpoints", data=b'{"address": "127.1.250.3"}', method="POST")
+        assert urllib.request.urlopen(req, timeout=5).status == 201
+        req = urllib.request.Request(f"{base}/load", data=b'{"fixed": {"waiting": 9}}', method="PUT")
+        assert json.loads(urllib.request.urlopen(req, timeout=5).read()) == {
+            "arrivalRate": 0.0,
+            "fixed": {"waiting": 9.0},
+        }
+        endpoint = fleet.endpoint("127.1.250.3")
+        assert endpoint is not None
+        assert signals_from_text(get(f"http://127.1.250.3:{endpoint.port}/metrics")[1]).queue_depth == 9
+        req = urllib.request.Request(f"{base}/load", data=b'{"arrivalRate": -2}', method="PUT")
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(req, timeout=5)
+        assert err.value.code == 400
+        state = json.loads(get(f"{base}/state")[1])
+        assert list(state["endpoints"]) == ["127.1.250.3"]
+        req = urllib.request.Request(f"{base}/endpoints/127.1.250.3", method="DELETE")
+        assert json.loads(urllib.request.urlopen(req, timeout=5).read()) == {"addresses": []}
+    finally:
+        server.stop()
+
+
+def test_load_file_watcher(fleet: Fleet, tmp_path: Path) -> None:
+    path = tmp_path / "load.yaml"
+    watcher = LoadFileWatcher(fleet, path)
+    watcher.check()  # missing file: keep the default
+    assert fleet.control == Control()
+    path.write_text("arrivalRate: 12\nfixed: {kvCacheUtilization: 0.5}\n")
+    watcher.check()
+    assert fleet.control.arrival_rate == 12 and fleet.control.fixed == {"kvCacheUtilization": 0.5}
+    path.write_text("arrivalRate: lots\n")
+    os.utime(path, (time.time() + 5, time.time() + 5))
+    watcher.check()  # bad file: logged, previous control kept
+    assert fleet.control.arrival_rate == 12
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.1.250.9", 0))
+        return int(s.getsockname()[1])
+
+
+def test_cli_serves_until_sigterm(tmp_path: Path) -> None:
+    port = free_port()
+    load = tmp_path / "load.json"
+    load.write_text('{"fixed": {"waiting": 4}}')
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "trtllm_operator.emulator",
+            "--bind",
+            "127.1.250.9",
+            "--port",
+            str(port),
+            "--load-file",
+            str(load),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        text = ""
+        while time.monotonic() < deadline:
+            try:
+                text = get(f"http://127.1.250.9:{port}/metrics")[1]
+                break
+            except OSError:
+                time.sleep(0.1)
+        assert signals_from_text(text).queue_depth == 4
+        load.write_text('{"fixed": {"waiting": 11}}')
+        os.utime(load, (time.time() + 5, time.time() + 5))
+        while (
+            time.monotonic() < deadline
+            and signals_from_text(get(f"http://127.1.250.9:{port}/metrics")[1]).queue_depth != 11
+        ):
+            time.sleep(0.1)
+        assert signals_from_text(get(f"http://127.1.250.9:{port}/metrics")[1]).queue_depth == 11
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=20)
+    assert proc.returncode == 0, out
+
+
+def test_cli_rejects_bad_profile() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "trtllm_operator.emulator", "--kv-blocks", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2 and "--kv-blocks" in proc.stderr

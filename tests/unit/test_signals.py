@@ -1,0 +1,265 @@
+"""Signals from Triton metrics pages and from Prometheus (trtllm_operator.metrics)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from trtllm_operator.decide.autoscaling import PodState
+from trtllm_operator.metrics.prometheus import (
+    KV_CACHE_RECORD,
+    QUEUE_DEPTH_RECORD,
+    PrometheusError,
+    instant_query,
+    kv_cache_expr,
+    prometheus_pods,
+    queue_depth_expr,
+    recording_rules,
+)
+from trtllm_operator.metrics.scrape import pod_state, scrape_pods
+from trtllm_operator.metrics.signals import MetricsParseError, TritonSignals, signals_from_text
+
+REPO = Path(__file__).resolve().parents[2]
+
+#: Reference tensorrt-llm.md §5.3: a full Triton ≥ 25.x /metrics page (engine path, one H100, TP1).
+TRITON_SAMPLE = (REPO / "tests/fixtures/triton_metrics_sample.txt").read_text()
+
+
+def without(text: str, *needles: str) -> str:
+    return "\n".join(line for line in text.splitlines() if not any(n in line for n in needles)) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("page", "expected"),
+    [
+        (TRITON_SAMPLE, TritonSignals(3.0, 3042 / 6240, "waiting", "used/max")),
+        (
+            without(TRITON_SAMPLE, 'request_type="waiting"'),
+            TritonSignals(3.0, 3042 / 6240, "pending", "used/max"),
+        ),
+        (
+            without(TRITON_SAMPLE, "nv_trt_llm_request_metrics", "nv_inference_pending"),
+            TritonSignals(None, 3042 / 6240, None, "used/max"),
+        ),
+        (
+            without(TRITON_SAMPLE, 'kv_cache_block_type="used"'),
+            TritonSignals(3.0, 0.4875, "waiting", "fraction"),
+        ),
+        (
+            TRITON_SAMPLE.replace(
+                'kv_cache_block_type="max",model="tensorrt_llm",version="1"} 6240',
+                'kv_cache_block_type="max",model="tensorrt_llm",version="1"} 0',
+            ),
+            TritonSignals(3.0, 0.4875, "waiting", "fraction"),
+        ),
+        (
+            without(TRITON_SAMPLE, "nv_trt_llm_kv_cache_block_metrics"),
+            TritonSignals(3.0, None, "waiting", None),
+        ),
+        (TRITON_SAMPLE.replace('model="tensorrt_llm"', 'model="llama"'), TritonSignals(None, None)),
+        ("", TritonSignals(None, None)),
+        (
+            TRITON_SAMPLE
+            + 'nv_trt_llm_request_metrics{model="tensorrt_llm",request_type="waiting",version="2"} 4\n',
+            TritonSignals(7.0, 3042 / 6240, "waiting", "used/max"),
+        ),
+    ],
+    ids=[
+        "reference sample",
+        "waiting absent → pending count",
+        "no queue family → missing",
+        "used absent → fraction",
+        "max 0 → fraction",
+        "no KV family → missing",
+        "other model only → missing",
+        "empty page → missing",
+        "versions add up",
+    ],
+)
+def test_signals_from_text(page: str, expected: TritonSignals) -> None:
+    assert signals_from_text(page) == expected
+
+
+def test_signals_of_another_model_name() -> None:
+    page = TRITON_SAMPLE.replace('model="tensorrt_llm"', 'model="llama"')
+    assert signals_from_text(page, model="llama").queue_depth == 3.0
+
+
+def test_malformed_page_is_a_parse_error() -> None:
+    with pytest.raises(MetricsParseError):
+        signals_from_text('nv_trt_llm_request_metrics{model="tensorrt_llm" 3\n')
+
+
+def pod(
+    name: str = "p",
+    phase: str = "Running",
+    ready: str | None = "True",
+    scheduled: tuple[str, str] | None = ("True", ""),
+    ip: str | None = "127.1.0.5",
+    deleting: bool = False,
+) -> dict[str, Any]:
+    conditions = []
+    if scheduled is not None:
+        conditions.append({"type": "PodScheduled", "status": scheduled[0], "reason": scheduled[1]})
+    if ready is not None:
+        conditions.append({"type": "Ready", "status": ready})
+    meta: dict[str, Any] = {"name": name}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-11-29T19:00:00Z"
+    status: dict[str, Any] = {"phase": phase, "conditions": conditions}
+    if ip:
+        status["podIP"] = ip
+    return {"metadata": meta, "status": status}
+
+
+@pytest.mark.parametrize(
+    ("manifest", "state"),
+    [
+        (pod(), PodState.READY),
+        (pod(ready="False"), PodState.STARTING),
+        (pod(phase="Pending", ready=None, ip=None), PodState.STARTING),
+        (
+            pod(phase="Pending", ready=None, scheduled=("False", "Unschedulable"), ip=None),
+            PodState.UNSCHEDULABLE,
+        ),
+        (
+            pod(phase="Pending", ready=None, scheduled=("False", "SchedulingGated"), ip=None),
+            PodState.STARTING,
+        ),
+        (pod(deleting=True), PodState.TERMINATING),
+        (pod(phase="Failed", ready="False"), PodState.TERMINATING),
+        (pod(phase="Succeeded", ready="False"), PodState.TERMINATING),
+        ({"metadata": {"name": "bare"}}, PodState.STARTING),
+    ],
+    ids=[
+        "ready",
+        "running not ready",
+        "pending scheduled",
+        "unschedulable",
+        "gated",
+        "deleting",
+        "failed",
+        "succeeded",
+        "no status",
+    ],
+)
+def test_pod_state(manifest: dict[str, Any], state: PodState) -> None:
+    assert pod_state(manifest) == state
+
+
+def test_scrape_pods_reads_ready_pods_only_and_tolerates_failures() -> None:
+    fetched: list[str] = []
+
+    def fetch(url: str, timeout: float) -> str:
+        fetched.append(url)
+        if "127.1.0.6" in url:
+            raise ConnectionRefusedError("refused")
+        if "127.1.0.7" in url:
+            return "garbage {{{\n"
+        return TRITON_SAMPLE
+
+    pods = [
+        pod("a", ip="127.1.0.5"),
+        pod("b", ip="127.1.0.6"),
+        pod("c", ip="127.1.0.7"),
+        pod("d", ready="False", ip="127.1.0.8"),
+        pod("e", phase="Pending", ready=None, scheduled=("False", "Unschedulable"), ip=None),
+        pod("f", ip=None),
+    ]
+    out = scrape_pods(pods, port=8002, fetch=fetch)
+    assert sorted(fetched) == [f"http://127.1.0.{i}:8002/metrics" for i in (5, 6, 7)]
+    assert [(p.name, p.state, p.queue_depth) for p in out] == [
+        ("a", PodState.READY, 3.0),
+        ("b", PodState.READY, None),
+        ("c", PodState.READY, None),
+        ("d", PodState.STARTING, None),
+        ("e", PodState.UNSCHEDULABLE, None),
+        ("f", PodState.READY, None),
+    ]
+    assert out[0].kv_cache_utilization == pytest.approx(3042 / 6240)
+
+
+# --- Prometheus ---------------------------------------------------------------------------------
+
+
+def vector(*series: tuple[dict[str, str], str]) -> str:
+    return json.dumps(
+        {
+            "status": "success",
+            "data": {
+                "resultType": "vector",
+                "result": [{"metric": m, "value": [1.7e9, v]} for m, v in series],
+            },
+        }
+    )
+
+
+def test_instant_query_parses_a_vector_and_skips_nan() -> None:
+    urls: list[str] = []
+
+    def get(url: str, timeout: float) -> str:
+        urls.append(url)
+        return vector(({"pod": "a"}, "2"), ({"pod": "b"}, "NaN"))
+
+    assert instant_query("http://prom:9090/", "up", get=get) == [({"pod": "a"}, 2.0)]
+    assert urls == ["http://prom:9090/api/v1/query?query=up"]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        json.dumps({"status": "error", "errorType": "bad_data", "error": "parse error"}),
+        json.dumps({"status": "success", "data": {"resultType": "matrix", "result": []}}),
+        "<html>not json</html>",
+    ],
+    ids=["error answer", "not a vector", "not json"],
+)
+def test_instant_query_errors(answer: str) -> None:
+    with pytest.raises(PrometheusError):
+        instant_query("http://prom:9090", "up", get=lambda url, timeout: answer)
+
+
+def test_instant_query_unreachable() -> None:
+    def get(url: str, timeout: float) -> str:
+        raise ConnectionRefusedError("refused")
+
+    with pytest.raises(PrometheusError, match="refused"):
+        instant_query("http://prom:9090", "up", get=get)
+
+
+def test_prometheus_pods_maps_series_to_ready_pods() -> None:
+    def get(url: str, timeout: float) -> str:
+        if "request_type" in url:
+            return vector(({"namespace": "ns", "pod": "a"}, "6"), ({"namespace": "ns", "pod": "d"}, "9"))
+        return vector(({"namespace": "ns", "pod": "a"}, "0.5"), ({"namespace": "ns", "pod": "b"}, "1.2"))
+
+    pods = [pod("a"), pod("b"), pod("c"), pod("d", ready="False")]
+    out = prometheus_pods("http://prom", "ns", pods, get=get)
+    assert [(p.name, p.state, p.queue_depth, p.kv_cache_utilization) for p in out] == [
+        ("a", PodState.READY, 6.0, 0.5),
+        ("b", PodState.READY, None, 1.0),
+        ("c", PodState.READY, None, None),
+        ("d", PodState.STARTING, None, None),
+    ]
+
+
+def test_promql_expressions() -> None:
+    waiting = 'nv_trt_llm_request_metrics{model="tensorrt_llm", request_type="waiting", namespace="ns"}'
+    pending = 'nv_inference_pending_request_count{model="tensorrt_llm", namespace="ns"}'
+    assert queue_depth_expr('namespace="ns"') == (
+        f"sum by (namespace, pod) ({waiting}) or sum by (namespace, pod) ({pending})"
+    )
+    kv = kv_cache_expr()
+    assert kv.count("nv_trt_llm_kv_cache_block_metrics") == 3
+    assert 'kv_cache_block_type="max"} > 0)' in kv and " or " in kv
+
+
+def test_chart_recording_rules_match_the_code() -> None:
+    shipped = yaml.safe_load((REPO / "charts/trtllm-operator/files/prometheus-rules.yaml").read_text())
+    assert shipped == recording_rules()
+    records = [r["record"] for r in shipped["groups"][0]["rules"]]
+    assert records == [QUEUE_DEPTH_RECORD, KV_CACHE_RECORD]
