@@ -78,6 +78,7 @@ def test_does_not_fit_recommends_smallest_tp_and_gpu() -> None:
     # BF16 70B needs 141 GB: TP 2 on H100 (66.7 GiB per GPU), or one H200 (143,771 MiB).
     assert p.recommended["tensor_parallelism"] == 2
     assert p.recommended["gpu_product"] == "NVIDIA-H200"
+    assert p.recommended["max_batch_size"] is None  # nothing to size when it does not fit
 
 
 def test_sequence_longer_than_the_kv_pool_does_not_fit() -> None:

@@ -479,7 +479,8 @@ def _compute(arch: Architecture, request: PlanRequest, gpu: GPUSpec) -> Plan:
             )
         )
     recommended: dict[str, Any] = {
-        "max_batch_size": recommended_batch,
+        # Nothing to recommend for a plan that does not fit: the user's value (or None) stays.
+        "max_batch_size": recommended_batch if fits else request.max_batch_size,
         "max_num_tokens": max_num_tokens,
         "max_seq_len": max_seq_len,
     }

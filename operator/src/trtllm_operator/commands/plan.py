@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
 def _table(data: dict[str, Any]) -> str:
     rows: list[tuple[str, str]] = []
     for key, value in data.items():
-        if key in ("reasons", "recommended"):
+        if key in ("reasons", "recommended", "warnings"):
             continue
         if (
             isinstance(value, int)
@@ -158,5 +158,9 @@ def _table(data: dict[str, Any]) -> str:
         rows.append((key, shown))
     for key, value in data["recommended"].items():
         rows.append((f"recommended.{key}", str(value)))
+    for i, item in enumerate(data["reasons"]):
+        rows.append((f"reasons[{i}]", f"{item['field']}: {item['message']} Fix: {item['fix']}"))
+    for i, item in enumerate(data["warnings"]):
+        rows.append((f"warnings[{i}]", f"{item['field']}: {item['message']}"))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
