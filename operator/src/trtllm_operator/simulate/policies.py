@@ -162,6 +162,7 @@ class OraclePolicy:
     utilization: float = 1.0
     window_s: float = 30.0
     horizon_s: float = 30.0
+    lookback_s: float = 30.0
     name: str = "oracle"
     sync_period_s: float = 5.0
     metrics_lag_s: float = 0.0
@@ -195,8 +196,10 @@ class OraclePolicy:
 
     def desired_at(self, t: float) -> int:
         """The oracle's replica count at time t."""
-        steps = max(1, int(self.horizon_s / self.sync_period_s))
-        peak = max(self.demand(t + k * self.horizon_s / steps) for k in range(steps + 1))
+        span = self.lookback_s + self.horizon_s
+        steps = max(1, int(span / self.sync_period_s))
+        start = t - self.lookback_s
+        peak = max(self.demand(start + k * span / steps) for k in range(steps + 1))
         return max(1, math.ceil(round(peak / self.utilization, 9)))
 
     def peak(self, end_s: float) -> int:
@@ -205,7 +208,7 @@ class OraclePolicy:
         return max(self.desired_at(k * self.sync_period_s) for k in range(ticks))
 
     def decide(self, obs: Observation) -> int:
-        """Replicas for the work arriving over the next ``horizon_s`` (+ ``window_s``)."""
+        """Replicas for the work arriving around now (see the class docstring)."""
         return self.desired_at(obs.time_s)
 
 

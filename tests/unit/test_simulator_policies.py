@@ -1,0 +1,116 @@
+"""Policies in the simulator: the operator's own decide() drives the fleet; baselines and oracle."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from trtllm_operator.decide import autoscaling as asc
+from trtllm_operator.simulate import policies
+from trtllm_operator.simulate.engine import Observation, PodSample, PodView, ReplicaSpec, Simulation
+from trtllm_operator.simulate.perf import IterationModel
+from trtllm_operator.simulate.report import summarize
+from trtllm_operator.simulate.traces import Request, synthetic_poisson
+
+MODEL = IterationModel(fixed_s=0.01, per_token_s=0.0005, per_kv_token_s=1e-6)
+SPEC = ReplicaSpec(gpus=2, max_kv_tokens=40_000, max_batch_size=32, max_num_tokens=4096, model=MODEL)
+
+
+def test_snapshot_maps_pod_states_and_metrics() -> None:
+    obs = Observation(
+        time_s=100.0,
+        sample_time_s=98.0,
+        replicas=4,
+        pods=(
+            PodView(0, "Ready", PodSample(0, waiting=3, active=10, kv_used_blocks=250, kv_max_blocks=1000)),
+            PodView(1, "Ready", None),
+            PodView(2, "Starting", None),
+            PodView(3, "Unschedulable", None),
+            PodView(4, "Terminating", None),
+        ),
+    )
+    snap = policies.snapshot_of(obs)
+    assert snap.replicas == 4
+    assert [p.state for p in snap.pods] == [
+        asc.PodState.READY,
+        asc.PodState.READY,
+        asc.PodState.STARTING,
+        asc.PodState.UNSCHEDULABLE,
+        asc.PodState.TERMINATING,
+    ]
+    assert (snap.pods[0].queue_depth, snap.pods[0].kv_cache_utilization) == (3.0, 0.25)
+    assert (snap.pods[1].queue_depth, snap.pods[1].kv_cache_utilization) == (None, None)
+
+
+def test_baselines_are_the_shared_policy_with_other_settings() -> None:
+    hpa = policies.hpa_queue(1, 20)
+    assert hpa.policy.scale_up == asc.HPA_DEFAULT_SCALE_UP
+    assert hpa.policy.scale_down == asc.HPA_DEFAULT_SCALE_DOWN
+    assert (hpa.policy.queue_depth_per_replica, hpa.policy.kv_cache_utilization) == (1.0, None)
+    assert hpa.sync_period_s == 15.0
+    kv = policies.kv_only()
+    assert kv.policy.queue_depth_per_replica is None and kv.policy.kv_cache_utilization is not None
+    default = asc.Policy(min_replicas=1, max_replicas=64)
+    assert policies.builtin().policy == default
+    assert policies.builtin(queue_depth_per_replica=2.0).policy.queue_depth_per_replica == 2.0
+
+
+def test_builtin_policy_scales_up_under_load_and_down_after_it() -> None:
+    calm = synthetic_poisson(3.0, 60.0, seed=1, input_tokens=500, output_tokens=100)
+    busy = [
+        Request(60.0 + r.arrival_s, r.input_tokens, r.output_tokens)
+        for r in synthetic_poisson(25.0, 200.0, seed=2, input_tokens=500, output_tokens=100)
+    ]
+    quiet = [Request(300.0 + 5.0 * i, 500, 100) for i in range(120)]
+    pol = policies.builtin(1, 32)
+    result = Simulation(calm + busy + quiet, SPEC, pol, initial_replicas=2, cold_start_s=20.0, seed=2).run()
+    peak = max(t for _, t, _ in result.replica_history)
+    assert peak > 4  # the operator's policy reacted to the load
+    assert result.replica_history[-1][1] < peak  # and released replicas once load fell
+    assert pol.reasons["AboveTarget"] + pol.reasons["ScaleUpLimit"] > 0
+    assert result.scale_events >= 2
+
+
+def test_static_policy_never_changes() -> None:
+    reqs = synthetic_poisson(5.0, 60.0, seed=1, input_tokens=200, output_tokens=20)
+    result = Simulation(reqs, SPEC, policies.StaticPolicy(3), initial_replicas=3).run()
+    assert result.scale_events == 0
+    assert result.gpu_seconds == pytest.approx(3 * SPEC.gpus * result.end_s)
+
+
+def test_oracle_demand_accounts_for_all_the_work() -> None:
+    reqs = synthetic_poisson(20.0, 120.0, seed=4, input_tokens=800, output_tokens=50)
+    oracle = policies.OraclePolicy(reqs, SPEC, window_s=10.0)
+    batch = 32  # steady_concurrency: max_batch_size binds (40000 / 850 = 47, 4096 / 17 = 241)
+    total = sum(policies.request_work_s(r, SPEC, batch) for r in reqs)
+    integral = sum(oracle.demand(10.0 * k) * 10.0 for k in range(13))
+    assert integral == pytest.approx(total)
+    assert oracle.peak(120.0) >= max(oracle.desired_at(5.0 * k) for k in range(25))
+    assert oracle.desired_at(500.0) == 1  # never below one replica
+    half = policies.OraclePolicy(reqs, SPEC, utilization=0.5, window_s=10.0)
+    assert half.desired_at(30.0) >= 2 * oracle.desired_at(30.0) - 1
+
+
+def test_oracle_runs_without_cold_start() -> None:
+    reqs = synthetic_poisson(20.0, 120.0, seed=4, input_tokens=800, output_tokens=50)
+    oracle = policies.OraclePolicy(reqs, SPEC, utilization=0.6)
+    start = oracle.desired_at(0.0)
+    result = Simulation(reqs, SPEC, oracle, initial_replicas=start, cold_start_s=300.0).run()
+    summary = summarize(result, 2000)
+    assert summary["slo_attainment"] > 0.9  # a 300 s cold start would have sunk any reactive policy
+
+
+@pytest.mark.parametrize("text", ["static:0", "static:x", "oracle:abc", "hpa", "static"])
+def test_parse_policy_names_the_flag(text: str) -> None:
+    with pytest.raises(ValueError, match="--policy"):
+        policies.parse_policy(text, [], SPEC)
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [("builtin", "builtin"), ("hpa-queue", "hpa-queue"), ("kv-only", "kv-only"), ("static:3", "static:3")],
+)
+def test_parse_policy(text: str, kind: str) -> None:
+    assert policies.parse_policy(text, [], SPEC).name == kind
+    assert math.isclose(policies.parse_policy("oracle:0.7", [Request(0, 1, 1)], SPEC).utilization, 0.7)  # type: ignore[union-attr]

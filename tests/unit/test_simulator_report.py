@@ -1,0 +1,107 @@
+"""Summaries, timelines and the ``trtllm-operator simulate`` command."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from trtllm_operator.cli import main
+from trtllm_operator.simulate.engine import SimulationResult
+from trtllm_operator.simulate.report import percentile, summarize, timeline, write_timeline_csv
+from trtllm_operator.simulate.traces import Request
+
+ROOT = Path(__file__).resolve().parents[2]
+TRACE = ROOT / "tests" / "fixtures" / "traces" / "azure-llm-2023-conv-head800.csv"
+LLAMA_8B = ROOT / "tests" / "fixtures" / "model-configs" / "meta-llama__Llama-3.1-8B-Instruct.json"
+NAN = math.nan
+
+
+def a_result() -> SimulationResult:
+    reqs = [Request(0.0, 10, 11), Request(1.0, 10, 1), Request(2.0, 10, 5), Request(3.0, 10, 5)]
+    return SimulationResult(
+        requests=reqs,
+        first_token_s=[0.5, 3.0, 2.1, NAN],  # TTFT 0.5 s, 2 s, 0.1 s, dropped
+        done_s=[1.5, 3.0, 2.5, NAN],
+        dropped=1,
+        gpu_seconds=7200.0,
+        scale_events=2,
+        max_queue=3,
+        end_s=4.0,
+        replica_history=[(0.0, 1, 1), (2.0, 3, 1)],
+        queue_history=[(0.0, 0), (1.0, 3)],
+        gpus_per_replica=2,
+    )
+
+
+@pytest.mark.parametrize(("q", "expected"), [(0, 1.0), (50, 2.5), (100, 4.0), (90, 3.7)])
+def test_percentile_interpolates_like_numpy(q: float, expected: float) -> None:
+    assert percentile([1.0, 2.0, 3.0, 4.0], q) == pytest.approx(expected)
+    assert math.isnan(percentile([], 50))
+
+
+def test_summary_counts_dropped_requests_as_slo_misses() -> None:
+    s = summarize(a_result(), slo_ttft_ms=1000)
+    assert s["requests"] == 4 and s["dropped"] == 1
+    assert s["slo_attainment"] == 0.5  # 0.5 s and 0.1 s meet 1 s; the 2 s one and the dropped one miss
+    assert s["ttft_p50_ms"] == pytest.approx(500.0)
+    assert s["tpot_p50_ms"] == pytest.approx(100.0)  # (1.5-0.5)/10 and (2.5-2.1)/4
+    assert s["gpu_hours"] == 2.0 and s["scale_events"] == 2 and s["max_queue"] == 3
+    assert s["mean_replicas"] == pytest.approx((1 * 2 + 3 * 2) / 4) and s["max_replicas"] == 3
+
+
+def test_timeline_buckets_by_arrival(tmp_path: Path) -> None:
+    rows = timeline(a_result(), slo_ttft_ms=1000, interval_s=2.0)
+    assert [r.arrivals for r in rows] == [2, 2]
+    assert [r.target_replicas for r in rows] == [1, 3]
+    assert rows[0].slo_attainment == 0.5 and rows[1].slo_attainment == 0.5
+    out = tmp_path / "t.csv"
+    write_timeline_csv(rows, out)
+    parsed = list(csv.DictReader(out.open()))
+    assert parsed[1]["target_replicas"] == "3" and parsed[0]["max_waiting"] == "3"
+
+
+def test_cli_json_has_the_stable_keys(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["simulate", "--trace", str(TRACE), "--time-scale", "5", "--model-config", str(LLAMA_8B)]
+    args += ["--gpu", "H100", "--quantization", "fp8", "--tp", "1", "--policy", "builtin", "--output", "json"]
+    args += ["--timeline", str(tmp_path / "t.csv"), "--plot", str(tmp_path / "p.png"), "--seed", "1"]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    for key in (
+        "slo_attainment",
+        "ttft_p50_ms",
+        "ttft_p90_ms",
+        "ttft_p99_ms",
+        "tpot_p50_ms",
+        "gpu_hours",
+        "scale_events",
+        "max_queue",
+        "requests",
+        "dropped",
+    ):
+        assert key in out, key
+    assert out["requests"] == 800 and 0 <= out["slo_attainment"] <= 1
+    assert (tmp_path / "t.csv").read_text().startswith("start_s,arrivals")
+    assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert main(args) == 0  # same seed, same numbers
+    assert json.loads(capsys.readouterr().out) == out
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--policy", "static:0"], "--policy"),
+        (["--gpu", "H999"], "unknown GPU product"),
+        (["--trace", "/nope.csv"], "no such file"),
+        (["--slo-ttft-ms", "0"], "--slo-ttft-ms"),
+    ],
+)
+def test_cli_bad_input_exits_2_naming_the_flag(
+    extra: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["simulate", "--trace", str(TRACE), "--model-config", str(LLAMA_8B), "--gpu", "H100"]
+    assert main([*args, *extra]) == 2
+    assert message in capsys.readouterr().err
