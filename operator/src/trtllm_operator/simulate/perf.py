@@ -330,10 +330,11 @@ def fit_efficiency(points: Sequence[tuple[CalibrationPoint, Replica]]) -> Effici
 
 
 #: Result of :func:`fit_efficiency` over :data:`CALIBRATION` (regenerate with
-#: ``python -m trtllm_operator.simulate.calibrate``; the unit test checks it is current).
+#: ``python -m trtllm_operator.simulate.calibrate``; the unit test checks it is within 2 % of the
+#: current fit, so small changes in the planner's memory estimates do not fail it).
 DEFAULT_EFFICIENCY = Efficiency(
     overhead_s=0.0,
-    inv_eta_weights=0.9531,
-    inv_eta_compute=1.8288,
-    inv_eta_kv=1.1819,
+    inv_eta_weights=0.9479,
+    inv_eta_compute=1.8285,
+    inv_eta_kv=1.1816,
 )
