@@ -85,10 +85,10 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_env(args: argparse.Namespace) -> int:
     kubeconfig = args.work_dir / "kubeconfig"
-    print(f"export KUBECONFIG={shlex.quote(str(kubeconfig.resolve()))}")
-    if ControlPlane.load(args.work_dir) is not None:
-        bin_dir = ControlPlane.load(args.work_dir).bin_dir  # type: ignore[union-attr]
-        print(f'export PATH={shlex.quote(str(bin_dir))}:"$PATH"')
+    print(f"export KUBECONFIG={shlex.quote(str(kubeconfig))}")
+    cp = ControlPlane.load(args.work_dir)
+    if cp is not None:
+        print(f'export PATH={shlex.quote(str(cp.bin_dir))}:"$PATH"')
     return 0
 
 

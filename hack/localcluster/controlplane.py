@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import ctypes
+import functools
 import json
 import os
 import secrets
@@ -424,7 +425,7 @@ class ControlPlane:
         )
         for name in ("kube-controller-manager", "kube-scheduler"):
             url = f"https://127.0.0.1:{self.ports[name]}/healthz"
-            self._wait(f"{name} /healthz", name, lambda url=url: self._http_ok(url, insecure), timeout)  # type: ignore[misc]
+            self._wait(f"{name} /healthz", name, functools.partial(self._http_ok, url, insecure), timeout)
 
         api = config.new_client_from_config(config_file=kc)
         try:
