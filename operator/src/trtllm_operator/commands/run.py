@@ -1,0 +1,147 @@
+"""``trtllm-operator run``: start the operator (kopf) with every handler of this package.
+
+    trtllm-operator run [--namespace NS ...|--all-namespaces] [--standalone|--peering]
+                        [--max-concurrent-builds N] [--builder-image IMAGE] [--liveness-port PORT]
+                        [--metrics-port PORT] [--log-format text|json] [--verbose]
+
+Flags override ``TRTLLM_OPERATOR_*`` environment variables (:mod:`trtllm_operator.settings`).
+The liveness endpoint (kopf's) answers ``GET http://0.0.0.0:PORT/healthz`` once the operator
+is running. :func:`run_operator` is the same entry point without argument parsing; the test
+fixture (``tests/support/operator.py``) runs it in a thread with a stop flag.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import threading
+from typing import Any
+
+from trtllm_operator.settings import Settings, SettingsError
+
+log = logging.getLogger(__name__)
+
+_metrics_started = False
+_metrics_lock = threading.Lock()
+
+
+def register(subparsers: Any) -> None:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "run",
+        help="run the operator",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    scope = p.add_mutually_exclusive_group()
+    scope.add_argument(
+        "--namespace",
+        "-n",
+        action="append",
+        dest="namespaces",
+        metavar="NS",
+        help="watch this namespace (repeatable); default: TRTLLM_OPERATOR_NAMESPACES or all",
+    )
+    scope.add_argument("--all-namespaces", "-A", action="store_true", help="watch the whole cluster")
+    peering = p.add_mutually_exclusive_group()
+    peering.add_argument("--standalone", dest="standalone", action="store_true", default=None)
+    peering.add_argument("--peering", dest="standalone", action="store_false", help="use kopf peering")
+    p.add_argument("--max-concurrent-builds", type=int, metavar="N")
+    p.add_argument("--builder-image", metavar="IMAGE")
+    p.add_argument("--gpu-catalog-configmap", metavar="NAME")
+    p.add_argument("--gpu-catalog-file", metavar="PATH")
+    p.add_argument("--liveness-port", type=int, metavar="PORT", help="0 disables the endpoint")
+    p.add_argument("--metrics-port", type=int, metavar="PORT", help="0 disables /metrics")
+    p.add_argument("--log-format", choices=["text", "json"])
+    p.add_argument("--verbose", "-v", action="store_true", help="debug logging")
+    p.set_defaults(func=_main)
+
+
+def settings_from_args(args: argparse.Namespace, base: Settings | None = None) -> Settings:
+    """Environment settings with the flags in ``args`` applied."""
+    base = base if base is not None else Settings.from_env()
+    overrides: dict[str, Any] = {
+        "standalone": args.standalone,
+        "max_concurrent_builds": args.max_concurrent_builds,
+        "builder_image": args.builder_image,
+        "gpu_catalog_configmap": args.gpu_catalog_configmap,
+        "gpu_catalog_file": args.gpu_catalog_file,
+        "log_format": args.log_format,
+        "log_level": "DEBUG" if args.verbose else None,
+    }
+    if args.all_namespaces:
+        overrides["namespaces"] = ()
+    elif args.namespaces:
+        overrides["namespaces"] = tuple(args.namespaces)
+    settings = base.with_overrides(**overrides)
+    # 0 on the command line means "off" (None is "not given").
+    ports = {
+        k: (None if v == 0 else v)
+        for k, v in (("liveness_port", args.liveness_port), ("metrics_port", args.metrics_port))
+        if v is not None
+    }
+    return settings.model_copy(update=ports) if ports else settings
+
+
+def _main(args: argparse.Namespace) -> int:
+    try:
+        settings = settings_from_args(args)
+    except SettingsError as exc:
+        print(f"trtllm-operator run: {exc}")
+        return 2
+    run_operator(settings)
+    return 0
+
+
+def run_operator(
+    settings: Settings,
+    *,
+    stop_flag: threading.Event | None = None,
+    ready_flag: threading.Event | None = None,
+    configure_logging: bool = True,
+) -> None:
+    """Run kopf with this package's handlers until ``stop_flag`` is set (or a signal arrives).
+
+    ``settings`` become the process-wide settings (:func:`trtllm_operator.settings.configure`)
+    before the handlers are imported. Blocks; safe to call from a non-main thread.
+    """
+    import kopf  # noqa: PLC0415 - heavy import, only for this sub-command
+
+    from trtllm_operator.settings import configure  # noqa: PLC0415
+
+    configure(settings)
+    if configure_logging:
+        kopf.configure(
+            debug=settings.log_level == "DEBUG",
+            verbose=settings.log_level in ("DEBUG", "INFO"),
+            log_format=kopf.LogFormat.JSON if settings.log_format == "json" else kopf.LogFormat.FULL,
+        )
+    import trtllm_operator.handlers  # noqa: F401, PLC0415 - importing registers the handlers
+
+    _start_metrics(settings.metrics_port)
+    liveness = f"http://0.0.0.0:{settings.liveness_port}/healthz" if settings.liveness_port else None
+    log.info(
+        "starting trtllm-operator: %s, max %d concurrent builds",
+        "cluster-wide" if settings.clusterwide else "namespaces " + ",".join(settings.namespaces),
+        settings.max_concurrent_builds,
+    )
+    kopf.run(
+        standalone=settings.standalone,
+        clusterwide=settings.clusterwide,
+        namespaces=settings.namespaces,
+        liveness_endpoint=liveness,
+        stop_flag=stop_flag,
+        ready_flag=ready_flag,
+    )
+
+
+def _start_metrics(port: int | None) -> None:
+    global _metrics_started  # noqa: PLW0603 - the exporter can be started once per process
+    if not port:
+        return
+    with _metrics_lock:
+        if _metrics_started:
+            return
+        from prometheus_client import start_http_server  # noqa: PLC0415
+
+        start_http_server(port)
+        _metrics_started = True

@@ -1,0 +1,444 @@
+"""LLMEngine controller: kopf wiring and I/O around the pure decisions in ``decide/engine.py``.
+
+One idempotent :func:`reconcile` per LLMEngine, called from
+
+* ``on.create`` / ``on.update`` / ``on.resume`` (a new or changed spec, an operator restart),
+* a slow timer (``resync_seconds``: drift — a child deleted or changed behind our back),
+* watch events of builder Jobs and pods (progress, completion, failure, unschedulable pods): the
+  owning LLMEngines are reconciled, and when a build ends, the LLMEngines waiting in the queue.
+
+It reads the world (engine, cache index entry, builder Job, pods, queue), asks
+:func:`~trtllm_operator.decide.engine.decide_engine` what to do, performs the actions, writes the
+status (``update_conditions``: merge by type, optimistic concurrency) and posts an Event when the
+phase or reason changes. Reconciles of one LLMEngine are serialised by a per-object lock; starting
+builds is serialised operator-wide, so the concurrent-build limit holds.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import kopf
+import yaml
+from kubernetes.client.exceptions import ApiException
+
+from engine_builder.planner import GPUSpec, PlanInputError, load_catalog_extension
+from trtllm_operator.api import ENGINE_PLURAL, GROUP, VERSION
+from trtllm_operator.decide.conditions import rfc3339
+from trtllm_operator.decide.engine import (
+    ARTIFACT_DATA_KEY,
+    COMPONENT_BUILDER,
+    LABEL_COMPONENT,
+    LABEL_MANAGED_BY,
+    MANAGED_BY,
+    AdoptJob,
+    BuildQueue,
+    CreateBuild,
+    EngineDecision,
+    EngineObservation,
+    EnsurePVC,
+    PreparedEngine,
+    RecordArtifact,
+    decide_engine,
+    decide_invalid,
+    prepare_engine,
+)
+from trtllm_operator.decide.engine_failure import job_condition
+from trtllm_operator.kube import (
+    CONFIG_MAP,
+    JOB,
+    LLM_DEPLOYMENT,
+    LLM_ENGINE,
+    POD,
+    PVC,
+    Kube,
+    default_kube,
+    post_event,
+    update_conditions,
+)
+from trtllm_operator.render.builder_job import (
+    desired_artifact_pvc,
+    desired_build_spec_configmap,
+    desired_builder_job,
+    desired_cache_entry,
+    owner_reference,
+)
+from trtllm_operator.settings import Settings, current
+
+log = logging.getLogger(__name__)
+
+BUILDER_SELECTOR = f"{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_COMPONENT}={COMPONENT_BUILDER}"
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+
+_locks: dict[tuple[str, str], threading.Lock] = {}
+_locks_guard = threading.Lock()
+#: Held while counting running builds and creating a Job, so the limit holds across threads.
+_start_lock = threading.Lock()
+
+
+def _lock_for(namespace: str, name: str) -> threading.Lock:
+    with _locks_guard:
+        return _locks.setdefault((namespace, name), threading.Lock())
+
+
+# ----------------------------------------------------------------------------- inputs
+_catalog_cache: tuple[float, dict[str, GPUSpec]] | None = None
+
+
+def catalog_extension(kube: Kube, settings: Settings) -> dict[str, GPUSpec]:
+    """GPU catalog extension from the settings' file and ConfigMap (re-read at most every 60 s).
+
+    A broken extension is logged and ignored (the built-in catalog still works): the operator
+    never stops reconciling because of its own configuration.
+    """
+    global _catalog_cache  # noqa: PLW0603 - a small process-wide cache
+    now = time.monotonic()
+    if _catalog_cache is not None and now - _catalog_cache[0] < 60:
+        return _catalog_cache[1]
+    extra: dict[str, GPUSpec] = {}
+    sources: list[tuple[str, str]] = []
+    if settings.gpu_catalog_file:
+        try:
+            with open(settings.gpu_catalog_file, encoding="utf-8") as fh:
+                sources.append((settings.gpu_catalog_file, fh.read()))
+        except OSError as exc:
+            log.warning("GPU catalog file %s unreadable: %s", settings.gpu_catalog_file, exc)
+    if settings.gpu_catalog_configmap:
+        try:
+            cm = kube.get(CONFIG_MAP, settings.operator_namespace, settings.gpu_catalog_configmap)
+        except ApiException as exc:
+            log.warning("GPU catalog ConfigMap unreadable: %s", exc.reason)
+            cm = None
+        for key, text in sorted(((cm or {}).get("data") or {}).items()):
+            sources.append((f"configmap/{settings.gpu_catalog_configmap}/{key}", text))
+    for where, text in sources:
+        try:
+            extra.update(load_catalog_extension(text))
+        except (PlanInputError, yaml.YAMLError) as exc:
+            log.warning("ignoring GPU catalog extension %s: %s", where, exc)
+    _catalog_cache = (now, extra)
+    return extra
+
+
+_hf_configs: dict[tuple[str, str | None], Mapping[str, Any] | None] = {}
+
+
+def hf_config_for(spec: Mapping[str, Any], settings: Settings) -> Mapping[str, Any] | None:
+    """The model's ``config.json`` if the operator can see it (settings ``hf_config_dir`` /
+    ``hf_config_fetch``), else None. Only hf:// sources; cached per (repo, revision)."""
+    model = spec.get("model") or {}
+    source = str(model.get("source") or "")
+    if not source.startswith("hf://"):
+        return None
+    repo = source[len("hf://") :]
+    revision = model.get("revision")
+    cache_key = (repo, revision)
+    if cache_key in _hf_configs:
+        return _hf_configs[cache_key]
+    found: Mapping[str, Any] | None = None
+    if settings.hf_config_dir:
+        path = os.path.join(settings.hf_config_dir, repo.replace("/", "__") + ".json")
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as fh:
+                found = json.load(fh)
+    if found is None and settings.hf_config_fetch:
+        try:
+            from huggingface_hub import hf_hub_download  # noqa: PLC0415 - optional, rarely used
+
+            local = hf_hub_download(repo, "config.json", revision=revision)
+            with open(local, encoding="utf-8") as fh:
+                found = json.load(fh)
+        except Exception as exc:  # network, gated repo, missing file: plan later in the builder
+            log.info("config.json of %s not fetched: %s", repo, exc)
+    _hf_configs[cache_key] = found
+    return found
+
+
+def _parse_record(cm: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if cm is None:
+        return None
+    try:
+        record = json.loads(((cm.get("data") or {}).get(ARTIFACT_DATA_KEY)) or "")
+    except ValueError:
+        log.warning("cache index entry %s is not JSON; ignoring it", cm["metadata"]["name"])
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _watched(settings: Settings) -> list[str | None]:
+    return list(settings.namespaces) if settings.namespaces else [None]
+
+
+def _is_active(job: Mapping[str, Any]) -> bool:
+    return job_condition(job, "Complete") is None and job_condition(job, "Failed") is None
+
+
+def build_queue(kube: Kube, settings: Settings, engine: Mapping[str, Any]) -> BuildQueue:
+    """Running builds in the watched namespaces and queued LLMEngines created before ``engine``."""
+    active = 0
+    ahead = 0
+    me = (
+        engine["metadata"].get("creationTimestamp") or "",
+        engine["metadata"]["namespace"],
+        engine["metadata"]["name"],
+    )
+    for ns in _watched(settings):
+        active += sum(1 for j in kube.list(JOB, ns, label_selector=BUILDER_SELECTOR) if _is_active(j))
+        for other in kube.list(LLM_ENGINE, ns):
+            meta = other["metadata"]
+            if (other.get("status") or {}).get("phase") != "Queued":
+                continue
+            if (meta.get("creationTimestamp") or "", meta["namespace"], meta["name"]) < me:
+                ahead += 1
+    return BuildQueue(active=active, limit=settings.max_concurrent_builds, ahead=ahead)
+
+
+def _used_by(kube: Kube, namespace: str, name: str) -> list[str] | None:
+    try:
+        deployments = kube.list(LLM_DEPLOYMENT, namespace)
+    except ApiException:
+        return None
+    names = sorted(
+        d["metadata"]["name"]
+        for d in deployments
+        if ((d.get("spec") or {}).get("engineRef") or {}).get("name") == name
+    )
+    return names or None
+
+
+# ----------------------------------------------------------------------------- reconcile
+def reconcile(namespace: str, name: str, *, kube: Kube | None = None) -> EngineDecision | None:
+    """Bring one LLMEngine's children and status in line with its spec. Idempotent.
+
+    Returns the decision (None when the object is gone or being deleted). Raises ApiException on
+    API errors (the kopf handlers turn that into a delayed retry).
+    """
+    kube = kube or default_kube(current().field_manager)
+    with _lock_for(namespace, name):
+        engine = kube.get(LLM_ENGINE, namespace, name)
+        if engine is None or engine["metadata"].get("deletionTimestamp"):
+            return None
+        settings = current()
+        spec = engine.get("spec") or {}
+        prepared = prepare_engine(
+            name,
+            spec,
+            catalog_extra=catalog_extension(kube, settings),
+            hf_config=hf_config_for(spec, settings),
+        )
+        generation = int(engine["metadata"].get("generation") or 0)
+        status = engine.get("status") or {}
+        if not isinstance(prepared, PreparedEngine):
+            decision = decide_invalid(
+                prepared,
+                EngineObservation(
+                    generation, status, None, None, [], BuildQueue(0, settings.max_concurrent_builds, 0)
+                ),
+            )
+            _write(kube, engine, decision, status_extra={"engineKey": None, "engineKeyShort": None})
+            return decision
+        decision = _decide_and_act(
+            kube, settings=settings, engine=engine, prepared=prepared, generation=generation, status=status
+        )
+        _write(kube, engine, decision, status_extra={"usedBy": _used_by(kube, namespace, name)})
+        return decision
+
+
+def _decide_and_act(
+    kube: Kube,
+    *,
+    settings: Settings,
+    engine: Mapping[str, Any],
+    prepared: PreparedEngine,
+    generation: int,
+    status: Mapping[str, Any],
+) -> EngineDecision:
+    ns = engine["metadata"]["namespace"]
+    uid = engine["metadata"]["uid"]
+    record = _parse_record(kube.get(CONFIG_MAP, ns, prepared.cache_name))
+    job = kube.get(JOB, ns, prepared.job_name)
+    pods = kube.list(POD, ns, label_selector=f"{JOB_NAME_LABEL}={prepared.job_name}") if job else []
+    owns = job is None or any(o.get("uid") == uid for o in job["metadata"].get("ownerReferences") or [])
+    pvc_exists = True
+    if prepared.storage.created_by_operator and record is None and job is None:
+        pvc_exists = kube.get(PVC, ns, prepared.storage.claim_name or "") is not None
+    now = rfc3339(dt.datetime.now(dt.UTC))
+    if record is None and job is None:
+        # Counting running builds and creating ours must not interleave with another reconcile.
+        with _start_lock:
+            queue = build_queue(kube, settings, engine)
+            obs = EngineObservation(generation, status, None, None, [], queue, True, pvc_exists)
+            decision = decide_engine(prepared, obs, now=now)
+            _act(kube, settings, engine, prepared, decision)
+            return decision
+    obs = EngineObservation(
+        generation, status, record, job, pods, BuildQueue(0, settings.max_concurrent_builds, 0), owns
+    )
+    decision = decide_engine(prepared, obs, now=now)
+    _act(kube, settings, engine, prepared, decision)
+    return decision
+
+
+def _act(
+    kube: Kube,
+    settings: Settings,
+    engine: Mapping[str, Any],
+    prepared: PreparedEngine,
+    decision: EngineDecision,
+) -> None:
+    ns = engine["metadata"]["namespace"]
+    for action in decision.actions:
+        if isinstance(action, EnsurePVC):
+            _, created = kube.create_or_get(PVC, ns, desired_artifact_pvc(engine, prepared, settings))
+            if created:
+                log.info("created artifact PVC %s/%s", ns, action.claim_name)
+        elif isinstance(action, CreateBuild):
+            kube.create_or_get(CONFIG_MAP, ns, desired_build_spec_configmap(engine, prepared))
+            _, created = kube.create_or_get(JOB, ns, desired_builder_job(engine, prepared, settings))
+            log.info("builder Job %s/%s %s", ns, action.job_name, "created" if created else "already exists")
+        elif isinstance(action, AdoptJob):
+            _adopt(kube, engine, ns, action.job_name)
+        elif isinstance(action, RecordArtifact):
+            _, created = kube.create_or_get(CONFIG_MAP, ns, desired_cache_entry(ns, action.record))
+            if created:
+                post_event(
+                    kube,
+                    engine,
+                    "ArtifactRecorded",
+                    f"recorded {action.record.get('uri')} in the engine cache",
+                )
+
+
+def _adopt(kube: Kube, engine: Mapping[str, Any], ns: str, child_name: str) -> None:
+    """Add ``engine`` as a (non-controller) owner of the Job and its build-spec ConfigMap."""
+    for res in (JOB, CONFIG_MAP):
+        obj = kube.get(res, ns, child_name)
+        if obj is None:
+            continue
+        refs = list(obj["metadata"].get("ownerReferences") or [])
+        if any(r.get("uid") == engine["metadata"]["uid"] for r in refs):
+            continue
+        refs.append(owner_reference(engine, controller=False))
+        try:
+            kube.patch(
+                res,
+                ns,
+                child_name,
+                {
+                    "metadata": {
+                        "resourceVersion": obj["metadata"]["resourceVersion"],
+                        "ownerReferences": refs,
+                    }
+                },
+            )
+        except ApiException as exc:
+            if exc.status != 409:
+                raise  # a 409 is retried by the next reconcile
+
+
+def _write(
+    kube: Kube, engine: Mapping[str, Any], decision: EngineDecision, *, status_extra: Mapping[str, Any]
+) -> None:
+    meta = engine["metadata"]
+    update_conditions(
+        kube,
+        LLM_ENGINE,
+        meta["namespace"],
+        meta["name"],
+        decision.conditions,
+        status={**decision.status, **status_extra},
+    )
+    if decision.event is not None:
+        post_event(kube, engine, decision.event.reason, decision.event.message, type_=decision.event.type)
+
+
+def reconcile_queued(namespace: str | None = None) -> None:
+    """Reconcile every LLMEngine waiting in the queue (oldest first), e.g. after a build ended."""
+    kube = default_kube(current().field_manager)
+    waiting: list[tuple[str, str, str]] = []
+    for ns in _watched(current()) if namespace is None else [namespace]:
+        for e in kube.list(LLM_ENGINE, ns):
+            if (e.get("status") or {}).get("phase") == "Queued":
+                meta = e["metadata"]
+                waiting.append((meta.get("creationTimestamp") or "", meta["namespace"], meta["name"]))
+    for _, ns_, name in sorted(waiting):
+        try:
+            reconcile(ns_, name, kube=kube)
+        except ApiException as exc:
+            log.warning("reconcile of queued %s/%s failed: %s", ns_, name, exc.reason)
+
+
+# ----------------------------------------------------------------------------- kopf handlers
+def _retrying(namespace: str | None, name: str) -> None:
+    if namespace is None:
+        return
+    try:
+        reconcile(namespace, name)
+    except ApiException as exc:
+        raise kopf.TemporaryError(
+            f"API error {exc.status}: {exc.reason}", delay=current().error_backoff_seconds
+        ) from exc
+
+
+@kopf.on.resume(GROUP, VERSION, ENGINE_PLURAL)
+@kopf.on.create(GROUP, VERSION, ENGINE_PLURAL)
+@kopf.on.update(GROUP, VERSION, ENGINE_PLURAL)
+def engine_changed(*, namespace: str | None, name: str, **_: Any) -> None:
+    """A new or changed LLMEngine, or the operator (re)started: reconcile it."""
+    _retrying(namespace, name)
+
+
+@kopf.timer(
+    GROUP, VERSION, ENGINE_PLURAL, interval=current().resync_seconds, initial_delay=current().resync_seconds
+)
+def engine_resync(*, namespace: str | None, name: str, **_: Any) -> None:
+    """Slow drift correction (children changed or deleted behind the operator's back)."""
+    _retrying(namespace, name)
+
+
+def _owner_engines(obj: Mapping[str, Any]) -> list[str]:
+    return [
+        r["name"]
+        for r in (obj.get("metadata") or {}).get("ownerReferences") or []
+        if r.get("kind") == "LLMEngine" and str(r.get("apiVersion", "")).startswith(GROUP + "/")
+    ]
+
+
+@kopf.on.event(
+    "batch", "v1", "jobs", labels={LABEL_COMPONENT: COMPONENT_BUILDER, LABEL_MANAGED_BY: MANAGED_BY}
+)
+def builder_job_event(*, type: str, body: kopf.Body, namespace: str | None, **_: Any) -> None:
+    """A builder Job changed: reconcile its LLMEngines; when it ended, the queue moves."""
+    if namespace is None:
+        return
+    for owner in _owner_engines(body):
+        try:
+            reconcile(namespace, owner)
+        except ApiException as exc:
+            log.warning("reconcile of %s/%s after a Job event failed: %s", namespace, owner, exc.reason)
+    if type == "DELETED" or not _is_active(body):
+        reconcile_queued()
+
+
+@kopf.on.event("", "v1", "pods", labels={LABEL_COMPONENT: COMPONENT_BUILDER, LABEL_MANAGED_BY: MANAGED_BY})
+def builder_pod_event(*, body: kopf.Body, namespace: str | None, **_: Any) -> None:
+    """A builder pod changed (scheduled, running, terminated): reconcile the Job's LLMEngines."""
+    if namespace is None:
+        return
+    job_name = ((body.get("metadata") or {}).get("labels") or {}).get(JOB_NAME_LABEL)
+    if not job_name:
+        return
+    kube = default_kube(current().field_manager)
+    try:
+        job = kube.get(JOB, namespace, job_name)
+        for owner in _owner_engines(job or {}):
+            reconcile(namespace, owner, kube=kube)
+    except ApiException as exc:
+        log.warning("reconcile after a pod event in %s failed: %s", namespace, exc.reason)

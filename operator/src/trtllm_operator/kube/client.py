@@ -1,0 +1,279 @@
+"""Dict-in, dict-out access to the API server over the official ``kubernetes`` client.
+
+The rest of the operator speaks plain manifests (camelCase dicts, as ``render/`` produces them and
+as ``kubectl get -o json`` shows them). :class:`Kube` maps a :class:`Resource` onto the typed
+client method (``read_namespaced_job``, ``patch_namespaced_custom_object_status`` …) and converts
+typed results back to dicts with ``ApiClient.sanitize_for_serialization``, so callers never see
+client model classes.
+
+Error handling follows the three 409 cases of reference §D5:
+
+* create of a child with a deterministic name → :meth:`Kube.create_or_get` turns
+  ``409 AlreadyExists`` into "already there" and returns the live object;
+* writes never PUT; they PATCH (JSON merge patch) with an optional ``metadata.resourceVersion``
+  precondition, which the API server answers with ``409 Conflict`` when stale
+  (:func:`is_conflict`; :mod:`trtllm_operator.kube.status` retries on it);
+* ``404`` on read is ``None``, not an exception.
+
+Every write carries ``fieldManager`` (one name for the whole operator, STYLE.md).
+
+The client is synchronous: kopf runs sync handlers in its thread pool.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+log = logging.getLogger(__name__)
+
+#: A manifest as the API server returns it (camelCase keys).
+Manifest = dict[str, Any]
+#: A JSON patch: a list of operations.
+JsonPatch = list[dict[str, Any]]
+_config: Any = config  # the kubernetes.config functions are untyped
+
+GROUP = "llm.trtllm-operator.dev"
+VERSION = "v1alpha1"
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+
+
+@dataclass(frozen=True)
+class Resource:
+    """An API resource: group ("" for core), version, plural, kind; ``method`` is the typed suffix.
+
+    ``method`` is the snake-case suffix of the typed client methods (``config_map`` for
+    ``read_namespaced_config_map``); None for custom resources (served by CustomObjectsApi).
+    """
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    method: str | None = None
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+CONFIG_MAP = Resource("", "v1", "configmaps", "ConfigMap", "config_map")
+SECRET = Resource("", "v1", "secrets", "Secret", "secret")
+POD = Resource("", "v1", "pods", "Pod", "pod")
+SERVICE = Resource("", "v1", "services", "Service", "service")
+PVC = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", "persistent_volume_claim")
+EVENT = Resource("", "v1", "events", "Event", "event")
+JOB = Resource("batch", "v1", "jobs", "Job", "job")
+DEPLOYMENT = Resource("apps", "v1", "deployments", "Deployment", "deployment")
+LLM_ENGINE = Resource(GROUP, VERSION, "llmengines", "LLMEngine")
+LLM_DEPLOYMENT = Resource(GROUP, VERSION, "llmdeployments", "LLMDeployment")
+
+_API_CLASSES: dict[str, Any] = {
+    "": client.CoreV1Api,
+    "batch": client.BatchV1Api,
+    "apps": client.AppsV1Api,
+    "autoscaling": client.AutoscalingV2Api,
+    "policy": client.PolicyV1Api,
+}
+
+
+def is_not_found(exc: BaseException) -> bool:
+    return isinstance(exc, ApiException) and exc.status == 404
+
+
+def is_conflict(exc: BaseException) -> bool:
+    """409: AlreadyExists on create, Conflict on a stale resourceVersion."""
+    return isinstance(exc, ApiException) and exc.status == 409
+
+
+def load_api_client(kubeconfig: str | None = None) -> client.ApiClient:
+    """An ApiClient from ``kubeconfig`` (or ``$KUBECONFIG`` / ``~/.kube/config``), else in-cluster."""
+    configuration = client.Configuration()
+    try:
+        _config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+    except config.ConfigException:
+        if kubeconfig is not None:
+            raise
+        _config.load_incluster_config(client_configuration=configuration)
+    return client.ApiClient(configuration)
+
+
+class Kube:
+    """Thin dict-based facade over the typed client. Thread-safe (one urllib3 pool)."""
+
+    def __init__(self, api_client: client.ApiClient, field_manager: str = "trtllm-operator") -> None:
+        self.api_client = api_client
+        self.field_manager = field_manager
+        self._apis: dict[str, Any] = {}
+        self._custom = client.CustomObjectsApi(api_client)
+
+    # -- plumbing -----------------------------------------------------------------------------
+    def _api(self, res: Resource) -> Any:
+        api = self._apis.get(res.group)
+        if api is None:
+            api = self._apis[res.group] = _API_CLASSES[res.group](self.api_client)
+        return api
+
+    def _dict(self, obj: Any) -> dict[str, Any]:
+        api_client: Any = self.api_client
+        return cast(dict[str, Any], api_client.sanitize_for_serialization(obj))
+
+    def _typed(self, verb: str, res: Resource, subresource: str | None = None) -> Any:
+        suffix = f"_{subresource}" if subresource else ""
+        return getattr(self._api(res), f"{verb}_namespaced_{res.method}{suffix}")
+
+    # -- reads --------------------------------------------------------------------------------
+    def get(
+        self, res: Resource, namespace: str, name: str, *, subresource: str | None = None
+    ) -> dict[str, Any] | None:
+        """The object, or None when it does not exist."""
+        try:
+            if res.method is None:
+                if subresource == "status":
+                    obj = self._custom.get_namespaced_custom_object_status(
+                        res.group, res.version, namespace, res.plural, name
+                    )
+                else:
+                    obj = self._custom.get_namespaced_custom_object(
+                        res.group, res.version, namespace, res.plural, name
+                    )
+                return cast(dict[str, Any], obj)
+            return self._dict(self._typed("read", res, subresource)(name, namespace))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def list(
+        self,
+        res: Resource,
+        namespace: str | None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> list[Manifest]:
+        """Items in ``namespace`` (all namespaces when None), each with apiVersion/kind filled in."""
+        kwargs: dict[str, Any] = {}
+        if label_selector:
+            kwargs["label_selector"] = label_selector
+        if field_selector:
+            kwargs["field_selector"] = field_selector
+        if res.method is None:
+            if namespace is None:
+                raw = self._custom.list_cluster_custom_object(res.group, res.version, res.plural, **kwargs)
+            else:
+                raw = self._custom.list_namespaced_custom_object(
+                    res.group, res.version, namespace, res.plural, **kwargs
+                )
+            items = cast(list[Manifest], cast(dict[str, Any], raw).get("items", []))
+        else:
+            api = self._api(res)
+            if namespace is None:
+                result = getattr(api, f"list_{res.method}_for_all_namespaces")(**kwargs)
+            else:
+                result = getattr(api, f"list_namespaced_{res.method}")(namespace, **kwargs)
+            items = self._dict(result).get("items", [])
+        for item in items:
+            item.setdefault("apiVersion", res.api_version)
+            item.setdefault("kind", res.kind)
+        return items
+
+    # -- writes -------------------------------------------------------------------------------
+    def create(self, res: Resource, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Create; raises ApiException (409 when the name is taken)."""
+        if res.method is None:
+            obj = self._custom.create_namespaced_custom_object(
+                res.group, res.version, namespace, res.plural, dict(body), field_manager=self.field_manager
+            )
+            return cast(dict[str, Any], obj)
+        return self._dict(self._typed("create", res)(namespace, dict(body), field_manager=self.field_manager))
+
+    def create_or_get(
+        self, res: Resource, namespace: str, body: Mapping[str, Any]
+    ) -> tuple[dict[str, Any], bool]:
+        """Create ``body`` unless an object with its name exists: ``(live object, created)``.
+
+        A child's name is derived from its parent, so AlreadyExists means "done before" (a retry,
+        a restarted operator, another parent with the same engine key). The existing object is
+        returned unchanged; comparing and patching it is the caller's decision.
+        """
+        name = body["metadata"]["name"]
+        try:
+            return self.create(res, namespace, body), True
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+        existing = self.get(res, namespace, name)
+        if existing is None:  # deleted between our create and read: try once more
+            return self.create(res, namespace, body), True
+        return existing, False
+
+    def patch(
+        self,
+        res: Resource,
+        namespace: str,
+        name: str,
+        body: Mapping[str, Any] | JsonPatch,
+        *,
+        subresource: str | None = None,
+        content_type: str = MERGE_PATCH,
+    ) -> dict[str, Any]:
+        """PATCH (JSON merge patch by default; a list body needs ``content_type=JSON_PATCH``).
+
+        Put ``{"metadata": {"resourceVersion": rv}}`` into a merge patch to make it conditional:
+        the API server then answers 409 when the object changed since ``rv``.
+        """
+        payload: Any = body if isinstance(body, list) else dict(body)
+        kwargs: dict[str, Any] = {"field_manager": self.field_manager, "_content_type": content_type}
+        if res.method is None:
+            if subresource == "status":
+                fn = self._custom.patch_namespaced_custom_object_status
+            elif subresource == "scale":
+                fn = self._custom.patch_namespaced_custom_object_scale
+            else:
+                fn = self._custom.patch_namespaced_custom_object
+            obj = fn(res.group, res.version, namespace, res.plural, name, payload, **kwargs)
+            return cast(dict[str, Any], obj)
+        return self._dict(self._typed("patch", res, subresource)(name, namespace, payload, **kwargs))
+
+    def delete(self, res: Resource, namespace: str, name: str, *, propagation: str = "Background") -> bool:
+        """Delete; False when it was already gone."""
+        try:
+            if res.method is None:
+                self._custom.delete_namespaced_custom_object(
+                    res.group, res.version, namespace, res.plural, name, propagation_policy=propagation
+                )
+            else:
+                self._typed("delete", res)(name, namespace, propagation_policy=propagation)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+
+_default: Kube | None = None
+_default_lock = threading.Lock()
+
+
+def default_kube(field_manager: str = "trtllm-operator") -> Kube:
+    """The process-wide :class:`Kube` (created on first use from kubeconfig or in-cluster config)."""
+    global _default  # noqa: PLW0603 - one client per process, like kopf's own login
+    with _default_lock:
+        if _default is None:
+            _default = Kube(load_api_client(), field_manager)
+        return _default
+
+
+def set_default_kube(kube: Kube | None) -> None:
+    """Replace the process-wide client (tests pointing at a fresh cluster; None resets)."""
+    global _default  # noqa: PLW0603
+    with _default_lock:
+        _default = kube

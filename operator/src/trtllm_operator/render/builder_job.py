@@ -1,0 +1,353 @@
+"""The builder Job, its build-spec ConfigMap and the operator-created artifact PVC, as manifests.
+
+Pure: inputs are the LLMEngine (metadata only), the prepared build
+(:class:`~trtllm_operator.decide.engine.PreparedEngine`) and the operator settings; no client, no
+clock. The handler creates what these return and never patches a running builder Job (a Job's
+pod template is immutable; a spec change that matters changes the engine key, hence the name).
+
+Choices, and why:
+
+* **Name** from the engine key and storage (``build-<key[:16]>-<storage[:6]>``): a retry, a
+  restarted operator or a second LLMEngine with the same key finds the same Job (AlreadyExists).
+* **GPUs**: ``spec.gpu.resources.gpus``, else the replica's world size (tensor × pipeline, at
+  least ``build.workers``): calibration loads the model over the GPUs the engine will use.
+  **Host memory**: ``spec.gpu.resources.memory``, else derived from the plan — quantization holds
+  the unquantized (16-bit) checkpoint in host memory: ``params × 2 B × 1.25 + 8 GiB``.
+* **Node affinity** on ``nvidia.com/gpu.product``: an engine only runs on the GPU it was built
+  for (reference tensorrt-llm.md §3.3).
+* **podFailurePolicy**: ``FailJob`` on the builder's deterministic exit codes (bad spec, out of
+  memory, unsupported architecture: a retry cannot help), ``Ignore`` on ``DisruptionTarget``
+  (preemption, node drain: not counted against ``backoffLimit``). Requires ``restartPolicy: Never``.
+* **Secrets**: the Hugging Face token / S3 credentials come in through ``secretKeyRef``; the
+  operator never reads them. No service-account token is mounted.
+* ``terminationMessagePolicy: FallbackToLogsOnError``: the builder writes its JSON report to
+  ``/dev/termination-log``; if it dies first, the log tail becomes the message.
+* ``/dev/shm`` is a memory-backed emptyDir (NCCL, PyTorch) sized by the operator setting.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+from trtllm_operator.api import API_VERSION, ENGINE_KIND
+from trtllm_operator.decide.engine import (
+    ARTIFACT_DATA_KEY,
+    BUILD_SPEC_DATA_KEY,
+    COMPONENT_ARTIFACT,
+    COMPONENT_BUILDER,
+    LABEL_COMPONENT,
+    LABEL_ENGINE,
+    LABEL_ENGINE_KEY,
+    LABEL_MANAGED_BY,
+    LABEL_NAME,
+    LABEL_STORAGE_ID,
+    MANAGED_BY,
+    PreparedEngine,
+    cache_entry_name,
+    gpu_products,
+)
+from trtllm_operator.decide.engine_failure import BUILDER_CONTAINER, deterministic_exit_codes
+from trtllm_operator.settings import Settings
+
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+SPEC_MOUNT = "/etc/engine-builder"
+GIB = 2**30
+#: Host-memory headroom over the 16-bit checkpoint for tokenizer, calibration data, framework.
+HOST_MEMORY_FIXED_BYTES = 8 * GIB
+HOST_MEMORY_FACTOR = 1.25
+
+
+def owner_reference(engine: Mapping[str, Any], *, controller: bool = True) -> dict[str, Any]:
+    """ownerReference to an LLMEngine (``controller`` for the one that created the child)."""
+    meta = engine["metadata"]
+    return {
+        "apiVersion": API_VERSION,
+        "kind": ENGINE_KIND,
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": controller,
+        "blockOwnerDeletion": True,
+    }
+
+
+def builder_labels(prepared: PreparedEngine) -> dict[str, str]:
+    """Labels on the Job, its pods and the build-spec ConfigMap."""
+    return {
+        LABEL_NAME: "trtllm-engine-builder",
+        LABEL_MANAGED_BY: MANAGED_BY,
+        LABEL_COMPONENT: COMPONENT_BUILDER,
+        LABEL_ENGINE_KEY: prepared.key[:63],
+        LABEL_STORAGE_ID: prepared.storage.storage_id,
+        LABEL_ENGINE: prepared.name[:63],
+    }
+
+
+def builder_gpu_count(prepared: PreparedEngine) -> int:
+    """GPUs requested by the builder pod (see module docstring)."""
+    spec = prepared.spec
+    if spec.gpu.resources.gpus:
+        return spec.gpu.resources.gpus
+    return max(spec.parallelism.tensor * spec.parallelism.pipeline, spec.build.workers)
+
+
+def builder_memory(prepared: PreparedEngine) -> str | None:
+    """Host memory request/limit: the spec's value, else from the plan (Gi, rounded up), else None."""
+    if prepared.spec.gpu.resources.memory:
+        return prepared.spec.gpu.resources.memory
+    if prepared.plan is None:
+        return None
+    need = prepared.plan.params_total * 2 * HOST_MEMORY_FACTOR + HOST_MEMORY_FIXED_BYTES
+    return f"{math.ceil(need / GIB)}Gi"
+
+
+def desired_build_spec_configmap(engine: Mapping[str, Any], prepared: PreparedEngine) -> dict[str, Any]:
+    """The ConfigMap holding the build spec (YAML), named like the Job, owned by the LLMEngine."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": prepared.job_name,
+            "namespace": engine["metadata"]["namespace"],
+            "labels": builder_labels(prepared),
+            "ownerReferences": [owner_reference(engine)],
+        },
+        "data": {
+            BUILD_SPEC_DATA_KEY: yaml.safe_dump(
+                prepared.build_spec.model_dump(mode="json"), sort_keys=True, default_flow_style=False
+            )
+        },
+    }
+
+
+def desired_artifact_pvc(
+    engine: Mapping[str, Any], prepared: PreparedEngine, settings: Settings
+) -> dict[str, Any]:
+    """The operator-created artifact PVC (``storage.createPVC``). Deliberately NOT owned by the
+    LLMEngine: deleting the LLMEngine must not delete artifacts (reclaimPolicy Retain)."""
+    st = prepared.storage
+    spec: dict[str, Any] = {
+        "accessModes": [st.create_access_mode],
+        "resources": {"requests": {"storage": st.create_size}},
+    }
+    storage_class = st.create_storage_class or settings.pvc_storage_class
+    if storage_class:
+        spec["storageClassName"] = storage_class
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": st.claim_name,
+            "namespace": engine["metadata"]["namespace"],
+            "labels": {
+                LABEL_MANAGED_BY: MANAGED_BY,
+                LABEL_COMPONENT: "engine-storage",
+                LABEL_ENGINE: prepared.name[:63],
+                LABEL_STORAGE_ID: st.storage_id,
+            },
+        },
+        "spec": spec,
+    }
+
+
+def _env(prepared: PreparedEngine) -> list[dict[str, Any]]:
+    env: list[dict[str, Any]] = [
+        {"name": "ENGINE_KEY", "value": prepared.key},
+        {"name": "HF_HUB_DISABLE_TELEMETRY", "value": "1"},
+    ]
+    ref = prepared.spec.model.credentials_secret_ref
+    source = prepared.spec.model.source
+    if ref is not None and source.startswith("hf://"):
+        env.append(
+            {
+                "name": prepared.build_spec.model.token_env,
+                "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}},
+            }
+        )
+    secrets: list[str] = []
+    if ref is not None and source.startswith("s3://"):
+        secrets.append(ref.name)
+    if prepared.storage.kind == "s3" and prepared.storage.s3_secret:
+        secrets.append(prepared.storage.s3_secret)
+    if prepared.storage.endpoint:
+        env.append({"name": "AWS_ENDPOINT_URL", "value": prepared.storage.endpoint})
+    # One set of AWS variables: the storage's Secret wins (it is where the artifact is written).
+    if secrets:
+        name = secrets[-1]
+        for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+            env.append({"name": var, "valueFrom": {"secretKeyRef": {"name": name, "key": var}}})
+    return env
+
+
+def desired_builder_job(
+    engine: Mapping[str, Any], prepared: PreparedEngine, settings: Settings
+) -> dict[str, Any]:
+    """The builder Job for ``prepared`` (see the module docstring for every choice).
+
+    ``engine`` needs ``metadata.name``, ``namespace`` and ``uid``. Returns a ``batch/v1`` Job.
+    """
+    spec = prepared.spec
+    gpu_spec = spec.gpu
+    st = prepared.storage
+    labels = builder_labels(prepared)
+    gpus = builder_gpu_count(prepared)
+    image = settings.builder_image or spec.runtime.image
+
+    limits: dict[str, str] = {GPU_RESOURCE: str(gpus)}
+    requests: dict[str, str] = {GPU_RESOURCE: str(gpus)}
+    memory = builder_memory(prepared)
+    if memory:
+        limits["memory"] = requests["memory"] = memory
+    if gpu_spec.resources.cpu:
+        requests["cpu"] = gpu_spec.resources.cpu
+    if gpu_spec.resources.ephemeral_storage:
+        limits["ephemeral-storage"] = requests["ephemeral-storage"] = gpu_spec.resources.ephemeral_storage
+
+    volumes: list[dict[str, Any]] = [
+        {
+            "name": "dshm",
+            "emptyDir": {"medium": "Memory", "sizeLimit": f"{settings.builder_shm_bytes // 2**20}Mi"},
+        },
+        {"name": "build-spec", "configMap": {"name": prepared.job_name}},
+    ]
+    mounts: list[dict[str, Any]] = [
+        {"name": "dshm", "mountPath": "/dev/shm"},
+        {"name": "build-spec", "mountPath": SPEC_MOUNT, "readOnly": True},
+    ]
+    if st.kind == "pvc":
+        volumes.append({"name": "artifacts", "persistentVolumeClaim": {"claimName": st.claim_name}})
+        mount: dict[str, Any] = {"name": "artifacts", "mountPath": st.MOUNT_PATH}
+        if st.sub_path:
+            mount["subPath"] = st.sub_path
+        mounts.append(mount)
+        workdir = f"{st.MOUNT_PATH}/.work/{prepared.key}"
+    else:
+        volumes.append({"name": "work", "emptyDir": {}})
+        mounts.append({"name": "work", "mountPath": "/work"})
+        workdir = "/work"
+    source = spec.model.source
+    if source.startswith("pvc://"):
+        claim = source[len("pvc://") :].split("/", 1)[0]
+        volumes.append({"name": "model", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}})
+        mounts.append({"name": "model", "mountPath": f"/models/{claim}", "readOnly": True})
+
+    container = {
+        "name": BUILDER_CONTAINER,
+        "image": image,
+        "imagePullPolicy": settings.image_pull_policy,
+        "command": [
+            "engine-builder",
+            "run",
+            "--spec",
+            f"{SPEC_MOUNT}/{BUILD_SPEC_DATA_KEY}",
+            "--workdir",
+            workdir,
+        ],
+        "env": _env(prepared),
+        "resources": {"limits": limits, "requests": requests},
+        "volumeMounts": mounts,
+        "terminationMessagePath": "/dev/termination-log",
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {
+                                    "key": GPU_PRODUCT_LABEL,
+                                    "operator": "In",
+                                    "values": gpu_products(gpu_spec.product, prepared.gpu),
+                                }
+                            ]
+                        }
+                    ]
+                }
+            }
+        },
+        "containers": [container],
+        "volumes": volumes,
+    }
+    if gpu_spec.node_selector:
+        pod_spec["nodeSelector"] = dict(gpu_spec.node_selector)
+    if gpu_spec.tolerations:
+        pod_spec["tolerations"] = [
+            t.model_dump(by_alias=True, exclude_none=True) for t in gpu_spec.tolerations
+        ]
+    if gpu_spec.runtime_class_name:
+        pod_spec["runtimeClassName"] = gpu_spec.runtime_class_name
+    if spec.runtime.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": n} for n in spec.runtime.image_pull_secrets]
+    if settings.builder_service_account:
+        pod_spec["serviceAccountName"] = settings.builder_service_account
+
+    pod_labels = {**(gpu_spec.pod_labels or {}), **labels}
+    rules: list[dict[str, Any]] = []
+    codes = deterministic_exit_codes()
+    if codes:
+        rules.append(
+            {
+                "action": "FailJob",
+                "onExitCodes": {"containerName": BUILDER_CONTAINER, "operator": "In", "values": codes},
+            }
+        )
+    rules.append({"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]})
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": prepared.job_name,
+            "namespace": engine["metadata"]["namespace"],
+            "labels": labels,
+            "annotations": {LABEL_ENGINE_KEY: prepared.key},
+            "ownerReferences": [owner_reference(engine)],
+        },
+        "spec": {
+            "backoffLimit": gpu_spec.backoff_limit,
+            "activeDeadlineSeconds": gpu_spec.active_deadline_seconds,
+            "podFailurePolicy": {"rules": rules},
+            "template": {
+                "metadata": {"labels": pod_labels, "annotations": dict(gpu_spec.pod_annotations or {})},
+                "spec": pod_spec,
+            },
+        },
+    }
+
+
+def desired_cache_entry(namespace: str, record: Mapping[str, Any]) -> dict[str, Any]:
+    """The engine cache index entry: a ConfigMap recording one completed artifact.
+
+    The operator cannot look inside PVCs or buckets, so "an artifact with this key exists in this
+    storage" is recorded here when a build completes (or ``trtllm-operator cache import`` registers
+    one built elsewhere). Deliberately NOT owned by any LLMEngine: artifacts outlive the objects
+    that built them (reclaimPolicy Retain). ``record`` is
+    :func:`~trtllm_operator.decide.engine.artifact_record`'s output.
+    """
+    key = str(record["engineKey"])
+    storage_id = str(record["storageId"])
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": cache_entry_name(key, storage_id),
+            "namespace": namespace,
+            "labels": {
+                LABEL_MANAGED_BY: MANAGED_BY,
+                LABEL_COMPONENT: COMPONENT_ARTIFACT,
+                LABEL_ENGINE_KEY: key[:63],
+                LABEL_STORAGE_ID: storage_id,
+            },
+            "annotations": {LABEL_ENGINE_KEY: key},
+        },
+        "data": {ARTIFACT_DATA_KEY: json.dumps(dict(record), sort_keys=True, indent=2)},
+    }

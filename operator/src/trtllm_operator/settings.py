@@ -1,0 +1,218 @@
+"""The operator's own configuration: environment variables and ``trtllm-operator run`` flags.
+
+One immutable :class:`Settings` object, built once at start-up (:func:`Settings.from_env`, then
+:meth:`Settings.with_overrides` for command-line flags) and handed to every handler through
+:func:`current`. Every field has a documented default, so an operator started with no
+configuration at all watches the whole cluster with sane limits; ``docs/operator.md`` carries the
+same table (generated from these descriptions by :func:`settings_table`).
+
+Precedence: command-line flag > environment variable > default. Environment variables are named
+``TRTLLM_OPERATOR_<FIELD>`` in upper case (lists are comma-separated, booleans ``true|false|1|0``).
+
+This module is pure (no Kubernetes access): the GPU catalog extension *ConfigMap* is read by the
+handlers at start-up; here it is only a name.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+ENV_PREFIX = "TRTLLM_OPERATOR_"
+
+
+class SettingsError(ValueError):
+    """An environment variable or flag has a value the operator cannot use (the message names it)."""
+
+
+class Settings(BaseModel):
+    """Operator configuration. Units are in the field names (``_seconds``, ``_bytes``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    namespaces: tuple[str, ...] = Field(
+        default=(),
+        description="Namespaces to watch (comma-separated in the environment). Empty means the whole "
+        "cluster (cluster-wide RBAC needed).",
+    )
+    standalone: bool = Field(
+        default=True,
+        description="Run without kopf peering (one operator replica; the chart uses replicas: 1 and the "
+        "Recreate strategy).",
+    )
+    operator_namespace: str = Field(
+        default="trtllm-operator",
+        description="Namespace the operator runs in (the chart sets it from the pod's namespace); the "
+        "GPU catalog ConfigMap is read from here.",
+    )
+    max_concurrent_builds: int = Field(
+        default=2,
+        ge=1,
+        description="Builder Jobs running at once across all watched namespaces; further LLMEngines wait "
+        "in phase Queued with their position in status.",
+    )
+    builder_image: str | None = Field(
+        default=None,
+        description="Image of the builder Job. Unset: the LLMEngine's spec.runtime.image (an engine must be "
+        "built by the TensorRT-LLM version that serves it, so the builder runs in the serving image with "
+        "engine-builder installed).",
+    )
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
+        default="IfNotPresent", description="imagePullPolicy of the builder container."
+    )
+    builder_shm_bytes: int = Field(
+        default=16 * 2**30,
+        ge=2**26,
+        description="Size limit of the builder's /dev/shm (memory-backed emptyDir), bytes. NCCL and "
+        "PyTorch data loaders need more than the container runtime's 64 MiB default.",
+    )
+    builder_service_account: str | None = Field(
+        default=None,
+        description="serviceAccountName of builder pods (the token is never mounted); unset: namespace "
+        "default.",
+    )
+    gpu_catalog_configmap: str | None = Field(
+        default=None,
+        description="Name of a ConfigMap in operator_namespace whose data entries (YAML/JSON) add GPU "
+        "products to the built-in catalog.",
+    )
+    gpu_catalog_file: str | None = Field(
+        default=None, description="Path of a YAML/JSON file adding GPU products to the built-in catalog."
+    )
+    hf_config_dir: str | None = Field(
+        default=None,
+        description="Directory of Hugging Face config.json files named <org>__<name>.json (e.g. "
+        "meta-llama__Llama-3.1-8B-Instruct.json). With the model's config the operator validates "
+        "parallelism against the model and fills status.plan before any build; without it the builder "
+        "plans at its plan stage.",
+    )
+    hf_config_fetch: bool = Field(
+        default=False,
+        description="Fetch config.json of public hf:// models from the Hugging Face Hub (no token: the "
+        "operator never reads Secrets) when it is not in hf_config_dir.",
+    )
+    pvc_storage_class: str | None = Field(
+        default=None,
+        description="storageClassName of PVCs the operator creates for artifacts; unset: cluster default.",
+    )
+    resync_seconds: float = Field(
+        default=300.0,
+        gt=0,
+        description="Period of the drift timer that re-reconciles every LLMEngine (children changed or "
+        "deleted behind the operator's back). Read when the handlers module is first imported.",
+    )
+    error_backoff_seconds: float = Field(
+        default=15.0,
+        gt=0,
+        description="Delay before retrying a reconcile that failed on an API error.",
+    )
+    watch_server_timeout_seconds: int | None = Field(
+        default=None,
+        gt=0,
+        description="Server-side timeout of watch requests (kopf settings.watching.server_timeout); unset: "
+        "kopf default.",
+    )
+    liveness_port: int | None = Field(
+        default=8081,
+        ge=0,
+        le=65535,
+        description="Port of the liveness endpoint http://0.0.0.0:PORT/healthz; unset (empty) disables it.",
+    )
+    metrics_port: int | None = Field(
+        default=8080,
+        ge=0,
+        le=65535,
+        description="Port of the Prometheus /metrics endpoint; unset (empty) disables it.",
+    )
+    log_format: Literal["text", "json"] = Field(default="text", description="Log line format.")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(default="INFO", description="Log level.")
+    field_manager: str = Field(
+        default="trtllm-operator", description="fieldManager name on every write the operator makes."
+    )
+
+    @field_validator("namespaces", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @property
+    def clusterwide(self) -> bool:
+        """True when no namespace list is configured."""
+        return not self.namespaces
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Settings from ``TRTLLM_OPERATOR_*`` variables (``os.environ`` when ``environ`` is None).
+
+        Raises :class:`SettingsError` naming the variable when a value is invalid. An empty value
+        means "unset" for optional fields.
+        """
+        env = os.environ if environ is None else environ
+        raw: dict[str, Any] = {}
+        for name, field in cls.model_fields.items():
+            key = ENV_PREFIX + name.upper()
+            if key not in env:
+                continue
+            value = env[key]
+            if value == "" and _is_optional(field.annotation):
+                raw[name] = None
+            else:
+                raw[name] = value
+        try:
+            return cls.model_validate(raw)
+        except ValidationError as exc:
+            raise SettingsError(_explain(exc, env_names=True)) from exc
+
+    def with_overrides(self, **overrides: Any) -> Settings:
+        """A copy with the non-None ``overrides`` applied and validated (flags over environment)."""
+        data = self.model_dump()
+        data.update({k: v for k, v in overrides.items() if v is not None})
+        try:
+            return type(self).model_validate(data)
+        except ValidationError as exc:
+            raise SettingsError(_explain(exc, env_names=False)) from exc
+
+
+def _is_optional(annotation: Any) -> bool:
+    return "None" in repr(annotation)
+
+
+def _explain(exc: ValidationError, *, env_names: bool) -> str:
+    parts = []
+    for err in exc.errors():
+        field = str(err["loc"][0]) if err["loc"] else "?"
+        name = ENV_PREFIX + field.upper() if env_names else "--" + field.replace("_", "-")
+        parts.append(f"{name}: {err['msg']} (got {err.get('input')!r})")
+    return "invalid operator settings: " + "; ".join(parts)
+
+
+_current: Settings | None = None
+
+
+def configure(settings: Settings) -> None:
+    """Make ``settings`` the process-wide settings returned by :func:`current`."""
+    global _current  # noqa: PLW0603 - one operator per process; set once at start-up
+    _current = settings
+
+
+def current() -> Settings:
+    """The configured settings, or :meth:`Settings.from_env` on first use."""
+    global _current  # noqa: PLW0603
+    if _current is None:
+        _current = Settings.from_env()
+    return _current
+
+
+def settings_table() -> str:
+    """A Markdown table of every setting: environment variable, default, description."""
+    rows = ["| environment variable | default | meaning |", "| --- | --- | --- |"]
+    for name, field in Settings.model_fields.items():
+        default = field.default
+        shown = "(unset)" if default is None or default == () else f"`{default}`"
+        rows.append(f"| `{ENV_PREFIX}{name.upper()}` | {shown} | {field.description} |")
+    return "\n".join(rows)
