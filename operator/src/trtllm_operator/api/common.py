@@ -185,7 +185,8 @@ class Toleration(ApiModel):
         ),
         cel(
             "!has(self.tolerationSeconds) || (has(self.effect) && self.effect == 'NoExecute')",
-            "tolerationSeconds is only valid with effect NoExecute",
+            "tolerationSeconds is only valid with effect NoExecute; set effect: NoExecute or "
+            "remove tolerationSeconds",
             field_path=".tolerationSeconds",
         ),
     )

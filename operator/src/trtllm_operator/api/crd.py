@@ -94,15 +94,15 @@ class _CRDJsonSchema(GenerateJsonSchema):
 
 
 def _merge(outer: dict[str, Any], inner: dict[str, Any]) -> dict[str, Any]:
-    """``inner`` with ``outer``'s keys on top; CEL rule lists are concatenated (inner first)."""
+    """``inner`` with ``outer``'s keys on top; CEL rule lists are concatenated (inner first).
+
+    A field's own description wins over its type's docstring; fields typed by a model usually carry
+    none, so ``kubectl explain`` shows the model's docstring.
+    """
     merged = dict(inner)
     for key, value in outer.items():
         if key == CEL_KEY and CEL_KEY in merged:
             merged[key] = [*merged[key], *value]
-        elif key == "description" and "description" in merged:
-            # A field's short description, then its type's docstring: both show in kubectl explain.
-            inner_text = merged["description"]
-            merged[key] = value if inner_text in value else f"{value} {inner_text}"
         else:
             merged[key] = value
     return merged

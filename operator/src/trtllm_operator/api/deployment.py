@@ -64,13 +64,12 @@ class ServerSpec(ApiModel):
         default=None,
         min_length=1,
         max_length=512,
+        pattern=r"^\S+$",
         description="Override the serving image. Default: the LLMEngine's spec.runtime.image. An "
         "image with another TensorRT-LLM version cannot load the engine: the deployment then gets "
         "condition EngineIncompatible and is not rolled out.",
     )
-    resources: ServerResources = Field(
-        default_factory=ServerResources, description="Pod resources besides GPUs."
-    )
+    resources: ServerResources = Field(default_factory=ServerResources)
     kv_cache_free_gpu_mem_fraction: float = Field(
         default=0.9,
         gt=0,
@@ -159,7 +158,11 @@ class ScalingRules(ApiModel):
         default=None, ge=1, description="At most this many replicas added/removed per period."
     )
     percent: int | None = Field(
-        default=None, ge=1, le=1000, description="At most this percent of current replicas per period."
+        default=None,
+        ge=1,
+        le=1000,
+        description="At most this percent of current replicas per period. With maxReplicasPerStep "
+        "also set, the larger change is allowed (HPA selectPolicy Max).",
     )
     period_seconds: int = Field(
         default=60, ge=1, le=1800, description="Length of a rate-limit period in seconds."
@@ -169,8 +172,15 @@ class ScalingRules(ApiModel):
 class ScalingBehavior(ApiModel):
     """Stabilization and rate limits."""
 
-    scale_up: ScalingRules = Field(default_factory=ScalingRules, description="Scale-up rules.")
-    scale_down: ScalingRules = Field(default_factory=ScalingRules, description="Scale-down rules.")
+    scale_up: ScalingRules = Field(
+        default_factory=ScalingRules,
+        description="Scale-up rate limits. Default stabilization window 0 s (react at once).",
+    )
+    scale_down: ScalingRules = Field(
+        default_factory=ScalingRules,
+        description="Scale-down rate limits. Default stabilization window 300 s (the highest "
+        "recommendation of the last 5 minutes wins).",
+    )
 
 
 class MetricsSpec(ApiModel):
@@ -179,7 +189,8 @@ class MetricsSpec(ApiModel):
     model_config = model_config(
         cel(
             "self.source != 'prometheus' || has(self.prometheusURL)",
-            "prometheusURL is required when source is prometheus",
+            "prometheusURL is required when source is prometheus; set it, e.g. "
+            "http://prometheus-operated.monitoring:9090",
             field_path=".prometheusURL",
             reason="FieldValueRequired",
         ),
@@ -208,12 +219,12 @@ class AutoscalingSpec(ApiModel):
     model_config = model_config(
         cel(
             "!has(self.maxReplicas) || self.minReplicas <= self.maxReplicas",
-            "minReplicas must be less than or equal to maxReplicas",
+            "minReplicas must be less than or equal to maxReplicas; raise maxReplicas or lower minReplicas",
             field_path=".minReplicas",
         ),
         cel(
             "!self.enabled || has(self.maxReplicas)",
-            "maxReplicas is required when autoscaling is enabled",
+            "maxReplicas is required when autoscaling is enabled; set it or set enabled: false",
             field_path=".maxReplicas",
             reason="FieldValueRequired",
         ),
@@ -247,17 +258,15 @@ class AutoscalingSpec(ApiModel):
     max_replicas: int | None = Field(
         default=None, ge=1, le=1000, description="Upper bound on replicas (required when enabled)."
     )
-    targets: QueueAndKVTargets = Field(default_factory=QueueAndKVTargets, description="Per-signal targets.")
+    targets: QueueAndKVTargets = Field(default_factory=QueueAndKVTargets)
     tolerance: float = Field(
         default=0.1,
         ge=0,
         lt=1,
         description="Ignore ratios (signal / target) within 1 ± tolerance; avoids flapping.",
     )
-    behavior: ScalingBehavior = Field(
-        default_factory=ScalingBehavior, description="Stabilization windows and rate limits."
-    )
-    metrics: MetricsSpec = Field(default_factory=MetricsSpec, description="Metric source.")
+    behavior: ScalingBehavior = Field(default_factory=ScalingBehavior)
+    metrics: MetricsSpec = Field(default_factory=MetricsSpec)
 
 
 class RolloutSpec(ApiModel):
@@ -266,7 +275,8 @@ class RolloutSpec(ApiModel):
     model_config = model_config(
         cel(
             "self.maxSurge > 0 || self.maxUnavailable > 0",
-            "maxSurge and maxUnavailable cannot both be 0 (the rollout could never progress)",
+            "maxSurge and maxUnavailable cannot both be 0 (the rollout could never progress); set "
+            "maxUnavailable: 1 or maxSurge: 1",
             field_path=".maxUnavailable",
         ),
     )
@@ -319,7 +329,7 @@ class SchedulingSpec(ApiModel):
 class LLMDeploymentSpec(ApiModel):
     """Desired state of an LLMDeployment: a Triton fleet serving one LLMEngine."""
 
-    engine_ref: EngineRef = Field(description="The LLMEngine to serve (same namespace).")
+    engine_ref: EngineRef
     replicas: int = Field(
         default=1,
         ge=0,
@@ -328,11 +338,11 @@ class LLMDeploymentSpec(ApiModel):
         "autoscaler when autoscaling is enabled in builtin mode; `kubectl scale` and HPA/KEDA write it "
         "through the scale subresource.",
     )
-    server: ServerSpec = Field(default_factory=ServerSpec, description="Triton settings.")
-    autoscaling: AutoscalingSpec = Field(default_factory=AutoscalingSpec, description="Autoscaling settings.")
-    rollout: RolloutSpec = Field(default_factory=RolloutSpec, description="Rollout settings.")
-    service: ServiceSpec = Field(default_factory=ServiceSpec, description="Service settings.")
-    scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec, description="Pod placement.")
+    server: ServerSpec = Field(default_factory=ServerSpec)
+    autoscaling: AutoscalingSpec = Field(default_factory=AutoscalingSpec)
+    rollout: RolloutSpec = Field(default_factory=RolloutSpec)
+    service: ServiceSpec = Field(default_factory=ServiceSpec)
+    scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec)
     pod_annotations: StringMap | None = Field(default=None, description="Annotations on pods.")
     pod_labels: StringMap | None = Field(default=None, description="Labels on pods.")
 
@@ -395,7 +405,7 @@ class LLMDeploymentStatus(ApiModel):
     endpoint: str | None = Field(
         default=None, description="In-cluster HTTP endpoint, e.g. http://<svc>.<ns>.svc:8000."
     )
-    autoscaling: AutoscalingStatus | None = Field(default=None, description="Autoscaler state.")
+    autoscaling: AutoscalingStatus | None = None
     conditions: Conditions | None = Field(
         default=None,
         description="Ready, Progressing, Degraded, EngineIncompatible (image or GPU does not match "

@@ -104,6 +104,7 @@ class RuntimeSpec(ApiModel):
     image: str = Field(
         min_length=1,
         max_length=512,
+        pattern=r"^\S+$",
         description="TensorRT-LLM/Triton image, e.g. nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3 "
         "(TensorRT-LLM 1.2.0). An engine only loads on the TensorRT-LLM version that built it, so this "
         "image is part of the engine key and deployments serve with it. Pin a tag or digest.",
@@ -194,7 +195,7 @@ class ParallelismSpec(ApiModel):
         ),
         cel(
             "self.tensor * self.pipeline <= 64",
-            "tensor × pipeline (GPUs per replica) must be at most 64",
+            "tensor × pipeline (GPUs per replica) must be at most 64; lower tensor or pipeline",
             field_path=".tensor",
         ),
     )
@@ -232,7 +233,7 @@ class SpeculativeDecodingSpec(ApiModel):
     model_config = model_config(
         cel(
             "self.mode == 'none' || (has(self.maxDraftLen) && self.maxDraftLen >= 1)",
-            "maxDraftLen (>= 1) is required when mode is not none",
+            "maxDraftLen (>= 1) is required when mode is not none; set it, e.g. maxDraftLen: 4",
             field_path=".maxDraftLen",
             reason="FieldValueRequired",
         ),
@@ -268,10 +269,7 @@ class SpeculativeDecodingSpec(ApiModel):
         description="Maximum draft tokens verified per step (trtllm-build --max_draft_len); required "
         "when mode is not none. TensorRT-LLM allows at most 256 (EAGLE).",
     )
-    draft_model: DraftModelSpec | None = Field(
-        default=None,
-        description="Draft model (draft_tokens_external) or Medusa/EAGLE heads checkpoint.",
-    )
+    draft_model: DraftModelSpec | None = None
 
 
 class EngineBuildSpec(ApiModel):
@@ -341,9 +339,7 @@ class EngineBuildSpec(ApiModel):
         description="Paged context FMHA (--use_paged_context_fmha); needed for KV-cache reuse and "
         "chunked context at serving time. tensorrt backend only.",
     )
-    speculative_decoding: SpeculativeDecodingSpec = Field(
-        default_factory=SpeculativeDecodingSpec, description="Speculative decoding settings."
-    )
+    speculative_decoding: SpeculativeDecodingSpec = Field(default_factory=SpeculativeDecodingSpec)
     workers: int = Field(
         default=1,
         ge=1,
@@ -384,9 +380,7 @@ class GPUSpec(ApiModel):
         description="GPU product as in the nvidia.com/gpu.product node label (GPU Feature Discovery), "
         "e.g. NVIDIA-H100-80GB-HBM3, NVIDIA-H200, NVIDIA-A100-SXM4-80GB.",
     )
-    resources: BuilderResources = Field(
-        default_factory=BuilderResources, description="Builder pod resources."
-    )
+    resources: BuilderResources = Field(default_factory=BuilderResources)
     node_selector: StringMap | None = Field(
         default=None,
         description="Extra node labels for the builder pod (the gpu.product label is always added).",
@@ -443,17 +437,18 @@ class CreatePVCStorage(ApiModel):
         cel(
             "has(self.storageClassName) == has(oldSelf.storageClassName) && "
             "(!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",
-            "storage.createPVC.storageClassName is immutable",
+            "storage.createPVC.storageClassName is immutable; create a new LLMEngine to use "
+            "another StorageClass",
             field_path=".storageClassName",
         ),
         cel(
             "self.accessMode == oldSelf.accessMode",
-            "storage.createPVC.accessMode is immutable",
+            "storage.createPVC.accessMode is immutable; create a new LLMEngine to change it",
             field_path=".accessMode",
         ),
         cel(
             "quantity(self.size).compareTo(quantity(oldSelf.size)) >= 0",
-            "storage.createPVC.size can only grow (PVC expansion)",
+            "storage.createPVC.size can only grow (PVC expansion); keep it or raise it",
             field_path=".size",
         ),
     )
@@ -474,7 +469,8 @@ class S3Storage(ApiModel):
     model_config = model_config(
         cel(
             "self.bucket == oldSelf.bucket && self.prefix == oldSelf.prefix",
-            "storage.s3.bucket and storage.s3.prefix are immutable once set",
+            "storage.s3.bucket and storage.s3.prefix are immutable once set; create a new "
+            "LLMEngine to use another location",
         )
     )
 
@@ -517,11 +513,9 @@ class StorageSpec(ApiModel):
         ),
     )
 
-    pvc: ExistingPVCStorage | None = Field(default=None, description="Use an existing PVC.")
-    create_pvc: CreatePVCStorage | None = Field(
-        default=None, alias="createPVC", description="Let the operator create a PVC."
-    )
-    s3: S3Storage | None = Field(default=None, description="Use an S3-compatible bucket.")
+    pvc: ExistingPVCStorage | None = None
+    create_pvc: CreatePVCStorage | None = Field(default=None, alias="createPVC")
+    s3: S3Storage | None = None
     reclaim_policy: ReclaimPolicy = Field(
         default="Retain",
         description="What happens to this engine's artifact when the LLMEngine is deleted: Retain "
@@ -560,17 +554,18 @@ class LLMEngineSpec(ApiModel):
         ),
         cel(
             "self.build.workers <= self.parallelism.tensor * self.parallelism.pipeline",
-            "build.workers must be at most tensor × pipeline (one worker per rank)",
+            "build.workers must be at most tensor × pipeline (one worker per rank); lower workers",
             field_path=".build.workers",
         ),
         cel(
             "!has(self.gpu.resources.gpus) || self.gpu.resources.gpus >= self.build.workers",
-            "gpu.resources.gpus must be at least build.workers (each worker builds on its own GPU)",
+            "gpu.resources.gpus must be at least build.workers (each worker builds on its own "
+            "GPU); raise gpus or lower build.workers",
             field_path=".gpu.resources.gpus",
         ),
     )
 
-    model: ModelSpec = Field(description="The model checkpoint to build from.")
+    model: ModelSpec
     backend: Backend = Field(
         default="tensorrt",
         description="tensorrt: quantize, convert and compile a TensorRT engine (trtllm-build), served "
@@ -578,16 +573,12 @@ class LLMEngineSpec(ApiModel):
         "served by Triton's LLM-API model. The runtime image decides which is available "
         "(TensorRT-LLM removed the engine path after 1.2).",
     )
-    runtime: RuntimeSpec = Field(description="The TensorRT-LLM image that builds and serves.")
-    quantization: QuantizationSpec = Field(
-        default_factory=QuantizationSpec, description="Quantization recipe."
-    )
-    parallelism: ParallelismSpec = Field(
-        default_factory=ParallelismSpec, description="Tensor/pipeline/expert parallelism."
-    )
-    build: EngineBuildSpec = Field(default_factory=EngineBuildSpec, description="Engine limits and plugins.")
-    gpu: GPUSpec = Field(description="Target GPU and builder pod placement.")
-    storage: StorageSpec = Field(description="Where the artifact is stored.")
+    runtime: RuntimeSpec
+    quantization: QuantizationSpec = Field(default_factory=QuantizationSpec)
+    parallelism: ParallelismSpec = Field(default_factory=ParallelismSpec)
+    build: EngineBuildSpec = Field(default_factory=EngineBuildSpec)
+    gpu: GPUSpec
+    storage: StorageSpec
 
 
 # --- status ------------------------------------------------------------------------------------
@@ -648,7 +639,7 @@ class PlanStatus(ApiModel):
     max_concurrent_sequences: int | None = Field(
         default=None, ge=0, description="Sequences of maxSeqLen tokens that fit in the KV pool."
     )
-    recommended: RecommendedLimits | None = Field(default=None, description="Derived limits.")
+    recommended: RecommendedLimits | None = None
     reasons: Annotated[list[str], Field(max_length=32)] | None = Field(
         default=None, description="Why it does not fit, or the assumptions made."
     )
@@ -694,9 +685,9 @@ class LLMEngineStatus(ApiModel):
     engine_key_short: str | None = Field(
         default=None, description="First 12 characters of engineKey (printer column)."
     )
-    artifact: ArtifactStatus | None = Field(default=None, description="The built artifact.")
-    plan: PlanStatus | None = Field(default=None, description="Capacity plan.")
-    build: BuildStatus | None = Field(default=None, description="Current or last build.")
+    artifact: ArtifactStatus | None = None
+    plan: PlanStatus | None = None
+    build: BuildStatus | None = None
     used_by: Annotated[list[str], Field(max_length=256)] | None = Field(
         default=None, description="Names of LLMDeployments in this namespace serving this engine."
     )

@@ -2,6 +2,7 @@
 
 ``make crds`` runs ``trtllm-operator crds --output-dir crds --chart-dir charts/trtllm-operator/crds``.
 With ``--check`` nothing is written and the exit code is 1 when a file is missing or stale.
+``--api-docs docs/api.md`` also refreshes the generated field reference inside that file.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from trtllm_operator.api.crd import all_crds, render_yaml
+from trtllm_operator.api.docs import render_reference, splice
 
 
 def register(subparsers: Any) -> None:
@@ -27,6 +29,12 @@ def register(subparsers: Any) -> None:
         action="append",
         default=[],
         help="another directory that gets the same files (the chart's crds/); repeatable",
+    )
+    parser.add_argument(
+        "--api-docs",
+        type=Path,
+        default=None,
+        help="also refresh the generated field reference in this Markdown file (docs/api.md)",
     )
     parser.add_argument(
         "--check", action="store_true", help="only compare; exit 1 if any file is stale or missing"
@@ -49,6 +57,15 @@ def run(args: argparse.Namespace) -> int:
             directory.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
             print(f"wrote {path}")
+    if args.api_docs is not None:
+        current = args.api_docs.read_text(encoding="utf-8")
+        text = splice(current, render_reference())
+        if text != current:
+            if args.check:
+                stale.append(args.api_docs)
+            else:
+                args.api_docs.write_text(text, encoding="utf-8")
+                print(f"wrote {args.api_docs}")
     if stale:
         print(
             "stale CRDs (run `make crds`): " + ", ".join(str(p) for p in stale),
