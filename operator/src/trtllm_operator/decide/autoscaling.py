@@ -76,6 +76,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal
 
+from trtllm_operator.api import deployment as api
+
 __all__ = [
     "DEFAULT_KV_CACHE_UTILIZATION",
     "DEFAULT_QUEUE_DEPTH_PER_REPLICA",
@@ -99,6 +101,10 @@ __all__ = [
     "ScalingRules",
     "Snapshot",
     "decide",
+    "policy_from_spec",
+    "quantity",
+    "rules_manifest",
+    "scaling_rules_from_spec",
 ]
 
 #: Signal names, as in ``spec.autoscaling.targets`` and ``status.autoscaling``.
@@ -715,3 +721,70 @@ def decide(snapshot: Snapshot, state: AutoscalerState, policy: Policy, now: floa
         limited=limited,
         new_recs=new_recs,
     )
+
+
+# --- from the LLMDeployment API -----------------------------------------------------------------
+
+
+def scaling_rules_from_spec(rules: api.ScalingRules, default: ScalingRules) -> ScalingRules:
+    """One direction of ``spec.autoscaling.behavior`` as :class:`ScalingRules`.
+
+    Unset ``stabilizationWindowSeconds`` takes ``default``'s. ``maxReplicasPerStep`` becomes a
+    ``Pods`` rate limit and ``percent`` a ``Percent`` one, both per ``periodSeconds``; with both set
+    the larger change is allowed (``selectPolicy: Max``); with neither, ``default``'s limits apply.
+    """
+    window = rules.stabilization_window_seconds
+    policies: list[RateLimit] = []
+    if rules.max_replicas_per_step is not None:
+        policies.append(RateLimit("Pods", rules.max_replicas_per_step, rules.period_seconds))
+    if rules.percent is not None:
+        policies.append(RateLimit("Percent", rules.percent, rules.period_seconds))
+    return ScalingRules(
+        stabilization_window_seconds=default.stabilization_window_seconds if window is None else window,
+        policies=tuple(policies) or default.policies,
+        select_policy="Max",
+    )
+
+
+def policy_from_spec(spec: api.AutoscalingSpec) -> Policy:
+    """The :class:`Policy` of an LLMDeployment's ``spec.autoscaling`` (built-in mode).
+
+    Raises ``ValueError`` naming the field when the spec cannot drive the built-in autoscaler
+    (``maxReplicas`` unset, no target, ``minReplicas`` 0 — which only ``mode: keda`` supports).
+    """
+    if spec.max_replicas is None:
+        raise ValueError("spec.autoscaling.maxReplicas is required when autoscaling is enabled: set it")
+    if spec.min_replicas < 1:
+        raise ValueError(
+            "spec.autoscaling.minReplicas 0 (scale to zero) needs mode keda; set minReplicas >= 1"
+        )
+    return Policy(
+        min_replicas=spec.min_replicas,
+        max_replicas=spec.max_replicas,
+        queue_depth_per_replica=spec.targets.queue_depth_per_replica,
+        kv_cache_utilization=spec.targets.kv_cache_utilization,
+        tolerance=spec.tolerance,
+        scale_up=scaling_rules_from_spec(spec.behavior.scale_up, DEFAULT_SCALE_UP),
+        scale_down=scaling_rules_from_spec(spec.behavior.scale_down, DEFAULT_SCALE_DOWN),
+    )
+
+
+def rules_manifest(rules: ScalingRules, tolerance: float | None = None) -> dict[str, Any]:
+    """autoscaling/v2 ``HPAScalingRules`` (camelCase dict) for HPA and KEDA manifests."""
+    out: dict[str, Any] = {
+        "stabilizationWindowSeconds": rules.stabilization_window_seconds,
+        "selectPolicy": rules.select_policy,
+    }
+    if rules.policies:
+        out["policies"] = [
+            {"type": p.type, "value": p.value, "periodSeconds": p.period_seconds} for p in rules.policies
+        ]
+    if tolerance is not None:
+        out["tolerance"] = quantity(tolerance)
+    return out
+
+
+def quantity(value: float) -> str:
+    """A Kubernetes quantity string in milli-units when needed: 4 → "4", 0.8 → "800m", 2.5 → "2500m"."""
+    milli = round(value * 1000)
+    return str(milli // 1000) if milli % 1000 == 0 else f"{milli}m"

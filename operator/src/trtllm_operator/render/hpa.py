@@ -1,0 +1,106 @@
+"""``mode: hpa``: an autoscaling/v2 HorizontalPodAutoscaler on the LLMDeployment's scale subresource.
+
+For teams that standardise on HPA. The HPA targets the LLMDeployment itself (``scaleTargetRef``
+``llm.trtllm-operator.dev/v1alpha1`` ``LLMDeployment``), so it writes ``spec.replicas`` through the
+``/scale`` subresource and selects pods with ``status.selector`` — the operator then renders the
+workload from ``spec.replicas`` as always, one writer per field.
+
+One ``Pods`` metric per enabled target, served by prometheus-adapter from the chart's recording
+rules (``charts/trtllm-operator/files/prometheus-rules.yaml``, :mod:`trtllm_operator.metrics.prometheus`):
+
+* ``trtllm_queue_depth`` (record ``namespace_pod:trtllm_queue_depth:sum``), target ``AverageValue``
+  = ``targets.queueDepthPerReplica``;
+* ``trtllm_kv_cache_utilization`` (record ``namespace_pod:trtllm_kv_cache_utilization:ratio``),
+  target ``AverageValue`` = ``targets.kvCacheUtilization`` (a fraction, e.g. ``800m``).
+
+``behavior`` carries the same windows and rate limits as the built-in policy
+(:func:`~trtllm_operator.decide.autoscaling.scaling_rules_from_spec`); ``tolerance`` goes into each
+direction's ``tolerance`` field, which the API server keeps only with the ``HPAConfigurableTolerance``
+feature gate (alpha in Kubernetes 1.33) — without it the cluster-wide 0.1 applies. What HPA does not
+have: the built-in policy's refusal to scale up while pods are Unschedulable.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trtllm_operator.api.deployment import AutoscalingSpec
+from trtllm_operator.decide.autoscaling import (
+    DEFAULT_SCALE_DOWN,
+    DEFAULT_SCALE_UP,
+    quantity,
+    rules_manifest,
+    scaling_rules_from_spec,
+)
+from trtllm_operator.render.serving import API_VERSION, LABEL_DEPLOYMENT, OwnerRef, child_name
+
+__all__ = ["ADAPTER_KV_CACHE_METRIC", "ADAPTER_QUEUE_DEPTH_METRIC", "desired_hpa", "scale_target_ref"]
+
+#: Names prometheus-adapter gives the recording rules (docs/autoscaling.md has its config).
+ADAPTER_QUEUE_DEPTH_METRIC = "trtllm_queue_depth"
+ADAPTER_KV_CACHE_METRIC = "trtllm_kv_cache_utilization"
+
+
+def scale_target_ref(name: str) -> dict[str, str]:
+    """The LLMDeployment as a scale target (its ``/scale`` subresource)."""
+    return {"apiVersion": API_VERSION, "kind": "LLMDeployment", "name": name}
+
+
+def behavior(spec: AutoscalingSpec, *, tolerance: bool) -> dict[str, Any]:
+    """``HorizontalPodAutoscalerBehavior`` from ``spec.autoscaling.behavior`` (and ``tolerance``)."""
+    tol = spec.tolerance if tolerance else None
+    return {
+        "scaleUp": rules_manifest(scaling_rules_from_spec(spec.behavior.scale_up, DEFAULT_SCALE_UP), tol),
+        "scaleDown": rules_manifest(
+            scaling_rules_from_spec(spec.behavior.scale_down, DEFAULT_SCALE_DOWN), tol
+        ),
+    }
+
+
+def desired_hpa(name: str, namespace: str, owner: OwnerRef, spec: AutoscalingSpec) -> dict[str, Any]:
+    """``autoscaling/v2`` HorizontalPodAutoscaler ``<name>`` for an LLMDeployment in ``mode: hpa``.
+
+    Raises ``ValueError`` naming the field when ``maxReplicas`` or every target is unset.
+    """
+    if spec.max_replicas is None:
+        raise ValueError("spec.autoscaling.maxReplicas is required for mode hpa: set it")
+    metrics = []
+    if spec.targets.queue_depth_per_replica is not None:
+        metrics.append(_pods_metric(ADAPTER_QUEUE_DEPTH_METRIC, spec.targets.queue_depth_per_replica))
+    if spec.targets.kv_cache_utilization is not None:
+        metrics.append(_pods_metric(ADAPTER_KV_CACHE_METRIC, spec.targets.kv_cache_utilization))
+    if not metrics:
+        raise ValueError(
+            "spec.autoscaling.targets: set queueDepthPerReplica and/or kvCacheUtilization for mode hpa"
+        )
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {
+            "name": child_name(name),
+            "namespace": namespace,
+            "labels": {
+                "app.kubernetes.io/managed-by": "trtllm-operator",
+                "app.kubernetes.io/instance": child_name(name),
+                LABEL_DEPLOYMENT: child_name(name),
+            },
+            "ownerReferences": [owner.manifest()],
+        },
+        "spec": {
+            "scaleTargetRef": scale_target_ref(name),
+            "minReplicas": max(spec.min_replicas, 1),
+            "maxReplicas": spec.max_replicas,
+            "metrics": metrics,
+            "behavior": behavior(spec, tolerance=True),
+        },
+    }
+
+
+def _pods_metric(metric: str, target: float) -> dict[str, Any]:
+    return {
+        "type": "Pods",
+        "pods": {
+            "metric": {"name": metric},
+            "target": {"type": "AverageValue", "averageValue": quantity(target)},
+        },
+    }

@@ -1,0 +1,118 @@
+"""``mode: keda``: a KEDA ScaledObject with Prometheus triggers on the LLMDeployment's scale subresource.
+
+For teams that run KEDA (it also allows ``minReplicas: 0``). KEDA creates and owns an HPA from this
+object; the trigger queries return the deployment's *total* and ``metricType: AverageValue`` makes
+the HPA divide by the replica count, so each target keeps its per-replica meaning:
+
+* ``queue-depth``: ``sum(<queue depth PromQL>)`` over the deployment's pods, threshold
+  ``targets.queueDepthPerReplica``;
+* ``kv-cache-utilization``: ``sum(<KV-cache PromQL>)``, threshold ``targets.kvCacheUtilization``.
+
+The PromQL is :mod:`trtllm_operator.metrics.prometheus`'s (no recording rules needed), restricted to
+the namespace and to pod names of the deployment's workload (``<name>-<hash>-<suffix>`` for a
+Deployment, ``<name>-<index>`` for a LeaderWorkerSet leader). ``serverAddress`` is
+``metrics.prometheusURL``, ``pollingInterval`` ``metrics.scrapeIntervalSeconds``; ``behavior`` goes
+to ``advanced.horizontalPodAutoscalerConfig.behavior``.
+
+Field names follow KEDA's API types (kedacore/keda ``apis/keda/v1alpha1/scaledobject_types.go``:
+``ScaledObjectSpec``, ``AdvancedConfig``, ``HorizontalPodAutoscalerConfig``, ``ScaleTarget``;
+``scaletriggers_types.go``: ``ScaleTriggers``) and its Prometheus scaler (``serverAddress``,
+``query``, ``threshold``, ``activationThreshold``, all strings).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trtllm_operator.api.deployment import AutoscalingSpec
+from trtllm_operator.metrics.prometheus import kv_cache_expr, queue_depth_expr
+from trtllm_operator.render.hpa import behavior, scale_target_ref
+from trtllm_operator.render.serving import LABEL_DEPLOYMENT, OwnerRef, child_name
+
+__all__ = ["KEDA_API_VERSION", "desired_scaled_object", "pod_name_regex"]
+
+KEDA_API_VERSION = "keda.sh/v1alpha1"
+
+
+def pod_name_regex(name: str) -> str:
+    """PromQL regex for the serving pods' names (PromQL anchors regexes at both ends)."""
+    workload = child_name(name)
+    return f"{workload}-[a-z0-9]+-[a-z0-9]{{5}}|{workload}-[0-9]+"
+
+
+def _number(value: float) -> str:
+    return f"{value:g}"
+
+
+def desired_scaled_object(
+    name: str, namespace: str, owner: OwnerRef, spec: AutoscalingSpec
+) -> dict[str, Any]:
+    """``keda.sh/v1alpha1`` ScaledObject ``<name>`` for an LLMDeployment in ``mode: keda``.
+
+    Raises ``ValueError`` naming the field when ``maxReplicas``, ``metrics.prometheusURL`` or every
+    target is unset.
+    """
+    if spec.max_replicas is None:
+        raise ValueError("spec.autoscaling.maxReplicas is required for mode keda: set it")
+    url = spec.metrics.prometheus_url
+    if not url:
+        raise ValueError(
+            "spec.autoscaling.metrics.prometheusURL is required for mode keda (KEDA queries Prometheus)"
+        )
+    matchers = f'namespace="{namespace}", pod=~"{pod_name_regex(name)}"'
+    triggers = []
+    if spec.targets.queue_depth_per_replica is not None:
+        triggers.append(
+            _trigger(
+                "queue-depth", url, f"sum({queue_depth_expr(matchers)})", spec.targets.queue_depth_per_replica
+            )
+        )
+    if spec.targets.kv_cache_utilization is not None:
+        triggers.append(
+            _trigger(
+                "kv-cache-utilization",
+                url,
+                f"sum({kv_cache_expr(matchers)})",
+                spec.targets.kv_cache_utilization,
+            )
+        )
+    if not triggers:
+        raise ValueError(
+            "spec.autoscaling.targets: set queueDepthPerReplica and/or kvCacheUtilization for mode keda"
+        )
+    return {
+        "apiVersion": KEDA_API_VERSION,
+        "kind": "ScaledObject",
+        "metadata": {
+            "name": child_name(name),
+            "namespace": namespace,
+            "labels": {
+                "app.kubernetes.io/managed-by": "trtllm-operator",
+                "app.kubernetes.io/instance": child_name(name),
+                LABEL_DEPLOYMENT: child_name(name),
+            },
+            "ownerReferences": [owner.manifest()],
+        },
+        "spec": {
+            "scaleTargetRef": scale_target_ref(name),
+            "pollingInterval": spec.metrics.scrape_interval_seconds,
+            "minReplicaCount": spec.min_replicas,
+            "maxReplicaCount": spec.max_replicas,
+            "advanced": {
+                "horizontalPodAutoscalerConfig": {
+                    "name": child_name(name, "keda"),
+                    "behavior": behavior(spec, tolerance=False),
+                }
+            },
+            "triggers": triggers,
+        },
+    }
+
+
+def _trigger(trigger_name: str, url: str, query: str, threshold: float) -> dict[str, Any]:
+    return {
+        "type": "prometheus",
+        "name": trigger_name,
+        "metricType": "AverageValue",
+        "metadata": {"serverAddress": url, "query": query, "threshold": _number(threshold)},
+    }
