@@ -63,6 +63,30 @@ def test_missing_field_names_the_key() -> None:
     assert err.value.field == "num_hidden_layers"
 
 
+QWEN_MOE = {"model_type": "qwen2_moe", "num_experts": 4, "num_experts_per_tok": 2}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"num_attention_heads": 0}, "num_attention_heads"),
+        ({"hidden_size": "4096"}, "hidden_size"),
+        ({"head_dim": None, "hidden_size": 4100}, "head_dim"),
+        ({"torch_dtype": "int8"}, "torch_dtype"),
+        (QWEN_MOE, "moe_intermediate_size"),
+        ({**QWEN_MOE, "moe_intermediate_size": 8, "decoder_sparse_step": "2"}, "decoder_sparse_step"),
+        ({"model_type": "mixtral", "num_experts_per_tok": 2}, "num_local_experts"),
+        ({"model_type": "deepseek_v3", "n_routed_experts": 4, "num_experts_per_tok": 2,
+          "moe_intermediate_size": 8}, "kv_lora_rank"),
+    ],
+)  # fmt: skip
+def test_bad_config_field_is_named(overrides: dict[str, object], field: str) -> None:
+    config = {**load_hf_config(CONFIGS / "meta-llama__Llama-3.1-8B-Instruct.json"), **overrides}
+    with pytest.raises(PlanInputError) as err:
+        Architecture.from_hf_config(config)
+    assert err.value.field == field
+
+
 def test_unknown_architecture_lists_supported() -> None:
     with pytest.raises(PlanInputError) as err:
         Architecture.from_hf_config({"model_type": "gpt_bigcode", "num_hidden_layers": 2})

@@ -169,7 +169,6 @@ class Architecture:
                 "supported model or add its shape to the planner.",
             )
         family = SUPPORTED_MODEL_TYPES[model_type]
-        # Multimodal wrappers keep the language model in text_config; everything here is top level.
         num_layers = _pos_int(config, "num_hidden_layers")
         hidden = _pos_int(config, "hidden_size")
         heads = _pos_int(config, "num_attention_heads")
@@ -220,13 +219,13 @@ class Architecture:
                 moe_intermediate_size=intermediate,
             )
         if family in ("qwen2_moe", "qwen3_moe"):
-            intermediate = int(config.get("intermediate_size") or 0)
-            step = int(config.get("decoder_sparse_step") or 1)
-            mlp_only = {int(i) for i in (config.get("mlp_only_layers") or [])}
+            intermediate = _opt_int(config, "intermediate_size", 0)
+            step = _opt_int(config, "decoder_sparse_step", 1)
+            mlp_only = _int_list(config, "mlp_only_layers")
             dense = tuple(
                 i for i in range(num_layers) if i in mlp_only or not (step > 0 and (i + 1) % step == 0)
             )
-            shared = int(config.get("shared_expert_intermediate_size") or 0)
+            shared = _opt_int(config, "shared_expert_intermediate_size", 0)
             moe = MoE(
                 num_experts=_pos_int(config, "num_experts"),
                 experts_per_token=_pos_int(config, "num_experts_per_tok"),
@@ -240,9 +239,9 @@ class Architecture:
                 raise PlanInputError("intermediate_size", "needed for the dense (mlp_only) layers")
         if family == "deepseek":
             intermediate = _pos_int(config, "intermediate_size")
-            first_dense = int(config.get("first_k_dense_replace") or 0)
-            freq = int(config.get("moe_layer_freq") or 1)
-            n_shared = int(config.get("n_shared_experts") or 0)
+            first_dense = _opt_int(config, "first_k_dense_replace", 0)
+            freq = _opt_int(config, "moe_layer_freq", 1)
+            n_shared = _opt_int(config, "n_shared_experts", 0)
             moe_inter = _pos_int(config, "moe_intermediate_size")
             moe = MoE(
                 num_experts=_pos_int(config, "n_routed_experts"),
@@ -253,13 +252,13 @@ class Architecture:
                 dense_layers=tuple(i for i in range(num_layers) if i < first_dense or i % freq != 0),
                 router_bias=config.get("topk_method") == "noaux_tc",
             )
-            q_lora = config.get("q_lora_rank")
+            q_lora = _opt_int(config, "q_lora_rank", 0)
             mla = MLA(
                 kv_lora_rank=_pos_int(config, "kv_lora_rank"),
                 qk_rope_head_dim=_pos_int(config, "qk_rope_head_dim"),
                 qk_nope_head_dim=_pos_int(config, "qk_nope_head_dim"),
                 v_head_dim=_pos_int(config, "v_head_dim"),
-                q_lora_rank=int(q_lora) if q_lora else None,
+                q_lora_rank=q_lora or None,
             )
             head_dim = mla.qk_nope_head_dim + mla.qk_rope_head_dim
         return cls(
@@ -420,6 +419,23 @@ def _pos_int(config: Mapping[str, Any], key: str, default: int | None = None) ->
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0 or int(value) != value:
         raise PlanInputError(key, f"must be a positive integer, got {value!r}")
     return int(value)
+
+
+def _opt_int(config: Mapping[str, Any], key: str, default: int) -> int:
+    """An optional non-negative integer key; absent or null → ``default``."""
+    value = config.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or int(value) != value:
+        raise PlanInputError(key, f"must be a non-negative integer, got {value!r}")
+    return int(value)
+
+
+def _int_list(config: Mapping[str, Any], key: str) -> set[int]:
+    value = config.get(key) or []
+    if not isinstance(value, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in value):
+        raise PlanInputError(key, f"must be a list of layer indices, got {value!r}")
+    return set(value)
 
 
 def ceil_div(a: int, b: int) -> int:
