@@ -9,9 +9,11 @@ the card — add them with :func:`load_catalog_extension`).
 Sources:
 
 * ``memory_bytes``: the ``memory.total`` nvidia-smi prints (MiB × 1,048,576), i.e. what
-  ``cudaMemGetInfo``/NVML report as total, not the marketing GB. Values seen in public nvidia-smi
-  outputs: H200 and H200 NVL 143771 MiB, B200 183359 MiB, GB200 189471 MiB (found with the
-  ``find_string`` tool in stored public logs, 2026-11-29); the others are the commonly printed
+  NVML reports as total, not the marketing GB. (CUDA's ``cudaMemGetInfo`` total is lower: 615 MiB
+  lower on an H200; the planner's runtime reserve covers that.) H200 143771 MiB and the name
+  ``NVIDIA H200`` were read with nvidia-smi on this project's H200 machine (driver 580.159.04,
+  2026-11-29); public nvidia-smi logs show the same for H200 and H200 NVL, and B200 183359 MiB,
+  GB200 189471 MiB (stored logs found with the ``find_string`` tool); the others are the commonly printed
   values for those boards (A10G 23028, L4 23034, L40S 46068, A100 40 GB 40960, A100 80 GB 81920,
   H100 80 GB 81559, H100 NVL 95830 MiB) **[from memory of public nvidia-smi output; not re-checked
   here — extend or override the catalog if your driver prints another number]**.
