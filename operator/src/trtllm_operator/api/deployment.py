@@ -363,16 +363,20 @@ class ScalingDecision(ApiModel):
 
 
 class AutoscalingStatus(ApiModel):
-    """Last observed signals and decisions."""
+    """Last observed signals and decisions. Status fields carry few bounds on purpose: the operator
+    must always be able to write what it measured."""
 
     queue_depth_per_replica: float | None = Field(
         default=None, ge=0, description="Waiting requests per ready replica."
     )
     kv_cache_utilization: float | None = Field(
-        default=None, ge=0, le=1, description="KV-cache utilization averaged over ready replicas, 0-1."
+        default=None,
+        ge=0,
+        description="KV-cache utilization averaged over ready replicas, normally 0-1 (not bounded "
+        "here: a status write must never fail on a metric glitch).",
     )
     kv_cache_utilization_percent: int | None = Field(
-        default=None, ge=0, le=100, description="kvCacheUtilization × 100, rounded (printer column)."
+        default=None, ge=0, description="kvCacheUtilization × 100, rounded (printer column)."
     )
     desired_replicas: int | None = Field(default=None, ge=0, description="Last computed desire.")
     last_scale_time: datetime | None = Field(default=None, description="When replicas last changed.")
