@@ -262,6 +262,20 @@ PENDING = [
         Reason.BELOW_TARGET,
     ),
     Case(
+        "replicas without a pod block scale-up",
+        4,
+        [ready(20), ready(20), starting()],
+        4,
+        Reason.AWAITING_PODS,
+    ),
+    Case(
+        "replicas without a pod do not block scale-down",
+        4,
+        [ready(1), ready(1)],
+        1,
+        Reason.BELOW_TARGET,
+    ),
+    Case(
         "terminating pods are ignored",
         2,
         [ready(4, 0.8), ready(4, 0.8), terminating()],
@@ -581,11 +595,11 @@ def test_to_status_entry() -> None:
     d = decide(Snapshot(2, (ready(12, None),) * 2), AutoscalerState(), fast(), 1_800_000_000.0)
     assert d.to_status() == {
         "time": "2027-01-15T08:00:00Z",
-        "from": 2,
-        "to": 6,
+        "fromReplicas": 2,
+        "toReplicas": 6,
+        "signals": {"queueDepthPerReplica": 12.0},
         "reason": "AboveTarget",
         "message": d.message,
-        "queueDepthPerReplica": 12.0,
     }
 
 

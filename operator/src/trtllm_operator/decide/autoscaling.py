@@ -39,6 +39,10 @@ and the recommendation is the maximum over signals. Pods are treated as HPA trea
   controller deletes unscheduled pods first). This is where the policy departs from HPA, which counts
   such pods as unready and keeps adding replicas that can never start.
 * **Terminating / finished pods** — ignored.
+* **Replicas without a pod** (``replicas`` above the number of pods: the workload controller has not
+  created them yet) — no scale-up until they exist and the scheduler has placed them or marked them
+  Unschedulable (``AwaitingPods``), so a slow control plane cannot make the policy pile up replicas
+  before it knows whether GPUs are free.
 
 A signal with no data at all is invalid. No valid signal → no change (``MissingMetrics``). Some
 signals invalid and the valid ones recommend scaling down → no change either (HPA's rule for
@@ -149,6 +153,9 @@ class Reason(StrEnum):
     TOO_FEW_REPLICAS = "TooFewReplicas"
     #: Scale-up refused: pods of this deployment cannot be scheduled (no free GPU).
     INSUFFICIENT_GPU = "InsufficientGPU"
+    #: Scale-up deferred: replicas asked for earlier have no pod yet (the workload controller has not
+    #: created them), so whether they can be scheduled is not known.
+    AWAITING_PODS = "AwaitingPods"
     #: No usable metric for any signal, or scale-down refused because a signal has no data.
     MISSING_METRICS = "MissingMetrics"
     #: ``spec.replicas`` is 0: autoscaling is paused until something scales the target up (as HPA).
@@ -432,18 +439,19 @@ class Decision:
         return self.to_replicas != self.from_replicas
 
     def to_status(self) -> dict[str, Any]:
-        """One ``status.autoscaling.lastDecisions[]`` entry (camelCase, RFC 3339 time)."""
-        out: dict[str, Any] = {
+        """One ``status.autoscaling.lastDecisions[]`` entry (the API's ``ScalingDecision``).
+
+        ``{"time": RFC 3339, "fromReplicas", "toReplicas", "signals": {name: value}, "reason",
+        "message"}``; signals without data are left out of ``signals``.
+        """
+        return {
             "time": datetime.fromtimestamp(self.time, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "from": self.from_replicas,
-            "to": self.to_replicas,
+            "fromReplicas": self.from_replicas,
+            "toReplicas": self.to_replicas,
+            "signals": {name: round(value, 4) for name, value in self.signals.items() if value is not None},
             "reason": str(self.reason),
             "message": self.message,
         }
-        for name, value in self.signals.items():
-            if value is not None:
-                out[name] = round(value, 4)
-        return out
 
 
 # --- the policy ---------------------------------------------------------------------------------
@@ -710,6 +718,16 @@ def decide(snapshot: Snapshot, state: AutoscalerState, policy: Policy, now: floa
             f"{unschedulable} pod(s) cannot be scheduled (insufficient GPU): holding {current}"
             + (f" instead of {wanted}" if wanted > current else "")
             + f" ({summary})"
+        )
+
+    # 5. Replicas without a pod yet: wait for them (and the scheduler's verdict) before adding more.
+    awaiting = current - sum(1 for p in snapshot.pods if p.state != PodState.TERMINATING)
+    if awaiting > 0 and final > current:
+        wanted = final
+        final, reason = current, Reason.AWAITING_PODS
+        message = (
+            f"{awaiting} of {current} replica(s) have no pod yet: holding {current} instead of {wanted} "
+            f"until they are created and scheduled ({summary})"
         )
 
     return done(
