@@ -145,14 +145,15 @@ class QueueAndKVTargets(ApiModel):
 
 class ScalingRules(ApiModel):
     """Rate limits for one direction (like HPA behavior). With both maxReplicasPerStep and percent
-    set, the larger change is allowed."""
+    set, the larger change is allowed; with neither, scale-up allows +4 pods or +100 % and scale-down
+    −1 pod or −10 % per 60 s."""
 
     stabilization_window_seconds: int | None = Field(
         default=None,
         ge=0,
         le=3600,
         description="Seconds of past recommendations considered; the most conservative wins. "
-        "Default: 0 for scaleUp, 300 for scaleDown.",
+        "Default: 15 for scaleUp, 300 for scaleDown (docs/autoscaling.md).",
     )
     max_replicas_per_step: int | None = Field(
         default=None, ge=1, description="At most this many replicas added/removed per period."
@@ -359,7 +360,10 @@ class ScalingDecision(ApiModel):
     signals: dict[str, float] | None = Field(
         default=None, description="Signal values behind the decision, e.g. queueDepthPerReplica."
     )
-    reason: str | None = Field(default=None, description="Why, e.g. QueueDepthAboveTarget.")
+    reason: str | None = Field(
+        default=None, description="Why, a stable reason (docs/autoscaling.md), e.g. AboveTarget."
+    )
+    message: str | None = Field(default=None, description="Human-readable explanation of the decision.")
 
 
 class AutoscalingStatus(ApiModel):
@@ -382,6 +386,13 @@ class AutoscalingStatus(ApiModel):
     last_scale_time: datetime | None = Field(default=None, description="When replicas last changed.")
     last_decisions: Annotated[list[ScalingDecision], Field(max_length=20)] | None = Field(
         default=None, description="Recent decisions, newest last."
+    )
+    policy_state: str | None = Field(
+        default=None,
+        max_length=65536,
+        description="The built-in autoscaler's memory (JSON: recent recommendations and scale events as "
+        "[epoch seconds, replicas] pairs), so stabilization windows and rate limits survive an operator "
+        "restart. Written by the operator only.",
     )
 
 
