@@ -175,7 +175,8 @@ class ScalingBehavior(ApiModel):
 
     scale_up: ScalingRules = Field(
         default_factory=ScalingRules,
-        description="Scale-up rate limits. Default stabilization window 0 s (react at once).",
+        description="Scale-up rate limits. Default stabilization window 15 s (the lowest "
+        "recommendation of the last 15 s wins).",
     )
     scale_down: ScalingRules = Field(
         default_factory=ScalingRules,
