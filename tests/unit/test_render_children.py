@@ -81,8 +81,26 @@ def test_artifact_location() -> None:
     engine["status"]["artifact"] = {}
     engine["spec"]["storage"] = {"pvc": {"claimName": "models", "subPath": "engines/"}}
     assert artifact_location(engine) == ("models", f"engines/{KEY}")
-    engine["spec"]["storage"] = {"s3": {"bucket": "engines"}}
-    out = desired_children(
-        example("llama-3.1-8b-fp8-h100.yaml")[1], engine, gpus_per_node=8, lws_installed=False
-    )
-    assert out.blocked is not None and out.blocked[0] == "ArtifactUnsupported"
+    engine["spec"]["storage"] = {
+        "s3": {
+            "bucket": "engines",
+            "prefix": "llm/",
+            "endpoint": "http://minio:9000",
+            "credentialsSecretRef": {"name": "s3-creds", "key": "AWS_ACCESS_KEY_ID"},
+        }
+    }
+    dep = example("llama-3.1-8b-fp8-h100.yaml")[1]
+    out = desired_children(dep, engine, gpus_per_node=8, lws_installed=False)
+    assert out.blocked is None and out.workload is not None
+    pod = out.workload["spec"]["template"]["spec"]
+    assert next(v for v in pod["volumes"] if v["name"] == "artifact")["emptyDir"] == {}
+    (init,) = pod["initContainers"]
+    assert init["command"][-3:] == ["engines", f"llm/{KEY}", "/artifact"]
+    env = {e["name"]: e for e in init["env"]}
+    assert env["AWS_ENDPOINT_URL"]["value"] == "http://minio:9000"
+    assert env["AWS_SECRET_ACCESS_KEY"]["valueFrom"]["secretKeyRef"] == {
+        "name": "s3-creds",
+        "key": "AWS_SECRET_ACCESS_KEY",
+    }
+    mount = next(m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "artifact")
+    assert mount == {"name": "artifact", "mountPath": "/artifact", "readOnly": True}

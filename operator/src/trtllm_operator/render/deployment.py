@@ -137,6 +137,68 @@ def affinity(params: ServingParams) -> dict[str, Any]:
     return result
 
 
+#: Init container script (serving image, which carries engine-builder's boto3): download every
+#: object under the artifact prefix into /artifact, ``manifest.json`` last — the builder uploads it
+#: last, so its presence means the artifact is complete. Files already complete are kept (a restart
+#: of the pod on the same node resumes).
+FETCH_SCRIPT = """\
+import os, sys
+import boto3
+from botocore.config import Config
+bucket, prefix, dest = sys.argv[1], sys.argv[2].rstrip("/") + "/", sys.argv[3]
+config = Config(retries={"max_attempts": 5, "mode": "standard"}, s3={"addressing_style": "path"})
+s3 = boto3.client("s3", config=config)
+objs = [o for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+        for o in page.get("Contents", []) if not o["Key"].endswith("/")]
+if not any(o["Key"] == prefix + "manifest.json" for o in objs):
+    sys.exit(f"s3://{bucket}/{prefix}manifest.json not found: the artifact is incomplete or missing")
+objs.sort(key=lambda o: o["Key"].endswith("/manifest.json"))
+for o in objs:
+    target = os.path.join(dest, o["Key"][len(prefix):])
+    if os.path.isfile(target) and os.path.getsize(target) == o["Size"]:
+        continue
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    s3.download_file(bucket, o["Key"], target + ".part")
+    os.replace(target + ".part", target)
+    print(f"downloaded {o['Key']} ({o['Size']} bytes)", flush=True)
+"""
+
+
+def artifact_volume(params: ServingParams) -> dict[str, Any]:
+    """The PVC (read-only) or, for S3 storage, a node-local emptyDir sized from the artifact."""
+    if params.artifact_s3 is None:
+        return {
+            "name": "artifact",
+            "persistentVolumeClaim": {"claimName": params.artifact_claim, "readOnly": True},
+        }
+    empty: dict[str, Any] = {}
+    if params.artifact_bytes:
+        empty["sizeLimit"] = str(math.ceil(params.artifact_bytes * 1.1 / 2**30)) + "Gi"
+    return {"name": "artifact", "emptyDir": empty}
+
+
+def fetch_container(params: ServingParams) -> dict[str, Any]:
+    """Init container downloading an S3 artifact (``params.artifact_s3``) into the artifact volume."""
+    s3 = params.artifact_s3
+    assert s3 is not None
+    env: list[dict[str, Any]] = []
+    if s3.endpoint:
+        env.append({"name": "AWS_ENDPOINT_URL", "value": s3.endpoint})
+    if s3.secret:
+        env += [
+            {"name": k, "valueFrom": {"secretKeyRef": {"name": s3.secret, "key": k}}}
+            for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+        ]
+    return {
+        "name": "fetch-artifact",
+        "image": params.image,
+        "command": ["python3", "-c", FETCH_SCRIPT, s3.bucket, s3.prefix, ARTIFACT_MOUNT],
+        "env": env,
+        "volumeMounts": [{"name": "artifact", "mountPath": ARTIFACT_MOUNT}],
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+
+
 def pod_labels(params: ServingParams) -> dict[str, str]:
     """User pod labels, then ours (ours win: the selector and the engine-key count depend on them)."""
     return {**params.pod_labels, **common_labels(params), LABEL_ENGINE_KEY: params.short_key}
@@ -185,6 +247,8 @@ def pod_template(
         "env": [{"name": "ENGINE_KEY", "value": params.engine_key}, *(extra_env or [])],
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
+    if params.artifact_s3 is not None:  # an emptyDir filled by the init container: no subPath
+        container["volumeMounts"][0].pop("subPath")
     if command is None:
         container.update(probes(params))
     spec: dict[str, Any] = {
@@ -194,10 +258,7 @@ def pod_template(
         "affinity": affinity(params),
         "containers": [container],
         "volumes": [
-            {
-                "name": "artifact",
-                "persistentVolumeClaim": {"claimName": params.artifact_claim, "readOnly": True},
-            },
+            artifact_volume(params),
             {
                 "name": "config",
                 "configMap": {"name": configmap["metadata"]["name"], "items": volume_items(configmap)},
@@ -206,6 +267,8 @@ def pod_template(
             {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": params.server.shared_memory}},
         ],
     }
+    if params.artifact_s3 is not None:
+        spec["initContainers"] = [fetch_container(params)]
     if params.node_selector:
         spec["nodeSelector"] = dict(params.node_selector)
     if params.tolerations:

@@ -64,7 +64,7 @@ MODEL_REPOSITORY = "/model-repository"
 LAUNCH_SCRIPT = "launch.sh"
 
 #: Inside an artifact (engine-builder's package stage): the Triton model repository pieces.
-ARTIFACT_MODEL_REPOSITORY = f"{ARTIFACT_MOUNT}/triton_model_repo"
+ARTIFACT_MODEL_REPOSITORY = f"{ARTIFACT_MOUNT}/triton"
 #: Inside an artifact: the engine (tensorrt backend: config.json + rank<N>.engine), the unified
 #: checkpoint (pytorch backend) and the Hugging Face tokenizer.
 ARTIFACT_ENGINE_DIR = f"{ARTIFACT_MOUNT}/engine"
@@ -128,6 +128,25 @@ class Rollout:
 
 
 @dataclass(frozen=True)
+class S3Artifact:
+    """An artifact in S3: ``s3://<bucket>/<prefix>`` (the prefix ends in the engine key).
+
+    Serving pods download it into a node-local emptyDir in an init container (the serving image
+    carries engine-builder and thus boto3). ``secret`` names a Secret with keys
+    ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``; ``None`` = pod identity.
+    """
+
+    bucket: str
+    prefix: str
+    endpoint: str | None = None
+    secret: str | None = None
+
+    @property
+    def uri(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}"
+
+
+@dataclass(frozen=True)
 class ServingParams:
     """Everything the serving children are rendered from.
 
@@ -148,6 +167,8 @@ class ServingParams:
     gpu_product: str
     artifact_claim: str
     artifact_sub_path: str
+    #: Set for S3 storage (then ``artifact_claim``/``artifact_sub_path`` are empty).
+    artifact_s3: S3Artifact | None = None
     replicas: int = 1
     tensor_parallelism: int = 1
     pipeline_parallelism: int = 1
@@ -408,11 +429,7 @@ def artifact_location(engine: Mapping[str, Any]) -> tuple[str, str]:
             return claim, path.strip("/")
     storage = (engine.get("spec") or {}).get("storage") or {}
     if uri.startswith("s3://") or storage.get("s3"):
-        raise ServingInputError(
-            "ArtifactUnsupported",
-            f"the engine's artifact is in S3 ({uri or 'spec.storage.s3'}); serving pods mount artifacts "
-            "from a PVC: use spec.storage.pvc or spec.storage.createPVC on the LLMEngine",
-        )
+        raise ServingInputError("ArtifactUnsupported", "the engine's artifact is in S3, not on a PVC")
     if storage.get("pvc"):
         sub = (storage["pvc"].get("subPath") or "").strip("/")
         return storage["pvc"]["claimName"], f"{sub}/{key}" if sub else key
@@ -421,6 +438,24 @@ def artifact_location(engine: Mapping[str, Any]) -> tuple[str, str]:
     raise ServingInputError(
         "ArtifactUnsupported", "the engine reports no artifact location (status.artifact.uri)"
     )
+
+
+def s3_artifact(engine: Mapping[str, Any]) -> S3Artifact | None:
+    """The engine's artifact as an :class:`S3Artifact` when its storage is S3, else ``None``."""
+    status = engine.get("status") or {}
+    s3 = ((engine.get("spec") or {}).get("storage") or {}).get("s3")
+    if not s3:
+        return None
+    uri = (status.get("artifact") or {}).get("uri") or ""
+    if uri.startswith("s3://"):
+        bucket, _, prefix = uri[len("s3://") :].partition("/")
+    else:
+        bucket = s3["bucket"]
+        prefix = "/".join(
+            p for p in (str(s3.get("prefix", "trtllm-engines")).strip("/"), status["engineKey"]) if p
+        )
+    secret = (s3.get("credentialsSecretRef") or {}).get("name")
+    return S3Artifact(bucket, prefix.strip("/"), s3.get("endpoint"), secret)
 
 
 def serving_params(
@@ -440,7 +475,8 @@ def serving_params(
     dspec = LLMDeploymentSpec.model_validate(deployment.get("spec") or {})
     espec = LLMEngineSpec.model_validate(engine.get("spec") or {})
     estatus = engine.get("status") or {}
-    claim, sub_path = artifact_location(engine)
+    s3 = s3_artifact(engine)
+    claim, sub_path = ("", "") if s3 else artifact_location(engine)
     recommended = ((estatus.get("plan") or {}).get("recommended")) or {}
     server, sched, rollout = dspec.server, dspec.scheduling, dspec.rollout
     return ServingParams(
@@ -455,6 +491,7 @@ def serving_params(
         gpu_product_aliases=gpu_product_aliases,
         artifact_claim=claim,
         artifact_sub_path=sub_path,
+        artifact_s3=s3,
         replicas=dspec.replicas,
         tensor_parallelism=espec.parallelism.tensor,
         pipeline_parallelism=espec.parallelism.pipeline,
