@@ -1,0 +1,485 @@
+"""LLMDeployment controller: kopf wiring and I/O around the pure renderers and decisions.
+
+One idempotent, level-based :func:`reconcile` per LLMDeployment, called from
+
+* create / update / resume of the LLMDeployment,
+* every event of a Deployment (or LeaderWorkerSet) this controller labelled — the workload status
+  changes whenever a pod becomes Ready or goes away, so status follows the pods within a watch
+  round-trip,
+* every event of an LLMEngine (a new key or Ready) for the deployments that reference it,
+* a timer (``RESYNC_SECONDS``) for drift.
+
+Each reconcile: read the LLMDeployment and its engine → register in the engine's
+``status.usedBy`` → compatibility gate → render every child (:mod:`trtllm_operator.render.children`)
+→ create or patch them (a child is patched only when the hash of its rendered manifest changed;
+``spec.replicas`` is always copied from the LLMDeployment, the single writer through the scale
+subresource) → prune model-repository ConfigMaps nothing references → observe pods by engine key →
+optional automatic rollback → write status and post an Event per condition transition.
+
+The controller never writes ``spec`` of anything it does not own, never deletes user data, and
+reports every problem as a condition.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+import kopf
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from trtllm_operator.decide.deployment_status import Observation, deployment_status, transitions
+from trtllm_operator.decide.rollout import (
+    PodView,
+    RollbackDecision,
+    WorkloadView,
+    decide_rollback,
+    rollout_progress,
+)
+from trtllm_operator.kube.client import (
+    CONFIG_MAP,
+    DEPLOYMENT,
+    LLM_DEPLOYMENT,
+    LLM_ENGINE,
+    POD,
+    SERVICE,
+    Kube,
+    Resource,
+    default_kube,
+)
+from trtllm_operator.kube.events import post_event
+from trtllm_operator.kube.status import patch_status, update_conditions
+from trtllm_operator.render.children import Children, desired_children, gpu_product_aliases
+from trtllm_operator.render.model_repository import COMPONENT as REPO_COMPONENT
+from trtllm_operator.render.service import endpoint
+from trtllm_operator.render.serving import (
+    GPU_PRODUCT_LABEL,
+    GPU_RESOURCE,
+    GROUP,
+    LABEL_COMPONENT,
+    LABEL_DEPLOYMENT,
+    LABEL_ENGINE_KEY,
+    VERSION,
+    child_name,
+    content_hash,
+    short_key,
+)
+
+log = logging.getLogger(__name__)
+
+PDB = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", "pod_disruption_budget")
+REPLICA_SET = Resource("apps", "v1", "replicasets", "ReplicaSet", "replica_set")
+LWS = Resource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet")
+LWS_CRD_NAME = "leaderworkersets.leaderworkerset.x-k8s.io"
+
+#: Annotation on a child: sha256 of the manifest we rendered for it (patch only on change).
+ANNOTATION_RENDERED_HASH = f"{GROUP}/rendered-hash"
+#: Annotation on the workload: the engine key whose rollout failed and was rolled back.
+ANNOTATION_ROLLED_BACK_FROM = f"{GROUP}/rolled-back-from"
+ANNOTATION_ROLLBACK_REASON = f"{GROUP}/rollback-reason"
+#: Fallback GPUs per node when no node of the engine's product exists yet.
+DEFAULT_GPUS_PER_NODE = 8
+RESYNC_SECONDS = 30.0
+
+_locks: dict[tuple[str, str], threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+def _lock(namespace: str, name: str) -> threading.Lock:
+    with _locks_guard:
+        return _locks.setdefault((namespace, name), threading.Lock())
+
+
+# ------------------------------------------------------------------------------ observations
+def gpus_per_node(kube: Kube, products: list[str]) -> int:
+    """Largest ``nvidia.com/gpu`` allocatable among nodes labelled with one of ``products``."""
+    core = k8s.CoreV1Api(kube.api_client)
+    best = 0
+    for product in products:
+        nodes = core.list_node(label_selector=f"{GPU_PRODUCT_LABEL}={product}").items
+        for node in nodes:
+            alloc = (node.status.allocatable or {}) if node.status else {}
+            try:
+                best = max(best, int(alloc.get(GPU_RESOURCE, 0)))
+            except ValueError:
+                continue
+    return best or DEFAULT_GPUS_PER_NODE
+
+
+def lws_installed(kube: Kube) -> bool:
+    try:
+        k8s.ApiextensionsV1Api(kube.api_client).read_custom_resource_definition(LWS_CRD_NAME)
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
+
+
+def _engine_state(engine: Mapping[str, Any] | None) -> tuple[str, str]:
+    if engine is None:
+        return "missing", ""
+    status = engine.get("status") or {}
+    ready = next((c for c in status.get("conditions") or () if c.get("type") == "Ready"), None)
+    if status.get("phase") == "Ready" and status.get("engineKey") and status.get("artifact"):
+        return "ready", ""
+    name = engine["metadata"]["name"]
+    detail = f": {ready.get('reason')}: {ready.get('message')}" if ready and ready.get("message") else ""
+    return "not_ready", f"waiting for LLMEngine {name!r} (phase {status.get('phase') or 'Pending'}){detail}"
+
+
+def _pod_view(pod: Mapping[str, Any]) -> PodView:
+    labels = pod["metadata"].get("labels") or {}
+    conds = (pod.get("status") or {}).get("conditions") or []
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
+    return PodView(labels.get(LABEL_ENGINE_KEY, ""), ready, bool(pod["metadata"].get("deletionTimestamp")))
+
+
+def _workload_view(workload: Mapping[str, Any] | None) -> WorkloadView | None:
+    if workload is None:
+        return None
+    status = workload.get("status") or {}
+    generation = workload["metadata"].get("generation", 0)
+    deadline = any(
+        c.get("type") == "Progressing"
+        and c.get("status") == "False"
+        and c.get("reason") == "ProgressDeadlineExceeded"
+        for c in status.get("conditions") or []
+    )
+    return WorkloadView(
+        generation=generation,
+        # LeaderWorkerSet status has no observedGeneration: treat it as observed.
+        observed_generation=status.get("observedGeneration", generation),
+        replicas=status.get("replicas", 0),
+        updated_replicas=status.get("updatedReplicas", 0),
+        ready_replicas=status.get("readyReplicas", 0),
+        progress_deadline_exceeded=deadline,
+    )
+
+
+# ------------------------------------------------------------------------------ writes
+def _with_hash(manifest: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    body = copy.deepcopy(dict(manifest))
+    digest = content_hash(body)
+    body["metadata"].setdefault("annotations", {})[ANNOTATION_RENDERED_HASH] = digest
+    return body, digest
+
+
+def apply_child(kube: Kube, res: Resource, manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """Create the child, or merge-patch it when its rendered hash (or replica count) changed.
+
+    ``spec.replicas`` is compared to the live object on its own, so a scale through the
+    LLMDeployment's scale subresource reaches the workload even if nothing else changed.
+    """
+    namespace = manifest["metadata"]["namespace"]
+    body, digest = _with_hash(manifest)
+    live, created = kube.create_or_get(res, namespace, body)
+    if created:
+        return live
+    live_hash = (live["metadata"].get("annotations") or {}).get(ANNOTATION_RENDERED_HASH)
+    if live_hash == digest:
+        want = (body.get("spec") or {}).get("replicas")
+        if want is None or (live.get("spec") or {}).get("replicas") == want:
+            return live
+        return kube.patch(res, namespace, body["metadata"]["name"], {"spec": {"replicas": want}})
+    patch = {"metadata": {k: body["metadata"][k] for k in ("labels", "annotations", "ownerReferences")}}
+    if "spec" in body:
+        patch["spec"] = body["spec"]
+    return kube.patch(res, namespace, body["metadata"]["name"], patch)
+
+
+def _apply_configmap(kube: Kube, manifest: Mapping[str, Any]) -> None:
+    """Model-repository ConfigMaps are immutable and content-addressed: create if absent."""
+    kube.create_or_get(CONFIG_MAP, manifest["metadata"]["namespace"], manifest)
+
+
+def _prune_configmaps(kube: Kube, namespace: str, name: str, keep: set[str]) -> None:
+    """Delete this deployment's model-repository ConfigMaps that no ReplicaSet template uses."""
+    selector = f"{LABEL_DEPLOYMENT}={child_name(name)}"
+    for rs in kube.list(REPLICA_SET, namespace, label_selector=selector):
+        for vol in (rs.get("spec") or {}).get("template", {}).get("spec", {}).get("volumes") or []:
+            if vol.get("configMap"):
+                keep.add(vol["configMap"]["name"])
+    for cm in kube.list(
+        CONFIG_MAP, namespace, label_selector=f"{selector},{LABEL_COMPONENT}={REPO_COMPONENT}"
+    ):
+        if cm["metadata"]["name"] not in keep:
+            kube.delete(CONFIG_MAP, namespace, cm["metadata"]["name"])
+
+
+def _register_user(kube: Kube, namespace: str, name: str, engine_name: str | None) -> None:
+    """Idempotently list ``name`` in ``status.usedBy`` of its engine and remove it from others."""
+    for engine in kube.list(LLM_ENGINE, namespace):
+        ename = engine["metadata"]["name"]
+        users = list((engine.get("status") or {}).get("usedBy") or [])
+        wanted = ename == engine_name
+        if (name in users) == wanted:
+            continue
+
+        def mutate(obj: dict[str, Any], wanted: bool = wanted) -> dict[str, Any] | None:
+            current = list((obj.get("status") or {}).get("usedBy") or [])
+            if (name in current) == wanted:
+                return None
+            new = sorted({*current, name}) if wanted else [u for u in current if u != name]
+            return {"usedBy": new}
+
+        patch_status(kube, LLM_ENGINE, namespace, ename, mutate)
+
+
+def _rollback(kube: Kube, namespace: str, workload: Mapping[str, Any], decision: RollbackDecision) -> bool:
+    """Restore the pod template of the ReplicaSet serving ``decision.to_key`` (``rollout undo``)."""
+    selector = f"{LABEL_ENGINE_KEY}={short_key(decision.to_key)}"
+    candidates = [
+        rs
+        for rs in kube.list(REPLICA_SET, namespace, label_selector=selector)
+        if any(
+            o.get("uid") == workload["metadata"]["uid"] for o in rs["metadata"].get("ownerReferences") or []
+        )
+    ]
+    if not candidates:
+        return False
+    newest = max(
+        candidates,
+        key=lambda rs: int(
+            (rs["metadata"].get("annotations") or {}).get("deployment.kubernetes.io/revision", 0)
+        ),
+    )
+    template = copy.deepcopy(newest["spec"]["template"])
+    template["metadata"].get("labels", {}).pop("pod-template-hash", None)
+    annotations = {
+        ANNOTATION_ROLLED_BACK_FROM: decision.failed_key,
+        ANNOTATION_ROLLBACK_REASON: decision.reason,
+        ANNOTATION_RENDERED_HASH: "rolled-back",
+    }
+    kube.patch(
+        DEPLOYMENT,
+        namespace,
+        workload["metadata"]["name"],
+        {"metadata": {"annotations": annotations}, "spec": {"template": template}},
+    )
+    return True
+
+
+# ------------------------------------------------------------------------------ reconcile
+def reconcile(kube: Kube, namespace: str, name: str) -> None:
+    """Bring one LLMDeployment's children and status to the desired state (idempotent)."""
+    with _lock(namespace, name):
+        _reconcile(kube, namespace, name)
+
+
+def _reconcile(kube: Kube, namespace: str, name: str) -> None:
+    obj = kube.get(LLM_DEPLOYMENT, namespace, name)
+    if obj is None or obj["metadata"].get("deletionTimestamp"):
+        return
+    spec = obj.get("spec") or {}
+    engine_name = (spec.get("engineRef") or {}).get("name")
+    generation = obj["metadata"].get("generation", 0)
+    old_status = obj.get("status") or {}
+    engine = kube.get(LLM_ENGINE, namespace, engine_name) if engine_name else None
+    _register_user(kube, namespace, name, engine_name if engine is not None else None)
+
+    selector = f"{LABEL_DEPLOYMENT}={child_name(name)}"
+    state, message = _engine_state(engine)
+    pods = [p for p in kube.list(POD, namespace, label_selector=selector) if _is_replica_pod(p)]
+    live_pods = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+    base = Observation(
+        generation=generation,
+        spec_replicas=spec.get("replicas", 1),
+        engine_name=engine_name or "",
+        engine_state="ready" if state == "ready" else ("missing" if state == "missing" else "not_ready"),
+        engine_message=message,
+        previous_engine_key=old_status.get("engineKey"),
+        selector=selector,
+        pods=len(live_pods),
+        ready_pods=sum(_pod_view(p).ready for p in live_pods),
+    )
+    if state != "ready" or engine is None:
+        _write_status(kube, obj, base)
+        return
+
+    espec = engine.get("spec") or {}
+    product = (espec.get("gpu") or {}).get("product", "")
+    per_node = gpus_per_node(kube, [product, *gpu_product_aliases(product)])
+    children = desired_children(obj, engine, gpus_per_node=per_node, lws_installed=lws_installed(kube))
+    desired_key = (engine.get("status") or {}).get("engineKey")
+    if children.incompatibilities or children.blocked:
+        _write_status(
+            kube,
+            obj,
+            replace(
+                base,
+                desired_engine_key=desired_key,
+                incompatibilities=children.incompatibilities,
+                blocked=children.blocked,
+            ),
+        )
+        return
+
+    workload, rolled_back = _sync_children(kube, obj, children)
+    params = children.params
+    assert params is not None
+    view = _workload_view(workload)
+    pod_views = [_pod_view(p) for p in pods]
+    progress = rollout_progress(params.short_key, params.replicas, view, pod_views)
+    if rolled_back is None and workload is not None and workload["kind"] == "Deployment":
+        decision = decide_rollback(
+            progress,
+            view,
+            auto_rollback=params.rollout.auto_rollback,
+            desired_key=params.engine_key,
+            previous_key=old_status.get("engineKey"),
+            progress_deadline_seconds=params.rollout.progress_deadline_seconds,
+        )
+        if decision is not None and _rollback(kube, namespace, workload, decision):
+            post_event(kube, obj, "RolledBack", decision.reason, type_="Warning")
+            rolled_back = decision
+    updated = sum(1 for p in pod_views if p.short_key == params.short_key and not p.terminating)
+    if view is not None:
+        updated = min(updated, view.updated_replicas)
+    _write_status(
+        kube,
+        obj,
+        replace(
+            base,
+            desired_engine_key=params.engine_key,
+            progress=progress,
+            updated_replicas=updated,
+            deadline_exceeded=bool(view and view.progress_deadline_exceeded),
+            rolled_back=rolled_back,
+            endpoint=endpoint(params),
+        ),
+    )
+
+
+def _is_replica_pod(pod: Mapping[str, Any]) -> bool:
+    """Deployment pods, and LeaderWorkerSet leaders (one per replica)."""
+    labels = pod["metadata"].get("labels") or {}
+    return bool(labels.get("leaderworkerset.sigs.k8s.io/worker-index", "0") == "0")
+
+
+def _sync_children(
+    kube: Kube, obj: Mapping[str, Any], children: Children
+) -> tuple[dict[str, Any] | None, RollbackDecision | None]:
+    """Create/patch the children; returns the live workload and a rollback still in force."""
+    namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+    assert children.configmap and children.workload and children.service and children.pdb and children.params
+    res = DEPLOYMENT if children.workload["kind"] == "Deployment" else LWS
+    other = LWS if res is DEPLOYMENT else DEPLOYMENT
+    wname = children.workload["metadata"]["name"]
+    live = kube.get(res, namespace, wname)
+    held: RollbackDecision | None = None
+    annotations = (live or {}).get("metadata", {}).get("annotations") or {}
+    if live is not None and annotations.get(ANNOTATION_ROLLED_BACK_FROM) == children.params.engine_key:
+        # The desired key failed and was rolled back: keep the restored template, follow replicas only.
+        held = RollbackDecision(
+            children.params.engine_key, "", annotations.get(ANNOTATION_ROLLBACK_REASON, "rolled back")
+        )
+        want = children.params.replicas
+        if (live.get("spec") or {}).get("replicas") != want:
+            live = kube.patch(res, namespace, wname, {"spec": {"replicas": want}})
+    else:
+        _apply_configmap(kube, children.configmap)
+        if live is not None and annotations.get(ANNOTATION_ROLLED_BACK_FROM):
+            # A new key (or setting) arrived after a rollback: clear the hold, roll forward.
+            kube.patch(
+                res,
+                namespace,
+                wname,
+                {
+                    "metadata": {
+                        "annotations": {ANNOTATION_ROLLED_BACK_FROM: None, ANNOTATION_ROLLBACK_REASON: None}
+                    }
+                },
+            )
+        live = apply_child(kube, res, children.workload)
+    if other is DEPLOYMENT or lws_installed(kube):
+        stale = kube.get(other, namespace, wname)
+        if stale is not None and _owned_by(stale, obj):
+            kube.delete(other, namespace, wname)
+    apply_child(kube, SERVICE, children.service)
+    apply_child(kube, PDB, children.pdb)
+    _prune_configmaps(kube, namespace, name, {children.configmap["metadata"]["name"]})
+    return live, held
+
+
+def _owned_by(child: Mapping[str, Any], owner: Mapping[str, Any]) -> bool:
+    uid = owner["metadata"].get("uid")
+    return any(o.get("uid") == uid for o in child["metadata"].get("ownerReferences") or [])
+
+
+def _write_status(kube: Kube, obj: Mapping[str, Any], observation: Observation) -> None:
+    desired = deployment_status(observation)
+    namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+    old_conditions = (obj.get("status") or {}).get("conditions") or []
+    update_conditions(kube, LLM_DEPLOYMENT, namespace, name, desired.conditions, status=desired.fields)
+    for cond in transitions(old_conditions, desired.conditions):
+        if cond["type"] not in ("Ready", "Progressing", "EngineIncompatible"):
+            continue
+        problem = cond["type"] == "EngineIncompatible" and cond["status"] == "True"
+        problem |= cond["type"] == "Ready" and cond["status"] == "False" and cond["reason"] not in _WAITING
+        message = f"{cond['type']}={cond['status']}: {cond['message']}"
+        post_event(kube, obj, cond["reason"], message, type_="Warning" if problem else "Normal")
+
+
+#: Ready=False reasons that are expected steps, not problems (Normal events).
+_WAITING = frozenset({"EngineNotReady", "ReplicasStarting", "EngineRollout"})
+
+
+# ------------------------------------------------------------------------------ kopf wiring
+def _safe_reconcile(namespace: str | None, name: str | None) -> None:
+    if not namespace or not name:
+        return
+    reconcile(default_kube(), namespace, name)
+
+
+@kopf.on.resume(GROUP, VERSION, "llmdeployments")
+@kopf.on.create(GROUP, VERSION, "llmdeployments")
+@kopf.on.update(GROUP, VERSION, "llmdeployments")
+def on_deployment(name: str, namespace: str | None, **_: Any) -> None:
+    _safe_reconcile(namespace, name)
+
+
+@kopf.timer(GROUP, VERSION, "llmdeployments", interval=RESYNC_SECONDS, initial_delay=RESYNC_SECONDS)
+def resync_deployment(name: str, namespace: str | None, **_: Any) -> None:
+    _safe_reconcile(namespace, name)
+
+
+@kopf.on.delete(GROUP, VERSION, "llmdeployments", optional=True)
+def on_deployment_deleted(name: str, namespace: str | None, **_: Any) -> None:
+    """Best effort (no finalizer): drop the deployment from engines' ``status.usedBy``."""
+    if namespace:
+        _register_user(default_kube(), namespace, name, None)
+
+
+def _owner_name(meta: Mapping[str, Any]) -> str | None:
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("kind") == "LLMDeployment" and ref.get("apiVersion", "").startswith(f"{GROUP}/"):
+            return str(ref.get("name"))
+    return None
+
+
+@kopf.on.event("apps", "v1", "deployments", labels={LABEL_DEPLOYMENT: kopf.PRESENT})
+def on_workload_event(event: Mapping[str, Any], **_: Any) -> None:
+    """Status follows the pods: every change of an owned Deployment re-reconciles its owner."""
+    meta = (event.get("object") or {}).get("metadata") or {}
+    owner = _owner_name(meta)
+    if owner:
+        _safe_reconcile(meta.get("namespace"), owner)
+
+
+@kopf.on.event(GROUP, VERSION, "llmengines")
+def on_engine_event(event: Mapping[str, Any], **_: Any) -> None:
+    """A new engine key or a change of readiness re-reconciles every deployment referencing it."""
+    meta = (event.get("object") or {}).get("metadata") or {}
+    namespace, engine_name = meta.get("namespace"), meta.get("name")
+    if not namespace or not engine_name:
+        return
+    kube = default_kube()
+    for dep in kube.list(LLM_DEPLOYMENT, namespace):
+        if ((dep.get("spec") or {}).get("engineRef") or {}).get("name") == engine_name:
+            _safe_reconcile(namespace, dep["metadata"]["name"])
