@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 from support.cluster import LocalCluster
-from support.operator import HF_CONFIG_DIR, running_operator
+from support.operator import HF_CONFIG_DIR, operator_process, running_operator
 from support.wait import wait_for
 
 from engine_builder.report import EXIT_CODES, build_report
@@ -290,3 +290,191 @@ def test_build_runs_on_target_gpu_and_engine_becomes_ready(api: Api, operator: N
     assert record["manifestDigest"] == "sha256:" + "ab" * 32
     assert record["gpuProduct"] == H100
     wait_for(lambda: {"BuildStarted", "BuildSucceeded"} <= set(api.event_reasons("llama-fp8")), desc="events")
+
+
+@pytest.mark.parametrize(
+    ("reason", "exit_code", "message", "expected_in_message"),
+    [
+        # the builder's report in the termination message: its reason and message win
+        ("GPUOutOfMemory", 14, None, "lower max_batch_size"),
+        ("DownloadFailed", 11, None, "lower max_batch_size"),
+        # no report (the process died before writing it; FallbackToLogsOnError gives the log tail):
+        # the exit code says what happened
+        (
+            "BadSpec",
+            10,
+            "Traceback ...\nValueError: tp=3 does not divide 32 heads",
+            "does not divide 32 heads",
+        ),
+        ("Unknown", 3, "segfault in libfoo", "segfault in libfoo"),
+    ],
+)
+def test_failed_build_reports_its_classified_reason(
+    api: Api, operator: None, reason: str, exit_code: int, message: str | None, expected_in_message: str
+) -> None:
+    eng = an_engine("broken")
+    prepared = eng.prepared()
+    if message is None:
+        report = build_report(
+            status="Failed",
+            reason=reason,
+            stage="compile",
+            message="engine build ran out of GPU memory; lower max_batch_size or raise tensor parallelism",
+            engine_key=prepared.key,
+        )
+        message = json.dumps(report)
+    api.create(eng.fails(exit_code, message))
+
+    engine = api.wait_phase("broken", "Failed")
+    build = engine["status"]["build"]
+    assert build["reason"] == reason
+    assert expected_in_message in build["message"]
+    assert condition(engine, "Degraded")["reason"] == reason
+    assert condition(engine, "Ready")["status"] == "False"
+    wait_for(
+        lambda: (
+            "BuildFailed" in " ".join(api.event_reasons("broken")) or reason in api.event_reasons("broken")
+        )
+    )
+
+
+def test_deterministic_failure_is_not_retried(api: Api, operator: None) -> None:
+    eng = an_engine("oom").backoff_limit(3)
+    report = build_report(
+        status="Failed", reason="GPUOutOfMemory", stage="quantize", message="CUDA out of memory"
+    )
+    api.create(eng.fails(EXIT_CODES["GPUOutOfMemory"], json.dumps(report)))
+
+    engine = api.wait_phase("oom", "Failed")
+    assert engine["status"]["build"]["reason"] == "GPUOutOfMemory"
+    assert "deterministic" in engine["status"]["build"]["message"]
+    job = api.jobs()[0]
+    failed = [c for c in job["status"]["conditions"] if c["type"] == "Failed"]
+    assert failed and failed[0]["reason"] == "PodFailurePolicy"
+    assert len(api.pods(job["metadata"]["name"])) == 1, "backoffLimit 3 but a deterministic failure ran once"
+
+
+def test_unschedulable_build_says_why(api: Api, operator: None) -> None:
+    eng = an_engine("no-h200").on("NVIDIA-H200")  # in the catalog, but no such node in the cluster
+    api.create(eng)
+
+    def degraded() -> dict[str, Any] | None:
+        e = api.engine("no-h200")
+        cond = next(
+            (c for c in (e.get("status") or {}).get("conditions") or [] if c["type"] == "Degraded"), None
+        )
+        return e if cond and cond["reason"] == "BuildUnschedulable" else None
+
+    engine = wait_for(degraded, timeout=60, desc="Degraded=BuildUnschedulable")
+    assert engine["status"]["phase"] == "Building"
+    message = condition(engine, "Degraded")["message"]
+    assert "node affinity" in message or "didn't match" in message, message
+    assert "nvidia.com/gpu.product=NVIDIA-H200" in message
+    assert engine["status"]["build"]["reason"] == "Unschedulable"
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        (lambda e: e.tp(3), "spec.parallelism.tensor"),  # TinyLlama: 32 heads, 4 KV heads
+        (lambda e: e.on("NVIDIA-A100-SXM4-80GB"), "spec.quantization.format"),  # FP8 needs SM 89+
+        (lambda e: e.on("NVIDIA-Imaginary-9000"), "spec.gpu.product"),
+    ],
+)
+def test_invalid_spec_fails_naming_the_field_without_a_job(
+    api: Api, operator: None, mutate: Any, field: str
+) -> None:
+    api.create(mutate(an_engine("bad")))
+    engine = api.wait_phase("bad", "Failed")
+    assert engine["status"]["build"]["reason"] == "InvalidSpec"
+    assert condition(engine, "Ready")["message"].startswith(field)
+    assert "engineKey" not in engine["status"]
+    assert api.jobs() == []
+    # fixing the field starts a build (level-based: the next spec change is acted on)
+    api.patch_engine("bad", {"spec": an_engine("bad").tp(1).spec})
+    wait_for(api.jobs, desc="builder Job after the fix")
+
+
+def test_same_key_reuses_artifact_key_change_rebuilds_label_change_does_not(api: Api, operator: None) -> None:
+    first = an_engine("first")
+    prepared = first.prepared()
+    api.create(first.succeeds(success_report(prepared)))
+    api.wait_phase("first", "Ready")
+
+    # a second LLMEngine with the same key (other name, labels and pod annotations): no second Job
+    second = an_engine("second").runs_for(50)
+    second.body["metadata"]["labels"] = {"team": "b"}
+    assert second.prepared().key == prepared.key
+    api.create(second)
+    engine = api.wait_phase("second", "Ready")
+    assert condition(engine, "Progressing")["reason"] == "ArtifactReused"
+    assert engine["status"]["artifact"]["manifestDigest"] == "sha256:" + "ab" * 32
+    assert len(api.jobs()) == 1
+
+    # a label change keeps the key: nothing is built
+    api.patch_engine("first", {"metadata": {"labels": {"team": "c"}}})
+    wait_for(lambda: api.engine("first")["metadata"]["labels"]["team"] == "c")
+    api.patch_engine("first", {"spec": {"gpu": {"podAnnotations": {DELAY_MS: "100"}}}})  # outside the key too
+    wait_for(
+        lambda: condition(api.engine("first"), "Ready")["observedGeneration"] == 2, desc="generation 2 seen"
+    )
+    assert len(api.jobs()) == 1
+
+    # a key change (maxBatchSize) builds a new engine under a new name
+    api.patch_engine("first", {"spec": {"build": {"maxBatchSize": 64}}})
+    jobs = wait_for(lambda: api.jobs() if len(api.jobs()) == 2 else None, desc="second Job")
+    new_key = api.engine("first")["status"]["engineKey"]
+    assert new_key != prepared.key
+    assert {j["metadata"]["name"] for j in jobs} == {
+        prepared.job_name,
+        first.max_batch_size(64).prepared().job_name,
+    }
+
+
+def test_operator_killed_mid_build_restarts_without_duplicates(
+    api: Api, cluster: LocalCluster, namespace: str, tmp_path: Path
+) -> None:
+    eng = an_engine("resilient")
+    prepared = eng.prepared()
+    api.create(eng.succeeds(success_report(prepared)).runs_for(6000))
+    with operator_process(cluster, [namespace], tmp_path / "operator.log") as proc:
+        wait_for(
+            api.jobs,
+            timeout=60,
+            desc=f"Job from the subprocess operator; log:\n{proc.log()[-3000:]}",
+        )
+        wait_for(lambda: api.phase("resilient") == "Building", timeout=30)
+        proc.kill()
+    assert api.phase("resilient") == "Building"
+    with running_operator(cluster, [namespace]):
+        engine = api.wait_phase("resilient", "Ready", timeout=60)
+        assert engine["status"]["artifact"]["manifestDigest"] == "sha256:" + "ab" * 32
+    assert [j["metadata"]["name"] for j in api.jobs()] == [prepared.job_name]
+    assert len(api.pods(prepared.job_name)) == 1
+
+
+def test_delete_engine_collects_job_keeps_artifact_index(api: Api, operator: None) -> None:
+    eng = an_engine("short-lived")
+    prepared = eng.prepared()
+    api.create(eng.succeeds(success_report(prepared)))
+    api.wait_phase("short-lived", "Ready")
+    api.delete_engine("short-lived")
+    wait_for(lambda: api.jobs() == [], timeout=60, desc="Job garbage-collected through ownerReferences")
+    wait_for(lambda: api.configmap(prepared.job_name) is None, desc="build-spec ConfigMap collected")
+    assert api.configmap(cache_entry_name(prepared.key, prepared.storage.storage_id)) is not None
+
+
+def test_concurrent_build_limit_queues_with_position(api: Api, cluster: LocalCluster, namespace: str) -> None:
+    with running_operator(cluster, [namespace], max_concurrent_builds=1):
+        one = an_engine("one")
+        api.create(one.succeeds(success_report(one.prepared())).runs_for(3000))
+        wait_for(lambda: api.phase("one") == "Building")
+        two = an_engine("two").max_batch_size(8)
+        api.create(two.succeeds(success_report(two.prepared())))
+        engine = api.wait_phase("two", "Queued")
+        assert "position 1" in engine["status"]["build"]["message"]
+        assert condition(engine, "Progressing")["reason"] == "Queued"
+        assert len(api.jobs()) == 1
+        api.wait_phase("one", "Ready", timeout=60)
+        api.wait_phase("two", "Ready", timeout=60)
+        assert len(api.jobs()) == 2
