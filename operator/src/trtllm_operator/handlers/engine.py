@@ -54,7 +54,6 @@ from trtllm_operator.decide.engine_failure import job_condition
 from trtllm_operator.kube import (
     CONFIG_MAP,
     JOB,
-    LLM_DEPLOYMENT,
     LLM_ENGINE,
     POD,
     PVC,
@@ -200,19 +199,6 @@ def build_queue(kube: Kube, settings: Settings, engine: Mapping[str, Any]) -> Bu
     return BuildQueue(active=active, limit=settings.max_concurrent_builds, ahead=ahead)
 
 
-def _used_by(kube: Kube, namespace: str, name: str) -> list[str] | None:
-    try:
-        deployments = kube.list(LLM_DEPLOYMENT, namespace)
-    except ApiException:
-        return None
-    names = sorted(
-        d["metadata"]["name"]
-        for d in deployments
-        if ((d.get("spec") or {}).get("engineRef") or {}).get("name") == name
-    )
-    return names or None
-
-
 # ----------------------------------------------------------------------------- reconcile
 def reconcile(namespace: str, name: str, *, kube: Kube | None = None) -> EngineDecision | None:
     """Bring one LLMEngine's children and status in line with its spec. Idempotent.
@@ -247,7 +233,8 @@ def reconcile(namespace: str, name: str, *, kube: Kube | None = None) -> EngineD
         decision = _decide_and_act(
             kube, settings=settings, engine=engine, prepared=prepared, generation=generation, status=status
         )
-        _write(kube, engine, decision, status_extra={"usedBy": _used_by(kube, namespace, name)})
+        # status.usedBy is written by the LLMDeployment controller (one writer per field).
+        _write(kube, engine, decision, status_extra={})
         return decision
 
 
