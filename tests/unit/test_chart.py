@@ -1,0 +1,389 @@
+"""The Helm chart (charts/trtllm-operator), rendered by the real helm and checked against the
+Kubernetes 1.34 OpenAPI schemas (kubernetes-validate), the `restricted` Pod Security Standard, the
+operator's own command line and settings, and least-privilege RBAC.
+
+Needs the bundled helm (hack/build-testbin.sh); skipped when it is not built. The real PodSecurity
+admission and the RBAC of the installed chart are exercised by tests/e2e.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+from localcluster import ClusterError, find_bin_dir
+
+from trtllm_operator.cli import build_parser
+from trtllm_operator.commands.run import settings_from_args
+from trtllm_operator.settings import ENV_PREFIX, Settings
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "charts" / "trtllm-operator"
+K8S_VERSION = "1.34.4"
+SECURITY_DOC = REPO / "docs" / "security.md"
+
+#: Value sets rendered by every test (name → helm --set arguments).
+VALUE_SETS: dict[str, list[str]] = {
+    "default": [],
+    "namespaced": ["--set", "watchNamespaces={team-a,team-b}"],
+    "everything": [
+        "--set",
+        "watchNamespaces={team-a}",
+        "--set",
+        "metrics.serviceMonitor.enabled=true",
+        "--set",
+        "prometheusRule.enabled=true",
+        "--set",
+        "grafanaDashboard.enabled=true",
+    ],
+    "peering": ["--set", "replicaCount=2", "--set", "settings.logFormat=text"],
+    "no-service": ["--set", "metrics.service.enabled=false", "--set", "serviceAccount.name=op"],
+}
+#: Kinds from CustomResourceDefinitions: no Kubernetes schema, checked structurally below.
+CRD_KINDS = {"ServiceMonitor", "PrometheusRule"}
+LLM_GROUP = "llm.trtllm-operator.dev"
+
+
+# ----------------------------------------------------------------------------- helm
+@pytest.fixture(scope="module")
+def helm_bin() -> Path:
+    try:
+        path = find_bin_dir() / "helm"
+    except ClusterError as exc:
+        pytest.skip(f"helm not built: {exc}")
+    if not path.exists():
+        pytest.skip(f"helm not built at {path} (run hack/build-testbin.sh)")
+    return path
+
+
+@pytest.fixture(scope="module")
+def helm_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    home = tmp_path_factory.mktemp("helm")
+    return {
+        **os.environ,
+        "HELM_CACHE_HOME": str(home / "cache"),
+        "HELM_CONFIG_HOME": str(home / "config"),
+        "HELM_DATA_HOME": str(home / "data"),
+    }
+
+
+def run_helm(helm: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(helm), *args], capture_output=True, text=True, env=env, timeout=60, check=False
+    )
+
+
+def render(helm: Path, env: dict[str, str], values: list[str], *extra: str) -> list[dict[str, Any]]:
+    """``helm template`` (namespace ``trtllm-system``) → the rendered objects."""
+    proc = run_helm(
+        helm,
+        env,
+        "template",
+        "rel",
+        str(CHART),
+        "--namespace",
+        "trtllm-system",
+        "--kube-version",
+        K8S_VERSION,
+        *values,
+        *extra,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return [doc for doc in yaml.safe_load_all(proc.stdout) if doc]
+
+
+@pytest.fixture(scope="module")
+def rendered(helm_bin: Path, helm_env: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
+    return {name: render(helm_bin, helm_env, values) for name, values in VALUE_SETS.items()}
+
+
+def only(objs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [o for o in objs if o["kind"] == kind]
+
+
+# ----------------------------------------------------------------------------- lint and schemas
+@pytest.mark.parametrize("value_set", sorted(VALUE_SETS))
+def test_helm_lint_strict(helm_bin: Path, helm_env: dict[str, str], value_set: str) -> None:
+    proc = run_helm(
+        helm_bin,
+        helm_env,
+        "lint",
+        "--strict",
+        str(CHART),
+        "--kube-version",
+        K8S_VERSION,
+        *VALUE_SETS[value_set],
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "0 chart(s) failed" in proc.stdout
+
+
+def test_values_schema_rejects_unknown_keys_and_bad_values(helm_bin: Path, helm_env: dict[str, str]) -> None:
+    for bad, field in (
+        (["--set", "watchNamespace=a"], "watchNamespace"),
+        (["--set", "watchNamespaces={Not_A_Namespace}"], "watchNamespaces"),
+        (["--set", "settings.logFormat=xml"], "logFormat"),
+    ):
+        proc = run_helm(
+            helm_bin, helm_env, "template", "rel", str(CHART), "--kube-version", K8S_VERSION, *bad
+        )
+        assert proc.returncode != 0, f"{bad} was accepted"
+        assert field in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("value_set", sorted(VALUE_SETS))
+def test_rendered_objects_validate_against_kubernetes_schemas(
+    rendered: dict[str, list[dict[str, Any]]], value_set: str
+) -> None:
+    objs = rendered[value_set]
+    assert {"Deployment", "ServiceAccount"} <= {o["kind"] for o in objs} or value_set == "no-service"
+    validated = 0
+    for obj in objs:
+        if obj["kind"] in CRD_KINDS:
+            continue
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+        validated += 1
+    assert validated >= 4
+
+
+def test_a_schema_violation_is_caught(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    """The validation above can fail: a misspelled field in the rendered Deployment is rejected."""
+    (dep,) = only(rendered["default"], "Deployment")
+    dep["spec"]["template"]["spec"]["containers"][0]["securityContex"] = {}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(dep, K8S_VERSION, strict=True)
+
+
+def test_chart_crds_are_the_generated_crds_byte_for_byte(helm_bin: Path, helm_env: dict[str, str]) -> None:
+    top = {p.name: p.read_bytes() for p in (REPO / "crds").glob("*.yaml")}
+    chart = {p.name: p.read_bytes() for p in (CHART / "crds").glob("*.yaml")}
+    assert (
+        set(top)
+        == set(chart)
+        == {
+            f"{LLM_GROUP}_llmengines.yaml",
+            f"{LLM_GROUP}_llmdeployments.yaml",
+        }
+    )
+    for name, content in top.items():
+        assert chart[name] == content, f"charts/trtllm-operator/crds/{name} differs from crds/{name}"
+    # helm ships them (--include-crds) and they are valid CustomResourceDefinitions
+    crds = only(render(helm_bin, helm_env, [], "--include-crds"), "CustomResourceDefinition")
+    assert {c["metadata"]["name"] for c in crds} == {f"llmengines.{LLM_GROUP}", f"llmdeployments.{LLM_GROUP}"}
+    for crd in crds:
+        kubernetes_validate.validate(crd, K8S_VERSION, strict=True)
+
+
+# ----------------------------------------------------------------------------- CRD-based kinds
+def test_service_monitor_scrapes_the_metrics_service(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    objs = rendered["everything"]
+    (monitor,) = only(objs, "ServiceMonitor")
+    (service,) = only(objs, "Service")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= service["metadata"]["labels"].items()
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["port"] in {p["name"] for p in service["spec"]["ports"]}
+    assert re.fullmatch(r"[0-9]+(ms|s|m|h)", endpoint["interval"])
+    (dep,) = only(objs, "Deployment")
+    container_ports = {
+        p["name"]: p["containerPort"] for p in dep["spec"]["template"]["spec"]["containers"][0]["ports"]
+    }
+    (port,) = service["spec"]["ports"]
+    assert container_ports[port["targetPort"]] == port["port"]
+    assert selector.items() <= dep["spec"]["template"]["metadata"]["labels"].items()
+    for name in ("default", "namespaced", "peering"):
+        assert not only(rendered[name], "ServiceMonitor") and not only(rendered[name], "PrometheusRule")
+
+
+def test_prometheus_rule_carries_the_recording_rules_file(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    (rule,) = only(rendered["everything"], "PrometheusRule")
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    assert rule["metadata"]["namespace"] == "trtllm-system"
+    source = yaml.safe_load((CHART / "files" / "prometheus-rules.yaml").read_text())
+    assert rule["spec"] == source
+    groups = rule["spec"]["groups"]
+    assert groups and all(g["name"] and g["rules"] for g in groups)
+    records = [r for g in groups for r in g["rules"]]
+    for r in records:
+        assert set(r) <= {"record", "expr", "labels"} and r["expr"].strip()
+        assert re.fullmatch(r"[a-zA-Z_:][a-zA-Z0-9_:]*", r["record"]), r["record"]
+    assert {r["record"] for r in records} >= {
+        "namespace_pod:trtllm_queue_depth:sum",
+        "namespace_pod:trtllm_kv_cache_utilization:ratio",
+    }
+
+
+# ----------------------------------------------------------------------------- pod security
+def test_operator_pod_meets_the_restricted_pod_security_standard(
+    rendered: dict[str, list[dict[str, Any]]],
+) -> None:
+    """The fields the `restricted` profile checks (the e2e tier installs into a namespace that
+    enforces it, where the real PodSecurity admission decides)."""
+    for name, objs in rendered.items():
+        (dep,) = only(objs, "Deployment")
+        pod = dep["spec"]["template"]["spec"]
+        assert not pod.get("hostNetwork") and not pod.get("hostPID") and not pod.get("hostIPC"), name
+        assert all("hostPath" not in v for v in pod.get("volumes", [])), name
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["runAsUser"] != 0
+        assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+        for c in pod["containers"] + pod.get("initContainers", []):
+            sc = c["securityContext"]
+            assert sc["allowPrivilegeEscalation"] is False, (name, c["name"])
+            assert sc["capabilities"]["drop"] == ["ALL"] and not sc["capabilities"].get("add")
+            assert sc.get("privileged") is not True
+            assert sc["readOnlyRootFilesystem"] is True
+            assert all("hostPort" not in p for p in c.get("ports", []))
+            assert c["resources"]["requests"]["memory"] and c["resources"]["limits"]["memory"]
+
+
+# ----------------------------------------------------------------------------- operator command line
+def container_settings(dep: dict[str, Any], pod_namespace: str) -> tuple[Settings, dict[str, str]]:
+    """Parse the chart's container args with the operator's own parser and its env with
+    :meth:`Settings.from_env` — exactly what ``trtllm-operator`` does in the pod."""
+    (container,) = dep["spec"]["template"]["spec"]["containers"]
+    env: dict[str, str] = {}
+    for var in container["env"]:
+        if "value" in var:
+            env[var["name"]] = var["value"]
+        elif var.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "metadata.namespace":
+            env[var["name"]] = pod_namespace
+        else:
+            raise AssertionError(f"unexpected env source {var}")
+    args = build_parser().parse_args(container["args"])
+    assert args.command == "run"
+    return settings_from_args(args, Settings.from_env(env)), env
+
+
+@pytest.mark.parametrize("value_set", sorted(VALUE_SETS))
+def test_container_args_and_env_are_operator_settings(
+    rendered: dict[str, list[dict[str, Any]]], value_set: str
+) -> None:
+    (dep,) = only(rendered[value_set], "Deployment")
+    settings, env = container_settings(dep, "trtllm-system")
+    unknown = {k for k in env if k.startswith(ENV_PREFIX)} - {
+        ENV_PREFIX + f.upper() for f in Settings.model_fields
+    }
+    assert not unknown, f"the operator ignores {sorted(unknown)} (no such setting)"
+    assert settings.operator_namespace == "trtllm-system"
+    assert settings.max_concurrent_builds == 2
+    assert settings.metrics_port == 8080 and settings.liveness_port is not None
+    ports = {p["name"]: p["containerPort"] for p in dep["spec"]["template"]["spec"]["containers"][0]["ports"]}
+    assert ports["metrics"] == settings.metrics_port and ports["health"] == settings.liveness_port
+    probe = dep["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]["httpGet"]
+    assert (probe["path"], probe["port"]) == ("/healthz", "health")
+    expected_ns = {"namespaced": ("team-a", "team-b"), "everything": ("team-a",)}.get(value_set, ())
+    assert settings.namespaces == expected_ns
+    assert settings.standalone is (dep["spec"]["replicas"] == 1)
+    assert settings.log_format == ("text" if value_set == "peering" else "json")
+    assert dep["spec"]["strategy"]["type"] == "Recreate"
+
+
+# ----------------------------------------------------------------------------- RBAC
+def rules_of(objs: list[dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any]]]:
+    for o in objs:
+        if o["kind"] in ("Role", "ClusterRole"):
+            for rule in o.get("rules", []):
+                yield f"{o['kind']}/{o['metadata']['name']}", rule
+
+
+def grants(objs: list[dict[str, Any]], kind: str, group: str, resource: str) -> set[str]:
+    verbs: set[str] = set()
+    for _, rule in rules_of([o for o in objs if o["kind"] == kind]):
+        if group in rule.get("apiGroups", []) and resource in rule.get("resources", []):
+            verbs |= set(rule["verbs"])
+    return verbs
+
+
+@pytest.mark.parametrize("value_set", sorted(VALUE_SETS))
+def test_rbac_is_least_privilege(rendered: dict[str, list[dict[str, Any]]], value_set: str) -> None:
+    objs = rendered[value_set]
+    rules = list(rules_of(objs))
+    assert rules
+    for where, rule in rules:
+        for key in ("apiGroups", "resources", "verbs"):
+            assert not any("*" in item for item in rule.get(key, [])), f"wildcard in {where}: {rule}"
+        assert "nonResourceURLs" not in rule, f"{where}: {rule}"
+        assert "secrets" not in rule.get("resources", []), f"Secret access in {where}: {rule}"
+        assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"]), f"{where}: {rule}"
+        assert not {"nodes", "clusterroles", "roles", "rolebindings", "clusterrolebindings"} & set(
+            rule.get("resources", [])
+        ), f"{where}: {rule}"
+        assert not any(r.endswith("/exec") or r.endswith("/attach") for r in rule.get("resources", []))
+    kind = "Role" if value_set in ("namespaced", "everything") else "ClusterRole"
+    # the operator never deletes its users' objects or their Jobs; the scale subresource is its only
+    # way to change replicas
+    assert "delete" not in grants(objs, kind, LLM_GROUP, "llmengines")
+    assert "delete" not in grants(objs, kind, LLM_GROUP, "llmdeployments")
+    assert "update" not in grants(objs, kind, LLM_GROUP, "llmdeployments")
+    assert {"get", "patch"} <= grants(objs, kind, LLM_GROUP, "llmdeployments/scale")
+    assert {"create", "get", "list", "watch"} <= grants(objs, kind, "batch", "jobs")
+
+
+def test_rbac_namespaced_mode_binds_roles_in_each_watched_namespace(
+    rendered: dict[str, list[dict[str, Any]]],
+) -> None:
+    objs = rendered["namespaced"]
+    roles = {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in only(objs, "Role")}
+    bindings = only(objs, "RoleBinding")
+    assert {ns for ns, _ in roles} == {"team-a", "team-b"}
+    for b in bindings:
+        assert (b["metadata"]["namespace"], b["roleRef"]["name"]) in roles
+        assert b["subjects"] == [
+            {"kind": "ServiceAccount", "name": "rel-trtllm-operator", "namespace": "trtllm-system"}
+        ]
+    # cluster-scoped grants in namespaced mode: only what kopf needs to discover and peer
+    (cluster_role,) = only(objs, "ClusterRole")
+    resources = {r for _, rule in rules_of([cluster_role]) for r in rule["resources"]}
+    assert resources == {"customresourcedefinitions", "clusterkopfpeerings"}
+    for _, rule in rules_of([cluster_role]):
+        assert not {"create", "delete", "update"} & set(rule["verbs"])
+    # cluster-wide mode: one ClusterRole bound to the chart's ServiceAccount, nothing namespaced
+    default = rendered["default"]
+    assert not only(default, "Role") and not only(default, "RoleBinding")
+    (crb,) = only(default, "ClusterRoleBinding")
+    (sa,) = only(default, "ServiceAccount")
+    assert crb["subjects"][0]["name"] == sa["metadata"]["name"]
+
+
+# ----------------------------------------------------------------------------- NetworkPolicy (docs)
+def network_policies() -> list[dict[str, Any]]:
+    text = SECURITY_DOC.read_text()
+    blocks = re.findall(r"```yaml\n(.*?)```", text, flags=re.DOTALL)
+    docs = [d for b in blocks for d in yaml.safe_load_all(b) if d]
+    return [d for d in docs if d.get("kind") == "NetworkPolicy"]
+
+
+def test_documented_network_policy_validates_and_selects_serving_pods() -> None:
+    from trtllm_operator.render.serving import HTTP_PORT, LABEL_COMPONENT, METRICS_PORT  # noqa: PLC0415
+
+    policies = network_policies()
+    assert policies, "docs/security.md has no NetworkPolicy manifest"
+    for policy in policies:
+        kubernetes_validate.validate(policy, K8S_VERSION, strict=True)
+    serving = [
+        p
+        for p in policies
+        if p["spec"]["podSelector"].get("matchLabels", {}).get(LABEL_COMPONENT) == "server"
+    ]
+    assert serving, "no policy selects the Triton serving pods (app.kubernetes.io/component=server)"
+    (policy,) = serving
+    assert set(policy["spec"]["policyTypes"]) == {"Ingress", "Egress"}
+    ingress_ports = {p["port"] for rule in policy["spec"]["ingress"] for p in rule.get("ports", [])}
+    assert {HTTP_PORT, METRICS_PORT} <= ingress_ports
+    # egress: DNS, and the other serving pods (multi-node ranks talk MPI/NCCL to each other);
+    # nothing else (the engine is on a mounted volume, Triton calls no one)
+    for rule in policy["spec"]["egress"]:
+        ports = {p["port"] for p in rule.get("ports", [])}
+        peers = [t.get("podSelector", {}).get("matchLabels", {}) for t in rule.get("to", [])]
+        assert ports == {53} or (
+            rule.get("to") and all(peer.get(LABEL_COMPONENT) == "server" for peer in peers)
+        ), rule
