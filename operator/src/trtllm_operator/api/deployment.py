@@ -328,6 +328,43 @@ class SchedulingSpec(ApiModel):
     )
 
 
+class TuningSpec(ApiModel):
+    """The KV-cache and batch advisor (docs/tuning.md): it keeps a KV-cache utilization history and
+    writes recommendations to ``status.recommendations``. It never writes ``spec``."""
+
+    model_config = model_config(
+        cel(
+            "self.lowThreshold < self.highThreshold",
+            "lowThreshold must be below highThreshold",
+            field_path=".lowThreshold",
+        ),
+    )
+
+    enabled: bool = Field(default=False, description="Turn the advisor on.")
+    window_seconds: int = Field(
+        default=1800,
+        ge=60,
+        le=86_400,
+        description="History window the rules look at, seconds (default 30 min).",
+    )
+    interval_seconds: int = Field(
+        default=30, ge=1, le=3600, description="Seconds between samples and evaluations."
+    )
+    high_threshold: float = Field(
+        default=0.8,
+        gt=0,
+        lt=1,
+        description="KV-cache utilization counted as high (fraction); sustained above it: raise "
+        "maxNumTokens or lower maxBatchSize.",
+    )
+    low_threshold: float = Field(
+        default=0.5,
+        gt=0,
+        lt=1,
+        description="KV-cache utilization counted as low; sustained below it: shrink the KV allocation.",
+    )
+
+
 class LLMDeploymentSpec(ApiModel):
     """Desired state of an LLMDeployment: a Triton fleet serving one LLMEngine."""
 
@@ -345,6 +382,7 @@ class LLMDeploymentSpec(ApiModel):
     rollout: RolloutSpec = Field(default_factory=RolloutSpec)
     service: ServiceSpec = Field(default_factory=ServiceSpec)
     scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec)
+    tuning: TuningSpec = Field(default_factory=TuningSpec)
     pod_annotations: StringMap | None = Field(default=None, description="Annotations on pods.")
     pod_labels: StringMap | None = Field(default=None, description="Labels on pods.")
 
@@ -397,6 +435,63 @@ class AutoscalingStatus(ApiModel):
     )
 
 
+class RecommendedChange(ApiModel):
+    """One field to change (in this LLMDeployment or its LLMEngine)."""
+
+    field: str = Field(description="Where, e.g. spec.server.kvCacheFreeGpuMemFraction.")
+    current: float | None = Field(default=None, description="Value now (None: unknown).")
+    recommended: float = Field(description="Value recommended.")
+
+
+class RecommendationEvidence(ApiModel):
+    """What a recommendation rests on."""
+
+    window_seconds: float | None = Field(default=None, description="History window, seconds.")
+    samples: int | None = Field(default=None, description="Samples in the window.")
+    kv_cache_utilization_p10: float | None = Field(
+        default=None, alias="kvCacheUtilizationP10", description="10th percentile, fraction."
+    )
+    kv_cache_utilization_p50: float | None = Field(
+        default=None, alias="kvCacheUtilizationP50", description="Median, fraction."
+    )
+    kv_cache_utilization_p90: float | None = Field(
+        default=None, alias="kvCacheUtilizationP90", description="90th percentile, fraction."
+    )
+    fraction_above_high: float | None = Field(
+        default=None, description="Share of samples above highThreshold."
+    )
+    fraction_below_low: float | None = Field(default=None, description="Share of samples below lowThreshold.")
+    queue_depth_per_replica_p50: float | None = Field(
+        default=None, alias="queueDepthPerReplicaP50", description="Median waiting requests per replica."
+    )
+
+
+class Recommendation(ApiModel):
+    """A tuning recommendation: what to change, by how much, and the evidence. Advice only."""
+
+    type: str = Field(description="KVCacheHigh, KVCacheLow, AddReplicas or RaiseKVCacheFraction.")
+    message: str | None = Field(default=None, description="What and why, in words.")
+    changes: Annotated[list[RecommendedChange], Field(max_length=8)] | None = Field(
+        default=None, description="Fields to change and by how much."
+    )
+    evidence: RecommendationEvidence | None = Field(default=None, description="Window and percentiles.")
+    since_unix: float | None = Field(default=None, description="When first raised (Unix seconds).")
+    alternatives: Annotated[list[str], Field(max_length=4)] | None = Field(
+        default=None, description="Other recommendation types that would also help."
+    )
+
+
+class TuningStatus(ApiModel):
+    """The advisor's bounded history: [unixSeconds, kvCacheUtilization, queueDepthPerReplica,
+    readyReplicas] rows, oldest first (-1: not measured)."""
+
+    history: Annotated[list[list[float]], Field(max_length=2000)] | None = Field(
+        default=None, description="Samples, oldest first."
+    )
+    last_evaluation_unix: float | None = Field(default=None, description="Last evaluation, Unix seconds.")
+    message: str | None = Field(default=None, description="Why there is no recommendation, if so.")
+
+
 class LLMDeploymentStatus(ApiModel):
     """Observed state of an LLMDeployment."""
 
@@ -422,6 +517,10 @@ class LLMDeploymentStatus(ApiModel):
         default=None, description="In-cluster HTTP endpoint, e.g. http://<svc>.<ns>.svc:8000."
     )
     autoscaling: AutoscalingStatus | None = None
+    recommendations: Annotated[list[Recommendation], Field(max_length=8)] | None = Field(
+        default=None, description="The tuning advisor's current recommendations (spec.tuning)."
+    )
+    tuning: TuningStatus | None = None
     conditions: Conditions | None = Field(
         default=None,
         description="Ready, Progressing, Degraded, EngineIncompatible (image or GPU does not match "

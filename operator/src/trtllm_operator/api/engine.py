@@ -523,6 +523,76 @@ class StorageSpec(ApiModel):
     )
 
 
+# --- benchmark (trtllm-bench after a build; docs/tuning.md) ------------------------------------
+
+
+class BenchmarkWorkload(ApiModel):
+    """One synthetic workload: every request has these prompt and output lengths."""
+
+    input_tokens: int = Field(ge=1, le=1_048_576, description="Prompt tokens per request (ISL).")
+    output_tokens: int = Field(ge=1, le=1_048_576, description="Output tokens per request (OSL).")
+
+
+class BenchmarkSpec(ApiModel):
+    """Run ``trtllm-bench`` against the Ready engine (each new engine key once) and report the
+    throughput knee and a recommended maxBatchSize in ``status.benchmark``. Results only: the
+    operator never changes the spec from them."""
+
+    model_config = model_config(
+        cel(
+            "size(self.workloads) * size(self.values) <= 8",
+            "workloads × values must be at most 8 runs (the results travel in the pod's 4 KiB "
+            "termination message); drop sweep values or workloads",
+            field_path=".values",
+        ),
+        cel(
+            "self.mode != 'latency' || self.sweep == 'concurrency'",
+            "mode latency runs at batch 1 (trtllm-bench latency has no --max_batch_size); use "
+            "sweep: concurrency or mode: throughput",
+            field_path=".sweep",
+        ),
+    )
+
+    mode: Literal["throughput", "latency"] = Field(
+        default="throughput",
+        description="trtllm-bench sub-command: throughput (in-flight batching under load) or latency "
+        "(batch 1, streaming).",
+    )
+    workloads: Annotated[list[BenchmarkWorkload], Field(min_length=1, max_length=4)] = Field(
+        default_factory=lambda: [BenchmarkWorkload(input_tokens=128, output_tokens=128)],
+        description="ISL/OSL pairs; one curve (and knee) each. Default 128/128.",
+    )
+    sweep: Literal["concurrency", "maxBatchSize"] = Field(
+        default="concurrency",
+        description="What the sweep varies: concurrency (--concurrency, requests in flight) or "
+        "maxBatchSize (--max_batch_size, the runtime batch limit).",
+    )
+    values: Annotated[list[Annotated[int, Field(ge=1, le=4096)]], Field(min_length=1, max_length=8)] = Field(
+        default_factory=lambda: [1, 8, 32, 64, 128, 256],
+        description="Sweep values, sequences. Default 1, 8, 32, 64, 128, 256.",
+    )
+    num_requests: int = Field(
+        default=512, ge=1, le=100_000, description="Requests per run (--num_requests)."
+    )
+    warmup: int = Field(default=2, ge=0, le=1000, description="Warm-up requests per run (--warmup).")
+    streaming: bool = Field(
+        default=True,
+        description="Stream tokens (--streaming, throughput mode): needed for TTFT and TPOT.",
+    )
+    kv_cache_free_gpu_mem_fraction: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description="--kv_cache_free_gpu_mem_fraction; unset: trtllm-bench's default (0.90).",
+    )
+    active_deadline_seconds: int = Field(
+        default=7200, ge=60, description="Deadline of the benchmark Job, seconds."
+    )
+    pod_annotations: StringMap | None = Field(
+        default=None, description="Annotations added to the benchmark pod."
+    )
+
+
 class LLMEngineSpec(ApiModel):
     """Desired state of an LLMEngine: a TensorRT-LLM engine (or quantized checkpoint) to build."""
 
@@ -579,6 +649,11 @@ class LLMEngineSpec(ApiModel):
     build: EngineBuildSpec = Field(default_factory=EngineBuildSpec)
     gpu: GPUSpec
     storage: StorageSpec
+    benchmark: BenchmarkSpec | None = Field(
+        default=None,
+        description="Optional trtllm-bench sweep after each successful build; results in "
+        "status.benchmark (docs/tuning.md).",
+    )
 
 
 # --- status ------------------------------------------------------------------------------------
@@ -668,6 +743,71 @@ class BuildStatus(ApiModel):
     completion_time: datetime | None = Field(default=None, description="When the Job finished.")
 
 
+class LatencyPercentiles(ApiModel):
+    """Milliseconds."""
+
+    p50: float | None = Field(default=None, description="Median, ms.")
+    p90: float | None = Field(default=None, description="90th percentile, ms.")
+    p99: float | None = Field(default=None, description="99th percentile, ms.")
+
+
+class BenchmarkRun(ApiModel):
+    """One trtllm-bench run of the sweep."""
+
+    input_tokens: int | None = Field(default=None, description="Prompt tokens per request.")
+    output_tokens: int | None = Field(default=None, description="Output tokens per request.")
+    concurrency: int | None = Field(default=None, description="--concurrency of the run.")
+    max_batch_size: int | None = Field(default=None, description="Runtime max batch size of the run.")
+    output_tokens_per_second: float | None = Field(default=None, description="Output tokens/s, whole replica.")
+    output_tokens_per_second_per_gpu: float | None = Field(
+        default=None, alias="outputTokensPerSecondPerGPU", description="Output tokens/s per GPU."
+    )
+    requests_per_second: float | None = Field(default=None, description="Completed requests/s.")
+    ttft_ms: LatencyPercentiles | None = Field(default=None, alias="ttftMs", description="Time to first token.")
+    tpot_ms: LatencyPercentiles | None = Field(default=None, alias="tpotMs", description="Time per output token.")
+    error: str | None = Field(default=None, description="Why the run failed.")
+
+
+class BenchmarkCurve(ApiModel):
+    """The knee of one workload's throughput curve."""
+
+    input_tokens: int | None = Field(default=None, description="Prompt tokens per request.")
+    output_tokens: int | None = Field(default=None, description="Output tokens per request.")
+    knee: float | None = Field(default=None, description="Sweep value at the knee (sequences).")
+    knee_output_tokens_per_second: float | None = Field(
+        default=None, description="Output tokens/s at the knee."
+    )
+    recommended_max_batch_size: int | None = Field(default=None, description="ceil(knee × 1.25).")
+    message: str | None = Field(default=None, description="How the knee was found, or why not.")
+
+
+class BenchmarkStatus(ApiModel):
+    """The last benchmark of this engine (docs/tuning.md)."""
+
+    engine_key: str | None = Field(default=None, description="Engine key benchmarked.")
+    job_name: str | None = Field(default=None, description="Benchmark Job.")
+    phase: Literal["Running", "Succeeded", "Failed"] | None = Field(
+        default=None, description="Running, Succeeded or Failed."
+    )
+    mode: str | None = Field(default=None, description="throughput or latency.")
+    sweep: str | None = Field(default=None, description="concurrency or maxBatchSize.")
+    tensorrt_llm_version: str | None = Field(
+        default=None, alias="tensorrtLLMVersion", description="TensorRT-LLM version in the reports."
+    )
+    completion_time: datetime | None = Field(default=None, description="When the results were recorded.")
+    runs: Annotated[list[BenchmarkRun], Field(max_length=32)] | None = Field(
+        default=None, description="One entry per trtllm-bench run."
+    )
+    curves: Annotated[list[BenchmarkCurve], Field(max_length=8)] | None = Field(
+        default=None, description="Knee per workload."
+    )
+    recommended_max_batch_size: int | None = Field(
+        default=None,
+        description="Largest per-workload recommendation: knee + 25 %. Advice only; spec is not changed.",
+    )
+    message: str | None = Field(default=None, description="Summary or failure details.")
+
+
 class LLMEngineStatus(ApiModel):
     """Observed state of an LLMEngine."""
 
@@ -688,6 +828,7 @@ class LLMEngineStatus(ApiModel):
     artifact: ArtifactStatus | None = None
     plan: PlanStatus | None = None
     build: BuildStatus | None = None
+    benchmark: BenchmarkStatus | None = None
     used_by: Annotated[list[str], Field(max_length=256)] | None = Field(
         default=None, description="Names of LLMDeployments in this namespace serving this engine."
     )
