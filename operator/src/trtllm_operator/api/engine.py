@@ -571,9 +571,7 @@ class BenchmarkSpec(ApiModel):
         default_factory=lambda: [1, 8, 32, 64, 128, 256],
         description="Sweep values, sequences. Default 1, 8, 32, 64, 128, 256.",
     )
-    num_requests: int = Field(
-        default=512, ge=1, le=100_000, description="Requests per run (--num_requests)."
-    )
+    num_requests: int = Field(default=512, ge=1, le=100_000, description="Requests per run (--num_requests).")
     warmup: int = Field(default=2, ge=0, le=1000, description="Warm-up requests per run (--warmup).")
     streaming: bool = Field(
         default=True,
@@ -758,13 +756,19 @@ class BenchmarkRun(ApiModel):
     output_tokens: int | None = Field(default=None, description="Output tokens per request.")
     concurrency: int | None = Field(default=None, description="--concurrency of the run.")
     max_batch_size: int | None = Field(default=None, description="Runtime max batch size of the run.")
-    output_tokens_per_second: float | None = Field(default=None, description="Output tokens/s, whole replica.")
+    output_tokens_per_second: float | None = Field(
+        default=None, description="Output tokens/s, whole replica."
+    )
     output_tokens_per_second_per_gpu: float | None = Field(
         default=None, alias="outputTokensPerSecondPerGPU", description="Output tokens/s per GPU."
     )
     requests_per_second: float | None = Field(default=None, description="Completed requests/s.")
-    ttft_ms: LatencyPercentiles | None = Field(default=None, alias="ttftMs", description="Time to first token.")
-    tpot_ms: LatencyPercentiles | None = Field(default=None, alias="tpotMs", description="Time per output token.")
+    ttft_ms: LatencyPercentiles | None = Field(
+        default=None, alias="ttftMs", description="Time to first token."
+    )
+    tpot_ms: LatencyPercentiles | None = Field(
+        default=None, alias="tpotMs", description="Time per output token."
+    )
     error: str | None = Field(default=None, description="Why the run failed.")
 
 
