@@ -9,10 +9,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
+from engine_builder.pipeline import main as pipeline_main
+
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from engine_builder.pipeline import main as pipeline_main
-
     return pipeline_main(argv)
 
 

@@ -1,0 +1,271 @@
+"""``package``: assemble the artifact ``<artifact_root>/<engine_key>/`` and its ``manifest.json``.
+
+Layout (DESIGN.md §3)::
+
+    <engine_key>/
+      manifest.json            # written last: its presence means the artifact is complete
+      checkpoint/              # TensorRT-LLM checkpoint (config.json + rank{N}.safetensors), or the
+                               # unified HF checkpoint (pytorch backend, tokenizer included)
+      engine/                  # config.json + rank{N}.engine (tensorrt backend, when compiled)
+      tokenizer/               # tokenizer + config.json for the Triton pre/post-processing models
+      triton/                  # model repository: ensemble, preprocessing, tensorrt_llm,
+                               # postprocessing[, tensorrt_llm_bls] — or tensorrt_llm (LLM-API)
+
+The Triton files are rendered by :mod:`engine_builder.triton` with paths under ``serving_root``
+(where serving pods mount the artifact volume); the operator re-renders them from the
+LLMDeployment's server settings, so these are a complete, loadable default. The Python models'
+``1/model.py`` files come from the TensorRT-LLM image when the builder runs in it
+(:data:`MODEL_CODE_DIRS`); otherwise the manifest says they are absent.
+
+``manifest.json`` holds the engine key and its inputs (``BuildSpec.key_inputs()``), versions, the
+plan, per-rank files, every file's size and sha256, and stage timings. ``manifestDigest`` is the
+sha256 of the canonical JSON of the manifest *without* ``stageTimings`` (wall-clock figures differ
+between two builds of the same inputs; everything else must not).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+from collections.abc import Callable
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from engine_builder.fetch import parse_source, s3_client
+from engine_builder.report import BuildError
+from engine_builder.spec import BuildSpec, canonical_json
+from engine_builder.triton import (
+    TEMPLATE_SET,
+    LLMAPIModelParams,
+    TritonModelParams,
+    render_llmapi_model,
+    render_trtllm_repository,
+)
+
+MANIFEST_SCHEMA = "engine-builder.trtllm-operator.dev/manifest/v1"
+
+#: Where TensorRT-LLM images keep the Triton model code (reference §0.3); first existing wins.
+MODEL_CODE_DIRS: tuple[str, ...] = (
+    "/app/all_models",
+    "/opt/tritonserver/tensorrtllm_backend/all_models",
+)
+
+ProgressFn = Callable[[float, float | None, str, str], None]
+
+
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def manifest_digest(manifest: dict[str, Any]) -> str:
+    """``sha256:<hex>`` over the canonical JSON of ``manifest`` minus ``stageTimings`` and
+    ``manifestDigest``."""
+    content = {k: v for k, v in manifest.items() if k not in ("stageTimings", "manifestDigest")}
+    return "sha256:" + hashlib.sha256(canonical_json(content).encode("utf-8")).hexdigest()
+
+
+def versions() -> dict[str, str | None]:
+    """Installed versions of the toolchain (None = not installed)."""
+    out: dict[str, str | None] = {"python": sys.version.split()[0]}
+    for dist in ("tensorrt_llm", "nvidia-modelopt", "torch", "transformers", "trtllm-engine-builder"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = None
+    return out
+
+
+def triton_params(spec: BuildSpec, plan: dict[str, Any], key_dir: str) -> TritonModelParams:
+    """Default serving settings for the artifact's own model repository (paths under ``key_dir``)."""
+    sd = spec.build.speculative_decoding
+    decoding_mode = {"medusa": "medusa", "eagle": "eagle", "lookahead_decoding": "lookahead"}.get(sd.mode)
+    return TritonModelParams(
+        engine_dir=f"{key_dir}/engine",
+        tokenizer_dir=f"{key_dir}/tokenizer",
+        triton_max_batch_size=int(plan.get("max_batch_size") or 64),
+        max_beam_width=spec.build.max_beam_width,
+        kv_cache_free_gpu_mem_fraction=float(plan.get("kv_cache_free_gpu_mem_fraction") or 0.9),
+        enable_kv_cache_reuse=spec.build.paged_context_fmha,
+        decoding_mode=decoding_mode,
+        include_bls=sd.mode == "draft_tokens_external",
+    )
+
+
+def llmapi_params(spec: BuildSpec, plan: dict[str, Any], key_dir: str) -> LLMAPIModelParams:
+    return LLMAPIModelParams(
+        model=f"{key_dir}/checkpoint",
+        tensor_parallel_size=spec.parallelism.tensor,
+        pipeline_parallel_size=spec.parallelism.pipeline,
+        moe_expert_parallel_size=spec.parallelism.expert if spec.parallelism.expert > 1 else None,
+        max_batch_size=plan.get("max_batch_size"),
+        max_num_tokens=plan.get("max_num_tokens"),
+        max_seq_len=plan.get("max_seq_len"),
+        kv_cache_free_gpu_mem_fraction=float(plan.get("kv_cache_free_gpu_mem_fraction") or 0.9),
+        kv_cache_dtype="fp8" if spec.quantization.kv_cache_dtype == "fp8" else "auto",
+    )
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def _copy_model_code(repo: Path, layout: str) -> dict[str, str]:
+    """Copy ``<model>/1/*.py`` (and ``lib/``) from the image; returns model → source dir."""
+    copied: dict[str, str] = {}
+    for root in MODEL_CODE_DIRS:
+        base = Path(root) / layout
+        if not base.is_dir():
+            continue
+        for model_dir in sorted(p for p in repo.iterdir() if p.is_dir()):
+            src = base / model_dir.name / "1"
+            if not src.is_dir():
+                continue
+            for item in src.iterdir():
+                if item.suffix == ".py" or (item.is_dir() and item.name == "lib"):
+                    target = model_dir / "1" / item.name
+                    if item.is_dir():
+                        shutil.copytree(item, target, dirs_exist_ok=True)
+                    else:
+                        shutil.copy2(item, target)
+            copied[model_dir.name] = str(src)
+        break
+    return copied
+
+
+def package(
+    *,
+    spec: BuildSpec,
+    engine_key: str,
+    workdir: Path,
+    checkpoint_dir: Path,
+    engine_dir: Path | None,
+    tokenizer_dir: Path,
+    serving_root: str,
+    plan: dict[str, Any],
+    model_info: dict[str, Any],
+    quantize_info: dict[str, Any] | None,
+    checkpoint_info: dict[str, Any],
+    compile_info: dict[str, Any],
+    stage_timings: dict[str, float],
+    progress: ProgressFn,
+) -> dict[str, Any]:
+    """Build the artifact and publish it. Returns ``{"artifact_uri", "manifest_digest",
+    "size_bytes", "manifest_path"}``."""
+    root = spec.output.artifact_root
+    remote = root.startswith("s3://")
+    final = (workdir / "artifact" / engine_key) if remote else Path(root) / engine_key
+    staging = final.with_name(f".{engine_key}.partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    key_dir = f"{serving_root.rstrip('/')}/{engine_key}"
+
+    shutil.copytree(checkpoint_dir, staging / "checkpoint", copy_function=_link_or_copy)
+    shutil.copytree(tokenizer_dir, staging / "tokenizer", copy_function=_link_or_copy)
+    if engine_dir is not None:
+        shutil.copytree(engine_dir, staging / "engine", copy_function=_link_or_copy)
+    repo = staging / "triton"
+    if spec.backend == "tensorrt":
+        layout = "inflight_batcher_llm"
+        files = render_trtllm_repository(triton_params(spec, plan, key_dir))
+    else:
+        layout = "llmapi"
+        files = render_llmapi_model(llmapi_params(spec, plan, key_dir))
+    for rel, content in files.items():
+        target = repo / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(content, encoding="utf-8")
+    model_code = _copy_model_code(repo, layout)
+
+    entries: list[dict[str, Any]] = []
+    all_files = sorted(p for p in staging.rglob("*") if p.is_file())
+    total = sum(p.stat().st_size for p in all_files)
+    done = 0
+    for path in all_files:
+        rel = path.relative_to(staging).as_posix()
+        size = path.stat().st_size
+        entries.append({"path": rel, "size": size, "sha256": sha256_file(path)})
+        done += size
+        progress(done, total, "bytes", "hashing")
+    ranks: dict[int, list[str]] = {}
+    for entry in entries:
+        m = re.fullmatch(r"(checkpoint|engine)/rank(\d+)\.(safetensors|engine)", entry["path"])
+        if m:
+            ranks.setdefault(int(m.group(2)), []).append(entry["path"])
+
+    manifest: dict[str, Any] = {
+        "schema": MANIFEST_SCHEMA,
+        "engineKey": engine_key,
+        "keyInputs": spec.key_inputs(),
+        "backend": spec.backend,
+        "runtimeImage": spec.runtime_image,
+        "target": {"gpuProduct": spec.target.gpu_product, "sm": spec.target.sm},
+        "versions": versions(),
+        "model": model_info,
+        "quantization": quantize_info,
+        "checkpoint": checkpoint_info,
+        "compile": compile_info,
+        "plan": plan,
+        "triton": {
+            "layout": layout,
+            "templateSet": TEMPLATE_SET,
+            "servingRoot": serving_root,
+            "models": sorted({rel.split("/", 1)[0] for rel in files}),
+            "modelCode": model_code
+            or f"not bundled: the serving image provides 1/model.py (all_models/{layout})",
+        },
+        "ranks": [{"rank": r, "files": sorted(fs)} for r, fs in sorted(ranks.items())],
+        "files": entries,
+        "sizeBytes": total,
+        "stageTimings": {k: round(v, 3) for k, v in stage_timings.items()},
+    }
+    digest = manifest_digest(manifest)
+    manifest["manifestDigest"] = digest
+    (staging / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True), encoding="utf-8")
+
+    if final.exists():
+        old = final.with_name(f".{engine_key}.old")
+        shutil.rmtree(old, ignore_errors=True)
+        final.rename(old)
+        staging.rename(final)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        staging.rename(final)
+    uri = str(final)
+    if remote:
+        uri = _upload_s3(final, root.rstrip("/") + "/" + engine_key, progress)
+    return {
+        "artifact_uri": uri,
+        "manifest_digest": digest,
+        "size_bytes": total,
+        "manifest_path": str(final / "manifest.json"),
+    }
+
+
+def _upload_s3(local: Path, uri: str, progress: ProgressFn) -> str:
+    """Upload ``local`` to ``uri`` (``s3://bucket/prefix/<key>``), ``manifest.json`` last."""
+    ref = parse_source(uri)
+    client = s3_client()
+    files = sorted((p for p in local.rglob("*") if p.is_file()), key=lambda p: p.name == "manifest.json")
+    total = sum(p.stat().st_size for p in files)
+    done = 0
+    try:
+        for path in files:
+            client.upload_file(str(path), ref.location, ref.prefix + path.relative_to(local).as_posix())
+            done += path.stat().st_size
+            progress(done, total, "bytes", "uploading")
+    except Exception as exc:
+        raise BuildError("DownloadFailed", f"uploading the artifact to {uri}: {exc}") from exc
+    return uri

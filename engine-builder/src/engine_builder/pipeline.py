@@ -1,0 +1,594 @@
+"""The builder pipeline and the ``engine-builder`` command line.
+
+::
+
+    engine-builder run --spec build.yaml --workdir DIR [--from-stage STAGE] [--skip-compile]
+                       [--pvc-root /models] [--serving-root PATH]
+    engine-builder stages
+    engine-builder make-tiny-model DIR [--layers N ...]
+
+Stages run in order — ``fetch → inspect → plan → quantize → convert → compile → package →
+report`` — each recording ``<workdir>/state/<stage>.json`` (status ``done`` or ``skipped`` with a
+reason, seconds, and the stage's result) once its outputs are in place. A re-run resumes after the
+last recorded stage; ``--from-stage`` forgets that stage and everything after it. When a stage runs
+again, every later record is dropped (their inputs changed). The work directory belongs to one
+engine key: a spec with a different key resets the records (downloaded files are kept and reused).
+
+``--skip-compile`` is for machines without the TensorRT-LLM toolchain (tests, the CPU demo): the
+``compile`` stage is recorded as ``skipped`` (never ``done``), the manifest says so, and the report's
+status is ``Partial`` rather than ``Succeeded``. A later run without the flag compiles and
+re-packages. For the ``pytorch`` backend ``compile`` is always skipped (nothing to compile) and the
+build is ``Succeeded``.
+
+The ``report`` stage always runs, also after a failure: it writes the compact JSON
+(:mod:`engine_builder.report`) to ``spec.output.termination_log`` and ``<workdir>/report.json``,
+prints it, and the process exits with the failure class's code. SIGTERM (the Job's
+``activeDeadlineSeconds`` or a deleted pod) becomes reason ``Timeout`` so the report is still
+written within the grace period.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from engine_builder import tinymodel
+from engine_builder.convert import convert, copy_tokenizer
+from engine_builder.fetch import fetch
+from engine_builder.inspection import inspect_model, read_hf_config
+from engine_builder.package import package
+from engine_builder.planner import PlanInputError, plan_from_build_spec
+from engine_builder.progress import Progress
+from engine_builder.quantize import needs_quantization, quantize
+from engine_builder.report import BuildError, build_report, write_termination_log
+from engine_builder.spec import BuildSpec
+from engine_builder.trtllm_build import run_build, trtllm_build_command
+
+STAGES: tuple[str, ...] = ("fetch", "inspect", "plan", "quantize", "convert", "compile", "package", "report")
+
+STAGE_HELP: dict[str, str] = {
+    "fetch": "download (hf://, s3://) or locate (pvc://, local path) the HF checkpoint; disk preflight",
+    "inspect": "config.json + safetensors headers: architecture, parameter count, dtype, tokenizer",
+    "plan": "capacity plan for the target GPU; refuse what cannot fit; derive build limits",
+    "quantize": "ModelOpt calibration (fp8, int8_sq, int4_awq, w4a8_awq, nvfp4, mxfp8; KV fp8/int8)",
+    "convert": "TensorRT-LLM checkpoint per TP x PP rank, or unified HF checkpoint (pytorch backend)",
+    "compile": "trtllm-build with flags from the spec and plan (tensorrt backend only)",
+    "package": "artifact <artifact_root>/<engine_key>/: checkpoint, engine, tokenizer, Triton repo, manifest",
+    "report": "compact JSON result to the termination-message path; exit code = failure class",
+}
+
+PVC_ROOT_ENV = "ENGINE_BUILDER_PVC_ROOT"
+
+
+class _TerminatedError(Exception):
+    pass
+
+
+@dataclass
+class Options:
+    skip_compile: bool = False
+    pvc_root: str = "/models"
+    serving_root: str | None = None
+
+
+@dataclass
+class Context:
+    spec: BuildSpec
+    engine_key: str
+    workdir: Path
+    options: Options
+    progress: Progress
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def state_dir(self) -> Path:
+        return self.workdir / "state"
+
+    def path(self, name: str) -> Path:
+        return self.workdir / name
+
+    def result(self, stage: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.results.get(stage, {}).get("result", {})
+        return result
+
+    def report_progress(self, done: float, total: float | None, unit: str, message: str) -> None:
+        self.progress.update(done, total, unit, message)
+
+
+# ------------------------------------------------------------------------------------------------
+# Stage implementations: each returns (status, result, skip_reason).
+
+StageOutcome = tuple[str, dict[str, Any], str | None]
+
+
+def _stage_fetch(ctx: Context) -> StageOutcome:
+
+    m = ctx.spec.model
+    res = fetch(
+        m.uri,
+        revision=m.revision,
+        token_env=m.token_env,
+        dest=ctx.path("source"),
+        pvc_root=ctx.options.pvc_root,
+        progress=ctx.report_progress,
+    )
+    return "done", res.to_json_dict(), None
+
+
+def _stage_inspect(ctx: Context) -> StageOutcome:
+
+    return "done", inspect_model(Path(ctx.result("fetch")["model_dir"])), None
+
+
+def _stage_plan(ctx: Context) -> StageOutcome:
+    spec = ctx.spec
+    _check_spec_against_model(spec, ctx.result("inspect"))
+    hf_config = read_hf_config(Path(ctx.result("fetch")["model_dir"]))
+    try:
+        plan = plan_from_build_spec(spec, hf_config)
+    except PlanInputError as exc:
+        raise BuildError("BadSpec", f"{exc.field}: {exc.message}", field=exc.field) from exc
+    result = plan.to_json_dict()
+    if not plan.fits:
+        issues = list(plan.reasons)
+        invalid = [i for i in issues if i.kind == "invalid"]
+        text = "; ".join(str(i) for i in (invalid or issues)) or "does not fit"
+        if invalid:
+            raise BuildError("BadSpec", text, field=invalid[0].field)
+        raise BuildError("DoesNotFit", text, field=issues[0].field if issues else None)
+    return "done", result, None
+
+
+def _check_spec_against_model(spec: BuildSpec, info: dict[str, Any]) -> None:
+    """Builder-specific rules the planner does not know (they come from the export tools)."""
+    tp = spec.parallelism.tensor
+    kv_heads = int(info.get("num_key_value_heads") or 0)
+    heads = int(info.get("num_attention_heads") or 0)
+    if kv_heads and kv_heads % tp != 0 and tp % kv_heads != 0:
+        raise BuildError(
+            "BadSpec",
+            f"parallelism.tensor={tp} neither divides nor is a multiple of num_key_value_heads={kv_heads}; "
+            f"use a divisor of {kv_heads}",
+            field="parallelism.tensor",
+        )
+    if heads and heads % tp != 0:
+        raise BuildError(
+            "BadSpec",
+            f"parallelism.tensor={tp} does not divide num_attention_heads={heads}",
+            field="parallelism.tensor",
+        )
+    layers = int(info.get("num_hidden_layers") or 0)
+    if layers and spec.parallelism.pipeline > layers:
+        raise BuildError(
+            "BadSpec",
+            f"parallelism.pipeline={spec.parallelism.pipeline} exceeds num_hidden_layers={layers}",
+            field="parallelism.pipeline",
+        )
+    q = spec.quantization
+    if q.format in ("int4_awq", "w4a8_awq"):
+        block = q.awq_block_size or 128
+        hidden = int(info.get("hidden_size") or 0)
+        inter = int(info.get("intermediate_size") or 0)
+        for name, dim in (("hidden_size", hidden), ("intermediate_size", inter)):
+            if dim and (dim % tp != 0 or (dim // tp) % block != 0):
+                raise BuildError(
+                    "BadSpec",
+                    f"quantization.awq_block_size={block}: {name}={dim} split over tensor parallelism "
+                    f"{tp} gives {dim / tp:g} per rank, not a multiple of the block; "
+                    "use awq_block_size 64 or a smaller tensor parallelism",
+                    field="quantization.awq_block_size",
+                )
+    if spec.backend == "pytorch" and q.kv_cache_dtype == "int8":
+        raise BuildError(
+            "BadSpec",
+            "quantization.kv_cache_dtype int8 cannot be exported as a unified HF checkpoint; use fp8 or "
+            "backend tensorrt",
+            field="quantization.kv_cache_dtype",
+        )
+    if spec.backend == "tensorrt" and q.format == "mxfp8":
+        raise BuildError(
+            "BadSpec",
+            "quantization.format mxfp8 has no TensorRT-LLM checkpoint export; use backend pytorch",
+            field="quantization.format",
+        )
+
+
+def _stage_quantize(ctx: Context) -> StageOutcome:
+
+    if not needs_quantization(ctx.spec):
+        return "skipped", {}, "format none and KV cache auto: nothing to calibrate"
+    out = ctx.path("quantized")
+    shutil.rmtree(out, ignore_errors=True)
+    summary = quantize(ctx.spec, Path(ctx.result("fetch")["model_dir"]), out, ctx.report_progress)
+    return "done", summary, None
+
+
+def _stage_convert(ctx: Context) -> StageOutcome:
+
+    model_dir = Path(ctx.result("fetch")["model_dir"])
+    state = ctx.path("quantized") / "modelopt_state.pth"
+    quantized = ctx.results.get("quantize", {}).get("status") == "done"
+    summary = convert(
+        ctx.spec,
+        model_dir,
+        state if quantized else None,
+        ctx.path("checkpoint"),
+        ctx.result("inspect").get("torch_dtype"),
+    )
+    tok = ctx.path("tokenizer")
+    shutil.rmtree(tok, ignore_errors=True)
+    summary["tokenizer_files"] = copy_tokenizer(model_dir, tok)
+    if ctx.spec.backend == "pytorch":
+        for name in summary["tokenizer_files"]:
+            if not (ctx.path("checkpoint") / name).exists():
+                shutil.copy2(tok / name, ctx.path("checkpoint") / name)
+    return "done", summary, None
+
+
+def _stage_compile(ctx: Context) -> StageOutcome:
+
+    if ctx.spec.backend == "pytorch":
+        return "skipped", {}, "backend pytorch: the checkpoint is served directly, no engine"
+    cmd = trtllm_build_command(ctx.spec, ctx.result("plan"), ctx.path("checkpoint"), ctx.path("engine"))
+    if ctx.options.skip_compile:
+        return "skipped", {"command": cmd, "requested": True}, "--skip-compile"
+    shutil.rmtree(ctx.path("engine"), ignore_errors=True)
+    result = run_build(
+        cmd, ctx.path("logs") / "compile.log", ctx.report_progress, ctx.spec.parallelism.world_size
+    )
+    return "done", result, None
+
+
+def _stage_package(ctx: Context) -> StageOutcome:
+
+    compile_rec = ctx.results.get("compile", {})
+    compiled = compile_rec.get("status") == "done"
+    compile_info = {
+        "status": compile_rec.get("status"),
+        "reason": compile_rec.get("reason"),
+        "command": _portable_command(compile_rec.get("result", {}).get("command"), ctx.workdir),
+    }
+    inspect = ctx.result("inspect")
+    fetch = ctx.result("fetch")
+    model_info = {
+        "uri": ctx.spec.model.uri,
+        "revision": fetch.get("revision") or ctx.spec.model.revision,
+        "bytes": fetch.get("bytes"),
+        **{
+            k: inspect.get(k)
+            for k in ("model_type", "architectures", "torch_dtype", "params_total", "dtypes", "weights_ok")
+        },
+    }
+    quant = ctx.results.get("quantize", {})
+    quantize_info = None
+    if quant.get("status") == "done":
+        r = quant["result"]
+        quantize_info = {
+            k: r.get(k)
+            for k in (
+                "format",
+                "kv_cache_dtype",
+                "awq_block_size",
+                "device",
+                "samples",
+                "batch_size",
+                "max_seq_length",
+                "modelopt",
+                "seed",
+            )
+        }
+    root = ctx.spec.output.artifact_root
+    serving_root = ctx.options.serving_root or (root if not root.startswith("s3://") else "/artifacts")
+    timings = {s: rec["seconds"] for s, rec in ctx.results.items() if "seconds" in rec}
+    result = package(
+        spec=ctx.spec,
+        engine_key=ctx.engine_key,
+        workdir=ctx.workdir,
+        checkpoint_dir=ctx.path("checkpoint"),
+        engine_dir=ctx.path("engine") if compiled else None,
+        tokenizer_dir=ctx.path("tokenizer"),
+        serving_root=serving_root,
+        plan=ctx.result("plan"),
+        model_info=model_info,
+        quantize_info=quantize_info,
+        checkpoint_info={k: v for k, v in ctx.result("convert").items() if k != "tokenizer_files"},
+        compile_info=compile_info,
+        stage_timings=timings,
+        progress=ctx.report_progress,
+    )
+    return "done", result, None
+
+
+def _portable_command(cmd: Any, workdir: Path) -> list[str] | None:
+    """The trtllm-build argv with the work directory replaced by ``$WORKDIR`` (manifest stability)."""
+    if not isinstance(cmd, list):
+        return None
+    return [str(a).replace(str(workdir), "$WORKDIR") for a in cmd]
+
+
+STAGE_FUNCS: dict[str, Callable[[Context], StageOutcome]] = {
+    "fetch": _stage_fetch,
+    "inspect": _stage_inspect,
+    "plan": _stage_plan,
+    "quantize": _stage_quantize,
+    "convert": _stage_convert,
+    "compile": _stage_compile,
+    "package": _stage_package,
+}
+
+
+# ------------------------------------------------------------------------------------------------
+# Records
+
+
+def _load_records(ctx: Context) -> None:
+    ctx.state_dir.mkdir(parents=True, exist_ok=True)
+    key_file = ctx.state_dir / "engine_key"
+    if key_file.exists() and key_file.read_text().strip() != ctx.engine_key:
+        print(
+            f"[builder] work directory held engine key {key_file.read_text().strip()[:12]}…; "
+            f"starting over for {ctx.engine_key[:12]}…",
+            flush=True,
+        )
+        for stage in STAGES:
+            (ctx.state_dir / f"{stage}.json").unlink(missing_ok=True)
+    key_file.write_text(ctx.engine_key + "\n")
+    (ctx.state_dir / "key_inputs.json").write_text(
+        json.dumps(ctx.spec.key_inputs(), indent=2, sort_keys=True)
+    )
+    for stage in STAGES:
+        path = ctx.state_dir / f"{stage}.json"
+        if path.exists():
+            try:
+                ctx.results[stage] = json.loads(path.read_text())
+            except ValueError:
+                path.unlink()
+
+
+def _forget_from(ctx: Context, stage: str) -> None:
+    for later in STAGES[STAGES.index(stage) :]:
+        (ctx.state_dir / f"{later}.json").unlink(missing_ok=True)
+        ctx.results.pop(later, None)
+
+
+def _complete(ctx: Context, stage: str) -> bool:
+    rec = ctx.results.get(stage)
+    if not rec or rec.get("status") not in ("done", "skipped"):
+        return False
+    # A compile skipped on request is not complete once the flag is gone.
+    return not (stage == "compile" and rec.get("reason") == "--skip-compile" and not ctx.options.skip_compile)
+
+
+def _record(ctx: Context, stage: str, outcome: StageOutcome, seconds: float) -> None:
+    status, result, reason = outcome
+    rec = {"stage": stage, "status": status, "seconds": round(seconds, 3), "result": result}
+    if reason:
+        rec["reason"] = reason
+    path = ctx.state_dir / f"{stage}.json"
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(rec, indent=2, sort_keys=True, default=str))
+    os.replace(tmp, path)
+    ctx.results[stage] = rec
+
+
+# ------------------------------------------------------------------------------------------------
+# Running
+
+
+def load_spec(path: Path) -> BuildSpec:
+    """Read and validate the build spec (YAML or JSON). Raises ``BadSpec`` naming the field."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise BuildError("BadSpec", f"cannot read the build spec {path}: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise BuildError("BadSpec", f"{path} is not valid YAML/JSON: {exc}") from exc
+    try:
+        return BuildSpec.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
+        raise BuildError("BadSpec", problems, field=loc or None) from exc
+
+
+def termination_log_of(spec_path: Path) -> str:
+    """``output.termination_log`` from the raw spec document, even when the spec is invalid (the
+    failure report must still reach the operator); the Kubernetes default otherwise."""
+    try:
+        data = yaml.safe_load(spec_path.read_text(encoding="utf-8"))
+        value = data["output"]["termination_log"]
+    except Exception:
+        return "/dev/termination-log"
+    return value if isinstance(value, str) and value else "/dev/termination-log"
+
+
+def run(spec_path: Path, workdir: Path, from_stage: str | None, options: Options) -> int:
+    """Run the pipeline; returns the process exit code."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    progress = Progress(workdir / "progress.json", STAGES)
+    termination_log = termination_log_of(spec_path)
+    ctx: Context | None = None
+    failure: BuildError | None = None
+    current = "fetch"
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def on_sigterm(signum: int, frame: FrameType | None) -> None:
+        raise _TerminatedError()
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        spec = load_spec(spec_path)
+        termination_log = spec.output.termination_log
+        ctx = Context(spec, spec.engine_key(), workdir, options, progress)
+        _load_records(ctx)
+        if from_stage:
+            missing = [s for s in STAGES[: STAGES.index(from_stage)] if not _complete(ctx, s)]
+            if missing:
+                raise BuildError(
+                    "BadSpec", f"--from-stage {from_stage}: earlier stage {missing[0]} has not completed"
+                )
+            _forget_from(ctx, from_stage)
+        print(
+            f"[builder] engine key {ctx.engine_key} ({spec.backend}, {spec.quantization.format}, "
+            f"tp={spec.parallelism.tensor} pp={spec.parallelism.pipeline})",
+            flush=True,
+        )
+        reran = False
+        for stage in STAGES[:-1]:
+            current = stage
+            if not reran and _complete(ctx, stage):
+                rec = ctx.results[stage]
+                print(
+                    f"[{stage}] already {rec['status']} ({rec.get('seconds', 0):.1f}s), resuming after it",
+                    flush=True,
+                )
+                continue
+            if not reran:
+                _forget_from(ctx, stage)
+                reran = True
+            progress.start(stage, STAGE_HELP[stage])
+            started = time.monotonic()
+            status, _, reason = outcome = STAGE_FUNCS[stage](ctx)
+            seconds = time.monotonic() - started
+            _record(ctx, stage, outcome, seconds)
+            progress.finish(stage, status + (f" ({reason})" if reason else ""), seconds)
+    except BuildError as exc:
+        failure = exc
+    except _TerminatedError:
+        failure = BuildError(
+            "Timeout", "terminated by SIGTERM (activeDeadlineSeconds reached or pod deleted)"
+        )
+    except MemoryError as exc:
+        failure = BuildError("HostOutOfMemory", f"{exc}")
+    except Exception as exc:
+        traceback.print_exc()
+        failure = BuildError("InternalError", f"{type(exc).__name__}: {exc}")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if failure is not None and failure.stage is None:
+        failure.stage = current
+    return _report(ctx, failure, termination_log, progress, workdir)
+
+
+def _report(
+    ctx: Context | None, failure: BuildError | None, termination_log: str, progress: Progress, workdir: Path
+) -> int:
+    progress.start("report", STAGE_HELP["report"])
+    timings: dict[str, float] = {}
+    skipped: list[str] = []
+    engine_key = artifact_uri = digest = None
+    size = None
+    if ctx is not None:
+        engine_key = ctx.engine_key
+        for stage in STAGES[:-1]:
+            rec = ctx.results.get(stage)
+            if rec:
+                timings[stage] = float(rec.get("seconds", 0.0))
+                if rec.get("status") == "skipped":
+                    skipped.append(f"{stage}: {rec.get('reason', '')}")
+        pkg = ctx.result("package")
+        artifact_uri, digest, size = (
+            pkg.get("artifact_uri"),
+            pkg.get("manifest_digest"),
+            pkg.get("size_bytes"),
+        )
+    if failure is not None:
+        report = build_report(
+            status="Failed",
+            reason=failure.reason,
+            message=failure.message,
+            stage=failure.stage,
+            field=failure.field,
+            engine_key=engine_key,
+            stage_timings=timings,
+            skipped=skipped,
+        )
+    else:
+        partial = ctx is not None and ctx.results.get("compile", {}).get("reason") == "--skip-compile"
+        report = build_report(
+            status="Partial" if partial else "Succeeded",
+            reason="CompileSkipped" if partial else None,
+            message="compile skipped on request (--skip-compile): the artifact has no engine"
+            if partial
+            else "",
+            engine_key=engine_key,
+            artifact_uri=artifact_uri,
+            manifest_digest=digest,
+            size_bytes=size,
+            stage_timings=timings,
+            skipped=skipped,
+        )
+    (workdir / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True))
+    try:
+        write_termination_log(termination_log, report)
+    except OSError as exc:
+        print(f"[report] cannot write {termination_log}: {exc}", file=sys.stderr, flush=True)
+    print(json.dumps(report, sort_keys=True), flush=True)
+    progress.finish("report", report["status"], 0.0)
+    return int(report["exitCode"])
+
+
+# ------------------------------------------------------------------------------------------------
+# CLI
+
+
+def _parser() -> argparse.ArgumentParser:
+
+    parser = argparse.ArgumentParser(prog="engine-builder", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="run the build pipeline (resumes in an existing work directory)")
+    r.add_argument("--spec", type=Path, required=True, help="build spec (YAML or JSON)")
+    r.add_argument(
+        "--workdir", type=Path, required=True, help="scratch + state directory (keep it across retries)"
+    )
+    r.add_argument(
+        "--from-stage", choices=STAGES[:-1], help="forget this stage and later ones, run from here"
+    )
+    r.add_argument(
+        "--skip-compile",
+        action="store_true",
+        help="do not run trtllm-build (no TensorRT-LLM toolchain here); recorded as skipped, status Partial",
+    )
+    r.add_argument(
+        "--pvc-root",
+        default=os.environ.get(PVC_ROOT_ENV, "/models"),
+        help=f"where pvc://<claim>/ is mounted (default /models, env {PVC_ROOT_ENV})",
+    )
+    r.add_argument(
+        "--serving-root",
+        default=None,
+        help="where serving pods mount the artifact root (Triton paths); default: output.artifact_root",
+    )
+    sub.add_parser("stages", help="list the stages")
+    tinymodel.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "stages":
+        for i, stage in enumerate(STAGES, start=1):
+            print(f"{i}. {stage:9s} {STAGE_HELP[stage]}")
+        return 0
+    if args.command == "run":
+        options = Options(
+            skip_compile=args.skip_compile, pvc_root=args.pvc_root, serving_root=args.serving_root
+        )
+        return run(args.spec, args.workdir, args.from_stage, options)
+    func: Callable[[argparse.Namespace], int] = args.func
+    return func(args)

@@ -1,0 +1,428 @@
+"""engine-builder end to end on the CPU with a tiny random Llama (ModelOpt, transformers, moto).
+
+The pipeline runs in-process (one import of torch/ModelOpt for the whole module) through
+``package`` with ``--skip-compile`` — there is no TensorRT-LLM toolchain here — for every format
+ModelOpt calibrates on the CPU × (TP 1, TP 2, PP 2); then the failure classes, resume after a
+SIGKILL in the middle of ``quantize`` (a real subprocess), and S3 against moto's server on
+127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from moto.server import ThreadedMotoServer
+
+pytest.importorskip("modelopt.torch.quantization")
+
+from engine_builder.fetch import s3_client
+from engine_builder.package import manifest_digest
+from engine_builder.pipeline import Options, run
+from engine_builder.report import EXIT_CODES
+from engine_builder.tinymodel import make_tiny_model
+
+pytestmark = [pytest.mark.slow, pytest.mark.quantize]
+
+QUANT_ALGO = {
+    "none": None,
+    "fp8": "FP8",
+    "int8_sq": "W8A8_SQ_PER_CHANNEL",
+    "int4_awq": "W4A16_AWQ",
+    "w4a8_awq": "W4A8_AWQ",
+}
+PARALLEL = {"tp1": (1, 1), "tp2": (2, 1), "pp2": (1, 2)}
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("tiny-llama")
+    make_tiny_model(path)
+    return path
+
+
+def write_spec(tmp: Path, model_uri: str | Path, **overrides: Any) -> Path:
+    spec: dict[str, Any] = {
+        "model": {"uri": str(model_uri)},
+        "backend": "tensorrt",
+        "runtime_image": "nvcr.io/nvidia/tritonserver:25.05-trtllm-python-py3",
+        "quantization": {
+            "format": "none",
+            "calibration": {"num_samples": 4, "max_seq_length": 32},
+        },
+        "target": {"gpu_product": "NVIDIA-H100-80GB-HBM3", "sm": 90},
+        "output": {"artifact_root": str(tmp / "artifacts"), "termination_log": str(tmp / "termination-log")},
+    }
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(spec.get(key), dict):
+            spec[key] = {**spec[key], **value}
+        else:
+            spec[key] = value
+    path = tmp / "build.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def run_in_process(
+    tmp: Path,
+    spec: Path,
+    *,
+    skip_compile: bool = True,
+    from_stage: str | None = None,
+    serving_root: str | None = None,
+) -> tuple[int, dict[str, Any]]:
+    code = run(spec, tmp / "work", from_stage, Options(skip_compile=skip_compile, serving_root=serving_root))
+    termination = json.loads((tmp / "termination-log").read_text())
+    return code, termination
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def check_manifest(artifact: Path, termination: dict[str, Any]) -> dict[str, Any]:
+    manifest = json.loads((artifact / "manifest.json").read_text())
+    assert manifest["manifestDigest"] == termination["manifestDigest"] == manifest_digest(manifest)
+    on_disk = sorted(p.relative_to(artifact).as_posix() for p in artifact.rglob("*") if p.is_file())
+    listed = sorted(entry["path"] for entry in manifest["files"])
+    assert listed == [p for p in on_disk if p != "manifest.json"]
+    for entry in manifest["files"]:
+        assert sha256(artifact / entry["path"]) == entry["sha256"], entry["path"]
+        assert (artifact / entry["path"]).stat().st_size == entry["size"]
+    assert manifest["sizeBytes"] == termination["sizeBytes"] == sum(e["size"] for e in manifest["files"])
+    return manifest
+
+
+@pytest.mark.parametrize("parallel", sorted(PARALLEL))
+@pytest.mark.parametrize("fmt", sorted(QUANT_ALGO))
+def test_formats_by_parallelism_through_package(
+    tmp_path: Path, tiny_model: Path, fmt: str, parallel: str
+) -> None:
+    tp, pp = PARALLEL[parallel]
+    quant: dict[str, Any] = {"format": fmt}
+    if fmt in ("int4_awq", "w4a8_awq"):
+        quant["awq_block_size"] = 64
+    if fmt == "fp8":
+        quant["kv_cache_dtype"] = "fp8"
+    if fmt == "int8_sq":
+        quant["kv_cache_dtype"] = "int8"
+    spec = write_spec(tmp_path, tiny_model, quantization=quant, parallelism={"tensor": tp, "pipeline": pp})
+    code, termination = run_in_process(tmp_path, spec)
+
+    assert code == 0, termination
+    assert termination["status"] == "Partial"
+    assert termination["reason"] == "CompileSkipped"
+    assert "compile: --skip-compile" in termination["skipped"]
+    assert set(termination["stageTimings"]) >= {"fetch", "inspect", "plan", "quantize", "convert", "package"}
+    key = termination["engineKey"]
+    artifact = tmp_path / "artifacts" / key
+    assert termination["artifactURI"] == str(artifact)
+
+    config = json.loads((artifact / "checkpoint" / "config.json").read_text())
+    assert config["mapping"]["tp_size"] == tp
+    assert config["mapping"]["pp_size"] == pp
+    assert config["mapping"]["world_size"] == tp * pp
+    assert config["quantization"]["quant_algo"] == QUANT_ALGO[fmt]
+    kv = {"fp8": "FP8", "int8_sq": "INT8"}.get(fmt)
+    assert config["quantization"]["kv_cache_quant_algo"] == kv
+    if fmt in ("int4_awq", "w4a8_awq"):
+        assert config["quantization"]["group_size"] == 64
+    ranks = sorted(p.name for p in (artifact / "checkpoint").glob("rank*.safetensors"))
+    assert ranks == [f"rank{r}.safetensors" for r in range(tp * pp)]
+
+    manifest = check_manifest(artifact, termination)
+    assert manifest["engineKey"] == key
+    assert manifest["compile"]["status"] == "skipped"
+    assert manifest["ranks"] == [
+        {"rank": r, "files": [f"checkpoint/rank{r}.safetensors"]} for r in range(tp * pp)
+    ]
+    assert manifest["keyInputs"]["quantization"]["format"] == fmt
+    assert manifest["versions"]["nvidia-modelopt"] and manifest["versions"]["torch"]
+    assert manifest["versions"]["tensorrt_llm"] is None
+    assert manifest["plan"]["fits"] is True
+    pbtxt = (artifact / "triton" / "tensorrt_llm" / "config.pbtxt").read_text()
+    assert "${" not in pbtxt
+    assert f'string_value: "{tmp_path / "artifacts"}/{key}/engine"' in pbtxt
+
+
+def test_pytorch_backend_writes_unified_checkpoint_and_llmapi_model(tmp_path: Path, tiny_model: Path) -> None:
+    spec = write_spec(tmp_path, tiny_model, backend="pytorch", quantization={"format": "fp8"})
+    code, termination = run_in_process(tmp_path, spec, skip_compile=False)
+    assert code == 0, termination
+    assert termination["status"] == "Succeeded"
+    artifact = Path(termination["artifactURI"])
+    config = json.loads((artifact / "checkpoint" / "config.json").read_text())
+    assert config["quantization_config"]["quant_method"] == "modelopt"
+    assert (artifact / "checkpoint" / "tokenizer.json").is_file()
+    model_yaml = yaml.safe_load((artifact / "triton" / "tensorrt_llm" / "1" / "model.yaml").read_text())
+    assert model_yaml["backend"] == "pytorch"
+    assert model_yaml["model"].endswith(f"{termination['engineKey']}/checkpoint")
+    manifest = check_manifest(artifact, termination)
+    assert manifest["compile"]["status"] == "skipped"
+    assert manifest["triton"]["layout"] == "llmapi"
+
+
+def test_nvfp4_on_cpu_fails_classified(tmp_path: Path, tiny_model: Path) -> None:
+    spec = write_spec(
+        tmp_path,
+        tiny_model,
+        quantization={"format": "nvfp4"},
+        target={"gpu_product": "NVIDIA-B200", "sm": 100},  # the planner refuses nvfp4 below SM 100
+    )
+    code, termination = run_in_process(tmp_path, spec)
+    assert code == EXIT_CODES["RequiresGPU"] == termination["exitCode"]
+    assert termination["status"] == "Failed"
+    assert termination["reason"] == "RequiresGPU"
+    assert termination["stage"] == "quantize"
+    assert termination["retryable"] is False
+
+
+def test_resume_skips_done_stages_and_compile_needs_the_toolchain(
+    tmp_path: Path, tiny_model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = write_spec(tmp_path, tiny_model, quantization={"format": "fp8"})
+    code, first = run_in_process(tmp_path, spec)
+    assert code == 0
+    records = {
+        p.stem: json.loads(p.read_text())
+        for p in (tmp_path / "work" / "state").glob("*.json")
+        if p.stem != "key_inputs"
+    }
+    capsys.readouterr()
+
+    code, again = run_in_process(tmp_path, spec)
+    out = capsys.readouterr().out
+    assert code == 0
+    for stage in ("fetch", "inspect", "plan", "quantize", "convert", "compile", "package"):
+        assert f"[{stage}] already" in out
+        assert json.loads((tmp_path / "work" / "state" / f"{stage}.json").read_text()) == records[stage]
+    assert again["manifestDigest"] == first["manifestDigest"]
+
+    code, rerun = run_in_process(tmp_path, spec, from_stage="convert")
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "[quantize] already" in out and "[convert] already" not in out
+    assert rerun["manifestDigest"] == first["manifestDigest"]
+
+    # Without --skip-compile the skipped compile is not "complete": it runs, and there is no
+    # trtllm-build on this machine.
+    code, failed = run_in_process(tmp_path, spec, skip_compile=False)
+    assert code == EXIT_CODES["ToolchainMissing"]
+    assert failed["reason"] == "ToolchainMissing"
+    assert failed["stage"] == "compile"
+    assert "trtllm-build" in failed["message"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "reason", "stage", "field"),
+    [
+        ({"parallelism": {"tensor": 3}}, "BadSpec", "plan", "parallelism.tensor"),
+        ({"model": {"uri": "/nonexistent/model"}}, "ModelNotFound", "fetch", "model.uri"),
+        (
+            {"quantization": {"format": "int4_awq", "awq_block_size": 128}, "parallelism": {"tensor": 2}},
+            "BadSpec",
+            "plan",
+            "quantization.awq_block_size",
+        ),
+        ({"target": {"gpu_product": "NVIDIA-NOT-A-GPU", "sm": 90}}, "BadSpec", "plan", None),
+    ],
+)
+def test_bad_specs_fail_at_the_right_stage(
+    tmp_path: Path, tiny_model: Path, overrides: dict[str, Any], reason: str, stage: str, field: str | None
+) -> None:
+    spec = write_spec(tmp_path, tiny_model, **overrides)
+    code, termination = run_in_process(tmp_path, spec)
+    assert (code, termination["reason"], termination["stage"]) == (EXIT_CODES[reason], reason, stage)
+    assert code != 0
+    if field:
+        assert termination["field"] == field
+    assert not (tmp_path / "artifacts").exists()
+
+
+def test_unknown_format_fails_before_fetch_via_cli(tmp_path: Path, tiny_model: Path) -> None:
+    spec = write_spec(tmp_path, tiny_model, quantization={"format": "fp16"})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "engine_builder.cli",
+            "run",
+            "--spec",
+            str(spec),
+            "--workdir",
+            str(tmp_path / "w"),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    termination = json.loads((tmp_path / "termination-log").read_text())
+    assert proc.returncode == EXIT_CODES["BadSpec"]
+    assert (termination["reason"], termination["stage"], termination["field"]) == (
+        "BadSpec",
+        "fetch",
+        "quantization.format",
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# S3 against moto's server on 127.0.0.1
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def s3_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+
+    port = _free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    for key, value in {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(key, value)
+    try:
+        yield endpoint
+    finally:
+        server.stop()
+
+
+def test_s3_source_and_s3_artifact_root(tmp_path: Path, tiny_model: Path, s3_env: str) -> None:
+    client = s3_client()
+    client.create_bucket(Bucket="models")
+    client.create_bucket(Bucket="artifacts")
+    for f in tiny_model.iterdir():
+        client.upload_file(str(f), "models", f"llama/tiny/{f.name}")
+    client.put_object(Bucket="models", Key="llama/tiny/README.md", Body=b"not fetched")
+
+    spec = write_spec(tmp_path, "s3://models/llama/tiny", output={"artifact_root": "s3://artifacts/engines"})
+    code, termination = run_in_process(tmp_path, spec)
+    assert code == 0, termination
+    fetched = sorted(p.name for p in (tmp_path / "work" / "source").iterdir())
+    assert fetched == sorted(p.name for p in tiny_model.iterdir())
+    key = termination["engineKey"]
+    assert termination["artifactURI"] == f"s3://artifacts/engines/{key}"
+    listed = client.list_objects_v2(Bucket="artifacts", Prefix=f"engines/{key}/")
+    names = {o["Key"].split(f"{key}/", 1)[1] for o in listed["Contents"]}
+    assert {"manifest.json", "checkpoint/config.json", "checkpoint/rank0.safetensors"} <= names
+    body = client.get_object(Bucket="artifacts", Key=f"engines/{key}/manifest.json")["Body"].read()
+    assert json.loads(body)["manifestDigest"] == termination["manifestDigest"]
+
+
+def test_s3_missing_prefix_is_model_not_found(tmp_path: Path, tiny_model: Path, s3_env: str) -> None:
+    s3_client().create_bucket(Bucket="models")
+    spec = write_spec(tmp_path, tiny_model, model={"uri": "s3://models/nothing-here"})
+    code, termination = run_in_process(tmp_path, spec)
+    assert (code, termination["reason"], termination["stage"]) == (20, "ModelNotFound", "fetch")
+
+
+def test_unreachable_s3_is_download_failed(
+    tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{_free_port()}")  # nothing listens
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    spec = write_spec(tmp_path, tiny_model, model={"uri": "s3://models/llama"})
+    code, termination = run_in_process(tmp_path, spec)
+    assert (code, termination["reason"], termination["stage"]) == (11, "DownloadFailed", "fetch")
+    assert termination["retryable"] is True
+
+
+# ------------------------------------------------------------------------------------------------
+# Kill in the middle of quantize, resume, same manifest
+
+
+def test_sigkill_during_quantize_then_resume_gives_the_same_manifest(
+    tmp_path: Path, tiny_model: Path
+) -> None:
+    calib = tmp_path / "calib.txt"
+    calib.write_text(
+        "\n".join(f"sample {i}: the quick brown fox jumps over the lazy dog {i % 97}" for i in range(1500))
+    )
+    quant = {
+        "format": "int8_sq",
+        "calibration": {"dataset": str(calib), "num_samples": 1500, "max_seq_length": 64},
+    }
+    ref_dir = tmp_path / "reference"
+    ref_dir.mkdir()
+    code, reference = run_in_process(
+        ref_dir, write_spec(ref_dir, tiny_model, quantization=quant), serving_root="/artifacts"
+    )
+    assert code == 0, reference
+    ref_manifest = json.loads((Path(reference["artifactURI"]) / "manifest.json").read_text())
+
+    run_dir = tmp_path / "killed"
+    run_dir.mkdir()
+    spec = write_spec(run_dir, tiny_model, quantization=quant)
+    cmd = [
+        sys.executable,
+        "-m",
+        "engine_builder.cli",
+        "run",
+        "--spec",
+        str(spec),
+        "--workdir",
+        str(run_dir / "work"),
+        "--skip-compile",
+        "--serving-root",
+        "/artifacts",
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    progress_file = run_dir / "work" / "progress.json"
+    deadline = time.monotonic() + 240
+    killed = False
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            state = json.loads(progress_file.read_text())
+        except (OSError, ValueError):
+            state = {}
+        if state.get("stage") == "quantize" and state.get("done", 0) > 0:
+            os.kill(proc.pid, signal.SIGKILL)
+            killed = True
+            break
+        time.sleep(0.02)
+    proc.wait(timeout=30)
+    assert killed, "the builder finished before it could be killed in quantize"
+    state_dir = run_dir / "work" / "state"
+    assert (state_dir / "convert.json").exists() is False
+    assert (state_dir / "quantize.json").exists() is False
+    assert json.loads((state_dir / "plan.json").read_text())["status"] == "done"
+
+    resumed = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
+    assert "[plan] already done" in resumed.stdout
+    assert "[quantize] already" not in resumed.stdout
+    termination = json.loads((run_dir / "termination-log").read_text())
+    manifest = json.loads((Path(termination["artifactURI"]) / "manifest.json").read_text())
+
+    assert manifest["manifestDigest"] == ref_manifest["manifestDigest"] == termination["manifestDigest"]
+    assert {k: v for k, v in manifest.items() if k != "stageTimings"} == {
+        k: v for k, v in ref_manifest.items() if k != "stageTimings"
+    }
+    checkpoint_hashes = {
+        e["path"]: e["sha256"] for e in manifest["files"] if e["path"].startswith("checkpoint/")
+    }
+    assert checkpoint_hashes == {
+        e["path"]: e["sha256"] for e in ref_manifest["files"] if e["path"].startswith("checkpoint/")
+    }

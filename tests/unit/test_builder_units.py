@@ -1,0 +1,262 @@
+"""engine_builder: pure pieces of the pipeline — source URIs, disk preflight, report/exit codes,
+trtllm-build flags and log classification, progress/ETA, spec-vs-model rules."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine_builder.fetch import SourceRef, check_disk, parse_source, required_disk_bytes, wanted
+from engine_builder.pipeline import STAGES, _check_spec_against_model, load_spec
+from engine_builder.progress import Progress
+from engine_builder.report import (
+    DETERMINISTIC_REASONS,
+    EXIT_CODES,
+    MAX_REPORT_BYTES,
+    BuildError,
+    build_report,
+    exit_code_for,
+)
+from engine_builder.spec import BuildSpec
+from engine_builder.trtllm_build import classify_build_log, trtllm_build_command
+
+
+def a_spec(**overrides: Any) -> BuildSpec:
+    data: dict[str, Any] = {
+        "model": {"uri": "hf://org/model", "revision": "abc"},
+        "runtime_image": "nvcr.io/nvidia/tritonserver:25.05-trtllm-python-py3",
+        "target": {"gpu_product": "NVIDIA-H100-80GB-HBM3", "sm": 90},
+    }
+    for key, value in overrides.items():
+        data[key] = value
+    return BuildSpec.model_validate(data)
+
+
+TINY = {
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 2,
+    "hidden_size": 128,
+    "intermediate_size": 256,
+}
+
+
+@pytest.mark.parametrize(
+    ("uri", "expected"),
+    [
+        ("hf://meta-llama/Llama-3.1-8B", SourceRef("hf", "meta-llama/Llama-3.1-8B")),
+        ("pvc://models/llama/8b", SourceRef("pvc", "/mnt/m/models/llama/8b")),
+        ("s3://bucket/some/prefix/", SourceRef("s3", "bucket", "some/prefix/")),
+        ("s3://bucket", SourceRef("s3", "bucket", "")),
+        ("/data/llama", SourceRef("local", "/data/llama")),
+    ],
+)
+def test_parse_source(uri: str, expected: SourceRef) -> None:
+    assert parse_source(uri, pvc_root="/mnt/m") == expected
+
+
+@pytest.mark.parametrize("uri", ["gs://bucket/x", "hf://", "hf://a/b/c", "s3:///prefix", "pvc://"])
+def test_bad_source_uri_is_bad_spec(uri: str) -> None:
+    with pytest.raises(BuildError) as info:
+        parse_source(uri)
+    assert info.value.reason == "BadSpec"
+    assert info.value.field == "model.uri"
+
+
+@pytest.mark.parametrize(
+    ("name", "fetched"),
+    [
+        ("model-00001-of-00004.safetensors", True),
+        ("model.safetensors.index.json", True),
+        ("config.json", True),
+        ("tokenizer.json", True),
+        ("sub/tokenizer.model", True),
+        ("pytorch_model.bin", False),
+        ("original/consolidated.00.pth", False),
+        ("README.md", False),
+    ],
+)
+def test_allow_patterns(name: str, fetched: bool) -> None:
+    assert wanted(name) is fetched
+
+
+def test_disk_preflight() -> None:
+    need = required_disk_bytes(10 << 30, downloads=True)
+    assert need == 2 * (10 << 30) + (256 << 20)
+    assert required_disk_bytes(10 << 30, downloads=False) < need
+    check_disk(need, need, "/w")
+    with pytest.raises(BuildError) as info:
+        check_disk(need, need - 1, "/w")
+    assert info.value.reason == "InsufficientDisk"
+    assert "GiB needed" in info.value.message
+
+
+def test_exit_codes_are_distinct_and_safe() -> None:
+    codes = list(EXIT_CODES.values())
+    assert len(codes) == len(set(codes))
+    assert all(1 <= c < 126 for c in codes)
+    assert set(EXIT_CODES) >= DETERMINISTIC_REASONS
+    for reason in ("BadSpec", "AuthFailed", "UnsupportedArchitecture", "DoesNotFit", "ToolchainMissing"):
+        assert reason in DETERMINISTIC_REASONS
+    for reason in ("DownloadFailed", "Timeout", "CompileFailed", "InternalError"):
+        assert reason not in DETERMINISTIC_REASONS
+
+
+@pytest.mark.parametrize(
+    ("status", "reason", "code"),
+    [
+        ("Succeeded", None, 0),
+        ("Partial", "CompileSkipped", 0),
+        ("Failed", "BadSpec", 10),
+        ("Failed", "ToolchainMissing", 16),
+        ("Failed", "SomethingNew", 1),
+    ],
+)
+def test_exit_code_for(status: Any, reason: str | None, code: int) -> None:
+    assert exit_code_for(status, reason) == code
+
+
+def test_report_is_compact_and_bounded() -> None:
+    report = build_report(
+        status="Failed",
+        reason="CompileFailed",
+        message="x" * 20000 + " the real error at the end",
+        stage="compile",
+        engine_key="k" * 64,
+        stage_timings={s: 1.23456 for s in STAGES},
+    )
+    encoded = json.dumps(report, separators=(",", ":")).encode()
+    assert len(encoded) <= MAX_REPORT_BYTES
+    assert report["message"].endswith("the real error at the end")
+    assert report["exitCode"] == 17
+    assert report["retryable"] is True
+    assert report["stageTimings"]["fetch"] == 1.235
+    ok = build_report(status="Succeeded", engine_key="k", manifest_digest="sha256:x")
+    assert "reason" not in ok and "retryable" not in ok
+
+
+def test_trtllm_build_command_sets_limits_and_flags() -> None:
+    spec = a_spec(
+        build={
+            "max_input_len": 4096,
+            "gemm_plugin": "auto",
+            "paged_context_fmha": False,
+            "workers": 2,
+            "speculative_decoding": {"mode": "medusa", "max_draft_len": 63},
+        }
+    )
+    limits = {"max_batch_size": 64, "max_seq_len": 8192, "max_num_tokens": 16384}
+    cmd = trtllm_build_command(spec, limits, Path("/w/ckpt"), Path("/w/engine"))
+    args = dict(zip(cmd[1::2], cmd[2::2], strict=False))
+    assert cmd[0] == "trtllm-build"
+    assert args["--checkpoint_dir"] == "/w/ckpt"
+    assert args["--output_dir"] == "/w/engine"
+    assert (args["--max_batch_size"], args["--max_seq_len"], args["--max_num_tokens"]) == (
+        "64",
+        "8192",
+        "16384",
+    )
+    assert args["--max_input_len"] == "4096"
+    assert args["--use_paged_context_fmha"] == "disable"
+    assert args["--kv_cache_type"] == "paged"
+    assert args["--workers"] == "2"
+    assert args["--speculative_decoding_mode"] == "medusa"
+    assert args["--max_draft_len"] == "63"
+    assert "--tp_size" not in cmd  # parallelism is the checkpoint's mapping
+
+
+def test_trtllm_build_command_defaults() -> None:
+    limits = {"max_batch_size": 8, "max_seq_len": 512, "max_num_tokens": 2048}
+    cmd = trtllm_build_command(a_spec(), limits, Path("c"), Path("e"))
+    assert "--max_input_len" not in cmd
+    assert "--speculative_decoding_mode" not in cmd
+    assert cmd[cmd.index("--use_paged_context_fmha") + 1] == "enable"
+
+
+@pytest.mark.parametrize(
+    ("lines", "rc", "reason"),
+    [
+        (["[TRT] [E] 2: [virtualMemoryBuffer.cpp] CUDA_ERROR_OUT_OF_MEMORY"], 1, "GPUOutOfMemory"),
+        (["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"], 1, "GPUOutOfMemory"),
+        (["terminate called after throwing an instance of 'std::bad_alloc'"], -6, "HostOutOfMemory"),
+        (["RuntimeError: No CUDA GPUs are available"], 1, "RequiresGPU"),
+        (["ValueError: Unsupported architecture: FooForCausalLM"], 1, "UnsupportedArchitecture"),
+        (["building rank 0"], -9, "HostOutOfMemory"),
+        (["AssertionError: something else"], 1, "CompileFailed"),
+    ],
+)
+def test_classify_build_log(lines: list[str], rc: int, reason: str) -> None:
+    assert classify_build_log(lines, rc) == reason
+
+
+def test_progress_eta_and_file(tmp_path: Path) -> None:
+    now = [100.0]
+    out = io.StringIO()
+    progress = Progress(
+        tmp_path / "progress.json", STAGES, stream=out, clock=lambda: now[0], min_interval_s=0
+    )
+    progress.start("quantize")
+    now[0] = 110.0
+    progress.update(25, 100, "samples", "calibrating")
+    state = json.loads((tmp_path / "progress.json").read_text())
+    assert state["stage"] == "quantize"
+    assert state["stageIndex"] == STAGES.index("quantize") + 1
+    assert state["stagePercent"] == 25.0
+    assert state["etaSeconds"] == 30.0  # 10 s for 25 → 30 s for the remaining 75
+    assert state["percent"] == round(100 * (3 + 0.25) / len(STAGES), 1)
+    assert "ETA 30s" in out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"parallelism": {"tensor": 3}}, "parallelism.tensor"),
+        ({"parallelism": {"pipeline": 3}}, "parallelism.pipeline"),
+        (
+            {"quantization": {"format": "int4_awq", "awq_block_size": 128}, "parallelism": {"tensor": 2}},
+            "quantization.awq_block_size",
+        ),
+        (
+            {"backend": "pytorch", "quantization": {"format": "fp8", "kv_cache_dtype": "int8"}},
+            "quantization.kv_cache_dtype",
+        ),
+        ({"quantization": {"format": "mxfp8"}}, "quantization.format"),
+    ],
+)
+def test_spec_against_model_rules(overrides: dict[str, Any], field: str) -> None:
+    with pytest.raises(BuildError) as info:
+        _check_spec_against_model(a_spec(**overrides), TINY)
+    assert info.value.reason == "BadSpec"
+    assert info.value.field == field
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"parallelism": {"tensor": 2}},
+        {"parallelism": {"tensor": 4}},  # KV heads replicated (tp multiple of kv heads)
+        {"parallelism": {"pipeline": 2}},
+        {"quantization": {"format": "int4_awq", "awq_block_size": 64}, "parallelism": {"tensor": 2}},
+    ],
+)
+def test_spec_against_model_accepts(overrides: dict[str, Any]) -> None:
+    _check_spec_against_model(a_spec(**overrides), TINY)
+
+
+def test_load_spec_names_the_bad_field(tmp_path: Path) -> None:
+    path = tmp_path / "build.yaml"
+    path.write_text(
+        "model: {uri: /m}\nruntime_image: img\ntarget: {gpu_product: NVIDIA-H100-80GB-HBM3, sm: 90}\n"
+        "quantization: {format: fp16}\n"
+    )
+    with pytest.raises(BuildError) as info:
+        load_spec(path)
+    assert info.value.reason == "BadSpec"
+    assert info.value.field == "quantization.format"
+    path.write_text("model: [unclosed\n")
+    with pytest.raises(BuildError, match="not valid YAML"):
+        load_spec(path)
