@@ -122,13 +122,21 @@ def lws_installed(kube: Kube) -> bool:
 
 
 def _engine_state(engine: Mapping[str, Any] | None) -> tuple[str, str]:
+    """``(missing|not_ready|ready, message)``: Ready means phase Ready, a key and an artifact, and a
+    status that describes the engine's current spec (``observedGeneration``)."""
     if engine is None:
         return "missing", ""
     status = engine.get("status") or {}
     ready = next((c for c in status.get("conditions") or () if c.get("type") == "Ready"), None)
-    if status.get("phase") == "Ready" and status.get("engineKey") and status.get("artifact"):
-        return "ready", ""
     name = engine["metadata"]["name"]
+    generation = engine["metadata"].get("generation")
+    observed = status.get("observedGeneration", generation)
+    if status.get("phase") == "Ready" and status.get("engineKey") and status.get("artifact"):
+        if observed == generation:
+            return "ready", ""
+        # The spec changed and the engine controller has not caught up: its status (key, artifact)
+        # describes the previous spec. Rendering now would pair the old key with new settings.
+        return "not_ready", f"waiting for LLMEngine {name!r} to observe generation {generation}"
     detail = f": {ready.get('reason')}: {ready.get('message')}" if ready and ready.get("message") else ""
     return "not_ready", f"waiting for LLMEngine {name!r} (phase {status.get('phase') or 'Pending'}){detail}"
 
@@ -299,6 +307,8 @@ def _reconcile(kube: Kube, namespace: str, name: str) -> None:
         ready_pods=sum(_pod_view(p).ready for p in live_pods),
     )
     if state != "ready" or engine is None:
+        # Pods of the previous engine keep serving; only the replica count follows spec.replicas.
+        _follow_replicas(kube, namespace, name, base.spec_replicas)
         _write_status(kube, obj, base)
         return
 
@@ -354,6 +364,16 @@ def _reconcile(kube: Kube, namespace: str, name: str) -> None:
             endpoint=endpoint(params),
         ),
     )
+
+
+def _follow_replicas(kube: Kube, namespace: str, name: str, replicas: int) -> None:
+    """Copy ``spec.replicas`` to an existing workload without touching its template."""
+    for res in (DEPLOYMENT, LWS):
+        if res is LWS and not lws_installed(kube):
+            continue
+        live = kube.get(res, namespace, child_name(name))
+        if live is not None and (live.get("spec") or {}).get("replicas") != replicas:
+            kube.patch(res, namespace, child_name(name), {"spec": {"replicas": replicas}})
 
 
 def _is_replica_pod(pod: Mapping[str, Any]) -> bool:

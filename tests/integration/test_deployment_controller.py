@@ -1,0 +1,267 @@
+"""LLMDeployment controller against the real control plane with kwok GPU nodes, operator in-process.
+
+The whole operator runs (LLMEngine controller included). Engines become Ready through the engine
+cache, exactly as after ``trtllm-operator cache import``: the test records an artifact for the
+engine's key in the cache index (a ConfigMap the LLMEngine controller reads), so no builder Job has
+to run. The artifact PVC is a pre-bound PV/PVC pair (the local control plane runs no PV binder).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+from support.cluster import LocalCluster
+from support.operator import running_operator
+from support.wait import wait_for
+
+from trtllm_operator.decide.engine import PreparedEngine, artifact_record, prepare_engine
+from trtllm_operator.render.builder_job import desired_cache_entry
+
+GROUP, VERSION = "llm.trtllm-operator.dev", "v1alpha1"
+H100 = "NVIDIA-H100-80GB-HBM3"
+IMAGE = "nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3"
+KEY_LABEL = "llm.trtllm-operator.dev/engine-key"
+
+
+def an_engine(name: str, max_batch_size: int = 64) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "LLMEngine",
+        "metadata": {"name": name},
+        "spec": {
+            "model": {"source": "hf://meta-llama/Llama-3.1-8B-Instruct"},
+            "backend": "tensorrt",
+            "runtime": {"image": IMAGE},
+            "quantization": {"format": "fp8", "kvCacheDtype": "fp8"},
+            "parallelism": {"tensor": 2, "pipeline": 1},
+            "build": {"maxBatchSize": max_batch_size, "maxNumTokens": 8192, "maxSeqLen": 8192},
+            "gpu": {"product": H100},
+            "storage": {"pvc": {"claimName": "engines", "subPath": "trtllm"}},
+        },
+    }
+
+
+def a_deployment(name: str, engine: str, replicas: int = 2, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "LLMDeployment",
+        "metadata": {"name": name},
+        "spec": {"engineRef": {"name": engine}, "replicas": replicas, **spec},
+    }
+
+
+class Api:
+    def __init__(self, cluster: LocalCluster, ns: str) -> None:
+        self.ns = ns
+        self.core = client.CoreV1Api(cluster.api)
+        self.apps = client.AppsV1Api(cluster.api)
+        self.custom = client.CustomObjectsApi(cluster.api)
+
+    def create(self, plural: str, body: dict[str, Any]) -> None:
+        self.custom.create_namespaced_custom_object(GROUP, VERSION, self.ns, plural, body)
+
+    def get(self, plural: str, name: str) -> dict[str, Any]:
+        obj: dict[str, Any] = self.custom.get_namespaced_custom_object(GROUP, VERSION, self.ns, plural, name)
+        return obj
+
+    def status(self, name: str) -> dict[str, Any]:
+        return self.get("llmdeployments", name).get("status") or {}
+
+    def condition(self, name: str, type_: str) -> dict[str, Any] | None:
+        return next((c for c in self.status(name).get("conditions") or [] if c["type"] == type_), None)
+
+    def pods(self, name: str) -> list[Any]:
+        selector = f"llm.trtllm-operator.dev/deployment={name}"
+        return [
+            p
+            for p in self.core.list_namespaced_pod(self.ns, label_selector=selector).items
+            if p.metadata.deletion_timestamp is None
+        ]
+
+    def cache_artifact(self, engine: dict[str, Any]) -> PreparedEngine:
+        """Record an artifact for the engine's key in the engine cache (like ``cache import``)."""
+        prepared = prepare_engine(engine["metadata"]["name"], engine["spec"])
+        assert isinstance(prepared, PreparedEngine), prepared
+        record = artifact_record(
+            key=prepared.key,
+            storage=prepared.storage,
+            runtime_image=prepared.build_spec.runtime_image,
+            gpu_product=prepared.gpu.product,
+            sm=prepared.gpu.sm,
+            backend=prepared.build_spec.backend,
+            recorded_at="2026-11-29T20:00:00Z",
+            size_bytes=9 * 10**9,
+        )
+        self.core.create_namespaced_config_map(self.ns, desired_cache_entry(self.ns, record))
+        return prepared
+
+    def artifact_pvc(self) -> None:
+        pv_name = f"engines-{self.ns}"
+        self.core.create_persistent_volume(
+            {
+                "metadata": {"name": pv_name},
+                "spec": {
+                    "capacity": {"storage": "100Gi"},
+                    "accessModes": ["ReadWriteMany"],
+                    "hostPath": {"path": "/tmp/engines"},
+                    "storageClassName": "",
+                    "claimRef": {"namespace": self.ns, "name": "engines"},
+                },
+            }
+        )
+        self.core.create_namespaced_persistent_volume_claim(
+            self.ns,
+            {
+                "metadata": {"name": "engines", "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+                "spec": {
+                    "accessModes": ["ReadWriteMany"],
+                    "resources": {"requests": {"storage": "100Gi"}},
+                    "storageClassName": "",
+                    "volumeName": pv_name,
+                },
+            },
+        )
+        self.core.patch_persistent_volume_status(pv_name, {"status": {"phase": "Bound"}})
+        self.core.patch_namespaced_persistent_volume_claim_status(
+            "engines",
+            self.ns,
+            {
+                "status": {
+                    "phase": "Bound",
+                    "accessModes": ["ReadWriteMany"],
+                    "capacity": {"storage": "100Gi"},
+                }
+            },
+        )
+
+
+@pytest.fixture
+def api(cluster: LocalCluster, namespace: str) -> Iterator[Api]:
+    a = Api(cluster, namespace)
+    a.artifact_pvc()
+    yield a
+    client.CoreV1Api(cluster.api).delete_persistent_volume(f"engines-{namespace}")
+
+
+def node_product(api: Api, node: str) -> str:
+    return str(api.core.read_node(node).metadata.labels.get("nvidia.com/gpu.product"))
+
+
+def test_serves_engine_then_rolls_to_new_key_one_pod_at_a_time(cluster: LocalCluster, api: Api) -> None:
+    engine = an_engine("llama-fp8")
+    key_a = api.cache_artifact(engine).key
+    changed = copy.deepcopy(engine)
+    changed["spec"]["build"]["maxBatchSize"] = 128
+    key_b = api.cache_artifact(changed).key
+    assert key_a != key_b
+    api.create("llmengines", engine)
+    api.create("llmdeployments", a_deployment("chat", "llama-fp8", replicas=2))
+
+    with running_operator(cluster, [api.ns]):
+
+        def ready_on(key: str) -> dict[str, Any] | None:
+            s = api.status("chat")
+            want = s.get("desiredReplicas")
+            ok = s.get("phase") == "Ready" and s.get("engineKey") == key and s.get("readyReplicas") == want
+            return s if ok else None
+
+        status = wait_for(lambda: ready_on(key_a), timeout=90, desc="chat Ready on key A")
+        assert status["replicas"] == 2 and status["updatedReplicas"] == 2 and status["desiredReplicas"] == 2
+        assert status["endpoint"] == f"http://chat.{api.ns}.svc:8000"
+        assert status["selector"] == "llm.trtllm-operator.dev/deployment=chat"
+        assert status["observedGeneration"] == 1
+        pods = api.pods("chat")
+        assert len(pods) == 2
+        for pod in pods:
+            assert node_product(api, pod.spec.node_name) == H100
+            assert pod.metadata.labels[KEY_LABEL] == key_a[:16]
+            assert pod.spec.containers[0].resources.limits["nvidia.com/gpu"] == "2"
+        engine_status = api.get("llmengines", "llama-fp8")["status"]
+        assert engine_status.get("usedBy") == ["chat"]
+        dep = api.apps.read_namespaced_deployment("chat", api.ns)
+        assert dep.spec.strategy.rolling_update.max_surge == 0
+        assert dep.spec.strategy.rolling_update.max_unavailable == 1
+
+        # Change the engine: a new key (cached) → the fleet rolls, one pod at a time.
+        api.custom.patch_namespaced_custom_object(
+            GROUP, VERSION, api.ns, "llmengines", "llama-fp8", {"spec": {"build": {"maxBatchSize": 128}}}
+        )
+        samples: list[tuple[str | None, list[tuple[str, bool]]]] = []
+
+        def rolled() -> bool:
+            s = api.status("chat")
+            pods = [
+                (
+                    p.metadata.labels.get(KEY_LABEL, ""),
+                    any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or []),
+                )
+                for p in api.pods("chat")
+            ]
+            samples.append((s.get("engineKey"), pods))
+            return s.get("phase") == "Ready" and s.get("engineKey") == key_b
+
+        wait_for(rolled, timeout=120, interval=0.1, desc="chat Ready on key B")
+        for served, pods in samples:
+            assert len(pods) <= 2, f"maxSurge 0: never more pods than replicas, saw {pods}"
+            if served == key_b:  # completion is reported only when every pod serves the new key
+                assert all(k == key_b[:16] for k, _ in pods), pods
+        assert any(
+            served == key_a and any(k == key_b[:16] for k, _ in pods) for served, pods in samples
+        ) or any(served == key_a and len(pods) < 2 for served, pods in samples), (
+            "the rollout was never observed in progress"
+        )
+        assert all(p.metadata.labels[KEY_LABEL] == key_b[:16] for p in api.pods("chat"))
+        rs = api.apps.list_namespaced_replica_set(
+            api.ns, label_selector="llm.trtllm-operator.dev/deployment=chat"
+        )
+        templates = [(r.spec.replicas, r.spec.template.metadata.annotations) for r in rs.items]
+        assert sorted(r.spec.replicas for r in rs.items) == [0, 2], (
+            templates
+        )  # exactly one template change  # old ReplicaSet scaled down, new one up
+        # One writer for replicas: the scale subresource (kubectl scale, HPA) → spec.replicas → workload.
+        api.custom.patch_namespaced_custom_object_scale(
+            GROUP, VERSION, api.ns, "llmdeployments", "chat", {"spec": {"replicas": 3}}
+        )
+        wait_for(
+            lambda: ready_on(key_b) and api.status("chat")["readyReplicas"] == 3, timeout=60, desc="3 ready"
+        )
+        assert api.apps.read_namespaced_deployment("chat", api.ns).spec.replicas == 3
+        scale = api.custom.get_namespaced_custom_object_scale(
+            GROUP, VERSION, api.ns, "llmdeployments", "chat"
+        )
+        assert scale["status"]["replicas"] == 3
+        assert scale["status"]["selector"] == "llm.trtllm-operator.dev/deployment=chat"
+        cms = api.core.list_namespaced_config_map(
+            api.ns, label_selector="app.kubernetes.io/component=model-repository"
+        ).items
+        assert 1 <= len(cms) <= 2
+
+
+def test_incompatible_image_or_gpu_is_reported_and_nothing_rolls(cluster: LocalCluster, api: Api) -> None:
+    engine = an_engine("llama-fp8")
+    api.cache_artifact(engine)
+    api.create("llmengines", engine)
+    other_image = "nvcr.io/nvidia/tritonserver:25.05-trtllm-python-py3"
+    api.create("llmdeployments", a_deployment("img", "llama-fp8", server={"image": other_image}))
+    a100 = {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}}
+    api.create("llmdeployments", a_deployment("gpu", "llama-fp8", scheduling=a100))
+    api.create("llmdeployments", a_deployment("waiting", "not-built-yet"))
+
+    with running_operator(cluster, [api.ns]):
+        img = wait_for(lambda: api.condition("img", "EngineIncompatible"), timeout=60, desc="img condition")
+        assert img["status"] == "True" and img["reason"] == "ImageMismatch"
+        assert other_image in img["message"] and IMAGE in img["message"]
+        gpu = wait_for(lambda: api.condition("gpu", "EngineIncompatible"), timeout=60, desc="gpu condition")
+        assert (
+            gpu["status"] == "True" and "NVIDIA-A100-SXM4-80GB" in gpu["message"] and H100 in gpu["message"]
+        )
+        waiting = wait_for(lambda: api.condition("waiting", "Ready"), timeout=60, desc="waiting condition")
+        assert waiting["status"] == "False" and waiting["reason"] == "EngineNotFound"
+        assert api.status("img")["phase"] == "Failed"
+        names = {d.metadata.name for d in api.apps.list_namespaced_deployment(api.ns).items}
+        assert names == set(), f"nothing may be rolled out, found {names}"
+        assert api.pods("img") == [] and api.pods("gpu") == []
