@@ -19,8 +19,10 @@ from support.cluster import LocalCluster
 from support.operator import HF_CONFIG_DIR, operator_process, running_operator
 from support.wait import wait_for
 
+from engine_builder.package import manifest_digest
 from engine_builder.report import EXIT_CODES, build_report
 from trtllm_operator.api import ENGINE_PLURAL, GROUP, VERSION
+from trtllm_operator.cli import main
 from trtllm_operator.decide.engine import (
     ARTIFACT_DATA_KEY,
     LABEL_ENGINE_KEY,
@@ -478,3 +480,117 @@ def test_concurrent_build_limit_queues_with_position(api: Api, cluster: LocalClu
         api.wait_phase("one", "Ready", timeout=60)
         api.wait_phase("two", "Ready", timeout=60)
         assert len(api.jobs()) == 2
+
+
+def _manifest_for(prepared: PreparedEngine) -> dict[str, Any]:
+    """An engine-builder manifest.json for ``prepared`` (as the package stage writes it)."""
+    spec = prepared.build_spec
+    manifest: dict[str, Any] = {
+        "schema": "engine-builder.trtllm-operator.dev/manifest/v1",
+        "engineKey": prepared.key,
+        "keyInputs": spec.key_inputs(),
+        "backend": spec.backend,
+        "runtimeImage": spec.runtime_image,
+        "target": {"gpuProduct": spec.target.gpu_product, "sm": spec.target.sm},
+        "versions": {"tensorrt_llm": "1.2.0"},
+        "files": [{"path": "checkpoint/rank0.safetensors", "size": 4096, "sha256": "0" * 64}],
+        "sizeBytes": 4096,
+        "stageTimings": {"fetch": 0.5, "quantize": 3.0, "package": 0.1},
+    }
+    manifest["manifestDigest"] = manifest_digest(manifest)
+    return manifest
+
+
+def test_imported_artifact_is_served_from_cache_without_a_job(
+    api: Api,
+    operator: None,
+    cluster: LocalCluster,
+    namespace: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    eng = an_engine("imported")
+    prepared = eng.prepared()
+    manifest_path = tmp_path / "manifest.json"
+    manifest_path.write_text(json.dumps(_manifest_for(prepared)))
+    kubeconfig = str(cluster.kubeconfig)
+    argv = ["cache", "import", "--manifest", str(manifest_path), "--namespace", namespace]
+    assert main([*argv, "--storage", "s3://engines/cache", "--kubeconfig", kubeconfig]) == 0
+    assert "registered s3://engines/cache/" in capsys.readouterr().out
+
+    api.create(eng)
+    engine = api.wait_phase("imported", "Ready")
+    assert condition(engine, "Progressing")["reason"] == "ArtifactReused"
+    assert engine["status"]["artifact"]["manifestDigest"] == _manifest_for(prepared)["manifestDigest"]
+    assert engine["status"]["artifact"]["tensorrtLLMVersion"] == "1.2.0"
+    assert api.jobs() == []
+
+    assert main(["cache", "list", "-n", namespace, "-o", "json", "--kubeconfig", kubeconfig]) == 0
+    (listed,) = json.loads(capsys.readouterr().out)
+    assert (listed["engineKey"], listed["source"]) == (prepared.key, "import")
+
+    # another storage is another cache: the same key there is not reused
+    other = an_engine("elsewhere").pvc("models", "engines")
+    assert other.prepared().key == prepared.key
+    api.create(other)
+    wait_for(lambda: [j for j in api.jobs() if j["metadata"]["name"] == other.prepared().job_name])
+
+
+def test_tampered_manifest_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    manifest = _manifest_for(an_engine("x").prepared())
+    manifest["keyInputs"]["parallelism"]["tensor"] = 2
+    path = tmp_path / "manifest.json"
+    path.write_text(json.dumps(manifest))
+    argv = [
+        "cache",
+        "import",
+        "--manifest",
+        str(path),
+        "--namespace",
+        "default",
+        "--storage",
+        "s3://bucket1/p",
+    ]
+    assert main(argv) == 2
+    assert "manifest.engineKey" in capsys.readouterr().err
+
+
+def test_created_pvc_is_kept_unless_reclaim_policy_delete(api: Api, operator: None) -> None:
+    keep = an_engine("keep").create_pvc("20Gi")
+    drop = an_engine("drop").create_pvc("20Gi").max_batch_size(16)
+    drop.body["spec"]["storage"]["reclaimPolicy"] = "Delete"
+    api.create(keep)
+    api.create(drop)
+
+    def pvc(name: str) -> dict[str, Any] | None:
+        try:
+            return dict(api.san(api.core.read_namespaced_persistent_volume_claim(name, api.ns)))
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    kept = wait_for(lambda: pvc("keep-artifacts"), desc="PVC keep-artifacts")
+    dropped = wait_for(lambda: pvc("drop-artifacts"), desc="PVC drop-artifacts")
+    assert kept["spec"]["resources"]["requests"]["storage"] == "20Gi"
+    assert not kept["metadata"].get("ownerReferences")
+    assert dropped["metadata"]["ownerReferences"][0]["name"] == "drop"
+    job = wait_for(
+        lambda: next((j for j in api.jobs() if j["metadata"]["name"] == keep.prepared().job_name), None)
+    )
+    volumes = job["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "artifacts", "persistentVolumeClaim": {"claimName": "keep-artifacts"}} in volumes
+
+    api.delete_engine("keep")
+    api.delete_engine("drop")
+    wait_for(
+        lambda: (
+            (pvc("drop-artifacts") or {}).get("metadata", {}).get("deletionTimestamp")
+            or not pvc("drop-artifacts")
+        ),
+        timeout=90,
+        desc="PVC of a reclaimPolicy Delete engine collected",
+    )
+    assert pvc("keep-artifacts") is not None and not pvc("keep-artifacts")["metadata"].get(
+        "deletionTimestamp"
+    )

@@ -222,6 +222,13 @@ class PreparedEngine:
         return self.key[:12]
 
     @property
+    def deletes_with_engine(self) -> bool:
+        """reclaimPolicy Delete on an operator-created PVC: the PVC and the cache index entry are
+        owned by the LLMEngine and go with it. For an existing PVC or S3 (shared storage) the
+        operator never deletes data; Delete is treated as Retain there (docs/operator.md)."""
+        return self.storage.created_by_operator and self.spec.storage.reclaim_policy == "Delete"
+
+    @property
     def job_name(self) -> str:
         return builder_job_name(self.key, self.storage.storage_id)
 
@@ -409,9 +416,11 @@ class EnsurePVC:
 
 @dataclass(frozen=True)
 class RecordArtifact:
-    """Write the cache index entry for a completed build (create-or-keep, never owned)."""
+    """Write the cache index entry for a completed build (create-or-keep). ``owned``: the entry is
+    owned by the LLMEngine (only for an operator-created PVC with reclaimPolicy Delete)."""
 
     record: Mapping[str, Any]
+    owned: bool = False
 
 
 Action = CreateBuild | AdoptJob | EnsurePVC | RecordArtifact
@@ -472,33 +481,63 @@ class EngineDecision:
 
 
 def artifact_record(
-    prepared: PreparedEngine, report: BuilderReport | None, *, job_name: str | None, recorded_at: str
+    *,
+    key: str,
+    storage: StorageLocation,
+    runtime_image: str,
+    gpu_product: str,
+    sm: int,
+    backend: str,
+    recorded_at: str,
+    uri: str | None = None,
+    manifest_digest: str | None = None,
+    size_bytes: int | None = None,
+    stage_timings: Mapping[str, float] | None = None,
+    tensorrt_llm_version: str | None = None,
+    source: str = "import",
+    built_by: str | None = None,
 ) -> dict[str, Any]:
-    """The cache index record of a completed build (camelCase JSON).
-
-    ``uri``/``manifestDigest``/``sizeBytes``/``stageTimings`` come from the builder's report;
-    without a report the URI is the one the storage implies and the rest is unknown.
-    """
+    """One engine cache index record (camelCase JSON): which artifact of ``key`` exists in which
+    storage, and what it was built for. ``uri`` defaults to the storage's ``<root>/<key>``."""
     return {
-        "engineKey": prepared.key,
-        "storageIdentity": prepared.storage.identity,
-        "storageId": prepared.storage.storage_id,
-        "uri": (
-            report.artifact_uri
-            if report and report.artifact_uri
-            else prepared.storage.artifact_uri(prepared.key)
-        ),
-        "manifestDigest": report.manifest_digest if report else None,
-        "sizeBytes": report.size_bytes if report else None,
-        "stageTimings": dict(report.stage_timings) if report and report.stage_timings else None,
-        "runtimeImage": prepared.build_spec.runtime_image,
-        "gpuProduct": prepared.gpu.product,
-        "sm": prepared.gpu.sm,
-        "backend": prepared.build_spec.backend,
-        "source": f"job/{job_name}" if job_name else "import",
-        "builtBy": prepared.name if job_name else None,
+        "engineKey": key,
+        "storageIdentity": storage.identity,
+        "storageId": storage.storage_id,
+        "uri": uri or storage.artifact_uri(key),
+        "manifestDigest": manifest_digest,
+        "sizeBytes": size_bytes,
+        "stageTimings": dict(stage_timings) if stage_timings else None,
+        "tensorrtLLMVersion": tensorrt_llm_version,
+        "runtimeImage": runtime_image,
+        "gpuProduct": gpu_product,
+        "sm": sm,
+        "backend": backend,
+        "source": source,
+        "builtBy": built_by,
         "recordedAt": recorded_at,
     }
+
+
+def record_from_build(
+    prepared: PreparedEngine, report: BuilderReport | None, *, job_name: str, recorded_at: str
+) -> dict[str, Any]:
+    """The record of a completed builder Job: URI, digest, size and timings from the builder's
+    report; without a report (pods already gone) the URI the storage implies and nothing else."""
+    return artifact_record(
+        key=prepared.key,
+        storage=prepared.storage,
+        runtime_image=prepared.build_spec.runtime_image,
+        gpu_product=prepared.gpu.product,
+        sm=prepared.gpu.sm,
+        backend=prepared.build_spec.backend,
+        recorded_at=recorded_at,
+        uri=report.artifact_uri if report else None,
+        manifest_digest=report.manifest_digest if report else None,
+        size_bytes=report.size_bytes if report else None,
+        stage_timings=report.stage_timings if report else None,
+        source=f"job/{job_name}",
+        built_by=prepared.name,
+    )
 
 
 def _artifact_status(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -637,8 +676,8 @@ def decide_engine(prepared: PreparedEngine, obs: EngineObservation, *, now: str)
         build.update(_job_times(job))
         if job_condition(job, "Complete"):
             report = latest_report(obs.pods, succeeded=True)
-            record = artifact_record(prepared, report, job_name=prepared.job_name, recorded_at=now)
-            actions.append(RecordArtifact(record))
+            record = record_from_build(prepared, report, job_name=prepared.job_name, recorded_at=now)
+            actions.append(RecordArtifact(record, owned=prepared.deletes_with_engine))
             message = f"built artifact {record['uri']} (engine key {prepared.key_short})"
             build.update(stage="done", percent=100, stageTimings=record.get("stageTimings"))
             status = {**base, "phase": "Ready", "artifact": _artifact_status(record), "build": build}

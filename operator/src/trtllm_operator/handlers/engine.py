@@ -293,7 +293,8 @@ def _act(
         elif isinstance(action, AdoptJob):
             _adopt(kube, engine, ns, action.job_name)
         elif isinstance(action, RecordArtifact):
-            _, created = kube.create_or_get(CONFIG_MAP, ns, desired_cache_entry(ns, action.record))
+            entry = desired_cache_entry(ns, action.record, owner=engine if action.owned else None)
+            _, created = kube.create_or_get(CONFIG_MAP, ns, entry)
             if created:
                 post_event(
                     kube,

@@ -128,8 +128,8 @@ def desired_build_spec_configmap(engine: Mapping[str, Any], prepared: PreparedEn
 def desired_artifact_pvc(
     engine: Mapping[str, Any], prepared: PreparedEngine, settings: Settings
 ) -> dict[str, Any]:
-    """The operator-created artifact PVC (``storage.createPVC``). Deliberately NOT owned by the
-    LLMEngine: deleting the LLMEngine must not delete artifacts (reclaimPolicy Retain)."""
+    """The operator-created artifact PVC (``storage.createPVC``). NOT owned by the LLMEngine —
+    deleting the LLMEngine must not delete artifacts — unless ``reclaimPolicy: Delete``."""
     st = prepared.storage
     spec: dict[str, Any] = {
         "accessModes": [st.create_access_mode],
@@ -138,21 +138,19 @@ def desired_artifact_pvc(
     storage_class = st.create_storage_class or settings.pvc_storage_class
     if storage_class:
         spec["storageClassName"] = storage_class
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {
-            "name": st.claim_name,
-            "namespace": engine["metadata"]["namespace"],
-            "labels": {
-                LABEL_MANAGED_BY: MANAGED_BY,
-                LABEL_COMPONENT: "engine-storage",
-                LABEL_ENGINE: prepared.name[:63],
-                LABEL_STORAGE_ID: st.storage_id,
-            },
+    meta: dict[str, Any] = {
+        "name": st.claim_name,
+        "namespace": engine["metadata"]["namespace"],
+        "labels": {
+            LABEL_MANAGED_BY: MANAGED_BY,
+            LABEL_COMPONENT: "engine-storage",
+            LABEL_ENGINE: prepared.name[:63],
+            LABEL_STORAGE_ID: st.storage_id,
         },
-        "spec": spec,
     }
+    if prepared.deletes_with_engine:
+        meta["ownerReferences"] = [owner_reference(engine)]
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": spec}
 
 
 def _env(prepared: PreparedEngine) -> list[dict[str, Any]]:
@@ -324,30 +322,36 @@ def desired_builder_job(
     }
 
 
-def desired_cache_entry(namespace: str, record: Mapping[str, Any]) -> dict[str, Any]:
+def desired_cache_entry(
+    namespace: str, record: Mapping[str, Any], *, owner: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """The engine cache index entry: a ConfigMap recording one completed artifact.
 
     The operator cannot look inside PVCs or buckets, so "an artifact with this key exists in this
     storage" is recorded here when a build completes (or ``trtllm-operator cache import`` registers
     one built elsewhere). Deliberately NOT owned by any LLMEngine: artifacts outlive the objects
     that built them (reclaimPolicy Retain). ``record`` is
-    :func:`~trtllm_operator.decide.engine.artifact_record`'s output.
+    :func:`~trtllm_operator.decide.engine.artifact_record`'s output. ``owner``: an LLMEngine whose
+    deletion removes the entry (only with reclaimPolicy Delete on an operator-created PVC).
     """
     key = str(record["engineKey"])
     storage_id = str(record["storageId"])
+    meta: dict[str, Any] = {
+        "name": cache_entry_name(key, storage_id),
+        "namespace": namespace,
+        "labels": {
+            LABEL_MANAGED_BY: MANAGED_BY,
+            LABEL_COMPONENT: COMPONENT_ARTIFACT,
+            LABEL_ENGINE_KEY: key[:63],
+            LABEL_STORAGE_ID: storage_id,
+        },
+        "annotations": {LABEL_ENGINE_KEY: key},
+    }
+    if owner is not None:
+        meta["ownerReferences"] = [owner_reference(owner)]
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {
-            "name": cache_entry_name(key, storage_id),
-            "namespace": namespace,
-            "labels": {
-                LABEL_MANAGED_BY: MANAGED_BY,
-                LABEL_COMPONENT: COMPONENT_ARTIFACT,
-                LABEL_ENGINE_KEY: key[:63],
-                LABEL_STORAGE_ID: storage_id,
-            },
-            "annotations": {LABEL_ENGINE_KEY: key},
-        },
+        "metadata": meta,
         "data": {ARTIFACT_DATA_KEY: json.dumps(dict(record), sort_keys=True, indent=2)},
     }

@@ -1,0 +1,241 @@
+"""``trtllm-operator cache``: the engine cache index (artifacts the operator knows about).
+
+    trtllm-operator cache spec -f ENGINE.yaml [--artifact-root DIR] [--hf-config-dir DIR]
+    trtllm-operator cache import --manifest PATH --namespace NS --storage URI [--s3-endpoint URL]
+    trtllm-operator cache list [--namespace NS | --all-namespaces] [-o table|json]
+
+The operator cannot look inside PVCs or buckets; it records each artifact it knows as a ConfigMap
+(``trtllm-engine-<key[:20]>-<storage[:8]>``, label ``llm.trtllm-operator.dev/engine-key``). An
+LLMEngine whose engine key has an entry for its storage is Ready at once, without a build.
+
+* ``spec`` prints the build spec the operator would give the builder for an LLMEngine manifest
+  (engine key in the first line), so the builder can run outside the cluster:
+  ``engine-builder run --spec build.yaml --workdir /tmp/w``.
+* ``import`` registers such an artifact: it reads the artifact's ``manifest.json``, checks that its
+  ``engineKey`` is the sha256 of its ``keyInputs`` and that ``manifestDigest`` matches, and writes
+  the index entry for ``--storage`` (``pvc://<claim>[/<subPath>]`` or ``s3://<bucket>[/<prefix>]``,
+  as the LLMEngine's ``spec.storage`` names it; the artifact must sit at ``<storage>/<engineKey>/``).
+  An LLMEngine created with ``storage.createPVC`` uses ``pvc://<engine name>-artifacts``.
+* ``list`` shows the index.
+
+Exit codes: 0 success, 1 API error, 2 bad input (the message names the field).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+EXIT_BAD_INPUT = 2
+
+
+def register(subparsers: Any) -> None:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "cache",
+        help="engine cache index: print a build spec, import an artifact, list",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(dest="cache_command", metavar="ACTION", required=True)
+
+    spec = sub.add_parser("spec", help="print the build spec (and engine key) of an LLMEngine manifest")
+    spec.add_argument("-f", "--filename", required=True, help="LLMEngine manifest (YAML)")
+    spec.add_argument("--artifact-root", help="output.artifact_root for a run outside the cluster")
+    spec.add_argument("--hf-config-dir", help="directory of <org>__<name>.json model configs (plan check)")
+    spec.set_defaults(func=_spec)
+
+    imp = sub.add_parser("import", help="register an artifact built outside the cluster")
+    imp.add_argument("--manifest", required=True, help="the artifact's manifest.json")
+    imp.add_argument("--namespace", "-n", required=True, help="namespace of the LLMEngines that use it")
+    imp.add_argument("--storage", required=True, help="pvc://<claim>[/<subPath>] or s3://<bucket>[/<prefix>]")
+    imp.add_argument("--s3-endpoint", help="S3 endpoint URL (as in spec.storage.s3.endpoint)")
+    imp.add_argument("--kubeconfig", help="kubeconfig (default: $KUBECONFIG, ~/.kube/config)")
+    imp.set_defaults(func=_import)
+
+    lst = sub.add_parser("list", help="list recorded artifacts")
+    scope = lst.add_mutually_exclusive_group()
+    scope.add_argument("--namespace", "-n")
+    scope.add_argument("--all-namespaces", "-A", action="store_true")
+    lst.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    lst.add_argument("--kubeconfig")
+    lst.set_defaults(func=_list)
+
+
+def storage_from_uri(uri: str, s3_endpoint: str | None = None) -> Any:
+    """A :class:`~trtllm_operator.api.StorageSpec` for ``pvc://claim[/sub]`` or ``s3://bucket[/prefix]``.
+
+    Raises ValueError naming ``--storage`` for anything else.
+    """
+    from pydantic import ValidationError  # noqa: PLC0415 - keep CLI start fast
+
+    from trtllm_operator.api import StorageSpec  # noqa: PLC0415
+
+    try:
+        return _storage_from_uri(StorageSpec, uri, s3_endpoint)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise ValueError(f"--storage {uri!r}: {'.'.join(map(str, err['loc']))}: {err['msg']}") from exc
+
+
+def _storage_from_uri(StorageSpec: Any, uri: str, s3_endpoint: str | None) -> Any:  # noqa: N803
+    if uri.startswith("pvc://"):
+        claim, _, sub = uri[len("pvc://") :].partition("/")
+        if not claim:
+            raise ValueError(f"--storage {uri!r}: missing claim name (pvc://<claim>[/<subPath>])")
+        pvc: dict[str, Any] = {"claimName": claim}
+        if sub.strip("/"):
+            pvc["subPath"] = sub.strip("/")
+        return StorageSpec.model_validate({"pvc": pvc})
+    if uri.startswith("s3://"):
+        bucket, _, prefix = uri[len("s3://") :].partition("/")
+        if not bucket:
+            raise ValueError(f"--storage {uri!r}: missing bucket (s3://<bucket>[/<prefix>])")
+        s3: dict[str, Any] = {"bucket": bucket, "prefix": prefix.strip("/")}
+        if s3_endpoint:
+            s3["endpoint"] = s3_endpoint
+        return StorageSpec.model_validate({"s3": s3})
+    raise ValueError(f"--storage {uri!r}: use pvc://<claim>[/<subPath>] or s3://<bucket>[/<prefix>]")
+
+
+def record_from_manifest(manifest: dict[str, Any], storage: Any, recorded_at: str) -> dict[str, Any]:
+    """Validate an artifact's ``manifest.json`` and turn it into an index record.
+
+    Raises ValueError naming the manifest field when the key or digest does not check out.
+    """
+    from engine_builder.package import manifest_digest  # noqa: PLC0415
+    from engine_builder.spec import engine_key  # noqa: PLC0415
+    from trtllm_operator.decide.engine import artifact_record, storage_location  # noqa: PLC0415
+
+    for field in ("engineKey", "keyInputs", "runtimeImage", "target", "backend"):
+        if field not in manifest:
+            raise ValueError(f"manifest: missing field {field!r}; is this an engine-builder manifest.json?")
+    key = str(manifest["engineKey"])
+    if engine_key(manifest["keyInputs"]) != key:
+        raise ValueError(
+            "manifest.engineKey: not the sha256 of keyInputs; the manifest was edited or is corrupt"
+        )
+    digest = manifest.get("manifestDigest")
+    if digest is not None and manifest_digest(manifest) != digest:
+        raise ValueError("manifest.manifestDigest: does not match the manifest's content")
+    target = manifest["target"]
+    versions = manifest.get("versions") or {}
+    return artifact_record(
+        key=key,
+        storage=storage_location("imported", storage),
+        runtime_image=str(manifest["runtimeImage"]),
+        gpu_product=str(target["gpuProduct"]),
+        sm=int(target["sm"]),
+        backend=str(manifest["backend"]),
+        recorded_at=recorded_at,
+        manifest_digest=digest,
+        size_bytes=manifest.get("sizeBytes"),
+        stage_timings=manifest.get("stageTimings"),
+        tensorrt_llm_version=versions.get("tensorrt_llm"),
+        source="import",
+    )
+
+
+def _spec(args: argparse.Namespace) -> int:
+    from trtllm_operator.decide.engine import PreparedEngine, prepare_engine  # noqa: PLC0415
+
+    doc = yaml.safe_load(Path(args.filename).read_text())
+    if not isinstance(doc, dict) or doc.get("kind") != "LLMEngine":
+        print(f"{args.filename}: not an LLMEngine manifest", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    hf_config = None
+    source = str(((doc.get("spec") or {}).get("model") or {}).get("source") or "")
+    if args.hf_config_dir and source.startswith("hf://"):
+        path = Path(args.hf_config_dir) / (source[len("hf://") :].replace("/", "__") + ".json")
+        if path.exists():
+            hf_config = json.loads(path.read_text())
+    prepared = prepare_engine(
+        str((doc.get("metadata") or {}).get("name") or "engine"), doc.get("spec") or {}, hf_config=hf_config
+    )
+    if not isinstance(prepared, PreparedEngine):
+        print(f"invalid LLMEngine: {prepared.text}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    build_spec = prepared.build_spec
+    if args.artifact_root:
+        build_spec = build_spec.model_copy(
+            update={"output": build_spec.output.model_copy(update={"artifact_root": args.artifact_root})}
+        )
+    print(f"# engine key: {prepared.key}")
+    print(yaml.safe_dump(build_spec.model_dump(mode="json"), sort_keys=True), end="")
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
+
+    from trtllm_operator.kube import CONFIG_MAP, Kube, load_api_client  # noqa: PLC0415
+    from trtllm_operator.render.builder_job import desired_cache_entry  # noqa: PLC0415
+
+    try:
+        manifest = json.loads(Path(args.manifest).read_text())
+        storage = storage_from_uri(args.storage, args.s3_endpoint)
+        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        record = record_from_manifest(manifest, storage, now)
+    except (OSError, ValueError) as exc:
+        print(f"trtllm-operator cache import: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    kube = Kube(load_api_client(args.kubeconfig))
+    body = desired_cache_entry(args.namespace, record)
+    try:
+        live, created = kube.create_or_get(CONFIG_MAP, args.namespace, body)
+        if not created:
+            kube.patch(CONFIG_MAP, args.namespace, body["metadata"]["name"], {"data": body["data"]})
+    except ApiException as exc:
+        print(f"trtllm-operator cache import: API error {exc.status}: {exc.reason}", file=sys.stderr)
+        return 1
+    verb = "registered" if created else "updated"
+    name = live["metadata"]["name"]
+    print(f"{verb} {record['uri']} (engine key {record['engineKey'][:12]}) as configmap/{name}")
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
+
+    from trtllm_operator.decide.engine import ARTIFACT_DATA_KEY, COMPONENT_ARTIFACT, LABEL_COMPONENT  # noqa: PLC0415
+    from trtllm_operator.kube import CONFIG_MAP, Kube, load_api_client  # noqa: PLC0415
+
+    kube = Kube(load_api_client(args.kubeconfig))
+    namespace = None if args.all_namespaces else (args.namespace or "default")
+    try:
+        items = kube.list(CONFIG_MAP, namespace, label_selector=f"{LABEL_COMPONENT}={COMPONENT_ARTIFACT}")
+    except ApiException as exc:
+        print(f"trtllm-operator cache list: API error {exc.status}: {exc.reason}", file=sys.stderr)
+        return 1
+    records = []
+    for cm in items:
+        try:
+            rec = json.loads((cm.get("data") or {}).get(ARTIFACT_DATA_KEY) or "{}")
+        except ValueError:
+            continue
+        rec["namespace"] = cm["metadata"]["namespace"]
+        records.append(rec)
+    if args.output == "json":
+        print(json.dumps(records, indent=2, sort_keys=True))
+        return 0
+    header = ("NAMESPACE", "KEY", "GPU", "BACKEND", "SOURCE", "URI")
+    rows = [
+        (
+            r["namespace"],
+            str(r.get("engineKey", ""))[:12],
+            str(r.get("gpuProduct")),
+            str(r.get("backend")),
+            str(r.get("source")),
+            str(r.get("uri")),
+        )
+        for r in records
+    ]
+    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(header)]
+    for row in (header, *rows):
+        print("  ".join(col.ljust(w) for col, w in zip(row, widths, strict=True)).rstrip())
+    return 0
