@@ -88,6 +88,7 @@ R_PLAN_SKIPPED = "ModelConfigUnavailable"
 R_QUEUED = "Queued"
 R_BUILD_STARTED = "BuildStarted"
 R_BUILDING = "Building"
+R_BUILD_RUNNING = "BuildRunning"
 R_BUILD_UNSCHEDULABLE = "BuildUnschedulable"
 R_BUILD_SUCCEEDED = "BuildSucceeded"
 R_BUILD_FAILED = "BuildFailed"
@@ -582,15 +583,14 @@ def _planned(prepared: PreparedEngine) -> tuple[bool | str, str, str]:
 def _event_for(
     previous: Mapping[str, Any], phase: str, reason: str, message: str, warning: bool
 ) -> EventToPost | None:
-    prev_phase = previous.get("phase")
-    prev_reason = (previous.get("build") or {}).get("reason") if previous.get("build") else None
-    prev_progress = None
-    for c in previous.get("conditions") or []:
-        if c.get("type") in (CONDITION_PROGRESSING, CONDITION_DEGRADED) and c.get("status") == "True":
-            prev_progress = c.get("reason") if prev_progress is None else prev_progress
-    if prev_phase == phase and reason in (prev_reason, prev_progress):
-        return None
-    if prev_phase == phase and phase in ("Ready", "Failed", "Queued"):
+    """An Event when (phase, reason) differs from the previous status. The previous reason is the
+    Degraded condition's when it was True, else the Progressing condition's — the same reasons
+    the decisions put there, so a repeated reconcile of an unchanged state posts nothing."""
+    prev: dict[str, Mapping[str, Any]] = {c.get("type", ""): c for c in previous.get("conditions") or []}
+    degraded = prev.get(CONDITION_DEGRADED) or {}
+    progressing = prev.get(CONDITION_PROGRESSING) or {}
+    prev_reason = degraded.get("reason") if degraded.get("status") == "True" else progressing.get("reason")
+    if previous.get("phase") == phase and prev_reason == reason:
         return None
     return EventToPost("Warning" if warning else "Normal", reason, message)
 
@@ -733,13 +733,14 @@ def decide_engine(prepared: PreparedEngine, obs: EngineObservation, *, now: str)
             event = _event_for(obs.status, "Building", R_BUILD_UNSCHEDULABLE, message, True)
             return EngineDecision("Building", status, conds, actions, event)
         running = any((p.get("status") or {}).get("phase") == "Running" for p in obs.pods)
+        reason = R_BUILD_RUNNING if running else R_BUILD_STARTED
         message = f"builder Job {prepared.job_name} " + ("running" if running else "starting")
         build.update(stage="running" if running else "starting", percent=None)
         status = {**base, "phase": "Building", "build": build}
         conds = _conds(
             gen,
             ready=(False, R_BUILDING, "build not finished"),
-            progressing=(True, R_BUILDING, message),
+            progressing=(True, reason, message),
             degraded=(False, R_BUILDING, ""),
             planned=planned,
         )
@@ -748,7 +749,7 @@ def decide_engine(prepared: PreparedEngine, obs: EngineObservation, *, now: str)
             status,
             conds,
             actions,
-            _event_for(obs.status, "Building", R_BUILD_STARTED, message, False),
+            _event_for(obs.status, "Building", reason, message, False),
         )
 
     # 3. nothing yet: start a build, or wait in the queue

@@ -1,0 +1,410 @@
+"""LLMEngine decisions, pure: spec → build spec → engine key, validation, storage, phase transitions."""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine_builder.report import EXIT_CODES, build_report
+from trtllm_operator.decide.conditions import condition, merge_conditions
+from trtllm_operator.decide.engine import (
+    AdoptJob,
+    BuildQueue,
+    CreateBuild,
+    EngineObservation,
+    EnsurePVC,
+    InvalidEngine,
+    PreparedEngine,
+    RecordArtifact,
+    builder_job_name,
+    cache_entry_name,
+    decide_engine,
+    decide_invalid,
+    prepare_engine,
+    record_from_build,
+)
+from trtllm_operator.decide.engine_failure import classify_failure, parse_report, unschedulable_message
+
+CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "model-configs"
+H100 = "NVIDIA-H100-80GB-HBM3"
+NOW = "2026-11-29T19:00:00Z"
+
+
+def config(name: str) -> dict[str, Any]:
+    return dict(json.loads((CONFIGS / f"{name}.json").read_text()))
+
+
+TINY = config("TinyLlama__TinyLlama-1.1B-Chat-v1.0")
+LLAMA70B = config("meta-llama__Llama-3.1-70B-Instruct")
+
+
+def spec(**changes: Any) -> dict[str, Any]:
+    """A valid LLMEngine spec (TinyLlama FP8 on H100, S3 storage) with dotted-path ``changes``."""
+    base: dict[str, Any] = {
+        "model": {"source": "hf://TinyLlama/TinyLlama-1.1B-Chat-v1.0"},
+        "runtime": {"image": "nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3"},
+        "quantization": {"format": "fp8", "kvCacheDtype": "fp8"},
+        "gpu": {"product": H100},
+        "storage": {"s3": {"bucket": "engines", "prefix": "cache"}},
+    }
+    out = copy.deepcopy(base)
+    for path, value in changes.items():
+        node = out
+        *parents, leaf = path.split("__")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    return out
+
+
+def prepared(
+    s: dict[str, Any] | None = None, hf: dict[str, Any] | None = TINY, name: str = "e"
+) -> PreparedEngine:
+    result = prepare_engine(name, s or spec(), hf_config=hf)
+    assert isinstance(result, PreparedEngine), result
+    return result
+
+
+# ----------------------------------------------------------------------------- engine key
+def test_key_is_deterministic_and_64_hex() -> None:
+    a, b = prepared(), prepared(name="other")
+    assert a.key == b.key and len(a.key) == 64 and int(a.key, 16) >= 0
+    assert a.job_name == builder_job_name(a.key, a.storage.storage_id) == b.job_name
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"gpu__podAnnotations": {"a": "b"}},
+        {"gpu__podLabels": {"team": "x"}},
+        {"gpu__resources": {"memory": "64Gi", "gpus": 2}},
+        {"gpu__tolerations": [{"key": "gpu", "operator": "Exists"}]},
+        {"gpu__backoffLimit": 5},
+        {"gpu__product": "H100"},  # an alias of the same product
+        {"model__credentialsSecretRef": {"name": "hf", "key": "token"}},
+        {"storage": {"pvc": {"claimName": "models"}}},
+    ],
+)
+def test_changes_outside_the_key_keep_it(changes: dict[str, Any]) -> None:
+    assert prepared(spec(**changes)).key == prepared().key
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"quantization": {"format": "int4_awq"}},
+        {"quantization": {"format": "fp8", "kvCacheDtype": "auto"}},
+        {"quantization": {"format": "fp8", "kvCacheDtype": "fp8", "calibration": {"numSamples": 64}}},
+        {"parallelism": {"tensor": 2}},
+        {"parallelism": {"pipeline": 2}},
+        {"build": {"maxBatchSize": 64}},
+        {"build": {"maxSeqLen": 1024}},
+        {"backend": "pytorch"},
+        {"runtime": {"image": "nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3"}},
+        {"gpu__product": "NVIDIA-H200"},
+        {"model": {"source": "hf://TinyLlama/TinyLlama-1.1B-Chat-v1.0", "revision": "fe8a4ea"}},
+    ],
+)
+def test_changes_inside_the_key_change_it(changes: dict[str, Any]) -> None:
+    assert prepared(spec(**changes)).key != prepared().key
+
+
+def test_build_spec_maps_the_api_fields() -> None:
+    p = prepared(spec(parallelism={"tensor": 2, "pipeline": 1}, build={"maxBatchSize": 32, "workers": 2}))
+    bs = p.build_spec
+    assert (bs.target.gpu_product, bs.target.sm) == (H100, 90)
+    assert (bs.parallelism.tensor, bs.build.max_batch_size, bs.build.workers) == (2, 32, 2)
+    assert bs.quantization.format == "fp8" and bs.quantization.kv_cache_dtype == "fp8"
+    assert bs.output.artifact_root == "s3://engines/cache"
+    assert p.storage.artifact_uri(p.key) == f"s3://engines/cache/{p.key}"
+
+
+# ----------------------------------------------------------------------------- validation
+@pytest.mark.parametrize(
+    ("changes", "hf", "field", "reason"),
+    [
+        ({"parallelism": {"tensor": 3}}, TINY, "spec.parallelism.tensor", "InvalidSpec"),
+        ({"gpu__product": "NVIDIA-A100-SXM4-80GB"}, TINY, "spec.quantization.format", "InvalidSpec"),
+        (
+            {
+                "gpu__product": "NVIDIA-A100-SXM4-80GB",
+                "quantization": {"format": "none", "kvCacheDtype": "fp8"},
+            },
+            None,
+            "spec.quantization.kvCacheDtype",
+            "InvalidSpec",
+        ),
+        ({"gpu__product": "NVIDIA-Imaginary-9000"}, None, "spec.gpu.product", "InvalidSpec"),
+        ({"quantization": {"format": "none"}}, LLAMA70B, "spec.parallelism.tensor", "DoesNotFit"),
+        ({"parallelism": {"tensor": "two"}}, None, "spec.parallelism.tensor", "InvalidSpec"),
+    ],
+)
+def test_invalid_specs_name_the_field(changes: dict[str, Any], hf: Any, field: str, reason: str) -> None:
+    result = prepare_engine("e", spec(**changes), hf_config=hf)
+    assert isinstance(result, InvalidEngine)
+    assert (result.field, result.reason) == (field, reason)
+    assert result.message, "the message says what to do"
+    decision = decide_invalid(result, EngineObservation(3, {}, None, None, [], BuildQueue(0, 2, 0)))
+    assert decision.phase == "Failed" and decision.actions == []
+    ready = next(c for c in decision.conditions if c["type"] == "Ready")
+    assert ready["status"] == "False" and ready["message"].startswith(field)
+    assert decision.status["observedGeneration"] == 3
+    assert decision.event is not None and decision.event.type == "Warning"
+
+
+def test_without_model_config_the_plan_is_unknown_not_an_error() -> None:
+    p = prepared(hf=None)
+    assert p.plan is None
+    d = decide_engine(p, EngineObservation(1, {}, None, None, [], BuildQueue(0, 2, 0)), now=NOW)
+    planned = next(c for c in d.conditions if c["type"] == "Planned")
+    assert (planned["status"], planned["reason"]) == ("Unknown", "ModelConfigUnavailable")
+
+
+# ----------------------------------------------------------------------------- storage and names
+def test_storage_identities_and_names() -> None:
+    s3 = prepared()
+    pvc = prepared(spec(storage={"pvc": {"claimName": "models", "subPath": "engines/"}}))
+    created = prepared(spec(storage={"createPVC": {"size": "50Gi"}}), name="llama")
+    assert len({s3.storage.storage_id, pvc.storage.storage_id, created.storage.storage_id}) == 3
+    assert pvc.storage.artifact_uri(pvc.key) == f"pvc://models/engines/{pvc.key}"
+    assert pvc.storage.sub_path == "engines"
+    assert created.storage.claim_name == "llama-artifacts" and created.storage.created_by_operator
+    for p in (s3, pvc, created):
+        assert len(p.job_name) <= 63 and len(p.cache_name) <= 63
+        assert p.cache_name == cache_entry_name(p.key, p.storage.storage_id)
+
+
+# ----------------------------------------------------------------------------- phases
+def job(*conditions: tuple[str, str], **status: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "build-x", "ownerReferences": []},
+        "spec": {"activeDeadlineSeconds": 600},
+        "status": {
+            "conditions": [{"type": t, "status": "True", "reason": r} for t, r in conditions],
+            **status,
+        },
+    }
+
+
+def pod(
+    phase: str, *, exit_code: int | None = None, message: str | None = None, **extra: Any
+) -> dict[str, Any]:
+    status: dict[str, Any] = {"phase": phase, **extra}
+    if exit_code is not None:
+        term: dict[str, Any] = {"exitCode": exit_code, "reason": "Error" if exit_code else "Completed"}
+        if message is not None:
+            term["message"] = message
+        status["containerStatuses"] = [{"name": "builder", "state": {"terminated": term}}]
+    return {"metadata": {"creationTimestamp": "2026-11-29T18:00:00Z"}, "status": status}
+
+
+def observe(**kw: Any) -> EngineObservation:
+    base: dict[str, Any] = {
+        "generation": 1,
+        "status": {},
+        "cache_entry": None,
+        "job": None,
+        "pods": [],
+        "queue": BuildQueue(0, 2, 0),
+    }
+    base.update(kw)
+    return EngineObservation(**base)
+
+
+def conds(decision: Any) -> dict[str, tuple[str, str]]:
+    return {c["type"]: (c["status"], c["reason"]) for c in decision.conditions}
+
+
+def test_nothing_yet_creates_the_build() -> None:
+    p = prepared()
+    d = decide_engine(p, observe(), now=NOW)
+    assert d.phase == "Building"
+    assert d.actions == [CreateBuild(p.job_name)]
+    assert conds(d)["Progressing"] == ("True", "BuildStarted")
+    assert d.event is not None and d.event.reason == "BuildStarted"
+    assert d.status["engineKey"] == p.key and d.status["build"]["jobName"] == p.job_name
+
+
+def test_operator_created_pvc_is_ensured_before_the_build() -> None:
+    p = prepared(spec(storage={"createPVC": {"size": "50Gi"}}), name="llama")
+    d = decide_engine(p, observe(pvc_exists=False), now=NOW)
+    assert d.actions == [EnsurePVC("llama-artifacts"), CreateBuild(p.job_name)]
+
+
+@pytest.mark.parametrize(("active", "ahead", "limit", "position"), [(2, 0, 2, 1), (1, 1, 2, 2), (0, 3, 2, 4)])
+def test_full_queue_waits_with_its_position(active: int, ahead: int, limit: int, position: int) -> None:
+    d = decide_engine(prepared(), observe(queue=BuildQueue(active, limit, ahead)), now=NOW)
+    assert d.phase == "Queued" and d.actions == []
+    assert f"position {position}" in d.status["build"]["message"]
+    assert conds(d)["Progressing"] == ("True", "Queued")
+
+
+def test_queue_admits_when_slots_are_free() -> None:
+    assert BuildQueue(active=1, limit=2, ahead=0).may_start
+    assert not BuildQueue(active=1, limit=2, ahead=1).may_start
+
+
+def test_running_job_is_building_and_adopted_when_another_engine_created_it() -> None:
+    p = prepared()
+    d = decide_engine(p, observe(job=job(), pods=[pod("Running")], owns_job=False), now=NOW)
+    assert d.phase == "Building" and d.actions == [AdoptJob(p.job_name)]
+    assert d.status["build"]["stage"] == "running"
+
+
+def test_completed_job_records_the_artifact_from_the_report() -> None:
+    p = prepared()
+    report = build_report(
+        status="Succeeded",
+        artifact_uri=f"s3://engines/cache/{p.key}",
+        manifest_digest="sha256:" + "1" * 64,
+        size_bytes=99,
+        stage_timings={"quantize": 2.5},
+    )
+    d = decide_engine(
+        p,
+        observe(job=job(("Complete", "")), pods=[pod("Succeeded", exit_code=0, message=json.dumps(report))]),
+        now=NOW,
+    )
+    assert d.phase == "Ready"
+    (action,) = d.actions
+    assert isinstance(action, RecordArtifact) and not action.owned
+    assert action.record["manifestDigest"] == "sha256:" + "1" * 64
+    assert action.record["recordedAt"] == NOW and action.record["builtBy"] == "e"
+    assert d.status["artifact"]["sizeBytes"] == 99
+    assert d.status["build"]["stageTimings"] == {"quantize": 2.5}
+    assert conds(d) == {
+        "Ready": ("True", "ArtifactReady"),
+        "Progressing": ("False", "BuildSucceeded"),
+        "Degraded": ("False", "ArtifactReady"),
+        "Planned": ("True", "PlanFits"),
+    }
+
+
+def test_recorded_artifact_is_reused_without_a_job() -> None:
+    p = prepared()
+    record = record_from_build(p, None, job_name="build-other", recorded_at=NOW) | {"builtBy": "other"}
+    d = decide_engine(p, observe(cache_entry=record), now=NOW)
+    assert d.phase == "Ready" and d.actions == []
+    assert conds(d)["Progressing"] == ("False", "ArtifactReused")
+    assert d.status["artifact"]["uri"] == f"s3://engines/cache/{p.key}"
+
+
+def test_repeated_decision_posts_no_second_event() -> None:
+    p = prepared()
+    first = decide_engine(p, observe(job=job(), pods=[pod("Running")]), now=NOW)
+    status = {**first.status, "conditions": merge_conditions([], first.conditions, dt.datetime(2026, 1, 1))}
+    again = decide_engine(p, observe(job=job(), pods=[pod("Running")], status=status), now=NOW)
+    assert first.event is not None and again.event is None
+
+
+@pytest.mark.parametrize(
+    ("pods", "job_reason", "reason", "deterministic", "needle"),
+    [
+        (
+            [
+                pod(
+                    "Failed",
+                    exit_code=14,
+                    message=json.dumps(
+                        build_report(
+                            status="Failed",
+                            reason="GPUOutOfMemory",
+                            stage="compile",
+                            message="OOM in trtllm-build",
+                        )
+                    ),
+                )
+            ],
+            "PodFailurePolicy",
+            "GPUOutOfMemory",
+            True,
+            "OOM in trtllm-build (stage compile)",
+        ),
+        (
+            [pod("Failed", exit_code=EXIT_CODES["AuthFailed"], message="401 Client Error")],
+            "PodFailurePolicy",
+            "AuthFailed",
+            True,
+            "401",
+        ),
+        (
+            [pod("Failed", exit_code=EXIT_CODES["DownloadFailed"], message="")],
+            "BackoffLimitExceeded",
+            "DownloadFailed",
+            False,
+            "code 11",
+        ),
+        ([pod("Failed", exit_code=137, message="")], "BackoffLimitExceeded", "Unknown", False, "code 137"),
+        ([], "DeadlineExceeded", "Timeout", False, "activeDeadlineSeconds=600"),
+        ([], "BackoffLimitExceeded", "Unknown", False, "BackoffLimitExceeded"),
+    ],
+)
+def test_failures_are_classified(
+    pods: list[dict[str, Any]], job_reason: str, reason: str, deterministic: bool, needle: str
+) -> None:
+    j = job(("Failed", job_reason))
+    failure = classify_failure(j, pods)
+    assert (failure.reason, failure.deterministic) == (reason, deterministic)
+    assert needle in failure.message
+    d = decide_engine(prepared(), observe(job=j, pods=pods), now=NOW)
+    assert d.phase == "Failed" and d.actions == []
+    assert d.status["build"]["reason"] == reason
+    assert conds(d)["Degraded"] == ("True", reason)
+    assert ("deterministic" in d.status["build"]["message"]) == deterministic
+
+
+def test_oom_killed_container_is_host_out_of_memory() -> None:
+    p = pod("Failed", exit_code=137)
+    p["status"]["containerStatuses"][0]["state"]["terminated"]["reason"] = "OOMKilled"
+    assert classify_failure(job(("Failed", "BackoffLimitExceeded")), [p]).reason == "HostOutOfMemory"
+
+
+def test_unschedulable_pod_is_reported_with_the_scheduler_message() -> None:
+    scheduled = {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": "0/5 nodes are available: 5 Insufficient nvidia.com/gpu.",
+    }
+    pending = pod("Pending", conditions=[scheduled])
+    assert unschedulable_message([pending]) == scheduled["message"]
+    d = decide_engine(prepared(), observe(job=job(), pods=[pending]), now=NOW)
+    assert d.phase == "Building"
+    assert conds(d)["Degraded"] == ("True", "BuildUnschedulable")
+    assert "Insufficient nvidia.com/gpu" in d.status["build"]["message"]
+    assert "nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3" in d.status["build"]["message"]
+
+
+@pytest.mark.parametrize(
+    "text", [None, "", "Traceback (most recent call last):", '{"status": "Weird"}', "[1, 2]", '{"stat']
+)
+def test_non_reports_are_not_parsed(text: str | None) -> None:
+    assert parse_report(text) is None
+
+
+# ----------------------------------------------------------------------------- conditions
+def test_merge_keeps_transition_time_when_status_is_unchanged_and_other_writers_types() -> None:
+    t0, t1 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC), dt.datetime(2026, 1, 2, tzinfo=dt.UTC)
+    theirs = {
+        "type": "ScalingLimited",
+        "status": "True",
+        "reason": "X",
+        "message": "",
+        "lastTransitionTime": "2025-01-01T00:00:00Z",
+    }
+    first = merge_conditions([theirs], [condition("Ready", False, "Building")], t0)
+    second = merge_conditions(first, [condition("Ready", False, "Queued", "new message")], t1)
+    third = merge_conditions(second, [condition("Ready", True, "ArtifactReady")], t1)
+    assert second[0] == theirs and third[0] == theirs
+    assert second[1]["lastTransitionTime"] == "2026-01-01T00:00:00Z" and second[1]["reason"] == "Queued"
+    assert third[1]["lastTransitionTime"] == "2026-01-02T00:00:00Z"
+
+
+def test_condition_rejects_bad_status() -> None:
+    with pytest.raises(ValueError, match="True, False or Unknown"):
+        condition("Ready", "maybe", "X")
