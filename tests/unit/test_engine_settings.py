@@ -1,0 +1,68 @@
+"""Operator settings: environment variables, flags, defaults, error messages naming the variable."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from trtllm_operator.commands.run import register, settings_from_args
+from trtllm_operator.settings import ENV_PREFIX, Settings, SettingsError, settings_table
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    return parser.parse_args(["run", *argv])
+
+
+def test_defaults_watch_the_whole_cluster() -> None:
+    s = Settings.from_env({})
+    assert s.clusterwide and s.max_concurrent_builds == 2 and s.liveness_port == 8081
+
+
+@pytest.mark.parametrize(
+    ("env", "field", "value"),
+    [
+        ({"NAMESPACES": "a, b,,c"}, "namespaces", ("a", "b", "c")),
+        ({"MAX_CONCURRENT_BUILDS": "5"}, "max_concurrent_builds", 5),
+        ({"STANDALONE": "false"}, "standalone", False),
+        ({"LIVENESS_PORT": ""}, "liveness_port", None),
+        ({"GPU_CATALOG_CONFIGMAP": "gpus"}, "gpu_catalog_configmap", "gpus"),
+        ({"LOG_FORMAT": "json"}, "log_format", "json"),
+    ],
+)
+def test_environment_variables(env: dict[str, str], field: str, value: object) -> None:
+    s = Settings.from_env({ENV_PREFIX + k: v for k, v in env.items()})
+    assert getattr(s, field) == value
+
+
+@pytest.mark.parametrize(
+    ("env", "needle"),
+    [
+        ({"MAX_CONCURRENT_BUILDS": "0"}, "TRTLLM_OPERATOR_MAX_CONCURRENT_BUILDS"),
+        ({"LOG_FORMAT": "xml"}, "TRTLLM_OPERATOR_LOG_FORMAT"),
+        ({"RESYNC_SECONDS": "soon"}, "TRTLLM_OPERATOR_RESYNC_SECONDS"),
+    ],
+)
+def test_bad_values_name_the_variable(env: dict[str, str], needle: str) -> None:
+    with pytest.raises(SettingsError, match=needle):
+        Settings.from_env({ENV_PREFIX + k: v for k, v in env.items()})
+
+
+def test_flags_override_the_environment() -> None:
+    base = Settings.from_env({ENV_PREFIX + "NAMESPACES": "x", ENV_PREFIX + "MAX_CONCURRENT_BUILDS": "3"})
+    s = settings_from_args(
+        parse("-n", "a", "-n", "b", "--max-concurrent-builds", "7", "--liveness-port", "0"), base
+    )
+    assert (s.namespaces, s.max_concurrent_builds, s.liveness_port) == (("a", "b"), 7, None)
+    assert settings_from_args(parse("--all-namespaces"), base).clusterwide
+    assert settings_from_args(parse(), base).namespaces == ("x",)
+    with pytest.raises(SettingsError, match="--max-concurrent-builds"):
+        settings_from_args(parse("--max-concurrent-builds", "0"), base)
+
+
+def test_settings_table_lists_every_field() -> None:
+    table = settings_table()
+    for name in Settings.model_fields:
+        assert f"`{ENV_PREFIX}{name.upper()}`" in table
