@@ -314,9 +314,11 @@ def test_rbac_is_least_privilege(rendered: dict[str, list[dict[str, Any]]], valu
         assert "nonResourceURLs" not in rule, f"{where}: {rule}"
         assert "secrets" not in rule.get("resources", []), f"Secret access in {where}: {rule}"
         assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"]), f"{where}: {rule}"
-        assert not {"nodes", "clusterroles", "roles", "rolebindings", "clusterrolebindings"} & set(
+        assert not {"clusterroles", "roles", "rolebindings", "clusterrolebindings"} & set(
             rule.get("resources", [])
         ), f"{where}: {rule}"
+        if "nodes" in rule.get("resources", []):  # GPU counts per node: read-only
+            assert set(rule["verbs"]) <= {"get", "list", "watch"}, f"{where}: {rule}"
         assert not any(r.endswith("/exec") or r.endswith("/attach") for r in rule.get("resources", []))
     kind = "Role" if value_set in ("namespaced", "everything") else "ClusterRole"
     # the operator never deletes its users' objects or their Jobs; the scale subresource is its only
@@ -340,10 +342,10 @@ def test_rbac_namespaced_mode_binds_roles_in_each_watched_namespace(
         assert b["subjects"] == [
             {"kind": "ServiceAccount", "name": "rel-trtllm-operator", "namespace": "trtllm-system"}
         ]
-    # cluster-scoped grants in namespaced mode: only what kopf needs to discover and peer
+    # cluster-scoped grants in namespaced mode: what kopf needs to discover and peer, GPU nodes read
     (cluster_role,) = only(objs, "ClusterRole")
     resources = {r for _, rule in rules_of([cluster_role]) for r in rule["resources"]}
-    assert resources == {"customresourcedefinitions", "clusterkopfpeerings"}
+    assert resources == {"customresourcedefinitions", "clusterkopfpeerings", "nodes"}
     for _, rule in rules_of([cluster_role]):
         assert not {"create", "delete", "update"} & set(rule["verbs"])
     # cluster-wide mode: one ClusterRole bound to the chart's ServiceAccount, nothing namespaced

@@ -42,6 +42,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
   verbs: ["get", "list", "watch"]
+# The LLMDeployment controller reads the GPU count of nodes with the engine's GPU product (label
+# nvidia.com/gpu.product) to choose single-node or multi-node serving. Read-only, list only.
+- apiGroups: [""]
+  resources: ["nodes"]
+  verbs: ["list"]
 # kopf peering, used only with replicaCount > 1.
 - apiGroups: ["kopf.dev"]
   resources: ["clusterkopfpeerings"]
@@ -80,15 +85,21 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: [""]
   resources: ["services"]
   verbs: ["get", "list", "watch", "create", "patch"]
+# Serving workloads: a Deployment (single node) or a LeaderWorkerSet (multi-node). When an engine
+# change switches between the two, the controller deletes the one it no longer uses (its own child).
 - apiGroups: ["apps"]
   resources: ["deployments"]
-  verbs: ["get", "list", "watch", "create", "patch"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+# Rollout progress: pods per engine key are counted through the Deployment's ReplicaSets.
+- apiGroups: ["apps"]
+  resources: ["replicasets"]
+  verbs: ["list"]
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
   verbs: ["get", "list", "watch", "create", "patch"]
 - apiGroups: ["leaderworkerset.x-k8s.io"]
   resources: ["leaderworkersets"]
-  verbs: ["get", "list", "watch", "create", "patch"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: ["autoscaling"]
   resources: ["horizontalpodautoscalers"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]

@@ -37,6 +37,9 @@ def configure_kopf(settings: kopf.OperatorSettings, **_: Any) -> None:
     if ours.watch_server_timeout_seconds is not None:
         settings.watching.server_timeout = ours.watch_server_timeout_seconds
     settings.peering.standalone = ours.standalone
+    # Watching listed namespaces: serve exactly those (no namespace listing/watching, which would
+    # need cluster-wide RBAC on namespaces; the chart grants none in namespaced mode).
+    settings.scanning.disabled = not ours.clusterwide
 
 
 @kopf.on.login()

@@ -1,0 +1,145 @@
+"""End-to-end tier: the Helm chart installed into the local control plane, the operator running with
+exactly the chart's container arguments and environment, authenticated as the chart's
+ServiceAccount.
+
+One installation per module (:func:`installed`):
+
+1. an operator namespace labelled ``pod-security.kubernetes.io/enforce=restricted`` (the real
+   PodSecurity admission must accept the operator pod) and a workload namespace;
+2. ``helm install`` of charts/trtllm-operator into the operator namespace, watching the workload
+   namespace (``watchNamespaces``), ``--wait`` (kwok runs the operator pod);
+3. a token for the chart's ServiceAccount (``kubectl create token``, TokenRequest) in a kubeconfig
+   of its own: no admin credentials reach the operator;
+4. ``python -m trtllm_operator.cli`` with the installed Deployment's ``args`` and ``env`` (read
+   back from the API server), only the two listening ports moved to free local ports; ready when its
+   liveness endpoint (the chart's probe) answers.
+
+Teardown: SIGTERM then SIGKILL of the operator, ``helm uninstall``, namespaces deleted. A failing test
+gets the tail of the operator log as a report section.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+import urllib.request
+from collections.abc import Generator, Iterator
+
+import pytest
+from e2e_harness import (
+    CHART,
+    RELEASE,
+    Installed,
+    container_command,
+    free_port,
+    helm_values,
+    token_kubeconfig,
+)
+from kubernetes import client
+from support.cluster import LocalCluster
+
+LOG_TAIL_LINES = 80
+LOG_LINE_CHARS = 600  # debug lines carry whole objects
+_running: dict[str, Installed] = {}
+
+
+@pytest.fixture(scope="module")
+def installed(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
+    work = tmp_path_factory.mktemp("e2e")
+    core = client.CoreV1Api(cluster.api)
+    apps = client.AppsV1Api(cluster.api)
+    op_ns = cluster.create_namespace("e2e-op")
+    ns = cluster.create_namespace("e2e")
+    core.patch_namespace(
+        op_ns,
+        {
+            "metadata": {
+                "labels": {
+                    "pod-security.kubernetes.io/enforce": "restricted",
+                    "pod-security.kubernetes.io/enforce-version": "latest",
+                    "pod-security.kubernetes.io/warn": "restricted",
+                }
+            }
+        },
+    )
+    handle = Installed(
+        cluster=cluster,
+        operator_namespace=op_ns,
+        namespace=ns,
+        service_account=f"{RELEASE}-trtllm-operator",
+        kubeconfig=work / "operator.kubeconfig",
+        log_path=work / "operator.log",
+    )
+    _running["installed"] = handle
+    try:
+        proc = cluster.helm(
+            "install",
+            RELEASE,
+            str(CHART),
+            "--namespace",
+            op_ns,
+            "--wait",
+            "--timeout",
+            "90s",
+            "--values",
+            "-",
+            input=helm_values(ns),
+            check=False,
+            timeout=120,
+        )
+        handle.helm_output = proc.stdout + proc.stderr
+        assert proc.returncode == 0, f"helm install failed:\n{handle.helm_output}"
+
+        token = cluster.kubectl(
+            "create", "token", handle.service_account, "-n", op_ns, "--duration", "1h"
+        ).stdout.strip()
+        assert token.count(".") == 2, "kubectl create token did not return a JWT"
+        token_kubeconfig(cluster, token, handle.kubeconfig)
+
+        deployment = apps.read_namespaced_deployment(f"{RELEASE}-trtllm-operator", op_ns)
+        handle.liveness_port, handle.metrics_port = free_port(), free_port()
+        argv, container_env = container_command(deployment, op_ns, handle.liveness_port, handle.metrics_port)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TRTLLM_OPERATOR_")}
+        env.pop("KUBECONFIG", None)
+        env.update(container_env)
+        env["KUBECONFIG"] = str(handle.kubeconfig)
+        env["HOME"] = str(work)  # no ~/.kube/config fallback to admin credentials
+        with open(handle.log_path, "wb") as out:
+            handle.proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=work)
+        url = f"http://127.0.0.1:{handle.liveness_port}/healthz"
+
+        def healthy() -> bool:
+            if not handle.alive():
+                code = handle.proc.returncode if handle.proc else None
+                raise AssertionError(f"the operator exited ({code}):\n{handle.log()[-4000:]}")
+            try:
+                with urllib.request.urlopen(url, timeout=2) as resp:
+                    return bool(resp.status == 200)
+            except OSError:
+                return False
+
+        deadline = time.monotonic() + 60
+        while not healthy():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the operator was not healthy within 60 s:\n{handle.log()[-4000:]}")
+            time.sleep(0.3)
+        yield handle
+    finally:
+        handle.stop()
+        _running.pop("installed", None)
+        cluster.helm("uninstall", RELEASE, "--namespace", op_ns, "--timeout", "60s", check=False, timeout=90)
+        for name in (ns, op_ns):
+            cluster.delete_namespace(name)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    running = _running.get("installed")
+    if report.failed and running is not None and "installed" in getattr(item, "fixturenames", ()):
+        tail = "\n".join(line[:LOG_LINE_CHARS] for line in running.log().splitlines()[-LOG_TAIL_LINES:])
+        report.sections.append((f"operator log (last {LOG_TAIL_LINES} lines, {running.log_path})", tail))
+    return report

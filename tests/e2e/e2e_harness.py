@@ -1,0 +1,139 @@
+"""Helpers of the e2e tier: the installed release, its ServiceAccount's kubeconfig, and the operator
+command built from the chart's Deployment (see conftest.py for the fixture that uses them)."""
+
+from __future__ import annotations
+
+import base64
+import signal
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from support.cluster import LocalCluster
+from support.operator import HF_CONFIG_DIR
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CHART = REPO_ROOT / "charts" / "trtllm-operator"
+RELEASE = "e2e"
+#: Settings for a quick test (the chart passes them through ``settings.extraEnv``).
+FAST_ENV = {
+    "TRTLLM_OPERATOR_HF_CONFIG_DIR": str(HF_CONFIG_DIR),
+    "TRTLLM_OPERATOR_ERROR_BACKOFF_SECONDS": "1",
+    "TRTLLM_OPERATOR_WATCH_SERVER_TIMEOUT_SECONDS": "10",
+    "TRTLLM_OPERATOR_RESYNC_SECONDS": "10",
+    "TRTLLM_OPERATOR_BUILDER_SHM_BYTES": str(2**30),
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Installed:
+    """The chart installed, and the operator process running as its ServiceAccount."""
+
+    cluster: LocalCluster
+    operator_namespace: str
+    namespace: str  # the watched workload namespace
+    service_account: str
+    kubeconfig: Path  # the ServiceAccount's token, nothing else
+    log_path: Path
+    proc: subprocess.Popen[bytes] | None = None
+    liveness_port: int = 0
+    metrics_port: int = 0
+    helm_output: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def kubectl_as_operator(self, *args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
+        """kubectl with the operator's kubeconfig (the ServiceAccount token)."""
+        proc = subprocess.run(
+            [str(self.cluster.bin_dir / "kubectl"), f"--kubeconfig={self.kubeconfig}", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed: {proc.stderr}")
+        return proc
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def token_kubeconfig(cluster: LocalCluster, token: str, path: Path) -> Path:
+    """A kubeconfig with the admin kubeconfig's server and CA, and ``token`` as the only credential."""
+    admin = yaml.safe_load(cluster.kubeconfig.read_text())
+    ctx_name = admin["current-context"]
+    ctx = next(c["context"] for c in admin["contexts"] if c["name"] == ctx_name)
+    cluster_entry = next(c["cluster"] for c in admin["clusters"] if c["name"] == ctx["cluster"])
+    if "certificate-authority" in cluster_entry:  # inline it: the file stays self-contained
+        ca = Path(cluster_entry.pop("certificate-authority")).read_bytes()
+        cluster_entry["certificate-authority-data"] = base64.b64encode(ca).decode()
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "local", "cluster": cluster_entry}],
+        "users": [{"name": "operator", "user": {"token": token}}],
+        "contexts": [{"name": "operator", "context": {"cluster": "local", "user": "operator"}}],
+        "current-context": "operator",
+    }
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return path
+
+
+def container_command(
+    deployment: Any, pod_namespace: str, liveness_port: int, metrics_port: int
+) -> tuple[list[str], dict[str, str]]:
+    """The operator container's args and env (from the installed Deployment) as a local command.
+
+    ``fieldRef: metadata.namespace`` becomes ``pod_namespace``; the liveness flag and the metrics
+    variable get the free local ports (several test sessions share this machine's ports).
+    """
+    (container,) = deployment.spec.template.spec.containers
+    args = [
+        f"--liveness-port={liveness_port}" if arg.startswith("--liveness-port=") else arg
+        for arg in container.args
+    ]
+    env: dict[str, str] = {}
+    for var in container.env:
+        if var.value is not None:
+            env[var.name] = var.value
+        elif var.value_from and var.value_from.field_ref:
+            assert var.value_from.field_ref.field_path == "metadata.namespace", var
+            env[var.name] = pod_namespace
+        else:
+            raise AssertionError(f"unsupported env source in the chart: {var}")
+    env["TRTLLM_OPERATOR_METRICS_PORT"] = str(metrics_port)
+    return [sys.executable, "-m", "trtllm_operator.cli", *args], env
+
+
+def helm_values(namespace: str) -> str:
+    """Values of the test release (YAML): watch ``namespace``, debug logs, the fast settings."""
+    extra_env = [{"name": k, "value": v} for k, v in FAST_ENV.items()]
+    values = {
+        "watchNamespaces": [namespace],
+        "settings": {"logLevel": "DEBUG", "logFormat": "json", "extraEnv": extra_env},
+    }
+    return yaml.safe_dump(values)

@@ -1,0 +1,372 @@
+"""The chart installed with Helm, the whole flow run by the operator as the chart's ServiceAccount.
+
+Flow (:func:`flow`, once per module): Secrets with recognisable fake credentials (a Hugging Face
+token, S3 access and secret keys) → an LLMEngine that uses both → builder Job (kwok completes its
+pod with the builder's JSON report as the termination message) → Ready → an LLMDeployment serving
+it → pods Ready → ``kubectl scale`` → more pods Ready. Every write the operator makes goes through
+the RBAC of the chart (see conftest.py); the tests then check what it did and did not do.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from e2e_harness import CHART, Installed, token_kubeconfig
+from kubernetes import client
+from support.cluster import LocalCluster
+from support.operator import HF_CONFIG_DIR
+from support.wait import wait_for
+
+from engine_builder.report import build_report
+from trtllm_operator.api import DEPLOYMENT_PLURAL, ENGINE_PLURAL, GROUP, VERSION
+from trtllm_operator.decide.engine import PreparedEngine, prepare_engine
+
+pytestmark = pytest.mark.slow
+
+H100 = "NVIDIA-H100-80GB-HBM3"
+TINYLLAMA = "hf://TinyLlama/TinyLlama-1.1B-Chat-v1.0"
+IMAGE = "nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3"
+KWOK = "kwok.trtllm-operator.dev"
+SA_TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+#: Fake credentials, recognisable and unique per run; none may leave its Secret.
+HF_TOKEN = "hf_e2eFAKE" + base64.b32encode(os.urandom(15)).decode().lower()
+S3_ACCESS_KEY = "AKIAE2EFAKE" + base64.b32encode(os.urandom(5)).decode()
+S3_SECRET_KEY = "e2eFakeS3Secret/" + base64.b64encode(os.urandom(18)).decode()
+
+
+def needles() -> dict[str, str]:
+    """Every form a leaked credential could take: raw, base64, and a 16-character core."""
+    out: dict[str, str] = {}
+    for name, value in (
+        ("HF token", HF_TOKEN),
+        ("S3 access key", S3_ACCESS_KEY),
+        ("S3 secret key", S3_SECRET_KEY),
+    ):
+        out[name] = value
+        out[f"{name} (base64)"] = base64.b64encode(value.encode()).decode()
+        out[f"{name} (core)"] = value[-16:]
+    return out
+
+
+# ----------------------------------------------------------------------------- the flow
+@dataclass
+class Flow:
+    engine: dict[str, Any]
+    deployment: dict[str, Any]
+    prepared: PreparedEngine
+    builder_pods: list[dict[str, Any]] = field(default_factory=list)
+    server_pods: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Api:
+    def __init__(self, cluster: LocalCluster, namespace: str) -> None:
+        self.ns = namespace
+        self.core = client.CoreV1Api(cluster.api)
+        self.batch = client.BatchV1Api(cluster.api)
+        self.custom = client.CustomObjectsApi(cluster.api)
+        self.san = cluster.api.sanitize_for_serialization
+
+    def get(self, plural: str, name: str) -> dict[str, Any]:
+        return dict(self.custom.get_namespaced_custom_object(GROUP, VERSION, self.ns, plural, name))
+
+    def status(self, plural: str, name: str) -> dict[str, Any]:
+        return dict(self.get(plural, name).get("status") or {})
+
+    def pods(self, selector: str) -> list[dict[str, Any]]:
+        items = self.core.list_namespaced_pod(self.ns, label_selector=selector).items
+        return [self.san(p) for p in items if p.metadata.deletion_timestamp is None]
+
+
+def ready_pods(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        p
+        for p in pods
+        if any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for c in p.get("status", {}).get("conditions") or []
+        )
+    ]
+
+
+def an_engine(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "LLMEngine",
+        "metadata": {"name": name},
+        "spec": {
+            "model": {"source": TINYLLAMA, "credentialsSecretRef": {"name": "hf-token", "key": "token"}},
+            "runtime": {"image": IMAGE},
+            "quantization": {"format": "fp8", "kvCacheDtype": "fp8"},
+            "gpu": {"product": H100, "backoffLimit": 0, "podAnnotations": {f"{KWOK}/delay-ms": "500"}},
+            "storage": {
+                "s3": {
+                    "bucket": "engines",
+                    "prefix": "e2e",
+                    "endpoint": "http://minio.storage.svc:9000",
+                    "credentialsSecretRef": {"name": "s3-credentials", "key": "AWS_ACCESS_KEY_ID"},
+                }
+            },
+        },
+    }
+
+
+def prepared_engine(body: dict[str, Any]) -> PreparedEngine:
+    """What the operator computes for ``body`` (the same pure function), for the builder report."""
+    config_path = Path(HF_CONFIG_DIR) / (TINYLLAMA.removeprefix("hf://").replace("/", "__") + ".json")
+    result = prepare_engine(
+        body["metadata"]["name"], body["spec"], hf_config=json.loads(config_path.read_text())
+    )
+    assert isinstance(result, PreparedEngine), result
+    return result
+
+
+@pytest.fixture(scope="module")
+def flow(installed: Installed) -> Flow:
+    cluster, ns = installed.cluster, installed.namespace
+    api = Api(cluster, ns)
+    api.core.create_namespaced_secret(
+        ns, {"metadata": {"name": "hf-token"}, "stringData": {"token": HF_TOKEN}}
+    )
+    api.core.create_namespaced_secret(
+        ns,
+        {
+            "metadata": {"name": "s3-credentials"},
+            "stringData": {"AWS_ACCESS_KEY_ID": S3_ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": S3_SECRET_KEY},
+        },
+    )
+
+    engine = an_engine("chat")
+    prepared = prepared_engine(engine)
+    report = build_report(
+        status="Succeeded",
+        engine_key=prepared.key,
+        artifact_uri=prepared.storage.artifact_uri(prepared.key),
+        manifest_digest="sha256:" + "e2" * 32,
+        size_bytes=2_345_678,
+        stage_timings={"fetch": 2.0, "quantize": 20.0, "compile": 40.0, "package": 1.0},
+    )
+    engine["spec"]["gpu"]["podAnnotations"].update(
+        {f"{KWOK}/outcome": "succeed", f"{KWOK}/message": json.dumps(report, separators=(",", ":"))}
+    )
+    api.custom.create_namespaced_custom_object(GROUP, VERSION, ns, ENGINE_PLURAL, engine)
+    result = Flow(engine=engine, deployment={}, prepared=prepared)
+
+    # the builder pod, read while it exists (a finished Job's pod may be collected later)
+    result.builder_pods = wait_for(
+        lambda: api.pods(f"batch.kubernetes.io/job-name={prepared.job_name}"),
+        timeout=60,
+        desc=f"builder pod of Job {prepared.job_name}",
+    )
+    wait_for(
+        lambda: api.status(ENGINE_PLURAL, "chat").get("phase") == "Ready",
+        timeout=60,
+        desc="LLMEngine chat Ready",
+    )
+    result.engine = api.get(ENGINE_PLURAL, "chat")
+
+    deployment = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "LLMDeployment",
+        "metadata": {"name": "chat"},
+        "spec": {"engineRef": {"name": "chat"}, "replicas": 1},
+    }
+    api.custom.create_namespaced_custom_object(GROUP, VERSION, ns, DEPLOYMENT_PLURAL, deployment)
+
+    def serving(n: int) -> dict[str, Any] | None:
+        s = api.status(DEPLOYMENT_PLURAL, "chat")
+        return s if s.get("phase") == "Ready" and s.get("readyReplicas") == n else None
+
+    wait_for(lambda: serving(1), timeout=60, desc="LLMDeployment chat Ready with 1 replica")
+    # a user scales through the scale subresource, as `kubectl scale` and an HPA do
+    cluster.kubectl("scale", "-n", ns, f"{DEPLOYMENT_PLURAL}.{GROUP}/chat", "--replicas=2")
+    wait_for(lambda: serving(2), timeout=60, desc="LLMDeployment chat Ready with 2 replicas")
+    result.deployment = api.get(DEPLOYMENT_PLURAL, "chat")
+    result.server_pods = api.pods(f"{GROUP}/deployment=chat")
+    return result
+
+
+# ----------------------------------------------------------------------------- tests
+def test_operator_pod_is_admitted_under_restricted_pod_security(installed: Installed) -> None:
+    core = client.CoreV1Api(installed.cluster.api)
+    ns = installed.operator_namespace
+    labels = core.read_namespace(ns).metadata.labels
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
+    pods = core.list_namespaced_pod(ns, label_selector="app.kubernetes.io/instance=e2e").items
+    assert len(pods) == 1, "the chart's Deployment made no pod: PodSecurity admission rejected it?"
+    assert pods[0].status.phase == "Running"
+    assert "violate" not in installed.helm_output, installed.helm_output
+    # the admission is really enforcing: a privileged pod is refused in the same namespace
+    privileged = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "privileged", "namespace": ns},
+        "spec": {"containers": [{"name": "c", "image": "busybox", "securityContext": {"privileged": True}}]},
+    }
+    proc = installed.cluster.kubectl(
+        "apply", "--dry-run=server", "-f", "-", input=json.dumps(privileged), check=False
+    )
+    assert proc.returncode != 0 and "violates PodSecurity" in proc.stderr, proc.stderr
+
+
+def test_flow_passes_as_the_chart_service_account(installed: Installed, flow: Flow) -> None:
+    whoami = installed.kubectl_as_operator("auth", "whoami", "-o", "json", check=True)
+    username = json.loads(whoami.stdout)["status"]["userInfo"]["username"]
+    assert username == f"system:serviceaccount:{installed.operator_namespace}:{installed.service_account}"
+
+    engine_status = flow.engine["status"]
+    assert engine_status["engineKey"] == flow.prepared.key
+    assert engine_status["artifact"]["uri"] == flow.prepared.storage.artifact_uri(flow.prepared.key)
+    assert engine_status["observedGeneration"] == flow.engine["metadata"]["generation"]
+    status = flow.deployment["status"]
+    assert status["readyReplicas"] == 2 and status["engineKey"] == flow.prepared.key
+    assert len(ready_pods(flow.server_pods)) == 2
+    assert installed.alive(), "the operator died"
+    log = installed.log()
+    denied = [line for line in log.splitlines() if re.search(r"\b403\b|[Ff]orbidden", line)]
+    assert not denied, "RBAC denied the operator:\n" + "\n".join(denied[:10])
+    assert flow.prepared.key in log, "the operator log does not show the build (is it the right log?)"
+
+
+@pytest.mark.parametrize(
+    ("verb", "resource", "where", "allowed"),
+    [
+        ("list", "secrets", "watched", False),
+        ("get", "secrets", "watched", False),
+        ("get", "secrets", "operator", False),
+        ("watch", "secrets", "all", False),
+        ("delete", "nodes", "cluster", False),
+        ("create", "clusterroles", "cluster", False),
+        ("create", "rolebindings", "watched", False),
+        ("*", "*", "all", False),
+        ("delete", f"llmengines.{GROUP}", "watched", False),
+        ("delete", f"llmdeployments.{GROUP}", "watched", False),
+        ("create", "pods", "watched", False),
+        ("create", "pods/exec", "watched", False),
+        ("list", f"llmengines.{GROUP}", "default", False),  # namespaced mode: only the watched one
+        # what the operator needs (so a "no" above is not just a broken token)
+        ("list", f"llmengines.{GROUP}", "watched", True),
+        ("patch", f"llmdeployments.{GROUP}/scale", "watched", True),
+        ("create", "jobs.batch", "watched", True),
+        ("watch", "customresourcedefinitions.apiextensions.k8s.io", "cluster", True),
+    ],
+)
+def test_service_account_is_not_excessive(
+    installed: Installed, verb: str, resource: str, where: str, allowed: bool
+) -> None:
+    scope = {
+        "watched": ["-n", installed.namespace],
+        "operator": ["-n", installed.operator_namespace],
+        "default": ["-n", "default"],
+        "all": ["--all-namespaces"],
+        "cluster": [],
+    }[where]
+    base, _, sub = resource.partition("/")
+    args = ["auth", "can-i", verb, base, *scope]
+    if sub:
+        args.append(f"--subresource={sub}")
+    proc = installed.kubectl_as_operator(*args)
+    answer = proc.stdout.strip()
+    assert answer in ("yes", "no"), proc.stderr
+    assert (answer == "yes") is allowed, f"can-i {verb} {resource} ({where}) = {answer}"
+
+
+def test_no_credential_appears_anywhere(installed: Installed, flow: Flow) -> None:
+    cluster = installed.cluster
+    haystacks: dict[str, str] = {"operator log": installed.log()}
+    for ns in (installed.namespace, installed.operator_namespace):
+        # every object of every listable kind (statuses, ConfigMaps, annotations, pods, Jobs...),
+        # except the Secrets that hold the credentials
+        for path in cluster._namespaced_collections(ns):
+            if path.endswith("/secrets"):
+                continue
+            for item in cluster._call("GET", path).get("items", []):
+                haystacks[f"{path}/{item['metadata']['name']}"] = json.dumps(item)
+        for event in client.CoreV1Api(cluster.api).list_namespaced_event(ns).items:
+            haystacks[f"event {ns}/{event.metadata.name}"] = json.dumps(
+                cluster.api.sanitize_for_serialization(event)
+            )
+    assert any(k.endswith(f"/{ENGINE_PLURAL}/chat") for k in haystacks), sorted(haystacks)[:20]
+    assert any("/configmaps/" in k for k in haystacks) and any(k.startswith("event ") for k in haystacks)
+    leaks = [
+        f"{what} in {where}"
+        for where, text in haystacks.items()
+        for what, needle in needles().items()
+        if needle in text
+    ]
+    assert not leaks, leaks
+    # the scan does find a credential where one is: the Secrets themselves (data is base64)
+    secrets = cluster._call("GET", f"/api/v1/namespaces/{installed.namespace}/secrets")
+    assert {"HF token (base64)", "S3 secret key (base64)"} <= {
+        what for what, needle in needles().items() if needle in json.dumps(secrets)
+    }
+    # the credentials do reach the builder and the servers, by reference only
+    refs = {
+        (e["name"], e["valueFrom"]["secretKeyRef"]["name"])
+        for p in flow.builder_pods
+        for c in p["spec"]["containers"]
+        for e in c.get("env", [])
+        if "valueFrom" in e and "secretKeyRef" in e["valueFrom"]
+    }
+    assert ("AWS_SECRET_ACCESS_KEY", "s3-credentials") in refs
+    assert any(secret == "hf-token" for _, secret in refs), refs
+
+
+def test_builder_and_server_pods_mount_no_service_account_token(flow: Flow) -> None:
+    assert flow.builder_pods and len(flow.server_pods) == 2
+    for pod in flow.builder_pods + flow.server_pods:
+        name, spec = pod["metadata"]["name"], pod["spec"]
+        assert spec.get("automountServiceAccountToken") is False, name
+        for volume in spec.get("volumes") or []:
+            assert not volume["name"].startswith("kube-api-access-"), (name, volume)
+            sources = (volume.get("projected") or {}).get("sources") or []
+            assert not any("serviceAccountToken" in s for s in sources), (name, volume)
+        for c in spec["containers"] + (spec.get("initContainers") or []):
+            for mount in c.get("volumeMounts") or []:
+                assert not mount["mountPath"].startswith(SA_TOKEN_PATH), (name, c["name"], mount)
+
+
+def test_cluster_wide_install_grants_cluster_wide_reads_and_still_no_secrets(
+    installed: Installed, tmp_path: Path
+) -> None:
+    """watchNamespaces: [] — a ClusterRole; the same limits hold (second release, own namespace)."""
+    cluster = installed.cluster
+    ns = cluster.create_namespace("e2e-cw")
+    try:
+        cluster.helm("install", "e2e-cw", str(CHART), "--namespace", ns, timeout=120)
+        sa = "e2e-cw-trtllm-operator"
+        token = cluster.kubectl("create", "token", sa, "-n", ns, "--duration", "10m").stdout.strip()
+        kubeconfig = token_kubeconfig(cluster, token, tmp_path / "cw.kubeconfig")
+
+        def can(*args: str) -> str:
+            argv = [str(cluster.bin_dir / "kubectl"), f"--kubeconfig={kubeconfig}", "auth", "can-i", *args]
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+            return proc.stdout.strip()
+
+        assert can("list", f"llmengines.{GROUP}", "--all-namespaces") == "yes"
+        assert can("watch", "namespaces") == "yes"
+        assert can("create", "jobs.batch", "-n", "default") == "yes"
+        for args in (
+            ("list", "secrets", "--all-namespaces"),
+            ("get", "secrets", "-n", ns),
+            ("delete", "nodes"),
+            ("create", "clusterroles"),
+            ("*", "*", "--all-namespaces"),
+            ("delete", f"llmengines.{GROUP}", "-n", "default"),
+        ):
+            assert can(*args) == "no", args
+        objs = yaml.safe_load_all(cluster.helm("get", "manifest", "e2e-cw", "-n", ns).stdout)
+        kinds = {o["kind"] for o in objs if o}
+        assert {"ClusterRole", "ClusterRoleBinding"} <= kinds and "Role" not in kinds
+    finally:
+        cluster.helm("uninstall", "e2e-cw", "--namespace", ns, check=False, timeout=90)
+        cluster.delete_namespace(ns)
