@@ -21,7 +21,7 @@ from trtllm_operator.settings import Settings, SettingsError
 
 log = logging.getLogger(__name__)
 
-_metrics_started = False
+_metrics_started = False  # the operator's registry (metrics.operator_metrics) is served once
 _metrics_lock = threading.Lock()
 
 
@@ -141,7 +141,7 @@ def _start_metrics(port: int | None) -> None:
     with _metrics_lock:
         if _metrics_started:
             return
-        from prometheus_client import start_http_server  # noqa: PLC0415
+        from trtllm_operator.metrics.operator_metrics import serve  # noqa: PLC0415
 
-        start_http_server(port)
+        serve(port)
         _metrics_started = True

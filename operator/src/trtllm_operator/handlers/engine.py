@@ -62,6 +62,14 @@ from trtllm_operator.kube import (
     post_event,
     update_conditions,
 )
+from trtllm_operator.metrics.operator_metrics import (
+    BUILD_STAGE_DURATION,
+    BUILDS,
+    BUILDS_FINISHED,
+    ENGINE_CACHE_LOOKUPS,
+    RECONCILE_DURATION,
+    RECONCILES,
+)
 from trtllm_operator.render.builder_job import (
     desired_artifact_pvc,
     desired_build_spec_configmap,
@@ -207,6 +215,18 @@ def reconcile(namespace: str, name: str, *, kube: Kube | None = None) -> EngineD
     API errors (the kopf handlers turn that into a delayed retry).
     """
     kube = kube or default_kube(current().field_manager)
+    started = time.monotonic()
+    result = "error"
+    try:
+        decision = _reconcile_locked(kube, namespace, name)
+        result = "invalid" if decision is not None and decision.status.get("engineKey") is None else "success"
+        return decision
+    finally:
+        RECONCILES.labels(kind="LLMEngine", result=result).inc()
+        RECONCILE_DURATION.labels(kind="LLMEngine").observe(time.monotonic() - started)
+
+
+def _reconcile_locked(kube: Kube, namespace: str, name: str) -> EngineDecision | None:
     with _lock_for(namespace, name):
         engine = kube.get(LLM_ENGINE, namespace, name)
         if engine is None or engine["metadata"].get("deletionTimestamp"):
@@ -259,8 +279,10 @@ def _decide_and_act(
     now = rfc3339(dt.datetime.now(dt.UTC))
     if record is None and job is None:
         # Counting running builds and creating ours must not interleave with another reconcile.
+        ENGINE_CACHE_LOOKUPS.labels(result="miss").inc()
         with _start_lock:
             queue = build_queue(kube, settings, engine)
+            BUILDS.labels(state="active").set(queue.active)
             obs = EngineObservation(generation, status, None, None, [], queue, True, pvc_exists)
             decision = decide_engine(prepared, obs, now=now)
             _act(kube, settings, engine, prepared, decision)
@@ -296,6 +318,8 @@ def _act(
             entry = desired_cache_entry(ns, action.record, owner=engine if action.owned else None)
             _, created = kube.create_or_get(CONFIG_MAP, ns, entry)
             if created:
+                for stage, seconds in (action.record.get("stageTimings") or {}).items():
+                    BUILD_STAGE_DURATION.labels(stage=stage).observe(float(seconds))
                 post_event(
                     kube,
                     engine,
@@ -345,6 +369,12 @@ def _write(
     )
     if decision.event is not None:
         post_event(kube, engine, decision.event.reason, decision.event.message, type_=decision.event.type)
+        if decision.event.reason == "ArtifactReused":
+            ENGINE_CACHE_LOOKUPS.labels(result="hit").inc()
+        elif decision.event.reason == "BuildSucceeded":
+            BUILDS_FINISHED.labels(result="succeeded", reason="Succeeded").inc()
+        elif decision.phase == "Failed" and decision.status.get("engineKey"):
+            BUILDS_FINISHED.labels(result="failed", reason=decision.event.reason).inc()
 
 
 def reconcile_queued(namespace: str | None = None) -> None:
@@ -356,6 +386,7 @@ def reconcile_queued(namespace: str | None = None) -> None:
             if (e.get("status") or {}).get("phase") == "Queued":
                 meta = e["metadata"]
                 waiting.append((meta.get("creationTimestamp") or "", meta["namespace"], meta["name"]))
+    BUILDS.labels(state="queued").set(len(waiting))
     for _, ns_, name in sorted(waiting):
         try:
             reconcile(ns_, name, kube=kube)

@@ -31,10 +31,13 @@ from typing import Any, cast
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from trtllm_operator.metrics.operator_metrics import API_ERRORS
+
 log = logging.getLogger(__name__)
 
 #: A manifest as the API server returns it (camelCase keys).
 Manifest = dict[str, Any]
+Manifests = list[Manifest]
 #: A JSON patch: a list of operations.
 JsonPatch = list[dict[str, Any]]
 _config: Any = config  # the kubernetes.config functions are untyped
@@ -82,6 +85,13 @@ _API_CLASSES: dict[str, Any] = {
     "autoscaling": client.AutoscalingV2Api,
     "policy": client.PolicyV1Api,
 }
+
+
+def _count(verb: str, exc: ApiException, *, expected: tuple[int, ...] = ()) -> None:
+    """Count an API error in ``trtllm_operator_api_errors_total`` unless its status is ``expected``
+    (a 404 on get is an answer, a 409 on create-or-get is "already there")."""
+    if exc.status not in expected:
+        API_ERRORS.labels(verb=verb, code=str(exc.status)).inc()
 
 
 def is_not_found(exc: BaseException) -> bool:
@@ -147,6 +157,7 @@ class Kube:
                 return cast(dict[str, Any], obj)
             return self._dict(self._typed("read", res, subresource)(name, namespace))
         except ApiException as exc:
+            _count("get", exc, expected=(404,))
             if exc.status == 404:
                 return None
             raise
@@ -158,13 +169,24 @@ class Kube:
         *,
         label_selector: str | None = None,
         field_selector: str | None = None,
-    ) -> list[Manifest]:
+    ) -> Manifests:
         """Items in ``namespace`` (all namespaces when None), each with apiVersion/kind filled in."""
         kwargs: dict[str, Any] = {}
         if label_selector:
             kwargs["label_selector"] = label_selector
         if field_selector:
             kwargs["field_selector"] = field_selector
+        try:
+            items = self._list(res, namespace, kwargs)
+        except ApiException as exc:
+            _count("list", exc)
+            raise
+        for item in items:
+            item.setdefault("apiVersion", res.api_version)
+            item.setdefault("kind", res.kind)
+        return items
+
+    def _list(self, res: Resource, namespace: str | None, kwargs: dict[str, Any]) -> Manifests:
         if res.method is None:
             if namespace is None:
                 raw = self._custom.list_cluster_custom_object(res.group, res.version, res.plural, **kwargs)
@@ -180,14 +202,18 @@ class Kube:
             else:
                 result = getattr(api, f"list_namespaced_{res.method}")(namespace, **kwargs)
             items = self._dict(result).get("items", [])
-        for item in items:
-            item.setdefault("apiVersion", res.api_version)
-            item.setdefault("kind", res.kind)
         return items
 
     # -- writes -------------------------------------------------------------------------------
     def create(self, res: Resource, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
         """Create; raises ApiException (409 when the name is taken)."""
+        try:
+            return self._create(res, namespace, body)
+        except ApiException as exc:
+            _count("create", exc, expected=(409,))
+            raise
+
+    def _create(self, res: Resource, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
         if res.method is None:
             obj = self._custom.create_namespaced_custom_object(
                 res.group, res.version, namespace, res.plural, dict(body), field_manager=self.field_manager
@@ -230,6 +256,22 @@ class Kube:
         Put ``{"metadata": {"resourceVersion": rv}}`` into a merge patch to make it conditional:
         the API server then answers 409 when the object changed since ``rv``.
         """
+        try:
+            return self._patch(res, namespace, name, body, subresource=subresource, content_type=content_type)
+        except ApiException as exc:
+            _count("patch", exc, expected=(409,))
+            raise
+
+    def _patch(
+        self,
+        res: Resource,
+        namespace: str,
+        name: str,
+        body: Mapping[str, Any] | JsonPatch,
+        *,
+        subresource: str | None,
+        content_type: str,
+    ) -> dict[str, Any]:
         payload: Any = body if isinstance(body, list) else dict(body)
         kwargs: dict[str, Any] = {"field_manager": self.field_manager, "_content_type": content_type}
         if res.method is None:
@@ -253,6 +295,7 @@ class Kube:
             else:
                 self._typed("delete", res)(name, namespace, propagation_policy=propagation)
         except ApiException as exc:
+            _count("delete", exc, expected=(404,))
             if exc.status == 404:
                 return False
             raise
