@@ -156,6 +156,7 @@ class SimulationResult:
     replica_history: list[tuple[float, int, int]]  # (time, target replicas, ready replicas)
     queue_history: list[tuple[float, int]]  # (sample time, total waiting requests)
     gpus_per_replica: int
+    measure_from_s: float = 0.0  # GPU-hours, scale events and max queue count from here on
 
 
 _NAN = float("nan")
@@ -177,6 +178,7 @@ class Simulation:
         routing: str = "random",
         seed: int = 0,
         drain_limit_s: float = 3600.0,
+        measure_from_s: float = 0.0,
     ) -> None:
         if routing not in {"random", "least-outstanding"}:
             raise ValueError(f"routing must be 'random' or 'least-outstanding', got {routing!r}")
@@ -192,6 +194,7 @@ class Simulation:
         self.rng = random.Random(seed)
         self.initial_replicas = initial_replicas
         self.drain_limit_s = drain_limit_s
+        self.measure_from_s = measure_from_s
 
         n = len(requests)
         self.first_token = [_NAN] * n
@@ -254,7 +257,8 @@ class Simulation:
     def _stop(self, r: _Replica, now: float) -> None:
         r.stopped_s = now
         if r.gpu_start_s is not None:
-            self.gpu_seconds += (now - r.gpu_start_s) * self.spec.gpus
+            held = now - max(r.gpu_start_s, self.measure_from_s)
+            self.gpu_seconds += max(0.0, held) * self.spec.gpus
         del self.replicas[r.rid]
         self._schedule_pending(now)
 
@@ -263,7 +267,7 @@ class Simulation:
 
     def _scale_to(self, desired: int, now: float) -> None:
         desired = max(0, desired)
-        if desired != self.target:
+        if desired != self.target and now >= self.measure_from_s:
             self.scale_events += 1
         self.target = desired
         live = self._live()
@@ -303,7 +307,7 @@ class Simulation:
         if not self.ready_list:
             self.front.append(idx)
             self.waiting += 1
-            self.max_queue = max(self.max_queue, self.waiting)
+            self._track_queue(now)
             return
         if self.routing == "random":
             r = self.ready_list[self.rng.randrange(len(self.ready_list))]
@@ -311,10 +315,14 @@ class Simulation:
             r = min(self.ready_list, key=lambda x: (len(x.queue) + len(x.heap), x.rid))
         self._enqueue(r, idx, now)
 
+    def _track_queue(self, now: float) -> None:
+        if now >= self.measure_from_s and self.waiting > self.max_queue:
+            self.max_queue = self.waiting
+
     def _enqueue(self, r: _Replica, idx: int, now: float) -> None:
         r.queue.append(idx)
         self.waiting += 1
-        self.max_queue = max(self.max_queue, self.waiting)
+        self._track_queue(now)
         if not r.busy and not r.start_pending:
             # Start the iteration after every other event of this instant, so that requests
             # arriving together are scheduled together (the executor loop picks up its queue).
@@ -477,4 +485,5 @@ class Simulation:
             replica_history=self.replica_history,
             queue_history=self.queue_history,
             gpus_per_replica=spec.gpus,
+            measure_from_s=self.measure_from_s,
         )

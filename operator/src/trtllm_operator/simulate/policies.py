@@ -202,10 +202,10 @@ class OraclePolicy:
         peak = max(self.demand(start + k * span / steps) for k in range(steps + 1))
         return max(1, math.ceil(round(peak / self.utilization, 9)))
 
-    def peak(self, end_s: float) -> int:
-        """The largest count the oracle uses in [0, end_s] (static provisioning at peak)."""
-        ticks = int(end_s / self.sync_period_s) + 1
-        return max(self.desired_at(k * self.sync_period_s) for k in range(ticks))
+    def peak(self, end_s: float, start_s: float = 0.0) -> int:
+        """The largest count the oracle uses in [start_s, end_s] (static provisioning at peak)."""
+        ticks = int((end_s - start_s) / self.sync_period_s) + 1
+        return max(self.desired_at(start_s + k * self.sync_period_s) for k in range(ticks))
 
     def decide(self, obs: Observation) -> int:
         """Replicas for the work arriving around now (see the class docstring)."""

@@ -7,7 +7,8 @@ TTFT ≤ the target; dropped requests count as misses), ``ttft_p50_ms``, ``ttft_
 over served requests with more than one output token), ``gpu_hours`` (GPU-seconds held by replicas,
 Pending pods excluded, / 3600, in simulated time), ``scale_events`` (changes of the target replica
 count), ``max_queue`` (most requests waiting at once, fleet-wide), ``duration_s``,
-``mean_replicas`` and ``max_replicas``.
+``mean_replicas`` and ``max_replicas``. With a warm-up (``measure_from_s`` > 0) everything counts
+from that instant on.
 """
 
 from __future__ import annotations
@@ -37,25 +38,40 @@ def _ms(x: float) -> float | None:
 
 
 def replica_time_average(result: SimulationResult) -> tuple[float, int]:
-    """Time-averaged and maximum target replica count over the run."""
+    """Time-averaged and maximum target replica count from ``measure_from_s`` to the end."""
+    start = result.measure_from_s
     hist = result.replica_history
-    if not hist or result.end_s <= 0:
-        return (float(hist[-1][1]) if hist else 0.0), max((h[1] for h in hist), default=0)
+    if not hist:
+        return 0.0, 0
     area = 0.0
+    peak = 0
     for (t0, n, _), (t1, _, _) in zip(hist, [*hist[1:], (result.end_s, 0, 0)], strict=True):
-        area += n * (max(t1, t0) - t0)
-    return area / result.end_s, max(h[1] for h in hist)
+        if t1 > start or t0 >= start:  # the segment [t0, t1) reaches into the measured window
+            peak = max(peak, n)
+        area += n * (max(t1, start) - max(t0, start))
+    span = result.end_s - start
+    return (area / span if span > 0 else float(hist[-1][1])), peak
 
 
 def summarize(result: SimulationResult, slo_ttft_ms: float) -> dict[str, Any]:
-    """The stable summary of one run (see the module docstring for each key)."""
-    n = len(result.requests)
+    """The stable summary of one run (see the module docstring for each key).
+
+    Only requests arriving at or after ``result.measure_from_s`` count (a warm-up before it is
+    simulated but not reported).
+    """
+    start = result.measure_from_s
+    n = 0
+    dropped = 0
     ttfts: list[float] = []
     tpots: list[float] = []
     met = 0
     slo_s = slo_ttft_ms / 1000.0
     for req, first, done in zip(result.requests, result.first_token_s, result.done_s, strict=True):
+        if req.arrival_s < start:
+            continue
+        n += 1
         if math.isnan(first):
+            dropped += 1
             continue
         ttft = first - req.arrival_s
         ttfts.append(ttft)
@@ -68,7 +84,7 @@ def summarize(result: SimulationResult, slo_ttft_ms: float) -> dict[str, Any]:
     mean_replicas, max_replicas = replica_time_average(result)
     return {
         "requests": n,
-        "dropped": result.dropped,
+        "dropped": dropped,
         "slo_ttft_ms": slo_ttft_ms,
         "slo_attainment": round(met / n, 6) if n else None,
         "ttft_p50_ms": _ms(percentile(ttfts, 50)),
@@ -78,7 +94,7 @@ def summarize(result: SimulationResult, slo_ttft_ms: float) -> dict[str, Any]:
         "gpu_hours": round(result.gpu_seconds / 3600.0, 6),
         "scale_events": result.scale_events,
         "max_queue": result.max_queue,
-        "duration_s": round(result.end_s, 3),
+        "duration_s": round(result.end_s - start, 3),
         "mean_replicas": round(mean_replicas, 3),
         "max_replicas": max_replicas,
     }
