@@ -27,7 +27,7 @@ IMAGE = "nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3"
 KEY_LABEL = "llm.trtllm-operator.dev/engine-key"
 
 
-def an_engine(name: str, max_batch_size: int = 64) -> dict[str, Any]:
+def an_engine(name: str, max_batch_size: int = 64, product: str = H100) -> dict[str, Any]:
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "LLMEngine",
@@ -39,7 +39,7 @@ def an_engine(name: str, max_batch_size: int = 64) -> dict[str, Any]:
             "quantization": {"format": "fp8", "kvCacheDtype": "fp8"},
             "parallelism": {"tensor": 2, "pipeline": 1},
             "build": {"maxBatchSize": max_batch_size, "maxNumTokens": 8192, "maxSeqLen": 8192},
-            "gpu": {"product": H100},
+            "gpu": {"product": product},
             "storage": {"pvc": {"claimName": "engines", "subPath": "trtllm"}},
         },
     }
@@ -265,3 +265,57 @@ def test_incompatible_image_or_gpu_is_reported_and_nothing_rolls(cluster: LocalC
         names = {d.metadata.name for d in api.apps.list_namespaced_deployment(api.ns).items}
         assert names == set(), f"nothing may be rolled out, found {names}"
         assert api.pods("img") == [] and api.pods("gpu") == []
+
+
+@pytest.mark.slow
+def test_auto_rollback_when_new_key_never_becomes_ready(cluster: LocalCluster, api: Api) -> None:
+    """New-key pods never become Ready (built for H200: the cluster has none, they stay Pending) past
+    progressDeadlineSeconds → the previous key's pod template is restored."""
+    good, bad = an_engine("llama-a"), an_engine("llama-b", product="NVIDIA-H200")
+    key_a, key_b = api.cache_artifact(good).key, api.cache_artifact(bad).key
+    api.create("llmengines", good)
+    api.create("llmengines", bad)
+    rollout = {"progressDeadlineSeconds": 60, "autoRollback": True}
+    api.create("llmdeployments", a_deployment("chat", "llama-a", replicas=2, rollout=rollout))
+
+    with running_operator(cluster, [api.ns]):
+        wait_for(
+            lambda: (
+                api.status("chat").get("engineKey") == key_a and api.status("chat").get("readyReplicas") == 2
+            ),
+            timeout=90,
+            desc="chat Ready on key A",
+        )
+        # Serve the other engine: its pods need H200 nodes, which this cluster does not have.
+        api.custom.patch_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            api.ns,
+            "llmdeployments",
+            "chat",
+            {"spec": {"engineRef": {"name": "llama-b"}}},
+        )
+        degraded = wait_for(
+            lambda: (c := api.condition("chat", "Degraded")) and c["reason"] == "RolledBack" and c,
+            timeout=150,
+            desc="Degraded=True RolledBack",
+        )
+        assert (
+            degraded["status"] == "True"
+            and key_b[:16] in degraded["message"]
+            and key_a[:16] in degraded["message"]
+        )
+        wait_for(
+            lambda: (
+                api.status("chat").get("readyReplicas") == 2
+                and all(p.metadata.labels[KEY_LABEL] == key_a[:16] for p in api.pods("chat"))
+            ),
+            timeout=60,
+            desc="previous key serving again",
+        )
+        status = api.status("chat")
+        assert status["engineKey"] == key_a and status["phase"] == "Degraded"
+        dep = api.apps.read_namespaced_deployment("chat", api.ns)
+        assert dep.metadata.annotations["llm.trtllm-operator.dev/rolled-back-from"] == key_b
+        events = api.core.list_namespaced_event(api.ns, field_selector="involvedObject.name=chat").items
+        assert any(e.reason == "RolledBack" and e.type == "Warning" for e in events)

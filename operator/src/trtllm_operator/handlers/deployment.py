@@ -293,7 +293,12 @@ def _reconcile(kube: Kube, namespace: str, name: str) -> None:
 
     selector = f"{LABEL_DEPLOYMENT}={child_name(name)}"
     state, message = _engine_state(engine)
-    pods = [p for p in kube.list(POD, namespace, label_selector=selector) if _is_replica_pod(p)]
+    # Failed/Succeeded pods serve nothing and are replaced by the ReplicaSet: not counted at all.
+    pods = [
+        p
+        for p in kube.list(POD, namespace, label_selector=selector)
+        if _is_replica_pod(p) and (p.get("status") or {}).get("phase") not in ("Failed", "Succeeded")
+    ]
     live_pods = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
     base = Observation(
         generation=generation,
