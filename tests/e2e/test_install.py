@@ -10,6 +10,7 @@ the RBAC of the chart (see conftest.py); the tests then check what it did and di
 from __future__ import annotations
 
 import base64
+import importlib.util
 import json
 import os
 import re
@@ -370,3 +371,73 @@ def test_cluster_wide_install_grants_cluster_wide_reads_and_still_no_secrets(
     finally:
         cluster.helm("uninstall", "e2e-cw", "--namespace", ns, check=False, timeout=90)
         cluster.delete_namespace(ns)
+
+
+#: The built-in autoscaler is wired in (its module exists and the handlers package imports it).
+_HANDLERS = importlib.util.find_spec("trtllm_operator.handlers")
+AUTOSCALER = (
+    importlib.util.find_spec("trtllm_operator.handlers.autoscaler") is not None
+    and _HANDLERS is not None
+    and _HANDLERS.origin is not None
+    and "autoscaler" in Path(_HANDLERS.origin).read_text()
+)
+
+
+@pytest.mark.skipif(
+    not AUTOSCALER, reason="the built-in autoscaler (handlers/autoscaler.py) is not there yet"
+)
+def test_builtin_autoscaler_scales_through_the_scale_subresource(installed: Installed, flow: Flow) -> None:
+    """Load on emulated Triton metrics (the pods' IPs, port 8002) → the operator, as the chart's
+    ServiceAccount, patches ``/scale`` → more pods Ready."""
+    from trtllm_operator.emulator import Control, Fleet, PodFollower  # noqa: PLC0415
+
+    api = Api(installed.cluster, installed.namespace)
+    deployment = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "LLMDeployment",
+        "metadata": {"name": "auto"},
+        "spec": {
+            "engineRef": {"name": "chat"},
+            "replicas": 1,
+            "autoscaling": {
+                "enabled": True,
+                "mode": "builtin",
+                "minReplicas": 1,
+                "maxReplicas": 3,
+                "targets": {"queueDepthPerReplica": 4},
+                "behavior": {
+                    "scaleUp": {"stabilizationWindowSeconds": 0, "maxReplicasPerStep": 4, "periodSeconds": 1},
+                    "scaleDown": {
+                        "stabilizationWindowSeconds": 300,
+                        "maxReplicasPerStep": 1,
+                        "periodSeconds": 1,
+                    },
+                },
+                "metrics": {"source": "pods", "scrapeIntervalSeconds": 1},
+            },
+        },
+    }
+    idle = Control(fixed={"waiting": 0, "kvCacheUtilization": 0.2})
+    with Fleet(port=8002, control=idle) as fleet:
+        follower = PodFollower(fleet, api.core, api.ns, f"{GROUP}/deployment=auto", poll_seconds=0.3).start()
+        try:
+            api.custom.create_namespaced_custom_object(GROUP, VERSION, api.ns, DEPLOYMENT_PLURAL, deployment)
+
+            def reading(n: int) -> bool:
+                s = api.status(DEPLOYMENT_PLURAL, "auto")
+                auto = s.get("autoscaling") or {}
+                return s.get("readyReplicas") == n and auto.get("queueDepthPerReplica") is not None
+
+            wait_for(lambda: reading(1), timeout=60, interval=0.3, desc="auto: 1 replica, metrics read")
+            fleet.set_control(Control(fixed={"waiting": 12, "kvCacheUtilization": 0.5}))
+            wait_for(lambda: reading(3), timeout=60, interval=0.3, desc="auto: scaled to 3 Ready replicas")
+        finally:
+            follower.stop()
+    obj = api.get(DEPLOYMENT_PLURAL, "auto")
+    assert obj["spec"]["replicas"] == 3
+    scale_writers = {
+        m["manager"] for m in obj["metadata"].get("managedFields", []) if m.get("subresource") == "scale"
+    }
+    assert scale_writers == {"trtllm-operator"}, obj["metadata"].get("managedFields")
+    log = installed.log()
+    assert not re.search(r"\b403\b|[Ff]orbidden", log), "RBAC denied the autoscaler"
