@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
+import yaml
 
+from trtllm_operator.api.deployment import AutoscalingSpec
 from trtllm_operator.decide import autoscaling as asc
 from trtllm_operator.simulate import policies
 from trtllm_operator.simulate.engine import Observation, PodSample, PodView, ReplicaSpec, Simulation
@@ -48,7 +51,7 @@ def test_baselines_are_the_shared_policy_with_other_settings() -> None:
     assert hpa.policy.scale_up == asc.HPA_DEFAULT_SCALE_UP
     assert hpa.policy.scale_down == asc.HPA_DEFAULT_SCALE_DOWN
     assert (hpa.policy.queue_depth_per_replica, hpa.policy.kv_cache_utilization) == (1.0, None)
-    assert hpa.sync_period_s == 15.0
+    assert hpa.sync_period_s == 15.0 and hpa.metrics_lag_s == 15.0
     kv = policies.kv_only()
     assert kv.policy.queue_depth_per_replica is None and kv.policy.kv_cache_utilization is not None
     default = asc.Policy(min_replicas=1, max_replicas=64)
@@ -114,3 +117,26 @@ def test_parse_policy_names_the_flag(text: str) -> None:
 def test_parse_policy(text: str, kind: str) -> None:
     assert policies.parse_policy(text, [], SPEC).name == kind
     assert math.isclose(policies.parse_policy("oracle:0.7", [Request(0, 1, 1)], SPEC).utilization, 0.7)  # type: ignore[union-attr]
+
+
+def test_a_deployment_manifest_drives_the_builtin_policy() -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "autoscaled-deployment.yaml"
+    manifest = next(d for d in yaml.safe_load_all(example.read_text()) if d["kind"] == "LLMDeployment")
+    pol = policies.from_deployment(manifest)
+    autoscaling = manifest["spec"]["autoscaling"]
+    assert pol.policy == asc.policy_from_spec(AutoscalingSpec.model_validate(autoscaling))
+    assert pol.policy.max_replicas == autoscaling["maxReplicas"]
+    assert pol.sync_period_s == autoscaling.get("metrics", {}).get("scrapeIntervalSeconds", 15)
+
+
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        ({"enabled": False, "maxReplicas": 4}, "enabled is false"),
+        ({"enabled": True, "maxReplicas": 4, "mode": "hpa"}, "only builtin"),
+        ({"enabled": True, "maxReplicas": 4, "tolerance": 2}, "spec.autoscaling is invalid"),
+    ],
+)
+def test_bad_deployment_sections_name_the_field(section: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        policies.from_deployment({"kind": "LLMDeployment", "spec": {"autoscaling": section}})

@@ -105,3 +105,12 @@ def test_cli_bad_input_exits_2_naming_the_flag(
     args = ["simulate", "--trace", str(TRACE), "--model-config", str(LLAMA_8B), "--gpu", "H100"]
     assert main([*args, *extra]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_cli_simulates_a_deployment_manifest(capsys: pytest.CaptureFixture[str]) -> None:
+    example = ROOT / "examples" / "autoscaled-deployment.yaml"
+    args = ["simulate", "--trace", str(TRACE), "--time-scale", "5", "--model-config", str(LLAMA_8B)]
+    args += ["--gpu", "H100", "--deployment", str(example), "--output", "json"]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["policy"] == f"builtin ({example})" and out["requests"] == 800

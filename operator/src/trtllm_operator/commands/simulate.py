@@ -54,6 +54,12 @@ def register(subparsers: Any) -> None:
         default="builtin",
         help="builtin | hpa-queue | kv-only | static:N | oracle[:UTILIZATION] (default builtin)",
     )
+    p.add_argument(
+        "--deployment",
+        metavar="YAML",
+        help="an LLMDeployment manifest (or its spec.autoscaling): simulate the builtin autoscaler with "
+        "exactly these settings (overrides --policy, --min-replicas, --max-replicas)",
+    )
     p.add_argument("--min-replicas", type=int, default=1)
     p.add_argument("--max-replicas", type=int, default=64)
     p.add_argument(
@@ -74,6 +80,20 @@ def register(subparsers: Any) -> None:
     p.add_argument("--timeline-interval-s", type=float, default=60.0, help="timeline interval (default 60 s)")
     p.add_argument("--plot", metavar="PNG", help="write a plot of load, replicas and TTFT here (matplotlib)")
     p.set_defaults(func=run)
+
+
+def _load_manifest(path: str) -> dict[str, Any]:
+    """The LLMDeployment document of a YAML file (the first one of that kind, or the only one)."""
+    import yaml  # noqa: PLC0415
+
+    with open(path, encoding="utf-8") as handle:
+        docs = [d for d in yaml.safe_load_all(handle) if isinstance(d, dict)]
+    for doc in docs:
+        if doc.get("kind") == "LLMDeployment":
+            return doc
+    if len(docs) == 1:
+        return docs[0]
+    raise ValueError(f"--deployment {path}: no LLMDeployment document in the file")
 
 
 def _fail(message: str) -> int:
@@ -121,10 +141,19 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as exc:
         return _fail(str(exc))
     try:
-        policy = policies.parse_policy(
-            args.policy, requests, setup.spec, min_replicas=args.min_replicas, max_replicas=args.max_replicas
-        )
-    except ValueError as exc:
+        if args.deployment:
+            policy: policies.SharedPolicy | policies.StaticPolicy | policies.OraclePolicy
+            policy = policies.from_deployment(_load_manifest(args.deployment))
+            args.policy = f"builtin ({args.deployment})"
+        else:
+            policy = policies.parse_policy(
+                args.policy,
+                requests,
+                setup.spec,
+                min_replicas=args.min_replicas,
+                max_replicas=args.max_replicas,
+            )
+    except (ValueError, OSError) as exc:
         return _fail(str(exc))
     if isinstance(policy, policies.StaticPolicy):
         initial = policy.replicas
@@ -134,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
         initial = policy.desired_at(0.0)
     else:
         initial = policies.OraclePolicy(requests, setup.spec).desired_at(0.0)
-        initial = min(max(initial, args.min_replicas), args.max_replicas)
+        initial = min(max(initial, policy.policy.min_replicas), policy.policy.max_replicas)
     sim = Simulation(
         requests,
         setup.spec,

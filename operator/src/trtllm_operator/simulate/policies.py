@@ -5,8 +5,10 @@
   with different ``Policy`` settings:
 
   * ``builtin`` — the operator's defaults (queue depth and KV-cache utilization, its windows and rate
-    limits), ticking every 5 s on metrics scraped from the pods (2 s old: Triton refreshes its
-    metrics every 2 s by default, ``--metrics-interval-ms 2000``).
+    limits), evaluated every ``metrics.scrapeIntervalSeconds`` (15 s by default, as the operator's
+    autoscaler timer does) on metrics it scrapes from the pods at that moment (2 s old: Triton
+    refreshes its metrics every 2 s by default, ``--metrics-interval-ms 2000``). Or the
+    ``spec.autoscaling`` of an LLMDeployment manifest (:func:`from_deployment`).
   * ``hpa-queue`` — the setup of NVIDIA's "Autoscaling and Load Balancing Generative AI w/ Triton
     Server and TensorRT-LLM" guide (triton-inference-server/tutorials,
     ``Deployment/Kubernetes/TensorRT-LLM_Autoscaling_and_Load_Balancing``): one Pods metric per
@@ -28,7 +30,9 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
+from trtllm_operator.api.deployment import AutoscalingSpec
 from trtllm_operator.decide import autoscaling as asc
 from trtllm_operator.simulate.engine import Observation, ReplicaSpec
 from trtllm_operator.simulate.perf import steady_concurrency
@@ -64,7 +68,7 @@ class SharedPolicy:
 
     name: str
     policy: asc.Policy
-    sync_period_s: float = 5.0
+    sync_period_s: float = 15.0
     metrics_lag_s: float = 2.0
     cold_start_s: float | None = None
     state: asc.AutoscalerState = field(default_factory=asc.AutoscalerState)
@@ -84,6 +88,30 @@ def builtin(min_replicas: int = 1, max_replicas: int = 64, **overrides: object) 
     if overrides:
         policy = replace(policy, **overrides)  # type: ignore[arg-type]
     return SharedPolicy("builtin", policy)
+
+
+def from_deployment(manifest: dict[str, Any]) -> SharedPolicy:
+    """The builtin policy of an LLMDeployment manifest (or of a bare ``spec.autoscaling`` mapping).
+
+    Uses the operator's own mapping (``policy_from_spec``) and evaluates every
+    ``metrics.scrapeIntervalSeconds``. Raises ``ValueError`` naming the field when the manifest
+    cannot drive the built-in autoscaler (disabled, not ``mode: builtin``, no ``maxReplicas``...).
+    """
+    section: Any = manifest
+    if "spec" in manifest or manifest.get("kind") == "LLMDeployment":
+        section = (manifest.get("spec") or {}).get("autoscaling")
+        if section is None:
+            raise ValueError("--deployment: the manifest has no spec.autoscaling; add one or use --policy")
+    try:
+        spec = AutoscalingSpec.model_validate(section)
+    except ValueError as exc:
+        raise ValueError(f"--deployment: spec.autoscaling is invalid: {exc}") from None
+    if not spec.enabled:
+        raise ValueError("--deployment: spec.autoscaling.enabled is false; set it to true to simulate it")
+    if spec.mode != "builtin":
+        raise ValueError(f"--deployment: spec.autoscaling.mode is {spec.mode!r}; only builtin is simulated")
+    policy = asc.policy_from_spec(spec)
+    return SharedPolicy("builtin", policy, sync_period_s=float(spec.metrics.scrape_interval_seconds))
 
 
 def hpa_queue(min_replicas: int = 1, max_replicas: int = 64, target: float = 1.0) -> SharedPolicy:
