@@ -441,3 +441,40 @@ def test_builtin_autoscaler_scales_through_the_scale_subresource(installed: Inst
     assert scale_writers == {"trtllm-operator"}, obj["metadata"].get("managedFields")
     log = installed.log()
     assert not re.search(r"\b403\b|[Ff]orbidden", log), "RBAC denied the autoscaler"
+
+
+def test_uninstall_removes_the_operator_and_keeps_crds_artifacts_and_cache_index(
+    installed: Installed, flow: Flow
+) -> None:
+    """Last in the module: ``helm uninstall`` (docs/install.md, "what stays")."""
+    cluster, ns = installed.cluster, installed.namespace
+    installed.stop()
+    cluster.helm("uninstall", "e2e", "--namespace", installed.operator_namespace, "--wait", timeout=120)
+    api = Api(cluster, ns)
+    rbac = client.RbacAuthorizationV1Api(cluster.api)
+    assert not [
+        r for r in rbac.list_cluster_role().items if r.metadata.name.startswith("e2e-trtllm-operator")
+    ]
+    assert not rbac.list_namespaced_role(ns).items
+    assert (
+        not client.CoreV1Api(cluster.api)
+        .list_namespaced_service_account(
+            installed.operator_namespace, field_selector="metadata.name=e2e-trtllm-operator"
+        )
+        .items
+    )
+    # the token died with its ServiceAccount
+    proc = installed.kubectl_as_operator("auth", "can-i", "list", f"llmengines.{GROUP}", "-n", ns)
+    assert proc.stdout.strip() != "yes", proc.stdout + proc.stderr
+    # what stays: the CRDs, the user's objects, the serving fleet, the engine-cache index
+    ext = client.ApiextensionsV1Api(cluster.api)
+    for plural in (ENGINE_PLURAL, DEPLOYMENT_PLURAL):
+        assert ext.read_custom_resource_definition(f"{plural}.{GROUP}")
+    assert api.status(ENGINE_PLURAL, "chat")["phase"] == "Ready"
+    assert client.AppsV1Api(cluster.api).read_namespaced_deployment("chat", ns).spec.replicas == 2
+    index = api.core.list_namespaced_config_map(
+        ns, label_selector="app.kubernetes.io/component=engine-artifact"
+    )
+    assert [cm.metadata.labels["llm.trtllm-operator.dev/engine-key"] for cm in index.items] == [
+        flow.prepared.key[:63]
+    ]
