@@ -319,3 +319,12 @@ def test_auto_rollback_when_new_key_never_becomes_ready(cluster: LocalCluster, a
         assert dep.metadata.annotations["llm.trtllm-operator.dev/rolled-back-from"] == key_b
         events = api.core.list_namespaced_event(api.ns, field_selector="involvedObject.name=chat").items
         assert any(e.reason == "RolledBack" and e.type == "Warning" for e in events)
+
+        # Fixing the spec (back to the good engine) clears the hold; the fleet is Ready again.
+        api.custom.patch_namespaced_custom_object(
+            GROUP, VERSION, api.ns, "llmdeployments", "chat", {"spec": {"engineRef": {"name": "llama-a"}}}
+        )
+        wait_for(lambda: api.status("chat").get("phase") == "Ready", timeout=60, desc="Ready after the fix")
+        assert (api.condition("chat", "Degraded") or {}).get("status") == "False"
+        annotations = api.apps.read_namespaced_deployment("chat", api.ns).metadata.annotations
+        assert "llm.trtllm-operator.dev/rolled-back-from" not in annotations

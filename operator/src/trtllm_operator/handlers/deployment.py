@@ -82,6 +82,8 @@ ANNOTATION_RENDERED_HASH = f"{GROUP}/rendered-hash"
 #: Annotation on the workload: the engine key whose rollout failed and was rolled back.
 ANNOTATION_ROLLED_BACK_FROM = f"{GROUP}/rolled-back-from"
 ANNOTATION_ROLLBACK_REASON = f"{GROUP}/rollback-reason"
+#: Annotation on the workload: the rendered hash of the failed rendering (held back until it changes).
+ANNOTATION_ROLLED_BACK_HASH = f"{GROUP}/rolled-back-hash"
 #: Fallback GPUs per node when no node of the engine's product exists yet.
 DEFAULT_GPUS_PER_NODE = 8
 RESYNC_SECONDS = 30.0
@@ -259,8 +261,10 @@ def _rollback(kube: Kube, namespace: str, workload: Mapping[str, Any], decision:
     )
     template = copy.deepcopy(newest["spec"]["template"])
     template["metadata"].get("labels", {}).pop("pod-template-hash", None)
+    failed_hash = (workload["metadata"].get("annotations") or {}).get(ANNOTATION_RENDERED_HASH, "")
     annotations = {
         ANNOTATION_ROLLED_BACK_FROM: decision.failed_key,
+        ANNOTATION_ROLLED_BACK_HASH: failed_hash,
         ANNOTATION_ROLLBACK_REASON: decision.reason,
         ANNOTATION_RENDERED_HASH: "rolled-back",
     }
@@ -399,8 +403,10 @@ def _sync_children(
     live = kube.get(res, namespace, wname)
     held: RollbackDecision | None = None
     annotations = (live or {}).get("metadata", {}).get("annotations") or {}
-    if live is not None and annotations.get(ANNOTATION_ROLLED_BACK_FROM) == children.params.engine_key:
-        # The desired key failed and was rolled back: keep the restored template, follow replicas only.
+    held_hash = annotations.get(ANNOTATION_ROLLED_BACK_HASH)
+    if live is not None and held_hash and held_hash == _with_hash(children.workload)[1]:
+        # This exact rendering failed and was rolled back: keep the restored template until the
+        # engine key or a setting changes; only the replica count follows spec.replicas.
         held = RollbackDecision(
             children.params.engine_key, "", annotations.get(ANNOTATION_ROLLBACK_REASON, "rolled back")
         )
@@ -410,14 +416,18 @@ def _sync_children(
     else:
         _apply_configmap(kube, children.configmap)
         if live is not None and annotations.get(ANNOTATION_ROLLED_BACK_FROM):
-            # A new key (or setting) arrived after a rollback: clear the hold, roll forward.
+            # A new key or setting arrived after a rollback: clear the hold, roll forward.
             kube.patch(
                 res,
                 namespace,
                 wname,
                 {
                     "metadata": {
-                        "annotations": {ANNOTATION_ROLLED_BACK_FROM: None, ANNOTATION_ROLLBACK_REASON: None}
+                        "annotations": {
+                            ANNOTATION_ROLLED_BACK_FROM: None,
+                            ANNOTATION_ROLLED_BACK_HASH: None,
+                            ANNOTATION_ROLLBACK_REASON: None,
+                        }
                     }
                 },
             )
