@@ -540,13 +540,14 @@ class BenchmarkSpec(ApiModel):
 
     model_config = model_config(
         cel(
-            "size(self.workloads) * size(self.values) <= 8",
+            "(has(self.workloads) ? size(self.workloads) : 1) "
+            "* (has(self.values) ? size(self.values) : 6) <= 8",
             "workloads × values must be at most 8 runs (the results travel in the pod's 4 KiB "
             "termination message); drop sweep values or workloads",
             field_path=".values",
         ),
         cel(
-            "self.mode != 'latency' || self.sweep == 'concurrency'",
+            "!has(self.mode) || self.mode != 'latency' || !has(self.sweep) || self.sweep == 'concurrency'",
             "mode latency runs at batch 1 (trtllm-bench latency has no --max_batch_size); use "
             "sweep: concurrency or mode: throughput",
             field_path=".sweep",

@@ -7,3 +7,4 @@ code in ``render/`` and ``decide/``, and write through ``kube/``.
 from trtllm_operator.handlers import engine as engine
 from trtllm_operator.handlers import startup as startup
 from trtllm_operator.handlers import deployment as deployment
+from trtllm_operator.handlers import tuning as tuning

@@ -1,0 +1,326 @@
+"""Tuning end to end: benchmark Jobs for Ready engines and the KV-cache advisor, real control plane.
+
+The whole operator runs in-process. Engines become Ready through the engine cache (an artifact
+recorded for the key, as ``trtllm-operator cache import`` does), so no builder Job runs; the
+artifact PVC is a pre-bound PV/PVC pair. Benchmark pods "run" on kwok: ``spec.benchmark.podAnnotations``
+carries kwok's outcome and the termination message — for success the sweep summary fixture
+(tests/fixtures/trtllm-bench/llama-3.1-8b-fp8-h100-sweep.json, exactly what the Job's script writes).
+The advisor test serves Triton ``/metrics`` on the kwok pods' IPs with the metrics emulator
+(:mod:`trtllm_operator.emulator`) at a sustained high KV-cache utilization.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from support.cluster import LocalCluster
+from support.operator import running_operator
+from support.wait import wait_for
+
+from trtllm_operator.decide.engine import PreparedEngine, artifact_record, prepare_engine
+from trtllm_operator.emulator import Control, Fleet, PodFollower
+from trtllm_operator.render.builder_job import desired_cache_entry
+
+pytestmark = pytest.mark.slow
+
+GROUP, VERSION = "llm.trtllm-operator.dev", "v1alpha1"
+H100 = "NVIDIA-H100-80GB-HBM3"
+IMAGE = "nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3"
+SWEEP = Path(__file__).resolve().parents[1] / "fixtures" / "trtllm-bench" / "llama-3.1-8b-fp8-h100-sweep.json"
+OUTCOME = "kwok.trtllm-operator.dev/outcome"
+EXIT_CODE = "kwok.trtllm-operator.dev/exit-code"
+MESSAGE = "kwok.trtllm-operator.dev/message"
+DELAY_MS = "kwok.trtllm-operator.dev/delay-ms"
+
+
+def an_engine(
+    name: str, *, max_batch_size: int = 64, tp: int = 1, benchmark: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "model": {"source": "hf://meta-llama/Llama-3.1-8B-Instruct"},
+        "backend": "tensorrt",
+        "runtime": {"image": IMAGE},
+        "quantization": {"format": "fp8", "kvCacheDtype": "fp8"},
+        "parallelism": {"tensor": tp, "pipeline": 1},
+        "build": {"maxBatchSize": max_batch_size, "maxNumTokens": 8192, "maxSeqLen": 8192},
+        "gpu": {"product": H100},
+        "storage": {"pvc": {"claimName": "engines", "subPath": "trtllm"}},
+    }
+    if benchmark is not None:
+        spec["benchmark"] = benchmark
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "LLMEngine", "metadata": {"name": name}, "spec": spec}
+
+
+class Api:
+    def __init__(self, cluster: LocalCluster, ns: str) -> None:
+        self.ns = ns
+        self.core = client.CoreV1Api(cluster.api)
+        self.batch = client.BatchV1Api(cluster.api)
+        self.custom = client.CustomObjectsApi(cluster.api)
+        self.san = cluster.api.sanitize_for_serialization
+
+    def create(self, plural: str, body: dict[str, Any]) -> None:
+        self.custom.create_namespaced_custom_object(GROUP, VERSION, self.ns, plural, body)
+
+    def get(self, plural: str, name: str) -> dict[str, Any]:
+        obj: dict[str, Any] = self.custom.get_namespaced_custom_object(GROUP, VERSION, self.ns, plural, name)
+        return obj
+
+    def cache_artifact(self, engine: dict[str, Any]) -> PreparedEngine:
+        """Record an artifact for the engine's key in the engine cache (as ``cache import`` does)."""
+        prepared = prepare_engine(engine["metadata"]["name"], engine["spec"])
+        assert isinstance(prepared, PreparedEngine), prepared
+        record = artifact_record(
+            key=prepared.key,
+            storage=prepared.storage,
+            runtime_image=prepared.build_spec.runtime_image,
+            gpu_product=prepared.gpu.product,
+            sm=prepared.gpu.sm,
+            backend=prepared.build_spec.backend,
+            recorded_at="2026-11-29T20:00:00Z",
+            size_bytes=9 * 10**9,
+        )
+        self.core.create_namespaced_config_map(self.ns, desired_cache_entry(self.ns, record))
+        return prepared
+
+    def artifact_pvc(self) -> None:
+        """A pre-bound PV/PVC pair (the local control plane has no PV binder)."""
+        pv = f"engines-{self.ns}"
+        self.core.create_persistent_volume(
+            {
+                "metadata": {"name": pv},
+                "spec": {
+                    "capacity": {"storage": "100Gi"},
+                    "accessModes": ["ReadWriteMany"],
+                    "hostPath": {"path": "/tmp/engines"},
+                    "storageClassName": "",
+                    "claimRef": {"namespace": self.ns, "name": "engines"},
+                },
+            }
+        )
+        self.core.create_namespaced_persistent_volume_claim(
+            self.ns,
+            {
+                "metadata": {"name": "engines", "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+                "spec": {
+                    "accessModes": ["ReadWriteMany"],
+                    "resources": {"requests": {"storage": "100Gi"}},
+                    "storageClassName": "",
+                    "volumeName": pv,
+                },
+            },
+        )
+        self.core.patch_persistent_volume_status(pv, {"status": {"phase": "Bound"}})
+        self.core.patch_namespaced_persistent_volume_claim_status(
+            "engines",
+            self.ns,
+            {
+                "status": {
+                    "phase": "Bound",
+                    "accessModes": ["ReadWriteMany"],
+                    "capacity": {"storage": "100Gi"},
+                }
+            },
+        )
+
+    def benchmark(self, engine: str) -> dict[str, Any]:
+        return dict((self.get("llmengines", engine).get("status") or {}).get("benchmark") or {})
+
+    def job(self, name: str) -> dict[str, Any] | None:
+        try:
+            return dict(self.san(self.batch.read_namespaced_job(name, self.ns)))
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def job_pod(self, job: str) -> dict[str, Any] | None:
+        pods = self.core.list_namespaced_pod(
+            self.ns, label_selector=f"batch.kubernetes.io/job-name={job}"
+        ).items
+        return dict(self.san(pods[0])) if pods else None
+
+    def event_reasons(self, name: str) -> list[str]:
+        items = self.core.list_namespaced_event(self.ns, field_selector=f"involvedObject.name={name}").items
+        return [e.reason for e in items]
+
+
+@pytest.fixture
+def api(cluster: LocalCluster, namespace: str) -> Iterator[Api]:
+    a = Api(cluster, namespace)
+    a.artifact_pvc()
+    yield a
+    client.CoreV1Api(cluster.api).delete_persistent_volume(f"engines-{namespace}")
+
+
+def test_benchmark_job_on_the_engine_gpu_and_results_in_status(cluster: LocalCluster, api: Api) -> None:
+    sweep = SWEEP.read_text().strip()
+    good = an_engine(
+        "llama",
+        tp=2,
+        benchmark={
+            "values": [1, 8, 32, 128, 256, 512, 1024, 2048],
+            "podAnnotations": {OUTCOME: "succeed", MESSAGE: sweep, DELAY_MS: "500"},
+        },
+    )
+    bad = an_engine(
+        "broken",
+        max_batch_size=32,
+        benchmark={
+            "values": [8, 64],
+            "podAnnotations": {OUTCOME: "fail", EXIT_CODE: "1", MESSAGE: "RuntimeError: CUDA out of memory"},
+        },
+    )
+    plain = an_engine("plain", max_batch_size=16)  # no spec.benchmark: no Job
+    for e in (good, bad, plain):
+        api.cache_artifact(e)
+        api.create("llmengines", e)
+
+    with running_operator(cluster, [api.ns]):
+        status = wait_for(
+            lambda: (s := api.benchmark("llama")).get("phase") == "Succeeded" and s,
+            timeout=90,
+            desc="benchmark Succeeded",
+        )
+        engine = api.get("llmengines", "llama")
+        key = engine["status"]["engineKey"]
+        assert engine["status"]["phase"] == "Ready"
+        assert status["engineKey"] == key
+        job = api.job(status["jobName"])
+        assert job is not None and job["metadata"]["name"].startswith(f"bench-{key[:16]}-")
+        owner = job["metadata"]["ownerReferences"][0]
+        assert (owner["kind"], owner["name"]) == ("LLMEngine", "llama")
+        pod_spec = job["spec"]["template"]["spec"]
+        (container,) = pod_spec["containers"]
+        assert container["image"] == IMAGE
+        assert container["resources"]["limits"]["nvidia.com/gpu"] == "2"
+        assert pod_spec["automountServiceAccountToken"] is False
+        mount = next(m for m in container["volumeMounts"] if m["name"] == "artifact")
+        assert mount == {
+            "name": "artifact",
+            "mountPath": "/artifact",
+            "readOnly": True,
+            "subPath": f"trtllm/{key}",
+        }
+        volume = next(v for v in pod_spec["volumes"] if v["name"] == "artifact")
+        assert volume["persistentVolumeClaim"] == {"claimName": "engines", "readOnly": True}
+        pod = api.job_pod(job["metadata"]["name"])
+        assert pod is not None
+        node = api.core.read_node(pod["spec"]["nodeName"])
+        assert node.metadata.labels["nvidia.com/gpu.product"] == H100
+
+        # the sweep summary from the termination message, in status
+        assert status["recommendedMaxBatchSize"] == 640
+        (curve,) = status["curves"]
+        assert (curve["inputTokens"], curve["outputTokens"], curve["knee"]) == (128, 128, 512)
+        runs = status["runs"]
+        assert [r["concurrency"] for r in runs] == [1, 8, 32, 128, 256, 512, 1024, 2048]
+        assert runs[0]["outputTokensPerSecond"] == pytest.approx(384.1)
+        assert runs[0]["ttftMs"]["p99"] > runs[0]["ttftMs"]["p50"] > 0
+        assert runs[-1]["error"] == "trtllm-bench exited with 1"
+        assert "advice only" in status["message"]
+        # never written into spec
+        assert "maxBatchSize" in engine["spec"]["build"] and engine["spec"]["build"]["maxBatchSize"] == 64
+        assert "BenchmarkSucceeded" in api.event_reasons("llama")
+
+        failed = wait_for(
+            lambda: (s := api.benchmark("broken")).get("phase") == "Failed" and s,
+            timeout=60,
+            desc="benchmark Failed",
+        )
+        assert "the benchmark Job failed" in failed["message"]
+        assert "CUDA out of memory" in failed["message"]
+        assert not api.benchmark("plain")
+        jobs = [j.metadata.name for j in api.batch.list_namespaced_job(api.ns).items]
+        assert sorted(n.split("-")[0] for n in jobs) == ["bench", "bench"]  # none for "plain"
+
+        # an edited benchmark spec runs a new Job for the same key
+        api.custom.patch_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            api.ns,
+            "llmengines",
+            "llama",
+            {"spec": {"benchmark": {"values": [1, 8, 32, 128, 256, 512, 1024]}}},
+        )
+        rerun = wait_for(
+            lambda: (
+                (s := api.benchmark("llama")).get("jobName") != status["jobName"]
+                and s.get("phase") == "Succeeded"
+                and s
+            ),
+            timeout=90,
+            desc="second benchmark",
+        )
+        assert rerun["engineKey"] == key
+
+
+def test_advisor_recommends_after_sustained_high_kv_through_the_emulator(
+    cluster: LocalCluster, api: Api
+) -> None:
+    engine = an_engine("llama")
+    api.cache_artifact(engine)
+    api.create("llmengines", engine)
+    api.create(
+        "llmdeployments",
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "LLMDeployment",
+            "metadata": {"name": "chat"},
+            "spec": {
+                "engineRef": {"name": "llama"},
+                "replicas": 2,
+                "tuning": {"enabled": True, "windowSeconds": 60, "intervalSeconds": 1},
+            },
+        },
+    )
+    with Fleet(port=8002, control=Control(fixed={"waiting": 0, "kvCacheUtilization": 0.93})) as fleet:
+        follower = PodFollower(
+            fleet, api.core, api.ns, "llm.trtllm-operator.dev/deployment", poll_seconds=0.3
+        ).start()
+        try:
+            with running_operator(cluster, [api.ns]):
+                wait_for(
+                    lambda: len(fleet.addresses()) == 2, timeout=90, desc="2 serving pods with emulators"
+                )
+
+                def recommended() -> list[dict[str, Any]] | None:
+                    status = api.get("llmdeployments", "chat").get("status") or {}
+                    return status.get("recommendations") or None
+
+                # nothing before the window has enough evidence
+                status = api.get("llmdeployments", "chat").get("status") or {}
+                assert not status.get("recommendations")
+                recs = wait_for(recommended, timeout=150, interval=1.0, desc="a tuning recommendation")
+        finally:
+            follower.stop()
+    assert [r["type"] for r in recs] == ["KVCacheHigh", "RaiseKVCacheFraction"]
+    high, capacity = recs
+    ev = high["evidence"]
+    assert ev["windowSeconds"] == 60 and ev["samples"] >= 10
+    assert ev["kvCacheUtilizationP50"] == pytest.approx(0.93, abs=0.01)
+    history = api.get("llmdeployments", "chat")["status"]["tuning"]["history"]
+    assert ev["fractionAboveHigh"] == 1.0, history
+    assert ev["queueDepthPerReplicaP50"] == 0
+    changes = {c["field"]: (c["current"], c["recommended"]) for c in high["changes"]}
+    assert changes["LLMEngine spec.build.maxBatchSize"] == (64, 48)  # 64 / (0.93 / 0.7) → 48
+    assert changes["LLMEngine spec.build.maxNumTokens"] == (8192, 11008)  # × 1.33, up to 256
+    assert capacity["changes"] == [
+        {"field": "spec.server.kvCacheFreeGpuMemFraction", "current": 0.9, "recommended": 0.95}
+    ]
+    dep = api.get("llmdeployments", "chat")
+    history = dep["status"]["tuning"]["history"]
+    assert len(history) >= ev["samples"] and all(
+        row[1] == pytest.approx(0.93, abs=0.01) for row in history[-5:]
+    )
+    # advice only: spec untouched
+    assert (
+        "kvCacheFreeGpuMemFraction" not in (dep["spec"].get("server") or {})
+        or dep["spec"]["server"]["kvCacheFreeGpuMemFraction"] == 0.9
+    )
+    assert api.get("llmengines", "llama")["spec"]["build"]["maxBatchSize"] == 64
+    assert "TuningRecommendation" in api.event_reasons("chat")
