@@ -594,3 +594,22 @@ def test_created_pvc_is_kept_unless_reclaim_policy_delete(api: Api, operator: No
     assert pvc("keep-artifacts") is not None and not pvc("keep-artifacts")["metadata"].get(
         "deletionTimestamp"
     )
+
+
+def test_second_engine_joins_a_running_build_and_keeps_it_alive(api: Api, operator: None) -> None:
+    a = an_engine("a")
+    prepared = a.prepared()
+    api.create(a.succeeds(success_report(prepared)).runs_for(5000))
+    wait_for(lambda: api.phase("a") == "Building")
+    api.create(an_engine("b"))  # same key, created while the build runs
+
+    def owners() -> list[str]:
+        jobs = api.jobs()
+        assert len(jobs) == 1, [j["metadata"]["name"] for j in jobs]
+        return sorted(o["name"] for o in jobs[0]["metadata"].get("ownerReferences") or [])
+
+    wait_for(lambda: owners() == ["a", "b"], desc="both LLMEngines own the one Job")
+    api.delete_engine("a")
+    engine = api.wait_phase("b", "Ready", timeout=60)
+    assert engine["status"]["build"]["jobName"] == prepared.job_name
+    wait_for(lambda: owners() == ["b"], timeout=90, desc="the garbage collector drops the deleted owner")

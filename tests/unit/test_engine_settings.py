@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pytest
 
@@ -66,3 +67,10 @@ def test_settings_table_lists_every_field() -> None:
     table = settings_table()
     for name in Settings.model_fields:
         assert f"`{ENV_PREFIX}{name.upper()}`" in table
+
+
+def test_docs_show_the_current_settings_table() -> None:
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "operator.md").read_text()
+    assert settings_table() in docs, (
+        "docs/operator.md is stale: paste trtllm_operator.settings.settings_table()"
+    )
