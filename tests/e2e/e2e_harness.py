@@ -130,10 +130,12 @@ def container_command(
 
 
 def helm_values(namespace: str) -> str:
-    """Values of the test release (YAML): watch ``namespace``, debug logs, the fast settings."""
+    """Values of the test release (YAML): watch ``namespace``, debug logs, the fast settings, the
+    serving NetworkPolicy."""
     extra_env = [{"name": k, "value": v} for k, v in FAST_ENV.items()]
     values = {
         "watchNamespaces": [namespace],
         "settings": {"logLevel": "DEBUG", "logFormat": "json", "extraEnv": extra_env},
+        "servingNetworkPolicy": {"enabled": True},
     }
     return yaml.safe_dump(values)

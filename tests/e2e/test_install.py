@@ -232,6 +232,12 @@ def test_flow_passes_as_the_chart_service_account(installed: Installed, flow: Fl
     assert status["readyReplicas"] == 2 and status["engineKey"] == flow.prepared.key
     assert len(ready_pods(flow.server_pods)) == 2
     assert installed.alive(), "the operator died"
+    # the chart's serving NetworkPolicy is admitted in the watched namespace and selects the servers
+    policy = client.NetworkingV1Api(installed.cluster.api).read_namespaced_network_policy(
+        "trtllm-serving", installed.namespace
+    )
+    for pod in flow.server_pods:
+        assert policy.spec.pod_selector.match_labels.items() <= pod["metadata"]["labels"].items()
     log = installed.log()
     denied = [line for line in log.splitlines() if re.search(r"\b403\b|[Ff]orbidden", line)]
     assert not denied, "RBAC denied the operator:\n" + "\n".join(denied[:10])

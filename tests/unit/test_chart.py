@@ -42,6 +42,8 @@ VALUE_SETS: dict[str, list[str]] = {
         "prometheusRule.enabled=true",
         "--set",
         "grafanaDashboard.enabled=true",
+        "--set",
+        "servingNetworkPolicy.enabled=true",
     ],
     "peering": ["--set", "replicaCount=2", "--set", "settings.logFormat=text"],
     "no-service": ["--set", "metrics.service.enabled=false", "--set", "serviceAccount.name=op"],
@@ -130,6 +132,7 @@ def test_values_schema_rejects_unknown_keys_and_bad_values(helm_bin: Path, helm_
         (["--set", "watchNamespace=a"], "watchNamespace"),
         (["--set", "watchNamespaces={Not_A_Namespace}"], "watchNamespaces"),
         (["--set", "settings.logFormat=xml"], "logFormat"),
+        (["--set", "servingNetworkPolicy.enabled=true"], "servingNetworkPolicy.namespaces"),
     ):
         proc = run_helm(
             helm_bin, helm_env, "template", "rel", str(CHART), "--kube-version", K8S_VERSION, *bad
@@ -389,3 +392,15 @@ def test_documented_network_policy_validates_and_selects_serving_pods() -> None:
         assert ports == {53} or (
             rule.get("to") and all(peer.get(LABEL_COMPONENT) == "server" for peer in peers)
         ), rule
+
+
+def test_chart_renders_the_documented_network_policy(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    """servingNetworkPolicy.enabled renders exactly the manifest docs/security.md recommends, in
+    each serving namespace; off by default."""
+    (documented,) = network_policies()
+    (policy,) = only(rendered["everything"], "NetworkPolicy")
+    assert policy["metadata"]["namespace"] == "team-a"
+    assert policy["metadata"]["name"] == documented["metadata"]["name"]
+    assert policy["spec"] == documented["spec"]
+    for name in ("default", "namespaced", "peering", "no-service"):
+        assert not only(rendered[name], "NetworkPolicy"), name
