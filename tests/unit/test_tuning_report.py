@@ -274,3 +274,33 @@ def test_script_trims_to_the_termination_message_limit(tmp_path: Path) -> None:
     assert rc == 0
     assert len(json.dumps(doc, separators=(",", ":"))) <= 4000
     assert parse_results(doc)  # still a valid summary
+
+
+# ------------------------------------------------------------------ what the handler writes to status
+def test_benchmark_status_from_the_termination_message() -> None:
+    from trtllm_operator.api.engine import BenchmarkStatus  # noqa: PLC0415
+    from trtllm_operator.handlers.tuning import benchmark_results_status  # noqa: PLC0415
+
+    fields = benchmark_results_status(SWEEP.read_text(), "concurrency")
+    assert fields["recommendedMaxBatchSize"] == 640
+    assert fields["curves"][0]["knee"] == 512
+    assert fields["runs"][-1] == {
+        "inputTokens": 128,
+        "outputTokens": 128,
+        "concurrency": 2048,
+        "error": "trtllm-bench exited with 1",
+    }
+    # the status model (hence the CRD schema) accepts it
+    BenchmarkStatus.model_validate({**fields, "phase": "Succeeded"})
+    with pytest.raises(ReportError, match="not JSON"):
+        benchmark_results_status("Traceback (most recent call last): … CUDA out of memory", "concurrency")
+
+
+def test_advisor_config_from_spec_keeps_clear_thresholds_inside() -> None:
+    from trtllm_operator.api.deployment import TuningSpec  # noqa: PLC0415
+    from trtllm_operator.handlers.tuning import advisor_config  # noqa: PLC0415
+
+    cfg = advisor_config(TuningSpec(enabled=True))
+    assert (cfg.low, cfg.low_clear, cfg.high_clear, cfg.high) == (0.5, 0.55, 0.75, 0.8)
+    narrow = advisor_config(TuningSpec(enabled=True, low_threshold=0.6, high_threshold=0.65))
+    assert narrow.low < narrow.low_clear <= narrow.high_clear < narrow.high
