@@ -207,6 +207,7 @@ def test_serves_engine_then_rolls_to_new_key_one_pod_at_a_time(cluster: LocalClu
         wait_for(rolled, timeout=120, interval=0.1, desc="chat Ready on key B")
         for served, pods in samples:
             assert len(pods) <= 2, f"maxSurge 0: never more pods than replicas, saw {pods}"
+            assert sum(ready for _, ready in pods) >= 1, f"maxUnavailable 1: one pod at a time, saw {pods}"
             if served == key_b:  # completion is reported only when every pod serves the new key
                 assert all(k == key_b[:16] for k, _ in pods), pods
         assert any(

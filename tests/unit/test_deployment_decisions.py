@@ -11,8 +11,22 @@ from trtllm_operator.decide.compatibility import (
     normalize_image,
     parse_compatible_images,
 )
-from trtllm_operator.decide.deployment_status import Observation, deployment_status, transitions
-from trtllm_operator.decide.rollout import PodView, WorkloadView, decide_rollback, rollout_progress
+from trtllm_operator.decide.deployment_status import (
+    Observation,
+    deployment_status,
+    engine_readiness,
+    transitions,
+)
+from trtllm_operator.decide.rollout import (
+    POD_ENGINE_KEY_LABEL,
+    PodView,
+    WorkloadView,
+    decide_rollback,
+    pod_view,
+    rollout_progress,
+    workload_view,
+)
+from trtllm_operator.render.serving import LABEL_ENGINE_KEY
 
 IMG = "nvcr.io/nvidia/tritonserver:25.05-trtllm-python-py3"
 OTHER = "nvcr.io/nvidia/tritonserver:25.08-trtllm-python-py3"
@@ -228,3 +242,65 @@ def test_transitions_only_report_changes() -> None:
         {"type": "Progressing", "status": "True", "reason": "EngineRollout"},
     ]
     assert [c["type"] for c in transitions(old, new)] == ["Progressing"]
+
+
+def an_engine_obj(
+    phase: str = "Ready", generation: int = 2, observed: int = 2, **status: object
+) -> dict[str, object]:
+    base: dict[str, object] = {
+        "phase": phase,
+        "observedGeneration": observed,
+        "engineKey": NEW,
+        "artifact": {"uri": "pvc://c/k"},
+    }
+    base.update(status)
+    return {"metadata": {"name": "e", "generation": generation}, "status": base}
+
+
+@pytest.mark.parametrize(
+    ("engine", "state", "fragment"),
+    [
+        (None, "missing", ""),
+        (an_engine_obj(), "ready", ""),
+        (an_engine_obj(observed=1), "not_ready", "observe generation 2"),  # status is about the old spec
+        (an_engine_obj(phase="Building"), "not_ready", "phase Building"),
+        (an_engine_obj(artifact=None), "not_ready", ""),
+        (
+            an_engine_obj(
+                phase="Failed",
+                conditions=[
+                    {"type": "Ready", "status": "False", "reason": "BuildFailed", "message": "GPUOutOfMemory"}
+                ],
+            ),
+            "not_ready",
+            "GPUOutOfMemory",
+        ),
+    ],
+)
+def test_engine_readiness(engine: dict[str, object] | None, state: str, fragment: str) -> None:
+    got_state, message = engine_readiness(engine)
+    assert got_state == state and fragment in message
+
+
+def test_pod_and_workload_views() -> None:
+    assert LABEL_ENGINE_KEY == POD_ENGINE_KEY_LABEL
+    pod = {
+        "metadata": {"labels": {LABEL_ENGINE_KEY: NEW[:16]}, "deletionTimestamp": "t"},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    }
+    assert pod_view(pod) == PodView(NEW[:16], True, True)
+    assert pod_view({"metadata": {}}) == PodView("", False, False)
+    dep = {
+        "metadata": {"generation": 4},
+        "status": {
+            "observedGeneration": 3,
+            "replicas": 2,
+            "updatedReplicas": 1,
+            "readyReplicas": 1,
+            "conditions": [{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}],
+        },
+    }
+    assert workload_view(dep) == WorkloadView(4, 3, 2, 1, 1, True)
+    lws = {"metadata": {"generation": 2}, "status": {"replicas": 1}}  # LWS: no observedGeneration
+    assert workload_view(lws) == WorkloadView(2, 2, 1, 0, 0, False)
+    assert workload_view(None) is None

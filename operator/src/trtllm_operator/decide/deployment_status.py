@@ -18,7 +18,7 @@ it keeps the previous value.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -31,6 +31,26 @@ DEGRADED = "Degraded"
 ENGINE_INCOMPATIBLE = "EngineIncompatible"
 
 EngineState = Literal["missing", "not_ready", "ready"]
+
+
+def engine_readiness(engine: Mapping[str, Any] | None) -> tuple[EngineState, str]:
+    """``(missing|not_ready|ready, message)``: Ready means phase Ready, a key and an artifact, and a
+    status that describes the engine's current spec (``observedGeneration``)."""
+    if engine is None:
+        return "missing", ""
+    status = engine.get("status") or {}
+    ready = next((c for c in status.get("conditions") or () if c.get("type") == "Ready"), None)
+    name = engine["metadata"]["name"]
+    generation = engine["metadata"].get("generation")
+    observed = status.get("observedGeneration", generation)
+    if status.get("phase") == "Ready" and status.get("engineKey") and status.get("artifact"):
+        if observed == generation:
+            return "ready", ""
+        # The spec changed and the engine controller has not caught up: its status (key, artifact)
+        # describes the previous spec. Rendering now would pair the old key with new settings.
+        return "not_ready", f"waiting for LLMEngine {name!r} to observe generation {generation}"
+    detail = f": {ready.get('reason')}: {ready.get('message')}" if ready and ready.get("message") else ""
+    return "not_ready", f"waiting for LLMEngine {name!r} (phase {status.get('phase') or 'Pending'}){detail}"
 
 
 @dataclass(frozen=True)

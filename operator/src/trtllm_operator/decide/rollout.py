@@ -17,8 +17,12 @@ not roll it forward again until the engine key changes.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+#: Pod label carrying the first 16 hex digits of the served engine key (set by render.serving).
+POD_ENGINE_KEY_LABEL = "llm.trtllm-operator.dev/engine-key"
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,39 @@ class WorkloadView:
     updated_replicas: int
     ready_replicas: int
     progress_deadline_exceeded: bool = False
+
+
+def pod_view(pod: Mapping[str, Any]) -> PodView:
+    """A pod (raw API object) as the rollout sees it: its engine-key label, Ready, terminating."""
+    labels = pod["metadata"].get("labels") or {}
+    conds = (pod.get("status") or {}).get("conditions") or []
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
+    return PodView(
+        labels.get(POD_ENGINE_KEY_LABEL, ""), ready, bool(pod["metadata"].get("deletionTimestamp"))
+    )
+
+
+def workload_view(workload: Mapping[str, Any] | None) -> WorkloadView | None:
+    """A Deployment or LeaderWorkerSet (raw API object) as the rollout sees it."""
+    if workload is None:
+        return None
+    status = workload.get("status") or {}
+    generation = workload["metadata"].get("generation", 0)
+    deadline = any(
+        c.get("type") == "Progressing"
+        and c.get("status") == "False"
+        and c.get("reason") == "ProgressDeadlineExceeded"
+        for c in status.get("conditions") or []
+    )
+    return WorkloadView(
+        generation=generation,
+        # LeaderWorkerSet status has no observedGeneration: treat it as observed.
+        observed_generation=status.get("observedGeneration", generation),
+        replicas=status.get("replicas", 0),
+        updated_replicas=status.get("updatedReplicas", 0),
+        ready_replicas=status.get("readyReplicas", 0),
+        progress_deadline_exceeded=deadline,
+    )
 
 
 @dataclass(frozen=True)

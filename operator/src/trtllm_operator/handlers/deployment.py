@@ -33,13 +33,18 @@ import kopf
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from trtllm_operator.decide.deployment_status import Observation, deployment_status, transitions
+from trtllm_operator.decide.deployment_status import (
+    Observation,
+    deployment_status,
+    engine_readiness,
+    transitions,
+)
 from trtllm_operator.decide.rollout import (
-    PodView,
     RollbackDecision,
-    WorkloadView,
     decide_rollback,
+    pod_view,
     rollout_progress,
+    workload_view,
 )
 from trtllm_operator.kube.client import (
     CONFIG_MAP,
@@ -121,55 +126,6 @@ def lws_installed(kube: Kube) -> bool:
             return False
         raise
     return True
-
-
-def _engine_state(engine: Mapping[str, Any] | None) -> tuple[str, str]:
-    """``(missing|not_ready|ready, message)``: Ready means phase Ready, a key and an artifact, and a
-    status that describes the engine's current spec (``observedGeneration``)."""
-    if engine is None:
-        return "missing", ""
-    status = engine.get("status") or {}
-    ready = next((c for c in status.get("conditions") or () if c.get("type") == "Ready"), None)
-    name = engine["metadata"]["name"]
-    generation = engine["metadata"].get("generation")
-    observed = status.get("observedGeneration", generation)
-    if status.get("phase") == "Ready" and status.get("engineKey") and status.get("artifact"):
-        if observed == generation:
-            return "ready", ""
-        # The spec changed and the engine controller has not caught up: its status (key, artifact)
-        # describes the previous spec. Rendering now would pair the old key with new settings.
-        return "not_ready", f"waiting for LLMEngine {name!r} to observe generation {generation}"
-    detail = f": {ready.get('reason')}: {ready.get('message')}" if ready and ready.get("message") else ""
-    return "not_ready", f"waiting for LLMEngine {name!r} (phase {status.get('phase') or 'Pending'}){detail}"
-
-
-def _pod_view(pod: Mapping[str, Any]) -> PodView:
-    labels = pod["metadata"].get("labels") or {}
-    conds = (pod.get("status") or {}).get("conditions") or []
-    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
-    return PodView(labels.get(LABEL_ENGINE_KEY, ""), ready, bool(pod["metadata"].get("deletionTimestamp")))
-
-
-def _workload_view(workload: Mapping[str, Any] | None) -> WorkloadView | None:
-    if workload is None:
-        return None
-    status = workload.get("status") or {}
-    generation = workload["metadata"].get("generation", 0)
-    deadline = any(
-        c.get("type") == "Progressing"
-        and c.get("status") == "False"
-        and c.get("reason") == "ProgressDeadlineExceeded"
-        for c in status.get("conditions") or []
-    )
-    return WorkloadView(
-        generation=generation,
-        # LeaderWorkerSet status has no observedGeneration: treat it as observed.
-        observed_generation=status.get("observedGeneration", generation),
-        replicas=status.get("replicas", 0),
-        updated_replicas=status.get("updatedReplicas", 0),
-        ready_replicas=status.get("readyReplicas", 0),
-        progress_deadline_exceeded=deadline,
-    )
 
 
 # ------------------------------------------------------------------------------ writes
@@ -296,7 +252,7 @@ def _reconcile(kube: Kube, namespace: str, name: str) -> None:
     _register_user(kube, namespace, name, engine_name if engine is not None else None)
 
     selector = f"{LABEL_DEPLOYMENT}={child_name(name)}"
-    state, message = _engine_state(engine)
+    state, message = engine_readiness(engine)
     # Failed/Succeeded pods serve nothing and are replaced by the ReplicaSet: not counted at all.
     pods = [
         p
@@ -313,7 +269,7 @@ def _reconcile(kube: Kube, namespace: str, name: str) -> None:
         previous_engine_key=old_status.get("engineKey"),
         selector=selector,
         pods=len(live_pods),
-        ready_pods=sum(_pod_view(p).ready for p in live_pods),
+        ready_pods=sum(pod_view(p).ready for p in live_pods),
     )
     if state != "ready" or engine is None:
         # Pods of the previous engine keep serving; only the replica count follows spec.replicas.
@@ -342,8 +298,8 @@ def _reconcile(kube: Kube, namespace: str, name: str) -> None:
     workload, rolled_back = _sync_children(kube, obj, children)
     params = children.params
     assert params is not None
-    view = _workload_view(workload)
-    pod_views = [_pod_view(p) for p in pods]
+    view = workload_view(workload)
+    pod_views = [pod_view(p) for p in pods]
     progress = rollout_progress(params.short_key, params.replicas, view, pod_views)
     if rolled_back is None and workload is not None and workload["kind"] == "Deployment":
         decision = decide_rollback(
