@@ -6,7 +6,8 @@ KV cache FP8), with ``trtllm-operator``'s simulator (``trtllm_operator.simulate`
 docs/simulator.md). Protocol:
 
 1. Split the trace at half its duration. **Tune** the builtin policy's settings on the first half
-   (grid search: the cheapest setting that keeps TTFT-SLO attainment ≥ 99 % at both compressions).
+   (grid search: the cheapest setting that keeps TTFT-SLO attainment ≥ 99 % at both compressions;
+   if none does, the cheapest within half a point of the best mean attainment).
 2. **Report** on the second half only — every policy replays the whole compressed trace, so it
    enters the second half in the state its own decisions left it in, and only requests arriving in
    the second half (and GPU-hours, scale events, queues from then on) are scored: ``builtin``
@@ -141,7 +142,7 @@ def tuning_grid() -> list[dict[str, Any]]:
 
 
 def tune(halves: dict[float, list[Request]], setup: Setup) -> tuple[dict[str, Any], list[str]]:
-    """Cheapest builtin setting with attainment ≥ target at every compression (first half only)."""
+    """The builtin setting chosen on the first half only (rule in the comment below)."""
     oracle_cost = {}
     initial = {}
     for k, reqs in halves.items():
@@ -151,21 +152,32 @@ def tune(halves: dict[float, list[Request]], setup: Setup) -> tuple[dict[str, An
     scored = []
     for params in tuning_grid():
         overrides = {k: v for k, v in params.items() if not k.startswith("_")}
-        worst, cost = 1.0, 0.0
+        attainments, cost = [], 0.0
         for k, reqs in halves.items():
             pol = policies.builtin(1, MAX_REPLICAS, **overrides)
             s = simulate(reqs, setup, pol, initial[k])
-            worst = min(worst, s["slo_attainment"])
-            cost += s["gpu_hours"] / oracle_cost[k]
-        scored.append((params, worst, cost))
-    # Feasible settings (attainment ≥ target at every compression) by cost; if there are none, the
-    # best worst-case attainment, then cost.
-    scored.sort(key=lambda x: (x[1] < SLO_TARGET, 0.0 if x[1] >= SLO_TARGET else -x[1], x[2]))
+            attainments.append(s["slo_attainment"])
+            cost += s["gpu_hours"] / oracle_cost[k] / len(halves)
+        scored.append((params, min(attainments), sum(attainments) / len(attainments), cost))
+    # The cheapest setting meeting the target at every compression; if none does, the cheapest of
+    # those within half a point of the best mean attainment.
+    feasible = [x for x in scored if x[1] >= SLO_TARGET]
+    if feasible:
+        pool = feasible
+    else:
+        best_mean = max(x[2] for x in scored)
+        pool = [x for x in scored if x[2] >= best_mean - 0.005]
+    pool.sort(key=lambda x: (x[3], -x[2]))
     top = [
-        f"{p['_label']}: worst attainment {w:.2%}, GPU-hours {c / len(halves):.2f}× oracle (mean)"
-        for p, w, c in scored[:5]
+        f"{p['_label']}: attainment worst {w:.2%} / mean {m:.2%}, GPU-hours {c:.2f}× oracle (mean)"
+        for p, w, m, c in pool[:5]
     ]
-    return scored[0][0], top
+    rule = (
+        "cheapest meeting the target"
+        if feasible
+        else "none met the target; cheapest within 0.5 pt of the best mean"
+    )
+    return pool[0][0], [rule, *top]
 
 
 def evaluate(
@@ -350,10 +362,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"limit), target ≥ 99 % of requests; cold start {args.cold_start_s:g} s; random routing, seed "
             f"{args.seed}. GPU-hours are in simulated (compressed) time. Method: docs/simulator.md.",
             "",
-            f"Tuned on the first half (grid of {len(tuning_grid())} builtin settings): `{tuned['_label']}`. "
-            "Best five:",
+            f"Tuned on the first half (grid of {len(tuning_grid())} builtin settings; {top[0]}): "
+            f"`{tuned['_label']}`. Top five:",
             "",
-            *[f"- {t}" for t in top],
+            *[f"- {t}" for t in top[1:]],
             "",
             result_table,
             "",
