@@ -242,7 +242,7 @@ def test_serves_engine_then_rolls_to_new_key_one_pod_at_a_time(cluster: LocalClu
         assert 1 <= len(cms) <= 2
 
 
-def test_incompatible_image_or_gpu_is_reported_and_nothing_rolls(cluster: LocalCluster, api: Api) -> None:
+def test_incompatible_or_unplaceable_is_reported_and_nothing_rolls(cluster: LocalCluster, api: Api) -> None:
     engine = an_engine("llama-fp8")
     api.cache_artifact(engine)
     api.create("llmengines", engine)
@@ -251,6 +251,14 @@ def test_incompatible_image_or_gpu_is_reported_and_nothing_rolls(cluster: LocalC
     a100 = {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}}
     api.create("llmdeployments", a_deployment("gpu", "llama-fp8", scheduling=a100))
     api.create("llmdeployments", a_deployment("waiting", "not-built-yet"))
+    # 16 ranks > 8 GPUs of an H100 node, and this cluster has no LeaderWorkerSet CRD. (A model the
+    # operator has no config.json for: the planner's own multi-node check is skipped.)
+    big = an_engine("big")
+    big["spec"]["model"]["source"] = "hf://example-org/large-model"
+    big["spec"]["parallelism"] = {"tensor": 8, "pipeline": 2}
+    api.cache_artifact(big)
+    api.create("llmengines", big)
+    api.create("llmdeployments", a_deployment("big", "big"))
 
     with running_operator(cluster, [api.ns]):
         img = wait_for(lambda: api.condition("img", "EngineIncompatible"), timeout=60, desc="img condition")
@@ -263,9 +271,15 @@ def test_incompatible_image_or_gpu_is_reported_and_nothing_rolls(cluster: LocalC
         waiting = wait_for(lambda: api.condition("waiting", "Ready"), timeout=60, desc="waiting condition")
         assert waiting["status"] == "False" and waiting["reason"] == "EngineNotFound"
         assert api.status("img")["phase"] == "Failed"
+        lws = wait_for(
+            lambda: (c := api.condition("big", "Ready")) and c["reason"] == "LeaderWorkerSetRequired" and c,
+            timeout=60,
+            desc="big: LeaderWorkerSetRequired",
+        )
+        assert lws["status"] == "False" and "install LeaderWorkerSet" in lws["message"]
         names = {d.metadata.name for d in api.apps.list_namespaced_deployment(api.ns).items}
         assert names == set(), f"nothing may be rolled out, found {names}"
-        assert api.pods("img") == [] and api.pods("gpu") == []
+        assert api.pods("img") == [] and api.pods("gpu") == [] and api.pods("big") == []
 
 
 @pytest.mark.slow
