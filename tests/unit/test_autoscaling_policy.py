@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 from hypothesis import given, settings
@@ -26,6 +26,7 @@ from trtllm_operator.decide.autoscaling import (
     ScalingRules,
     Snapshot,
     decide,
+    record_decision,
 )
 
 NOW = 1_800_000_000.0
@@ -696,3 +697,70 @@ def test_invariants(pods: list[PodSignals], replicas: int, min_r: int, extra: in
     assert AutoscalerState.from_dict(d.state.to_dict()) == d.state or any(
         round(r.time, 3) != r.time for r in d.state.recommendations
     )
+
+
+def entry(frm: int, to: int, reason: str) -> dict[str, object]:
+    return {"fromReplicas": frm, "toReplicas": to, "reason": reason}
+
+
+def a_decision(frm: int, to: int, reason: Reason) -> object:
+    d = decide(Snapshot(frm, (ready(4),) * frm), AutoscalerState(), fast(), NOW)
+    return replace(d, from_replicas=frm, to_replicas=to, reason=reason)
+
+
+@pytest.mark.parametrize(
+    ("previous", "decision", "expected"),
+    [
+        ([], (1, 1, Reason.WITHIN_TOLERANCE), [(1, 1, "WithinTolerance")]),
+        ([entry(1, 1, "WithinTolerance")], (1, 1, Reason.WITHIN_TOLERANCE), None),
+        ([entry(1, 1, "WithinTolerance")], (1, 1, Reason.SCALE_UP_STABILIZED), [(1, 1, "ScaleUpStabilized")]),
+        (
+            [entry(1, 1, "ScaleUpStabilized")],
+            (1, 3, Reason.ABOVE_TARGET),
+            [(1, 1, "ScaleUpStabilized"), (1, 3, "AboveTarget")],
+        ),
+        (
+            [entry(1, 3, "AboveTarget")],
+            (3, 3, Reason.TOO_MANY_REPLICAS),
+            [(1, 3, "AboveTarget"), (3, 3, "TooManyReplicas")],
+        ),
+        (
+            [entry(1, 3, "AboveTarget")],
+            (3, 4, Reason.ABOVE_TARGET),
+            [(1, 3, "AboveTarget"), (3, 4, "AboveTarget")],
+        ),
+        (
+            [entry(i, i + 1, "AboveTarget") for i in range(10)],
+            (11, 11, Reason.MISSING_METRICS),
+            [(i, i + 1, "AboveTarget") for i in range(1, 10)] + [(11, 11, "MissingMetrics")],
+        ),
+    ],
+    ids=[
+        "first",
+        "same hold",
+        "hold replaces hold",
+        "scale appended",
+        "hold after scale",
+        "scale after scale",
+        "capped at 10",
+    ],
+)
+def test_record_decision(
+    previous: list[dict[str, object]],
+    decision: tuple[int, int, Reason],
+    expected: list[tuple[int, int, str]] | None,
+) -> None:
+    out = record_decision(previous, a_decision(*decision), limit=10)  # type: ignore[arg-type]
+    if expected is None:
+        assert out is None
+    else:
+        assert out is not None
+        assert [(e["fromReplicas"], e["toReplicas"], e["reason"]) for e in out] == expected
+
+
+def test_flapping_holds_never_push_scale_steps_out() -> None:
+    log: list[dict[str, object]] = [entry(3, 1, "BelowTarget")]
+    for i in range(50):
+        reason = Reason.MISSING_METRICS if i % 2 else Reason.WITHIN_TOLERANCE
+        log = record_decision(log, a_decision(1, 1, reason)) or log  # type: ignore[arg-type]
+    assert log[0] == entry(3, 1, "BelowTarget") and len(log) == 2

@@ -107,6 +107,7 @@ __all__ = [
     "decide",
     "policy_from_spec",
     "quantity",
+    "record_decision",
     "rules_manifest",
     "scaling_rules_from_spec",
 ]
@@ -739,6 +740,27 @@ def decide(snapshot: Snapshot, state: AutoscalerState, policy: Policy, now: floa
         limited=limited,
         new_recs=new_recs,
     )
+
+
+def record_decision(
+    previous: Sequence[Mapping[str, Any]], decision: Decision, limit: int = 10
+) -> list[dict[str, Any]] | None:
+    """The new ``status.autoscaling.lastDecisions`` list, or None when ``decision`` adds nothing.
+
+    Every scale is appended. A hold (no change) is recorded only when its reason differs from the
+    last entry's, and it replaces the hold recorded before it: the list keeps the scale steps, each
+    preceded by the last reason it was held for, and a flapping hold reason cannot push the scale
+    steps out of the last ``limit`` entries.
+    """
+    entry = decision.to_status()
+    kept = [dict(e) for e in previous]
+    if decision.scaled:
+        return [*kept, entry][-limit:]
+    if kept and kept[-1].get("reason") == entry["reason"]:
+        return None
+    if kept and kept[-1].get("fromReplicas") == kept[-1].get("toReplicas"):
+        kept = kept[:-1]
+    return [*kept, entry][-limit:]
 
 
 # --- from the LLMDeployment API -----------------------------------------------------------------

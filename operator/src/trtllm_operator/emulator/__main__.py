@@ -59,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
             f"--{f.name.replace('_', '-')}",
             dest=f"profile_{f.name}",
             type=kind,
+            metavar="X" if kind is float else "N",
             default=getattr(defaults, f.name),
             help=f"default {getattr(defaults, f.name)}",
         )

@@ -4,7 +4,8 @@ Each controller is one module; add one import line per module. Handlers only fet
 code in ``render/`` and ``decide/``, and write through ``kube/``.
 """
 
+from trtllm_operator.handlers import autoscaler as autoscaler
+from trtllm_operator.handlers import deployment as deployment
 from trtllm_operator.handlers import engine as engine
 from trtllm_operator.handlers import startup as startup
-from trtllm_operator.handlers import deployment as deployment
 from trtllm_operator.handlers import tuning as tuning

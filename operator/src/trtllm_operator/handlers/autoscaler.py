@@ -1,0 +1,432 @@
+"""Autoscaler wiring: the built-in autoscaler's kopf timer, and the HPA / KEDA children of the other modes.
+
+**mode builtin** — a kopf timer on every LLMDeployment with ``spec.autoscaling.enabled``, ticking
+every :data:`TICK_SECONDS` and evaluating once per ``spec.autoscaling.metrics.scrapeIntervalSeconds``
+(:func:`autoscale_once`):
+
+1. read the LLMDeployment fresh and map ``spec.autoscaling`` to a
+   :class:`~trtllm_operator.decide.autoscaling.Policy`;
+2. list its pods with ``status.selector`` (LeaderWorkerSet workers left out: only a group's leader
+   serves the model's metrics), read the signals — scrape each Ready pod's ``:8002/metrics``
+   (:mod:`trtllm_operator.metrics.scrape`) or query Prometheus (:mod:`trtllm_operator.metrics.prometheus`);
+3. :func:`~trtllm_operator.decide.autoscaling.decide` with the state kept in
+   ``status.autoscaling.policyState``;
+4. on a change, patch ``spec.replicas`` through the ``/scale`` subresource with the object's
+   ``resourceVersion`` as precondition (a concurrent ``kubectl scale`` wins; the tick is retried);
+5. write ``status.autoscaling`` (current signals for the printer columns, ``desiredReplicas``,
+   ``lastScaleTime``, the last :data:`MAX_DECISIONS` decisions — every scale, and before each the
+   last reason it was held for (:func:`~trtllm_operator.decide.autoscaling.record_decision`) — and
+   the policy state) and the conditions ``ScalingActive`` (signals readable) and ``ScalingLimited``
+   (a limit held the count back: ``InsufficientGPU``, ``TooManyReplicas``, ``ScaleUpLimit`` …)
+   through the shared optimistic-concurrency status writer;
+   post an Event per scale and per ``ScalingLimited`` transition.
+
+**mode hpa / keda** — the autoscaler renders an autoscaling/v2 HorizontalPodAutoscaler
+(:mod:`trtllm_operator.render.hpa`) or a KEDA ScaledObject (:mod:`trtllm_operator.render.keda`) owned
+by the LLMDeployment, keeps it up to date (patched only when its rendered hash changes), and deletes
+the one it owns when the mode changes or autoscaling is turned off. It never touches an object of
+the same name that it does not own (a Warning Event says so).
+
+Nothing here raises into kopf for expected problems (unreachable pods or Prometheus, invalid spec):
+they become conditions and Events, and the timer carries on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import kopf
+from kubernetes.client.exceptions import ApiException
+from pydantic import ValidationError
+
+from trtllm_operator.api.deployment import LLMDeploymentSpec
+from trtllm_operator.decide.autoscaling import (
+    KV_CACHE_UTILIZATION,
+    QUEUE_DEPTH_PER_REPLICA,
+    AutoscalerState,
+    Decision,
+    PodSignals,
+    Reason,
+    Snapshot,
+    decide,
+    policy_from_spec,
+    record_decision,
+)
+from trtllm_operator.decide.conditions import condition, rfc3339
+from trtllm_operator.kube.client import LLM_DEPLOYMENT, POD, Kube, Resource, default_kube
+from trtllm_operator.kube.events import post_event
+from trtllm_operator.kube.status import update_conditions
+from trtllm_operator.metrics import operator_metrics as om
+from trtllm_operator.metrics.prometheus import PrometheusError, prometheus_pods
+from trtllm_operator.metrics.scrape import DEFAULT_PORT, pod_state, scrape_pods
+from trtllm_operator.render.hpa import desired_hpa
+from trtllm_operator.render.keda import desired_scaled_object
+from trtllm_operator.render.serving import (
+    GROUP,
+    LABEL_DEPLOYMENT,
+    VERSION,
+    OwnerRef,
+    child_name,
+    content_hash,
+)
+
+__all__ = ["MAX_DECISIONS", "TICK_SECONDS", "autoscale_once", "sync_external_autoscaler"]
+
+log = logging.getLogger(__name__)
+
+#: kopf timer interval (seconds); the evaluation cadence is ``metrics.scrapeIntervalSeconds``.
+TICK_SECONDS = 1.0
+#: Decisions kept in ``status.autoscaling.lastDecisions``.
+MAX_DECISIONS = 10
+#: Seconds between re-checks of an HPA / ScaledObject child (drift, deletion by hand).
+EXTERNAL_RESYNC_SECONDS = 30.0
+#: Triton's metrics port on the serving pods (``--metrics-port``, default 8002; the pods declare it as
+#: container port ``metrics``). A module attribute so that in-process tests can point it elsewhere.
+METRICS_PORT = DEFAULT_PORT
+#: Label LeaderWorkerSet puts on its pods; only index "0" (the group leader) serves metrics.
+LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
+ANNOTATION_RENDERED_HASH = f"{GROUP}/rendered-hash"
+
+HPA = Resource(
+    "autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", "horizontal_pod_autoscaler"
+)
+SCALED_OBJECT = Resource("keda.sh", "v1alpha1", "scaledobjects", "ScaledObject")
+
+_last_tick: dict[str, float] = {}
+_last_tick_lock = threading.Lock()
+
+
+# ------------------------------------------------------------------------------ built-in mode
+def _serving_pods(kube: Kube, namespace: str, name: str, status: Mapping[str, Any]) -> list[dict[str, Any]]:
+    selector = status.get("selector") or f"{LABEL_DEPLOYMENT}={child_name(name)}"
+    pods = kube.list(POD, namespace, label_selector=selector)
+    return [p for p in pods if (p["metadata"].get("labels") or {}).get(LWS_WORKER_INDEX, "0") == "0"]
+
+
+def _signals(
+    spec: LLMDeploymentSpec, namespace: str, pods: list[dict[str, Any]]
+) -> tuple[tuple[PodSignals, ...], str | None]:
+    """Per-pod signals and, when the source itself failed, why."""
+    metrics = spec.autoscaling.metrics
+    timeout = float(min(5, max(2, metrics.scrape_interval_seconds)))
+    if metrics.source == "prometheus" and metrics.prometheus_url:
+        try:
+            return prometheus_pods(metrics.prometheus_url, namespace, pods, timeout=timeout), None
+        except PrometheusError as exc:
+            blind = tuple(PodSignals(p["metadata"]["name"], pod_state(p)) for p in pods)
+            return blind, str(exc)
+    return scrape_pods(pods, port=METRICS_PORT, timeout=timeout), None
+
+
+def _load_state(autoscaling_status: Mapping[str, Any]) -> AutoscalerState:
+    raw = autoscaling_status.get("policyState")
+    if not raw:
+        return AutoscalerState()
+    try:
+        return AutoscalerState.from_dict(json.loads(raw))
+    except ValueError as exc:  # json.JSONDecodeError is a ValueError
+        log.warning("status.autoscaling.policyState unreadable (%s): starting afresh", exc)
+        return AutoscalerState()
+
+
+def autoscale_once(kube: Kube, namespace: str, name: str, now: float | None = None) -> Decision | None:
+    """One built-in autoscaler evaluation of LLMDeployment ``namespace/name``; returns the decision.
+
+    ``now``: seconds since the epoch (default: the wall clock). Returns None when the object is gone,
+    autoscaling is off or not in builtin mode, the spec is invalid (reported as a condition), or a
+    concurrent write won the scale patch.
+    """
+    obj = kube.get(LLM_DEPLOYMENT, namespace, name)
+    if obj is None:
+        return None
+    now = time.time() if now is None else now
+    try:
+        spec = LLMDeploymentSpec.model_validate(obj.get("spec") or {})
+    except ValidationError as exc:
+        log.warning("%s/%s: spec unreadable, not autoscaling: %s", namespace, name, exc)
+        return None
+    if not spec.autoscaling.enabled or spec.autoscaling.mode != "builtin":
+        return None
+    status = obj.get("status") or {}
+    auto_status = status.get("autoscaling") or {}
+    try:
+        policy = policy_from_spec(spec.autoscaling)
+    except ValueError as exc:
+        update_conditions(
+            kube,
+            LLM_DEPLOYMENT,
+            namespace,
+            name,
+            [
+                condition(
+                    "ScalingActive", False, "InvalidSpec", str(exc), observed_generation=_generation(obj)
+                )
+            ],
+        )
+        return None
+    pods = _serving_pods(kube, namespace, name, status)
+    signals, source_error = _signals(spec, namespace, pods)
+    current = int((obj.get("spec") or {}).get("replicas", 1))
+    decision = decide(Snapshot(current, signals), _load_state(auto_status), policy, now)
+
+    last_scale_time = auto_status.get("lastScaleTime")
+    if decision.scaled:
+        body = {
+            "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
+            "spec": {"replicas": decision.to_replicas},
+        }
+        try:
+            kube.patch(LLM_DEPLOYMENT, namespace, name, body, subresource="scale")
+        except ApiException as exc:
+            if exc.status in (404, 409):
+                log.info(
+                    "%s/%s changed while deciding (HTTP %d); next tick decides again",
+                    namespace,
+                    name,
+                    exc.status,
+                )
+                return None
+            raise
+        last_scale_time = rfc3339(dt.datetime.fromtimestamp(now, dt.UTC))
+        verb = "ScaledUp" if decision.to_replicas > decision.from_replicas else "ScaledDown"
+        post_event(
+            kube,
+            obj,
+            verb,
+            f"{decision.from_replicas} → {decision.to_replicas}: {decision.reason}: {decision.message}",
+        )
+
+    kv = decision.signals.get(KV_CACHE_UTILIZATION)
+    queue = decision.signals.get(QUEUE_DEPTH_PER_REPLICA)
+    fields: dict[str, Any] = {
+        "queueDepthPerReplica": None if queue is None else round(queue, 3),
+        "kvCacheUtilization": None if kv is None else round(kv, 4),
+        "kvCacheUtilizationPercent": None if kv is None else round(kv * 100),
+        "desiredReplicas": decision.to_replicas,
+        "lastScaleTime": last_scale_time,
+        "policyState": json.dumps(decision.state.to_dict(), separators=(",", ":")),
+    }
+    decisions = record_decision(list(auto_status.get("lastDecisions") or []), decision, MAX_DECISIONS)
+    if decisions is not None:
+        fields["lastDecisions"] = decisions
+
+    generation = _generation(obj)
+    if source_error is not None:
+        active = condition(
+            "ScalingActive", False, "FailedGetMetrics", source_error, observed_generation=generation
+        )
+    elif decision.reason == Reason.MISSING_METRICS:
+        active = condition(
+            "ScalingActive", False, "MissingMetrics", decision.message, observed_generation=generation
+        )
+    else:
+        active = condition(
+            "ScalingActive",
+            True,
+            "ValidMetricFound",
+            "signals read from ready pods",
+            observed_generation=generation,
+        )
+    if decision.limited is not None:
+        limited = condition(
+            "ScalingLimited", True, str(decision.limited), decision.message, observed_generation=generation
+        )
+    else:
+        limited = condition(
+            "ScalingLimited",
+            False,
+            "DesiredWithinRange",
+            "the desired count is within the acceptable range",
+            observed_generation=generation,
+        )
+    before = next((c for c in status.get("conditions") or [] if c.get("type") == "ScalingLimited"), None)
+    update_conditions(
+        kube, LLM_DEPLOYMENT, namespace, name, [active, limited], status={"autoscaling": fields}
+    )
+    if decision.limited is not None and (
+        before is None or before.get("reason") != limited["reason"] or before.get("status") != "True"
+    ):
+        post_event(kube, obj, str(decision.limited), decision.message, type_="Warning")
+
+    om.AUTOSCALER_CURRENT_REPLICAS.labels(namespace, name).set(decision.from_replicas)
+    om.AUTOSCALER_DESIRED_REPLICAS.labels(namespace, name).set(decision.to_replicas)
+    om.AUTOSCALER_DECISIONS.labels(str(decision.reason)).inc()
+    return decision
+
+
+def _generation(obj: Mapping[str, Any]) -> int | None:
+    gen = (obj.get("metadata") or {}).get("generation")
+    return int(gen) if gen is not None else None
+
+
+def _due(uid: str, interval: float, now: float) -> bool:
+    with _last_tick_lock:
+        last = _last_tick.get(uid)
+        if last is not None and now - last < interval - 0.05:
+            return False
+        _last_tick[uid] = now
+        return True
+
+
+def _autoscaling(spec: Mapping[str, Any]) -> Mapping[str, Any]:
+    return (spec or {}).get("autoscaling") or {}
+
+
+def _builtin_enabled(spec: Mapping[str, Any], **_: Any) -> bool:
+    auto = _autoscaling(spec)
+    return bool(auto.get("enabled")) and auto.get("mode", "builtin") == "builtin"
+
+
+@kopf.timer(GROUP, VERSION, "llmdeployments", interval=TICK_SECONDS, when=_builtin_enabled)
+def autoscaler_tick(name: str, namespace: str | None, uid: str, spec: Mapping[str, Any], **_: Any) -> None:
+    """kopf timer: evaluate once per ``metrics.scrapeIntervalSeconds``."""
+    if not namespace:
+        return
+    interval = float((_autoscaling(spec).get("metrics") or {}).get("scrapeIntervalSeconds", 15))
+    if not _due(uid, interval, time.monotonic()):
+        return
+    autoscale_once(default_kube(), namespace, name)
+
+
+@kopf.on.delete(GROUP, VERSION, "llmdeployments", optional=True)
+def autoscaler_forget(name: str, namespace: str | None, uid: str, **_: Any) -> None:
+    """Drop the in-memory tick time and the per-object metric series of a deleted LLMDeployment."""
+    with _last_tick_lock:
+        _last_tick.pop(uid, None)
+    for gauge in (om.AUTOSCALER_CURRENT_REPLICAS, om.AUTOSCALER_DESIRED_REPLICAS):
+        with contextlib.suppress(KeyError):
+            gauge.remove(namespace or "", name)
+
+
+# ------------------------------------------------------------------------------ hpa / keda modes
+def _owned(child: Mapping[str, Any], uid: str) -> bool:
+    return any(o.get("uid") == uid for o in (child.get("metadata") or {}).get("ownerReferences") or [])
+
+
+def _apply(kube: Kube, res: Resource, manifest: dict[str, Any], owner: Mapping[str, Any]) -> None:
+    namespace, child = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
+    digest = content_hash(manifest)
+    manifest["metadata"].setdefault("annotations", {})[ANNOTATION_RENDERED_HASH] = digest
+    live, created = kube.create_or_get(res, namespace, manifest)
+    if created:
+        post_event(kube, owner, f"{res.kind}Created", f"created {res.kind} {child}")
+        return
+    if not _owned(live, owner["metadata"]["uid"]):
+        post_event(
+            kube,
+            owner,
+            f"{res.kind}Conflict",
+            f"{res.kind} {child} exists but is not owned by this LLMDeployment: delete or rename it",
+            type_="Warning",
+        )
+        return
+    if (live["metadata"].get("annotations") or {}).get(ANNOTATION_RENDERED_HASH) != digest:
+        patch = {
+            "metadata": {k: manifest["metadata"][k] for k in ("labels", "annotations", "ownerReferences")},
+            "spec": manifest["spec"],
+        }
+        kube.patch(res, namespace, child, patch)
+
+
+def _remove(kube: Kube, res: Resource, namespace: str, child: str, uid: str) -> None:
+    try:
+        live = kube.get(res, namespace, child)
+    except ApiException as exc:
+        if exc.status == 404:  # the kind itself is not installed (no KEDA)
+            return
+        raise
+    if live is not None and _owned(live, uid):
+        kube.delete(res, namespace, child)
+
+
+def sync_external_autoscaler(kube: Kube, obj: Mapping[str, Any]) -> None:
+    """Create, update or remove the HPA / ScaledObject an LLMDeployment's ``spec.autoscaling`` asks for."""
+    meta = obj["metadata"]
+    namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
+    try:
+        spec = LLMDeploymentSpec.model_validate(obj.get("spec") or {})
+    except ValidationError:
+        return
+    auto = spec.autoscaling
+    mode = auto.mode if auto.enabled else None
+    owner = OwnerRef(name, uid)
+    child = child_name(name)
+    if mode != "hpa":
+        _remove(kube, HPA, namespace, child, uid)
+    if mode != "keda":
+        _remove(kube, SCALED_OBJECT, namespace, child, uid)
+    try:
+        if mode == "hpa":
+            _apply(kube, HPA, desired_hpa(name, namespace, owner, auto), obj)
+        elif mode == "keda":
+            _apply(kube, SCALED_OBJECT, desired_scaled_object(name, namespace, owner, auto), obj)
+        else:
+            return
+    except ValueError as exc:
+        reason, message = "InvalidSpec", str(exc)
+    except ApiException as exc:
+        if exc.status != 404 or mode != "keda":
+            raise
+        reason, message = (
+            "KEDANotInstalled",
+            "mode keda needs KEDA (the keda.sh/v1alpha1 ScaledObject kind): install KEDA or use mode builtin",
+        )
+    else:
+        update_conditions(
+            kube,
+            LLM_DEPLOYMENT,
+            namespace,
+            name,
+            [
+                condition(
+                    "ScalingActive",
+                    True,
+                    f"{mode.upper()}Rendered",
+                    f"scaling delegated to the {mode} object {child}",
+                    observed_generation=_generation(obj),
+                )
+            ],
+        )
+        return
+    update_conditions(
+        kube,
+        LLM_DEPLOYMENT,
+        namespace,
+        name,
+        [condition("ScalingActive", False, reason, message, observed_generation=_generation(obj))],
+    )
+    post_event(kube, obj, reason, message, type_="Warning")
+
+
+def _external_mode(spec: Mapping[str, Any], **_: Any) -> bool:
+    return _autoscaling(spec).get("mode", "builtin") in ("hpa", "keda")
+
+
+def _sync_by_name(namespace: str | None, name: str) -> None:
+    if not namespace:
+        return
+    kube = default_kube()
+    obj = kube.get(LLM_DEPLOYMENT, namespace, name)
+    if obj is not None:
+        sync_external_autoscaler(kube, obj)
+
+
+@kopf.on.resume(GROUP, VERSION, "llmdeployments")
+@kopf.on.create(GROUP, VERSION, "llmdeployments")
+@kopf.on.update(GROUP, VERSION, "llmdeployments", field="spec.autoscaling")
+def autoscaler_mode_changed(name: str, namespace: str | None, **_: Any) -> None:
+    """(Re)render or remove the HPA / ScaledObject whenever ``spec.autoscaling`` changes."""
+    _sync_by_name(namespace, name)
+
+
+@kopf.timer(GROUP, VERSION, "llmdeployments", interval=EXTERNAL_RESYNC_SECONDS, when=_external_mode)
+def autoscaler_external_resync(name: str, namespace: str | None, **_: Any) -> None:
+    """Put back an HPA / ScaledObject deleted or edited by hand."""
+    _sync_by_name(namespace, name)

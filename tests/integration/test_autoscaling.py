@@ -1,0 +1,550 @@
+"""The built-in autoscaler end to end: real control plane, kwok GPU nodes, Triton metrics emulators.
+
+The whole operator runs in-process; the LLMDeployment controller creates the serving pods (kwok
+makes them Running/Ready with IPs in 127.1.0.0/16), and an emulator fleet
+(:mod:`trtllm_operator.emulator`) follows those pods and serves Triton's ``/metrics`` on each pod's
+IP, port 8002 — the operator scrapes them exactly as it would scrape Triton. The tests change the
+load on the emulators and watch ``spec.replicas``, ``status.autoscaling`` and the conditions.
+Windows are seconds long so a scenario runs in under a minute. The last test does the same
+through a real Prometheus server (Debian's ``prometheus``; ``hack/ci-deps.sh`` installs it) that
+scrapes the emulators (file-based discovery: Debian builds Prometheus without Kubernetes discovery)
+and evaluates the chart's recording rules.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+from localcluster.nodes import NodeSpec, create_nodes, wait_nodes_ready
+from support.cluster import LocalCluster
+from support.operator import running_operator
+from support.wait import wait_for
+
+from trtllm_operator.api.deployment import AutoscalingSpec
+from trtllm_operator.decide.engine import PreparedEngine, artifact_record, prepare_engine
+from trtllm_operator.emulator import Control, Fleet, PodFollower
+from trtllm_operator.handlers import autoscaler as autoscaler_handlers
+from trtllm_operator.metrics.prometheus import KV_CACHE_RECORD, QUEUE_DEPTH_RECORD
+from trtllm_operator.render.builder_job import desired_cache_entry
+from trtllm_operator.render.keda import desired_scaled_object
+from trtllm_operator.render.serving import OwnerRef
+
+GROUP, VERSION = "llm.trtllm-operator.dev", "v1alpha1"
+H100 = "NVIDIA-H100-80GB-HBM3"
+IMAGE = "nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3"
+SELECTOR = "llm.trtllm-operator.dev/deployment={}"
+REPO = Path(__file__).resolve().parents[2]
+RULES = REPO / "charts" / "trtllm-operator" / "files" / "prometheus-rules.yaml"
+
+
+# ------------------------------------------------------------------------------ builders
+def an_engine(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "LLMEngine",
+        "metadata": {"name": name},
+        "spec": {
+            "model": {"source": "hf://meta-llama/Llama-3.1-8B-Instruct"},
+            "backend": "tensorrt",
+            "runtime": {"image": IMAGE},
+            "quantization": {"format": "fp8", "kvCacheDtype": "fp8"},
+            "parallelism": {"tensor": 1, "pipeline": 1},
+            "build": {"maxBatchSize": 64, "maxNumTokens": 8192, "maxSeqLen": 8192},
+            "gpu": {"product": H100},
+            "storage": {"pvc": {"claimName": "engines", "subPath": "trtllm"}},
+        },
+    }
+
+
+def an_autoscaled_deployment(
+    name: str,
+    engine: str,
+    *,
+    max_replicas: int,
+    up: dict[str, Any],
+    down: dict[str, Any],
+    metrics: dict[str, Any] | None = None,
+    scheduling: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "engineRef": {"name": engine},
+        "replicas": 1,
+        "autoscaling": {
+            "enabled": True,
+            "mode": "builtin",
+            "minReplicas": 1,
+            "maxReplicas": max_replicas,
+            "targets": {"queueDepthPerReplica": 4, "kvCacheUtilization": 0.8},
+            "behavior": {"scaleUp": up, "scaleDown": down},
+            "metrics": metrics or {"source": "pods", "scrapeIntervalSeconds": 1},
+        },
+    }
+    if scheduling:
+        spec["scheduling"] = scheduling
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "LLMDeployment",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+class Api:
+    def __init__(self, cluster: LocalCluster, ns: str) -> None:
+        self.ns = ns
+        self.core = client.CoreV1Api(cluster.api)
+        self.custom = client.CustomObjectsApi(cluster.api)
+
+    def create(self, plural: str, body: dict[str, Any]) -> None:
+        self.custom.create_namespaced_custom_object(GROUP, VERSION, self.ns, plural, body)
+
+    def deployment(self, name: str) -> dict[str, Any]:
+        obj: dict[str, Any] = self.custom.get_namespaced_custom_object(
+            GROUP, VERSION, self.ns, "llmdeployments", name
+        )
+        return obj
+
+    def replicas(self, name: str) -> int:
+        return int(self.deployment(name)["spec"]["replicas"])
+
+    def autoscaling(self, name: str) -> dict[str, Any]:
+        return (self.deployment(name).get("status") or {}).get("autoscaling") or {}
+
+    def condition(self, name: str, type_: str) -> dict[str, Any] | None:
+        conditions = (self.deployment(name).get("status") or {}).get("conditions") or []
+        return next((c for c in conditions if c["type"] == type_), None)
+
+    def set_load(self, fleet: Fleet, **fixed: float) -> float:
+        fleet.set_control(Control(fixed=fixed))
+        return time.monotonic()
+
+    def pods(self, name: str) -> list[Any]:
+        return [
+            p
+            for p in self.core.list_namespaced_pod(self.ns, label_selector=SELECTOR.format(name)).items
+            if p.metadata.deletion_timestamp is None
+        ]
+
+    def unschedulable(self, name: str) -> int:
+        return sum(
+            1
+            for p in self.pods(name)
+            if any(
+                c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable"
+                for c in p.status.conditions or []
+            )
+        )
+
+    def cache_artifact(self, engine: dict[str, Any]) -> None:
+        """Record an artifact for the engine's key in the engine cache (as ``cache import`` does)."""
+        prepared = prepare_engine(engine["metadata"]["name"], engine["spec"])
+        assert isinstance(prepared, PreparedEngine), prepared
+        record = artifact_record(
+            key=prepared.key,
+            storage=prepared.storage,
+            runtime_image=prepared.build_spec.runtime_image,
+            gpu_product=prepared.gpu.product,
+            sm=prepared.gpu.sm,
+            backend=prepared.build_spec.backend,
+            recorded_at="2026-11-29T20:00:00Z",
+            size_bytes=9 * 10**9,
+        )
+        self.core.create_namespaced_config_map(self.ns, desired_cache_entry(self.ns, record))
+
+    def artifact_pvc(self) -> None:
+        """A pre-bound PV/PVC pair for the artifact volume (the local control plane has no PV binder)."""
+        pv = f"engines-{self.ns}"
+        self.core.create_persistent_volume(
+            {
+                "metadata": {"name": pv},
+                "spec": {
+                    "capacity": {"storage": "100Gi"},
+                    "accessModes": ["ReadWriteMany"],
+                    "hostPath": {"path": "/tmp/engines"},
+                    "storageClassName": "",
+                    "claimRef": {"namespace": self.ns, "name": "engines"},
+                },
+            }
+        )
+        self.core.create_namespaced_persistent_volume_claim(
+            self.ns,
+            {
+                "metadata": {"name": "engines", "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+                "spec": {
+                    "accessModes": ["ReadWriteMany"],
+                    "resources": {"requests": {"storage": "100Gi"}},
+                    "storageClassName": "",
+                    "volumeName": pv,
+                },
+            },
+        )
+        self.core.patch_persistent_volume_status(pv, {"status": {"phase": "Bound"}})
+        self.core.patch_namespaced_persistent_volume_claim_status(
+            "engines",
+            self.ns,
+            {
+                "status": {
+                    "phase": "Bound",
+                    "accessModes": ["ReadWriteMany"],
+                    "capacity": {"storage": "100Gi"},
+                }
+            },
+        )
+
+
+@pytest.fixture
+def api(cluster: LocalCluster, namespace: str) -> Iterator[Api]:
+    a = Api(cluster, namespace)
+    a.artifact_pvc()
+    engine = an_engine("llama")
+    a.cache_artifact(engine)
+    a.create("llmengines", engine)
+    yield a
+    client.CoreV1Api(cluster.api).delete_persistent_volume(f"engines-{namespace}")
+
+
+@pytest.fixture
+def metrics_port(monkeypatch: pytest.MonkeyPatch) -> int:
+    """A free port in place of Triton's 8002, for the emulators and the in-process operator alike.
+
+    Every local cluster hands out pod IPs from the same 127.1.0.0/16, so two test sessions (or a
+    demo) on one machine would otherwise bind the same pod IP and port.
+    """
+    port = free_port()
+    monkeypatch.setattr(autoscaler_handlers, "METRICS_PORT", port)
+    return port
+
+
+@pytest.fixture
+def fleet(api: Api, metrics_port: int) -> Iterator[Fleet]:
+    """Emulated Triton metrics on every Running pod of the namespace (its IP, ``metrics_port``), idle."""
+    with Fleet(port=metrics_port, control=Control(fixed={"waiting": 0, "kvCacheUtilization": 0.2})) as f:
+        follower = PodFollower(
+            f, api.core, api.ns, "llm.trtllm-operator.dev/deployment", poll_seconds=0.3
+        ).start()
+        try:
+            yield f
+        finally:
+            follower.stop()
+
+
+def decisions(api: Api, name: str) -> list[dict[str, Any]]:
+    return list(api.autoscaling(name).get("lastDecisions") or [])
+
+
+def wait_serving(api: Api, fleet: Fleet, name: str, replicas: int, timeout: float = 90) -> None:
+    """Until ``replicas`` pods are Ready, each with an emulator, and the autoscaler has read them."""
+
+    def ok() -> bool:
+        status = api.deployment(name).get("status") or {}
+        return (
+            status.get("readyReplicas") == replicas
+            and len(fleet.addresses()) == replicas
+            and (status.get("autoscaling") or {}).get("queueDepthPerReplica") is not None
+        )
+
+    wait_for(ok, timeout=timeout, interval=0.3, desc=f"{name}: {replicas} ready replica(s) with metrics")
+
+
+def first_time(api: Api, name: str, predicate: Any, timeout: float, desc: str) -> float:
+    """Poll spec.replicas; the monotonic time when ``predicate(replicas)`` first held."""
+    wait_for(lambda: predicate(api.replicas(name)), timeout=timeout, interval=0.1, desc=desc)
+    return time.monotonic()
+
+
+# ------------------------------------------------------------------------------ tests
+def test_load_up_scales_out_within_the_window_and_back_in_after_the_scale_down_window(
+    cluster: LocalCluster, api: Api, fleet: Fleet
+) -> None:
+    up_window, down_window = 3, 10
+    api.create(
+        "llmdeployments",
+        an_autoscaled_deployment(
+            "chat",
+            "llama",
+            max_replicas=3,
+            up={"stabilizationWindowSeconds": up_window, "maxReplicasPerStep": 4, "periodSeconds": 1},
+            down={"stabilizationWindowSeconds": down_window, "maxReplicasPerStep": 4, "periodSeconds": 1},
+        ),
+    )
+    with running_operator(cluster, [api.ns]):
+        wait_serving(api, fleet, "chat", 1)
+        assert api.autoscaling("chat")["queueDepthPerReplica"] == 0
+        assert api.autoscaling("chat")["kvCacheUtilizationPercent"] == 20
+        active = wait_for(lambda: api.condition("chat", "ScalingActive"), desc="ScalingActive")
+        assert active["status"] == "True", active
+
+        # Load rises: 12 waiting requests per replica against a target of 4.
+        t_up = api.set_load(fleet, waiting=12, kvCacheUtilization=0.5)
+        t_scaled = first_time(api, "chat", lambda r: r > 1, timeout=up_window + 20, desc="scale-up")
+        assert up_window - 1.5 <= t_scaled - t_up <= up_window + 10, t_scaled - t_up
+        first_time(api, "chat", lambda r: r == 3, timeout=30, desc="scale to maxReplicas")
+        wait_serving(api, fleet, "chat", 3)
+        log = decisions(api, "chat")
+        reasons = [d["reason"] for d in log]
+        assert "ScaleUpStabilized" in reasons, log
+        step = next(d for d in log if d["fromReplicas"] == 1 and d["toReplicas"] > 1)
+        assert step["reason"] in ("AboveTarget", "TooManyReplicas"), step
+        assert step["signals"]["queueDepthPerReplica"] == 12, step
+        assert "queueDepthPerReplica" in step["message"]
+        assert api.autoscaling("chat")["lastScaleTime"]
+
+        # Load falls: replicas hold for the scale-down window, then go back to minReplicas.
+        t_down = api.set_load(fleet, waiting=0, kvCacheUtilization=0.1)
+        held = wait_for(
+            lambda: "ScaleDownStabilized" in [d["reason"] for d in decisions(api, "chat")],
+            timeout=20,
+            desc="ScaleDownStabilized decision",
+        )
+        assert held and api.replicas("chat") == 3
+        t_in = first_time(api, "chat", lambda r: r < 3, timeout=down_window + 30, desc="scale-down")
+        assert t_in - t_down >= down_window - 1.5, t_in - t_down
+        first_time(api, "chat", lambda r: r == 1, timeout=30, desc="back to minReplicas")
+        log = decisions(api, "chat")
+        down = next((d for d in reversed(log) if d["toReplicas"] < d["fromReplicas"]), None)
+        assert down is not None, log
+        assert down["reason"] in ("BelowTarget", "TooFewReplicas"), down
+        assert down["signals"]["queueDepthPerReplica"] == 0, down
+        assert len(log) <= 10
+        limited = api.condition("chat", "ScalingLimited")
+        assert limited is not None and limited["reason"] in ("DesiredWithinRange", "TooFewReplicas"), limited
+
+
+def test_no_free_gpu_reports_scaling_limited_instead_of_piling_up_pending_pods(
+    cluster: LocalCluster, api: Api, fleet: Fleet
+) -> None:
+    """A pool of 2 GPUs: the third replica cannot be scheduled, the autoscaler stops there."""
+    pool = NodeSpec(f"gpu-pool-{api.ns}", gpu_product=H100, gpus=2, extra_labels={"trtllm-test/pool": api.ns})
+    create_nodes(api.core, [pool])
+    try:
+        wait_nodes_ready(api.core, [pool.name])
+        api.create(
+            "llmdeployments",
+            an_autoscaled_deployment(
+                "tight",
+                "llama",
+                max_replicas=6,
+                up={"stabilizationWindowSeconds": 0, "maxReplicasPerStep": 1, "periodSeconds": 1},
+                down={"stabilizationWindowSeconds": 3, "maxReplicasPerStep": 6, "periodSeconds": 1},
+                scheduling={"nodeSelector": {"trtllm-test/pool": api.ns}},
+            ),
+        )
+        with running_operator(cluster, [api.ns]):
+            wait_serving(api, fleet, "tight", 1)
+            api.set_load(fleet, waiting=20, kvCacheUtilization=0.9)
+            limited = wait_for(
+                lambda: (
+                    (c := api.condition("tight", "ScalingLimited")) and c["reason"] == "InsufficientGPU" and c
+                ),
+                timeout=60,
+                desc="ScalingLimited InsufficientGPU",
+            )
+            assert limited["status"] == "True", limited
+            assert "cannot be scheduled" in limited["message"]
+            # Under the same load it stays there: no more replicas, never more than one Pending pod.
+            deadline = time.monotonic() + 6
+            while time.monotonic() < deadline:
+                assert api.replicas("tight") == 3
+                assert api.unschedulable("tight") <= 1
+                time.sleep(0.3)
+            assert api.unschedulable("tight") == 1
+            log = decisions(api, "tight")
+            assert any(d["reason"] == "InsufficientGPU" and d["toReplicas"] == 3 for d in log), log
+
+            # Load falls: scale-down still works, the Pending pod goes first.
+            api.set_load(fleet, waiting=0, kvCacheUtilization=0.1)
+            first_time(api, "tight", lambda r: r == 1, timeout=40, desc="scale-down with a Pending pod")
+            wait_for(lambda: api.unschedulable("tight") == 0, timeout=30, desc="Pending pod removed")
+            cleared = wait_for(
+                lambda: (c := api.condition("tight", "ScalingLimited")) and c["status"] == "False" and c,
+                timeout=20,
+                desc="ScalingLimited cleared",
+            )
+            assert cleared["reason"] in ("DesiredWithinRange", "TooFewReplicas")
+    finally:
+        api.core.delete_node(pool.name)
+
+
+# ------------------------------------------------------------------------------ Prometheus
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def prometheus_config(targets: Path) -> dict[str, Any]:
+    """Scrape the pods listed in ``targets`` (file_sd: Debian's Prometheus has no Kubernetes SD)."""
+    return {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "900ms"},
+        "rule_files": [str(RULES)],
+        "scrape_configs": [
+            {"job_name": "triton", "file_sd_configs": [{"files": [str(targets)], "refresh_interval": "1s"}]}
+        ],
+    }
+
+
+class TargetsWriter:
+    """Keeps a file_sd targets file equal to the namespace's Running pods (``namespace``/``pod`` labels),
+    as a PodMonitor would with Kubernetes service discovery."""
+
+    def __init__(self, api: Api, path: Path, port: int) -> None:
+        self.api, self.path, self.port = api, path, port
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="file-sd", daemon=True)
+        self.write()
+
+    def write(self) -> None:
+        pods = self.api.core.list_namespaced_pod(self.api.ns).items
+        groups = [
+            {
+                "targets": [f"{p.status.pod_ip}:{self.port}"],
+                "labels": {"namespace": self.api.ns, "pod": p.metadata.name},
+            }
+            for p in pods
+            if p.status.phase == "Running" and p.status.pod_ip and p.metadata.deletion_timestamp is None
+        ]
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(groups))
+        tmp.replace(self.path)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.3):
+            try:
+                self.write()
+            except Exception:  # the API server may be busy; next round
+                continue
+
+    def start(self) -> TargetsWriter:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+@pytest.fixture
+def prometheus(api: Api, metrics_port: int, tmp_path: Path) -> Iterator[str]:
+    """A real Prometheus on 127.0.0.1 (started and stopped here); yields its base URL."""
+    binary = shutil.which("prometheus")
+    if binary is None:
+        pytest.fail(
+            "prometheus is not installed: run hack/ci-deps.sh (Debian package 'prometheus')", pytrace=False
+        )
+    port = free_port()
+    config = tmp_path / "prometheus.yml"
+    writer = TargetsWriter(api, tmp_path / "targets.json", metrics_port).start()
+    config.write_text(yaml.safe_dump(prometheus_config(tmp_path / "targets.json")))
+    log = tmp_path / "prometheus.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [
+                binary,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--log.level=warn",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+
+        def ready() -> bool:
+            if proc.poll() is not None:
+                raise AssertionError(f"prometheus exited {proc.returncode}: {log.read_text()[-2000:]}")
+            with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as resp:
+                return bool(resp.status == 200)
+
+        wait_for(ready, timeout=60, desc="prometheus ready")
+        yield url
+    finally:
+        writer.stop()
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+def promql(url: str, query: str) -> list[dict[str, Any]]:
+    with urllib.request.urlopen(
+        f"{url}/api/v1/query?" + urllib.parse.urlencode({"query": query}), timeout=5
+    ) as resp:
+        doc = json.loads(resp.read())
+    assert doc["status"] == "success", doc
+    return list(doc["data"]["result"])
+
+
+def test_same_flow_through_a_real_prometheus(
+    cluster: LocalCluster, api: Api, fleet: Fleet, prometheus: str
+) -> None:
+    down_window = 8
+    api.create(
+        "llmdeployments",
+        an_autoscaled_deployment(
+            "prom",
+            "llama",
+            max_replicas=3,
+            up={"stabilizationWindowSeconds": 2, "maxReplicasPerStep": 4, "periodSeconds": 1},
+            down={"stabilizationWindowSeconds": down_window, "maxReplicasPerStep": 4, "periodSeconds": 1},
+            metrics={"source": "prometheus", "prometheusURL": prometheus, "scrapeIntervalSeconds": 1},
+        ),
+    )
+    with running_operator(cluster, [api.ns]):
+        wait_serving(api, fleet, "prom", 1)
+        api.set_load(fleet, waiting=8, kvCacheUtilization=0.5)
+        first_time(api, "prom", lambda r: r == 3, timeout=60, desc="scale-up through Prometheus")
+        log = decisions(api, "prom")
+        step = next(d for d in log if d["fromReplicas"] == 1 and d["toReplicas"] > 1)
+        assert step["signals"]["queueDepthPerReplica"] == 8, step
+        active = api.condition("prom", "ScalingActive")
+        assert active is not None and active["status"] == "True", active
+
+        # The chart's recording rules and the mode-keda query evaluate on the same series.
+        wait_serving(api, fleet, "prom", 3)
+
+        def recorded() -> list[dict[str, Any]] | None:
+            rows = promql(prometheus, f'{QUEUE_DEPTH_RECORD}{{namespace="{api.ns}"}}')
+            return rows if len(rows) == 3 and all(float(r["value"][1]) == 8 for r in rows) else None
+
+        rows = wait_for(recorded, timeout=30, desc="recording rule over 3 pods")
+        assert {r["metric"]["pod"] for r in rows} == {p.metadata.name for p in api.pods("prom")}
+        kv = promql(prometheus, f'{KV_CACHE_RECORD}{{namespace="{api.ns}"}}')
+        assert len(kv) == 3 and all(abs(float(r["value"][1]) - 0.5) < 0.01 for r in kv), kv
+        uid = api.deployment("prom")["metadata"]["uid"]
+        keda = desired_scaled_object(
+            "prom",
+            api.ns,
+            OwnerRef("prom", uid),
+            api_autoscaling_spec(api.deployment("prom")),
+        )
+        total = promql(prometheus, keda["spec"]["triggers"][0]["metadata"]["query"])
+        assert len(total) == 1 and float(total[0]["value"][1]) == 24, total
+
+        api.set_load(fleet, waiting=0, kvCacheUtilization=0.1)
+        t_down = time.monotonic()
+        t_in = first_time(api, "prom", lambda r: r < 3, timeout=down_window + 40, desc="scale-down")
+        assert t_in - t_down >= down_window - 1.5, t_in - t_down
+        first_time(api, "prom", lambda r: r == 1, timeout=30, desc="back to minReplicas")
+
+
+def api_autoscaling_spec(obj: dict[str, Any]) -> AutoscalingSpec:
+    doc = dict(obj["spec"]["autoscaling"])
+    doc["mode"] = "keda"
+    return AutoscalingSpec.model_validate(doc)
