@@ -162,3 +162,14 @@ def test_identical_results_for_a_fixed_seed() -> None:
     first, again, other = once(5), once(5), once(6)
     assert first == again
     assert first[1] != other[1]  # the seed drives the random routing
+
+
+def test_reservation_uses_the_clients_max_tokens() -> None:
+    reqs = [Request(0.0, 100, 10), Request(0.0, 100, 10)]
+    tight = run(reqs, a_replica(max_kv_tokens=1000))
+    assert tight.first_token[0] == tight.first_token[1]  # 110 + 110 tokens fit together
+    loose = run(reqs, a_replica(max_kv_tokens=1000, reserve_output_tokens=800))
+    # Each reserves 100 + 800 tokens: the second waits for the first to finish.
+    assert loose.first_token[1] == pytest.approx(loose.done[0] + 0.01 + 0.1)
+    # Alone in its batch: context iteration 0.01 + 0.1 s, then 9 decode steps of 11 ms + KV reads.
+    assert loose.done[0] == pytest.approx(0.11 + 9 * 0.011 + 1e-5 * sum(range(101, 110)))

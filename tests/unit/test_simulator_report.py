@@ -97,6 +97,7 @@ def test_cli_json_has_the_stable_keys(tmp_path: Path, capsys: pytest.CaptureFixt
         (["--gpu", "H999"], "unknown GPU product"),
         (["--trace", "/nope.csv"], "no such file"),
         (["--slo-ttft-ms", "0"], "--slo-ttft-ms"),
+        (["--reserve-output-tokens", "-1"], "--reserve-output-tokens"),
     ],
 )
 def test_cli_bad_input_exits_2_naming_the_flag(

@@ -12,6 +12,7 @@ Exit codes: 0 done, 2 bad input (the message names the flag).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from typing import Any
@@ -49,6 +50,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--max-batch-size", type=int, default=None, help="default: the planner's recommendation")
     p.add_argument("--max-num-tokens", type=int, default=None, help="default: the planner's recommendation")
     p.add_argument("--kv-cache-free-gpu-mem-fraction", type=float, default=0.9)
+    p.add_argument(
+        "--reserve-output-tokens",
+        type=int,
+        default=0,
+        help="max_tokens your clients send: GUARANTEED_NO_EVICT reserves prompt + max(output, this) "
+        "KV tokens per request (default 0: the actual output length)",
+    )
     p.add_argument(
         "--policy",
         default="builtin",
@@ -113,6 +121,8 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"--slo-ttft-ms must be > 0, got {args.slo_ttft_ms}")
     if args.cold_start_s < 0:
         return _fail(f"--cold-start-s must be >= 0, got {args.cold_start_s}")
+    if args.reserve_output_tokens < 0:
+        return _fail(f"--reserve-output-tokens must be >= 0, got {args.reserve_output_tokens}")
     if args.min_replicas < 1 or args.max_replicas < args.min_replicas:
         return _fail("--min-replicas must be >= 1 and --max-replicas >= --min-replicas")
     try:
@@ -140,6 +150,9 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     except (ValueError, OSError) as exc:
         return _fail(str(exc))
+    if args.reserve_output_tokens:
+        spec = dataclasses.replace(setup.spec, reserve_output_tokens=args.reserve_output_tokens)
+        setup = dataclasses.replace(setup, spec=spec)
     try:
         if args.deployment:
             policy: policies.SharedPolicy | policies.StaticPolicy | policies.OraclePolicy

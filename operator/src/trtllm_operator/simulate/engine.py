@@ -15,6 +15,8 @@ scheduler and FCFS order; paged KV cache; no chunked context):
   per decoding sequence. The first request that does not fit stops admission (no overtaking).
 - An admitted request runs its context phase in that iteration, which emits its first token at the
   iteration's end (that instant defines TTFT), then one token per iteration until ``output`` tokens.
+  The reservation is ``input + output`` tokens, or ``input + max(output, reserve_output_tokens)``
+  when clients send a larger ``max_tokens`` than they use.
 - Iteration time comes from :class:`~trtllm_operator.simulate.perf.IterationModel`.
 - A prompt longer than ``max_num_tokens`` or a request whose reservation exceeds the whole KV cache
   can never be scheduled: it is counted as dropped (TensorRT-LLM rejects it).
@@ -63,12 +65,23 @@ class ReplicaSpec:
     max_num_tokens: int
     model: IterationModel
     tokens_per_block: int = 32
+    #: Output tokens each request reserves: its ``max_tokens`` as clients send it. 0 reserves the
+    #: request's actual output length (clients that set ``max_tokens`` tight); otherwise the
+    #: reservation is ``max(output, reserve_output_tokens)`` (generation still stops at the actual
+    #: length, as at an end-of-sequence token).
+    reserve_output_tokens: int = 0
+
+    def reservation(self, req: Request) -> int:
+        """KV tokens ``GUARANTEED_NO_EVICT`` reserves for a request: prompt + max new tokens."""
+        return req.input_tokens + max(req.output_tokens, self.reserve_output_tokens)
 
     def __post_init__(self) -> None:
         if self.max_kv_tokens <= 0:
             raise ValueError(f"max_kv_tokens must be > 0, got {self.max_kv_tokens} (the model does not fit)")
         if self.max_batch_size <= 0 or self.max_num_tokens <= 0 or self.gpus <= 0:
             raise ValueError("gpus, max_batch_size and max_num_tokens must be > 0")
+        if self.reserve_output_tokens < 0:
+            raise ValueError(f"reserve_output_tokens must be >= 0, got {self.reserve_output_tokens}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,7 +352,7 @@ class Simulation:
         queue = r.queue
         while queue and len(r.heap) < spec.max_batch_size:
             req = reqs[queue[0]]
-            need = req.input_tokens + req.output_tokens
+            need = spec.reservation(req)
             if r.kv_reserved + need > spec.max_kv_tokens or prefill + req.input_tokens > budget:
                 break
             idx = queue.popleft()
@@ -365,9 +378,8 @@ class Simulation:
         while heap and heap[0][0] <= r.iteration:
             _, idx = heapq.heappop(heap)
             req = reqs[idx]
-            need = req.input_tokens + req.output_tokens
-            r.kv_reserved -= need
-            r.ctx_tokens -= need
+            r.kv_reserved -= self.spec.reservation(req)
+            r.ctx_tokens -= req.input_tokens + req.output_tokens
             self.done[idx] = now
             self.completed += 1
         r.iteration += 1
@@ -442,10 +454,7 @@ class Simulation:
                     self._end_iteration(r, now)
             elif kind == _ARRIVAL:
                 req = self.requests[arg]
-                if (
-                    req.input_tokens > spec.max_num_tokens
-                    or req.input_tokens + req.output_tokens > spec.max_kv_tokens
-                ):
+                if req.input_tokens > spec.max_num_tokens or spec.reservation(req) > spec.max_kv_tokens:
                     self.dropped += 1
                 else:
                     self._route(arg, now)
