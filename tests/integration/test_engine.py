@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import copy
 import json
+import socket
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -433,19 +435,34 @@ def test_same_key_reuses_artifact_key_change_rebuilds_label_change_does_not(api:
     }
 
 
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=2) as resp:
+        resp.read()
+        return resp
+
+
 def test_operator_killed_mid_build_restarts_without_duplicates(
     api: Api, cluster: LocalCluster, namespace: str, tmp_path: Path
 ) -> None:
     eng = an_engine("resilient")
     prepared = eng.prepared()
     api.create(eng.succeeds(success_report(prepared)).runs_for(6000))
-    with operator_process(cluster, [namespace], tmp_path / "operator.log") as proc:
+    port = _free_port()
+    with operator_process(cluster, [namespace], tmp_path / "operator.log", liveness_port=port) as proc:
         wait_for(
             api.jobs,
             timeout=60,
             desc=f"Job from the subprocess operator; log:\n{proc.log()[-3000:]}",
         )
         wait_for(lambda: api.phase("resilient") == "Building", timeout=30)
+        health = wait_for(lambda: _get(f"http://127.0.0.1:{port}/healthz"), desc="liveness endpoint")
+        assert health.status == 200
         proc.kill()
     assert api.phase("resilient") == "Building"
     with running_operator(cluster, [namespace]):
@@ -613,3 +630,24 @@ def test_second_engine_joins_a_running_build_and_keeps_it_alive(api: Api, operat
     engine = api.wait_phase("b", "Ready", timeout=60)
     assert engine["status"]["build"]["jobName"] == prepared.job_name
     wait_for(lambda: owners() == ["b"], timeout=90, desc="the garbage collector drops the deleted owner")
+
+
+def test_gpu_catalog_extension_from_a_configmap(api: Api, cluster: LocalCluster, namespace: str) -> None:
+    catalog = "gpus:\n  - product: NVIDIA-H100-80GB-HBM3-Custom\n    memoryMiB: 81559\n    sm: 90\n"
+    api.core.create_namespaced_config_map(
+        namespace,
+        {"metadata": {"name": "gpu-catalog"}, "data": {"extra.yaml": catalog, "broken.yaml": "gpus: 3"}},
+    )
+    with running_operator(cluster, [namespace], gpu_catalog_configmap="gpu-catalog"):
+        api.create(an_engine("custom").on("NVIDIA-H100-80GB-HBM3-Custom"))
+        job = wait_for(lambda: next(iter(api.jobs()), None), desc="Job for a product from the extension")
+        expr = job["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ]
+        assert expr["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == [
+            "NVIDIA-H100-80GB-HBM3-Custom"
+        ]
+        # no node carries that product: the build waits and says why
+        wait_for(
+            lambda: condition(api.engine("custom"), "Degraded")["reason"] == "BuildUnschedulable", timeout=60
+        )

@@ -52,6 +52,7 @@ def fast_settings(namespaces: Sequence[str], **overrides: Any) -> Settings:
         "watch_server_timeout_seconds": 10,
         "resync_seconds": 10.0,
         "liveness_port": None,
+        "listen_address": "127.0.0.1",
         "metrics_port": None,
         "hf_config_dir": str(HF_CONFIG_DIR),
         "builder_shm_bytes": 2**30,

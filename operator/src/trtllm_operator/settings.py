@@ -115,11 +115,16 @@ class Settings(BaseModel):
         description="Server-side timeout of watch requests (kopf settings.watching.server_timeout); unset: "
         "kopf default.",
     )
+    listen_address: str = Field(
+        default="0.0.0.0",
+        description="Address the liveness and metrics endpoints listen on (127.0.0.1 keeps them local).",
+    )
     liveness_port: int | None = Field(
         default=8081,
         ge=0,
         le=65535,
-        description="Port of the liveness endpoint http://0.0.0.0:PORT/healthz; unset (empty) disables it.",
+        description="Port of the liveness endpoint http://LISTEN_ADDRESS:PORT/healthz; unset (empty) "
+        "disables it.",
     )
     metrics_port: int | None = Field(
         default=8080,

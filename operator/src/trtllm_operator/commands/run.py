@@ -117,8 +117,12 @@ def run_operator(
         )
     import trtllm_operator.handlers  # noqa: F401, PLC0415 - importing registers the handlers
 
-    _start_metrics(settings.metrics_port)
-    liveness = f"http://0.0.0.0:{settings.liveness_port}/healthz" if settings.liveness_port else None
+    _start_metrics(settings.metrics_port, settings.listen_address)
+    liveness = (
+        f"http://{settings.listen_address}:{settings.liveness_port}/healthz"
+        if settings.liveness_port
+        else None
+    )
     log.info(
         "starting trtllm-operator: %s, max %d concurrent builds",
         "cluster-wide" if settings.clusterwide else "namespaces " + ",".join(settings.namespaces),
@@ -134,7 +138,7 @@ def run_operator(
     )
 
 
-def _start_metrics(port: int | None) -> None:
+def _start_metrics(port: int | None, address: str) -> None:
     global _metrics_started  # noqa: PLW0603 - the exporter can be started once per process
     if not port:
         return
@@ -143,5 +147,5 @@ def _start_metrics(port: int | None) -> None:
             return
         from trtllm_operator.metrics.operator_metrics import serve  # noqa: PLC0415
 
-        serve(port)
+        serve(port, addr=address)
         _metrics_started = True

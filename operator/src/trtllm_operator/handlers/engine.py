@@ -96,7 +96,7 @@ def _lock_for(namespace: str, name: str) -> threading.Lock:
 
 
 # ----------------------------------------------------------------------------- inputs
-_catalog_cache: tuple[float, dict[str, GPUSpec]] | None = None
+_catalog_cache: dict[tuple[str, str | None, str | None], tuple[float, dict[str, GPUSpec]]] = {}
 
 
 def catalog_extension(kube: Kube, settings: Settings) -> dict[str, GPUSpec]:
@@ -105,10 +105,11 @@ def catalog_extension(kube: Kube, settings: Settings) -> dict[str, GPUSpec]:
     A broken extension is logged and ignored (the built-in catalog still works): the operator
     never stops reconciling because of its own configuration.
     """
-    global _catalog_cache  # noqa: PLW0603 - a small process-wide cache
     now = time.monotonic()
-    if _catalog_cache is not None and now - _catalog_cache[0] < 60:
-        return _catalog_cache[1]
+    cache_key = (settings.operator_namespace, settings.gpu_catalog_configmap, settings.gpu_catalog_file)
+    cached = _catalog_cache.get(cache_key)
+    if cached is not None and now - cached[0] < 60:
+        return cached[1]
     extra: dict[str, GPUSpec] = {}
     sources: list[tuple[str, str]] = []
     if settings.gpu_catalog_file:
@@ -130,7 +131,7 @@ def catalog_extension(kube: Kube, settings: Settings) -> dict[str, GPUSpec]:
             extra.update(load_catalog_extension(text))
         except (PlanInputError, yaml.YAMLError) as exc:
             log.warning("ignoring GPU catalog extension %s: %s", where, exc)
-    _catalog_cache = (now, extra)
+    _catalog_cache[cache_key] = (now, extra)
     return extra
 
 
