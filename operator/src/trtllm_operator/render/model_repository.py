@@ -135,7 +135,7 @@ def configmap_data(params: ServingParams, files: Mapping[str, str]) -> dict[str,
     """``data`` of the ConfigMap: every repository file plus ``launch.sh``."""
     check_filled(files)
     data = {configmap_key(path): text for path, text in files.items()}
-    data[LAUNCH_SCRIPT] = launch_script(params)
+    data[LAUNCH_SCRIPT] = launch_script(params, sorted({path.split("/", 1)[0] for path in files}))
     return data
 
 

@@ -24,7 +24,7 @@ import hashlib
 import json
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -343,11 +343,21 @@ def hosts_expression(params: ServingParams) -> str:
     )
 
 
-def launch_script(params: ServingParams) -> str:
+#: The Triton models the operator renders per backend (engine_builder.triton's layouts).
+MODELS = {
+    "tensorrt": ("ensemble", "postprocessing", "preprocessing", "tensorrt_llm"),
+    "pytorch": ("tensorrt_llm",),
+}
+
+
+def launch_script(params: ServingParams, models: Sequence[str] | None = None) -> str:
     """The container's main process (``bash launch.sh``), as text.
 
-    1. Assemble the model repository in an emptyDir: the artifact's Triton pieces (or, if the
-       artifact has none, the image's templates), then the operator's rendered config files on top.
+    1. Assemble the model repository in an emptyDir, per rendered model (``models``, default
+       :data:`MODELS` of the backend): its version directory ``1/`` (the Python models' ``model.py``,
+       which must match the image's TensorRT-LLM) from the artifact's ``triton/`` pieces, else from
+       the image's own ``all_models`` copy; then the operator's rendered config files on top. Only
+       models the operator rendered are served — never an unfilled template of the image.
     2. World size 1: ``exec tritonserver`` — Triton is the main process.
     3. Otherwise run ``mpirun`` in the background and wait on it. SIGTERM is forwarded (Open MPI
        passes it to every rank). A watchdog ends the replica when fewer than ``world_size``
@@ -364,8 +374,12 @@ def launch_script(params: ServingParams) -> str:
         "# Rendered by trtllm-operator; see docs/serving.md. Do not edit: the operator re-renders it.",
         "set -euo pipefail",
         f"repo={MODEL_REPOSITORY}",
-        f'if [ -d "{ARTIFACT_MODEL_REPOSITORY}" ]; then cp -rL "{ARTIFACT_MODEL_REPOSITORY}/." "$repo/";',
-        f'else cp -rL "{templates}/." "$repo/"; fi',
+        f"for m in {' '.join(sorted(models or MODELS[params.backend]))}; do",
+        '  mkdir -p "$repo/$m/1"',
+        f'  if [ -d "{ARTIFACT_MODEL_REPOSITORY}/$m/1" ]; then src="{ARTIFACT_MODEL_REPOSITORY}/$m/1";',
+        f'  else src="{templates}/$m/1"; fi',
+        '  if [ -d "$src" ]; then cp -rL "$src/." "$repo/$m/1/"; fi',
+        "done",
         f'cp -rL "{CONFIG_MOUNT}/model-repository/." "$repo/"',
         'if grep -rl --include=config.pbtxt --include=model.yaml "\\${" "$repo"; then',
         '  echo "unfilled \\${...} template parameter in the model repository" >&2; exit 2; fi',
@@ -394,10 +408,12 @@ def launch_script(params: ServingParams) -> str:
         '  if [ "$alive" -ge "$world_size" ]; then seen=1; fi',
         '  if [ "$seen" = 1 ] && [ "$alive" -lt "$world_size" ]; then',
         '    echo "a tritonserver rank exited ($alive of $world_size alive): stopping the replica" >&2',
-        '    kill -TERM "$mpi" 2>/dev/null || true; sleep 10; kill -KILL "$mpi" 2>/dev/null || true',
+        '    kill -TERM "$mpi" 2>/dev/null || true',
+        '    for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$mpi" 2>/dev/null || break; sleep 1; done',
+        '    kill -KILL "$mpi" 2>/dev/null || true',
         '    wait "$mpi" || true; exit 1',
         "  fi",
-        "  sleep 5 & wait $! || true",
+        "  sleep 2 & wait $! || true",
         "done",
         'wait "$mpi"',
     ]

@@ -1,0 +1,167 @@
+"""launch.sh executed for real with fake ``tritonserver`` and ``mpirun`` programs on PATH.
+
+Checks what the pod's main process does: assembles the model repository (model code from the
+artifact or the image, the operator's config files on top), refuses an unfilled ``${…}``, execs
+Triton for one rank, and for several ranks keeps ``mpirun`` in the foreground and stops the replica
+when a rank exits (even with status 0).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from trtllm_operator.render.model_repository import desired_model_repository, volume_items
+from trtllm_operator.render.serving import OwnerRef, ServingParams
+
+FAKE_TRITON = """#!/bin/bash
+# Fake tritonserver: records its arguments; rank 1 exits 0 after RANK1_EXIT_AFTER seconds if set.
+echo "$@" > "$LOGDIR/rank-$$.args"
+case "$*" in *prefix1_*) if [ -n "${RANK1_EXIT_AFTER:-}" ]; then sleep "$RANK1_EXIT_AFTER"; exit 0; fi;; esac
+[ -n "${EXIT_AT_ONCE:-}" ] && exit 0
+while true; do sleep 0.2; done
+"""
+
+FAKE_MPIRUN = """#!/usr/bin/env python3
+# Fake mpirun: one child per ':'-separated app context; like Open MPI, a non-zero exit ends the job.
+import signal, subprocess, sys, time
+args = sys.argv[1:]
+while args and args[0] != "-n":
+    args = args[2:] if args[0] == "--host" else args[1:]
+contexts, cur = [], []
+for a in args + [":"]:
+    if a == ":":
+        contexts.append(cur[2:]); cur = []
+    else:
+        cur.append(a)
+procs = [subprocess.Popen(c) for c in contexts]
+def stop(*_):
+    for p in procs: p.terminate()
+    sys.exit(143)
+signal.signal(signal.SIGTERM, stop)
+while True:
+    codes = [p.poll() for p in procs]
+    if any(c not in (None, 0) for c in codes):
+        stop()
+    if all(c is not None for c in codes):
+        sys.exit(0)
+    time.sleep(0.1)
+"""
+
+
+def params(**kw: object) -> ServingParams:
+    base = ServingParams(
+        name="llama",
+        namespace="ns",
+        owner=OwnerRef("llama", "u"),
+        engine_name="e",
+        engine_key="e" * 64,
+        backend="tensorrt",
+        image="img:1",
+        gpu_product="NVIDIA-H100-80GB-HBM3",
+        artifact_claim="c",
+        artifact_sub_path="k",
+    )
+    return replace(base, **kw)  # type: ignore[arg-type]
+
+
+def install(tmp: Path, p: ServingParams) -> tuple[Path, dict[str, str]]:
+    """Lay out the pod's mounts under ``tmp`` and return (script, env)."""
+    cm = desired_model_repository(p)
+    config = tmp / "config"
+    for item in volume_items(cm):
+        target = config / item["path"]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(cm["data"][item["key"]])
+    # The artifact carries model code for preprocessing only; the image has the rest.
+    (tmp / "artifact/triton/preprocessing/1").mkdir(parents=True)
+    (tmp / "artifact/triton/preprocessing/1/model.py").write_text("# from the artifact\n")
+    for m in ("preprocessing", "postprocessing", "tensorrt_llm", "tensorrt_llm_bls"):
+        (tmp / f"app/inflight_batcher_llm/{m}/1").mkdir(parents=True)
+        (tmp / f"app/inflight_batcher_llm/{m}/1/model.py").write_text("# from the image\n")
+    (tmp / "app/inflight_batcher_llm/tensorrt_llm_bls/config.pbtxt").write_text("max_batch_size: ${x}\n")
+    script = (config / "launch.sh").read_text()
+    script = script.replace("--model-repository=/model-repository", f"--model-repository={tmp}/repo")
+    script = script.replace("repo=/model-repository", f"repo={tmp}/repo")
+    script = script.replace("/etc/trtllm-operator", str(config)).replace("/artifact", f"{tmp}/artifact")
+    script = script.replace("/app/all_models", f"{tmp}/app")
+    (tmp / "launch.sh").write_text(script)
+    (tmp / "repo").mkdir()
+    bin_dir = tmp / "bin"
+    bin_dir.mkdir()
+    for name, text in (("tritonserver", FAKE_TRITON), ("mpirun", FAKE_MPIRUN)):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(stat.S_IRWXU)
+    (tmp / "logs").mkdir()
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "LOGDIR": str(tmp / "logs")}
+    return tmp / "launch.sh", env
+
+
+def test_single_rank_assembles_repository_and_execs_triton(tmp_path: Path) -> None:
+    script, env = install(tmp_path, params())
+    result = subprocess.run(
+        ["bash", str(script)],
+        env={**env, "EXIT_AT_ONCE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    repo = tmp_path / "repo"
+    assert (repo / "preprocessing/1/model.py").read_text() == "# from the artifact\n"
+    assert (repo / "postprocessing/1/model.py").read_text() == "# from the image\n"
+    assert not (repo / "tensorrt_llm_bls").exists()  # never an unrendered template of the image
+    assert 'key: "gpt_model_path"' in (repo / "tensorrt_llm/config.pbtxt").read_text()
+    (args,) = [p.read_text() for p in (tmp_path / "logs").iterdir()]
+    assert f"--model-repository={repo}" in args and "--http-port=8000" in args
+
+
+def test_unfilled_placeholder_stops_the_pod(tmp_path: Path) -> None:
+    script, env = install(tmp_path, params())
+    config = tmp_path / "config/model-repository/tensorrt_llm/config.pbtxt"
+    config.write_text(
+        config.read_text() + 'parameters: { key: "x" value: { string_value: "${engine_dir}" } }\n'
+    )
+    result = subprocess.run(
+        ["bash", str(script)], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 2 and "unfilled" in result.stderr
+    assert list((tmp_path / "logs").iterdir()) == []  # Triton never started
+
+
+def test_replica_stops_when_a_rank_exits_even_with_status_zero(tmp_path: Path) -> None:
+    script, env = install(tmp_path, params(tensor_parallelism=2))
+    started = time.monotonic()
+    result = subprocess.run(
+        ["bash", str(script)],
+        env={**env, "RANK1_EXIT_AFTER": "3"},
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    assert "a tritonserver rank exited (1 of 2 alive)" in result.stderr
+    assert time.monotonic() - started < 30
+    ranks = sorted(p.read_text() for p in (tmp_path / "logs").iterdir())
+    assert len(ranks) == 2 and sum("--load-model=tensorrt_llm" in r for r in ranks) == 1
+    alive = subprocess.run(["pgrep", "-f", str(tmp_path / "bin")], capture_output=True, check=False)
+    assert alive.returncode == 1, "no rank may outlive the replica"
+
+
+def test_sigterm_is_forwarded_to_every_rank(tmp_path: Path) -> None:
+    script, env = install(tmp_path, params(tensor_parallelism=2))
+    proc = subprocess.Popen(["bash", str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while len(list((tmp_path / "logs").iterdir())) < 2:
+        assert time.monotonic() < deadline, "ranks did not start"
+        time.sleep(0.1)
+    proc.terminate()
+    assert proc.wait(timeout=30) != 0
+    alive = subprocess.run(["pgrep", "-f", str(tmp_path / "bin")], capture_output=True, check=False)
+    assert alive.returncode == 1, "no rank may outlive the replica"
