@@ -548,3 +548,93 @@ def api_autoscaling_spec(obj: dict[str, Any]) -> AutoscalingSpec:
     doc = dict(obj["spec"]["autoscaling"])
     doc["mode"] = "keda"
     return AutoscalingSpec.model_validate(doc)
+
+
+# ------------------------------------------------------------------------------ hpa / keda modes
+def test_mode_hpa_renders_an_hpa_on_the_scale_subresource_and_mode_switches_clean_up(
+    cluster: LocalCluster, api: Api
+) -> None:
+    body = an_autoscaled_deployment(
+        "ext",
+        "llama",
+        max_replicas=4,
+        up={"stabilizationWindowSeconds": 0},
+        down={"stabilizationWindowSeconds": 60},
+    )
+    body["spec"]["autoscaling"]["mode"] = "hpa"
+    api.create("llmdeployments", body)
+    hpa_api = client.AutoscalingV2Api(cluster.api)
+
+    def hpa() -> Any:
+        try:
+            return hpa_api.read_namespaced_horizontal_pod_autoscaler("ext", api.ns)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    with running_operator(cluster, [api.ns]):
+        found = wait_for(hpa, timeout=60, desc="HPA created")
+        ref = found.spec.scale_target_ref
+        assert (ref.api_version, ref.kind, ref.name) == (f"{GROUP}/{VERSION}", "LLMDeployment", "ext")
+        assert [m.pods.metric.name for m in found.spec.metrics] == [
+            "trtllm_queue_depth",
+            "trtllm_kv_cache_utilization",
+        ]
+        assert found.metadata.owner_references[0].kind == "LLMDeployment"
+        # What the HPA controller reads (the local control plane does not run it): the /scale
+        # subresource of the target, with the pod selector for its Pods metrics.
+        scale = wait_for(
+            lambda: (
+                (
+                    sc := api.custom.get_namespaced_custom_object_scale(
+                        GROUP, VERSION, api.ns, "llmdeployments", "ext"
+                    )
+                )
+                and sc.get("status", {}).get("selector")
+                and sc
+            ),
+            timeout=60,
+            desc="scale subresource with a selector",
+        )
+        assert scale["spec"]["replicas"] == 1
+        assert scale["status"]["selector"] == SELECTOR.format("ext")
+        active = wait_for(lambda: api.condition("ext", "ScalingActive"), timeout=30, desc="ScalingActive")
+        assert active["reason"] == "HPARendered", active
+
+        # mode keda without KEDA installed: the HPA goes, the condition says what is missing.
+        api.custom.patch_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            api.ns,
+            "llmdeployments",
+            "ext",
+            {
+                "spec": {
+                    "autoscaling": {
+                        "mode": "keda",
+                        "metrics": {
+                            "source": "prometheus",
+                            "prometheusURL": "http://prometheus.invalid:9090",
+                        },
+                    }
+                }
+            },
+        )
+        wait_for(lambda: hpa() is None, timeout=30, desc="HPA removed")
+        missing = wait_for(
+            lambda: (c := api.condition("ext", "ScalingActive")) and c["reason"] == "KEDANotInstalled" and c,
+            timeout=30,
+            desc="KEDANotInstalled",
+        )
+        assert missing["status"] == "False" and "install KEDA" in missing["message"]
+
+        # Back to hpa, then autoscaling off: the HPA comes and goes again.
+        api.custom.patch_namespaced_custom_object(
+            GROUP, VERSION, api.ns, "llmdeployments", "ext", {"spec": {"autoscaling": {"mode": "hpa"}}}
+        )
+        wait_for(hpa, timeout=30, desc="HPA re-created")
+        api.custom.patch_namespaced_custom_object(
+            GROUP, VERSION, api.ns, "llmdeployments", "ext", {"spec": {"autoscaling": {"enabled": False}}}
+        )
+        wait_for(lambda: hpa() is None, timeout=30, desc="HPA removed when autoscaling is off")
