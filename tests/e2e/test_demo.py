@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import pytest
@@ -47,6 +49,14 @@ def _cluster_pids(work: Path) -> list[int]:
     return [int(p) for p in pids.values()]
 
 
+class _TerminatedError(Exception):
+    pass
+
+
+def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    raise _TerminatedError(f"signal {signum}")
+
+
 @pytest.mark.slow
 @pytest.mark.quantize
 def test_make_demo_runs_end_to_end_and_demo_down_leaves_nothing_running(tmp_path: Path) -> None:
@@ -54,6 +64,9 @@ def test_make_demo_runs_end_to_end_and_demo_down_leaves_nothing_running(tmp_path
     env = {**os.environ, "TRTLLM_DEMO_DIR": str(work)}
     env.pop("KUBECONFIG", None)
     started: list[int] = []
+    # The demo's processes run in their own sessions (they outlive the script on purpose). If pytest
+    # itself is stopped with SIGTERM (e.g. `timeout`), still run `hack/demo.sh down` below.
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         try:
             proc = subprocess.run(
@@ -79,6 +92,7 @@ def test_make_demo_runs_end_to_end_and_demo_down_leaves_nothing_running(tmp_path
         down = subprocess.run(
             [str(DEMO), "down"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
         )
+        signal.signal(signal.SIGTERM, previous)
 
     # Output a user sees: every step, the honest line about the compile, the final verdict.
     out = proc.stdout
