@@ -35,7 +35,7 @@ from support.wait import wait_for
 
 from trtllm_operator.api.deployment import AutoscalingSpec
 from trtllm_operator.decide.engine import PreparedEngine, artifact_record, prepare_engine
-from trtllm_operator.emulator import Control, Fleet, PodFollower
+from trtllm_operator.emulator import Control, Fleet, PodFollower, ServingProfile
 from trtllm_operator.handlers import autoscaler as autoscaler_handlers
 from trtllm_operator.metrics.prometheus import KV_CACHE_RECORD, QUEUE_DEPTH_RECORD
 from trtllm_operator.render.builder_job import desired_cache_entry
@@ -321,6 +321,42 @@ def test_load_up_scales_out_within_the_window_and_back_in_after_the_scale_down_w
         assert len(log) <= 10
         limited = api.condition("chat", "ScalingLimited")
         assert limited is not None and limited["reason"] in ("DesiredWithinRange", "TooFewReplicas"), limited
+
+
+def test_arrival_rate_on_the_load_model_drives_scale_out_and_in(
+    cluster: LocalCluster, api: Api, fleet: Fleet
+) -> None:
+    """Requests/s instead of pinned gauges: the emulators' fluid queue model makes the signals."""
+    # 4 sequences of 0.5 s each per replica → 8 requests/s per replica; KV 0.5 when saturated.
+    fleet.profile = ServingProfile(
+        max_batch_size=4,
+        kv_blocks=40,
+        input_tokens=256,
+        output_tokens=64,
+        decode_tokens_per_second=160.0,
+        prefill_seconds=0.1,
+    )
+    fleet.set_control(Control(arrival_rate=0.0))
+    api.create(
+        "llmdeployments",
+        an_autoscaled_deployment(
+            "model",
+            "llama",
+            max_replicas=3,
+            up={"stabilizationWindowSeconds": 2, "maxReplicasPerStep": 4, "periodSeconds": 1},
+            down={"stabilizationWindowSeconds": 6, "maxReplicasPerStep": 4, "periodSeconds": 1},
+        ),
+    )
+    with running_operator(cluster, [api.ns]):
+        wait_serving(api, fleet, "model", 1)
+        fleet.set_control(Control(arrival_rate=20.0))  # 2.5× one replica's capacity: the queue grows
+        first_time(api, "model", lambda r: r == 3, timeout=60, desc="scale-out on a growing queue")
+        step = next(d for d in decisions(api, "model") if d["fromReplicas"] == 1 and d["toReplicas"] > 1)
+        assert step["signals"]["queueDepthPerReplica"] > 4, step
+        fleet.set_control(Control(arrival_rate=0.0))
+        first_time(api, "model", lambda r: r == 1, timeout=60, desc="scale-in once the queue drained")
+        down = next(d for d in reversed(decisions(api, "model")) if d["toReplicas"] < d["fromReplicas"])
+        assert down["signals"]["queueDepthPerReplica"] < 4, down
 
 
 def test_no_free_gpu_reports_scaling_limited_instead_of_piling_up_pending_pods(
