@@ -241,6 +241,14 @@ def test_serves_engine_then_rolls_to_new_key_one_pod_at_a_time(cluster: LocalClu
         ).items
         assert 1 <= len(cms) <= 2
 
+        # Deleting the deployment removes it from the engine's status.usedBy.
+        api.custom.delete_namespaced_custom_object(GROUP, VERSION, api.ns, "llmdeployments", "chat")
+        wait_for(
+            lambda: api.get("llmengines", "llama-fp8")["status"].get("usedBy") == [],
+            timeout=30,
+            desc="usedBy emptied",
+        )
+
 
 def test_incompatible_or_unplaceable_is_reported_and_nothing_rolls(cluster: LocalCluster, api: Api) -> None:
     engine = an_engine("llama-fp8")

@@ -178,21 +178,29 @@ def _prune_configmaps(kube: Kube, namespace: str, name: str, keep: set[str]) -> 
             kube.delete(CONFIG_MAP, namespace, cm["metadata"]["name"])
 
 
-def _register_user(kube: Kube, namespace: str, name: str, engine_name: str | None) -> None:
-    """Idempotently list ``name`` in ``status.usedBy`` of its engine and remove it from others."""
+def sync_used_by(kube: Kube, namespace: str) -> None:
+    """Set every engine's ``status.usedBy`` to the LLMDeployments that reference it (level-based).
+
+    Recomputed from the deployments that exist, so an entry can never go stale (a deployment
+    deleted while the operator was down, an ``engineRef`` changed). Writes only on change; the
+    read-compute-write loop of :func:`patch_status` keeps other writers' status fields.
+    """
+    users: dict[str, set[str]] = {}
+    for dep in kube.list(LLM_DEPLOYMENT, namespace):
+        if dep["metadata"].get("deletionTimestamp"):
+            continue
+        ref = ((dep.get("spec") or {}).get("engineRef") or {}).get("name")
+        if ref:
+            users.setdefault(ref, set()).add(dep["metadata"]["name"])
     for engine in kube.list(LLM_ENGINE, namespace):
         ename = engine["metadata"]["name"]
-        users = list((engine.get("status") or {}).get("usedBy") or [])
-        wanted = ename == engine_name
-        if (name in users) == wanted:
+        want = sorted(users.get(ename, ()))
+        if list((engine.get("status") or {}).get("usedBy") or []) == want:
             continue
 
-        def mutate(obj: dict[str, Any], wanted: bool = wanted) -> dict[str, Any] | None:
+        def mutate(obj: dict[str, Any], want: list[str] = want) -> dict[str, Any] | None:
             current = list((obj.get("status") or {}).get("usedBy") or [])
-            if (name in current) == wanted:
-                return None
-            new = sorted({*current, name}) if wanted else [u for u in current if u != name]
-            return {"usedBy": new}
+            return None if current == want else {"usedBy": want}
 
         patch_status(kube, LLM_ENGINE, namespace, ename, mutate)
 
@@ -249,7 +257,7 @@ def _reconcile(kube: Kube, namespace: str, name: str) -> None:
     generation = obj["metadata"].get("generation", 0)
     old_status = obj.get("status") or {}
     engine = kube.get(LLM_ENGINE, namespace, engine_name) if engine_name else None
-    _register_user(kube, namespace, name, engine_name if engine is not None else None)
+    sync_used_by(kube, namespace)
 
     selector = f"{LABEL_DEPLOYMENT}={child_name(name)}"
     state, message = engine_readiness(engine)
@@ -440,11 +448,14 @@ def resync_deployment(name: str, namespace: str | None, **_: Any) -> None:
     _safe_reconcile(namespace, name)
 
 
-@kopf.on.delete(GROUP, VERSION, "llmdeployments", optional=True)
-def on_deployment_deleted(name: str, namespace: str | None, **_: Any) -> None:
-    """Best effort (no finalizer): drop the deployment from engines' ``status.usedBy``."""
-    if namespace:
-        _register_user(default_kube(), namespace, name, None)
+@kopf.on.event(GROUP, VERSION, "llmdeployments")
+def on_deployment_event(event: Mapping[str, Any], **_: Any) -> None:
+    """A deleted LLMDeployment leaves engines' ``status.usedBy`` (no finalizer needed: the watch
+    reports the deletion; a deletion missed while the operator was down is healed by the next sync)."""
+    if event.get("type") == "DELETED":
+        namespace = ((event.get("object") or {}).get("metadata") or {}).get("namespace")
+        if namespace:
+            sync_used_by(default_kube(), namespace)
 
 
 def _owner_name(meta: Mapping[str, Any]) -> str | None:
@@ -455,8 +466,10 @@ def _owner_name(meta: Mapping[str, Any]) -> str | None:
 
 
 @kopf.on.event("apps", "v1", "deployments", labels={LABEL_DEPLOYMENT: kopf.PRESENT})
+@kopf.on.event(LWS.group, LWS.version, LWS.plural, labels={LABEL_DEPLOYMENT: kopf.PRESENT})
 def on_workload_event(event: Mapping[str, Any], **_: Any) -> None:
-    """Status follows the pods: every change of an owned Deployment re-reconciles its owner."""
+    """Status follows the pods: every change of an owned Deployment (or LeaderWorkerSet, when its
+    CRD is installed; kopf starts that watch when the CRD appears) re-reconciles its owner."""
     meta = (event.get("object") or {}).get("metadata") or {}
     owner = _owner_name(meta)
     if owner:
@@ -471,6 +484,8 @@ def on_engine_event(event: Mapping[str, Any], **_: Any) -> None:
     if not namespace or not engine_name:
         return
     kube = default_kube()
+    if event.get("type") != "DELETED":
+        sync_used_by(kube, namespace)
     for dep in kube.list(LLM_DEPLOYMENT, namespace):
         if ((dep.get("spec") or {}).get("engineRef") or {}).get("name") == engine_name:
             _safe_reconcile(namespace, dep["metadata"]["name"])
