@@ -13,6 +13,10 @@ them without interference and the dashboard test can list every name the operato
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -86,6 +90,23 @@ API_ERRORS = Counter(
     ["verb", "code"],
     registry=REGISTRY,
 )
+
+
+@contextmanager
+def observe_reconcile(kind: str) -> Iterator[None]:
+    """Count one reconcile of ``kind`` in ``trtllm_operator_reconciles_total`` and time it.
+
+    The result label is ``success`` when the block returns and ``error`` when it raises (the
+    exception propagates). Controllers that know a finer result (``invalid``) count themselves.
+    """
+    started = time.monotonic()
+    result = "error"
+    try:
+        yield
+        result = "success"
+    finally:
+        RECONCILES.labels(kind=kind, result=result).inc()
+        RECONCILE_DURATION.labels(kind=kind).observe(time.monotonic() - started)
 
 
 def metric_names() -> set[str]:
