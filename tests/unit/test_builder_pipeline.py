@@ -46,6 +46,13 @@ PARALLEL = {"tp1": (1, 1), "tp2": (2, 1), "pp2": (1, 2)}
 
 
 @pytest.fixture(scope="module")
+def format_workdirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """One work directory per format, shared by its three parallelism cases: the calibration is
+    reused across them (the ``quantize`` stage does not depend on parallelism)."""
+    return {fmt: tmp_path_factory.mktemp(f"work-{fmt}") for fmt in QUANT_ALGO}
+
+
+@pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("tiny-llama")
     make_tiny_model(path)
@@ -59,7 +66,7 @@ def write_spec(tmp: Path, model_uri: str | Path, **overrides: Any) -> Path:
         "runtime_image": "nvcr.io/nvidia/tritonserver:25.05-trtllm-python-py3",
         "quantization": {
             "format": "none",
-            "calibration": {"num_samples": 4, "max_seq_length": 32},
+            "calibration": {"num_samples": 2, "max_seq_length": 16},
         },
         "target": {"gpu_product": "NVIDIA-H100-80GB-HBM3", "sm": 90},
         "output": {"artifact_root": str(tmp / "artifacts"), "termination_log": str(tmp / "termination-log")},
@@ -81,8 +88,10 @@ def run_in_process(
     skip_compile: bool = True,
     from_stage: str | None = None,
     serving_root: str | None = None,
+    workdir: Path | None = None,
 ) -> tuple[int, dict[str, Any]]:
-    code = run(spec, tmp / "work", from_stage, Options(skip_compile=skip_compile, serving_root=serving_root))
+    options = Options(skip_compile=skip_compile, serving_root=serving_root)
+    code = run(spec, workdir or tmp / "work", from_stage, options)
     termination = json.loads((tmp / "termination-log").read_text())
     return code, termination
 
@@ -107,7 +116,7 @@ def check_manifest(artifact: Path, termination: dict[str, Any]) -> dict[str, Any
 @pytest.mark.parametrize("parallel", sorted(PARALLEL))
 @pytest.mark.parametrize("fmt", sorted(QUANT_ALGO))
 def test_formats_by_parallelism_through_package(
-    tmp_path: Path, tiny_model: Path, fmt: str, parallel: str
+    tmp_path: Path, tiny_model: Path, format_workdirs: dict[str, Path], fmt: str, parallel: str
 ) -> None:
     tp, pp = PARALLEL[parallel]
     quant: dict[str, Any] = {"format": fmt}
@@ -118,7 +127,7 @@ def test_formats_by_parallelism_through_package(
     if fmt == "int8_sq":
         quant["kv_cache_dtype"] = "int8"
     spec = write_spec(tmp_path, tiny_model, quantization=quant, parallelism={"tensor": tp, "pipeline": pp})
-    code, termination = run_in_process(tmp_path, spec)
+    code, termination = run_in_process(tmp_path, spec, workdir=format_workdirs[fmt])
 
     assert code == 0, termination
     assert termination["status"] == "Partial"
@@ -222,6 +231,25 @@ def test_resume_skips_done_stages_and_compile_needs_the_toolchain(
     assert failed["reason"] == "ToolchainMissing"
     assert failed["stage"] == "compile"
     assert "trtllm-build" in failed["message"]
+
+
+def test_changing_parallelism_reuses_the_calibration(
+    tmp_path: Path, tiny_model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, first = run_in_process(tmp_path, write_spec(tmp_path, tiny_model, quantization={"format": "fp8"}))
+    assert code == 0
+    quantize_record = json.loads((tmp_path / "work" / "state" / "quantize.json").read_text())
+    capsys.readouterr()
+    spec = write_spec(tmp_path, tiny_model, quantization={"format": "fp8"}, parallelism={"tensor": 2})
+    code, second = run_in_process(tmp_path, spec)
+    out = capsys.readouterr().out
+    assert code == 0
+    assert second["engineKey"] != first["engineKey"]
+    assert "[quantize] already done" in out
+    assert "[plan] already" not in out and "[convert] already" not in out
+    assert json.loads((tmp_path / "work" / "state" / "quantize.json").read_text()) == quantize_record
+    config = json.loads((Path(second["artifactURI"]) / "checkpoint" / "config.json").read_text())
+    assert config["mapping"]["tp_size"] == 2
 
 
 @pytest.mark.parametrize(
@@ -358,11 +386,11 @@ def test_sigkill_during_quantize_then_resume_gives_the_same_manifest(
 ) -> None:
     calib = tmp_path / "calib.txt"
     calib.write_text(
-        "\n".join(f"sample {i}: the quick brown fox jumps over the lazy dog {i % 97}" for i in range(1500))
+        "\n".join(f"sample {i}: the quick brown fox jumps over the lazy dog {i % 97}" for i in range(80))
     )
     quant = {
         "format": "int8_sq",
-        "calibration": {"dataset": str(calib), "num_samples": 1500, "max_seq_length": 64},
+        "calibration": {"dataset": str(calib), "num_samples": 80, "max_seq_length": 16},
     }
     ref_dir = tmp_path / "reference"
     ref_dir.mkdir()

@@ -9,10 +9,12 @@
 
 Stages run in order — ``fetch → inspect → plan → quantize → convert → compile → package →
 report`` — each recording ``<workdir>/state/<stage>.json`` (status ``done`` or ``skipped`` with a
-reason, seconds, and the stage's result) once its outputs are in place. A re-run resumes after the
-last recorded stage; ``--from-stage`` forgets that stage and everything after it. When a stage runs
-again, every later record is dropped (their inputs changed). The work directory belongs to one
-engine key: a spec with a different key resets the records (downloaded files are kept and reused).
+reason, seconds, a digest of the inputs it used, and its result) once its outputs are in place. A
+re-run skips every stage whose record is present, whose inputs digest matches the spec, and none of
+whose dependencies (:data:`STAGE_DEPENDS`) re-ran — make-style. So a crash resumes after the last
+completed stage, and a spec that only changes tensor parallelism re-shards the existing calibration
+instead of calibrating again (:data:`STAGE_INPUTS`). ``--from-stage`` forgets that stage and every
+later one.
 
 ``--skip-compile`` is for machines without the TensorRT-LLM toolchain (tests, the CPU demo): the
 ``compile`` stage is recorded as ``skipped`` (never ``done``), the manifest says so, and the report's
@@ -30,6 +32,7 @@ written within the grace period.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -55,7 +58,7 @@ from engine_builder.planner import PlanInputError, plan_from_build_spec
 from engine_builder.progress import Progress
 from engine_builder.quantize import needs_quantization, quantize
 from engine_builder.report import BuildError, build_report, write_termination_log
-from engine_builder.spec import BuildSpec
+from engine_builder.spec import BuildSpec, canonical_json
 from engine_builder.trtllm_build import run_build, trtllm_build_command
 
 STAGES: tuple[str, ...] = ("fetch", "inspect", "plan", "quantize", "convert", "compile", "package", "report")
@@ -335,18 +338,38 @@ STAGE_FUNCS: dict[str, Callable[[Context], StageOutcome]] = {
 # Records
 
 
+#: What each stage reads: a stage re-runs when one of these re-ran in this run.
+STAGE_DEPENDS: dict[str, tuple[str, ...]] = {
+    "fetch": (),
+    "inspect": ("fetch",),
+    "plan": ("inspect",),
+    "quantize": ("fetch",),
+    "convert": ("fetch", "inspect", "quantize"),
+    "compile": ("plan", "convert"),
+    "package": ("fetch", "inspect", "plan", "quantize", "convert", "compile"),
+}
+
+#: The engine-key inputs each stage's output depends on (None = all of them). Calibration does not
+#: depend on parallelism or build limits, so changing tensor parallelism re-shards the existing
+#: calibration instead of re-running it.
+STAGE_INPUTS: dict[str, tuple[str, ...] | None] = {
+    "fetch": ("model",),
+    "inspect": ("model",),
+    "quantize": ("model", "quantization"),
+}
+
+
+def stage_inputs_digest(spec: BuildSpec, stage: str) -> str:
+    """sha256 over the key inputs ``stage`` depends on (:data:`STAGE_INPUTS`)."""
+    inputs = spec.key_inputs()
+    keys = STAGE_INPUTS.get(stage)
+    subset = {k: inputs[k] for k in keys} if keys else inputs
+    return hashlib.sha256(canonical_json({"stage": stage, "inputs": subset}).encode()).hexdigest()
+
+
 def _load_records(ctx: Context) -> None:
     ctx.state_dir.mkdir(parents=True, exist_ok=True)
-    key_file = ctx.state_dir / "engine_key"
-    if key_file.exists() and key_file.read_text().strip() != ctx.engine_key:
-        print(
-            f"[builder] work directory held engine key {key_file.read_text().strip()[:12]}…; "
-            f"starting over for {ctx.engine_key[:12]}…",
-            flush=True,
-        )
-        for stage in STAGES:
-            (ctx.state_dir / f"{stage}.json").unlink(missing_ok=True)
-    key_file.write_text(ctx.engine_key + "\n")
+    (ctx.state_dir / "engine_key").write_text(ctx.engine_key + "\n")
     (ctx.state_dir / "key_inputs.json").write_text(
         json.dumps(ctx.spec.key_inputs(), indent=2, sort_keys=True)
     )
@@ -369,13 +392,21 @@ def _complete(ctx: Context, stage: str) -> bool:
     rec = ctx.results.get(stage)
     if not rec or rec.get("status") not in ("done", "skipped"):
         return False
+    if rec.get("inputs") != stage_inputs_digest(ctx.spec, stage):
+        return False
     # A compile skipped on request is not complete once the flag is gone.
     return not (stage == "compile" and rec.get("reason") == "--skip-compile" and not ctx.options.skip_compile)
 
 
 def _record(ctx: Context, stage: str, outcome: StageOutcome, seconds: float) -> None:
     status, result, reason = outcome
-    rec = {"stage": stage, "status": status, "seconds": round(seconds, 3), "result": result}
+    rec = {
+        "stage": stage,
+        "status": status,
+        "seconds": round(seconds, 3),
+        "inputs": stage_inputs_digest(ctx.spec, stage),
+        "result": result,
+    }
     if reason:
         rec["reason"] = reason
     path = ctx.state_dir / f"{stage}.json"
@@ -448,19 +479,19 @@ def run(spec_path: Path, workdir: Path, from_stage: str | None, options: Options
             f"tp={spec.parallelism.tensor} pp={spec.parallelism.pipeline})",
             flush=True,
         )
-        reran = False
+        reran: set[str] = set()
         for stage in STAGES[:-1]:
             current = stage
-            if not reran and _complete(ctx, stage):
+            if _complete(ctx, stage) and not reran.intersection(STAGE_DEPENDS[stage]):
                 rec = ctx.results[stage]
                 print(
                     f"[{stage}] already {rec['status']} ({rec.get('seconds', 0):.1f}s), resuming after it",
                     flush=True,
                 )
                 continue
-            if not reran:
-                _forget_from(ctx, stage)
-                reran = True
+            reran.add(stage)
+            (ctx.state_dir / f"{stage}.json").unlink(missing_ok=True)
+            ctx.results.pop(stage, None)
             progress.start(stage, STAGE_HELP[stage])
             started = time.monotonic()
             status, _, reason = outcome = STAGE_FUNCS[stage](ctx)
