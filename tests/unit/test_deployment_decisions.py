@@ -304,3 +304,13 @@ def test_pod_and_workload_views() -> None:
     lws = {"metadata": {"generation": 2}, "status": {"replicas": 1}}  # LWS: no observedGeneration
     assert workload_view(lws) == WorkloadView(2, 2, 1, 0, 0, False)
     assert workload_view(None) is None
+
+
+def test_scaled_to_zero_is_ready_and_complete() -> None:
+    progress = rollout_progress(NEW[:16], 0, wl(replicas=0, updated=0, ready=0), [])
+    assert progress.complete
+    s = deployment_status(obs(spec_replicas=0, progress=progress, previous_engine_key=NEW))
+    assert s.phase == "Ready" and conds(s)["Ready"] == ("True", "ScaledToZero")
+    # Scaling to zero while a pod of the old key still drains is not complete.
+    draining = rollout_progress(NEW[:16], 0, wl(replicas=0, updated=0, ready=0), pods(old_terminating=1))
+    assert not draining.complete

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import kubernetes_validate
 import pytest
 import yaml
 
 from trtllm_operator.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
+K8S_SCHEMA = "1.34.0"
 EXAMPLES = sorted(
     p.name for p in (REPO / "examples").glob("*.yaml") if "kind: LLMDeployment" in p.read_text()
 )
@@ -25,6 +27,17 @@ def test_examples_render_every_child(example: str, capsys: pytest.CaptureFixture
     assert len(workloads) == kinds.count("Service")
     for cm in (d for d in docs if d["kind"] == "ConfigMap"):
         assert not any("${" in v for k, v in cm["data"].items() if k != "launch.sh")
+    for doc in docs:
+        if doc["kind"] != "LeaderWorkerSet":  # not a built-in kind
+            doc["metadata"]["ownerReferences"][0]["uid"] = "00000000-0000-0000-0000-000000000000"
+            # The control plane's version is 1.34; the newest schema the validator ships is strict
+            # about unknown fields, which is the point of the check.
+            assert kubernetes_validate.validate(doc, K8S_SCHEMA, strict=True)
+    workload = workloads[0]
+    if workload["kind"] == "Deployment":  # the check is real: an unknown pod field is rejected
+        workload["spec"]["template"]["spec"]["gpuCount"] = 1
+        with pytest.raises(kubernetes_validate.ValidationError):
+            kubernetes_validate.validate(workload, K8S_SCHEMA, strict=True)
 
 
 def test_separate_engine_file_and_refusals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
