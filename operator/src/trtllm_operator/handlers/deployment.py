@@ -273,7 +273,7 @@ def _reconcile(kube: Kube, namespace: str, name: str) -> None:
         generation=generation,
         spec_replicas=spec.get("replicas", 1),
         engine_name=engine_name or "",
-        engine_state="ready" if state == "ready" else ("missing" if state == "missing" else "not_ready"),
+        engine_state=state,
         engine_message=message,
         previous_engine_key=old_status.get("engineKey"),
         selector=selector,
