@@ -18,8 +18,8 @@ every :data:`TICK_SECONDS` and evaluating once per ``spec.autoscaling.metrics.sc
    last reason it was held for (:func:`~trtllm_operator.decide.autoscaling.record_decision`) — and
    the policy state) and the conditions ``ScalingActive`` (signals readable) and ``ScalingLimited``
    (a limit held the count back: ``InsufficientGPU``, ``TooManyReplicas``, ``ScaleUpLimit`` …)
-   through the shared optimistic-concurrency status writer;
-   post an Event per scale and per ``ScalingLimited`` transition.
+   through the shared optimistic-concurrency status writer; post an Event per scale and a Warning
+   when ``InsufficientGPU`` starts.
 
 **mode hpa / keda** — the autoscaler renders an autoscaling/v2 HorizontalPodAutoscaler
 (:mod:`trtllm_operator.render.hpa`) or a KEDA ScaledObject (:mod:`trtllm_operator.render.keda`) owned
@@ -250,7 +250,9 @@ def autoscale_once(kube: Kube, namespace: str, name: str, now: float | None = No
     update_conditions(
         kube, LLM_DEPLOYMENT, namespace, name, [active, limited], status={"autoscaling": fields}
     )
-    if decision.limited is not None and (
+    # Rate and min/max limits are the policy working as configured (status shows them); no free GPU
+    # is something to act on: one Warning when it starts.
+    if decision.limited == Reason.INSUFFICIENT_GPU and (
         before is None or before.get("reason") != limited["reason"] or before.get("status") != "True"
     ):
         post_event(kube, obj, str(decision.limited), decision.message, type_="Warning")
