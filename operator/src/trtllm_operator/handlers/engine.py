@@ -51,6 +51,7 @@ from trtllm_operator.decide.engine import (
     prepare_engine,
 )
 from trtllm_operator.decide.engine_failure import job_condition
+from trtllm_operator.events import ARTIFACT_RECORDED
 from trtllm_operator.kube import (
     CONFIG_MAP,
     JOB,
@@ -324,7 +325,7 @@ def _act(
                 post_event(
                     kube,
                     engine,
-                    "ArtifactRecorded",
+                    ARTIFACT_RECORDED,
                     f"recorded {action.record.get('uri')} in the engine cache",
                 )
 
