@@ -259,6 +259,13 @@ def wait_serving(api: Api, fleet: Fleet, name: str, replicas: int, timeout: floa
     wait_for(ok, timeout=timeout, interval=0.3, desc=f"{name}: {replicas} ready replica(s) with metrics")
 
 
+def column(header: str, row: str, name: str) -> str:
+    """One cell of ``kubectl get`` table output (columns start where their header starts)."""
+    start = header.index(name)
+    following = [header.index(h, start + 1) for h in header[start:].split()[1:]]
+    return row[start : following[0] if following else None].strip()
+
+
 def first_time(api: Api, name: str, predicate: Any, timeout: float, desc: str) -> float:
     """Poll spec.replicas; the monotonic time when ``predicate(replicas)`` first held."""
     wait_for(lambda: predicate(api.replicas(name)), timeout=timeout, interval=0.1, desc=desc)
@@ -301,6 +308,9 @@ def test_load_up_scales_out_within_the_window_and_back_in_after_the_scale_down_w
         assert step["signals"]["queueDepthPerReplica"] == 12, step
         assert "queueDepthPerReplica" in step["message"]
         assert api.autoscaling("chat")["lastScaleTime"]
+        # The signals feed the printer columns.
+        header, row = cluster.kubectl("get", "llmdeployments", "chat", "-n", api.ns).stdout.splitlines()[:2]
+        assert (column(header, row, "QUEUE"), column(header, row, "KV%")) == ("12", "50"), (header, row)
 
         # Load falls: replicas hold for the scale-down window, then go back to minReplicas.
         t_down = api.set_load(fleet, waiting=0, kvCacheUtilization=0.1)
