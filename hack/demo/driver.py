@@ -1028,7 +1028,7 @@ def run() -> int:
     else:
         demo.go_further()
     steps_line = ", ".join(f"{s['step']} {s['seconds']:.0f}s" for s in demo.steps)
-    print(f"[{clock()}] DEMO OK in {total / 60:.0f} min {total % 60:.0f} s ({steps_line})", flush=True)
+    print(f"[{clock()}] DEMO OK in {int(total // 60)} min {int(total % 60)} s ({steps_line})", flush=True)
     return 0
 
 
