@@ -110,11 +110,9 @@ def run_operator(
 
     configure(settings)
     if configure_logging:
-        kopf.configure(
-            debug=settings.log_level == "DEBUG",
-            verbose=settings.log_level in ("DEBUG", "INFO"),
-            log_format=kopf.LogFormat.JSON if settings.log_format == "json" else kopf.LogFormat.FULL,
-        )
+        from trtllm_operator.logging import configure_logging as configure_log_lines  # noqa: PLC0415
+
+        configure_log_lines(settings.log_format, settings.log_level)
     import trtllm_operator.handlers  # noqa: F401, PLC0415 - importing registers the handlers
 
     _start_metrics(settings.metrics_port, settings.listen_address)

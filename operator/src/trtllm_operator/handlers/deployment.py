@@ -59,6 +59,7 @@ from trtllm_operator.kube.client import (
 )
 from trtllm_operator.kube.events import post_event
 from trtllm_operator.kube.status import patch_status, update_conditions
+from trtllm_operator.logging import object_context
 from trtllm_operator.metrics.operator_metrics import observe_reconcile
 from trtllm_operator.render.children import Children, desired_children, gpu_product_aliases
 from trtllm_operator.render.model_repository import COMPONENT as REPO_COMPONENT
@@ -245,7 +246,11 @@ def _rollback(kube: Kube, namespace: str, workload: Mapping[str, Any], decision:
 # ------------------------------------------------------------------------------ reconcile
 def reconcile(kube: Kube, namespace: str, name: str) -> None:
     """Bring one LLMDeployment's children and status to the desired state (idempotent)."""
-    with _lock(namespace, name), observe_reconcile("LLMDeployment"):
+    with (
+        _lock(namespace, name),
+        observe_reconcile("LLMDeployment"),
+        object_context(LLM_DEPLOYMENT.kind, namespace, name),
+    ):
         _reconcile(kube, namespace, name)
 
 

@@ -63,6 +63,7 @@ from trtllm_operator.kube import (
     post_event,
     update_conditions,
 )
+from trtllm_operator.logging import object_context
 from trtllm_operator.metrics.operator_metrics import (
     BUILD_STAGE_DURATION,
     BUILDS,
@@ -220,7 +221,8 @@ def reconcile(namespace: str, name: str, *, kube: Kube | None = None) -> EngineD
     started = time.monotonic()
     result = "error"
     try:
-        decision = _reconcile_locked(kube, namespace, name)
+        with object_context("LLMEngine", namespace, name):
+            decision = _reconcile_locked(kube, namespace, name)
         result = "invalid" if decision is not None and decision.status.get("engineKey") is None else "success"
         return decision
     finally:

@@ -1,0 +1,190 @@
+"""The operator's log lines: text or JSON, keyed by the object's namespace/name, secrets redacted.
+
+``trtllm-operator run`` calls :func:`configure_logging` with the settings ``log_format``
+(``text`` | ``json``) and ``log_level``. One handler on the root logger formats every record —
+the operator's own loggers, kopf's, the kubernetes client's.
+
+Object keys. A record about one object carries its namespace and name:
+
+* kopf's per-object logger (the ``logger`` kwarg of handlers, kopf's own "Handler … succeeded"
+  lines) attaches ``k8s_ref`` (apiVersion, kind, name, uid, namespace);
+* the operator's module loggers get them from :func:`object_context`, which the reconcile entry
+  points enter (a context variable: each kopf handler thread has its own).
+
+JSON lines (one object per line, keys sorted as below)::
+
+    {"time": "2026-11-29T19:30:00.123Z", "level": "INFO", "logger": "trtllm_operator.handlers.engine",
+     "message": "builder Job … created", "namespace": "team-a", "name": "llama-8b",
+     "kind": "LLMEngine", "uid": "…", "exception": "Traceback …"}
+
+``namespace``/``name``/``kind``/``uid`` are present when known; ``exception`` when the record has
+one. Text lines: ``[time] logger [LEVEL] [namespace/name] message``.
+
+Redaction (defence in depth: the operator never reads Secret values, but an exception message or a
+third-party library might echo a header or an environment variable): :func:`redact` replaces
+Hugging Face tokens (``hf_…``), AWS access key ids (``AKIA…``/``ASIA…``) and secret keys written as
+``key=value``, ``Bearer`` tokens, JWTs (service-account tokens) and ``password=``/``token=`` style
+values with ``[REDACTED]``, in the message, in exception text and in every extra string field.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import datetime as dt
+import json
+import logging
+import re
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, TextIO
+
+REDACTED = "[REDACTED]"
+
+#: (pattern, replacement) pairs, applied in order. Replacements keep the key so lines stay readable.
+_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    # Hugging Face user/org access tokens: hf_ + 30+ alphanumerics (api_org_… for org tokens).
+    (re.compile(r"\b(?:hf|api_org)_[A-Za-z0-9]{30,}\b"), REDACTED),
+    # AWS access key ids (long-term AKIA, temporary ASIA, …): 4-letter prefix + 16 upper alnum.
+    (re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b"), REDACTED),
+    # AWS secret access keys and session tokens written as key=value / "key": "value".
+    (
+        re.compile(
+            r"(?i)((?:aws_?)?(?:secret_?access_?key|session_?token)[\"']?\s*[:=]\s*[\"']?)[A-Za-z0-9/+=]{16,}"
+        ),
+        r"\1" + REDACTED,
+    ),
+    # HTTP Authorization: Bearer <token> (also "Basic <base64>").
+    (re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9\-._~+/]+=*"), r"\1\2" + REDACTED),
+    # JWTs (Kubernetes service-account tokens, OIDC id tokens): three base64url parts.
+    (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), REDACTED),
+    # password=…, token: …, api_key=… (a whole-word key followed by = or :).
+    (
+        re.compile(
+            r"(?i)\b((?:password|passwd|api[_-]?key|access[_-]?token|auth[_-]?token|token|secret)"
+            r"[\"']?\s*[:=]\s*[\"']?)(?!\[REDACTED\])[^\s\"',;}]{6,}"
+        ),
+        r"\1" + REDACTED,
+    ),
+)
+
+
+def redact(text: str) -> str:
+    """``text`` with every token pattern of this module replaced by ``[REDACTED]``."""
+    for pattern, replacement in _PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+# ----------------------------------------------------------------------------- object context
+_object: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(
+    "trtllm_operator_log_object", default=None
+)
+
+
+@contextmanager
+def object_context(kind: str, namespace: str, name: str) -> Iterator[None]:
+    """Key every log record made inside the block (same thread/task) with this object."""
+    token = _object.set({"kind": kind, "namespace": namespace, "name": name})
+    try:
+        yield
+    finally:
+        _object.reset(token)
+
+
+def object_of(record: logging.LogRecord) -> dict[str, str]:
+    """kind/namespace/name/uid of the object a record is about (kopf's ``k8s_ref`` first, then
+    :func:`object_context`); empty when the record is about no object."""
+    ref = getattr(record, "k8s_ref", None)
+    out: dict[str, str] = {}
+    if isinstance(ref, Mapping) and ref.get("name"):
+        for key in ("kind", "namespace", "name", "uid"):
+            if ref.get(key):
+                out[key] = str(ref[key])
+        return out
+    ctx = _object.get()
+    return {k: v for k, v in (ctx or {}).items() if v}
+
+
+# ----------------------------------------------------------------------------- formatters
+#: LogRecord attributes that are not "extra" fields.
+_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message",
+    "asctime",
+    "k8s_ref",
+    "k8s_skip",
+    "settings",
+    "taskName",
+}
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, int | float | bool) or value is None:
+        return value
+    return redact(str(value))
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line (see the module docstring for the keys)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        stamp = dt.datetime.fromtimestamp(record.created, dt.UTC)
+        out: dict[str, Any] = {
+            "time": stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{stamp.microsecond // 1000:03d}Z",
+            "level": record.levelname,
+            "logger": record.name,
+            "message": redact(record.getMessage()),
+        }
+        out.update(object_of(record))
+        for key, value in vars(record).items():
+            if key not in _STANDARD and key not in out and not key.startswith("_"):
+                out[key] = _jsonable(value)
+        if record.exc_info:
+            out["exception"] = redact(self.formatException(record.exc_info))
+        elif record.exc_text:
+            out["exception"] = redact(record.exc_text)
+        return json.dumps(out, ensure_ascii=False, default=str)
+
+
+class TextFormatter(logging.Formatter):
+    """``[time] logger [LEVEL] [namespace/name] message`` (kopf's FULL format plus the object)."""
+
+    def __init__(self) -> None:
+        super().__init__("[%(asctime)s] %(name)-20.20s [%(levelname)-8.8s] %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        obj = object_of(record)
+        if obj.get("name"):
+            prefix = f"[{obj['namespace']}/{obj['name']}]" if obj.get("namespace") else f"[{obj['name']}]"
+            record = logging.makeLogRecord(vars(record))
+            record.msg, record.args = f"{prefix} {record.getMessage()}", None
+        return redact(super().format(record))
+
+
+class _OperatorHandler(logging.StreamHandler[TextIO]):
+    """Marks the handler :func:`configure_logging` installs (replaced on a second call)."""
+
+
+def configure_logging(log_format: str = "text", level: str = "INFO", stream: TextIO | None = None) -> None:
+    """Send every log record to ``stream`` (stderr) in ``log_format`` (text | json) at ``level``.
+
+    Replaces the stream handlers on the root logger (kopf's included) so each line is formatted
+    once; ``kopf.objects`` keeps its Event-posting handler and propagates to the root. Idempotent.
+    """
+    if log_format not in ("text", "json"):
+        raise ValueError(f"log_format: {log_format!r} is not one of text, json")
+    handler = _OperatorHandler(stream or sys.stderr)
+    handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        if isinstance(old, logging.StreamHandler):
+            root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)
+    # As kopf.configure: asyncio's internals only in debug mode.
+    logging.getLogger("asyncio").propagate = level == "DEBUG"
+    # The kubernetes client logs request and response bodies at DEBUG: never below INFO.
+    logging.getLogger("kubernetes").setLevel(max(logging.INFO, logging.getLevelName(level)))
+    logging.getLogger("urllib3").setLevel(logging.WARNING)

@@ -1,0 +1,151 @@
+"""Structured logs: JSON and text formatters keyed by namespace/name, token redaction."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Iterator
+
+import pytest
+
+from trtllm_operator.logging import (
+    REDACTED,
+    JsonFormatter,
+    TextFormatter,
+    configure_logging,
+    object_context,
+    redact,
+)
+
+# Made-up values in the shapes of real credentials (none is valid anywhere).
+HF_TOKEN = "hf_" + "aBcD3fGh1jKlMn0pQrStUvWxYz0123456789"
+AWS_KEY_ID = "AKIA" + "Q3EXAMPLE7ZZ4XYZ2AB"[:16]
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+JWT = (
+    "eyJhbGciOiJSUzI1NiIsImtpZCI6IjEifQ.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQifQ.c2lnbmF0dXJlLXBhcnQtaGVyZQ"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        (f"download failed with token {HF_TOKEN}", HF_TOKEN),
+        (f"HF_TOKEN={HF_TOKEN}", HF_TOKEN),
+        (f"using key {AWS_KEY_ID} for s3://bucket", AWS_KEY_ID),
+        (f"AWS_SECRET_ACCESS_KEY={AWS_SECRET}", AWS_SECRET),
+        (f'{{"aws_secret_access_key": "{AWS_SECRET}"}}', AWS_SECRET),
+        (f"secretAccessKey: {AWS_SECRET}", AWS_SECRET),
+        ("Authorization: Bearer abc.DEF-123_xyz~ghi", "abc.DEF-123_xyz~ghi"),
+        (f"header authorization=bearer {JWT}", JWT),
+        (f"token file had {JWT}", JWT),
+        ("login with password=hunter22 failed", "hunter22"),
+        ('{"token": "s3cr3t-value-1"}', "s3cr3t-value-1"),
+    ],
+)
+def test_redact_removes_the_secret(text: str, secret: str) -> None:
+    out = redact(text)
+    assert secret not in out
+    assert REDACTED in out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "max_num_tokens=8192 maxBatchSize=64",
+        "KV cache 131072 tokens (256 sequences of 512 tokens) on H100-SXM-80GB",
+        "builder Job build-0a1b2c3d4e5f6a7b-123abc created",
+        "engine key 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        "credentialsSecretRef names Secret hf-token (value not read)",
+        "HPA scaling 2 → 3: AboveTarget: queue depth 5.0 > 2.0",
+    ],
+)
+def test_redact_keeps_ordinary_lines(text: str) -> None:
+    assert redact(text) == text
+
+
+def _record(msg: str, *args: object, **extra: object) -> logging.LogRecord:
+    record = logging.LogRecord("trtllm_operator.handlers.engine", logging.INFO, __file__, 1, msg, args, None)
+    for key, value in extra.items():
+        setattr(record, key, value)
+    return record
+
+
+def test_json_line_carries_kopf_object_reference() -> None:
+    ref = {
+        "apiVersion": "llm.trtllm-operator.dev/v1alpha1",
+        "kind": "LLMEngine",
+        "name": "llama",
+        "uid": "u-1",
+    }
+    record = _record("Handler %r succeeded", "engine_changed", k8s_ref={**ref, "namespace": "team-a"})
+    line = json.loads(JsonFormatter().format(record))
+    assert line["namespace"] == "team-a"
+    assert line["name"] == "llama"
+    assert line["kind"] == "LLMEngine"
+    assert line["uid"] == "u-1"
+    assert line["message"] == "Handler 'engine_changed' succeeded"
+    assert line["level"] == "INFO"
+    assert line["logger"] == "trtllm_operator.handlers.engine"
+    assert line["time"].endswith("Z")
+    assert "k8s_ref" not in line
+
+
+def test_json_line_keyed_by_object_context() -> None:
+    with object_context("LLMDeployment", "team-b", "chat"):
+        inside = json.loads(JsonFormatter().format(_record("rolled out")))
+    outside = json.loads(JsonFormatter().format(_record("starting")))
+    assert (inside["kind"], inside["namespace"], inside["name"]) == ("LLMDeployment", "team-b", "chat")
+    assert "namespace" not in outside and "name" not in outside
+
+
+def test_json_redacts_message_extras_and_exceptions() -> None:
+    try:
+        raise RuntimeError(f"401 from the Hub with {HF_TOKEN}")
+    except RuntimeError:
+        record = _record("fetch failed: %s", f"Bearer {HF_TOKEN}", detail=f"key {AWS_KEY_ID}")
+        record.exc_info = __import__("sys").exc_info()
+    text = JsonFormatter().format(record)
+    line = json.loads(text)
+    assert HF_TOKEN not in text and AWS_KEY_ID not in text
+    assert "RuntimeError" in line["exception"]
+    assert line["detail"] == f"key {REDACTED}"
+
+
+def test_text_line_prefix_and_redaction() -> None:
+    with object_context("LLMEngine", "team-a", "llama"):
+        text = TextFormatter().format(_record("token %s leaked", HF_TOKEN))
+    assert "[team-a/llama] token" in text
+    assert "[INFO    ]" in text
+    assert HF_TOKEN not in text
+
+
+@pytest.fixture
+def root_logging() -> Iterator[None]:
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    yield
+    root.handlers[:] = saved[0]
+    root.setLevel(saved[1])
+
+
+@pytest.mark.usefixtures("root_logging")
+def test_configure_logging_json_end_to_end() -> None:
+    out = io.StringIO()
+    configure_logging("json", "INFO", stream=out)
+    configure_logging("json", "INFO", stream=out)  # idempotent: one handler, one line per record
+    with object_context("LLMEngine", "ns", "e"):
+        logging.getLogger("trtllm_operator.test").info("hello %s", HF_TOKEN)
+    logging.getLogger("trtllm_operator.test").debug("not at INFO")
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [(x["namespace"], x["name"], x["message"]) for x in lines] == [("ns", "e", f"hello {REDACTED}")]
+    # kopf's Event poster stays attached to kopf.objects (configure_logging leaves it alone)
+    kopf_objects = logging.getLogger("kopf.objects")
+    import kopf  # noqa: F401, PLC0415 - importing kopf attaches the poster
+
+    assert any(type(h).__name__ == "K8sPoster" for h in kopf_objects.handlers)
+
+
+def test_configure_logging_rejects_unknown_format() -> None:
+    with pytest.raises(ValueError, match="log_format"):
+        configure_logging("yaml")
