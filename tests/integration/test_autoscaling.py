@@ -684,3 +684,37 @@ def test_mode_hpa_renders_an_hpa_on_the_scale_subresource_and_mode_switches_clea
             GROUP, VERSION, api.ns, "llmdeployments", "ext", {"spec": {"autoscaling": {"enabled": False}}}
         )
         wait_for(lambda: hpa() is None, timeout=30, desc="HPA removed when autoscaling is off")
+
+
+def test_unreachable_prometheus_holds_replicas_and_says_why(cluster: LocalCluster, api: Api) -> None:
+    """No data is not zero load: nothing scales down, ScalingActive=False names the failure."""
+    body = an_autoscaled_deployment(
+        "blind",
+        "llama",
+        max_replicas=4,
+        up={"stabilizationWindowSeconds": 0},
+        down={"stabilizationWindowSeconds": 0, "maxReplicasPerStep": 4, "periodSeconds": 1},
+        metrics={
+            "source": "prometheus",
+            "prometheusURL": f"http://127.0.0.1:{free_port()}",
+            "scrapeIntervalSeconds": 1,
+        },
+    )
+    body["spec"]["replicas"] = 2
+    api.create("llmdeployments", body)
+    with running_operator(cluster, [api.ns]):
+        active = wait_for(
+            lambda: (
+                (c := api.condition("blind", "ScalingActive")) and c["reason"] == "FailedGetMetrics" and c
+            ),
+            timeout=60,
+            desc="ScalingActive FailedGetMetrics",
+        )
+        assert active["status"] == "False" and "127.0.0.1" in active["message"], active
+        deadline = time.monotonic() + 4
+        while time.monotonic() < deadline:
+            assert api.replicas("blind") == 2
+            time.sleep(0.3)
+        log = decisions(api, "blind")
+        assert log and log[-1]["reason"] == "MissingMetrics" and log[-1]["toReplicas"] == 2, log
+        assert "queueDepthPerReplica" not in api.autoscaling("blind")
