@@ -5,7 +5,8 @@ One call of :func:`decide` is one autoscaler tick. It takes
 * a :class:`Snapshot` — the scale target's current ``spec.replicas`` and, per pod, its scheduling
   state and the two Triton signals (queue depth and KV-cache utilization; ``None`` when missing);
 * an :class:`AutoscalerState` — the recommendation history and recent scale events, the only memory
-  the policy has (JSON-serialisable: the operator keeps it in an annotation, the simulator in memory);
+  the policy has (JSON-serialisable: the operator keeps it in ``status.autoscaling.policyState``,
+  the simulator in memory);
 * a :class:`Policy` — targets, tolerance, min/max, and per-direction stabilization windows and rate
   limits (the ``spec.autoscaling`` of an LLMDeployment, see :func:`policy_from_spec`);
 * ``now`` — seconds since the epoch (a float; the policy never reads a clock),
@@ -28,9 +29,9 @@ and the recommendation is the maximum over signals. Pods are treated as HPA trea
 
 * **Ready pod, metric present** — averaged.
 * **Ready pod, metric missing or stale** — on a scale-up counted as 0 (so it does not push scale-up);
-  on a scale-down counted as exactly at target (so it holds replicas). If filling it in flips the
-  direction, or lands within tolerance, the signal recommends ``current``: no scale-down on missing
-  data.
+  on a scale-down counted as exactly at target (so it holds its own replica). If filling it in
+  flips the direction, or lands within tolerance, the signal recommends ``current``: a pod without
+  data never makes the policy remove more capacity than the pods with data justify.
 * **Starting pod** (scheduled, not Ready yet: pulling the image, loading the engine) — on a scale-up
   counted as 0 (capacity that is coming); otherwise ignored.
 * **Unschedulable pod** (``PodScheduled=False``, reason ``Unschedulable``: typically no free GPU) —
