@@ -75,6 +75,11 @@ class Parallelism(_Model):
     tensor: int = Field(default=1, ge=1)
     pipeline: int = Field(default=1, ge=1)
     expert: int = Field(default=1, ge=1)
+    multi_node: bool = Field(
+        default=False,
+        description="Allow one replica to span several nodes (tensor × pipeline > GPUs per node). "
+        "Placement only: not part of the engine key.",
+    )
 
     @property
     def world_size(self) -> int:
@@ -136,6 +141,7 @@ class BuildSpec(_Model):
         """Everything that makes an engine valid (DESIGN.md §3), as plain JSON data."""
         data = self.model_dump(mode="json", exclude={"output"})
         data["model"].pop("token_env", None)
+        data["parallelism"].pop("multi_node", None)
         spec_draft = data["build"]["speculative_decoding"].get("draft_model")
         if spec_draft:
             spec_draft.pop("token_env", None)

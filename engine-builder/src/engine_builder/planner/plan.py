@@ -390,7 +390,8 @@ def validate(arch: Architecture, request: PlanRequest, gpu: GPUSpec) -> list[Pla
             PlanIssue(
                 "spec.parallelism",
                 f"tensor × pipeline = {tp * pp} GPUs exceeds the {request.gpus_per_node} GPUs of one node.",
-                "lower tensor/pipeline parallelism, or request a multi-node deployment (LeaderWorkerSet).",
+                "lower tensor/pipeline parallelism, or set spec.parallelism.multiNode: true to serve "
+                "one replica across nodes (LeaderWorkerSet).",
             )
         )
     return issues
@@ -581,5 +582,6 @@ def plan_from_build_spec(
         kv_cache_free_gpu_mem_fraction=kv_cache_free_gpu_mem_fraction,
         awq_block_size=q.awq_block_size or DEFAULT_AWQ_BLOCK_SIZE,
         max_beam_width=spec.build.max_beam_width,
+        multi_node=spec.parallelism.multi_node,
     )
     return plan(arch, request, gpu, catalog)

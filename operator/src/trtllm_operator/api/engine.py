@@ -221,6 +221,13 @@ class ParallelismSpec(ApiModel):
         "tensor-parallel GPUs: must divide tensor; the remaining factor tensor/expert is the MoE "
         "tensor parallelism. GPUs per replica stay tensor × pipeline.",
     )
+    multi_node: bool = Field(
+        default=False,
+        description="Allow one replica to span several nodes when tensor × pipeline exceeds the GPUs "
+        "of one node of spec.gpu.product. Served by a LeaderWorkerSet (the LWS CRD must be installed) "
+        "with one pod per node; without it the operator refuses such a layout and names the smallest "
+        "fitting alternative. Placement only: it does not change the engine key.",
+    )
 
 
 class DraftModelSpec(ModelSpec):

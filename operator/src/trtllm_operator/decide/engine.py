@@ -62,6 +62,7 @@ from trtllm_operator.decide.engine_failure import (
     latest_report,
     unschedulable_message,
 )
+from trtllm_operator.decide.engine_progress import BuildProgress
 
 LABEL_PREFIX = "llm.trtllm-operator.dev"
 LABEL_ENGINE_KEY = f"{LABEL_PREFIX}/engine-key"
@@ -271,7 +272,10 @@ def to_build_spec(spec: LLMEngineSpec, gpu: GPUSpec, storage: StorageLocation) -
             ),
         ),
         parallelism=Parallelism(
-            tensor=spec.parallelism.tensor, pipeline=spec.parallelism.pipeline, expert=spec.parallelism.expert
+            tensor=spec.parallelism.tensor,
+            pipeline=spec.parallelism.pipeline,
+            expert=spec.parallelism.expert,
+            multi_node=spec.parallelism.multi_node,
         ),
         build=BuildLimits(
             max_batch_size=spec.build.max_batch_size,
@@ -461,6 +465,8 @@ class EngineObservation:
     queue: BuildQueue
     owns_job: bool = True
     pvc_exists: bool = True
+    #: The builder's latest progress line (from the running pod's log), when the operator has one.
+    progress: BuildProgress | None = None
 
 
 @dataclass(frozen=True)
@@ -736,6 +742,8 @@ def decide_engine(prepared: PreparedEngine, obs: EngineObservation, *, now: str)
         reason = R_BUILD_RUNNING if running else R_BUILD_STARTED
         message = f"builder Job {prepared.job_name} " + ("running" if running else "starting")
         build.update(stage="running" if running else "starting", percent=None)
+        if running and obs.progress is not None:
+            build.update(obs.progress.status())
         status = {**base, "phase": "Building", "build": build}
         conds = _conds(
             gen,
