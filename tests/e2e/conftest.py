@@ -5,7 +5,8 @@ ServiceAccount.
 One installation per module (:func:`installed`):
 
 1. an operator namespace labelled ``pod-security.kubernetes.io/enforce=restricted`` (the real
-   PodSecurity admission must accept the operator pod) and a workload namespace;
+   PodSecurity admission must accept the operator pod) and a workload namespace enforcing
+   ``baseline`` (builder and Triton pods);
 2. ``helm install`` of charts/trtllm-operator into the operator namespace, watching the workload
    namespace (``watchNamespaces``), ``--wait`` (kwok runs the operator pod);
 3. a token for the chart's ServiceAccount (``kubectl create token``, TokenRequest) in a kubeconfig
@@ -63,6 +64,8 @@ def installed(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -
             }
         },
     )
+    # builder and Triton pods must pass the `baseline` Pod Security Standard (docs/security.md)
+    core.patch_namespace(ns, {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "baseline"}}})
     handle = Installed(
         cluster=cluster,
         operator_namespace=op_ns,
