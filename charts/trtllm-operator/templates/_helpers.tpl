@@ -74,6 +74,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["get", "list", "watch"]
+# Build progress: the last lines of the running builder pod's log (the builder has no token).
+- apiGroups: [""]
+  resources: ["pods/log"]
+  verbs: ["get"]
 # Build specs, rendered Triton configs, engine-cache index entries.
 - apiGroups: [""]
   resources: ["configmaps"]

@@ -10,6 +10,15 @@ stage boundary)::
 ``percent`` is the overall progress counting every stage as an equal share (a rough but monotonic
 figure); ``etaSeconds`` is for the current stage only, extrapolated from its measured rate, and
 absent where nothing is measurable (e.g. ``trtllm-build``).
+
+Each printed progress line is followed by one machine-readable line for the operator, which tails
+the builder pod's log (the builder has no service-account token, so it cannot write status)::
+
+    TRTLLM_BUILDER_PROGRESS {"percent": 46.1, "stage": "quantize", "stagePercent": 37.5}
+
+:data:`PROGRESS_PREFIX`, one space, then a JSON object with ``stage`` and, when known, ``percent``
+(overall, 0-100) and ``stagePercent``. The format is a contract with the operator
+(``trtllm_operator.decide.engine_progress``): add keys, never rename them.
 """
 
 from __future__ import annotations
@@ -22,6 +31,15 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
+
+#: First word of the machine-readable progress line.
+PROGRESS_PREFIX = "TRTLLM_BUILDER_PROGRESS"
+
+
+def progress_line(state: dict[str, Any]) -> str:
+    """The machine-readable line for a progress ``state`` (see the module docstring)."""
+    keys = ("stage", "percent", "stagePercent")
+    return PROGRESS_PREFIX + " " + json.dumps({k: state[k] for k in keys if k in state}, sort_keys=True)
 
 
 class Progress:
@@ -105,6 +123,7 @@ class Progress:
             if message:
                 parts.append(message)
             print(" ".join(parts), file=self.stream, flush=True)
+            print(progress_line(self.state), file=self.stream, flush=True)
         if self.path is not None and (force or now - self._last_write >= self.min_interval_s):
             self._last_write = now
             _atomic_write_json(self.path, self.state)

@@ -104,6 +104,13 @@ class Settings(BaseModel):
         description="Period of the drift timer that re-reconciles every LLMEngine (children changed or "
         "deleted behind the operator's back). Read when the handlers module is first imported.",
     )
+    build_progress_seconds: float = Field(
+        default=15.0,
+        gt=0,
+        description="Period of the timer that reads build progress (stage, percent) from the last lines "
+        "of each running builder pod's log into status.build. Read when the handlers module is first "
+        "imported.",
+    )
     error_backoff_seconds: float = Field(
         default=15.0,
         gt=0,

@@ -269,6 +269,13 @@ def engine_crd() -> dict[str, Any]:
     )
     columns = [
         _column("Phase", ".status.phase", "string", "Build phase."),
+        _column(
+            "Stage",
+            ".status.build.stage",
+            "string",
+            "Builder stage (queued, starting, running, fetch … package, done).",
+        ),
+        _column("Progress", ".status.build.percent", "integer", "Overall build progress, percent."),
         _column("Quant", ".spec.quantization.format", "string", "Quantization format."),
         _column("TP", ".spec.parallelism.tensor", "integer", "Tensor parallelism."),
         _column("PP", ".spec.parallelism.pipeline", "integer", "Pipeline parallelism."),

@@ -50,7 +50,8 @@ from trtllm_operator.decide.engine import (
     decide_invalid,
     prepare_engine,
 )
-from trtllm_operator.decide.engine_failure import job_condition
+from trtllm_operator.decide.engine_failure import BUILDER_CONTAINER, job_condition
+from trtllm_operator.decide.engine_progress import BuildProgress, parse_progress
 from trtllm_operator.events import ARTIFACT_RECORDED
 from trtllm_operator.kube import (
     CONFIG_MAP,
@@ -291,10 +292,20 @@ def _decide_and_act(
             decision = decide_engine(prepared, obs, now=now)
             _act(kube, settings, engine, prepared, decision)
             return decision
+    progress = _progress.get((ns, prepared.job_name)) if job is not None else None
     obs = EngineObservation(
-        generation, status, record, job, pods, BuildQueue(0, settings.max_concurrent_builds, 0), owns
+        generation,
+        status,
+        record,
+        job,
+        pods,
+        BuildQueue(0, settings.max_concurrent_builds, 0),
+        owns,
+        progress=progress,
     )
     decision = decide_engine(prepared, obs, now=now)
+    if decision.phase != "Building":
+        _progress.pop((ns, prepared.job_name), None)
     _act(kube, settings, engine, prepared, decision)
     return decision
 
@@ -396,6 +407,82 @@ def reconcile_queued(namespace: str | None = None) -> None:
             reconcile(ns_, name, kube=kube)
         except ApiException as exc:
             log.warning("reconcile of queued %s/%s failed: %s", ns_, name, exc.reason)
+
+
+# ----------------------------------------------------------------------------- build progress
+#: Latest progress line per builder Job ((namespace, job name)), read from its pod's log.
+_progress: dict[tuple[str, str], BuildProgress] = {}
+#: Pods whose log could not be read (uid → monotonic time of the next try): no retry storm on
+#: nodes without a kubelet (kwok) or pods whose container has not started.
+_log_retry_at: dict[str, float] = {}
+_LOG_RETRY_SECONDS = 60.0
+_LOG_TAIL_LINES = 20
+
+
+def read_build_progress(kube: Kube, namespace: str, job_name: str) -> BuildProgress | None:
+    """The newest progress line in the last lines of the Job's running builder pod, or None.
+
+    Never raises: a log that cannot be read (no kubelet, container not started, timeout, RBAC)
+    is logged once at DEBUG and retried after a minute; the status keeps the coarse stage.
+    """
+    try:
+        pods = kube.list(POD, namespace, label_selector=f"{JOB_NAME_LABEL}={job_name}")
+    except ApiException as exc:
+        log.debug("builder pods of %s/%s not listed: %s", namespace, job_name, exc.reason)
+        return None
+    running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
+    running.sort(key=lambda p: p["metadata"].get("creationTimestamp") or "", reverse=True)
+    now = time.monotonic()
+    for pod in running:
+        meta = pod["metadata"]
+        uid = meta.get("uid") or meta["name"]
+        if _log_retry_at.get(uid, 0.0) > now:
+            continue
+        try:
+            text = kube.pod_log(
+                namespace, meta["name"], container=BUILDER_CONTAINER, tail_lines=_LOG_TAIL_LINES
+            )
+        except Exception as exc:  # ApiException, timeouts, connection errors: all "no log now"
+            if uid not in _log_retry_at:
+                log.debug(
+                    "log of builder pod %s/%s unavailable (%s); using the coarse stage",
+                    namespace,
+                    meta["name"],
+                    exc,
+                )
+            _log_retry_at[uid] = now + _LOG_RETRY_SECONDS
+            continue
+        _log_retry_at.pop(uid, None)
+        return parse_progress(text)
+    return None
+
+
+def _is_building(status: Mapping[str, Any], **_: Any) -> bool:
+    return status.get("phase") == "Building" and bool((status.get("build") or {}).get("jobName"))
+
+
+@kopf.timer(
+    GROUP,
+    VERSION,
+    ENGINE_PLURAL,
+    interval=current().build_progress_seconds,
+    initial_delay=current().build_progress_seconds,
+    when=_is_building,
+)
+def engine_build_progress(*, namespace: str | None, name: str, status: kopf.Status, **_: Any) -> None:
+    """While building: read the builder's progress line from its pod log; reconcile when it moved."""
+    job_name = str((status.get("build") or {}).get("jobName") or "")
+    if namespace is None or not job_name:
+        return
+    kube = default_kube(current().field_manager)
+    progress = read_build_progress(kube, namespace, job_name)
+    if progress is None or _progress.get((namespace, job_name)) == progress:
+        return
+    _progress[(namespace, job_name)] = progress
+    try:
+        reconcile(namespace, name, kube=kube)
+    except ApiException as exc:
+        log.warning("reconcile of %s/%s after build progress failed: %s", namespace, name, exc.reason)
 
 
 # ----------------------------------------------------------------------------- kopf handlers

@@ -204,6 +204,28 @@ class Kube:
             items = self._dict(result).get("items", [])
         return items
 
+    def pod_log(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        container: str | None = None,
+        tail_lines: int = 20,
+        timeout_seconds: float = 5.0,
+    ) -> str:
+        """The last ``tail_lines`` lines of a container's log (``GET pods/log``; RBAC ``pods/log``
+        get). Raises ApiException (counted as verb ``log``) when the kubelet has no log to give
+        (pod not started, a node without a kubelet such as kwok's) or after ``timeout_seconds``."""
+        kwargs: dict[str, Any] = {"tail_lines": tail_lines, "_request_timeout": timeout_seconds}
+        if container:
+            kwargs["container"] = container
+        try:
+            api: Any = self._api(POD)
+            return str(api.read_namespaced_pod_log(name, namespace, **kwargs))
+        except ApiException as exc:
+            _count("log", exc)
+            raise
+
     # -- writes -------------------------------------------------------------------------------
     def create(self, res: Resource, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
         """Create; raises ApiException (409 when the name is taken)."""

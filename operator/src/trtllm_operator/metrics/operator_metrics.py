@@ -86,7 +86,7 @@ AUTOSCALER_DECISIONS = Counter(
 )
 API_ERRORS = Counter(
     "trtllm_operator_api_errors",
-    "Kubernetes API errors by verb (get, list, create, patch, delete) and HTTP status code.",
+    "Kubernetes API errors by verb (get, list, create, patch, delete, log) and HTTP status code.",
     ["verb", "code"],
     registry=REGISTRY,
 )
