@@ -108,8 +108,8 @@ class Settings(BaseModel):
         default=15.0,
         gt=0,
         description="Period of the timer that reads build progress (stage, percent) from the last lines "
-        "of each running builder pod's log into status.build. Read when the handlers module is first "
-        "imported.",
+        "of each running builder pod's log into status.build (a pod without a log is retried after a "
+        "minute).",
     )
     error_backoff_seconds: float = Field(
         default=15.0,

@@ -306,6 +306,7 @@ def _decide_and_act(
     decision = decide_engine(prepared, obs, now=now)
     if decision.phase != "Building":
         _progress.pop((ns, prepared.job_name), None)
+        _progress_read_at.pop((ns, engine["metadata"]["name"]), None)
     _act(kube, settings, engine, prepared, decision)
     return decision
 
@@ -433,6 +434,8 @@ def read_build_progress(kube: Kube, namespace: str, job_name: str) -> BuildProgr
     running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
     running.sort(key=lambda p: p["metadata"].get("creationTimestamp") or "", reverse=True)
     now = time.monotonic()
+    for stale in [uid for uid, at in _log_retry_at.items() if at < now - 3600]:
+        _log_retry_at.pop(stale, None)  # pods long gone
     for pod in running:
         meta = pod["metadata"]
         uid = meta.get("uid") or meta["name"]
@@ -461,19 +464,22 @@ def _is_building(status: Mapping[str, Any], **_: Any) -> bool:
     return status.get("phase") == "Building" and bool((status.get("build") or {}).get("jobName"))
 
 
-@kopf.timer(
-    GROUP,
-    VERSION,
-    ENGINE_PLURAL,
-    interval=current().build_progress_seconds,
-    initial_delay=current().build_progress_seconds,
-    when=_is_building,
-)
+#: The progress timer ticks every second; it reads a log only every ``build_progress_seconds``
+#: (read at call time, so the setting applies even when this module was imported before it was set).
+_PROGRESS_TICK_SECONDS = 1.0
+_progress_read_at: dict[tuple[str, str], float] = {}
+
+
+@kopf.timer(GROUP, VERSION, ENGINE_PLURAL, interval=_PROGRESS_TICK_SECONDS, when=_is_building)
 def engine_build_progress(*, namespace: str | None, name: str, status: kopf.Status, **_: Any) -> None:
     """While building: read the builder's progress line from its pod log; reconcile when it moved."""
     job_name = str((status.get("build") or {}).get("jobName") or "")
     if namespace is None or not job_name:
         return
+    now = time.monotonic()
+    if now - _progress_read_at.get((namespace, name), -1e9) < current().build_progress_seconds:
+        return
+    _progress_read_at[(namespace, name)] = now
     kube = default_kube(current().field_manager)
     progress = read_build_progress(kube, namespace, job_name)
     if progress is None or _progress.get((namespace, job_name)) == progress:

@@ -1,0 +1,194 @@
+"""Observability against the real control plane: the operator's /metrics endpoint, Events, progress.
+
+One flow, operator in-process with its metrics port on 127.0.0.1: an engine builds on kwok (with
+the builder's report, stage timings included), a second engine with the same key is served from
+the engine cache, a third build fails (CompileFailed), a fourth spec is invalid; an LLMDeployment
+then rolls out on the built engine. The test scrapes ``/metrics`` before and after (the registry
+is process-wide, so it compares deltas), parses it with prometheus_client's own text parser, and
+lists the Events of every object: each reason is one documented in docs/observability.md
+(``trtllm_operator.events``), and the expected ones are there.
+
+Builder pods on kwok have no log (no kubelet): the build-progress timer must fall back to the
+coarse stage without crashing, and the failed log reads are counted as API errors (verb ``log``).
+"""
+
+from __future__ import annotations
+
+import socket
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from support.cluster import LocalCluster
+from support.operator import running_operator
+from support.wait import wait_for
+from test_deployment_controller import Api as DeploymentApi
+from test_deployment_controller import a_deployment
+from test_engine import Api, an_engine, success_report
+
+from trtllm_operator import events
+
+pytestmark = pytest.mark.slow
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def scrape(port: int) -> Samples:
+    """Every sample of the operator's /metrics: (name, labels) → value."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    return samples.get((name, frozenset(labels.items())), 0.0)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def apis(cluster: LocalCluster, namespace: str) -> Iterator[tuple[Api, DeploymentApi]]:
+    dep = DeploymentApi(cluster, namespace)
+    dep.artifact_pvc()
+    yield Api(cluster, namespace), dep
+    dep.core.delete_persistent_volume(f"engines-{namespace}")
+
+
+def test_metrics_events_and_progress_during_build_and_rollout(
+    cluster: LocalCluster, apis: tuple[Api, DeploymentApi]
+) -> None:
+    api, dep = apis
+    port = free_port()
+    built = an_engine("built").pvc("engines", "trtllm")
+    prepared = built.prepared()
+    built.succeeds(success_report(prepared)).runs_for(4000)
+    reused = an_engine("reused").pvc("engines", "trtllm")  # same key and storage as "built"
+    failing = an_engine("failing").max_batch_size(32).fails(17, "trtllm-build exited 1")
+    invalid = an_engine("invalid").on("NVIDIA-Z9000")
+
+    with running_operator(cluster, [api.ns], metrics_port=port, build_progress_seconds=1.0):
+        before = scrape(port)
+        api.create(built)
+        api.create(failing)
+        api.create(invalid)
+
+        # While the builder pod runs: the coarse stage (kwok has no pod logs), shown by kubectl.
+        running = wait_for(
+            lambda: (api.engine("built").get("status") or {}).get("build", {}).get("stage") == "running",
+            timeout=30,
+            desc="build stage running",
+        )
+        assert running
+        table = cluster.kubectl("get", "llmengine", "built", "-n", api.ns).stdout
+        header, row = table.splitlines()[:2]
+        assert header.split()[:4] == ["NAME", "PHASE", "STAGE", "PROGRESS"], table
+        assert row.split()[1:3] == ["Building", "running"], table
+
+        api.wait_phase("built", "Ready", timeout=40)
+        api.wait_phase("failing", "Failed", timeout=40)
+        api.create(reused)
+        api.wait_phase("reused", "Ready", timeout=20)
+        row = cluster.kubectl("get", "llmengine", "built", "-n", api.ns, "--no-headers").stdout.split()
+        assert row[1:4] == ["Ready", "done", "100"], row
+
+        dep.create("llmdeployments", a_deployment("chat", "built", replicas=2))
+        wait_for(
+            lambda: (
+                dep.status("chat").get("phase") == "Ready" and dep.status("chat").get("readyReplicas") == 2
+            ),
+            timeout=60,
+            desc="chat Ready with 2 replicas",
+        )
+        after = wait_for(
+            lambda: (
+                s
+                if value(
+                    s := scrape(port),
+                    "trtllm_operator_builds_finished_total",
+                    result="failed",
+                    reason="CompileFailed",
+                )
+                > value(
+                    before, "trtllm_operator_builds_finished_total", result="failed", reason="CompileFailed"
+                )
+                else None
+            ),
+            timeout=10,
+            desc="failed build counted",
+        )
+
+        def delta(name: str, **labels: str) -> float:
+            return value(after, name, **labels) - value(before, name, **labels)
+
+        # reconciles by kind and result, with durations
+        assert delta("trtllm_operator_reconciles_total", kind="LLMEngine", result="success") >= 3
+        assert delta("trtllm_operator_reconciles_total", kind="LLMEngine", result="invalid") >= 1
+        assert delta("trtllm_operator_reconciles_total", kind="LLMDeployment", result="success") >= 2
+        for kind in ("LLMEngine", "LLMDeployment"):
+            count = delta("trtllm_operator_reconcile_duration_seconds_count", kind=kind)
+            assert count >= 1
+            assert 0 < delta("trtllm_operator_reconcile_duration_seconds_sum", kind=kind) < 60 * count
+        # builds: finished by result and reason (each transition counted once), stage durations
+        # from the builder's report (fetch 1.5, quantize 12.25, compile 30, package 0.5 s)
+        assert delta("trtllm_operator_builds_finished_total", result="succeeded", reason="Succeeded") == 1
+        assert delta("trtllm_operator_builds_finished_total", result="failed", reason="CompileFailed") == 1
+        assert delta("trtllm_operator_build_stage_duration_seconds_count", stage="compile") == 1
+        assert delta("trtllm_operator_build_stage_duration_seconds_sum", stage="compile") == pytest.approx(
+            30.0
+        )
+        assert delta("trtllm_operator_build_stage_duration_seconds_sum", stage="quantize") == pytest.approx(
+            12.25
+        )
+        assert ("trtllm_operator_builds", frozenset({("state", "active")})) in after
+        # engine cache: "reused" was a hit, "built" and "failing" misses
+        assert delta("trtllm_operator_engine_cache_lookups_total", result="hit") == 1
+        assert delta("trtllm_operator_engine_cache_lookups_total", result="miss") >= 2
+        # the progress timer tried the kwok pod's log: refused, counted, and the operator went on
+        log_errors = sum(
+            v - before.get(k, 0.0)
+            for k, v in after.items()
+            if k[0] == "trtllm_operator_api_errors_total" and ("verb", "log") in k[1]
+        )
+        assert log_errors >= 1
+
+        # Events: every reason the operator posted is documented; the expected ones are there.
+        posted: dict[str, set[str]] = {}
+        for e in api.core.list_namespaced_event(api.ns).items:
+            if (e.reporting_component or (e.source.component if e.source else "")) == "trtllm-operator":
+                posted.setdefault(e.involved_object.name, set()).add(e.reason)
+        documented = events.reasons()
+        undocumented = {(obj, r) for obj, reasons in posted.items() for r in reasons if r not in documented}
+        assert not undocumented, undocumented
+        expected: dict[str, set[str]] = {
+            "built": {"BuildStarted", "BuildSucceeded", "ArtifactRecorded"},
+            "reused": {"ArtifactReused"},
+            "failing": {"CompileFailed"},
+            "invalid": {"InvalidSpec"},
+            "chat": {"ReplicasStarting", "AllReplicasReady", "RolloutComplete"},
+        }
+        for obj, reasons in expected.items():
+            assert reasons <= posted.get(obj, set()), (obj, posted.get(obj))
+
+
+def test_scrape_parses_prometheus_text() -> None:
+    """The helper reads what prometheus_client writes (guards the assertions above)."""
+    from prometheus_client import CollectorRegistry, Counter, generate_latest  # noqa: PLC0415
+
+    registry = CollectorRegistry()
+    Counter("x_events", "help", ["reason"], registry=registry).labels("A").inc(2)
+    samples = {
+        (s.name, frozenset(s.labels.items())): s.value
+        for f in text_string_to_metric_families(generate_latest(registry).decode())
+        for s in f.samples
+    }
+    assert value(samples, "x_events_total", reason="A") == 2
+    assert value(samples, "x_events_total", reason="B") == 0
