@@ -121,11 +121,19 @@ def http_json(url: str, method: str = "GET", body: Any = None, timeout: float = 
         return json.loads(resp.read() or b"null")
 
 
+#: Background processes the demo started (name → pid); a wait fails at once when one has exited.
+BACKGROUND: dict[str, int] = {}
+
+
 def wait_for(fn: Callable[[], T | None], *, timeout: float, desc: str, interval: float = 0.5) -> T:
-    """Poll ``fn`` until it returns something truthy; StepError naming ``desc`` after ``timeout`` s."""
+    """Poll ``fn`` until it returns something truthy; StepError naming ``desc`` after ``timeout`` s,
+    or as soon as a background process of the demo (operator, emulator) has exited."""
     deadline = time.monotonic() + timeout
     last_exc: Exception | None = None
     while True:
+        for name, pid in BACKGROUND.items():
+            if not _pid_alive(pid):
+                raise StepError(f"the {name} (pid {pid}) has exited while waiting for {desc}; see {name}.log")
         try:
             value = fn()
             if value:
@@ -259,6 +267,7 @@ class Demo:
         PIDS.mkdir(parents=True, exist_ok=True)
         (PIDS / f"{name}.json").write_text(json.dumps({"pid": proc.pid, "argv": args}))
         self.summary.setdefault("pids", {})[name] = proc.pid
+        BACKGROUND[name] = proc.pid
         if self.step is not None:
             self.step.write(f"started {name} (pid {proc.pid}): {shlex.join(args)}")
         return proc.pid
