@@ -260,6 +260,8 @@ def _reconcile_locked(kube: Kube, namespace: str, name: str) -> EngineDecision |
         )
         # status.usedBy is written by the LLMDeployment controller (one writer per field).
         _write(kube, engine, decision, status_extra={})
+        if "Queued" in (decision.phase, status.get("phase")):
+            update_build_gauges(kube)
         return decision
 
 
@@ -284,13 +286,13 @@ def _decide_and_act(
     now = rfc3339(dt.datetime.now(dt.UTC))
     if record is None and job is None:
         # Counting running builds and creating ours must not interleave with another reconcile.
-        ENGINE_CACHE_LOOKUPS.labels(result="miss").inc()
         with _start_lock:
             queue = build_queue(kube, settings, engine)
-            BUILDS.labels(state="active").set(queue.active)
             obs = EngineObservation(generation, status, None, None, [], queue, True, pvc_exists)
             decision = decide_engine(prepared, obs, now=now)
             _act(kube, settings, engine, prepared, decision)
+            if any(isinstance(a, CreateBuild) for a in decision.actions):
+                ENGINE_CACHE_LOOKUPS.labels(result="miss").inc()  # no artifact: a build starts
             return decision
     progress = _progress.get((ns, prepared.job_name)) if job is not None else None
     obs = EngineObservation(
@@ -391,6 +393,24 @@ def _write(
             BUILDS_FINISHED.labels(result="succeeded", reason="Succeeded").inc()
         elif decision.phase == "Failed" and decision.status.get("engineKey"):
             BUILDS_FINISHED.labels(result="failed", reason=decision.event.reason).inc()
+
+
+def update_build_gauges(kube: Kube) -> None:
+    """Set ``trtllm_operator_builds{state=active|queued}`` from the cluster: running builder Jobs and
+    LLMEngines in phase Queued, over the watched namespaces. Best effort (an API error leaves the
+    gauges as they were)."""
+    active = queued = 0
+    try:
+        for ns in _watched(current()):
+            active += sum(1 for j in kube.list(JOB, ns, label_selector=BUILDER_SELECTOR) if _is_active(j))
+            queued += sum(
+                1 for e in kube.list(LLM_ENGINE, ns) if (e.get("status") or {}).get("phase") == "Queued"
+            )
+    except ApiException as exc:
+        log.debug("build gauges not updated: %s", exc.reason)
+        return
+    BUILDS.labels(state="active").set(active)
+    BUILDS.labels(state="queued").set(queued)
 
 
 def reconcile_queued(namespace: str | None = None) -> None:
@@ -541,6 +561,7 @@ def builder_job_event(*, type: str, body: kopf.Body, namespace: str | None, **_:
             log.warning("reconcile of %s/%s after a Job event failed: %s", namespace, owner, exc.reason)
     if type == "DELETED" or not _is_active(body):
         reconcile_queued()
+    update_build_gauges(default_kube(current().field_manager))
 
 
 @kopf.on.event("", "v1", "pods", labels={LABEL_COMPONENT: COMPONENT_BUILDER, LABEL_MANAGED_BY: MANAGED_BY})

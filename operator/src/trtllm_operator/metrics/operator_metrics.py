@@ -62,7 +62,8 @@ BUILD_STAGE_DURATION = Histogram(
 )
 ENGINE_CACHE_LOOKUPS = Counter(
     "trtllm_operator_engine_cache_lookups",
-    "Engine-cache lookups by result: hit (an artifact with the engine key was reused, no build) or miss.",
+    "Engine-cache lookups by result: hit (an artifact with the engine key was reused, no build) or miss "
+    "(no artifact: a builder Job was started).",
     ["result"],
     registry=REGISTRY,
 )
