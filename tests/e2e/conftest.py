@@ -47,6 +47,12 @@ _running: dict[str, Installed] = {}
 
 @pytest.fixture(scope="module")
 def installed(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
+    """The chart installed (release ``e2e``) and the operator running as its ServiceAccount.
+
+    Watches one workload namespace (``Installed.namespace``); see the module docstring for the
+    steps. Fails with the helm output or the operator log when a step does not complete (helm
+    ``--wait`` 90 s, operator healthy 60 s).
+    """
     work = tmp_path_factory.mktemp("e2e")
     core = client.CoreV1Api(cluster.api)
     apps = client.AppsV1Api(cluster.api)
