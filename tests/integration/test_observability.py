@@ -14,14 +14,16 @@ coarse stage without crashing, and the failed log reads are counted as API error
 
 from __future__ import annotations
 
+import json
 import socket
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from support.cluster import LocalCluster
-from support.operator import running_operator
+from support.operator import operator_process, running_operator
 from support.wait import wait_for
 from test_deployment_controller import Api as DeploymentApi
 from test_deployment_controller import a_deployment
@@ -198,3 +200,22 @@ def test_scrape_parses_prometheus_text() -> None:
     }
     assert value(samples, "x_events_total", reason="A") == 2
     assert value(samples, "x_events_total", reason="B") == 0
+
+
+def test_trtllm_operator_run_logs_json_keyed_by_object(
+    cluster: LocalCluster, namespace: str, tmp_path: Path
+) -> None:
+    """``trtllm-operator run`` with log format json (a subprocess, its real logging set-up): every
+    line is one JSON object, and the lines about an LLMEngine carry its namespace and name."""
+    api = Api(cluster, namespace)
+    log_path = tmp_path / "operator.log"
+    with operator_process(cluster, [namespace], log_path, log_format="json") as proc:
+        api.create(an_engine("unfit").on("NVIDIA-Z9000"))
+        api.wait_phase("unfit", "Failed", timeout=30)
+        wait_for(lambda: '"name": "unfit"' in proc.log(), timeout=10, desc="a log line about the LLMEngine")
+        text = proc.log()
+    lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+    assert lines and all({"time", "level", "logger", "message"} <= set(x) for x in lines), text[-2000:]
+    about = [x for x in lines if x.get("name") == "unfit"]
+    assert about and all(x["namespace"] == namespace for x in about)
+    assert {x["logger"] for x in about} & {"kopf.objects", "trtllm_operator.handlers.engine"}
