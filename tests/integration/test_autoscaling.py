@@ -266,6 +266,33 @@ def column(header: str, row: str, name: str) -> str:
     return row[start : following[0] if following else None].strip()
 
 
+def scale_step(api: Api, name: str, *, up: bool, timeout: float = 15) -> dict[str, Any]:
+    """The latest recorded scale-up (or scale-down) decision; waits for it, since the status write
+    follows the scale patch by a moment."""
+
+    def find() -> dict[str, Any] | None:
+        for d in reversed(decisions(api, name)):
+            if (d["toReplicas"] > d["fromReplicas"]) if up else (d["toReplicas"] < d["fromReplicas"]):
+                return d
+        return None
+
+    try:
+        step: dict[str, Any] = wait_for(
+            find, timeout=timeout, desc=f"a recorded scale-{'up' if up else 'down'}"
+        )
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{explain(api, name)}") from exc
+    return step
+
+
+def explain(api: Api, name: str) -> str:
+    """Decisions and Events of ``name``, for assertion messages."""
+    events = api.core.list_namespaced_event(api.ns).items
+    lines = [json.dumps(d) for d in decisions(api, name)]
+    lines += [f"{e.last_timestamp or e.event_time} {e.reason}: {e.message}" for e in events]
+    return "\n".join(lines)
+
+
 def first_time(api: Api, name: str, predicate: Any, timeout: float, desc: str) -> float:
     """Poll spec.replicas; the monotonic time when ``predicate(replicas)`` first held."""
     wait_for(lambda: predicate(api.replicas(name)), timeout=timeout, interval=0.1, desc=desc)
@@ -300,9 +327,9 @@ def test_load_up_scales_out_within_the_window_and_back_in_after_the_scale_down_w
         assert up_window - 1.5 <= t_scaled - t_up <= up_window + 10, t_scaled - t_up
         first_time(api, "chat", lambda r: r == 3, timeout=30, desc="scale to maxReplicas")
         wait_serving(api, fleet, "chat", 3)
+        scale_step(api, "chat", up=True)
         log = decisions(api, "chat")
-        reasons = [d["reason"] for d in log]
-        assert "ScaleUpStabilized" in reasons, log
+        assert "ScaleUpStabilized" in [d["reason"] for d in log], log
         step = next(d for d in log if d["fromReplicas"] == 1 and d["toReplicas"] > 1)
         assert step["reason"] in ("AboveTarget", "TooManyReplicas"), step
         assert step["signals"]["queueDepthPerReplica"] == 12, step
@@ -323,9 +350,8 @@ def test_load_up_scales_out_within_the_window_and_back_in_after_the_scale_down_w
         t_in = first_time(api, "chat", lambda r: r < 3, timeout=down_window + 30, desc="scale-down")
         assert t_in - t_down >= down_window - 1.5, t_in - t_down
         first_time(api, "chat", lambda r: r == 1, timeout=30, desc="back to minReplicas")
+        down = scale_step(api, "chat", up=False)
         log = decisions(api, "chat")
-        down = next((d for d in reversed(log) if d["toReplicas"] < d["fromReplicas"]), None)
-        assert down is not None, log
         assert down["reason"] in ("BelowTarget", "TooFewReplicas"), down
         assert down["signals"]["queueDepthPerReplica"] == 0, down
         assert len(log) <= 10
@@ -361,11 +387,12 @@ def test_arrival_rate_on_the_load_model_drives_scale_out_and_in(
         wait_serving(api, fleet, "model", 1)
         fleet.set_control(Control(arrival_rate=20.0))  # 2.5× one replica's capacity: the queue grows
         first_time(api, "model", lambda r: r == 3, timeout=60, desc="scale-out on a growing queue")
+        scale_step(api, "model", up=True)
         step = next(d for d in decisions(api, "model") if d["fromReplicas"] == 1 and d["toReplicas"] > 1)
         assert step["signals"]["queueDepthPerReplica"] > 4, step
         fleet.set_control(Control(arrival_rate=0.0))
         first_time(api, "model", lambda r: r == 1, timeout=60, desc="scale-in once the queue drained")
-        down = next(d for d in reversed(decisions(api, "model")) if d["toReplicas"] < d["fromReplicas"])
+        down = scale_step(api, "model", up=False)
         assert down["signals"]["queueDepthPerReplica"] < 4, down
 
 
@@ -556,8 +583,8 @@ def test_same_flow_through_a_real_prometheus(
         wait_serving(api, fleet, "prom", 1)
         api.set_load(fleet, waiting=8, kvCacheUtilization=0.5)
         first_time(api, "prom", lambda r: r == 3, timeout=60, desc="scale-up through Prometheus")
-        log = decisions(api, "prom")
-        step = next(d for d in log if d["fromReplicas"] == 1 and d["toReplicas"] > 1)
+        scale_step(api, "prom", up=True)
+        step = next(d for d in decisions(api, "prom") if d["fromReplicas"] == 1 and d["toReplicas"] > 1)
         assert step["signals"]["queueDepthPerReplica"] == 8, step
         active = api.condition("prom", "ScalingActive")
         assert active is not None and active["status"] == "True", active
