@@ -100,9 +100,10 @@ Status = Literal["Succeeded", "Partial", "Failed"]
 
 
 class BuildError(Exception):
-    """A classified failure. ``reason`` is a key of :data:`EXIT_CODES`; ``field`` the spec field
-    (dotted, snake_case as in the build spec) when one is at fault; ``stage`` is filled in by the
-    pipeline."""
+    """A classified failure. ``reason`` is a key of :data:`EXIT_CODES`; ``field`` the field at fault:
+    a build-spec path (dotted snake_case, ``quantization.awq_block_size``) for the builder's own
+    checks, or the planner's API path (``spec.quantization.format``) for a planner issue;
+    ``stage`` is filled in by the pipeline."""
 
     def __init__(self, reason: Reason, message: str, *, field: str | None = None) -> None:
         super().__init__(f"{reason}: {message}")
