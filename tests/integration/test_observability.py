@@ -25,11 +25,16 @@ from prometheus_client.parser import text_string_to_metric_families
 from support.cluster import LocalCluster
 from support.operator import operator_process, running_operator
 from support.wait import wait_for
+from test_autoscaling import Api as ScalingApi
+from test_autoscaling import an_autoscaled_deployment, wait_serving
+from test_autoscaling import an_engine as a_serving_engine
 from test_deployment_controller import Api as DeploymentApi
 from test_deployment_controller import a_deployment
 from test_engine import Api, an_engine, success_report
 
 from trtllm_operator import events
+from trtllm_operator.emulator import Control, Fleet, PodFollower
+from trtllm_operator.handlers import autoscaler as autoscaler_handlers
 
 pytestmark = pytest.mark.slow
 
@@ -47,14 +52,18 @@ def scrape(port: int) -> Samples:
     }
 
 
-def value(samples: Samples, name: str, **labels: str) -> float:
-    return samples.get((name, frozenset(labels.items())), 0.0)
+def value(samples: Samples, metric: str, /, **labels: str) -> float:
+    return samples.get((metric, frozenset(labels.items())), 0.0)
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+#: The operator's exporter starts once per process (commands/run.py): every test here uses this port.
+PORT = free_port()
 
 
 @pytest.fixture
@@ -69,7 +78,7 @@ def test_metrics_events_and_progress_during_build_and_rollout(
     cluster: LocalCluster, apis: tuple[Api, DeploymentApi]
 ) -> None:
     api, dep = apis
-    port = free_port()
+    port = PORT
     built = an_engine("built").pvc("engines", "trtllm")
     prepared = built.prepared()
     built.succeeds(success_report(prepared)).runs_for(4000)
@@ -133,8 +142,8 @@ def test_metrics_events_and_progress_during_build_and_rollout(
             desc="failed build counted",
         )
 
-        def delta(name: str, **labels: str) -> float:
-            return value(after, name, **labels) - value(before, name, **labels)
+        def delta(metric: str, /, **labels: str) -> float:
+            return value(after, metric, **labels) - value(before, metric, **labels)
 
         # reconciles by kind and result, with durations
         assert delta("trtllm_operator_reconciles_total", kind="LLMEngine", result="success") >= 3
@@ -219,3 +228,68 @@ def test_trtllm_operator_run_logs_json_keyed_by_object(
     about = [x for x in lines if x.get("name") == "unfit"]
     assert about and all(x["namespace"] == namespace for x in about)
     assert {x["logger"] for x in about} & {"kopf.objects", "trtllm_operator.handlers.engine"}
+
+
+@pytest.fixture
+def scaling(
+    cluster: LocalCluster, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[ScalingApi, Fleet]]:
+    """An engine served from the cache and Triton metrics emulators on every Running pod (as in
+    test_autoscaling.py), idle."""
+    api = ScalingApi(cluster, namespace)
+    api.artifact_pvc()
+    engine = a_serving_engine("llama")
+    api.cache_artifact(engine)
+    api.create("llmengines", engine)
+    port = free_port()
+    monkeypatch.setattr(autoscaler_handlers, "METRICS_PORT", port)
+    with Fleet(port=port, control=Control(fixed={"waiting": 0, "kvCacheUtilization": 0.2})) as fleet:
+        selector = "llm.trtllm-operator.dev/deployment"
+        follower = PodFollower(fleet, api.core, namespace, selector, poll_seconds=0.3).start()
+        try:
+            yield api, fleet
+        finally:
+            follower.stop()
+            api.core.delete_persistent_volume(f"engines-{namespace}")
+
+
+def test_autoscaler_metrics_and_events(cluster: LocalCluster, scaling: tuple[ScalingApi, Fleet]) -> None:
+    """Built-in autoscaler under load (Triton metrics emulators on the kwok pods): the desired and
+    current replica gauges of the LLMDeployment and the decisions by reason move; ScaledUp is posted."""
+    api, fleet = scaling
+    fast = {"stabilizationWindowSeconds": 1, "maxReplicasPerStep": 4, "periodSeconds": 1}
+    slow = {"stabilizationWindowSeconds": 600, "maxReplicasPerStep": 1, "periodSeconds": 60}
+    api.create(
+        "llmdeployments", an_autoscaled_deployment("chat", "llama", max_replicas=2, up=fast, down=slow)
+    )
+    labels = {"namespace": api.ns, "name": "chat"}
+    with running_operator(cluster, [api.ns], metrics_port=PORT):
+        wait_serving(api, fleet, "chat", 1)
+        before = scrape(PORT)
+        assert value(before, "trtllm_operator_autoscaler_current_replicas", **labels) == 1
+        assert value(before, "trtllm_operator_autoscaler_desired_replicas", **labels) == 1
+        api.set_load(fleet, waiting=12, kvCacheUtilization=0.5)
+        wait_for(lambda: api.replicas("chat") == 2, timeout=30, desc="scale-up to 2")
+        after = wait_for(
+            lambda: (
+                s
+                if value(s := scrape(PORT), "trtllm_operator_autoscaler_current_replicas", **labels) == 2
+                else None
+            ),
+            timeout=15,
+            desc="current replicas gauge at 2",
+        )
+        assert value(after, "trtllm_operator_autoscaler_desired_replicas", **labels) == 2
+
+        def decided(reason: str) -> float:
+            key = ("trtllm_operator_autoscaler_decisions_total", frozenset({("reason", reason)}))
+            return after.get(key, 0.0) - before.get(key, 0.0)
+
+        assert decided("AboveTarget") + decided("TooManyReplicas") >= 1
+        assert decided("ScaleUpStabilized") + decided("AboveTarget") + decided("TooManyReplicas") >= 2
+        reasons = {
+            e.reason
+            for e in api.core.list_namespaced_event(api.ns, field_selector="involvedObject.name=chat").items
+            if e.involved_object.kind == "LLMDeployment"
+        }
+        assert "ScaledUp" in reasons and reasons <= events.reasons(), reasons
