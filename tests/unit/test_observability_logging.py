@@ -16,6 +16,7 @@ from trtllm_operator.logging import (
     configure_logging,
     object_context,
     redact,
+    redact_kopf_events,
 )
 
 # Made-up values in the shapes of real credentials (none is valid anywhere).
@@ -149,3 +150,13 @@ def test_configure_logging_json_end_to_end() -> None:
 def test_configure_logging_rejects_unknown_format() -> None:
     with pytest.raises(ValueError, match="log_format"):
         configure_logging("yaml")
+
+
+def test_kopf_event_poster_gets_redacted_messages() -> None:
+    import kopf  # noqa: F401, PLC0415 - importing kopf attaches the poster to kopf.objects
+
+    assert redact_kopf_events() == 1
+    (poster,) = [h for h in logging.getLogger("kopf.objects").handlers if type(h).__name__ == "K8sPoster"]
+    assert poster.format(_record("Handler failed: 401 for %s", f"Bearer {HF_TOKEN}")) == (
+        f"Handler failed: 401 for Bearer {REDACTED}"
+    )

@@ -163,6 +163,31 @@ class TextFormatter(logging.Formatter):
         return redact(super().format(record))
 
 
+class RedactingFormatter(logging.Formatter):
+    """``%(message)s`` with :func:`redact` applied (for kopf's log-to-Event poster)."""
+
+    def __init__(self) -> None:
+        super().__init__("%(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
+
+
+def redact_kopf_events() -> int:
+    """Give kopf's log-to-Event poster (the handler on ``kopf.objects`` that posts warnings as
+    Events with reason ``Logging``) a redacting formatter; returns how many handlers it set.
+
+    Event messages are readable by anyone who can list Events in the namespace, so they get the
+    same redaction as log lines. Idempotent.
+    """
+    count = 0
+    for handler in logging.getLogger("kopf.objects").handlers:
+        if type(handler).__name__ == "K8sPoster":
+            handler.setFormatter(RedactingFormatter())
+            count += 1
+    return count
+
+
 class _OperatorHandler(logging.StreamHandler[TextIO]):
     """Marks the handler :func:`configure_logging` installs (replaced on a second call)."""
 

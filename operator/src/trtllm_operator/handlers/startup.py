@@ -20,6 +20,7 @@ from typing import Any
 import kopf
 
 from trtllm_operator.kube import default_kube
+from trtllm_operator.logging import redact_kopf_events
 from trtllm_operator.settings import current
 
 ANNOTATION_PREFIX = "kopf.trtllm-operator.dev"
@@ -31,6 +32,7 @@ def configure_kopf(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=ANNOTATION_PREFIX)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=ANNOTATION_PREFIX)
     settings.posting.level = logging.WARNING
+    redact_kopf_events()  # kopf's Events carry log messages: same redaction as log lines
     settings.posting.reporting_component = ours.field_manager
     settings.execution.default_backoff = ours.error_backoff_seconds
     settings.networking.request_timeout = 60
