@@ -687,77 +687,81 @@ class Demo:
     # -- step 6 ---------------------------------------------------------------------------------
     def autoscaling(self, n: int, total: int) -> None:
         with self.stage(n, total, "autoscaling", "Autoscaling: load through the Triton metrics emulator"):
-            control = free_port()
-            args = [
-                sys.executable,
-                "-m",
-                "trtllm_operator.emulator",
-                "--follow-namespace",
-                NS,
-                "--follow-selector",
-                f"{DEPLOYMENT_LABEL}={BIG_DEPLOYMENT}",
-                "--kubeconfig",
-                str(CLUSTER_DIR / "kubeconfig"),
-                "--control-port",
-                str(control),
-            ]
-            say(f"$ {cmd_line(args)} &")
-            say("  serves Triton's /metrics (nv_trt_llm_request_metrics, nv_trt_llm_kv_cache_block_metrics,")
-            say(
-                f"  …) on each Running pod IP:8002 of llmdeployment/{BIG_DEPLOYMENT}: the operator scrapes it"
-            )
-            say("  exactly as it scrapes Triton in production")
-            pid = self.spawn("emulator", args, self.env())
-            self.emulator_control = f"http://127.0.0.1:{control}"
-            self.summary["emulatorControl"] = self.emulator_control
+            try:
+                self._autoscaling()
+            except StepError as exc:
+                raise StepError(f"{exc}{_bind_conflicts()}") from exc
 
-            def emulating() -> Any:
-                if not _pid_alive(pid):
-                    raise StepError("the emulator exited; see its log")
-                state = http_json(f"{self.emulator_control}/state")
-                return state if _addresses(state) else None
+    def _autoscaling(self) -> None:
+        control = free_port()
+        args = [
+            sys.executable,
+            "-m",
+            "trtllm_operator.emulator",
+            "--follow-namespace",
+            NS,
+            "--follow-selector",
+            f"{DEPLOYMENT_LABEL}={BIG_DEPLOYMENT}",
+            "--kubeconfig",
+            str(CLUSTER_DIR / "kubeconfig"),
+            "--control-port",
+            str(control),
+        ]
+        say(f"$ {cmd_line(args)} &")
+        say("  serves Triton's /metrics (nv_trt_llm_request_metrics, nv_trt_llm_kv_cache_block_metrics,")
+        say(f"  …) on each Running pod IP:8002 of llmdeployment/{BIG_DEPLOYMENT}: the operator scrapes it")
+        say("  exactly as it scrapes Triton in production")
+        pid = self.spawn("emulator", args, self.env())
+        self.emulator_control = f"http://127.0.0.1:{control}"
+        self.summary["emulatorControl"] = self.emulator_control
 
-            state = wait_for(emulating, timeout=30, desc="the emulator to follow the serving pods")
-            say(f"emulator (pid {pid}) serving {', '.join(a + ':8002' for a in _addresses(state))}")
-            if not self._autoscaler_landed():
-                say("the built-in autoscaler is not in this checkout yet: no scaling shown (not faked)")
-                self.summary["notLanded"].append("built-in autoscaler")
-                self.summary["autoscaling"] = None
-                return
-            watcher = DecisionWatcher(self)
-            wait_for(
-                lambda: self._autoscaling_status() is not None,
-                timeout=30,
-                desc=f"status.autoscaling of llmdeployment/{BIG_DEPLOYMENT} (the autoscaler reading metrics)",
-            )
-            say(f"load: {LOAD_RPS:.0f} requests/s (one replica serves ~10/s: 64 in flight, ~6.6 s each)")
-            say(f"$ curl -X PUT {self.emulator_control}/load -d '{{\"arrivalRate\": {LOAD_RPS:.0f}}}'")
-            http_json(f"{self.emulator_control}/load", "PUT", {"arrivalRate": LOAD_RPS})
-            peak = wait_for(
-                lambda: watcher.poll() >= 3 and watcher.ready >= 3 and watcher.replicas,
-                timeout=120,
-                interval=1.0,
-                desc="the autoscaler to scale up to 3+ ready replicas",
-            )
-            wait_for(
-                lambda: watcher.poll() is not None and watcher.stable(8),
-                timeout=60,
-                interval=1.0,
-                desc="replicas to settle under load",
-            )
-            peak = max(peak, watcher.replicas)
-            say("load: 0 requests/s")
-            say(f"$ curl -X PUT {self.emulator_control}/load -d '{{\"arrivalRate\": 0}}'")
-            http_json(f"{self.emulator_control}/load", "PUT", {"arrivalRate": 0})
-            wait_for(
-                lambda: watcher.poll() == 1 and watcher.ready == 1,
-                timeout=150,
-                interval=1.0,
-                desc="the autoscaler to scale back down to minReplicas 1",
-            )
-            decisions = watcher.decisions
-            self.summary["autoscaling"] = {"peak": peak, "final": watcher.replicas, "decisions": decisions}
-            say(f"scaled 1 → {peak} under load and back to {watcher.replicas}; {len(decisions)} decisions")
+        def emulating() -> Any:
+            if not _pid_alive(pid):
+                raise StepError("the emulator exited; see its log")
+            state = http_json(f"{self.emulator_control}/state")
+            return state if _addresses(state) else None
+
+        state = wait_for(emulating, timeout=30, desc="the emulator to follow the serving pods")
+        say(f"emulator (pid {pid}) serving {', '.join(a + ':8002' for a in _addresses(state))}")
+        if not self._autoscaler_landed():
+            say("the built-in autoscaler is not in this checkout yet: no scaling shown (not faked)")
+            self.summary["notLanded"].append("built-in autoscaler")
+            self.summary["autoscaling"] = None
+            return
+        watcher = DecisionWatcher(self)
+        wait_for(
+            lambda: self._autoscaling_status() is not None,
+            timeout=30,
+            desc=f"status.autoscaling of llmdeployment/{BIG_DEPLOYMENT} (the autoscaler reading metrics)",
+        )
+        say(f"load: {LOAD_RPS:.0f} requests/s (one replica serves ~10/s: 64 in flight, ~6.6 s each)")
+        say(f"$ curl -X PUT {self.emulator_control}/load -d '{{\"arrivalRate\": {LOAD_RPS:.0f}}}'")
+        http_json(f"{self.emulator_control}/load", "PUT", {"arrivalRate": LOAD_RPS})
+        peak = wait_for(
+            lambda: watcher.poll() >= 3 and watcher.ready >= 3 and watcher.replicas,
+            timeout=120,
+            interval=1.0,
+            desc="the autoscaler to scale up to 3+ ready replicas",
+        )
+        wait_for(
+            lambda: watcher.poll() is not None and watcher.stable(8),
+            timeout=60,
+            interval=1.0,
+            desc="replicas to settle under load",
+        )
+        peak = max(peak, watcher.replicas)
+        say("load: 0 requests/s")
+        say(f"$ curl -X PUT {self.emulator_control}/load -d '{{\"arrivalRate\": 0}}'")
+        http_json(f"{self.emulator_control}/load", "PUT", {"arrivalRate": 0})
+        wait_for(
+            lambda: watcher.poll() == 1 and watcher.ready == 1,
+            timeout=150,
+            interval=1.0,
+            desc="the autoscaler to scale back down to minReplicas 1",
+        )
+        decisions = watcher.decisions
+        self.summary["autoscaling"] = {"peak": peak, "final": watcher.replicas, "decisions": decisions}
+        say(f"scaled 1 → {peak} under load and back to {watcher.replicas}; {len(decisions)} decisions")
 
     @staticmethod
     def _autoscaler_landed() -> bool:
@@ -882,6 +886,22 @@ class DecisionWatcher:
 
     def stable(self, seconds: float) -> bool:
         return bool(self.history) and time.monotonic() - self.history[-1][0] >= seconds
+
+
+def _bind_conflicts() -> str:
+    """A hint when the emulator could not bind a pod's address (another local control plane's
+    emulator holds the same kwok pod IP: every local cluster uses 127.1.0.0/16)."""
+    try:
+        lines = (LOGS / "emulator.log").read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    addresses = sorted({m.group(1) for line in lines if (m := re.search(r"cannot bind ([0-9.]+:\d+)", line))})
+    if not addresses:
+        return ""
+    return (
+        f"; the emulator could not bind {', '.join(addresses)}: another local control plane (a test run,"
+        " another demo) has an emulator on the same kwok pod IPs (127.1.0.0/16); run one at a time"
+    )
 
 
 def _addresses(state: Any) -> list[str]:
