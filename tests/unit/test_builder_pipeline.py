@@ -454,3 +454,48 @@ def test_sigkill_during_quantize_then_resume_gives_the_same_manifest(
     assert checkpoint_hashes == {
         e["path"]: e["sha256"] for e in ref_manifest["files"] if e["path"].startswith("checkpoint/")
     }
+
+
+def test_sigterm_during_quantize_reports_timeout(tmp_path: Path, tiny_model: Path) -> None:
+    """activeDeadlineSeconds / pod deletion: SIGTERM must become reason Timeout (exit 18) with the
+    report written — not a QuantizationFailed from the stage's own error handling."""
+    calib = tmp_path / "calib.txt"
+    calib.write_text("\n".join(f"line {i}: a sentence long enough to calibrate on {i}" for i in range(200)))
+    quant = {
+        "format": "int8_sq",
+        "calibration": {"dataset": str(calib), "num_samples": 200, "max_seq_length": 16},
+    }
+    spec = write_spec(tmp_path, tiny_model, quantization=quant)
+    cmd = [
+        sys.executable,
+        "-m",
+        "engine_builder.cli",
+        "run",
+        "--spec",
+        str(spec),
+        "--workdir",
+        str(tmp_path / "work"),
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    progress_file = tmp_path / "work" / "progress.json"
+    deadline = time.monotonic() + 240
+    sent = False
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            state = json.loads(progress_file.read_text())
+        except (OSError, ValueError):
+            state = {}
+        if state.get("stage") == "quantize" and state.get("done", 0) > 0:
+            proc.send_signal(signal.SIGTERM)
+            sent = True
+            break
+        time.sleep(0.02)
+    code = proc.wait(timeout=60)
+    assert sent, "the builder finished before SIGTERM could be sent in quantize"
+    termination = json.loads((tmp_path / "termination-log").read_text())
+    assert code == EXIT_CODES["Timeout"] == termination["exitCode"]
+    assert (termination["reason"], termination["stage"], termination["retryable"]) == (
+        "Timeout",
+        "quantize",
+        True,
+    )

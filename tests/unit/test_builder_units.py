@@ -8,9 +8,20 @@ import json
 from pathlib import Path
 from typing import Any
 
+import httpx2  # huggingface_hub's HTTP client
 import pytest
+from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
+from huggingface_hub import errors
 
-from engine_builder.fetch import SourceRef, check_disk, parse_source, required_disk_bytes, wanted
+from engine_builder.fetch import (
+    SourceRef,
+    _classify_hf,
+    _classify_s3,
+    check_disk,
+    parse_source,
+    required_disk_bytes,
+    wanted,
+)
 from engine_builder.pipeline import STAGES, _check_spec_against_model, load_spec
 from engine_builder.progress import Progress
 from engine_builder.report import (
@@ -260,3 +271,51 @@ def test_load_spec_names_the_bad_field(tmp_path: Path) -> None:
     path.write_text("model: [unclosed\n")
     with pytest.raises(BuildError, match="not valid YAML"):
         load_spec(path)
+
+
+def _hf_error(cls_name: str, status: int) -> Exception:
+    request = httpx2.Request("GET", "https://huggingface.co/api/models/org/model")
+    cls = getattr(errors, cls_name)
+    return cls("boom", response=httpx2.Response(status, request=request))
+
+
+@pytest.mark.parametrize(
+    ("cls_name", "status", "reason", "field"),
+    [
+        ("GatedRepoError", 403, "AuthFailed", None),
+        ("RepositoryNotFoundError", 401, "ModelNotFound", "model.uri"),
+        ("RevisionNotFoundError", 404, "ModelNotFound", "model.revision"),
+        ("HfHubHTTPError", 401, "AuthFailed", None),
+        ("HfHubHTTPError", 403, "AuthFailed", None),
+        ("HfHubHTTPError", 503, "DownloadFailed", None),
+    ],
+)
+def test_hf_failures_are_classified(cls_name: str, status: int, reason: str, field: str | None) -> None:
+    err = _classify_hf(_hf_error(cls_name, status), SourceRef("hf", "org/model"), "main")
+    assert (err.reason, err.field) == (reason, field)
+
+
+def test_hf_network_error_is_download_failed() -> None:
+    assert _classify_hf(ConnectionError("refused"), SourceRef("hf", "org/m"), None).reason == "DownloadFailed"
+
+
+@pytest.mark.parametrize(
+    ("code", "reason"),
+    [
+        ("NoSuchBucket", "ModelNotFound"),
+        ("AccessDenied", "AuthFailed"),
+        ("InvalidAccessKeyId", "AuthFailed"),
+        ("SignatureDoesNotMatch", "AuthFailed"),
+        ("SlowDown", "DownloadFailed"),
+    ],
+)
+def test_s3_client_errors_are_classified(code: str, reason: str) -> None:
+    exc = ClientError({"Error": {"Code": code, "Message": "x"}}, "ListObjectsV2")
+    assert _classify_s3(exc, "s3://b/p/").reason == reason
+
+
+def test_s3_credentials_and_endpoint_errors_are_classified() -> None:
+    assert _classify_s3(NoCredentialsError(), "s3://b/").reason == "AuthFailed"
+    assert _classify_s3(EndpointConnectionError(endpoint_url="http://127.0.0.1:1"), "s3://b/").reason == (
+        "DownloadFailed"
+    )

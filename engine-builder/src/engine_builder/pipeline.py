@@ -77,8 +77,9 @@ STAGE_HELP: dict[str, str] = {
 PVC_ROOT_ENV = "ENGINE_BUILDER_PVC_ROOT"
 
 
-class _TerminatedError(Exception):
-    pass
+class _TerminatedError(BaseException):
+    """Raised by the SIGTERM handler. A BaseException, like KeyboardInterrupt, so the stages'
+    ``except Exception`` classification cannot turn a deadline into e.g. QuantizationFailed."""
 
 
 @dataclass
