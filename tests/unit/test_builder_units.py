@@ -6,9 +6,11 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx2  # huggingface_hub's HTTP client
+import huggingface_hub
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
 from huggingface_hub import errors
@@ -18,6 +20,7 @@ from engine_builder.fetch import (
     _classify_hf,
     _classify_s3,
     check_disk,
+    fetch,
     parse_source,
     required_disk_bytes,
     wanted,
@@ -319,3 +322,98 @@ def test_s3_credentials_and_endpoint_errors_are_classified() -> None:
     assert _classify_s3(EndpointConnectionError(endpoint_url="http://127.0.0.1:1"), "s3://b/").reason == (
         "DownloadFailed"
     )
+
+
+class _FakeHub:
+    """Stands in for the Hub behind ``huggingface_hub.HfApi.model_info`` / ``hf_hub_download``:
+    records what the builder asks for and writes files of the listed sizes."""
+
+    def __init__(self, files: dict[str, int], sha: str = "0" * 40, truncate: str | None = None) -> None:
+        self.files, self.sha, self.truncate = files, sha, truncate
+        self.calls: list[tuple[str, str | None, str | None]] = []
+
+    def model_info(
+        self, repo_id: str, revision: str | None = None, token: str | None = None, **_: Any
+    ) -> Any:
+        self.calls.append(("info", revision, token))
+        siblings = [SimpleNamespace(rfilename=name, size=size) for name, size in self.files.items()]
+        return SimpleNamespace(sha=self.sha, siblings=siblings)
+
+    def download(
+        self,
+        repo_id: str,
+        filename: str,
+        revision: str | None = None,
+        token: str | None = None,
+        local_dir: Path | None = None,
+        **_: Any,
+    ) -> str:
+        assert local_dir is not None
+        self.calls.append((filename, revision, token))
+        size = self.files[filename] - (1 if filename == self.truncate else 0)
+        (Path(local_dir) / filename).write_bytes(b"x" * size)
+        return str(Path(local_dir) / filename)
+
+
+def _use_fake_hub(monkeypatch: pytest.MonkeyPatch, hub: _FakeHub) -> None:
+    monkeypatch.setattr(huggingface_hub.HfApi, "model_info", lambda self, *a, **k: hub.model_info(*a, **k))
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", hub.download)
+
+
+def test_hf_fetch_pins_the_revision_filters_files_and_passes_the_token(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hub = _FakeHub(
+        {
+            "config.json": 10,
+            "model-00001-of-00002.safetensors": 100,
+            "model-00002-of-00002.safetensors": 50,
+            "model.safetensors.index.json": 5,
+            "tokenizer.json": 20,
+            "pytorch_model.bin": 150,
+            "README.md": 3,
+        },
+        sha="a" * 40,
+    )
+    _use_fake_hub(monkeypatch, hub)
+    monkeypatch.setenv("MY_TOKEN", "hf_secret")
+    seen: list[tuple[float, float | None]] = []
+    result = fetch(
+        "hf://org/model",
+        revision="main",
+        token_env="MY_TOKEN",
+        dest=tmp_path / "src",
+        progress=lambda done, total, unit, msg: seen.append((done, total)),
+    )
+    assert result.revision == "a" * 40
+    assert sorted(result.files) == [
+        "config.json",
+        "model-00001-of-00002.safetensors",
+        "model-00002-of-00002.safetensors",
+        "model.safetensors.index.json",
+        "tokenizer.json",
+    ]
+    assert hub.calls[0] == ("info", "main", "hf_secret")
+    assert {c[1] for c in hub.calls[1:]} == {"a" * 40}  # every file at the resolved sha
+    assert {c[2] for c in hub.calls} == {"hf_secret"}
+    assert seen[-1] == (185, 185)
+
+
+def test_hf_fetch_size_mismatch_is_download_failed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _use_fake_hub(
+        monkeypatch, _FakeHub({"config.json": 10, "model.safetensors": 100}, truncate="model.safetensors")
+    )
+    with pytest.raises(BuildError) as info:
+        fetch("hf://org/model", revision=None, token_env="NO_SUCH_TOKEN_VAR", dest=tmp_path / "src")
+    assert info.value.reason == "DownloadFailed"
+    assert "model.safetensors" in info.value.message
+
+
+def test_hf_repo_without_safetensors_is_model_not_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _use_fake_hub(monkeypatch, _FakeHub({"config.json": 10, "pytorch_model.bin": 100}))
+    with pytest.raises(BuildError) as info:
+        fetch("hf://org/model", revision=None, token_env="NO_SUCH_TOKEN_VAR", dest=tmp_path / "src")
+    assert info.value.reason == "ModelNotFound"
+    assert "safetensors" in info.value.message
