@@ -282,7 +282,11 @@ class Demo:
     def control_plane(self, n: int, total: int) -> None:
         with self.stage(n, total, "control-plane", "Local control plane with kwok-simulated GPU nodes") as st:
             say(f"Python {sys.version.split()[0]} ({sys.executable}); work directory {WORK}")
-            out = self.sh([str(ROOT / "hack" / "build-testbin.sh")], env=self.env())
+            out = self.sh(
+                [str(ROOT / "hack" / "build-testbin.sh")],
+                env=self.env(),
+                echo=lambda line: line.startswith("[build-testbin]"),
+            )
             self.bin_dir = Path(out.stdout.strip().splitlines()[-1])
             if not (self.bin_dir / "kube-apiserver").exists():
                 raise StepError(f"hack/build-testbin.sh did not print a bin directory: {out.stdout[-300:]}")
@@ -394,8 +398,14 @@ class Demo:
         container = deployments.items[0].spec.template.spec.containers[0]
         liveness = free_port()
         args = [str(VENV_BIN / "trtllm-operator")]
-        for arg in container.args or []:
-            args.append(f"--liveness-port={liveness}" if arg.startswith("--liveness-port") else arg)
+        chart_args = list(container.args or [])
+        while chart_args:
+            arg = chart_args.pop(0)
+            if arg == "--liveness-port" and chart_args:
+                chart_args.pop(0)  # "--liveness-port PORT": drop the chart's port
+            if not arg.startswith("--liveness-port"):
+                args.append(arg)
+        args.append(f"--liveness-port={liveness}")
         env: dict[str, str] = {}
         for var in container.env or []:
             if var.value is not None:
@@ -519,7 +529,9 @@ class Demo:
             )
             say("NOT run: the trtllm-build compile (it needs an NVIDIA GPU and TensorRT-LLM).")
             say("The artifact holds the quantized TP-2 checkpoint; manifest.json records the")
-            say("trtllm-build command that a build on a GPU node runs.")
+            say("trtllm-build command that a build on a GPU node runs:")
+            for line in _wrap_command((manifest.get("compile") or {}).get("command") or []):
+                say("  " + line)
             self.summary["tinyEngine"] = {
                 "engineKey": key,
                 "artifact": str(artifact),
@@ -888,6 +900,24 @@ class DecisionWatcher:
         return bool(self.history) and time.monotonic() - self.history[-1][0] >= seconds
 
 
+def _wrap_command(argv: list[str], width: int = 88) -> list[str]:
+    """A command as shell lines of at most ``width`` characters, never splitting ``--flag value``."""
+    words: list[str] = []
+    for arg in argv:
+        if words and words[-1].startswith("--") and " " not in words[-1] and not arg.startswith("--"):
+            words[-1] += " " + shlex.quote(arg)
+        else:
+            words.append(shlex.quote(arg))
+    lines = [""]
+    for word in words:
+        if lines[-1] and len(lines[-1]) + 1 + len(word) > width:
+            lines[-1] += " \\"
+            lines.append("    " + word)
+        else:
+            lines[-1] += (" " if lines[-1] else "") + word
+    return lines
+
+
 def _bind_conflicts() -> str:
     """A hint when the emulator could not bind a pod's address (another local control plane's
     emulator holds the same kwok pod IP: every local cluster uses 127.1.0.0/16)."""
@@ -905,15 +935,9 @@ def _bind_conflicts() -> str:
 
 
 def _addresses(state: Any) -> list[str]:
-    if isinstance(state, dict):
-        eps = state.get("endpoints")
-        if isinstance(eps, dict):
-            return sorted(eps)
-        if isinstance(eps, list):
-            return sorted(str(e.get("address", e)) if isinstance(e, dict) else str(e) for e in eps)
-        if isinstance(state.get("addresses"), list):
-            return sorted(state["addresses"])
-    return []
+    """Addresses the emulator serves, from its ``GET /state`` document (``endpoints`` by address)."""
+    endpoints = state.get("endpoints") if isinstance(state, dict) else None
+    return sorted(endpoints) if isinstance(endpoints, dict) else []
 
 
 def _bytes(n: float) -> str:
