@@ -28,6 +28,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +45,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 KWOK_STAGES_DIR = REPO_ROOT / "hack" / "kwok"
 DEFAULT_WORK_DIR = REPO_ROOT / ".local" / "cluster"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+#: Pod IPs of the developer cluster (.local/cluster). Every other cluster gets its own /16 of the
+#: loopback range (pod_cidr_for), so the demo, a test session and a dev cluster running side by side
+#: never hand out the same pod IP (emulators bind to pod IPs on port 8002).
 POD_CIDR = "127.1.0.0/16"
 SERVICE_CIDR = "10.0.0.0/24"
 SA_ISSUER = "https://kubernetes.default.svc.cluster.local"
@@ -118,6 +122,15 @@ def _pid_alive(pid: int, exe: str | None = None) -> bool:
     return exe is None or cmdline[0].decode() == exe
 
 
+def pod_cidr_for(work_dir: Path) -> str:
+    """The pod CIDR of the cluster rooted at ``work_dir``: 127.1.0.0/16 for the default developer
+    cluster, else 127.N.0.0/16 with N in 2..201 derived from the work dir's path (stable per dir)."""
+    resolved = str(Path(work_dir).resolve())
+    if resolved == str(DEFAULT_WORK_DIR.resolve()):
+        return POD_CIDR
+    return f"127.{2 + zlib.crc32(resolved.encode()) % 200}.0.0/16"
+
+
 @dataclass
 class ControlPlane:
     """One local control plane rooted at ``work_dir``, using the binaries in ``bin_dir``.
@@ -139,6 +152,7 @@ class ControlPlane:
     pids: dict[str, int] = field(default_factory=dict)
     token: str = ""
     versions: dict[str, str] = field(default_factory=dict)
+    pod_cidr: str = ""
     _procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict, repr=False)
 
     # ---- paths -------------------------------------------------------------------------------
@@ -177,6 +191,7 @@ class ControlPlane:
             "server": self.server if "kube-apiserver" in self.ports else None,
             "kubeconfig": str(self.kubeconfig),
             "versions": self.versions,
+            "pod_cidr": self.pod_cidr,
         }
         self.state_file.write_text(json.dumps(state, indent=2) + "\n")
 
@@ -191,6 +206,7 @@ class ControlPlane:
         cp.ports = {k: int(v) for k, v in state.get("ports", {}).items()}
         cp.pids = {k: int(v) for k, v in state.get("pids", {}).items()}
         cp.versions = dict(state.get("versions", {}))
+        cp.pod_cidr = str(state.get("pod_cidr", ""))
         return cp
 
     def alive(self) -> dict[str, bool]:
@@ -319,6 +335,8 @@ class ControlPlane:
             raise ClusterError(f"missing binaries in {self.bin_dir}: {missing}; run hack/build-testbin.sh")
         t0 = time.monotonic()
         self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.pod_cidr = self.pod_cidr or pod_cidr_for(self.work_dir)
+        self.log(f"pod IPs from {self.pod_cidr}")
         self.versions = self._component_versions()
         for name, version in self.versions.items():
             self.log(f"{name}: {version}")
@@ -417,7 +435,7 @@ class ControlPlane:
                 f"--kubeconfig={kc}",
                 *(f"--config={s}" for s in stages),
                 "--manage-all-nodes=true",
-                f"--cidr={POD_CIDR}",
+                f"--cidr={self.pod_cidr}",
                 "--node-ip=127.0.0.1",
                 "--node-lease-duration-seconds=0",
             ],

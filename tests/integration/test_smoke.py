@@ -15,7 +15,6 @@ from support.cluster import LocalCluster
 from support.wait import wait_for
 
 H100 = "NVIDIA-H100-80GB-HBM3"
-POD_CIDR = ipaddress.ip_network("127.1.0.0/16")
 OUTCOME = "kwok.trtllm-operator.dev/outcome"
 EXIT_CODE = "kwok.trtllm-operator.dev/exit-code"
 MESSAGE = "kwok.trtllm-operator.dev/message"
@@ -93,7 +92,9 @@ def test_gpu_deployment_lands_on_h100_and_becomes_ready(cluster: LocalCluster, n
         assert {c.type: c.status for c in pod.status.conditions}["Ready"] == "True"
     ips = {pod.status.pod_ip for pod in pods}
     assert len(ips) == 2, f"pod IPs not distinct: {ips}"
-    assert all(ipaddress.ip_address(ip) in POD_CIDR for ip in ips), ips
+    pod_cidr = ipaddress.ip_network(cluster.control_plane.pod_cidr)
+    assert pod_cidr.subnet_of(ipaddress.ip_network("127.0.0.0/8")), pod_cidr
+    assert all(ipaddress.ip_address(ip) in pod_cidr for ip in ips), ips
     # A test can serve on a pod's IP (the whole 127.0.0.0/8 is loopback on Linux).
     with socket.socket() as srv:
         srv.bind((sorted(ips)[0], 0))
