@@ -47,6 +47,12 @@ def register(subparsers: Any) -> None:
     spec = sub.add_parser("spec", help="print the build spec (and engine key) of an LLMEngine manifest")
     spec.add_argument("-f", "--filename", required=True, help="LLMEngine manifest (YAML)")
     spec.add_argument("--artifact-root", help="output.artifact_root for a run outside the cluster")
+    spec.add_argument(
+        "--termination-log",
+        help="output.termination_log (default /dev/termination-log in a pod; with --artifact-root, "
+        "<artifact-root>/termination-log so a run outside the cluster never writes to the host's /dev)",
+    )
+    spec.add_argument("--name", help="which LLMEngine, when the file holds several documents")
     spec.add_argument("--hf-config-dir", help="directory of <org>__<name>.json model configs (plan check)")
     spec.set_defaults(func=_spec)
 
@@ -144,10 +150,25 @@ def record_from_manifest(manifest: dict[str, Any], storage: Any, recorded_at: st
 def _spec(args: argparse.Namespace) -> int:
     from trtllm_operator.decide.engine import PreparedEngine, prepare_engine  # noqa: PLC0415
 
-    doc = yaml.safe_load(Path(args.filename).read_text())
-    if not isinstance(doc, dict) or doc.get("kind") != "LLMEngine":
-        print(f"{args.filename}: not an LLMEngine manifest", file=sys.stderr)
+    try:
+        docs = [d for d in yaml.safe_load_all(Path(args.filename).read_text()) if d is not None]
+    except (OSError, yaml.YAMLError) as exc:
+        print(f"{args.filename}: cannot read YAML: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    engines = [
+        d
+        for d in docs
+        if isinstance(d, dict)
+        and d.get("kind") == "LLMEngine"
+        and (args.name is None or (d.get("metadata") or {}).get("name") == args.name)
+    ]
+    if len(engines) != 1:
+        what = "no LLMEngine" if not engines else f"{len(engines)} LLMEngines"
+        hint = f" named {args.name!r}" if args.name else ""
+        fix = "; pick one with --name" if len(engines) > 1 else ""
+        print(f"{args.filename}: {what}{hint} in the file{fix}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    doc = engines[0]
     hf_config = None
     source = str(((doc.get("spec") or {}).get("model") or {}).get("source") or "")
     if args.hf_config_dir and source.startswith("hf://"):
@@ -161,10 +182,14 @@ def _spec(args: argparse.Namespace) -> int:
         print(f"invalid LLMEngine: {prepared.text}", file=sys.stderr)
         return EXIT_BAD_INPUT
     build_spec = prepared.build_spec
+    output: dict[str, str] = {}
     if args.artifact_root:
-        build_spec = build_spec.model_copy(
-            update={"output": build_spec.output.model_copy(update={"artifact_root": args.artifact_root})}
-        )
+        output["artifact_root"] = args.artifact_root
+        output["termination_log"] = str(Path(args.artifact_root) / "termination-log")
+    if args.termination_log:
+        output["termination_log"] = args.termination_log
+    if output:
+        build_spec = build_spec.model_copy(update={"output": build_spec.output.model_copy(update=output)})
     print(f"# engine key: {prepared.key}")
     print(yaml.safe_dump(build_spec.model_dump(mode="json"), sort_keys=True), end="")
     return 0
