@@ -115,26 +115,28 @@ def best_oracle(
 def tuning_grid() -> list[dict[str, Any]]:
     """Settings of the builtin policy explored on the first half (all within the Policy API)."""
     shipped_up, hpa_up = asc.DEFAULT_SCALE_UP, asc.HPA_DEFAULT_SCALE_UP
-    shipped_down, hpa_down = asc.DEFAULT_SCALE_DOWN, asc.HPA_DEFAULT_SCALE_DOWN
     grid = []
-    for queue, kv, up_window, up_rate, down_window, down_rate in itertools.product(
-        (1.0, 2.0, 4.0),
-        (None, 0.5, 0.8),
+    for queue, kv, batch, up_window, up_rate, down_window in itertools.product(
+        (None, 1.0, 4.0),
+        (None, 0.8),
+        (None, 0.4, 0.5, 0.6),
         (0, 15),
         ("shipped", "hpa"),
         (60, 300),
-        ("shipped", "hpa"),
     ):
+        if queue is None and kv is None and batch is None:
+            continue
         up = shipped_up if up_rate == "shipped" else hpa_up
-        down = shipped_down if down_rate == "shipped" else hpa_down
         grid.append(
             {
                 "queue_depth_per_replica": queue,
                 "kv_cache_utilization": kv,
+                "batch_utilization": batch,
                 "scale_up": replace(up, stabilization_window_seconds=up_window),
-                "scale_down": replace(down, stabilization_window_seconds=down_window),
+                "scale_down": replace(asc.DEFAULT_SCALE_DOWN, stabilization_window_seconds=down_window),
                 "_label": (
-                    f"queue={queue:g} kv={kv} up={up_window}s/{up_rate} down={down_window}s/{down_rate}"
+                    f"queue={queue} kv={kv} batch={batch} up={up_window}s/{up_rate} "
+                    f"down={down_window}s/shipped"
                 ),
             }
         )
@@ -180,6 +182,13 @@ def tune(halves: dict[float, list[Request]], setup: Setup) -> tuple[dict[str, An
     return pool[0][0], [rule, *top]
 
 
+def previous_builtin() -> policies.SharedPolicy:
+    """The builtin policy as shipped before the batch-utilization signal (queue 4 + KV 0.8)."""
+    pol = policies.builtin(1, MAX_REPLICAS, queue_depth_per_replica=4.0, batch_utilization=None)
+    pol.name = "builtin-before"
+    return pol
+
+
 def evaluate(
     reqs: Sequence[Request], setup: Setup, tuned: dict[str, Any], measure_from_s: float
 ) -> list[Run]:
@@ -193,7 +202,13 @@ def evaluate(
     tuned_policy = policies.builtin(1, MAX_REPLICAS, **overrides)
     tuned_policy.name = "builtin-tuned"
     candidates: list[tuple[str, Any, int, str]] = [
-        ("builtin", policies.builtin(1, MAX_REPLICAS), initial, "shipped defaults"),
+        ("builtin", policies.builtin(1, MAX_REPLICAS), initial, "shipped defaults, batch 0.5 + KV 0.8"),
+        (
+            "builtin-before",
+            previous_builtin(),
+            initial,
+            "previous defaults: queue 4 + KV 0.8",
+        ),
         ("builtin-tuned", tuned_policy, initial, "tuned on the first half"),
         ("hpa-queue", policies.hpa_queue(1, MAX_REPLICAS), initial, "HPA defaults, queue target 1"),
         ("kv-only", policies.kv_only(1, MAX_REPLICAS), initial, "builtin on KV utilization only"),

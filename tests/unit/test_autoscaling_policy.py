@@ -54,8 +54,13 @@ def both(**kw: object) -> Policy:
     return fast(**{"kv_cache_utilization": 0.8, **kw})
 
 
-def ready(q: float | None = None, kv: float | None = None) -> PodSignals:
-    return PodSignals("p", PodState.READY, q, kv)
+def ready(q: float | None = None, kv: float | None = None, b: float | None = None) -> PodSignals:
+    return PodSignals("p", PodState.READY, q, kv, b)
+
+
+def batch(target: float = 0.5, **kw: object) -> Policy:
+    """:func:`fast` on inflight-batch utilization alone (queue and KV off unless given)."""
+    return fast(**{"queue_depth_per_replica": None, "batch_utilization": target, **kw})
 
 
 def starting() -> PodSignals:
@@ -165,6 +170,49 @@ SIGNALS = [
     Case("together: queue up, KV down → up", 2, [ready(8, 0.1)] * 2, 4, Reason.ABOVE_TARGET, both()),
     Case("together: both low → down to the larger", 4, [ready(1, 0.4)] * 4, 2, Reason.BELOW_TARGET, both()),
     Case("together: one within band holds", 4, [ready(4, 0.1)] * 4, 4, Reason.WITHIN_TOLERANCE, both()),
+    Case("batch alone: 0.75 / 0.5 on 3 → ceil(4.5)", 3, [ready(b=0.75)] * 3, 5, Reason.ABOVE_TARGET, batch()),
+    Case(
+        "batch alone past saturation: (active + waiting) / max 1.5 / 0.5 on 2 → 6",
+        2,
+        [ready(b=1.5)] * 2,
+        6,
+        Reason.ABOVE_TARGET,
+        batch(),
+    ),
+    Case("batch: 0.53 / 0.5 inside the band", 2, [ready(b=0.53)] * 2, 2, Reason.WITHIN_TOLERANCE, batch()),
+    Case("batch: 0.1 / 0.5 on 4 scales to 1", 4, [ready(b=0.1)] * 4, 1, Reason.BELOW_TARGET, batch()),
+    Case(
+        "batch alone ignores queue and KV data",
+        2,
+        [ready(100, 1.0, 0.5)] * 2,
+        2,
+        Reason.WITHIN_TOLERANCE,
+        batch(),
+    ),
+    Case(
+        "together: batch (→6) beats queue (→3) and KV (→3)",
+        2,
+        [ready(6, 1.0, 1.5)] * 2,
+        6,
+        Reason.ABOVE_TARGET,
+        batch(queue_depth_per_replica=4.0, kv_cache_utilization=0.8),
+    ),
+    Case(
+        "together: batch low, KV high → up on KV",
+        2,
+        [ready(None, 0.95, 0.1)] * 2,
+        3,
+        Reason.ABOVE_TARGET,
+        batch(kv_cache_utilization=0.8),
+    ),
+    Case(
+        "batch missing everywhere, KV low: no scale-down",
+        4,
+        [ready(None, 0.1)] * 4,
+        4,
+        Reason.MISSING_METRICS,
+        batch(kv_cache_utilization=0.8),
+    ),
 ]
 
 MISSING = [
@@ -612,6 +660,12 @@ def test_to_status_entry() -> None:
         ({"queue_depth_per_replica": None, "kv_cache_utilization": None}, "spec.autoscaling.targets"),
         ({"queue_depth_per_replica": 0}, "queueDepthPerReplica"),
         ({"kv_cache_utilization": 1.5}, "kvCacheUtilization"),
+        ({"batch_utilization": 0.0}, "batchUtilization"),
+        ({"batch_utilization": 1.2}, "batchUtilization"),
+        (
+            {"queue_depth_per_replica": None, "kv_cache_utilization": None, "batch_utilization": None},
+            "batchUtilization",
+        ),
         ({"tolerance": -0.1}, "tolerance"),
     ],
 )

@@ -55,6 +55,17 @@ def test_policy_defaults_from_a_minimal_spec() -> None:
     )
 
 
+def test_batch_utilization_target_from_the_spec() -> None:
+    policy = policy_from_spec(spec(targets={"batchUtilization": 0.5}))
+    assert policy.targets() == {"batchUtilization": 0.5}
+
+
+@pytest.mark.parametrize("value", [0, 1.5])
+def test_batch_utilization_target_out_of_range_is_rejected(value: float) -> None:
+    with pytest.raises(ValueError, match="batchUtilization"):
+        spec(targets={"batchUtilization": value})
+
+
 @pytest.mark.parametrize(
     ("behavior", "up", "down"),
     [

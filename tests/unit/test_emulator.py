@@ -84,6 +84,14 @@ def test_signals_read_back_from_the_page() -> None:
     assert signals.kv_cache_utilization == pytest.approx(
         40 * state.profile.blocks_per_request / state.profile.kv_blocks
     )
+    # active and max (max_batch_size) are served, so the batch-utilization signal reads back too
+    assert signals.batch_utilization == pytest.approx((40 + 7) / state.profile.max_batch_size)
+
+
+def test_batch_utilization_follows_pinned_gauges() -> None:
+    signals = signals_from_text(page(control=Control(fixed={"waiting": 16, "active": 64})))
+    # default profile: max_batch_size 64 → (64 + 16) / 64
+    assert signals.batch_utilization == pytest.approx(80 / 64)
 
 
 @pytest.mark.parametrize(

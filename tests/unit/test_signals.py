@@ -11,9 +11,11 @@ import yaml
 
 from trtllm_operator.decide.autoscaling import PodState
 from trtllm_operator.metrics.prometheus import (
+    BATCH_UTILIZATION_RECORD,
     KV_CACHE_RECORD,
     QUEUE_DEPTH_RECORD,
     PrometheusError,
+    batch_utilization_expr,
     instant_query,
     kv_cache_expr,
     prometheus_pods,
@@ -36,10 +38,10 @@ def without(text: str, *needles: str) -> str:
 @pytest.mark.parametrize(
     ("page", "expected"),
     [
-        (TRITON_SAMPLE, TritonSignals(3.0, 3042 / 6240, "waiting", "used/max")),
+        (TRITON_SAMPLE, TritonSignals(3.0, 3042 / 6240, "waiting", "used/max", (50 + 3) / 64)),
         (
             without(TRITON_SAMPLE, 'request_type="waiting"'),
-            TritonSignals(3.0, 3042 / 6240, "pending", "used/max"),
+            TritonSignals(3.0, 3042 / 6240, "pending", "used/max", (50 + 3) / 64),
         ),
         (
             without(TRITON_SAMPLE, "nv_trt_llm_request_metrics", "nv_inference_pending"),
@@ -47,25 +49,43 @@ def without(text: str, *needles: str) -> str:
         ),
         (
             without(TRITON_SAMPLE, 'kv_cache_block_type="used"'),
-            TritonSignals(3.0, 0.4875, "waiting", "fraction"),
+            TritonSignals(3.0, 0.4875, "waiting", "fraction", 53 / 64),
         ),
         (
             TRITON_SAMPLE.replace(
                 'kv_cache_block_type="max",model="tensorrt_llm",version="1"} 6240',
                 'kv_cache_block_type="max",model="tensorrt_llm",version="1"} 0',
             ),
-            TritonSignals(3.0, 0.4875, "waiting", "fraction"),
+            TritonSignals(3.0, 0.4875, "waiting", "fraction", 53 / 64),
         ),
         (
             without(TRITON_SAMPLE, "nv_trt_llm_kv_cache_block_metrics"),
-            TritonSignals(3.0, None, "waiting", None),
+            TritonSignals(3.0, None, "waiting", None, 53 / 64),
         ),
         (TRITON_SAMPLE.replace('model="tensorrt_llm"', 'model="llama"'), TritonSignals(None, None)),
         ("", TritonSignals(None, None)),
         (
             TRITON_SAMPLE
             + 'nv_trt_llm_request_metrics{model="tensorrt_llm",request_type="waiting",version="2"} 4\n',
-            TritonSignals(7.0, 3042 / 6240, "waiting", "used/max"),
+            TritonSignals(7.0, 3042 / 6240, "waiting", "used/max", (50 + 7) / 64),
+        ),
+        (
+            without(TRITON_SAMPLE, 'request_type="active"'),
+            TritonSignals(3.0, 3042 / 6240, "waiting", "used/max", None),
+        ),
+        (
+            TRITON_SAMPLE.replace('request_type="max",version="1"} 64', 'request_type="max",version="1"} 0'),
+            TritonSignals(3.0, 3042 / 6240, "waiting", "used/max", None),
+        ),
+        (
+            without(TRITON_SAMPLE, 'request_type="waiting"', "nv_inference_pending"),
+            TritonSignals(None, 3042 / 6240, None, "used/max", 50 / 64),
+        ),
+        (
+            TRITON_SAMPLE.replace(
+                'request_type="waiting",version="1"} 3', 'request_type="waiting",version="1"} 142'
+            ),
+            TritonSignals(142.0, 3042 / 6240, "waiting", "used/max", (50 + 142) / 64),
         ),
     ],
     ids=[
@@ -78,6 +98,10 @@ def without(text: str, *needles: str) -> str:
         "other model only → missing",
         "empty page → missing",
         "versions add up",
+        "active absent → batch missing",
+        "max 0 → batch missing (no division by zero)",
+        "no queue series → batch = active / max",
+        "queue past saturation → batch above 1 (proportional to demand)",
     ],
 )
 def test_signals_from_text(page: str, expected: TritonSignals) -> None:
@@ -233,17 +257,19 @@ def test_instant_query_unreachable() -> None:
 
 def test_prometheus_pods_maps_series_to_ready_pods() -> None:
     def get(url: str, timeout: float) -> str:
+        if "active" in url:  # the batch-utilization query
+            return vector(({"namespace": "ns", "pod": "a"}, "0.75"), ({"namespace": "ns", "pod": "c"}, "-1"))
         if "request_type" in url:
             return vector(({"namespace": "ns", "pod": "a"}, "6"), ({"namespace": "ns", "pod": "d"}, "9"))
         return vector(({"namespace": "ns", "pod": "a"}, "0.5"), ({"namespace": "ns", "pod": "b"}, "1.2"))
 
     pods = [pod("a"), pod("b"), pod("c"), pod("d", ready="False")]
     out = prometheus_pods("http://prom", "ns", pods, get=get)
-    assert [(p.name, p.state, p.queue_depth, p.kv_cache_utilization) for p in out] == [
-        ("a", PodState.READY, 6.0, 0.5),
-        ("b", PodState.READY, None, 1.0),
-        ("c", PodState.READY, None, None),
-        ("d", PodState.STARTING, None, None),
+    assert [(p.name, p.state, p.queue_depth, p.kv_cache_utilization, p.batch_utilization) for p in out] == [
+        ("a", PodState.READY, 6.0, 0.5, 0.75),
+        ("b", PodState.READY, None, 1.0, None),
+        ("c", PodState.READY, None, None, 0.0),
+        ("d", PodState.STARTING, None, None, None),
     ]
 
 
@@ -256,10 +282,18 @@ def test_promql_expressions() -> None:
     kv = kv_cache_expr()
     assert kv.count("nv_trt_llm_kv_cache_block_metrics") == 3
     assert 'kv_cache_block_type="max"} > 0)' in kv and " or " in kv
+    batch = batch_utilization_expr('namespace="ns"')
+    active = 'nv_trt_llm_request_metrics{model="tensorrt_llm", request_type="active", namespace="ns"}'
+    max_ = 'nv_trt_llm_request_metrics{model="tensorrt_llm", request_type="max", namespace="ns"} > 0'
+    queue = queue_depth_expr('namespace="ns"')
+    assert batch == (
+        f"(sum by (namespace, pod) ({active}) + (({queue})"
+        f" or 0 * sum by (namespace, pod) ({active}))) / sum by (namespace, pod) ({max_})"
+    )
 
 
 def test_chart_recording_rules_match_the_code() -> None:
     shipped = yaml.safe_load((REPO / "charts/trtllm-operator/files/prometheus-rules.yaml").read_text())
     assert shipped == recording_rules()
     records = [r["record"] for r in shipped["groups"][0]["rules"]]
-    assert records == [QUEUE_DEPTH_RECORD, KV_CACHE_RECORD]
+    assert records == [QUEUE_DEPTH_RECORD, KV_CACHE_RECORD, BATCH_UTILIZATION_RECORD]

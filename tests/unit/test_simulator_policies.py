@@ -26,7 +26,11 @@ def test_snapshot_maps_pod_states_and_metrics() -> None:
         sample_time_s=98.0,
         replicas=4,
         pods=(
-            PodView(0, "Ready", PodSample(0, waiting=3, active=10, kv_used_blocks=250, kv_max_blocks=1000)),
+            PodView(
+                0,
+                "Ready",
+                PodSample(0, waiting=3, active=10, kv_used_blocks=250, kv_max_blocks=1000, max_active=26),
+            ),
             PodView(1, "Ready", None),
             PodView(2, "Starting", None),
             PodView(3, "Unschedulable", None),
@@ -44,6 +48,8 @@ def test_snapshot_maps_pod_states_and_metrics() -> None:
     ]
     assert (snap.pods[0].queue_depth, snap.pods[0].kv_cache_utilization) == (3.0, 0.25)
     assert (snap.pods[1].queue_depth, snap.pods[1].kv_cache_utilization) == (None, None)
+    # batch utilization = (active + waiting) / max = (10 + 3) / 26
+    assert (snap.pods[0].batch_utilization, snap.pods[1].batch_utilization) == (0.5, None)
 
 
 def test_baselines_are_the_shared_policy_with_other_settings() -> None:
@@ -54,7 +60,15 @@ def test_baselines_are_the_shared_policy_with_other_settings() -> None:
     assert hpa.sync_period_s == 15.0 and hpa.metrics_lag_s == 15.0
     kv = policies.kv_only()
     assert kv.policy.queue_depth_per_replica is None and kv.policy.kv_cache_utilization is not None
-    default = asc.Policy(min_replicas=1, max_replicas=64)
+    # builtin = the shipped windows and rate limits with the recommended targets: batch utilization
+    # 0.5 and KV 0.8, queue signal off (the batch signal counts waiting requests; RESULTS.md).
+    default = asc.Policy(
+        min_replicas=1,
+        max_replicas=64,
+        queue_depth_per_replica=None,
+        kv_cache_utilization=0.8,
+        batch_utilization=0.5,
+    )
     assert policies.builtin().policy == default
     assert policies.builtin(queue_depth_per_replica=2.0).policy.queue_depth_per_replica == 2.0
 

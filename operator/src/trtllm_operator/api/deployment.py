@@ -141,6 +141,14 @@ class QueueAndKVTargets(ApiModel):
         le=1,
         description="Target KV-cache utilization (used / max blocks) per replica, in (0, 1].",
     )
+    batch_utilization: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description="Target inflight-batch utilization per replica, in (0, 1]: (active + waiting "
+        'requests) / max requests (nv_trt_llm_request_metrics{request_type="active"|"waiting"|"max"}); '
+        "above 1 when requests wait. Recommended 0.5 (docs/autoscaling.md).",
+    )
 
 
 class ScalingRules(ApiModel):
@@ -231,9 +239,10 @@ class AutoscalingSpec(ApiModel):
             reason="FieldValueRequired",
         ),
         cel(
-            "!self.enabled || has(self.targets.queueDepthPerReplica) || has(self.targets.kvCacheUtilization)",
-            "set at least one of targets.queueDepthPerReplica or targets.kvCacheUtilization when "
-            "autoscaling is enabled",
+            "!self.enabled || has(self.targets.queueDepthPerReplica) || has(self.targets.kvCacheUtilization)"
+            " || has(self.targets.batchUtilization)",
+            "set at least one of targets.queueDepthPerReplica, targets.kvCacheUtilization or "
+            "targets.batchUtilization when autoscaling is enabled",
             field_path=".targets",
             reason="FieldValueRequired",
         ),
@@ -420,6 +429,12 @@ class AutoscalingStatus(ApiModel):
     )
     kv_cache_utilization_percent: int | None = Field(
         default=None, ge=0, description="kvCacheUtilization × 100, rounded (printer column)."
+    )
+    batch_utilization: float | None = Field(
+        default=None,
+        ge=0,
+        description="Inflight-batch utilization, (active + waiting) / max requests, averaged over "
+        "ready replicas (above 1 when requests wait).",
     )
     desired_replicas: int | None = Field(default=None, ge=0, description="Last computed desire.")
     last_scale_time: datetime | None = Field(default=None, description="When replicas last changed.")

@@ -84,6 +84,8 @@ from typing import Any, Literal
 from trtllm_operator.api import deployment as api
 
 __all__ = [
+    "BATCH_UTILIZATION",
+    "DEFAULT_BATCH_UTILIZATION",
     "DEFAULT_KV_CACHE_UTILIZATION",
     "DEFAULT_QUEUE_DEPTH_PER_REPLICA",
     "DEFAULT_SCALE_DOWN",
@@ -116,11 +118,15 @@ __all__ = [
 #: Signal names, as in ``spec.autoscaling.targets`` and ``status.autoscaling``.
 QUEUE_DEPTH_PER_REPLICA = "queueDepthPerReplica"
 KV_CACHE_UTILIZATION = "kvCacheUtilization"
-SIGNALS: tuple[str, ...] = (QUEUE_DEPTH_PER_REPLICA, KV_CACHE_UTILIZATION)
+BATCH_UTILIZATION = "batchUtilization"
+SIGNALS: tuple[str, ...] = (QUEUE_DEPTH_PER_REPLICA, KV_CACHE_UTILIZATION, BATCH_UTILIZATION)
 
 DEFAULT_TOLERANCE = 0.1
 DEFAULT_QUEUE_DEPTH_PER_REPLICA = 4.0
 DEFAULT_KV_CACHE_UTILIZATION = 0.8
+#: Recommended ``targets.batchUtilization`` (the simulator's ``builtin`` uses it; see the module
+#: docstring for why 0.5 and not Knative's 0.7).
+DEFAULT_BATCH_UTILIZATION = 0.5
 
 #: Digits kept when rounding ``ratio × pods`` before ``ceil``, so float noise (3.0000000001) does
 #: not add a replica. HPA computes in integer milli-units, which has the same effect.
@@ -247,8 +253,9 @@ HPA_DEFAULT_SCALE_DOWN = ScalingRules(
 class Policy:
     """What :func:`decide` aims for; mirrors ``LLMDeployment.spec.autoscaling``.
 
-    Targets: ``queue_depth_per_replica`` (waiting requests per ready replica, > 0) and
-    ``kv_cache_utilization`` (fraction of KV-cache blocks in use, in (0, 1]); ``None`` disables a
+    Targets: ``queue_depth_per_replica`` (waiting requests per ready replica, > 0),
+    ``kv_cache_utilization`` (fraction of KV-cache blocks in use, in (0, 1]) and
+    ``batch_utilization`` ((active + waiting) / max requests, in (0, 1]); ``None`` disables a
     signal (at least one must be enabled). ``tolerance``: relative dead band around each target.
 
     Raises ``ValueError`` naming the ``spec.autoscaling`` field on an inconsistent policy.
@@ -258,6 +265,7 @@ class Policy:
     max_replicas: int = 10
     queue_depth_per_replica: float | None = DEFAULT_QUEUE_DEPTH_PER_REPLICA
     kv_cache_utilization: float | None = DEFAULT_KV_CACHE_UTILIZATION
+    batch_utilization: float | None = None
     tolerance: float = DEFAULT_TOLERANCE
     scale_up: ScalingRules = DEFAULT_SCALE_UP
     scale_down: ScalingRules = DEFAULT_SCALE_DOWN
@@ -270,9 +278,14 @@ class Policy:
                 f"spec.autoscaling.maxReplicas {self.max_replicas} is below minReplicas "
                 f"{self.min_replicas}: raise maxReplicas or lower minReplicas"
             )
-        if self.queue_depth_per_replica is None and self.kv_cache_utilization is None:
+        if (
+            self.queue_depth_per_replica is None
+            and self.kv_cache_utilization is None
+            and (self.batch_utilization is None)
+        ):
             raise ValueError(
-                "spec.autoscaling.targets: enable at least one of queueDepthPerReplica, kvCacheUtilization"
+                "spec.autoscaling.targets: enable at least one of queueDepthPerReplica, "
+                "kvCacheUtilization, batchUtilization"
             )
         if self.queue_depth_per_replica is not None and not self.queue_depth_per_replica > 0:
             raise ValueError(
@@ -281,6 +294,11 @@ class Policy:
         if self.kv_cache_utilization is not None and not 0 < self.kv_cache_utilization <= 1:
             raise ValueError(
                 f"spec.autoscaling.targets.kvCacheUtilization {self.kv_cache_utilization}: "
+                "must be a fraction in (0, 1], e.g. 0.8"
+            )
+        if self.batch_utilization is not None and not 0 < self.batch_utilization <= 1:
+            raise ValueError(
+                f"spec.autoscaling.targets.batchUtilization {self.batch_utilization}: "
                 "must be a fraction in (0, 1], e.g. 0.8"
             )
         if not 0 <= self.tolerance < 1:
@@ -293,6 +311,8 @@ class Policy:
             out[QUEUE_DEPTH_PER_REPLICA] = self.queue_depth_per_replica
         if self.kv_cache_utilization is not None:
             out[KV_CACHE_UTILIZATION] = self.kv_cache_utilization
+        if self.batch_utilization is not None:
+            out[BATCH_UTILIZATION] = self.batch_utilization
         return out
 
     def history_seconds(self) -> int:
@@ -331,6 +351,7 @@ class PodSignals:
     state: PodState = PodState.READY
     queue_depth: float | None = None
     kv_cache_utilization: float | None = None
+    batch_utilization: float | None = None
 
     def value(self, signal: str) -> float | None:
         """The value of ``signal`` (one of :data:`SIGNALS`)."""
@@ -338,6 +359,8 @@ class PodSignals:
             return self.queue_depth
         if signal == KV_CACHE_UTILIZATION:
             return self.kv_cache_utilization
+        if signal == BATCH_UTILIZATION:
+            return self.batch_utilization
         raise ValueError(f"unknown signal {signal!r}: use one of {', '.join(SIGNALS)}")
 
 
@@ -804,6 +827,7 @@ def policy_from_spec(spec: api.AutoscalingSpec) -> Policy:
         max_replicas=spec.max_replicas,
         queue_depth_per_replica=spec.targets.queue_depth_per_replica,
         kv_cache_utilization=spec.targets.kv_cache_utilization,
+        batch_utilization=spec.targets.batch_utilization,
         tolerance=spec.tolerance,
         scale_up=scaling_rules_from_spec(spec.behavior.scale_up, DEFAULT_SCALE_UP),
         scale_down=scaling_rules_from_spec(spec.behavior.scale_down, DEFAULT_SCALE_DOWN),

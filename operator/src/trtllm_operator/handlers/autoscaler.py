@@ -48,6 +48,7 @@ from pydantic import ValidationError
 
 from trtllm_operator.api.deployment import LLMDeploymentSpec
 from trtllm_operator.decide.autoscaling import (
+    BATCH_UTILIZATION,
     KV_CACHE_UTILIZATION,
     QUEUE_DEPTH_PER_REPLICA,
     AutoscalerState,
@@ -205,10 +206,12 @@ def autoscale_once(kube: Kube, namespace: str, name: str, now: float | None = No
 
     kv = decision.signals.get(KV_CACHE_UTILIZATION)
     queue = decision.signals.get(QUEUE_DEPTH_PER_REPLICA)
+    batch = decision.signals.get(BATCH_UTILIZATION)
     fields: dict[str, Any] = {
         "queueDepthPerReplica": None if queue is None else round(queue, 3),
         "kvCacheUtilization": None if kv is None else round(kv, 4),
         "kvCacheUtilizationPercent": None if kv is None else round(kv * 100),
+        "batchUtilization": None if batch is None else round(batch, 4),
         "desiredReplicas": decision.to_replicas,
         "lastScaleTime": last_scale_time,
         "policyState": json.dumps(decision.state.to_dict(), separators=(",", ":")),

@@ -40,9 +40,11 @@ from trtllm_operator.metrics.scrape import pod_state
 from trtllm_operator.metrics.signals import DEFAULT_MODEL, KV_CACHE_BLOCKS, PENDING_REQUESTS, REQUEST_METRICS
 
 __all__ = [
+    "BATCH_UTILIZATION_RECORD",
     "KV_CACHE_RECORD",
     "QUEUE_DEPTH_RECORD",
     "PrometheusError",
+    "batch_utilization_expr",
     "instant_query",
     "kv_cache_expr",
     "prometheus_pods",
@@ -55,6 +57,7 @@ log = logging.getLogger(__name__)
 #: Recording-rule names (Prometheus ``level:metric:operations`` convention).
 QUEUE_DEPTH_RECORD = "namespace_pod:trtllm_queue_depth:sum"
 KV_CACHE_RECORD = "namespace_pod:trtllm_kv_cache_utilization:ratio"
+BATCH_UTILIZATION_RECORD = "namespace_pod:trtllm_batch_utilization:ratio"
 RULE_GROUP = "trtllm-operator.autoscaling"
 
 Get = Callable[[str, float], str]
@@ -96,6 +99,22 @@ def kv_cache_expr(matchers: str = "", model: str = DEFAULT_MODEL) -> str:
     )
 
 
+def batch_utilization_expr(matchers: str = "", model: str = DEFAULT_MODEL) -> str:
+    """PromQL: inflight-batch utilization, (active + waiting) / max requests, per (namespace, pod).
+
+    The waiting term is the queue-depth expression (``waiting``, else Triton's pending count), or 0
+    when a pod exports neither; pods without ``active`` or with ``max`` 0 have no value.
+    """
+    active = _selector(model, matchers, request_type="active")
+    max_ = _selector(model, matchers, request_type="max")
+    return (
+        f"(sum by (namespace, pod) ({REQUEST_METRICS}{active})"
+        f" + (({queue_depth_expr(matchers, model)})"
+        f" or 0 * sum by (namespace, pod) ({REQUEST_METRICS}{active})))"
+        f" / sum by (namespace, pod) ({REQUEST_METRICS}{max_} > 0)"
+    )
+
+
 def recording_rules(model: str = DEFAULT_MODEL) -> dict[str, Any]:
     """The Prometheus rule file (``groups:``) the chart ships, as a dict."""
     return {
@@ -105,6 +124,7 @@ def recording_rules(model: str = DEFAULT_MODEL) -> dict[str, Any]:
                 "rules": [
                     {"record": QUEUE_DEPTH_RECORD, "expr": queue_depth_expr(model=model)},
                     {"record": KV_CACHE_RECORD, "expr": kv_cache_expr(model=model)},
+                    {"record": BATCH_UTILIZATION_RECORD, "expr": batch_utilization_expr(model=model)},
                 ],
             }
         ]
@@ -159,13 +179,15 @@ def prometheus_pods(
     timeout: float = 5.0,
     get: Get = http_get,
 ) -> tuple[PodSignals, ...]:
-    """The policy's view of ``pods`` with signals from Prometheus (two instant queries).
+    """The policy's view of ``pods`` with signals from Prometheus (three instant queries).
 
     Raises :class:`PrometheusError` when Prometheus cannot be queried.
     """
     matchers = f'namespace="{namespace}"'
     queue = _by_pod(instant_query(base_url, queue_depth_expr(matchers, model), timeout=timeout, get=get))
     kv = _by_pod(instant_query(base_url, kv_cache_expr(matchers, model), timeout=timeout, get=get))
+    batch_expr = batch_utilization_expr(matchers, model)
+    batch = _by_pod(instant_query(base_url, batch_expr, timeout=timeout, get=get))
     out = []
     for pod in pods:
         name = str((pod.get("metadata") or {}).get("name", ""))
@@ -173,12 +195,14 @@ def prometheus_pods(
         ready = state == PodState.READY
         q = queue.get(name) if ready else None
         u = kv.get(name) if ready else None
+        b = batch.get(name) if ready else None
         out.append(
             PodSignals(
                 name=name,
                 state=state,
                 queue_depth=None if q is None else max(q, 0.0),
                 kv_cache_utilization=None if u is None else min(max(u, 0.0), 1.0),
+                batch_utilization=None if b is None else max(b, 0.0),
             )
         )
     return tuple(out)

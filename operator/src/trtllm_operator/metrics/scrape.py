@@ -115,6 +115,7 @@ def scrape_pods(
                 state=state,
                 queue_depth=signals.queue_depth,
                 kv_cache_utilization=signals.kv_cache_utilization,
+                batch_utilization=signals.batch_utilization,
             )
         )
     return tuple(out)

@@ -11,6 +11,12 @@ engine in ``inflight_batcher_llm``):
   of requests not yet handed to the model).
 * **KV-cache utilization** — ``nv_trt_llm_kv_cache_block_metrics``: ``used`` / ``max`` blocks; when
   either is absent or ``max`` is 0, the ``fraction`` series (0.18+, the backend's own used/max).
+* **inflight-batch utilization** — ``(active + queue depth) / max`` of
+  ``nv_trt_llm_request_metrics{request_type="active"|"max"}`` (``max``: the most requests the
+  executor runs at once, max_batch_size): the fraction of the batcher's slots the pod's requests
+  would fill. Counting the waiting requests keeps it proportional to demand past saturation (above
+  1 when requests wait), as Knative's concurrency counts queued requests. Missing when ``active`` or
+  ``max`` is absent or ``max`` is 0 (the LLM-API model exports neither).
 
 Series of the same model with several ``version`` labels are summed (blocks and requests add up).
 A value that is absent stays ``None`` — the policy treats it as *missing*, never as 0.
@@ -52,7 +58,8 @@ class MetricsParseError(ValueError):
 
 @dataclass(frozen=True)
 class TritonSignals:
-    """The signals of one pod. ``queue_depth``: requests; ``kv_cache_utilization``: fraction 0–1.
+    """The signals of one pod. ``queue_depth``: requests; ``kv_cache_utilization``: fraction 0–1;
+    ``batch_utilization``: (active + waiting) / max requests, ≥ 0 (above 1 when requests wait).
 
     ``queue_source`` / ``kv_source`` name the series used (for status messages and debugging):
     ``"waiting"`` or ``"pending"``; ``"used/max"`` or ``"fraction"``; ``None`` when missing.
@@ -62,6 +69,7 @@ class TritonSignals:
     kv_cache_utilization: float | None
     queue_source: str | None = None
     kv_source: str | None = None
+    batch_utilization: float | None = None
 
 
 #: (sample name, labels, value) — the shape both the text parser and a Prometheus query produce.
@@ -102,7 +110,12 @@ def signals_from_samples(samples: Iterable[Sample], model: str = DEFAULT_MODEL) 
         kv = min(max(kv, 0.0), 1.0)
     if queue is not None:
         queue = max(queue, 0.0)
-    return TritonSignals(queue, kv, queue_source, kv_source)
+    active = _sum(samples, REQUEST_METRICS, model, request_type="active")
+    max_active = _sum(samples, REQUEST_METRICS, model, request_type="max")
+    batch: float | None = None
+    if active is not None and max_active:
+        batch = max(active + (queue or 0.0), 0.0) / max_active
+    return TritonSignals(queue, kv, queue_source, kv_source, batch)
 
 
 def signals_from_text(text: str, model: str = DEFAULT_MODEL) -> TritonSignals:

@@ -93,6 +93,7 @@ class PodSample:
     active: int  # nv_trt_llm_request_metrics{request_type="active"}
     kv_used_blocks: int  # nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="used"}
     kv_max_blocks: int  # nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="max"}
+    max_active: int = 0  # nv_trt_llm_request_metrics{request_type="max"} (max_batch_size)
 
 
 @dataclass(frozen=True, slots=True)
@@ -402,6 +403,7 @@ class Simulation:
                 # per sequence on average.
                 kv_used_blocks=min(max_blocks, (r.ctx_tokens + len(r.heap) * tpb // 2) // tpb),
                 kv_max_blocks=max_blocks,
+                max_active=self.spec.max_batch_size,
             )
             for r in self.ready_list
         )

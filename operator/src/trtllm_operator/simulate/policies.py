@@ -4,8 +4,9 @@
   :func:`trtllm_operator.decide.autoscaling.decide`, run tick by tick on the simulated pods' metrics
   with different ``Policy`` settings:
 
-  * ``builtin`` — the operator's defaults (queue depth and KV-cache utilization, its windows and rate
-    limits), evaluated every ``metrics.scrapeIntervalSeconds`` (15 s by default, as the operator's
+  * ``builtin`` — the operator's defaults (its windows and rate limits) with the recommended
+    targets (inflight-batch utilization 0.5 and KV-cache utilization 0.8), evaluated every
+    ``metrics.scrapeIntervalSeconds`` (15 s by default, as the operator's
     autoscaler timer does) on metrics it scrapes from the pods at that moment (2 s old: Triton
     refreshes its metrics every 2 s by default, ``--metrics-interval-ms 2000``). Or the
     ``spec.autoscaling`` of an LLMDeployment manifest (:func:`from_deployment`).
@@ -57,6 +58,9 @@ def snapshot_of(obs: Observation) -> asc.Snapshot:
                 state=_STATES[view.state],
                 queue_depth=float(m.waiting) if m is not None else None,
                 kv_cache_utilization=(m.kv_used_blocks / m.kv_max_blocks) if m is not None else None,
+                batch_utilization=(
+                    (m.active + m.waiting) / m.max_active if m is not None and m.max_active else None
+                ),
             )
         )
     return asc.Snapshot(replicas=obs.replicas, pods=tuple(pods))
@@ -83,8 +87,19 @@ class SharedPolicy:
 
 
 def builtin(min_replicas: int = 1, max_replicas: int = 64, **overrides: object) -> SharedPolicy:
-    """The operator's policy with its shipped defaults (``overrides``: any ``Policy`` field)."""
-    policy = asc.Policy(min_replicas=min_replicas, max_replicas=max_replicas)
+    """The operator's policy with its shipped defaults and recommended targets.
+
+    Targets: ``batchUtilization`` 0.5 and ``kvCacheUtilization`` 0.8, queue-depth signal off (the
+    batch signal already counts waiting requests; see docs/autoscaling.md for the measurements).
+    ``overrides``: any ``Policy`` field.
+    """
+    policy = asc.Policy(
+        min_replicas=min_replicas,
+        max_replicas=max_replicas,
+        queue_depth_per_replica=None,
+        kv_cache_utilization=asc.DEFAULT_KV_CACHE_UTILIZATION,
+        batch_utilization=asc.DEFAULT_BATCH_UTILIZATION,
+    )
     if overrides:
         policy = replace(policy, **overrides)  # type: ignore[arg-type]
     return SharedPolicy("builtin", policy)
