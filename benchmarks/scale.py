@@ -1,0 +1,483 @@
+"""Load benchmark: N LLMEngines + N LLMDeployments in a burst; convergence, RSS, API cost, idle writes.
+
+Runs on its own local control plane (hack/localcluster, in a temp dir) with enough kwok GPU nodes
+(one GPU per serving replica, 8 per node, 10 % spare). Engines become Ready cheaply through the
+engine cache: ``--keys`` distinct engine keys, each registered once as an artifact (what
+``trtllm-operator cache import`` does), so no builder Job runs; LLMDeployment ``d-i`` serves
+LLMEngine ``e-i`` with one replica.
+
+Steps, in one run:
+
+1. **Baseline** — ``kubectl apply --server-side`` of the same 2 N objects into a namespace no operator
+   watches: wall time and kube-apiserver requests (``apiserver_request_total`` from its /metrics,
+   before/after).
+2. **Burst** — the operator as a subprocess (``trtllm-operator run``, production defaults except the
+   watched namespace), then the same apply into its namespace: time until every LLMEngine is Ready and
+   every LLMDeployment is Ready with its replicas ready, and API requests during that time.
+3. **Idle** — ``--idle-seconds`` (60) with nothing changing: API writes (POST/PUT/PATCH/DELETE) by
+   resource, and how many LLMEngine/LLMDeployment objects changed resourceVersion.
+4. Operator peak RSS: ``VmHWM`` from /proc/<pid>/status.
+
+Request counts are the API server's totals over all clients (the operator, and the controllers and
+kwok reacting to what it creates); "per object" divides by 2 N. Writes to llmengines/llmdeployments
+(and their status) come only from the operator and the apply.
+
+    .venv/bin/python benchmarks/scale.py                      # 1,000 + 1,000
+    .venv/bin/python benchmarks/scale.py --engines 100        # smaller
+    .venv/bin/python benchmarks/scale.py --engines 100 --write-results   # also update RESULTS.md
+
+Prints a Markdown table; ``--write-results`` replaces the "Load" section of benchmarks/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+for _p in (REPO_ROOT / "hack", REPO_ROOT / "tests"):
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
+
+from kubernetes import client, config  # noqa: E402
+from localcluster import ControlPlane, add_gpu_nodes, find_bin_dir, wait_nodes_ready  # noqa: E402
+
+from trtllm_operator.decide.engine import PreparedEngine, artifact_record, prepare_engine  # noqa: E402
+from trtllm_operator.render.builder_job import desired_cache_entry  # noqa: E402
+
+GROUP, VERSION = "llm.trtllm-operator.dev", "v1alpha1"
+H100 = "NVIDIA-H100-80GB-HBM3"
+IMAGE = "nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3"
+HF_CONFIG_DIR = REPO_ROOT / "tests" / "fixtures" / "model-configs"
+RESULTS = REPO_ROOT / "benchmarks" / "RESULTS.md"
+BEGIN, END = "<!-- load:begin -->", "<!-- load:end -->"
+WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
+
+
+def log(msg: str) -> None:
+    print(f"[scale {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+# ----------------------------------------------------------------------------- manifests
+def engine(name: str, key_index: int) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "LLMEngine",
+        "metadata": {"name": name},
+        "spec": {
+            "model": {"source": "hf://meta-llama/Llama-3.1-8B-Instruct"},
+            "runtime": {"image": IMAGE},
+            "quantization": {"format": "fp8", "kvCacheDtype": "fp8"},
+            "parallelism": {"tensor": 1},
+            "build": {"maxBatchSize": 8 * (key_index + 1), "maxNumTokens": 8192, "maxSeqLen": 8192},
+            "gpu": {"product": H100},
+            "storage": {"pvc": {"claimName": "engines", "subPath": "trtllm"}},
+        },
+    }
+
+
+def deployment(name: str, engine_name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "LLMDeployment",
+        "metadata": {"name": name},
+        "spec": {"engineRef": {"name": engine_name}, "replicas": 1},
+    }
+
+
+def manifests(n: int, keys: int) -> list[dict[str, Any]]:
+    objs: list[dict[str, Any]] = [engine(f"e-{i}", i % keys) for i in range(n)]
+    objs += [deployment(f"d-{i}", f"e-{i}") for i in range(n)]
+    return objs
+
+
+# ----------------------------------------------------------------------------- cluster set-up
+def artifact_pvc(core: client.CoreV1Api, ns: str) -> None:
+    """A pre-bound PV/PVC pair named ``engines`` (the local control plane runs no PV binder)."""
+    pv = f"engines-{ns}"
+    core.create_persistent_volume(
+        {
+            "metadata": {"name": pv},
+            "spec": {
+                "capacity": {"storage": "100Gi"},
+                "accessModes": ["ReadWriteMany"],
+                "hostPath": {"path": "/tmp/engines"},
+                "storageClassName": "",
+                "claimRef": {"namespace": ns, "name": "engines"},
+            },
+        }
+    )
+    core.create_namespaced_persistent_volume_claim(
+        ns,
+        {
+            "metadata": {"name": "engines", "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+            "spec": {
+                "accessModes": ["ReadWriteMany"],
+                "resources": {"requests": {"storage": "100Gi"}},
+                "storageClassName": "",
+                "volumeName": pv,
+            },
+        },
+    )
+    core.patch_persistent_volume_status(pv, {"status": {"phase": "Bound"}})
+    core.patch_namespaced_persistent_volume_claim_status(
+        "engines",
+        ns,
+        {"status": {"phase": "Bound", "accessModes": ["ReadWriteMany"], "capacity": {"storage": "100Gi"}}},
+    )
+
+
+def register_artifacts(core: client.CoreV1Api, ns: str, keys: int) -> None:
+    """One engine-cache entry per distinct key (as ``trtllm-operator cache import`` records it)."""
+    for k in range(keys):
+        body = engine(f"key-{k}", k)
+        prepared = prepare_engine(body["metadata"]["name"], body["spec"])
+        assert isinstance(prepared, PreparedEngine), prepared
+        record = artifact_record(
+            key=prepared.key,
+            storage=prepared.storage,
+            runtime_image=prepared.build_spec.runtime_image,
+            gpu_product=prepared.gpu.product,
+            sm=prepared.gpu.sm,
+            backend=prepared.build_spec.backend,
+            recorded_at="2026-11-29T20:00:00Z",
+            size_bytes=9 * 10**9,
+        )
+        core.create_namespaced_config_map(ns, desired_cache_entry(ns, record))
+
+
+def namespace(core: client.CoreV1Api, name: str) -> None:
+    core.create_namespace({"metadata": {"name": name}})
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            core.read_namespaced_service_account("default", name)
+            return
+        except client.ApiException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+# ----------------------------------------------------------------------------- measurements
+class Metrics:
+    """kube-apiserver's /metrics, read with the cluster's admin token."""
+
+    def __init__(self, cp: ControlPlane) -> None:
+        self.url = f"{cp.server}/metrics"
+        self.token = cp.token
+        self.ctx = ssl.create_default_context()
+        self.ctx.check_hostname = False
+        self.ctx.verify_mode = ssl.CERT_NONE
+
+    def requests(self) -> Counter[tuple[str, str]]:
+        """(verb, resource[/subresource]) → apiserver_request_total summed over codes and scopes."""
+        req = urllib.request.Request(self.url, headers={"Authorization": f"Bearer {self.token}"})
+        with urllib.request.urlopen(req, timeout=30, context=self.ctx) as resp:
+            text = resp.read().decode()
+        out: Counter[tuple[str, str]] = Counter()
+        for family in text_string_to_metric_families(text):
+            if family.name != "apiserver_request":
+                continue
+            for sample in family.samples:
+                if sample.name != "apiserver_request_total":
+                    continue
+                res = sample.labels.get("resource", "")
+                if sample.labels.get("subresource"):
+                    res += "/" + sample.labels["subresource"]
+                verb = sample.labels["verb"]
+                if verb in WRITE_VERBS and sample.labels.get("code") == "409":
+                    verb += "(409)"
+                out[(verb, res)] += int(sample.value)
+        return out
+
+
+def delta(after: Counter[tuple[str, str]], before: Counter[tuple[str, str]]) -> Counter[tuple[str, str]]:
+    d = Counter(after)
+    d.subtract(before)
+    return Counter({k: v for k, v in d.items() if v > 0})
+
+
+def writes(d: Counter[tuple[str, str]]) -> Counter[tuple[str, str]]:
+    return Counter({k: v for k, v in d.items() if k[0].split("(")[0] in WRITE_VERBS})
+
+
+def apply(cp: ControlPlane, objs: list[dict[str, Any]], ns: str) -> float:
+    """``kubectl apply --server-side`` of ``objs`` into ``ns``; returns the wall time in seconds."""
+    path = cp.work_dir / f"objects-{ns}.yaml"
+    path.write_text(yaml.safe_dump_all(objs))
+    t0 = time.monotonic()
+    subprocess.run(
+        [
+            cp.bin("kubectl"),
+            f"--kubeconfig={cp.kubeconfig}",
+            "apply",
+            "--server-side",
+            "-n",
+            ns,
+            "-f",
+            str(path),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=1800,
+    )
+    return time.monotonic() - t0
+
+
+def converged(custom: client.CustomObjectsApi, ns: str, n: int) -> tuple[int, int]:
+    """(Ready LLMEngines, Ready LLMDeployments with all replicas ready)."""
+    engines = custom.list_namespaced_custom_object(GROUP, VERSION, ns, "llmengines")["items"]
+    deps = custom.list_namespaced_custom_object(GROUP, VERSION, ns, "llmdeployments")["items"]
+    ready_e = sum(1 for e in engines if (e.get("status") or {}).get("phase") == "Ready")
+    ready_d = 0
+    for d in deps:
+        s = d.get("status") or {}
+        if s.get("phase") == "Ready" and s.get("readyReplicas") == d["spec"]["replicas"]:
+            ready_d += 1
+    return ready_e, ready_d
+
+
+def versions(custom: client.CustomObjectsApi, ns: str) -> dict[str, str]:
+    out = {}
+    for plural in ("llmengines", "llmdeployments"):
+        for o in custom.list_namespaced_custom_object(GROUP, VERSION, ns, plural)["items"]:
+            out[f"{plural}/{o['metadata']['name']}"] = o["metadata"]["resourceVersion"]
+    return out
+
+
+def event_sources(core: client.CoreV1Api, ns: str, since: float) -> dict[str, int]:
+    """'component reason' → events (re)recorded since ``since`` (epoch s): who writes Events when idle."""
+    out: Counter[str] = Counter()
+    for e in core.list_namespaced_event(ns).items:
+        last = e.last_timestamp or e.event_time or e.metadata.creation_timestamp
+        if last is not None and last.timestamp() >= since:
+            comp = (e.source.component if e.source else None) or e.reporting_component or "?"
+            out[f"{comp} {e.reason}"] += 1
+    return dict(out.most_common(8))
+
+
+def vm_hwm_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM")
+
+
+def operator_env(cp: ControlPlane, ns: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "KUBECONFIG": str(cp.kubeconfig),
+        "TRTLLM_OPERATOR_NAMESPACES": ns,
+        "TRTLLM_OPERATOR_OPERATOR_NAMESPACE": ns,
+        "TRTLLM_OPERATOR_STANDALONE": "true",
+        "TRTLLM_OPERATOR_LIVENESS_PORT": "",
+        "TRTLLM_OPERATOR_METRICS_PORT": "",
+        "TRTLLM_OPERATOR_HF_CONFIG_DIR": str(HF_CONFIG_DIR),
+    }
+
+
+# ----------------------------------------------------------------------------- the run
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    n, keys = args.engines, min(args.keys, args.engines)
+    work = Path(tempfile.mkdtemp(prefix="trtllm-scale-"))
+    cp = ControlPlane(work_dir=work, bin_dir=find_bin_dir(), log=log)
+    cp.start(timeout=300)
+    api = config.new_client_from_config(config_file=str(cp.kubeconfig))
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    metrics = Metrics(cp)
+    proc: subprocess.Popen[bytes] | None = None
+    result: dict[str, Any] = {"n": n, "keys": keys}
+    try:
+        nodes = add_gpu_nodes(api, -(-int(n * 1.1) // 8) + 1, product=H100, gpus=8, prefix="scale")
+        wait_nodes_ready(api, nodes, timeout=300)
+        result["nodes"] = len(nodes)
+        log(f"{len(nodes)} kwok H100 nodes ready")
+        objs = manifests(n, keys)
+        for ns in ("baseline", "bench"):
+            namespace(core, ns)
+            artifact_pvc(core, ns)
+            register_artifacts(core, ns, keys)
+
+        # 1. baseline: apply only
+        before = metrics.requests()
+        result["baseline_s"] = apply(cp, objs, "baseline")
+        base = delta(metrics.requests(), before)
+        result["baseline_requests"] = sum(base.values())
+        log(f"baseline apply: {result['baseline_s']:.1f} s, {result['baseline_requests']} requests")
+
+        # 2. burst with the operator
+        log_path = work / "operator.log"
+        with open(log_path, "wb") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "trtllm_operator.cli", "run"],
+                env=operator_env(cp, "bench"),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        time.sleep(args.operator_warmup)
+        before = metrics.requests()
+        t0 = time.monotonic()
+        apply_s = apply(cp, objs, "bench")
+        log(f"burst applied in {apply_s:.1f} s")
+        deadline = t0 + args.timeout
+        while True:
+            ready_e, ready_d = converged(custom, "bench", n)
+            if ready_e == n and ready_d == n:
+                break
+            if proc.poll() is not None:
+                raise RuntimeError(f"the operator exited ({proc.returncode}); log: {log_path}")
+            if time.monotonic() > deadline:
+                result["timed_out"] = True
+                break
+            log(f"  ready: {ready_e}/{n} engines, {ready_d}/{n} deployments")
+            time.sleep(args.poll)
+        result["converge_s"] = time.monotonic() - t0
+        result["ready_engines"], result["ready_deployments"] = converged(custom, "bench", n)
+        burst = delta(metrics.requests(), before)
+        result["burst_requests"] = sum(burst.values())
+        result["burst_writes"] = sum(writes(burst).values())
+        result["burst_llm"] = {
+            f"{v} {r}": c for (v, r), c in sorted(burst.items()) if r.startswith("llm") and v != "WATCH"
+        }
+        log(f"converged in {result['converge_s']:.1f} s, {result['burst_requests']} requests")
+
+        # 3. idle
+        time.sleep(5)
+        rv_before = versions(custom, "bench")
+        before = metrics.requests()
+        idle_start = time.time()
+        time.sleep(args.idle_seconds)
+        idle = writes(delta(metrics.requests(), before))
+        rv_after = versions(custom, "bench")
+        result["idle_s"] = args.idle_seconds
+        result["idle_writes"] = sum(idle.values())
+        result["idle_writes_by_resource"] = {f"{v} {r}": c for (v, r), c in sorted(idle.items())}
+        result["idle_llm_writes"] = sum(c for (_, r), c in idle.items() if r.startswith("llm"))
+        result["idle_changed_objects"] = sum(1 for k, v in rv_after.items() if rv_before.get(k) != v)
+        result["idle_events"] = event_sources(core, "bench", since=idle_start)
+        result["rss_mib"] = vm_hwm_mib(proc.pid)
+        log(
+            f"idle {args.idle_seconds:.0f} s: {result['idle_writes']} writes "
+            f"{result['idle_writes_by_resource']}"
+        )
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+        api.close()
+        cp.stop()
+        if not args.keep:
+            cp.remove()
+        else:
+            log(f"kept {work}")
+    return result
+
+
+def table(r: dict[str, Any], command: str) -> str:
+    n, total = r["n"], 2 * r["n"]
+    rows = [
+        (
+            "objects applied",
+            f"{n} LLMEngines ({r['keys']} distinct engine keys) + {n} LLMDeployments (1 replica each)",
+        ),
+        ("kwok GPU nodes", f"{r['nodes']} × 8 H100"),
+        (
+            "baseline: `kubectl apply --server-side`, no operator",
+            f"{r['baseline_s']:.1f} s, {r['baseline_requests']} API requests",
+        ),
+        (
+            "with operator: apply → all Ready",
+            f"{r['converge_s']:.1f} s ({r['converge_s'] / r['baseline_s']:.1f}× the baseline apply)",
+        ),
+        (
+            "converged",
+            f"{r['ready_engines']}/{n} engines Ready, {r['ready_deployments']}/{n} deployments Ready"
+            + (" (TIMED OUT)" if r.get("timed_out") else ""),
+        ),
+        (
+            "API requests during the burst (all clients)",
+            f"{r['burst_requests']} ({r['burst_requests'] / total:.1f} per object; "
+            f"baseline {r['baseline_requests'] / total:.1f})",
+        ),
+        (
+            "API writes during the burst (all clients)",
+            f"{r['burst_writes']} ({r['burst_writes'] / total:.1f} per object)",
+        ),
+        ("requests on llmengines/llmdeployments", ", ".join(f"{k}: {v}" for k, v in r["burst_llm"].items())),
+        ("operator peak RSS (VmHWM)", f"{r['rss_mib']:.0f} MiB"),
+        (
+            f"API writes in {r['idle_s']:.0f} s idle (all clients)",
+            f"{r['idle_writes']}"
+            + (
+                f" ({', '.join(f'{k}: {v}' for k, v in r['idle_writes_by_resource'].items())})"
+                if r["idle_writes"]
+                else ""
+            ),
+        ),
+        (
+            f"LLMEngine/LLMDeployment writes in {r['idle_s']:.0f} s idle",
+            f"{r['idle_llm_writes']} ({r['idle_changed_objects']} objects changed)",
+        ),
+    ]
+    lines = [f"Command: `{command}`", "", "| measure | value |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in rows]
+    return "\n".join(lines)
+
+
+def write_results(body: str) -> None:
+    text = RESULTS.read_text()
+    section = f"{BEGIN}\n## Load (benchmarks/scale.py)\n\n{body}\n{END}"
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        text = head + section + rest.split(END, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    RESULTS.write_text(text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--engines", type=int, default=1000, help="LLMEngines, and as many LLMDeployments")
+    p.add_argument("--keys", type=int, default=10, help="distinct engine keys (each cached once)")
+    p.add_argument("--idle-seconds", type=float, default=60.0)
+    p.add_argument("--timeout", type=float, default=1800.0, help="seconds to wait for convergence")
+    p.add_argument("--poll", type=float, default=5.0)
+    p.add_argument("--operator-warmup", type=float, default=10.0, help="seconds for the operator to start")
+    p.add_argument("--keep", action="store_true", help="keep the work dir (logs)")
+    p.add_argument("--write-results", action="store_true", help="replace the Load section of RESULTS.md")
+    p.add_argument("--json", action="store_true", help="print the raw result as JSON too")
+    args = p.parse_args(argv)
+    t0 = time.monotonic()
+    result = run(args)
+    command = ".venv/bin/python benchmarks/scale.py" + (
+        "" if args.engines == 1000 else f" --engines {args.engines}"
+    )
+    body = (
+        table(result, command)
+        + f"\n\nWhole run (control plane start to stop): {time.monotonic() - t0:.0f} s.\n"
+    )
+    print(body)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    if args.write_results:
+        write_results(body)
+    ok = result["ready_engines"] == result["n"] and result["ready_deployments"] == result["n"]
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

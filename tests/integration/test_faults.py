@@ -1,0 +1,469 @@
+"""Fault injection against the real local control plane: the operator survives what production does to it.
+
+* **SIGKILL at seeded points** — one long scenario (builds, then a key change that rebuilds and rolls
+  every deployment) during which the operator process is SIGKILLed at ``KILL_POINTS`` seeded delays
+  and restarted; afterwards every object converges with exactly one Job per engine key, exactly one
+  Deployment per LLMDeployment, and no operator-made child without a live owner.
+  Restarts are cheap: a *zygote* process imports the operator once and ``fork()``s a fresh operator
+  per cycle (each child is a real OS process that gets a real SIGKILL; no shutdown code runs).
+* **API outage** — etcd and kube-apiserver stopped (SIGTERM) for ``OUTAGE_SECONDS`` and restarted
+  with the same flags, ports and certificates; the operator (never restarted) acts on a change made
+  right after the API returns within ``RECOVERY_BOUND_SECONDS``.
+* **Concurrent writers** — another client patches labels, annotations and ``spec.replicas`` in a tight
+  loop while the operator writes status; every one of the client's updates is kept and the operator
+  converges on the last ``replicas``.
+* **Builder disruption** — the node of a running builder pod is drained (cordon + Eviction API): the
+  Job's podFailurePolicy ignores the DisruptionTarget failure (backoffLimit 0 notwithstanding) and
+  runs the build on another node; the engine becomes Ready from the one Job.
+
+Seeds: ``SEED`` (module constant) drives every random choice; a failure prints the kill schedule.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import ssl
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+from localcluster import ControlPlane, add_gpu_nodes, find_bin_dir, wait_nodes_ready
+from support.cluster import LocalCluster
+from support.operator import fast_settings, running_operator
+from support.wait import wait_for
+from test_engine import EngineBuilder, an_engine, success_report
+
+from trtllm_operator.api import ENGINE_PLURAL, GROUP, VERSION
+from trtllm_operator.decide.engine import LABEL_ENGINE_KEY, LABEL_MANAGED_BY, MANAGED_BY
+
+pytestmark = pytest.mark.slow
+
+SEED = 20261129
+KILL_POINTS = 22
+OUTAGE_SECONDS = 30.0
+RECOVERY_BOUND_SECONDS = 30.0
+BUILD_MS = 8_000  # long enough to drain the node under a running build
+DEPLOYMENTS = "llmdeployments"
+LABEL_DEPLOYMENT = f"{GROUP}/deployment"
+
+# The zygote: imports the operator once (settings from argv[1] as JSON, so the handlers register with
+# them), then forks one operator process per "fork LOGPATH" line on stdin and prints the child's PID.
+ZYGOTE = r"""
+import json, os, signal, sys
+from trtllm_operator.settings import Settings, configure
+settings = Settings.model_validate(json.loads(sys.argv[1]))
+configure(settings)
+import kopf, trtllm_operator.handlers  # noqa: F401  (register the handlers before forking)
+from trtllm_operator.commands.run import run_operator
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped automatically
+for line in sys.stdin:
+    log_path = line.split(" ", 1)[1].strip()
+    pid = os.fork()
+    if pid == 0:
+        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        run_operator(settings)
+        os._exit(0)
+    print(pid, flush=True)
+"""
+
+
+class Zygote:
+    """A pre-imported operator that forks a fresh operator process on demand (see ``ZYGOTE``)."""
+
+    def __init__(self, cluster: LocalCluster, namespaces: list[str], log_dir: Path) -> None:
+        settings = fast_settings(namespaces, resync_seconds=5.0)
+        self.log_dir = log_dir
+        self.count = 0
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", ZYGOTE, json.dumps(settings.model_dump(mode="json"))],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env={**cluster.env(), "PYTHONUNBUFFERED": "1"},
+            text=True,
+        )
+
+    def fork(self) -> int:
+        """Start one operator process; returns its PID (its log: ``log_dir/operator-N.log``)."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.count += 1
+        self.proc.stdin.write(f"fork {self.log_dir / f'operator-{self.count}.log'}\n")
+        self.proc.stdin.flush()
+        return int(self.proc.stdout.readline())
+
+    @staticmethod
+    def kill(pid: int) -> None:
+        """SIGKILL one forked operator and wait until it is gone."""
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: not Path(f"/proc/{pid}").exists(), timeout=10, interval=0.05, desc=f"pid {pid} gone")
+
+    def logs(self) -> str:
+        return "".join(p.read_text(errors="replace") for p in sorted(self.log_dir.glob("operator-*.log")))
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+
+
+# ----------------------------------------------------------------------------- cluster helpers
+class Api:
+    def __init__(self, cluster: LocalCluster, ns: str) -> None:
+        self.ns = ns
+        self.core = client.CoreV1Api(cluster.api)
+        self.apps = client.AppsV1Api(cluster.api)
+        self.batch = client.BatchV1Api(cluster.api)
+        self.custom = client.CustomObjectsApi(cluster.api)
+
+    def create(self, plural: str, body: dict[str, Any]) -> None:
+        self.custom.create_namespaced_custom_object(GROUP, VERSION, self.ns, plural, body)
+
+    def get(self, plural: str, name: str) -> dict[str, Any]:
+        obj: dict[str, Any] = self.custom.get_namespaced_custom_object(GROUP, VERSION, self.ns, plural, name)
+        return obj
+
+    def items(self, plural: str) -> list[dict[str, Any]]:
+        listing = self.custom.list_namespaced_custom_object(GROUP, VERSION, self.ns, plural)
+        return list(listing["items"])
+
+    def patch(self, plural: str, name: str, body: dict[str, Any]) -> None:
+        self.custom.patch_namespaced_custom_object(
+            GROUP, VERSION, self.ns, plural, name, body, _content_type="application/merge-patch+json"
+        )
+
+
+def a_deployment(name: str, engine: str, replicas: int) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "LLMDeployment",
+        "metadata": {"name": name},
+        "spec": {"engineRef": {"name": engine}, "replicas": replicas},
+    }
+
+
+def kwok_engine(name: str, max_batch_size: int, build_ms: int) -> EngineBuilder:
+    """An engine whose kwok builder pod succeeds after ``build_ms`` with the builder's own report."""
+    eng = an_engine(name).max_batch_size(max_batch_size)
+    return eng.succeeds(success_report(eng.prepared())).runs_for(build_ms)
+
+
+def deployment_ready(api: Api, name: str, key: str) -> bool:
+    s = api.get(DEPLOYMENTS, name).get("status") or {}
+    want = api.get(DEPLOYMENTS, name)["spec"]["replicas"]
+    return bool(s.get("phase") == "Ready" and s.get("engineKey") == key and s.get("readyReplicas") == want)
+
+
+def owners_alive(api: Api) -> list[str]:
+    """Operator-made children whose every owner is gone (orphans), as 'Kind/name' strings."""
+    live = {o["metadata"]["uid"] for p in (ENGINE_PLURAL, DEPLOYMENTS) for o in api.items(p)}
+    live |= {d.metadata.uid for d in api.apps.list_namespaced_deployment(api.ns).items}
+    orphans = []
+    selector = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
+    children: list[tuple[str, Any]] = [
+        *(("Job", j) for j in api.batch.list_namespaced_job(api.ns, label_selector=selector).items),
+        *(("Deployment", d) for d in api.apps.list_namespaced_deployment(api.ns).items),
+        *(("Service", s) for s in api.core.list_namespaced_service(api.ns).items),
+        *(
+            ("ConfigMap", c)
+            for c in api.core.list_namespaced_config_map(api.ns, label_selector=selector).items
+        ),
+    ]
+    for kind, obj in children:
+        refs = obj.metadata.owner_references or []
+        if kind == "ConfigMap" and not refs:
+            continue  # the engine-cache index outlives engines by design (docs/operator.md)
+        if kind == "Service" and obj.metadata.name == "kubernetes":
+            continue
+        if not any(r.uid in live for r in refs):
+            orphans.append(f"{kind}/{obj.metadata.name}")
+    return orphans
+
+
+@pytest.fixture
+def api(cluster: LocalCluster, namespace: str) -> Api:
+    return Api(cluster, namespace)
+
+
+# ----------------------------------------------------------------------------- SIGKILL at seeded points
+def test_sigkill_at_seeded_points_converges_without_duplicates(
+    cluster: LocalCluster, api: Api, tmp_path: Path
+) -> None:
+    rng = random.Random(SEED)
+    names = [f"m{i}" for i in range(4)]
+    batch_a = {n: 8 * (i + 1) for i, n in enumerate(names)}  # distinct keys
+    batch_b = {n: 8 * (i + 1) + 100 for i, n in enumerate(names)}  # the key change
+    engines = {n: kwok_engine(n, batch_a[n], rng.randrange(1500, 6000)) for n in names}
+    for n in names:
+        api.create(ENGINE_PLURAL, engines[n].manifest())
+        api.create(DEPLOYMENTS, a_deployment(f"d-{n}", n, replicas=rng.randrange(1, 3)))
+
+    zygote = Zygote(cluster, [api.ns], tmp_path)
+    schedule: list[tuple[int, float, str]] = []
+    try:
+        for point in range(KILL_POINTS):
+            if point == KILL_POINTS // 2:
+                # mid-scenario: change every engine's key → rebuilds, then rollouts of every deployment
+                for n in names:
+                    changed = kwok_engine(n, batch_b[n], rng.randrange(1500, 5000))
+                    api.patch(ENGINE_PLURAL, n, {"spec": changed.spec})
+            delay = rng.uniform(0.3, 3.0)
+            pid = zygote.fork()
+            time.sleep(delay)
+            phases = ",".join(str((e.get("status") or {}).get("phase")) for e in api.items(ENGINE_PLURAL))
+            schedule.append((point, round(delay, 2), phases))
+            zygote.kill(pid)
+
+        zygote.fork()  # the last one is left running
+        want = {n: kwok_engine(n, batch_b[n], 0).prepared() for n in names}
+
+        def converged() -> bool:
+            for n in names:
+                e = api.get(ENGINE_PLURAL, n)
+                if (e.get("status") or {}).get("phase") != "Ready":
+                    return False
+                if e["status"].get("engineKey") != want[n].key:
+                    return False
+                if not deployment_ready(api, f"d-{n}", want[n].key):
+                    return False
+            return True
+
+        wait_for(
+            converged,
+            timeout=150,
+            interval=0.5,
+            desc=f"every engine and deployment Ready on the new key (kill schedule {schedule})",
+        )
+        jobs = api.batch.list_namespaced_job(api.ns).items
+        per_key = Counter(j.metadata.labels[LABEL_ENGINE_KEY] for j in jobs)
+        assert all(c == 1 for c in per_key.values()), f"duplicate builder Jobs per key: {per_key}"
+        assert len(per_key) == 2 * len(names), f"one Job per key (old and new), got {sorted(per_key)}"
+        deps = Counter(
+            (d.metadata.labels or {}).get(LABEL_DEPLOYMENT)
+            for d in api.apps.list_namespaced_deployment(api.ns).items
+        )
+        assert deps == Counter({f"d-{n}": 1 for n in names}), f"one Deployment per LLMDeployment: {deps}"
+        for n in names:
+            dep = api.get(DEPLOYMENTS, f"d-{n}")
+            pods = api.core.list_namespaced_pod(api.ns, label_selector=f"{LABEL_DEPLOYMENT}=d-{n}").items
+            live = [p for p in pods if p.metadata.deletion_timestamp is None]
+            assert len(live) == dep["spec"]["replicas"], (n, [p.metadata.name for p in live])
+        assert owners_alive(api) == []
+        assert "Traceback" not in zygote.logs(), zygote.logs()[-4000:]
+        print(f"\n[faults] {KILL_POINTS} SIGKILLs (point, delay s, engine phases): {schedule}")
+    finally:
+        zygote.close()
+
+
+# ----------------------------------------------------------------------------- API outage
+def _stop_component(cp: ControlPlane, name: str) -> list[str]:
+    """SIGTERM one control-plane component; returns its argv (without the binary) for the restart."""
+    pid = cp.pids[name]
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+    proc = cp._procs[name]
+    proc.terminate()
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+    return [a.decode() for a in argv[1:]]
+
+
+def _readyz(server: str) -> bool:
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    with urllib.request.urlopen(f"{server}/readyz", timeout=2, context=ctx) as resp:
+        return bool(resp.status == 200)
+
+
+@pytest.fixture
+def own_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """A control plane of its own: stopping its etcd and apiserver cannot disturb other tests."""
+    cp = ControlPlane(
+        work_dir=tmp_path_factory.mktemp("outage-cluster"), bin_dir=find_bin_dir(), log=lambda _: None
+    )
+    cp.start(timeout=180)
+    try:
+        yield LocalCluster(control_plane=cp)
+    finally:
+        cp.stop()
+
+
+def test_operator_recovers_on_its_own_after_etcd_and_apiserver_outage(own_cluster: LocalCluster) -> None:
+    cluster = own_cluster
+    cp = cluster.control_plane
+    api = Api(cluster, cluster.create_namespace("outage"))
+    api.create(ENGINE_PLURAL, kwok_engine("before", 8, 200).manifest())
+    with running_operator(cluster, [api.ns]) as op:
+        wait_for(lambda: (api.get(ENGINE_PLURAL, "before").get("status") or {}).get("phase") == "Ready", 60)
+        apiserver_argv = _stop_component(cp, "kube-apiserver")
+        etcd_argv = _stop_component(cp, "etcd")
+        try:
+            time.sleep(OUTAGE_SECONDS)
+            assert op.thread.is_alive() and not op.errors, "the operator died during the outage"
+        finally:  # same binaries, flags, ports, data dir and certificates as before
+            cp._spawn("etcd", etcd_argv)
+            cp._spawn("kube-apiserver", apiserver_argv)
+        wait_for(lambda: _readyz(cluster.server), timeout=60, interval=0.1, desc="kube-apiserver /readyz")
+        returned = time.monotonic()
+        # a change right after the API is back: the operator must notice it without a restart
+        api.create(ENGINE_PLURAL, kwok_engine("after", 16, 200).manifest())
+        wait_for(
+            lambda: (api.get(ENGINE_PLURAL, "after").get("status") or {}).get("conditions"),
+            timeout=RECOVERY_BOUND_SECONDS + 60,
+            interval=0.2,
+            desc="the operator acting on an engine created after the outage",
+        )
+        recovery = time.monotonic() - returned
+        print(
+            f"\n[faults] API outage {OUTAGE_SECONDS:.0f} s: operator acted {recovery:.1f} s after its return"
+        )
+        assert recovery <= RECOVERY_BOUND_SECONDS, (
+            f"the operator acted {recovery:.1f} s after the API returned"
+        )
+        assert op.thread.is_alive() and not op.errors
+
+
+# ----------------------------------------------------------------------------- concurrent writers
+def test_concurrent_edits_lose_no_update(cluster: LocalCluster, api: Api) -> None:
+    rng = random.Random(SEED + 1)
+    eng = kwok_engine("shared", 8, 200)
+    api.create(ENGINE_PLURAL, eng.manifest())
+    api.create(DEPLOYMENTS, a_deployment("busy", "shared", replicas=1))
+    other = Api(cluster, api.ns)  # its own ApiClient: a second writer
+    other.custom = client.CustomObjectsApi(cluster.api_client())
+    written: list[int] = []
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def writer() -> None:
+        i = 0
+        while not stop.is_set() and i < 60:
+            replicas = rng.randrange(1, 4)
+            body = {
+                "metadata": {"labels": {f"w{i}": "x"}, "annotations": {f"example.com/w{i}": str(replicas)}},
+                "spec": {"replicas": replicas},
+            }
+            for plural, name in ((DEPLOYMENTS, "busy"), (ENGINE_PLURAL, "shared")):
+                try:
+                    other.patch(
+                        plural, name, body if plural == DEPLOYMENTS else {"metadata": body["metadata"]}
+                    )
+                except BaseException as exc:
+                    errors.append(exc)
+                    return
+            written.append(replicas)
+            i += 1
+            time.sleep(rng.uniform(0, 0.05))
+
+    with running_operator(cluster, [api.ns]) as op:
+        thread = threading.Thread(target=writer)
+        thread.start()
+        thread.join(120)
+        stop.set()
+        assert not errors, errors
+        last = written[-1]
+        key = eng.prepared().key
+        wait_for(
+            lambda: (
+                deployment_ready(api, "busy", key)
+                and api.apps.read_namespaced_deployment("busy", api.ns).spec.replicas == last
+            ),
+            timeout=90,
+            desc=f"busy Ready with replicas {last}",
+        )
+        for plural, name in ((DEPLOYMENTS, "busy"), (ENGINE_PLURAL, "shared")):
+            meta = api.get(plural, name)["metadata"]
+            missing = [i for i in range(len(written)) if meta["labels"].get(f"w{i}") != "x"]
+            assert not missing, f"{plural}/{name} lost the client's label updates {missing}"
+            missing = [
+                i for i in range(len(written)) if f"example.com/w{i}" not in meta.get("annotations", {})
+            ]
+            assert not missing, f"{plural}/{name} lost the client's annotation updates {missing}"
+        assert api.get(DEPLOYMENTS, "busy")["spec"]["replicas"] == last
+        assert (api.get(ENGINE_PLURAL, "shared").get("status") or {}).get("phase") == "Ready"
+        assert op.thread.is_alive() and not op.errors
+
+
+# ----------------------------------------------------------------------------- builder disruption
+@pytest.fixture
+def fault_nodes(cluster: LocalCluster, namespace: str) -> Iterator[list[str]]:
+    """Two fresh H100 nodes labelled for this test only (builds are pinned to them)."""
+    core = client.CoreV1Api(cluster.api)
+    names = add_gpu_nodes(cluster.api, 2, prefix=f"fault-{namespace}")
+    for n in names:
+        core.patch_node(n, {"metadata": {"labels": {"trtllm-operator.dev/fault-test": namespace}}})
+    wait_nodes_ready(cluster.api, names)
+    yield names
+    for n in names:
+        try:
+            core.delete_node(n)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+
+def test_drained_builder_retries_the_build_elsewhere(
+    cluster: LocalCluster, api: Api, fault_nodes: list[str]
+) -> None:
+    eng = kwok_engine("evictee", 8, BUILD_MS).backoff_limit(0)
+    eng.body["spec"]["gpu"]["nodeSelector"] = {"trtllm-operator.dev/fault-test": api.ns}
+    prepared = eng.prepared()
+    api.create(ENGINE_PLURAL, eng.manifest())
+    selector = f"batch.kubernetes.io/job-name={prepared.job_name}"
+
+    def running_pod() -> Any:
+        pods = api.core.list_namespaced_pod(api.ns, label_selector=selector).items
+        live = [p for p in pods if p.metadata.deletion_timestamp is None and p.status.phase == "Running"]
+        return live[0] if len(live) == 1 else None
+
+    with running_operator(cluster, [api.ns]):
+        first = wait_for(running_pod, timeout=60, desc="builder pod Running")
+        # `kubectl drain`: cordon, then evict. The disruption is not the build's fault. The API server
+        # marks the pod DisruptionTarget and deletes it; a kubelet then kills the container and reports
+        # phase Failed — kwok has no kubelet for that step, so the test writes it.
+        api.core.patch_node(first.spec.node_name, {"spec": {"unschedulable": True}})
+        api.core.create_namespaced_pod_eviction(
+            first.metadata.name,
+            api.ns,
+            {"metadata": {"name": first.metadata.name, "namespace": api.ns}},
+        )
+        api.core.patch_namespaced_pod_status(first.metadata.name, api.ns, {"status": {"phase": "Failed"}})
+        second = wait_for(
+            lambda: (p := running_pod()) and p.metadata.name != first.metadata.name and p,
+            timeout=60,
+            desc="a replacement builder pod after the eviction",
+        )
+        assert second.spec.node_name != first.spec.node_name, "the drained node was reused"
+        job = api.batch.read_namespaced_job(prepared.job_name, api.ns)
+        assert job.spec.backoff_limit == 0 and not any(
+            c.type == "Failed" and c.status == "True" for c in job.status.conditions or []
+        ), "backoffLimit 0, yet the eviction failed the Job"
+        phase = (api.get(ENGINE_PLURAL, "evictee").get("status") or {}).get("phase")
+        assert phase in ("Building", "Pending", "Queued"), phase
+        engine = wait_for(
+            lambda: (
+                (e := api.get(ENGINE_PLURAL, "evictee"))
+                and (e.get("status") or {}).get("phase") == "Ready"
+                and e
+            ),
+            timeout=90,
+            desc="the engine Ready from the second attempt",
+        )
+        assert engine["status"]["build"]["jobName"] == prepared.job_name
+        assert len(api.batch.list_namespaced_job(api.ns).items) == 1

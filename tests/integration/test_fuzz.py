@@ -1,0 +1,326 @@
+"""Property-based fuzzing of LLMEngine and LLMDeployment specs against the real API server and operator.
+
+Each hypothesis example starts from a valid manifest and applies 1–3 mutations drawn from the CRD's own
+OpenAPI schema (crds/*.yaml): a leaf set to a valid value (enum member, in-range number, a sensible
+string) or an invalid one (out of range, wrong type, unknown enum value, too long, null), a required
+field removed, or an unknown field added. The manifest is sent with ``fieldValidation=Strict``.
+
+Properties, for every example:
+
+* rejected at admission → the API's message names the offending field (``spec.…``);
+* accepted → the running operator gives it a status with conditions for its generation, and every
+  condition that is not True carries a reason and a message; a Ready=False ``InvalidSpec`` message starts
+  with the field path;
+* the operator never crashes (thread alive, no ERROR log record with a traceback) and never hot-loops:
+  during a quiet window after convergence no object is written more than ``MAX_WRITES_IN_WINDOW``
+  times (counted from a watch on both kinds).
+
+Deterministic: ``derandomize=True`` (examples derived from the test's source), no example database.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kubernetes import client, watch
+from kubernetes.client.rest import ApiException
+from support.cluster import LocalCluster
+from support.operator import running_operator
+from support.wait import wait_for
+from test_engine import DELAY_MS, OUTCOME, an_engine
+
+from trtllm_operator.api import ENGINE_PLURAL, GROUP, VERSION
+
+pytestmark = pytest.mark.slow
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEPLOYMENTS = "llmdeployments"
+MAX_EXAMPLES = 70  # per kind; ~1 minute in all on a 2-core machine
+QUIET_WINDOW_SECONDS = 12.0
+MAX_WRITES_IN_WINDOW = 2  # a settled object is written at most this often in the window (resync is 10 s)
+# Not fuzzed: the kwok outcome annotations keep every accepted build short (no GPU held afterwards).
+FROZEN = ("spec.gpu.podAnnotations",)
+
+
+# ----------------------------------------------------------------------------- strategies from the CRD
+def _spec_schema(plural: str) -> dict[str, Any]:
+    crd = yaml.safe_load((REPO_ROOT / "crds" / f"{GROUP}_{plural}.yaml").read_text())
+    schema: dict[str, Any] = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    return schema
+
+
+def _fields(
+    schema: dict[str, Any], path: tuple[str, ...] = ()
+) -> list[tuple[tuple[str, ...], dict[str, Any]]]:
+    """Every field below ``schema`` (objects too, so that whole sub-objects get replaced or removed)."""
+    out: list[tuple[tuple[str, ...], dict[str, Any]]] = []
+    for key, sub in (schema.get("properties") or {}).items():
+        p = (*path, key)
+        if ".".join(("spec", *p)).startswith(FROZEN):
+            continue
+        out.append((p, sub))
+        if sub.get("type") == "object":
+            out.extend(_fields(sub, p))
+    return out
+
+
+SENSIBLE_STRINGS = st.sampled_from(
+    [
+        "x",
+        "a-b",
+        "hf://org/model",
+        "s3://bucket/p",
+        "NVIDIA-H100-80GB-HBM3",
+        "8Gi",
+        "500m",
+        "1.5",
+        "http://h:1",
+    ]
+)
+JUNK = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**12), max_value=10**12),
+    st.floats(allow_nan=False, allow_infinity=False, width=32),
+    st.text(max_size=12),
+    st.text(min_size=600, max_size=700),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.text(min_size=1, max_size=5), st.integers(), max_size=2),
+)
+
+
+def _valid(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
+    if "enum" in schema:
+        return st.sampled_from(schema["enum"])
+    kind = schema.get("type")
+    if kind == "integer":
+        return st.integers(schema.get("minimum", 0), schema.get("maximum", 10**6))
+    if kind == "number":
+        return st.floats(schema.get("minimum", 0.0), schema.get("maximum", 10.0), allow_nan=False)
+    if kind == "boolean":
+        return st.booleans()
+    if kind == "string":
+        return SENSIBLE_STRINGS
+    if kind == "object" and "additionalProperties" in schema:
+        return st.dictionaries(st.sampled_from(["a", "b.example.com/c"]), SENSIBLE_STRINGS, max_size=2)
+    return st.just({}) if kind == "object" else st.just([])
+
+
+def _invalid(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
+    options: list[st.SearchStrategy[Any]] = [JUNK]
+    if "enum" in schema:
+        options.append(st.sampled_from(["bogus", "FP8", ""]))
+    if "minimum" in schema:
+        options.append(st.just(schema["minimum"] - 1))
+    if "maximum" in schema:
+        options.append(st.just(schema["maximum"] + 1))
+    return st.one_of(options)
+
+
+@st.composite
+def mutated(
+    draw: st.DrawFn, base: dict[str, Any], fields: list[tuple[tuple[str, ...], dict[str, Any]]]
+) -> Any:
+    """``base`` with 1–3 schema-guided mutations; returns (manifest, list of what was done)."""
+    body = copy.deepcopy(base)
+    done = []
+    for _ in range(draw(st.integers(1, 3))):
+        path, schema = draw(st.sampled_from(fields))
+        action = draw(st.sampled_from(["valid", "valid", "valid", "invalid", "remove", "unknown"]))
+        parent = body["spec"]
+        for key in path[:-1]:
+            nxt = parent.get(key)
+            if not isinstance(nxt, dict):
+                nxt = {}
+                parent[key] = nxt
+            parent = nxt
+        leaf = path[-1]
+        if action == "remove":
+            parent.pop(leaf, None)
+        elif action == "unknown":
+            parent["notAField"] = draw(SENSIBLE_STRINGS)
+        else:
+            parent[leaf] = draw(_valid(schema) if action == "valid" else _invalid(schema))
+        done.append((action, "spec." + ".".join(path)))
+    return body, done
+
+
+def engine_base() -> dict[str, Any]:
+    body = an_engine("base").pod(**{OUTCOME: "succeed", DELAY_MS: "100"}).manifest()
+    body["spec"]["gpu"].pop("backoffLimit", None)
+    return body
+
+
+def deployment_base() -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "LLMDeployment",
+        "metadata": {"name": "base"},
+        "spec": {"engineRef": {"name": "e-0"}, "replicas": 1},
+    }
+
+
+# ----------------------------------------------------------------------------- operator log guard
+class ErrorRecords(logging.Handler):
+    """Collects ERROR+ log records that carry a traceback (an unhandled exception in a handler)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info:
+            self.records.append(record)
+
+
+@pytest.fixture
+def error_records() -> Iterator[ErrorRecords]:
+    handler = ErrorRecords()
+    root = logging.getLogger()
+    root.addHandler(handler)
+    yield handler
+    root.removeHandler(handler)
+
+
+# ----------------------------------------------------------------------------- the test
+def test_fuzzed_specs_are_rejected_or_reported_and_the_operator_stays_calm(
+    cluster: LocalCluster, namespace: str, error_records: ErrorRecords
+) -> None:
+    custom = client.CustomObjectsApi(cluster.api)
+    accepted: dict[str, list[tuple[str, list[tuple[str, str]]]]] = {ENGINE_PLURAL: [], DEPLOYMENTS: []}
+    rejected: Counter[str] = Counter()
+    counter = iter(range(10**6))
+
+    def send(plural: str, case: tuple[dict[str, Any], list[tuple[str, str]]]) -> None:
+        body, done = case
+        name = f"{'e' if plural == ENGINE_PLURAL else 'd'}-{next(counter)}"
+        body["metadata"] = {"name": name}
+        try:
+            custom.create_namespaced_custom_object(
+                GROUP, VERSION, namespace, plural, body, field_validation="Strict"
+            )
+        except ApiException as exc:
+            assert exc.status in (400, 422), (exc.status, exc.body, done)
+            message = str(exc.body)
+            assert "spec" in message or "notAField" in message, (
+                f"rejection does not name a field: {message} for {done}"
+            )
+            rejected[plural] += 1
+            return
+        accepted[plural].append((name, done))
+
+    fuzz = settings(
+        max_examples=MAX_EXAMPLES,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    )
+
+    @fuzz
+    @given(mutated(engine_base(), _fields(_spec_schema(ENGINE_PLURAL))))
+    def fuzz_engines(case: tuple[dict[str, Any], list[tuple[str, str]]]) -> None:
+        send(ENGINE_PLURAL, case)
+
+    @fuzz
+    @given(mutated(deployment_base(), _fields(_spec_schema(DEPLOYMENTS))))
+    def fuzz_deployments(case: tuple[dict[str, Any], list[tuple[str, str]]]) -> None:
+        send(DEPLOYMENTS, case)
+
+    with running_operator(cluster, [namespace], max_concurrent_builds=4) as op:
+        t0 = time.monotonic()
+        fuzz_engines()
+        fuzz_deployments()
+        total = sum(len(v) for v in accepted.values())
+        assert total >= 10 and sum(rejected.values()) >= 10, (accepted, rejected)
+
+        def unreported() -> list[str]:
+            missing = []
+            for plural, items in accepted.items():
+                for name, done in items:
+                    obj = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, plural, name)
+                    if not _reported(obj):
+                        missing.append(f"{plural}/{name} {done}: {obj.get('status')}")
+            return missing
+
+        wait_for(
+            lambda: not unreported(), timeout=90, interval=1.0, desc="a status for every accepted object"
+        )
+        for plural, items in accepted.items():
+            for name, done in items:
+                obj = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, plural, name)
+                for cond in obj["status"]["conditions"]:
+                    bad = (cond["type"], cond["status"]) in (("Ready", "False"), ("Degraded", "True"))
+                    if bad:
+                        assert cond.get("reason") and cond.get("message"), (plural, name, done, cond)
+                    if cond["type"] == "Ready" and cond.get("reason") == "InvalidSpec":
+                        assert cond["message"].startswith("spec."), (plural, name, done, cond)
+
+        writes = _writes_in_window(cluster, namespace, QUIET_WINDOW_SECONDS)
+        busiest = writes.most_common(3)
+        assert not busiest or busiest[0][1] <= MAX_WRITES_IN_WINDOW, (
+            f"hot loop: writes per object in {QUIET_WINDOW_SECONDS:.0f} s: {busiest}"
+        )
+        assert op.thread.is_alive() and not op.errors, op.errors
+        print(
+            f"\n[fuzz] accepted {dict((k, len(v)) for k, v in accepted.items())}, rejected {dict(rejected)}, "
+            f"{time.monotonic() - t0:.0f} s, busiest objects in the quiet window: {busiest}"
+        )
+    unhandled = [r.getMessage() for r in error_records.records]
+    assert not unhandled, f"unhandled exceptions in the operator log: {unhandled[:5]}"
+
+
+def _reported(obj: dict[str, Any]) -> bool:
+    status = obj.get("status") or {}
+    conds = status.get("conditions") or []
+    generation = obj["metadata"]["generation"]
+    observed = status.get("observedGeneration") or max(
+        (c.get("observedGeneration") or 0 for c in conds), default=0
+    )
+    return bool(conds) and observed == generation and any(c["type"] == "Ready" for c in conds)
+
+
+def _writes_in_window(cluster: LocalCluster, namespace: str, seconds: float) -> Counter[str]:
+    """MODIFIED events per object (both kinds) seen on a watch during ``seconds``."""
+    counts: Counter[str] = Counter()
+    threads = []
+    for plural in (ENGINE_PLURAL, DEPLOYMENTS):
+
+        def run(plural: str = plural) -> None:
+            api = client.CustomObjectsApi(cluster.api_client())
+            rv = api.list_namespaced_custom_object(GROUP, VERSION, namespace, plural)["metadata"][
+                "resourceVersion"
+            ]
+            w = watch.Watch()
+            deadline = time.monotonic() + seconds
+            for event in w.stream(
+                api.list_namespaced_custom_object,
+                GROUP,
+                VERSION,
+                namespace,
+                plural,
+                resource_version=rv,
+                timeout_seconds=max(1, int(seconds)),
+            ):
+                if event["type"] == "MODIFIED":
+                    counts[f"{plural}/{event['object']['metadata']['name']}"] += 1
+                if time.monotonic() >= deadline:
+                    w.stop()
+
+        threads.append(threading.Thread(target=run))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(seconds + 30)
+    return counts
