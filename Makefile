@@ -25,7 +25,7 @@ lint: venv
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-unit: venv
+unit: venv testbin
 	$(PYTEST) tests/unit
 
 integration: venv testbin
