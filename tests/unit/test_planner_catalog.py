@@ -99,13 +99,42 @@ def test_extension_mapping_form() -> None:
     ("source", "field"),
     [
         ({"gpus": [{"product": "X", "memoryBytes": 1}]}, "gpus[0].sm"),
-        ({"gpus": [{"product": "X", "sm": 90}]}, "gpus[0].memory_bytes"),
+        ({"gpus": [{"product": "X", "sm": 90}]}, "gpus[0].memoryBytes"),
         ({"gpus": [{"product": "X", "sm": 90, "memoryBytes": 1, "colour": "green"}]}, "gpus[0].colour"),
         ({"gpus": "NVIDIA-H200"}, "gpus"),
         ("- just\n- a list\n", "gpuCatalog"),
+        # Not YAML at all (a Markdown file passed by mistake).
+        ("# Title\n\nA `code: span` here: and there\n  - x: [\n", "gpuCatalog"),
+        ({"gpus": [{"product": "X", "sm": 90, "memoryMiB": "lots"}]}, "gpus[0].memoryMiB"),
+        ({"gpus": [{"product": "X", "sm": "ninety", "memoryBytes": 1}]}, "gpus[0].sm"),
+        ({"gpus": [{"product": "X", "sm": 90, "memoryBytes": -5}]}, "gpus[0].memoryBytes"),
+        ({"gpus": [{"product": "X", "sm": 90, "memoryBytes": 1, "gpusPerNode": 0}]}, "gpus[0].gpusPerNode"),
+        ({"gpus": [{"product": "X", "sm": 90, "memoryBytes": 1, "fp8": "yes"}]}, "gpus[0].fp8"),
+        # Top-level typo: 'gpu' instead of 'gpus' is named as the unknown key.
+        ({"gpu": [{"product": "X", "sm": 90, "memoryBytes": 1}]}, "gpu"),
+        ({"gpus": [], "extra": 1}, "extra"),
     ],
 )
 def test_extension_errors_name_the_field(source: object, field: str) -> None:
     with pytest.raises(PlanInputError) as err:
         load_catalog_extension(source)  # type: ignore[arg-type]
     assert err.value.field == field
+
+
+def test_unknown_key_error_lists_camel_case_keys() -> None:
+    with pytest.raises(PlanInputError) as err:
+        load_catalog_extension({"gpus": [{"product": "X", "sm": 90, "memoryBytes": 1, "memMiB": 2}]})
+    assert "memoryMiB" in err.value.message and "gpusPerNode" in err.value.message
+    assert "memory_bytes" not in err.value.message
+
+
+@pytest.mark.parametrize(
+    ("entry", "gpus_per_node"),
+    [
+        ({"product": "X", "sm": 90, "memoryMiB": 1000}, 8),
+        ({"product": "X", "sm": 90, "memoryMiB": 1000, "gpusPerNode": 4}, 4),
+        ({"product": "X", "sm": 90, "memoryMiB": 1000, "gpus_per_node": 2}, 2),
+    ],
+)
+def test_extension_gpus_per_node(entry: dict[str, object], gpus_per_node: int) -> None:
+    assert load_catalog_extension({"gpus": [entry]})["X"].gpus_per_node == gpus_per_node

@@ -225,3 +225,23 @@ def test_cross_check_without_weights_names_the_directory(tmp_path: Path) -> None
     with pytest.raises(PlanInputError) as err:
         cross_check_safetensors(Architecture.from_hf_config(TINY), tmp_path)
     assert err.value.field == "model_dir"
+
+
+@pytest.mark.parametrize(
+    ("config", "request_fields", "expected_warnings"),
+    [
+        # Llama 3.1: rope_type llama3 → factor 1, limit = max_position_embeddings 131072.
+        (LLAMA_8B, {"max_seq_len": 131072}, []),
+        (LLAMA_8B, {"max_seq_len": 200000}, ["spec.build.maxSeqLen"]),
+        # DeepSeek-V3: yarn factor 40 × 163840 = 6,553,600, so a long maxSeqLen is in range.
+        ("deepseek-ai__DeepSeek-V3.json", {"max_seq_len": 200000, "tp": 8}, []),
+        # An explicit maxNumTokens below maxSeqLen: long prompts need chunked context.
+        (LLAMA_8B, {"max_seq_len": 8192, "max_num_tokens": 4096}, ["spec.build.maxNumTokens"]),
+        (LLAMA_8B, {"max_seq_len": 8192, "max_num_tokens": 8192}, []),
+    ],
+)
+def test_sequence_length_warnings(
+    config: str, request_fields: dict[str, object], expected_warnings: list[str]
+) -> None:
+    p = plan(arch(config), PlanRequest(**request_fields), lookup("NVIDIA-H200"))  # type: ignore[arg-type]
+    assert [w.field for w in p.warnings if w.field != "spec.build.maxBatchSize"] == expected_warnings

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from engine_builder.planner import Architecture, PlanRequest, load_hf_config, lookup, validate
+from engine_builder.planner import Architecture, PlanInputError, PlanRequest, load_hf_config, lookup, validate
 
 CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "model-configs"
 LLAMA_70B = "meta-llama__Llama-3.1-70B-Instruct.json"
@@ -41,6 +41,20 @@ def fields(config: str, gpu: str, **request: object) -> list[str]:
         (LLAMA_70B, H100, {"quantization": "mxfp8", "tp": 4}, ["spec.quantization.format"]),
         (LLAMA_70B, "NVIDIA-B200", {"quantization": "nvfp4", "tp": 4}, []),
         (LLAMA_70B, "NVIDIA-GB200", {"quantization": "mxfp8", "tp": 4}, []),
+        # TensorRT-LLM's builder raises on SM 100-119 for INT4 weight-only, SmoothQuant, INT8 KV.
+        (LLAMA_70B, "NVIDIA-B200", {"quantization": "int8_sq", "tp": 4}, ["spec.quantization.format"]),
+        (LLAMA_70B, "NVIDIA-B200", {"quantization": "int4_awq", "tp": 4}, ["spec.quantization.format"]),
+        (LLAMA_70B, "NVIDIA-GB200", {"kv_cache_dtype": "int8", "tp": 4}, ["spec.quantization.kvCacheDtype"]),
+        (LLAMA_70B, "NVIDIA-B200", {"quantization": "fp8", "kv_cache_dtype": "fp8", "tp": 4}, []),
+        # maxNumTokens below one KV block.
+        (LLAMA_70B, H100, {"tp": 4, "max_num_tokens": 1}, ["spec.build.maxNumTokens"]),
+        (LLAMA_70B, H100, {"tp": 4, "max_num_tokens": 32}, []),
+        (
+            LLAMA_70B,
+            H100,
+            {"tp": 4, "max_num_tokens": 63, "tokens_per_block": 64},
+            ["spec.build.maxNumTokens"],
+        ),
         (
             LLAMA_70B,
             H100,
@@ -76,3 +90,39 @@ def test_fix_lists_valid_tensor_parallelism() -> None:
     arch = Architecture.from_hf_config(load_hf_config(CONFIGS / QWEN_7B))
     (issue,) = validate(arch, PlanRequest(tp=8), lookup(H100))
     assert "[1, 2, 4, 7]" in issue.fix
+
+
+@pytest.mark.parametrize(
+    ("request_fields", "field"),
+    [
+        ({"tokens_per_block": 7}, "tokensPerBlock"),
+        ({"tokens_per_block": 48}, "tokensPerBlock"),
+        ({"tokens_per_block": 2048}, "tokensPerBlock"),
+        ({"max_seq_len": 99_999_999_999}, "spec.build.maxSeqLen"),
+        ({"max_num_tokens": 2_000_000}, "spec.build.maxNumTokens"),
+    ],
+)
+def test_request_bounds_are_bad_input(request_fields: dict[str, object], field: str) -> None:
+    with pytest.raises(PlanInputError) as err:
+        PlanRequest(**request_fields)  # type: ignore[arg-type]
+    assert err.value.field == field
+
+
+@pytest.mark.parametrize("tokens_per_block", [1, 8, 32, 64, 128, 1024])
+def test_tokens_per_block_powers_of_two_accepted(tokens_per_block: int) -> None:
+    assert PlanRequest(tokens_per_block=tokens_per_block).tokens_per_block == tokens_per_block
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message_part"),
+    [
+        ({"num_key_value_heads": 5}, "does not divide num_attention_heads 64"),
+        ({"num_key_value_heads": 3}, "does not divide num_attention_heads 64"),
+    ],
+)
+def test_kv_heads_must_divide_attention_heads(overrides: dict[str, object], message_part: str) -> None:
+    config = {**load_hf_config(CONFIGS / LLAMA_70B), **overrides}
+    with pytest.raises(PlanInputError) as err:
+        Architecture.from_hf_config(config)
+    assert err.value.field == "num_key_value_heads"
+    assert message_part in err.value.message

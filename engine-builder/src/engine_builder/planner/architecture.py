@@ -173,6 +173,12 @@ class Architecture:
         hidden = _pos_int(config, "hidden_size")
         heads = _pos_int(config, "num_attention_heads")
         kv_heads = _pos_int(config, "num_key_value_heads", default=heads)
+        if heads % kv_heads:
+            raise PlanInputError(
+                "num_key_value_heads",
+                f"{kv_heads} does not divide num_attention_heads {heads}; grouped-query attention needs "
+                "the attention heads to be a multiple of the KV heads. Check config.json.",
+            )
         head_dim_value = config.get("head_dim")
         if head_dim_value is None:
             if hidden % heads:

@@ -193,6 +193,10 @@ _FIELD_NAMES = {
 }
 
 
+#: snake_case field → the camelCase key the docs show (error messages list these).
+_CAMEL = {v: k for k, v in _FIELD_NAMES.items()}
+
+
 def load_catalog_extension(source: str | Mapping[str, Any] | None) -> dict[str, GPUSpec]:
     """Parse a user catalog extension (YAML text or an already-parsed mapping) into GPU specs.
 
@@ -204,17 +208,28 @@ def load_catalog_extension(source: str | Mapping[str, Any] | None) -> dict[str, 
             sm: 120
             fp8: true                     # optional, default sm >= 89
             fp4: true                     # optional, default sm >= 100
+            gpusPerNode: 4                # optional, default 8
 
     or a mapping ``{product: {memoryBytes: ..., sm: ...}}``. Raises :class:`PlanInputError` whose
-    field is the path inside the extension (``gpus[0].sm``) for a missing or invalid value.
+    field is the path inside the extension (``gpus[0].sm``) for a missing or invalid value, an
+    unknown key (allowed keys listed in camelCase), or text that is not YAML (field ``gpuCatalog``).
     """
     if source is None:
         return {}
-    data: Any = yaml.safe_load(source) if isinstance(source, str) else source
+    try:
+        data: Any = yaml.safe_load(source) if isinstance(source, str) else source
+    except yaml.YAMLError as exc:
+        reason = " ".join(str(exc).split())
+        raise PlanInputError(
+            "gpuCatalog", f"not valid YAML ({reason}); expected a mapping with a 'gpus' list"
+        ) from exc
     if data is None:
         return {}
     entries: list[tuple[str, Any]] = []
     if isinstance(data, Mapping) and "gpus" in data:
+        extra_keys = sorted(str(k) for k in data if k != "gpus")
+        if extra_keys:
+            raise PlanInputError(extra_keys[0], "unknown top-level key; the only one allowed is 'gpus'")
         gpus = data["gpus"]
         if not isinstance(gpus, list):
             raise PlanInputError("gpus", "must be a list of GPU entries")
@@ -222,6 +237,12 @@ def load_catalog_extension(source: str | Mapping[str, Any] | None) -> dict[str, 
             entries.append((f"gpus[{i}]", item))
     elif isinstance(data, Mapping):
         for key, item in data.items():
+            if isinstance(item, list):
+                raise PlanInputError(
+                    str(key),
+                    "unknown top-level key holding a list; did you mean 'gpus'? (or use "
+                    "'PRODUCT: {memoryBytes: ..., sm: ...}' entries)",
+                )
             if not isinstance(item, Mapping):
                 raise PlanInputError(str(key), "must be a mapping with memoryBytes and sm")
             entries.append((str(key), {"product": key, **item}))
@@ -229,29 +250,47 @@ def load_catalog_extension(source: str | Mapping[str, Any] | None) -> dict[str, 
         raise PlanInputError("gpuCatalog", "expected a mapping (YAML object) with a 'gpus' list")
     out: dict[str, GPUSpec] = {}
     allowed = {f.name for f in fields(GPUSpec)}
+    shown_allowed = sorted({_CAMEL.get(k, k) for k in allowed} | {"memoryMiB"})
     for path, item in entries:
         if not isinstance(item, Mapping):
             raise PlanInputError(path, "must be a mapping with product, memoryBytes and sm")
         norm = {_FIELD_NAMES.get(str(k), str(k)): v for k, v in item.items()}
-        if "memoryMiB" in norm or "memory_mib" in norm:
-            norm["memory_bytes"] = int(norm.pop("memoryMiB", norm.pop("memory_mib", 0))) * MIB
+        for mib_key in ("memoryMiB", "memory_mib"):
+            if mib_key in norm:
+                mib = norm.pop(mib_key)
+                if isinstance(mib, bool) or not isinstance(mib, int):
+                    raise PlanInputError(f"{path}.{mib_key}", f"must be an integer (MiB), got {mib!r}")
+                norm["memory_bytes"] = mib * MIB
         unknown = set(norm) - allowed
         if unknown:
-            raise PlanInputError(f"{path}.{sorted(unknown)[0]}", f"unknown key; allowed: {sorted(allowed)}")
+            bad = sorted(unknown)[0]
+            raise PlanInputError(f"{path}.{bad}", f"unknown key; allowed: {shown_allowed}")
         for key in ("product", "memory_bytes", "sm"):
             if key not in norm:
-                raise PlanInputError(f"{path}.{key}", "required")
-        try:
-            memory = int(norm["memory_bytes"])
-            sm = int(norm["sm"])
-        except (TypeError, ValueError) as exc:
-            raise PlanInputError(
-                f"{path}.memoryBytes", f"memoryBytes and sm must be integers ({exc})"
-            ) from exc
-        if memory <= 0 or sm <= 0:
-            raise PlanInputError(f"{path}.memoryBytes", "memoryBytes and sm must be positive")
-        norm["memory_bytes"] = memory
-        norm["sm"] = sm
+                raise PlanInputError(f"{path}.{_CAMEL.get(key, key)}", "required")
+        for key in ("memory_bytes", "sm", "gpus_per_node"):
+            value = norm.get(key, 1)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise PlanInputError(
+                    f"{path}.{_CAMEL.get(key, key)}", f"must be a positive integer, got {value!r}"
+                )
+        for key in ("fp8", "fp4"):
+            if key in norm and not isinstance(norm[key], bool):
+                raise PlanInputError(f"{path}.{key}", f"must be true or false, got {norm[key]!r}")
+        for key in (
+            "memory_bandwidth_bytes_per_s",
+            "fp16_dense_tflops",
+            "fp8_dense_tflops",
+            "fp4_dense_tflops",
+        ):
+            value = norm.get(key)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0
+            ):
+                raise PlanInputError(
+                    f"{path}.{_CAMEL.get(key, key)}", f"must be a positive number, got {value!r}"
+                )
+        sm = norm["sm"]
         norm.setdefault("fp8", sm >= 89)
         norm.setdefault("fp4", sm >= 100)
         spec = GPUSpec(**norm)

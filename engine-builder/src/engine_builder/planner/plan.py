@@ -44,6 +44,7 @@ lower ``kv_cache_free_gpu_mem_fraction`` if it is larger.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -81,6 +82,32 @@ RUNTIME_FIXED_BYTES = 3 * GIB // 2
 NCCL_RESERVE_BYTES = 512 * MIB
 #: Valid AWQ block sizes (``--awq_block_size``).
 AWQ_BLOCK_SIZES = (64, 128)
+#: Upper bounds of spec.build.maxSeqLen / maxNumTokens, the same as the LLMEngine CRD schema's.
+MAX_SEQ_LEN_LIMIT = 4_194_304
+MAX_NUM_TOKENS_LIMIT = 1_048_576
+#: Largest KV block size accepted (``--tokens_per_block``; TensorRT-LLM uses 32 by default, 64/128 in
+#: older releases). Values must be powers of two.
+MAX_TOKENS_PER_BLOCK = 1024
+#: SM range where TensorRT-LLM's ``builder.py`` (``build``) raises for INT4/INT8 weight-only, INT8 KV
+#: cache and SmoothQuant: ``100 <= sm < 120`` (data-centre Blackwell; SM 120 is not affected).
+_SM100_RANGE = range(100, 120)
+
+
+def rotary_factor(arch: Architecture) -> float:
+    """The RoPE scaling factor TensorRT-LLM applies to ``max_position_embeddings``.
+
+    Mirrors ``_init_max_seq_len`` in TensorRT-LLM's ``builder.py``: ``rope_scaling.factor``, except 1
+    for the ``su``/``longrope``/``llama3`` types (their ``max_position_embeddings`` is already the
+    extended length) and when ``config.json`` has no ``rope_scaling``.
+    """
+    scaling = arch.extra.get("rope_scaling")
+    if not isinstance(scaling, Mapping):
+        return 1.0
+    kind = scaling.get("type", scaling.get("rope_type"))
+    if kind in ("su", "longrope", "llama3"):
+        return 1.0
+    factor = scaling.get("factor", 1.0)
+    return float(factor) if isinstance(factor, (int, float)) and factor > 0 else 1.0
 
 
 @dataclass(frozen=True)
@@ -146,6 +173,22 @@ class PlanRequest:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise PlanInputError(path, f"must be an integer ≥ 1 or unset, got {value!r}")
+        for name, path, limit in (
+            ("max_seq_len", "spec.build.maxSeqLen", MAX_SEQ_LEN_LIMIT),
+            ("max_num_tokens", "spec.build.maxNumTokens", MAX_NUM_TOKENS_LIMIT),
+        ):
+            value = getattr(self, name)
+            if value is not None and value > limit:
+                raise PlanInputError(
+                    path, f"{value} is above the API's limit of {limit}; use a value ≤ {limit}"
+                )
+        block = self.tokens_per_block
+        if block & (block - 1) or block > MAX_TOKENS_PER_BLOCK:
+            raise PlanInputError(
+                "tokensPerBlock",
+                f"must be a power of two ≤ {MAX_TOKENS_PER_BLOCK} (TensorRT-LLM's paged KV cache), got "
+                f"{block}; the default is 32",
+            )
         f = self.kv_cache_free_gpu_mem_fraction
         if not (0.0 < f <= 1.0):
             raise PlanInputError(
@@ -326,6 +369,34 @@ def validate(arch: Architecture, request: PlanRequest, gpu: GPUSpec) -> list[Pla
                 f"use one of {AWQ_BLOCK_SIZES} (default 128).",
             )
         )
+    if gpu.sm in _SM100_RANGE:
+        if fmt in ("int8_sq", "int4_awq"):
+            issues.append(
+                PlanIssue(
+                    "spec.quantization.format",
+                    f"{fmt} is not supported on {gpu.product} (SM {gpu.sm}): TensorRT-LLM's builder "
+                    "raises 'INT8/INT4 quantization is not supported on SM>=100' (INT4 weight-only) or "
+                    "'SmoothQuant is not supported on SM>=100' for SM 100–119.",
+                    "use fp8, nvfp4 or mxfp8 on this GPU.",
+                )
+            )
+        if request.kv_cache_dtype == "int8":
+            issues.append(
+                PlanIssue(
+                    "spec.quantization.kvCacheDtype",
+                    f"an INT8 KV cache is not supported on {gpu.product} (SM {gpu.sm}).",
+                    "use kvCacheDtype fp8 or auto on this GPU.",
+                )
+            )
+    if request.max_num_tokens is not None and request.max_num_tokens < request.tokens_per_block:
+        issues.append(
+            PlanIssue(
+                "spec.build.maxNumTokens",
+                f"maxNumTokens {request.max_num_tokens} is below one KV block of {request.tokens_per_block} "
+                "tokens; TensorRT-LLM raises it to tokensPerBlock and then needs chunked context.",
+                f"use maxNumTokens ≥ {request.tokens_per_block} (TensorRT-LLM default 8192).",
+            )
+        )
     tp, pp, ep = request.tp, request.pp, request.ep
     limit = request.gpus_per_node if not request.multi_node else max(tp, 64)
     heads = arch.num_attention_heads
@@ -477,6 +548,27 @@ def _compute(arch: Architecture, request: PlanRequest, gpu: GPUSpec) -> Plan:
                 "accept it for shorter typical requests, or use an FP8 KV cache, more tensor parallelism, "
                 "or a lower maxSeqLen.",
                 kind="capacity",
+            )
+        )
+    model_limit = math.ceil(arch.max_position_embeddings * rotary_factor(arch))
+    if max_seq_len > model_limit:
+        warnings.append(
+            PlanIssue(
+                "spec.build.maxSeqLen",
+                f"maxSeqLen {max_seq_len} exceeds the model's max_position_embeddings "
+                f"{arch.max_position_embeddings} × RoPE scaling {rotary_factor(arch):g} = {model_limit}; "
+                "trtllm-build builds it but warns that accuracy may be affected (the PyTorch backend "
+                "lowers it to the model's limit).",
+                f"use maxSeqLen ≤ {model_limit}.",
+            )
+        )
+    if request.max_num_tokens is not None and max_num_tokens < max_seq_len:
+        warnings.append(
+            PlanIssue(
+                "spec.build.maxNumTokens",
+                f"maxNumTokens {max_num_tokens} is below maxSeqLen {max_seq_len}: prompts longer than "
+                f"{max_num_tokens} tokens are rejected unless chunked context is enabled.",
+                "enable chunked context (spec.server.enableChunkedContext) or raise maxNumTokens.",
             )
         )
     recommended: dict[str, Any] = {

@@ -46,6 +46,7 @@ _FLAGS: dict[str, str] = {
     "typicalRequestTokens": "--typical-request-tokens",
     "gpusPerNode": "--gpus-per-node",
     "tokensPerBlock": "--tokens-per-block",
+    "gpuCatalog": "--gpu-catalog",
 }
 
 
@@ -77,7 +78,12 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--awq-block-size", type=int, default=128)
     p.add_argument("--tokens-per-block", type=int, default=32)
-    p.add_argument("--gpus-per-node", type=int, default=8)
+    p.add_argument(
+        "--gpus-per-node",
+        type=int,
+        default=None,
+        help="GPUs in one node (default: the GPU catalog entry's gpusPerNode, 8 for HGX boards, 4 for GB200)",
+    )
     p.add_argument("--multi-node", action="store_true", help="allow tp × pp beyond one node")
     p.add_argument("--gpu-catalog", default=None, help="YAML file extending the GPU catalog")
     p.add_argument("--output", choices=("json", "table"), default="json")
@@ -99,7 +105,10 @@ def run(args: argparse.Namespace) -> int:
                 raise PlanInputError(
                     "gpuCatalog", f"cannot read {args.gpu_catalog}: {exc} (--gpu-catalog)"
                 ) from exc
-            extra = load_catalog_extension(text)
+            try:
+                extra = load_catalog_extension(text)
+            except PlanInputError as exc:
+                raise PlanInputError("gpuCatalog", f"{args.gpu_catalog}: {exc.field}: {exc.message}") from exc
         arch = Architecture.from_hf_config(load_hf_config(args.model_config))
         gpu = lookup(args.gpu, extra)
         request = PlanRequest(
@@ -114,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
             kv_cache_free_gpu_mem_fraction=args.kv_cache_free_gpu_mem_fraction,
             typical_request_tokens=args.typical_request_tokens,
             multi_node=args.multi_node,
-            gpus_per_node=args.gpus_per_node,
+            gpus_per_node=args.gpus_per_node if args.gpus_per_node is not None else gpu.gpus_per_node,
             awq_block_size=args.awq_block_size,
             tokens_per_block=args.tokens_per_block,
             max_beam_width=args.max_beam_width,
