@@ -98,6 +98,15 @@ def test_cli_json_has_the_stable_keys(tmp_path: Path, capsys: pytest.CaptureFixt
         (["--trace", "/nope.csv"], "no such file"),
         (["--slo-ttft-ms", "0"], "--slo-ttft-ms"),
         (["--reserve-output-tokens", "-1"], "--reserve-output-tokens"),
+        (["--initial-replicas", "-1"], "--initial-replicas must be >= 0"),
+        (["--timeline-interval-s", "0", "--timeline", "x.csv"], "--timeline-interval-s must be > 0"),
+        (["--timeline", "/nonexistent/dir/x.csv"], "--timeline /nonexistent/dir/x.csv: directory"),
+        (["--plot", "/nonexistent/dir/p.png"], "--plot /nonexistent/dir/p.png: directory"),
+        (["--deployment", str(ROOT / "README.md")], "--deployment"),
+        (["--max-gpus", "0"], "--max-gpus 0 is below the 1 GPUs of one replica"),
+        (["--max-gpus", "1", "--tp", "2"], "--max-gpus 1 is below the 2 GPUs"),
+        (["--time-scale", "0"], "--time-scale must be > 0"),
+        (["--tp", "0"], "--tp and --pp must be >= 1"),
     ],
 )
 def test_cli_bad_input_exits_2_naming_the_flag(
@@ -115,3 +124,13 @@ def test_cli_simulates_a_deployment_manifest(capsys: pytest.CaptureFixture[str])
     assert main(args) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["policy"] == f"builtin ({example})" and out["requests"] == 800
+
+
+def test_cli_table_defaults_to_no_quantization(capsys: pytest.CaptureFixture[str]) -> None:
+    # No --quantization: the API's default (none) applies, so an Ampere GPU works without FP8.
+    args = ["simulate", "--trace", str(TRACE), "--time-scale", "5", "--model-config", str(LLAMA_8B)]
+    args += ["--gpu", "A100", "--policy", "static:2", "--output", "table"]
+    assert main(args) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.strip()}
+    replica = lines["replica"]
+    assert "{" not in replica and "gpus=1, max_kv_tokens=" in replica

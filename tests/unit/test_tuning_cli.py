@@ -51,6 +51,8 @@ def test_simulate_matches_the_recorded_sweep(capsys: pytest.CaptureFixture[str])
         str(CONFIG),
         "--gpu",
         "H100",
+        "--quantization",
+        "fp8",
         "--kv-cache-dtype",
         "fp8",
         "--values",
@@ -88,6 +90,8 @@ def test_table_output(capsys: pytest.CaptureFixture[str]) -> None:
         (["--simulate", "--gpu", "H100"], "needs --model-config and --gpu"),
         (["--simulate", "--model-config", str(CONFIG), "--gpu", "H100", "--values", "a,b"], "--values"),
         (["--simulate", "--model-config", str(CONFIG), "--gpu", "NoSuchGPU"], "NoSuchGPU"),
+        # Explicit fp8 on Ampere is refused; the default (none) is not FP8.
+        (["--simulate", "--model-config", str(CONFIG), "--gpu", "A100", "--quantization", "fp8"], "SM 89"),
         (["--kv-history", "/nonexistent.json"], "cannot read a JSON history"),
     ],
 )

@@ -15,6 +15,7 @@ import argparse
 import dataclasses
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 EXIT_OK = 0
@@ -32,7 +33,8 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--trace",
         required=True,
-        help="Azure trace .csv, Mooncake .jsonl, or poisson:rate=R,duration=S / gamma:rate=R,duration=S,cv=C",
+        help="Azure trace .csv, Mooncake .jsonl, or poisson:rate=R,duration=S / gamma:rate=R,duration=S,cv=C "
+        "(cv: coefficient of variation of inter-arrival times, default 2; poisson is cv=1)",
     )
     p.add_argument(
         "--time-scale", type=float, default=1.0, help="divide inter-arrival times by K (default 1)"
@@ -42,7 +44,9 @@ def register(subparsers: Any) -> None:
         "--gpu", required=True, help="GPU product (nvidia.com/gpu.product value or alias, e.g. H100)"
     )
     p.add_argument(
-        "--quantization", default="fp8", help="none|fp8|int8_sq|int4_awq|w4a8_awq|nvfp4 (default fp8)"
+        "--quantization",
+        default="none",
+        help="none|fp8|int8_sq|int4_awq|w4a8_awq|nvfp4|mxfp8 (default none, as spec.quantization.format)",
     )
     p.add_argument("--kv-cache-dtype", default="auto", help="auto|fp8|int8 (default auto)")
     p.add_argument("--tp", type=int, default=1, help="tensor parallelism: GPUs per replica (default 1)")
@@ -91,11 +95,19 @@ def register(subparsers: Any) -> None:
 
 
 def _load_manifest(path: str) -> dict[str, Any]:
-    """The LLMDeployment document of a YAML file (the first one of that kind, or the only one)."""
+    """The LLMDeployment document of a YAML file (the first one of that kind, or the only one).
+
+    Raises :class:`ValueError` naming ``--deployment`` when the file is not YAML or holds no
+    LLMDeployment, :class:`OSError` when it cannot be read.
+    """
     import yaml  # noqa: PLC0415
 
     with open(path, encoding="utf-8") as handle:
-        docs = [d for d in yaml.safe_load_all(handle) if isinstance(d, dict)]
+        try:
+            docs = [d for d in yaml.safe_load_all(handle) if isinstance(d, dict)]
+        except yaml.YAMLError as exc:
+            reason = " ".join(str(exc).split())
+            raise ValueError(f"--deployment {path}: not valid YAML ({reason})") from exc
     for doc in docs:
         if doc.get("kind") == "LLMDeployment":
             return doc
@@ -109,6 +121,48 @@ def _fail(message: str) -> int:
     return EXIT_BAD_INPUT
 
 
+def argument_errors(args: argparse.Namespace) -> list[str]:
+    """Problems with the flags alone (no files read), each naming the flag and the fix; empty = fine."""
+    errors: list[str] = []
+    if args.slo_ttft_ms <= 0:
+        errors.append(f"--slo-ttft-ms must be > 0, got {args.slo_ttft_ms}")
+    if args.cold_start_s < 0:
+        errors.append(f"--cold-start-s must be >= 0, got {args.cold_start_s}")
+    if args.time_scale <= 0:
+        errors.append(f"--time-scale must be > 0, got {args.time_scale}")
+    if args.reserve_output_tokens < 0:
+        errors.append(f"--reserve-output-tokens must be >= 0, got {args.reserve_output_tokens}")
+    if args.min_replicas < 1 or args.max_replicas < args.min_replicas:
+        errors.append("--min-replicas must be >= 1 and --max-replicas >= --min-replicas")
+    if args.initial_replicas is not None and args.initial_replicas < 0:
+        errors.append(f"--initial-replicas must be >= 0, got {args.initial_replicas}")
+    if args.tp < 1 or args.pp < 1:
+        errors.append(f"--tp and --pp must be >= 1, got --tp {args.tp} --pp {args.pp}")
+    elif args.max_gpus is not None and args.max_gpus < args.tp * args.pp:
+        errors.append(
+            f"--max-gpus {args.max_gpus} is below the {args.tp * args.pp} GPUs of one replica "
+            f"(--tp {args.tp} × --pp {args.pp}); no replica could ever start. "
+            "Raise --max-gpus or leave it out."
+        )
+    if args.timeline_interval_s <= 0:
+        errors.append(f"--timeline-interval-s must be > 0, got {args.timeline_interval_s}")
+    for flag, path in (("--timeline", args.timeline), ("--plot", args.plot)):
+        if path:
+            parent = Path(path).parent
+            if not parent.is_dir():
+                errors.append(f"{flag} {path}: directory {str(parent)!r} does not exist; create it first")
+    return errors
+
+
+def _format(value: Any) -> str:
+    """A table cell: a mapping as ``key=value, …`` (thousands separated), anything else as str."""
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_format(v)}" for k, v in value.items())
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return str(value)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run one simulation and print its summary (JSON or a table)."""
     from engine_builder.planner import PlanInputError  # noqa: PLC0415 - keep CLI start fast
@@ -117,14 +171,11 @@ def run(args: argparse.Namespace) -> int:
     from trtllm_operator.simulate.fleet import replica_setup  # noqa: PLC0415
     from trtllm_operator.simulate.traces import TraceError, load_trace, time_scale  # noqa: PLC0415
 
-    if args.slo_ttft_ms <= 0:
-        return _fail(f"--slo-ttft-ms must be > 0, got {args.slo_ttft_ms}")
-    if args.cold_start_s < 0:
-        return _fail(f"--cold-start-s must be >= 0, got {args.cold_start_s}")
-    if args.reserve_output_tokens < 0:
-        return _fail(f"--reserve-output-tokens must be >= 0, got {args.reserve_output_tokens}")
-    if args.min_replicas < 1 or args.max_replicas < args.min_replicas:
-        return _fail("--min-replicas must be >= 1 and --max-replicas >= --min-replicas")
+    errors = argument_errors(args)
+    if errors:
+        for message in errors[1:]:
+            print(f"trtllm-operator simulate: error: {message}", file=sys.stderr)
+        return _fail(errors[0])
     try:
         trace_spec = args.trace
         if trace_spec.startswith(("poisson:", "gamma:")) and "seed=" not in trace_spec:
@@ -200,7 +251,10 @@ def run(args: argparse.Namespace) -> int:
     if args.timeline or args.plot:
         rows = report.timeline(result, args.slo_ttft_ms, args.timeline_interval_s)
     if args.timeline and rows is not None:
-        report.write_timeline_csv(rows, args.timeline)
+        try:
+            report.write_timeline_csv(rows, args.timeline)
+        except OSError as exc:
+            return _fail(f"--timeline {args.timeline}: cannot write: {exc}")
     if args.plot and rows is not None:
         try:
             report.plot_runs({args.policy: rows}, args.plot, slo_ttft_ms=args.slo_ttft_ms, title=args.policy)
@@ -211,5 +265,5 @@ def run(args: argparse.Namespace) -> int:
     else:
         width = max(len(k) for k in summary)
         for key, value in summary.items():
-            print(f"{key:<{width}}  {value}")
+            print(f"{key:<{width}}  {_format(value)}")
     return EXIT_OK

@@ -48,7 +48,11 @@ def register(subparsers: Any) -> None:
     sim = p.add_argument_group("--simulate")
     sim.add_argument("--model-config", help="the model's Hugging Face config.json")
     sim.add_argument("--gpu", help="GPU product (nvidia.com/gpu.product value or alias, e.g. H100)")
-    sim.add_argument("--quantization", default="fp8", help="none|fp8|int8_sq|int4_awq|w4a8_awq|nvfp4")
+    sim.add_argument(
+        "--quantization",
+        default="none",
+        help="none|fp8|int8_sq|int4_awq|w4a8_awq|nvfp4|mxfp8 (default none, as spec.quantization.format)",
+    )
     sim.add_argument("--kv-cache-dtype", default="auto", help="auto|fp8|int8 (default auto)")
     sim.add_argument("--tp", type=int, default=1, help="tensor parallelism (default 1)")
     sim.add_argument("--isl", type=int, default=128, help="prompt tokens (default 128)")
