@@ -40,6 +40,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 from localcluster import ControlPlane, add_gpu_nodes, find_bin_dir, wait_nodes_ready
+from prometheus_client.parser import text_string_to_metric_families
 from support.cluster import LocalCluster
 from support.operator import fast_settings, running_operator
 from support.wait import wait_for
@@ -467,3 +468,47 @@ def test_drained_builder_retries_the_build_elsewhere(
         )
         assert engine["status"]["build"]["jobName"] == prepared.job_name
         assert len(api.batch.list_namespaced_job(api.ns).items) == 1
+
+
+# ----------------------------------------------------------------------------- quiet when settled
+CHILD_KINDS = ("configmaps", "deployments", "services", "poddisruptionbudgets")
+
+
+def _requests(cluster: LocalCluster) -> Counter[tuple[str, str, str]]:
+    """kube-apiserver's apiserver_request_total by (verb, code, resource) for the operator's child kinds."""
+    cp = cluster.control_plane
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    req = urllib.request.Request(f"{cp.server}/metrics", headers={"Authorization": f"Bearer {cp.token}"})
+    with urllib.request.urlopen(req, timeout=30, context=ctx) as resp:
+        text = resp.read().decode()
+    out: Counter[tuple[str, str, str]] = Counter()
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == "apiserver_request_total" and s.labels.get("resource") in CHILD_KINDS:
+                out[(s.labels["verb"], s.labels.get("code", ""), s.labels["resource"])] += int(s.value)
+    return out
+
+
+def test_reconciling_a_settled_deployment_writes_nothing(cluster: LocalCluster, api: Api) -> None:
+    """Regression (benchmarks/scale.py idle writes): every reconcile of a settled LLMDeployment used to
+    POST its ConfigMap, Deployment, Service and PodDisruptionBudget again and get 409 AlreadyExists."""
+    eng = kwok_engine("settled", 8, 200)
+    api.create(ENGINE_PLURAL, eng.manifest())
+    api.create(DEPLOYMENTS, a_deployment("quiet", "settled", replicas=1))
+    with running_operator(cluster, [api.ns]):
+        wait_for(lambda: deployment_ready(api, "quiet", eng.prepared().key), timeout=90, desc="quiet Ready")
+        before = _requests(cluster)
+        for i in range(3):  # each metadata change is an update event → a full reconcile
+            api.patch(DEPLOYMENTS, "quiet", {"metadata": {"annotations": {"example.com/touch": str(i)}}})
+
+        def reconciled() -> Counter[tuple[str, str, str]]:
+            d = _requests(cluster)
+            d.subtract(before)
+            gets = sum(v for (verb, _, res), v in d.items() if verb == "GET" and res == "deployments")
+            return d if gets >= 3 else Counter()  # the operator reads its Deployment once per reconcile
+
+        d = wait_for(reconciled, timeout=30, desc="three reconciles")
+        rejected = {k: v for k, v in d.items() if k[0] == "POST" and k[1] == "409" and v > 0}
+        assert not rejected, f"reconciles of a settled object re-POST its children: {rejected}"
