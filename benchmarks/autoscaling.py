@@ -184,7 +184,7 @@ def tune(halves: dict[float, list[Request]], setup: Setup) -> tuple[dict[str, An
 
 def previous_builtin() -> policies.SharedPolicy:
     """The builtin policy as shipped before the batch-utilization signal (queue 4 + KV 0.8)."""
-    pol = policies.builtin(1, MAX_REPLICAS, queue_depth_per_replica=4.0, batch_utilization=None)
+    pol = policies.builtin(1, MAX_REPLICAS, batch_utilization=None)
     pol.name = "builtin-before"
     return pol
 
@@ -202,7 +202,7 @@ def evaluate(
     tuned_policy = policies.builtin(1, MAX_REPLICAS, **overrides)
     tuned_policy.name = "builtin-tuned"
     candidates: list[tuple[str, Any, int, str]] = [
-        ("builtin", policies.builtin(1, MAX_REPLICAS), initial, "shipped defaults, batch 0.5 + KV 0.8"),
+        ("builtin", policies.builtin(1, MAX_REPLICAS), initial, "shipped: queue 4 + KV 0.8 + batch 0.5"),
         (
             "builtin-before",
             previous_builtin(),
@@ -376,6 +376,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{spec.max_num_tokens} (planner). TTFT SLO {args.slo_ttft_ms:g} ms (MLPerf Llama-2-70B server "
             f"limit), target ≥ 99 % of requests; cold start {args.cold_start_s:g} s; random routing, seed "
             f"{args.seed}. GPU-hours are in simulated (compressed) time. Method: docs/simulator.md.",
+            "",
+            "`builtin` is the operator's policy (shipped windows and rate limits) with the recommended "
+            "targets: queue depth 4, KV-cache utilization 0.8 and inflight-batch utilization 0.5 "
+            "((active + waiting) / max requests, docs/autoscaling.md); `builtin-before` is the same "
+            "without the batch signal (the recommendation before it existed).",
             "",
             f"Tuned on the first half (grid of {len(tuning_grid())} builtin settings; {top[0]}): "
             f"`{tuned['_label']}`. Top five:",

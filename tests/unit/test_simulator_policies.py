@@ -60,15 +60,9 @@ def test_baselines_are_the_shared_policy_with_other_settings() -> None:
     assert hpa.sync_period_s == 15.0 and hpa.metrics_lag_s == 15.0
     kv = policies.kv_only()
     assert kv.policy.queue_depth_per_replica is None and kv.policy.kv_cache_utilization is not None
-    # builtin = the shipped windows and rate limits with the recommended targets: batch utilization
-    # 0.5 and KV 0.8, queue signal off (the batch signal counts waiting requests; RESULTS.md).
-    default = asc.Policy(
-        min_replicas=1,
-        max_replicas=64,
-        queue_depth_per_replica=None,
-        kv_cache_utilization=0.8,
-        batch_utilization=0.5,
-    )
+    # builtin = the shipped windows and rate limits with the recommended targets: the previous
+    # queue 4 and KV 0.8 plus batch utilization 0.5 (benchmarks/RESULTS.md).
+    default = asc.Policy(min_replicas=1, max_replicas=64, batch_utilization=0.5)
     assert policies.builtin().policy == default
     assert policies.builtin(queue_depth_per_replica=2.0).policy.queue_depth_per_replica == 2.0
 

@@ -70,6 +70,11 @@ Defaults and why (``DEFAULT_*`` below; the simulator's benchmark compares them w
 * targets: queue depth 4 waiting requests per replica, KV-cache utilization 0.8 — a few waiting
   requests keep the inflight batcher full; above ~80 % KV blocks the batcher starts holding requests
   back under ``GUARANTEED_NO_EVICT``, so latency rises before the queue shows it.
+* inflight-batch utilization 0.5 — ``(active + waiting) / max`` requests per replica (Knative-style
+  concurrency normalised by max_batch_size; above 1 when requests wait, so the proportional formula
+  still sizes the fleet past saturation). It leads the queue (it rises before requests wait) and is
+  reachable where the KV target is not (max_batch_size usually binds first); 0.5 leaves headroom for
+  load growth during a ~1 min cold start (chosen on the simulator's tuning half, docs/autoscaling.md).
 """
 
 from __future__ import annotations

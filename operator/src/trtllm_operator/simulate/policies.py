@@ -5,7 +5,7 @@
   with different ``Policy`` settings:
 
   * ``builtin`` — the operator's defaults (its windows and rate limits) with the recommended
-    targets (inflight-batch utilization 0.5 and KV-cache utilization 0.8), evaluated every
+    targets (queue depth 4, KV-cache utilization 0.8, inflight-batch utilization 0.5), evaluated every
     ``metrics.scrapeIntervalSeconds`` (15 s by default, as the operator's
     autoscaler timer does) on metrics it scrapes from the pods at that moment (2 s old: Triton
     refreshes its metrics every 2 s by default, ``--metrics-interval-ms 2000``). Or the
@@ -89,14 +89,13 @@ class SharedPolicy:
 def builtin(min_replicas: int = 1, max_replicas: int = 64, **overrides: object) -> SharedPolicy:
     """The operator's policy with its shipped defaults and recommended targets.
 
-    Targets: ``batchUtilization`` 0.5 and ``kvCacheUtilization`` 0.8, queue-depth signal off (the
-    batch signal already counts waiting requests; see docs/autoscaling.md for the measurements).
-    ``overrides``: any ``Policy`` field.
+    Targets: ``queueDepthPerReplica`` 4, ``kvCacheUtilization`` 0.8 and ``batchUtilization`` 0.5
+    (docs/autoscaling.md, benchmarks/RESULTS.md). ``overrides``: any ``Policy`` field.
     """
     policy = asc.Policy(
         min_replicas=min_replicas,
         max_replicas=max_replicas,
-        queue_depth_per_replica=None,
+        queue_depth_per_replica=asc.DEFAULT_QUEUE_DEPTH_PER_REPLICA,
         kv_cache_utilization=asc.DEFAULT_KV_CACHE_UTILIZATION,
         batch_utilization=asc.DEFAULT_BATCH_UTILIZATION,
     )
