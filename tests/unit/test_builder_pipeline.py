@@ -133,7 +133,8 @@ def test_formats_by_parallelism_through_package(
     assert termination["status"] == "Partial"
     assert termination["reason"] == "CompileSkipped"
     assert "compile: --skip-compile" in termination["skipped"]
-    assert set(termination["stageTimings"]) >= {"fetch", "inspect", "plan", "quantize", "convert", "package"}
+    ran_or_resumed = set(termination["stageTimings"]) | set(termination.get("resumed", []))
+    assert ran_or_resumed >= {"fetch", "inspect", "plan", "quantize", "convert", "package"}
     key = termination["engineKey"]
     artifact = tmp_path / "artifacts" / key
     assert termination["artifactURI"] == str(artifact)
@@ -153,6 +154,7 @@ def test_formats_by_parallelism_through_package(
     manifest = check_manifest(artifact, termination)
     assert manifest["engineKey"] == key
     assert manifest["compile"]["status"] == "skipped"
+    assert manifest["partial"] is True and manifest["missing"][0].startswith("engine/")
     assert manifest["ranks"] == [
         {"rank": r, "files": [f"checkpoint/rank{r}.safetensors"]} for r in range(tp * pp)
     ]
@@ -179,6 +181,7 @@ def test_pytorch_backend_writes_unified_checkpoint_and_llmapi_model(tmp_path: Pa
     assert model_yaml["model"].endswith(f"{termination['engineKey']}/checkpoint")
     manifest = check_manifest(artifact, termination)
     assert manifest["compile"]["status"] == "skipped"
+    assert manifest["partial"] is False and manifest["missing"] == []  # pytorch needs no engine
     assert manifest["triton"]["layout"] == "llmapi"
 
 
@@ -231,6 +234,16 @@ def test_resume_skips_done_stages_and_compile_needs_the_toolchain(
     assert failed["reason"] == "ToolchainMissing"
     assert failed["stage"] == "compile"
     assert "trtllm-build" in failed["message"]
+    # The report's timings are this run's: only compile ran; the rest was resumed. No stale
+    # package timing from the earlier run, no "skipped compile" from the earlier run.
+    assert set(failed["stageTimings"]) == {"compile"}
+    assert failed["resumed"] == ["fetch", "inspect", "plan", "quantize", "convert"]
+    assert "skipped" not in failed or not any(s.startswith("compile") for s in failed["skipped"])
+    # The artifact published by the --skip-compile run is still there, and its manifest says it is
+    # partial (no engine) rather than claiming to be complete.
+    manifest = json.loads((Path(first["artifactURI"]) / "manifest.json").read_text())
+    assert manifest["partial"] is True
+    assert manifest["missing"] and manifest["missing"][0].startswith("engine/")
 
 
 def test_changing_parallelism_reuses_the_calibration(

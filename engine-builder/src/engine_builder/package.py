@@ -3,7 +3,8 @@
 Layout (DESIGN.md §3)::
 
     <engine_key>/
-      manifest.json            # written last: its presence means the artifact is complete
+      manifest.json            # written last: its presence means every listed file is in place;
+                               # "partial": true means a stage the backend needs was skipped
       checkpoint/              # TensorRT-LLM checkpoint (config.json + rank{N}.safetensors), or the
                                # unified HF checkpoint (pytorch backend, tokenizer included)
       engine/                  # config.json + rank{N}.engine (tensorrt backend, when compiled)
@@ -18,7 +19,10 @@ LLMDeployment's server settings, so these are a complete, loadable default. The 
 (:data:`MODEL_CODE_DIRS`); otherwise the manifest says they are absent.
 
 ``manifest.json`` holds the engine key and its inputs (``BuildSpec.key_inputs()``), versions, the
-plan, per-rank files, every file's size and sha256, and stage timings. ``manifestDigest`` is the
+plan, per-rank files, every file's size and sha256, stage timings, and ``partial`` / ``missing``:
+a ``tensorrt`` artifact whose compile was skipped (``--skip-compile``) has no ``engine/`` and says
+so (``partial: true``, ``missing: ["engine/ ..."]``); ``trtllm-operator cache import`` refuses such
+an artifact unless told ``--allow-partial``. ``manifestDigest`` is the
 sha256 of the canonical JSON of the manifest *without* ``stageTimings`` (wall-clock figures differ
 between two builds of the same inputs; everything else must not).
 """
@@ -71,6 +75,19 @@ def manifest_digest(manifest: dict[str, Any]) -> str:
     ``manifestDigest``."""
     content = {k: v for k, v in manifest.items() if k not in ("stageTimings", "manifestDigest")}
     return "sha256:" + hashlib.sha256(canonical_json(content).encode("utf-8")).hexdigest()
+
+
+def missing_parts(backend: str, compile_info: dict[str, Any]) -> list[str]:
+    """What a loadable artifact of ``backend`` needs but this one lacks (empty = complete).
+
+    ``compile_info``: the manifest's ``compile`` entry (``status`` done | skipped, ``reason``). The
+    ``pytorch`` backend serves the checkpoint and needs no engine; ``tensorrt`` needs ``engine/``.
+    """
+    if backend != "tensorrt" or compile_info.get("status") == "done":
+        return []
+    status = compile_info.get("status") or "not run"
+    why = compile_info.get("reason") or status
+    return [f"engine/ (compile {status}: {why}): Triton's TensorRT-LLM backend has no engine to load"]
 
 
 def versions() -> dict[str, str | None]:
@@ -216,6 +233,8 @@ def package(
         "quantization": quantize_info,
         "checkpoint": checkpoint_info,
         "compile": compile_info,
+        "partial": bool(missing_parts(spec.backend, compile_info)),
+        "missing": missing_parts(spec.backend, compile_info),
         "plan": plan,
         "triton": {
             "layout": layout,

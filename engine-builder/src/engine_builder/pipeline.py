@@ -97,6 +97,11 @@ class Context:
     options: Options
     progress: Progress
     results: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Seconds of each stage that ran in this process (the report's stageTimings; resumed stages'
+    #: records hold an earlier run's seconds).
+    ran: dict[str, float] = field(default_factory=dict)
+    #: Stages whose record from an earlier run was reused.
+    resumed: list[str] = field(default_factory=list)
 
     @property
     def state_dir(self) -> Path:
@@ -489,14 +494,17 @@ def run(spec_path: Path, workdir: Path, from_stage: str | None, options: Options
                     f"[{stage}] already {rec['status']} ({rec.get('seconds', 0):.1f}s), resuming after it",
                     flush=True,
                 )
+                ctx.resumed.append(stage)
                 continue
             reran.add(stage)
             (ctx.state_dir / f"{stage}.json").unlink(missing_ok=True)
             ctx.results.pop(stage, None)
             progress.start(stage, STAGE_HELP[stage])
             started = time.monotonic()
-            status, _, reason = outcome = STAGE_FUNCS[stage](ctx)
-            seconds = time.monotonic() - started
+            try:
+                status, _, reason = outcome = STAGE_FUNCS[stage](ctx)
+            finally:  # a failed stage's seconds are reported too
+                seconds = ctx.ran[stage] = time.monotonic() - started
             _record(ctx, stage, outcome, seconds)
             progress.finish(stage, status + (f" ({reason})" if reason else ""), seconds)
     except BuildError as exc:
@@ -525,14 +533,18 @@ def _report(
     skipped: list[str] = []
     engine_key = artifact_uri = digest = None
     size = None
+    resumed: list[str] = []
     if ctx is not None:
         engine_key = ctx.engine_key
-        for stage in STAGES[:-1]:
+        # Timings of this run only: a resumed stage's record holds an earlier run's seconds, and
+        # after a failure the records of later stages are an earlier run's leftovers.
+        timings = dict(ctx.ran)
+        resumed = list(ctx.resumed)
+        last = STAGES.index(failure.stage) if failure is not None and failure.stage in STAGES else len(STAGES)
+        for stage in STAGES[: min(last, len(STAGES) - 1)]:
             rec = ctx.results.get(stage)
-            if rec:
-                timings[stage] = float(rec.get("seconds", 0.0))
-                if rec.get("status") == "skipped":
-                    skipped.append(f"{stage}: {rec.get('reason', '')}")
+            if rec and rec.get("status") == "skipped":
+                skipped.append(f"{stage}: {rec.get('reason', '')}")
         pkg = ctx.result("package")
         artifact_uri, digest, size = (
             pkg.get("artifact_uri"),
@@ -549,6 +561,7 @@ def _report(
             engine_key=engine_key,
             stage_timings=timings,
             skipped=skipped,
+            resumed=resumed,
         )
     else:
         partial = ctx is not None and ctx.results.get("compile", {}).get("reason") == "--skip-compile"
@@ -564,6 +577,7 @@ def _report(
             size_bytes=size,
             stage_timings=timings,
             skipped=skipped,
+            resumed=resumed,
         )
     (workdir / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True))
     try:

@@ -137,13 +137,15 @@ def build_report(
     size_bytes: int | None = None,
     stage_timings: dict[str, float] | None = None,
     skipped: list[str] | None = None,
+    resumed: list[str] | None = None,
 ) -> dict[str, Any]:
     """The compact result as plain data (camelCase keys, the operator's API style).
 
     Keys: ``status`` (Succeeded | Partial | Failed; Partial = a stage the backend needs was
     skipped on request, e.g. ``--skip-compile``), ``reason``, ``message``, ``stage``, ``field``,
     ``exitCode``, ``retryable``, ``engineKey``, ``artifactURI``, ``manifestDigest``
-    (``sha256:<hex>``), ``sizeBytes``, ``stageTimings`` (seconds, 3 decimals), ``skipped``.
+    (``sha256:<hex>``), ``sizeBytes``, ``stageTimings`` (seconds, 3 decimals, stages that ran in
+    this run only), ``skipped``, ``resumed`` (stages whose record from an earlier run was reused).
     ``None`` values are dropped. The message is shortened so the JSON stays ≤ 4 KiB.
     """
     report: dict[str, Any] = {
@@ -160,6 +162,7 @@ def build_report(
         "sizeBytes": size_bytes,
         "stageTimings": {k: round(v, 3) for k, v in (stage_timings or {}).items()} or None,
         "skipped": skipped or None,
+        "resumed": resumed or None,
     }
     report = {k: v for k, v in report.items() if v is not None and v != ""}
     return _fit(report)
