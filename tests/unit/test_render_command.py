@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import kubernetes_validate
 import pytest
@@ -72,3 +73,109 @@ def test_separate_engine_file_and_refusals(tmp_path: Path, capsys: pytest.Captur
     assert "LeaderWorkerSetRequired" in capsys.readouterr().err
     assert main([*args, "--lws"]) == 0
     assert "kind: LeaderWorkerSet" in capsys.readouterr().out
+
+
+def _example_pair() -> tuple[dict[str, Any], dict[str, Any]]:
+    docs = list(yaml.safe_load_all((REPO / "examples" / "llama-3.1-8b-fp8-h100.yaml").read_text()))
+    return (
+        next(d for d in docs if d["kind"] == "LLMDeployment"),
+        next(d for d in docs if d["kind"] == "LLMEngine"),
+    )
+
+
+def _set(doc: dict[str, Any], path: str, value: Any) -> None:
+    *parents, last = path.split(".")
+    for key in parents:
+        doc = doc.setdefault(key, {})
+    if value is _DELETE:
+        doc.pop(last, None)
+    else:
+        doc[last] = value
+
+
+_DELETE = object()
+
+
+@pytest.mark.parametrize(
+    ("kind", "path", "value", "fragments"),
+    [
+        ("LLMDeployment", "metadata.name", _DELETE, ["metadata.name: missing"]),
+        ("LLMDeployment", "metadata.namespace", "BAD NS", ["metadata.namespace", "DNS-1123 label"]),
+        ("LLMDeployment", "spec.bogusField", 1, ["spec.bogusField: unknown field"]),
+        ("LLMDeployment", "spec.server.bogus", "x", ["spec.server.bogus: unknown field"]),
+        ("LLMDeployment", "spec.replicas", -1, ["spec.replicas", "greater than or equal to 0"]),
+        (
+            "LLMDeployment",
+            "spec.autoscaling",
+            {"mode": "builtin", "minReplicas": 5, "maxReplicas": 2},
+            ["spec.autoscaling.minReplicas", "less than or equal to maxReplicas"],
+        ),
+        ("LLMEngine", "spec.quantization.format", "fp4", ["spec.quantization.format", "Unsupported value"]),
+        ("LLMEngine", "spec.parallelism.tensr", 2, ["spec.parallelism.tensr: unknown field"]),
+    ],
+)
+def test_manifest_the_api_server_rejects_exits_2(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    kind: str,
+    path: str,
+    value: Any,
+    fragments: list[str],
+) -> None:
+    dep, engine = _example_pair()
+    _set(dep if kind == "LLMDeployment" else engine, path, value)
+    (tmp_path / "all.yaml").write_text(yaml.safe_dump_all([engine, dep]))
+    assert main(["render", "-f", str(tmp_path / "all.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    for fragment in fragments:
+        assert fragment in err, err
+
+
+@pytest.mark.parametrize(
+    ("flags", "fragment"),
+    [
+        (["--gpus-per-node", "0"], "--gpus-per-node must be >= 1"),
+        (["--namespace", "BAD NS"], "--namespace: 'BAD NS' is not a valid namespace"),
+        (["--namespace=-x"], "DNS-1123 label"),
+        (["--namespace", "a" * 64], "DNS-1123 label"),
+    ],
+)
+def test_bad_flags_exit_2(flags: list[str], fragment: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["render", "-f", str(REPO / "examples" / "llama-3.1-8b-fp8-h100.yaml"), *flags]) == 2
+    assert fragment in capsys.readouterr().err
+
+
+CORPUS = sorted((REPO / "tests" / "fixtures" / "invalid").glob("*.yaml"))
+#: Rules cel-python cannot evaluate here (Kubernetes' quantity() library); the API server checks them.
+NOT_CHECKED_OFFLINE = {
+    "deployment-shared-memory-not-quantity.yaml",
+    "engine-create-pvc-bad-size.yaml",
+    "engine-memory-not-a-quantity.yaml",
+}
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.name)
+def test_offline_check_matches_the_api_server_corpus(path: Path) -> None:
+    from trtllm_operator.commands._schema import manifest_errors  # noqa: PLC0415
+
+    text = path.read_text(encoding="utf-8")
+    expects = [line[len("# expect: ") :] for line in text.splitlines() if line.startswith("# expect: ")]
+    errors = manifest_errors(yaml.safe_load(text))
+    if path.name in NOT_CHECKED_OFFLINE:
+        assert errors == []
+        return
+    assert errors, f"{path.name}: not caught offline"
+    for fragment in expects:
+        assert any(fragment in e for e in errors), (fragment, errors)
+
+
+@pytest.mark.parametrize(
+    "path", sorted((REPO / "tests" / "fixtures" / "valid").glob("*.yaml")), ids=lambda p: p.name
+)
+def test_offline_check_accepts_the_valid_fixtures(path: Path) -> None:
+    from trtllm_operator.commands._schema import manifest_errors  # noqa: PLC0415
+
+    for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+        if isinstance(doc, dict):
+            assert manifest_errors(doc) == []

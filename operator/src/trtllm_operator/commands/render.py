@@ -8,8 +8,14 @@ from git), the key is computed from its spec as the LLMEngine controller compute
 artifact location follows ``spec.storage``. Both files may hold several YAML documents; the
 LLMEngine named by ``spec.engineRef`` is picked (``--engine`` may be left out when ``-f`` holds it).
 
+Before rendering, both manifests are checked as the API server would check them
+(:mod:`trtllm_operator.commands._schema`): the CRD schema's types, ranges and enums, unknown fields
+(the API server would silently drop them), and the CEL rules cel-python can evaluate (for example
+``minReplicas`` ≤ ``maxReplicas``). A manifest ``kubectl apply`` would reject is bad input.
+
 Exit codes: 0 rendered; 1 not renderable (incompatible engine, replica needs a LeaderWorkerSet,
-bad settings — the reason is printed on stderr, as the condition would say); 2 bad input.
+bad settings — the reason is printed on stderr, as the condition would say); 2 bad input (unreadable
+file, a manifest the API server would reject, a bad flag; each message names the field or flag).
 """
 
 from __future__ import annotations
@@ -61,11 +67,22 @@ def _docs(path: str) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(Path(path).read_text()) if isinstance(d, dict)]
 
 
+def _bad(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
 def run(args: argparse.Namespace) -> int:
     # Heavier imports (planner, pydantic models, templates) only when the command runs.
+    from trtllm_operator.commands._schema import manifest_errors, namespace_error  # noqa: PLC0415
     from trtllm_operator.decide.engine import InvalidEngine, prepare_engine  # noqa: PLC0415
     from trtllm_operator.render.children import desired_children  # noqa: PLC0415
 
+    if args.gpus_per_node < 1:
+        return _bad(f"--gpus-per-node must be >= 1 (GPUs of one node), got {args.gpus_per_node}")
+    bad_namespace = namespace_error(args.namespace)
+    if bad_namespace:
+        return _bad(f"--namespace: {bad_namespace}")
     try:
         docs = _docs(args.filename) + (_docs(args.engine) if args.engine else [])
     except (OSError, yaml.YAMLError) as exc:
@@ -77,7 +94,15 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     out: list[dict[str, Any]] = []
     for dep in deployments:
-        dep.setdefault("metadata", {}).setdefault("namespace", args.namespace)
+        if not isinstance(dep.get("metadata"), dict):
+            dep["metadata"] = {}
+        dep["metadata"].setdefault("namespace", args.namespace)
+        errors = manifest_errors(dep)
+        if errors:
+            name = dep["metadata"].get("name") or "(unnamed)"
+            for message in errors:
+                print(f"error: LLMDeployment {name}: {message}", file=sys.stderr)
+            return EXIT_BAD_INPUT
         dep["metadata"].setdefault("uid", "")
         ref = ((dep.get("spec") or {}).get("engineRef") or {}).get("name")
         engine = next(
@@ -95,6 +120,11 @@ def run(args: argparse.Namespace) -> int:
             )
             return EXIT_BAD_INPUT
         engine["metadata"].setdefault("namespace", dep["metadata"]["namespace"])
+        errors = manifest_errors(engine)
+        if errors:
+            for message in errors:
+                print(f"error: LLMEngine {ref}: {message}", file=sys.stderr)
+            return EXIT_BAD_INPUT
         status = engine.setdefault("status", {})
         if not status.get("engineKey"):
             prepared = prepare_engine(engine["metadata"]["name"], engine.get("spec") or {})

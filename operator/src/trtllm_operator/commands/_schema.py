@@ -1,0 +1,227 @@
+"""Check an LLMEngine / LLMDeployment manifest the way the API server would, without a cluster.
+
+Used by ``trtllm-operator render`` so a manifest that ``kubectl apply`` would reject is not rendered.
+Three passes over ``spec``, all driven by the generated CRD schema (:mod:`trtllm_operator.api.crd`,
+the same schema as ``crds/*.yaml``):
+
+1. structural: types, enums, ranges, patterns and required keys (``jsonschema``), with unknown fields
+   rejected where the schema does not set ``x-kubernetes-preserve-unknown-fields`` (the API server
+   prunes them silently, so a typo would otherwise vanish);
+2. defaults from the schema filled in, as the API server does before CEL;
+3. the CEL ``x-kubernetes-validations`` rules, evaluated with ``cel-python``. Rules that use
+   ``oldSelf`` (transition rules) or a Kubernetes CEL library function cel-python lacks are skipped:
+   the API server still checks those.
+
+Also checks ``apiVersion``, ``metadata.name`` (a DNS-1123 subdomain) and ``metadata.namespace``
+(a DNS-1123 label). Every message names the field path (``spec.autoscaling.minReplicas``).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Iterator
+from functools import cache
+from typing import Any
+
+#: DNS-1123 label (namespaces): lower-case alphanumerics and '-', ≤ 63, alphanumeric at both ends.
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+#: DNS-1123 subdomain (object names): labels joined by '.', ≤ 253.
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def namespace_error(value: object) -> str | None:
+    """Why ``value`` is not a valid namespace name (DNS-1123 label), or None when it is."""
+    if not isinstance(value, str) or len(value) > 63 or not DNS1123_LABEL.match(value):
+        return (
+            f"{value!r} is not a valid namespace: use at most 63 lower-case letters, digits and '-', "
+            "starting and ending with a letter or digit (DNS-1123 label)"
+        )
+    return None
+
+
+def _strict(node: Any) -> Any:
+    """A copy of an OpenAPI schema that rejects unknown properties and accepts ``nullable`` nulls."""
+    if isinstance(node, list):
+        return [_strict(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _strict(v) for k, v in node.items()}
+    if (
+        out.get("type") == "object"
+        and "properties" in out
+        and "additionalProperties" not in out
+        and not out.get("x-kubernetes-preserve-unknown-fields")
+    ):
+        out["additionalProperties"] = False
+    if out.get("nullable") and isinstance(out.get("type"), str):
+        out["type"] = [out["type"], "null"]
+    # OpenAPI 3.0 booleans → JSON Schema 2020-12 numbers.
+    for bound, key in (("minimum", "exclusiveMinimum"), ("maximum", "exclusiveMaximum")):
+        if isinstance(out.get(key), bool) and out.pop(key) and bound in out:
+            out[key] = out.pop(bound)
+    return out
+
+
+@cache
+def _schemas() -> dict[str, dict[str, Any]]:
+    from trtllm_operator.api import DEPLOYMENT_KIND, ENGINE_KIND  # noqa: PLC0415
+    from trtllm_operator.api.crd import deployment_crd, engine_crd  # noqa: PLC0415
+
+    out = {}
+    for kind, crd in ((ENGINE_KIND, engine_crd()), (DEPLOYMENT_KIND, deployment_crd())):
+        out[kind] = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return out
+
+
+def _path(base: str, parts: Any) -> str:
+    out = base
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def _structural_errors(spec: Any, schema: dict[str, Any]) -> list[str]:
+    from jsonschema import Draft202012Validator  # type: ignore[import-untyped]  # noqa: PLC0415
+
+    validator = Draft202012Validator(_strict(schema))
+    errors: list[str] = []
+    for err in sorted(validator.iter_errors(spec), key=lambda e: [str(p) for p in e.absolute_path]):
+        path = _path("spec", err.absolute_path)
+        if err.validator == "additionalProperties" and isinstance(err.instance, dict):
+            known = set((err.schema.get("properties") or {}).keys())
+            for key in sorted(set(err.instance) - known):
+                errors.append(
+                    f"{path}.{key}: unknown field; the API server would drop it. Remove it or fix its "
+                    f"spelling (known fields here: {', '.join(sorted(known))})"
+                )
+        else:
+            errors.append(_message(path, err.validator, err.validator_value, err.instance, err.message))
+    return errors
+
+
+def _message(path: str, validator: Any, expected: Any, instance: Any, default: str) -> str:
+    """The API server's wording for the common schema failures (``kubectl apply`` says the same)."""
+    if validator == "required" and isinstance(instance, dict):
+        missing = [k for k in expected if k not in instance]
+        return "; ".join(f"{path}.{k}: Required value" for k in missing)
+    if validator == "enum":
+        return f"{path}: Unsupported value: {instance!r}: supported values: {', '.join(map(repr, expected))}"
+    words = {
+        "minimum": "greater than or equal to",
+        "maximum": "less than or equal to",
+        "exclusiveMinimum": "greater than",
+        "exclusiveMaximum": "less than",
+    }
+    if validator in words:
+        return f"{path}: Invalid value: {instance!r}: should be {words[validator]} {expected}"
+    if validator == "type":
+        return f"{path}: Invalid value: {instance!r}: must be of type {expected}"
+    return f"{path}: {default}"
+
+
+def apply_defaults(value: Any, schema: dict[str, Any]) -> Any:
+    """``value`` with the schema's ``default`` values filled in for absent properties (recursively)."""
+    if isinstance(value, dict):
+        props = schema.get("properties") or {}
+        out = dict(value)
+        for key, sub in props.items():
+            if key not in out and "default" in sub:
+                out[key] = copy.deepcopy(sub["default"])
+            if key in out:
+                out[key] = apply_defaults(out[key], sub)
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, dict):
+            for key, item in list(out.items()):
+                if key not in props:
+                    out[key] = apply_defaults(item, extra)
+        return out
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [apply_defaults(v, schema["items"]) for v in value]
+    return value
+
+
+def _cel_nodes(value: Any, schema: dict[str, Any], path: str) -> Iterator[tuple[str, Any, dict[str, Any]]]:
+    yield path, value, schema
+    if isinstance(value, dict):
+        props = schema.get("properties") or {}
+        extra = schema.get("additionalProperties")
+        for key, sub in value.items():
+            sub_schema = props.get(key, extra if isinstance(extra, dict) else None)
+            if isinstance(sub_schema, dict):
+                yield from _cel_nodes(sub, sub_schema, f"{path}.{key}")
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for i, item in enumerate(value):
+            yield from _cel_nodes(item, schema["items"], f"{path}[{i}]")
+
+
+@cache
+def _program(rule: str) -> Any:
+    import celpy  # noqa: PLC0415
+
+    env = celpy.Environment()
+    return env.program(env.compile(rule))
+
+
+def _cel_errors(spec: Any, schema: dict[str, Any]) -> list[str]:
+    from celpy import celtypes  # noqa: PLC0415
+    from celpy.adapter import json_to_cel  # noqa: PLC0415
+
+    from trtllm_operator.api.common import CEL_KEY  # noqa: PLC0415
+
+    errors: list[str] = []
+    for path, value, node in _cel_nodes(spec, schema, ""):
+        for rule in node.get(CEL_KEY) or []:
+            text = rule.get("rule", "")
+            if "oldSelf" in text:
+                continue
+            try:
+                result = _program(text).evaluate({"self": json_to_cel(value)})
+            except Exception:  # a rule cel-python cannot evaluate is left to the API server
+                continue
+            if isinstance(result, celtypes.BoolType) and not bool(result):
+                where = (path + str(rule.get("fieldPath") or "")).lstrip(".") or "<root>"
+                errors.append(f"{where}: {rule.get('message', text)}")
+    return errors
+
+
+def manifest_errors(doc: dict[str, Any]) -> list[str]:
+    """Everything the API server would reject in ``doc`` that can be checked here; empty = valid.
+
+    ``doc`` is one LLMEngine or LLMDeployment manifest (a dict as read from YAML). Other kinds
+    return ``[]``. Messages start with the field path.
+    """
+    from trtllm_operator.api import API_VERSION  # noqa: PLC0415
+
+    schema = _schemas().get(str(doc.get("kind")))
+    if schema is None:
+        return []
+    errors: list[str] = []
+    if doc.get("apiVersion") != API_VERSION:
+        errors.append(f"apiVersion: {doc.get('apiVersion')!r} is not {API_VERSION!r}")
+    metadata = doc.get("metadata")
+    if not isinstance(metadata, dict):
+        errors.append("metadata: missing; set metadata.name")
+        metadata = {}
+    name = metadata.get("name")
+    if not name:
+        errors.append("metadata.name: missing; every object needs a name")
+    elif not isinstance(name, str) or len(name) > 253 or not DNS1123_SUBDOMAIN.match(name):
+        errors.append(
+            f"metadata.name: {name!r} is not a valid name: lower-case letters, digits, '-' and '.' "
+            "(DNS-1123 subdomain)"
+        )
+    if "namespace" in metadata:
+        problem = namespace_error(metadata["namespace"])
+        if problem:
+            errors.append(f"metadata.namespace: {problem}")
+    spec_schema = schema["properties"]["spec"]
+    spec = doc.get("spec")
+    if spec is None:
+        return [*errors, "spec: missing"]
+    structural = _structural_errors(spec, spec_schema)
+    errors.extend(structural)
+    if not structural:  # CEL assumes a structurally valid, defaulted object (status is not checked)
+        whole = {k: v for k, v in doc.items() if k != "status"}
+        errors.extend(_cel_errors(apply_defaults(whole, schema), schema))
+    return errors
