@@ -90,6 +90,7 @@ class Zygote:
         settings = fast_settings(namespaces, resync_seconds=5.0)
         self.log_dir = log_dir
         self.count = 0
+        self.pids: list[int] = []
         self.proc = subprocess.Popen(
             [sys.executable, "-c", ZYGOTE, json.dumps(settings.model_dump(mode="json"))],
             stdin=subprocess.PIPE,
@@ -104,18 +105,25 @@ class Zygote:
         self.count += 1
         self.proc.stdin.write(f"fork {self.log_dir / f'operator-{self.count}.log'}\n")
         self.proc.stdin.flush()
-        return int(self.proc.stdout.readline())
+        pid = int(self.proc.stdout.readline())
+        self.pids.append(pid)
+        return pid
 
-    @staticmethod
-    def kill(pid: int) -> None:
+    def kill(self, pid: int) -> None:
         """SIGKILL one forked operator and wait until it is gone."""
         os.kill(pid, signal.SIGKILL)
+        self.pids.remove(pid)
         wait_for(lambda: not Path(f"/proc/{pid}").exists(), timeout=10, interval=0.05, desc=f"pid {pid} gone")
 
     def logs(self) -> str:
         return "".join(p.read_text(errors="replace") for p in sorted(self.log_dir.glob("operator-*.log")))
 
     def close(self) -> None:
+        """SIGKILL every forked operator still running, then the zygote."""
+        for pid in self.pids:  # only our own children: their parent is the zygote
+            stat = Path(f"/proc/{pid}/stat")
+            if stat.exists() and int(stat.read_text().rsplit(")", 1)[1].split()[1]) == self.proc.pid:
+                os.kill(pid, signal.SIGKILL)
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait(10)
