@@ -1,0 +1,94 @@
+"""Load a kubeconfig for a CLI command, or fail with one clear line (exit 2) instead of a traceback.
+
+Usage in a command's ``run``::
+
+    from trtllm_operator.commands._kubeconfig import KubeconfigError, load_client
+
+    try:
+        api_client = load_client(args.kubeconfig)
+    except KubeconfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT  # 2
+
+Resolution follows kubectl: ``--kubeconfig``, else ``$KUBECONFIG`` (first file), else
+``~/.kube/config``; when none was named and the process runs in a pod (``KUBERNETES_SERVICE_HOST``
+set), the in-cluster service account is used.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+EXIT_BAD_INPUT = 2
+
+
+class KubeconfigError(Exception):
+    """The kubeconfig could not be loaded. ``str()``: ``cannot load kubeconfig PATH: REASON``."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"cannot load kubeconfig {path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+def default_path(kubeconfig: str | None = None, environ: dict[str, str] | None = None) -> str:
+    """The file kubectl would read.
+
+    ``kubeconfig`` when given, else the first entry of ``$KUBECONFIG``, else ``~/.kube/config``.
+    """
+    env = os.environ if environ is None else environ
+    if kubeconfig:
+        return kubeconfig
+    from_env = [p for p in env.get("KUBECONFIG", "").split(os.pathsep) if p]
+    return from_env[0] if from_env else str(Path("~/.kube/config").expanduser())
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def load_client(kubeconfig: str | None = None) -> Any:
+    """A ``kubernetes.client.ApiClient`` for ``kubeconfig`` (see the module docstring for the order).
+
+    Raises :class:`KubeconfigError` naming the file and the reason (missing file, not YAML, no
+    current context, no cluster server, …) — never the client library's traceback.
+    """
+    import yaml  # noqa: PLC0415
+    from kubernetes import client, config  # noqa: PLC0415
+
+    path = default_path(kubeconfig)
+    configuration = client.Configuration()
+    in_cluster = not kubeconfig and bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+    if not Path(path).expanduser().is_file():
+        if in_cluster:
+            return _in_cluster(client, config, configuration, path)
+        hint = "" if kubeconfig else " (pass --kubeconfig or set KUBECONFIG)"
+        raise KubeconfigError(path, f"no such file{hint}")
+    try:
+        config.load_kube_config(config_file=path, client_configuration=configuration)
+    except (
+        config.ConfigException,
+        OSError,
+        yaml.YAMLError,
+        ValueError,
+        TypeError,
+        KeyError,
+        AttributeError,
+    ) as exc:
+        if in_cluster:
+            return _in_cluster(client, config, configuration, path)
+        raise KubeconfigError(path, _one_line(exc)) from exc
+    if not configuration.host or configuration.host == "http://localhost":
+        raise KubeconfigError(path, "the current context's cluster has no server URL")
+    return client.ApiClient(configuration)
+
+
+def _in_cluster(client: Any, config: Any, configuration: Any, path: str) -> Any:
+    try:
+        config.load_incluster_config(client_configuration=configuration)
+    except (config.ConfigException, OSError) as exc:
+        raise KubeconfigError(path, f"not usable, and in-cluster config failed: {_one_line(exc)}") from exc
+    return client.ApiClient(configuration)

@@ -1,0 +1,76 @@
+"""commands._kubeconfig: a kubeconfig that cannot be loaded is one line naming the file, never a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from trtllm_operator.commands._kubeconfig import KubeconfigError, default_path, load_client
+
+GOOD = """
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:6443"}}]
+users: [{name: u, user: {token: abc}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+"""
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (None, "no such file"),
+        ("# README\n\nkey: [unclosed\n", "cannot load kubeconfig"),
+        ("", "cannot load kubeconfig"),
+        ("apiVersion: v1\nkind: Config\n", "cannot load kubeconfig"),
+        (GOOD.replace("current-context: x", "current-context: missing"), "missing"),
+        (GOOD.replace('server: "https://127.0.0.1:6443"', "insecure-skip-tls-verify: true"), "server"),
+    ],
+)
+def test_bad_kubeconfig_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: str | None, reason: str
+) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    path = tmp_path / "kubeconfig"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(KubeconfigError) as err:
+        load_client(str(path))
+    message = str(err.value)
+    assert message.startswith(f"cannot load kubeconfig {path}: ")
+    assert "\n" not in message and reason in message
+
+
+def test_kubeconfig_env_is_named_when_no_flag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    missing = tmp_path / "nope" / "config"
+    monkeypatch.setenv("KUBECONFIG", str(missing))
+    with pytest.raises(KubeconfigError) as err:
+        load_client(None)
+    assert (
+        str(err.value)
+        == f"cannot load kubeconfig {missing}: no such file (pass --kubeconfig or set KUBECONFIG)"
+    )
+
+
+def test_good_kubeconfig_gives_a_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    path = tmp_path / "kubeconfig"
+    path.write_text(GOOD)
+    api = load_client(str(path))
+    assert api.configuration.host == "https://127.0.0.1:6443"
+
+
+@pytest.mark.parametrize(
+    ("flag", "env", "expected"),
+    [
+        ("/a", {"KUBECONFIG": "/b"}, "/a"),
+        (None, {"KUBECONFIG": "/b:/c"}, "/b"),
+        (None, {"KUBECONFIG": ""}, str(Path("~/.kube/config").expanduser())),
+        (None, {}, str(Path("~/.kube/config").expanduser())),
+    ],
+)
+def test_default_path(flag: str | None, env: dict[str, str], expected: str) -> None:
+    assert default_path(flag, env) == expected
