@@ -57,7 +57,10 @@ def load_client(kubeconfig: str | None = None) -> Any:
     current context, no cluster server, …) — never the client library's traceback.
     """
     import yaml  # noqa: PLC0415
-    from kubernetes import client, config  # noqa: PLC0415
+    from kubernetes import client  # noqa: PLC0415
+    from kubernetes import config as kube_config  # noqa: PLC0415
+
+    config: Any = kube_config  # the kubernetes package is untyped
 
     path = default_path(kubeconfig)
     configuration = client.Configuration()
