@@ -510,6 +510,9 @@ def _manifest_for(prepared: PreparedEngine) -> dict[str, Any]:
         "runtimeImage": spec.runtime_image,
         "target": {"gpuProduct": spec.target.gpu_product, "sm": spec.target.sm},
         "versions": {"tensorrt_llm": "1.2.0"},
+        "compile": {"status": "done", "reason": None},
+        "partial": False,
+        "missing": [],
         "files": [{"path": "checkpoint/rank0.safetensors", "size": 4096, "sha256": "0" * 64}],
         "sizeBytes": 4096,
         "stageTimings": {"fetch": 0.5, "quantize": 3.0, "package": 0.1},
@@ -551,6 +554,51 @@ def test_imported_artifact_is_served_from_cache_without_a_job(
     assert other.prepared().key == prepared.key
     api.create(other)
     wait_for(lambda: [j for j in api.jobs() if j["metadata"]["name"] == other.prepared().job_name])
+
+
+def test_partial_artifact_is_refused_or_imported_as_partial(
+    api: Api,
+    operator: None,
+    cluster: LocalCluster,
+    namespace: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    eng = an_engine("partial")
+    prepared = eng.prepared()
+    manifest = _manifest_for(prepared)
+    manifest.update(
+        compile={"status": "skipped", "reason": "--skip-compile"},
+        partial=True,
+        missing=["engine/ (compile skipped: --skip-compile): Triton's TensorRT-LLM backend has no engine"],
+    )
+    manifest["manifestDigest"] = manifest_digest(manifest)
+    path = tmp_path / "manifest.json"
+    path.write_text(json.dumps(manifest))
+    argv = [
+        "cache",
+        "import",
+        "--manifest",
+        str(path),
+        "--namespace",
+        namespace,
+        "--storage",
+        "s3://engines/cache",
+    ]
+    argv += ["--kubeconfig", str(cluster.kubeconfig)]
+    assert main(argv) == 2
+    assert "--allow-partial" in capsys.readouterr().err
+    assert api.configmap(cache_entry_name(prepared.key, prepared.storage.storage_id)) is None
+
+    assert main([*argv, "--allow-partial"]) == 0
+    assert "PARTIAL" in capsys.readouterr().out
+    api.create(eng)
+    engine = api.wait_phase("partial", "Ready")
+    complete = condition(engine, "ArtifactComplete")
+    assert (complete["status"], complete["reason"]) == ("False", "CompileSkipped")
+    assert "partial artifact: compile skipped" in condition(engine, "Ready")["message"]
+    assert engine["status"]["artifact"]["partial"] is True
+    assert api.jobs() == []
 
 
 def test_tampered_manifest_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

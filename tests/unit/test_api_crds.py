@@ -83,7 +83,7 @@ def test_scale_subresource_and_columns() -> None:
     engine = engine_crd()["spec"]["versions"][0]
     assert engine["subresources"] == {"status": {}}
     names = [c["name"] for c in engine["additionalPrinterColumns"] if "priority" not in c]
-    assert names == ["Phase", "Stage", "Progress", "Quant", "TP", "PP", "GPU", "Key", "Age"]
+    assert names == ["Phase", "Stage", "Progress", "Quant", "TP", "PP", "GPU", "Key", "Partial", "Age"]
 
 
 def test_nested_defaults_match_the_models() -> None:

@@ -67,3 +67,70 @@ def test_bad_input_exits_2(
 ) -> None:
     code, _, err = run(tmp_path, text, capsys=capsys)
     assert code == 2 and message in err
+
+
+def _manifest(backend: str, compile_status: str, **extra: object) -> dict[str, object]:
+    from engine_builder.package import manifest_digest  # noqa: PLC0415
+    from engine_builder.spec import engine_key  # noqa: PLC0415
+
+    key_inputs = {"backend": backend, "model": {"uri": "hf://org/tiny"}}
+    manifest: dict[str, object] = {
+        "engineKey": engine_key(key_inputs),
+        "keyInputs": key_inputs,
+        "backend": backend,
+        "runtimeImage": "nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3",
+        "target": {"gpuProduct": "NVIDIA-H100-80GB-HBM3", "sm": 90},
+        "compile": {
+            "status": compile_status,
+            "reason": "--skip-compile" if compile_status == "skipped" else None,
+        },
+        **extra,
+    }
+    manifest["manifestDigest"] = manifest_digest(manifest)
+    return manifest
+
+
+@pytest.mark.parametrize(
+    ("backend", "compile_status", "extra", "partial"),
+    [
+        ("tensorrt", "done", {}, False),
+        ("tensorrt", "skipped", {}, True),  # a manifest from before "missing" existed
+        ("tensorrt", "skipped", {"partial": True, "missing": ["engine/ (compile skipped)"]}, True),
+        ("pytorch", "skipped", {}, False),  # the pytorch backend serves the checkpoint: no engine needed
+    ],
+)
+def test_import_refuses_a_partial_artifact_unless_allowed(
+    backend: str, compile_status: str, extra: dict[str, object], partial: bool
+) -> None:
+    from trtllm_operator.commands.cache import (  # noqa: PLC0415
+        PartialArtifactError,
+        record_from_manifest,
+        storage_from_uri,
+    )
+
+    manifest = _manifest(backend, compile_status, **extra)
+    storage = storage_from_uri("pvc://engines")
+    if partial:
+        with pytest.raises(PartialArtifactError, match="--allow-partial") as info:
+            record_from_manifest(manifest, storage, "2026-11-29T20:00:00Z")
+        assert "--skip-compile" in str(info.value)
+    record = record_from_manifest(manifest, storage, "2026-11-29T20:00:00Z", allow_partial=True)
+    assert record["partial"] is partial
+    assert bool(record["missing"]) is partial
+    if not partial:
+        assert record_from_manifest(manifest, storage, "2026-11-29T20:00:00Z")["partial"] is False
+
+
+def test_import_of_a_partial_artifact_exits_2_before_any_api_call(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json  # noqa: PLC0415
+
+    path = tmp_path / "manifest.json"
+    path.write_text(json.dumps(_manifest("tensorrt", "skipped")))
+    argv = ["cache", "import", "--manifest", str(path), "-n", "default", "--storage", "pvc://engines"]
+    # an unreachable kubeconfig: the refusal must come before any API call
+    code = main([*argv, "--kubeconfig", str(tmp_path / "missing-kubeconfig")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "partial" in err and "--allow-partial" in err and "compile skipped" in err

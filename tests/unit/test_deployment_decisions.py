@@ -5,11 +5,13 @@ from __future__ import annotations
 import pytest
 
 from trtllm_operator.decide.compatibility import (
+    ALLOW_PARTIAL_ARTIFACT_ANNOTATION,
     Incompatibility,
     check_compatibility,
     decide_placement,
     normalize_image,
     parse_compatible_images,
+    partial_artifact_refusal,
 )
 from trtllm_operator.decide.deployment_status import (
     Observation,
@@ -71,6 +73,31 @@ def test_compatibility_gate(server: str, dep_gpu: str | None, compatible: str, f
         compatible_images=parse_compatible_images(compatible),
     )
     assert [p.field for p in problems] == fields
+
+
+@pytest.mark.parametrize(
+    ("artifact", "annotation", "refused"),
+    [
+        ({"uri": "pvc://a/k", "partial": False}, None, False),
+        ({"uri": "pvc://a/k"}, None, False),  # recorded before "partial" existed
+        ({"partial": True, "missing": ["engine/"]}, None, True),
+        ({"partial": True, "missing": ["engine/"]}, "false", True),
+        ({"partial": True, "missing": ["engine/"]}, "true", False),
+        ({"partial": True}, " True ", False),
+        (None, None, False),
+    ],
+)
+def test_partial_artifact_needs_the_opt_in(
+    artifact: dict[str, object] | None, annotation: str | None, refused: bool
+) -> None:
+    annotations = {ALLOW_PARTIAL_ARTIFACT_ANNOTATION: annotation} if annotation is not None else {}
+    result = partial_artifact_refusal("tiny", artifact, annotations)
+    assert (result is not None) is refused
+    if result is not None:
+        reason, message = result
+        assert reason == "PartialArtifact"
+        assert "'tiny'" in message and ALLOW_PARTIAL_ARTIFACT_ANNOTATION in message
+        assert "nothing was rolled out" in message
 
 
 def test_incompatibility_message_names_both_values() -> None:

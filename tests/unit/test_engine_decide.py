@@ -21,6 +21,7 @@ from trtllm_operator.decide.engine import (
     InvalidEngine,
     PreparedEngine,
     RecordArtifact,
+    artifact_record,
     builder_job_name,
     cache_entry_name,
     decide_engine,
@@ -282,7 +283,57 @@ def test_completed_job_records_the_artifact_from_the_report() -> None:
         "Progressing": ("False", "BuildSucceeded"),
         "Degraded": ("False", "ArtifactReady"),
         "Planned": ("True", "PlanFits"),
+        "ArtifactComplete": ("True", "Complete"),
     }
+    assert d.status["artifact"]["partial"] is False
+
+
+def test_nothing_built_yet_has_artifact_complete_unknown() -> None:
+    assert conds(decide_engine(prepared(), observe(), now=NOW))["ArtifactComplete"] == (
+        "Unknown",
+        "NoArtifact",
+    )
+
+
+def test_partial_import_is_ready_but_says_the_engine_is_missing() -> None:
+    p = prepared()
+    record = artifact_record(
+        key=p.key,
+        storage=p.storage,
+        runtime_image=p.build_spec.runtime_image,
+        gpu_product=p.gpu.product,
+        sm=p.gpu.sm,
+        backend="tensorrt",
+        recorded_at=NOW,
+        missing=["engine/ (compile skipped: --skip-compile): no engine"],
+    )
+    assert record["partial"] is True
+    d = decide_engine(p, observe(cache_entry=record), now=NOW)
+    assert d.phase == "Ready"
+    assert conds(d)["ArtifactComplete"] == ("False", "CompileSkipped")
+    ready = next(c for c in d.conditions if c["type"] == "Ready")
+    assert "reused, no build" in ready["message"]
+    assert "partial artifact: compile skipped" in ready["message"]
+    complete = next(c for c in d.conditions if c["type"] == "ArtifactComplete")
+    assert "allow-partial-artifact" in complete["message"] and "--skip-compile" in complete["message"]
+    assert d.status["artifact"]["partial"] is True
+    assert d.status["artifact"]["missing"] == record["missing"]
+
+
+@pytest.mark.parametrize(
+    ("status", "backend", "partial"), [("Partial", "tensorrt", True), ("Succeeded", "tensorrt", False)]
+)
+def test_build_record_is_partial_when_the_report_is(status: str, backend: str, partial: bool) -> None:
+    p = prepared()
+    assert p.build_spec.backend == backend
+    report = parse_report(
+        json.dumps(
+            build_report(status=status, reason="CompileSkipped" if partial else None, message="no engine")
+        )
+    )
+    record = record_from_build(p, report, job_name="j", recorded_at=NOW)
+    assert record["partial"] is partial
+    assert record["missing"] == (["no engine"] if partial else None)
 
 
 def test_recorded_artifact_is_reused_without_a_job() -> None:

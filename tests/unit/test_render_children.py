@@ -65,6 +65,17 @@ def test_incompatible_image_or_gpu_renders_nothing() -> None:
     assert desired_children(dep, engine, gpus_per_node=8, lws_installed=True).incompatibilities == []
 
 
+def test_partial_artifact_renders_nothing_without_the_opt_in() -> None:
+    engine, deployment = example("llama-3.1-8b-fp8-h100.yaml")
+    engine["status"]["artifact"].update(partial=True, missing=["engine/ (compile skipped: --skip-compile)"])
+    out = desired_children(deployment, engine, gpus_per_node=8, lws_installed=False)
+    assert out.manifests() == [] and out.blocked is not None
+    assert out.blocked[0] == "PartialArtifact" and "compile skipped" in out.blocked[1]
+    deployment["metadata"]["annotations"] = {"llm.trtllm-operator.dev/allow-partial-artifact": "true"}
+    out = desired_children(deployment, engine, gpus_per_node=8, lws_installed=False)
+    assert out.blocked is None and [m["kind"] for m in out.manifests()][1] == "Deployment"
+
+
 def test_replica_larger_than_node_needs_leaderworkerset() -> None:
     engine, deployment = example("llama-3.1-8b-fp8-h100.yaml")
     engine["spec"]["parallelism"] = {"tensor": 8, "pipeline": 2}

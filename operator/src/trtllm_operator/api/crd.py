@@ -281,6 +281,12 @@ def engine_crd() -> dict[str, Any]:
         _column("PP", ".spec.parallelism.pipeline", "integer", "Pipeline parallelism."),
         _column("GPU", ".spec.gpu.product", "string", "Target GPU product."),
         _column("Key", ".status.engineKeyShort", "string", "Engine key (first 12 hex chars)."),
+        _column(
+            "Partial",
+            ".status.artifact.partial",
+            "boolean",
+            "true: the artifact lacks a part its backend needs (e.g. no compiled engine).",
+        ),
         _column("Backend", ".spec.backend", "string", "tensorrt or pytorch.", priority=1),
         _column("Model", ".spec.model.source", "string", "Model source.", priority=1),
         _AGE,

@@ -680,6 +680,14 @@ class ArtifactStatus(ApiModel):
         alias="tensorrtLLMVersion",
         description="TensorRT-LLM version that built it (from the manifest).",
     )
+    partial: bool | None = Field(
+        default=None,
+        description="True when the artifact lacks a part its backend needs: a tensorrt artifact "
+        "built with --skip-compile has no engine (condition ArtifactComplete says what is missing).",
+    )
+    missing: list[str] | None = Field(
+        default=None, description="What the backend needs but the artifact lacks (from the manifest)."
+    )
 
 
 class RecommendedLimits(ApiModel):

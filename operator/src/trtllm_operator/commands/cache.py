@@ -16,6 +16,11 @@ LLMEngine whose engine key has an entry for its storage is Ready at once, withou
   the index entry for ``--storage`` (``pvc://<claim>[/<subPath>]`` or ``s3://<bucket>[/<prefix>]``,
   as the LLMEngine's ``spec.storage`` names it; the artifact must sit at ``<storage>/<engineKey>/``).
   An LLMEngine created with ``storage.createPVC`` uses ``pvc://<engine name>-artifacts``.
+  A partial ``tensorrt`` artifact (``engine-builder run --skip-compile``: no compiled engine, so
+  Triton's TensorRT-LLM backend cannot load it) is refused unless ``--allow-partial`` is given (e.g.
+  for a simulated cluster); then the entry records ``partial: true`` and what is missing, the
+  LLMEngine shows condition ``ArtifactComplete=False``, and LLMDeployments refuse to roll it out
+  unless annotated ``llm.trtllm-operator.dev/allow-partial-artifact: "true"``.
 * ``list`` shows the index.
 
 Exit codes: 0 success, 1 API error, 2 bad input (the message names the field).
@@ -61,6 +66,12 @@ def register(subparsers: Any) -> None:
     imp.add_argument("--namespace", "-n", required=True, help="namespace of the LLMEngines that use it")
     imp.add_argument("--storage", required=True, help="pvc://<claim>[/<subPath>] or s3://<bucket>[/<prefix>]")
     imp.add_argument("--s3-endpoint", help="S3 endpoint URL (as in spec.storage.s3.endpoint)")
+    imp.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="import a tensorrt artifact whose compile was skipped (no engine; for simulated clusters "
+        "and tests): the entry is marked partial and LLMDeployments need an opt-in annotation",
+    )
     imp.add_argument("--kubeconfig", help="kubeconfig (default: $KUBECONFIG, ~/.kube/config)")
     imp.set_defaults(func=_import)
 
@@ -109,12 +120,20 @@ def _storage_from_uri(StorageSpec: Any, uri: str, s3_endpoint: str | None) -> An
     raise ValueError(f"--storage {uri!r}: use pvc://<claim>[/<subPath>] or s3://<bucket>[/<prefix>]")
 
 
-def record_from_manifest(manifest: dict[str, Any], storage: Any, recorded_at: str) -> dict[str, Any]:
+class PartialArtifactError(ValueError):
+    """A partial artifact (a part its backend needs is missing) offered without ``--allow-partial``."""
+
+
+def record_from_manifest(
+    manifest: dict[str, Any], storage: Any, recorded_at: str, *, allow_partial: bool = False
+) -> dict[str, Any]:
     """Validate an artifact's ``manifest.json`` and turn it into an index record.
 
-    Raises ValueError naming the manifest field when the key or digest does not check out.
+    Raises ValueError naming the manifest field when the key or digest does not check out, and
+    :class:`PartialArtifactError` for a ``tensorrt`` artifact without a compiled engine unless
+    ``allow_partial`` (the record then carries ``partial: true`` and ``missing``).
     """
-    from engine_builder.package import manifest_digest  # noqa: PLC0415
+    from engine_builder.package import manifest_digest, missing_parts  # noqa: PLC0415
     from engine_builder.spec import engine_key  # noqa: PLC0415
     from trtllm_operator.decide.engine import artifact_record, storage_location  # noqa: PLC0415
 
@@ -129,6 +148,18 @@ def record_from_manifest(manifest: dict[str, Any], storage: Any, recorded_at: st
     digest = manifest.get("manifestDigest")
     if digest is not None and manifest_digest(manifest) != digest:
         raise ValueError("manifest.manifestDigest: does not match the manifest's content")
+    # Manifests written before "missing" existed: derive it from the compile record.
+    missing = manifest.get("missing")
+    if missing is None:
+        missing = missing_parts(str(manifest["backend"]), manifest.get("compile") or {})
+    if missing and not allow_partial:
+        raise PartialArtifactError(
+            f"the artifact is partial: missing {'; '.join(map(str, missing))}. It was built with "
+            "engine-builder run --skip-compile; build it again without --skip-compile on a machine with "
+            "the TensorRT-LLM toolchain, or pass --allow-partial to import it anyway (simulated clusters "
+            "and tests only: LLMDeployments then need the annotation "
+            'llm.trtllm-operator.dev/allow-partial-artifact: "true")'
+        )
     target = manifest["target"]
     versions = manifest.get("versions") or {}
     return artifact_record(
@@ -144,6 +175,7 @@ def record_from_manifest(manifest: dict[str, Any], storage: Any, recorded_at: st
         stage_timings=manifest.get("stageTimings"),
         tensorrt_llm_version=versions.get("tensorrt_llm"),
         source="import",
+        missing=[str(m) for m in missing],
     )
 
 
@@ -205,7 +237,7 @@ def _import(args: argparse.Namespace) -> int:
         manifest = json.loads(Path(args.manifest).read_text())
         storage = storage_from_uri(args.storage, args.s3_endpoint)
         now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        record = record_from_manifest(manifest, storage, now)
+        record = record_from_manifest(manifest, storage, now, allow_partial=args.allow_partial)
     except (OSError, ValueError) as exc:
         print(f"trtllm-operator cache import: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -220,7 +252,8 @@ def _import(args: argparse.Namespace) -> int:
         return 1
     verb = "registered" if created else "updated"
     name = live["metadata"]["name"]
-    print(f"{verb} {record['uri']} (engine key {record['engineKey'][:12]}) as configmap/{name}")
+    partial = " as a PARTIAL artifact (no compiled engine)" if record.get("partial") else ""
+    print(f"{verb} {record['uri']} (engine key {record['engineKey'][:12]}){partial} as configmap/{name}")
     return 0
 
 
@@ -248,13 +281,14 @@ def _list(args: argparse.Namespace) -> int:
     if args.output == "json":
         print(json.dumps(records, indent=2, sort_keys=True))
         return 0
-    header = ("NAMESPACE", "KEY", "GPU", "BACKEND", "SOURCE", "URI")
+    header = ("NAMESPACE", "KEY", "GPU", "BACKEND", "PARTIAL", "SOURCE", "URI")
     rows = [
         (
             r["namespace"],
             str(r.get("engineKey", ""))[:12],
             str(r.get("gpuProduct")),
             str(r.get("backend")),
+            "yes" if r.get("partial") else "no",
             str(r.get("source")),
             str(r.get("uri")),
         )

@@ -10,15 +10,46 @@ A server image may differ from the engine's runtime image when the user declares
 (e.g. a rebuilt image with the same TensorRT-LLM wheel, or a digest-pinned copy in a private
 registry): annotation :data:`COMPATIBLE_IMAGES_ANNOTATION` on the LLMDeployment lists the engine
 runtime images the server image can load, comma-separated. The user takes responsibility.
+
+A partial artifact (no compiled engine: ``engine-builder run --skip-compile`` imported with
+``cache import --allow-partial``) is refused unless the LLMDeployment opts in with
+:data:`ALLOW_PARTIAL_ARTIFACT_ANNOTATION` (:func:`partial_artifact_refusal`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 COMPATIBLE_IMAGES_ANNOTATION = "llm.trtllm-operator.dev/compatible-runtime-images"
+#: Lets an LLMDeployment roll out a partial artifact (``status.artifact.partial`` of its LLMEngine,
+#: e.g. a tensorrt artifact built with ``--skip-compile``: no engine). For simulated clusters
+#: (kwok) and tests only: a real Triton cannot load it. Value ``"true"``.
+ALLOW_PARTIAL_ARTIFACT_ANNOTATION = "llm.trtllm-operator.dev/allow-partial-artifact"
+#: The condition reason (Ready/Progressing/Degraded) of a refused partial artifact.
+REASON_PARTIAL_ARTIFACT = "PartialArtifact"
+
+
+def partial_artifact_refusal(
+    engine_name: str, artifact: Mapping[str, Any] | None, annotations: Mapping[str, str] | None
+) -> tuple[str, str] | None:
+    """``(reason, message)`` when the engine's artifact is partial and the deployment did not opt in
+    with :data:`ALLOW_PARTIAL_ARTIFACT_ANNOTATION` ``"true"``; None when it may be rolled out.
+
+    ``artifact``: the LLMEngine's ``status.artifact`` (``partial``, ``missing``).
+    """
+    if not artifact or not artifact.get("partial"):
+        return None
+    if str((annotations or {}).get(ALLOW_PARTIAL_ARTIFACT_ANNOTATION, "")).strip().lower() == "true":
+        return None
+    missing = "; ".join(str(m) for m in artifact.get("missing") or ()) or "compile skipped"
+    return (
+        REASON_PARTIAL_ARTIFACT,
+        f"LLMEngine {engine_name!r} has a partial artifact (missing {missing}): Triton cannot load it, "
+        "nothing was rolled out. Build the engine with the TensorRT-LLM toolchain, or (simulated "
+        f'clusters and tests only) annotate this LLMDeployment {ALLOW_PARTIAL_ARTIFACT_ANNOTATION}: "true"',
+    )
 
 
 @dataclass(frozen=True)

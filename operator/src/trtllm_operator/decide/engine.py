@@ -53,6 +53,7 @@ from trtllm_operator.api import (
     LLMEngineSpec,
 )
 from trtllm_operator.api.engine import StorageSpec
+from trtllm_operator.decide.compatibility import ALLOW_PARTIAL_ARTIFACT_ANNOTATION
 from trtllm_operator.decide.conditions import Condition, condition
 from trtllm_operator.decide.engine_failure import (
     REASON_UNSCHEDULABLE,
@@ -95,6 +96,13 @@ R_BUILD_SUCCEEDED = "BuildSucceeded"
 R_BUILD_FAILED = "BuildFailed"
 R_ARTIFACT_REUSED = "ArtifactReused"
 R_ARTIFACT_READY = "ArtifactReady"
+R_ARTIFACT_COMPLETE = "Complete"
+R_COMPILE_SKIPPED = "CompileSkipped"
+R_NO_ARTIFACT = "NoArtifact"
+
+#: Condition type: False when the recorded artifact lacks a part its backend needs (a ``tensorrt``
+#: artifact built with ``--skip-compile`` has no engine; ``cache import --allow-partial``).
+CONDITION_ARTIFACT_COMPLETE = "ArtifactComplete"
 
 
 # ------------------------------------------------------------------------------------ storage
@@ -503,10 +511,15 @@ def artifact_record(
     tensorrt_llm_version: str | None = None,
     source: str = "import",
     built_by: str | None = None,
+    missing: Sequence[str] = (),
 ) -> dict[str, Any]:
     """One engine cache index record (camelCase JSON): which artifact of ``key`` exists in which
-    storage, and what it was built for. ``uri`` defaults to the storage's ``<root>/<key>``."""
+    storage, and what it was built for. ``uri`` defaults to the storage's ``<root>/<key>``.
+    ``missing``: what the backend needs but the artifact lacks (the manifest's ``missing``); non-empty
+    makes the record ``partial: true``."""
     return {
+        "partial": bool(missing),
+        "missing": list(missing) or None,
         "engineKey": key,
         "storageIdentity": storage.identity,
         "storageId": storage.storage_id,
@@ -544,6 +557,9 @@ def record_from_build(
         stage_timings=report.stage_timings if report else None,
         source=f"job/{job_name}",
         built_by=prepared.name,
+        missing=[report.message or "compile skipped"]
+        if report and report.status == "Partial" and prepared.build_spec.backend == "tensorrt"
+        else (),
     )
 
 
@@ -553,7 +569,26 @@ def _artifact_status(record: Mapping[str, Any]) -> dict[str, Any]:
         "sizeBytes": record.get("sizeBytes"),
         "manifestDigest": record.get("manifestDigest"),
         "tensorrtLLMVersion": record.get("tensorrtLLMVersion"),
+        "partial": bool(record.get("partial")),
+        "missing": record.get("missing") or None,
     }
+
+
+def artifact_complete(record: Mapping[str, Any] | None) -> tuple[bool | str, str, str]:
+    """The ``ArtifactComplete`` condition ``(status, reason, message)`` for a cache record (None: no
+    artifact yet → Unknown)."""
+    if record is None:
+        return "Unknown", R_NO_ARTIFACT, "no artifact recorded for this engine key yet"
+    if not record.get("partial"):
+        return True, R_ARTIFACT_COMPLETE, "the artifact has every part its backend needs"
+    missing = "; ".join(record.get("missing") or ()) or "compile skipped"
+    return (
+        False,
+        R_COMPILE_SKIPPED,
+        f"partial artifact: {missing}. LLMDeployments refuse to roll it out unless annotated "
+        f'{ALLOW_PARTIAL_ARTIFACT_ANNOTATION}: "true" (simulated clusters and tests only); build it '
+        "with the TensorRT-LLM toolchain (engine-builder run without --skip-compile) for real serving",
+    )
 
 
 def _conds(
@@ -563,7 +598,9 @@ def _conds(
     progressing: tuple[bool, str, str],
     degraded: tuple[bool, str, str],
     planned: tuple[bool | str, str, str],
+    artifact: tuple[bool | str, str, str] | None = None,
 ) -> list[Condition]:
+    complete = artifact or artifact_complete(None)
     return [
         condition(CONDITION_READY, ready[0], ready[1], ready[2], observed_generation=gen),
         condition(
@@ -571,6 +608,9 @@ def _conds(
         ),
         condition(CONDITION_DEGRADED, degraded[0], degraded[1], degraded[2], observed_generation=gen),
         condition(CONDITION_PLANNED, planned[0], planned[1], planned[2], observed_generation=gen),
+        condition(
+            CONDITION_ARTIFACT_COMPLETE, complete[0], complete[1], complete[2], observed_generation=gen
+        ),
     ]
 
 
@@ -659,6 +699,8 @@ def decide_engine(prepared: PreparedEngine, obs: EngineObservation, *, now: str)
         message = f"artifact {record.get('uri')} with engine key {prepared.key_short} is ready" + (
             " (reused, no build)" if reused else ""
         )
+        if record.get("partial"):
+            message += "; partial artifact: compile skipped, no TensorRT engine (see ArtifactComplete)"
         if record.get("stageTimings"):
             build["stageTimings"] = record.get("stageTimings")
         if job is not None:
@@ -672,6 +714,7 @@ def decide_engine(prepared: PreparedEngine, obs: EngineObservation, *, now: str)
             progressing=(False, reason, message),
             degraded=(False, R_ARTIFACT_READY, ""),
             planned=planned,
+            artifact=artifact_complete(record),
         )
         return EngineDecision(
             "Ready", status, conds, actions, _event_for(obs.status, "Ready", reason, message, False)
@@ -685,6 +728,8 @@ def decide_engine(prepared: PreparedEngine, obs: EngineObservation, *, now: str)
             record = record_from_build(prepared, report, job_name=prepared.job_name, recorded_at=now)
             actions.append(RecordArtifact(record, owned=prepared.deletes_with_engine))
             message = f"built artifact {record['uri']} (engine key {prepared.key_short})"
+            if record.get("partial"):
+                message += "; partial artifact: compile skipped, no TensorRT engine (see ArtifactComplete)"
             build.update(stage="done", percent=100, stageTimings=record.get("stageTimings"))
             status = {**base, "phase": "Ready", "artifact": _artifact_status(record), "build": build}
             conds = _conds(
@@ -693,6 +738,7 @@ def decide_engine(prepared: PreparedEngine, obs: EngineObservation, *, now: str)
                 progressing=(False, R_BUILD_SUCCEEDED, message),
                 degraded=(False, R_ARTIFACT_READY, ""),
                 planned=planned,
+                artifact=artifact_complete(record),
             )
             event = _event_for(obs.status, "Ready", R_BUILD_SUCCEEDED, message, False)
             return EngineDecision("Ready", status, conds, actions, event)

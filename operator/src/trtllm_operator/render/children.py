@@ -2,9 +2,10 @@
 
 Used by the controller (which then creates/patches the result) and by ``trtllm-operator render``
 (which prints it for GitOps review), so both always agree. The order of checks is the order of the
-controller's conditions: compatibility gate (image, GPU product) → placement (Deployment,
-LeaderWorkerSet or blocked) → rendering (server settings into Triton files). Nothing is rendered
-when an earlier check fails: an incompatible engine is never rolled out.
+controller's conditions: compatibility gate (image, GPU product) → partial-artifact gate (no
+compiled engine, no opt-in) → placement (Deployment, LeaderWorkerSet or blocked) → rendering
+(server settings into Triton files). Nothing is rendered when an earlier check fails: an
+incompatible engine is never rolled out.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from trtllm_operator.decide.compatibility import (
     check_compatibility,
     decide_placement,
     parse_compatible_images,
+    partial_artifact_refusal,
 )
 from trtllm_operator.render.deployment import desired_deployment
 from trtllm_operator.render.leaderworkerset import desired_leaderworkerset
@@ -108,6 +110,13 @@ def desired_children(
     problems = engine_incompatibilities(deployment, engine)
     if problems:
         return Children(incompatibilities=problems)
+    refusal = partial_artifact_refusal(
+        str((engine.get("metadata") or {}).get("name") or ""),
+        (engine.get("status") or {}).get("artifact"),
+        (deployment.get("metadata") or {}).get("annotations"),
+    )
+    if refusal is not None:
+        return Children(blocked=refusal)
     try:
         product = ((engine.get("spec") or {}).get("gpu") or {}).get("product", "")
         params = serving_params(
