@@ -276,7 +276,14 @@ def test_changing_parallelism_reuses_the_calibration(
             "plan",
             "quantization.awq_block_size",
         ),
-        ({"target": {"gpu_product": "NVIDIA-NOT-A-GPU", "sm": 90}}, "BadSpec", "plan", None),
+        ({"target": {"gpu_product": "NVIDIA-NOT-A-GPU", "sm": 90}}, "BadSpec", "plan", "target.gpu_product"),
+        ({"target": {"gpu_product": "NVIDIA-H100-80GB-HBM3", "sm": 80}}, "BadSpec", "plan", "target.sm"),
+        (
+            {"quantization": {"format": "fp8"}, "target": {"gpu_product": "NVIDIA-A100-SXM4-80GB", "sm": 80}},
+            "BadSpec",
+            "plan",
+            "quantization.format",
+        ),
     ],
 )
 def test_bad_specs_fail_at_the_right_stage(

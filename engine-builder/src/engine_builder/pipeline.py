@@ -54,7 +54,7 @@ from engine_builder.convert import convert, copy_tokenizer
 from engine_builder.fetch import fetch
 from engine_builder.inspection import inspect_model, read_hf_config
 from engine_builder.package import package
-from engine_builder.planner import PlanInputError, plan_from_build_spec
+from engine_builder.planner import PlanInputError, lookup, plan_from_build_spec
 from engine_builder.progress import Progress
 from engine_builder.quantize import needs_quantization, quantize
 from engine_builder.report import BuildError, build_report, write_termination_log
@@ -143,22 +143,64 @@ def _stage_inspect(ctx: Context) -> StageOutcome:
     return "done", inspect_model(Path(ctx.result("fetch")["model_dir"])), None
 
 
+#: The planner names LLMEngine API paths; the builder reports its own build-spec fields.
+_SPEC_FIELDS = {
+    "spec.gpu.product": "target.gpu_product",
+    "spec.quantization.format": "quantization.format",
+    "spec.quantization.kvCacheDtype": "quantization.kv_cache_dtype",
+    "spec.quantization.awqBlockSize": "quantization.awq_block_size",
+    "spec.parallelism.tensor": "parallelism.tensor",
+    "spec.parallelism.pipeline": "parallelism.pipeline",
+    "spec.parallelism.expert": "parallelism.expert",
+    "spec.parallelism": "parallelism",
+    "spec.build.maxSeqLen": "build.max_seq_len",
+    "spec.build.maxBatchSize": "build.max_batch_size",
+    "spec.build.maxNumTokens": "build.max_num_tokens",
+    "spec.build.maxBeamWidth": "build.max_beam_width",
+}
+
+
+def _spec_field(field: str) -> str:
+    return _SPEC_FIELDS.get(field, field)
+
+
+def _check_target(spec: BuildSpec) -> None:
+    """``target.gpu_product`` is in the GPU catalog and ``target.sm`` is its SM; else ``BadSpec``."""
+    try:
+        gpu = lookup(spec.target.gpu_product)
+    except PlanInputError as exc:
+        raise BuildError("BadSpec", f"target.gpu_product: {exc.message}", field="target.gpu_product") from exc
+    if spec.target.sm != gpu.sm:
+        raise BuildError(
+            "BadSpec",
+            f"target.sm: {spec.target.sm} does not match target.gpu_product {gpu.product}, which is SM "
+            f"{gpu.sm} ({gpu.architecture}) in the GPU catalog; set target.sm to {gpu.sm} or fix "
+            "target.gpu_product.",
+            field="target.sm",
+        )
+
+
 def _stage_plan(ctx: Context) -> StageOutcome:
     spec = ctx.spec
+    _check_target(spec)
     _check_spec_against_model(spec, ctx.result("inspect"))
     hf_config = read_hf_config(Path(ctx.result("fetch")["model_dir"]))
     try:
         plan = plan_from_build_spec(spec, hf_config)
     except PlanInputError as exc:
-        raise BuildError("BadSpec", f"{exc.field}: {exc.message}", field=exc.field) from exc
+        field = _spec_field(exc.field)
+        raise BuildError("BadSpec", f"{field}: {exc.message}", field=field) from exc
     result = plan.to_json_dict()
     if not plan.fits:
         issues = list(plan.reasons)
         invalid = [i for i in issues if i.kind == "invalid"]
-        text = "; ".join(str(i) for i in (invalid or issues)) or "does not fit"
+        text = (
+            "; ".join(f"{_spec_field(i.field)}: {i.message} Fix: {i.fix}" for i in (invalid or issues))
+            or "does not fit"
+        )
         if invalid:
-            raise BuildError("BadSpec", text, field=invalid[0].field)
-        raise BuildError("DoesNotFit", text, field=issues[0].field if issues else None)
+            raise BuildError("BadSpec", text, field=_spec_field(invalid[0].field))
+        raise BuildError("DoesNotFit", text, field=_spec_field(issues[0].field) if issues else None)
     return "done", result, None
 
 
