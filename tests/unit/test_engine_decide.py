@@ -431,6 +431,81 @@ def test_unschedulable_pod_is_reported_with_the_scheduler_message() -> None:
     assert "nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3" in d.status["build"]["message"]
 
 
+UNBOUND = (
+    "0/5 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/5 nodes are "
+    "available: 5 Preemption is not helpful for scheduling."
+)
+
+
+@pytest.mark.parametrize(
+    ("storage", "scheduler", "wanted", "unwanted"),
+    [
+        (  # the trial: createPVC on a cluster without a default StorageClass
+            {"createPVC": {"size": "20Gi"}},
+            UNBOUND,
+            [
+                "PersistentVolumeClaim llama-artifacts is Pending",
+                "no StorageClass can provision it",
+                "spec.storage.createPVC.storageClassName",
+                "spec.storage.pvc",
+            ],
+            ["nvidia.com/gpu", "H100"],
+        ),
+        (
+            {"createPVC": {"size": "20Gi", "storageClassName": "fast"}},
+            UNBOUND,
+            [
+                "PersistentVolumeClaim llama-artifacts is Pending",
+                "StorageClass 'fast' has not provisioned it",
+            ],
+            ["nvidia.com/gpu"],
+        ),
+        (
+            {"pvc": {"claimName": "engines"}},
+            '0/5 nodes are available: persistentvolumeclaim "engines" not found.',
+            ["PersistentVolumeClaim engines does not exist", "spec.storage.pvc.claimName"],
+            ["nvidia.com/gpu", "StorageClass can provision"],
+        ),
+        (
+            {"s3": {"bucket": "engines"}},
+            "0/5 nodes are available: 5 Insufficient nvidia.com/gpu.",
+            ["needs 1 nvidia.com/gpu on a node labelled nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3"],
+            ["PersistentVolumeClaim"],
+        ),
+        (
+            {"s3": {"bucket": "engines"}},
+            "0/5 nodes are available: 5 node(s) didn't match Pod's node affinity/selector.",
+            ["nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3"],
+            ["PersistentVolumeClaim"],
+        ),
+        ({"s3": {"bucket": "engines"}}, "0/5 nodes are available: 5 Insufficient cpu.", [], ["(needs"]),
+    ],
+)
+def test_unschedulable_message_names_the_cause(
+    storage: dict[str, Any], scheduler: str, wanted: list[str], unwanted: list[str]
+) -> None:
+    scheduled = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": scheduler}
+    p = prepared(spec(storage=storage), name="llama")
+    d = decide_engine(p, observe(job=job(), pods=[pod("Pending", conditions=[scheduled])]), now=NOW)
+    message = d.status["build"]["message"]
+    assert message.startswith(f"builder pod cannot be scheduled: {scheduler}")
+    hint = message[len(f"builder pod cannot be scheduled: {scheduler}") :]
+    for text in wanted:
+        assert text in hint, hint
+    for text in unwanted:
+        assert text not in hint, hint
+    assert conds(d)["Progressing"] == ("True", "BuildUnschedulable")
+
+
+def test_unbound_model_claim_is_named_too() -> None:
+    s = spec(storage={"pvc": {"claimName": "engines"}}, model={"source": "pvc://models/tiny"})
+    scheduled = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": UNBOUND}
+    d = decide_engine(prepared(s), observe(job=job(), pods=[pod("Pending", conditions=[scheduled])]), now=NOW)
+    message = d.status["build"]["message"]
+    assert "PersistentVolumeClaim engines is Pending" in message
+    assert "PersistentVolumeClaim models is Pending" in message and "spec.model.source" in message
+
+
 @pytest.mark.parametrize(
     "text", [None, "", "Traceback (most recent call last):", '{"status": "Weird"}', "[1, 2]", '{"stat']
 )

@@ -769,10 +769,7 @@ def decide_engine(prepared: PreparedEngine, obs: EngineObservation, *, now: str)
             return EngineDecision("Failed", status, conds, actions, event)
         pending = unschedulable_message(obs.pods)
         if pending is not None:
-            message = (
-                f"builder pod cannot be scheduled: {pending} (needs {_gpu_request_text(prepared)} on a node "
-                f"labelled nvidia.com/gpu.product={prepared.gpu.product})"
-            )
+            message = f"builder pod cannot be scheduled: {pending}{unschedulable_hint(prepared, pending)}"
             build.update(reason=REASON_UNSCHEDULABLE, message=message, stage="scheduling")
             status = {**base, "phase": "Building", "build": build}
             conds = _conds(
@@ -864,6 +861,60 @@ def builder_gpus(spec: LLMEngineSpec) -> int:
     another on one GPU unless ``--workers`` > 1, and ModelOpt calibrates on the GPUs it is given.
     """
     return spec.gpu.resources.gpus or spec.build.workers
+
+
+def unschedulable_hint(prepared: PreparedEngine, scheduler_message: str) -> str:
+    """What to do about an unschedulable builder pod, from the scheduler's ``message`` ("" if none).
+
+    About PersistentVolumeClaims ("unbound immediate PersistentVolumeClaims", ``persistentvolumeclaim
+    "x" not found``): the claims the builder mounts (``spec.storage``, a ``pvc://`` model source),
+    why they cannot be used and which field fixes it. About GPUs or node placement (``nvidia.com/gpu``,
+    node affinity/selector, taints): the GPU request and the node label it needs. Anything else
+    (e.g. ``Insufficient cpu``): no hint, the scheduler's message says it.
+    """
+    text = scheduler_message.lower()
+    if "persistentvolumeclaim" in text:
+        return f" ({_pvc_hint(prepared, scheduler_message)})"
+    if any(w in text for w in ("nvidia.com/gpu", "affinity", "selector", "taint")):
+        return (
+            f" (needs {_gpu_request_text(prepared)} on a node labelled "
+            f"nvidia.com/gpu.product={prepared.gpu.product})"
+        )
+    return ""
+
+
+def _pvc_hint(prepared: PreparedEngine, scheduler_message: str) -> str:
+    storage = prepared.storage
+    claims: list[tuple[str, str]] = []  # (claim, the fix)
+    if storage.kind == "pvc" and storage.claim_name:
+        if storage.created_by_operator:
+            fix = (
+                "no StorageClass can provision it (no default StorageClass, or no provisioner): set "
+                "spec.storage.createPVC.storageClassName, or use spec.storage.pvc with an existing "
+                "bound claim"
+                if not storage.create_storage_class
+                else f"StorageClass {storage.create_storage_class!r} has not provisioned it: check that the "
+                "class exists and its provisioner runs, or use spec.storage.pvc with an existing bound claim"
+            )
+            claims.append((storage.claim_name, fix))
+        else:
+            claims.append(
+                (
+                    storage.claim_name,
+                    "bind it to a PersistentVolume (or give it a StorageClass that provisions one), or fix "
+                    "spec.storage.pvc.claimName",
+                )
+            )
+    source = prepared.spec.model.source
+    if source.startswith("pvc://"):
+        model_claim = source[len("pvc://") :].split("/", 1)[0]
+        claims.append((model_claim, "it holds the model (spec.model.source): bind it or fix the source"))
+    missing = "not found" in scheduler_message.lower()
+    named = [(c, f) for c, f in claims if f'"{c}"' in scheduler_message] or claims
+    if not named:
+        return "a PersistentVolumeClaim the builder pod mounts is not usable"
+    state = "does not exist" if missing else "is Pending (not bound)"
+    return "; ".join(f"PersistentVolumeClaim {c} {state}: {f}" for c, f in named)
 
 
 def _gpu_request_text(prepared: PreparedEngine) -> str:
