@@ -238,6 +238,13 @@ def test_cross_check_without_weights_names_the_directory(tmp_path: Path) -> None
         # An explicit maxNumTokens below maxSeqLen: long prompts need chunked context.
         (LLAMA_8B, {"max_seq_len": 8192, "max_num_tokens": 4096}, ["spec.build.maxNumTokens"]),
         (LLAMA_8B, {"max_seq_len": 8192, "max_num_tokens": 8192}, []),
+        # The longest prompt is maxInputLen when set (the example's 8192 of 16384).
+        (LLAMA_8B, {"max_seq_len": 16384, "max_input_len": 8192, "max_num_tokens": 8192}, []),
+        (
+            LLAMA_8B,
+            {"max_seq_len": 16384, "max_input_len": 8193, "max_num_tokens": 8192},
+            ["spec.build.maxNumTokens"],
+        ),
     ],
 )
 def test_sequence_length_warnings(

@@ -140,6 +140,7 @@ class PlanRequest:
     awq_block_size: int = DEFAULT_AWQ_BLOCK_SIZE
     tokens_per_block: int = 32
     max_beam_width: int = 1
+    max_input_len: int | None = None
 
     def __post_init__(self) -> None:
         if self.quantization not in QUANT_FORMATS:
@@ -169,6 +170,7 @@ class PlanRequest:
             ("max_batch_size", "spec.build.maxBatchSize"),
             ("max_num_tokens", "spec.build.maxNumTokens"),
             ("typical_request_tokens", "typicalRequestTokens"),
+            ("max_input_len", "spec.build.maxInputLen"),
         ):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
@@ -562,11 +564,13 @@ def _compute(arch: Architecture, request: PlanRequest, gpu: GPUSpec) -> Plan:
                 f"use maxSeqLen ≤ {model_limit}.",
             )
         )
-    if request.max_num_tokens is not None and max_num_tokens < max_seq_len:
+    longest_prompt = min(request.max_input_len or max_seq_len, max_seq_len)
+    if request.max_num_tokens is not None and max_num_tokens < longest_prompt:
+        what = "maxInputLen" if request.max_input_len else "maxSeqLen"
         warnings.append(
             PlanIssue(
                 "spec.build.maxNumTokens",
-                f"maxNumTokens {max_num_tokens} is below maxSeqLen {max_seq_len}: prompts longer than "
+                f"maxNumTokens {max_num_tokens} is below {what} {longest_prompt}: prompts longer than "
                 f"{max_num_tokens} tokens are rejected unless chunked context is enabled.",
                 "enable chunked context (spec.server.enableChunkedContext) or raise maxNumTokens.",
             )
@@ -674,6 +678,7 @@ def plan_from_build_spec(
         kv_cache_free_gpu_mem_fraction=kv_cache_free_gpu_mem_fraction,
         awq_block_size=q.awq_block_size or DEFAULT_AWQ_BLOCK_SIZE,
         max_beam_width=spec.build.max_beam_width,
+        max_input_len=spec.build.max_input_len,
         multi_node=spec.parallelism.multi_node,
     )
     return plan(arch, request, gpu, catalog)

@@ -42,6 +42,7 @@ _FLAGS: dict[str, str] = {
     "spec.build.maxBatchSize": "--max-batch-size",
     "spec.build.maxNumTokens": "--max-num-tokens",
     "spec.build.maxBeamWidth": "--max-beam-width",
+    "spec.build.maxInputLen": "--max-input-len",
     "spec.server.kvCacheFreeGpuMemFraction": "--kv-cache-free-gpu-mem-fraction",
     "typicalRequestTokens": "--typical-request-tokens",
     "gpusPerNode": "--gpus-per-node",
@@ -72,6 +73,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--max-batch-size", type=int, default=None)
     p.add_argument("--max-num-tokens", type=int, default=None)
     p.add_argument("--max-beam-width", type=int, default=1)
+    p.add_argument("--max-input-len", type=int, default=None, help="longest prompt (spec.build.maxInputLen)")
     p.add_argument("--kv-cache-free-gpu-mem-fraction", type=float, default=0.9)
     p.add_argument(
         "--typical-request-tokens", type=int, default=None, help="prompt + output tokens of a typical request"
@@ -127,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
             awq_block_size=args.awq_block_size,
             tokens_per_block=args.tokens_per_block,
             max_beam_width=args.max_beam_width,
+            max_input_len=args.max_input_len,
         )
         result = plan(arch, request, gpu, extra)
     except PlanInputError as exc:
