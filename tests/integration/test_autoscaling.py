@@ -37,7 +37,7 @@ from trtllm_operator.api.deployment import AutoscalingSpec
 from trtllm_operator.decide.engine import PreparedEngine, artifact_record, prepare_engine
 from trtllm_operator.emulator import Control, Fleet, PodFollower, ServingProfile
 from trtllm_operator.handlers import autoscaler as autoscaler_handlers
-from trtllm_operator.metrics.prometheus import KV_CACHE_RECORD, QUEUE_DEPTH_RECORD
+from trtllm_operator.metrics.prometheus import BATCH_UTILIZATION_RECORD, KV_CACHE_RECORD, QUEUE_DEPTH_RECORD
 from trtllm_operator.render.builder_job import desired_cache_entry
 from trtllm_operator.render.keda import desired_scaled_object
 from trtllm_operator.render.serving import OwnerRef
@@ -250,10 +250,12 @@ def wait_serving(api: Api, fleet: Fleet, name: str, replicas: int, timeout: floa
 
     def ok() -> bool:
         status = api.deployment(name).get("status") or {}
+        auto = status.get("autoscaling") or {}
         return (
             status.get("readyReplicas") == replicas
             and len(fleet.addresses()) == replicas
-            and (status.get("autoscaling") or {}).get("queueDepthPerReplica") is not None
+            # the request-count signal of the deployment's targets (queue depth, or batch utilization)
+            and any(auto.get(s) is not None for s in ("queueDepthPerReplica", "batchUtilization"))
         )
 
     wait_for(ok, timeout=timeout, interval=0.3, desc=f"{name}: {replicas} ready replica(s) with metrics")
@@ -394,6 +396,42 @@ def test_arrival_rate_on_the_load_model_drives_scale_out_and_in(
         first_time(api, "model", lambda r: r == 1, timeout=60, desc="scale-in once the queue drained")
         down = scale_step(api, "model", up=False)
         assert down["signals"]["queueDepthPerReplica"] < 4, down
+
+
+def test_batch_utilization_alone_drives_scale_out_and_in(
+    cluster: LocalCluster, api: Api, fleet: Fleet
+) -> None:
+    """targets.batchUtilization only: (active + waiting) / max from the emulators' load model."""
+    # 4 sequences of 0.5 s each per replica → 8 requests/s per replica.
+    fleet.profile = ServingProfile(
+        max_batch_size=4,
+        kv_blocks=40,
+        input_tokens=256,
+        output_tokens=64,
+        decode_tokens_per_second=160.0,
+        prefill_seconds=0.1,
+    )
+    fleet.set_control(Control(arrival_rate=0.0))
+    manifest = an_autoscaled_deployment(
+        "batch",
+        "llama",
+        max_replicas=3,
+        up={"stabilizationWindowSeconds": 2, "maxReplicasPerStep": 4, "periodSeconds": 1},
+        down={"stabilizationWindowSeconds": 6, "maxReplicasPerStep": 4, "periodSeconds": 1},
+    )
+    manifest["spec"]["autoscaling"]["targets"] = {"batchUtilization": 0.5}
+    api.create("llmdeployments", manifest)
+    with running_operator(cluster, [api.ns]):
+        wait_serving(api, fleet, "batch", 1)
+        fleet.set_control(Control(arrival_rate=20.0))  # 2.5× one replica's capacity
+        first_time(api, "batch", lambda r: r == 3, timeout=60, desc="scale-out on batch utilization")
+        step = scale_step(api, "batch", up=True)
+        assert step["signals"]["batchUtilization"] > 0.5 and "batchUtilization" in step["message"], step
+        assert set(step["signals"]) == {"batchUtilization"}, step
+        fleet.set_control(Control(arrival_rate=0.0))
+        first_time(api, "batch", lambda r: r == 1, timeout=60, desc="scale-in once the batches drained")
+        down = scale_step(api, "batch", up=False)
+        assert down["signals"]["batchUtilization"] < 0.5, down
 
 
 def test_no_free_gpu_reports_scaling_limited_instead_of_piling_up_pending_pods(
@@ -600,6 +638,23 @@ def test_same_flow_through_a_real_prometheus(
         assert {r["metric"]["pod"] for r in rows} == {p.metadata.name for p in api.pods("prom")}
         kv = promql(prometheus, f'{KV_CACHE_RECORD}{{namespace="{api.ns}"}}')
         assert len(kv) == 3 and all(abs(float(r["value"][1]) - 0.5) < 0.01 for r in kv), kv
+        # batch utilization = (active + waiting) / max, per pod, from the raw series Prometheus holds
+        raw = {
+            kind: {
+                r["metric"]["pod"]: float(r["value"][1])
+                for r in promql(
+                    prometheus,
+                    f'nv_trt_llm_request_metrics{{request_type="{kind}", namespace="{api.ns}"}}',
+                )
+            }
+            for kind in ("active", "max")
+        }
+        batch = promql(prometheus, f'{BATCH_UTILIZATION_RECORD}{{namespace="{api.ns}"}}')
+        assert len(batch) == 3, batch
+        for r in batch:
+            pod = r["metric"]["pod"]
+            want = (raw["active"][pod] + 8) / raw["max"][pod]
+            assert abs(float(r["value"][1]) - want) < 1e-6, (r, raw)
         uid = api.deployment("prom")["metadata"]["uid"]
         keda = desired_scaled_object(
             "prom",
