@@ -158,3 +158,72 @@ def test_cli_bad_input_exit_2_names_field(
     code, _, errtext = _cli(capsys, *base, *args)
     assert code == 2
     assert field in errtext
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+@pytest.mark.parametrize(
+    ("catalog", "fragments"),
+    [
+        (None, ["--gpu-catalog", "README.md", "not valid YAML"]),
+        (
+            "gpus:\n  - {product: X-GPU, memoryMiB: lots, sm: 90}\n",
+            ["gpus[0].memoryMiB", "must be an integer"],
+        ),
+        ("gpu:\n  - {product: X-GPU, memoryMiB: 81559, sm: 90}\n", ["gpu: unknown top-level key", "'gpus'"]),
+        ("gpus:\n  - {product: X-GPU, memMiB: 1, sm: 90}\n", ["gpus[0].memMiB", "memoryMiB", "gpusPerNode"]),
+        ("gpus:\n  - {product: X-GPU, memoryMiB: 0, sm: 90}\n", ["gpus[0].memoryBytes", "positive integer"]),
+    ],
+)
+def test_cli_bad_gpu_catalog_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], catalog: str | None, fragments: list[str]
+) -> None:
+    path = README
+    if catalog is not None:
+        path = tmp_path / "catalog.yaml"
+        path.write_text(catalog)
+    code, _, errtext = _cli(
+        capsys, "--model-config", str(LLAMA_70B), "--gpu", "X-GPU", "--gpu-catalog", str(path)
+    )
+    assert code == 2
+    assert "Traceback" not in errtext
+    for fragment in fragments:
+        assert fragment in errtext, errtext
+
+
+@pytest.mark.parametrize(
+    ("catalog_gpus_per_node", "flag", "code"),
+    [
+        (4, [], 2),  # the catalog's 4 GPUs per node: TP 8 needs multi-node
+        (4, ["--gpus-per-node", "8"], 0),  # an explicit flag wins
+        (None, [], 0),  # default 8
+    ],
+)
+def test_cli_gpus_per_node_from_the_catalog(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    catalog_gpus_per_node: int | None,
+    flag: list[str],
+    code: int,
+) -> None:
+    entry = "{product: X-GPU, memoryMiB: 81559, sm: 90" + (
+        f", gpusPerNode: {catalog_gpus_per_node}}}" if catalog_gpus_per_node else "}"
+    )
+    path = tmp_path / "catalog.yaml"
+    path.write_text(f"gpus:\n  - {entry}\n")
+    got, _, errtext = _cli(
+        capsys,
+        "--model-config",
+        str(LLAMA_70B),
+        "--gpu",
+        "X-GPU",
+        "--gpu-catalog",
+        str(path),
+        "--tp",
+        "8",
+        *flag,
+    )
+    assert got == code, errtext
+    if code == 2:
+        assert "exceeds the 4 GPUs of one node" in errtext
