@@ -110,7 +110,8 @@ def run(args: argparse.Namespace) -> int:
             try:
                 extra = load_catalog_extension(text)
             except PlanInputError as exc:
-                raise PlanInputError("gpuCatalog", f"{args.gpu_catalog}: {exc.field}: {exc.message}") from exc
+                where = "" if exc.field == "gpuCatalog" else f"{exc.field}: "
+                raise PlanInputError("gpuCatalog", f"{args.gpu_catalog}: {where}{exc.message}") from exc
         arch = Architecture.from_hf_config(load_hf_config(args.model_config))
         gpu = lookup(args.gpu, extra)
         request = PlanRequest(
