@@ -5,7 +5,8 @@
 
 Steps (docs/demo.md): local control plane → Helm chart (CRDs, RBAC) and the operator running as
 the chart's ServiceAccount → a real engine-builder run on this CPU for a tiny Llama (FP8 with
-ModelOpt, TP 2 checkpoint, Triton repository, manifest; no trtllm-build) → engine cache import →
+ModelOpt, TP 2 checkpoint, Triton repository, manifest; no trtllm-build, so a partial artifact
+with no compiled engine) → engine cache import (``--allow-partial``) →
 the example LLMEngines and LLMDeployments → load through the Triton metrics emulator and the
 autoscaler's decisions → summary.
 
@@ -557,11 +558,15 @@ class Demo:
                     NS,
                     "--storage",
                     "pvc://engine-store",
+                    "--allow-partial",
                 ],
                 echo=lambda line: bool(line.strip()),
                 show=True,
             )
             say("  (it checks that manifest.json's engineKey is the sha256 of its keyInputs, and the digest)")
+            say("--allow-partial: this artifact has NO compiled engine (compile skipped), so a real Triton")
+            say("with the TensorRT-LLM backend could not load it; without the flag the import is refused.")
+            say("Here kwok simulates the serving pods (nothing loads the artifact), so the demo opts in.")
             say(f"an LLMEngine with key {tiny['engineKey'][:12]}… and storage pvc://engine-store is now")
             say("served from this artifact: the operator creates no builder Job for it")
 
@@ -619,9 +624,19 @@ class Demo:
             raise StepError(f"{TINY_ENGINE}: status.engineKey {key[:12]} is not the key built on the CPU")
         if tiny_jobs:
             raise StepError(f"{TINY_ENGINE} should be served from the cache, but Jobs exist: {tiny_jobs}")
+        complete = next((c for c in status.get("conditions") or [] if c["type"] == "ArtifactComplete"), {})
         say(f"llmengine/{TINY_ENGINE}: Ready, {ready.get('reason')} — {ready.get('message')}")
         say(f"  no builder Job: the key was found in the engine cache; artifact {status['artifact']['uri']}")
-        self.summary["tinyEngine"].update(phase="Ready", reason=ready.get("reason"), jobs=tiny_jobs)
+        say(f"  ArtifactComplete={complete.get('status')} ({complete.get('reason')}): the artifact has no")
+        say("  compiled engine; `kubectl get llmengines` shows Partial=true")
+        self.summary["tinyEngine"].update(
+            phase="Ready",
+            reason=ready.get("reason"),
+            jobs=tiny_jobs,
+            artifactComplete=complete.get("status"),
+            artifactCompleteReason=complete.get("reason"),
+            partial=(status.get("artifact") or {}).get("partial"),
+        )
 
     def _follow_big(self) -> None:
         batch, core = client.BatchV1Api(self.api), client.CoreV1Api(self.api)
@@ -694,7 +709,15 @@ class Demo:
             say(f"llmdeployment/{name}: Ready {ready_text}, endpoint {s.get('endpoint')}")
             say(f"  {where}")
         say("serving pods are kwok pods: Running and Ready without a container (no Triton process)")
+        say(
+            f"llmdeployment/{TINY_DEPLOYMENT} serves a partial artifact (no compiled engine): allowed only by"
+        )
+        say('  its annotation llm.trtllm-operator.dev/allow-partial-artifact: "true" (simulated clusters')
+        say("  and tests); without it the operator refuses the rollout with reason PartialArtifact")
         self.summary["simulated"].append("serving pods are kwok pods (no Triton)")
+        self.summary["simulated"].append(
+            f"{TINY_DEPLOYMENT} serves an artifact without a compiled engine (allow-partial-artifact opt-in)"
+        )
 
     # -- step 6 ---------------------------------------------------------------------------------
     def autoscaling(self, n: int, total: int) -> None:

@@ -99,6 +99,7 @@ def test_make_demo_runs_end_to_end_and_demo_down_leaves_nothing_running(tmp_path
     for n in range(1, 8):
         assert f"==> {n}/7 " in out
     assert "NOT run: the trtllm-build compile" in out
+    assert "this artifact has NO compiled engine" in out and "kwok simulates the serving pods" in out
     assert "DEMO OK in " in out
     assert summary["result"] == "ok"
     assert [s["status"] for s in summary["steps"]] == ["ok"] * 7
@@ -115,6 +116,9 @@ def test_make_demo_runs_end_to_end_and_demo_down_leaves_nothing_running(tmp_path
     assert (artifact / "triton").is_dir()
     assert tiny["report"]["status"] == "Partial" and tiny["compile"] == "skipped"
     assert tiny["phase"] == "Ready" and tiny["reason"] == "ArtifactReused" and tiny["jobs"] == []
+    # ... and says that it is partial (no compiled engine) instead of passing it off as complete.
+    assert manifest["partial"] is True and tiny["partial"] is True
+    assert (tiny["artifactComplete"], tiny["artifactCompleteReason"]) == ("False", "CompileSkipped")
 
     # The 8B engine: a builder Job scheduled onto an H100 kwok node, completed, engine Ready.
     big = summary["bigEngine"]
