@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the local control plane's binaries from their Go modules (pinned versions) into a cache
-# outside the repository, once per version set. See ../shared/reference/local-control-plane.md §A.
+# outside the repository, once per version set. See docs/reference/local-control-plane.md §A.
 #
 #   hack/build-testbin.sh            # builds what is missing, prints the bin directory
 #

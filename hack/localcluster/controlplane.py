@@ -3,7 +3,7 @@
 Components (each a child process with its log in ``<work_dir>/logs/<name>.log`` and its PID in
 ``<work_dir>/state.json``): etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok.
 See docs/local-cluster.md for the flags and why each is there, and
-../shared/reference/local-control-plane.md §B/§C for the sources.
+docs/reference/local-control-plane.md §B/§C for the sources.
 
 Auth: a random static bearer token for user ``admin`` in group ``system:masters`` (token file), RBAC
 authorization, and a ServiceAccount signing key so that TokenRequest (``kubectl create token SA``)

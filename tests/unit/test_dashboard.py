@@ -1,6 +1,6 @@
 """The Grafana dashboard shipped in the chart refers only to metric names that really exist.
 
-Sources for the external names (see ../shared/reference/tensorrt-llm.md §5):
+Sources for the external names (see docs/reference/tensorrt-llm.md §5):
 - Triton core: server docs/user_guide/metrics.md (nv_inference_*, nv_gpu_*, nv_cpu_*).
 - TensorRT-LLM backend: custom_metrics_reporter.cc (nv_trt_llm_*, nv_llm_*_token_len).
 - DCGM exporter: default counters (DCGM_FI_DEV_GPU_UTIL, …).

@@ -1,4 +1,5 @@
-"""Rendered config.pbtxt / model.yaml checked parameter by parameter (reference §4.3, §3.5)."""
+"""Rendered config.pbtxt / model.yaml checked parameter by parameter (docs/reference/tensorrt-llm.md §4.3,
+§3.5)."""
 
 from __future__ import annotations
 
@@ -88,9 +89,10 @@ def test_tensorrt_llm_config_every_parameter() -> None:
     got = parameters(text)
     for key, value in EXPECTED_TENSORRT_LLM.items():
         assert got.get(key) == value, key
-    # Parameters left to the backend default are absent rather than "${…}" (reference §4.2).
+    # Parameters left to the backend default are absent rather than "${…}" (docs/reference/tensorrt-llm.md
+    # §4.2).
     assert set(got) == set(EXPECTED_TENSORRT_LLM)
-    # Must-fill, non-string positions (reference §4.3).
+    # Must-fill, non-string positions (docs/reference/tensorrt-llm.md §4.3).
     assert 'backend: "tensorrtllm"' in text
     assert re.search(r"^max_batch_size: 128$", text, re.M)  # engine max_batch_size
     assert "model_transaction_policy { decoupled: true }" in text  # spec.server.decoupled

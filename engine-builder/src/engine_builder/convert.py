@@ -1,6 +1,7 @@
 """``convert``: write the checkpoint the backend loads.
 
-* ``tensorrt`` backend → TensorRT-LLM checkpoint (reference §2.2): ``config.json`` (architecture,
+* ``tensorrt`` backend → TensorRT-LLM checkpoint (docs/reference/tensorrt-llm.md §2.2): ``config.json``
+(architecture,
   dtype, ``mapping`` with ``world_size = tp × pp``, ``quantization.quant_algo`` /
   ``kv_cache_quant_algo``) and ``rank{N}.safetensors`` per rank, through ModelOpt's
   ``export_tensorrt_llm_checkpoint`` (ModelOpt ≤ 0.48 still has it; pinned 0.47.0).
@@ -31,7 +32,8 @@ from engine_builder.spec import BuildSpec
 #: Source dtype → export dtype (TensorRT-LLM's quantize.py: fp32 sources are exported as fp16).
 EXPORT_DTYPES = {"bfloat16": "bfloat16", "float16": "float16", "float32": "float16"}
 
-#: ``quant_algo`` the export writes per format (reference §1.2; measured on ModelOpt 0.47).
+#: ``quant_algo`` the export writes per format (docs/reference/tensorrt-llm.md §1.2; measured on ModelOpt
+#: 0.47).
 EXPECTED_QUANT_ALGO: dict[str, str | None] = {
     "none": None,
     "fp8": "FP8",

@@ -1,6 +1,6 @@
 """``package``: assemble the artifact ``<artifact_root>/<engine_key>/`` and its ``manifest.json``.
 
-Layout (DESIGN.md §3)::
+Layout (docs/design.md §3)::
 
     <engine_key>/
       manifest.json            # written last: its presence means every listed file is in place;
@@ -53,7 +53,8 @@ from engine_builder.triton import (
 
 MANIFEST_SCHEMA = "engine-builder.trtllm-operator.dev/manifest/v1"
 
-#: Where TensorRT-LLM images keep the Triton model code (reference §0.3); first existing wins.
+#: Where TensorRT-LLM images keep the Triton model code (docs/reference/tensorrt-llm.md §0.3); first existing
+#: wins.
 MODEL_CODE_DIRS: tuple[str, ...] = (
     "/app/all_models",
     "/opt/tritonserver/tensorrtllm_backend/all_models",

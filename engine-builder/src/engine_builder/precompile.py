@@ -2,7 +2,7 @@
 
 ModelOpt JIT-compiles ``modelopt_cuda_ext`` (+ ``_fp8``, ``_mx``) with ``torch.utils.cpp_extension``
 on first use — about 48 s of a builder Job's GPU time per AWQ build, measured on an H200
-(reference §1.5). The builder image runs this module at ``docker build`` time instead.
+(docs/reference/tensorrt-llm.md §1.5). The builder image runs this module at ``docker build`` time instead.
 
 There is no GPU during ``docker build``, and ModelOpt's own ``extensions.precompile()`` skips every
 extension when ``torch.cuda.is_available()`` is False. Compiling needs only ``nvcc``, so this

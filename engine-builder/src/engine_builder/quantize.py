@@ -1,6 +1,7 @@
 """``quantize``: post-training quantization with NVIDIA ModelOpt (``nvidia-modelopt``).
 
-Recipe, as TensorRT-LLM's ``quantize_by_modelopt.py`` does it (reference §1.2), on ModelOpt 0.47's
+Recipe, as TensorRT-LLM's ``quantize_by_modelopt.py`` does it (docs/reference/tensorrt-llm.md §1.2), on
+ModelOpt 0.47's
 list-form ``quant_cfg``:
 
 ==========  ===========================  =========================================
@@ -54,7 +55,7 @@ QUANT_CONFIGS: dict[str, str] = {
     "mxfp8": "MXFP8_DEFAULT_CFG",
 }
 AWQ_FORMATS = frozenset({"int4_awq", "w4a8_awq"})
-#: Formats whose ModelOpt calibration asserts CUDA tensors (reference §1.4, measured).
+#: Formats whose ModelOpt calibration asserts CUDA tensors (docs/reference/tensorrt-llm.md §1.4, measured).
 CUDA_ONLY_FORMATS = frozenset({"nvfp4"})
 AWQ_MAX_SAMPLES = 32
 INT8_KV_ENTRY: dict[str, Any] = {

@@ -5,7 +5,7 @@ it as YAML in a ConfigMap and mounts it into the builder Job. The builder valida
 model, so a spec the builder cannot honour fails at the ``fetch`` stage's preflight with reason
 ``BadSpec`` rather than half-way through a GPU build.
 
-The engine key (DESIGN.md §3) is ``sha256`` over the canonical JSON of everything that makes an
+The engine key (docs/design.md §3) is ``sha256`` over the canonical JSON of everything that makes an
 engine valid: :meth:`BuildSpec.key_inputs`. Anything that does not change the bytes of the artifact
 (where it is stored, progress reporting, resources of the build pod) stays out of the key, so two
 ``LLMEngine`` objects that differ only in such fields share one artifact.
@@ -138,7 +138,7 @@ class BuildSpec(_Model):
     output: Output = Output()
 
     def key_inputs(self) -> dict[str, Any]:
-        """Everything that makes an engine valid (DESIGN.md §3), as plain JSON data."""
+        """Everything that makes an engine valid (docs/design.md §3), as plain JSON data."""
         data = self.model_dump(mode="json", exclude={"output"})
         data["model"].pop("token_env", None)
         data["parallelism"].pop("multi_node", None)
@@ -147,7 +147,8 @@ class BuildSpec(_Model):
             spec_draft.pop("token_env", None)
         data["schema"] = ENGINE_KEY_SCHEMA
         # The product is informative; the SM decides where an engine loads. Keep both: the safe rule
-        # (reference §3.3) is "same GPU SKU", so a different product is a different engine.
+        # (docs/reference/tensorrt-llm.md §3.3) is "same GPU SKU", so a different product is a different
+        # engine.
         return data
 
     def engine_key(self) -> str:

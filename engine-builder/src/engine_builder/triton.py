@@ -4,24 +4,27 @@ Two layouts, one per serving backend:
 
 * :func:`render_trtllm_repository` — the TensorRT engine path served by Triton's ``tensorrtllm``
   C++ backend: ``preprocessing`` → ``tensorrt_llm`` → ``postprocessing`` chained by ``ensemble``,
-  optionally ``tensorrt_llm_bls`` (reference §4.1).
+  optionally ``tensorrt_llm_bls`` (docs/reference/tensorrt-llm.md §4.1).
 * :func:`render_llmapi_model` — the PyTorch backend served by the LLM-API Python model
-  (``tensorrt_llm/config.pbtxt`` + ``tensorrt_llm/1/model.yaml``, reference §3.5).
+  (``tensorrt_llm/config.pbtxt`` + ``tensorrt_llm/1/model.yaml``, docs/reference/tensorrt-llm.md §3.5).
 
 Why not ``fill_template.py``: upstream fills ``${var}`` placeholders with a script whose key set
 must match the template version exactly and which leaves unknown placeholders as literal ``${x}``
-(in non-string protobuf positions that breaks parsing, reference §4.2). Here every value is a
+(in non-string protobuf positions that breaks parsing, docs/reference/tensorrt-llm.md §4.2). Here every value
+is a
 typed, validated field of :class:`TritonModelParams` with the reference's default; the
 ``parameters { … }`` blocks are generated from those fields, and a render that would leave any
 ``${`` raises :class:`TemplateError`. A parameter whose field is ``None`` ("let the backend
 decide", e.g. ``max_tokens_in_paged_kv_cache`` unset = only the memory fraction bounds the pool) is
 omitted from the C++ model's file, which the backend treats exactly like an unfilled placeholder:
-it logs a warning and uses its default (reference §4.2, ``model_instance_state.cc``). The Python
+it logs a warning and uses its default (docs/reference/tensorrt-llm.md §4.2, ``model_instance_state.cc``). The
+Python
 models (pre/post-processing, BLS) read some keys unconditionally, so they always get every key.
 
 The templates (package data under ``templates/``) were written for this project from the tensor
 interface of TensorRT-LLM's ``triton_backend/all_models`` (inflight_batcher_llm and llmapi,
-tensorrtllm_backend v0.19 parameter key set — reference §4.3). The ``1/model.py`` files of the
+tensorrtllm_backend v0.19 parameter key set — docs/reference/tensorrt-llm.md §4.3). The ``1/model.py`` files
+of the
 Python models are *not* rendered: they belong to the serving image (``/app/all_models/...``) and
 must match its TensorRT-LLM version; the builder's package stage copies them from the image when it
 runs there.
@@ -51,7 +54,7 @@ DecodingMode = Literal[
     "top_k", "top_p", "top_k_top_p", "beam_search", "medusa", "redrafter", "lookahead", "eagle"
 ]
 
-#: Fixed by the tensorrtllm backend image layout (reference §4.3).
+#: Fixed by the tensorrtllm backend image layout (docs/reference/tensorrt-llm.md §4.3).
 EXECUTOR_WORKER_PATH = "/opt/tritonserver/backends/tensorrtllm/trtllmExecutorWorker"
 
 
@@ -64,10 +67,11 @@ class _Params(BaseModel):
 
 
 class TritonModelParams(_Params):
-    """Everything the TensorRT-engine model repository needs (reference §4.3).
+    """Everything the TensorRT-engine model repository needs (docs/reference/tensorrt-llm.md §4.3).
 
     Field names are the upstream template variables. Defaults are the backend's own defaults
-    (reference §4.3 table); ``None`` means "not set: the backend's default applies" and the
+    (docs/reference/tensorrt-llm.md §4.3 table); ``None`` means "not set: the backend's default applies" and
+    the
     parameter is left out of ``tensorrt_llm/config.pbtxt``.
 
     Raises ``pydantic.ValidationError`` naming the field for out-of-range values.
@@ -172,7 +176,7 @@ class TritonModelParams(_Params):
         if self.guided_decoding_backend and not self.xgrammar_tokenizer_info_path:
             raise ValueError(
                 "guided_decoding_backend is set but xgrammar_tokenizer_info_path is empty: "
-                "set both (reference §4.3) or neither"
+                "set both (docs/reference/tensorrt-llm.md §4.3) or neither"
             )
         if self.tensorrt_llm_draft_model_name and not self.include_bls:
             raise ValueError("tensorrt_llm_draft_model_name needs include_bls=True (only the BLS uses it)")
@@ -182,7 +186,7 @@ class TritonModelParams(_Params):
 class LLMAPIModelParams(_Params):
     """The LLM-API (PyTorch backend) Triton model: ``config.pbtxt`` + ``1/model.yaml``.
 
-    ``model.yaml`` keys are ``tensorrt_llm.LLM()`` arguments (reference §3.5): ``model``,
+    ``model.yaml`` keys are ``tensorrt_llm.LLM()`` arguments (docs/reference/tensorrt-llm.md §3.5): ``model``,
     ``backend``, parallel sizes, ``kv_cache_config`` (``free_gpu_memory_fraction``,
     ``enable_block_reuse``, ``max_tokens``, ``dtype``), ``scheduler_config``, limits, plus
     ``triton_config`` (``max_batch_size``: 0 — the model does not batch — and ``decoupled``).

@@ -1,8 +1,9 @@
 """The ``compile`` stage: ``trtllm-build`` as a subprocess (tensorrt backend only).
 
-Flags are derived from the spec and the plan (reference §3.1): ``--max_batch_size``,
+Flags are derived from the spec and the plan (docs/reference/tensorrt-llm.md §3.1): ``--max_batch_size``,
 ``--max_seq_len`` and ``--max_num_tokens`` are always set (the upstream defaults 2048 /
-max_position_embeddings / 8192 are build-OOM bait, reference §9.3), plus ``--max_beam_width``,
+max_position_embeddings / 8192 are build-OOM bait, docs/reference/tensorrt-llm.md §9.3), plus
+``--max_beam_width``,
 ``--max_input_len`` when given, ``--gemm_plugin``, ``--use_paged_context_fmha``, paged KV cache,
 ``--workers`` and the speculative-decoding mode. Tensor/pipeline parallelism is not a flag: it is
 the checkpoint's ``mapping`` (trtllm-build emits ``world_size`` engines).

@@ -1,7 +1,8 @@
 """May this deployment serve this engine, and in which workload? Pure decisions, no I/O.
 
 An engine only loads where it was built: same TensorRT-LLM / TensorRT build (the runtime image)
-and same GPU architecture (reference §3.3: "The engine plan file is generated on an incompatible
+and same GPU architecture (docs/reference/tensorrt-llm.md §3.3: "The engine plan file is generated on an
+incompatible
 device, expecting compute 9.0 got compute 8.9"; "Version tag does not match"). NVIDIA's safe rule is
 "same GPU SKU", so the product must match, not only the SM version. Checking before rollout turns a
 crash-looping GPU pod into a condition that names both values.

@@ -1,7 +1,7 @@
 """Why a build failed, from what the API server shows: the builder's report, pod and Job state.
 
 The builder (``engine-builder run``) ends every run with a compact JSON report written to the
-container's termination-message path (DESIGN.md §4); Kubernetes copies it into
+container's termination-message path (docs/design.md §4); Kubernetes copies it into
 ``status.containerStatuses[].state.terminated.message`` of the pod (``terminationMessagePolicy:
 FallbackToLogsOnError`` puts the log tail there when the process died before writing it). Its exit
 code maps to the failure class as well (:data:`engine_builder.report.EXIT_CODES`).

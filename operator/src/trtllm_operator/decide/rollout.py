@@ -4,7 +4,7 @@ Kubernetes' own ``updatedReplicas`` counts pods of the newest ReplicaSet, which 
 "serving the new engine": a pod can be updated and still loading, and an old-key pod can still be
 terminating with requests in flight. The rollout is **complete only when every pod of the
 deployment carries the new engine-key label, is Ready, none of another key remains, and the
-workload controller has observed the latest template** (DESIGN.md §5). The pods are counted by the
+workload controller has observed the latest template** (docs/design.md §5). The pods are counted by the
 engine-key label the renderer puts on every pod.
 
 Automatic rollback (``spec.rollout.autoRollback``) mirrors ``kubectl rollout undo``: when the

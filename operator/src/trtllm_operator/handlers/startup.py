@@ -4,7 +4,8 @@ Applied once per operator start (``@kopf.on.startup``) from :func:`trtllm_operat
 
 * kopf's bookkeeping lives in annotations under ``kopf.trtllm-operator.dev`` (progress and the
   diff-base). Our CRDs declare their status fields explicitly, so kopf's default ``status.kopf``
-  storage would be pruned by the API server ("Patching failed with inconsistencies", reference §D4).
+  storage would be pruned by the API server ("Patching failed with inconsistencies",
+  docs/reference/local-control-plane.md §D4).
 * API errors (also watch reconnects) are retried at most 5 s apart (:data:`API_ERROR_BACKOFFS`), so
   the operator is back within seconds of an API-server outage ending.
 * kopf's own log-to-Event posting is limited to warnings: controllers post their own Events with

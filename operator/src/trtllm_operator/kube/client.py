@@ -6,7 +6,7 @@ client method (``read_namespaced_job``, ``patch_namespaced_custom_object_status`
 typed results back to dicts with ``ApiClient.sanitize_for_serialization``, so callers never see
 client model classes.
 
-Error handling follows the three 409 cases of reference §D5:
+Error handling follows the three 409 cases of docs/reference/local-control-plane.md §D5:
 
 * create of a child with a deterministic name → :meth:`Kube.create_or_get` turns
   ``409 AlreadyExists`` into "already there" and returns the live object;

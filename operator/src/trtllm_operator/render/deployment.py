@@ -2,10 +2,11 @@
 
 One pod per replica, ``tensor × pipeline`` GPUs per pod, one ``tritonserver`` rank per GPU under MPI
 (see :func:`trtllm_operator.render.serving.launch_script`). Placement, probes and rollout follow
-DESIGN.md §5:
+docs/design.md §5:
 
 - node affinity on ``nvidia.com/gpu.product`` = the engine's target product — an engine only loads
-  on the GPU architecture (and, by NVIDIA's safe rule, the SKU) it was built for (reference §3.3);
+  on the GPU architecture (and, by NVIDIA's safe rule, the SKU) it was built for
+  (docs/reference/tensorrt-llm.md §3.3);
 - the artifact PVC is mounted read-only at ``sub_path = <storage root>/<engineKey>``; a serving pod
   can never damage an artifact other deployments share;
 - ``automountServiceAccountToken: false``: Triton never talks to the API server;

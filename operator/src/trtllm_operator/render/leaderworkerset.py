@@ -4,7 +4,8 @@ When ``tensor × pipeline`` exceeds the GPUs of one node of the engine's product
 group of ``ceil(world size / GPUs per node)`` pods: the leader (LWS worker index 0) runs ``mpirun``
 over every pod of its group and serves HTTP/gRPC/metrics; the workers only host MPI ranks. This is
 the shape of Triton's multi-node tutorial (``tutorials/Deployment/Kubernetes/
-TensorRT-LLM_Multi-Node_Distributed_Models``, reference §4.4): Open MPI reaches the workers over
+TensorRT-LLM_Multi-Node_Distributed_Models``, docs/reference/tensorrt-llm.md §4.4): Open MPI reaches the
+workers over
 SSH, so **the serving image must provide ``sshd`` and a shared SSH key** (see docs/serving.md);
 workers run ``/usr/sbin/sshd -D`` as their main process.
 

@@ -1,7 +1,7 @@
 """The model-repository ConfigMap: rendered ``config.pbtxt`` / ``model.yaml`` files and the launch script.
 
 The files themselves come from :mod:`engine_builder.triton` (one renderer for the builder's package
-stage and for the operator; reference §4.3 for the parameters): this module only maps the
+stage and for the operator; docs/reference/tensorrt-llm.md §4.3 for the parameters): this module only maps the
 deployment's server settings onto that renderer's parameters and packs the result.
 
 The ConfigMap is **immutable and content-addressed** (``<deployment>-repo-<hash>``), like a
@@ -55,7 +55,8 @@ _BATCHING = {
 def triton_model_params(params: ServingParams) -> TritonModelParams:
     """The tensorrt-backend repository parameters from the deployment's server settings.
 
-    ``triton_max_batch_size`` follows the engine's ``max_batch_size`` (reference §4.3: it does not
+    ``triton_max_batch_size`` follows the engine's ``max_batch_size`` (docs/reference/tensorrt-llm.md §4.3: it
+    does not
     bound the runtime batch, the engine does, but a smaller Triton value would); pre/postprocessing
     instances follow ``spec.server.instanceCount``; ``num_nodes`` is the nodes one replica spans.
     """
@@ -122,7 +123,8 @@ def configmap_key(path: str) -> str:
 def check_filled(files: Mapping[str, str]) -> None:
     """Raise ``ValueError`` naming the file when a ``${…}`` template parameter is left unfilled.
 
-    Triton fails to parse such a file (``Expected integer, got: $``, reference §4.2) only when the
+    Triton fails to parse such a file (``Expected integer, got: $``, docs/reference/tensorrt-llm.md §4.2) only
+    when the
     pod starts; the operator refuses it before anything is rolled.
     """
     for path, text in sorted(files.items()):

@@ -1,6 +1,6 @@
 """The Service in front of a deployment's Triton pods: HTTP 8000, gRPC 8001, metrics 8002.
 
-Ports are Triton's defaults (reference §4.5); the metrics port is named ``metrics`` so a
+Ports are Triton's defaults (docs/reference/tensorrt-llm.md §4.5); the metrics port is named ``metrics`` so a
 ServiceMonitor or the autoscaler's pod scrape can select it by name. Only Ready pods are endpoints,
 so a pod still loading its engine receives no traffic.
 """

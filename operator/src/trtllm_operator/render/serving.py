@@ -6,15 +6,17 @@ client, no clock): the same parameters always give the same manifests, byte for 
 handler can compare and patch, and ``trtllm-operator render`` can show a GitOps reviewer exactly
 what the operator will create.
 
-Names are deterministic (DESIGN.md habit 3): every child is called after its ``LLMDeployment``; the
+Names are deterministic (docs/design.md habit 3): every child is called after its ``LLMDeployment``; the
 model-repository ConfigMap also carries a hash of its contents (it is immutable, so a pod that
 restarts mid-rollout still reads the files its ReplicaSet was rendered with).
 
 The launch script is rendered here rather than taken from TensorRT-LLM's
 ``scripts/launch_triton_server.py`` because that script starts ``mpirun`` with ``subprocess.Popen``
-and returns without waiting (reference §4.4, tensorrtllm_backend#580): as a container's main process
+and returns without waiting (docs/reference/tensorrt-llm.md §4.4, tensorrtllm_backend#580): as a container's
+main process
 the container would exit at once. We build the same ``mpirun`` line (one ``tritonserver`` rank per
-GPU, rank 0 serving every model, ranks ≥ 1 loading only ``tensorrt_llm``, reference §4.4) and keep
+GPU, rank 0 serving every model, ranks ≥ 1 loading only ``tensorrt_llm``, docs/reference/tensorrt-llm.md §4.4)
+and keep
 it in the foreground under a small watchdog.
 """
 
@@ -102,7 +104,8 @@ class OwnerRef:
 
 @dataclass(frozen=True)
 class ServerSettings:
-    """Triton / TensorRT-LLM runtime knobs from ``LLMDeployment.spec.server`` (reference §4.3)."""
+    """Triton / TensorRT-LLM runtime knobs from ``LLMDeployment.spec.server`` (docs/reference/tensorrt-llm.md
+    §4.3)."""
 
     kv_cache_free_gpu_mem_fraction: float = 0.9
     enable_kv_cache_reuse: bool = True
@@ -202,7 +205,8 @@ class ServingParams:
 
     @property
     def world_size(self) -> int:
-        """MPI ranks (= GPUs) of one replica: tensor × pipeline parallelism (reference §4.4)."""
+        """MPI ranks (= GPUs) of one replica: tensor × pipeline parallelism (docs/reference/tensorrt-llm.md
+        §4.4)."""
         return self.tensor_parallelism * self.pipeline_parallelism
 
     @property
@@ -316,7 +320,8 @@ def server_command(params: ServingParams, hosts: str | None = None) -> list[str]
     """The serving process: plain ``tritonserver`` for one rank, else the ``mpirun`` line.
 
     PyTorch backend: the LLM-API Python model starts its own tensor/pipeline-parallel workers from
-    ``model.yaml`` (reference §3.5: launched with the default world size 1), so Triton runs as one
+    ``model.yaml`` (docs/reference/tensorrt-llm.md §3.5: launched with the default world size 1), so Triton
+    runs as one
     process owning every GPU of the pod; on several nodes each rank runs under
     ``trtllm-llmapi-launch`` (the launch script's ``--trtllm_llmapi_launch``).
     """
