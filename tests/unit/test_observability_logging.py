@@ -160,3 +160,46 @@ def test_kopf_event_poster_gets_redacted_messages() -> None:
     assert poster.format(_record("Handler failed: 401 for %s", f"Bearer {HF_TOKEN}")) == (
         f"Handler failed: 401 for Bearer {REDACTED}"
     )
+
+
+@pytest.mark.usefixtures("root_logging")
+@pytest.mark.parametrize(
+    ("level", "logger", "record_level", "message", "shown_as"),
+    [
+        # kopf's per-tick timer success: DEBUG, so hidden at INFO ...
+        ("INFO", "kopf.objects", logging.INFO, "Timer 'engine_build_progress' succeeded.", None),
+        # ... and shown, as DEBUG, at DEBUG
+        ("DEBUG", "kopf.objects", logging.INFO, "Timer 'engine_build_progress' succeeded.", "DEBUG"),
+        # failures and retries of the same timer keep their level
+        (
+            "INFO",
+            "kopf.objects",
+            logging.ERROR,
+            "Timer 'engine_build_progress' failed with an exception. Will retry.",
+            "ERROR",
+        ),
+        ("INFO", "kopf.objects", logging.WARNING, "Timer 'engine_resync' failed temporarily: x", "WARNING"),
+        # a create/update handler's success (once per change) stays INFO
+        ("INFO", "kopf.objects", logging.INFO, "Handler 'on_engine' succeeded.", "INFO"),
+        # the operator's own line that happens to look alike is not kopf's
+        ("INFO", "trtllm_operator.x", logging.INFO, "Timer 'a' succeeded.", "INFO"),
+        # a library logger with its own DEBUG level does not leak DEBUG lines at INFO
+        ("INFO", "urllib3.connectionpool", logging.DEBUG, "Starting new HTTPS connection", None),
+        ("INFO", "kopf._core.reactor", logging.DEBUG, "Adding the finalizer", None),
+        ("WARNING", "kopf.objects", logging.INFO, "Handler 'on_engine' succeeded.", None),
+    ],
+)
+def test_log_level_and_timer_success_filter(
+    level: str, logger: str, record_level: int, message: str, shown_as: str | None
+) -> None:
+    out = io.StringIO()
+    configure_logging("json", level, stream=out)
+    log = logging.getLogger(logger)
+    saved = log.level
+    log.setLevel(logging.DEBUG)  # as a library may do: the handler must still enforce the level
+    try:
+        log.log(record_level, message)
+    finally:
+        log.setLevel(saved)
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [(x["level"], x["message"]) for x in lines] == ([(shown_as, message)] if shown_as else [])

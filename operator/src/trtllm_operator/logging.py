@@ -192,16 +192,49 @@ class _OperatorHandler(logging.StreamHandler[TextIO]):
     """Marks the handler :func:`configure_logging` installs (replaced on a second call)."""
 
 
+#: kopf's success line of a timer run (``kopf._core.actions.execution``: ``f"{handler} succeeded."``).
+_TIMER_SUCCEEDED = re.compile(r"^Timer '[^']+' succeeded\.$")
+
+
+class DemoteTimerSuccess(logging.Filter):
+    """Turn kopf's ``Timer '…' succeeded.`` lines (INFO, one per tick per object: about once a
+    second per building LLMEngine) into DEBUG records, and drop them below ``level``.
+
+    Everything else passes unchanged — kopf's failure and retry lines of the same timers
+    (``Timer '…' failed with an exception. Will retry.``) keep their WARNING/ERROR level, and
+    create/update handlers' ``Handler '…' succeeded.`` (once per change) stays INFO.
+    """
+
+    def __init__(self, level: int | str = logging.INFO) -> None:
+        super().__init__()
+        self.level = logging.getLevelName(level) if isinstance(level, str) else level
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if (
+            record.levelno == logging.INFO
+            and record.name.startswith("kopf")
+            and _TIMER_SUCCEEDED.match(record.getMessage())
+        ):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return record.levelno >= self.level
+
+
 def configure_logging(log_format: str = "text", level: str = "INFO", stream: TextIO | None = None) -> None:
     """Send every log record to ``stream`` (stderr) in ``log_format`` (text | json) at ``level``.
 
     Replaces the stream handlers on the root logger (kopf's included) so each line is formatted
     once; ``kopf.objects`` keeps its Event-posting handler and propagates to the root. Idempotent.
+    No record below ``level`` is written, whatever level a library gives its own logger; kopf's
+    per-tick ``Timer '…' succeeded.`` lines count as DEBUG (:class:`DemoteTimerSuccess`).
     """
     if log_format not in ("text", "json"):
         raise ValueError(f"log_format: {log_format!r} is not one of text, json")
     handler = _OperatorHandler(stream or sys.stderr)
     handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
+    # The handler enforces the level too: a library logger with its own lower level (setLevel
+    # DEBUG) would otherwise reach the output below ``level``.
+    handler.setLevel(level)
+    handler.addFilter(DemoteTimerSuccess(level))
     root = logging.getLogger()
     for old in list(root.handlers):
         if isinstance(old, logging.StreamHandler):
