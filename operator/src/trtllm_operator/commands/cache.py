@@ -40,11 +40,30 @@ import yaml
 EXIT_BAD_INPUT = 2
 
 
+DESCRIPTION = """\
+The engine cache index: the artifacts the operator knows about, one ConfigMap each
+(trtllm-engine-<key[:20]>-<storage[:8]>, label llm.trtllm-operator.dev/engine-key). An LLMEngine
+whose engine key has an entry for its storage is Ready at once, without a build.
+
+  spec    print the build spec the operator would give the builder for an LLMEngine manifest
+          (engine key in the first line), to run the builder outside the cluster:
+          engine-builder run --spec build.yaml --workdir /tmp/w
+  import  register such an artifact from its manifest.json (the engine key and digest are
+          checked) for --storage pvc://<claim>[/<subPath>] or s3://<bucket>[/<prefix>], as the
+          LLMEngine's spec.storage names it; the artifact must sit at <storage>/<engineKey>/.
+          An artifact without a compiled engine (engine-builder run --skip-compile) is refused
+          unless --allow-partial (simulated clusters and tests only).
+  list    show the index.
+
+Exit codes: 0 success, 1 API error, 2 bad input (the message names the field).
+"""
+
+
 def register(subparsers: Any) -> None:
     p: argparse.ArgumentParser = subparsers.add_parser(
         "cache",
         help="engine cache index: print a build spec, import an artifact, list",
-        description=__doc__,
+        description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = p.add_subparsers(dest="cache_command", metavar="ACTION", required=True)
@@ -61,7 +80,14 @@ def register(subparsers: Any) -> None:
     spec.add_argument("--hf-config-dir", help="directory of <org>__<name>.json model configs (plan check)")
     spec.set_defaults(func=_spec)
 
-    imp = sub.add_parser("import", help="register an artifact built outside the cluster")
+    imp = sub.add_parser(
+        "import",
+        help="register an artifact built outside the cluster",
+        description="Register an artifact built outside the cluster in the engine cache: reads its "
+        "manifest.json, checks the engine key and digest, and records it for --storage. An artifact "
+        "without a compiled engine (tensorrt backend, engine-builder run --skip-compile) is refused "
+        "unless --allow-partial.",
+    )
     imp.add_argument("--manifest", required=True, help="the artifact's manifest.json")
     imp.add_argument("--namespace", "-n", required=True, help="namespace of the LLMEngines that use it")
     imp.add_argument("--storage", required=True, help="pvc://<claim>[/<subPath>] or s3://<bucket>[/<prefix>]")

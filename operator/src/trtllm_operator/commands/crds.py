@@ -18,7 +18,12 @@ from trtllm_operator.api.docs import render_reference, splice
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "crds", help="write the CustomResourceDefinitions generated from the API models"
+        "crds",
+        help="write the CustomResourceDefinitions generated from the API models",
+        description="Write the CustomResourceDefinitions of LLMEngine and LLMDeployment, generated from "
+        "the API models, to --output-dir (and every --chart-dir). make crds runs: trtllm-operator crds "
+        "--output-dir crds --chart-dir charts/trtllm-operator/crds. With --check nothing is written and "
+        "the exit code is 1 when a file is missing or stale.",
     )
     parser.add_argument(
         "--output-dir", type=Path, default=Path("crds"), help="directory for the CRDs (default crds)"

@@ -25,11 +25,22 @@ _metrics_started = False  # the operator's registry (metrics.operator_metrics) i
 _metrics_lock = threading.Lock()
 
 
+DESCRIPTION = """\
+Start the operator (kopf) with every handler: it watches LLMEngines and LLMDeployments and runs
+until interrupted (SIGINT/SIGTERM).
+
+Every flag overrides its TRTLLM_OPERATOR_* environment variable (e.g. --max-concurrent-builds and
+TRTLLM_OPERATOR_MAX_CONCURRENT_BUILDS; docs/operator.md lists them all). With --liveness-port the
+endpoint GET http://<listen address>:PORT/healthz answers once the operator runs; --metrics-port
+serves Prometheus /metrics.
+"""
+
+
 def register(subparsers: Any) -> None:
     p: argparse.ArgumentParser = subparsers.add_parser(
         "run",
         help="run the operator",
-        description=__doc__,
+        description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     scope = p.add_mutually_exclusive_group()
@@ -43,15 +54,42 @@ def register(subparsers: Any) -> None:
     )
     scope.add_argument("--all-namespaces", "-A", action="store_true", help="watch the whole cluster")
     peering = p.add_mutually_exclusive_group()
-    peering.add_argument("--standalone", dest="standalone", action="store_true", default=None)
-    peering.add_argument("--peering", dest="standalone", action="store_false", help="use kopf peering")
-    p.add_argument("--max-concurrent-builds", type=int, metavar="N")
-    p.add_argument("--builder-image", metavar="IMAGE")
-    p.add_argument("--gpu-catalog-configmap", metavar="NAME")
-    p.add_argument("--gpu-catalog-file", metavar="PATH")
+    peering.add_argument(
+        "--standalone",
+        dest="standalone",
+        action="store_true",
+        default=None,
+        help="run without kopf peering: this process assumes it is the only operator replica "
+        "(the default; the chart runs 1 replica with the Recreate strategy)",
+    )
+    peering.add_argument(
+        "--peering",
+        dest="standalone",
+        action="store_false",
+        help="use kopf peering, so that of several replicas only one handles objects at a time",
+    )
+    p.add_argument(
+        "--max-concurrent-builds",
+        type=int,
+        metavar="N",
+        help="builder Jobs running at once (default 2); further LLMEngines wait in phase Queued",
+    )
+    p.add_argument(
+        "--builder-image",
+        metavar="IMAGE",
+        help="image of builder Jobs (default: each LLMEngine's spec.runtime.image)",
+    )
+    p.add_argument(
+        "--gpu-catalog-configmap",
+        metavar="NAME",
+        help="ConfigMap in the operator's namespace adding GPU products to the built-in catalog",
+    )
+    p.add_argument(
+        "--gpu-catalog-file", metavar="PATH", help="YAML/JSON file adding GPU products to the catalog"
+    )
     p.add_argument("--liveness-port", type=int, metavar="PORT", help="0 disables the endpoint")
     p.add_argument("--metrics-port", type=int, metavar="PORT", help="0 disables /metrics")
-    p.add_argument("--log-format", choices=["text", "json"])
+    p.add_argument("--log-format", choices=["text", "json"], help="log line format (default text)")
     p.add_argument("--verbose", "-v", action="store_true", help="debug logging")
     p.set_defaults(func=_main)
 
