@@ -82,8 +82,9 @@ class Api:
             if p.metadata.deletion_timestamp is None
         ]
 
-    def cache_artifact(self, engine: dict[str, Any]) -> PreparedEngine:
-        """Record an artifact for the engine's key in the engine cache (like ``cache import``)."""
+    def cache_artifact(self, engine: dict[str, Any], missing: tuple[str, ...] = ()) -> PreparedEngine:
+        """Record an artifact for the engine's key in the engine cache (like ``cache import``;
+        ``missing`` non-empty: a partial artifact, like ``cache import --allow-partial``)."""
         prepared = prepare_engine(engine["metadata"]["name"], engine["spec"])
         assert isinstance(prepared, PreparedEngine), prepared
         record = artifact_record(
@@ -95,6 +96,7 @@ class Api:
             backend=prepared.build_spec.backend,
             recorded_at="2026-11-29T20:00:00Z",
             size_bytes=9 * 10**9,
+            missing=missing,
         )
         self.core.create_namespaced_config_map(self.ns, desired_cache_entry(self.ns, record))
         return prepared
@@ -288,6 +290,37 @@ def test_incompatible_or_unplaceable_is_reported_and_nothing_rolls(cluster: Loca
         names = {d.metadata.name for d in api.apps.list_namespaced_deployment(api.ns).items}
         assert names == set(), f"nothing may be rolled out, found {names}"
         assert api.pods("img") == [] and api.pods("gpu") == [] and api.pods("big") == []
+
+
+def test_partial_artifact_rolls_out_only_with_the_opt_in(cluster: LocalCluster, api: Api) -> None:
+    engine = an_engine("partial")
+    api.cache_artifact(engine, missing=("engine/ (compile skipped: --skip-compile)",))
+    api.create("llmengines", engine)
+    api.create("llmdeployments", a_deployment("plain", "partial", replicas=1))
+    opted = a_deployment("opted", "partial", replicas=1)
+    opted["metadata"]["annotations"] = {"llm.trtllm-operator.dev/allow-partial-artifact": "true"}
+    api.create("llmdeployments", opted)
+
+    with running_operator(cluster, [api.ns]):
+        refused = wait_for(
+            lambda: (c := api.condition("plain", "Ready")) and c["reason"] == "PartialArtifact" and c,
+            timeout=60,
+            desc="plain: PartialArtifact",
+        )
+        assert refused["status"] == "False" and "allow-partial-artifact" in refused["message"]
+        assert api.status("plain")["phase"] == "Failed"
+        wait_for(
+            lambda: [
+                d for d in api.apps.list_namespaced_deployment(api.ns).items if d.metadata.name == "opted"
+            ],
+            timeout=60,
+            desc="the opted-in deployment's workload",
+        )
+        engine_status = api.get("llmengines", "partial")["status"]
+        complete = next(c for c in engine_status["conditions"] if c["type"] == "ArtifactComplete")
+        assert (complete["status"], complete["reason"]) == ("False", "CompileSkipped")
+        names = {d.metadata.name for d in api.apps.list_namespaced_deployment(api.ns).items}
+        assert names == {"opted"}, f"only the opted-in deployment may roll out, found {names}"
 
 
 @pytest.mark.slow
