@@ -818,3 +818,19 @@ def test_flapping_holds_never_push_scale_steps_out() -> None:
         reason = Reason.MISSING_METRICS if i % 2 else Reason.WITHIN_TOLERANCE
         log = record_decision(log, a_decision(1, 1, reason)) or log  # type: ignore[arg-type]
     assert log[0] == entry(3, 1, "BelowTarget") and len(log) == 2
+
+
+def test_idle_at_min_replicas_is_not_reported_as_a_stabilized_scale_down_to_zero() -> None:
+    # No load at minReplicas 1 with a window holding 1: the raw recommendation is 0, clamped to the
+    # minimum; the decision must not read "scale-down to 0 stabilized".
+    d = decide(Snapshot(1, (ready(0),)), history((20, 1)), window_policy(0, 300), NOW)
+    assert (d.to_replicas, d.reason) == (1, Reason.BELOW_TARGET), d.message
+    assert "to 0" not in d.message
+
+
+def test_stabilized_scale_down_message_names_a_reachable_count() -> None:
+    # 4 → the window's 3, raw recommendation 0 below minReplicas 2: the message says 2, not 0.
+    policy = replace(window_policy(0, 300), min_replicas=2)
+    d = decide(Snapshot(4, (ready(0),) * 4), history((20, 3)), policy, NOW)
+    assert (d.to_replicas, d.reason) == (3, Reason.SCALE_DOWN_STABILIZED), d.message
+    assert "scale-down to 2 stabilized" in d.message

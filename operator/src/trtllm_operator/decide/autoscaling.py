@@ -702,7 +702,10 @@ def decide(snapshot: Snapshot, state: AutoscalerState, policy: Policy, now: floa
     down_rec = max([recommendation] + [r.replicas for r in recs if r.time > down_cutoff])
     stabilized = min(max(current, up_rec), down_rec)
     new_recs = (*recs, Recommendation(now, recommendation))
-    if stabilized != recommendation:
+    # A raw recommendation below minReplicas is clamped in step 3: a window holding exactly the
+    # minimum (or less) is not a stabilization worth reporting.
+    held_by_window = stabilized > max(recommendation, policy.min_replicas) or recommendation > current
+    if stabilized != recommendation and held_by_window:
         if recommendation > current:
             reason = Reason.SCALE_UP_STABILIZED
             window = policy.scale_up.stabilization_window_seconds
@@ -714,7 +717,8 @@ def decide(snapshot: Snapshot, state: AutoscalerState, policy: Policy, now: floa
             reason = Reason.SCALE_DOWN_STABILIZED
             window = policy.scale_down.stabilization_window_seconds
             message = (
-                f"scale-down to {recommendation} stabilized: highest recommendation in the last {window}s "
+                f"scale-down to {max(recommendation, policy.min_replicas)} stabilized: highest "
+                f"recommendation in the last {window}s "
                 f"is {stabilized} ({summary})"
             )
 
