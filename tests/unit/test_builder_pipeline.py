@@ -239,6 +239,9 @@ def test_resume_skips_done_stages_and_compile_needs_the_toolchain(
     assert set(failed["stageTimings"]) == {"compile"}
     assert failed["resumed"] == ["fetch", "inspect", "plan", "quantize", "convert"]
     assert "skipped" not in failed or not any(s.startswith("compile") for s in failed["skipped"])
+    # No record of the earlier run's package stage is left claiming the artifact is packaged.
+    assert not (tmp_path / "work" / "state" / "package.json").exists()
+    assert (tmp_path / "work" / "state" / "convert.json").exists()
     # The artifact published by the --skip-compile run is still there, and its manifest says it is
     # partial (no engine) rather than claiming to be complete.
     manifest = json.loads((Path(first["artifactURI"]) / "manifest.json").read_text())

@@ -407,6 +407,15 @@ STAGE_INPUTS: dict[str, tuple[str, ...] | None] = {
 }
 
 
+def _dependents(stage: str) -> list[str]:
+    """``stage`` and every stage that reads it, directly or not (:data:`STAGE_DEPENDS`), in order."""
+    out = [stage]
+    for later in STAGES[STAGES.index(stage) + 1 : -1]:
+        if set(STAGE_DEPENDS[later]) & set(out):
+            out.append(later)
+    return out
+
+
 def stage_inputs_digest(spec: BuildSpec, stage: str) -> str:
     """sha256 over the key inputs ``stage`` depends on (:data:`STAGE_INPUTS`)."""
     inputs = spec.key_inputs()
@@ -539,8 +548,11 @@ def run(spec_path: Path, workdir: Path, from_stage: str | None, options: Options
                 ctx.resumed.append(stage)
                 continue
             reran.add(stage)
-            (ctx.state_dir / f"{stage}.json").unlink(missing_ok=True)
-            ctx.results.pop(stage, None)
+            # This stage and every later one that reads it are out of date from here on: forget
+            # their records now, so a failure below leaves no record claiming e.g. "package done".
+            for dependent in _dependents(stage):
+                (ctx.state_dir / f"{dependent}.json").unlink(missing_ok=True)
+                ctx.results.pop(dependent, None)
             progress.start(stage, STAGE_HELP[stage])
             started = time.monotonic()
             try:
