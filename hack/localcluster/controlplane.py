@@ -65,8 +65,9 @@ CONTROLLERS = (
     "serviceaccount-controller",
     "pod-garbage-collector-controller",
     "ttl-after-finished-controller",
-    "endpoints-controller",
-    "endpointslice-controller",
+    # No endpoints/endpointslice controllers: kwok pod IPs are loopback addresses, which the API
+    # server refuses in Endpoints/EndpointSlices ("may not be in the loopback range"), so they would
+    # only post a stream of FailedToUpdateEndpointSlices warnings. Nothing here reads endpoints.
     "disruption-controller",
     "resourcequota-controller",
     "clusterrole-aggregation-controller",  # fills the aggregated admin/edit/view ClusterRoles

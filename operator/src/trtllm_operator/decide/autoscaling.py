@@ -733,7 +733,8 @@ def decide(snapshot: Snapshot, state: AutoscalerState, policy: Policy, now: floa
             cap, why = policy.max_replicas, Reason.TOO_MANY_REPLICAS
         if stabilized > cap:
             final, limited, reason = cap, why, why
-            message = f"wanted {stabilized}, {why}: capped at {cap} ({summary})"
+            by = "the scale-up rate limit" if why is Reason.SCALE_UP_LIMIT else "maxReplicas"
+            message = f"wanted {stabilized}, capped at {cap} by {by} ({summary})"
     elif stabilized < current:
         down_limit = min(current, _scale_down_limit(current, events, now, policy.scale_down))
         if policy.min_replicas < down_limit:
@@ -742,7 +743,8 @@ def decide(snapshot: Snapshot, state: AutoscalerState, policy: Policy, now: floa
             floor, why = policy.min_replicas, Reason.TOO_FEW_REPLICAS
         if stabilized < floor:
             final, limited, reason = floor, why, why
-            message = f"wanted {stabilized}, {why}: floored at {floor} ({summary})"
+            by = "the scale-down rate limit" if why is Reason.SCALE_DOWN_LIMIT else "minReplicas"
+            message = f"wanted {stabilized}, floored at {floor} by {by} ({summary})"
 
     # 4. Unschedulable pods: no more scale-up, report the limit; scale-down proceeds.
     if unschedulable and final >= current:
