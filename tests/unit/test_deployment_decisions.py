@@ -22,6 +22,7 @@ from trtllm_operator.decide.deployment_status import (
 from trtllm_operator.decide.rollout import (
     POD_ENGINE_KEY_LABEL,
     PodView,
+    RolloutProgress,
     WorkloadView,
     decide_rollback,
     pod_view,
@@ -341,3 +342,25 @@ def test_scaled_to_zero_is_ready_and_complete() -> None:
     # Scaling to zero while a pod of the old key still drains is not complete.
     draining = rollout_progress(NEW[:16], 0, wl(replicas=0, updated=0, ready=0), pods(old_terminating=1))
     assert not draining.complete
+
+
+def test_scaling_the_same_engine_keeps_ready_true() -> None:
+    # kubectl scale / the autoscaler: 3 → 5 while the served key stays NEW. Ready must not flap
+    # (Argo CD / Flux health), Progressing says Scaling.
+    moving = RolloutProgress(False, 5, 5, 3, 0, "3/5 pods Ready with the new engine")
+    s = deployment_status(
+        obs(spec_replicas=5, previous_engine_key=NEW, progress=moving, pods=5, ready_pods=3)
+    )
+    assert s.phase == "Ready"
+    assert conds(s)["Ready"] == ("True", "Scaling")
+    assert conds(s)["Progressing"] == ("True", "Scaling")
+    # A first rollout (nothing served yet) and an engine change still report Ready=False.
+    first = deployment_status(obs(spec_replicas=5, progress=moving, pods=5, ready_pods=3))
+    assert conds(first)["Ready"] == ("False", "ReplicasStarting")
+    rolling = deployment_status(
+        obs(spec_replicas=5, previous_engine_key="old", progress=moving, pods=5, ready_pods=3)
+    )
+    assert conds(rolling)["Ready"] == ("False", "EngineRollout")
+    # Scaling up from zero ready pods is not "serving".
+    cold = deployment_status(obs(spec_replicas=2, previous_engine_key=NEW, progress=moving, pods=2))
+    assert conds(cold)["Ready"] == ("False", "ReplicasStarting")

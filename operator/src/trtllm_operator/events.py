@@ -212,6 +212,13 @@ _DEPLOYMENT_REASONS: tuple[EventReason, ...] = (
         "deployment",
         "replicas are starting (first rollout or scale-up)",
     ),
+    EventReason(
+        "Scaling",
+        DEPLOYMENT,
+        "Normal",
+        "deployment",
+        "the replica count changed while the same engine keeps serving (Ready stays True)",
+    ),
     EventReason("EngineRollout", DEPLOYMENT, "Normal", "deployment", "a new engine key is rolling out"),
     EventReason("AllReplicasReady", DEPLOYMENT, "Normal", "deployment", "every desired replica is Ready"),
     EventReason("ScaledToZero", DEPLOYMENT, "Normal", "deployment", "spec.replicas is 0 and no replica runs"),

@@ -194,6 +194,18 @@ def deployment_status(obs: Observation) -> DesiredStatus:
             _cond(DEGRADED, True, "ProgressDeadlineExceeded", msg, gen),
         )
     rolling_key = obs.previous_engine_key not in (None, obs.desired_engine_key)
+    if not rolling_key and obs.previous_engine_key is not None and obs.ready_pods >= 1:
+        # Same engine, only the replica count changed (kubectl scale, the autoscaler): the
+        # deployment keeps serving, so Ready stays True — a GitOps health check must not flap on
+        # every autoscaling step. Progressing says what is moving.
+        scaling = f"{obs.ready_pods} Ready, {obs.spec_replicas} desired; {msg}"
+        return out(
+            "Ready",
+            compatible,
+            _cond(READY, True, "Scaling", scaling, gen),
+            _cond(PROGRESSING, True, "Scaling", scaling, gen),
+            _cond(DEGRADED, False, "AsExpected", msg, gen),
+        )
     reason = "EngineRollout" if rolling_key else "ReplicasStarting"
     return out(
         "Progressing",
