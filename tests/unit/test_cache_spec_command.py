@@ -134,3 +134,14 @@ def test_import_of_a_partial_artifact_exits_2_before_any_api_call(
     err = capsys.readouterr().err
     assert code == 2
     assert "partial" in err and "--allow-partial" in err and "compile skipped" in err
+
+
+def test_cache_list_with_a_bad_kubeconfig_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "kubeconfig"
+    bad.write_text("garbage: [\n")
+    assert main(["cache", "list", "-n", "x", "--kubeconfig", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"trtllm-operator cache list: cannot load kubeconfig {bad}:")
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1

@@ -256,7 +256,7 @@ def _spec(args: argparse.Namespace) -> int:
 def _import(args: argparse.Namespace) -> int:
     from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
 
-    from trtllm_operator.kube import CONFIG_MAP, Kube, load_api_client  # noqa: PLC0415
+    from trtllm_operator.kube import CONFIG_MAP  # noqa: PLC0415
     from trtllm_operator.render.builder_job import desired_cache_entry  # noqa: PLC0415
 
     try:
@@ -267,7 +267,9 @@ def _import(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"trtllm-operator cache import: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    kube = Kube(load_api_client(args.kubeconfig))
+    kube = _kube(args.kubeconfig, "import")
+    if kube is None:
+        return EXIT_BAD_INPUT
     body = desired_cache_entry(args.namespace, record)
     try:
         live, created = kube.create_or_get(CONFIG_MAP, args.namespace, body)
@@ -287,9 +289,11 @@ def _list(args: argparse.Namespace) -> int:
     from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
 
     from trtllm_operator.decide.engine import ARTIFACT_DATA_KEY, COMPONENT_ARTIFACT, LABEL_COMPONENT  # noqa: PLC0415
-    from trtllm_operator.kube import CONFIG_MAP, Kube, load_api_client  # noqa: PLC0415
+    from trtllm_operator.kube import CONFIG_MAP  # noqa: PLC0415
 
-    kube = Kube(load_api_client(args.kubeconfig))
+    kube = _kube(args.kubeconfig, "list")
+    if kube is None:
+        return EXIT_BAD_INPUT
     namespace = None if args.all_namespaces else (args.namespace or "default")
     try:
         items = kube.list(CONFIG_MAP, namespace, label_selector=f"{LABEL_COMPONENT}={COMPONENT_ARTIFACT}")
@@ -324,3 +328,15 @@ def _list(args: argparse.Namespace) -> int:
     for row in (header, *rows):
         print("  ".join(col.ljust(w) for col, w in zip(row, widths, strict=True)).rstrip())
     return 0
+
+
+def _kube(kubeconfig: str | None, verb: str) -> Any:
+    """A :class:`~trtllm_operator.kube.Kube` for ``kubeconfig``, or None after printing one clear line."""
+    from trtllm_operator.commands._kubeconfig import KubeconfigError, load_client  # noqa: PLC0415
+    from trtllm_operator.kube import Kube  # noqa: PLC0415
+
+    try:
+        return Kube(load_client(kubeconfig))
+    except KubeconfigError as exc:
+        print(f"trtllm-operator cache {verb}: {exc}", file=sys.stderr)
+        return None
