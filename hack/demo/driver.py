@@ -866,9 +866,11 @@ class Demo:
                 say(f"not in this checkout yet: {item}")
 
     def go_further(self) -> None:
-        kubeconfig = cmd_line([str(CLUSTER_DIR / "kubeconfig")])
+        kubeconfig = cmd_line([str((CLUSTER_DIR / "kubeconfig").resolve())])
+        venv_bin = cmd_line([str(Path(sys.executable).parent)])
         print(f"[{clock()}] ==> Go further", flush=True)
-        say(f"export KUBECONFIG={kubeconfig} PATH={self.bin_dir}:$PATH")
+        say(f"export KUBECONFIG={kubeconfig} PATH={self.bin_dir}:{venv_bin}:$PATH")
+        say("trtllm-operator cache list -n trtllm-demo")
         say("kubectl get llm,deploy,pods,jobs -n trtllm-demo -o wide")
         say(f"kubectl describe llmengine {BIG_ENGINE} -n trtllm-demo      # plan, conditions, events")
         if self.emulator_control:
@@ -942,8 +944,8 @@ def _wrap_command(argv: list[str], width: int = 88) -> list[str]:
 
 
 def _bind_conflicts() -> str:
-    """A hint when the emulator could not bind a pod's address (another local control plane's
-    emulator holds the same kwok pod IP: every local cluster uses 127.1.0.0/16)."""
+    """A hint when the emulator could not bind a pod's address (some other process holds that
+    loopback address and port; each local cluster has its own pod range, so it is not the demo's)."""
     try:
         lines = (LOGS / "emulator.log").read_text(errors="replace").splitlines()
     except OSError:
@@ -952,8 +954,8 @@ def _bind_conflicts() -> str:
     if not addresses:
         return ""
     return (
-        f"; the emulator could not bind {', '.join(addresses)}: another local control plane (a test run,"
-        " another demo) has an emulator on the same kwok pod IPs (127.1.0.0/16); run one at a time"
+        f"; the emulator could not bind {', '.join(addresses)}: another process holds that address and"
+        " port (find it with `ss -ltnp`), stop it and run make demo again"
     )
 
 
