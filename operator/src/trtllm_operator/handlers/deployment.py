@@ -180,31 +180,44 @@ def _prune_configmaps(kube: Kube, namespace: str, name: str, keep: set[str]) -> 
             kube.delete(CONFIG_MAP, namespace, cm["metadata"]["name"])
 
 
-def sync_used_by(kube: Kube, namespace: str) -> None:
-    """Set every engine's ``status.usedBy`` to the LLMDeployments that reference it (level-based).
+def sync_used_by(kube: Kube, namespace: str, engine_name: str, users: list[str]) -> None:
+    """Set one engine's ``status.usedBy`` to ``users`` (sorted LLMDeployment names), if different.
 
-    Recomputed from the deployments that exist, so an entry can never go stale (a deployment
-    deleted while the operator was down, an ``engineRef`` changed). Writes only on change; the
-    read-compute-write loop of :func:`patch_status` keeps other writers' status fields.
+    ``users`` comes from the :func:`llmdeployments_by_engine` index (kept by kopf from the watch), so
+    this costs one GET per call instead of listing every deployment and engine of the namespace —
+    which made each reconcile O(objects) and a burst of N objects O(N²) (benchmarks/scale.py).
+    Level-based: every event of the deployment or of the engine recomputes it from the index, so an
+    entry cannot stay stale. Writes only on change; :func:`patch_status` keeps other writers' fields.
     """
-    users: dict[str, set[str]] = {}
-    for dep in kube.list(LLM_DEPLOYMENT, namespace):
-        if dep["metadata"].get("deletionTimestamp"):
-            continue
-        ref = ((dep.get("spec") or {}).get("engineRef") or {}).get("name")
-        if ref:
-            users.setdefault(ref, set()).add(dep["metadata"]["name"])
-    for engine in kube.list(LLM_ENGINE, namespace):
-        ename = engine["metadata"]["name"]
-        want = sorted(users.get(ename, ()))
-        if list((engine.get("status") or {}).get("usedBy") or []) == want:
-            continue
+    engine = kube.get(LLM_ENGINE, namespace, engine_name)
+    if engine is None or list((engine.get("status") or {}).get("usedBy") or []) == users:
+        return
 
-        def mutate(obj: dict[str, Any], want: list[str] = want) -> dict[str, Any] | None:
-            current = list((obj.get("status") or {}).get("usedBy") or [])
-            return None if current == want else {"usedBy": want}
+    def mutate(obj: dict[str, Any]) -> dict[str, Any] | None:
+        current = list((obj.get("status") or {}).get("usedBy") or [])
+        return None if current == users else {"usedBy": users}
 
-        patch_status(kube, LLM_ENGINE, namespace, ename, mutate)
+    patch_status(kube, LLM_ENGINE, namespace, engine_name, mutate)
+
+
+def _engine_ref(body: Mapping[str, Any] | None) -> str | None:
+    ref = (((body or {}).get("spec") or {}).get("engineRef") or {}).get("name")
+    return str(ref) if ref else None
+
+
+def _users(index: Any, namespace: str, engine_name: str, exclude: str | None = None) -> list[str]:
+    """LLMDeployments referencing ``engine_name`` per the index (minus ``exclude``, being deleted)."""
+    names = {str(n) for n in index.get((namespace, engine_name), ())} if index is not None else set()
+    names.discard(exclude or "")
+    return sorted(names)
+
+
+def _sync_refs(namespace: str | None, refs: list[str | None], index: Any, exclude: str | None = None) -> None:
+    if not namespace or index is None:
+        return
+    kube = default_kube()
+    for ref in dict.fromkeys(r for r in refs if r):
+        sync_used_by(kube, namespace, ref, _users(index, namespace, ref, exclude))
 
 
 def _rollback(kube: Kube, namespace: str, workload: Mapping[str, Any], decision: RollbackDecision) -> bool:
@@ -263,7 +276,6 @@ def _reconcile(kube: Kube, namespace: str, name: str) -> None:
     generation = obj["metadata"].get("generation", 0)
     old_status = obj.get("status") or {}
     engine = kube.get(LLM_ENGINE, namespace, engine_name) if engine_name else None
-    sync_used_by(kube, namespace)
 
     selector = f"{LABEL_DEPLOYMENT}={child_name(name)}"
     state, message = engine_readiness(engine)
@@ -442,26 +454,54 @@ def _safe_reconcile(namespace: str | None, name: str | None) -> None:
     reconcile(default_kube(), namespace, name)
 
 
+@kopf.index(GROUP, VERSION, "llmdeployments")
+def llmdeployments_by_engine(
+    namespace: str | None, name: str | None, spec: Mapping[str, Any], meta: Mapping[str, Any], **_: Any
+) -> dict[tuple[str, str], str] | None:
+    """(namespace, engineRef.name) → LLMDeployment names, kept by kopf from the watch stream."""
+    ref = _engine_ref({"spec": spec})
+    if not namespace or not name or not ref or meta.get("deletionTimestamp"):
+        return None
+    return {(namespace, ref): name}
+
+
 @kopf.on.resume(GROUP, VERSION, "llmdeployments")
 @kopf.on.create(GROUP, VERSION, "llmdeployments")
 @kopf.on.update(GROUP, VERSION, "llmdeployments")
-def on_deployment(name: str, namespace: str | None, **_: Any) -> None:
+def on_deployment(
+    name: str,
+    namespace: str | None,
+    body: Mapping[str, Any],
+    old: Mapping[str, Any] | None = None,
+    llmdeployments_by_engine: Any = None,
+    **_: Any,
+) -> None:
     _safe_reconcile(namespace, name)
+    # The engine it serves, and the one it served before an engineRef change, list it (or not).
+    _sync_refs(namespace, [_engine_ref(body), _engine_ref(old)], llmdeployments_by_engine)
 
 
 @kopf.timer(GROUP, VERSION, "llmdeployments", interval=RESYNC_SECONDS, initial_delay=RESYNC_SECONDS)
-def resync_deployment(name: str, namespace: str | None, **_: Any) -> None:
+def resync_deployment(
+    name: str,
+    namespace: str | None,
+    body: Mapping[str, Any],
+    llmdeployments_by_engine: Any = None,
+    **_: Any,
+) -> None:
     _safe_reconcile(namespace, name)
+    _sync_refs(namespace, [_engine_ref(body)], llmdeployments_by_engine)
 
 
 @kopf.on.event(GROUP, VERSION, "llmdeployments")
-def on_deployment_event(event: Mapping[str, Any], **_: Any) -> None:
-    """A deleted LLMDeployment leaves engines' ``status.usedBy`` (no finalizer needed: the watch
-    reports the deletion; a deletion missed while the operator was down is healed by the next sync)."""
+def on_deployment_event(event: Mapping[str, Any], llmdeployments_by_engine: Any = None, **_: Any) -> None:
+    """A deleted LLMDeployment leaves its engine's ``status.usedBy`` (no finalizer needed: the watch
+    reports the deletion; a deletion missed while the operator was down is healed by the engine's
+    next event, which recomputes ``usedBy`` from the index)."""
     if event.get("type") == "DELETED":
-        namespace = ((event.get("object") or {}).get("metadata") or {}).get("namespace")
-        if namespace:
-            sync_used_by(default_kube(), namespace)
+        obj = event.get("object") or {}
+        meta = obj.get("metadata") or {}
+        _sync_refs(meta.get("namespace"), [_engine_ref(obj)], llmdeployments_by_engine, meta.get("name"))
 
 
 def _owner_name(meta: Mapping[str, Any]) -> str | None:
@@ -483,15 +523,14 @@ def on_workload_event(event: Mapping[str, Any], **_: Any) -> None:
 
 
 @kopf.on.event(GROUP, VERSION, "llmengines")
-def on_engine_event(event: Mapping[str, Any], **_: Any) -> None:
+def on_engine_event(event: Mapping[str, Any], llmdeployments_by_engine: Any = None, **_: Any) -> None:
     """A new engine key or a change of readiness re-reconciles every deployment referencing it."""
     meta = (event.get("object") or {}).get("metadata") or {}
     namespace, engine_name = meta.get("namespace"), meta.get("name")
     if not namespace or not engine_name:
         return
-    kube = default_kube()
+    users = _users(llmdeployments_by_engine, namespace, engine_name)
     if event.get("type") != "DELETED":
-        sync_used_by(kube, namespace)
-    for dep in kube.list(LLM_DEPLOYMENT, namespace):
-        if ((dep.get("spec") or {}).get("engineRef") or {}).get("name") == engine_name:
-            _safe_reconcile(namespace, dep["metadata"]["name"])
+        sync_used_by(default_kube(), namespace, engine_name, users)
+    for dep_name in users:
+        _safe_reconcile(namespace, dep_name)
