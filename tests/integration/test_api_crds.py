@@ -175,7 +175,19 @@ def test_scale_subresource_and_columns(cluster: LocalCluster, namespace: str) ->
     deployment_header = next(line for line in lines if line.startswith("NAME") and "ENGINE" in line)
     assert deployment_header.split() == ["NAME", "ENGINE", "READY", "DESIRED", "QUEUE", "KV%", "PHASE", "AGE"]
     engine_header = next(line for line in lines if line.startswith("NAME") and "QUANT" in line)
-    assert engine_header.split() == ["NAME", "PHASE", "QUANT", "TP", "PP", "GPU", "KEY", "AGE"]
+    assert engine_header.split() == [
+        "NAME",
+        "PHASE",
+        "STAGE",
+        "PROGRESS",
+        "QUANT",
+        "TP",
+        "PP",
+        "GPU",
+        "KEY",
+        "PARTIAL",
+        "AGE",
+    ]
     row = next(line for line in lines if "llmdeployment" in line and "llama-3-1-8b" in line).split()
     assert row[1:7] == ["llama-3-1-8b-fp8", "2", "3", "2.5", "73", "Ready"]
     row = next(line for line in lines if "llmengine" in line).split()
