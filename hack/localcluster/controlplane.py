@@ -49,7 +49,9 @@ COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-schedul
 #: loopback range (pod_cidr_for), so the demo, a test session and a dev cluster running side by side
 #: never hand out the same pod IP (emulators bind to pod IPs on port 8002).
 POD_CIDR = "127.1.0.0/16"
-SERVICE_CIDR = "10.0.0.0/24"
+# Virtual Service IPs (no kube-proxy here, nothing ever connects to them); a /16 holds the load
+# benchmark's 1,000 LLMDeployment Services (a /24 ran out at 254).
+SERVICE_CIDR = "10.0.0.0/16"
 SA_ISSUER = "https://kubernetes.default.svc.cluster.local"
 # Controllers the tests and the operator need (canonical names, cmd/kube-controller-manager/names).
 # No node-lifecycle controller: kwok nodes never heartbeat, so nothing evicts their pods.
