@@ -392,6 +392,10 @@ class ControlPlane:
                 # not-ready taint; without it kwok nodes would stay unschedulable.
                 "--disable-admission-plugins=TaintNodesByCondition",
                 "--endpoint-reconciler-type=none",
+                # Reach "kubelets" (kwok nodes: 127.0.0.1, nothing listening) by IP: the default
+                # order tries the node's Hostname first, a DNS lookup of e.g. "h100-0" that would
+                # leave the machine (pods/log, pods/exec requests).
+                "--kubelet-preferred-address-types=InternalIP",
                 "--allow-privileged=true",
                 "--enable-priority-and-fairness=false",
                 "--profiling=false",
