@@ -29,16 +29,16 @@ import pytest
 import yaml
 from kubernetes import client
 from localcluster.nodes import NodeSpec, create_nodes, wait_nodes_ready
+from support.artifacts import cache_artifact, prebound_artifact_pvc
 from support.cluster import LocalCluster
 from support.operator import running_operator
 from support.wait import wait_for
 
 from trtllm_operator.api.deployment import AutoscalingSpec
-from trtllm_operator.decide.engine import PreparedEngine, artifact_record, prepare_engine
+from trtllm_operator.decide.engine import PreparedEngine
 from trtllm_operator.emulator import Control, Fleet, PodFollower, ServingProfile
 from trtllm_operator.handlers import autoscaler as autoscaler_handlers
 from trtllm_operator.metrics.prometheus import BATCH_UTILIZATION_RECORD, KV_CACHE_RECORD, QUEUE_DEPTH_RECORD
-from trtllm_operator.render.builder_job import desired_cache_entry
 from trtllm_operator.render.keda import desired_scaled_object
 from trtllm_operator.render.serving import OwnerRef
 
@@ -148,61 +148,13 @@ class Api:
             )
         )
 
-    def cache_artifact(self, engine: dict[str, Any]) -> None:
+    def cache_artifact(self, engine: dict[str, Any]) -> PreparedEngine:
         """Record an artifact for the engine's key in the engine cache (as ``cache import`` does)."""
-        prepared = prepare_engine(engine["metadata"]["name"], engine["spec"])
-        assert isinstance(prepared, PreparedEngine), prepared
-        record = artifact_record(
-            key=prepared.key,
-            storage=prepared.storage,
-            runtime_image=prepared.build_spec.runtime_image,
-            gpu_product=prepared.gpu.product,
-            sm=prepared.gpu.sm,
-            backend=prepared.build_spec.backend,
-            recorded_at="2026-11-29T20:00:00Z",
-            size_bytes=9 * 10**9,
-        )
-        self.core.create_namespaced_config_map(self.ns, desired_cache_entry(self.ns, record))
+        return cache_artifact(self.core, self.ns, engine)
 
     def artifact_pvc(self) -> None:
-        """A pre-bound PV/PVC pair for the artifact volume (the local control plane has no PV binder)."""
-        pv = f"engines-{self.ns}"
-        self.core.create_persistent_volume(
-            {
-                "metadata": {"name": pv},
-                "spec": {
-                    "capacity": {"storage": "100Gi"},
-                    "accessModes": ["ReadWriteMany"],
-                    "hostPath": {"path": "/tmp/engines"},
-                    "storageClassName": "",
-                    "claimRef": {"namespace": self.ns, "name": "engines"},
-                },
-            }
-        )
-        self.core.create_namespaced_persistent_volume_claim(
-            self.ns,
-            {
-                "metadata": {"name": "engines", "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
-                "spec": {
-                    "accessModes": ["ReadWriteMany"],
-                    "resources": {"requests": {"storage": "100Gi"}},
-                    "storageClassName": "",
-                    "volumeName": pv,
-                },
-            },
-        )
-        self.core.patch_persistent_volume_status(pv, {"status": {"phase": "Bound"}})
-        self.core.patch_namespaced_persistent_volume_claim_status(
-            "engines",
-            self.ns,
-            {
-                "status": {
-                    "phase": "Bound",
-                    "accessModes": ["ReadWriteMany"],
-                    "capacity": {"storage": "100Gi"},
-                }
-            },
-        )
+        """A pre-bound PV/PVC pair (the local control plane has no PV binder)."""
+        prebound_artifact_pvc(self.core, self.ns)
 
 
 @pytest.fixture

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from support.artifacts import cache_artifact, prebound_artifact_pvc
 from support.cluster import LocalCluster
 from support.operator import running_operator
 from support.wait import wait_for
 
-from trtllm_operator.decide.engine import PreparedEngine, artifact_record, prepare_engine
-from trtllm_operator.render.builder_job import desired_cache_entry
+from trtllm_operator.decide.engine import PreparedEngine
 
 GROUP, VERSION = "llm.trtllm-operator.dev", "v1alpha1"
 H100 = "NVIDIA-H100-80GB-HBM3"
@@ -83,62 +83,11 @@ class Api:
         ]
 
     def cache_artifact(self, engine: dict[str, Any], missing: tuple[str, ...] = ()) -> PreparedEngine:
-        """Record an artifact for the engine's key in the engine cache (like ``cache import``;
-        ``missing`` non-empty: a partial artifact, like ``cache import --allow-partial``)."""
-        prepared = prepare_engine(engine["metadata"]["name"], engine["spec"])
-        assert isinstance(prepared, PreparedEngine), prepared
-        record = artifact_record(
-            key=prepared.key,
-            storage=prepared.storage,
-            runtime_image=prepared.build_spec.runtime_image,
-            gpu_product=prepared.gpu.product,
-            sm=prepared.gpu.sm,
-            backend=prepared.build_spec.backend,
-            recorded_at="2026-11-29T20:00:00Z",
-            size_bytes=9 * 10**9,
-            missing=missing,
-        )
-        self.core.create_namespaced_config_map(self.ns, desired_cache_entry(self.ns, record))
-        return prepared
+        """Record an artifact for the engine's key in the engine cache (like ``cache import``)."""
+        return cache_artifact(self.core, self.ns, engine, missing)
 
     def artifact_pvc(self) -> None:
-        pv_name = f"engines-{self.ns}"
-        self.core.create_persistent_volume(
-            {
-                "metadata": {"name": pv_name},
-                "spec": {
-                    "capacity": {"storage": "100Gi"},
-                    "accessModes": ["ReadWriteMany"],
-                    "hostPath": {"path": "/tmp/engines"},
-                    "storageClassName": "",
-                    "claimRef": {"namespace": self.ns, "name": "engines"},
-                },
-            }
-        )
-        self.core.create_namespaced_persistent_volume_claim(
-            self.ns,
-            {
-                "metadata": {"name": "engines", "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
-                "spec": {
-                    "accessModes": ["ReadWriteMany"],
-                    "resources": {"requests": {"storage": "100Gi"}},
-                    "storageClassName": "",
-                    "volumeName": pv_name,
-                },
-            },
-        )
-        self.core.patch_persistent_volume_status(pv_name, {"status": {"phase": "Bound"}})
-        self.core.patch_namespaced_persistent_volume_claim_status(
-            "engines",
-            self.ns,
-            {
-                "status": {
-                    "phase": "Bound",
-                    "accessModes": ["ReadWriteMany"],
-                    "capacity": {"storage": "100Gi"},
-                }
-            },
-        )
+        prebound_artifact_pvc(self.core, self.ns)
 
 
 @pytest.fixture

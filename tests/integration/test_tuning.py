@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from support.artifacts import cache_artifact, prebound_artifact_pvc
 from support.cluster import LocalCluster
 from support.operator import running_operator
 from support.wait import wait_for
 
-from trtllm_operator.decide.engine import PreparedEngine, artifact_record, prepare_engine
+from trtllm_operator.decide.engine import PreparedEngine
 from trtllm_operator.emulator import Control, Fleet, PodFollower
-from trtllm_operator.render.builder_job import desired_cache_entry
 
 pytestmark = pytest.mark.slow
 
@@ -72,60 +72,11 @@ class Api:
 
     def cache_artifact(self, engine: dict[str, Any]) -> PreparedEngine:
         """Record an artifact for the engine's key in the engine cache (as ``cache import`` does)."""
-        prepared = prepare_engine(engine["metadata"]["name"], engine["spec"])
-        assert isinstance(prepared, PreparedEngine), prepared
-        record = artifact_record(
-            key=prepared.key,
-            storage=prepared.storage,
-            runtime_image=prepared.build_spec.runtime_image,
-            gpu_product=prepared.gpu.product,
-            sm=prepared.gpu.sm,
-            backend=prepared.build_spec.backend,
-            recorded_at="2026-11-29T20:00:00Z",
-            size_bytes=9 * 10**9,
-        )
-        self.core.create_namespaced_config_map(self.ns, desired_cache_entry(self.ns, record))
-        return prepared
+        return cache_artifact(self.core, self.ns, engine)
 
     def artifact_pvc(self) -> None:
         """A pre-bound PV/PVC pair (the local control plane has no PV binder)."""
-        pv = f"engines-{self.ns}"
-        self.core.create_persistent_volume(
-            {
-                "metadata": {"name": pv},
-                "spec": {
-                    "capacity": {"storage": "100Gi"},
-                    "accessModes": ["ReadWriteMany"],
-                    "hostPath": {"path": "/tmp/engines"},
-                    "storageClassName": "",
-                    "claimRef": {"namespace": self.ns, "name": "engines"},
-                },
-            }
-        )
-        self.core.create_namespaced_persistent_volume_claim(
-            self.ns,
-            {
-                "metadata": {"name": "engines", "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
-                "spec": {
-                    "accessModes": ["ReadWriteMany"],
-                    "resources": {"requests": {"storage": "100Gi"}},
-                    "storageClassName": "",
-                    "volumeName": pv,
-                },
-            },
-        )
-        self.core.patch_persistent_volume_status(pv, {"status": {"phase": "Bound"}})
-        self.core.patch_namespaced_persistent_volume_claim_status(
-            "engines",
-            self.ns,
-            {
-                "status": {
-                    "phase": "Bound",
-                    "accessModes": ["ReadWriteMany"],
-                    "capacity": {"storage": "100Gi"},
-                }
-            },
-        )
+        prebound_artifact_pvc(self.core, self.ns)
 
     def benchmark(self, engine: str) -> dict[str, Any]:
         return dict((self.get("llmengines", engine).get("status") or {}).get("benchmark") or {})

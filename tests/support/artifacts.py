@@ -1,0 +1,74 @@
+"""Engine artifacts for integration tests, without a GPU build.
+
+- :func:`cache_artifact`: records an artifact for an LLMEngine's key in the engine cache, exactly
+  as ``trtllm-operator cache import`` does, so the operator serves the engine from cache (no Job).
+- :func:`prebound_artifact_pvc`: a PV/PVC pair already Bound (the local control plane runs no PV
+  binder), so serving pods that mount the artifact volume can be scheduled.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes import client
+
+from trtllm_operator.decide.engine import PreparedEngine, artifact_record, prepare_engine
+from trtllm_operator.render.builder_job import desired_cache_entry
+
+
+def cache_artifact(
+    core: client.CoreV1Api, namespace: str, engine: dict[str, Any], missing: tuple[str, ...] = ()
+) -> PreparedEngine:
+    """Record an artifact for ``engine``'s key (``missing`` non-empty: a partial artifact, like
+    ``cache import --allow-partial``). Returns the prepared engine (key, storage, GPU)."""
+    prepared = prepare_engine(engine["metadata"]["name"], engine["spec"])
+    assert isinstance(prepared, PreparedEngine), prepared
+    record = artifact_record(
+        key=prepared.key,
+        storage=prepared.storage,
+        runtime_image=prepared.build_spec.runtime_image,
+        gpu_product=prepared.gpu.product,
+        sm=prepared.gpu.sm,
+        backend=prepared.build_spec.backend,
+        recorded_at="2026-11-29T20:00:00Z",
+        size_bytes=9 * 10**9,
+        missing=missing,
+    )
+    core.create_namespaced_config_map(namespace, desired_cache_entry(namespace, record))
+    return prepared
+
+
+def prebound_artifact_pvc(core: client.CoreV1Api, namespace: str, claim: str = "engines") -> str:
+    """Create PV ``<claim>-<namespace>`` and PVC ``claim``, both Bound; returns the PV name."""
+    pv = f"{claim}-{namespace}"
+    core.create_persistent_volume(
+        {
+            "metadata": {"name": pv},
+            "spec": {
+                "capacity": {"storage": "100Gi"},
+                "accessModes": ["ReadWriteMany"],
+                "hostPath": {"path": "/tmp/engines"},
+                "storageClassName": "",
+                "claimRef": {"namespace": namespace, "name": claim},
+            },
+        }
+    )
+    core.create_namespaced_persistent_volume_claim(
+        namespace,
+        {
+            "metadata": {"name": claim, "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+            "spec": {
+                "accessModes": ["ReadWriteMany"],
+                "resources": {"requests": {"storage": "100Gi"}},
+                "storageClassName": "",
+                "volumeName": pv,
+            },
+        },
+    )
+    core.patch_persistent_volume_status(pv, {"status": {"phase": "Bound"}})
+    core.patch_namespaced_persistent_volume_claim_status(
+        claim,
+        namespace,
+        {"status": {"phase": "Bound", "accessModes": ["ReadWriteMany"], "capacity": {"storage": "100Gi"}}},
+    )
+    return pv
