@@ -56,9 +56,7 @@ for _p in (REPO_ROOT / "hack", REPO_ROOT / "tests"):
 
 from kubernetes import client, config  # noqa: E402
 from localcluster import ControlPlane, add_gpu_nodes, find_bin_dir, wait_nodes_ready  # noqa: E402
-
-from trtllm_operator.decide.engine import PreparedEngine, artifact_record, prepare_engine  # noqa: E402
-from trtllm_operator.render.builder_job import desired_cache_entry  # noqa: E402
+from support.artifacts import cache_artifact, prebound_artifact_pvc  # noqa: E402
 
 GROUP, VERSION = "llm.trtllm-operator.dev", "v1alpha1"
 H100 = "NVIDIA-H100-80GB-HBM3"
@@ -110,56 +108,13 @@ def manifests(n: int, keys: int) -> list[dict[str, Any]]:
 # ----------------------------------------------------------------------------- cluster set-up
 def artifact_pvc(core: client.CoreV1Api, ns: str) -> None:
     """A pre-bound PV/PVC pair named ``engines`` (the local control plane runs no PV binder)."""
-    pv = f"engines-{ns}"
-    core.create_persistent_volume(
-        {
-            "metadata": {"name": pv},
-            "spec": {
-                "capacity": {"storage": "100Gi"},
-                "accessModes": ["ReadWriteMany"],
-                "hostPath": {"path": "/tmp/engines"},
-                "storageClassName": "",
-                "claimRef": {"namespace": ns, "name": "engines"},
-            },
-        }
-    )
-    core.create_namespaced_persistent_volume_claim(
-        ns,
-        {
-            "metadata": {"name": "engines", "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
-            "spec": {
-                "accessModes": ["ReadWriteMany"],
-                "resources": {"requests": {"storage": "100Gi"}},
-                "storageClassName": "",
-                "volumeName": pv,
-            },
-        },
-    )
-    core.patch_persistent_volume_status(pv, {"status": {"phase": "Bound"}})
-    core.patch_namespaced_persistent_volume_claim_status(
-        "engines",
-        ns,
-        {"status": {"phase": "Bound", "accessModes": ["ReadWriteMany"], "capacity": {"storage": "100Gi"}}},
-    )
+    prebound_artifact_pvc(core, ns)
 
 
 def register_artifacts(core: client.CoreV1Api, ns: str, keys: int) -> None:
     """One engine-cache entry per distinct key (as ``trtllm-operator cache import`` records it)."""
     for k in range(keys):
-        body = engine(f"key-{k}", k)
-        prepared = prepare_engine(body["metadata"]["name"], body["spec"])
-        assert isinstance(prepared, PreparedEngine), prepared
-        record = artifact_record(
-            key=prepared.key,
-            storage=prepared.storage,
-            runtime_image=prepared.build_spec.runtime_image,
-            gpu_product=prepared.gpu.product,
-            sm=prepared.gpu.sm,
-            backend=prepared.build_spec.backend,
-            recorded_at="2026-11-29T20:00:00Z",
-            size_bytes=9 * 10**9,
-        )
-        core.create_namespaced_config_map(ns, desired_cache_entry(ns, record))
+        cache_artifact(core, ns, engine(f"key-{k}", k))
 
 
 def namespace(core: client.CoreV1Api, name: str) -> None:
