@@ -27,7 +27,10 @@ from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
-from trtllm_operator.api import (
+from trtllm_operator.api.common import CEL_KEY, cel
+from trtllm_operator.api.deployment import LLMDeploymentSpec, LLMDeploymentStatus
+from trtllm_operator.api.engine import LLMEngineSpec, LLMEngineStatus
+from trtllm_operator.api.wire import (
     CATEGORY,
     DEPLOYMENT_KIND,
     DEPLOYMENT_PLURAL,
@@ -38,11 +41,10 @@ from trtllm_operator.api import (
     ENGINE_SHORT_NAMES,
     ENGINE_SINGULAR,
     GROUP,
+    LABEL_PART_OF,
+    OPERATOR,
     VERSION,
 )
-from trtllm_operator.api.common import CEL_KEY, cel
-from trtllm_operator.api.deployment import LLMDeploymentSpec, LLMDeploymentStatus
-from trtllm_operator.api.engine import LLMEngineSpec, LLMEngineStatus
 
 #: Longest object name: names prefix Jobs, PVCs, Services and label values (63 chars) the operator
 #: derives from them (e.g. ``<name>-build-<key12>``).
@@ -230,7 +232,7 @@ def _crd(
         "kind": "CustomResourceDefinition",
         "metadata": {
             "name": f"{plural}.{GROUP}",
-            "labels": {"app.kubernetes.io/part-of": "trtllm-operator"},
+            "labels": {LABEL_PART_OF: OPERATOR},
         },
         "spec": {
             "group": GROUP,

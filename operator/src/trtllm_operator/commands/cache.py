@@ -37,6 +37,8 @@ from typing import Any
 
 import yaml
 
+from trtllm_operator.api.wire import ANNOTATION_ALLOW_PARTIAL_ARTIFACT, ENGINE_KIND
+
 EXIT_BAD_INPUT = 2
 
 
@@ -184,7 +186,7 @@ def record_from_manifest(
             "engine-builder run --skip-compile; build it again without --skip-compile on a machine with "
             "the TensorRT-LLM toolchain, or pass --allow-partial to import it anyway (simulated clusters "
             "and tests only: LLMDeployments then need the annotation "
-            'llm.trtllm-operator.dev/allow-partial-artifact: "true")'
+            f'{ANNOTATION_ALLOW_PARTIAL_ARTIFACT}: "true")'
         )
     target = manifest["target"]
     versions = manifest.get("versions") or {}
@@ -217,7 +219,7 @@ def _spec(args: argparse.Namespace) -> int:
         d
         for d in docs
         if isinstance(d, dict)
-        and d.get("kind") == "LLMEngine"
+        and d.get("kind") == ENGINE_KIND
         and (args.name is None or (d.get("metadata") or {}).get("name") == args.name)
     ]
     if len(engines) != 1:
@@ -288,7 +290,11 @@ def _import(args: argparse.Namespace) -> int:
 def _list(args: argparse.Namespace) -> int:
     from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
 
-    from trtllm_operator.decide.engine import ARTIFACT_DATA_KEY, COMPONENT_ARTIFACT, LABEL_COMPONENT  # noqa: PLC0415
+    from trtllm_operator.api.wire import (  # noqa: PLC0415
+        ARTIFACT_DATA_KEY,
+        COMPONENT_ARTIFACT,
+        LABEL_COMPONENT,
+    )
     from trtllm_operator.kube import CONFIG_MAP  # noqa: PLC0415
 
     kube = _kube(args.kubeconfig, "list")

@@ -27,6 +27,8 @@ from typing import Any
 
 import yaml
 
+from trtllm_operator.api.wire import DEPLOYMENT_KIND, ENGINE_KIND
+
 EXIT_OK = 0
 EXIT_NOT_RENDERABLE = 1
 EXIT_BAD_INPUT = 2
@@ -88,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, yaml.YAMLError) as exc:
         print(f"error: cannot read input: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    deployments = [d for d in docs if d.get("kind") == "LLMDeployment"]
+    deployments = [d for d in docs if d.get("kind") == DEPLOYMENT_KIND]
     if not deployments:
         print(f"error: no LLMDeployment in {args.filename}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -109,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
             (
                 d
                 for d in docs
-                if d.get("kind") == "LLMEngine" and (d.get("metadata") or {}).get("name") == ref
+                if d.get("kind") == ENGINE_KIND and (d.get("metadata") or {}).get("name") == ref
             ),
             None,
         )

@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from trtllm_operator.api.wire import DEPLOYMENT_KIND
+
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
 
@@ -109,7 +111,7 @@ def _load_manifest(path: str) -> dict[str, Any]:
             reason = " ".join(str(exc).split())
             raise ValueError(f"--deployment {path}: not valid YAML ({reason})") from exc
     for doc in docs:
-        if doc.get("kind") == "LLMDeployment":
+        if doc.get("kind") == DEPLOYMENT_KIND:
             return doc
     if len(docs) == 1:
         return docs[0]

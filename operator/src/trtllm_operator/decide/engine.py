@@ -53,7 +53,7 @@ from trtllm_operator.api import (
     LLMEngineSpec,
 )
 from trtllm_operator.api.engine import StorageSpec, builder_gpus
-from trtllm_operator.decide.compatibility import ALLOW_PARTIAL_ARTIFACT_ANNOTATION
+from trtllm_operator.api.wire import ANNOTATION_ALLOW_PARTIAL_ARTIFACT, GPU_PRODUCT_LABEL, GPU_RESOURCE
 from trtllm_operator.decide.conditions import Condition, condition
 from trtllm_operator.decide.engine_failure import (
     REASON_UNSCHEDULABLE,
@@ -64,21 +64,6 @@ from trtllm_operator.decide.engine_failure import (
     unschedulable_message,
 )
 from trtllm_operator.decide.engine_progress import BuildProgress
-
-LABEL_PREFIX = "llm.trtllm-operator.dev"
-LABEL_ENGINE_KEY = f"{LABEL_PREFIX}/engine-key"
-LABEL_STORAGE_ID = f"{LABEL_PREFIX}/storage-id"
-LABEL_ENGINE = f"{LABEL_PREFIX}/engine"
-LABEL_COMPONENT = "app.kubernetes.io/component"
-LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
-LABEL_NAME = "app.kubernetes.io/name"
-MANAGED_BY = "trtllm-operator"
-COMPONENT_BUILDER = "engine-builder"
-COMPONENT_ARTIFACT = "engine-artifact"
-#: Key of the cache index ConfigMap's data entry holding the artifact record (JSON).
-ARTIFACT_DATA_KEY = "artifact.json"
-#: Key of the build-spec ConfigMap's data entry (YAML).
-BUILD_SPEC_DATA_KEY = "build.yaml"
 
 Phase = Literal["Pending", "Planning", "Queued", "Building", "Ready", "Failed"]
 
@@ -593,7 +578,7 @@ def artifact_complete(record: Mapping[str, Any] | None) -> tuple[bool | str, str
         False,
         R_COMPILE_SKIPPED,
         f"partial artifact: {missing}. LLMDeployments refuse to roll it out unless annotated "
-        f'{ALLOW_PARTIAL_ARTIFACT_ANNOTATION}: "true" (simulated clusters and tests only); build it '
+        f'{ANNOTATION_ALLOW_PARTIAL_ARTIFACT}: "true" (simulated clusters and tests only); build it '
         "with the TensorRT-LLM toolchain (engine-builder run without --skip-compile) for real serving",
     )
 
@@ -873,10 +858,10 @@ def unschedulable_hint(prepared: PreparedEngine, scheduler_message: str) -> str:
     text = scheduler_message.lower()
     if "persistentvolumeclaim" in text:
         return f" ({_pvc_hint(prepared, scheduler_message)})"
-    if any(w in text for w in ("nvidia.com/gpu", "affinity", "selector", "taint")):
+    if any(w in text for w in (GPU_RESOURCE, "affinity", "selector", "taint")):
         return (
             f" (needs {_gpu_request_text(prepared)} on a node labelled "
-            f"nvidia.com/gpu.product={prepared.gpu.product})"
+            f"{GPU_PRODUCT_LABEL}={prepared.gpu.product})"
         )
     return ""
 
@@ -916,4 +901,4 @@ def _pvc_hint(prepared: PreparedEngine, scheduler_message: str) -> str:
 
 
 def _gpu_request_text(prepared: PreparedEngine) -> str:
-    return f"{builder_gpus(prepared.spec)} nvidia.com/gpu"
+    return f"{builder_gpus(prepared.spec)} {GPU_RESOURCE}"

@@ -33,6 +33,26 @@ import kopf
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from trtllm_operator.api.wire import (
+    ANNOTATION_RENDERED_HASH,
+    ANNOTATION_ROLLBACK_REASON,
+    ANNOTATION_ROLLED_BACK_FROM,
+    ANNOTATION_ROLLED_BACK_HASH,
+    COMPONENT_MODEL_REPOSITORY,
+    DEPLOYMENT_PLURAL,
+    DEPLOYMENT_REVISION_ANNOTATION,
+    ENGINE_PLURAL,
+    GPU_PRODUCT_LABEL,
+    GPU_RESOURCE,
+    GROUP,
+    LABEL_COMPONENT,
+    LABEL_DEPLOYMENT,
+    LABEL_ENGINE_KEY,
+    LWS_CRD_NAME,
+    LWS_WORKER_INDEX_LABEL,
+    POD_TEMPLATE_HASH_LABEL,
+    VERSION,
+)
 from trtllm_operator.decide.deployment_status import (
     Observation,
     deployment_status,
@@ -51,7 +71,10 @@ from trtllm_operator.kube.client import (
     DEPLOYMENT,
     LLM_DEPLOYMENT,
     LLM_ENGINE,
+    LWS,
+    PDB,
     POD,
+    REPLICA_SET,
     SERVICE,
     Kube,
     Resource,
@@ -62,35 +85,11 @@ from trtllm_operator.kube.status import patch_status, update_conditions
 from trtllm_operator.logging import object_context
 from trtllm_operator.metrics.operator_metrics import observe_reconcile
 from trtllm_operator.render.children import Children, desired_children, gpu_product_aliases
-from trtllm_operator.render.model_repository import COMPONENT as REPO_COMPONENT
 from trtllm_operator.render.service import endpoint
-from trtllm_operator.render.serving import (
-    GPU_PRODUCT_LABEL,
-    GPU_RESOURCE,
-    GROUP,
-    LABEL_COMPONENT,
-    LABEL_DEPLOYMENT,
-    LABEL_ENGINE_KEY,
-    VERSION,
-    child_name,
-    content_hash,
-    short_key,
-)
+from trtllm_operator.render.serving import child_name, content_hash, short_key
 
 log = logging.getLogger(__name__)
 
-PDB = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", "pod_disruption_budget")
-REPLICA_SET = Resource("apps", "v1", "replicasets", "ReplicaSet", "replica_set")
-LWS = Resource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet")
-LWS_CRD_NAME = "leaderworkersets.leaderworkerset.x-k8s.io"
-
-#: Annotation on a child: sha256 of the manifest we rendered for it (patch only on change).
-ANNOTATION_RENDERED_HASH = f"{GROUP}/rendered-hash"
-#: Annotation on the workload: the engine key whose rollout failed and was rolled back.
-ANNOTATION_ROLLED_BACK_FROM = f"{GROUP}/rolled-back-from"
-ANNOTATION_ROLLBACK_REASON = f"{GROUP}/rollback-reason"
-#: Annotation on the workload: the rendered hash of the failed rendering (held back until it changes).
-ANNOTATION_ROLLED_BACK_HASH = f"{GROUP}/rolled-back-hash"
 #: Fallback GPUs per node when no node of the engine's product exists yet.
 DEFAULT_GPUS_PER_NODE = 8
 RESYNC_SECONDS = 30.0
@@ -174,7 +173,7 @@ def _prune_configmaps(kube: Kube, namespace: str, name: str, keep: set[str]) -> 
             if vol.get("configMap"):
                 keep.add(vol["configMap"]["name"])
     for cm in kube.list(
-        CONFIG_MAP, namespace, label_selector=f"{selector},{LABEL_COMPONENT}={REPO_COMPONENT}"
+        CONFIG_MAP, namespace, label_selector=f"{selector},{LABEL_COMPONENT}={COMPONENT_MODEL_REPOSITORY}"
     ):
         if cm["metadata"]["name"] not in keep:
             kube.delete(CONFIG_MAP, namespace, cm["metadata"]["name"])
@@ -234,12 +233,10 @@ def _rollback(kube: Kube, namespace: str, workload: Mapping[str, Any], decision:
         return False
     newest = max(
         candidates,
-        key=lambda rs: int(
-            (rs["metadata"].get("annotations") or {}).get("deployment.kubernetes.io/revision", 0)
-        ),
+        key=lambda rs: int((rs["metadata"].get("annotations") or {}).get(DEPLOYMENT_REVISION_ANNOTATION, 0)),
     )
     template = copy.deepcopy(newest["spec"]["template"])
-    template["metadata"].get("labels", {}).pop("pod-template-hash", None)
+    template["metadata"].get("labels", {}).pop(POD_TEMPLATE_HASH_LABEL, None)
     failed_hash = (workload["metadata"].get("annotations") or {}).get(ANNOTATION_RENDERED_HASH, "")
     annotations = {
         ANNOTATION_ROLLED_BACK_FROM: decision.failed_key,
@@ -261,7 +258,7 @@ def reconcile(kube: Kube, namespace: str, name: str) -> None:
     """Bring one LLMDeployment's children and status to the desired state (idempotent)."""
     with (
         _lock(namespace, name),
-        observe_reconcile("LLMDeployment"),
+        observe_reconcile(LLM_DEPLOYMENT.kind),
         object_context(LLM_DEPLOYMENT.kind, namespace, name),
     ):
         _reconcile(kube, namespace, name)
@@ -370,7 +367,7 @@ def _follow_replicas(kube: Kube, namespace: str, name: str, replicas: int) -> No
 def _is_replica_pod(pod: Mapping[str, Any]) -> bool:
     """Deployment pods, and LeaderWorkerSet leaders (one per replica)."""
     labels = pod["metadata"].get("labels") or {}
-    return bool(labels.get("leaderworkerset.sigs.k8s.io/worker-index", "0") == "0")
+    return bool(labels.get(LWS_WORKER_INDEX_LABEL, "0") == "0")
 
 
 def _sync_children(
@@ -454,7 +451,7 @@ def _safe_reconcile(namespace: str | None, name: str | None) -> None:
     reconcile(default_kube(), namespace, name)
 
 
-@kopf.index(GROUP, VERSION, "llmdeployments")
+@kopf.index(GROUP, VERSION, DEPLOYMENT_PLURAL)
 def llmdeployments_by_engine(
     namespace: str | None, name: str | None, spec: Mapping[str, Any], meta: Mapping[str, Any], **_: Any
 ) -> dict[tuple[str, str], str] | None:
@@ -465,9 +462,9 @@ def llmdeployments_by_engine(
     return {(namespace, ref): name}
 
 
-@kopf.on.resume(GROUP, VERSION, "llmdeployments")
-@kopf.on.create(GROUP, VERSION, "llmdeployments")
-@kopf.on.update(GROUP, VERSION, "llmdeployments")
+@kopf.on.resume(GROUP, VERSION, DEPLOYMENT_PLURAL)
+@kopf.on.create(GROUP, VERSION, DEPLOYMENT_PLURAL)
+@kopf.on.update(GROUP, VERSION, DEPLOYMENT_PLURAL)
 def on_deployment(
     name: str,
     namespace: str | None,
@@ -481,7 +478,7 @@ def on_deployment(
     _sync_refs(namespace, [_engine_ref(body), _engine_ref(old)], llmdeployments_by_engine)
 
 
-@kopf.timer(GROUP, VERSION, "llmdeployments", interval=RESYNC_SECONDS, initial_delay=RESYNC_SECONDS)
+@kopf.timer(GROUP, VERSION, DEPLOYMENT_PLURAL, interval=RESYNC_SECONDS, initial_delay=RESYNC_SECONDS)
 def resync_deployment(
     name: str,
     namespace: str | None,
@@ -493,7 +490,7 @@ def resync_deployment(
     _sync_refs(namespace, [_engine_ref(body)], llmdeployments_by_engine)
 
 
-@kopf.on.event(GROUP, VERSION, "llmdeployments")
+@kopf.on.event(GROUP, VERSION, DEPLOYMENT_PLURAL)
 def on_deployment_event(event: Mapping[str, Any], llmdeployments_by_engine: Any = None, **_: Any) -> None:
     """A deleted LLMDeployment leaves its engine's ``status.usedBy`` (no finalizer needed: the watch
     reports the deletion; a deletion missed while the operator was down is healed by the engine's
@@ -511,8 +508,12 @@ def _owner_name(meta: Mapping[str, Any]) -> str | None:
     return None
 
 
-@kopf.on.event("apps", "v1", "deployments", labels={LABEL_DEPLOYMENT: kopf.PRESENT})
-@kopf.on.event(LWS.group, LWS.version, LWS.plural, labels={LABEL_DEPLOYMENT: kopf.PRESENT})
+#: Workloads (Deployment, LeaderWorkerSet) this controller labelled.
+_WORKLOAD_LABELS = {LABEL_DEPLOYMENT: kopf.PRESENT}
+
+
+@kopf.on.event(DEPLOYMENT.group, DEPLOYMENT.version, DEPLOYMENT.plural, labels=_WORKLOAD_LABELS)
+@kopf.on.event(LWS.group, LWS.version, LWS.plural, labels=_WORKLOAD_LABELS)
 def on_workload_event(event: Mapping[str, Any], **_: Any) -> None:
     """Status follows the pods: every change of an owned Deployment (or LeaderWorkerSet, when its
     CRD is installed; kopf starts that watch when the CRD appears) re-reconciles its owner."""
@@ -522,7 +523,7 @@ def on_workload_event(event: Mapping[str, Any], **_: Any) -> None:
         _safe_reconcile(meta.get("namespace"), owner)
 
 
-@kopf.on.event(GROUP, VERSION, "llmengines")
+@kopf.on.event(GROUP, VERSION, ENGINE_PLURAL)
 def on_engine_event(event: Mapping[str, Any], llmdeployments_by_engine: Any = None, **_: Any) -> None:
     """A new engine key or a change of readiness re-reconciles every deployment referencing it."""
     meta = (event.get("object") or {}).get("metadata") or {}

@@ -30,14 +30,19 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 from engine_builder.planner import GPUSpec, PlanInputError, load_catalog_extension
-from trtllm_operator.api import ENGINE_PLURAL, GROUP, VERSION
-from trtllm_operator.decide.conditions import rfc3339
-from trtllm_operator.decide.engine import (
+from trtllm_operator.api.wire import (
     ARTIFACT_DATA_KEY,
     COMPONENT_BUILDER,
+    ENGINE_PLURAL,
+    GROUP,
+    JOB_NAME_LABEL,
     LABEL_COMPONENT,
     LABEL_MANAGED_BY,
     MANAGED_BY,
+    VERSION,
+)
+from trtllm_operator.decide.conditions import rfc3339
+from trtllm_operator.decide.engine import (
     AdoptJob,
     BuildQueue,
     CreateBuild,
@@ -84,8 +89,9 @@ from trtllm_operator.settings import Settings, current
 
 log = logging.getLogger(__name__)
 
-BUILDER_SELECTOR = f"{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_COMPONENT}={COMPONENT_BUILDER}"
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+#: Labels every builder Job and pod carries (watch filter and list selector).
+BUILDER_LABELS = {LABEL_MANAGED_BY: MANAGED_BY, LABEL_COMPONENT: COMPONENT_BUILDER}
+BUILDER_SELECTOR = ",".join(f"{k}={v}" for k, v in BUILDER_LABELS.items())
 
 _locks: dict[tuple[str, str], threading.Lock] = {}
 _locks_guard = threading.Lock()
@@ -222,13 +228,13 @@ def reconcile(namespace: str, name: str, *, kube: Kube | None = None) -> EngineD
     started = time.monotonic()
     result = "error"
     try:
-        with object_context("LLMEngine", namespace, name):
+        with object_context(LLM_ENGINE.kind, namespace, name):
             decision = _reconcile_locked(kube, namespace, name)
         result = "invalid" if decision is not None and decision.status.get("engineKey") is None else "success"
         return decision
     finally:
-        RECONCILES.labels(kind="LLMEngine", result=result).inc()
-        RECONCILE_DURATION.labels(kind="LLMEngine").observe(time.monotonic() - started)
+        RECONCILES.labels(kind=LLM_ENGINE.kind, result=result).inc()
+        RECONCILE_DURATION.labels(kind=LLM_ENGINE.kind).observe(time.monotonic() - started)
 
 
 def _reconcile_locked(kube: Kube, namespace: str, name: str) -> EngineDecision | None:
@@ -547,9 +553,7 @@ def _owner_engines(obj: Mapping[str, Any]) -> list[str]:
     ]
 
 
-@kopf.on.event(
-    "batch", "v1", "jobs", labels={LABEL_COMPONENT: COMPONENT_BUILDER, LABEL_MANAGED_BY: MANAGED_BY}
-)
+@kopf.on.event(JOB.group, JOB.version, JOB.plural, labels=BUILDER_LABELS)
 def builder_job_event(*, type: str, body: kopf.Body, namespace: str | None, **_: Any) -> None:
     """A builder Job changed: reconcile its LLMEngines; when it ended, the queue moves."""
     if namespace is None:
@@ -564,7 +568,7 @@ def builder_job_event(*, type: str, body: kopf.Body, namespace: str | None, **_:
     update_build_gauges(default_kube(current().field_manager))
 
 
-@kopf.on.event("", "v1", "pods", labels={LABEL_COMPONENT: COMPONENT_BUILDER, LABEL_MANAGED_BY: MANAGED_BY})
+@kopf.on.event(POD.group, POD.version, POD.plural, labels=BUILDER_LABELS)
 def builder_pod_event(*, body: kopf.Body, namespace: str | None, **_: Any) -> None:
     """A builder pod changed (scheduled, running, terminated): reconcile the Job's LLMEngines."""
     if namespace is None:

@@ -36,11 +36,21 @@ import kopf
 from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
-from trtllm_operator.api import GROUP, VERSION
 from trtllm_operator.api.deployment import LLMDeploymentSpec
 from trtllm_operator.api.engine import LLMEngineSpec
+from trtllm_operator.api.wire import (
+    COMPONENT_BENCHMARK,
+    DEPLOYMENT_PLURAL,
+    ENGINE_PLURAL,
+    GROUP,
+    JOB_NAME_LABEL,
+    LABEL_COMPONENT,
+    LABEL_DEPLOYMENT,
+    LABEL_MANAGED_BY,
+    MANAGED_BY,
+    VERSION,
+)
 from trtllm_operator.decide.conditions import rfc3339
-from trtllm_operator.decide.engine import LABEL_COMPONENT, LABEL_MANAGED_BY, MANAGED_BY
 from trtllm_operator.decide.tuning import (
     AdvisorConfig,
     CurrentSettings,
@@ -61,20 +71,14 @@ from trtllm_operator.kube import (
     post_event,
 )
 from trtllm_operator.metrics.scrape import scrape_pods
-from trtllm_operator.render.benchmark_job import (
-    BENCH_CONTAINER,
-    COMPONENT_BENCHMARK,
-    benchmark_job_name,
-    desired_benchmark_job,
-)
+from trtllm_operator.render.benchmark_job import BENCH_CONTAINER, benchmark_job_name, desired_benchmark_job
 from trtllm_operator.render.children import gpu_product_aliases
-from trtllm_operator.render.serving import LABEL_DEPLOYMENT, ServingInputError, child_name
+from trtllm_operator.render.serving import ServingInputError, child_name
 from trtllm_operator.settings import current
 from trtllm_operator.tuning.report import ReportError, overall_recommendation, parse_results, summarize
 
 log = logging.getLogger(__name__)
 
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 BENCHMARK_RESYNC_SECONDS = 15.0
 ADVISOR_TICK_SECONDS = 2.0
 #: History rows kept beyond the window (a little slack for clock jitter).
@@ -250,7 +254,7 @@ def _has_benchmark(spec: Mapping[str, Any], **_: Any) -> bool:
     return bool(spec.get("benchmark"))
 
 
-@kopf.on.event(GROUP, VERSION, "llmengines", when=_has_benchmark)
+@kopf.on.event(GROUP, VERSION, ENGINE_PLURAL, when=_has_benchmark)
 def benchmark_engine_event(*, namespace: str | None, name: str | None, **_: Any) -> None:
     """An LLMEngine with ``spec.benchmark`` changed (e.g. became Ready)."""
     _safe_benchmark(namespace, name)
@@ -259,7 +263,7 @@ def benchmark_engine_event(*, namespace: str | None, name: str | None, **_: Any)
 @kopf.timer(
     GROUP,
     VERSION,
-    "llmengines",
+    ENGINE_PLURAL,
     when=_has_benchmark,
     interval=BENCHMARK_RESYNC_SECONDS,
     initial_delay=BENCHMARK_RESYNC_SECONDS,
@@ -270,7 +274,10 @@ def benchmark_resync(*, namespace: str | None, name: str | None, **_: Any) -> No
 
 
 @kopf.on.event(
-    "batch", "v1", "jobs", labels={LABEL_COMPONENT: COMPONENT_BENCHMARK, LABEL_MANAGED_BY: MANAGED_BY}
+    JOB.group,
+    JOB.version,
+    JOB.plural,
+    labels={LABEL_COMPONENT: COMPONENT_BENCHMARK, LABEL_MANAGED_BY: MANAGED_BY},
 )
 def benchmark_job_event(*, body: kopf.Body, namespace: str | None, **_: Any) -> None:
     """A benchmark Job changed: reconcile its LLMEngine."""
@@ -423,7 +430,7 @@ def _tuning_enabled(spec: Mapping[str, Any], **_: Any) -> bool:
     return bool((spec.get("tuning") or {}).get("enabled"))
 
 
-@kopf.timer(GROUP, VERSION, "llmdeployments", when=_tuning_enabled, interval=ADVISOR_TICK_SECONDS)
+@kopf.timer(GROUP, VERSION, DEPLOYMENT_PLURAL, when=_tuning_enabled, interval=ADVISOR_TICK_SECONDS)
 def advisor_tick(*, namespace: str | None, name: str | None, **_: Any) -> None:
     """Sample and evaluate when ``spec.tuning.intervalSeconds`` has passed."""
     if not namespace or not name:

@@ -31,7 +31,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from trtllm_operator.api.engine import BenchmarkSpec, LLMEngineSpec
-from trtllm_operator.decide.engine import (
+from trtllm_operator.api.wire import (
+    ANNOTATION_ENGINE_KEY,
+    COMPONENT_BENCHMARK,
+    GPU_PRODUCT_LABEL,
+    GPU_RESOURCE,
     LABEL_COMPONENT,
     LABEL_ENGINE,
     LABEL_ENGINE_KEY,
@@ -39,7 +43,7 @@ from trtllm_operator.decide.engine import (
     LABEL_NAME,
     MANAGED_BY,
 )
-from trtllm_operator.render.builder_job import GPU_PRODUCT_LABEL, GPU_RESOURCE, owner_reference
+from trtllm_operator.render.builder_job import owner_reference
 from trtllm_operator.render.serving import (
     ARTIFACT_CHECKPOINT_DIR,
     ARTIFACT_ENGINE_DIR,
@@ -53,17 +57,13 @@ from trtllm_operator.tuning.report import COMPACT_KEYS, SWEEP_FORMAT
 
 __all__ = [
     "BENCH_CONTAINER",
-    "COMPONENT_BENCHMARK",
     "benchmark_config",
     "benchmark_job_name",
     "benchmark_spec_hash",
     "desired_benchmark_job",
 ]
 
-COMPONENT_BENCHMARK = "engine-benchmark"
 BENCH_CONTAINER = "trtllm-bench"
-#: Annotation on the Job: the full engine key it benchmarks.
-ANNOTATION_ENGINE_KEY = LABEL_ENGINE_KEY
 
 
 def benchmark_spec_hash(bench: BenchmarkSpec) -> str:

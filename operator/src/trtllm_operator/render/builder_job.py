@@ -37,11 +37,14 @@ import yaml
 
 from trtllm_operator.api import API_VERSION, ENGINE_KIND
 from trtllm_operator.api.engine import builder_gpus
-from trtllm_operator.decide.engine import (
+from trtllm_operator.api.wire import (
     ARTIFACT_DATA_KEY,
     BUILD_SPEC_DATA_KEY,
     COMPONENT_ARTIFACT,
     COMPONENT_BUILDER,
+    COMPONENT_STORAGE,
+    GPU_PRODUCT_LABEL,
+    GPU_RESOURCE,
     LABEL_COMPONENT,
     LABEL_ENGINE,
     LABEL_ENGINE_KEY,
@@ -49,15 +52,11 @@ from trtllm_operator.decide.engine import (
     LABEL_NAME,
     LABEL_STORAGE_ID,
     MANAGED_BY,
-    PreparedEngine,
-    cache_entry_name,
-    gpu_products,
 )
+from trtllm_operator.decide.engine import PreparedEngine, cache_entry_name, gpu_products
 from trtllm_operator.decide.engine_failure import BUILDER_CONTAINER, deterministic_exit_codes
 from trtllm_operator.settings import Settings
 
-GPU_RESOURCE = "nvidia.com/gpu"
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 SPEC_MOUNT = "/etc/engine-builder"
 GIB = 2**30
 #: Host-memory headroom over the 16-bit checkpoint for tokenizer, calibration data, framework.
@@ -137,7 +136,7 @@ def desired_artifact_pvc(
         "namespace": engine["metadata"]["namespace"],
         "labels": {
             LABEL_MANAGED_BY: MANAGED_BY,
-            LABEL_COMPONENT: "engine-storage",
+            LABEL_COMPONENT: COMPONENT_STORAGE,
             LABEL_ENGINE: prepared.name[:63],
             LABEL_STORAGE_ID: st.storage_id,
         },

@@ -17,8 +17,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from engine_builder.planner import PlanInputError, lookup
+from trtllm_operator.api.wire import ANNOTATION_COMPATIBLE_IMAGES, GPU_PRODUCT_LABEL
 from trtllm_operator.decide.compatibility import (
-    COMPATIBLE_IMAGES_ANNOTATION,
     Incompatibility,
     check_compatibility,
     decide_placement,
@@ -30,12 +30,7 @@ from trtllm_operator.render.leaderworkerset import desired_leaderworkerset
 from trtllm_operator.render.model_repository import desired_model_repository
 from trtllm_operator.render.pdb import desired_pdb
 from trtllm_operator.render.service import desired_service
-from trtllm_operator.render.serving import (
-    GPU_PRODUCT_LABEL,
-    ServingInputError,
-    ServingParams,
-    serving_params,
-)
+from trtllm_operator.render.serving import ServingInputError, ServingParams, serving_params
 
 
 @dataclass
@@ -81,7 +76,7 @@ def engine_incompatibilities(
     """The compatibility gate for raw objects (image vs ``spec.runtime.image``, GPU product/SM).
 
     The deployment pins a product only through ``spec.scheduling.nodeSelector["nvidia.com/gpu.product"]``;
-    compatible images are declared with the annotation :data:`COMPATIBLE_IMAGES_ANNOTATION`.
+    compatible images are declared with the annotation :data:`ANNOTATION_COMPATIBLE_IMAGES`.
     """
     dspec, espec = deployment.get("spec") or {}, engine.get("spec") or {}
     engine_image = (espec.get("runtime") or {}).get("image", "")
@@ -99,7 +94,7 @@ def engine_incompatibilities(
         deployment_gpu_product=dep_canonical,
         engine_sm=engine_sm,
         deployment_sm=dep_sm,
-        compatible_images=parse_compatible_images(annotations.get(COMPATIBLE_IMAGES_ANNOTATION)),
+        compatible_images=parse_compatible_images(annotations.get(ANNOTATION_COMPATIBLE_IMAGES)),
     )
 
 

@@ -25,11 +25,11 @@ from engine_builder.triton import (
     render_llmapi_model,
     render_trtllm_repository,
 )
+from trtllm_operator.api.wire import COMPONENT_MODEL_REPOSITORY, LABEL_COMPONENT
 from trtllm_operator.render.serving import (
     ARTIFACT_CHECKPOINT_DIR,
     ARTIFACT_ENGINE_DIR,
     ARTIFACT_TOKENIZER_DIR,
-    LABEL_COMPONENT,
     LAUNCH_SCRIPT,
     ServingParams,
     child_name,
@@ -38,10 +38,6 @@ from trtllm_operator.render.serving import (
     launch_script,
     metadata,
 )
-
-#: ``app.kubernetes.io/component`` of the model-repository ConfigMaps.
-COMPONENT = "model-repository"
-
 
 #: API ``batchingStrategy`` → Triton ``gpt_model_type`` spelling.
 _BATCHING = {
@@ -152,7 +148,7 @@ def desired_model_repository(params: ServingParams, files: Mapping[str, str] | N
     ``ValueError`` when a file still contains ``${…}`` or a server setting is out of range.
     """
     data = configmap_data(params, repository_files(params) if files is None else files)
-    labels = {**common_labels(params), LABEL_COMPONENT: COMPONENT}
+    labels = {**common_labels(params), LABEL_COMPONENT: COMPONENT_MODEL_REPOSITORY}
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",

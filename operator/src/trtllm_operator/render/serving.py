@@ -33,29 +33,19 @@ from typing import Any, Literal
 
 from trtllm_operator.api.deployment import LLMDeploymentSpec
 from trtllm_operator.api.engine import LLMEngineSpec
+from trtllm_operator.api.wire import (
+    API_VERSION,
+    COMPONENT_SERVER,
+    DEPLOYMENT_KIND,
+    LABEL_COMPONENT,
+    LABEL_DEPLOYMENT,
+    LABEL_INSTANCE,
+    LABEL_MANAGED_BY,
+    LABEL_NAME,
+    MANAGED_BY,
+    SHORT_KEY_LEN,
+)
 from trtllm_operator.decide.engine import StorageLocation
-
-GROUP = "llm.trtllm-operator.dev"
-VERSION = "v1alpha1"
-API_VERSION = f"{GROUP}/{VERSION}"
-
-#: Label on every child and pod: which LLMDeployment it belongs to (the workload selector).
-LABEL_DEPLOYMENT = f"{GROUP}/deployment"
-#: Pod label: the first :data:`SHORT_KEY_LEN` hex digits of the engine key the pod serves.
-LABEL_ENGINE_KEY = f"{GROUP}/engine-key"
-#: Label on the model-repository ConfigMaps (so old ones can be found and pruned).
-LABEL_COMPONENT = "app.kubernetes.io/component"
-#: Pod-template annotation: the full engine key.
-ANNOTATION_ENGINE_KEY = f"{GROUP}/engine-key"
-#: Pod-template annotation: sha256 of everything rendered into the pod's files and command.
-ANNOTATION_CONFIG_HASH = f"{GROUP}/config-hash"
-#: Node label GPU Feature Discovery sets; the engine's target product is matched against it.
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
-GPU_RESOURCE = "nvidia.com/gpu"
-
-#: Label values are limited to 63 characters; a 64-hex engine key is one too long. 16 hex digits
-#: (64 bits) are plenty to tell the keys of one deployment's rollouts apart.
-SHORT_KEY_LEN = 16
 
 HTTP_PORT = 8000
 GRPC_PORT = 8001
@@ -91,7 +81,7 @@ class OwnerRef:
     name: str
     uid: str
     api_version: str = API_VERSION
-    kind: str = "LLMDeployment"
+    kind: str = DEPLOYMENT_KIND
 
     def manifest(self) -> dict[str, Any]:
         return {
@@ -258,10 +248,10 @@ def selector_string(params: ServingParams) -> str:
 
 def common_labels(params: ServingParams) -> dict[str, str]:
     return {
-        "app.kubernetes.io/name": "triton",
-        "app.kubernetes.io/instance": child_name(params.name),
-        "app.kubernetes.io/managed-by": "trtllm-operator",
-        LABEL_COMPONENT: "server",
+        LABEL_NAME: "triton",
+        LABEL_INSTANCE: child_name(params.name),
+        LABEL_MANAGED_BY: MANAGED_BY,
+        LABEL_COMPONENT: COMPONENT_SERVER,
         **selector_labels(params),
     }
 
