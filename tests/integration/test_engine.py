@@ -26,7 +26,8 @@ from engine_builder.report import EXIT_CODES, build_report
 from trtllm_operator.api import ENGINE_PLURAL, GROUP, VERSION
 from trtllm_operator.api.wire import ARTIFACT_DATA_KEY, LABEL_ENGINE_KEY
 from trtllm_operator.cli import main
-from trtllm_operator.decide.engine import PreparedEngine, cache_entry_name, prepare_engine
+from trtllm_operator.decide.engine_spec import PreparedEngine, prepare_engine
+from trtllm_operator.decide.storage import cache_entry_name
 
 H100 = "NVIDIA-H100-80GB-HBM3"
 TINYLLAMA = "hf://TinyLlama/TinyLlama-1.1B-Chat-v1.0"

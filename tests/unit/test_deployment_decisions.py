@@ -242,15 +242,15 @@ def test_status_rollout_then_complete() -> None:
         obs(progress=mid, previous_engine_key=OLD, pods=3, ready_pods=2, updated_replicas=2)
     )
     assert s.phase == "Progressing" and conds(s)["Progressing"] == ("True", "EngineRollout")
-    assert s.fields["engineKey"] == OLD  # still the key every pod served
+    assert s.status["engineKey"] == OLD  # still the key every pod served
     done = rollout_progress(NEW[:16], 3, wl(), pods(new_ready=3))
     s = deployment_status(
         obs(progress=done, previous_engine_key=OLD, pods=3, ready_pods=3, updated_replicas=3)
     )
-    assert s.phase == "Ready" and s.fields["engineKey"] == NEW
+    assert s.phase == "Ready" and s.status["engineKey"] == NEW
     assert conds(s)["Ready"] == ("True", "AllReplicasReady")
     assert conds(s)["Progressing"] == ("False", "RolloutComplete")
-    assert s.fields["observedGeneration"] == 3 and s.fields["desiredReplicas"] == 3
+    assert s.status["observedGeneration"] == 3 and s.status["desiredReplicas"] == 3
 
 
 def test_status_blocked_and_deadline() -> None:

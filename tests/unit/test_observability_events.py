@@ -169,8 +169,8 @@ def _deployment_condition_reasons() -> set[str]:
 
 def _posted_in_code() -> set[str]:
     dynamic = {
-        "decision.event.reason": _engine_event_reasons(),
-        "cond['reason']": _deployment_condition_reasons(),
+        # handlers/plumbing.write_outcome posts the Events of both controllers' outcomes
+        "event.reason": _engine_event_reasons() | _deployment_condition_reasons(),
         # posted only when decision.limited == Reason.INSUFFICIENT_GPU (handlers/autoscaler.py)
         "str(decision.limited)": {str(Reason.INSUFFICIENT_GPU)},
     }

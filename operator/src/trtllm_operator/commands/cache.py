@@ -163,7 +163,8 @@ def record_from_manifest(
     """
     from engine_builder.package import manifest_digest, missing_parts  # noqa: PLC0415
     from engine_builder.spec import engine_key  # noqa: PLC0415
-    from trtllm_operator.decide.engine import artifact_record, storage_location  # noqa: PLC0415
+    from trtllm_operator.decide.engine_cache import artifact_record  # noqa: PLC0415
+    from trtllm_operator.decide.storage import storage_location  # noqa: PLC0415
 
     for field in ("engineKey", "keyInputs", "runtimeImage", "target", "backend"):
         if field not in manifest:
@@ -208,7 +209,7 @@ def record_from_manifest(
 
 
 def _spec(args: argparse.Namespace) -> int:
-    from trtllm_operator.decide.engine import PreparedEngine, prepare_engine  # noqa: PLC0415
+    from trtllm_operator.decide.engine_spec import PreparedEngine, prepare_engine  # noqa: PLC0415
 
     try:
         docs = [d for d in yaml.safe_load_all(Path(args.filename).read_text()) if d is not None]

@@ -77,7 +77,7 @@ def _bad(message: str) -> int:
 def run(args: argparse.Namespace) -> int:
     # Heavier imports (planner, pydantic models, templates) only when the command runs.
     from trtllm_operator.commands._schema import manifest_errors, namespace_error  # noqa: PLC0415
-    from trtllm_operator.decide.engine import InvalidEngine, prepare_engine  # noqa: PLC0415
+    from trtllm_operator.decide.engine_spec import InvalidEngine, prepare_engine  # noqa: PLC0415
     from trtllm_operator.render.children import desired_children  # noqa: PLC0415
 
     if args.gpus_per_node < 1:

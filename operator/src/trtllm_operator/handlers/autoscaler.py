@@ -47,8 +47,8 @@ from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from trtllm_operator.api.deployment import LLMDeploymentSpec
+from trtllm_operator.api.owners import is_owned_by
 from trtllm_operator.api.wire import (
-    ANNOTATION_RENDERED_HASH,
     DEPLOYMENT_PLURAL,
     GROUP,
     LABEL_DEPLOYMENT,
@@ -69,6 +69,7 @@ from trtllm_operator.decide.autoscaling import (
     record_decision,
 )
 from trtllm_operator.decide.conditions import condition, rfc3339
+from trtllm_operator.handlers.plumbing import apply_owned
 from trtllm_operator.kube.client import HPA, LLM_DEPLOYMENT, POD, SCALED_OBJECT, Kube, Resource, default_kube
 from trtllm_operator.kube.events import post_event
 from trtllm_operator.kube.status import update_conditions
@@ -77,7 +78,7 @@ from trtllm_operator.metrics.prometheus import PrometheusError, prometheus_pods
 from trtllm_operator.metrics.scrape import DEFAULT_PORT, pod_state, scrape_pods
 from trtllm_operator.render.hpa import desired_hpa
 from trtllm_operator.render.keda import desired_scaled_object
-from trtllm_operator.render.serving import OwnerRef, child_name, content_hash
+from trtllm_operator.render.serving import OwnerRef, child_name
 
 __all__ = ["MAX_DECISIONS", "TICK_SECONDS", "autoscale_once", "sync_external_autoscaler"]
 
@@ -304,19 +305,12 @@ def autoscaler_forget(name: str, namespace: str | None, uid: str, **_: Any) -> N
 
 
 # ------------------------------------------------------------------------------ hpa / keda modes
-def _owned(child: Mapping[str, Any], uid: str) -> bool:
-    return any(o.get("uid") == uid for o in (child.get("metadata") or {}).get("ownerReferences") or [])
-
-
 def _apply(kube: Kube, res: Resource, manifest: dict[str, Any], owner: Mapping[str, Any]) -> None:
-    namespace, child = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
-    digest = content_hash(manifest)
-    manifest["metadata"].setdefault("annotations", {})[ANNOTATION_RENDERED_HASH] = digest
-    live, created = kube.create_or_get(res, namespace, manifest)
-    if created:
+    child = manifest["metadata"]["name"]
+    applied = apply_owned(kube, res, manifest, owner_uid=owner["metadata"]["uid"])
+    if applied.result == "created":
         post_event(kube, owner, f"{res.kind}Created", f"created {res.kind} {child}")
-        return
-    if not _owned(live, owner["metadata"]["uid"]):
+    elif applied.result == "not_owned":
         post_event(
             kube,
             owner,
@@ -324,13 +318,6 @@ def _apply(kube: Kube, res: Resource, manifest: dict[str, Any], owner: Mapping[s
             f"{res.kind} {child} exists but is not owned by this LLMDeployment: delete or rename it",
             type_="Warning",
         )
-        return
-    if (live["metadata"].get("annotations") or {}).get(ANNOTATION_RENDERED_HASH) != digest:
-        patch = {
-            "metadata": {k: manifest["metadata"][k] for k in ("labels", "annotations", "ownerReferences")},
-            "spec": manifest["spec"],
-        }
-        kube.patch(res, namespace, child, patch)
 
 
 def _remove(kube: Kube, res: Resource, namespace: str, child: str, uid: str) -> None:
@@ -340,7 +327,7 @@ def _remove(kube: Kube, res: Resource, namespace: str, child: str, uid: str) -> 
         if exc.status == 404:  # the kind itself is not installed (no KEDA)
             return
         raise
-    if live is not None and _owned(live, uid):
+    if live is not None and is_owned_by(live, uid):
         kube.delete(res, namespace, child)
 
 

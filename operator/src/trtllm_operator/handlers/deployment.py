@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import threading
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -33,6 +32,7 @@ import kopf
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from trtllm_operator.api.owners import is_owned_by, owner_names
 from trtllm_operator.api.wire import (
     ANNOTATION_RENDERED_HASH,
     ANNOTATION_ROLLBACK_REASON,
@@ -57,7 +57,6 @@ from trtllm_operator.decide.deployment_status import (
     Observation,
     deployment_status,
     engine_readiness,
-    transitions,
 )
 from trtllm_operator.decide.rollout import (
     RollbackDecision,
@@ -66,6 +65,7 @@ from trtllm_operator.decide.rollout import (
     rollout_progress,
     workload_view,
 )
+from trtllm_operator.handlers.plumbing import OBJECT_LOCKS, apply_owned, with_rendered_hash, write_outcome
 from trtllm_operator.kube.client import (
     CONFIG_MAP,
     DEPLOYMENT,
@@ -77,30 +77,21 @@ from trtllm_operator.kube.client import (
     REPLICA_SET,
     SERVICE,
     Kube,
-    Resource,
     default_kube,
 )
 from trtllm_operator.kube.events import post_event
-from trtllm_operator.kube.status import patch_status, update_conditions
+from trtllm_operator.kube.status import patch_status
 from trtllm_operator.logging import object_context
 from trtllm_operator.metrics.operator_metrics import observe_reconcile
 from trtllm_operator.render.children import Children, desired_children, gpu_product_aliases
 from trtllm_operator.render.service import endpoint
-from trtllm_operator.render.serving import child_name, content_hash, short_key
+from trtllm_operator.render.serving import child_name, short_key
 
 log = logging.getLogger(__name__)
 
 #: Fallback GPUs per node when no node of the engine's product exists yet.
 DEFAULT_GPUS_PER_NODE = 8
 RESYNC_SECONDS = 30.0
-
-_locks: dict[tuple[str, str], threading.Lock] = {}
-_locks_guard = threading.Lock()
-
-
-def _lock(namespace: str, name: str) -> threading.Lock:
-    with _locks_guard:
-        return _locks.setdefault((namespace, name), threading.Lock())
 
 
 # ------------------------------------------------------------------------------ observations
@@ -130,36 +121,6 @@ def lws_installed(kube: Kube) -> bool:
 
 
 # ------------------------------------------------------------------------------ writes
-def _with_hash(manifest: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
-    body = copy.deepcopy(dict(manifest))
-    digest = content_hash(body)
-    body["metadata"].setdefault("annotations", {})[ANNOTATION_RENDERED_HASH] = digest
-    return body, digest
-
-
-def apply_child(kube: Kube, res: Resource, manifest: Mapping[str, Any]) -> dict[str, Any]:
-    """Create the child, or merge-patch it when its rendered hash (or replica count) changed.
-
-    ``spec.replicas`` is compared to the live object on its own, so a scale through the
-    LLMDeployment's scale subresource reaches the workload even if nothing else changed.
-    """
-    namespace = manifest["metadata"]["namespace"]
-    body, digest = _with_hash(manifest)
-    live, created = kube.create_or_get(res, namespace, body)
-    if created:
-        return live
-    live_hash = (live["metadata"].get("annotations") or {}).get(ANNOTATION_RENDERED_HASH)
-    if live_hash == digest:
-        want = (body.get("spec") or {}).get("replicas")
-        if want is None or (live.get("spec") or {}).get("replicas") == want:
-            return live
-        return kube.patch(res, namespace, body["metadata"]["name"], {"spec": {"replicas": want}})
-    patch = {"metadata": {k: body["metadata"][k] for k in ("labels", "annotations", "ownerReferences")}}
-    if "spec" in body:
-        patch["spec"] = body["spec"]
-    return kube.patch(res, namespace, body["metadata"]["name"], patch)
-
-
 def _apply_configmap(kube: Kube, manifest: Mapping[str, Any]) -> None:
     """Model-repository ConfigMaps are immutable and content-addressed: create if absent."""
     kube.create_or_get(CONFIG_MAP, manifest["metadata"]["namespace"], manifest)
@@ -225,9 +186,7 @@ def _rollback(kube: Kube, namespace: str, workload: Mapping[str, Any], decision:
     candidates = [
         rs
         for rs in kube.list(REPLICA_SET, namespace, label_selector=selector)
-        if any(
-            o.get("uid") == workload["metadata"]["uid"] for o in rs["metadata"].get("ownerReferences") or []
-        )
+        if is_owned_by(rs, workload["metadata"]["uid"])
     ]
     if not candidates:
         return False
@@ -257,7 +216,7 @@ def _rollback(kube: Kube, namespace: str, workload: Mapping[str, Any], decision:
 def reconcile(kube: Kube, namespace: str, name: str) -> None:
     """Bring one LLMDeployment's children and status to the desired state (idempotent)."""
     with (
-        _lock(namespace, name),
+        OBJECT_LOCKS.hold(LLM_DEPLOYMENT.kind, namespace, name),
         observe_reconcile(LLM_DEPLOYMENT.kind),
         object_context(LLM_DEPLOYMENT.kind, namespace, name),
     ):
@@ -290,6 +249,7 @@ def _reconcile(kube: Kube, namespace: str, name: str) -> None:
         engine_state=state,
         engine_message=message,
         previous_engine_key=old_status.get("engineKey"),
+        previous_conditions=old_status.get("conditions") or [],
         selector=selector,
         pods=len(live_pods),
         ready_pods=sum(pod_view(p).ready for p in live_pods),
@@ -383,7 +343,7 @@ def _sync_children(
     held: RollbackDecision | None = None
     annotations = (live or {}).get("metadata", {}).get("annotations") or {}
     held_hash = annotations.get(ANNOTATION_ROLLED_BACK_HASH)
-    if live is not None and held_hash and held_hash == _with_hash(children.workload)[1]:
+    if live is not None and held_hash and held_hash == with_rendered_hash(children.workload)[1]:
         # This exact rendering failed and was rolled back: keep the restored template until the
         # engine key or a setting changes; only the replica count follows spec.replicas.
         held = RollbackDecision(
@@ -410,38 +370,19 @@ def _sync_children(
                     }
                 },
             )
-        live = apply_child(kube, res, children.workload)
+        live = apply_owned(kube, res, children.workload).live
     if other is DEPLOYMENT or lws_installed(kube):
         stale = kube.get(other, namespace, wname)
-        if stale is not None and _owned_by(stale, obj):
+        if stale is not None and is_owned_by(stale, obj["metadata"].get("uid")):
             kube.delete(other, namespace, wname)
-    apply_child(kube, SERVICE, children.service)
-    apply_child(kube, PDB, children.pdb)
+    apply_owned(kube, SERVICE, children.service)
+    apply_owned(kube, PDB, children.pdb)
     _prune_configmaps(kube, namespace, name, {children.configmap["metadata"]["name"]})
     return live, held
 
 
-def _owned_by(child: Mapping[str, Any], owner: Mapping[str, Any]) -> bool:
-    uid = owner["metadata"].get("uid")
-    return any(o.get("uid") == uid for o in child["metadata"].get("ownerReferences") or [])
-
-
 def _write_status(kube: Kube, obj: Mapping[str, Any], observation: Observation) -> None:
-    desired = deployment_status(observation)
-    namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
-    old_conditions = (obj.get("status") or {}).get("conditions") or []
-    update_conditions(kube, LLM_DEPLOYMENT, namespace, name, desired.conditions, status=desired.fields)
-    for cond in transitions(old_conditions, desired.conditions):
-        if cond["type"] not in ("Ready", "Progressing", "EngineIncompatible"):
-            continue
-        problem = cond["type"] == "EngineIncompatible" and cond["status"] == "True"
-        problem |= cond["type"] == "Ready" and cond["status"] == "False" and cond["reason"] not in _WAITING
-        message = f"{cond['type']}={cond['status']}: {cond['message']}"
-        post_event(kube, obj, cond["reason"], message, type_="Warning" if problem else "Normal")
-
-
-#: Ready=False reasons that are expected steps, not problems (Normal events).
-_WAITING = frozenset({"EngineNotReady", "ReplicasStarting", "EngineRollout"})
+    write_outcome(kube, LLM_DEPLOYMENT, obj, deployment_status(observation))
 
 
 # ------------------------------------------------------------------------------ kopf wiring
@@ -501,13 +442,6 @@ def on_deployment_event(event: Mapping[str, Any], llmdeployments_by_engine: Any 
         _sync_refs(meta.get("namespace"), [_engine_ref(obj)], llmdeployments_by_engine, meta.get("name"))
 
 
-def _owner_name(meta: Mapping[str, Any]) -> str | None:
-    for ref in meta.get("ownerReferences") or []:
-        if ref.get("kind") == "LLMDeployment" and ref.get("apiVersion", "").startswith(f"{GROUP}/"):
-            return str(ref.get("name"))
-    return None
-
-
 #: Workloads (Deployment, LeaderWorkerSet) this controller labelled.
 _WORKLOAD_LABELS = {LABEL_DEPLOYMENT: kopf.PRESENT}
 
@@ -517,10 +451,9 @@ _WORKLOAD_LABELS = {LABEL_DEPLOYMENT: kopf.PRESENT}
 def on_workload_event(event: Mapping[str, Any], **_: Any) -> None:
     """Status follows the pods: every change of an owned Deployment (or LeaderWorkerSet, when its
     CRD is installed; kopf starts that watch when the CRD appears) re-reconciles its owner."""
-    meta = (event.get("object") or {}).get("metadata") or {}
-    owner = _owner_name(meta)
-    if owner:
-        _safe_reconcile(meta.get("namespace"), owner)
+    obj = event.get("object") or {}
+    for owner in owner_names(obj, LLM_DEPLOYMENT.kind)[:1]:
+        _safe_reconcile((obj.get("metadata") or {}).get("namespace"), owner)
 
 
 @kopf.on.event(GROUP, VERSION, ENGINE_PLURAL)

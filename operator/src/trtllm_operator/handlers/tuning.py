@@ -27,7 +27,6 @@ import datetime as dt
 import json
 import logging
 import math
-import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -38,6 +37,7 @@ from pydantic import ValidationError
 
 from trtllm_operator.api.deployment import LLMDeploymentSpec
 from trtllm_operator.api.engine import LLMEngineSpec
+from trtllm_operator.api.owners import owner_names
 from trtllm_operator.api.wire import (
     COMPONENT_BENCHMARK,
     DEPLOYMENT_PLURAL,
@@ -60,6 +60,7 @@ from trtllm_operator.decide.tuning import (
     recommendation_from_status,
     recommendation_to_status,
 )
+from trtllm_operator.handlers.plumbing import OBJECT_LOCKS
 from trtllm_operator.kube import (
     JOB,
     LLM_DEPLOYMENT,
@@ -84,14 +85,6 @@ ADVISOR_TICK_SECONDS = 2.0
 #: History rows kept beyond the window (a little slack for clock jitter).
 HISTORY_SLACK_SECONDS = 120.0
 HISTORY_MAX_ROWS = 2000
-
-_locks: dict[tuple[str, str, str], threading.Lock] = {}
-_locks_guard = threading.Lock()
-
-
-def _lock(kind: str, namespace: str, name: str) -> threading.Lock:
-    with _locks_guard:
-        return _locks.setdefault((kind, namespace, name), threading.Lock())
 
 
 def _kube() -> Kube:
@@ -185,7 +178,7 @@ def _write_benchmark(kube: Kube, namespace: str, name: str, fields: Mapping[str,
 def reconcile_benchmark(namespace: str, name: str, *, kube: Kube | None = None) -> str | None:
     """One pass of the benchmark controller for an LLMEngine; returns the phase written (or None)."""
     kube = kube or _kube()
-    with _lock("engine", namespace, name):
+    with OBJECT_LOCKS.hold("benchmark", namespace, name):
         engine = kube.get(LLM_ENGINE, namespace, name)
         if engine is None:
             return None
@@ -281,9 +274,8 @@ def benchmark_resync(*, namespace: str | None, name: str | None, **_: Any) -> No
 )
 def benchmark_job_event(*, body: kopf.Body, namespace: str | None, **_: Any) -> None:
     """A benchmark Job changed: reconcile its LLMEngine."""
-    for ref in (body.get("metadata") or {}).get("ownerReferences") or []:
-        if ref.get("kind") == "LLMEngine":
-            _safe_benchmark(namespace, ref.get("name"))
+    for owner in owner_names(body, LLM_ENGINE.kind):
+        _safe_benchmark(namespace, owner)
 
 
 # -------------------------------------------------------------------------------------- advisor
@@ -360,7 +352,7 @@ def reconcile_advisor(
     due yet)."""
     kube = kube or _kube()
     now = time.time() if now is None else now
-    with _lock("deployment", namespace, name):
+    with OBJECT_LOCKS.hold("advisor", namespace, name):
         obj = kube.get(LLM_DEPLOYMENT, namespace, name)
         if obj is None:
             return False

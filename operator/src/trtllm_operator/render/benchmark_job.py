@@ -43,7 +43,7 @@ from trtllm_operator.api.wire import (
     LABEL_NAME,
     MANAGED_BY,
 )
-from trtllm_operator.render.builder_job import owner_reference
+from trtllm_operator.render.builder_job import engine_owner
 from trtllm_operator.render.serving import (
     ARTIFACT_CHECKPOINT_DIR,
     ARTIFACT_ENGINE_DIR,
@@ -204,7 +204,7 @@ def desired_benchmark_job(
             "namespace": meta["namespace"],
             "labels": labels,
             "annotations": {ANNOTATION_ENGINE_KEY: key},
-            "ownerReferences": [owner_reference(engine)],
+            "ownerReferences": [engine_owner(engine)],
         },
         "spec": {
             "backoffLimit": 0,

@@ -1,7 +1,7 @@
 """The builder Job, its build-spec ConfigMap and the operator-created artifact PVC, as manifests.
 
 Pure: inputs are the LLMEngine (metadata only), the prepared build
-(:class:`~trtllm_operator.decide.engine.PreparedEngine`) and the operator settings; no client, no
+(:class:`~trtllm_operator.decide.engine_spec.PreparedEngine`) and the operator settings; no client, no
 clock. The handler creates what these return and never patches a running builder Job (a Job's
 pod template is immutable; a spec change that matters changes the engine key, hence the name).
 
@@ -37,6 +37,7 @@ import yaml
 
 from trtllm_operator.api import API_VERSION, ENGINE_KIND
 from trtllm_operator.api.engine import builder_gpus
+from trtllm_operator.api.owners import owner_reference
 from trtllm_operator.api.wire import (
     ARTIFACT_DATA_KEY,
     BUILD_SPEC_DATA_KEY,
@@ -53,8 +54,9 @@ from trtllm_operator.api.wire import (
     LABEL_STORAGE_ID,
     MANAGED_BY,
 )
-from trtllm_operator.decide.engine import PreparedEngine, cache_entry_name, gpu_products
 from trtllm_operator.decide.engine_failure import BUILDER_CONTAINER, deterministic_exit_codes
+from trtllm_operator.decide.engine_spec import PreparedEngine, gpu_products
+from trtllm_operator.decide.storage import cache_entry_name
 from trtllm_operator.settings import Settings
 
 SPEC_MOUNT = "/etc/engine-builder"
@@ -64,17 +66,10 @@ HOST_MEMORY_FIXED_BYTES = 8 * GIB
 HOST_MEMORY_FACTOR = 1.25
 
 
-def owner_reference(engine: Mapping[str, Any], *, controller: bool = True) -> dict[str, Any]:
+def engine_owner(engine: Mapping[str, Any], *, controller: bool = True) -> dict[str, Any]:
     """ownerReference to an LLMEngine (``controller`` for the one that created the child)."""
     meta = engine["metadata"]
-    return {
-        "apiVersion": API_VERSION,
-        "kind": ENGINE_KIND,
-        "name": meta["name"],
-        "uid": meta["uid"],
-        "controller": controller,
-        "blockOwnerDeletion": True,
-    }
+    return owner_reference(API_VERSION, ENGINE_KIND, meta["name"], meta["uid"], controller=controller)
 
 
 def builder_labels(prepared: PreparedEngine) -> dict[str, str]:
@@ -108,7 +103,7 @@ def desired_build_spec_configmap(engine: Mapping[str, Any], prepared: PreparedEn
             "name": prepared.job_name,
             "namespace": engine["metadata"]["namespace"],
             "labels": builder_labels(prepared),
-            "ownerReferences": [owner_reference(engine)],
+            "ownerReferences": [engine_owner(engine)],
         },
         "data": {
             BUILD_SPEC_DATA_KEY: yaml.safe_dump(
@@ -142,7 +137,7 @@ def desired_artifact_pvc(
         },
     }
     if prepared.deletes_with_engine:
-        meta["ownerReferences"] = [owner_reference(engine)]
+        meta["ownerReferences"] = [engine_owner(engine)]
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": spec}
 
 
@@ -301,7 +296,7 @@ def desired_builder_job(
             "namespace": engine["metadata"]["namespace"],
             "labels": labels,
             "annotations": {LABEL_ENGINE_KEY: prepared.key},
-            "ownerReferences": [owner_reference(engine)],
+            "ownerReferences": [engine_owner(engine)],
         },
         "spec": {
             "backoffLimit": gpu_spec.backoff_limit,
@@ -324,7 +319,7 @@ def desired_cache_entry(
     storage" is recorded here when a build completes (or ``trtllm-operator cache import`` registers
     one built elsewhere). Deliberately NOT owned by any LLMEngine: artifacts outlive the objects
     that built them (reclaimPolicy Retain). ``record`` is
-    :func:`~trtllm_operator.decide.engine.artifact_record`'s output. ``owner``: an LLMEngine whose
+    :func:`~trtllm_operator.decide.engine_cache.artifact_record`'s output. ``owner``: an LLMEngine whose
     deletion removes the entry (only with reclaimPolicy Delete on an operator-created PVC).
     """
     key = str(record["engineKey"])
@@ -341,7 +336,7 @@ def desired_cache_entry(
         "annotations": {LABEL_ENGINE_KEY: key},
     }
     if owner is not None:
-        meta["ownerReferences"] = [owner_reference(owner)]
+        meta["ownerReferences"] = [engine_owner(owner)]
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",

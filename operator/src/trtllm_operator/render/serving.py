@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 from trtllm_operator.api.deployment import LLMDeploymentSpec
 from trtllm_operator.api.engine import LLMEngineSpec
+from trtllm_operator.api.owners import owner_reference
 from trtllm_operator.api.wire import (
     API_VERSION,
     COMPONENT_SERVER,
@@ -45,7 +46,7 @@ from trtllm_operator.api.wire import (
     MANAGED_BY,
     SHORT_KEY_LEN,
 )
-from trtllm_operator.decide.engine import StorageLocation
+from trtllm_operator.decide.storage import StorageLocation
 
 HTTP_PORT = 8000
 GRPC_PORT = 8001
@@ -84,14 +85,7 @@ class OwnerRef:
     kind: str = DEPLOYMENT_KIND
 
     def manifest(self) -> dict[str, Any]:
-        return {
-            "apiVersion": self.api_version,
-            "kind": self.kind,
-            "name": self.name,
-            "uid": self.uid,
-            "controller": True,
-            "blockOwnerDeletion": True,
-        }
+        return owner_reference(self.api_version, self.kind, self.name, self.uid)
 
 
 @dataclass(frozen=True)
@@ -430,7 +424,7 @@ def artifact_location(engine: Mapping[str, Any]) -> tuple[str, str]:
 
     From ``status.artifact.uri`` (``pvc://<claim>/<path>``); without one, from ``spec.storage``
     (``pvc.claimName`` + ``subPath``, or the operator-created claim,
-    :meth:`~trtllm_operator.decide.engine.StorageLocation.created_pvc_name`).
+    :meth:`~trtllm_operator.decide.storage.StorageLocation.created_pvc_name`).
     Errors: :class:`ServingInputError` ``ArtifactUnsupported`` for S3 storage (this function locates
     PVC artifacts only; an S3 artifact is served through :func:`s3_artifact`, which an init container
     of the serving pod downloads into a node-local volume) or when no location can be derived.
