@@ -32,9 +32,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from engine_builder.planner import GPUSpec, Plan, PlanInputError, lookup, plan_from_build_spec
-from engine_builder.planner.formats import MIN_SM
-from engine_builder.spec import (
+from engine_builder.contract import (
     BuildLimits,
     BuildSpec,
     Calibration,
@@ -45,6 +43,8 @@ from engine_builder.spec import (
     SpeculativeDecoding,
     Target,
 )
+from engine_builder.planner import GPUSpec, Plan, PlanInputError, lookup, plan_from_build_spec
+from engine_builder.planner.formats import MIN_SM
 from trtllm_operator.api import (
     CONDITION_DEGRADED,
     CONDITION_PLANNED,
