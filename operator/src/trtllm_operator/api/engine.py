@@ -385,6 +385,12 @@ class EngineBuildSpec(ApiModel):
     )
 
 
+#: How many GPUs the builder pod requests when ``spec.gpu.resources.gpus`` is unset — the text of the
+#: CRD's field description; :func:`builder_gpus` computes it. Calibration loads the model over the
+#: GPUs the engine will use, so the builder gets a replica's world size.
+BUILDER_GPUS_DEFAULT = "tensor × pipeline (the GPUs of one replica), at least build.workers"
+
+
 class BuilderResources(ApiModel):
     """Resources of the builder pod."""
 
@@ -401,7 +407,7 @@ class BuilderResources(ApiModel):
         default=None,
         ge=1,
         le=16,
-        description="GPUs (nvidia.com/gpu) for the builder pod. Default: build.workers.",
+        description=f"GPUs (nvidia.com/gpu) for the builder pod. Default: {BUILDER_GPUS_DEFAULT}.",
     )
 
 
@@ -903,3 +909,17 @@ class LLMEngineStatus(ApiModel):
         description="Ready (artifact usable), Progressing (planning/building), Degraded, "
         "Planned (capacity plan fits).",
     )
+
+
+def builder_gpus(spec: LLMEngineSpec) -> int:
+    """GPUs (``nvidia.com/gpu``) the builder pod of ``spec`` requests: ``spec.gpu.resources.gpus``,
+    else :data:`BUILDER_GPUS_DEFAULT` (``max(tensor × pipeline, build.workers)``).
+
+    The one home of this number: the builder Job requests it
+    (:func:`trtllm_operator.render.builder_job.desired_builder_job`), the Unschedulable hint names it
+    (:func:`trtllm_operator.decide.engine.unschedulable_hint`) and the CRD describes it. Like a
+    Kubernetes ``SetDefaults_*`` function, it sits next to the field whose default it is.
+    """
+    if spec.gpu.resources.gpus:
+        return spec.gpu.resources.gpus
+    return max(spec.parallelism.tensor * spec.parallelism.pipeline, spec.build.workers)
