@@ -2,7 +2,7 @@
 
 :func:`prepare_engine` validates the spec against the GPU catalog and (when the model's
 ``config.json`` is known) the capacity planner, maps it to the builder's
-:class:`~engine_builder.spec.BuildSpec` (:func:`to_build_spec`), computes the engine key and
+:class:`~engine_builder.contract.BuildSpec` (:func:`to_build_spec`), computes the engine key and
 resolves the storage (:mod:`trtllm_operator.decide.storage`). It returns a
 :class:`PreparedEngine` — everything that follows from the spec alone — or an
 :class:`InvalidEngine` naming the field and the fix. Never raises for bad input.
@@ -16,9 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from engine_builder.planner import GPUSpec, Plan, PlanInputError, lookup, plan_from_build_spec
-from engine_builder.planner.formats import MIN_SM
-from engine_builder.spec import (
+from engine_builder.contract import (
     BuildLimits,
     BuildSpec,
     Calibration,
@@ -29,6 +27,8 @@ from engine_builder.spec import (
     SpeculativeDecoding,
     Target,
 )
+from engine_builder.planner import GPUSpec, Plan, PlanInputError, lookup, plan_from_build_spec
+from engine_builder.planner.formats import MIN_SM
 from trtllm_operator.api import LLMEngineSpec
 from trtllm_operator.decide.storage import (
     StorageLocation,
