@@ -78,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
     # Heavier imports (planner, pydantic models, templates) only when the command runs.
     from trtllm_operator.commands._schema import manifest_errors, namespace_error  # noqa: PLC0415
     from trtllm_operator.decide.engine_spec import InvalidEngine, prepare_engine  # noqa: PLC0415
-    from trtllm_operator.render.children import desired_children  # noqa: PLC0415
+    from trtllm_operator.decide.serving import ServingRefusal, plan_serving  # noqa: PLC0415
+    from trtllm_operator.render.children import render_plan  # noqa: PLC0415
 
     if args.gpus_per_node < 1:
         return _bad(f"--gpus-per-node must be >= 1 (GPUs of one node), got {args.gpus_per_node}")
@@ -135,15 +136,14 @@ def run(args: argparse.Namespace) -> int:
                 return EXIT_BAD_INPUT
             status["engineKey"] = prepared.key
             status.setdefault("artifact", {"uri": prepared.storage.artifact_uri(prepared.key)})
-        children = desired_children(dep, engine, gpus_per_node=args.gpus_per_node, lws_installed=args.lws)
+        plan = plan_serving(dep, engine, gpus_per_node=args.gpus_per_node, lws_installed=args.lws)
         name = dep["metadata"]["name"]
-        if children.incompatibilities:
-            for problem in children.incompatibilities:
+        if isinstance(plan, ServingRefusal):
+            for problem in plan.incompatibilities:
                 print(f"{name}: EngineIncompatible: {problem.message()}", file=sys.stderr)
+            if plan.blocked and not plan.incompatibilities:
+                print(f"{name}: {plan.blocked[0]}: {plan.blocked[1]}", file=sys.stderr)
             return EXIT_NOT_RENDERABLE
-        if children.blocked:
-            print(f"{name}: {children.blocked[0]}: {children.blocked[1]}", file=sys.stderr)
-            return EXIT_NOT_RENDERABLE
-        out.extend(children.manifests())
+        out.extend(render_plan(plan).manifests())
     sys.stdout.write(yaml.dump_all(out, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=110))
     return EXIT_OK

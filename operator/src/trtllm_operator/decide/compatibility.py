@@ -25,7 +25,13 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from trtllm_operator.api.wire import ANNOTATION_ALLOW_PARTIAL_ARTIFACT, LWS_CRD_NAME
+from engine_builder.planner import PlanInputError, lookup
+from trtllm_operator.api.wire import (
+    ANNOTATION_ALLOW_PARTIAL_ARTIFACT,
+    ANNOTATION_COMPATIBLE_IMAGES,
+    GPU_PRODUCT_LABEL,
+    LWS_CRD_NAME,
+)
 
 #: The condition reason (Ready/Progressing/Degraded) of a refused partial artifact.
 REASON_PARTIAL_ARTIFACT = "PartialArtifact"
@@ -156,3 +162,48 @@ def decide_placement(world_size: int, gpus_per_node: int, *, lws_installed: bool
             "kubernetes-sigs/lws) or lower tensor × pipeline parallelism to fit one node",
         )
     return Placement("LeaderWorkerSet", nodes)
+
+
+def _catalog(product: str | None) -> tuple[str | None, int | None]:
+    """``(canonical product, SM)`` from the GPU catalog; the product as given when unknown."""
+    if not product:
+        return None, None
+    try:
+        gpu = lookup(product)
+    except PlanInputError:
+        return product, None
+    return gpu.product, gpu.sm
+
+
+def gpu_product_aliases(product: str) -> tuple[str, ...]:
+    """Node-label spellings of ``product`` besides itself (the catalog's canonical name)."""
+    canonical, _ = _catalog(product)
+    return (canonical,) if canonical and canonical != product else ()
+
+
+def engine_incompatibilities(
+    deployment: Mapping[str, Any], engine: Mapping[str, Any]
+) -> list[Incompatibility]:
+    """The compatibility gate for raw objects (image vs ``spec.runtime.image``, GPU product/SM).
+
+    The deployment pins a product only through ``spec.scheduling.nodeSelector["nvidia.com/gpu.product"]``;
+    compatible images are declared with the annotation :data:`ANNOTATION_COMPATIBLE_IMAGES`.
+    """
+    dspec, espec = deployment.get("spec") or {}, engine.get("spec") or {}
+    engine_image = (espec.get("runtime") or {}).get("image", "")
+    server_image = (dspec.get("server") or {}).get("image") or engine_image
+    engine_product = (espec.get("gpu") or {}).get("product", "")
+    node_selector = (dspec.get("scheduling") or {}).get("nodeSelector") or {}
+    dep_product = node_selector.get(GPU_PRODUCT_LABEL)
+    annotations = (deployment.get("metadata") or {}).get("annotations") or {}
+    engine_canonical, engine_sm = _catalog(engine_product)
+    dep_canonical, dep_sm = _catalog(dep_product)
+    return check_compatibility(
+        server_image=server_image,
+        engine_runtime_image=engine_image,
+        engine_gpu_product=engine_canonical or engine_product,
+        deployment_gpu_product=dep_canonical,
+        engine_sm=engine_sm,
+        deployment_sm=dep_sm,
+        compatible_images=parse_compatible_images(annotations.get(ANNOTATION_COMPATIBLE_IMAGES)),
+    )

@@ -69,6 +69,7 @@ from trtllm_operator.decide.autoscaling import (
     record_decision,
 )
 from trtllm_operator.decide.conditions import condition, rfc3339
+from trtllm_operator.decide.serving_params import OwnerRef
 from trtllm_operator.handlers.plumbing import apply_owned
 from trtllm_operator.kube.client import HPA, LLM_DEPLOYMENT, POD, SCALED_OBJECT, Kube, Resource, default_kube
 from trtllm_operator.kube.events import post_event
@@ -78,7 +79,7 @@ from trtllm_operator.metrics.prometheus import PrometheusError, prometheus_pods
 from trtllm_operator.metrics.scrape import DEFAULT_PORT, pod_state, scrape_pods
 from trtllm_operator.render.hpa import desired_hpa
 from trtllm_operator.render.keda import desired_scaled_object
-from trtllm_operator.render.serving import OwnerRef, child_name
+from trtllm_operator.render.serving import child_name
 
 __all__ = ["MAX_DECISIONS", "TICK_SECONDS", "autoscale_once", "sync_external_autoscaler"]
 

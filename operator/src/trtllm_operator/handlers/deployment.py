@@ -53,6 +53,7 @@ from trtllm_operator.api.wire import (
     POD_TEMPLATE_HASH_LABEL,
     VERSION,
 )
+from trtllm_operator.decide.compatibility import gpu_product_aliases
 from trtllm_operator.decide.deployment_status import (
     Observation,
     deployment_status,
@@ -65,6 +66,8 @@ from trtllm_operator.decide.rollout import (
     rollout_progress,
     workload_view,
 )
+from trtllm_operator.decide.serving import ServingRefusal, plan_serving
+from trtllm_operator.decide.serving_params import short_key
 from trtllm_operator.handlers.plumbing import OBJECT_LOCKS, apply_owned, with_rendered_hash, write_outcome
 from trtllm_operator.kube.client import (
     CONFIG_MAP,
@@ -83,9 +86,9 @@ from trtllm_operator.kube.events import post_event
 from trtllm_operator.kube.status import patch_status
 from trtllm_operator.logging import object_context
 from trtllm_operator.metrics.operator_metrics import observe_reconcile
-from trtllm_operator.render.children import Children, desired_children, gpu_product_aliases
+from trtllm_operator.render.children import Children, render_plan
 from trtllm_operator.render.service import endpoint
-from trtllm_operator.render.serving import child_name, short_key
+from trtllm_operator.render.serving import child_name
 
 log = logging.getLogger(__name__)
 
@@ -263,24 +266,21 @@ def _reconcile(kube: Kube, namespace: str, name: str) -> None:
     espec = engine.get("spec") or {}
     product = (espec.get("gpu") or {}).get("product", "")
     per_node = gpus_per_node(kube, [product, *gpu_product_aliases(product)])
-    children = desired_children(obj, engine, gpus_per_node=per_node, lws_installed=lws_installed(kube))
-    desired_key = (engine.get("status") or {}).get("engineKey")
-    if children.incompatibilities or children.blocked:
-        _write_status(
-            kube,
-            obj,
-            replace(
-                base,
-                desired_engine_key=desired_key,
-                incompatibilities=children.incompatibilities,
-                blocked=children.blocked,
-            ),
+    # decide how it is served (gates, parameters, placement, files), then render, then act
+    plan = plan_serving(obj, engine, gpus_per_node=per_node, lws_installed=lws_installed(kube))
+    if isinstance(plan, ServingRefusal):
+        desired_key = (engine.get("status") or {}).get("engineKey")
+        refused = replace(
+            base,
+            desired_engine_key=desired_key,
+            incompatibilities=plan.incompatibilities,
+            blocked=plan.blocked,
         )
+        _write_status(kube, obj, refused)
         return
 
-    workload, rolled_back = _sync_children(kube, obj, children)
-    params = children.params
-    assert params is not None
+    params = plan.params
+    workload, rolled_back = _sync_children(kube, obj, render_plan(plan))
     view = workload_view(workload)
     pod_views = [pod_view(p) for p in pods]
     progress = rollout_progress(params.short_key, params.replicas, view, pod_views)

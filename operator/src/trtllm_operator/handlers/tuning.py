@@ -50,7 +50,9 @@ from trtllm_operator.api.wire import (
     MANAGED_BY,
     VERSION,
 )
+from trtllm_operator.decide.compatibility import gpu_product_aliases
 from trtllm_operator.decide.conditions import rfc3339
+from trtllm_operator.decide.serving_params import ServingInputError
 from trtllm_operator.decide.tuning import (
     AdvisorConfig,
     CurrentSettings,
@@ -73,8 +75,7 @@ from trtllm_operator.kube import (
 )
 from trtllm_operator.metrics.scrape import scrape_pods
 from trtllm_operator.render.benchmark_job import BENCH_CONTAINER, benchmark_job_name, desired_benchmark_job
-from trtllm_operator.render.children import gpu_product_aliases
-from trtllm_operator.render.serving import ServingInputError, child_name
+from trtllm_operator.render.serving import child_name
 from trtllm_operator.settings import current
 from trtllm_operator.tuning.report import ReportError, overall_recommendation, parse_results, summarize
 

@@ -43,14 +43,14 @@ from trtllm_operator.api.wire import (
     LABEL_NAME,
     MANAGED_BY,
 )
-from trtllm_operator.render.builder_job import engine_owner
-from trtllm_operator.render.serving import (
+from trtllm_operator.decide.serving_params import (
     ARTIFACT_CHECKPOINT_DIR,
     ARTIFACT_ENGINE_DIR,
     ARTIFACT_MOUNT,
     ARTIFACT_TOKENIZER_DIR,
     artifact_location,
 )
+from trtllm_operator.render.builder_job import engine_owner
 from trtllm_operator.settings import Settings
 from trtllm_operator.tuning.bench_script import SCRIPT
 from trtllm_operator.tuning.report import COMPACT_KEYS, SWEEP_FORMAT

@@ -32,16 +32,15 @@ from trtllm_operator.api.wire import (
     GPU_RESOURCE,
     LABEL_ENGINE_KEY,
 )
+from trtllm_operator.decide.serving_params import ARTIFACT_MOUNT, ServingParams
 from trtllm_operator.render.model_repository import volume_items
 from trtllm_operator.render.serving import (
-    ARTIFACT_MOUNT,
     CONFIG_MOUNT,
     GRPC_PORT,
     HTTP_PORT,
     LAUNCH_SCRIPT,
     METRICS_PORT,
     MODEL_REPOSITORY,
-    ServingParams,
     child_name,
     common_labels,
     content_hash,

@@ -40,7 +40,8 @@ from trtllm_operator.decide.autoscaling import (
     rules_manifest,
     scaling_rules_from_spec,
 )
-from trtllm_operator.render.serving import OwnerRef, child_name
+from trtllm_operator.decide.serving_params import OwnerRef
+from trtllm_operator.render.serving import child_name
 
 __all__ = ["ADAPTER_KV_CACHE_METRIC", "ADAPTER_QUEUE_DEPTH_METRIC", "desired_hpa", "scale_target_ref"]
 

@@ -32,9 +32,10 @@ from trtllm_operator.api.wire import (
     LABEL_MANAGED_BY,
     MANAGED_BY,
 )
+from trtllm_operator.decide.serving_params import OwnerRef
 from trtllm_operator.metrics.prometheus import kv_cache_expr, queue_depth_expr
 from trtllm_operator.render.hpa import behavior, scale_target_ref
-from trtllm_operator.render.serving import OwnerRef, child_name
+from trtllm_operator.render.serving import child_name
 
 __all__ = ["desired_scaled_object", "pod_name_regex"]
 

@@ -23,8 +23,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from trtllm_operator.api.wire import ANNOTATION_ENGINE_KEY, LWS_API_VERSION
+from trtllm_operator.decide.serving_params import ServingParams
 from trtllm_operator.render.deployment import pod_template
-from trtllm_operator.render.serving import ServingParams, child_name, metadata
+from trtllm_operator.render.serving import child_name, metadata
 
 
 def desired_leaderworkerset(params: ServingParams, configmap: Mapping[str, Any]) -> dict[str, Any]:

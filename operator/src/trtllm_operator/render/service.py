@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from trtllm_operator.api.wire import LWS_WORKER_INDEX_LABEL
+from trtllm_operator.decide.serving_params import ServingParams
 from trtllm_operator.render.serving import (
     GRPC_PORT,
     HTTP_PORT,
     METRICS_PORT,
-    ServingParams,
     child_name,
     metadata,
     selector_labels,
