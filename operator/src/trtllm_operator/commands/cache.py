@@ -38,9 +38,7 @@ from typing import Any
 import yaml
 
 from trtllm_operator.api.wire import ANNOTATION_ALLOW_PARTIAL_ARTIFACT, ENGINE_KIND
-
-EXIT_BAD_INPUT = 2
-
+from trtllm_operator.commands import EXIT_BAD_INPUT
 
 DESCRIPTION = """\
 The engine cache index: the artifacts the operator knows about, one ConfigMap each

@@ -28,10 +28,9 @@ from typing import Any
 import yaml
 
 from trtllm_operator.api.wire import DEPLOYMENT_KIND, ENGINE_KIND
+from trtllm_operator.commands import EXIT_BAD_INPUT, EXIT_OK
 
-EXIT_OK = 0
 EXIT_NOT_RENDERABLE = 1
-EXIT_BAD_INPUT = 2
 
 
 def register(subparsers: Any) -> None:

@@ -259,6 +259,27 @@ def decide_engine(prepared: PreparedEngine, obs: EngineObservation, *, now: str)
         "message": None,
     }
     actions: list[Action] = []
+
+    def out(
+        phase: Phase,
+        *,
+        ready: tuple[bool, str, str],
+        progressing: tuple[bool, str, str],
+        degraded: tuple[bool, str, str],
+        event: EventToPost | None,
+        record: Mapping[str, Any] | None = None,
+        **fields: Any,
+    ) -> EngineDecision:
+        """The outcome in ``phase``; ``record``: the cache record (status.artifact, ArtifactComplete)."""
+        if record is not None:
+            fields["artifact"] = artifact_status(record)
+        status = {**base, "phase": phase, **fields, "build": build}
+        complete = artifact_complete(record) if record is not None else None
+        conds = _conds(
+            gen, ready=ready, progressing=progressing, degraded=degraded, planned=planned, artifact=complete
+        )
+        return EngineDecision(status, conds, actions, event)
+
     if job is not None and not obs.owns_job:
         actions.append(AdoptJob(prepared.job_name))
 
@@ -278,16 +299,14 @@ def decide_engine(prepared: PreparedEngine, obs: EngineObservation, *, now: str)
             build.update(_job_times(job))
         build["stage"] = "done" if not reused or job is not None else None
         build["percent"] = 100 if build["stage"] else None
-        status = {**base, "phase": "Ready", "artifact": artifact_status(record), "build": build}
-        conds = _conds(
-            gen,
+        return out(
+            "Ready",
             ready=(True, R_ARTIFACT_READY, message),
             progressing=(False, reason, message),
             degraded=(False, R_ARTIFACT_READY, ""),
-            planned=planned,
-            artifact=artifact_complete(record),
+            event=_event_for(obs.status, "Ready", reason, message, False),
+            record=record,
         )
-        return EngineDecision(status, conds, actions, _event_for(obs.status, "Ready", reason, message, False))
 
     # 2. a builder Job exists: follow it
     if job is not None:
@@ -300,17 +319,14 @@ def decide_engine(prepared: PreparedEngine, obs: EngineObservation, *, now: str)
             if record.get("partial"):
                 message += "; partial artifact: compile skipped, no TensorRT engine (see ArtifactComplete)"
             build.update(stage="done", percent=100, stageTimings=record.get("stageTimings"))
-            status = {**base, "phase": "Ready", "artifact": artifact_status(record), "build": build}
-            conds = _conds(
-                gen,
+            return out(
+                "Ready",
                 ready=(True, R_ARTIFACT_READY, message),
                 progressing=(False, R_BUILD_SUCCEEDED, message),
                 degraded=(False, R_ARTIFACT_READY, ""),
-                planned=planned,
-                artifact=artifact_complete(record),
+                event=_event_for(obs.status, "Ready", R_BUILD_SUCCEEDED, message, False),
+                record=record,
             )
-            event = _event_for(obs.status, "Ready", R_BUILD_SUCCEEDED, message, False)
-            return EngineDecision(status, conds, actions, event)
         if job_condition(job, "Failed"):
             failure = classify_failure(job, obs.pods)
             report = latest_report(obs.pods, succeeded=False)
@@ -326,49 +342,37 @@ def decide_engine(prepared: PreparedEngine, obs: EngineObservation, *, now: str)
                 stage=report.stage if report else None,
                 stageTimings=dict(report.stage_timings) if report and report.stage_timings else None,
             )
-            status = {**base, "phase": "Failed", "artifact": None, "build": build}
-            conds = _conds(
-                gen,
+            return out(
+                "Failed",
                 ready=(False, R_BUILD_FAILED, message),
                 progressing=(False, failure.reason, message),
                 degraded=(True, failure.reason, message),
-                planned=planned,
+                event=_event_for(obs.status, "Failed", failure.reason, f"{R_BUILD_FAILED}: {message}", True),
+                artifact=None,
             )
-            event = _event_for(obs.status, "Failed", failure.reason, f"{R_BUILD_FAILED}: {message}", True)
-            return EngineDecision(status, conds, actions, event)
         pending = unschedulable_message(obs.pods)
         if pending is not None:
             message = f"builder pod cannot be scheduled: {pending}{unschedulable_hint(prepared, pending)}"
             build.update(reason=REASON_UNSCHEDULABLE, message=message, stage="scheduling")
-            status = {**base, "phase": "Building", "build": build}
-            conds = _conds(
-                gen,
+            return out(
+                "Building",
                 ready=(False, R_BUILDING, "build not finished"),
                 progressing=(True, R_BUILD_UNSCHEDULABLE, message),
                 degraded=(True, R_BUILD_UNSCHEDULABLE, message),
-                planned=planned,
+                event=_event_for(obs.status, "Building", R_BUILD_UNSCHEDULABLE, message, True),
             )
-            event = _event_for(obs.status, "Building", R_BUILD_UNSCHEDULABLE, message, True)
-            return EngineDecision(status, conds, actions, event)
         running = any((p.get("status") or {}).get("phase") == "Running" for p in obs.pods)
         reason = R_BUILD_RUNNING if running else R_BUILD_STARTED
         message = f"builder Job {prepared.job_name} " + ("running" if running else "starting")
         build.update(stage="running" if running else "starting", percent=None)
         if running and obs.progress is not None:
             build.update(obs.progress.status())
-        status = {**base, "phase": "Building", "build": build}
-        conds = _conds(
-            gen,
+        return out(
+            "Building",
             ready=(False, R_BUILDING, "build not finished"),
             progressing=(True, reason, message),
             degraded=(False, R_BUILDING, ""),
-            planned=planned,
-        )
-        return EngineDecision(
-            status,
-            conds,
-            actions,
-            _event_for(obs.status, "Building", reason, message, False),
+            event=_event_for(obs.status, "Building", reason, message, False),
         )
 
     # 3. nothing yet: start a build, or wait in the queue
@@ -379,35 +383,25 @@ def decide_engine(prepared: PreparedEngine, obs: EngineObservation, *, now: str)
             "(operator setting maxConcurrentBuilds)"
         )
         build.update(reason=R_QUEUED, message=message, stage="queued", jobName=None)
-        status = {**base, "phase": "Queued", "build": build}
-        conds = _conds(
-            gen,
+        return out(
+            "Queued",
             ready=(False, R_QUEUED, message),
             progressing=(True, R_QUEUED, message),
             degraded=(False, R_QUEUED, ""),
-            planned=planned,
-        )
-        return EngineDecision(
-            status, conds, actions, _event_for(obs.status, "Queued", R_QUEUED, message, False)
+            event=_event_for(obs.status, "Queued", R_QUEUED, message, False),
         )
     if prepared.storage.created_by_operator and not obs.pvc_exists:
         actions.append(EnsurePVC(prepared.storage.claim_name or ""))
     actions.append(CreateBuild(prepared.job_name))
     message = f"created builder Job {prepared.job_name} for engine key {prepared.key_short}"
     build.update(jobName=prepared.job_name, stage="starting")
-    status = {**base, "phase": "Building", "artifact": None, "build": build}
-    conds = _conds(
-        gen,
+    return out(
+        "Building",
         ready=(False, R_BUILDING, "build not finished"),
         progressing=(True, R_BUILD_STARTED, message),
         degraded=(False, R_BUILDING, ""),
-        planned=planned,
-    )
-    return EngineDecision(
-        status,
-        conds,
-        actions,
-        _event_for(obs.status, "Building", R_BUILD_STARTED, message, False),
+        event=_event_for(obs.status, "Building", R_BUILD_STARTED, message, False),
+        artifact=None,
     )
 
 

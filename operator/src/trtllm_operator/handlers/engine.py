@@ -23,6 +23,7 @@ import os
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import kopf
@@ -235,12 +236,8 @@ def _reconcile_locked(kube: Kube, namespace: str, name: str) -> EngineDecision |
         generation = int(engine["metadata"].get("generation") or 0)
         status = engine.get("status") or {}
         if not isinstance(prepared, PreparedEngine):
-            decision = decide_invalid(
-                prepared,
-                EngineObservation(
-                    generation, status, None, None, [], BuildQueue(0, settings.max_concurrent_builds, 0)
-                ),
-            )
+            obs = EngineObservation(generation, status, None, None, [], _no_queue(settings))
+            decision = decide_invalid(prepared, obs)
             _write(kube, engine, decision, status_extra={"engineKey": None, "engineKeyShort": None})
             return decision
         decision = _decide_and_act(
@@ -272,33 +269,30 @@ def _decide_and_act(
     if prepared.storage.created_by_operator and record is None and job is None:
         pvc_exists = kube.get(PVC, ns, prepared.storage.claim_name or "") is not None
     now = rfc3339(dt.datetime.now(dt.UTC))
+    progress = _progress.get((ns, prepared.job_name)) if job is not None else None
+    obs = EngineObservation(
+        generation, status, record, job, pods, _no_queue(settings), owns, pvc_exists, progress
+    )
     if record is None and job is None:
         # Counting running builds and creating ours must not interleave with another reconcile.
         with _start_lock:
-            queue = build_queue(kube, settings, engine)
-            obs = EngineObservation(generation, status, None, None, [], queue, True, pvc_exists)
+            obs = replace(obs, queue=build_queue(kube, settings, engine))
             decision = decide_engine(prepared, obs, now=now)
             _act(kube, settings, engine, prepared, decision)
             if any(isinstance(a, CreateBuild) for a in decision.actions):
                 ENGINE_CACHE_LOOKUPS.labels(result="miss").inc()  # no artifact: a build starts
             return decision
-    progress = _progress.get((ns, prepared.job_name)) if job is not None else None
-    obs = EngineObservation(
-        generation,
-        status,
-        record,
-        job,
-        pods,
-        BuildQueue(0, settings.max_concurrent_builds, 0),
-        owns,
-        progress=progress,
-    )
     decision = decide_engine(prepared, obs, now=now)
     if decision.phase != "Building":
         _progress.pop((ns, prepared.job_name), None)
         _progress_read_at.pop((ns, engine["metadata"]["name"]), None)
     _act(kube, settings, engine, prepared, decision)
     return decision
+
+
+def _no_queue(settings: Settings) -> BuildQueue:
+    """The build queue when it does not matter (a build exists or the spec is invalid)."""
+    return BuildQueue(0, settings.max_concurrent_builds, 0)
 
 
 def _act(

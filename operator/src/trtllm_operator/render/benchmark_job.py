@@ -34,7 +34,6 @@ from trtllm_operator.api.engine import BenchmarkSpec, LLMEngineSpec
 from trtllm_operator.api.wire import (
     ANNOTATION_ENGINE_KEY,
     COMPONENT_BENCHMARK,
-    GPU_PRODUCT_LABEL,
     GPU_RESOURCE,
     LABEL_COMPONENT,
     LABEL_ENGINE,
@@ -50,7 +49,7 @@ from trtllm_operator.decide.serving_params import (
     ARTIFACT_TOKENIZER_DIR,
     artifact_location,
 )
-from trtllm_operator.render.builder_job import engine_owner
+from trtllm_operator.render.builder_job import engine_job_pod_spec, engine_owner
 from trtllm_operator.settings import Settings
 from trtllm_operator.tuning.bench_script import SCRIPT
 from trtllm_operator.tuning.report import COMPACT_KEYS, SWEEP_FORMAT
@@ -157,45 +156,14 @@ def desired_benchmark_job(
         "terminationMessagePath": "/dev/termination-log",
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
-    gpu = spec.gpu
-    pod_spec: dict[str, Any] = {
-        "restartPolicy": "Never",
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
-        "affinity": {
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [
-                        {
-                            "matchExpressions": [
-                                {
-                                    "key": GPU_PRODUCT_LABEL,
-                                    "operator": "In",
-                                    "values": sorted(set(gpu_products)),
-                                }
-                            ]
-                        }
-                    ]
-                }
-            }
+    volumes = [
+        {"name": "artifact", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}},
+        {
+            "name": "dshm",
+            "emptyDir": {"medium": "Memory", "sizeLimit": f"{settings.builder_shm_bytes // 2**20}Mi"},
         },
-        "containers": [container],
-        "volumes": [
-            {"name": "artifact", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}},
-            {
-                "name": "dshm",
-                "emptyDir": {"medium": "Memory", "sizeLimit": f"{settings.builder_shm_bytes // 2**20}Mi"},
-            },
-        ],
-    }
-    if gpu.node_selector:
-        pod_spec["nodeSelector"] = dict(gpu.node_selector)
-    if gpu.tolerations:
-        pod_spec["tolerations"] = [t.model_dump(by_alias=True, exclude_none=True) for t in gpu.tolerations]
-    if gpu.runtime_class_name:
-        pod_spec["runtimeClassName"] = gpu.runtime_class_name
-    if spec.runtime.image_pull_secrets:
-        pod_spec["imagePullSecrets"] = [{"name": n} for n in spec.runtime.image_pull_secrets]
+    ]
+    pod_spec = engine_job_pod_spec(spec, gpu_products, [container], volumes)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",

@@ -30,13 +30,13 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import yaml
 
 from trtllm_operator.api import API_VERSION, ENGINE_KIND
-from trtllm_operator.api.engine import builder_gpus
+from trtllm_operator.api.engine import LLMEngineSpec, builder_gpus
 from trtllm_operator.api.owners import owner_reference
 from trtllm_operator.api.wire import (
     ARTIFACT_DATA_KEY,
@@ -94,17 +94,24 @@ def builder_memory(prepared: PreparedEngine) -> str | None:
     return f"{math.ceil(need / GIB)}Gi"
 
 
+def _builder_metadata(engine: Mapping[str, Any], prepared: PreparedEngine, **extra: Any) -> dict[str, Any]:
+    """Metadata of the builder Job and its build-spec ConfigMap: named like the Job, labelled
+    :func:`builder_labels`, owned by the LLMEngine (``extra``: more metadata fields)."""
+    return {
+        "name": prepared.job_name,
+        "namespace": engine["metadata"]["namespace"],
+        "labels": builder_labels(prepared),
+        **extra,
+        "ownerReferences": [engine_owner(engine)],
+    }
+
+
 def desired_build_spec_configmap(engine: Mapping[str, Any], prepared: PreparedEngine) -> dict[str, Any]:
     """The ConfigMap holding the build spec (YAML), named like the Job, owned by the LLMEngine."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {
-            "name": prepared.job_name,
-            "namespace": engine["metadata"]["namespace"],
-            "labels": builder_labels(prepared),
-            "ownerReferences": [engine_owner(engine)],
-        },
+        "metadata": _builder_metadata(engine, prepared),
         "data": {
             BUILD_SPEC_DATA_KEY: yaml.safe_dump(
                 prepared.build_spec.model_dump(mode="json"), sort_keys=True, default_flow_style=False
@@ -168,6 +175,43 @@ def _env(prepared: PreparedEngine) -> list[dict[str, Any]]:
         for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
             env.append({"name": var, "valueFrom": {"secretKeyRef": {"name": name, "key": var}}})
     return env
+
+
+def engine_job_pod_spec(
+    spec: LLMEngineSpec,
+    products: Sequence[str],
+    containers: list[dict[str, Any]],
+    volumes: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The pod spec of a Job that runs on a GPU of the engine's product (the builder Job, the
+    benchmark Job): ``restartPolicy: Never``, no service-account token, no service links, node
+    affinity on ``nvidia.com/gpu.product`` In ``products``, and the engine's ``spec.gpu``
+    ``nodeSelector``, ``tolerations``, ``runtimeClassName`` and ``spec.runtime.imagePullSecrets``."""
+    gpu = spec.gpu
+    product = {"key": GPU_PRODUCT_LABEL, "operator": "In", "values": sorted(set(products))}
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [product]}]
+                }
+            }
+        },
+        "containers": containers,
+        "volumes": volumes,
+    }
+    if gpu.node_selector:
+        pod_spec["nodeSelector"] = dict(gpu.node_selector)
+    if gpu.tolerations:
+        pod_spec["tolerations"] = [t.model_dump(by_alias=True, exclude_none=True) for t in gpu.tolerations]
+    if gpu.runtime_class_name:
+        pod_spec["runtimeClassName"] = gpu.runtime_class_name
+    if spec.runtime.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": n} for n in spec.runtime.image_pull_secrets]
+    return pod_spec
 
 
 def desired_builder_job(
@@ -240,40 +284,7 @@ def desired_builder_job(
         "terminationMessagePath": "/dev/termination-log",
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
-    pod_spec: dict[str, Any] = {
-        "restartPolicy": "Never",
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
-        "affinity": {
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [
-                        {
-                            "matchExpressions": [
-                                {
-                                    "key": GPU_PRODUCT_LABEL,
-                                    "operator": "In",
-                                    "values": gpu_products(gpu_spec.product, prepared.gpu),
-                                }
-                            ]
-                        }
-                    ]
-                }
-            }
-        },
-        "containers": [container],
-        "volumes": volumes,
-    }
-    if gpu_spec.node_selector:
-        pod_spec["nodeSelector"] = dict(gpu_spec.node_selector)
-    if gpu_spec.tolerations:
-        pod_spec["tolerations"] = [
-            t.model_dump(by_alias=True, exclude_none=True) for t in gpu_spec.tolerations
-        ]
-    if gpu_spec.runtime_class_name:
-        pod_spec["runtimeClassName"] = gpu_spec.runtime_class_name
-    if spec.runtime.image_pull_secrets:
-        pod_spec["imagePullSecrets"] = [{"name": n} for n in spec.runtime.image_pull_secrets]
+    pod_spec = engine_job_pod_spec(spec, gpu_products(gpu_spec.product, prepared.gpu), [container], volumes)
     if settings.builder_service_account:
         pod_spec["serviceAccountName"] = settings.builder_service_account
 
@@ -291,13 +302,7 @@ def desired_builder_job(
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {
-            "name": prepared.job_name,
-            "namespace": engine["metadata"]["namespace"],
-            "labels": labels,
-            "annotations": {LABEL_ENGINE_KEY: prepared.key},
-            "ownerReferences": [engine_owner(engine)],
-        },
+        "metadata": _builder_metadata(engine, prepared, annotations={LABEL_ENGINE_KEY: prepared.key}),
         "spec": {
             "backoffLimit": gpu_spec.backoff_limit,
             "activeDeadlineSeconds": gpu_spec.active_deadline_seconds,
