@@ -2,11 +2,13 @@
 
     trtllm-operator render -f deployment.yaml --engine engine.yaml [--gpus-per-node 8] [--lws]
 
-Runs exactly the code the controller runs (:func:`trtllm_operator.render.children.desired_children`)
-without a cluster. The engine is taken as written: when it has no ``status.engineKey`` (a manifest
-from git), the key is computed from its spec as the LLMEngine controller computes it, and the
-artifact location follows ``spec.storage``. Both files may hold several YAML documents; the
-LLMEngine named by ``spec.engineRef`` is picked (``--engine`` may be left out when ``-f`` holds it).
+Runs exactly the code the controller runs — the decision
+(:func:`trtllm_operator.decide.serving.plan_serving`), then the rendering of its plan
+(:func:`trtllm_operator.render.children.render_plan`) — without a cluster. The engine is taken as
+written: when it has no ``status.engineKey`` (a manifest from git), the key is computed from its
+spec as the LLMEngine controller computes it, and the artifact location follows ``spec.storage``.
+Both files may hold several YAML documents; the LLMEngine named by ``spec.engineRef`` is picked
+(``--engine`` may be left out when ``-f`` holds it).
 
 Before rendering, both manifests are checked as the API server would check them
 (:mod:`trtllm_operator.commands._schema`): the CRD schema's types, ranges and enums, unknown fields

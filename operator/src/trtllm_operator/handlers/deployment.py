@@ -9,12 +9,17 @@ One idempotent, level-based :func:`reconcile` per LLMDeployment, called from
 * every event of an LLMEngine (a new key or Ready) for the deployments that reference it,
 * a timer (``RESYNC_SECONDS``) for drift.
 
-Each reconcile: read the LLMDeployment and its engine → register in the engine's
-``status.usedBy`` → compatibility gate → render every child (:mod:`trtllm_operator.render.children`)
-→ create or patch them (a child is patched only when the hash of its rendered manifest changed;
-``spec.replicas`` is always copied from the LLMDeployment, the single writer through the scale
-subresource) → prune model-repository ConfigMaps nothing references → observe pods by engine key →
-optional automatic rollback → write status and post an Event per condition transition.
+Each reconcile follows observe → decide → act → write (:mod:`trtllm_operator.handlers.plumbing`):
+read the LLMDeployment, its engine and its pods → decide how it is served
+(:func:`~trtllm_operator.decide.serving.plan_serving`: compatibility gate, partial-artifact gate,
+parameters, placement, Triton files; a refusal goes straight to the status) → render the plan
+(:func:`~trtllm_operator.render.children.render_plan`) → create or patch the children
+(:func:`~trtllm_operator.handlers.plumbing.apply_owned`: patched only when the hash of the rendered
+manifest changed; ``spec.replicas`` is always copied from the LLMDeployment, the single writer
+through the scale subresource) → prune model-repository ConfigMaps nothing references → observe pods
+by engine key → optional automatic rollback → decide the status
+(:func:`~trtllm_operator.decide.deployment_status.deployment_status`) and write it with an Event
+per condition transition. ``status.usedBy`` of the engine is kept from a kopf index.
 
 The controller never writes ``spec`` of anything it does not own, never deletes user data, and
 reports every problem as a condition.

@@ -121,7 +121,7 @@ def desired_benchmark_job(
     ``status.engineKey`` and an artifact location. ``gpu_products``: accepted values of
     ``nvidia.com/gpu.product`` (the product as written and its catalog name). Errors: ValueError
     without ``spec.benchmark`` or ``status.engineKey``;
-    :class:`~trtllm_operator.render.serving.ServingInputError` for an artifact that cannot be
+    :class:`~trtllm_operator.decide.serving_params.ServingInputError` for an artifact that cannot be
     mounted (S3).
     """
     meta = engine["metadata"]
