@@ -137,5 +137,7 @@ def helm_values(namespace: str) -> str:
         "watchNamespaces": [namespace],
         "settings": {"logLevel": "DEBUG", "logFormat": "json", "extraEnv": extra_env},
         "servingNetworkPolicy": {"enabled": True},
+        # the flow's engine writes to this (fake) MinIO endpoint
+        "policy": {"allowedS3Endpoints": ["http://minio.storage.svc:9000"]},
     }
     return yaml.safe_dump(values)

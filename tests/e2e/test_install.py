@@ -29,6 +29,7 @@ from support.wait import wait_for
 
 from engine_builder.report import build_report
 from trtllm_operator.api import DEPLOYMENT_PLURAL, ENGINE_PLURAL, GROUP, VERSION
+from trtllm_operator.api.wire import LABEL_SECRET_USABLE
 from trtllm_operator.decide.engine_spec import PreparedEngine, prepare_engine
 
 pytestmark = pytest.mark.slow
@@ -145,13 +146,14 @@ def prepared_engine(body: dict[str, Any]) -> PreparedEngine:
 def flow(installed: Installed) -> Flow:
     cluster, ns = installed.cluster, installed.namespace
     api = Api(cluster, ns)
+    usable = {LABEL_SECRET_USABLE: "true"}  # the Secrets' owner lets LLM resources use them
     api.core.create_namespaced_secret(
-        ns, {"metadata": {"name": "hf-token"}, "stringData": {"token": HF_TOKEN}}
+        ns, {"metadata": {"name": "hf-token", "labels": usable}, "stringData": {"token": HF_TOKEN}}
     )
     api.core.create_namespaced_secret(
         ns,
         {
-            "metadata": {"name": "s3-credentials"},
+            "metadata": {"name": "s3-credentials", "labels": usable},
             "stringData": {"AWS_ACCESS_KEY_ID": S3_ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": S3_SECRET_KEY},
         },
     )
@@ -258,8 +260,9 @@ def test_flow_passes_as_the_chart_service_account(installed: Installed, flow: Fl
     ("verb", "resource", "where", "allowed"),
     [
         ("list", "secrets", "watched", False),
-        ("get", "secrets", "watched", False),
+        ("watch", "secrets", "watched", False),
         ("get", "secrets", "operator", False),
+        ("get", "secrets", "default", False),
         ("watch", "secrets", "all", False),
         ("delete", "nodes", "cluster", False),
         ("create", "clusterroles", "cluster", False),
@@ -274,6 +277,8 @@ def test_flow_passes_as_the_chart_service_account(installed: Installed, flow: Fl
         ("list", f"llmengines.{GROUP}", "watched", True),
         ("patch", f"llmdeployments.{GROUP}/scale", "watched", True),
         ("create", "jobs.batch", "watched", True),
+        # metadata of referenced Secrets (opt-in label); the code asks for metadata only
+        ("get", "secrets", "watched", True),
         ("watch", "customresourcedefinitions.apiextensions.k8s.io", "cluster", True),
     ],
 )
@@ -352,7 +357,7 @@ def test_builder_and_server_pods_mount_no_service_account_token(flow: Flow) -> N
                 assert not mount["mountPath"].startswith(SA_TOKEN_PATH), (name, c["name"], mount)
 
 
-def test_cluster_wide_install_grants_cluster_wide_reads_and_still_no_secrets(
+def test_cluster_wide_install_grants_cluster_wide_reads_and_no_secret_listing(
     installed: Installed, tmp_path: Path
 ) -> None:
     """watchNamespaces: [] — a ClusterRole; the same limits hold (second release, own namespace)."""
@@ -372,9 +377,12 @@ def test_cluster_wide_install_grants_cluster_wide_reads_and_still_no_secrets(
         assert can("list", f"llmengines.{GROUP}", "--all-namespaces") == "yes"
         assert can("watch", "namespaces") == "yes"
         assert can("create", "jobs.batch", "-n", "default") == "yes"
+        # the opt-in label of referenced Secrets is read in every namespace it serves (metadata only
+        # in the code; Kubernetes has no metadata-only verb)
+        assert can("get", "secrets", "-n", "default") == "yes"
         for args in (
             ("list", "secrets", "--all-namespaces"),
-            ("get", "secrets", "-n", ns),
+            ("watch", "secrets", "-n", ns),
             ("delete", "nodes"),
             ("create", "clusterroles"),
             ("*", "*", "--all-namespaces"),

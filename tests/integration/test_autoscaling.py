@@ -569,7 +569,7 @@ def test_same_flow_through_a_real_prometheus(
             metrics={"source": "prometheus", "prometheusURL": prometheus, "scrapeIntervalSeconds": 1},
         ),
     )
-    with running_operator(cluster, [api.ns]):
+    with running_operator(cluster, [api.ns], allowed_prometheus_urls=(prometheus,)):
         wait_serving(api, fleet, "prom", 1)
         api.set_load(fleet, waiting=8, kvCacheUtilization=0.5)
         first_time(api, "prom", lambda r: r == 3, timeout=60, desc="scale-up through Prometheus")
@@ -736,7 +736,8 @@ def test_unreachable_prometheus_holds_replicas_and_says_why(cluster: LocalCluste
     )
     body["spec"]["replicas"] = 2
     api.create("llmdeployments", body)
-    with running_operator(cluster, [api.ns]):
+    url = body["spec"]["autoscaling"]["metrics"]["prometheusURL"]
+    with running_operator(cluster, [api.ns], allowed_prometheus_urls=(url,)):
         active = wait_for(
             lambda: (
                 (c := api.condition("blind", "ScalingActive")) and c["reason"] == "FailedGetMetrics" and c

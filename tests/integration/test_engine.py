@@ -24,7 +24,7 @@ from support.wait import wait_for
 from engine_builder.package import manifest_digest
 from engine_builder.report import EXIT_CODES, build_report
 from trtllm_operator.api import ENGINE_PLURAL, GROUP, VERSION
-from trtllm_operator.api.wire import ARTIFACT_DATA_KEY, LABEL_ENGINE_KEY
+from trtllm_operator.api.wire import ARTIFACT_DATA_KEY, LABEL_ENGINE_KEY, LABEL_SECRET_USABLE
 from trtllm_operator.cli import main
 from trtllm_operator.decide.engine_spec import PreparedEngine, prepare_engine
 from trtllm_operator.decide.storage import cache_entry_name
@@ -210,7 +210,13 @@ def condition(engine: dict[str, Any], type_: str) -> dict[str, Any]:
 
 @pytest.fixture
 def api(cluster: LocalCluster, namespace: str) -> Api:
-    return Api(cluster, namespace)
+    a = Api(cluster, namespace)
+    # The Hugging Face token Secret the engines reference, marked usable by LLM resources.
+    a.core.create_namespaced_secret(
+        namespace,
+        {"metadata": {"name": "hf", "labels": {LABEL_SECRET_USABLE: "true"}}, "stringData": {"token": "hf_x"}},
+    )
+    return a
 
 
 @pytest.fixture

@@ -82,10 +82,19 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
-# Artifact volumes the operator creates (never deleted unless reclaimPolicy: Delete).
+# Artifact volumes the operator creates. Never deleted by the operator: with reclaimPolicy Delete
+# the LLMEngine's ownerReference (patched to follow the current policy) lets the garbage collector
+# delete it, and only while nothing else uses it.
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
-  verbs: ["get", "list", "watch", "create", "delete"]
+  verbs: ["get", "create", "patch"]
+# Secrets an LLMEngine references: the operator reads their metadata only (PartialObjectMetadata),
+# to check the opt-in label llm.trtllm-operator.dev/usable-by-llm-resources. Kubernetes has no
+# metadata-only verb, so this `get` could read values; the operator never asks for them, never
+# lists or watches Secrets (docs/security.md).
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get"]
 - apiGroups: [""]
   resources: ["services"]
   verbs: ["get", "list", "watch", "create", "patch"]

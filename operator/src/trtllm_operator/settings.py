@@ -62,6 +62,25 @@ class Settings(BaseModel):
         "built by the TensorRT-LLM version that serves it, so the builder runs in the serving image with "
         "engine-builder installed).",
     )
+    allowed_image_registries: tuple[str, ...] = Field(
+        default=(),
+        description="Registry or registry/path prefixes (comma-separated) that every image an LLMEngine "
+        "or LLMDeployment names must start with (spec.runtime.image, spec.server.image), e.g. "
+        "nvcr.io/nvidia. These images receive the Secrets the objects reference. Empty: any image "
+        "(docs/security.md: then whoever creates an LLMEngine chooses the code its Secrets reach).",
+    )
+    allowed_s3_endpoints: tuple[str, ...] = Field(
+        default=(),
+        description="S3 endpoint URLs (comma-separated) an LLMEngine's spec.storage.s3.endpoint may name; "
+        "builder and serving pods send signed requests, the model and the artifact there. Empty: no "
+        "custom endpoint, only AWS S3.",
+    )
+    allowed_prometheus_urls: tuple[str, ...] = Field(
+        default=(),
+        description="URL prefixes (comma-separated) an LLMDeployment's "
+        "spec.autoscaling.metrics.prometheusURL may start with; the operator pod itself queries it. "
+        "Empty: the prometheus metrics source is refused.",
+    )
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
         default="IfNotPresent", description="imagePullPolicy of the builder container."
     )
@@ -147,7 +166,13 @@ class Settings(BaseModel):
         default=OPERATOR, description="fieldManager name on every write the operator makes."
     )
 
-    @field_validator("namespaces", mode="before")
+    @field_validator(
+        "namespaces",
+        "allowed_image_registries",
+        "allowed_s3_endpoints",
+        "allowed_prometheus_urls",
+        mode="before",
+    )
     @classmethod
     def _split(cls, value: Any) -> Any:
         if isinstance(value, str):

@@ -29,6 +29,7 @@ How TensorRT-LLM shards each tensor (the rules :meth:`Architecture.tensor_groups
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -413,6 +414,46 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+#: Upper bounds of the ``config.json`` integers the planner reads. Far above every released model
+#: (Llama-3.1-405B: 126 layers, hidden 16384; DeepSeek-V3: 256 routed experts, vocabulary 129,280;
+#: Llama 4 Scout: 10,485,760 positions; the fixtures in tests/fixtures/model-configs stay well below),
+#: and low enough that a plan takes milliseconds: the planner loops per layer, so a config claiming
+#: 1e18 layers is refused here, not iterated (a config.json comes from a model repository, i.e. from
+#: whoever publishes the model). Every other integer is bounded by :data:`DEFAULT_CONFIG_LIMIT`.
+CONFIG_LIMITS: dict[str, int] = {
+    "num_hidden_layers": 1024,
+    "num_attention_heads": 8192,
+    "num_key_value_heads": 8192,
+    "num_local_experts": 4096,
+    "num_experts": 4096,
+    "n_routed_experts": 4096,
+    "num_experts_per_tok": 4096,
+    "n_shared_experts": 4096,
+    "first_k_dense_replace": 1024,
+    "moe_layer_freq": 1024,
+    "decoder_sparse_step": 1024,
+}
+#: Bound of any other integer (sizes, vocabulary, positions): 2**31 − 1.
+DEFAULT_CONFIG_LIMIT = 2**31 - 1
+
+
+def _integral(value: Any) -> bool:
+    """An int, or a float with an integral finite value (``json`` reads ``Infinity`` and ``NaN``)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return isinstance(value, int) or (math.isfinite(value) and value == int(value))
+
+
+def _bounded(key: str, value: int) -> int:
+    limit = CONFIG_LIMITS.get(key, DEFAULT_CONFIG_LIMIT)
+    if value > limit:
+        raise PlanInputError(
+            key,
+            f"{value} is larger than the planner accepts ({limit}); is this the model's real config.json?",
+        )
+    return value
+
+
 def _pos_int(config: Mapping[str, Any], key: str, default: int | None = None) -> int:
     value = config.get(key)
     if value is None:
@@ -422,9 +463,9 @@ def _pos_int(config: Mapping[str, Any], key: str, default: int | None = None) ->
             key,
             "missing from config.json; add it (a positive integer) or use the model's original config.json",
         )
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0 or int(value) != value:
+    if not _integral(value) or value <= 0:
         raise PlanInputError(key, f"must be a positive integer, got {value!r}")
-    return int(value)
+    return _bounded(key, int(value))
 
 
 def _opt_int(config: Mapping[str, Any], key: str, default: int) -> int:
@@ -432,14 +473,18 @@ def _opt_int(config: Mapping[str, Any], key: str, default: int) -> int:
     value = config.get(key)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or int(value) != value:
+    if not _integral(value) or value < 0:
         raise PlanInputError(key, f"must be a non-negative integer, got {value!r}")
-    return int(value)
+    return _bounded(key, int(value))
 
 
 def _int_list(config: Mapping[str, Any], key: str) -> set[int]:
     value = config.get(key) or []
-    if not isinstance(value, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in value):
+    if not isinstance(value, list) or len(value) > CONFIG_LIMITS["num_hidden_layers"]:
+        raise PlanInputError(
+            key, f"must be a list of at most {CONFIG_LIMITS['num_hidden_layers']} layer indices"
+        )
+    if not all(isinstance(i, int) and not isinstance(i, bool) for i in value):
         raise PlanInputError(key, f"must be a list of layer indices, got {value!r}")
     return set(value)
 

@@ -45,6 +45,7 @@ lower ``kv_cache_free_gpu_mem_fraction`` if it is larger.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -107,7 +108,17 @@ def rotary_factor(arch: Architecture) -> float:
     if kind in ("su", "longrope", "llama3"):
         return 1.0
     factor = scaling.get("factor", 1.0)
-    return float(factor) if isinstance(factor, (int, float)) and factor > 0 else 1.0
+    if not isinstance(factor, (int, float)) or isinstance(factor, bool) or not factor > 0:
+        return 1.0
+    if not math.isfinite(factor) or factor > MAX_ROPE_FACTOR:
+        raise PlanInputError(
+            "rope_scaling.factor", f"{factor!r} is larger than the planner accepts ({MAX_ROPE_FACTOR})"
+        )
+    return float(factor)
+
+
+#: Largest RoPE scaling factor accepted from ``config.json`` (published models use at most 64).
+MAX_ROPE_FACTOR = 1024.0
 
 
 @dataclass(frozen=True)
@@ -625,6 +636,8 @@ def plan(
     request: PlanRequest,
     gpu: GPUSpec,
     catalog: Mapping[str, GPUSpec] | None = None,
+    *,
+    budget_seconds: float | None = None,
 ) -> Plan:
     """Plan ``request`` for ``arch`` on ``gpu``.
 
@@ -632,8 +645,23 @@ def plan(
     parallelism (powers of two up to ``gpus_per_node``, same PP, passing :func:`validate`) and the
     smallest GPU from ``catalog`` (default: the built-in one) that would fit with the same request
     (``None`` when nothing does). Pure: no I/O.
+
+    ``budget_seconds``: a time budget (the operator plans inside a reconcile). Each candidate is
+    bounded by the config limits (:data:`~engine_builder.planner.architecture.CONFIG_LIMITS`); the
+    search stops with :class:`PlanInputError` (field ``plan``) once the budget is spent. Reads a
+    monotonic clock only when a budget is given.
     """
+    deadline = None if budget_seconds is None else time.monotonic() + budget_seconds
+
+    def check_budget() -> None:
+        if deadline is not None and time.monotonic() > deadline:
+            raise PlanInputError(
+                "plan",
+                f"planning took longer than its {budget_seconds:g} s budget; check the model's config.json",
+            )
+
     result = _compute(arch, request, gpu)
+    check_budget()
     if result.fits or any(r.kind == "invalid" for r in result.reasons):
         return result
     limit = request.gpus_per_node if not request.multi_node else 64
@@ -642,6 +670,7 @@ def plan(
     while tp * request.pp <= limit:
         if tp > request.tp:
             candidate = replace(request, tp=tp, ep=request.ep if tp % request.ep == 0 else 1)
+            check_budget()
             if _compute(arch, candidate, gpu).fits:
                 best_tp = tp
                 break
@@ -651,6 +680,7 @@ def plan(
     for spec in sorted(options.values(), key=lambda g: (g.memory_bytes, g.product)):
         if spec.memory_bytes <= gpu.memory_bytes or spec.product == gpu.product:
             continue
+        check_budget()
         if _compute(arch, request, spec).fits:
             best_gpu = spec.product
             break
@@ -663,6 +693,8 @@ def plan_from_build_spec(
     hf_config: Mapping[str, Any],
     catalog: Mapping[str, GPUSpec] | None = None,
     kv_cache_free_gpu_mem_fraction: float = 0.9,
+    *,
+    budget_seconds: float | None = None,
 ) -> Plan:
     """Plan for a builder :class:`~engine_builder.spec.BuildSpec` and the model's ``config.json``.
 
@@ -687,4 +719,4 @@ def plan_from_build_spec(
         max_input_len=spec.build.max_input_len,
         multi_node=spec.parallelism.multi_node,
     )
-    return plan(arch, request, gpu, catalog)
+    return plan(arch, request, gpu, catalog, budget_seconds=budget_seconds)

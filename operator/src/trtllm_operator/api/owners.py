@@ -9,6 +9,7 @@ dicts), the one place the operator builds or scans ``metadata.ownerReferences``:
 * :func:`is_owned_by` — any reference to this UID (the garbage collector keeps the child while one
   owner is left);
 * :func:`is_controlled_by` — the ``controller: true`` reference is this UID (at most one per object);
+* :func:`controller_of` — that ``controller: true`` reference, if any;
 * :func:`owner_names` — names of the owners of one of our kinds (watch events of children find
   the parents to reconcile).
 """
@@ -56,6 +57,11 @@ def is_owned_by(obj: Mapping[str, Any] | None, uid: str | None) -> bool:
 def is_controlled_by(obj: Mapping[str, Any] | None, uid: str | None) -> bool:
     """Whether the controller reference of ``obj`` (``controller: true``) points at ``uid``."""
     return bool(uid) and any(r.get("controller") and r.get("uid") == uid for r in _refs(obj))
+
+
+def controller_of(obj: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """The ``controller: true`` ownerReference of ``obj`` (``GetControllerOf``), or None."""
+    return next((r for r in _refs(obj) if r.get("controller")), None)
 
 
 def owner_names(obj: Mapping[str, Any] | None, kind: str, *, group: str = GROUP) -> list[str]:

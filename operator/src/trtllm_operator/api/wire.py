@@ -88,6 +88,11 @@ ANNOTATION_ALLOW_PARTIAL_ARTIFACT = f"{GROUP}/allow-partial-artifact"
 #: Prefix of kopf's own bookkeeping annotations (progress and diff-base storage).
 KOPF_ANNOTATION_PREFIX = "kopf.trtllm-operator.dev"
 
+#: Secret, set by whoever controls it: ``"true"`` lets LLMEngines and LLMDeployments of its namespace
+#: reference it (``credentialsSecretRef``). The operator reads only Secret metadata to check it.
+LABEL_SECRET_USABLE = f"{GROUP}/usable-by-llm-resources"
+SECRET_USABLE_VALUE = "true"
+
 # ------------------------------------------------------------------------------ our data keys
 #: Cache index ConfigMap: the artifact record (JSON).
 ARTIFACT_DATA_KEY = "artifact.json"

@@ -28,6 +28,7 @@ from trtllm_operator.api import (
     CONDITION_PLANNED,
     CONDITION_PROGRESSING,
     CONDITION_READY,
+    ENGINE_KIND,
 )
 from trtllm_operator.decide.conditions import Condition, condition
 from trtllm_operator.decide.engine_cache import (
@@ -53,6 +54,7 @@ from trtllm_operator.decide.engine_spec import (
     plan_status,
 )
 from trtllm_operator.decide.outcome import EventToPost, Outcome
+from trtllm_operator.decide.ownership import R_CHILD_CONFLICT, ChildConflict
 
 __all__ = [
     "R_DOES_NOT_FIT",
@@ -66,6 +68,7 @@ __all__ = [
     "EnsurePVC",
     "Phase",
     "RecordArtifact",
+    "decide_conflict",
     "decide_engine",
     "decide_invalid",
     "plan_status",
@@ -234,6 +237,36 @@ def decide_invalid(invalid: InvalidEngine, obs: EngineObservation) -> EngineDeci
         planned=planned,
     )
     return EngineDecision(status, conds, [], _event_for(obs.status, "Failed", invalid.reason, text, True))
+
+
+def decide_conflict(
+    prepared: PreparedEngine, conflict: ChildConflict, obs: EngineObservation
+) -> EngineDecision:
+    """A child or record under this engine's names that the operator does not control or trust
+    (:mod:`trtllm_operator.decide.ownership`): phase Failed, ``Ready=False`` reason ``ChildConflict``
+    with what and why, no action. Re-checked on every reconcile: it clears once the object is gone."""
+    gen = obs.generation
+    text = conflict.message(ENGINE_KIND)
+    status = {
+        "phase": "Failed",
+        "observedGeneration": gen,
+        "engineKey": prepared.key,
+        "engineKeyShort": prepared.key_short,
+        "plan": plan_status(prepared.plan),
+        "build": {"reason": R_CHILD_CONFLICT, "message": text},
+    }
+    conds = _conds(
+        gen,
+        ready=(False, R_CHILD_CONFLICT, text),
+        progressing=(
+            False,
+            R_CHILD_CONFLICT,
+            "stopped: an object under this engine's names is not the operator's",
+        ),
+        degraded=(True, R_CHILD_CONFLICT, text),
+        planned=_planned(prepared),
+    )
+    return EngineDecision(status, conds, [], _event_for(obs.status, "Failed", R_CHILD_CONFLICT, text, True))
 
 
 def decide_engine(prepared: PreparedEngine, obs: EngineObservation, *, now: str) -> EngineDecision:

@@ -41,6 +41,10 @@ from trtllm_operator.decide.storage import (
 R_INVALID_SPEC = "InvalidSpec"
 #: ``InvalidEngine.reason`` when the model does not fit the target GPU's memory.
 R_DOES_NOT_FIT = "DoesNotFit"
+#: Time budget of one capacity plan inside a reconcile (seconds). A plan of a real model takes
+#: milliseconds (the planner bounds every config.json integer); the budget keeps a pathological
+#: config from holding a reconcile thread.
+PLAN_BUDGET_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -197,7 +201,9 @@ def prepare_engine(
     note: str | None = None
     if hf_config is not None:
         try:
-            plan = plan_from_build_spec(build_spec, hf_config, catalog_extra)
+            plan = plan_from_build_spec(
+                build_spec, hf_config, catalog_extra, budget_seconds=PLAN_BUDGET_SECONDS
+            )
         except PlanInputError as exc:
             return InvalidEngine(exc.field, exc.message)
         if not plan.fits:

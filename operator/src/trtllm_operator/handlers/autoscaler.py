@@ -69,6 +69,7 @@ from trtllm_operator.decide.autoscaling import (
     record_decision,
 )
 from trtllm_operator.decide.conditions import condition, rfc3339
+from trtllm_operator.decide.policy import url_refusal
 from trtllm_operator.decide.serving_params import OwnerRef
 from trtllm_operator.handlers.plumbing import apply_owned
 from trtllm_operator.kube.client import HPA, LLM_DEPLOYMENT, POD, SCALED_OBJECT, Kube, Resource, default_kube
@@ -80,6 +81,7 @@ from trtllm_operator.metrics.scrape import DEFAULT_PORT, pod_state, scrape_pods
 from trtllm_operator.render.hpa import desired_hpa
 from trtllm_operator.render.keda import desired_scaled_object
 from trtllm_operator.render.serving import child_name
+from trtllm_operator.settings import current
 
 __all__ = ["MAX_DECISIONS", "TICK_SECONDS", "autoscale_once", "sync_external_autoscaler"]
 
@@ -113,10 +115,15 @@ def _signals(
     metrics = spec.autoscaling.metrics
     timeout = float(min(5, max(2, metrics.scrape_interval_seconds)))
     if metrics.source == "prometheus" and metrics.prometheus_url:
+        blind = tuple(PodSignals(p["metadata"]["name"], pod_state(p)) for p in pods)
+        # The operator pod itself fetches this URL: only where the admin allows (no SSRF).
+        field = "spec.autoscaling.metrics.prometheusURL"
+        refusal = url_refusal(field, metrics.prometheus_url, current().allowed_prometheus_urls)
+        if refusal is not None:
+            return blind, f"{refusal.field}: {refusal.message}"
         try:
             return prometheus_pods(metrics.prometheus_url, namespace, pods, timeout=timeout), None
         except PrometheusError as exc:
-            blind = tuple(PodSignals(p["metadata"]["name"], pod_state(p)) for p in pods)
             return blind, str(exc)
     return scrape_pods(pods, port=METRICS_PORT, timeout=timeout), None
 

@@ -36,8 +36,10 @@ from typing import Any
 import kopf
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
+from pydantic import ValidationError
 
-from trtllm_operator.api.owners import is_owned_by, owner_names
+from trtllm_operator.api.engine import LLMEngineSpec
+from trtllm_operator.api.owners import is_controlled_by, owner_names
 from trtllm_operator.api.wire import (
     ANNOTATION_RENDERED_HASH,
     ANNOTATION_ROLLBACK_REASON,
@@ -64,6 +66,8 @@ from trtllm_operator.decide.deployment_status import (
     deployment_status,
     engine_readiness,
 )
+from trtllm_operator.decide.ownership import R_CHILD_CONFLICT, ChildConflict
+from trtllm_operator.decide.policy import Refusal, serving_refusal
 from trtllm_operator.decide.rollout import (
     RollbackDecision,
     decide_rollback,
@@ -73,7 +77,14 @@ from trtllm_operator.decide.rollout import (
 )
 from trtllm_operator.decide.serving import ServingRefusal, plan_serving
 from trtllm_operator.decide.serving_params import short_key
-from trtllm_operator.handlers.plumbing import OBJECT_LOCKS, apply_owned, with_rendered_hash, write_outcome
+from trtllm_operator.handlers.plumbing import (
+    OBJECT_LOCKS,
+    apply_owned,
+    read_children,
+    release_claim,
+    with_rendered_hash,
+    write_outcome,
+)
 from trtllm_operator.kube.client import (
     CONFIG_MAP,
     DEPLOYMENT,
@@ -83,6 +94,7 @@ from trtllm_operator.kube.client import (
     PDB,
     POD,
     REPLICA_SET,
+    SECRET,
     SERVICE,
     Kube,
     default_kube,
@@ -94,6 +106,7 @@ from trtllm_operator.metrics.operator_metrics import observe_reconcile
 from trtllm_operator.render.children import Children, render_plan
 from trtllm_operator.render.service import endpoint
 from trtllm_operator.render.serving import child_name
+from trtllm_operator.settings import current
 
 log = logging.getLogger(__name__)
 
@@ -129,13 +142,9 @@ def lws_installed(kube: Kube) -> bool:
 
 
 # ------------------------------------------------------------------------------ writes
-def _apply_configmap(kube: Kube, manifest: Mapping[str, Any]) -> None:
-    """Model-repository ConfigMaps are immutable and content-addressed: create if absent."""
-    kube.create_or_get(CONFIG_MAP, manifest["metadata"]["namespace"], manifest)
-
-
-def _prune_configmaps(kube: Kube, namespace: str, name: str, keep: set[str]) -> None:
-    """Delete this deployment's model-repository ConfigMaps that no ReplicaSet template uses."""
+def _prune_configmaps(kube: Kube, namespace: str, owner_uid: str, name: str, keep: set[str]) -> None:
+    """Delete this deployment's model-repository ConfigMaps that no ReplicaSet template uses —
+    only those it controls: a label is no proof of ownership (anyone may set it)."""
     selector = f"{LABEL_DEPLOYMENT}={child_name(name)}"
     for rs in kube.list(REPLICA_SET, namespace, label_selector=selector):
         for vol in (rs.get("spec") or {}).get("template", {}).get("spec", {}).get("volumes") or []:
@@ -144,7 +153,7 @@ def _prune_configmaps(kube: Kube, namespace: str, name: str, keep: set[str]) -> 
     for cm in kube.list(
         CONFIG_MAP, namespace, label_selector=f"{selector},{LABEL_COMPONENT}={COMPONENT_MODEL_REPOSITORY}"
     ):
-        if cm["metadata"]["name"] not in keep:
+        if cm["metadata"]["name"] not in keep and is_controlled_by(cm, owner_uid):
             kube.delete(CONFIG_MAP, namespace, cm["metadata"]["name"])
 
 
@@ -194,7 +203,7 @@ def _rollback(kube: Kube, namespace: str, workload: Mapping[str, Any], decision:
     candidates = [
         rs
         for rs in kube.list(REPLICA_SET, namespace, label_selector=selector)
-        if is_owned_by(rs, workload["metadata"]["uid"])
+        if is_controlled_by(rs, workload["metadata"]["uid"])
     ]
     if not candidates:
         return False
@@ -264,15 +273,23 @@ def _reconcile(kube: Kube, namespace: str, name: str) -> None:
     )
     if state != "ready" or engine is None:
         # Pods of the previous engine keep serving; only the replica count follows spec.replicas.
-        _follow_replicas(kube, namespace, name, base.spec_replicas)
+        _follow_replicas(kube, namespace, name, obj["metadata"]["uid"], base.spec_replicas)
         _write_status(kube, obj, base)
         return
 
     espec = engine.get("spec") or {}
+    refusal = _policy_refusal(kube, namespace, spec, espec)
+    if refusal is not None:
+        blocked = (refusal.reason, f"{refusal.field}: {refusal.message}")
+        _write_status(kube, obj, replace(base, blocked=blocked))
+        return
     product = (espec.get("gpu") or {}).get("product", "")
     per_node = gpus_per_node(kube, [product, *gpu_product_aliases(product)])
     # decide how it is served (gates, parameters, placement, files), then render, then act
     plan = plan_serving(obj, engine, gpus_per_node=per_node, lws_installed=lws_installed(kube))
+    if not isinstance(plan, ServingRefusal) and plan.params.artifact_claim:
+        # Serving pods mount the claim: it no longer goes with the LLMEngine that created it.
+        release_claim(kube, namespace, plan.params.artifact_claim)
     if isinstance(plan, ServingRefusal):
         desired_key = (engine.get("status") or {}).get("engineKey")
         refused = replace(
@@ -285,7 +302,11 @@ def _reconcile(kube: Kube, namespace: str, name: str) -> None:
         return
 
     params = plan.params
-    workload, rolled_back = _sync_children(kube, obj, render_plan(plan))
+    workload, rolled_back, conflict = _sync_children(kube, obj, render_plan(plan))
+    if conflict is not None:
+        blocked = (R_CHILD_CONFLICT, conflict.message(LLM_DEPLOYMENT.kind))
+        _write_status(kube, obj, replace(base, desired_engine_key=params.engine_key, blocked=blocked))
+        return
     view = workload_view(workload)
     pod_views = [pod_view(p) for p in pods]
     progress = rollout_progress(params.short_key, params.replicas, view, pod_views)
@@ -319,12 +340,37 @@ def _reconcile(kube: Kube, namespace: str, name: str) -> None:
     )
 
 
-def _follow_replicas(kube: Kube, namespace: str, name: str, replicas: int) -> None:
-    """Copy ``spec.replicas`` to an existing workload without touching its template."""
+def _policy_refusal(
+    kube: Kube, namespace: str, spec: Mapping[str, Any], engine_spec: Mapping[str, Any]
+) -> Refusal | None:
+    """What the admin does not allow in serving this deployment
+    (:func:`~trtllm_operator.decide.policy.serving_refusal`); reads Secret metadata only."""
+    try:
+        espec = LLMEngineSpec.model_validate(engine_spec)
+    except ValidationError:
+        return None  # plan_serving reports the malformed spec
+    settings = current()
+    s3 = espec.storage.s3
+    names = [s3.credentials_secret_ref.name] if s3 is not None and s3.credentials_secret_ref else []
+    return serving_refusal(
+        (spec.get("server") or {}).get("image"),
+        espec,
+        namespace,
+        secrets={n: kube.get_metadata(SECRET, namespace, n) for n in names},
+        allowed_image_registries=settings.allowed_image_registries,
+        allowed_s3_endpoints=settings.allowed_s3_endpoints,
+    )
+
+
+def _follow_replicas(kube: Kube, namespace: str, name: str, owner_uid: str, replicas: int) -> None:
+    """Copy ``spec.replicas`` to an existing workload this deployment controls, without touching
+    its template (a workload someone else owns is left alone; the next full reconcile reports it)."""
     for res in (DEPLOYMENT, LWS):
         if res is LWS and not lws_installed(kube):
             continue
         live = kube.get(res, namespace, child_name(name))
+        if not is_controlled_by(live, owner_uid):
+            continue
         if live is not None and (live.get("spec") or {}).get("replicas") != replicas:
             kube.patch(res, namespace, child_name(name), {"spec": {"replicas": replicas}})
 
@@ -337,14 +383,26 @@ def _is_replica_pod(pod: Mapping[str, Any]) -> bool:
 
 def _sync_children(
     kube: Kube, obj: Mapping[str, Any], children: Children
-) -> tuple[dict[str, Any] | None, RollbackDecision | None]:
-    """Create/patch the children; returns the live workload and a rollback still in force."""
+) -> tuple[dict[str, Any] | None, RollbackDecision | None, ChildConflict | None]:
+    """Create/patch the children; returns the live workload, a rollback still in force, and the
+    first child this deployment does not control (then nothing was written)."""
     namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+    uid = obj["metadata"]["uid"]
     assert children.configmap and children.workload and children.service and children.pdb and children.params
     res = DEPLOYMENT if children.workload["kind"] == "Deployment" else LWS
     other = LWS if res is DEPLOYMENT else DEPLOYMENT
     wname = children.workload["metadata"]["name"]
-    live = kube.get(res, namespace, wname)
+    (live, live_service, live_pdb, live_cm), conflict = read_children(
+        kube,
+        [
+            (res, children.workload),
+            (SERVICE, children.service),
+            (PDB, children.pdb),
+            (CONFIG_MAP, children.configmap),
+        ],
+    )
+    if conflict is not None:
+        return live, None, conflict
     held: RollbackDecision | None = None
     annotations = (live or {}).get("metadata", {}).get("annotations") or {}
     held_hash = annotations.get(ANNOTATION_ROLLED_BACK_HASH)
@@ -358,7 +416,7 @@ def _sync_children(
         if (live.get("spec") or {}).get("replicas") != want:
             live = kube.patch(res, namespace, wname, {"spec": {"replicas": want}})
     else:
-        _apply_configmap(kube, children.configmap)
+        apply_owned(kube, CONFIG_MAP, children.configmap, live=live_cm)
         if live is not None and annotations.get(ANNOTATION_ROLLED_BACK_FROM):
             # A new key or setting arrived after a rollback: clear the hold, roll forward.
             kube.patch(
@@ -375,15 +433,15 @@ def _sync_children(
                     }
                 },
             )
-        live = apply_owned(kube, res, children.workload).live
+        live = apply_owned(kube, res, children.workload, live=live).live
     if other is DEPLOYMENT or lws_installed(kube):
         stale = kube.get(other, namespace, wname)
-        if stale is not None and is_owned_by(stale, obj["metadata"].get("uid")):
+        if stale is not None and is_controlled_by(stale, uid):
             kube.delete(other, namespace, wname)
-    apply_owned(kube, SERVICE, children.service)
-    apply_owned(kube, PDB, children.pdb)
-    _prune_configmaps(kube, namespace, name, {children.configmap["metadata"]["name"]})
-    return live, held
+    apply_owned(kube, SERVICE, children.service, live=live_service)
+    apply_owned(kube, PDB, children.pdb, live=live_pdb)
+    _prune_configmaps(kube, namespace, uid, name, {children.configmap["metadata"]["name"]})
+    return live, held, None
 
 
 def _write_status(kube: Kube, obj: Mapping[str, Any], observation: Observation) -> None:

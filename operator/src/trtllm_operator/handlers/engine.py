@@ -30,9 +30,13 @@ import kopf
 import yaml
 from kubernetes.client.exceptions import ApiException
 
+from engine_builder.contract import BuildSpec
 from engine_builder.planner import GPUSpec, PlanInputError, load_catalog_extension
+from trtllm_operator.api.engine import LLMEngineSpec
 from trtllm_operator.api.owners import is_owned_by, owner_names
 from trtllm_operator.api.wire import (
+    ANNOTATION_ENGINE_KEY,
+    BUILD_SPEC_DATA_KEY,
     COMPONENT_BUILDER,
     ENGINE_PLURAL,
     GROUP,
@@ -51,21 +55,26 @@ from trtllm_operator.decide.engine import (
     EngineObservation,
     EnsurePVC,
     RecordArtifact,
+    decide_conflict,
     decide_engine,
     decide_invalid,
 )
 from trtllm_operator.decide.engine_cache import parse_record
 from trtllm_operator.decide.engine_failure import BUILDER_CONTAINER, job_condition
 from trtllm_operator.decide.engine_progress import BuildProgress, parse_progress
-from trtllm_operator.decide.engine_spec import PreparedEngine, prepare_engine
+from trtllm_operator.decide.engine_spec import InvalidEngine, PreparedEngine, prepare_engine
+from trtllm_operator.decide.ownership import ChildConflict, marker_conflict
+from trtllm_operator.decide.policy import Refusal, engine_refusal, secret_references
 from trtllm_operator.events import ARTIFACT_RECORDED
-from trtllm_operator.handlers.plumbing import OBJECT_LOCKS, add_owner, write_outcome
+from trtllm_operator.handlers.plumbing import OBJECT_LOCKS, add_owner, release_claim, set_owner, write_outcome
 from trtllm_operator.kube import (
     CONFIG_MAP,
     JOB,
+    LLM_DEPLOYMENT,
     LLM_ENGINE,
     POD,
     PVC,
+    SECRET,
     Kube,
     default_kube,
     post_event,
@@ -80,11 +89,14 @@ from trtllm_operator.metrics.operator_metrics import (
     RECONCILES,
 )
 from trtllm_operator.render.builder_job import (
+    builder_identity,
+    cache_entry_labels,
     desired_artifact_pvc,
     desired_build_spec_configmap,
     desired_builder_job,
     desired_cache_entry,
     engine_owner,
+    storage_labels,
 )
 from trtllm_operator.settings import Settings, current
 
@@ -157,19 +169,31 @@ def hf_config_for(spec: Mapping[str, Any], settings: Settings) -> Mapping[str, A
     if settings.hf_config_dir:
         path = os.path.join(settings.hf_config_dir, repo.replace("/", "__") + ".json")
         if os.path.exists(path):
-            with open(path, encoding="utf-8") as fh:
-                found = json.load(fh)
+            found = _read_config(path, repo)
     if found is None and settings.hf_config_fetch:
         try:
             from huggingface_hub import hf_hub_download  # noqa: PLC0415 - optional, rarely used
 
-            local = hf_hub_download(repo, "config.json", revision=revision)
-            with open(local, encoding="utf-8") as fh:
-                found = json.load(fh)
+            found = _read_config(hf_hub_download(repo, "config.json", revision=revision), repo)
         except Exception as exc:  # network, gated repo, missing file: plan later in the builder
             log.info("config.json of %s not fetched: %s", repo, exc)
     _hf_configs[cache_key] = found
     return found
+
+
+#: Largest config.json the operator reads (bytes); real ones are a few KiB.
+MAX_CONFIG_BYTES = 1 << 20
+
+
+def _read_config(path: str, repo: str) -> Mapping[str, Any] | None:
+    """A model's config.json, or None when it is too large or not a JSON object (the builder then
+    plans at its plan stage, with its own limits)."""
+    if os.path.getsize(path) > MAX_CONFIG_BYTES:
+        log.warning("config.json of %s is larger than %d bytes; not read", repo, MAX_CONFIG_BYTES)
+        return None
+    with open(path, encoding="utf-8") as fh:
+        doc = json.load(fh)
+    return doc if isinstance(doc, dict) else None
 
 
 def _watched(settings: Settings) -> list[str | None]:
@@ -235,6 +259,10 @@ def _reconcile_locked(kube: Kube, namespace: str, name: str) -> EngineDecision |
         )
         generation = int(engine["metadata"].get("generation") or 0)
         status = engine.get("status") or {}
+        if isinstance(prepared, PreparedEngine):
+            refusal = policy_refusal(kube, settings, namespace, prepared.spec)
+            if refusal is not None:
+                prepared = InvalidEngine(refusal.field, refusal.message, refusal.reason)
         if not isinstance(prepared, PreparedEngine):
             obs = EngineObservation(generation, status, None, None, [], _no_queue(settings))
             decision = decide_invalid(prepared, obs)
@@ -261,18 +289,27 @@ def _decide_and_act(
 ) -> EngineDecision:
     ns = engine["metadata"]["namespace"]
     uid = engine["metadata"]["uid"]
-    record = parse_record(kube.get(CONFIG_MAP, ns, prepared.cache_name))
+    entry = kube.get(CONFIG_MAP, ns, prepared.cache_name)
     job = kube.get(JOB, ns, prepared.job_name)
+    pvc = (
+        kube.get(PVC, ns, prepared.storage.claim_name or "") if prepared.storage.created_by_operator else None
+    )
+    spec_cm = kube.get(CONFIG_MAP, ns, prepared.job_name) if entry is None else None
+    conflict = untrusted_child(prepared, entry=entry, job=job, pvc=pvc, spec_cm=spec_cm)
+    obs = EngineObservation(generation, status, None, None, [], _no_queue(settings))
+    if conflict is not None:
+        decision = decide_conflict(prepared, conflict, obs)
+        return decision
+    record = parse_record(entry)
     pods = kube.list(POD, ns, label_selector=f"{JOB_NAME_LABEL}={prepared.job_name}") if job else []
     owns = job is None or is_owned_by(job, uid)
-    pvc_exists = True
-    if prepared.storage.created_by_operator and record is None and job is None:
-        pvc_exists = kube.get(PVC, ns, prepared.storage.claim_name or "") is not None
     now = rfc3339(dt.datetime.now(dt.UTC))
     progress = _progress.get((ns, prepared.job_name)) if job is not None else None
     obs = EngineObservation(
-        generation, status, record, job, pods, _no_queue(settings), owns, pvc_exists, progress
+        generation, status, record, job, pods, _no_queue(settings), owns, pvc is not None, progress
     )
+    sync_reclaim(kube, engine, prepared, pvc=pvc, entry=entry)
+    release_shared_claims(kube, engine, prepared)
     if record is None and job is None:
         # Counting running builds and creating ours must not interleave with another reconcile.
         with _start_lock:
@@ -288,6 +325,133 @@ def _decide_and_act(
         _progress_read_at.pop((ns, engine["metadata"]["name"]), None)
     _act(kube, settings, engine, prepared, decision)
     return decision
+
+
+# ----------------------------------------------------------------------------- trust and reclaim
+def policy_refusal(kube: Kube, settings: Settings, namespace: str, spec: LLMEngineSpec) -> Refusal | None:
+    """What the admin does not allow in ``spec`` (:func:`~trtllm_operator.decide.policy.engine_refusal`);
+    reads only the metadata of the Secrets it references (:meth:`Kube.get_metadata`)."""
+    secrets = {name: kube.get_metadata(SECRET, namespace, name) for _, name in secret_references(spec)}
+    return engine_refusal(
+        spec,
+        namespace,
+        secrets=secrets,
+        allowed_image_registries=settings.allowed_image_registries,
+        allowed_s3_endpoints=settings.allowed_s3_endpoints,
+    )
+
+
+def untrusted_child(
+    prepared: PreparedEngine,
+    *,
+    entry: Mapping[str, Any] | None,
+    job: Mapping[str, Any] | None,
+    pvc: Mapping[str, Any] | None,
+    spec_cm: Mapping[str, Any] | None,
+) -> ChildConflict | None:
+    """The first object under this engine's names the operator must not trust
+    (:mod:`trtllm_operator.decide.ownership`): a cache entry, builder Job or build-spec ConfigMap
+    without the builder's labels and full-key annotation, a builder Job or build-spec ConfigMap not
+    owned by an LLMEngine (a shared build outlives the LLMEngine that started it, so a remaining
+    non-controller owner is enough) or a build spec for another key, an artifact PVC
+    without the labels the operator gave it."""
+    key = {ANNOTATION_ENGINE_KEY: prepared.key}
+    if entry is not None:
+        labels = cache_entry_labels(prepared.key, prepared.storage.storage_id)
+        conflict = marker_conflict(entry, "ConfigMap", labels=labels, annotations=key)
+        if conflict is not None:
+            return conflict
+    if job is not None:
+        conflict = marker_conflict(job, "Job", labels=builder_identity(prepared), annotations=key)
+        if conflict is None and not owner_names(job, LLM_ENGINE.kind):
+            conflict = ChildConflict("Job", prepared.job_name, "is not owned by an LLMEngine")
+        if conflict is not None:
+            return conflict
+    if spec_cm is not None:
+        conflict = marker_conflict(spec_cm, "ConfigMap", labels=builder_identity(prepared))
+        if conflict is None and not owner_names(spec_cm, LLM_ENGINE.kind):
+            conflict = ChildConflict("ConfigMap", prepared.job_name, "is not owned by an LLMEngine")
+        if conflict is None and not _same_build(spec_cm, prepared):
+            why = "holds a build spec for another engine key or artifact location"
+            conflict = ChildConflict("ConfigMap", prepared.job_name, why)
+        if conflict is not None:
+            return conflict
+    if pvc is not None:
+        return marker_conflict(pvc, "PersistentVolumeClaim", labels=storage_labels(prepared))
+    return None
+
+
+def _same_build(spec_cm: Mapping[str, Any], prepared: PreparedEngine) -> bool:
+    """Whether a build-spec ConfigMap builds ``prepared``'s key into its artifact root (fields outside
+    the key, such as ``parallelism.multi_node``, may differ between LLMEngines sharing the build)."""
+    try:
+        spec = BuildSpec.model_validate(
+            yaml.safe_load((spec_cm.get("data") or {}).get(BUILD_SPEC_DATA_KEY) or "")
+        )
+    except (yaml.YAMLError, ValueError):
+        return False
+    return (
+        spec.engine_key() == prepared.key
+        and spec.output.artifact_root == prepared.build_spec.output.artifact_root
+    )
+
+
+def sync_reclaim(
+    kube: Kube,
+    engine: Mapping[str, Any],
+    prepared: PreparedEngine,
+    *,
+    pvc: Mapping[str, Any] | None,
+    entry: Mapping[str, Any] | None,
+) -> None:
+    """Owner references follow the *current* ``reclaimPolicy`` (it may change after creation).
+
+    The operator-created PVC and the cache entry carry this LLMEngine's ownerReference — so the
+    garbage collector deletes them with it — only while ``reclaimPolicy`` is ``Delete`` and nothing
+    else holds the claim: no LLMDeployment serves this engine (``status.usedBy``) and no other
+    LLMEngine of the namespace names the claim (``storage.pvc`` or a ``pvc://`` model source). Any
+    holder keeps the artifact; those holders also release the claim themselves
+    (:func:`release_shared_claims`, the LLMDeployment controller), so the window between a new
+    holder and this engine's next reconcile is closed from both sides.
+    """
+    if not prepared.storage.created_by_operator or (pvc is None and entry is None):
+        return
+    want = prepared.deletes_with_engine and not (engine.get("status") or {}).get("usedBy")
+    if want:
+        claim = prepared.storage.claim_name or ""
+        ns, name = engine["metadata"]["namespace"], engine["metadata"]["name"]
+        engines = kube.list(LLM_ENGINE, ns)
+        deployments = kube.list(LLM_DEPLOYMENT, ns)
+        want = not any(claim in claims_of(e) for e in engines if e["metadata"]["name"] != name) and not any(
+            ((d.get("spec") or {}).get("engineRef") or {}).get("name") == name for d in deployments
+        )
+    reference = engine_owner(engine)
+    for res, obj in ((PVC, pvc), (CONFIG_MAP, entry)):
+        if obj is not None and set_owner(kube, res, obj, reference, present=want):
+            log.info(
+                "%s %s %s the LLMEngine",
+                res.kind,
+                obj["metadata"]["name"],
+                "now goes with" if want else "outlives",
+            )
+
+
+def claims_of(engine: Mapping[str, Any]) -> set[str]:
+    """PVC names an LLMEngine reads or writes: ``storage.pvc.claimName`` and a ``pvc://`` model source."""
+    spec = engine.get("spec") or {}
+    claims = {str(((spec.get("storage") or {}).get("pvc") or {}).get("claimName") or "")}
+    source = str((spec.get("model") or {}).get("source") or "")
+    if source.startswith("pvc://"):
+        claims.add(source[len("pvc://") :].split("/", 1)[0])
+    return claims - {""}
+
+
+def release_shared_claims(kube: Kube, engine: Mapping[str, Any], prepared: PreparedEngine) -> None:
+    """A PVC this engine uses but another LLMEngine created (and would delete with itself under
+    ``reclaimPolicy: Delete``) loses that LLMEngine's ownerReference: it is shared now, so it is kept."""
+    ns, uid = engine["metadata"]["namespace"], engine["metadata"]["uid"]
+    for claim in sorted(claims_of(engine)):
+        release_claim(kube, ns, claim, keep_uid=uid)
 
 
 def _no_queue(settings: Settings) -> BuildQueue:

@@ -10,34 +10,42 @@ that shape shares, so each exists once:
   within the process (kopf may run a create handler, a timer and a watch-event handler of the same
   object on different threads);
 * :func:`apply_owned` — create a child, or patch it when what the operator rendered for it changed;
+  never an object it does not control (:func:`~trtllm_operator.decide.ownership.control_conflict`:
+  the result is ``not_owned`` with a :class:`~trtllm_operator.decide.ownership.ChildConflict`);
+  :func:`read_children` — the same check over every child of a parent before any is written, so a
+  conflict stops the reconcile with nothing half-applied;
   :func:`add_owner` — a second parent shares an existing child (a builder Job of the same key);
+  :func:`set_owner` — an artifact PVC or cache entry follows the current ``reclaimPolicy``;
+  :func:`release_claim` — a PVC someone else uses no longer goes with the LLMEngine that made it;
 * :func:`write_outcome` — status and conditions through the optimistic-concurrency status writer,
   then the outcome's Events.
 
-Designed so two planned changes stay inside :func:`apply_owned`: refusing to modify or adopt an
-object the operator does not control (a controller ownerReference with the parent's UID; today
-only ``owner_uid`` callers get that check) and reading the live object from a watch cache instead
-of a GET per reconcile (today :meth:`~trtllm_operator.kube.client.Kube.create_or_get`, one call).
+Reading the live object from a watch cache instead of a GET per reconcile would also stay inside
+:func:`apply_owned` / :func:`read_children`.
 """
 
 from __future__ import annotations
 
 import copy
+import logging
 import threading
-from collections.abc import Hashable, Iterator, Mapping
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from kubernetes.client.exceptions import ApiException
 
-from trtllm_operator.api.owners import is_owned_by
+from trtllm_operator.api.owners import controller_of, is_owned_by
 from trtllm_operator.api.wire import ANNOTATION_RENDERED_HASH
 from trtllm_operator.decide.outcome import Outcome
-from trtllm_operator.kube.client import Kube, Resource
+from trtllm_operator.decide.ownership import ChildConflict, control_conflict
+from trtllm_operator.kube.client import LLM_ENGINE, PVC, Kube, Resource
 from trtllm_operator.kube.events import post_event
 from trtllm_operator.kube.status import update_conditions
 from trtllm_operator.render.serving import content_hash
+
+log = logging.getLogger(__name__)
 
 
 # ------------------------------------------------------------------------------ locks
@@ -82,14 +90,55 @@ Applied = Literal["created", "patched", "unchanged", "not_owned"]
 @dataclass(frozen=True)
 class ApplyResult:
     """What :func:`apply_owned` did (``result``) and the live object afterwards (as read when
-    nothing was written)."""
+    nothing was written); ``conflict`` says why for ``not_owned``."""
 
     live: dict[str, Any]
     result: Applied
+    conflict: ChildConflict | None = None
+
+
+class _Unread:
+    """Marker: the caller has not read the live object (``apply_owned`` GETs it)."""
+
+
+UNREAD = _Unread()
+
+
+def controller_uid(manifest: Mapping[str, Any]) -> str:
+    """The UID of the controller ownerReference a rendered child carries. Raises ``ValueError``
+    for a manifest without one (a renderer bug: every child names its parent)."""
+    ref = controller_of(manifest)
+    if ref is None or not ref.get("uid"):
+        raise ValueError(
+            f"{manifest.get('kind')} {manifest['metadata'].get('name')}: no controller ownerReference"
+        )
+    return str(ref["uid"])
+
+
+def read_children(
+    kube: Kube, children: Sequence[tuple[Resource, Mapping[str, Any]]]
+) -> tuple[list[dict[str, Any] | None], ChildConflict | None]:
+    """The live object under each child's name (None: absent), and the first one the parent does
+    not control (:func:`~trtllm_operator.decide.ownership.control_conflict`), read before anything
+    is written. Hand each live object to :func:`apply_owned` (``live=``) to spare a second GET."""
+    lives: list[dict[str, Any] | None] = []
+    conflict: ChildConflict | None = None
+    for res, manifest in children:
+        meta = manifest["metadata"]
+        live = kube.get(res, meta["namespace"], meta["name"])
+        lives.append(live)
+        if conflict is None and live is not None:
+            conflict = control_conflict(live, res.kind, controller_uid(manifest))
+    return lives, conflict
 
 
 def apply_owned(
-    kube: Kube, res: Resource, manifest: Mapping[str, Any], *, owner_uid: str | None = None
+    kube: Kube,
+    res: Resource,
+    manifest: Mapping[str, Any],
+    *,
+    owner_uid: str | None = None,
+    live: dict[str, Any] | _Unread | None = UNREAD,
 ) -> ApplyResult:
     """Create the child ``manifest``, or merge-patch the live one when its rendered hash changed.
 
@@ -98,23 +147,29 @@ def apply_owned(
     the parent's scale subresource reaches the child even when nothing else changed. The patch
     carries ``labels``, ``annotations``, ``ownerReferences`` and ``spec``.
 
-    ``owner_uid``: when given, a live object without an ownerReference to that UID is not touched
-    (``not_owned``: someone else's object under the child's name; the caller reports it).
+    Ownership: a live object whose controller ownerReference is not the parent's (``owner_uid``,
+    default the manifest's own controller reference) is neither patched nor adopted: the result is
+    ``not_owned`` with the :class:`~trtllm_operator.decide.ownership.ChildConflict` to report.
+    ``live``: the object as :func:`read_children` read it (None: absent), else it is read here.
     Raises ``ApiException`` from the API server.
     """
     namespace = manifest["metadata"]["namespace"]
     name = manifest["metadata"]["name"]
+    uid = owner_uid or controller_uid(manifest)
     body, digest = with_rendered_hash(manifest)
-    live, created = kube.create_or_get(res, namespace, body)
-    if created:
-        return ApplyResult(live, "created")
-    if owner_uid is not None and not is_owned_by(live, owner_uid):
-        return ApplyResult(live, "not_owned")
-    live_hash = (live["metadata"].get("annotations") or {}).get(ANNOTATION_RENDERED_HASH)
+    current = kube.get(res, namespace, name) if isinstance(live, _Unread) else live
+    if current is None:
+        current, created = kube.create_or_get(res, namespace, body)
+        if created:
+            return ApplyResult(current, "created")
+    conflict = control_conflict(current, res.kind, uid)
+    if conflict is not None:
+        return ApplyResult(current, "not_owned", conflict)
+    live_hash = (current["metadata"].get("annotations") or {}).get(ANNOTATION_RENDERED_HASH)
     if live_hash == digest:
         want = (body.get("spec") or {}).get("replicas")
-        if want is None or (live.get("spec") or {}).get("replicas") == want:
-            return ApplyResult(live, "unchanged")
+        if want is None or (current.get("spec") or {}).get("replicas") == want:
+            return ApplyResult(current, "unchanged")
         return ApplyResult(kube.patch(res, namespace, name, {"spec": {"replicas": want}}), "patched")
     patch: dict[str, Any] = {
         "metadata": {k: body["metadata"][k] for k in ("labels", "annotations", "ownerReferences")}
@@ -132,17 +187,48 @@ def add_owner(kube: Kube, res: Resource, namespace: str, name: str, reference: M
     to the next reconcile (returns False, as for a missing object). Other ``ApiException`` raise.
     """
     obj = kube.get(res, namespace, name)
-    if obj is None or is_owned_by(obj, reference.get("uid")):
+    return obj is not None and set_owner(kube, res, obj, reference, present=True)
+
+
+def set_owner(
+    kube: Kube, res: Resource, obj: Mapping[str, Any], reference: Mapping[str, Any], *, present: bool
+) -> bool:
+    """Make ``obj`` carry (``present``) or not carry the ownerReference with ``reference``'s UID —
+    how an artifact PVC or cache entry follows the current ``reclaimPolicy``. Returns whether it
+    wrote. Conditional on ``resourceVersion`` (409 → False, left to the next reconcile)."""
+    uid = reference.get("uid")
+    if is_owned_by(obj, uid) == present:
         return False
-    refs = [*(obj["metadata"].get("ownerReferences") or []), dict(reference)]
-    body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"], "ownerReferences": refs}}
+    meta = obj["metadata"]
+    refs = [r for r in meta.get("ownerReferences") or [] if r.get("uid") != uid]
+    if present:
+        refs.append(dict(reference))
+    body = {"metadata": {"resourceVersion": meta["resourceVersion"], "ownerReferences": refs or None}}
     try:
-        kube.patch(res, namespace, name, body)
+        kube.patch(res, meta["namespace"], meta["name"], body)
     except ApiException as exc:
         if exc.status != 409:
             raise
         return False
     return True
+
+
+def release_claim(kube: Kube, namespace: str, claim: str, *, keep_uid: str | None = None) -> None:
+    """Remove every LLMEngine ownerReference (but ``keep_uid``'s) from PVC ``claim``, if it has one:
+    the claim is in use by someone other than the LLMEngine that created it. No write otherwise."""
+    pvc = kube.get(PVC, namespace, claim)
+    if pvc is None:
+        return
+    for ref in list(pvc["metadata"].get("ownerReferences") or []):
+        if ref.get("kind") == LLM_ENGINE.kind and ref.get("uid") != keep_uid:
+            if set_owner(kube, PVC, pvc, ref, present=False):
+                log.info(
+                    "PVC %s/%s is shared: kept when LLMEngine %s is deleted",
+                    namespace,
+                    claim,
+                    ref.get("name"),
+                )
+            return
 
 
 # ------------------------------------------------------------------------------ write

@@ -52,6 +52,7 @@ from trtllm_operator.api.wire import (
 )
 from trtllm_operator.decide.compatibility import gpu_product_aliases
 from trtllm_operator.decide.conditions import rfc3339
+from trtllm_operator.decide.ownership import control_conflict
 from trtllm_operator.decide.serving_params import ServingInputError
 from trtllm_operator.decide.tuning import (
     AdvisorConfig,
@@ -211,6 +212,11 @@ def reconcile_benchmark(namespace: str, name: str, *, kube: Kube | None = None) 
             job, created = kube.create_or_get(JOB, namespace, manifest)
             if created:
                 post_event(kube, engine, "BenchmarkStarted", f"trtllm-bench Job {job_name} started")
+        conflict = control_conflict(job, "Job", engine["metadata"]["uid"])
+        if conflict is not None:  # someone else's Job under the benchmark's name: never read it
+            refused = conflict.message(LLM_ENGINE.kind)
+            _write_benchmark(kube, namespace, name, {**base, "phase": "Failed", "message": refused})
+            return "Failed"
         finished = _job_finished(job)
         if finished is None:
             if current_status.get("jobName") != job_name or current_status.get("phase") != "Running":

@@ -23,6 +23,7 @@ The client is synchronous: kopf runs sync handlers in its thread pool.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Mapping
@@ -61,6 +62,8 @@ JsonPatch = list[dict[str, Any]]
 _config: Any = config  # the kubernetes.config functions are untyped
 
 MERGE_PATCH = "application/merge-patch+json"
+#: Accept header for metadata-only reads (Kubernetes API concepts, "Receiving resources as metadata").
+METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 JSON_PATCH = "application/json-patch+json"
 
 
@@ -184,6 +187,28 @@ class Kube:
             if exc.status == 404:
                 return None
             raise
+
+    def get_metadata(self, res: Resource, namespace: str, name: str) -> dict[str, Any] | None:
+        """Only the object's ``metadata`` (None when it does not exist), never its ``data`` or ``spec``.
+
+        Asks the API server for ``PartialObjectMetadata`` (``Accept: application/json;as=
+        PartialObjectMetadata;g=meta.k8s.io;v=v1``, Kubernetes API concepts "Receiving resources as
+        metadata only"), so a Secret's values never reach the operator: used to check the opt-in
+        label of a Secret an LLMEngine references. Core-group (typed) resources only.
+        """
+        try:
+            raw = self._typed("read", res)(
+                name, namespace, _headers={"Accept": METADATA_ONLY}, _preload_content=False
+            )
+        except ApiException as exc:
+            _count("get", exc, expected=(404,))
+            if exc.status == 404:
+                return None
+            raise
+        doc = json.loads(raw.data)
+        if doc.get("kind") != "PartialObjectMetadata":  # never hand full content to the caller
+            raise ApiException(status=0, reason=f"expected PartialObjectMetadata, got {doc.get('kind')!r}")
+        return cast(dict[str, Any], doc.get("metadata") or {})
 
     def list(
         self,

@@ -31,11 +31,11 @@ import json
 import logging
 import math
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from trtllm_operator.decide.autoscaling import PodSignals, PodState
+from trtllm_operator.metrics.http import bounded_get
 from trtllm_operator.metrics.scrape import pod_state
 from trtllm_operator.metrics.signals import DEFAULT_MODEL, KV_CACHE_BLOCKS, PENDING_REQUESTS, REQUEST_METRICS
 
@@ -132,10 +132,9 @@ def recording_rules(model: str = DEFAULT_MODEL) -> dict[str, Any]:
 
 
 def http_get(url: str, timeout: float) -> str:
-    """GET ``url``; raises ``OSError`` on network or HTTP errors."""
-    with urllib.request.urlopen(url, timeout=timeout) as resp:
-        body: bytes = resp.read()
-    return body.decode()
+    """GET ``url``, bounded in size and time, no redirects
+    (:func:`~trtllm_operator.metrics.http.bounded_get`); raises ``OSError`` on network or HTTP errors."""
+    return bounded_get(url, timeout).decode()
 
 
 def instant_query(

@@ -18,13 +18,12 @@ is no cache.
 from __future__ import annotations
 
 import logging
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from trtllm_operator.decide.autoscaling import PodSignals, PodState
+from trtllm_operator.metrics.http import bounded_get
 from trtllm_operator.metrics.signals import DEFAULT_MODEL, MetricsParseError, TritonSignals, signals_from_text
 
 __all__ = ["DEFAULT_PORT", "DEFAULT_TIMEOUT_SECONDS", "fetch_metrics", "pod_state", "scrape_pods"]
@@ -68,10 +67,9 @@ def pod_state(pod: Mapping[str, Any]) -> PodState:
 
 
 def fetch_metrics(url: str, timeout: float) -> str:
-    """GET ``url`` and return the body. Raises ``OSError`` (incl. ``urllib.error.URLError``) on failure."""
-    with urllib.request.urlopen(url, timeout=timeout) as resp:
-        body: bytes = resp.read()
-    return body.decode("utf-8", errors="replace")
+    """GET ``url`` and return the body: bounded in size and time, no redirects
+    (:func:`~trtllm_operator.metrics.http.bounded_get`). Raises ``OSError`` on failure."""
+    return bounded_get(url, timeout).decode("utf-8", errors="replace")
 
 
 def _scrape_one(url: str, timeout: float, model: str, fetch: Fetch) -> TritonSignals:

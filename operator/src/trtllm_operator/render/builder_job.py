@@ -39,6 +39,7 @@ from trtllm_operator.api import API_VERSION, ENGINE_KIND
 from trtllm_operator.api.engine import LLMEngineSpec, builder_gpus
 from trtllm_operator.api.owners import owner_reference
 from trtllm_operator.api.wire import (
+    ANNOTATION_ENGINE_KEY,
     ARTIFACT_DATA_KEY,
     BUILD_SPEC_DATA_KEY,
     COMPONENT_ARTIFACT,
@@ -72,15 +73,46 @@ def engine_owner(engine: Mapping[str, Any], *, controller: bool = True) -> dict[
     return owner_reference(API_VERSION, ENGINE_KIND, meta["name"], meta["uid"], controller=controller)
 
 
-def builder_labels(prepared: PreparedEngine) -> dict[str, str]:
-    """Labels on the Job, its pods and the build-spec ConfigMap."""
+def builder_identity(prepared: PreparedEngine) -> dict[str, str]:
+    """The labels that say "the operator's builder for this key and storage" — the same on a Job
+    whichever LLMEngine of the key created it. A Job or build-spec ConfigMap under the builder's
+    name without them is not trusted (:func:`~trtllm_operator.decide.ownership.marker_conflict`)."""
     return {
-        LABEL_NAME: "trtllm-engine-builder",
         LABEL_MANAGED_BY: MANAGED_BY,
         LABEL_COMPONENT: COMPONENT_BUILDER,
         LABEL_ENGINE_KEY: prepared.key[:63],
         LABEL_STORAGE_ID: prepared.storage.storage_id,
+    }
+
+
+def builder_labels(prepared: PreparedEngine) -> dict[str, str]:
+    """Labels on the Job, its pods and the build-spec ConfigMap."""
+    return {
+        LABEL_NAME: "trtllm-engine-builder",
+        **builder_identity(prepared),
         LABEL_ENGINE: prepared.name[:63],
+    }
+
+
+def storage_labels(prepared: PreparedEngine) -> dict[str, str]:
+    """Labels of the operator-created artifact PVC (also its identity: a PVC under that name without
+    them was not created by the operator for this LLMEngine and is not trusted)."""
+    return {
+        LABEL_MANAGED_BY: MANAGED_BY,
+        LABEL_COMPONENT: COMPONENT_STORAGE,
+        LABEL_ENGINE: prepared.name[:63],
+        LABEL_STORAGE_ID: prepared.storage.storage_id,
+    }
+
+
+def cache_entry_labels(key: str, storage_id: str) -> dict[str, str]:
+    """Labels of an engine cache entry (with the full key in the annotation of the same name, they
+    are what a cache entry must carry to be trusted)."""
+    return {
+        LABEL_MANAGED_BY: MANAGED_BY,
+        LABEL_COMPONENT: COMPONENT_ARTIFACT,
+        LABEL_ENGINE_KEY: key[:63],
+        LABEL_STORAGE_ID: storage_id,
     }
 
 
@@ -136,12 +168,7 @@ def desired_artifact_pvc(
     meta: dict[str, Any] = {
         "name": st.claim_name,
         "namespace": engine["metadata"]["namespace"],
-        "labels": {
-            LABEL_MANAGED_BY: MANAGED_BY,
-            LABEL_COMPONENT: COMPONENT_STORAGE,
-            LABEL_ENGINE: prepared.name[:63],
-            LABEL_STORAGE_ID: st.storage_id,
-        },
+        "labels": storage_labels(prepared),
     }
     if prepared.deletes_with_engine:
         meta["ownerReferences"] = [engine_owner(engine)]
@@ -302,7 +329,7 @@ def desired_builder_job(
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": _builder_metadata(engine, prepared, annotations={LABEL_ENGINE_KEY: prepared.key}),
+        "metadata": _builder_metadata(engine, prepared, annotations={ANNOTATION_ENGINE_KEY: prepared.key}),
         "spec": {
             "backoffLimit": gpu_spec.backoff_limit,
             "activeDeadlineSeconds": gpu_spec.active_deadline_seconds,
@@ -332,13 +359,8 @@ def desired_cache_entry(
     meta: dict[str, Any] = {
         "name": cache_entry_name(key, storage_id),
         "namespace": namespace,
-        "labels": {
-            LABEL_MANAGED_BY: MANAGED_BY,
-            LABEL_COMPONENT: COMPONENT_ARTIFACT,
-            LABEL_ENGINE_KEY: key[:63],
-            LABEL_STORAGE_ID: storage_id,
-        },
-        "annotations": {LABEL_ENGINE_KEY: key},
+        "labels": cache_entry_labels(key, storage_id),
+        "annotations": {ANNOTATION_ENGINE_KEY: key},
     }
     if owner is not None:
         meta["ownerReferences"] = [engine_owner(owner)]

@@ -1,0 +1,519 @@
+"""Issue 24's High findings, each as an attack against the real control plane that must fail.
+
+The operator runs in-process against a real API server, scheduler, Job controller and garbage
+collector with kwok GPU nodes (tests/support). Each test plays the attacker — a user who may create
+LLMEngines and LLMDeployments in a namespace — and checks that the operator refuses with a
+condition naming what and why, and that the attacked object is untouched:
+
+* child takeover: a workload or Service that someone else created under the deployment's name is
+  neither patched nor adopted (``ChildConflict``);
+* a forged engine-cache entry is not trusted;
+* Secrets reach pods only when marked usable by whoever controls them (``SecretNotAllowed``);
+* ``reclaimPolicy`` Delete → Retain keeps the artifact PVC when the LLMEngine is deleted, and a PVC
+  that an LLMDeployment serves from is never deleted with its LLMEngine.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from kubernetes import client
+from support.artifacts import cache_artifact, prebound_artifact_pvc
+from support.cluster import LocalCluster
+from support.operator import HF_CONFIG_DIR, running_operator
+from support.wait import wait_for
+
+from trtllm_operator.api.wire import (
+    ANNOTATION_ENGINE_KEY,
+    ARTIFACT_DATA_KEY,
+    DEPLOYMENT_PLURAL,
+    ENGINE_PLURAL,
+    GROUP,
+    LABEL_SECRET_USABLE,
+    VERSION,
+)
+from trtllm_operator.decide.engine_spec import PreparedEngine, prepare_engine
+from trtllm_operator.handlers import autoscaler as autoscaler_handlers
+from trtllm_operator.kube import SECRET, Kube
+from trtllm_operator.render.builder_job import storage_labels
+
+pytestmark = pytest.mark.slow
+
+H100 = "NVIDIA-H100-80GB-HBM3"
+IMAGE = "nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3"
+KWOK = "kwok.trtllm-operator.dev"
+
+
+def an_engine(name: str, **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "LLMEngine",
+        "metadata": {"name": name},
+        "spec": {
+            "model": {"source": "hf://meta-llama/Llama-3.1-8B-Instruct"},
+            "runtime": {"image": IMAGE},
+            "quantization": {"format": "fp8", "kvCacheDtype": "fp8"},
+            "parallelism": {"tensor": 1},
+            "build": {"maxBatchSize": 64, "maxNumTokens": 8192, "maxSeqLen": 8192},
+            "gpu": {"product": H100, "backoffLimit": 0, "podAnnotations": {f"{KWOK}/delay-ms": "300"}},
+            "storage": {"pvc": {"claimName": "engines", "subPath": "trtllm"}},
+        },
+    }
+    body["spec"].update(spec)
+    return body
+
+
+def a_deployment(name: str, engine: str, replicas: int = 1) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "LLMDeployment",
+        "metadata": {"name": name},
+        "spec": {"engineRef": {"name": engine}, "replicas": replicas},
+    }
+
+
+class Api:
+    def __init__(self, cluster: LocalCluster, ns: str) -> None:
+        self.ns = ns
+        self.core = client.CoreV1Api(cluster.api)
+        self.apps = client.AppsV1Api(cluster.api)
+        self.batch = client.BatchV1Api(cluster.api)
+        self.custom = client.CustomObjectsApi(cluster.api)
+        self.san = cluster.api.sanitize_for_serialization
+
+    def create(self, plural: str, body: dict[str, Any]) -> None:
+        self.custom.create_namespaced_custom_object(GROUP, VERSION, self.ns, plural, body)
+
+    def get(self, plural: str, name: str) -> dict[str, Any]:
+        return dict(self.custom.get_namespaced_custom_object(GROUP, VERSION, self.ns, plural, name))
+
+    def patch(self, plural: str, name: str, body: dict[str, Any]) -> None:
+        self.custom.patch_namespaced_custom_object(
+            GROUP, VERSION, self.ns, plural, name, body, _content_type="application/merge-patch+json"
+        )
+
+    def delete(self, plural: str, name: str) -> None:
+        self.custom.delete_namespaced_custom_object(GROUP, VERSION, self.ns, plural, name)
+
+    def condition(self, plural: str, name: str, type_: str) -> dict[str, Any] | None:
+        status = self.get(plural, name).get("status") or {}
+        return next((c for c in status.get("conditions") or [] if c["type"] == type_), None)
+
+    def ready_reason(self, plural: str, name: str, reason: str) -> dict[str, Any] | None:
+        cond = self.condition(plural, name, "Ready")
+        return cond if cond is not None and cond["reason"] == reason else None
+
+    def pvc(self, name: str) -> dict[str, Any] | None:
+        try:
+            return dict(self.san(self.core.read_namespaced_persistent_volume_claim(name, self.ns)))
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def jobs(self) -> list[dict[str, Any]]:
+        return [self.san(j) for j in self.batch.list_namespaced_job(self.ns).items]
+
+
+@pytest.fixture
+def api(cluster: LocalCluster, namespace: str) -> Iterator[Api]:
+    a = Api(cluster, namespace)
+    prebound_artifact_pvc(a.core, namespace)
+    yield a
+    a.core.delete_persistent_volume(f"engines-{namespace}")
+
+
+def foreign_deployment(name: str) -> dict[str, Any]:
+    """A plain Deployment a user created under the name an LLMDeployment will want."""
+    labels = {"app": "theirs"}
+    return {
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "app", "image": "registry.example/theirs:1"}]},
+            },
+        },
+    }
+
+
+# ----------------------------------------------------------------------------- child takeover
+def test_foreign_workload_under_the_deployment_name_is_neither_patched_nor_adopted(
+    cluster: LocalCluster, api: Api
+) -> None:
+    engine = an_engine("llama")
+    cache_artifact(api.core, api.ns, engine)
+    api.create(ENGINE_PLURAL, engine)
+    theirs = api.apps.create_namespaced_deployment(api.ns, foreign_deployment("chat"))
+    api.create(DEPLOYMENT_PLURAL, a_deployment("chat", "llama", replicas=3))
+
+    with running_operator(cluster, [api.ns]):
+        cond = wait_for(
+            lambda: api.ready_reason(DEPLOYMENT_PLURAL, "chat", "ChildConflict"),
+            timeout=60,
+            desc="chat refused with ChildConflict",
+        )
+        assert "Deployment chat already exists" in cond["message"]
+        assert "no controller ownerReference" in cond["message"]
+        assert api.get(DEPLOYMENT_PLURAL, "chat")["status"]["phase"] == "Failed"
+        # Nothing else of the deployment was written either: it stopped before any child.
+        assert api.core.list_namespaced_service(api.ns).items == []
+        # Let a few more reconciles pass (resync is 10 s in tests), then check the victim.
+        wait_for(
+            lambda: any(
+                e.reason == "ChildConflict"
+                for e in api.core.list_namespaced_event(
+                    api.ns, field_selector="involvedObject.name=chat,involvedObject.kind=LLMDeployment"
+                ).items
+            ),
+            desc="a Warning Event names the conflict",
+        )
+    after = api.apps.read_namespaced_deployment("chat", api.ns)
+    assert after.metadata.generation == theirs.metadata.generation == 1  # spec never written
+    assert {m.manager for m in after.metadata.managed_fields} & {"trtllm-operator"} == set()
+    assert not after.metadata.owner_references
+    assert after.spec.replicas == 1
+    assert after.spec.template.spec.containers[0].image == "registry.example/theirs:1"
+
+
+def test_foreign_service_stops_the_rollout_and_clears_once_removed(cluster: LocalCluster, api: Api) -> None:
+    engine = an_engine("llama")
+    cache_artifact(api.core, api.ns, engine)
+    api.create(ENGINE_PLURAL, engine)
+    api.core.create_namespaced_service(
+        api.ns,
+        {"metadata": {"name": "chat"}, "spec": {"selector": {"app": "theirs"}, "ports": [{"port": 80}]}},
+    )
+    api.create(DEPLOYMENT_PLURAL, a_deployment("chat", "llama"))
+
+    with running_operator(cluster, [api.ns]):
+        cond = wait_for(lambda: api.ready_reason(DEPLOYMENT_PLURAL, "chat", "ChildConflict"), timeout=60)
+        assert "Service chat already exists" in cond["message"]
+        assert api.apps.list_namespaced_deployment(api.ns).items == []
+        svc = api.core.read_namespaced_service("chat", api.ns)
+        assert svc.spec.selector == {"app": "theirs"} and not svc.metadata.owner_references
+
+        api.core.delete_namespaced_service("chat", api.ns)
+        wait_for(
+            lambda: api.apps.list_namespaced_deployment(api.ns).items,
+            timeout=60,
+            desc="the workload is created once the foreign Service is gone",
+        )
+        svc = wait_for(lambda: _service(api, "chat"), timeout=30)
+        assert svc.metadata.owner_references[0].kind == "LLMDeployment"
+
+
+def _service(api: Api, name: str) -> Any:
+    try:
+        return api.core.read_namespaced_service(name, api.ns)
+    except client.ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def test_forged_cache_entry_is_not_trusted(cluster: LocalCluster, api: Api) -> None:
+    engine = an_engine("llama")
+    prepared = prepare_engine("llama", engine["spec"])
+    assert isinstance(prepared, PreparedEngine)
+    # Same name and data as a real entry, pointing at a PVC the attacker controls — but without the
+    # labels and full-key annotation the operator writes.
+    record = {"engineKey": prepared.key, "uri": "pvc://attacker/" + prepared.key, "storageId": "x"}
+    api.core.create_namespaced_config_map(
+        api.ns,
+        {"metadata": {"name": prepared.cache_name}, "data": {ARTIFACT_DATA_KEY: json.dumps(record)}},
+    )
+    api.create(ENGINE_PLURAL, engine)
+    with running_operator(cluster, [api.ns]):
+        cond = wait_for(lambda: api.ready_reason(ENGINE_PLURAL, "llama", "ChildConflict"), timeout=60)
+    assert f"ConfigMap {prepared.cache_name} already exists" in cond["message"]
+    assert ANNOTATION_ENGINE_KEY in cond["message"] or "label" in cond["message"]
+    status = api.get(ENGINE_PLURAL, "llama")["status"]
+    assert status["phase"] == "Failed" and not status.get("artifact")
+    assert api.jobs() == []
+
+
+# ----------------------------------------------------------------------------- Secrets
+def test_secret_not_marked_usable_is_refused_and_marking_it_lets_the_build_start(
+    cluster: LocalCluster, api: Api
+) -> None:
+    api.core.create_namespaced_secret(api.ns, {"metadata": {"name": "hf"}, "stringData": {"token": "hf_x"}})
+    engine = an_engine("gated")
+    engine["spec"]["model"]["credentialsSecretRef"] = {"name": "hf", "key": "token"}
+    api.create(ENGINE_PLURAL, engine)
+    with running_operator(cluster, [api.ns]):
+        cond = wait_for(lambda: api.ready_reason(ENGINE_PLURAL, "gated", "SecretNotAllowed"), timeout=60)
+        assert cond["message"].startswith("spec.model.credentialsSecretRef.name: Secret")
+        assert f"{LABEL_SECRET_USABLE}=true" in cond["message"]
+        assert api.jobs() == []
+
+        api.core.patch_namespaced_secret(
+            "hf", api.ns, {"metadata": {"labels": {LABEL_SECRET_USABLE: "true"}}}
+        )
+        api.patch(ENGINE_PLURAL, "gated", {"metadata": {"labels": {"retry": "1"}}})
+        job = wait_for(lambda: next(iter(api.jobs()), None), timeout=60, desc="the build starts")
+    env = job["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}} in env
+
+
+def test_operator_reads_only_secret_metadata(cluster: LocalCluster, namespace: str) -> None:
+    core = client.CoreV1Api(cluster.api)
+    core.create_namespaced_secret(
+        namespace, {"metadata": {"name": "s", "labels": {"a": "b"}}, "stringData": {"k": "sekrit-value"}}
+    )
+    kube = Kube(cluster.api_client())
+    meta = kube.get_metadata(SECRET, namespace, "s")
+    assert meta is not None and meta["labels"] == {"a": "b"} and meta["name"] == "s"
+    assert "sekrit" not in json.dumps(meta)
+    assert kube.get_metadata(SECRET, namespace, "absent") is None
+
+
+# ----------------------------------------------------------------------------- reclaim
+def _delete_policy_engine(name: str) -> tuple[dict[str, Any], PreparedEngine]:
+    engine = an_engine(name, storage={"createPVC": {"size": "20Gi"}, "reclaimPolicy": "Delete"})
+    prepared = prepare_engine(name, engine["spec"])
+    assert isinstance(prepared, PreparedEngine)
+    return engine, prepared
+
+
+def _owners(api: Api, claim: str) -> list[str]:
+    return [r["name"] for r in ((api.pvc(claim) or {}).get("metadata") or {}).get("ownerReferences") or []]
+
+
+def test_reclaim_policy_delete_then_retain_keeps_the_artifact(cluster: LocalCluster, api: Api) -> None:
+    engine, _ = _delete_policy_engine("drop")
+    api.create(ENGINE_PLURAL, engine)
+    with running_operator(cluster, [api.ns]):
+        # The operator creates the PVC with the build (it stays Pending: no PV binder here; the
+        # ownerReference follows the policy whatever the build does).
+        wait_for(lambda: _owners(api, "drop-artifacts") == ["drop"], timeout=60, desc="Delete: owned")
+        api.patch(ENGINE_PLURAL, "drop", {"spec": {"storage": {"reclaimPolicy": "Retain"}}})
+        wait_for(
+            lambda: api.pvc("drop-artifacts") is not None and _owners(api, "drop-artifacts") == [],
+            timeout=60,
+            desc="Retain: the PVC no longer goes with the LLMEngine",
+        )
+        sentinel = _owned_configmap(
+            api, "sentinel", "drop", api.get(ENGINE_PLURAL, "drop")["metadata"]["uid"]
+        )
+        api.delete(ENGINE_PLURAL, "drop")
+        wait_for(
+            lambda: _configmap_gone(api, sentinel), timeout=90, desc="GC collected the engine's dependents"
+        )
+        assert api.jobs() == []
+    kept = api.pvc("drop-artifacts")
+    assert kept is not None and not kept["metadata"].get("deletionTimestamp")
+
+
+def test_pvc_an_llmdeployment_serves_from_is_not_deleted_with_its_engine(
+    cluster: LocalCluster, api: Api
+) -> None:
+    engine, prepared = _delete_policy_engine("drop")
+    cache_artifact(api.core, api.ns, engine)  # built earlier: the PVC and its cache entry exist
+    api.core.create_namespaced_persistent_volume_claim(
+        api.ns,
+        {
+            "metadata": {"name": "drop-artifacts", "labels": storage_labels(prepared)},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "20Gi"}}},
+        },
+    )
+    api.create(ENGINE_PLURAL, engine)
+    with running_operator(cluster, [api.ns]):
+        wait_for(lambda: _owners(api, "drop-artifacts") == ["drop"], timeout=60, desc="Delete: owned")
+        api.create(DEPLOYMENT_PLURAL, a_deployment("chat", "drop"))
+        wait_for(lambda: api.apps.list_namespaced_deployment(api.ns).items, timeout=60)
+        assert _owners(api, "drop-artifacts") == [], "served claim released before the pods were created"
+        uid = api.get(ENGINE_PLURAL, "drop")["metadata"]["uid"]
+        sentinel = _owned_configmap(api, "sentinel", "drop", uid)
+        api.delete(ENGINE_PLURAL, "drop")
+        wait_for(
+            lambda: _configmap_gone(api, sentinel), timeout=90, desc="GC collected the engine's dependents"
+        )
+    kept = api.pvc("drop-artifacts")
+    assert kept is not None and not kept["metadata"].get("deletionTimestamp")
+
+
+def _owned_configmap(api: Api, name: str, owner: str, uid: str) -> str:
+    """A ConfigMap owned by LLMEngine ``owner``: once it is gone, the garbage collector has processed
+    the owner's deletion (so whatever is still there was deliberately kept)."""
+    ref = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "LLMEngine", "name": owner, "uid": uid}
+    api.core.create_namespaced_config_map(api.ns, {"metadata": {"name": name, "ownerReferences": [ref]}})
+    return name
+
+
+def _configmap_gone(api: Api, name: str) -> bool:
+    try:
+        api.core.read_namespaced_config_map(name, api.ns)
+    except client.ApiException as exc:
+        if exc.status == 404:
+            return True
+        raise
+    return False
+
+
+# ----------------------------------------------------------------------------- bounded inputs
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class _Flood(http.server.BaseHTTPRequestHandler):
+    """Answers every GET with a 100 MB Prometheus text page (comment lines), counting what it sent."""
+
+    sent: ClassVar[list[int]] = []
+    SIZE = 100 * 10**6
+
+    def do_GET(self) -> None:
+        line = b"# " + b"x" * 1021 + b"\n"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.end_headers()
+        sent = 0
+        try:
+            while sent < self.SIZE:
+                self.wfile.write(line * 64)
+                sent += len(line) * 64
+        except OSError:  # the client hung up
+            pass
+        self.sent.append(sent)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_100_mb_metrics_page_is_cut_off_and_the_operator_stays_responsive(
+    cluster: LocalCluster, api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port = _free_port()
+    monkeypatch.setattr(autoscaler_handlers, "METRICS_PORT", port)
+    engine = an_engine("llama")
+    cache_artifact(api.core, api.ns, engine)
+    api.create(ENGINE_PLURAL, engine)
+    flood = a_deployment("flood", "llama")
+    flood["spec"]["autoscaling"] = {
+        "enabled": True,
+        "minReplicas": 1,
+        "maxReplicas": 2,
+        "targets": {"queueDepthPerReplica": 4},
+        "metrics": {"source": "pods", "scrapeIntervalSeconds": 1},
+    }
+    api.create(DEPLOYMENT_PLURAL, flood)
+    servers: list[http.server.ThreadingHTTPServer] = []
+    with running_operator(cluster, [api.ns]):
+        pod = wait_for(
+            lambda: next(
+                (
+                    p
+                    for p in api.core.list_namespaced_pod(
+                        api.ns, label_selector="llm.trtllm-operator.dev/deployment=flood"
+                    ).items
+                    if p.status.pod_ip and p.status.phase == "Running"
+                ),
+                None,
+            ),
+            timeout=60,
+            desc="the serving pod runs with an IP",
+        )
+        server = http.server.ThreadingHTTPServer((pod.status.pod_ip, port), _Flood)
+        servers.append(server)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            wait_for(lambda: len(_Flood.sent) >= 3, timeout=60, desc="three scrapes of the flood")
+            # Each scrape was cut off near the operator's limit, far below the 100 MB offered.
+            assert max(_Flood.sent) < 16 * 2**20, _Flood.sent
+            decisions = (api.get(DEPLOYMENT_PLURAL, "flood").get("status") or {}).get("autoscaling") or {}
+            assert decisions.get("queueDepthPerReplica") is None  # no data: nothing was parsed
+            # Meanwhile the operator serves everything else: a new deployment rolls out.
+            api.create(DEPLOYMENT_PLURAL, a_deployment("other", "llama"))
+            wait_for(
+                lambda: (
+                    api.apps.list_namespaced_deployment(api.ns, field_selector="metadata.name=other").items
+                ),
+                timeout=30,
+                desc="another deployment reconciled during the flood",
+            )
+        finally:
+            for s in servers:
+                s.shutdown()
+                s.server_close()
+
+
+def test_a_config_json_with_1e18_layers_is_refused_and_the_operator_stays_responsive(
+    cluster: LocalCluster, api: Api, tmp_path: Path
+) -> None:
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    config = json.loads((HF_CONFIG_DIR / "meta-llama__Llama-3.1-8B-Instruct.json").read_text())
+    config["num_hidden_layers"] = 1e18
+    (configs / "evil__huge.json").write_text(json.dumps(config))
+    for name in ("meta-llama__Llama-3.1-8B-Instruct.json",):
+        (configs / name).write_text((HF_CONFIG_DIR / name).read_text())
+    huge = an_engine("huge")
+    huge["spec"]["model"]["source"] = "hf://evil/huge"
+    api.create(ENGINE_PLURAL, huge)
+    fine = an_engine("fine")
+    cache_artifact(api.core, api.ns, fine)
+    with running_operator(cluster, [api.ns], hf_config_dir=str(configs)):
+        cond = wait_for(lambda: api.ready_reason(ENGINE_PLURAL, "huge", "InvalidSpec"), timeout=60)
+        assert cond["message"].startswith("num_hidden_layers: 1000000000000000000 is larger than")
+        api.create(ENGINE_PLURAL, fine)
+        wait_for(
+            lambda: (api.get(ENGINE_PLURAL, "fine").get("status") or {}).get("phase") == "Ready",
+            timeout=30,
+            desc="another engine reconciled right after",
+        )
+    assert api.jobs() == []
+
+
+class _Counting(http.server.BaseHTTPRequestHandler):
+    hits: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        self.hits.append(self.path)
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b'{"status":"success","data":{"resultType":"vector","result":[]}}')
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_prometheus_url_outside_the_allowlist_is_never_fetched(cluster: LocalCluster, api: Api) -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Counting)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    engine = an_engine("llama")
+    cache_artifact(api.core, api.ns, engine)
+    api.create(ENGINE_PLURAL, engine)
+    body = a_deployment("ssrf", "llama")
+    body["spec"]["autoscaling"] = {
+        "enabled": True,
+        "minReplicas": 1,
+        "maxReplicas": 2,
+        "targets": {"queueDepthPerReplica": 4},
+        "metrics": {"source": "prometheus", "prometheusURL": url, "scrapeIntervalSeconds": 1},
+    }
+    api.create(DEPLOYMENT_PLURAL, body)
+    try:
+        with running_operator(cluster, [api.ns]):  # no allowed_prometheus_urls
+
+            def refused() -> dict[str, Any] | None:
+                c = api.condition(DEPLOYMENT_PLURAL, "ssrf", "ScalingActive")
+                return c if c and "not a URL the operator's admin allows" in c["message"] else None
+
+            cond = wait_for(refused, timeout=60, desc="ScalingActive says the URL is not allowed")
+            assert cond["status"] == "False"
+        assert _Counting.hits == [], "the operator fetched a URL the admin did not allow"
+    finally:
+        server.shutdown()
+        server.server_close()
