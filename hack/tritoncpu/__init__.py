@@ -152,7 +152,9 @@ class Server:
             if not self.alive():
                 raise TritonError(f"tritonserver (pid {self.pid}) exited:\n{self.log_tail()}")
             if time.monotonic() > deadline:
-                raise TritonError(f"tritonserver (pid {self.pid}) not ready after {timeout:.0f} s:\n{self.log_tail()}")
+                raise TritonError(
+                    f"tritonserver (pid {self.pid}) not ready after {timeout:.0f} s:\n{self.log_tail()}"
+                )
             time.sleep(0.25)
 
     def log_text(self) -> str:
@@ -185,32 +187,40 @@ def _pid_alive(pid: int) -> bool:
 
 
 def stop(pid: int, timeout: float = 30.0) -> bool:
-    """SIGTERM the server's process group (it was started in its own session: the server, its
-    Python stubs, ``mpirun`` ranks), SIGKILL what is left after ``timeout`` s. Returns True if it
-    had to kill."""
-    try:
-        os.killpg(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
+    """Stop what :func:`start` / :func:`run_launch_script` started: SIGTERM to the process that was
+    started in its own session (the launch script forwards it to ``mpirun``, which forwards it to
+    every rank), then SIGTERM to every process group left in that session (``mpirun`` gives ranks
+    their own groups), SIGKILL to what is left after ``timeout`` s. Only processes of that session
+    are touched. Returns True if it had to kill."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
+    signalled: set[int] = set()
     while time.monotonic() < deadline:
-        if not _group_alive(pid):
+        members = _session(pid)
+        if not members:
             return False
+        if not _pid_alive(pid) or time.monotonic() > deadline - timeout / 2:
+            for pgid in {g for _, g in members} - signalled:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pgid, signal.SIGTERM)
+                signalled.add(pgid)
         time.sleep(0.1)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGKILL)
+    for member, _ in _session(pid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(member, signal.SIGKILL)
     return True
 
 
-def _group_alive(pgid: int) -> bool:
+def _session(sid: int) -> list[tuple[int, int]]:
+    """(pid, process group) of the live processes of session ``sid``."""
+    out = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         with contextlib.suppress(OSError, IndexError, ValueError):
             fields = stat.read_text().rsplit(") ", 1)[1].split()
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                return True
-    return False
+            if int(fields[3]) == sid and fields[0] != "Z":
+                out.append((int(stat.parent.name), int(fields[2])))
+    return out
 
 
 def _spawn(argv: list[str], env: Mapping[str, str], log_path: Path, cwd: Path) -> subprocess.Popen[bytes]:
@@ -283,12 +293,16 @@ def localize(text: str, mounts: Mapping[str, str]) -> str:
     import re  # noqa: PLC0415
 
     pattern = re.compile(
-        r"(?<![\w./-])(" + "|".join(re.escape(m) for m in sorted(mounts, key=len, reverse=True)) + r")(?=[/\"'\s;:]|$)"
+        r"(?<![\w./-])("
+        + "|".join(re.escape(m) for m in sorted(mounts, key=len, reverse=True))
+        + r")(?=[/\"'\s;:]|$)"
     )
     return pattern.sub(lambda m: mounts[m.group(1)], text)
 
 
-def write_configmap(data: Mapping[str, str], items: Iterable[Mapping[str, object]], dest: Path, mounts: Mapping[str, str]) -> None:
+def write_configmap(
+    data: Mapping[str, str], items: Iterable[Mapping[str, object]], dest: Path, mounts: Mapping[str, str]
+) -> None:
     """Materialize a ConfigMap volume: each ``items`` entry (``key``, ``path``, ``mode``) from ``data``
     at ``dest/<path>``, with pod paths inside the files localized (what the pod reads at
     ``/artifact/...`` is under the artifact directory here)."""
@@ -311,6 +325,7 @@ def run_launch_script(
     work_dir: Path,
     launch_key: str = "launch.sh",
     log_path: Path | None = None,
+    extra_mounts: Mapping[str, str] | None = None,
 ) -> Server:
     """Run the operator's rendered ``launch.sh`` the way a serving pod runs it, on this machine.
 
@@ -323,6 +338,7 @@ def run_launch_script(
     plus :func:`environment_args` (backend directory, the pod's address). ``mpirun`` is the
     machine's Open MPI (``hack/ci-deps.sh`` installs it), exactly as the script calls it.
 
+    ``extra_mounts`` maps further paths (e.g. the ``serving_root`` the builder's packaged files name).
     Ports are the pod's: 8000/8001/8002 on ``address``. Returns the :class:`Server` of the script
     (its PID is the script's process group).
     """
@@ -332,11 +348,19 @@ def run_launch_script(
         shutil.rmtree(work)
     config, repository = work / "config", work / "model-repository"
     repository.mkdir(parents=True)
-    mounts = pod_mounts(artifact=Path(artifact).resolve(), config=config, repository=repository)
+    mounts = {
+        **pod_mounts(artifact=Path(artifact).resolve(), config=config, repository=repository),
+        **(extra_mounts or {}),
+    }
     write_configmap(configmap_data, volume_items, config, mounts)
     script = config / launch_key
     if not script.exists():
         raise TritonError(f"the ConfigMap has no {launch_key}")
+    if "mpirun " in script.read_text() and shutil.which("mpirun") is None:
+        raise TritonError(
+            f"{launch_key} runs mpirun (tensor/pipeline parallelism > 1) and this machine has none: "
+            "install Open MPI (hack/ci-deps.sh as root, or apt-get install openmpi-bin)"
+        )
     backends = backend_directory(rt, work)
     env = server_env(rt)
     env["PATH"] = f"{POD_BIN}:{env['PATH']}"

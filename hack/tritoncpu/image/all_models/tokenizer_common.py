@@ -1,7 +1,5 @@
 """Shared by the stand-ins of the image's pre/post-processing and BLS models (see their model.py)."""
 
-# ruff: noqa: N999
-
 from __future__ import annotations
 
 import numpy as np

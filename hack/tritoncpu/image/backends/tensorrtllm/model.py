@@ -37,7 +37,7 @@ TensorRT-LLM ``triton_backend/``), and what does not:
   the build limits from ``<artifact>/manifest.json``.
 """
 
-# ruff: noqa: N999, PLR0915
+# ruff: noqa: PLR0917 - one callback per request closes over its request's state
 
 from __future__ import annotations
 
@@ -122,6 +122,7 @@ class TritonPythonModel:
         self.decoupled = pb_utils.using_decoupled_model_transaction_policy(mc)
         self.exclude_input_default = _bool(_param(mc, "exclude_input_in_output"), False)
         self.stats_period = int(_param(mc, "stats_check_period_ms", "100")) / 1000.0
+        self.cancel_period = int(_param(mc, "cancellation_check_period_ms", "100")) / 1000.0
         engine_dir = _param(mc, "gpt_model_path")
         if not engine_dir:
             raise pb_utils.TritonModelException("parameter gpt_model_path is not set")
@@ -130,7 +131,8 @@ class TritonPythonModel:
         manifest_path = os.path.join(artifact, "manifest.json")
         if not os.path.isdir(checkpoint):
             raise pb_utils.TritonModelException(
-                f"{checkpoint}: no TensorRT-LLM checkpoint next to gpt_model_path {engine_dir}; the CPU stand-in "
+                f"{checkpoint}: no TensorRT-LLM checkpoint next to gpt_model_path {engine_dir}; "
+                "the CPU stand-in "
                 "serves the builder's checkpoint (a compiled engine needs the GPU backend)"
             )
         manifest = {}
@@ -188,24 +190,33 @@ class TritonPythonModel:
         # Names, descriptions, category labels and sub-labels: custom_metrics_reporter.cc (v0.19.0).
         self.families = {
             "request": self._family(
-                "nv_trt_llm_request_metrics", "TRT LLM request metrics", "request_type",
+                "nv_trt_llm_request_metrics",
+                "TRT LLM request metrics",
+                "request_type",
                 ("active", "max", "scheduled", "context", "waiting"),
             ),
             "memory": self._family(
-                "nv_trt_llm_runtime_memory_metrics", "TRT LLM runtime memory metrics", "memory_type",
+                "nv_trt_llm_runtime_memory_metrics",
+                "TRT LLM runtime memory metrics",
+                "memory_type",
                 ("cpu", "gpu", "pinned"),
             ),
             "kv": self._family(
-                "nv_trt_llm_kv_cache_block_metrics", "TRT LLM KV cache block metrics", "kv_cache_block_type",
+                "nv_trt_llm_kv_cache_block_metrics",
+                "TRT LLM KV cache block metrics",
+                "kv_cache_block_type",
                 ("max", "free", "used", "tokens_per", "reused", "fraction"),
             ),
             "ifb": self._family(
-                "nv_trt_llm_inflight_batcher_metrics", "TRT LLM inflight_batcher-specific metrics",
+                "nv_trt_llm_inflight_batcher_metrics",
+                "TRT LLM inflight_batcher-specific metrics",
                 "inflight_batcher_specific_metric",
                 ("total_context_tokens", "generation_requests", "micro_batch_id", "paused_requests"),
             ),
             "general": self._family(
-                "nv_trt_llm_general_metrics", "General TRT LLM metrics", "general_type",
+                "nv_trt_llm_general_metrics",
+                "General TRT LLM metrics",
+                "general_type",
                 ("timestamp", "iteration_counter"),
             ),
         }
@@ -222,17 +233,26 @@ class TritonPythonModel:
             s = self.executor.stats
             values = {
                 "request": {
-                    "active": s.active, "max": s.max_active, "scheduled": s.scheduled,
-                    "context": s.context, "waiting": s.waiting,
+                    "active": s.active,
+                    "max": s.max_active,
+                    "scheduled": s.scheduled,
+                    "context": s.context,
+                    "waiting": s.waiting,
                 },
                 "memory": {"cpu": self._rss_bytes(), "gpu": 0, "pinned": 0},
                 "kv": {
-                    "max": s.kv_max, "free": s.kv_free, "used": s.kv_used,
-                    "tokens_per": s.kv_tokens_per_block, "reused": s.kv_reused, "fraction": s.kv_fraction,
+                    "max": s.kv_max,
+                    "free": s.kv_free,
+                    "used": s.kv_used,
+                    "tokens_per": s.kv_tokens_per_block,
+                    "reused": s.kv_reused,
+                    "fraction": s.kv_fraction,
                 },
                 "ifb": {
-                    "total_context_tokens": s.context_tokens, "generation_requests": s.generation,
-                    "micro_batch_id": 0, "paused_requests": s.paused,
+                    "total_context_tokens": s.context_tokens,
+                    "generation_requests": s.generation,
+                    "micro_batch_id": 0,
+                    "paused_requests": s.paused,
                 },
                 # Timestamp: microseconds since the epoch (convertTimestampToMicroseconds).
                 "general": {"timestamp": int(s.timestamp * 1e6), "iteration_counter": s.iteration},
@@ -246,7 +266,9 @@ class TritonPythonModel:
     def _parse(self, request):
         for name in UNSUPPORTED_INPUTS:
             if pb_utils.get_input_tensor_by_name(request, name) is not None:
-                raise ValueError(f"input {name!r} is not supported by the CPU stand-in of the TensorRT-LLM engine")
+                raise ValueError(
+                    f"input {name!r} is not supported by the CPU stand-in of the TensorRT-LLM engine"
+                )
         beam = _scalar(request, "beam_width", 1, int)
         if beam != 1:
             raise ValueError(f"beam_width {beam}: the CPU stand-in decodes with beam width 1 only")
@@ -283,7 +305,9 @@ class TritonPythonModel:
         )
         streaming = _scalar(request, "streaming", False, bool)
         if streaming and not self.decoupled:
-            raise ValueError("streaming=true needs a decoupled model (model_transaction_policy { decoupled: true })")
+            raise ValueError(
+                "streaming=true needs a decoupled model (model_transaction_policy { decoupled: true })"
+            )
         exclude = _scalar(request, "exclude_input_in_output", self.exclude_input_default, bool)
         return prompt, sampling, streaming, exclude
 
@@ -342,38 +366,39 @@ class TritonPythonModel:
                 continue
             names = list(request.requested_output_names())
             self._track(request, sender, names, prompt, sampling, streaming, exclude)
-        return None
 
     def _track(self, request, sender, names, prompt, sampling, streaming, exclude):
+        # A request's response factory is freed once its final response is sent: checking
+        # is_cancelled() after that crashes the server, so the final send and the check share a lock.
+        lock = threading.Lock()
+        state = {"done": False}
+
         def on_result(result):
             if result.error:
-                sender.send(
-                    pb_utils.InferenceResponse(error=pb_utils.TritonError(result.error)),
-                    flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+                response = pb_utils.InferenceResponse(error=pb_utils.TritonError(result.error))
+            else:
+                response = pb_utils.InferenceResponse(
+                    output_tensors=self._tensors(names, prompt, result, streaming, exclude)
                 )
+            if not result.finished and not result.error:
+                sender.send(response)
                 return
-            response = pb_utils.InferenceResponse(
-                output_tensors=self._tensors(names, prompt, result, streaming, exclude)
-            )
-            flags = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if result.finished else 0
-            sender.send(response, flags=flags)
+            with lock:
+                state["done"] = True
+                sender.send(response, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 
         req = self.executor.submit(prompt, sampling, streaming, on_result)
-        if hasattr(request, "is_cancelled"):
-            self._watch_cancel(request, req)
 
-    def _watch_cancel(self, request, req):
-        # The C++ backend polls cancellations every cancellation_check_period_ms; the stand-in checks
-        # a request's flag when it is scheduled (Executor) after this thread marks it.
+        # The C++ backend polls cancellations every cancellation_check_period_ms.
         def watch():
-            while req.seq.blocks is not None and not req.cancelled:
-                if request.is_cancelled():
-                    self.executor.cancel(req)
-                    return
-                if req in self.executor.active or req in self.executor.queue:
-                    time.sleep(0.1)
-                    continue
-                return
+            while True:
+                time.sleep(self.cancel_period)
+                with lock:
+                    if state["done"]:
+                        return
+                    if request.is_cancelled():
+                        self.executor.cancel(req)
+                        return
 
         threading.Thread(target=watch, daemon=True).start()
 

@@ -229,7 +229,9 @@ def _dequant(
         act = ("fp8", asf) if asf is not None else None
     elif w.dtype in (torch.uint8, torch.int8) and ("AWQ" in algo or (wsf is not None and wsf.dim() == 2)):
         if "NVFP4" in algo:
-            raise StandInError("NVFP4 checkpoints are not served by the CPU stand-in (none can be built here)")
+            raise StandInError(
+                "NVFP4 checkpoints are not served by the CPU stand-in (none can be built here)"
+            )
         if wsf is None:
             raise StandInError(f"{prefix}weight is INT4 without {names['wsf']}")
         q = unpack_int4(w)
@@ -274,7 +276,10 @@ def load_trtllm_checkpoint(path: str) -> Weights:
     mapping = cfg.get("mapping") or {}
     tp, pp = int(mapping.get("tp_size", 1)), int(mapping.get("pp_size", 1))
     quant = cfg.get("quantization") or {}
-    heads, kv_heads = int(cfg["num_attention_heads"]), int(cfg.get("num_key_value_heads") or cfg["num_attention_heads"])
+    heads, kv_heads = (
+        int(cfg["num_attention_heads"]),
+        int(cfg.get("num_key_value_heads") or cfg["num_attention_heads"]),
+    )
     hidden = int(cfg["hidden_size"])
     head_dim = int(cfg.get("head_size") or hidden // heads)
     config = ModelConfig(
@@ -326,7 +331,9 @@ def load_trtllm_checkpoint(path: str) -> Weights:
                 )
                 v_s = _scalar(t0.get(pre + "attention.v_cache_scaling_factor")) or k_s
                 if k_s is None or v_s is None:
-                    raise StandInError(f"{pre}attention: KV cache {config.kv_cache_quant_algo} without scales")
+                    raise StandInError(
+                        f"{pre}attention: KV cache {config.kv_cache_quant_algo} without scales"
+                    )
                 kv_scales = (k_s, v_s)
             layers.append(
                 Layer(
@@ -346,7 +353,9 @@ def load_trtllm_checkpoint(path: str) -> Weights:
             )
             local += 1
     if len(layers) != config.num_layers:
-        raise StandInError(f"{path}: found {len(layers)} layers in the rank files, config says {config.num_layers}")
+        raise StandInError(
+            f"{path}: found {len(layers)} layers in the rank files, config says {config.num_layers}"
+        )
     first, last = ranks[0], ranks[-1]
     embed = torch.cat([t.get("transformer.vocab_embedding.weight").float() for t in first], 0)  # type: ignore[union-attr]
     lm_head = torch.cat([t.get("lm_head.weight").float() for t in last], 0)  # type: ignore[union-attr]
@@ -357,7 +366,8 @@ def load_trtllm_checkpoint(path: str) -> Weights:
         layers,
         last[0].get("transformer.ln_f.weight").float(),  # type: ignore[union-attr]
         lm_head[:vocab],
-        source=f"TensorRT-LLM checkpoint {path} (tp {tp}, pp {pp}, quant_algo {algo}, kv {config.kv_cache_quant_algo})",
+        source=f"TensorRT-LLM checkpoint {path} (tp {tp}, pp {pp}, quant_algo {algo}, "
+        f"kv {config.kv_cache_quant_algo})",
     )
 
 
@@ -401,8 +411,12 @@ def load_hf_checkpoint(path: str) -> Weights:
         pre = f"model.layers.{i}."
         kv_scales = None
         if kv_algo:
-            k_s = _scalar(t.get(pre + "self_attn.k_proj.k_scale")) or _scalar(t.get(pre + "self_attn.k_scale"))
-            v_s = _scalar(t.get(pre + "self_attn.v_proj.v_scale")) or _scalar(t.get(pre + "self_attn.v_scale"))
+            k_s = _scalar(t.get(pre + "self_attn.k_proj.k_scale")) or _scalar(
+                t.get(pre + "self_attn.k_scale")
+            )
+            v_s = _scalar(t.get(pre + "self_attn.v_proj.v_scale")) or _scalar(
+                t.get(pre + "self_attn.v_scale")
+            )
             if k_s is not None and v_s is not None:
                 # ModelOpt exports k_scale / v_scale as amax / maxbound (_KV_CACHE_REPLACEMENTS).
                 kv_scales = (k_s, v_s)
@@ -442,7 +456,9 @@ def load_checkpoint(path: str) -> Weights:
         return load_trtllm_checkpoint(path)
     if os.path.isfile(os.path.join(path, "config.json")):
         return load_hf_checkpoint(path)
-    raise StandInError(f"{path}: neither a TensorRT-LLM checkpoint (rank0.safetensors) nor a Hugging Face one")
+    raise StandInError(
+        f"{path}: neither a TensorRT-LLM checkpoint (rank0.safetensors) nor a Hugging Face one"
+    )
 
 
 # --------------------------------------------------------------------------------------- model
@@ -617,7 +633,12 @@ class Result:
 
 class Request:
     def __init__(
-        self, rid: int, prompt: list[int], sampling: SamplingConfig, streaming: bool, on_result: Callable[[Result], None]
+        self,
+        rid: int,
+        prompt: list[int],
+        sampling: SamplingConfig,
+        streaming: bool,
+        on_result: Callable[[Result], None],
     ) -> None:
         self.rid = rid
         self.seq = Sequence(prompt)
@@ -704,8 +725,12 @@ class Executor:
         self.queue: deque[Request] = deque()
         self.active: list[Request] = []
         self.cond = threading.Condition()
-        self.stats = IterationStats(max_active=max_num_active, kv_max=pool.max_blocks, kv_free=pool.max_blocks,
-                                    kv_tokens_per_block=pool.tokens_per_block)
+        self.stats = IterationStats(
+            max_active=max_num_active,
+            kv_max=pool.max_blocks,
+            kv_free=pool.max_blocks,
+            kv_tokens_per_block=pool.tokens_per_block,
+        )
         self._stop = False
         self._next = 0
         self.thread = threading.Thread(target=self._loop, name="standin-executor", daemon=True)
@@ -727,12 +752,22 @@ class Executor:
                 f"exceeds max_seq_len ({self.max_seq_len})"
             )
         if self.max_num_tokens is not None and len(prompt) > self.max_num_tokens:
-            return f"prompt length {len(prompt)} exceeds max_num_tokens {self.max_num_tokens} (chunked context off)"
+            return (
+                f"prompt length {len(prompt)} exceeds max_num_tokens {self.max_num_tokens} "
+                "(chunked context off)"
+            )
         if self.pool.blocks_for(total) > self.pool.max_blocks:
-            return f"the request needs {self.pool.blocks_for(total)} KV blocks; the pool holds {self.pool.max_blocks}"
+            need = self.pool.blocks_for(total)
+            return f"the request needs {need} KV blocks; the pool holds {self.pool.max_blocks}"
         return None
 
-    def submit(self, prompt: list[int], sampling: SamplingConfig, streaming: bool, on_result: Callable[[Result], None]) -> Request:
+    def submit(
+        self,
+        prompt: list[int],
+        sampling: SamplingConfig,
+        streaming: bool,
+        on_result: Callable[[Result], None],
+    ) -> Request:
         with self.cond:
             self._next += 1
             req = Request(self._next, prompt, sampling, streaming, on_result)
@@ -802,7 +837,7 @@ class Executor:
                     req.first_scheduled_ns = now
                 try:
                     self._advance(req)
-                except Exception as exc:  # noqa: BLE001 - report to the request, keep serving
+                except Exception as exc:
                     self.log(f"stand-in: request {req.rid} failed: {exc!r}")
                     self._finish(req, error=str(exc))
 
@@ -923,7 +958,9 @@ def kv_pool_blocks(
     docs/reference/tensorrt-llm.md §4.3; the plan computed the fraction's tokens for the target GPU)."""
     limits = [t for t in (plan_max_kv_tokens, max_tokens_in_paged_kv_cache) if t]
     if not limits:
-        raise StandInError("no KV-cache size: neither the plan's max_kv_tokens nor max_tokens_in_paged_kv_cache")
+        raise StandInError(
+            "no KV-cache size: neither the plan's max_kv_tokens nor max_tokens_in_paged_kv_cache"
+        )
     return max(1, min(limits) // tokens_per_block)
 
 

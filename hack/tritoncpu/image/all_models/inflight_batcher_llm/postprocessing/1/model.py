@@ -7,8 +7,6 @@ packages: ``TOKENS_BATCH`` ``[batch, beam, tokens]`` and ``SEQUENCE_LENGTH`` ``[
 artifact's Hugging Face tokenizer (``skip_special_tokens`` parameter, default true).
 """
 
-# ruff: noqa: N999
-
 from __future__ import annotations
 
 import json
@@ -19,7 +17,7 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tokenizer_common import flag, load_tokenizer  # noqa: E402
+from tokenizer_common import flag, load_tokenizer
 
 
 class TritonPythonModel:
@@ -38,8 +36,9 @@ class TritonPythonModel:
             lengths = lengths.reshape(tokens.shape[0], tokens.shape[1])
             texts = [
                 [
-                    self.tokenizer.decode(tokens[b, k, : lengths[b, k]].tolist(),
-                                          skip_special_tokens=self.skip_special_tokens).encode("utf-8")
+                    self.tokenizer.decode(
+                        tokens[b, k, : lengths[b, k]].tolist(), skip_special_tokens=self.skip_special_tokens
+                    ).encode("utf-8")
                     for k in range(tokens.shape[1])
                 ]
                 for b in range(tokens.shape[0])

@@ -11,8 +11,6 @@ given), ``OUT_END_ID`` / ``OUT_PAD_ID`` from the request or the tokenizer's eos 
 Multimodal inputs are refused.
 """
 
-# ruff: noqa: N999
-
 from __future__ import annotations
 
 import json
@@ -23,7 +21,7 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tokenizer_common import flag, load_tokenizer, word_list  # noqa: E402
+from tokenizer_common import flag, load_tokenizer, word_list
 
 MULTIMODAL = ("IMAGE_BYTES", "IMAGE_URL", "IMAGES", "VIDEO_BYTES")
 
@@ -37,12 +35,18 @@ class TritonPythonModel:
         self.end_id = tok.encode(tok.eos_token, add_special_tokens=False)[0]
         self.pad_id = tok.encode(tok.pad_token, add_special_tokens=False)[0]
         self.vocab = len(tok)
-        self.outputs = {o["name"]: pb_utils.triton_string_to_numpy(o["data_type"]) for o in self.model_config["output"]}
+        self.outputs = {
+            o["name"]: pb_utils.triton_string_to_numpy(o["data_type"]) for o in self.model_config["output"]
+        }
 
     def _encode(self, texts):
         ids = [
-            np.array(self.tokenizer.encode(t.decode() if isinstance(t, bytes) else str(t),
-                                           add_special_tokens=self.add_special_tokens), dtype=np.int32)
+            np.array(
+                self.tokenizer.encode(
+                    t.decode() if isinstance(t, bytes) else str(t), add_special_tokens=self.add_special_tokens
+                ),
+                dtype=np.int32,
+            )
             for t in texts
         ]
         lengths = np.array([[len(i)] for i in ids], dtype=np.int32)
@@ -105,7 +109,9 @@ class TritonPythonModel:
         }
         extra = get("PROMPT_TABLE_EXTRA_ID")
         if extra is not None:
-            values["OUT_PROMPT_TABLE_EXTRA_IDS"] = np.where(input_id >= self.vocab, extra.reshape(batch, 1), 0)
+            values["OUT_PROMPT_TABLE_EXTRA_IDS"] = np.where(
+                input_id >= self.vocab, extra.reshape(batch, 1), 0
+            )
         return [
             pb_utils.Tensor(name, np.asarray(value).astype(self.outputs[name]))
             for name, value in values.items()

@@ -25,8 +25,6 @@ Engine: :mod:`standin_engine` over the unified checkpoint (dequantized), tokens 
 artifact's plan.
 """
 
-# ruff: noqa: N999
-
 from __future__ import annotations
 
 import json
@@ -55,13 +53,17 @@ class TritonPythonModel:
         self.model_config = json.loads(args["model_config"])
         rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
         if rank > 0:
-            pb_utils.Logger.log_info(f"stand-in rank {rank}: waiting for the leader, as upstream's non-zero ranks do")
+            pb_utils.Logger.log_info(
+                f"stand-in rank {rank}: waiting for the leader, as upstream's non-zero ranks do"
+            )
             threading.Event().wait()
         import standin_engine as se  # noqa: PLC0415 - torch loads after the rank check
         from transformers import AutoTokenizer  # noqa: PLC0415
 
         self.se = se
-        path = os.environ.get("LLM_CONFIG_PATH") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "model.yaml")
+        path = os.environ.get("LLM_CONFIG_PATH") or os.path.join(
+            os.path.dirname(os.path.abspath(__file__)), "model.yaml"
+        )
         with open(path, encoding="utf-8") as f:
             doc = yaml.safe_load(f) or {}
         self.decoupled = bool((doc.get("triton_config") or {}).get("decoupled", False))
@@ -85,7 +87,9 @@ class TritonPythonModel:
             max_tokens_in_paged_kv_cache=kv.get("max_tokens"),
         )
         max_batch = int(doc.get("max_batch_size") or limits.get("max_batch_size") or 2048)
-        policy = str((doc.get("scheduler_config") or {}).get("capacity_scheduler_policy", "GUARANTEED_NO_EVICT")).lower()
+        policy = str(
+            (doc.get("scheduler_config") or {}).get("capacity_scheduler_policy", "GUARANTEED_NO_EVICT")
+        ).lower()
         self.pool = se.BlockPool(blocks, tokens_per_block)
         self.executor = se.Executor(
             weights,
@@ -97,9 +101,12 @@ class TritonPythonModel:
             policy=policy,
             log=pb_utils.Logger.log_error,
         )
-        self.output_dtype = {o["name"]: pb_utils.triton_string_to_numpy(o["data_type"]) for o in self.model_config["output"]}
+        self.output_dtype = {
+            o["name"]: pb_utils.triton_string_to_numpy(o["data_type"]) for o in self.model_config["output"]
+        }
         pb_utils.Logger.log_info(
-            f"{se.STANDIN_DESCRIPTION} (LLM-API model). {weights.source}; loaded in {time.monotonic() - t0:.2f} s; "
+            f"{se.STANDIN_DESCRIPTION} (LLM-API model). {weights.source}; "
+            f"loaded in {time.monotonic() - t0:.2f} s; "
             f"max_batch_size {max_batch}, KV pool {blocks} blocks × {tokens_per_block} tokens, decoupled "
             f"(model.yaml triton_config) {self.decoupled}"
         )
@@ -110,9 +117,10 @@ class TritonPythonModel:
             try:
                 self._submit(request, sender)
             except (ValueError, TypeError, pb_utils.TritonModelException) as exc:
-                sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc))),
-                            flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-        return None
+                sender.send(
+                    pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc))),
+                    flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+                )
 
     def _submit(self, request, sender):
         text = pb_utils.get_input_tensor_by_name(request, "text_input")
@@ -128,7 +136,9 @@ class TritonPythonModel:
         stop_words = []
         if stop_t is not None:
             for s in stop_t.as_numpy().reshape(-1):
-                ids = self.tokenizer.encode(s.decode() if isinstance(s, bytes) else str(s), add_special_tokens=False)
+                ids = self.tokenizer.encode(
+                    s.decode() if isinstance(s, bytes) else str(s), add_special_tokens=False
+                )
                 if ids:
                     stop_words.append(ids)
         sampling = self.se.SamplingConfig(
@@ -152,14 +162,25 @@ class TritonPythonModel:
 
         def on_result(result):
             if result.error:
-                sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(result.error)),
-                            flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                sender.send(
+                    pb_utils.InferenceResponse(error=pb_utils.TritonError(result.error)),
+                    flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+                )
                 return
             generated = self.tokenizer.decode(result.all_output_tokens, skip_special_tokens=True)
-            out = [pb_utils.Tensor("text_output", np.asarray([generated.encode("utf-8")], dtype=self.output_dtype["text_output"]))]
+            out = [
+                pb_utils.Tensor(
+                    "text_output",
+                    np.asarray([generated.encode("utf-8")], dtype=self.output_dtype["text_output"]),
+                )
+            ]
             if result.finished:
                 reason = "length" if len(result.all_output_tokens) >= max_tokens else "stop"
-                extra = {"finish_reason": reason, "stop_reason": "None", "cumulative_logprob": sum(result.log_probs)}
+                extra = {
+                    "finish_reason": reason,
+                    "stop_reason": "None",
+                    "cumulative_logprob": sum(result.log_probs),
+                }
                 for name, wanted in want.items():
                     if wanted and name in self.output_dtype:
                         dtype = self.output_dtype[name]
