@@ -274,16 +274,23 @@ def start(
 
 
 # ------------------------------------------------------------------------------------ launch.sh
-#: Pod mount path → what stands in for it on this machine (see run_launch_script).
 def pod_mounts(*, artifact: Path, config: Path, repository: Path) -> dict[str, str]:
-    """The serving pod's mount paths (``trtllm_operator.render.serving``: ``/artifact``,
-    ``/etc/trtllm-operator``, ``/model-repository``) and the image's ``/app/all_models``, mapped to
-    directories here."""
+    """The serving pod's mount paths and the image's model-code directory, mapped to directories
+    here. The paths come from their one home, ``trtllm_operator.render.serving`` (imported here:
+    only the tests and the demo, which run in the project virtualenv, lay out pods)."""
+    from trtllm_operator.render.serving import (  # noqa: PLC0415
+        ARTIFACT_MOUNT,
+        CONFIG_MOUNT,
+        IMAGE_TEMPLATES,
+        MODEL_REPOSITORY,
+    )
+
+    images = {str(Path(p).parent) for p in IMAGE_TEMPLATES.values()}  # /app/all_models
     return {
-        "/model-repository": str(repository),
-        "/etc/trtllm-operator": str(config),
-        "/app/all_models": str(IMAGE_ALL_MODELS),
-        "/artifact": str(artifact),
+        MODEL_REPOSITORY: str(repository),
+        CONFIG_MOUNT: str(config),
+        ARTIFACT_MOUNT: str(artifact),
+        **dict.fromkeys(images, str(IMAGE_ALL_MODELS)),
     }
 
 
