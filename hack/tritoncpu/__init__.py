@@ -48,6 +48,8 @@ POD_BIN = Path(__file__).resolve().parent / "podbin"
 TRITON_VERSION = "2.51.0"
 #: Seconds Triton waits for in-flight requests and model unloads at exit (``--exit-timeout-secs``).
 EXIT_TIMEOUT_SECS = 5
+#: Seconds the Python backend waits for a stub to start (``stub-timeout-seconds``, default 30).
+STUB_TIMEOUT_SECS = 180
 
 
 class TritonError(RuntimeError):
@@ -100,14 +102,18 @@ def backend_directory(rt: Path, work: Path) -> Path:
 
 
 def environment_args(backends: Path, address: str) -> list[str]:
-    """What this machine adds to the pod's own ``tritonserver`` arguments: the backend directory and
-    the pod's address (a pod has its own network namespace; here a loopback address stands in)."""
+    """What this machine adds to the pod's own ``tritonserver`` arguments: the backend directory, the
+    pod's address (a pod has its own network namespace; here a loopback address stands in), exit
+    and stub start-up timeouts."""
     return [
         f"--backend-directory={backends}",
         f"--http-address={address}",
         f"--grpc-address={address}",
         f"--metrics-address={address}",
         f"--exit-timeout-secs={EXIT_TIMEOUT_SECS}",
+        # A shared 2-core machine can take longer than the default 30 s to start a stub that
+        # imports PyTorch; the stub's handshake then fails with boost::interprocess::lock_exception.
+        f"--backend-config=python,stub-timeout-seconds={STUB_TIMEOUT_SECS}",
     ]
 
 
