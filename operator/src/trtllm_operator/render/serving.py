@@ -240,7 +240,7 @@ def launch_script(params: ServingParams, models: Sequence[str] | None = None) ->
         "trap 'kill -TERM $mpi 2>/dev/null || true' TERM INT",
         "seen=0",
         'while kill -0 "$mpi" 2>/dev/null; do',
-        "  alive=$(pgrep -c -x -P \"$mpi\" tritonserver || true)",
+        '  alive=$(pgrep -c -x -P "$mpi" tritonserver || true)',
         '  if [ "$alive" -ge "$world_size" ]; then seen=1; fi',
         '  if [ "$seen" = 1 ] && [ "$alive" -lt "$world_size" ]; then',
         '    echo "a tritonserver rank exited ($alive of $world_size alive): stopping the replica" >&2',
