@@ -282,10 +282,11 @@ def start(
 # ------------------------------------------------------------------------------------ launch.sh
 def pod_mounts(*, artifact: Path, config: Path, repository: Path) -> dict[str, str]:
     """The serving pod's mount paths and the image's model-code directory, mapped to directories
-    here. The paths come from their one home, ``trtllm_operator.render.serving`` (imported here:
+    here. The paths come from their homes in ``trtllm_operator`` (``render.serving``,
+    ``decide.serving_params``; imported here:
     only the tests and the demo, which run in the project virtualenv, lay out pods)."""
+    from trtllm_operator.decide.serving_params import ARTIFACT_MOUNT  # noqa: PLC0415
     from trtllm_operator.render.serving import (  # noqa: PLC0415
-        ARTIFACT_MOUNT,
         CONFIG_MOUNT,
         IMAGE_TEMPLATES,
         MODEL_REPOSITORY,

@@ -48,9 +48,9 @@ from engine_builder.pipeline import Options, run
 from engine_builder.spec import BuildSpec
 from engine_builder.tinymodel import make_tiny_model
 from engine_builder.triton import render_trtllm_repository
-from trtllm_operator.decide.engine import PreparedEngine, prepare_engine
+from trtllm_operator.decide.engine_spec import PreparedEngine, prepare_engine
+from trtllm_operator.decide.serving_params import ARTIFACT_MOUNT, serving_params
 from trtllm_operator.render.model_repository import desired_model_repository, volume_items
-from trtllm_operator.render.serving import ARTIFACT_MOUNT, serving_params
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "hack"))
