@@ -188,9 +188,11 @@ def launch_script(params: ServingParams, models: Sequence[str] | None = None) ->
     """The container's main process (``bash launch.sh``), as text.
 
     1. Assemble the model repository in an emptyDir, per rendered model (``models``, default
-       :data:`MODELS` of the backend): its version directory ``1/`` (the Python models' ``model.py``,
-       which must match the image's TensorRT-LLM) from the artifact's ``triton/`` pieces, else from
-       the image's own ``all_models`` copy; then the operator's rendered config files on top. Only
+       :data:`MODELS` of the backend): its version directory ``1/`` from the image's own
+       ``all_models`` copy (the Python models' ``model.py``, which must match the image's
+       TensorRT-LLM), then the artifact's ``triton/`` pieces on top (code the builder bundled when
+       it ran in that image wins; an artifact built elsewhere carries only ``1/.gitkeep`` and must
+       not hide the image's ``model.py``), then the operator's rendered config files. Only
        models the operator rendered are served — never an unfilled template of the image.
     2. World size 1: ``exec tritonserver`` — Triton is the main process.
     3. Otherwise run ``mpirun`` in the background and wait on it. SIGTERM is forwarded (Open MPI
@@ -210,9 +212,9 @@ def launch_script(params: ServingParams, models: Sequence[str] | None = None) ->
         f"repo={MODEL_REPOSITORY}",
         f"for m in {' '.join(sorted(models or MODELS[params.backend]))}; do",
         '  mkdir -p "$repo/$m/1"',
-        f'  if [ -d "{ARTIFACT_MODEL_REPOSITORY}/$m/1" ]; then src="{ARTIFACT_MODEL_REPOSITORY}/$m/1";',
-        f'  else src="{templates}/$m/1"; fi',
-        '  if [ -d "$src" ]; then cp -rL "$src/." "$repo/$m/1/"; fi',
+        f'  for src in "{templates}/$m/1" "{ARTIFACT_MODEL_REPOSITORY}/$m/1"; do',
+        '    if [ -d "$src" ]; then cp -rL "$src/." "$repo/$m/1/"; fi',
+        "  done",
         "done",
         f'cp -rL "{CONFIG_MOUNT}/model-repository/." "$repo/"',
         'if grep -rl --include=config.pbtxt --include=model.yaml "\\${" "$repo"; then',
@@ -238,7 +240,7 @@ def launch_script(params: ServingParams, models: Sequence[str] | None = None) ->
         "trap 'kill -TERM $mpi 2>/dev/null || true' TERM INT",
         "seen=0",
         'while kill -0 "$mpi" 2>/dev/null; do',
-        "  alive=$(pgrep -c -x tritonserver || true)",
+        '  alive=$(pgrep -c -x -P "$mpi" tritonserver || true)',
         '  if [ "$alive" -ge "$world_size" ]; then seen=1; fi',
         '  if [ "$seen" = 1 ] && [ "$alive" -lt "$world_size" ]; then',
         '    echo "a tritonserver rank exited ($alive of $world_size alive): stopping the replica" >&2',
