@@ -113,7 +113,7 @@ class Settings(BaseModel):
     hf_config_fetch: bool = Field(
         default=False,
         description="Fetch config.json of public hf:// models from the Hugging Face Hub (no token: the "
-        "operator never reads Secrets) when it is not in hf_config_dir.",
+        "operator never reads Secret values) when it is not in hf_config_dir.",
     )
     pvc_storage_class: str | None = Field(
         default=None,

@@ -159,8 +159,10 @@ Conditions = Annotated[
 
 
 class SecretKeyRef(ApiModel):
-    """A key in a Secret in the object's namespace. The operator never reads the Secret itself: it
-    mounts or injects it into the pods that need it."""
+    """A key in a Secret in the object's namespace, which must carry the label
+    llm.trtllm-operator.dev/usable-by-llm-resources=true (set by whoever controls the Secret). The
+    operator reads only the Secret's metadata; the kubelet injects the value into the pods that
+    need it."""
 
     name: ObjectName = Field(description="Name of the Secret, in the same namespace.")
     key: str = Field(

@@ -216,7 +216,8 @@ class MetricsSpec(ApiModel):
         alias="prometheusURL",
         max_length=512,
         pattern=r"^https?://",
-        description="Prometheus base URL, e.g. http://prometheus-operated.monitoring:9090.",
+        description="Prometheus base URL, e.g. http://prometheus-operated.monitoring:9090; must start "
+        "with one of the operator's allowedPrometheusURLs (the operator pod queries it).",
     )
     scrape_interval_seconds: int = Field(
         default=15, ge=1, le=600, description="Seconds between metric reads."

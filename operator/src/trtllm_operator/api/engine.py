@@ -123,7 +123,8 @@ class ModelSpec(ApiModel):
         default=None,
         description="Secret key holding the Hugging Face token (hf://) or, for s3://, a Secret whose "
         "keys AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are injected (key names the access key id). "
-        "Injected into the builder pod only.",
+        "Injected into the builder pod only. The Secret must be labelled "
+        "llm.trtllm-operator.dev/usable-by-llm-resources=true (docs/security.md).",
     )
 
 
@@ -531,11 +532,13 @@ class S3Storage(ApiModel):
         default=None,
         max_length=512,
         pattern=r"^https?://",
-        description="Endpoint URL for non-AWS S3 (MinIO, Ceph), e.g. http://minio.storage:9000.",
+        description="Endpoint URL for non-AWS S3 (MinIO, Ceph), e.g. http://minio.storage:9000; must be "
+        "one of the operator's allowedS3Endpoints.",
     )
     credentials_secret_ref: SecretKeyRef | None = Field(
         default=None,
-        description="Secret with AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY keys; unset = pod identity.",
+        description="Secret with AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY keys, labelled "
+        "llm.trtllm-operator.dev/usable-by-llm-resources=true; unset = pod identity.",
     )
 
 
