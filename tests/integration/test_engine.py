@@ -212,10 +212,8 @@ def condition(engine: dict[str, Any], type_: str) -> dict[str, Any]:
 def api(cluster: LocalCluster, namespace: str) -> Api:
     a = Api(cluster, namespace)
     # The Hugging Face token Secret the engines reference, marked usable by LLM resources.
-    a.core.create_namespaced_secret(
-        namespace,
-        {"metadata": {"name": "hf", "labels": {LABEL_SECRET_USABLE: "true"}}, "stringData": {"token": "hf_x"}},
-    )
+    marked = {"name": "hf", "labels": {LABEL_SECRET_USABLE: "true"}}
+    a.core.create_namespaced_secret(namespace, {"metadata": marked, "stringData": {"token": "hf_x"}})
     return a
 
 
