@@ -10,6 +10,7 @@ code but missing from the table fails, and so does a documented reason no code p
 from __future__ import annotations
 
 import ast
+import importlib
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +20,7 @@ import pytest
 from engine_builder.report import EXIT_CODES
 from trtllm_operator import events
 from trtllm_operator.decide import engine as decide_engine
-from trtllm_operator.decide import engine_failure
+from trtllm_operator.decide import engine_failure, ownership, policy
 from trtllm_operator.decide.autoscaling import Reason
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,6 +35,13 @@ def _module(path: Path) -> ast.Module:
 def _constants(tree: ast.Module) -> dict[str, str]:
     out: dict[str, str] = {}
     for node in tree.body:
+        # reason constants imported from another decision module resolve through it
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("trtllm_operator.decide."):
+            mod = importlib.import_module(node.module or "")
+            for alias in node.names:
+                value = getattr(mod, alias.name, None)
+                if isinstance(value, str):
+                    out[alias.asname or alias.name] = value
         if (
             isinstance(node, ast.Assign)
             and isinstance(node.value, ast.Constant)
@@ -125,7 +133,8 @@ def _engine_event_reasons() -> set[str]:
         engine_failure.REASON_UNKNOWN,
     }
     dynamic = {
-        "invalid.reason": {decide_engine.R_INVALID_SPEC, decide_engine.R_DOES_NOT_FIT},
+        # the spec's own reasons, and what the admin's policy refuses (handlers/engine.py)
+        "invalid.reason": {decide_engine.R_INVALID_SPEC, decide_engine.R_DOES_NOT_FIT} | _POLICY_REASONS,
         "failure.reason": failures,
     }
     out: set[str] = set()
@@ -134,10 +143,17 @@ def _engine_event_reasons() -> set[str]:
     return out
 
 
+#: What :mod:`trtllm_operator.decide.policy` refuses (``Refusal.reason``, an LLMEngine's
+#: InvalidEngine reason or an LLMDeployment's blocked reason); URLNotAllowed goes to the
+#: autoscaler's ScalingActive condition, which posts no Event.
+_POLICY_REASONS = {policy.R_SECRET_NOT_ALLOWED, policy.R_IMAGE_NOT_ALLOWED, policy.R_ENDPOINT_NOT_ALLOWED}
+
+
 def _blocked_reasons() -> set[str]:
     """Reasons of ``ServingRefusal.blocked`` (decide/serving.py) and ServingInputError
-    (decide/serving_params.py)."""
-    out: set[str] = set()
+    (decide/serving_params.py), and what the handler blocks on itself: a child it does not control,
+    what the admin's policy refuses."""
+    out: set[str] = {ownership.R_CHILD_CONFLICT} | _POLICY_REASONS
     for node in ast.walk(_module(SRC / "decide" / "serving.py")):
         if isinstance(node, ast.keyword) and node.arg == "blocked" and isinstance(node.value, ast.Tuple):
             first = node.value.elts[0]

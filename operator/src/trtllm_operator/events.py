@@ -37,6 +37,8 @@ from trtllm_operator.decide.engine import (
     R_QUEUED,
 )
 from trtllm_operator.decide.engine_failure import REASON_UNKNOWN
+from trtllm_operator.decide.ownership import R_CHILD_CONFLICT
+from trtllm_operator.decide.policy import R_ENDPOINT_NOT_ALLOWED, R_IMAGE_NOT_ALLOWED, R_SECRET_NOT_ALLOWED
 
 # Literal reasons posted by the handlers.
 ARTIFACT_RECORDED = "ArtifactRecorded"
@@ -101,6 +103,22 @@ _ENGINE_REASONS: tuple[EventReason, ...] = (
         "Warning",
         "engine",
         "the capacity plan does not fit the GPUs (before any build)",
+    ),
+    EventReason(
+        R_CHILD_CONFLICT,
+        ENGINE,
+        "Warning",
+        "engine",
+        "an object under the engine's names (Job, build spec, cache entry, PVC) is not the operator's: "
+        "not modified, adopted or trusted",
+    ),
+    *(
+        EventReason(reason, ENGINE, "Warning", "engine", what)
+        for reason, what in (
+            (R_SECRET_NOT_ALLOWED, "a referenced Secret is missing or lacks the opt-in label"),
+            (R_IMAGE_NOT_ALLOWED, "spec.runtime.image is outside the admin's allowed registries"),
+            (R_ENDPOINT_NOT_ALLOWED, "spec.storage.s3.endpoint is not an allowed S3 endpoint"),
+        )
     ),
     EventReason(
         R_QUEUED, ENGINE, "Normal", "engine", "the concurrent-build limit is reached; the LLMEngine waits"
@@ -198,6 +216,21 @@ _DEPLOYMENT_REASONS: tuple[EventReason, ...] = (
         "Warning",
         "deployment",
         "the engine's artifact location cannot be mounted",
+    ),
+    EventReason(
+        R_CHILD_CONFLICT,
+        DEPLOYMENT,
+        "Warning",
+        "deployment",
+        "a workload, Service, PDB or ConfigMap under the deployment's name is not its own: nothing written",
+    ),
+    *(
+        EventReason(reason, DEPLOYMENT, "Warning", "deployment", what)
+        for reason, what in (
+            (R_SECRET_NOT_ALLOWED, "the engine's S3 Secret is missing or lacks the opt-in label"),
+            (R_IMAGE_NOT_ALLOWED, "spec.server.image is outside the admin's allowed registries"),
+            (R_ENDPOINT_NOT_ALLOWED, "the engine's S3 endpoint is not an allowed endpoint"),
+        )
     ),
     EventReason(
         "LeaderWorkerSetRequired",
