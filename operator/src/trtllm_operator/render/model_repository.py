@@ -82,8 +82,22 @@ def triton_model_params(params: ServingParams) -> TritonModelParams:
 
 
 def llmapi_model_params(params: ServingParams) -> LLMAPIModelParams:
-    """The pytorch-backend (LLM-API model) parameters: checkpoint, parallelism, limits, KV cache."""
+    """The pytorch-backend (LLM-API model) parameters: checkpoint, parallelism, limits, KV cache.
+
+    ``spec.server.decoupled`` becomes ``triton_config.decoupled`` in ``model.yaml`` and
+    ``model_transaction_policy`` in ``config.pbtxt`` (see :class:`engine_builder.triton.LLMAPIModelParams`).
+    Errors: ``ValueError`` for ``spec.server.instanceCount`` > 1 — the LLM-API model has no
+    pre/postprocessing models to multiply, and more instances of it would each build a full
+    ``LLM()`` on the same GPUs (TensorRT-LLM ``triton_backend/all_models/llmapi/tensorrt_llm/1/model.py``
+    ``initialize()``): out of GPU memory, or refused by versions that require ``gpu_device_ids``.
+    """
     server = params.server
+    if server.instance_count != 1:
+        raise ValueError(
+            f"instanceCount {server.instance_count} is not supported by the pytorch backend: its LLM-API "
+            "model builds one full LLM() per instance on the same GPUs (TensorRT-LLM triton_backend "
+            "llmapi model.py). Set spec.server.instanceCount to 1 and scale with spec.replicas"
+        )
     return LLMAPIModelParams(
         model=ARTIFACT_CHECKPOINT_DIR,
         tokenizer_dir=ARTIFACT_TOKENIZER_DIR,
@@ -100,7 +114,6 @@ def llmapi_model_params(params: ServingParams) -> LLMAPIModelParams:
         enable_chunked_context=server.enable_chunked_context,
         batch_scheduler_policy=server.batch_scheduler_policy,
         decoupled=server.decoupled,
-        instance_count=server.instance_count,
     )
 
 
