@@ -81,6 +81,18 @@ def triton_model_params(params: ServingParams) -> TritonModelParams:
     )
 
 
+def llm_api_parallelism(tensor: int, pipeline: int, expert: int) -> tuple[int, int, int | None]:
+    """``(tensor_parallel_size, pipeline_parallel_size, moe_expert_parallel_size)`` for the LLM API.
+
+    The one mapping from the engine's ``spec.parallelism`` to what the PyTorch backend is started
+    with, shared by the serving pods' ``model.yaml`` and the benchmark Job's ``trtllm-bench
+    --tp/--pp/--ep`` so that a benchmark measures the configuration that is served. Expert
+    parallelism 1 is passed as ``None`` (unset: TensorRT-LLM's own default mapping, like
+    ``trtllm-bench``'s ``--ep`` default and ``LLM(moe_expert_parallel_size=None)``).
+    """
+    return tensor, pipeline, (expert if expert > 1 else None)
+
+
 def llmapi_model_params(params: ServingParams) -> LLMAPIModelParams:
     """The pytorch-backend (LLM-API model) parameters: checkpoint, parallelism, limits, KV cache.
 
@@ -98,12 +110,15 @@ def llmapi_model_params(params: ServingParams) -> LLMAPIModelParams:
             "model builds one full LLM() per instance on the same GPUs (TensorRT-LLM triton_backend "
             "llmapi model.py). Set spec.server.instanceCount to 1 and scale with spec.replicas"
         )
+    tensor, pipeline, expert = llm_api_parallelism(
+        params.tensor_parallelism, params.pipeline_parallelism, params.expert_parallelism
+    )
     return LLMAPIModelParams(
         model=ARTIFACT_CHECKPOINT_DIR,
         tokenizer_dir=ARTIFACT_TOKENIZER_DIR,
-        tensor_parallel_size=params.tensor_parallelism,
-        pipeline_parallel_size=params.pipeline_parallelism,
-        moe_expert_parallel_size=params.expert_parallelism if params.expert_parallelism > 1 else None,
+        tensor_parallel_size=tensor,
+        pipeline_parallel_size=pipeline,
+        moe_expert_parallel_size=expert,
         max_batch_size=params.max_batch_size,
         max_num_tokens=params.max_num_tokens,
         max_seq_len=params.max_seq_len,
