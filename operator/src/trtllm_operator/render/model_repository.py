@@ -25,17 +25,16 @@ from engine_builder.triton import (
     render_llmapi_model,
     render_trtllm_repository,
 )
+from trtllm_operator.render.launch import launch_files
 from trtllm_operator.render.serving import (
     ARTIFACT_CHECKPOINT_DIR,
     ARTIFACT_ENGINE_DIR,
     ARTIFACT_TOKENIZER_DIR,
     LABEL_COMPONENT,
-    LAUNCH_SCRIPT,
     ServingParams,
     child_name,
     common_labels,
     content_hash,
-    launch_script,
     metadata,
 )
 
@@ -162,10 +161,12 @@ def check_filled(files: Mapping[str, str]) -> None:
 
 
 def configmap_data(params: ServingParams, files: Mapping[str, str]) -> dict[str, str]:
-    """``data`` of the ConfigMap: every repository file plus ``launch.sh``."""
+    """``data`` of the ConfigMap: every repository file plus the pods' scripts
+    (:func:`trtllm_operator.render.launch.launch_files`: ``launch.sh``; ``worker.sh`` and
+    ``rank-env.sh`` for a multi-node replica)."""
     check_filled(files)
     data = {configmap_key(path): text for path, text in files.items()}
-    data[LAUNCH_SCRIPT] = launch_script(params, sorted({path.split("/", 1)[0] for path in files}))
+    data.update(launch_files(params, sorted({path.split("/", 1)[0] for path in files})))
     return data
 
 
@@ -191,10 +192,11 @@ def desired_model_repository(params: ServingParams, files: Mapping[str, str] | N
 
 
 def volume_items(configmap: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """``items`` of the pod's ConfigMap volume: each file back at ``model-repository/<path>``."""
+    """``items`` of the pod's ConfigMap volume: each file back at ``model-repository/<path>``, the
+    scripts (``*.sh``, never a repository file: those keys hold ``__``) at the volume's top."""
     items = []
     for key in sorted(configmap["data"]):
-        if key == LAUNCH_SCRIPT:
+        if key.endswith(".sh") and "__" not in key:
             items.append({"key": key, "path": key, "mode": 0o555})
         else:
             items.append({"key": key, "path": "model-repository/" + key.replace("__", "/")})
