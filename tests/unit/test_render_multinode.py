@@ -34,7 +34,11 @@ from trtllm_operator.render.launch import (
     worker_hosts,
     worker_script,
 )
-from trtllm_operator.render.leaderworkerset import desired_leaderworkerset, leaderworkerset_name
+from trtllm_operator.render.leaderworkerset import (
+    desired_leaderworkerset,
+    leaderworkerset_name,
+    replica_selector_string,
+)
 from trtllm_operator.render.model_repository import desired_model_repository
 from trtllm_operator.render.service import desired_service
 from trtllm_operator.render.serving import OwnerRef, ServingParams
@@ -190,3 +194,35 @@ def test_worker_assembles_the_repository_before_sshd() -> None:
         leader_script(a_replica()).split("# The pod's environment")[0].split("set -euo pipefail\n")[1]
         == (script.split("# The pod's environment")[0].split("set -euo pipefail\n")[1])
     )  # the same repository on every pod
+
+
+def test_status_selector_selects_only_group_leaders() -> None:
+    """Audit B5: LWS's own HPA selector (``status.hpaPodSelector``) is ``leaderworkerset.sigs.k8s.io/
+    name=<lws>,leaderworkerset.sigs.k8s.io/worker-index=0`` ("select leaders",
+    ``leaderworkerset_controller.go`` ``updateStatus``); the leader StatefulSet's pods carry
+    ``worker-index: "0"`` and the pod webhook gives each worker its index (``pod_webhook.go``).
+    ``status.selector`` of a multi-node LLMDeployment selects the same pods — one per replica — so
+    an HPA or the autoscaler never counts workers (which export no metrics) as missing pods."""
+    multi = a_replica()
+    selector = replica_selector_string(multi)
+    assert (
+        selector == "leaderworkerset.sigs.k8s.io/worker-index=0,llm.trtllm-operator.dev/deployment=llama-405b"
+    )
+    wanted = dict(kv.split("=") for kv in selector.split(","))
+    lws = desired_leaderworkerset(multi, desired_model_repository(multi))["spec"]["leaderWorkerTemplate"]
+    pods = {
+        "leader": {
+            **lws["leaderTemplate"]["metadata"]["labels"],
+            "leaderworkerset.sigs.k8s.io/worker-index": "0",
+        },
+        **{
+            f"worker-{i}": {
+                **lws["workerTemplate"]["metadata"]["labels"],
+                "leaderworkerset.sigs.k8s.io/worker-index": str(i),
+            }
+            for i in (1, 2)
+        },
+    }
+    assert [role for role, labels in pods.items() if wanted.items() <= labels.items()] == ["leader"]
+    single = a_replica(pipeline_parallelism=1)
+    assert replica_selector_string(single) == "llm.trtllm-operator.dev/deployment=llama-405b"

@@ -58,6 +58,22 @@ def leaderworkerset_name(name: str) -> str:
     return child_name(name, LWS_SUFFIX, limit=LWS_NAME_LIMIT)
 
 
+def workload_names(name: str) -> tuple[tuple[str, str], ...]:
+    """``(kind, name)`` of every workload LLMDeployment ``name`` may own: the Deployment ``<name>``,
+    the LeaderWorkerSet ``<name>-lws``, and the LeaderWorkerSet ``<name>`` that operator versions
+    before the headless-Service fix created (it never started: found again only to be removed)."""
+    return (
+        ("Deployment", child_name(name)),
+        ("LeaderWorkerSet", leaderworkerset_name(name)),
+        ("LeaderWorkerSet", child_name(name)),
+    )
+
+
+def replica_selector_string(params: ServingParams) -> str:
+    """:func:`replica_selector` as a label-selector string: ``status.selector`` (scale subresource)."""
+    return ",".join(f"{k}={v}" for k, v in sorted(replica_selector(params).items()))
+
+
 def replica_selector(params: ServingParams) -> dict[str, str]:
     """Labels selecting one pod per replica: every pod of a Deployment; a group's leader only.
 
