@@ -917,7 +917,7 @@ def builder_gpus(spec: LLMEngineSpec) -> int:
 
     The one home of this number: the builder Job requests it
     (:func:`trtllm_operator.render.builder_job.desired_builder_job`), the Unschedulable hint names it
-    (:func:`trtllm_operator.decide.engine.unschedulable_hint`) and the CRD describes it. Like a
+    (:func:`trtllm_operator.decide.engine_hints.unschedulable_hint`) and the CRD describes it. Like a
     Kubernetes ``SetDefaults_*`` function, it sits next to the field whose default it is.
     """
     if spec.gpu.resources.gpus:

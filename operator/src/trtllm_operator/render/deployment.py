@@ -25,22 +25,23 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from trtllm_operator.api.wire import (
+    ANNOTATION_CONFIG_HASH,
+    ANNOTATION_ENGINE_KEY,
+    GPU_PRODUCT_LABEL,
+    GPU_RESOURCE,
+    LABEL_ENGINE_KEY,
+)
+from trtllm_operator.decide.serving_params import ARTIFACT_MOUNT, ServingParams
 from trtllm_operator.render.launch import WORKER_WAIT_SECONDS
 from trtllm_operator.render.model_repository import volume_items
 from trtllm_operator.render.serving import (
-    ANNOTATION_CONFIG_HASH,
-    ANNOTATION_ENGINE_KEY,
-    ARTIFACT_MOUNT,
     CONFIG_MOUNT,
-    GPU_PRODUCT_LABEL,
-    GPU_RESOURCE,
     GRPC_PORT,
     HTTP_PORT,
-    LABEL_ENGINE_KEY,
     LAUNCH_SCRIPT,
     METRICS_PORT,
     MODEL_REPOSITORY,
-    ServingParams,
     child_name,
     common_labels,
     content_hash,

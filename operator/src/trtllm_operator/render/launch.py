@@ -49,12 +49,11 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
+from trtllm_operator.decide.serving_params import ARTIFACT_MODEL_REPOSITORY, ServingParams
 from trtllm_operator.render.serving import (
-    ARTIFACT_MODEL_REPOSITORY,
     CONFIG_MOUNT,
     LAUNCH_SCRIPT,
     MODEL_REPOSITORY,
-    ServingParams,
     tritonserver_args,
 )
 

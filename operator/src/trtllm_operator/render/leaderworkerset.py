@@ -29,22 +29,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from trtllm_operator.api.wire import ANNOTATION_ENGINE_KEY, LWS_API_VERSION, LWS_WORKER_INDEX_LABEL
+from trtllm_operator.decide.serving_params import ServingParams
 from trtllm_operator.render.deployment import pod_template
 from trtllm_operator.render.launch import POD_ENV_DIR, SSH_PORT, WORKER_SCRIPT
-from trtllm_operator.render.serving import (
-    ANNOTATION_ENGINE_KEY,
-    CONFIG_MOUNT,
-    ServingParams,
-    child_name,
-    metadata,
-    selector_labels,
-)
+from trtllm_operator.render.serving import CONFIG_MOUNT, child_name, metadata, selector_labels
 
-LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
-LWS_CRD = "leaderworkersets.leaderworkerset.x-k8s.io"
-#: Pod label LWS sets: the pod's index in its group, ``"0"`` for the leader (kubernetes-sigs/lws
-#: ``api/leaderworkerset/v1/leaderworkerset_types.go`` ``WorkerIndexLabelKey``).
-LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 #: Suffix of the LeaderWorkerSet's name (see the module docstring).
 LWS_SUFFIX = "lws"
 #: 63 − len("-<group>-") − 10 (the StatefulSet revision hash) with room for 4-digit group indexes.

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from trtllm_operator.decide.serving_params import ServingParams
 from trtllm_operator.render.leaderworkerset import replica_selector
 from trtllm_operator.render.serving import (
     GRPC_PORT,
     HTTP_PORT,
     METRICS_PORT,
-    ServingParams,
     child_name,
     metadata,
 )
