@@ -32,14 +32,12 @@ from pathlib import Path
 
 import pytest
 
+from trtllm_operator.decide.serving_params import OwnerRef, ServingParams
+from trtllm_operator.decide.triton_config import repository_files
 from trtllm_operator.render.launch import RANK_ENV, RANK_ENV_SCRIPT, leader_script, worker_script
 from trtllm_operator.render.leaderworkerset import leaderworkerset_name
-from trtllm_operator.render.model_repository import (
-    configmap_data,
-    repository_files,
-    volume_items,
-)
-from trtllm_operator.render.serving import CONFIG_MOUNT, OwnerRef, ServingParams
+from trtllm_operator.render.model_repository import configmap_data, volume_items
+from trtllm_operator.render.serving import CONFIG_MOUNT
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "hack"))
 from podsandbox import IMAGE_PATH, File, Pod, SandboxError, check_host, hosts_file, start_pod, wait_for

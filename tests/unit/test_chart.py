@@ -21,6 +21,7 @@ import kubernetes_validate
 import pytest
 import yaml
 from localcluster import ClusterError, find_bin_dir
+from test_render_deployment import a_deployment
 
 from trtllm_operator.cli import build_parser
 from trtllm_operator.commands._schema import _strict
@@ -29,7 +30,7 @@ from trtllm_operator.metrics.operator_metrics import AUTOSCALER_DESIRED_REPLICAS
 from trtllm_operator.render.deployment import desired_deployment
 from trtllm_operator.render.leaderworkerset import desired_leaderworkerset
 from trtllm_operator.render.model_repository import desired_model_repository
-from trtllm_operator.render.serving import METRICS_PORT, OwnerRef, ServingParams
+from trtllm_operator.render.serving import METRICS_PORT
 from trtllm_operator.settings import ENV_PREFIX, Settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -229,19 +230,7 @@ def test_monitoring_objects_validate_against_the_upstream_crds(
 def serving_pods() -> dict[str, dict[str, Any]]:
     """Pod templates the operator renders: a one-node replica's pod, a LeaderWorkerSet's leader and
     worker (trtllm_operator.render, the same code the controller runs)."""
-    base = ServingParams(
-        name="llama",
-        namespace="team-a",
-        owner=OwnerRef("llama", "uid"),
-        engine_name="llama-fp8",
-        engine_key="f" * 64,
-        backend="tensorrt",
-        image="nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3",
-        gpu_product="NVIDIA-H100-80GB-HBM3",
-        artifact_claim="engines",
-        artifact_sub_path="f" * 64,
-        tensor_parallelism=2,
-    )
+    base = a_deployment(tensor_parallelism=2)
     one = replace(base, gpus_per_node=8)
     multi = replace(base, gpus_per_node=1)
     lws = desired_leaderworkerset(multi, desired_model_repository(multi))["spec"]["leaderWorkerTemplate"]

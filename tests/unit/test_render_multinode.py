@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import re
 import subprocess
-from dataclasses import replace
 
 import pytest
+from test_render_deployment import a_deployment
 
+from trtllm_operator.decide.serving_params import OwnerRef, ServingParams
 from trtllm_operator.render.launch import (
     RANK_ENV,
     launch_script,
@@ -41,29 +42,15 @@ from trtllm_operator.render.leaderworkerset import (
 )
 from trtllm_operator.render.model_repository import desired_model_repository
 from trtllm_operator.render.service import desired_service
-from trtllm_operator.render.serving import OwnerRef, ServingParams
 
 DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
 def a_replica(**overrides: object) -> ServingParams:
     """Fixture builder: Llama-3.1-405B FP8, TP 8 × PP 3 on 8-GPU H100 nodes (3 pods per replica)."""
-    base = ServingParams(
-        name="llama-405b",
-        namespace="team-a",
-        owner=OwnerRef("llama-405b", "uid-1"),
-        engine_name="llama-405b-fp8",
-        engine_key="d" * 64,
-        backend="tensorrt",
-        image="nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3",
-        gpu_product="NVIDIA-H100-80GB-HBM3",
-        artifact_claim="engines",
-        artifact_sub_path="trtllm/" + "d" * 64,
-        tensor_parallelism=8,
-        pipeline_parallelism=3,
-        gpus_per_node=8,
-    )
-    return replace(base, **overrides)  # type: ignore[arg-type]
+    base = {"name": "llama-405b", "owner": OwnerRef("llama-405b", "uid-1"), "engine_name": "llama-405b-fp8"}
+    multi = {"tensor_parallelism": 8, "pipeline_parallelism": 3, "gpus_per_node": 8, "replicas": 1}
+    return a_deployment(**{**base, **multi, **overrides})
 
 
 def lws_env(lws: str, group: int, size: int, namespace: str, worker_index: int = 0) -> dict[str, str]:

@@ -46,7 +46,6 @@ from trtllm_operator.api.wire import (
     LABEL_NAME,
     MANAGED_BY,
 )
-from trtllm_operator.decide.triton_config import llm_api_parallelism
 from trtllm_operator.decide.serving_params import (
     ARTIFACT_CHECKPOINT_DIR,
     ARTIFACT_ENGINE_DIR,
@@ -54,6 +53,7 @@ from trtllm_operator.decide.serving_params import (
     ARTIFACT_TOKENIZER_DIR,
     artifact_location,
 )
+from trtllm_operator.decide.triton_config import llm_api_parallelism
 from trtllm_operator.render.builder_job import engine_job_pod_spec, engine_owner
 from trtllm_operator.settings import Settings
 from trtllm_operator.tuning.bench_script import SCRIPT
