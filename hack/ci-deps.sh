@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Debian packages the tests need (root, as on CI and developer machines here). Idempotent.
 #   prometheus     the real Prometheus behind the autoscaling and dashboard tests
-#   openmpi-bin    Open MPI's mpirun/orted: the multi-node launch scripts run for real
-#   openssh-server sshd (the LeaderWorkerSet workers' main process), run per test in a sandbox; never
-#                  started as a system service here (policy-rc.d denies it during the install)
+#   openmpi-bin    see below
+#   openssh-server sshd (the LeaderWorkerSet workers' main process), run per test in a pod sandbox
+#                  (hack/podsandbox); never started as a system service here (policy-rc.d denies it
+#                  during the install)
 set -euo pipefail
 pkgs=()
 command -v prometheus >/dev/null 2>&1 || pkgs+=(prometheus)
+# Open MPI's mpirun (and orted): the operator's launch.sh starts one tritonserver per tensor-parallel
+# rank with it; tests and make demo run that script for real (docs/triton-cpu.md), and the
+# multi-node scripts across pod sandboxes (tests/integration/test_multinode_launch.py).
 command -v mpirun >/dev/null 2>&1 && command -v orted >/dev/null 2>&1 || pkgs+=(openmpi-bin)
 [ -x /usr/sbin/sshd ] || pkgs+=(openssh-server)
 if [ ${#pkgs[@]} -gt 0 ]; then

@@ -52,17 +52,11 @@ from collections.abc import Sequence
 from trtllm_operator.decide.serving_params import ARTIFACT_MODEL_REPOSITORY, ServingParams
 from trtllm_operator.render.serving import (
     CONFIG_MOUNT,
+    IMAGE_TEMPLATES,
     LAUNCH_SCRIPT,
     MODEL_REPOSITORY,
     tritonserver_args,
 )
-
-#: Fallback when an artifact carries no repository: the templates the Triton TRT-LLM image ships
-#: (BE@v0.19.0 README: ``/app/all_models/inflight_batcher_llm``; LLM-API model under ``llmapi``).
-IMAGE_TEMPLATES = {
-    "tensorrt": "/app/all_models/inflight_batcher_llm",
-    "pytorch": "/app/all_models/llmapi",
-}
 
 #: The Triton models the operator renders per backend (engine_builder.triton's layouts).
 MODELS = {
@@ -119,19 +113,21 @@ def repository_lines(params: ServingParams, models: Sequence[str] | None = None)
     """Bash lines assembling ``/model-repository`` (an emptyDir) for the backend's models.
 
     Per rendered model (``models``, default :data:`MODELS` of the backend): its version directory
-    ``1/`` (the Python models' ``model.py``, which must match the image's TensorRT-LLM) from the
-    artifact's ``triton/`` pieces, else from the image's own ``all_models`` copy; then the
-    operator's rendered config files on top. Only models the operator rendered are served — never
-    an unfilled template of the image; a leftover ``${…}`` stops the pod (exit 2).
+    ``1/`` from the image's own ``all_models`` copy (the Python models' ``model.py``, which must
+    match the image's TensorRT-LLM), then the artifact's ``triton/`` pieces on top (code the builder
+    bundled when it ran in that image wins; an artifact built elsewhere carries only ``1/.gitkeep``
+    and must not hide the image's ``model.py``), then the operator's rendered config files. Only
+    models the operator rendered are served — never an unfilled template of the image; a leftover
+    ``${…}`` stops the pod (exit 2).
     """
     templates = IMAGE_TEMPLATES[params.backend]
     return [
         f"repo={MODEL_REPOSITORY}",
         f"for m in {' '.join(sorted(models or MODELS[params.backend]))}; do",
         '  mkdir -p "$repo/$m/1"',
-        f'  if [ -d "{ARTIFACT_MODEL_REPOSITORY}/$m/1" ]; then src="{ARTIFACT_MODEL_REPOSITORY}/$m/1";',
-        f'  else src="{templates}/$m/1"; fi',
-        '  if [ -d "$src" ]; then cp -rL "$src/." "$repo/$m/1/"; fi',
+        f'  for src in "{templates}/$m/1" "{ARTIFACT_MODEL_REPOSITORY}/$m/1"; do',
+        '    if [ -d "$src" ]; then cp -rL "$src/." "$repo/$m/1/"; fi',
+        "  done",
         "done",
         f'cp -rL "{CONFIG_MOUNT}/model-repository/." "$repo/"',
         'if grep -rl --include=config.pbtxt --include=model.yaml "\\${" "$repo"; then',
@@ -169,7 +165,8 @@ def _watchdog(rendered: str, local_ranks: int) -> list[str]:
     """Run ``rendered`` (``mpirun …``) in the background and end the replica when a local rank dies.
 
     SIGTERM is forwarded (Open MPI passes it to every rank). When fewer than ``local_ranks``
-    ``tritonserver`` processes of this pod are alive after all started, the replica is stopped and
+    ``tritonserver`` children of ``mpirun`` (this pod's ranks) are alive after all started, the
+    replica is stopped and
     the script exits non-zero: ``mpirun`` already aborts the job when a rank exits non-zero, but a
     rank that exits 0 would otherwise leave a half replica that rank 0 keeps reporting as live.
     """
@@ -180,7 +177,7 @@ def _watchdog(rendered: str, local_ranks: int) -> list[str]:
         "trap 'kill -TERM $mpi 2>/dev/null || true' TERM INT",
         "seen=0",
         'while kill -0 "$mpi" 2>/dev/null; do',
-        "  alive=$(pgrep -c -x tritonserver || true)",
+        '  alive=$(pgrep -c -x -P "$mpi" tritonserver || true)',
         '  if [ "$alive" -ge "$world_size" ]; then seen=1; fi',
         '  if [ "$seen" = 1 ] && [ "$alive" -lt "$world_size" ]; then',
         '    echo "a tritonserver rank exited ($alive of $world_size alive): stopping the replica" >&2',

@@ -42,6 +42,13 @@ METRICS_PORT = 8002
 CONFIG_MOUNT = "/etc/trtllm-operator"
 MODEL_REPOSITORY = "/model-repository"
 LAUNCH_SCRIPT = "launch.sh"
+#: The model code the Triton TRT-LLM image ships (BE@v0.19.0 README:
+#: ``/app/all_models/inflight_batcher_llm``; LLM-API model under ``llmapi``): each model's ``1/``
+#: comes from here unless the artifact carries its own (:mod:`trtllm_operator.render.launch`).
+IMAGE_TEMPLATES = {
+    "tensorrt": "/app/all_models/inflight_batcher_llm",
+    "pytorch": "/app/all_models/llmapi",
+}
 
 _NAME_OK = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
