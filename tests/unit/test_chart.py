@@ -377,6 +377,10 @@ def test_container_args_and_env_are_operator_settings(
     assert not unknown, f"the operator ignores {sorted(unknown)} (no such setting)"
     assert settings.operator_namespace == "trtllm-system"
     assert settings.max_concurrent_builds == 2
+    # the admin's policy defaults (docs/security.md): NVIDIA's registry only, no custom S3 endpoint,
+    # no Prometheus URL the operator may fetch
+    assert settings.allowed_image_registries == ("nvcr.io/nvidia",)
+    assert settings.allowed_s3_endpoints == () and settings.allowed_prometheus_urls == ()
     assert settings.metrics_port == 8080 and settings.liveness_port is not None
     ports = {p["name"]: p["containerPort"] for p in dep["spec"]["template"]["spec"]["containers"][0]["ports"]}
     assert ports["metrics"] == settings.metrics_port and ports["health"] == settings.liveness_port
