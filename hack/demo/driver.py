@@ -42,6 +42,8 @@ from typing import IO, Any, TypeVar
 import yaml
 from kubernetes import client, config
 
+from trtllm_operator.api.wire import LABEL_SECRET_USABLE
+
 ROOT = Path(__file__).resolve().parents[2]
 WORK = Path(os.environ.get("TRTLLM_DEMO_DIR") or ROOT / ".local" / "demo").resolve()
 CLUSTER_DIR = WORK / "cluster"
@@ -354,7 +356,8 @@ class Demo:
             checks = [
                 (["create", "jobs.batch", "-n", NS], "yes"),
                 (["patch", "llmdeployments.llm.trtllm-operator.dev/scale", "-n", NS], "yes"),
-                (["get", "secrets", "-n", NS], "no"),
+                # Secrets: metadata of referenced ones only (get); never list or watch
+                (["list", "secrets", "-n", NS], "no"),
                 (["create", "jobs.batch", "-n", "default"], "no"),
             ]
             for args, want in checks:
@@ -598,6 +601,8 @@ class Demo:
                 "--from-literal=token=not-a-real-token-kwok-runs-no-container",
                 show=True,
             )
+            # Whoever controls the Secret lets LLM resources reference it (docs/security.md).
+            self.kubectl("label", "secret", "hf-token", "-n", NS, f"{LABEL_SECRET_USABLE}=true", show=True)
             for name in ("tiny-llama-fp8-tp2.yaml", "tiny-chat.yaml", "llama-3.1-8b-fp8.yaml"):
                 self.kubectl(
                     "apply", "-f", str(EXAMPLES / name), show=True, echo=lambda line: "created" in line
