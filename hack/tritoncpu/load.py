@@ -1,22 +1,27 @@
 """A closed-loop load generator of real generate requests to real Triton servers (tritonclient).
 
 ``concurrency`` workers each send one request at a time to the ensemble (``text_input``,
-``max_tokens``) through Triton's KServe v2 inference API (``tritonclient.http``), picking the next
-ready server round-robin — what a Service in front of the pods does. The set of servers is
-re-read from ``addresses()`` before every request, so new replicas get load as they come up.
-Bounded: it stops on :meth:`stop` or after ``max_seconds``.
+``max_tokens``) through Triton's gRPC streaming inference API (``tritonclient.grpc``
+``async_stream_infer``: the way a client talks to a decoupled model — Triton's HTTP infer
+endpoint refuses decoupled models), picking the next ready server round-robin — what a Service in
+front of the pods does. The set of servers is re-read from ``addresses()`` before every request,
+so new replicas get load as they come up. Bounded: it stops on :meth:`stop` or after
+``max_seconds``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import queue
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
-import tritonclient.http as httpclient
+import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
 PROMPTS = (
@@ -36,22 +41,57 @@ class LoadStats:
     latencies: list[float] = field(default_factory=list)
 
 
-def generate(
-    address: str, prompt: str, max_tokens: int, *, model: str = "ensemble", timeout: float = 120
-) -> str:
-    """One generate request through ``model`` on ``address``:8000; returns ``text_output``."""
-    client = httpclient.InferenceServerClient(
-        f"{address}:8000", network_timeout=timeout, connection_timeout=timeout
-    )
-    try:
-        text = httpclient.InferInput("text_input", [1, 1], "BYTES")
+class Client:
+    """One gRPC stream to one server; :meth:`generate` sends a request and gathers its responses
+    until Triton's final-response flag (``enable_empty_final_response``)."""
+
+    def __init__(self, address: str, timeout: float = 120) -> None:
+        self.address = address
+        self.timeout = timeout
+        self.client = grpcclient.InferenceServerClient(f"{address}:8001")
+        self.results: queue.Queue[tuple[Any, Any]] = queue.Queue()
+        self.client.start_stream(callback=lambda result, error: self.results.put((result, error)))
+        self._ids = itertools.count()
+
+    def generate(
+        self, prompt: str, max_tokens: int, *, model: str = "ensemble", stream: bool = False
+    ) -> list[str]:
+        """The ``text_output`` of every response (one, or one per token when ``stream``)."""
+        text = grpcclient.InferInput("text_input", [1, 1], "BYTES")
         text.set_data_from_numpy(np.array([[prompt.encode()]], dtype=np.object_))
-        tokens = httpclient.InferInput("max_tokens", [1, 1], "INT32")
+        tokens = grpcclient.InferInput("max_tokens", [1, 1], "INT32")
         tokens.set_data_from_numpy(np.array([[max_tokens]], dtype=np.int32))
-        result = client.infer(model, [text, tokens], outputs=[httpclient.InferRequestedOutput("text_output")])
-        out = result.as_numpy("text_output")
-        value = out.reshape(-1)[0]
-        return value.decode() if isinstance(value, bytes) else str(value)
+        flag = grpcclient.InferInput("stream", [1, 1], "BOOL")
+        flag.set_data_from_numpy(np.array([[stream]], dtype=bool))
+        self.client.async_stream_infer(
+            model,
+            [text, tokens, flag],
+            request_id=str(next(self._ids)),
+            outputs=[grpcclient.InferRequestedOutput("text_output")],
+            enable_empty_final_response=True,
+        )
+        texts = []
+        while True:
+            result, error = self.results.get(timeout=self.timeout)
+            if error is not None:
+                raise error
+            out = result.as_numpy("text_output")
+            if out is not None and out.size:
+                value = out.reshape(-1)[0]
+                texts.append(value.decode(errors="replace") if isinstance(value, bytes) else str(value))
+            if result.get_response().parameters["triton_final_response"].bool_param:
+                return texts
+
+    def close(self) -> None:
+        self.client.stop_stream()
+        self.client.close()
+
+
+def generate(address: str, prompt: str, max_tokens: int, *, stream: bool = False) -> list[str]:
+    """One request through the ensemble on ``address``:8001; the text of each response."""
+    client = Client(address)
+    try:
+        return client.generate(prompt, max_tokens, stream=stream)
     finally:
         client.close()
 
@@ -85,25 +125,37 @@ class LoadGenerator:
 
     def _worker(self, index: int) -> None:
         deadline = time.monotonic() + self.max_seconds
-        while not self._stop.is_set() and time.monotonic() < deadline:
-            address = self._next_address()
-            if address is None:
-                self._stop.wait(0.5)
-                continue
-            t0 = time.monotonic()
-            with self._lock:
-                self.stats.sent += 1
-            try:
-                generate(address, PROMPTS[index % len(PROMPTS)], self.max_tokens)
-            except (InferenceServerException, OSError) as exc:
+        clients: dict[str, Client] = {}
+        try:
+            while not self._stop.is_set() and time.monotonic() < deadline:
+                address = self._next_address()
+                if address is None:
+                    self._stop.wait(0.5)
+                    continue
+                t0 = time.monotonic()
                 with self._lock:
-                    self.stats.failed += 1
-                    self.stats.last_error = f"{address}: {exc}"
-                self._stop.wait(0.2)
-                continue
-            with self._lock:
-                self.stats.ok += 1
-                self.stats.latencies.append(time.monotonic() - t0)
+                    self.stats.sent += 1
+                try:
+                    if address not in clients:
+                        clients[address] = Client(address)
+                    clients[address].generate(PROMPTS[index % len(PROMPTS)], self.max_tokens)
+                except (InferenceServerException, OSError, queue.Empty) as exc:
+                    with self._lock:
+                        self.stats.failed += 1
+                        self.stats.last_error = f"{address}: {exc}"
+                    broken = clients.pop(address, None)
+                    if broken is not None:
+                        with contextlib.suppress(Exception):
+                            broken.close()
+                    self._stop.wait(0.5)
+                    continue
+                with self._lock:
+                    self.stats.ok += 1
+                    self.stats.latencies.append(time.monotonic() - t0)
+        finally:
+            for client in clients.values():
+                with contextlib.suppress(Exception):
+                    client.close()
 
     def start(self) -> LoadGenerator:
         for t in self._threads:
