@@ -268,6 +268,11 @@ def post(url: str, body: dict[str, Any], timeout: float = 60) -> dict[str, Any]:
         raise AssertionError(f"{url}: HTTP {exc.code}: {exc.read().decode(errors='replace')}") from exc
 
 
+def get(url: str, timeout: float = 30) -> dict[str, Any]:
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
+        return dict(json.loads(resp.read()))
+
+
 def stream(url: str, body: dict[str, Any], timeout: float = 60) -> list[dict[str, Any]]:
     """Triton's ``generate_stream`` (server-sent events): every ``data:`` event, in order."""
     req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
@@ -329,14 +334,16 @@ def test_streaming_returns_several_responses_when_decoupled(served: Served) -> N
     model, body = entry(served)
     body = {**body, ("streaming" if served.case.backend == "pytorch" else "stream"): True}
     if served.case.backend == "pytorch":
+        # Audit A4: the LLM-API model applies model.yaml's triton_config only in auto_complete_config()
+        # (TensorRT-LLM triton_backend/all_models/llmapi/tensorrt_llm/1/model.py), which Triton skips
+        # under --disable-auto-complete-config (python_backend src/python_be.cc ModelState::Create):
+        # the rendered config.pbtxt must declare what model.yaml asks for, and this server loaded it.
         doc = yaml.safe_load((served.repo / "tensorrt_llm" / "1" / "model.yaml").read_text())
         yaml_decoupled = bool((doc.get("triton_config") or {}).get("decoupled"))
-        if yaml_decoupled and not declared_decoupled(served.repo, "tensorrt_llm"):
-            pytest.xfail(
-                "audit A4: model.yaml asks for decoupled streaming but the rendered config.pbtxt does not "
-                "declare it (the LLM-API model sets it only in auto_complete_config, skipped by "
-                "--disable-auto-complete-config)"
-            )
+        assert declared_decoupled(served.repo, "tensorrt_llm") == yaml_decoupled == served.case.decoupled
+        config = get(f"{served.server.url}/v2/models/tensorrt_llm/config")
+        assert bool((config.get("model_transaction_policy") or {}).get("decoupled")) == served.case.decoupled
+        assert config.get("max_batch_size", 0) == 0
     if not declared_decoupled(served.repo, model):
         with pytest.raises(urllib.error.HTTPError):
             stream(f"{served.server.url}/v2/models/{model}/generate_stream", body)
