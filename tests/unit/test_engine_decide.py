@@ -438,7 +438,7 @@ UNBOUND = (
 
 
 @pytest.mark.parametrize(
-    ("storage", "scheduler", "wanted", "unwanted"),
+    ("storage", "scheduler", "wanted", "unwanted", "changes"),
     [
         (  # the trial: createPVC on a cluster without a default StorageClass
             {"createPVC": {"size": "20Gi"}},
@@ -450,6 +450,7 @@ UNBOUND = (
                 "spec.storage.pvc",
             ],
             ["nvidia.com/gpu", "H100"],
+            {},
         ),
         (
             {"createPVC": {"size": "20Gi", "storageClassName": "fast"}},
@@ -459,33 +460,44 @@ UNBOUND = (
                 "StorageClass 'fast' has not provisioned it",
             ],
             ["nvidia.com/gpu"],
+            {},
         ),
         (
             {"pvc": {"claimName": "engines"}},
             '0/5 nodes are available: persistentvolumeclaim "engines" not found.',
             ["PersistentVolumeClaim engines does not exist", "spec.storage.pvc.claimName"],
             ["nvidia.com/gpu", "StorageClass can provision"],
+            {},
         ),
         (
             {"s3": {"bucket": "engines"}},
             "0/5 nodes are available: 5 Insufficient nvidia.com/gpu.",
             ["needs 1 nvidia.com/gpu on a node labelled nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3"],
             ["PersistentVolumeClaim"],
+            {},
         ),
         (
             {"s3": {"bucket": "engines"}},
             "0/5 nodes are available: 5 node(s) didn't match Pod's node affinity/selector.",
             ["nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3"],
             ["PersistentVolumeClaim"],
+            {},
         ),
-        ({"s3": {"bucket": "engines"}}, "0/5 nodes are available: 5 Insufficient cpu.", [], ["(needs"]),
+        ({"s3": {"bucket": "engines"}}, "0/5 nodes are available: 5 Insufficient cpu.", [], ["(needs"], {}),
+        (  # TP 4: the builder Job requests tensor × pipeline GPUs, and the hint says so
+            {"s3": {"bucket": "engines"}},
+            "0/5 nodes are available: 5 Insufficient nvidia.com/gpu.",
+            ["needs 4 nvidia.com/gpu on a node labelled nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3"],
+            ["needs 1 nvidia.com/gpu"],
+            {"parallelism": {"tensor": 4}},
+        ),
     ],
 )
 def test_unschedulable_message_names_the_cause(
-    storage: dict[str, Any], scheduler: str, wanted: list[str], unwanted: list[str]
+    storage: dict[str, Any], scheduler: str, wanted: list[str], unwanted: list[str], changes: dict[str, Any]
 ) -> None:
     scheduled = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": scheduler}
-    p = prepared(spec(storage=storage), name="llama")
+    p = prepared(spec(storage=storage, **changes), name="llama")
     d = decide_engine(p, observe(job=job(), pods=[pod("Pending", conditions=[scheduled])]), now=NOW)
     message = d.status["build"]["message"]
     assert message.startswith(f"builder pod cannot be scheduled: {scheduler}")

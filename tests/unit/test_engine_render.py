@@ -13,7 +13,13 @@ import yaml
 
 from engine_builder.report import DETERMINISTIC_REASONS, EXIT_CODES
 from engine_builder.spec import BuildSpec
-from trtllm_operator.decide.engine import PreparedEngine, prepare_engine, record_from_build
+from trtllm_operator.api.crd import engine_crd
+from trtllm_operator.decide.engine import (
+    PreparedEngine,
+    prepare_engine,
+    record_from_build,
+    unschedulable_hint,
+)
 from trtllm_operator.render.builder_job import (
     desired_artifact_pvc,
     desired_build_spec_configmap,
@@ -245,3 +251,29 @@ def test_cache_entry_is_unowned_and_labelled_by_key_and_storage() -> None:
     stored = json.loads(cm["data"]["artifact.json"])
     assert stored["uri"] == f"pvc://models/engines/{p.key}"
     assert stored["gpuProduct"] == "NVIDIA-H100-80GB-HBM3" and stored["sm"] == 90
+
+
+@pytest.mark.parametrize(
+    ("changes", "gpus"),
+    [
+        ({}, 1),
+        ({"parallelism": {"tensor": 4}}, 4),
+        ({"parallelism": {"tensor": 2, "pipeline": 2}, "build": {"workers": 2}}, 4),
+        ({"parallelism": {"tensor": 4}, "gpu": {"product": "H100", "resources": {"gpus": 2}}}, 2),
+    ],
+)
+def test_unschedulable_hint_and_crd_name_the_gpus_the_job_requests(
+    changes: dict[str, Any], gpus: int
+) -> None:
+    """One number: what ``kubectl describe pod`` shows the Job requesting is what the hint and the
+    CRD's field description say (a TP-4 build asked for 4 GPUs while the hint said 1)."""
+    p = prepared(TINY, **changes)
+    requested = container(desired_builder_job(ENGINE, p, SETTINGS))["resources"]["requests"]["nvidia.com/gpu"]
+    assert requested == str(gpus)
+    hint = unschedulable_hint(p, "0/5 nodes are available: 5 Insufficient nvidia.com/gpu.")
+    assert f"needs {gpus} nvidia.com/gpu on a node" in hint
+    resources = engine_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"][
+        "properties"
+    ]["gpu"]["properties"]["resources"]["properties"]
+    description = resources["gpus"]["description"]
+    assert "Default: tensor × pipeline" in description and "at least build.workers" in description

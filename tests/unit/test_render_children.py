@@ -6,10 +6,14 @@ import copy
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
+from trtllm_operator.decide.engine import PreparedEngine, prepare_engine
+from trtllm_operator.render.builder_job import desired_artifact_pvc
 from trtllm_operator.render.children import desired_children
 from trtllm_operator.render.serving import artifact_location
+from trtllm_operator.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 KEY = "d" * 64
@@ -115,3 +119,28 @@ def test_artifact_location() -> None:
     }
     mount = next(m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "artifact")
     assert mount == {"name": "artifact", "mountPath": "/artifact", "readOnly": True}
+
+
+@pytest.mark.parametrize(
+    ("engine_name", "claim"),
+    [
+        ("my.engine", "my.engine-artifacts"),
+        ("llama", "llama-artifacts"),
+        ("a" * 60, "a" * 53 + "-artifacts"),
+        ("b" * 52 + ".cd", "b" * 52 + "-artifacts"),  # a cut that would end in "." drops it
+        ("x" * 40 + "." + "y" * 30, "x" * 40 + "." + "y" * 12 + "-artifacts"),
+    ],
+)
+def test_serving_mounts_the_pvc_the_engine_controller_creates(engine_name: str, claim: str) -> None:
+    """One name for the operator-created artifact PVC: what the engine controller creates (and the
+    builder writes to) is what serving pods mount, for dotted names and names over 53 characters."""
+    engine, _ = example("llama-3.1-8b-fp8-h100.yaml")
+    engine["metadata"]["name"] = engine_name
+    engine["spec"]["storage"] = {"createPVC": {"size": "100Gi"}}
+    engine["status"]["artifact"] = {}
+    prepared = prepare_engine(engine_name, engine["spec"])
+    assert isinstance(prepared, PreparedEngine), prepared
+    pvc = desired_artifact_pvc(engine, prepared, Settings())
+    assert pvc["metadata"]["name"] == claim
+    assert prepared.storage.claim_name == claim
+    assert artifact_location(engine) == (claim, KEY)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from engine_builder.fetch import wanted
+from engine_builder.planner.formats import KV_CACHE_DTYPE_TABLE, QUANT_FORMAT_TABLE
 from engine_builder.quantize import load_model, seed_everything
 from engine_builder.report import BuildError
 from engine_builder.spec import BuildSpec
@@ -32,17 +33,12 @@ from engine_builder.spec import BuildSpec
 #: Source dtype → export dtype (TensorRT-LLM's quantize.py: fp32 sources are exported as fp16).
 EXPORT_DTYPES = {"bfloat16": "bfloat16", "float16": "float16", "float32": "float16"}
 
-#: ``quant_algo`` the export writes per format (docs/reference/tensorrt-llm.md §1.2; measured on ModelOpt
-#: 0.47).
+#: ``quant_algo`` / ``kv_cache_quant_algo`` the export writes (the format table; measured on ModelOpt
+#: 0.47). Formats without a TensorRT-LLM checkpoint export are absent.
 EXPECTED_QUANT_ALGO: dict[str, str | None] = {
-    "none": None,
-    "fp8": "FP8",
-    "int8_sq": "W8A8_SQ_PER_CHANNEL",
-    "int4_awq": "W4A16_AWQ",
-    "w4a8_awq": "W4A8_AWQ",
-    "nvfp4": "NVFP4",
+    f: i.quant_algo for f, i in QUANT_FORMAT_TABLE.items() if "tensorrt" in i.backends
 }
-EXPECTED_KV_ALGO: dict[str, str | None] = {"auto": None, "fp8": "FP8", "int8": "INT8"}
+EXPECTED_KV_ALGO: dict[str, str | None] = {k: i.quant_algo for k, i in KV_CACHE_DTYPE_TABLE.items()}
 
 
 def export_dtype(torch_dtype: str | None) -> str:

@@ -40,9 +40,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from engine_builder.contract import MANIFEST_SCHEMA, manifest_digest, missing_parts
 from engine_builder.fetch import parse_source, s3_client
 from engine_builder.report import BuildError
-from engine_builder.spec import BuildSpec, canonical_json
+from engine_builder.spec import BuildSpec
 from engine_builder.triton import (
     TEMPLATE_SET,
     LLMAPIModelParams,
@@ -50,8 +51,6 @@ from engine_builder.triton import (
     render_llmapi_model,
     render_trtllm_repository,
 )
-
-MANIFEST_SCHEMA = "engine-builder.trtllm-operator.dev/manifest/v1"
 
 #: Where TensorRT-LLM images keep the Triton model code (docs/reference/tensorrt-llm.md §0.3); first existing
 #: wins.
@@ -69,26 +68,6 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
-
-
-def manifest_digest(manifest: dict[str, Any]) -> str:
-    """``sha256:<hex>`` over the canonical JSON of ``manifest`` minus ``stageTimings`` and
-    ``manifestDigest``."""
-    content = {k: v for k, v in manifest.items() if k not in ("stageTimings", "manifestDigest")}
-    return "sha256:" + hashlib.sha256(canonical_json(content).encode("utf-8")).hexdigest()
-
-
-def missing_parts(backend: str, compile_info: dict[str, Any]) -> list[str]:
-    """What a loadable artifact of ``backend`` needs but this one lacks (empty = complete).
-
-    ``compile_info``: the manifest's ``compile`` entry (``status`` done | skipped, ``reason``). The
-    ``pytorch`` backend serves the checkpoint and needs no engine; ``tensorrt`` needs ``engine/``.
-    """
-    if backend != "tensorrt" or compile_info.get("status") == "done":
-        return []
-    status = compile_info.get("status") or "not run"
-    why = compile_info.get("reason") or status
-    return [f"engine/ (compile {status}: {why}): Triton's TensorRT-LLM backend has no engine to load"]
 
 
 def versions() -> dict[str, str | None]:

@@ -50,29 +50,18 @@ import yaml
 from pydantic import ValidationError
 
 from engine_builder import tinymodel
+from engine_builder.contract import STAGE_HELP, STAGES
 from engine_builder.convert import convert, copy_tokenizer
 from engine_builder.fetch import fetch
 from engine_builder.inspection import inspect_model, read_hf_config
 from engine_builder.package import package
 from engine_builder.planner import PlanInputError, lookup, plan_from_build_spec
+from engine_builder.planner.formats import KV_CACHE_DTYPES, format_info, kv_dtypes_without_backend, kv_info
 from engine_builder.progress import Progress
 from engine_builder.quantize import needs_quantization, quantize
 from engine_builder.report import BuildError, build_report, write_termination_log
 from engine_builder.spec import BuildSpec, canonical_json
 from engine_builder.trtllm_build import run_build, trtllm_build_command
-
-STAGES: tuple[str, ...] = ("fetch", "inspect", "plan", "quantize", "convert", "compile", "package", "report")
-
-STAGE_HELP: dict[str, str] = {
-    "fetch": "download (hf://, s3://) or locate (pvc://, local path) the HF checkpoint; disk preflight",
-    "inspect": "config.json + safetensors headers: architecture, parameter count, dtype, tokenizer",
-    "plan": "capacity plan for the target GPU; refuse what cannot fit; derive build limits",
-    "quantize": "ModelOpt calibration (fp8, int8_sq, int4_awq, w4a8_awq, nvfp4, mxfp8; KV fp8/int8)",
-    "convert": "TensorRT-LLM checkpoint per TP x PP rank, or unified HF checkpoint (pytorch backend)",
-    "compile": "trtllm-build with flags from the spec and plan (tensorrt backend only)",
-    "package": "artifact <artifact_root>/<engine_key>/: checkpoint, engine, tokenizer, Triton repo, manifest",
-    "report": "compact JSON result to the termination-message path; exit code = failure class",
-}
 
 PVC_ROOT_ENV = "ENGINE_BUILDER_PVC_ROOT"
 
@@ -230,7 +219,7 @@ def _check_spec_against_model(spec: BuildSpec, info: dict[str, Any]) -> None:
             field="parallelism.pipeline",
         )
     q = spec.quantization
-    if q.format in ("int4_awq", "w4a8_awq"):
+    if format_info(q.format).awq:
         block = q.awq_block_size or 128
         hidden = int(info.get("hidden_size") or 0)
         inter = int(info.get("intermediate_size") or 0)
@@ -243,17 +232,19 @@ def _check_spec_against_model(spec: BuildSpec, info: dict[str, Any]) -> None:
                     "use awq_block_size 64 or a smaller tensor parallelism",
                     field="quantization.awq_block_size",
                 )
-    if spec.backend == "pytorch" and q.kv_cache_dtype == "int8":
+    if spec.backend not in kv_info(q.kv_cache_dtype).backends:
         raise BuildError(
             "BadSpec",
-            "quantization.kv_cache_dtype int8 cannot be exported as a unified HF checkpoint; use fp8 or "
-            "backend tensorrt",
+            f"quantization.kv_cache_dtype {q.kv_cache_dtype} is not supported by backend {spec.backend}; "
+            "use one of "
+            + ", ".join(k for k in KV_CACHE_DTYPES if k not in kv_dtypes_without_backend(spec.backend)),
             field="quantization.kv_cache_dtype",
         )
-    if spec.backend == "tensorrt" and q.format == "mxfp8":
+    if spec.backend not in format_info(q.format).backends:
         raise BuildError(
             "BadSpec",
-            "quantization.format mxfp8 has no TensorRT-LLM checkpoint export; use backend pytorch",
+            f"quantization.format {q.format} cannot be built for backend {spec.backend}; use backend "
+            f"{' or '.join(sorted(format_info(q.format).backends))}",
             field="quantization.format",
         )
 

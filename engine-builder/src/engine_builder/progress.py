@@ -32,8 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-#: First word of the machine-readable progress line.
-PROGRESS_PREFIX = "TRTLLM_BUILDER_PROGRESS"
+from engine_builder.contract import PROGRESS_PREFIX
 
 
 def progress_line(state: dict[str, Any]) -> str:

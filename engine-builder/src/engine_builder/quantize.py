@@ -41,23 +41,16 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from engine_builder.planner.formats import AWQ_MAX_SAMPLES, QUANT_FORMAT_TABLE, format_info
 from engine_builder.report import BuildError
 from engine_builder.spec import BuildSpec, Calibration
 
 SEED = 1234
 
+#: format → ModelOpt config name (the format table's ``modelopt_config``).
 QUANT_CONFIGS: dict[str, str] = {
-    "fp8": "FP8_DEFAULT_CFG",
-    "int8_sq": "INT8_SMOOTHQUANT_CFG",
-    "int4_awq": "INT4_AWQ_CFG",
-    "w4a8_awq": "W4A8_AWQ_BETA_CFG",
-    "nvfp4": "NVFP4_DEFAULT_CFG",
-    "mxfp8": "MXFP8_DEFAULT_CFG",
+    f: i.modelopt_config for f, i in QUANT_FORMAT_TABLE.items() if i.modelopt_config is not None
 }
-AWQ_FORMATS = frozenset({"int4_awq", "w4a8_awq"})
-#: Formats whose ModelOpt calibration asserts CUDA tensors (docs/reference/tensorrt-llm.md §1.4, measured).
-CUDA_ONLY_FORMATS = frozenset({"nvfp4"})
-AWQ_MAX_SAMPLES = 32
 INT8_KV_ENTRY: dict[str, Any] = {
     "quantizer_name": "*[kv]_bmm_quantizer",
     "cfg": {"num_bits": 8, "axis": None},
@@ -90,7 +83,7 @@ def build_quant_config(fmt: str, kv_cache_dtype: str, awq_block_size: int | None
                 field="quantization.format",
             )
         config = copy.deepcopy(getattr(mtq, name))
-    if fmt in AWQ_FORMATS and awq_block_size:
+    if format_info(fmt).awq and awq_block_size:
         _set_awq_block_size(config, awq_block_size)
     if kv_cache_dtype == "fp8":
         config["quant_cfg"] = [*config["quant_cfg"], *copy.deepcopy(list(mtq.FP8_KV_CFG["quant_cfg"]))]
@@ -119,7 +112,7 @@ def _set_awq_block_size(config: dict[str, Any], block_size: int) -> None:
 
 def calibration_sample_count(spec: BuildSpec) -> int:
     n = spec.quantization.calibration.num_samples
-    return min(n, AWQ_MAX_SAMPLES) if spec.quantization.format in AWQ_FORMATS else n
+    return min(n, AWQ_MAX_SAMPLES) if format_info(spec.quantization.format).awq else n
 
 
 # ------------------------------------------------------------------------------------------------
@@ -278,7 +271,7 @@ def quantize(
 
     q = spec.quantization
     device = pick_device()
-    if q.format in CUDA_ONLY_FORMATS and device == "cpu":
+    if format_info(q.format).calibration_needs_cuda and device == "cpu":
         raise BuildError(
             "RequiresGPU",
             f"quantization.format {q.format}: ModelOpt calibrates it with CUDA kernels only; run the "

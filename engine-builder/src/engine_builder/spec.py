@@ -22,12 +22,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine_builder.planner.formats import AWQ_MAX_SAMPLES, Backend, KVCacheDtype, QuantFormat
+
 #: Bumped when the meaning of a key input changes, so old artifacts are never reused by mistake.
 ENGINE_KEY_SCHEMA = "trtllm-operator.dev/engine-key/v1"
 
-QuantFormat = Literal["none", "fp8", "int8_sq", "int4_awq", "w4a8_awq", "nvfp4", "mxfp8"]
-KVCacheDtype = Literal["auto", "fp8", "int8"]
-Backend = Literal["tensorrt", "pytorch"]
+__all__ = ["Backend", "KVCacheDtype", "QuantFormat"]  # re-exported: the format table is their home
 SpeculativeMode = Literal["none", "draft_tokens_external", "medusa", "eagle", "lookahead_decoding"]
 
 
@@ -59,7 +59,9 @@ class Calibration(_Model):
         description="'bundled' (small offline text set shipped with the builder), a local file path "
         "(.txt one sample per line, or .jsonl with a 'text' field), or a Hugging Face dataset name.",
     )
-    num_samples: int = Field(default=512, ge=1, description="Calibration samples (AWQ uses at most 32).")
+    num_samples: int = Field(
+        default=512, ge=1, description=f"Calibration samples (AWQ uses at most {AWQ_MAX_SAMPLES})."
+    )
     batch_size: int = Field(default=1, ge=1, description="Calibration batch size.")
     max_seq_length: int = Field(default=512, ge=8, description="Tokens per calibration sample.")
 

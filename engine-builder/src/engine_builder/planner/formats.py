@@ -1,8 +1,14 @@
-"""Bytes per parameter by quantization format, and which tensors stay unquantized.
+"""The quantization-format table: one record per format and per KV-cache dtype, read by every module.
 
-Each format stores the quantized *linear* weights (attention q/k/v/o, MLP and MoE expert
-projections) in a narrower type plus scaling factors; everything else — the input embedding,
-``lm_head``, norms, the MoE router and biases — stays in the checkpoint dtype. Sources:
+Everything the project knows about a format lives in :data:`QUANT_FORMAT_TABLE` (weights) and
+:data:`KV_CACHE_DTYPE_TABLE` (KV cache): the API's enum and its CEL rules, the planner's byte counts
+and hardware floors, the builder's ModelOpt recipe and the ``quant_algo`` its export must write,
+the simulator's compute rate. Adding a format is one entry here (plus the ``Literal`` below, which
+``mypy`` needs spelled out; a unit test checks the two agree).
+
+Bytes per quantized *linear* weight (attention q/k/v/o, MLP and MoE expert projections); everything
+else — the input embedding, ``lm_head``, norms, the MoE router and biases — stays in the checkpoint
+dtype. Sources:
 
 * ``fp8`` (ModelOpt ``FP8_DEFAULT_CFG``, exported ``quant_algo=FP8``): 1 byte per weight, one FP32
   per-tensor weight scale and one activation scale per linear. ``lm_head`` is excluded
@@ -26,20 +32,27 @@ Scales that are per tensor or per channel (fp8, int8_sq, the AWQ ``pre_quant_sca
 of the byte count: they are vectors of at most a few thousand elements per linear, under 0.1 % of
 the weights (≈ 27 MB for Llama-3.1-70B int8_sq). Block scales (AWQ, NVFP4, MXFP8) are counted
 exactly: they are 1.6–12.5 % of the quantized weights.
+
+ModelOpt recipes and exported ``quant_algo`` names: TensorRT-LLM's
+``tensorrt_llm/quantization/quantize_by_modelopt.py`` (``quant_cfg_choices()`` and its
+``QUANT_ALGO`` table; NVIDIA/TensorRT-LLM@042c510d, reference §1.2), measured on ModelOpt 0.47.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from fractions import Fraction
-from typing import Literal
+from typing import Literal, get_args
 
 from engine_builder.planner.architecture import TensorKind
 
+#: The format names, spelled out for type checkers; equal to the keys of :data:`QUANT_FORMAT_TABLE`.
 QuantFormat = Literal["none", "fp8", "int8_sq", "int4_awq", "w4a8_awq", "nvfp4", "mxfp8"]
+#: The KV-cache dtypes; equal to the keys of :data:`KV_CACHE_DTYPE_TABLE`.
 KVCacheDtype = Literal["auto", "fp8", "int8"]
-
-QUANT_FORMATS: tuple[str, ...] = ("none", "fp8", "int8_sq", "int4_awq", "w4a8_awq", "nvfp4", "mxfp8")
-KV_CACHE_DTYPES: tuple[str, ...] = ("auto", "fp8", "int8")
+Backend = Literal["tensorrt", "pytorch"]
+#: Which tensor-core rate a format's GEMMs run at (the simulator's roofline).
+ComputeKind = Literal["bf16", "fp8", "fp4"]
 
 #: Bytes of an unquantized engine weight / activation (fp16 or bf16; fp32 checkpoints become fp16).
 ENGINE_DTYPE_BYTES = 2
@@ -47,18 +60,235 @@ ENGINE_DTYPE_BYTES = 2
 #: Default AWQ block (group) size: ``quantize.py --awq_block_size`` default 128 (reference §1.1).
 DEFAULT_AWQ_BLOCK_SIZE = 128
 
-#: Minimum SM (compute capability × 10) per format. FP8 compute: Ada/Hopper (SM 89+); INT4 AWQ with
-#: FP8 activations (w4a8_awq) "require SM >= 89"; INT8 SmoothQuant not on SM 70/75 (support matrix,
-#: reference §1.2). NVFP4 and MXFP8 tensor-core formats are Blackwell (SM 100+).
-MIN_SM: dict[str, int] = {
-    "none": 0,
-    "fp8": 89,
-    "int8_sq": 80,
-    "int4_awq": 0,
-    "w4a8_awq": 89,
-    "nvfp4": 100,
-    "mxfp8": 100,
+#: Data-centre Blackwell (SM 100–119): TensorRT-LLM's ``builder.py`` ``build()`` raises
+#: "INT8/INT4 quantization is not supported on SM>=100" (INT4/INT8 weight-only, INT8 KV cache) and
+#: "SmoothQuant is not supported on SM>=100" there; SM 120 is not affected.
+SM100_RANGE = range(100, 120)
+
+
+@dataclass(frozen=True)
+class QuantFormatInfo:
+    """One quantization format.
+
+    ``weight_bits`` / ``scale_bytes`` / ``scale_block``: the stored weight element and its block
+    scales (``scale_block`` 0 = none, ``None`` = one scale per ``awq_block_size`` elements).
+    ``min_sm``: compute capability × 10 it needs (support matrix, reference §1.2; NVFP4 and MXFP8
+    tensor-core formats are Blackwell). ``awq``: an AWQ recipe (``awqBlockSize`` applies, calibration
+    clamped to :data:`AWQ_MAX_SAMPLES`). ``modelopt_config``: the ``modelopt.torch.quantization``
+    config name. ``quant_algo``: what ``export_tensorrt_llm_checkpoint`` writes (``None`` for none).
+    ``backends``: where it can be built. ``calibration_needs_cuda``: ModelOpt's calibration asserts
+    CUDA tensors (measured, reference §1.4). ``fp8_context_fmha``: ``builder.py`` keeps paged
+    context FMHA on with an FP8 KV cache only for FP8, W4A8_AWQ and NVFP4 checkpoints.
+    ``sm100_unsupported``: refused by ``builder.py`` on :data:`SM100_RANGE`. ``min_runtime``: the
+    first TensorRT-LLM version that can load it (``None``: every supported version); ``runtime_note``
+    says where that comes from. ``compute``: the GEMM rate it runs at.
+    """
+
+    name: str
+    description: str
+    weight_bits: int
+    scale_bytes: int = 0
+    scale_block: int | None = 0
+    min_sm: int = 0
+    awq: bool = False
+    modelopt_config: str | None = None
+    quant_algo: str | None = None
+    backends: frozenset[str] = frozenset({"tensorrt", "pytorch"})
+    calibration_needs_cuda: bool = False
+    fp8_context_fmha: bool = False
+    sm100_unsupported: bool = False
+    min_runtime: tuple[int, ...] | None = None
+    runtime_note: str = ""
+    compute: ComputeKind = "bf16"
+
+    def bytes_per_weight(self, awq_block_size: int = DEFAULT_AWQ_BLOCK_SIZE) -> Fraction:
+        """Exact bytes per quantized linear weight element, block scales included."""
+        value = Fraction(self.weight_bits, 8)
+        block = awq_block_size if self.scale_block is None else self.scale_block
+        if block:
+            value += Fraction(self.scale_bytes, block)
+        return value
+
+
+@dataclass(frozen=True)
+class KVCacheDtypeInfo:
+    """One KV-cache dtype: ``bytes`` per element, the exported ``kv_cache_quant_algo``, the SM floor,
+    the backends that accept it, and whether data-centre Blackwell refuses it."""
+
+    name: str
+    description: str
+    bytes: int
+    quant_algo: str | None
+    min_sm: int = 0
+    backends: frozenset[str] = frozenset({"tensorrt", "pytorch"})
+    sm100_unsupported: bool = False
+
+
+_TRTLLM_ONLY = frozenset({"tensorrt"})
+_PYTORCH_ONLY = frozenset({"pytorch"})
+
+#: Every quantization format, in the API's order.
+QUANT_FORMAT_TABLE: dict[str, QuantFormatInfo] = {
+    info.name: info
+    for info in (
+        QuantFormatInfo("none", "model dtype", weight_bits=16),
+        QuantFormatInfo(
+            "fp8",
+            "FP8 weights+activations, SM 89+",
+            weight_bits=8,
+            min_sm=89,
+            modelopt_config="FP8_DEFAULT_CFG",
+            quant_algo="FP8",
+            fp8_context_fmha=True,
+            compute="fp8",
+        ),
+        QuantFormatInfo(
+            "int8_sq",
+            "INT8 SmoothQuant",
+            weight_bits=8,
+            min_sm=80,
+            modelopt_config="INT8_SMOOTHQUANT_CFG",
+            quant_algo="W8A8_SQ_PER_CHANNEL",
+            backends=_TRTLLM_ONLY,
+            sm100_unsupported=True,
+        ),
+        QuantFormatInfo(
+            "int4_awq",
+            "INT4 weights, AWQ",
+            weight_bits=4,
+            scale_bytes=2,
+            scale_block=None,
+            awq=True,
+            modelopt_config="INT4_AWQ_CFG",
+            quant_algo="W4A16_AWQ",
+            sm100_unsupported=True,
+        ),
+        QuantFormatInfo(
+            "w4a8_awq",
+            "INT4 weights, FP8 activations, SM 89+",
+            weight_bits=4,
+            scale_bytes=2,
+            scale_block=None,
+            min_sm=89,
+            awq=True,
+            modelopt_config="W4A8_AWQ_BETA_CFG",
+            quant_algo="W4A8_AWQ",
+            fp8_context_fmha=True,
+            compute="fp8",
+        ),
+        QuantFormatInfo(
+            "nvfp4",
+            "Blackwell",
+            weight_bits=4,
+            scale_bytes=1,
+            scale_block=16,
+            min_sm=100,
+            modelopt_config="NVFP4_DEFAULT_CFG",
+            quant_algo="NVFP4",
+            calibration_needs_cuda=True,
+            fp8_context_fmha=True,
+            compute="fp4",
+        ),
+        QuantFormatInfo(
+            "mxfp8",
+            "Blackwell; pytorch backend on TensorRT-LLM 1.3+",
+            weight_bits=8,
+            scale_bytes=1,
+            scale_block=32,
+            min_sm=100,
+            modelopt_config="MXFP8_DEFAULT_CFG",
+            backends=_PYTORCH_ONLY,
+            min_runtime=(1, 3),
+            runtime_note="TensorRT-LLM 1.2.x has no MXFP8 QuantAlgo; MXFP8 checkpoint loading arrived on "
+            "main after 1.2.1 (NVIDIA/TensorRT-LLM PR #14962, merged 2026-06-04)",
+            compute="fp8",
+        ),
+    )
 }
+
+#: Every KV-cache dtype, in the API's order (exported names: reference §1.2 ``KV_CACHE_QUANT_ALGO_LIST``).
+KV_CACHE_DTYPE_TABLE: dict[str, KVCacheDtypeInfo] = {
+    info.name: info
+    for info in (
+        KVCacheDtypeInfo("auto", "model dtype", bytes=ENGINE_DTYPE_BYTES, quant_algo=None),
+        KVCacheDtypeInfo("fp8", "SM 89+, halves KV bytes vs bf16", bytes=1, quant_algo="FP8", min_sm=89),
+        KVCacheDtypeInfo(
+            "int8",
+            "tensorrt backend only",
+            bytes=1,
+            quant_algo="INT8",
+            backends=_TRTLLM_ONLY,
+            sm100_unsupported=True,
+        ),
+    )
+}
+
+QUANT_FORMATS: tuple[str, ...] = tuple(QUANT_FORMAT_TABLE)
+KV_CACHE_DTYPES: tuple[str, ...] = tuple(KV_CACHE_DTYPE_TABLE)
+#: AWQ formats (``awqBlockSize`` applies).
+AWQ_FORMATS: tuple[str, ...] = tuple(f for f, i in QUANT_FORMAT_TABLE.items() if i.awq)
+#: Minimum SM (compute capability × 10) per format.
+MIN_SM: dict[str, int] = {f: i.min_sm for f, i in QUANT_FORMAT_TABLE.items()}
+#: ModelOpt calibration caps AWQ at 32 samples ("AWQ calibration could take longer with calib_size =
+#: …, Using calib_size=32 instead", quantize_by_modelopt.py).
+AWQ_MAX_SAMPLES = 32
+
+if set(get_args(QuantFormat)) != set(QUANT_FORMATS) or set(get_args(KVCacheDtype)) != set(KV_CACHE_DTYPES):
+    raise AssertionError("QuantFormat / KVCacheDtype literals disagree with the format tables")
+
+
+def format_info(fmt: str) -> QuantFormatInfo:
+    """The table entry of ``fmt``. Raises ``ValueError`` for an unknown format."""
+    try:
+        return QUANT_FORMAT_TABLE[fmt]
+    except KeyError:
+        raise ValueError(f"unknown quantization format {fmt!r}; expected one of {QUANT_FORMATS}") from None
+
+
+def kv_info(kv_cache_dtype: str) -> KVCacheDtypeInfo:
+    """The table entry of a KV-cache dtype. Raises ``ValueError`` for an unknown one."""
+    try:
+        return KV_CACHE_DTYPE_TABLE[kv_cache_dtype]
+    except KeyError:
+        raise ValueError(
+            f"unknown KV cache dtype {kv_cache_dtype!r}; expected one of {KV_CACHE_DTYPES}"
+        ) from None
+
+
+def formats_where(predicate: str, value: object = True) -> tuple[str, ...]:
+    """Formats whose field ``predicate`` equals ``value`` (e.g. ``formats_where("awq")``)."""
+    return tuple(f for f, i in QUANT_FORMAT_TABLE.items() if getattr(i, predicate) == value)
+
+
+def formats_without_backend(backend: str) -> tuple[str, ...]:
+    """Formats that cannot be built for ``backend``."""
+    return tuple(f for f, i in QUANT_FORMAT_TABLE.items() if backend not in i.backends)
+
+
+def kv_dtypes_without_backend(backend: str) -> tuple[str, ...]:
+    """KV-cache dtypes that ``backend`` does not accept."""
+    return tuple(k for k, i in KV_CACHE_DTYPE_TABLE.items() if backend not in i.backends)
+
+
+def paged_context_fmha_kept(fmt: str, kv_cache_dtype: str) -> bool:
+    """Whether ``trtllm-build`` keeps paged context FMHA on for this format and KV-cache dtype.
+
+    TensorRT-LLM 1.2 ``tensorrt_llm/builder.py`` ``build()``: with an FP8 KV cache, a checkpoint whose
+    ``quant_algo`` is not FP8, W4A8_AWQ or NVFP4 gets ``use_paged_context_fmha = False`` ("FP8 Paged
+    Context FMHA is disabled because FP8 context FMHA is disabled"); an INT8 KV cache always turns it
+    off ("Paged Context FMHA is disabled because it doesn't work with int8 kv cache currently"). The
+    executor then disables KV-cache reuse and chunked context.
+    """
+    if kv_cache_dtype == "int8":
+        return False
+    if kv_cache_dtype == "fp8":
+        return format_info(fmt).fp8_context_fmha
+    return True
+
+
+def describe_formats() -> str:
+    """``none (model dtype), fp8 (…), …`` for API descriptions and CLI help."""
+    return ", ".join(f"{f} ({i.description})" for f, i in QUANT_FORMAT_TABLE.items())
 
 
 def quantized_bytes_per_param(fmt: str, awq_block_size: int = DEFAULT_AWQ_BLOCK_SIZE) -> Fraction:
@@ -68,17 +298,7 @@ def quantized_bytes_per_param(fmt: str, awq_block_size: int = DEFAULT_AWQ_BLOCK_
     (0.515625 at 128); ``nvfp4`` → 1/2 + 1/16 = 0.5625; ``mxfp8`` → 1 + 1/32 = 1.03125.
     Raises ``ValueError`` for an unknown format.
     """
-    if fmt == "none":
-        return Fraction(ENGINE_DTYPE_BYTES)
-    if fmt in ("fp8", "int8_sq"):
-        return Fraction(1)
-    if fmt in ("int4_awq", "w4a8_awq"):
-        return Fraction(1, 2) + Fraction(2, awq_block_size)
-    if fmt == "nvfp4":
-        return Fraction(1, 2) + Fraction(1, 16)
-    if fmt == "mxfp8":
-        return Fraction(1) + Fraction(1, 32)
-    raise ValueError(f"unknown quantization format {fmt!r}; expected one of {QUANT_FORMATS}")
+    return format_info(fmt).bytes_per_weight(awq_block_size)
 
 
 def bytes_per_param(kind: TensorKind, fmt: str, awq_block_size: int = DEFAULT_AWQ_BLOCK_SIZE) -> Fraction:
@@ -90,8 +310,4 @@ def bytes_per_param(kind: TensorKind, fmt: str, awq_block_size: int = DEFAULT_AW
 
 def kv_dtype_bytes(kv_cache_dtype: str) -> int:
     """Bytes per KV-cache element: ``auto`` = the engine dtype (fp16/bf16, 2), ``fp8`` and ``int8`` 1."""
-    if kv_cache_dtype == "auto":
-        return ENGINE_DTYPE_BYTES
-    if kv_cache_dtype in ("fp8", "int8"):
-        return 1
-    raise ValueError(f"unknown KV cache dtype {kv_cache_dtype!r}; expected one of {KV_CACHE_DTYPES}")
+    return kv_info(kv_cache_dtype).bytes

@@ -59,8 +59,11 @@ from engine_builder.planner.formats import (
     KV_CACHE_DTYPES,
     MIN_SM,
     QUANT_FORMATS,
+    SM100_RANGE,
     bytes_per_param,
+    format_info,
     kv_dtype_bytes,
+    kv_info,
 )
 
 if TYPE_CHECKING:
@@ -88,9 +91,6 @@ MAX_NUM_TOKENS_LIMIT = 1_048_576
 #: Largest KV block size accepted (``--tokens_per_block``; TensorRT-LLM uses 32 by default, 64/128 in
 #: older releases). Values must be powers of two.
 MAX_TOKENS_PER_BLOCK = 1024
-#: SM range where TensorRT-LLM's ``builder.py`` (``build``) raises for INT4/INT8 weight-only, INT8 KV
-#: cache and SmoothQuant: ``100 <= sm < 120`` (data-centre Blackwell; SM 120 is not affected).
-_SM100_RANGE = range(100, 120)
 
 
 def rotary_factor(arch: Architecture) -> float:
@@ -363,7 +363,7 @@ def validate(arch: Architecture, request: PlanRequest, gpu: GPUSpec) -> list[Pla
                 "use kvCacheDtype int8 or auto on this GPU.",
             )
         )
-    if fmt in ("int4_awq", "w4a8_awq") and request.awq_block_size not in AWQ_BLOCK_SIZES:
+    if format_info(fmt).awq and request.awq_block_size not in AWQ_BLOCK_SIZES:
         issues.append(
             PlanIssue(
                 "spec.quantization.awqBlockSize",
@@ -371,18 +371,24 @@ def validate(arch: Architecture, request: PlanRequest, gpu: GPUSpec) -> list[Pla
                 f"use one of {AWQ_BLOCK_SIZES} (default 128).",
             )
         )
-    if gpu.sm in _SM100_RANGE:
-        if fmt in ("int8_sq", "int4_awq"):
+    if gpu.sm in SM100_RANGE:
+        if format_info(fmt).sm100_unsupported:
             issues.append(
                 PlanIssue(
                     "spec.quantization.format",
                     f"{fmt} is not supported on {gpu.product} (SM {gpu.sm}): TensorRT-LLM's builder "
                     "raises 'INT8/INT4 quantization is not supported on SM>=100' (INT4 weight-only) or "
                     "'SmoothQuant is not supported on SM>=100' for SM 100–119.",
-                    "use fp8, nvfp4 or mxfp8 on this GPU.",
+                    "use one of "
+                    + ", ".join(
+                        f
+                        for f in QUANT_FORMATS
+                        if f != "none" and not format_info(f).sm100_unsupported and MIN_SM[f] <= gpu.sm
+                    )
+                    + " on this GPU.",
                 )
             )
-        if request.kv_cache_dtype == "int8":
+        if kv_info(request.kv_cache_dtype).sm100_unsupported:
             issues.append(
                 PlanIssue(
                     "spec.quantization.kvCacheDtype",

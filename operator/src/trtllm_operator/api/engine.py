@@ -19,6 +19,18 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
+from engine_builder.planner.formats import (
+    AWQ_FORMATS,
+    AWQ_MAX_SAMPLES,
+    KV_CACHE_DTYPE_TABLE,
+    QUANT_FORMAT_TABLE,
+    KVCacheDtype,
+    QuantFormat,
+    describe_formats,
+    formats_where,
+    formats_without_backend,
+    kv_dtypes_without_backend,
+)
 from trtllm_operator.api.common import (
     DNS1123_SUBDOMAIN_FMT,
     GPU_PRODUCT_LABEL,
@@ -45,14 +57,31 @@ from trtllm_operator.api.common import (
 )
 
 Backend = Literal["tensorrt", "pytorch"]
-QuantFormat = Literal["none", "fp8", "int8_sq", "int4_awq", "w4a8_awq", "nvfp4", "mxfp8"]
-KVCacheDtype = Literal["auto", "fp8", "int8"]
 GemmPlugin = Literal["auto", "float16", "bfloat16", "float32", "disable"]
 SpeculativeMode = Literal["none", "draft_tokens_external", "medusa", "eagle", "lookahead_decoding"]
 EnginePhase = Literal["Pending", "Planning", "Queued", "Building", "Ready", "Failed"]
 ReclaimPolicy = Literal["Retain", "Delete"]
 
-AWQ_FORMATS = ("int4_awq", "w4a8_awq")
+__all__ = ["AWQ_FORMATS", "KVCacheDtype", "QuantFormat"]  # the format table (engine_builder) is their home
+
+
+def _cel_list(names: tuple[str, ...]) -> str:
+    """A CEL list literal of strings: ``['a', 'b']``."""
+    return "[" + ", ".join(f"'{n}'" for n in names) + "]"
+
+
+def _or(names: tuple[str, ...]) -> str:
+    return " or ".join(names)
+
+
+#: Formats that run only on data-centre Blackwell, and KV dtypes TensorRT-LLM refuses there.
+_BLACKWELL_ONLY = tuple(f for f, i in QUANT_FORMAT_TABLE.items() if i.min_sm >= 100)
+_NOT_ON_BLACKWELL_KV = tuple(k for k, i in KV_CACHE_DTYPE_TABLE.items() if i.sm100_unsupported)
+#: Formats with which trtllm-build keeps paged context FMHA on for an FP8 KV cache.
+_FP8_CONTEXT_FMHA = formats_where("fp8_context_fmha")
+_PYTORCH_NO_FORMAT = formats_without_backend("pytorch")
+_TRTLLM_NO_FORMAT = formats_without_backend("tensorrt")
+_PYTORCH_NO_KV = kv_dtypes_without_backend("pytorch")
 
 # Model source URIs (docs/api.md "Model sources"): each mistake gets its own message.
 #: Hugging Face repo ids as huggingface_hub 2.4.0 ``utils/_validators.py`` ``validate_repo_id`` checks
@@ -213,7 +242,8 @@ class CalibrationSpec(ApiModel):
         default=512,
         ge=1,
         le=65536,
-        description="Calibration samples (quantize.py --calib_size). AWQ formats use at most 32.",
+        description="Calibration samples (quantize.py --calib_size). AWQ formats use at most "
+        f"{AWQ_MAX_SAMPLES}.",
     )
     batch_size: int = Field(
         default=1,
@@ -234,24 +264,23 @@ class QuantizationSpec(ApiModel):
 
     model_config = model_config(
         cel(
-            "!has(self.awqBlockSize) || self.format in ['int4_awq', 'w4a8_awq']",
-            "awqBlockSize is only valid with format int4_awq or w4a8_awq; remove it or change format",
+            f"!has(self.awqBlockSize) || self.format in {_cel_list(AWQ_FORMATS)}",
+            f"awqBlockSize is only valid with format {_or(AWQ_FORMATS)}; remove it or change format",
             field_path=".awqBlockSize",
         ),
         cel(
-            "!(self.format in ['nvfp4', 'mxfp8']) || self.kvCacheDtype != 'int8'",
-            "kvCacheDtype int8 cannot be combined with format nvfp4 or mxfp8: they run only on "
-            "Blackwell (SM 100+), where TensorRT-LLM rejects an INT8 KV cache; use kvCacheDtype "
-            "fp8 or auto",
+            f"!(self.format in {_cel_list(_BLACKWELL_ONLY)}) "
+            f"|| !(self.kvCacheDtype in {_cel_list(_NOT_ON_BLACKWELL_KV)})",
+            f"kvCacheDtype {_or(_NOT_ON_BLACKWELL_KV)} cannot be combined with format "
+            f"{_or(_BLACKWELL_ONLY)}: they run only on Blackwell (SM 100+), where TensorRT-LLM rejects "
+            "an INT8 KV cache; use kvCacheDtype fp8 or auto",
             field_path=".kvCacheDtype",
         ),
     )
 
     format: QuantFormat = Field(
         default="none",
-        description="Quantization format: none (model dtype), fp8 (FP8 weights+activations, SM 89+), "
-        "int8_sq (INT8 SmoothQuant), int4_awq (INT4 weights, AWQ), w4a8_awq (INT4 weights, FP8 "
-        "activations, SM 89+), nvfp4 (Blackwell), mxfp8 (Blackwell).",
+        description=f"Quantization format: {describe_formats()}.",
     )
     kv_cache_dtype: KVCacheDtype = Field(
         default="auto",
@@ -259,8 +288,8 @@ class QuantizationSpec(ApiModel):
     )
     awq_block_size: Literal[64, 128] | None = Field(
         default=None,
-        description="AWQ group size in weights (quantize.py --awq_block_size); only with int4_awq or "
-        "w4a8_awq. Default 128.",
+        description="AWQ group size in weights (quantize.py --awq_block_size); only with "
+        f"{_or(AWQ_FORMATS)}. Default 128.",
     )
     calibration: CalibrationSpec = Field(
         default_factory=CalibrationSpec,
@@ -466,6 +495,12 @@ class EngineBuildSpec(ApiModel):
     )
 
 
+#: How many GPUs the builder pod requests when ``spec.gpu.resources.gpus`` is unset — the text of the
+#: CRD's field description; :func:`builder_gpus` computes it. Calibration loads the model over the
+#: GPUs the engine will use, so the builder gets a replica's world size.
+BUILDER_GPUS_DEFAULT = "tensor × pipeline (the GPUs of one replica), at least build.workers"
+
+
 class BuilderResources(ApiModel):
     """Resources of the builder pod."""
 
@@ -482,7 +517,7 @@ class BuilderResources(ApiModel):
         default=None,
         ge=1,
         le=16,
-        description="GPUs (nvidia.com/gpu) for the builder pod. Default: build.workers.",
+        description=f"GPUs (nvidia.com/gpu) for the builder pod. Default: {BUILDER_GPUS_DEFAULT}.",
     )
 
 
@@ -776,14 +811,15 @@ class LLMEngineSpec(ApiModel):
 
     model_config = model_config(
         cel(
-            "self.backend != 'pytorch' || self.quantization.kvCacheDtype != 'int8'",
-            "kvCacheDtype int8 is not supported by the pytorch backend; use fp8 or auto, or backend tensorrt",
+            f"self.backend != 'pytorch' || !(self.quantization.kvCacheDtype in {_cel_list(_PYTORCH_NO_KV)})",
+            f"kvCacheDtype {_or(_PYTORCH_NO_KV)} is not supported by the pytorch backend; use fp8 or auto, "
+            "or backend tensorrt",
             field_path=".quantization.kvCacheDtype",
         ),
         cel(
-            "self.backend != 'pytorch' || self.quantization.format != 'int8_sq'",
-            "format int8_sq is only supported by the tensorrt backend; use fp8 or int4_awq, or "
-            "backend tensorrt",
+            f"self.backend != 'pytorch' || !(self.quantization.format in {_cel_list(_PYTORCH_NO_FORMAT)})",
+            f"format {_or(_PYTORCH_NO_FORMAT)} is only supported by the tensorrt backend; use fp8 or "
+            "int4_awq, or backend tensorrt",
             field_path=".quantization.format",
         ),
         cel(
@@ -795,10 +831,26 @@ class LLMEngineSpec(ApiModel):
             field_path=".quantization.kvCacheDtype",
         ),
         cel(
-            "self.backend != 'tensorrt' || self.quantization.format != 'mxfp8'",
-            "format mxfp8 is only supported by the pytorch backend (trtllm-build has no MXFP8 "
-            "recipe); set backend: pytorch or use fp8",
+            "self.backend != 'tensorrt' || self.quantization.kvCacheDtype != 'fp8' "
+            f"|| !self.build.pagedContextFMHA || self.quantization.format in {_cel_list(_FP8_CONTEXT_FMHA)}",
+            f"with kvCacheDtype fp8 and build.pagedContextFMHA the format must be {_or(_FP8_CONTEXT_FMHA)}: "
+            "for any other format trtllm-build silently turns paged context FMHA off (TensorRT-LLM "
+            "builder.py), which breaks KV-cache reuse and chunked context; set build.pagedContextFMHA: "
+            "false, or use kvCacheDtype auto",
             field_path=".quantization.format",
+        ),
+        cel(
+            f"self.backend != 'tensorrt' || !(self.quantization.format in {_cel_list(_TRTLLM_NO_FORMAT)})",
+            f"format {_or(_TRTLLM_NO_FORMAT)} is only supported by the pytorch backend (trtllm-build has no "
+            "such recipe); set backend: pytorch or use fp8",
+            field_path=".quantization.format",
+        ),
+        cel(
+            "self.backend != 'tensorrt' || self.parallelism.expert == 1",
+            "parallelism.expert > 1 is not supported by the tensorrt backend: ModelOpt's TensorRT-LLM "
+            "checkpoint export has no expert-parallel argument and writes moe_ep_size 1, so the engine "
+            "would not be expert-parallel; use backend pytorch (moe_expert_parallel_size) or expert: 1",
+            field_path=".parallelism.expert",
         ),
         cel(
             "self.build.workers <= self.parallelism.tensor * self.parallelism.pipeline",
@@ -1029,3 +1081,17 @@ class LLMEngineStatus(ApiModel):
         description="Ready (artifact usable), Progressing (planning/building), Degraded, "
         "Planned (capacity plan fits).",
     )
+
+
+def builder_gpus(spec: LLMEngineSpec) -> int:
+    """GPUs (``nvidia.com/gpu``) the builder pod of ``spec`` requests: ``spec.gpu.resources.gpus``,
+    else :data:`BUILDER_GPUS_DEFAULT` (``max(tensor × pipeline, build.workers)``).
+
+    The one home of this number: the builder Job requests it
+    (:func:`trtllm_operator.render.builder_job.desired_builder_job`), the Unschedulable hint names it
+    (:func:`trtllm_operator.decide.engine.unschedulable_hint`) and the CRD describes it. Like a
+    Kubernetes ``SetDefaults_*`` function, it sits next to the field whose default it is.
+    """
+    if spec.gpu.resources.gpus:
+        return spec.gpu.resources.gpus
+    return max(spec.parallelism.tensor * spec.parallelism.pipeline, spec.build.workers)

@@ -159,8 +159,7 @@ def record_from_manifest(
     :class:`PartialArtifactError` for a ``tensorrt`` artifact without a compiled engine unless
     ``allow_partial`` (the record then carries ``partial: true`` and ``missing``).
     """
-    from engine_builder.package import manifest_digest, missing_parts  # noqa: PLC0415
-    from engine_builder.spec import engine_key  # noqa: PLC0415
+    from engine_builder.contract import engine_key, manifest_digest, missing_parts  # noqa: PLC0415
     from trtllm_operator.decide.engine import artifact_record, storage_location  # noqa: PLC0415
 
     for field in ("engineKey", "keyInputs", "runtimeImage", "target", "backend"):

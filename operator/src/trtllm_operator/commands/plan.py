@@ -23,6 +23,7 @@ from engine_builder.planner import (
     lookup,
     plan,
 )
+from engine_builder.planner.formats import KV_CACHE_DTYPES, QUANT_FORMATS
 
 EXIT_FITS = 0
 EXIT_BAD_INPUT = 2
@@ -61,8 +62,8 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--model-config", required=True, help="the model's Hugging Face config.json (file or directory)"
     )
-    p.add_argument("--quantization", default="none", help="none|fp8|int8_sq|int4_awq|w4a8_awq|nvfp4|mxfp8")
-    p.add_argument("--kv-cache-dtype", default="auto", help="auto|fp8|int8")
+    p.add_argument("--quantization", default="none", help="|".join(QUANT_FORMATS))
+    p.add_argument("--kv-cache-dtype", default="auto", help="|".join(KV_CACHE_DTYPES))
     p.add_argument("--tp", type=int, default=1, help="tensor parallelism")
     p.add_argument("--pp", type=int, default=1, help="pipeline parallelism")
     p.add_argument("--ep", type=int, default=1, help="expert parallelism (MoE)")

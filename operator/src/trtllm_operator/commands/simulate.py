@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from engine_builder.planner.formats import KV_CACHE_DTYPES, QUANT_FORMATS
+
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
 
@@ -46,9 +48,9 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--quantization",
         default="none",
-        help="none|fp8|int8_sq|int4_awq|w4a8_awq|nvfp4|mxfp8 (default none, as spec.quantization.format)",
+        help="|".join(QUANT_FORMATS) + " (default none, as spec.quantization.format)",
     )
-    p.add_argument("--kv-cache-dtype", default="auto", help="auto|fp8|int8 (default auto)")
+    p.add_argument("--kv-cache-dtype", default="auto", help="|".join(KV_CACHE_DTYPES) + " (default auto)")
     p.add_argument("--tp", type=int, default=1, help="tensor parallelism: GPUs per replica (default 1)")
     p.add_argument("--pp", type=int, default=1, help="pipeline parallelism (default 1)")
     p.add_argument("--max-batch-size", type=int, default=None, help="default: the planner's recommendation")

@@ -28,6 +28,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from engine_builder.planner.formats import KV_CACHE_DTYPES, QUANT_FORMATS
+
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
 
@@ -51,9 +53,9 @@ def register(subparsers: Any) -> None:
     sim.add_argument(
         "--quantization",
         default="none",
-        help="none|fp8|int8_sq|int4_awq|w4a8_awq|nvfp4|mxfp8 (default none, as spec.quantization.format)",
+        help="|".join(QUANT_FORMATS) + " (default none, as spec.quantization.format)",
     )
-    sim.add_argument("--kv-cache-dtype", default="auto", help="auto|fp8|int8 (default auto)")
+    sim.add_argument("--kv-cache-dtype", default="auto", help="|".join(KV_CACHE_DTYPES) + " (default auto)")
     sim.add_argument("--tp", type=int, default=1, help="tensor parallelism (default 1)")
     sim.add_argument("--isl", type=int, default=128, help="prompt tokens (default 128)")
     sim.add_argument("--osl", type=int, default=128, help="output tokens (default 128)")

@@ -32,9 +32,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from engine_builder.planner import GPUSpec, Plan, PlanInputError, lookup, plan_from_build_spec
-from engine_builder.planner.formats import MIN_SM
-from engine_builder.spec import (
+from engine_builder.contract import (
     BuildLimits,
     BuildSpec,
     Calibration,
@@ -45,6 +43,8 @@ from engine_builder.spec import (
     SpeculativeDecoding,
     Target,
 )
+from engine_builder.planner import GPUSpec, Plan, PlanInputError, lookup, plan_from_build_spec
+from engine_builder.planner.formats import MIN_SM
 from trtllm_operator.api import (
     CONDITION_DEGRADED,
     CONDITION_PLANNED,
@@ -52,7 +52,7 @@ from trtllm_operator.api import (
     CONDITION_READY,
     LLMEngineSpec,
 )
-from trtllm_operator.api.engine import StorageSpec
+from trtllm_operator.api.engine import StorageSpec, builder_gpus
 from trtllm_operator.decide.compatibility import ALLOW_PARTIAL_ARTIFACT_ANNOTATION
 from trtllm_operator.decide.conditions import Condition, condition
 from trtllm_operator.decide.engine_failure import (
@@ -127,6 +127,18 @@ class StorageLocation:
     #: Mount path of the artifact volume in the builder pod (PVC storage).
     MOUNT_PATH = "/artifacts"
 
+    @staticmethod
+    def created_pvc_name(engine_name: str) -> str:
+        """Name of the PVC the operator creates for ``storage.createPVC`` of LLMEngine ``engine_name``:
+        ``<engine_name[:53]>-artifacts`` (at most 63 characters; dots kept).
+
+        The one home of this name: the builder mounts it, the engine controller creates it and serving
+        pods mount it. Existing clusters hold PVCs under exactly these names, so it must not change.
+        A truncated name never ends in ``.`` (``x.-artifacts`` is not a valid object name, so no PVC
+        can exist under it).
+        """
+        return f"{engine_name[: 63 - len('-artifacts')].rstrip('.')}-artifacts"
+
     @property
     def storage_id(self) -> str:
         return hashlib.sha256(self.identity.encode()).hexdigest()[:16]
@@ -160,7 +172,7 @@ def storage_location(engine_name: str, storage: StorageSpec) -> StorageLocation:
             sub_path=sub,
         )
     if storage.create_pvc is not None:
-        claim = created_pvc_name(engine_name)
+        claim = StorageLocation.created_pvc_name(engine_name)
         return StorageLocation(
             kind="pvc",
             identity=f"pvc:{claim}/",
@@ -181,11 +193,6 @@ def storage_location(engine_name: str, storage: StorageSpec) -> StorageLocation:
             s3_secret=s3.credentials_secret_ref.name if s3.credentials_secret_ref else None,
         )
     raise ValueError("spec.storage: set exactly one of pvc, createPVC or s3")
-
-
-def created_pvc_name(engine_name: str) -> str:
-    """Name of the PVC the operator creates for ``storage.createPVC``."""
-    return f"{engine_name[: 63 - len('-artifacts')]}-artifacts"
 
 
 def builder_job_name(key: str, storage_id: str) -> str:
@@ -854,15 +861,6 @@ def _job_times(job: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def builder_gpus(spec: LLMEngineSpec) -> int:
-    """GPUs of the builder pod: ``spec.gpu.resources.gpus``, else ``spec.build.workers``.
-
-    Building a TP × PP engine does not need TP × PP GPUs: ``trtllm-build`` compiles ranks one after
-    another on one GPU unless ``--workers`` > 1, and ModelOpt calibrates on the GPUs it is given.
-    """
-    return spec.gpu.resources.gpus or spec.build.workers
-
-
 def unschedulable_hint(prepared: PreparedEngine, scheduler_message: str) -> str:
     """What to do about an unschedulable builder pod, from the scheduler's ``message`` ("" if none).
 
@@ -918,5 +916,4 @@ def _pvc_hint(prepared: PreparedEngine, scheduler_message: str) -> str:
 
 
 def _gpu_request_text(prepared: PreparedEngine) -> str:
-    n = builder_gpus(prepared.spec)
-    return f"{n} nvidia.com/gpu"
+    return f"{builder_gpus(prepared.spec)} nvidia.com/gpu"

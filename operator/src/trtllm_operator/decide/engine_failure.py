@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine_builder import report as builder_report
+from engine_builder import contract as builder_report
 
 #: Reasons the operator adds to the builder's own (not produced by the builder process).
 REASON_TIMEOUT = "Timeout"

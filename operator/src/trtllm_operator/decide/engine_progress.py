@@ -19,8 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine_builder.pipeline import STAGES
-from engine_builder.progress import PROGRESS_PREFIX
+from engine_builder.contract import PROGRESS_PREFIX, STAGES
 
 
 @dataclass(frozen=True)

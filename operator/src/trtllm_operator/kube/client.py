@@ -15,7 +15,8 @@ Error handling follows the three 409 cases of docs/reference/local-control-plane
   (:func:`is_conflict`; :mod:`trtllm_operator.kube.status` retries on it);
 * ``404`` on read is ``None``, not an exception.
 
-Every write carries ``fieldManager`` (one name for the whole operator, STYLE.md).
+Every write carries ``fieldManager``, one name for the whole operator (``Settings.field_manager``,
+default ``trtllm-operator``), so ``metadata.managedFields`` shows which fields the operator owns.
 
 The client is synchronous: kopf runs sync handlers in its thread pool.
 """

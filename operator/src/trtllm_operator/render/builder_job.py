@@ -9,8 +9,9 @@ Choices, and why:
 
 * **Name** from the engine key and storage (``build-<key[:16]>-<storage[:6]>``): a retry, a
   restarted operator or a second LLMEngine with the same key finds the same Job (AlreadyExists).
-* **GPUs**: ``spec.gpu.resources.gpus``, else the replica's world size (tensor × pipeline, at
-  least ``build.workers``): calibration loads the model over the GPUs the engine will use.
+* **GPUs**: :func:`~trtllm_operator.api.engine.builder_gpus` — ``spec.gpu.resources.gpus``, else
+  the replica's world size (tensor × pipeline, at least ``build.workers``): calibration loads the
+  model over the GPUs the engine will use.
   **Host memory**: ``spec.gpu.resources.memory``, else derived from the plan — quantization holds
   the unquantized (16-bit) checkpoint in host memory: ``params × 2 B × 1.25 + 8 GiB``.
 * **Node affinity** on ``nvidia.com/gpu.product``: an engine only runs on the GPU it was built
@@ -35,6 +36,7 @@ from typing import Any
 import yaml
 
 from trtllm_operator.api import API_VERSION, ENGINE_KIND
+from trtllm_operator.api.engine import builder_gpus
 from trtllm_operator.decide.engine import (
     ARTIFACT_DATA_KEY,
     BUILD_SPEC_DATA_KEY,
@@ -86,14 +88,6 @@ def builder_labels(prepared: PreparedEngine) -> dict[str, str]:
         LABEL_STORAGE_ID: prepared.storage.storage_id,
         LABEL_ENGINE: prepared.name[:63],
     }
-
-
-def builder_gpu_count(prepared: PreparedEngine) -> int:
-    """GPUs requested by the builder pod (see module docstring)."""
-    spec = prepared.spec
-    if spec.gpu.resources.gpus:
-        return spec.gpu.resources.gpus
-    return max(spec.parallelism.tensor * spec.parallelism.pipeline, spec.build.workers)
 
 
 def builder_memory(prepared: PreparedEngine) -> str | None:
@@ -193,7 +187,7 @@ def desired_builder_job(
     gpu_spec = spec.gpu
     st = prepared.storage
     labels = builder_labels(prepared)
-    gpus = builder_gpu_count(prepared)
+    gpus = builder_gpus(spec)
     image = settings.builder_image or spec.runtime.image
 
     limits: dict[str, str] = {GPU_RESOURCE: str(gpus)}

@@ -6,9 +6,10 @@ client, no clock): the same parameters always give the same manifests, byte for 
 handler can compare and patch, and ``trtllm-operator render`` can show a GitOps reviewer exactly
 what the operator will create.
 
-Names are deterministic (docs/design.md habit 3): every child is called after its ``LLMDeployment``; the
-model-repository ConfigMap also carries a hash of its contents (it is immutable, so a pod that
-restarts mid-rollout still reads the files its ReplicaSet was rendered with).
+Names are deterministic — every child is called after its ``LLMDeployment``, so a retry or a
+restarted operator finds the child it created instead of making a second one; the model-repository
+ConfigMap also carries a hash of its contents (it is immutable, so a pod that restarts mid-rollout
+still reads the files its ReplicaSet was rendered with).
 
 The launch script is rendered here rather than taken from TensorRT-LLM's
 ``scripts/launch_triton_server.py`` because that script starts ``mpirun`` with ``subprocess.Popen``
@@ -32,6 +33,7 @@ from typing import Any, Literal
 
 from trtllm_operator.api.deployment import LLMDeploymentSpec
 from trtllm_operator.api.engine import LLMEngineSpec
+from trtllm_operator.decide.engine import StorageLocation
 
 GROUP = "llm.trtllm-operator.dev"
 VERSION = "v1alpha1"
@@ -437,9 +439,11 @@ def artifact_location(engine: Mapping[str, Any]) -> tuple[str, str]:
     """``(claim name, sub path)`` of a Ready engine's artifact directory ``<root>/<engineKey>``.
 
     From ``status.artifact.uri`` (``pvc://<claim>/<path>``); without one, from ``spec.storage``
-    (``pvc.claimName`` + ``subPath``, or the operator-created ``<engine>-artifacts`` claim).
-    Errors: :class:`ServingInputError` ``ArtifactUnsupported`` for S3 storage (serving pods mount a
-    PVC; S3 serving is not implemented) or when no location can be derived.
+    (``pvc.claimName`` + ``subPath``, or the operator-created claim,
+    :meth:`~trtllm_operator.decide.engine.StorageLocation.created_pvc_name`).
+    Errors: :class:`ServingInputError` ``ArtifactUnsupported`` for S3 storage (this function locates
+    PVC artifacts only; an S3 artifact is served through :func:`s3_artifact`, which an init container
+    of the serving pod downloads into a node-local volume) or when no location can be derived.
     """
     status = engine.get("status") or {}
     key = status.get("engineKey") or ""
@@ -455,7 +459,7 @@ def artifact_location(engine: Mapping[str, Any]) -> tuple[str, str]:
         sub = (storage["pvc"].get("subPath") or "").strip("/")
         return storage["pvc"]["claimName"], f"{sub}/{key}" if sub else key
     if storage.get("createPVC"):
-        return child_name(engine["metadata"]["name"], "artifacts", 253), key
+        return StorageLocation.created_pvc_name(engine["metadata"]["name"]), key
     raise ServingInputError(
         "ArtifactUnsupported", "the engine reports no artifact location (status.artifact.uri)"
     )

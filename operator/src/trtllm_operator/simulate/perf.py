@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from engine_builder.planner import GPUSpec
+from engine_builder.planner.formats import QUANT_FORMAT_TABLE
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,20 +67,18 @@ class GPURates:
         )
 
 
-#: Quantization formats whose GEMMs run on FP8 tensor cores (activations in FP8).
-_FP8_COMPUTE = {"fp8", "w4a8_awq", "mxfp8"}
-
-
 def compute_flops(rates: GPURates, quantization: str) -> float:
     """Peak dense FLOP/s for the GEMMs of a quantization format on this GPU.
 
-    FP8 activations (fp8, w4a8_awq, mxfp8) use the FP8 rate; nvfp4 the FP4 rate where the GPU has
-    one (else FP8); weight-only formats (int4_awq, int8 weight-only) and none the BF16 rate.
+    The format table's ``compute`` kind decides: FP8 activations (fp8, w4a8_awq, mxfp8) use the FP8
+    rate; nvfp4 the FP4 rate where the GPU has one (else FP8); weight-only formats (int4_awq) and
+    none the BF16 rate.
     """
-    q = quantization.lower()
-    if q == "nvfp4":
+    info = QUANT_FORMAT_TABLE.get(quantization.lower())
+    kind = info.compute if info is not None else "bf16"
+    if kind == "fp4":
         return rates.fp4_flops or rates.fp8_flops or rates.bf16_flops
-    if q in _FP8_COMPUTE and rates.fp8_flops:
+    if kind == "fp8" and rates.fp8_flops:
         return rates.fp8_flops
     return rates.bf16_flops
 

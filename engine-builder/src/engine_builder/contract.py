@@ -1,0 +1,155 @@
+"""The builder's contract with the operator: everything the operator may rely on, and nothing heavy.
+
+The operator (``trtllm_operator``) imports from the builder only this module, the pure capacity
+planner (:mod:`engine_builder.planner`, with the quantization-format table) and the Triton
+renderers (:mod:`engine_builder.triton`) — an import-linter contract (``.importlinter``) enforces
+it, and another one keeps these modules free of torch, ModelOpt, transformers and the pipeline. So
+the operator image carries no PyTorch, and reading a progress line does not import a GPU pipeline.
+
+What is here:
+
+* the stages (:data:`STAGES`, :data:`STAGE_HELP`) and the progress-line prefix the builder prints
+  (:data:`PROGRESS_PREFIX`, format in :mod:`engine_builder.progress`);
+* the report the builder leaves in its termination message and its exit codes (re-exported from
+  :mod:`engine_builder.report`);
+* the manifest's schema name, digest and "what is missing" rule (:func:`manifest_digest`,
+  :func:`missing_parts`), shared by the builder's ``package`` stage and ``trtllm-operator cache``;
+* the build-spec types the operator writes (re-exported from :mod:`engine_builder.spec`);
+* where the operator delivers a self-contained builder into a stock TensorRT-LLM image
+  (:data:`BUNDLE_MOUNT`, :func:`bundle_commands`; docs/engine-builder.md "Running on a stock image").
+
+Names may be added here; renaming one breaks the operator and needs both sides changed together.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from engine_builder.report import (
+    DETERMINISTIC_REASONS,
+    EXIT_CODES,
+    MAX_REPORT_BYTES,
+    BuildError,
+    Reason,
+    Status,
+    build_report,
+    exit_code_for,
+)
+from engine_builder.spec import (
+    ENGINE_KEY_SCHEMA,
+    BuildLimits,
+    BuildSpec,
+    Calibration,
+    ModelSource,
+    Output,
+    Parallelism,
+    Quantization,
+    SpeculativeDecoding,
+    Target,
+    canonical_json,
+    engine_key,
+)
+
+__all__ = [
+    "BUNDLE_ENV",
+    "BUNDLE_LIB",
+    "BUNDLE_MOUNT",
+    "BUNDLE_SOURCE",
+    "DETERMINISTIC_REASONS",
+    "ENGINE_KEY_SCHEMA",
+    "EXIT_CODES",
+    "MANIFEST_SCHEMA",
+    "MAX_REPORT_BYTES",
+    "PROGRESS_PREFIX",
+    "STAGES",
+    "STAGE_HELP",
+    "BuildError",
+    "BuildLimits",
+    "BuildSpec",
+    "Calibration",
+    "ModelSource",
+    "Output",
+    "Parallelism",
+    "Quantization",
+    "Reason",
+    "SpeculativeDecoding",
+    "Status",
+    "Target",
+    "build_report",
+    "bundle_commands",
+    "canonical_json",
+    "engine_key",
+    "exit_code_for",
+    "manifest_digest",
+    "missing_parts",
+]
+
+STAGES: tuple[str, ...] = ("fetch", "inspect", "plan", "quantize", "convert", "compile", "package", "report")
+
+STAGE_HELP: dict[str, str] = {
+    "fetch": "download (hf://, s3://) or locate (pvc://, local path) the HF checkpoint; disk preflight",
+    "inspect": "config.json + safetensors headers: architecture, parameter count, dtype, tokenizer",
+    "plan": "capacity plan for the target GPU; refuse what cannot fit; derive build limits",
+    "quantize": "ModelOpt calibration (fp8, int8_sq, int4_awq, w4a8_awq, nvfp4, mxfp8; KV fp8/int8)",
+    "convert": "TensorRT-LLM checkpoint per TP x PP rank, or unified HF checkpoint (pytorch backend)",
+    "compile": "trtllm-build with flags from the spec and plan (tensorrt backend only)",
+    "package": "artifact <artifact_root>/<engine_key>/: checkpoint, engine, tokenizer, Triton repo, manifest",
+    "report": "compact JSON result to the termination-message path; exit code = failure class",
+}
+
+#: First word of the machine-readable progress line (``engine_builder.progress``).
+PROGRESS_PREFIX = "TRTLLM_BUILDER_PROGRESS"
+
+MANIFEST_SCHEMA = "engine-builder.trtllm-operator.dev/manifest/v1"
+
+# ------------------------------------------------------------------------------------------------
+# The self-contained builder delivered into a stock image (docs/engine-builder.md).
+
+#: Where the operator image keeps the builder bundle: ``lib/`` is a ``pip install --target`` of
+#: engine-builder, ModelOpt and the few pure-Python packages a TensorRT-LLM image lacks
+#: (``engine-builder/bundle-requirements.txt``).
+BUNDLE_SOURCE = "/opt/engine-builder"
+#: Where the builder Job mounts the shared volume the init container copies the bundle into.
+BUNDLE_MOUNT = "/opt/trtllm-builder"
+#: The bundle's import path inside the builder container (``PYTHONPATH``).
+BUNDLE_LIB = f"{BUNDLE_MOUNT}/lib"
+#: Environment variable naming the bundle's import path, so the builder can drop it from the
+#: environment of the tools it starts (``trtllm-build`` must see the image's own ModelOpt).
+BUNDLE_ENV = "ENGINE_BUILDER_BUNDLE"
+
+
+def bundle_commands(python: str = "python3") -> tuple[list[str], list[str]]:
+    """``(init container command, builder command prefix)`` of a Job that runs the bundle.
+
+    The init container (the operator image) copies :data:`BUNDLE_SOURCE` onto the shared volume at
+    :data:`BUNDLE_MOUNT`; the builder container (the stock TensorRT-LLM image) runs the image's own
+    ``python`` with :data:`BUNDLE_LIB` on ``PYTHONPATH`` (set by the Job), so the image's torch,
+    transformers and TensorRT-LLM are the ones used. The prefix is followed by the ``run``
+    arguments.
+    """
+    return (["cp", "-R", f"{BUNDLE_SOURCE}/.", f"{BUNDLE_MOUNT}/"], [python, "-m", "engine_builder"])
+
+
+# ------------------------------------------------------------------------------------------------
+# The manifest
+
+
+def manifest_digest(manifest: dict[str, Any]) -> str:
+    """``sha256:<hex>`` over the canonical JSON of ``manifest`` minus ``stageTimings`` and
+    ``manifestDigest``."""
+    content = {k: v for k, v in manifest.items() if k not in ("stageTimings", "manifestDigest")}
+    return "sha256:" + hashlib.sha256(canonical_json(content).encode("utf-8")).hexdigest()
+
+
+def missing_parts(backend: str, compile_info: dict[str, Any]) -> list[str]:
+    """What a loadable artifact of ``backend`` needs but this one lacks (empty = complete).
+
+    ``compile_info``: the manifest's ``compile`` entry (``status`` done | skipped, ``reason``). The
+    ``pytorch`` backend serves the checkpoint and needs no engine; ``tensorrt`` needs ``engine/``.
+    """
+    if backend != "tensorrt" or compile_info.get("status") == "done":
+        return []
+    status = compile_info.get("status") or "not run"
+    why = compile_info.get("reason") or status
+    return [f"engine/ (compile {status}: {why}): Triton's TensorRT-LLM backend has no engine to load"]
