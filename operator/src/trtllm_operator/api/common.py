@@ -375,19 +375,19 @@ _POD_ANNOTATION_RULES = [
         f"!({lit(MIRROR_POD_ANNOTATION)} in self)",
         f"{MIRROR_POD_ANNOTATION} marks static (mirror) pods and needs spec.nodeName, which the "
         "operator never sets; remove it",
-        field_path=f"['{MIRROR_POD_ANNOTATION}']",
     ),
     cel(
         f"!({lit(POD_DELETION_COST_ANNOTATION)} in self) || "
         f"(self[{lit(POD_DELETION_COST_ANNOTATION)}].matches('^(0|[1-9][0-9]{{0,9}}|-0*[0-9]{{1,10}})$') && "
         f"int(self[{lit(POD_DELETION_COST_ANNOTATION)}]) >= -2147483648 && "
         f"int(self[{lit(POD_DELETION_COST_ANNOTATION)}]) <= 2147483647)",
-        "must be a 32-bit integer without '+' or leading zeros, e.g. 100 or -5",
+        f"{POD_DELETION_COST_ANNOTATION} must be a 32-bit integer without a + sign or leading zeros, "
+        "e.g. 100 or -5",
         message_expression=mx(
-            '"%s" must be a 32-bit integer without a + sign or leading zeros, e.g. 100 or -5',
+            f'{POD_DELETION_COST_ANNOTATION} "%s" must be a 32-bit integer without a + sign or leading '
+            "zeros, e.g. 100 or -5",
             f"self[{lit(POD_DELETION_COST_ANNOTATION)}]",
         ),
-        field_path=f"['{POD_DELETION_COST_ANNOTATION}']",
     ),
     cel(
         f"self.all(k, !(k == {lit(SECCOMP_POD_ANNOTATION)} || k.startsWith({lit(SECCOMP_CONTAINER_PREFIX)})) "

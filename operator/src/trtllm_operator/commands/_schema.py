@@ -130,6 +130,14 @@ def _message(path: str, validator: Any, expected: Any, instance: Any, default: s
         return f"{path}: Invalid value: {instance!r}: should be {words[validator]} {expected}"
     if validator == "type":
         return f"{path}: Invalid value: {instance!r}: must be of type {expected}"
+    if validator == "maxLength":
+        return f"{path}: Too long: may not be more than {expected} bytes"
+    if validator in ("maxItems", "maxProperties"):
+        return f"{path}: Too many: {len(instance)}: must have at most {expected} items"
+    if validator == "minItems":
+        return f"{path}: Invalid value: {len(instance)}: should have at least {expected} items"
+    if validator == "minLength":
+        return f"{path}: Invalid value: {instance!r}: should be at least {expected} chars long"
     return f"{path}: {default}"
 
 
