@@ -20,6 +20,7 @@ from engine_builder.planner import PlanInputError, lookup
 from trtllm_operator.decide.compatibility import (
     COMPATIBLE_IMAGES_ANNOTATION,
     Incompatibility,
+    affinity_incompatibility,
     check_compatibility,
     decide_placement,
     parse_compatible_images,
@@ -80,27 +81,33 @@ def engine_incompatibilities(
 ) -> list[Incompatibility]:
     """The compatibility gate for raw objects (image vs ``spec.runtime.image``, GPU product/SM).
 
-    The deployment pins a product only through ``spec.scheduling.nodeSelector["nvidia.com/gpu.product"]``;
-    compatible images are declared with the annotation :data:`COMPATIBLE_IMAGES_ANNOTATION`.
+    The deployment pins a product through ``spec.scheduling.nodeSelector["nvidia.com/gpu.product"]``
+    (it must be one of the node-label values the pods require: the engine's product or its catalog
+    alias) and can exclude it through its required node affinity; compatible images are declared with
+    the annotation :data:`COMPATIBLE_IMAGES_ANNOTATION`.
     """
     dspec, espec = deployment.get("spec") or {}, engine.get("spec") or {}
     engine_image = (espec.get("runtime") or {}).get("image", "")
     server_image = (dspec.get("server") or {}).get("image") or engine_image
     engine_product = (espec.get("gpu") or {}).get("product", "")
-    node_selector = (dspec.get("scheduling") or {}).get("nodeSelector") or {}
-    dep_product = node_selector.get(GPU_PRODUCT_LABEL)
+    scheduling = dspec.get("scheduling") or {}
+    dep_product = (scheduling.get("nodeSelector") or {}).get(GPU_PRODUCT_LABEL)
     annotations = (deployment.get("metadata") or {}).get("annotations") or {}
     engine_canonical, engine_sm = _catalog(engine_product)
-    dep_canonical, dep_sm = _catalog(dep_product)
-    return check_compatibility(
+    _, dep_sm = _catalog(dep_product)
+    products = (engine_product, *gpu_product_aliases(engine_product))
+    problems = check_compatibility(
         server_image=server_image,
         engine_runtime_image=engine_image,
         engine_gpu_product=engine_canonical or engine_product,
-        deployment_gpu_product=dep_canonical,
+        deployment_gpu_product=dep_product,
         engine_sm=engine_sm,
         deployment_sm=dep_sm,
         compatible_images=parse_compatible_images(annotations.get(COMPATIBLE_IMAGES_ANNOTATION)),
+        engine_gpu_products=products,
     )
+    dead = affinity_incompatibility(scheduling.get("affinity"), products, GPU_PRODUCT_LABEL)
+    return [*problems, dead] if dead else problems
 
 
 def desired_children(
