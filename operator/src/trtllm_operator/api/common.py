@@ -356,6 +356,7 @@ Annotations = Annotated[
 # ``ValidateSeccompPodAnnotations``, ``ValidateAppArmorPodAnnotations``; keys from
 # k8s.io/api@v0.34.4 core/v1/annotation_key_constants.go).
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
+TOLERATIONS_ANNOTATION = "scheduler.alpha.kubernetes.io/tolerations"
 POD_DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
 SECCOMP_POD_ANNOTATION = "seccomp.security.alpha.kubernetes.io/pod"
 SECCOMP_CONTAINER_PREFIX = "container.seccomp.security.alpha.kubernetes.io/"
@@ -370,7 +371,37 @@ def _seccomp_ok(expr: str) -> str:
     return f"({expr}.matches({lit(_SECCOMP_PROFILE)}) && !{expr}.matches({lit(_BACKSTEP)}))"
 
 
+#: Names of the containers in the pods the operator renders (render/ and decide/ import them): an
+#: AppArmor annotation must name a container of its pod (``ValidateAppArmorPodAnnotations``).
+BUILDER_CONTAINER = "builder"
+BENCHMARK_CONTAINER = "trtllm-bench"
+SERVER_CONTAINER = "triton"
+FETCH_CONTAINER = "fetch-artifact"
+
+
+def apparmor_containers_rule(field: str, containers: tuple[str, ...]) -> dict[str, str]:
+    """CEL rule for an object whose pod annotations are at ``field``: a per-container AppArmor
+    annotation must name one of ``containers`` ("container not found" on the pod otherwise)."""
+    names = "[" + ", ".join(lit(APPARMOR_CONTAINER_PREFIX + c) for c in containers) + "]"
+    pred = f"k.startsWith({lit(APPARMOR_CONTAINER_PREFIX)}) && !(k in {names})"
+    return cel(
+        f"!has(self.{field}) || !self.{field}.exists(k, {pred})",
+        f"an AppArmor annotation must name a container of the pod: {', '.join(containers)}",
+        message_expression=mx(
+            f"%s name no container of the pod; the containers are {', '.join(containers)} "
+            f"(e.g. {APPARMOR_CONTAINER_PREFIX}{containers[0]})",
+            f"self.{field}.filter(k, {pred})",
+        ),
+        field_path=f".{field}",
+    )
+
+
 _POD_ANNOTATION_RULES = [
+    cel(
+        f"!({lit(TOLERATIONS_ANNOTATION)} in self)",
+        f"{TOLERATIONS_ANNOTATION} is a legacy annotation the scheduler does not read (tolerations are "
+        "a pod field): set the tolerations field of this object instead",
+    ),
     cel(
         f"!({lit(MIRROR_POD_ANNOTATION)} in self)",
         f"{MIRROR_POD_ANNOTATION} marks static (mirror) pods and needs spec.nodeName, which the "

@@ -18,6 +18,8 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from trtllm_operator.api.common import (
+    FETCH_CONTAINER,
+    SERVER_CONTAINER,
     Affinity,
     Annotations,
     ApiModel,
@@ -30,6 +32,7 @@ from trtllm_operator.api.common import (
     PodAnnotations,
     Quantity,
     Tolerations,
+    apparmor_containers_rule,
     cel,
     fraction_rule,
     image_rules,
@@ -413,7 +416,10 @@ class TuningSpec(ApiModel):
 class LLMDeploymentSpec(ApiModel):
     """Desired state of an LLMDeployment: a Triton fleet serving one LLMEngine."""
 
-    model_config = model_config(reserved_label_keys_rule(SERVING_LABEL_KEYS, ".podLabels"))
+    model_config = model_config(
+        reserved_label_keys_rule(SERVING_LABEL_KEYS, ".podLabels"),
+        apparmor_containers_rule("podAnnotations", (SERVER_CONTAINER, FETCH_CONTAINER)),
+    )
 
     engine_ref: EngineRef
     replicas: int = Field(

@@ -32,6 +32,8 @@ from engine_builder.planner.formats import (
     kv_dtypes_without_backend,
 )
 from trtllm_operator.api.common import (
+    BENCHMARK_CONTAINER,
+    BUILDER_CONTAINER,
     DNS1123_SUBDOMAIN_FMT,
     GPU_PRODUCT_LABEL,
     LABEL_VALUE,
@@ -46,6 +48,7 @@ from trtllm_operator.api.common import (
     Quantity,
     SecretKeyRef,
     Tolerations,
+    apparmor_containers_rule,
     cel,
     fraction_rule,
     image_rules,
@@ -567,6 +570,7 @@ class GPUSpec(ApiModel):
             field_path=f".nodeSelector['{GPU_PRODUCT_LABEL}']",
         ),
         reserved_label_keys_rule(BUILDER_POD_LABEL_KEYS, ".podLabels"),
+        apparmor_containers_rule("podAnnotations", (BUILDER_CONTAINER,)),
     )
 
     product: str = Field(
@@ -763,6 +767,7 @@ class BenchmarkSpec(ApiModel):
             field_path=".sweep",
         ),
         fraction_rule("kvCacheFreeGpuMemFraction", example=0.9),
+        apparmor_containers_rule("podAnnotations", (BENCHMARK_CONTAINER,)),
     )
 
     mode: Literal["throughput", "latency"] = Field(
@@ -857,6 +862,8 @@ class LLMEngineSpec(ApiModel):
             "build.workers must be at most tensor × pipeline (one worker per rank); lower workers",
             field_path=".build.workers",
         ),
+        # trtllm-build silently uses min(visible GPUs, --workers) workers (TensorRT-LLM
+        # tensorrt_llm/commands/build.py main(), stored copy of the 1.x path).
         cel(
             "!has(self.gpu.resources.gpus) || self.gpu.resources.gpus >= self.build.workers",
             "gpu.resources.gpus must be at least build.workers (each worker builds on its own "

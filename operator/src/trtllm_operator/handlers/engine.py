@@ -31,6 +31,7 @@ from kubernetes.client.exceptions import ApiException
 
 from engine_builder.planner import GPUSpec, PlanInputError, load_catalog_extension
 from trtllm_operator.api import ENGINE_PLURAL, GROUP, VERSION
+from trtllm_operator.api.common import BUILDER_CONTAINER
 from trtllm_operator.decide.conditions import rfc3339
 from trtllm_operator.decide.engine import (
     ARTIFACT_DATA_KEY,
@@ -50,7 +51,7 @@ from trtllm_operator.decide.engine import (
     decide_invalid,
     prepare_engine,
 )
-from trtllm_operator.decide.engine_failure import BUILDER_CONTAINER, job_condition
+from trtllm_operator.decide.engine_failure import job_condition
 from trtllm_operator.decide.engine_progress import BuildProgress, parse_progress
 from trtllm_operator.events import ARTIFACT_RECORDED
 from trtllm_operator.kube import (

@@ -30,6 +30,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from trtllm_operator.api.common import BENCHMARK_CONTAINER
 from trtllm_operator.api.engine import BenchmarkSpec, LLMEngineSpec
 from trtllm_operator.decide.engine import (
     LABEL_COMPONENT,
@@ -61,7 +62,7 @@ __all__ = [
 ]
 
 COMPONENT_BENCHMARK = "engine-benchmark"
-BENCH_CONTAINER = "trtllm-bench"
+BENCH_CONTAINER = BENCHMARK_CONTAINER
 #: Annotation on the Job: the full engine key it benchmarks.
 ANNOTATION_ENGINE_KEY = LABEL_ENGINE_KEY
 

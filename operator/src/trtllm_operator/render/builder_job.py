@@ -36,6 +36,7 @@ from typing import Any
 import yaml
 
 from trtllm_operator.api import API_VERSION, ENGINE_KIND
+from trtllm_operator.api.common import BUILDER_CONTAINER
 from trtllm_operator.api.engine import builder_gpus
 from trtllm_operator.decide.engine import (
     ARTIFACT_DATA_KEY,
@@ -53,7 +54,7 @@ from trtllm_operator.decide.engine import (
     cache_entry_name,
     gpu_products,
 )
-from trtllm_operator.decide.engine_failure import BUILDER_CONTAINER, deterministic_exit_codes
+from trtllm_operator.decide.engine_failure import deterministic_exit_codes
 from trtllm_operator.settings import Settings
 
 GPU_RESOURCE = "nvidia.com/gpu"

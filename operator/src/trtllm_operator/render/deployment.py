@@ -25,6 +25,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from trtllm_operator.api.common import FETCH_CONTAINER, SERVER_CONTAINER
 from trtllm_operator.render.model_repository import volume_items
 from trtllm_operator.render.serving import (
     ANNOTATION_CONFIG_HASH,
@@ -191,7 +192,7 @@ def fetch_container(params: ServingParams) -> dict[str, Any]:
             for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
         ]
     return {
-        "name": "fetch-artifact",
+        "name": FETCH_CONTAINER,
         "image": params.image,
         "command": ["python3", "-c", FETCH_SCRIPT, s3.bucket, s3.prefix, ARTIFACT_MOUNT],
         "env": env,
@@ -225,7 +226,7 @@ def pod_template(
         }
     )
     container: dict[str, Any] = {
-        "name": "triton",
+        "name": SERVER_CONTAINER,
         "image": params.image,
         "command": command or ["/bin/bash", f"{CONFIG_MOUNT}/{LAUNCH_SCRIPT}"],
         "ports": [
