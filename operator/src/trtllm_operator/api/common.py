@@ -1041,13 +1041,13 @@ BACKSTEP = _BACKSTEP
 
 
 def fraction_rule(field: str, *, example: float, below_one: bool = False) -> dict[str, str]:
-    """CEL rule for a fraction ``field`` given as a percentage: the schema's ``maximum`` already
-    refuses it; this message says the fix (``90`` → ``0.9``)."""
+    """CEL rule for a fraction ``field`` given as a percentage (2 … 100): the schema's ``maximum``
+    already refuses it; this message says the fix (``90`` → ``0.9``). Values just above the bound
+    (``1.5``) are not taken for percentages: the schema's message alone reports them."""
     value = f"self.{field}"
-    bound = "< 1.0" if below_one else "<= 1.0"
     interval = "(0, 1)" if below_one else "(0, 1]"
     return cel(
-        f"!has({value}) || {value} {bound} || {value} > 100.0",
+        f"!has({value}) || {value} < 2.0 || {value} > 100.0",
         f"{field} is a fraction in {interval}, not a percentage: write {example} for "
         f"{round(example * 100)} %",
         message_expression=mx(
