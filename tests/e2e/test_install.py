@@ -29,7 +29,7 @@ from support.wait import wait_for
 
 from engine_builder.report import build_report
 from trtllm_operator.api import DEPLOYMENT_PLURAL, ENGINE_PLURAL, GROUP, VERSION
-from trtllm_operator.decide.engine import PreparedEngine, prepare_engine
+from trtllm_operator.decide.engine_spec import PreparedEngine, prepare_engine
 
 pytestmark = pytest.mark.slow
 

@@ -35,12 +35,12 @@ from support.operator import running_operator
 from support.wait import wait_for
 
 from trtllm_operator.api.deployment import AutoscalingSpec
-from trtllm_operator.decide.engine import PreparedEngine
+from trtllm_operator.decide.engine_spec import PreparedEngine
+from trtllm_operator.decide.serving_params import OwnerRef
 from trtllm_operator.emulator import Control, Fleet, PodFollower, ServingProfile
 from trtllm_operator.handlers import autoscaler as autoscaler_handlers
 from trtllm_operator.metrics.prometheus import BATCH_UTILIZATION_RECORD, KV_CACHE_RECORD, QUEUE_DEPTH_RECORD
 from trtllm_operator.render.keda import desired_scaled_object
-from trtllm_operator.render.serving import OwnerRef
 
 GROUP, VERSION = "llm.trtllm-operator.dev", "v1alpha1"
 H100 = "NVIDIA-H100-80GB-HBM3"

@@ -19,7 +19,7 @@ from support.cluster import LocalCluster
 from support.operator import running_operator
 from support.wait import wait_for
 
-from trtllm_operator.decide.engine import PreparedEngine
+from trtllm_operator.decide.engine_spec import PreparedEngine
 
 GROUP, VERSION = "llm.trtllm-operator.dev", "v1alpha1"
 H100 = "NVIDIA-H100-80GB-HBM3"

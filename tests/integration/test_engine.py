@@ -24,14 +24,10 @@ from support.wait import wait_for
 from engine_builder.package import manifest_digest
 from engine_builder.report import EXIT_CODES, build_report
 from trtllm_operator.api import ENGINE_PLURAL, GROUP, VERSION
+from trtllm_operator.api.wire import ARTIFACT_DATA_KEY, LABEL_ENGINE_KEY
 from trtllm_operator.cli import main
-from trtllm_operator.decide.engine import (
-    ARTIFACT_DATA_KEY,
-    LABEL_ENGINE_KEY,
-    PreparedEngine,
-    cache_entry_name,
-    prepare_engine,
-)
+from trtllm_operator.decide.engine_spec import PreparedEngine, prepare_engine
+from trtllm_operator.decide.storage import cache_entry_name
 
 H100 = "NVIDIA-H100-80GB-HBM3"
 TINYLLAMA = "hf://TinyLlama/TinyLlama-1.1B-Chat-v1.0"

@@ -47,7 +47,7 @@ from support.wait import wait_for
 from test_engine import EngineBuilder, an_engine, success_report
 
 from trtllm_operator.api import ENGINE_PLURAL, GROUP, VERSION
-from trtllm_operator.decide.engine import LABEL_ENGINE_KEY, LABEL_MANAGED_BY, MANAGED_BY
+from trtllm_operator.api.wire import LABEL_ENGINE_KEY, LABEL_MANAGED_BY, MANAGED_BY
 
 pytestmark = pytest.mark.slow
 

@@ -22,7 +22,7 @@ from support.cluster import LocalCluster
 from support.operator import running_operator
 from support.wait import wait_for
 
-from trtllm_operator.decide.engine import PreparedEngine
+from trtllm_operator.decide.engine_spec import PreparedEngine
 from trtllm_operator.emulator import Control, Fleet, PodFollower
 
 pytestmark = pytest.mark.slow

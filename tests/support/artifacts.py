@@ -12,7 +12,8 @@ from typing import Any
 
 from kubernetes import client
 
-from trtllm_operator.decide.engine import PreparedEngine, artifact_record, prepare_engine
+from trtllm_operator.decide.engine_cache import artifact_record
+from trtllm_operator.decide.engine_spec import PreparedEngine, prepare_engine
 from trtllm_operator.render.builder_job import desired_cache_entry
 
 

@@ -18,20 +18,20 @@ import pytest
 import yaml
 from celpy import celtypes
 
-from trtllm_operator.api.common import (
+from trtllm_operator.api.common import CEL_KEY
+from trtllm_operator.api.crd import deployment_crd, engine_crd
+from trtllm_operator.api.deployment import SERVING_LABEL_KEYS
+from trtllm_operator.api.engine import BUILDER_POD_LABEL_KEYS
+from trtllm_operator.api.wire import (
     BENCHMARK_CONTAINER,
     BUILDER_CONTAINER,
-    CEL_KEY,
     FETCH_CONTAINER,
     GROUP,
     SERVER_CONTAINER,
 )
-from trtllm_operator.api.crd import deployment_crd, engine_crd
-from trtllm_operator.api.deployment import SERVING_LABEL_KEYS
-from trtllm_operator.api.engine import BUILDER_POD_LABEL_KEYS
 from trtllm_operator.commands._cel_library import _parse_quantity, format_string
 from trtllm_operator.commands._schema import manifest_errors
-from trtllm_operator.decide.engine import PreparedEngine, prepare_engine
+from trtllm_operator.decide.engine_spec import PreparedEngine, prepare_engine
 from trtllm_operator.render.benchmark_job import desired_benchmark_job
 from trtllm_operator.render.builder_job import desired_builder_job
 from trtllm_operator.render.children import desired_children

@@ -20,9 +20,9 @@ from trtllm_operator.decide.autoscaling import (
     policy_from_spec,
     quantity,
 )
+from trtllm_operator.decide.serving_params import OwnerRef
 from trtllm_operator.render.hpa import desired_hpa
 from trtllm_operator.render.keda import desired_scaled_object, pod_name_regex
-from trtllm_operator.render.serving import OwnerRef
 
 K8S_VERSION = "1.34.0"
 OWNER = OwnerRef("llama", "0b6a4f3e-0000-4000-8000-000000000001")

@@ -368,7 +368,8 @@ def network_policies() -> list[dict[str, Any]]:
 
 
 def test_documented_network_policy_validates_and_selects_serving_pods() -> None:
-    from trtllm_operator.render.serving import HTTP_PORT, LABEL_COMPONENT, METRICS_PORT  # noqa: PLC0415
+    from trtllm_operator.api.wire import LABEL_COMPONENT  # noqa: PLC0415
+    from trtllm_operator.render.serving import HTTP_PORT, METRICS_PORT  # noqa: PLC0415
 
     policies = network_policies()
     assert policies, "docs/security.md has no NetworkPolicy manifest"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from trtllm_operator.api.wire import ANNOTATION_ALLOW_PARTIAL_ARTIFACT, LABEL_ENGINE_KEY
 from trtllm_operator.decide.compatibility import (
-    ALLOW_PARTIAL_ARTIFACT_ANNOTATION,
     NODE_SELECTOR_PRODUCT_FIELD,
     Incompatibility,
     affinity_incompatibility,
@@ -22,7 +22,6 @@ from trtllm_operator.decide.deployment_status import (
     transitions,
 )
 from trtllm_operator.decide.rollout import (
-    POD_ENGINE_KEY_LABEL,
     PodView,
     RolloutProgress,
     WorkloadView,
@@ -31,7 +30,6 @@ from trtllm_operator.decide.rollout import (
     rollout_progress,
     workload_view,
 )
-from trtllm_operator.render.serving import LABEL_ENGINE_KEY
 
 IMG = "nvcr.io/nvidia/tritonserver:25.05-trtllm-python-py3"
 OTHER = "nvcr.io/nvidia/tritonserver:25.08-trtllm-python-py3"
@@ -93,13 +91,13 @@ def test_compatibility_gate(server: str, dep_gpu: str | None, compatible: str, f
 def test_partial_artifact_needs_the_opt_in(
     artifact: dict[str, object] | None, annotation: str | None, refused: bool
 ) -> None:
-    annotations = {ALLOW_PARTIAL_ARTIFACT_ANNOTATION: annotation} if annotation is not None else {}
+    annotations = {ANNOTATION_ALLOW_PARTIAL_ARTIFACT: annotation} if annotation is not None else {}
     result = partial_artifact_refusal("tiny", artifact, annotations)
     assert (result is not None) is refused
     if result is not None:
         reason, message = result
         assert reason == "PartialArtifact"
-        assert "'tiny'" in message and ALLOW_PARTIAL_ARTIFACT_ANNOTATION in message
+        assert "'tiny'" in message and ANNOTATION_ALLOW_PARTIAL_ARTIFACT in message
         assert "nothing was rolled out" in message
 
 
@@ -307,15 +305,15 @@ def test_status_rollout_then_complete() -> None:
         obs(progress=mid, previous_engine_key=OLD, pods=3, ready_pods=2, updated_replicas=2)
     )
     assert s.phase == "Progressing" and conds(s)["Progressing"] == ("True", "EngineRollout")
-    assert s.fields["engineKey"] == OLD  # still the key every pod served
+    assert s.status["engineKey"] == OLD  # still the key every pod served
     done = rollout_progress(NEW[:16], 3, wl(), pods(new_ready=3))
     s = deployment_status(
         obs(progress=done, previous_engine_key=OLD, pods=3, ready_pods=3, updated_replicas=3)
     )
-    assert s.phase == "Ready" and s.fields["engineKey"] == NEW
+    assert s.phase == "Ready" and s.status["engineKey"] == NEW
     assert conds(s)["Ready"] == ("True", "AllReplicasReady")
     assert conds(s)["Progressing"] == ("False", "RolloutComplete")
-    assert s.fields["observedGeneration"] == 3 and s.fields["desiredReplicas"] == 3
+    assert s.status["observedGeneration"] == 3 and s.status["desiredReplicas"] == 3
 
 
 def test_status_blocked_and_deadline() -> None:
@@ -374,7 +372,6 @@ def test_engine_readiness(engine: dict[str, object] | None, state: str, fragment
 
 
 def test_pod_and_workload_views() -> None:
-    assert LABEL_ENGINE_KEY == POD_ENGINE_KEY_LABEL
     pod = {
         "metadata": {"labels": {LABEL_ENGINE_KEY: NEW[:16]}, "deletionTimestamp": "t"},
         "status": {"conditions": [{"type": "Ready", "status": "True"}]},

@@ -18,18 +18,14 @@ from trtllm_operator.decide.engine import (
     CreateBuild,
     EngineObservation,
     EnsurePVC,
-    InvalidEngine,
-    PreparedEngine,
     RecordArtifact,
-    artifact_record,
-    builder_job_name,
-    cache_entry_name,
     decide_engine,
     decide_invalid,
-    prepare_engine,
-    record_from_build,
 )
+from trtllm_operator.decide.engine_cache import artifact_record, record_from_build
 from trtllm_operator.decide.engine_failure import classify_failure, parse_report, unschedulable_message
+from trtllm_operator.decide.engine_spec import InvalidEngine, PreparedEngine, prepare_engine
+from trtllm_operator.decide.storage import builder_job_name, cache_entry_name
 
 CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "model-configs"
 H100 = "NVIDIA-H100-80GB-HBM3"

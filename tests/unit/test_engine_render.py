@@ -14,12 +14,9 @@ import yaml
 from engine_builder.report import DETERMINISTIC_REASONS, EXIT_CODES
 from engine_builder.spec import BuildSpec
 from trtllm_operator.api.crd import engine_crd
-from trtllm_operator.decide.engine import (
-    PreparedEngine,
-    prepare_engine,
-    record_from_build,
-    unschedulable_hint,
-)
+from trtllm_operator.decide.engine_cache import record_from_build
+from trtllm_operator.decide.engine_hints import unschedulable_hint
+from trtllm_operator.decide.engine_spec import PreparedEngine, prepare_engine
 from trtllm_operator.render.builder_job import (
     desired_artifact_pvc,
     desired_build_spec_configmap,

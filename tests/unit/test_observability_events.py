@@ -135,14 +135,15 @@ def _engine_event_reasons() -> set[str]:
 
 
 def _blocked_reasons() -> set[str]:
-    """Reasons of ``Children.blocked`` (render/children.py) and ServingInputError (render/serving.py)."""
+    """Reasons of ``ServingRefusal.blocked`` (decide/serving.py) and ServingInputError
+    (decide/serving_params.py)."""
     out: set[str] = set()
-    for node in ast.walk(_module(SRC / "render" / "children.py")):
+    for node in ast.walk(_module(SRC / "decide" / "serving.py")):
         if isinstance(node, ast.keyword) and node.arg == "blocked" and isinstance(node.value, ast.Tuple):
             first = node.value.elts[0]
             if isinstance(first, ast.Constant):
                 out.add(first.value)
-    for expr, _ in _calls(_module(SRC / "render" / "serving.py"), "ServingInputError", 0):
+    for expr, _ in _calls(_module(SRC / "decide" / "serving_params.py"), "ServingInputError", 0):
         assert isinstance(expr, ast.Constant), ast.unparse(expr)
         out.add(expr.value)
     return out
@@ -169,8 +170,8 @@ def _deployment_condition_reasons() -> set[str]:
 
 def _posted_in_code() -> set[str]:
     dynamic = {
-        "decision.event.reason": _engine_event_reasons(),
-        "cond['reason']": _deployment_condition_reasons(),
+        # handlers/plumbing.write_outcome posts the Events of both controllers' outcomes
+        "event.reason": _engine_event_reasons() | _deployment_condition_reasons(),
         # posted only when decision.limited == Reason.INSUFFICIENT_GPU (handlers/autoscaler.py)
         "str(decision.limited)": {str(Reason.INSUFFICIENT_GPU)},
     }

@@ -10,10 +10,10 @@ import pytest
 import yaml
 
 from trtllm_operator.decide.compatibility import NODE_SELECTOR_PRODUCT_FIELD
-from trtllm_operator.decide.engine import PreparedEngine, prepare_engine
+from trtllm_operator.decide.engine_spec import PreparedEngine, prepare_engine
+from trtllm_operator.decide.serving_params import artifact_location
 from trtllm_operator.render.builder_job import desired_artifact_pvc
 from trtllm_operator.render.children import desired_children
-from trtllm_operator.render.serving import artifact_location
 from trtllm_operator.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]

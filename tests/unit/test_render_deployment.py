@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from trtllm_operator.api.wire import ANNOTATION_CONFIG_HASH, LABEL_DEPLOYMENT, LABEL_ENGINE_KEY
+from trtllm_operator.decide.serving_params import OwnerRef, ServerSettings, ServingParams
 from trtllm_operator.render.deployment import (
     STARTUP_BASE_SECONDS,
     STARTUP_UNKNOWN_SIZE_SECONDS,
@@ -18,16 +20,7 @@ from trtllm_operator.render.leaderworkerset import desired_leaderworkerset
 from trtllm_operator.render.model_repository import desired_model_repository
 from trtllm_operator.render.pdb import desired_pdb
 from trtllm_operator.render.service import desired_service, endpoint
-from trtllm_operator.render.serving import (
-    ANNOTATION_CONFIG_HASH,
-    LABEL_DEPLOYMENT,
-    LABEL_ENGINE_KEY,
-    OwnerRef,
-    ServerSettings,
-    ServingParams,
-    child_name,
-    launch_script,
-)
+from trtllm_operator.render.serving import child_name, launch_script
 
 KEY_A = "a" * 64
 KEY_B = "b" * 64

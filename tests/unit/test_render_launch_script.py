@@ -15,8 +15,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from trtllm_operator.decide.serving_params import OwnerRef, ServingParams
 from trtllm_operator.render.model_repository import desired_model_repository, volume_items
-from trtllm_operator.render.serving import OwnerRef, ServingParams
 
 FAKE_TRITON = """#!/bin/bash
 # Fake tritonserver: records its arguments; rank 1 exits 0 after RANK1_EXIT_AFTER seconds if set.

@@ -9,8 +9,9 @@ from dataclasses import replace
 import pytest
 import yaml
 
-from trtllm_operator.render.model_repository import check_filled, desired_model_repository, repository_files
-from trtllm_operator.render.serving import OwnerRef, ServerSettings, ServingParams
+from trtllm_operator.decide.serving_params import OwnerRef, ServerSettings, ServingParams
+from trtllm_operator.decide.triton_config import check_filled, repository_files
+from trtllm_operator.render.model_repository import desired_model_repository
 
 KEY = "c" * 64
 PARAM = re.compile(r'parameters: \{ key: "([^"]+)" value: \{ string_value: "([^"]*)" \} \}')

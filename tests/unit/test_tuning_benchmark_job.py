@@ -13,13 +13,13 @@ import pytest
 import yaml
 
 from trtllm_operator.api.engine import BenchmarkSpec, LLMEngineSpec
+from trtllm_operator.decide.serving_params import ServingInputError
 from trtllm_operator.render.benchmark_job import (
     BENCH_CONTAINER,
     benchmark_config,
     benchmark_job_name,
     desired_benchmark_job,
 )
-from trtllm_operator.render.serving import ServingInputError
 from trtllm_operator.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trtllm_operator.api.wire import DEPLOYMENT_KIND, ENGINE_KIND
 from trtllm_operator.decide.engine import (
     R_ARTIFACT_REUSED,
     R_BUILD_RUNNING,
@@ -49,8 +50,8 @@ TUNING_RECOMMENDATION = "TuningRecommendation"
 #: kopf posts warnings/errors of its per-object logger with this reason (settings.posting.level).
 KOPF_LOGGING = "Logging"
 
-ENGINE = "LLMEngine"
-DEPLOYMENT = "LLMDeployment"
+ENGINE = ENGINE_KIND
+DEPLOYMENT = DEPLOYMENT_KIND
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from trtllm_operator.api.wire import OPERATOR
+
 ENV_PREFIX = "TRTLLM_OPERATOR_"
 
 
@@ -142,7 +144,7 @@ class Settings(BaseModel):
     log_format: Literal["text", "json"] = Field(default="text", description="Log line format.")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(default="INFO", description="Log level.")
     field_manager: str = Field(
-        default="trtllm-operator", description="fieldManager name on every write the operator makes."
+        default=OPERATOR, description="fieldManager name on every write the operator makes."
     )
 
     @field_validator("namespaces", mode="before")

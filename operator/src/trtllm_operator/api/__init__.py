@@ -1,5 +1,8 @@
 """The ``llm.trtllm-operator.dev/v1alpha1`` API: typed models of ``LLMEngine`` and ``LLMDeployment``.
 
+The group, version, kinds and plurals (re-exported here) live with every other wire name in
+:mod:`trtllm_operator.api.wire`.
+
 These pydantic models are the single source of truth: the CRDs in ``crds/`` are generated from them
 (:mod:`trtllm_operator.api.crd`, ``trtllm-operator crds``). Parse a raw object from the API server
 with ``LLMEngineSpec.model_validate(body["spec"])``; build a status patch with
@@ -29,21 +32,20 @@ from trtllm_operator.api.engine import (
     QuantizationSpec,
     StorageSpec,
 )
-
-GROUP = "llm.trtllm-operator.dev"
-VERSION = "v1alpha1"
-API_VERSION = f"{GROUP}/{VERSION}"
-CATEGORY = "llm"
-
-ENGINE_KIND = "LLMEngine"
-ENGINE_PLURAL = "llmengines"
-ENGINE_SINGULAR = "llmengine"
-ENGINE_SHORT_NAMES = ("llme",)
-
-DEPLOYMENT_KIND = "LLMDeployment"
-DEPLOYMENT_PLURAL = "llmdeployments"
-DEPLOYMENT_SINGULAR = "llmdeployment"
-DEPLOYMENT_SHORT_NAMES = ("llmd",)
+from trtllm_operator.api.wire import (
+    API_VERSION,
+    CATEGORY,
+    DEPLOYMENT_KIND,
+    DEPLOYMENT_PLURAL,
+    DEPLOYMENT_SHORT_NAMES,
+    DEPLOYMENT_SINGULAR,
+    ENGINE_KIND,
+    ENGINE_PLURAL,
+    ENGINE_SHORT_NAMES,
+    ENGINE_SINGULAR,
+    GROUP,
+    VERSION,
+)
 
 # Condition types. Both kinds: Ready, Progressing, Degraded.
 CONDITION_READY = "Ready"

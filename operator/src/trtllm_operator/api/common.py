@@ -38,11 +38,20 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
 
+from trtllm_operator.api.wire import (
+    APPARMOR_CONTAINER_ANNOTATION_PREFIX,
+    GPU_PRODUCT_LABEL,
+    GROUP,
+    MIRROR_POD_ANNOTATION,
+    POD_DELETION_COST_ANNOTATION,
+    SECCOMP_CONTAINER_ANNOTATION_PREFIX,
+    SECCOMP_POD_ANNOTATION,
+    TOLERATIONS_ANNOTATION,
+)
+
 #: Key in a JSON schema node that carries CEL rules (Kubernetes ``x-kubernetes-validations``).
 CEL_KEY = "x-kubernetes-validations"
 
-#: The API group; label and annotation keys under it belong to the operator.
-GROUP = "llm.trtllm-operator.dev"
 
 FORBIDDEN = "FieldValueForbidden"
 REQUIRED = "FieldValueRequired"
@@ -352,44 +361,32 @@ Annotations = Annotated[
     Field(max_length=64, json_schema_extra={CEL_KEY: [_ANNOTATION_KEYS, _ANNOTATION_SIZE]}),
 ]
 
-# Pod-template annotations Kubernetes interprets (core validation.go ``ValidatePodSpecificAnnotations``,
-# ``ValidateSeccompPodAnnotations``, ``ValidateAppArmorPodAnnotations``; keys from
-# k8s.io/api@v0.34.4 core/v1/annotation_key_constants.go).
-MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
-TOLERATIONS_ANNOTATION = "scheduler.alpha.kubernetes.io/tolerations"
-POD_DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
-SECCOMP_POD_ANNOTATION = "seccomp.security.alpha.kubernetes.io/pod"
-SECCOMP_CONTAINER_PREFIX = "container.seccomp.security.alpha.kubernetes.io/"
-APPARMOR_CONTAINER_PREFIX = "container.apparmor.security.beta.kubernetes.io/"
 #: ``ValidateSeccompProfile``: runtime/default, docker/default, unconfined, or localhost/<relative
 #: path without '..' segments> (``validateLocalDescendingPath``).
 _SECCOMP_PROFILE = r"^(runtime/default|docker/default|unconfined|localhost/[^/].*)$"
 _BACKSTEP = r"(^|/)\.\.(/|$)"
 
 
+_SECCOMP_KEY = (
+    f"k == {lit(SECCOMP_POD_ANNOTATION)} || k.startsWith({lit(SECCOMP_CONTAINER_ANNOTATION_PREFIX)})"
+)
+
+
 def _seccomp_ok(expr: str) -> str:
     return f"({expr}.matches({lit(_SECCOMP_PROFILE)}) && !{expr}.matches({lit(_BACKSTEP)}))"
-
-
-#: Names of the containers in the pods the operator renders (render/ and decide/ import them): an
-#: AppArmor annotation must name a container of its pod (``ValidateAppArmorPodAnnotations``).
-BUILDER_CONTAINER = "builder"
-BENCHMARK_CONTAINER = "trtllm-bench"
-SERVER_CONTAINER = "triton"
-FETCH_CONTAINER = "fetch-artifact"
 
 
 def apparmor_containers_rule(field: str, containers: tuple[str, ...]) -> dict[str, str]:
     """CEL rule for an object whose pod annotations are at ``field``: a per-container AppArmor
     annotation must name one of ``containers`` ("container not found" on the pod otherwise)."""
-    names = "[" + ", ".join(lit(APPARMOR_CONTAINER_PREFIX + c) for c in containers) + "]"
-    pred = f"k.startsWith({lit(APPARMOR_CONTAINER_PREFIX)}) && !(k in {names})"
+    names = "[" + ", ".join(lit(APPARMOR_CONTAINER_ANNOTATION_PREFIX + c) for c in containers) + "]"
+    pred = f"k.startsWith({lit(APPARMOR_CONTAINER_ANNOTATION_PREFIX)}) && !(k in {names})"
     return cel(
         f"!has(self.{field}) || !self.{field}.exists(k, {pred})",
         f"an AppArmor annotation must name a container of the pod: {', '.join(containers)}",
         message_expression=mx(
             f"%s name no container of the pod; the containers are {', '.join(containers)} "
-            f"(e.g. {APPARMOR_CONTAINER_PREFIX}{containers[0]})",
+            f"(e.g. {APPARMOR_CONTAINER_ANNOTATION_PREFIX}{containers[0]})",
             f"self.{field}.filter(k, {pred})",
         ),
         field_path=f".{field}",
@@ -421,24 +418,23 @@ _POD_ANNOTATION_RULES = [
         ),
     ),
     cel(
-        f"self.all(k, !(k == {lit(SECCOMP_POD_ANNOTATION)} || k.startsWith({lit(SECCOMP_CONTAINER_PREFIX)})) "
-        f"|| {_seccomp_ok('self[k]')})",
+        f"self.all(k, !({_SECCOMP_KEY}) || {_seccomp_ok('self[k]')})",
         "a seccomp annotation must be runtime/default, docker/default, unconfined or "
         "localhost/<relative path without '..'>; better, leave seccomp to the pod security defaults",
         message_expression=mx(
             "invalid seccomp profile in %s: use runtime/default, docker/default, unconfined or "
             "localhost/<relative path without ..>",
             f"self.filter(k, (k == {lit(SECCOMP_POD_ANNOTATION)} || k.startsWith("
-            f"{lit(SECCOMP_CONTAINER_PREFIX)})) && !{_seccomp_ok('self[k]')})",
+            f"{lit(SECCOMP_CONTAINER_ANNOTATION_PREFIX)})) && !{_seccomp_ok('self[k]')})",
         ),
     ),
     cel(
-        f"self.all(k, !k.startsWith({lit(APPARMOR_CONTAINER_PREFIX)}) || self[k] == '' || "
+        f"self.all(k, !k.startsWith({lit(APPARMOR_CONTAINER_ANNOTATION_PREFIX)}) || self[k] == '' || "
         "self[k] == 'runtime/default' || self[k] == 'unconfined' || self[k].startsWith('localhost/'))",
         "an AppArmor annotation must be runtime/default, unconfined or localhost/<profile>",
         message_expression=mx(
             "invalid AppArmor profile in %s: use runtime/default, unconfined or localhost/<profile>",
-            f"self.filter(k, k.startsWith({lit(APPARMOR_CONTAINER_PREFIX)}) && !(self[k] == '' || "
+            f"self.filter(k, k.startsWith({lit(APPARMOR_CONTAINER_ANNOTATION_PREFIX)}) && !(self[k] == '' || "
             "self[k] == 'runtime/default' || self[k] == 'unconfined' || self[k].startsWith('localhost/')))",
         ),
     ),
@@ -560,9 +556,6 @@ class SecretKeyRef(ApiModel):
 
 
 # --- scheduling --------------------------------------------------------------------------------
-
-#: The GPU Feature Discovery node label holding the GPU product (the operator always requires it).
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 
 
 class Toleration(ApiModel):

@@ -27,19 +27,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
-from trtllm_operator.api import (
-    CATEGORY,
-    DEPLOYMENT_KIND,
-    DEPLOYMENT_PLURAL,
-    DEPLOYMENT_SHORT_NAMES,
-    DEPLOYMENT_SINGULAR,
-    ENGINE_KIND,
-    ENGINE_PLURAL,
-    ENGINE_SHORT_NAMES,
-    ENGINE_SINGULAR,
-    GROUP,
-    VERSION,
-)
+from trtllm_operator.api import wire
 from trtllm_operator.api.common import CEL_KEY, cel, mx
 from trtllm_operator.api.deployment import LLMDeploymentSpec, LLMDeploymentStatus
 from trtllm_operator.api.engine import LLMEngineSpec, LLMEngineStatus
@@ -244,11 +232,11 @@ def _crd(
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {
-            "name": f"{plural}.{GROUP}",
-            "labels": {"app.kubernetes.io/part-of": "trtllm-operator"},
+            "name": f"{plural}.{wire.GROUP}",
+            "labels": {wire.LABEL_PART_OF: wire.OPERATOR},
         },
         "spec": {
-            "group": GROUP,
+            "group": wire.GROUP,
             "scope": "Namespaced",
             "names": {
                 "kind": kind,
@@ -256,11 +244,11 @@ def _crd(
                 "plural": plural,
                 "singular": singular,
                 "shortNames": list(short_names),
-                "categories": [CATEGORY],
+                "categories": [wire.CATEGORY],
             },
             "versions": [
                 {
-                    "name": VERSION,
+                    "name": wire.VERSION,
                     "served": True,
                     "storage": True,
                     "schema": {"openAPIV3Schema": schema},
@@ -275,7 +263,7 @@ def _crd(
 def engine_crd() -> dict[str, Any]:
     """The ``llmengines.llm.trtllm-operator.dev`` CRD."""
     schema = _root_schema(
-        ENGINE_KIND,
+        wire.ENGINE_KIND,
         "LLMEngine is a TensorRT-LLM engine (or quantized checkpoint for the PyTorch backend) that "
         "the operator builds once per engine key on a GPU of the target product and stores as an "
         "artifact that LLMDeployments serve.",
@@ -307,10 +295,10 @@ def engine_crd() -> dict[str, Any]:
         _AGE,
     ]
     return _crd(
-        ENGINE_KIND,
-        plural=ENGINE_PLURAL,
-        singular=ENGINE_SINGULAR,
-        short_names=ENGINE_SHORT_NAMES,
+        wire.ENGINE_KIND,
+        plural=wire.ENGINE_PLURAL,
+        singular=wire.ENGINE_SINGULAR,
+        short_names=wire.ENGINE_SHORT_NAMES,
         schema=schema,
         columns=columns,
         subresources={"status": {}},
@@ -320,7 +308,7 @@ def engine_crd() -> dict[str, Any]:
 def deployment_crd() -> dict[str, Any]:
     """The ``llmdeployments.llm.trtllm-operator.dev`` CRD (with the scale subresource)."""
     schema = _root_schema(
-        DEPLOYMENT_KIND,
+        wire.DEPLOYMENT_KIND,
         "LLMDeployment serves an LLMEngine with a fleet of Triton Inference Server pods, rolled out "
         "GPU-safely and autoscaled on queue depth and KV-cache utilization.",
         LLMDeploymentSpec,
@@ -367,10 +355,10 @@ def deployment_crd() -> dict[str, Any]:
         },
     }
     return _crd(
-        DEPLOYMENT_KIND,
-        plural=DEPLOYMENT_PLURAL,
-        singular=DEPLOYMENT_SINGULAR,
-        short_names=DEPLOYMENT_SHORT_NAMES,
+        wire.DEPLOYMENT_KIND,
+        plural=wire.DEPLOYMENT_PLURAL,
+        singular=wire.DEPLOYMENT_SINGULAR,
+        short_names=wire.DEPLOYMENT_SHORT_NAMES,
         schema=schema,
         columns=columns,
         subresources=subresources,
@@ -380,8 +368,8 @@ def deployment_crd() -> dict[str, Any]:
 def all_crds() -> dict[str, dict[str, Any]]:
     """File name → CRD manifest, for ``crds/`` and the chart's ``crds/``."""
     return {
-        f"{GROUP}_{ENGINE_PLURAL}.yaml": engine_crd(),
-        f"{GROUP}_{DEPLOYMENT_PLURAL}.yaml": deployment_crd(),
+        f"{wire.GROUP}_{wire.ENGINE_PLURAL}.yaml": engine_crd(),
+        f"{wire.GROUP}_{wire.DEPLOYMENT_PLURAL}.yaml": deployment_crd(),
     }
 
 

@@ -18,8 +18,6 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from trtllm_operator.api.common import (
-    FETCH_CONTAINER,
-    SERVER_CONTAINER,
     Affinity,
     Annotations,
     ApiModel,
@@ -39,6 +37,14 @@ from trtllm_operator.api.common import (
     model_config,
     mx,
     reserved_label_keys_rule,
+)
+from trtllm_operator.api.wire import (
+    FETCH_CONTAINER,
+    LABEL_COMPONENT,
+    LABEL_INSTANCE,
+    LABEL_MANAGED_BY,
+    LABEL_NAME,
+    SERVER_CONTAINER,
 )
 
 BatchingStrategy = Literal["inflight_fused_batching", "inflight_batching", "v1"]
@@ -333,12 +339,7 @@ class RolloutSpec(ApiModel):
 
 #: Labels the operator sets on serving pods and the Service (render/serving.py ``common_labels``): a
 #: user value for them would be overwritten, so they are refused (as is any key under the API group).
-SERVING_LABEL_KEYS = (
-    "app.kubernetes.io/name",
-    "app.kubernetes.io/instance",
-    "app.kubernetes.io/managed-by",
-    "app.kubernetes.io/component",
-)
+SERVING_LABEL_KEYS = (LABEL_NAME, LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_COMPONENT)
 
 
 class ServiceSpec(ApiModel):

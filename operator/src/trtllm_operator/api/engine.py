@@ -32,10 +32,7 @@ from engine_builder.planner.formats import (
     kv_dtypes_without_backend,
 )
 from trtllm_operator.api.common import (
-    BENCHMARK_CONTAINER,
-    BUILDER_CONTAINER,
     DNS1123_SUBDOMAIN_FMT,
-    GPU_PRODUCT_LABEL,
     LABEL_VALUE,
     ApiModel,
     ClassName,
@@ -57,6 +54,11 @@ from trtllm_operator.api.common import (
     mx,
     relative_path_rules,
     reserved_label_keys_rule,
+)
+from trtllm_operator.api.wire import (
+    BENCHMARK_CONTAINER,
+    BUILDER_CONTAINER,
+    GPU_PRODUCT_LABEL,
 )
 
 Backend = Literal["tensorrt", "pytorch"]
@@ -1096,7 +1098,7 @@ def builder_gpus(spec: LLMEngineSpec) -> int:
 
     The one home of this number: the builder Job requests it
     (:func:`trtllm_operator.render.builder_job.desired_builder_job`), the Unschedulable hint names it
-    (:func:`trtllm_operator.decide.engine.unschedulable_hint`) and the CRD describes it. Like a
+    (:func:`trtllm_operator.decide.engine_hints.unschedulable_hint`) and the CRD describes it. Like a
     Kubernetes ``SetDefaults_*`` function, it sits next to the field whose default it is.
     """
     if spec.gpu.resources.gpus:

@@ -21,8 +21,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-EXIT_BAD_INPUT = 2
-
 
 class KubeconfigError(Exception):
     """The kubeconfig could not be loaded. ``str()``: ``cannot load kubeconfig PATH: REASON``."""

@@ -37,8 +37,8 @@ from typing import Any
 
 import yaml
 
-EXIT_BAD_INPUT = 2
-
+from trtllm_operator.api.wire import ANNOTATION_ALLOW_PARTIAL_ARTIFACT, ENGINE_KIND
+from trtllm_operator.commands import EXIT_BAD_INPUT
 
 DESCRIPTION = """\
 The engine cache index: the artifacts the operator knows about, one ConfigMap each
@@ -160,7 +160,8 @@ def record_from_manifest(
     ``allow_partial`` (the record then carries ``partial: true`` and ``missing``).
     """
     from engine_builder.contract import engine_key, manifest_digest, missing_parts  # noqa: PLC0415
-    from trtllm_operator.decide.engine import artifact_record, storage_location  # noqa: PLC0415
+    from trtllm_operator.decide.engine_cache import artifact_record  # noqa: PLC0415
+    from trtllm_operator.decide.storage import storage_location  # noqa: PLC0415
 
     for field in ("engineKey", "keyInputs", "runtimeImage", "target", "backend"):
         if field not in manifest:
@@ -183,7 +184,7 @@ def record_from_manifest(
             "engine-builder run --skip-compile; build it again without --skip-compile on a machine with "
             "the TensorRT-LLM toolchain, or pass --allow-partial to import it anyway (simulated clusters "
             "and tests only: LLMDeployments then need the annotation "
-            'llm.trtllm-operator.dev/allow-partial-artifact: "true")'
+            f'{ANNOTATION_ALLOW_PARTIAL_ARTIFACT}: "true")'
         )
     target = manifest["target"]
     versions = manifest.get("versions") or {}
@@ -205,7 +206,7 @@ def record_from_manifest(
 
 
 def _spec(args: argparse.Namespace) -> int:
-    from trtllm_operator.decide.engine import PreparedEngine, prepare_engine  # noqa: PLC0415
+    from trtllm_operator.decide.engine_spec import PreparedEngine, prepare_engine  # noqa: PLC0415
 
     try:
         docs = [d for d in yaml.safe_load_all(Path(args.filename).read_text()) if d is not None]
@@ -216,7 +217,7 @@ def _spec(args: argparse.Namespace) -> int:
         d
         for d in docs
         if isinstance(d, dict)
-        and d.get("kind") == "LLMEngine"
+        and d.get("kind") == ENGINE_KIND
         and (args.name is None or (d.get("metadata") or {}).get("name") == args.name)
     ]
     if len(engines) != 1:
@@ -287,7 +288,11 @@ def _import(args: argparse.Namespace) -> int:
 def _list(args: argparse.Namespace) -> int:
     from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
 
-    from trtllm_operator.decide.engine import ARTIFACT_DATA_KEY, COMPONENT_ARTIFACT, LABEL_COMPONENT  # noqa: PLC0415
+    from trtllm_operator.api.wire import (  # noqa: PLC0415
+        ARTIFACT_DATA_KEY,
+        COMPONENT_ARTIFACT,
+        LABEL_COMPONENT,
+    )
     from trtllm_operator.kube import CONFIG_MAP  # noqa: PLC0415
 
     kube = _kube(args.kubeconfig, "list")

@@ -24,9 +24,9 @@ from engine_builder.planner import (
     plan,
 )
 from engine_builder.planner.formats import KV_CACHE_DTYPES, QUANT_FORMATS
+from trtllm_operator.commands import EXIT_BAD_INPUT
 
 EXIT_FITS = 0
-EXIT_BAD_INPUT = 2
 EXIT_DOES_NOT_FIT = 3
 
 #: API field path → the flag of this command, so errors name what the user typed.

@@ -2,11 +2,13 @@
 
     trtllm-operator render -f deployment.yaml --engine engine.yaml [--gpus-per-node 8] [--lws]
 
-Runs exactly the code the controller runs (:func:`trtllm_operator.render.children.desired_children`)
-without a cluster. The engine is taken as written: when it has no ``status.engineKey`` (a manifest
-from git), the key is computed from its spec as the LLMEngine controller computes it, and the
-artifact location follows ``spec.storage``. Both files may hold several YAML documents; the
-LLMEngine named by ``spec.engineRef`` is picked (``--engine`` may be left out when ``-f`` holds it).
+Runs exactly the code the controller runs — the decision
+(:func:`trtllm_operator.decide.serving.plan_serving`), then the rendering of its plan
+(:func:`trtllm_operator.render.children.render_plan`) — without a cluster. The engine is taken as
+written: when it has no ``status.engineKey`` (a manifest from git), the key is computed from its
+spec as the LLMEngine controller computes it, and the artifact location follows ``spec.storage``.
+Both files may hold several YAML documents; the LLMEngine named by ``spec.engineRef`` is picked
+(``--engine`` may be left out when ``-f`` holds it).
 
 Before rendering, both manifests are checked as the API server would check them
 (:mod:`trtllm_operator.commands._schema`): the CRD schema's types, ranges and enums, unknown fields
@@ -27,9 +29,10 @@ from typing import Any
 
 import yaml
 
-EXIT_OK = 0
+from trtllm_operator.api.wire import DEPLOYMENT_KIND, ENGINE_KIND
+from trtllm_operator.commands import EXIT_BAD_INPUT, EXIT_OK
+
 EXIT_NOT_RENDERABLE = 1
-EXIT_BAD_INPUT = 2
 
 
 def register(subparsers: Any) -> None:
@@ -75,8 +78,9 @@ def _bad(message: str) -> int:
 def run(args: argparse.Namespace) -> int:
     # Heavier imports (planner, pydantic models, templates) only when the command runs.
     from trtllm_operator.commands._schema import manifest_errors, namespace_error  # noqa: PLC0415
-    from trtllm_operator.decide.engine import InvalidEngine, prepare_engine  # noqa: PLC0415
-    from trtllm_operator.render.children import desired_children  # noqa: PLC0415
+    from trtllm_operator.decide.engine_spec import InvalidEngine, prepare_engine  # noqa: PLC0415
+    from trtllm_operator.decide.serving import ServingRefusal, plan_serving  # noqa: PLC0415
+    from trtllm_operator.render.children import render_plan  # noqa: PLC0415
 
     if args.gpus_per_node < 1:
         return _bad(f"--gpus-per-node must be >= 1 (GPUs of one node), got {args.gpus_per_node}")
@@ -88,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, yaml.YAMLError) as exc:
         print(f"error: cannot read input: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    deployments = [d for d in docs if d.get("kind") == "LLMDeployment"]
+    deployments = [d for d in docs if d.get("kind") == DEPLOYMENT_KIND]
     if not deployments:
         print(f"error: no LLMDeployment in {args.filename}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -109,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
             (
                 d
                 for d in docs
-                if d.get("kind") == "LLMEngine" and (d.get("metadata") or {}).get("name") == ref
+                if d.get("kind") == ENGINE_KIND and (d.get("metadata") or {}).get("name") == ref
             ),
             None,
         )
@@ -133,15 +137,14 @@ def run(args: argparse.Namespace) -> int:
                 return EXIT_BAD_INPUT
             status["engineKey"] = prepared.key
             status.setdefault("artifact", {"uri": prepared.storage.artifact_uri(prepared.key)})
-        children = desired_children(dep, engine, gpus_per_node=args.gpus_per_node, lws_installed=args.lws)
+        plan = plan_serving(dep, engine, gpus_per_node=args.gpus_per_node, lws_installed=args.lws)
         name = dep["metadata"]["name"]
-        if children.incompatibilities:
-            for problem in children.incompatibilities:
+        if isinstance(plan, ServingRefusal):
+            for problem in plan.incompatibilities:
                 print(f"{name}: EngineIncompatible: {problem.message()}", file=sys.stderr)
+            if plan.blocked and not plan.incompatibilities:
+                print(f"{name}: {plan.blocked[0]}: {plan.blocked[1]}", file=sys.stderr)
             return EXIT_NOT_RENDERABLE
-        if children.blocked:
-            print(f"{name}: {children.blocked[0]}: {children.blocked[1]}", file=sys.stderr)
-            return EXIT_NOT_RENDERABLE
-        out.extend(children.manifests())
+        out.extend(render_plan(plan).manifests())
     sys.stdout.write(yaml.dump_all(out, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=110))
     return EXIT_OK

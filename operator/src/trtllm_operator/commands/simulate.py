@@ -18,10 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine_builder.planner.formats import KV_CACHE_DTYPES, QUANT_FORMATS
-
-EXIT_OK = 0
-EXIT_BAD_INPUT = 2
+from trtllm_operator.api.wire import DEPLOYMENT_KIND
+from trtllm_operator.commands import EXIT_BAD_INPUT, EXIT_OK, add_format_arguments
 
 
 def register(subparsers: Any) -> None:
@@ -45,12 +43,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--gpu", required=True, help="GPU product (nvidia.com/gpu.product value or alias, e.g. H100)"
     )
-    p.add_argument(
-        "--quantization",
-        default="none",
-        help="|".join(QUANT_FORMATS) + " (default none, as spec.quantization.format)",
-    )
-    p.add_argument("--kv-cache-dtype", default="auto", help="|".join(KV_CACHE_DTYPES) + " (default auto)")
+    add_format_arguments(p)
     p.add_argument("--tp", type=int, default=1, help="tensor parallelism: GPUs per replica (default 1)")
     p.add_argument("--pp", type=int, default=1, help="pipeline parallelism (default 1)")
     p.add_argument("--max-batch-size", type=int, default=None, help="default: the planner's recommendation")
@@ -111,7 +104,7 @@ def _load_manifest(path: str) -> dict[str, Any]:
             reason = " ".join(str(exc).split())
             raise ValueError(f"--deployment {path}: not valid YAML ({reason})") from exc
     for doc in docs:
-        if doc.get("kind") == "LLMDeployment":
+        if doc.get("kind") == DEPLOYMENT_KIND:
             return doc
     if len(docs) == 1:
         return docs[0]

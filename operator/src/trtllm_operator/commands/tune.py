@@ -28,10 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine_builder.planner.formats import KV_CACHE_DTYPES, QUANT_FORMATS
-
-EXIT_OK = 0
-EXIT_BAD_INPUT = 2
+from trtllm_operator.commands import EXIT_BAD_INPUT, EXIT_OK, add_format_arguments
 
 
 def register(subparsers: Any) -> None:
@@ -50,12 +47,7 @@ def register(subparsers: Any) -> None:
     sim = p.add_argument_group("--simulate")
     sim.add_argument("--model-config", help="the model's Hugging Face config.json")
     sim.add_argument("--gpu", help="GPU product (nvidia.com/gpu.product value or alias, e.g. H100)")
-    sim.add_argument(
-        "--quantization",
-        default="none",
-        help="|".join(QUANT_FORMATS) + " (default none, as spec.quantization.format)",
-    )
-    sim.add_argument("--kv-cache-dtype", default="auto", help="|".join(KV_CACHE_DTYPES) + " (default auto)")
+    add_format_arguments(sim)
     sim.add_argument("--tp", type=int, default=1, help="tensor parallelism (default 1)")
     sim.add_argument("--isl", type=int, default=128, help="prompt tokens (default 128)")
     sim.add_argument("--osl", type=int, default=128, help="output tokens (default 128)")

@@ -1,20 +1,22 @@
 """May this deployment serve this engine, and in which workload? Pure decisions, no I/O.
 
 An engine only loads where it was built: same TensorRT-LLM / TensorRT build (the runtime image)
-and same GPU architecture (docs/reference/tensorrt-llm.md §3.3: "The engine plan file is generated on an
-incompatible
-device, expecting compute 9.0 got compute 8.9"; "Version tag does not match"). NVIDIA's safe rule is
-"same GPU SKU", so the product must match, not only the SM version. Checking before rollout turns a
-crash-looping GPU pod into a condition that names both values.
+and same GPU architecture (docs/reference/tensorrt-llm.md §3.3: "The engine plan file is generated
+on an incompatible device, expecting compute 9.0 got compute 8.9"; "Version tag does not match").
+NVIDIA's safe rule is "same GPU SKU", so the product must match, not only the SM version. Checking
+before rollout turns a crash-looping GPU pod into a condition that names both values.
 
 A server image may differ from the engine's runtime image when the user declares it compatible
 (e.g. a rebuilt image with the same TensorRT-LLM wheel, or a digest-pinned copy in a private
-registry): annotation :data:`COMPATIBLE_IMAGES_ANNOTATION` on the LLMDeployment lists the engine
-runtime images the server image can load, comma-separated. The user takes responsibility.
+registry): the annotation ``llm.trtllm-operator.dev/compatible-runtime-images``
+(:data:`~trtllm_operator.api.wire.ANNOTATION_COMPATIBLE_IMAGES`) on the LLMDeployment lists the
+engine runtime images the server image can load, comma-separated. The user takes responsibility.
 
 A partial artifact (no compiled engine: ``engine-builder run --skip-compile`` imported with
-``cache import --allow-partial``) is refused unless the LLMDeployment opts in with
-:data:`ALLOW_PARTIAL_ARTIFACT_ANNOTATION` (:func:`partial_artifact_refusal`).
+``cache import --allow-partial``; a real Triton cannot load it) is refused unless the LLMDeployment
+opts in with ``llm.trtllm-operator.dev/allow-partial-artifact: "true"``
+(:data:`~trtllm_operator.api.wire.ANNOTATION_ALLOW_PARTIAL_ARTIFACT`, simulated clusters and tests
+only; :func:`partial_artifact_refusal`).
 """
 
 from __future__ import annotations
@@ -23,11 +25,14 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-COMPATIBLE_IMAGES_ANNOTATION = "llm.trtllm-operator.dev/compatible-runtime-images"
-#: Lets an LLMDeployment roll out a partial artifact (``status.artifact.partial`` of its LLMEngine,
-#: e.g. a tensorrt artifact built with ``--skip-compile``: no engine). For simulated clusters
-#: (kwok) and tests only: a real Triton cannot load it. Value ``"true"``.
-ALLOW_PARTIAL_ARTIFACT_ANNOTATION = "llm.trtllm-operator.dev/allow-partial-artifact"
+from engine_builder.planner import PlanInputError, lookup
+from trtllm_operator.api.wire import (
+    ANNOTATION_ALLOW_PARTIAL_ARTIFACT,
+    ANNOTATION_COMPATIBLE_IMAGES,
+    GPU_PRODUCT_LABEL,
+    LWS_CRD_NAME,
+)
+
 #: The condition reason (Ready/Progressing/Degraded) of a refused partial artifact.
 REASON_PARTIAL_ARTIFACT = "PartialArtifact"
 
@@ -36,20 +41,21 @@ def partial_artifact_refusal(
     engine_name: str, artifact: Mapping[str, Any] | None, annotations: Mapping[str, str] | None
 ) -> tuple[str, str] | None:
     """``(reason, message)`` when the engine's artifact is partial and the deployment did not opt in
-    with :data:`ALLOW_PARTIAL_ARTIFACT_ANNOTATION` ``"true"``; None when it may be rolled out.
+    with :data:`~trtllm_operator.api.wire.ANNOTATION_ALLOW_PARTIAL_ARTIFACT` ``"true"``; None when it
+    may be rolled out.
 
     ``artifact``: the LLMEngine's ``status.artifact`` (``partial``, ``missing``).
     """
     if not artifact or not artifact.get("partial"):
         return None
-    if str((annotations or {}).get(ALLOW_PARTIAL_ARTIFACT_ANNOTATION, "")).strip().lower() == "true":
+    if str((annotations or {}).get(ANNOTATION_ALLOW_PARTIAL_ARTIFACT, "")).strip().lower() == "true":
         return None
     missing = "; ".join(str(m) for m in artifact.get("missing") or ()) or "compile skipped"
     return (
         REASON_PARTIAL_ARTIFACT,
         f"LLMEngine {engine_name!r} has a partial artifact (missing {missing}): Triton cannot load it, "
         "nothing was rolled out. Build the engine with the TensorRT-LLM toolchain, or (simulated "
-        f'clusters and tests only) annotate this LLMDeployment {ALLOW_PARTIAL_ARTIFACT_ANNOTATION}: "true"',
+        f'clusters and tests only) annotate this LLMDeployment {ANNOTATION_ALLOW_PARTIAL_ARTIFACT}: "true"',
     )
 
 
@@ -166,7 +172,7 @@ def check_compatibility(
                 engine_runtime_image,
                 "remove spec.server.image to serve with the engine's runtime image, or, if this image "
                 f"carries the same TensorRT-LLM build, list the engine's image in the annotation "
-                f"{COMPATIBLE_IMAGES_ANNOTATION}",
+                f"{ANNOTATION_COMPATIBLE_IMAGES}",
             )
         )
     allowed = set(engine_gpu_products or (engine_gpu_product,))
@@ -220,7 +226,58 @@ def decide_placement(world_size: int, gpus_per_node: int, *, lws_installed: bool
             "LeaderWorkerSet",
             nodes,
             blocked=f"one replica needs {world_size} GPUs on {nodes} nodes of {gpus_per_node} GPUs: install "
-            "LeaderWorkerSet (CRD leaderworkersets.leaderworkerset.x-k8s.io, https://github.com/"
+            f"LeaderWorkerSet (CRD {LWS_CRD_NAME}, https://github.com/"
             "kubernetes-sigs/lws) or lower tensor × pipeline parallelism to fit one node",
         )
     return Placement("LeaderWorkerSet", nodes)
+
+
+def _catalog(product: str | None) -> tuple[str | None, int | None]:
+    """``(canonical product, SM)`` from the GPU catalog; the product as given when unknown."""
+    if not product:
+        return None, None
+    try:
+        gpu = lookup(product)
+    except PlanInputError:
+        return product, None
+    return gpu.product, gpu.sm
+
+
+def gpu_product_aliases(product: str) -> tuple[str, ...]:
+    """Node-label spellings of ``product`` besides itself (the catalog's canonical name)."""
+    canonical, _ = _catalog(product)
+    return (canonical,) if canonical and canonical != product else ()
+
+
+def engine_incompatibilities(
+    deployment: Mapping[str, Any], engine: Mapping[str, Any]
+) -> list[Incompatibility]:
+    """The compatibility gate for raw objects (image vs ``spec.runtime.image``, GPU product/SM).
+
+    The deployment pins a product through ``spec.scheduling.nodeSelector["nvidia.com/gpu.product"]``
+    (it must be one of the node-label values the pods require: the engine's product or its catalog
+    alias) and can exclude it through its required node affinity; compatible images are declared with
+    the annotation :data:`ANNOTATION_COMPATIBLE_IMAGES`.
+    """
+    dspec, espec = deployment.get("spec") or {}, engine.get("spec") or {}
+    engine_image = (espec.get("runtime") or {}).get("image", "")
+    server_image = (dspec.get("server") or {}).get("image") or engine_image
+    engine_product = (espec.get("gpu") or {}).get("product", "")
+    scheduling = dspec.get("scheduling") or {}
+    dep_product = (scheduling.get("nodeSelector") or {}).get(GPU_PRODUCT_LABEL)
+    annotations = (deployment.get("metadata") or {}).get("annotations") or {}
+    engine_canonical, engine_sm = _catalog(engine_product)
+    _, dep_sm = _catalog(dep_product)
+    products = (engine_product, *gpu_product_aliases(engine_product))
+    problems = check_compatibility(
+        server_image=server_image,
+        engine_runtime_image=engine_image,
+        engine_gpu_product=engine_canonical or engine_product,
+        deployment_gpu_product=dep_product,
+        engine_sm=engine_sm,
+        deployment_sm=dep_sm,
+        compatible_images=parse_compatible_images(annotations.get(ANNOTATION_COMPATIBLE_IMAGES)),
+        engine_gpu_products=products,
+    )
+    dead = affinity_incompatibility(scheduling.get("affinity"), products, GPU_PRODUCT_LABEL)
+    return [*problems, dead] if dead else problems

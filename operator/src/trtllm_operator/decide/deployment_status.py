@@ -19,10 +19,11 @@ it keeps the previous value.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from trtllm_operator.decide.compatibility import Incompatibility
+from trtllm_operator.decide.outcome import EventToPost, Outcome
 from trtllm_operator.decide.rollout import RollbackDecision, RolloutProgress
 
 READY = "Ready"
@@ -82,18 +83,34 @@ class Observation:
     rolled_back: RollbackDecision | None = None
     endpoint: str | None = None
     selector: str | None = None
+    #: ``status.conditions`` before this reconcile (their transitions become Events).
+    previous_conditions: Sequence[Mapping[str, Any]] = ()
 
 
-@dataclass(frozen=True)
-class DesiredStatus:
-    """Status fields (camelCase, ready to patch) and the conditions to merge."""
+#: The outcome of one LLMDeployment reconcile: status fields (camelCase, ready to patch), the
+#: conditions to merge and the Events of their transitions. No actions: the controller applies the
+#: rendered children before it decides the status.
+DeploymentDecision = Outcome[None]
 
-    fields: dict[str, Any]
-    conditions: list[dict[str, Any]] = field(default_factory=list)
+#: Ready=False reasons that are expected steps, not problems (Normal events).
+_WAITING = frozenset({"EngineNotReady", "ReplicasStarting", "EngineRollout"})
 
-    @property
-    def phase(self) -> str:
-        return str(self.fields["phase"])
+
+def condition_events(
+    old: Sequence[Mapping[str, Any]] | None, new: Sequence[dict[str, Any]]
+) -> list[EventToPost]:
+    """One Event per transition of ``Ready``, ``Progressing`` or ``EngineIncompatible`` from ``old``
+    to ``new``: a Warning for a problem (incompatible engine, Ready=False for a reason that is not
+    an expected step), else Normal. Message ``<type>=<status>: <message>``."""
+    out: list[EventToPost] = []
+    for cond in transitions(old, new):
+        if cond["type"] not in (READY, PROGRESSING, ENGINE_INCOMPATIBLE):
+            continue
+        problem = cond["type"] == ENGINE_INCOMPATIBLE and cond["status"] == "True"
+        problem |= cond["type"] == READY and cond["status"] == "False" and cond["reason"] not in _WAITING
+        message = f"{cond['type']}={cond['status']}: {cond['message']}"
+        out.append(EventToPost("Warning" if problem else "Normal", cond["reason"], message))
+    return out
 
 
 def _cond(type_: str, status: bool, reason: str, message: str, generation: int) -> dict[str, Any]:
@@ -106,8 +123,9 @@ def _cond(type_: str, status: bool, reason: str, message: str, generation: int) 
     }
 
 
-def deployment_status(obs: Observation) -> DesiredStatus:
-    """The status this controller writes for ``obs`` (see the module docstring for the rules)."""
+def deployment_status(obs: Observation) -> DeploymentDecision:
+    """The status this controller writes for ``obs`` (see the module docstring for the rules), and
+    the Events of the condition transitions from ``obs.previous_conditions``."""
     gen = obs.generation
     fields: dict[str, Any] = {
         "observedGeneration": gen,
@@ -120,8 +138,13 @@ def deployment_status(obs: Observation) -> DesiredStatus:
         "selector": obs.selector,
     }
 
-    def out(phase: str, *conds: dict[str, Any]) -> DesiredStatus:
-        return DesiredStatus({**fields, "phase": phase}, list(conds))
+    def out(phase: str, *conds: dict[str, Any]) -> DeploymentDecision:
+        conditions = list(conds)
+        return Outcome(
+            {**fields, "phase": phase},
+            conditions,
+            events=condition_events(obs.previous_conditions, conditions),
+        )
 
     if obs.engine_state != "ready":
         reason = "EngineNotFound" if obs.engine_state == "missing" else "EngineNotReady"
@@ -216,7 +239,9 @@ def deployment_status(obs: Observation) -> DesiredStatus:
     )
 
 
-def transitions(old: Sequence[dict[str, Any]] | None, new: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def transitions(
+    old: Sequence[Mapping[str, Any]] | None, new: Sequence[dict[str, Any]]
+) -> list[dict[str, Any]]:
     """Conditions of ``new`` whose status or reason differs from ``old`` (one Event each)."""
     before = {c.get("type"): (c.get("status"), c.get("reason")) for c in old or ()}
     return [c for c in new if before.get(c["type"]) != (c["status"], c["reason"])]

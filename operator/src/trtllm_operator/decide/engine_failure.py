@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine_builder import contract as builder_report
-from trtllm_operator.api.common import BUILDER_CONTAINER
+from trtllm_operator.api.wire import BUILDER_CONTAINER
 
 #: Reasons the operator adds to the builder's own (not produced by the builder process).
 REASON_TIMEOUT = "Timeout"

@@ -21,8 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-#: Pod label carrying the first 16 hex digits of the served engine key (set by render.serving).
-POD_ENGINE_KEY_LABEL = "llm.trtllm-operator.dev/engine-key"
+from trtllm_operator.api.wire import LABEL_ENGINE_KEY
 
 
 @dataclass(frozen=True)
@@ -51,9 +50,7 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
     labels = pod["metadata"].get("labels") or {}
     conds = (pod.get("status") or {}).get("conditions") or []
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
-    return PodView(
-        labels.get(POD_ENGINE_KEY_LABEL, ""), ready, bool(pod["metadata"].get("deletionTimestamp"))
-    )
+    return PodView(labels.get(LABEL_ENGINE_KEY, ""), ready, bool(pod["metadata"].get("deletionTimestamp")))
 
 
 def workload_view(workload: Mapping[str, Any] | None) -> WorkloadView | None:

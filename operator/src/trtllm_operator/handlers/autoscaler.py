@@ -47,6 +47,14 @@ from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from trtllm_operator.api.deployment import LLMDeploymentSpec
+from trtllm_operator.api.owners import is_owned_by
+from trtllm_operator.api.wire import (
+    DEPLOYMENT_PLURAL,
+    GROUP,
+    LABEL_DEPLOYMENT,
+    LWS_WORKER_INDEX_LABEL,
+    VERSION,
+)
 from trtllm_operator.decide.autoscaling import (
     BATCH_UTILIZATION,
     KV_CACHE_UTILIZATION,
@@ -61,7 +69,9 @@ from trtllm_operator.decide.autoscaling import (
     record_decision,
 )
 from trtllm_operator.decide.conditions import condition, rfc3339
-from trtllm_operator.kube.client import LLM_DEPLOYMENT, POD, Kube, Resource, default_kube
+from trtllm_operator.decide.serving_params import OwnerRef
+from trtllm_operator.handlers.plumbing import apply_owned
+from trtllm_operator.kube.client import HPA, LLM_DEPLOYMENT, POD, SCALED_OBJECT, Kube, Resource, default_kube
 from trtllm_operator.kube.events import post_event
 from trtllm_operator.kube.status import update_conditions
 from trtllm_operator.metrics import operator_metrics as om
@@ -69,14 +79,7 @@ from trtllm_operator.metrics.prometheus import PrometheusError, prometheus_pods
 from trtllm_operator.metrics.scrape import DEFAULT_PORT, pod_state, scrape_pods
 from trtllm_operator.render.hpa import desired_hpa
 from trtllm_operator.render.keda import desired_scaled_object
-from trtllm_operator.render.serving import (
-    GROUP,
-    LABEL_DEPLOYMENT,
-    VERSION,
-    OwnerRef,
-    child_name,
-    content_hash,
-)
+from trtllm_operator.render.serving import child_name
 
 __all__ = ["MAX_DECISIONS", "TICK_SECONDS", "autoscale_once", "sync_external_autoscaler"]
 
@@ -91,14 +94,6 @@ EXTERNAL_RESYNC_SECONDS = 30.0
 #: Triton's metrics port on the serving pods (``--metrics-port``, default 8002; the pods declare it as
 #: container port ``metrics``). A module attribute so that in-process tests can point it elsewhere.
 METRICS_PORT = DEFAULT_PORT
-#: Label LeaderWorkerSet puts on its pods; only index "0" (the group leader) serves metrics.
-LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
-ANNOTATION_RENDERED_HASH = f"{GROUP}/rendered-hash"
-
-HPA = Resource(
-    "autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", "horizontal_pod_autoscaler"
-)
-SCALED_OBJECT = Resource("keda.sh", "v1alpha1", "scaledobjects", "ScaledObject")
 
 _last_tick: dict[str, float] = {}
 _last_tick_lock = threading.Lock()
@@ -108,7 +103,7 @@ _last_tick_lock = threading.Lock()
 def _serving_pods(kube: Kube, namespace: str, name: str, status: Mapping[str, Any]) -> list[dict[str, Any]]:
     selector = status.get("selector") or f"{LABEL_DEPLOYMENT}={child_name(name)}"
     pods = kube.list(POD, namespace, label_selector=selector)
-    return [p for p in pods if (p["metadata"].get("labels") or {}).get(LWS_WORKER_INDEX, "0") == "0"]
+    return [p for p in pods if (p["metadata"].get("labels") or {}).get(LWS_WORKER_INDEX_LABEL, "0") == "0"]
 
 
 def _signals(
@@ -289,7 +284,7 @@ def _builtin_enabled(spec: Mapping[str, Any], **_: Any) -> bool:
     return bool(auto.get("enabled")) and auto.get("mode", "builtin") == "builtin"
 
 
-@kopf.timer(GROUP, VERSION, "llmdeployments", interval=TICK_SECONDS, when=_builtin_enabled)
+@kopf.timer(GROUP, VERSION, DEPLOYMENT_PLURAL, interval=TICK_SECONDS, when=_builtin_enabled)
 def autoscaler_tick(name: str, namespace: str | None, uid: str, spec: Mapping[str, Any], **_: Any) -> None:
     """kopf timer: evaluate once per ``metrics.scrapeIntervalSeconds``."""
     if not namespace:
@@ -300,7 +295,7 @@ def autoscaler_tick(name: str, namespace: str | None, uid: str, spec: Mapping[st
     autoscale_once(default_kube(), namespace, name)
 
 
-@kopf.on.delete(GROUP, VERSION, "llmdeployments", optional=True)
+@kopf.on.delete(GROUP, VERSION, DEPLOYMENT_PLURAL, optional=True)
 def autoscaler_forget(name: str, namespace: str | None, uid: str, **_: Any) -> None:
     """Drop the in-memory tick time and the per-object metric series of a deleted LLMDeployment."""
     with _last_tick_lock:
@@ -311,19 +306,12 @@ def autoscaler_forget(name: str, namespace: str | None, uid: str, **_: Any) -> N
 
 
 # ------------------------------------------------------------------------------ hpa / keda modes
-def _owned(child: Mapping[str, Any], uid: str) -> bool:
-    return any(o.get("uid") == uid for o in (child.get("metadata") or {}).get("ownerReferences") or [])
-
-
 def _apply(kube: Kube, res: Resource, manifest: dict[str, Any], owner: Mapping[str, Any]) -> None:
-    namespace, child = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
-    digest = content_hash(manifest)
-    manifest["metadata"].setdefault("annotations", {})[ANNOTATION_RENDERED_HASH] = digest
-    live, created = kube.create_or_get(res, namespace, manifest)
-    if created:
+    child = manifest["metadata"]["name"]
+    applied = apply_owned(kube, res, manifest, owner_uid=owner["metadata"]["uid"])
+    if applied.result == "created":
         post_event(kube, owner, f"{res.kind}Created", f"created {res.kind} {child}")
-        return
-    if not _owned(live, owner["metadata"]["uid"]):
+    elif applied.result == "not_owned":
         post_event(
             kube,
             owner,
@@ -331,13 +319,6 @@ def _apply(kube: Kube, res: Resource, manifest: dict[str, Any], owner: Mapping[s
             f"{res.kind} {child} exists but is not owned by this LLMDeployment: delete or rename it",
             type_="Warning",
         )
-        return
-    if (live["metadata"].get("annotations") or {}).get(ANNOTATION_RENDERED_HASH) != digest:
-        patch = {
-            "metadata": {k: manifest["metadata"][k] for k in ("labels", "annotations", "ownerReferences")},
-            "spec": manifest["spec"],
-        }
-        kube.patch(res, namespace, child, patch)
 
 
 def _remove(kube: Kube, res: Resource, namespace: str, child: str, uid: str) -> None:
@@ -347,7 +328,7 @@ def _remove(kube: Kube, res: Resource, namespace: str, child: str, uid: str) -> 
         if exc.status == 404:  # the kind itself is not installed (no KEDA)
             return
         raise
-    if live is not None and _owned(live, uid):
+    if live is not None and is_owned_by(live, uid):
         kube.delete(res, namespace, child)
 
 
@@ -423,15 +404,15 @@ def _sync_by_name(namespace: str | None, name: str) -> None:
         sync_external_autoscaler(kube, obj)
 
 
-@kopf.on.resume(GROUP, VERSION, "llmdeployments")
-@kopf.on.create(GROUP, VERSION, "llmdeployments")
-@kopf.on.update(GROUP, VERSION, "llmdeployments", field="spec.autoscaling")
+@kopf.on.resume(GROUP, VERSION, DEPLOYMENT_PLURAL)
+@kopf.on.create(GROUP, VERSION, DEPLOYMENT_PLURAL)
+@kopf.on.update(GROUP, VERSION, DEPLOYMENT_PLURAL, field="spec.autoscaling")
 def autoscaler_mode_changed(name: str, namespace: str | None, **_: Any) -> None:
     """(Re)render or remove the HPA / ScaledObject whenever ``spec.autoscaling`` changes."""
     _sync_by_name(namespace, name)
 
 
-@kopf.timer(GROUP, VERSION, "llmdeployments", interval=EXTERNAL_RESYNC_SECONDS, when=_external_mode)
+@kopf.timer(GROUP, VERSION, DEPLOYMENT_PLURAL, interval=EXTERNAL_RESYNC_SECONDS, when=_external_mode)
 def autoscaler_external_resync(name: str, namespace: str | None, **_: Any) -> None:
     """Put back an HPA / ScaledObject deleted or edited by hand."""
     _sync_by_name(namespace, name)

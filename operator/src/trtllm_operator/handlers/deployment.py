@@ -9,12 +9,17 @@ One idempotent, level-based :func:`reconcile` per LLMDeployment, called from
 * every event of an LLMEngine (a new key or Ready) for the deployments that reference it,
 * a timer (``RESYNC_SECONDS``) for drift.
 
-Each reconcile: read the LLMDeployment and its engine → register in the engine's
-``status.usedBy`` → compatibility gate → render every child (:mod:`trtllm_operator.render.children`)
-→ create or patch them (a child is patched only when the hash of its rendered manifest changed;
-``spec.replicas`` is always copied from the LLMDeployment, the single writer through the scale
-subresource) → prune model-repository ConfigMaps nothing references → observe pods by engine key →
-optional automatic rollback → write status and post an Event per condition transition.
+Each reconcile follows observe → decide → act → write (:mod:`trtllm_operator.handlers.plumbing`):
+read the LLMDeployment, its engine and its pods → decide how it is served
+(:func:`~trtllm_operator.decide.serving.plan_serving`: compatibility gate, partial-artifact gate,
+parameters, placement, Triton files; a refusal goes straight to the status) → render the plan
+(:func:`~trtllm_operator.render.children.render_plan`) → create or patch the children
+(:func:`~trtllm_operator.handlers.plumbing.apply_owned`: patched only when the hash of the rendered
+manifest changed; ``spec.replicas`` is always copied from the LLMDeployment, the single writer
+through the scale subresource) → prune model-repository ConfigMaps nothing references → observe pods
+by engine key → optional automatic rollback → decide the status
+(:func:`~trtllm_operator.decide.deployment_status.deployment_status`) and write it with an Event
+per condition transition. ``status.usedBy`` of the engine is kept from a kopf index.
 
 The controller never writes ``spec`` of anything it does not own, never deletes user data, and
 reports every problem as a condition.
@@ -24,7 +29,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import threading
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -33,11 +37,32 @@ import kopf
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from trtllm_operator.api.owners import is_owned_by, owner_names
+from trtllm_operator.api.wire import (
+    ANNOTATION_RENDERED_HASH,
+    ANNOTATION_ROLLBACK_REASON,
+    ANNOTATION_ROLLED_BACK_FROM,
+    ANNOTATION_ROLLED_BACK_HASH,
+    COMPONENT_MODEL_REPOSITORY,
+    DEPLOYMENT_PLURAL,
+    DEPLOYMENT_REVISION_ANNOTATION,
+    ENGINE_PLURAL,
+    GPU_PRODUCT_LABEL,
+    GPU_RESOURCE,
+    GROUP,
+    LABEL_COMPONENT,
+    LABEL_DEPLOYMENT,
+    LABEL_ENGINE_KEY,
+    LWS_CRD_NAME,
+    LWS_WORKER_INDEX_LABEL,
+    POD_TEMPLATE_HASH_LABEL,
+    VERSION,
+)
+from trtllm_operator.decide.compatibility import gpu_product_aliases
 from trtllm_operator.decide.deployment_status import (
     Observation,
     deployment_status,
     engine_readiness,
-    transitions,
 )
 from trtllm_operator.decide.rollout import (
     RollbackDecision,
@@ -46,62 +71,35 @@ from trtllm_operator.decide.rollout import (
     rollout_progress,
     workload_view,
 )
+from trtllm_operator.decide.serving import ServingRefusal, plan_serving
+from trtllm_operator.decide.serving_params import short_key
+from trtllm_operator.handlers.plumbing import OBJECT_LOCKS, apply_owned, with_rendered_hash, write_outcome
 from trtllm_operator.kube.client import (
     CONFIG_MAP,
     DEPLOYMENT,
     LLM_DEPLOYMENT,
     LLM_ENGINE,
+    LWS,
+    PDB,
     POD,
+    REPLICA_SET,
     SERVICE,
     Kube,
-    Resource,
     default_kube,
 )
 from trtllm_operator.kube.events import post_event
-from trtllm_operator.kube.status import patch_status, update_conditions
+from trtllm_operator.kube.status import patch_status
 from trtllm_operator.logging import object_context
 from trtllm_operator.metrics.operator_metrics import observe_reconcile
-from trtllm_operator.render.children import Children, desired_children, gpu_product_aliases
-from trtllm_operator.render.model_repository import COMPONENT as REPO_COMPONENT
+from trtllm_operator.render.children import Children, render_plan
 from trtllm_operator.render.service import endpoint
-from trtllm_operator.render.serving import (
-    GPU_PRODUCT_LABEL,
-    GPU_RESOURCE,
-    GROUP,
-    LABEL_COMPONENT,
-    LABEL_DEPLOYMENT,
-    LABEL_ENGINE_KEY,
-    VERSION,
-    child_name,
-    content_hash,
-    short_key,
-)
+from trtllm_operator.render.serving import child_name
 
 log = logging.getLogger(__name__)
 
-PDB = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", "pod_disruption_budget")
-REPLICA_SET = Resource("apps", "v1", "replicasets", "ReplicaSet", "replica_set")
-LWS = Resource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet")
-LWS_CRD_NAME = "leaderworkersets.leaderworkerset.x-k8s.io"
-
-#: Annotation on a child: sha256 of the manifest we rendered for it (patch only on change).
-ANNOTATION_RENDERED_HASH = f"{GROUP}/rendered-hash"
-#: Annotation on the workload: the engine key whose rollout failed and was rolled back.
-ANNOTATION_ROLLED_BACK_FROM = f"{GROUP}/rolled-back-from"
-ANNOTATION_ROLLBACK_REASON = f"{GROUP}/rollback-reason"
-#: Annotation on the workload: the rendered hash of the failed rendering (held back until it changes).
-ANNOTATION_ROLLED_BACK_HASH = f"{GROUP}/rolled-back-hash"
 #: Fallback GPUs per node when no node of the engine's product exists yet.
 DEFAULT_GPUS_PER_NODE = 8
 RESYNC_SECONDS = 30.0
-
-_locks: dict[tuple[str, str], threading.Lock] = {}
-_locks_guard = threading.Lock()
-
-
-def _lock(namespace: str, name: str) -> threading.Lock:
-    with _locks_guard:
-        return _locks.setdefault((namespace, name), threading.Lock())
 
 
 # ------------------------------------------------------------------------------ observations
@@ -131,36 +129,6 @@ def lws_installed(kube: Kube) -> bool:
 
 
 # ------------------------------------------------------------------------------ writes
-def _with_hash(manifest: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
-    body = copy.deepcopy(dict(manifest))
-    digest = content_hash(body)
-    body["metadata"].setdefault("annotations", {})[ANNOTATION_RENDERED_HASH] = digest
-    return body, digest
-
-
-def apply_child(kube: Kube, res: Resource, manifest: Mapping[str, Any]) -> dict[str, Any]:
-    """Create the child, or merge-patch it when its rendered hash (or replica count) changed.
-
-    ``spec.replicas`` is compared to the live object on its own, so a scale through the
-    LLMDeployment's scale subresource reaches the workload even if nothing else changed.
-    """
-    namespace = manifest["metadata"]["namespace"]
-    body, digest = _with_hash(manifest)
-    live, created = kube.create_or_get(res, namespace, body)
-    if created:
-        return live
-    live_hash = (live["metadata"].get("annotations") or {}).get(ANNOTATION_RENDERED_HASH)
-    if live_hash == digest:
-        want = (body.get("spec") or {}).get("replicas")
-        if want is None or (live.get("spec") or {}).get("replicas") == want:
-            return live
-        return kube.patch(res, namespace, body["metadata"]["name"], {"spec": {"replicas": want}})
-    patch = {"metadata": {k: body["metadata"][k] for k in ("labels", "annotations", "ownerReferences")}}
-    if "spec" in body:
-        patch["spec"] = body["spec"]
-    return kube.patch(res, namespace, body["metadata"]["name"], patch)
-
-
 def _apply_configmap(kube: Kube, manifest: Mapping[str, Any]) -> None:
     """Model-repository ConfigMaps are immutable and content-addressed: create if absent."""
     kube.create_or_get(CONFIG_MAP, manifest["metadata"]["namespace"], manifest)
@@ -174,7 +142,7 @@ def _prune_configmaps(kube: Kube, namespace: str, name: str, keep: set[str]) -> 
             if vol.get("configMap"):
                 keep.add(vol["configMap"]["name"])
     for cm in kube.list(
-        CONFIG_MAP, namespace, label_selector=f"{selector},{LABEL_COMPONENT}={REPO_COMPONENT}"
+        CONFIG_MAP, namespace, label_selector=f"{selector},{LABEL_COMPONENT}={COMPONENT_MODEL_REPOSITORY}"
     ):
         if cm["metadata"]["name"] not in keep:
             kube.delete(CONFIG_MAP, namespace, cm["metadata"]["name"])
@@ -226,20 +194,16 @@ def _rollback(kube: Kube, namespace: str, workload: Mapping[str, Any], decision:
     candidates = [
         rs
         for rs in kube.list(REPLICA_SET, namespace, label_selector=selector)
-        if any(
-            o.get("uid") == workload["metadata"]["uid"] for o in rs["metadata"].get("ownerReferences") or []
-        )
+        if is_owned_by(rs, workload["metadata"]["uid"])
     ]
     if not candidates:
         return False
     newest = max(
         candidates,
-        key=lambda rs: int(
-            (rs["metadata"].get("annotations") or {}).get("deployment.kubernetes.io/revision", 0)
-        ),
+        key=lambda rs: int((rs["metadata"].get("annotations") or {}).get(DEPLOYMENT_REVISION_ANNOTATION, 0)),
     )
     template = copy.deepcopy(newest["spec"]["template"])
-    template["metadata"].get("labels", {}).pop("pod-template-hash", None)
+    template["metadata"].get("labels", {}).pop(POD_TEMPLATE_HASH_LABEL, None)
     failed_hash = (workload["metadata"].get("annotations") or {}).get(ANNOTATION_RENDERED_HASH, "")
     annotations = {
         ANNOTATION_ROLLED_BACK_FROM: decision.failed_key,
@@ -260,8 +224,8 @@ def _rollback(kube: Kube, namespace: str, workload: Mapping[str, Any], decision:
 def reconcile(kube: Kube, namespace: str, name: str) -> None:
     """Bring one LLMDeployment's children and status to the desired state (idempotent)."""
     with (
-        _lock(namespace, name),
-        observe_reconcile("LLMDeployment"),
+        OBJECT_LOCKS.hold(LLM_DEPLOYMENT.kind, namespace, name),
+        observe_reconcile(LLM_DEPLOYMENT.kind),
         object_context(LLM_DEPLOYMENT.kind, namespace, name),
     ):
         _reconcile(kube, namespace, name)
@@ -293,6 +257,7 @@ def _reconcile(kube: Kube, namespace: str, name: str) -> None:
         engine_state=state,
         engine_message=message,
         previous_engine_key=old_status.get("engineKey"),
+        previous_conditions=old_status.get("conditions") or [],
         selector=selector,
         pods=len(live_pods),
         ready_pods=sum(pod_view(p).ready for p in live_pods),
@@ -306,24 +271,21 @@ def _reconcile(kube: Kube, namespace: str, name: str) -> None:
     espec = engine.get("spec") or {}
     product = (espec.get("gpu") or {}).get("product", "")
     per_node = gpus_per_node(kube, [product, *gpu_product_aliases(product)])
-    children = desired_children(obj, engine, gpus_per_node=per_node, lws_installed=lws_installed(kube))
-    desired_key = (engine.get("status") or {}).get("engineKey")
-    if children.incompatibilities or children.blocked:
-        _write_status(
-            kube,
-            obj,
-            replace(
-                base,
-                desired_engine_key=desired_key,
-                incompatibilities=children.incompatibilities,
-                blocked=children.blocked,
-            ),
+    # decide how it is served (gates, parameters, placement, files), then render, then act
+    plan = plan_serving(obj, engine, gpus_per_node=per_node, lws_installed=lws_installed(kube))
+    if isinstance(plan, ServingRefusal):
+        desired_key = (engine.get("status") or {}).get("engineKey")
+        refused = replace(
+            base,
+            desired_engine_key=desired_key,
+            incompatibilities=plan.incompatibilities,
+            blocked=plan.blocked,
         )
+        _write_status(kube, obj, refused)
         return
 
-    workload, rolled_back = _sync_children(kube, obj, children)
-    params = children.params
-    assert params is not None
+    params = plan.params
+    workload, rolled_back = _sync_children(kube, obj, render_plan(plan))
     view = workload_view(workload)
     pod_views = [pod_view(p) for p in pods]
     progress = rollout_progress(params.short_key, params.replicas, view, pod_views)
@@ -370,7 +332,7 @@ def _follow_replicas(kube: Kube, namespace: str, name: str, replicas: int) -> No
 def _is_replica_pod(pod: Mapping[str, Any]) -> bool:
     """Deployment pods, and LeaderWorkerSet leaders (one per replica)."""
     labels = pod["metadata"].get("labels") or {}
-    return bool(labels.get("leaderworkerset.sigs.k8s.io/worker-index", "0") == "0")
+    return bool(labels.get(LWS_WORKER_INDEX_LABEL, "0") == "0")
 
 
 def _sync_children(
@@ -386,7 +348,7 @@ def _sync_children(
     held: RollbackDecision | None = None
     annotations = (live or {}).get("metadata", {}).get("annotations") or {}
     held_hash = annotations.get(ANNOTATION_ROLLED_BACK_HASH)
-    if live is not None and held_hash and held_hash == _with_hash(children.workload)[1]:
+    if live is not None and held_hash and held_hash == with_rendered_hash(children.workload)[1]:
         # This exact rendering failed and was rolled back: keep the restored template until the
         # engine key or a setting changes; only the replica count follows spec.replicas.
         held = RollbackDecision(
@@ -413,38 +375,19 @@ def _sync_children(
                     }
                 },
             )
-        live = apply_child(kube, res, children.workload)
+        live = apply_owned(kube, res, children.workload).live
     if other is DEPLOYMENT or lws_installed(kube):
         stale = kube.get(other, namespace, wname)
-        if stale is not None and _owned_by(stale, obj):
+        if stale is not None and is_owned_by(stale, obj["metadata"].get("uid")):
             kube.delete(other, namespace, wname)
-    apply_child(kube, SERVICE, children.service)
-    apply_child(kube, PDB, children.pdb)
+    apply_owned(kube, SERVICE, children.service)
+    apply_owned(kube, PDB, children.pdb)
     _prune_configmaps(kube, namespace, name, {children.configmap["metadata"]["name"]})
     return live, held
 
 
-def _owned_by(child: Mapping[str, Any], owner: Mapping[str, Any]) -> bool:
-    uid = owner["metadata"].get("uid")
-    return any(o.get("uid") == uid for o in child["metadata"].get("ownerReferences") or [])
-
-
 def _write_status(kube: Kube, obj: Mapping[str, Any], observation: Observation) -> None:
-    desired = deployment_status(observation)
-    namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
-    old_conditions = (obj.get("status") or {}).get("conditions") or []
-    update_conditions(kube, LLM_DEPLOYMENT, namespace, name, desired.conditions, status=desired.fields)
-    for cond in transitions(old_conditions, desired.conditions):
-        if cond["type"] not in ("Ready", "Progressing", "EngineIncompatible"):
-            continue
-        problem = cond["type"] == "EngineIncompatible" and cond["status"] == "True"
-        problem |= cond["type"] == "Ready" and cond["status"] == "False" and cond["reason"] not in _WAITING
-        message = f"{cond['type']}={cond['status']}: {cond['message']}"
-        post_event(kube, obj, cond["reason"], message, type_="Warning" if problem else "Normal")
-
-
-#: Ready=False reasons that are expected steps, not problems (Normal events).
-_WAITING = frozenset({"EngineNotReady", "ReplicasStarting", "EngineRollout"})
+    write_outcome(kube, LLM_DEPLOYMENT, obj, deployment_status(observation))
 
 
 # ------------------------------------------------------------------------------ kopf wiring
@@ -454,7 +397,7 @@ def _safe_reconcile(namespace: str | None, name: str | None) -> None:
     reconcile(default_kube(), namespace, name)
 
 
-@kopf.index(GROUP, VERSION, "llmdeployments")
+@kopf.index(GROUP, VERSION, DEPLOYMENT_PLURAL)
 def llmdeployments_by_engine(
     namespace: str | None, name: str | None, spec: Mapping[str, Any], meta: Mapping[str, Any], **_: Any
 ) -> dict[tuple[str, str], str] | None:
@@ -465,9 +408,9 @@ def llmdeployments_by_engine(
     return {(namespace, ref): name}
 
 
-@kopf.on.resume(GROUP, VERSION, "llmdeployments")
-@kopf.on.create(GROUP, VERSION, "llmdeployments")
-@kopf.on.update(GROUP, VERSION, "llmdeployments")
+@kopf.on.resume(GROUP, VERSION, DEPLOYMENT_PLURAL)
+@kopf.on.create(GROUP, VERSION, DEPLOYMENT_PLURAL)
+@kopf.on.update(GROUP, VERSION, DEPLOYMENT_PLURAL)
 def on_deployment(
     name: str,
     namespace: str | None,
@@ -481,7 +424,7 @@ def on_deployment(
     _sync_refs(namespace, [_engine_ref(body), _engine_ref(old)], llmdeployments_by_engine)
 
 
-@kopf.timer(GROUP, VERSION, "llmdeployments", interval=RESYNC_SECONDS, initial_delay=RESYNC_SECONDS)
+@kopf.timer(GROUP, VERSION, DEPLOYMENT_PLURAL, interval=RESYNC_SECONDS, initial_delay=RESYNC_SECONDS)
 def resync_deployment(
     name: str,
     namespace: str | None,
@@ -493,7 +436,7 @@ def resync_deployment(
     _sync_refs(namespace, [_engine_ref(body)], llmdeployments_by_engine)
 
 
-@kopf.on.event(GROUP, VERSION, "llmdeployments")
+@kopf.on.event(GROUP, VERSION, DEPLOYMENT_PLURAL)
 def on_deployment_event(event: Mapping[str, Any], llmdeployments_by_engine: Any = None, **_: Any) -> None:
     """A deleted LLMDeployment leaves its engine's ``status.usedBy`` (no finalizer needed: the watch
     reports the deletion; a deletion missed while the operator was down is healed by the engine's
@@ -504,25 +447,21 @@ def on_deployment_event(event: Mapping[str, Any], llmdeployments_by_engine: Any 
         _sync_refs(meta.get("namespace"), [_engine_ref(obj)], llmdeployments_by_engine, meta.get("name"))
 
 
-def _owner_name(meta: Mapping[str, Any]) -> str | None:
-    for ref in meta.get("ownerReferences") or []:
-        if ref.get("kind") == "LLMDeployment" and ref.get("apiVersion", "").startswith(f"{GROUP}/"):
-            return str(ref.get("name"))
-    return None
+#: Workloads (Deployment, LeaderWorkerSet) this controller labelled.
+_WORKLOAD_LABELS = {LABEL_DEPLOYMENT: kopf.PRESENT}
 
 
-@kopf.on.event("apps", "v1", "deployments", labels={LABEL_DEPLOYMENT: kopf.PRESENT})
-@kopf.on.event(LWS.group, LWS.version, LWS.plural, labels={LABEL_DEPLOYMENT: kopf.PRESENT})
+@kopf.on.event(DEPLOYMENT.group, DEPLOYMENT.version, DEPLOYMENT.plural, labels=_WORKLOAD_LABELS)
+@kopf.on.event(LWS.group, LWS.version, LWS.plural, labels=_WORKLOAD_LABELS)
 def on_workload_event(event: Mapping[str, Any], **_: Any) -> None:
     """Status follows the pods: every change of an owned Deployment (or LeaderWorkerSet, when its
     CRD is installed; kopf starts that watch when the CRD appears) re-reconciles its owner."""
-    meta = (event.get("object") or {}).get("metadata") or {}
-    owner = _owner_name(meta)
-    if owner:
-        _safe_reconcile(meta.get("namespace"), owner)
+    obj = event.get("object") or {}
+    for owner in owner_names(obj, LLM_DEPLOYMENT.kind)[:1]:
+        _safe_reconcile((obj.get("metadata") or {}).get("namespace"), owner)
 
 
-@kopf.on.event(GROUP, VERSION, "llmengines")
+@kopf.on.event(GROUP, VERSION, ENGINE_PLURAL)
 def on_engine_event(event: Mapping[str, Any], llmdeployments_by_engine: Any = None, **_: Any) -> None:
     """A new engine key or a change of readiness re-reconciles every deployment referencing it."""
     meta = (event.get("object") or {}).get("metadata") or {}

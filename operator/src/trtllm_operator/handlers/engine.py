@@ -23,6 +23,7 @@ import os
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import kopf
@@ -30,30 +31,36 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 from engine_builder.planner import GPUSpec, PlanInputError, load_catalog_extension
-from trtllm_operator.api import ENGINE_PLURAL, GROUP, VERSION
-from trtllm_operator.api.common import BUILDER_CONTAINER
-from trtllm_operator.decide.conditions import rfc3339
-from trtllm_operator.decide.engine import (
-    ARTIFACT_DATA_KEY,
+from trtllm_operator.api.owners import is_owned_by, owner_names
+from trtllm_operator.api.wire import (
+    BUILDER_CONTAINER,
     COMPONENT_BUILDER,
+    ENGINE_PLURAL,
+    GROUP,
+    JOB_NAME_LABEL,
     LABEL_COMPONENT,
     LABEL_MANAGED_BY,
     MANAGED_BY,
+    VERSION,
+)
+from trtllm_operator.decide.conditions import rfc3339
+from trtllm_operator.decide.engine import (
     AdoptJob,
     BuildQueue,
     CreateBuild,
     EngineDecision,
     EngineObservation,
     EnsurePVC,
-    PreparedEngine,
     RecordArtifact,
     decide_engine,
     decide_invalid,
-    prepare_engine,
 )
+from trtllm_operator.decide.engine_cache import parse_record
 from trtllm_operator.decide.engine_failure import job_condition
 from trtllm_operator.decide.engine_progress import BuildProgress, parse_progress
+from trtllm_operator.decide.engine_spec import PreparedEngine, prepare_engine
 from trtllm_operator.events import ARTIFACT_RECORDED
+from trtllm_operator.handlers.plumbing import OBJECT_LOCKS, add_owner, write_outcome
 from trtllm_operator.kube import (
     CONFIG_MAP,
     JOB,
@@ -63,7 +70,6 @@ from trtllm_operator.kube import (
     Kube,
     default_kube,
     post_event,
-    update_conditions,
 )
 from trtllm_operator.logging import object_context
 from trtllm_operator.metrics.operator_metrics import (
@@ -79,24 +85,18 @@ from trtllm_operator.render.builder_job import (
     desired_build_spec_configmap,
     desired_builder_job,
     desired_cache_entry,
-    owner_reference,
+    engine_owner,
 )
 from trtllm_operator.settings import Settings, current
 
 log = logging.getLogger(__name__)
 
-BUILDER_SELECTOR = f"{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_COMPONENT}={COMPONENT_BUILDER}"
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+#: Labels every builder Job and pod carries (watch filter and list selector).
+BUILDER_LABELS = {LABEL_MANAGED_BY: MANAGED_BY, LABEL_COMPONENT: COMPONENT_BUILDER}
+BUILDER_SELECTOR = ",".join(f"{k}={v}" for k, v in BUILDER_LABELS.items())
 
-_locks: dict[tuple[str, str], threading.Lock] = {}
-_locks_guard = threading.Lock()
 #: Held while counting running builds and creating a Job, so the limit holds across threads.
 _start_lock = threading.Lock()
-
-
-def _lock_for(namespace: str, name: str) -> threading.Lock:
-    with _locks_guard:
-        return _locks.setdefault((namespace, name), threading.Lock())
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -173,17 +173,6 @@ def hf_config_for(spec: Mapping[str, Any], settings: Settings) -> Mapping[str, A
     return found
 
 
-def _parse_record(cm: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    if cm is None:
-        return None
-    try:
-        record = json.loads(((cm.get("data") or {}).get(ARTIFACT_DATA_KEY)) or "")
-    except ValueError:
-        log.warning("cache index entry %s is not JSON; ignoring it", cm["metadata"]["name"])
-        return None
-    return record if isinstance(record, dict) else None
-
-
 def _watched(settings: Settings) -> list[str | None]:
     return list(settings.namespaces) if settings.namespaces else [None]
 
@@ -223,17 +212,17 @@ def reconcile(namespace: str, name: str, *, kube: Kube | None = None) -> EngineD
     started = time.monotonic()
     result = "error"
     try:
-        with object_context("LLMEngine", namespace, name):
+        with object_context(LLM_ENGINE.kind, namespace, name):
             decision = _reconcile_locked(kube, namespace, name)
         result = "invalid" if decision is not None and decision.status.get("engineKey") is None else "success"
         return decision
     finally:
-        RECONCILES.labels(kind="LLMEngine", result=result).inc()
-        RECONCILE_DURATION.labels(kind="LLMEngine").observe(time.monotonic() - started)
+        RECONCILES.labels(kind=LLM_ENGINE.kind, result=result).inc()
+        RECONCILE_DURATION.labels(kind=LLM_ENGINE.kind).observe(time.monotonic() - started)
 
 
 def _reconcile_locked(kube: Kube, namespace: str, name: str) -> EngineDecision | None:
-    with _lock_for(namespace, name):
+    with OBJECT_LOCKS.hold(LLM_ENGINE.kind, namespace, name):
         engine = kube.get(LLM_ENGINE, namespace, name)
         if engine is None or engine["metadata"].get("deletionTimestamp"):
             return None
@@ -248,12 +237,8 @@ def _reconcile_locked(kube: Kube, namespace: str, name: str) -> EngineDecision |
         generation = int(engine["metadata"].get("generation") or 0)
         status = engine.get("status") or {}
         if not isinstance(prepared, PreparedEngine):
-            decision = decide_invalid(
-                prepared,
-                EngineObservation(
-                    generation, status, None, None, [], BuildQueue(0, settings.max_concurrent_builds, 0)
-                ),
-            )
+            obs = EngineObservation(generation, status, None, None, [], _no_queue(settings))
+            decision = decide_invalid(prepared, obs)
             _write(kube, engine, decision, status_extra={"engineKey": None, "engineKeyShort": None})
             return decision
         decision = _decide_and_act(
@@ -277,41 +262,38 @@ def _decide_and_act(
 ) -> EngineDecision:
     ns = engine["metadata"]["namespace"]
     uid = engine["metadata"]["uid"]
-    record = _parse_record(kube.get(CONFIG_MAP, ns, prepared.cache_name))
+    record = parse_record(kube.get(CONFIG_MAP, ns, prepared.cache_name))
     job = kube.get(JOB, ns, prepared.job_name)
     pods = kube.list(POD, ns, label_selector=f"{JOB_NAME_LABEL}={prepared.job_name}") if job else []
-    owns = job is None or any(o.get("uid") == uid for o in job["metadata"].get("ownerReferences") or [])
+    owns = job is None or is_owned_by(job, uid)
     pvc_exists = True
     if prepared.storage.created_by_operator and record is None and job is None:
         pvc_exists = kube.get(PVC, ns, prepared.storage.claim_name or "") is not None
     now = rfc3339(dt.datetime.now(dt.UTC))
+    progress = _progress.get((ns, prepared.job_name)) if job is not None else None
+    obs = EngineObservation(
+        generation, status, record, job, pods, _no_queue(settings), owns, pvc_exists, progress
+    )
     if record is None and job is None:
         # Counting running builds and creating ours must not interleave with another reconcile.
         with _start_lock:
-            queue = build_queue(kube, settings, engine)
-            obs = EngineObservation(generation, status, None, None, [], queue, True, pvc_exists)
+            obs = replace(obs, queue=build_queue(kube, settings, engine))
             decision = decide_engine(prepared, obs, now=now)
             _act(kube, settings, engine, prepared, decision)
             if any(isinstance(a, CreateBuild) for a in decision.actions):
                 ENGINE_CACHE_LOOKUPS.labels(result="miss").inc()  # no artifact: a build starts
             return decision
-    progress = _progress.get((ns, prepared.job_name)) if job is not None else None
-    obs = EngineObservation(
-        generation,
-        status,
-        record,
-        job,
-        pods,
-        BuildQueue(0, settings.max_concurrent_builds, 0),
-        owns,
-        progress=progress,
-    )
     decision = decide_engine(prepared, obs, now=now)
     if decision.phase != "Building":
         _progress.pop((ns, prepared.job_name), None)
         _progress_read_at.pop((ns, engine["metadata"]["name"]), None)
     _act(kube, settings, engine, prepared, decision)
     return decision
+
+
+def _no_queue(settings: Settings) -> BuildQueue:
+    """The build queue when it does not matter (a build exists or the spec is invalid)."""
+    return BuildQueue(0, settings.max_concurrent_builds, 0)
 
 
 def _act(
@@ -350,44 +332,14 @@ def _act(
 def _adopt(kube: Kube, engine: Mapping[str, Any], ns: str, child_name: str) -> None:
     """Add ``engine`` as a (non-controller) owner of the Job and its build-spec ConfigMap."""
     for res in (JOB, CONFIG_MAP):
-        obj = kube.get(res, ns, child_name)
-        if obj is None:
-            continue
-        refs = list(obj["metadata"].get("ownerReferences") or [])
-        if any(r.get("uid") == engine["metadata"]["uid"] for r in refs):
-            continue
-        refs.append(owner_reference(engine, controller=False))
-        try:
-            kube.patch(
-                res,
-                ns,
-                child_name,
-                {
-                    "metadata": {
-                        "resourceVersion": obj["metadata"]["resourceVersion"],
-                        "ownerReferences": refs,
-                    }
-                },
-            )
-        except ApiException as exc:
-            if exc.status != 409:
-                raise  # a 409 is retried by the next reconcile
+        add_owner(kube, res, ns, child_name, engine_owner(engine, controller=False))
 
 
 def _write(
     kube: Kube, engine: Mapping[str, Any], decision: EngineDecision, *, status_extra: Mapping[str, Any]
 ) -> None:
-    meta = engine["metadata"]
-    update_conditions(
-        kube,
-        LLM_ENGINE,
-        meta["namespace"],
-        meta["name"],
-        decision.conditions,
-        status={**decision.status, **status_extra},
-    )
+    write_outcome(kube, LLM_ENGINE, engine, decision, status_extra=status_extra)
     if decision.event is not None:
-        post_event(kube, engine, decision.event.reason, decision.event.message, type_=decision.event.type)
         if decision.event.reason == "ArtifactReused":
             ENGINE_CACHE_LOOKUPS.labels(result="hit").inc()
         elif decision.event.reason == "BuildSucceeded":
@@ -540,22 +492,12 @@ def engine_resync(*, namespace: str | None, name: str, **_: Any) -> None:
     _retrying(namespace, name)
 
 
-def _owner_engines(obj: Mapping[str, Any]) -> list[str]:
-    return [
-        r["name"]
-        for r in (obj.get("metadata") or {}).get("ownerReferences") or []
-        if r.get("kind") == "LLMEngine" and str(r.get("apiVersion", "")).startswith(GROUP + "/")
-    ]
-
-
-@kopf.on.event(
-    "batch", "v1", "jobs", labels={LABEL_COMPONENT: COMPONENT_BUILDER, LABEL_MANAGED_BY: MANAGED_BY}
-)
+@kopf.on.event(JOB.group, JOB.version, JOB.plural, labels=BUILDER_LABELS)
 def builder_job_event(*, type: str, body: kopf.Body, namespace: str | None, **_: Any) -> None:
     """A builder Job changed: reconcile its LLMEngines; when it ended, the queue moves."""
     if namespace is None:
         return
-    for owner in _owner_engines(body):
+    for owner in owner_names(body, LLM_ENGINE.kind):
         try:
             reconcile(namespace, owner)
         except ApiException as exc:
@@ -565,7 +507,7 @@ def builder_job_event(*, type: str, body: kopf.Body, namespace: str | None, **_:
     update_build_gauges(default_kube(current().field_manager))
 
 
-@kopf.on.event("", "v1", "pods", labels={LABEL_COMPONENT: COMPONENT_BUILDER, LABEL_MANAGED_BY: MANAGED_BY})
+@kopf.on.event(POD.group, POD.version, POD.plural, labels=BUILDER_LABELS)
 def builder_pod_event(*, body: kopf.Body, namespace: str | None, **_: Any) -> None:
     """A builder pod changed (scheduled, running, terminated): reconcile the Job's LLMEngines."""
     if namespace is None:
@@ -576,7 +518,7 @@ def builder_pod_event(*, body: kopf.Body, namespace: str | None, **_: Any) -> No
     kube = default_kube(current().field_manager)
     try:
         job = kube.get(JOB, namespace, job_name)
-        for owner in _owner_engines(job or {}):
+        for owner in owner_names(job, LLM_ENGINE.kind):
             reconcile(namespace, owner, kube=kube)
     except ApiException as exc:
         log.warning("reconcile after a pod event in %s failed: %s", namespace, exc.reason)

@@ -22,11 +22,11 @@ from typing import Any
 
 import kopf
 
+from trtllm_operator.api.wire import KOPF_ANNOTATION_PREFIX
 from trtllm_operator.kube import default_kube
 from trtllm_operator.logging import redact_kopf_events
 from trtllm_operator.settings import current
 
-ANNOTATION_PREFIX = "kopf.trtllm-operator.dev"
 #: Delays (s) between retries of a failed API request, watch reconnects included. kopf's default
 #: (1, 1, 2, 3, 5, 8, 13, 21) sleeps up to 21 s before the next attempt, so after an API-server outage
 #: the operator noticed the API's return only 14 s later (tests/integration/test_faults.py). Capped
@@ -37,8 +37,8 @@ API_ERROR_BACKOFFS = (1, 1, 2, 3, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5)
 @kopf.on.startup()
 def configure_kopf(settings: kopf.OperatorSettings, **_: Any) -> None:
     ours = current()
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=ANNOTATION_PREFIX)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=ANNOTATION_PREFIX)
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=KOPF_ANNOTATION_PREFIX)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=KOPF_ANNOTATION_PREFIX)
     settings.posting.level = logging.WARNING
     redact_kopf_events()  # kopf's Events carry log messages: same redaction as log lines
     settings.posting.reporting_component = ours.field_manager

@@ -27,7 +27,6 @@ import datetime as dt
 import json
 import logging
 import math
-import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -36,11 +35,24 @@ import kopf
 from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
-from trtllm_operator.api import GROUP, VERSION
 from trtllm_operator.api.deployment import LLMDeploymentSpec
 from trtllm_operator.api.engine import LLMEngineSpec
+from trtllm_operator.api.owners import owner_names
+from trtllm_operator.api.wire import (
+    COMPONENT_BENCHMARK,
+    DEPLOYMENT_PLURAL,
+    ENGINE_PLURAL,
+    GROUP,
+    JOB_NAME_LABEL,
+    LABEL_COMPONENT,
+    LABEL_DEPLOYMENT,
+    LABEL_MANAGED_BY,
+    MANAGED_BY,
+    VERSION,
+)
+from trtllm_operator.decide.compatibility import gpu_product_aliases
 from trtllm_operator.decide.conditions import rfc3339
-from trtllm_operator.decide.engine import LABEL_COMPONENT, LABEL_MANAGED_BY, MANAGED_BY
+from trtllm_operator.decide.serving_params import ServingInputError
 from trtllm_operator.decide.tuning import (
     AdvisorConfig,
     CurrentSettings,
@@ -50,6 +62,7 @@ from trtllm_operator.decide.tuning import (
     recommendation_from_status,
     recommendation_to_status,
 )
+from trtllm_operator.handlers.plumbing import OBJECT_LOCKS
 from trtllm_operator.kube import (
     JOB,
     LLM_DEPLOYMENT,
@@ -61,33 +74,18 @@ from trtllm_operator.kube import (
     post_event,
 )
 from trtllm_operator.metrics.scrape import scrape_pods
-from trtllm_operator.render.benchmark_job import (
-    BENCH_CONTAINER,
-    COMPONENT_BENCHMARK,
-    benchmark_job_name,
-    desired_benchmark_job,
-)
-from trtllm_operator.render.children import gpu_product_aliases
-from trtllm_operator.render.serving import LABEL_DEPLOYMENT, ServingInputError, child_name
+from trtllm_operator.render.benchmark_job import BENCH_CONTAINER, benchmark_job_name, desired_benchmark_job
+from trtllm_operator.render.serving import child_name
 from trtllm_operator.settings import current
 from trtllm_operator.tuning.report import ReportError, overall_recommendation, parse_results, summarize
 
 log = logging.getLogger(__name__)
 
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 BENCHMARK_RESYNC_SECONDS = 15.0
 ADVISOR_TICK_SECONDS = 2.0
 #: History rows kept beyond the window (a little slack for clock jitter).
 HISTORY_SLACK_SECONDS = 120.0
 HISTORY_MAX_ROWS = 2000
-
-_locks: dict[tuple[str, str, str], threading.Lock] = {}
-_locks_guard = threading.Lock()
-
-
-def _lock(kind: str, namespace: str, name: str) -> threading.Lock:
-    with _locks_guard:
-        return _locks.setdefault((kind, namespace, name), threading.Lock())
 
 
 def _kube() -> Kube:
@@ -181,7 +179,7 @@ def _write_benchmark(kube: Kube, namespace: str, name: str, fields: Mapping[str,
 def reconcile_benchmark(namespace: str, name: str, *, kube: Kube | None = None) -> str | None:
     """One pass of the benchmark controller for an LLMEngine; returns the phase written (or None)."""
     kube = kube or _kube()
-    with _lock("engine", namespace, name):
+    with OBJECT_LOCKS.hold("benchmark", namespace, name):
         engine = kube.get(LLM_ENGINE, namespace, name)
         if engine is None:
             return None
@@ -250,7 +248,7 @@ def _has_benchmark(spec: Mapping[str, Any], **_: Any) -> bool:
     return bool(spec.get("benchmark"))
 
 
-@kopf.on.event(GROUP, VERSION, "llmengines", when=_has_benchmark)
+@kopf.on.event(GROUP, VERSION, ENGINE_PLURAL, when=_has_benchmark)
 def benchmark_engine_event(*, namespace: str | None, name: str | None, **_: Any) -> None:
     """An LLMEngine with ``spec.benchmark`` changed (e.g. became Ready)."""
     _safe_benchmark(namespace, name)
@@ -259,7 +257,7 @@ def benchmark_engine_event(*, namespace: str | None, name: str | None, **_: Any)
 @kopf.timer(
     GROUP,
     VERSION,
-    "llmengines",
+    ENGINE_PLURAL,
     when=_has_benchmark,
     interval=BENCHMARK_RESYNC_SECONDS,
     initial_delay=BENCHMARK_RESYNC_SECONDS,
@@ -270,13 +268,15 @@ def benchmark_resync(*, namespace: str | None, name: str | None, **_: Any) -> No
 
 
 @kopf.on.event(
-    "batch", "v1", "jobs", labels={LABEL_COMPONENT: COMPONENT_BENCHMARK, LABEL_MANAGED_BY: MANAGED_BY}
+    JOB.group,
+    JOB.version,
+    JOB.plural,
+    labels={LABEL_COMPONENT: COMPONENT_BENCHMARK, LABEL_MANAGED_BY: MANAGED_BY},
 )
 def benchmark_job_event(*, body: kopf.Body, namespace: str | None, **_: Any) -> None:
     """A benchmark Job changed: reconcile its LLMEngine."""
-    for ref in (body.get("metadata") or {}).get("ownerReferences") or []:
-        if ref.get("kind") == "LLMEngine":
-            _safe_benchmark(namespace, ref.get("name"))
+    for owner in owner_names(body, LLM_ENGINE.kind):
+        _safe_benchmark(namespace, owner)
 
 
 # -------------------------------------------------------------------------------------- advisor
@@ -353,7 +353,7 @@ def reconcile_advisor(
     due yet)."""
     kube = kube or _kube()
     now = time.time() if now is None else now
-    with _lock("deployment", namespace, name):
+    with OBJECT_LOCKS.hold("advisor", namespace, name):
         obj = kube.get(LLM_DEPLOYMENT, namespace, name)
         if obj is None:
             return False
@@ -423,7 +423,7 @@ def _tuning_enabled(spec: Mapping[str, Any], **_: Any) -> bool:
     return bool((spec.get("tuning") or {}).get("enabled"))
 
 
-@kopf.timer(GROUP, VERSION, "llmdeployments", when=_tuning_enabled, interval=ADVISOR_TICK_SECONDS)
+@kopf.timer(GROUP, VERSION, DEPLOYMENT_PLURAL, when=_tuning_enabled, interval=ADVISOR_TICK_SECONDS)
 def advisor_tick(*, namespace: str | None, name: str | None, **_: Any) -> None:
     """Sample and evaluate when ``spec.tuning.intervalSeconds`` has passed."""
     if not namespace or not name:

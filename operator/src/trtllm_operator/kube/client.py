@@ -32,6 +32,23 @@ from typing import Any, cast
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from trtllm_operator.api.wire import (
+    DEPLOYMENT_KIND,
+    DEPLOYMENT_PLURAL,
+    ENGINE_KIND,
+    ENGINE_PLURAL,
+    GROUP,
+    KEDA_GROUP,
+    KEDA_VERSION,
+    LWS_GROUP,
+    LWS_KIND,
+    LWS_PLURAL,
+    LWS_VERSION,
+    OPERATOR,
+    SCALED_OBJECT_KIND,
+    SCALED_OBJECT_PLURAL,
+    VERSION,
+)
 from trtllm_operator.metrics.operator_metrics import API_ERRORS
 
 log = logging.getLogger(__name__)
@@ -43,8 +60,6 @@ Manifests = list[Manifest]
 JsonPatch = list[dict[str, Any]]
 _config: Any = config  # the kubernetes.config functions are untyped
 
-GROUP = "llm.trtllm-operator.dev"
-VERSION = "v1alpha1"
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 
@@ -76,8 +91,15 @@ PVC = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", "per
 EVENT = Resource("", "v1", "events", "Event", "event")
 JOB = Resource("batch", "v1", "jobs", "Job", "job")
 DEPLOYMENT = Resource("apps", "v1", "deployments", "Deployment", "deployment")
-LLM_ENGINE = Resource(GROUP, VERSION, "llmengines", "LLMEngine")
-LLM_DEPLOYMENT = Resource(GROUP, VERSION, "llmdeployments", "LLMDeployment")
+REPLICA_SET = Resource("apps", "v1", "replicasets", "ReplicaSet", "replica_set")
+PDB = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", "pod_disruption_budget")
+HPA = Resource(
+    "autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", "horizontal_pod_autoscaler"
+)
+LWS = Resource(LWS_GROUP, LWS_VERSION, LWS_PLURAL, LWS_KIND)
+SCALED_OBJECT = Resource(KEDA_GROUP, KEDA_VERSION, SCALED_OBJECT_PLURAL, SCALED_OBJECT_KIND)
+LLM_ENGINE = Resource(GROUP, VERSION, ENGINE_PLURAL, ENGINE_KIND)
+LLM_DEPLOYMENT = Resource(GROUP, VERSION, DEPLOYMENT_PLURAL, DEPLOYMENT_KIND)
 
 _API_CLASSES: dict[str, Any] = {
     "": client.CoreV1Api,
@@ -119,7 +141,7 @@ def load_api_client(kubeconfig: str | None = None) -> client.ApiClient:
 class Kube:
     """Thin dict-based facade over the typed client. Thread-safe (one urllib3 pool)."""
 
-    def __init__(self, api_client: client.ApiClient, field_manager: str = "trtllm-operator") -> None:
+    def __init__(self, api_client: client.ApiClient, field_manager: str = OPERATOR) -> None:
         self.api_client = api_client
         self.field_manager = field_manager
         self._apis: dict[str, Any] = {}
@@ -335,7 +357,7 @@ _default: Kube | None = None
 _default_lock = threading.Lock()
 
 
-def default_kube(field_manager: str = "trtllm-operator") -> Kube:
+def default_kube(field_manager: str = OPERATOR) -> Kube:
     """The process-wide :class:`Kube` (created on first use from kubeconfig or in-cluster config)."""
     global _default  # noqa: PLW0603 - one client per process, like kopf's own login
     with _default_lock:

@@ -16,12 +16,12 @@ from typing import Any, Literal
 
 from kubernetes.client.exceptions import ApiException
 
+from trtllm_operator.api.wire import OPERATOR
 from trtllm_operator.decide.conditions import rfc3339
 from trtllm_operator.kube.client import EVENT, Kube
 
 log = logging.getLogger(__name__)
 
-COMPONENT = "trtllm-operator"
 #: Events' ``message`` is limited to 1 KiB by the API server's validation (core/v1 Event).
 MAX_MESSAGE = 1024
 
@@ -55,8 +55,8 @@ def post_event(
         "message": message[:MAX_MESSAGE],
         "type": type_,
         "action": action or reason,
-        "source": {"component": COMPONENT},
-        "reportingComponent": COMPONENT,
+        "source": {"component": OPERATOR},
+        "reportingComponent": OPERATOR,
         "reportingInstance": socket.gethostname()[:128],
         "firstTimestamp": stamp,
         "lastTimestamp": stamp,

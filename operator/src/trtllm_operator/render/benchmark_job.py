@@ -30,9 +30,12 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from trtllm_operator.api.common import BENCHMARK_CONTAINER
 from trtllm_operator.api.engine import BenchmarkSpec, LLMEngineSpec
-from trtllm_operator.decide.engine import (
+from trtllm_operator.api.wire import (
+    ANNOTATION_ENGINE_KEY,
+    BENCHMARK_CONTAINER,
+    COMPONENT_BENCHMARK,
+    GPU_RESOURCE,
     LABEL_COMPONENT,
     LABEL_ENGINE,
     LABEL_ENGINE_KEY,
@@ -40,31 +43,27 @@ from trtllm_operator.decide.engine import (
     LABEL_NAME,
     MANAGED_BY,
 )
-from trtllm_operator.render.builder_job import GPU_PRODUCT_LABEL, GPU_RESOURCE, owner_reference
-from trtllm_operator.render.serving import (
+from trtllm_operator.decide.serving_params import (
     ARTIFACT_CHECKPOINT_DIR,
     ARTIFACT_ENGINE_DIR,
     ARTIFACT_MOUNT,
     ARTIFACT_TOKENIZER_DIR,
     artifact_location,
 )
+from trtllm_operator.render.builder_job import engine_job_pod_spec, engine_owner
 from trtllm_operator.settings import Settings
 from trtllm_operator.tuning.bench_script import SCRIPT
 from trtllm_operator.tuning.report import COMPACT_KEYS, SWEEP_FORMAT
 
 __all__ = [
     "BENCH_CONTAINER",
-    "COMPONENT_BENCHMARK",
     "benchmark_config",
     "benchmark_job_name",
     "benchmark_spec_hash",
     "desired_benchmark_job",
 ]
 
-COMPONENT_BENCHMARK = "engine-benchmark"
 BENCH_CONTAINER = BENCHMARK_CONTAINER
-#: Annotation on the Job: the full engine key it benchmarks.
-ANNOTATION_ENGINE_KEY = LABEL_ENGINE_KEY
 
 
 def benchmark_spec_hash(bench: BenchmarkSpec) -> str:
@@ -123,7 +122,7 @@ def desired_benchmark_job(
     ``status.engineKey`` and an artifact location. ``gpu_products``: accepted values of
     ``nvidia.com/gpu.product`` (the product as written and its catalog name). Errors: ValueError
     without ``spec.benchmark`` or ``status.engineKey``;
-    :class:`~trtllm_operator.render.serving.ServingInputError` for an artifact that cannot be
+    :class:`~trtllm_operator.decide.serving_params.ServingInputError` for an artifact that cannot be
     mounted (S3).
     """
     meta = engine["metadata"]
@@ -158,45 +157,14 @@ def desired_benchmark_job(
         "terminationMessagePath": "/dev/termination-log",
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
-    gpu = spec.gpu
-    pod_spec: dict[str, Any] = {
-        "restartPolicy": "Never",
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
-        "affinity": {
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [
-                        {
-                            "matchExpressions": [
-                                {
-                                    "key": GPU_PRODUCT_LABEL,
-                                    "operator": "In",
-                                    "values": sorted(set(gpu_products)),
-                                }
-                            ]
-                        }
-                    ]
-                }
-            }
+    volumes = [
+        {"name": "artifact", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}},
+        {
+            "name": "dshm",
+            "emptyDir": {"medium": "Memory", "sizeLimit": f"{settings.builder_shm_bytes // 2**20}Mi"},
         },
-        "containers": [container],
-        "volumes": [
-            {"name": "artifact", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}},
-            {
-                "name": "dshm",
-                "emptyDir": {"medium": "Memory", "sizeLimit": f"{settings.builder_shm_bytes // 2**20}Mi"},
-            },
-        ],
-    }
-    if gpu.node_selector:
-        pod_spec["nodeSelector"] = dict(gpu.node_selector)
-    if gpu.tolerations:
-        pod_spec["tolerations"] = [t.model_dump(by_alias=True, exclude_none=True) for t in gpu.tolerations]
-    if gpu.runtime_class_name:
-        pod_spec["runtimeClassName"] = gpu.runtime_class_name
-    if spec.runtime.image_pull_secrets:
-        pod_spec["imagePullSecrets"] = [{"name": n} for n in spec.runtime.image_pull_secrets]
+    ]
+    pod_spec = engine_job_pod_spec(spec, gpu_products, [container], volumes)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -205,7 +173,7 @@ def desired_benchmark_job(
             "namespace": meta["namespace"],
             "labels": labels,
             "annotations": {ANNOTATION_ENGINE_KEY: key},
-            "ownerReferences": [owner_reference(engine)],
+            "ownerReferences": [engine_owner(engine)],
         },
         "spec": {
             "backoffLimit": 0,

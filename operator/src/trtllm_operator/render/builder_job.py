@@ -1,7 +1,7 @@
 """The builder Job, its build-spec ConfigMap and the operator-created artifact PVC, as manifests.
 
 Pure: inputs are the LLMEngine (metadata only), the prepared build
-(:class:`~trtllm_operator.decide.engine.PreparedEngine`) and the operator settings; no client, no
+(:class:`~trtllm_operator.decide.engine_spec.PreparedEngine`) and the operator settings; no client, no
 clock. The handler creates what these return and never patches a running builder Job (a Job's
 pod template is immutable; a spec change that matters changes the engine key, hence the name).
 
@@ -30,19 +30,23 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import yaml
 
 from trtllm_operator.api import API_VERSION, ENGINE_KIND
-from trtllm_operator.api.common import BUILDER_CONTAINER
-from trtllm_operator.api.engine import builder_gpus
-from trtllm_operator.decide.engine import (
+from trtllm_operator.api.engine import LLMEngineSpec, builder_gpus
+from trtllm_operator.api.owners import owner_reference
+from trtllm_operator.api.wire import (
     ARTIFACT_DATA_KEY,
     BUILD_SPEC_DATA_KEY,
+    BUILDER_CONTAINER,
     COMPONENT_ARTIFACT,
     COMPONENT_BUILDER,
+    COMPONENT_STORAGE,
+    GPU_PRODUCT_LABEL,
+    GPU_RESOURCE,
     LABEL_COMPONENT,
     LABEL_ENGINE,
     LABEL_ENGINE_KEY,
@@ -50,15 +54,12 @@ from trtllm_operator.decide.engine import (
     LABEL_NAME,
     LABEL_STORAGE_ID,
     MANAGED_BY,
-    PreparedEngine,
-    cache_entry_name,
-    gpu_products,
 )
 from trtllm_operator.decide.engine_failure import deterministic_exit_codes
+from trtllm_operator.decide.engine_spec import PreparedEngine, gpu_products
+from trtllm_operator.decide.storage import cache_entry_name
 from trtllm_operator.settings import Settings
 
-GPU_RESOURCE = "nvidia.com/gpu"
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 SPEC_MOUNT = "/etc/engine-builder"
 GIB = 2**30
 #: Host-memory headroom over the 16-bit checkpoint for tokenizer, calibration data, framework.
@@ -66,17 +67,10 @@ HOST_MEMORY_FIXED_BYTES = 8 * GIB
 HOST_MEMORY_FACTOR = 1.25
 
 
-def owner_reference(engine: Mapping[str, Any], *, controller: bool = True) -> dict[str, Any]:
+def engine_owner(engine: Mapping[str, Any], *, controller: bool = True) -> dict[str, Any]:
     """ownerReference to an LLMEngine (``controller`` for the one that created the child)."""
     meta = engine["metadata"]
-    return {
-        "apiVersion": API_VERSION,
-        "kind": ENGINE_KIND,
-        "name": meta["name"],
-        "uid": meta["uid"],
-        "controller": controller,
-        "blockOwnerDeletion": True,
-    }
+    return owner_reference(API_VERSION, ENGINE_KIND, meta["name"], meta["uid"], controller=controller)
 
 
 def builder_labels(prepared: PreparedEngine) -> dict[str, str]:
@@ -101,17 +95,24 @@ def builder_memory(prepared: PreparedEngine) -> str | None:
     return f"{math.ceil(need / GIB)}Gi"
 
 
+def _builder_metadata(engine: Mapping[str, Any], prepared: PreparedEngine, **extra: Any) -> dict[str, Any]:
+    """Metadata of the builder Job and its build-spec ConfigMap: named like the Job, labelled
+    :func:`builder_labels`, owned by the LLMEngine (``extra``: more metadata fields)."""
+    return {
+        "name": prepared.job_name,
+        "namespace": engine["metadata"]["namespace"],
+        "labels": builder_labels(prepared),
+        **extra,
+        "ownerReferences": [engine_owner(engine)],
+    }
+
+
 def desired_build_spec_configmap(engine: Mapping[str, Any], prepared: PreparedEngine) -> dict[str, Any]:
     """The ConfigMap holding the build spec (YAML), named like the Job, owned by the LLMEngine."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {
-            "name": prepared.job_name,
-            "namespace": engine["metadata"]["namespace"],
-            "labels": builder_labels(prepared),
-            "ownerReferences": [owner_reference(engine)],
-        },
+        "metadata": _builder_metadata(engine, prepared),
         "data": {
             BUILD_SPEC_DATA_KEY: yaml.safe_dump(
                 prepared.build_spec.model_dump(mode="json"), sort_keys=True, default_flow_style=False
@@ -138,13 +139,13 @@ def desired_artifact_pvc(
         "namespace": engine["metadata"]["namespace"],
         "labels": {
             LABEL_MANAGED_BY: MANAGED_BY,
-            LABEL_COMPONENT: "engine-storage",
+            LABEL_COMPONENT: COMPONENT_STORAGE,
             LABEL_ENGINE: prepared.name[:63],
             LABEL_STORAGE_ID: st.storage_id,
         },
     }
     if prepared.deletes_with_engine:
-        meta["ownerReferences"] = [owner_reference(engine)]
+        meta["ownerReferences"] = [engine_owner(engine)]
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": spec}
 
 
@@ -175,6 +176,43 @@ def _env(prepared: PreparedEngine) -> list[dict[str, Any]]:
         for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
             env.append({"name": var, "valueFrom": {"secretKeyRef": {"name": name, "key": var}}})
     return env
+
+
+def engine_job_pod_spec(
+    spec: LLMEngineSpec,
+    products: Sequence[str],
+    containers: list[dict[str, Any]],
+    volumes: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The pod spec of a Job that runs on a GPU of the engine's product (the builder Job, the
+    benchmark Job): ``restartPolicy: Never``, no service-account token, no service links, node
+    affinity on ``nvidia.com/gpu.product`` In ``products``, and the engine's ``spec.gpu``
+    ``nodeSelector``, ``tolerations``, ``runtimeClassName`` and ``spec.runtime.imagePullSecrets``."""
+    gpu = spec.gpu
+    product = {"key": GPU_PRODUCT_LABEL, "operator": "In", "values": sorted(set(products))}
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [product]}]
+                }
+            }
+        },
+        "containers": containers,
+        "volumes": volumes,
+    }
+    if gpu.node_selector:
+        pod_spec["nodeSelector"] = dict(gpu.node_selector)
+    if gpu.tolerations:
+        pod_spec["tolerations"] = [t.model_dump(by_alias=True, exclude_none=True) for t in gpu.tolerations]
+    if gpu.runtime_class_name:
+        pod_spec["runtimeClassName"] = gpu.runtime_class_name
+    if spec.runtime.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": n} for n in spec.runtime.image_pull_secrets]
+    return pod_spec
 
 
 def desired_builder_job(
@@ -247,40 +285,7 @@ def desired_builder_job(
         "terminationMessagePath": "/dev/termination-log",
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
-    pod_spec: dict[str, Any] = {
-        "restartPolicy": "Never",
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
-        "affinity": {
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [
-                        {
-                            "matchExpressions": [
-                                {
-                                    "key": GPU_PRODUCT_LABEL,
-                                    "operator": "In",
-                                    "values": gpu_products(gpu_spec.product, prepared.gpu),
-                                }
-                            ]
-                        }
-                    ]
-                }
-            }
-        },
-        "containers": [container],
-        "volumes": volumes,
-    }
-    if gpu_spec.node_selector:
-        pod_spec["nodeSelector"] = dict(gpu_spec.node_selector)
-    if gpu_spec.tolerations:
-        pod_spec["tolerations"] = [
-            t.model_dump(by_alias=True, exclude_none=True) for t in gpu_spec.tolerations
-        ]
-    if gpu_spec.runtime_class_name:
-        pod_spec["runtimeClassName"] = gpu_spec.runtime_class_name
-    if spec.runtime.image_pull_secrets:
-        pod_spec["imagePullSecrets"] = [{"name": n} for n in spec.runtime.image_pull_secrets]
+    pod_spec = engine_job_pod_spec(spec, gpu_products(gpu_spec.product, prepared.gpu), [container], volumes)
     if settings.builder_service_account:
         pod_spec["serviceAccountName"] = settings.builder_service_account
 
@@ -298,13 +303,7 @@ def desired_builder_job(
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {
-            "name": prepared.job_name,
-            "namespace": engine["metadata"]["namespace"],
-            "labels": labels,
-            "annotations": {LABEL_ENGINE_KEY: prepared.key},
-            "ownerReferences": [owner_reference(engine)],
-        },
+        "metadata": _builder_metadata(engine, prepared, annotations={LABEL_ENGINE_KEY: prepared.key}),
         "spec": {
             "backoffLimit": gpu_spec.backoff_limit,
             "activeDeadlineSeconds": gpu_spec.active_deadline_seconds,
@@ -326,7 +325,7 @@ def desired_cache_entry(
     storage" is recorded here when a build completes (or ``trtllm-operator cache import`` registers
     one built elsewhere). Deliberately NOT owned by any LLMEngine: artifacts outlive the objects
     that built them (reclaimPolicy Retain). ``record`` is
-    :func:`~trtllm_operator.decide.engine.artifact_record`'s output. ``owner``: an LLMEngine whose
+    :func:`~trtllm_operator.decide.engine_cache.artifact_record`'s output. ``owner``: an LLMEngine whose
     deletion removes the entry (only with reclaimPolicy Delete on an operator-created PVC).
     """
     key = str(record["engineKey"])
@@ -343,7 +342,7 @@ def desired_cache_entry(
         "annotations": {LABEL_ENGINE_KEY: key},
     }
     if owner is not None:
-        meta["ownerReferences"] = [owner_reference(owner)]
+        meta["ownerReferences"] = [engine_owner(owner)]
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",

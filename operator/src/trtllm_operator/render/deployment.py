@@ -25,22 +25,24 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from trtllm_operator.api.common import FETCH_CONTAINER, SERVER_CONTAINER
-from trtllm_operator.render.model_repository import volume_items
-from trtllm_operator.render.serving import (
+from trtllm_operator.api.wire import (
     ANNOTATION_CONFIG_HASH,
     ANNOTATION_ENGINE_KEY,
-    ARTIFACT_MOUNT,
-    CONFIG_MOUNT,
+    FETCH_CONTAINER,
     GPU_PRODUCT_LABEL,
     GPU_RESOURCE,
+    LABEL_ENGINE_KEY,
+    SERVER_CONTAINER,
+)
+from trtllm_operator.decide.serving_params import ARTIFACT_MOUNT, ServingParams
+from trtllm_operator.render.model_repository import volume_items
+from trtllm_operator.render.serving import (
+    CONFIG_MOUNT,
     GRPC_PORT,
     HTTP_PORT,
-    LABEL_ENGINE_KEY,
     LAUNCH_SCRIPT,
     METRICS_PORT,
     MODEL_REPOSITORY,
-    ServingParams,
     child_name,
     common_labels,
     content_hash,

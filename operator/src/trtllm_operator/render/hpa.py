@@ -25,6 +25,14 @@ from __future__ import annotations
 from typing import Any
 
 from trtllm_operator.api.deployment import AutoscalingSpec
+from trtllm_operator.api.wire import (
+    API_VERSION,
+    DEPLOYMENT_KIND,
+    LABEL_DEPLOYMENT,
+    LABEL_INSTANCE,
+    LABEL_MANAGED_BY,
+    MANAGED_BY,
+)
 from trtllm_operator.decide.autoscaling import (
     DEFAULT_SCALE_DOWN,
     DEFAULT_SCALE_UP,
@@ -32,7 +40,8 @@ from trtllm_operator.decide.autoscaling import (
     rules_manifest,
     scaling_rules_from_spec,
 )
-from trtllm_operator.render.serving import API_VERSION, LABEL_DEPLOYMENT, OwnerRef, child_name
+from trtllm_operator.decide.serving_params import OwnerRef
+from trtllm_operator.render.serving import child_name
 
 __all__ = ["ADAPTER_KV_CACHE_METRIC", "ADAPTER_QUEUE_DEPTH_METRIC", "desired_hpa", "scale_target_ref"]
 
@@ -43,7 +52,7 @@ ADAPTER_KV_CACHE_METRIC = "trtllm_kv_cache_utilization"
 
 def scale_target_ref(name: str) -> dict[str, str]:
     """The LLMDeployment as a scale target (its ``/scale`` subresource)."""
-    return {"apiVersion": API_VERSION, "kind": "LLMDeployment", "name": name}
+    return {"apiVersion": API_VERSION, "kind": DEPLOYMENT_KIND, "name": name}
 
 
 def behavior(spec: AutoscalingSpec, *, tolerance: bool) -> dict[str, Any]:
@@ -80,8 +89,8 @@ def desired_hpa(name: str, namespace: str, owner: OwnerRef, spec: AutoscalingSpe
             "name": child_name(name),
             "namespace": namespace,
             "labels": {
-                "app.kubernetes.io/managed-by": "trtllm-operator",
-                "app.kubernetes.io/instance": child_name(name),
+                LABEL_MANAGED_BY: MANAGED_BY,
+                LABEL_INSTANCE: child_name(name),
                 LABEL_DEPLOYMENT: child_name(name),
             },
             "ownerReferences": [owner.manifest()],

@@ -25,13 +25,19 @@ from __future__ import annotations
 from typing import Any
 
 from trtllm_operator.api.deployment import AutoscalingSpec
+from trtllm_operator.api.wire import (
+    KEDA_API_VERSION,
+    LABEL_DEPLOYMENT,
+    LABEL_INSTANCE,
+    LABEL_MANAGED_BY,
+    MANAGED_BY,
+)
+from trtllm_operator.decide.serving_params import OwnerRef
 from trtllm_operator.metrics.prometheus import kv_cache_expr, queue_depth_expr
 from trtllm_operator.render.hpa import behavior, scale_target_ref
-from trtllm_operator.render.serving import LABEL_DEPLOYMENT, OwnerRef, child_name
+from trtllm_operator.render.serving import child_name
 
-__all__ = ["KEDA_API_VERSION", "desired_scaled_object", "pod_name_regex"]
-
-KEDA_API_VERSION = "keda.sh/v1alpha1"
+__all__ = ["desired_scaled_object", "pod_name_regex"]
 
 
 def pod_name_regex(name: str) -> str:
@@ -87,8 +93,8 @@ def desired_scaled_object(
             "name": child_name(name),
             "namespace": namespace,
             "labels": {
-                "app.kubernetes.io/managed-by": "trtllm-operator",
-                "app.kubernetes.io/instance": child_name(name),
+                LABEL_MANAGED_BY: MANAGED_BY,
+                LABEL_INSTANCE: child_name(name),
                 LABEL_DEPLOYMENT: child_name(name),
             },
             "ownerReferences": [owner.manifest()],

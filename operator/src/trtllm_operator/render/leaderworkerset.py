@@ -22,16 +22,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from trtllm_operator.api.wire import ANNOTATION_ENGINE_KEY, LWS_API_VERSION
+from trtllm_operator.decide.serving_params import ServingParams
 from trtllm_operator.render.deployment import pod_template
-from trtllm_operator.render.serving import (
-    ANNOTATION_ENGINE_KEY,
-    ServingParams,
-    child_name,
-    metadata,
-)
-
-LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
-LWS_CRD = "leaderworkersets.leaderworkerset.x-k8s.io"
+from trtllm_operator.render.serving import child_name, metadata
 
 
 def desired_leaderworkerset(params: ServingParams, configmap: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,8 +1,9 @@
-"""The model-repository ConfigMap: rendered ``config.pbtxt`` / ``model.yaml`` files and the launch script.
+"""The model-repository ConfigMap: the Triton configuration files and the launch script, packed.
 
-The files themselves come from :mod:`engine_builder.triton` (one renderer for the builder's package
-stage and for the operator; docs/reference/tensorrt-llm.md §4.3 for the parameters): this module only maps the
-deployment's server settings onto that renderer's parameters and packs the result.
+The files are settled before rendering
+(:func:`trtllm_operator.decide.triton_config.model_repository_files`: server settings → Triton's
+parameters → ``config.pbtxt`` / ``model.yaml`` texts, refused when a setting is out of range or a
+``${…}`` is left); this module packs them with the launch script.
 
 The ConfigMap is **immutable and content-addressed** (``<deployment>-repo-<hash>``), like a
 Kustomize ``configMapGenerator``: a change of server settings or engine creates a new ConfigMap and a
@@ -19,19 +20,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine_builder.triton import (
-    LLMAPIModelParams,
-    TritonModelParams,
-    render_llmapi_model,
-    render_trtllm_repository,
-)
+from trtllm_operator.api.wire import COMPONENT_MODEL_REPOSITORY, LABEL_COMPONENT
+from trtllm_operator.decide.serving_params import ServingParams
+from trtllm_operator.decide.triton_config import model_repository_files
 from trtllm_operator.render.serving import (
-    ARTIFACT_CHECKPOINT_DIR,
-    ARTIFACT_ENGINE_DIR,
-    ARTIFACT_TOKENIZER_DIR,
-    LABEL_COMPONENT,
     LAUNCH_SCRIPT,
-    ServingParams,
     child_name,
     common_labels,
     content_hash,
@@ -39,103 +32,14 @@ from trtllm_operator.render.serving import (
     metadata,
 )
 
-#: ``app.kubernetes.io/component`` of the model-repository ConfigMaps.
-COMPONENT = "model-repository"
-
-
-#: API ``batchingStrategy`` → Triton ``gpt_model_type`` spelling.
-_BATCHING = {
-    "inflight_fused_batching": "inflight_fused_batching",
-    "inflight_batching": "inflight_batching",
-    "v1": "V1",
-    "V1": "V1",
-}
-
-
-def triton_model_params(params: ServingParams) -> TritonModelParams:
-    """The tensorrt-backend repository parameters from the deployment's server settings.
-
-    ``triton_max_batch_size`` follows the engine's ``max_batch_size`` (docs/reference/tensorrt-llm.md §4.3: it
-    does not
-    bound the runtime batch, the engine does, but a smaller Triton value would); pre/postprocessing
-    instances follow ``spec.server.instanceCount``; ``num_nodes`` is the nodes one replica spans.
-    """
-    server = params.server
-    return TritonModelParams(
-        engine_dir=ARTIFACT_ENGINE_DIR,
-        tokenizer_dir=ARTIFACT_TOKENIZER_DIR,
-        triton_max_batch_size=params.max_batch_size,
-        decoupled=server.decoupled,
-        max_queue_delay_microseconds=server.max_queue_delay_microseconds,
-        max_queue_size=server.max_queue_size,
-        preprocessing_instance_count=server.instance_count,
-        postprocessing_instance_count=server.instance_count,
-        batching_strategy=_BATCHING[server.batching_strategy],
-        batch_scheduler_policy=server.batch_scheduler_policy,
-        max_beam_width=params.max_beam_width,
-        kv_cache_free_gpu_mem_fraction=server.kv_cache_free_gpu_mem_fraction,
-        max_tokens_in_paged_kv_cache=server.max_tokens_in_paged_kv_cache,
-        enable_kv_cache_reuse=server.enable_kv_cache_reuse,
-        enable_chunked_context=server.enable_chunked_context,
-        num_nodes=params.nodes_per_replica,
-    )
-
-
-def llmapi_model_params(params: ServingParams) -> LLMAPIModelParams:
-    """The pytorch-backend (LLM-API model) parameters: checkpoint, parallelism, limits, KV cache."""
-    server = params.server
-    return LLMAPIModelParams(
-        model=ARTIFACT_CHECKPOINT_DIR,
-        tokenizer_dir=ARTIFACT_TOKENIZER_DIR,
-        tensor_parallel_size=params.tensor_parallelism,
-        pipeline_parallel_size=params.pipeline_parallelism,
-        moe_expert_parallel_size=params.expert_parallelism if params.expert_parallelism > 1 else None,
-        max_batch_size=params.max_batch_size,
-        max_num_tokens=params.max_num_tokens,
-        max_seq_len=params.max_seq_len,
-        kv_cache_free_gpu_mem_fraction=server.kv_cache_free_gpu_mem_fraction,
-        max_tokens_in_paged_kv_cache=server.max_tokens_in_paged_kv_cache,
-        enable_kv_cache_reuse=server.enable_kv_cache_reuse,
-        kv_cache_dtype="fp8" if params.kv_cache_dtype == "fp8" else "auto",
-        enable_chunked_context=server.enable_chunked_context,
-        batch_scheduler_policy=server.batch_scheduler_policy,
-        decoupled=server.decoupled,
-        instance_count=server.instance_count,
-    )
-
-
-def repository_files(params: ServingParams) -> dict[str, str]:
-    """``{repository-relative path: text}`` of the config files (engine_builder.triton renders them).
-
-    Errors: ``engine_builder.triton.TemplateError`` (a ``ValueError``) if a placeholder would be
-    left; ``pydantic.ValidationError`` naming the parameter for an out-of-range setting.
-    """
-    if params.backend == "pytorch":
-        return render_llmapi_model(llmapi_model_params(params))
-    return render_trtllm_repository(triton_model_params(params))
-
 
 def configmap_key(path: str) -> str:
     """ConfigMap key for a repository-relative path: ``a/b/c.pbtxt`` → ``a__b__c.pbtxt``."""
     return path.replace("/", "__")
 
 
-def check_filled(files: Mapping[str, str]) -> None:
-    """Raise ``ValueError`` naming the file when a ``${…}`` template parameter is left unfilled.
-
-    Triton fails to parse such a file (``Expected integer, got: $``, docs/reference/tensorrt-llm.md §4.2) only
-    when the
-    pod starts; the operator refuses it before anything is rolled.
-    """
-    for path, text in sorted(files.items()):
-        if "${" in text:
-            line = next(ln for ln in text.splitlines() if "${" in ln)
-            raise ValueError(f"{path}: unfilled template parameter in line {line.strip()!r}")
-
-
 def configmap_data(params: ServingParams, files: Mapping[str, str]) -> dict[str, str]:
     """``data`` of the ConfigMap: every repository file plus ``launch.sh``."""
-    check_filled(files)
     data = {configmap_key(path): text for path, text in files.items()}
     data[LAUNCH_SCRIPT] = launch_script(params, sorted({path.split("/", 1)[0] for path in files}))
     return data
@@ -148,11 +52,12 @@ def configmap_name(params: ServingParams, data: Mapping[str, str]) -> str:
 def desired_model_repository(params: ServingParams, files: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The immutable ConfigMap holding the repository files and the launch script.
 
-    ``files`` (``{relative path: text}``) defaults to :func:`repository_files`. Errors:
-    ``ValueError`` when a file still contains ``${…}`` or a server setting is out of range.
+    ``files`` (``{relative path: text}``, settled) defaults to
+    :func:`~trtllm_operator.decide.triton_config.model_repository_files` of ``params``, which raises
+    ``ValueError`` when a file would still contain ``${…}`` or a server setting is out of range.
     """
-    data = configmap_data(params, repository_files(params) if files is None else files)
-    labels = {**common_labels(params), LABEL_COMPONENT: COMPONENT}
+    data = configmap_data(params, model_repository_files(params) if files is None else files)
+    labels = {**common_labels(params), LABEL_COMPONENT: COMPONENT_MODEL_REPOSITORY}
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",

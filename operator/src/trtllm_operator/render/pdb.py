@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from trtllm_operator.render.serving import ServingParams, child_name, metadata, selector_labels
+from trtllm_operator.decide.serving_params import ServingParams
+from trtllm_operator.render.serving import child_name, metadata, selector_labels
 
 
 def desired_pdb(params: ServingParams) -> dict[str, Any]:

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from trtllm_operator.api.wire import LWS_WORKER_INDEX_LABEL
+from trtllm_operator.decide.serving_params import ServingParams
 from trtllm_operator.render.serving import (
     GRPC_PORT,
     HTTP_PORT,
     METRICS_PORT,
-    ServingParams,
     child_name,
     metadata,
     selector_labels,
@@ -31,7 +32,7 @@ def desired_service(params: ServingParams) -> dict[str, Any]:
         meta["annotations"] = dict(params.service_annotations)
     selector = selector_labels(params)
     if params.multi_node:
-        selector["leaderworkerset.sigs.k8s.io/worker-index"] = "0"
+        selector[LWS_WORKER_INDEX_LABEL] = "0"
     return {
         "apiVersion": "v1",
         "kind": "Service",

@@ -1,0 +1,140 @@
+"""The engine cache index: records of artifacts that exist, pure.
+
+The operator cannot look inside PVCs or buckets, so "an artifact with this key exists in this
+storage" is recorded in a ConfigMap (:func:`trtllm_operator.render.builder_job.desired_cache_entry`)
+when a build completes or ``trtllm-operator cache import`` registers one built elsewhere. This
+module builds those records (:func:`artifact_record`, :func:`record_from_build`), reads them back
+(:func:`parse_record`) and derives what the LLMEngine's status says about them
+(:func:`artifact_status`, the ``ArtifactComplete`` condition :func:`artifact_complete`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from trtllm_operator.api.wire import ANNOTATION_ALLOW_PARTIAL_ARTIFACT, ARTIFACT_DATA_KEY
+from trtllm_operator.decide.engine_failure import BuilderReport
+from trtllm_operator.decide.engine_spec import PreparedEngine
+from trtllm_operator.decide.storage import StorageLocation
+
+log = logging.getLogger(__name__)
+
+#: Condition type: False when the recorded artifact lacks a part its backend needs (a ``tensorrt``
+#: artifact built with ``--skip-compile`` has no engine; ``cache import --allow-partial``).
+CONDITION_ARTIFACT_COMPLETE = "ArtifactComplete"
+R_ARTIFACT_COMPLETE = "Complete"
+R_COMPILE_SKIPPED = "CompileSkipped"
+R_NO_ARTIFACT = "NoArtifact"
+
+
+def artifact_record(
+    *,
+    key: str,
+    storage: StorageLocation,
+    runtime_image: str,
+    gpu_product: str,
+    sm: int,
+    backend: str,
+    recorded_at: str,
+    uri: str | None = None,
+    manifest_digest: str | None = None,
+    size_bytes: int | None = None,
+    stage_timings: Mapping[str, float] | None = None,
+    tensorrt_llm_version: str | None = None,
+    source: str = "import",
+    built_by: str | None = None,
+    missing: Sequence[str] = (),
+) -> dict[str, Any]:
+    """One engine cache index record (camelCase JSON): which artifact of ``key`` exists in which
+    storage, and what it was built for. ``uri`` defaults to the storage's ``<root>/<key>``.
+    ``missing``: what the backend needs but the artifact lacks (the manifest's ``missing``); non-empty
+    makes the record ``partial: true``."""
+    return {
+        "partial": bool(missing),
+        "missing": list(missing) or None,
+        "engineKey": key,
+        "storageIdentity": storage.identity,
+        "storageId": storage.storage_id,
+        "uri": uri or storage.artifact_uri(key),
+        "manifestDigest": manifest_digest,
+        "sizeBytes": size_bytes,
+        "stageTimings": dict(stage_timings) if stage_timings else None,
+        "tensorrtLLMVersion": tensorrt_llm_version,
+        "runtimeImage": runtime_image,
+        "gpuProduct": gpu_product,
+        "sm": sm,
+        "backend": backend,
+        "source": source,
+        "builtBy": built_by,
+        "recordedAt": recorded_at,
+    }
+
+
+def record_from_build(
+    prepared: PreparedEngine, report: BuilderReport | None, *, job_name: str, recorded_at: str
+) -> dict[str, Any]:
+    """The record of a completed builder Job: URI, digest, size and timings from the builder's
+    report; without a report (pods already gone) the URI the storage implies and nothing else."""
+    return artifact_record(
+        key=prepared.key,
+        storage=prepared.storage,
+        runtime_image=prepared.build_spec.runtime_image,
+        gpu_product=prepared.gpu.product,
+        sm=prepared.gpu.sm,
+        backend=prepared.build_spec.backend,
+        recorded_at=recorded_at,
+        uri=report.artifact_uri if report else None,
+        manifest_digest=report.manifest_digest if report else None,
+        size_bytes=report.size_bytes if report else None,
+        stage_timings=report.stage_timings if report else None,
+        source=f"job/{job_name}",
+        built_by=prepared.name,
+        missing=[report.message or "compile skipped"]
+        if report and report.status == "Partial" and prepared.build_spec.backend == "tensorrt"
+        else (),
+    )
+
+
+def artifact_status(record: Mapping[str, Any]) -> dict[str, Any]:
+    """``status.artifact`` (camelCase) of a cache record."""
+    return {
+        "uri": record.get("uri"),
+        "sizeBytes": record.get("sizeBytes"),
+        "manifestDigest": record.get("manifestDigest"),
+        "tensorrtLLMVersion": record.get("tensorrtLLMVersion"),
+        "partial": bool(record.get("partial")),
+        "missing": record.get("missing") or None,
+    }
+
+
+def artifact_complete(record: Mapping[str, Any] | None) -> tuple[bool | str, str, str]:
+    """The ``ArtifactComplete`` condition ``(status, reason, message)`` for a cache record (None: no
+    artifact yet → Unknown)."""
+    if record is None:
+        return "Unknown", R_NO_ARTIFACT, "no artifact recorded for this engine key yet"
+    if not record.get("partial"):
+        return True, R_ARTIFACT_COMPLETE, "the artifact has every part its backend needs"
+    missing = "; ".join(record.get("missing") or ()) or "compile skipped"
+    return (
+        False,
+        R_COMPILE_SKIPPED,
+        f"partial artifact: {missing}. LLMDeployments refuse to roll it out unless annotated "
+        f'{ANNOTATION_ALLOW_PARTIAL_ARTIFACT}: "true" (simulated clusters and tests only); build it '
+        "with the TensorRT-LLM toolchain (engine-builder run without --skip-compile) for real serving",
+    )
+
+
+def parse_record(cm: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The artifact record of a cache index ConfigMap (its ``artifact.json`` entry); None when the
+    ConfigMap is None or its record is not a JSON object (logged: the entry is then ignored)."""
+    if cm is None:
+        return None
+    try:
+        record = json.loads(((cm.get("data") or {}).get(ARTIFACT_DATA_KEY)) or "")
+    except ValueError:
+        log.warning("cache index entry %s is not JSON; ignoring it", cm["metadata"]["name"])
+        return None
+    return record if isinstance(record, dict) else None

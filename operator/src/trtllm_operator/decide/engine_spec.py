@@ -1,0 +1,248 @@
+"""An LLMEngine spec mapped to its build, pure: validate, map to the builder's BuildSpec, key it.
+
+:func:`prepare_engine` validates the spec against the GPU catalog and (when the model's
+``config.json`` is known) the capacity planner, maps it to the builder's
+:class:`~engine_builder.contract.BuildSpec` (:func:`to_build_spec`), computes the engine key and
+resolves the storage (:mod:`trtllm_operator.decide.storage`). It returns a
+:class:`PreparedEngine` — everything that follows from the spec alone — or an
+:class:`InvalidEngine` naming the field and the fix. Never raises for bad input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from engine_builder.contract import (
+    BuildLimits,
+    BuildSpec,
+    Calibration,
+    ModelSource,
+    Output,
+    Parallelism,
+    Quantization,
+    SpeculativeDecoding,
+    Target,
+)
+from engine_builder.planner import GPUSpec, Plan, PlanInputError, lookup, plan_from_build_spec
+from engine_builder.planner.formats import MIN_SM
+from trtllm_operator.api import LLMEngineSpec
+from trtllm_operator.decide.storage import (
+    StorageLocation,
+    builder_job_name,
+    cache_entry_name,
+    storage_location,
+)
+
+#: ``InvalidEngine.reason`` (and the Event / condition reason of an invalid spec).
+R_INVALID_SPEC = "InvalidSpec"
+#: ``InvalidEngine.reason`` when the model does not fit the target GPU's memory.
+R_DOES_NOT_FIT = "DoesNotFit"
+
+
+@dataclass(frozen=True)
+class InvalidEngine:
+    """The spec cannot be built. ``field``: API path (``spec.parallelism.tensor``); ``message``:
+    what is wrong and how to fix it; ``reason``: InvalidSpec or DoesNotFit."""
+
+    field: str
+    message: str
+    reason: str = R_INVALID_SPEC
+    plan: Plan | None = None
+
+    @property
+    def text(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+@dataclass(frozen=True)
+class PreparedEngine:
+    """A valid LLMEngine mapped to its build: everything that follows from the spec alone."""
+
+    name: str
+    spec: LLMEngineSpec
+    gpu: GPUSpec
+    build_spec: BuildSpec
+    key: str
+    storage: StorageLocation
+    plan: Plan | None
+    plan_note: str | None = None
+
+    @property
+    def key_short(self) -> str:
+        return self.key[:12]
+
+    @property
+    def deletes_with_engine(self) -> bool:
+        """reclaimPolicy Delete on an operator-created PVC: the PVC and the cache index entry are
+        owned by the LLMEngine and go with it. For an existing PVC or S3 (shared storage) the
+        operator never deletes data; Delete is treated as Retain there (docs/operator.md)."""
+        return self.storage.created_by_operator and self.spec.storage.reclaim_policy == "Delete"
+
+    @property
+    def job_name(self) -> str:
+        return builder_job_name(self.key, self.storage.storage_id)
+
+    @property
+    def cache_name(self) -> str:
+        return cache_entry_name(self.key, self.storage.storage_id)
+
+
+def gpu_products(spec_product: str, gpu: GPUSpec) -> list[str]:
+    """Values of ``nvidia.com/gpu.product`` a builder pod may run on: the catalog's canonical name
+    and the product as the user wrote it (they differ for aliases such as ``H100``)."""
+    return sorted({gpu.product, spec_product})
+
+
+def to_build_spec(spec: LLMEngineSpec, gpu: GPUSpec, storage: StorageLocation) -> BuildSpec:
+    """Map an LLMEngine spec to the builder's build spec (camelCase API → the builder's snake_case).
+
+    ``target.gpu_product`` is the catalog's canonical product (an alias and the full name give the
+    same key); unset build limits stay unset (the builder's planner derives them).
+    """
+    q = spec.quantization
+    sd = spec.build.speculative_decoding
+    draft = (
+        ModelSource(uri=sd.draft_model.source, revision=sd.draft_model.revision) if sd.draft_model else None
+    )
+    return BuildSpec(
+        model=ModelSource(uri=spec.model.source, revision=spec.model.revision),
+        backend=spec.backend,
+        runtime_image=spec.runtime.image,
+        quantization=Quantization(
+            format=q.format,
+            kv_cache_dtype=q.kv_cache_dtype,
+            awq_block_size=q.awq_block_size,
+            calibration=Calibration(
+                dataset=q.calibration.dataset,
+                num_samples=q.calibration.num_samples,
+                batch_size=q.calibration.batch_size,
+                max_seq_length=q.calibration.max_seq_length,
+            ),
+        ),
+        parallelism=Parallelism(
+            tensor=spec.parallelism.tensor,
+            pipeline=spec.parallelism.pipeline,
+            expert=spec.parallelism.expert,
+            multi_node=spec.parallelism.multi_node,
+        ),
+        build=BuildLimits(
+            max_batch_size=spec.build.max_batch_size,
+            max_num_tokens=spec.build.max_num_tokens,
+            max_input_len=spec.build.max_input_len,
+            max_seq_len=spec.build.max_seq_len,
+            max_beam_width=spec.build.max_beam_width,
+            gemm_plugin=spec.build.gemm_plugin,
+            paged_context_fmha=spec.build.paged_context_fmha,
+            speculative_decoding=SpeculativeDecoding(
+                mode=sd.mode, max_draft_len=sd.max_draft_len or 0, draft_model=draft
+            ),
+            workers=spec.build.workers,
+        ),
+        target=Target(gpu_product=gpu.product, sm=gpu.sm),
+        output=Output(artifact_root=storage.artifact_root()),
+    )
+
+
+def _pydantic_field(exc: ValidationError) -> tuple[str, str]:
+    err = exc.errors()[0]
+    path = "spec." + ".".join(str(p) for p in err["loc"]) if err["loc"] else "spec"
+    return path, f"{err['msg']} (got {err.get('input')!r})"
+
+
+def prepare_engine(
+    name: str,
+    raw_spec: Mapping[str, Any],
+    *,
+    catalog_extra: Mapping[str, GPUSpec] | None = None,
+    hf_config: Mapping[str, Any] | None = None,
+) -> PreparedEngine | InvalidEngine:
+    """Validate and map one LLMEngine spec. Never raises for bad input: returns :class:`InvalidEngine`.
+
+    ``catalog_extra``: GPU catalog extension (operator setting). ``hf_config``: the model's
+    ``config.json`` when the operator can see it; without it only the catalog rules are checked here
+    (the builder's ``plan`` stage checks the rest and fails with ``BadSpec``).
+    """
+    try:
+        spec = LLMEngineSpec.model_validate(raw_spec)
+    except ValidationError as exc:
+        path, msg = _pydantic_field(exc)
+        return InvalidEngine(
+            path, msg + "; fix the field to match the LLMEngine schema (kubectl explain llmengine.spec)"
+        )
+    try:
+        gpu = lookup(spec.gpu.product, catalog_extra)
+    except PlanInputError as exc:
+        return InvalidEngine(exc.field, exc.message)
+    fmt = spec.quantization.format
+    if gpu.sm < MIN_SM[fmt]:
+        ok = sorted(f for f, sm in MIN_SM.items() if gpu.sm >= sm)
+        return InvalidEngine(
+            "spec.quantization.format",
+            f"{fmt} needs compute capability {MIN_SM[fmt] / 10:.1f}+ but {gpu.product} is SM {gpu.sm}; "
+            f"use one of {', '.join(ok)} or a newer GPU (spec.gpu.product).",
+        )
+    if spec.quantization.kv_cache_dtype == "fp8" and gpu.sm < 89:
+        return InvalidEngine(
+            "spec.quantization.kvCacheDtype",
+            f"an FP8 KV cache needs compute capability 8.9+ but {gpu.product} is SM {gpu.sm}; "
+            "use int8 or auto.",
+        )
+    storage = storage_location(name, spec.storage)
+    build_spec = to_build_spec(spec, gpu, storage)
+    plan: Plan | None = None
+    note: str | None = None
+    if hf_config is not None:
+        try:
+            plan = plan_from_build_spec(build_spec, hf_config, catalog_extra)
+        except PlanInputError as exc:
+            return InvalidEngine(exc.field, exc.message)
+        if not plan.fits:
+            first = plan.reasons[0]
+            memory = (
+                first.field in ("spec.parallelism.tensor", "spec.build.maxSeqLen")
+                and "exceed" in first.message
+            )
+            text = "; ".join(f"{r.field}: {r.message} Fix: {r.fix}" for r in plan.reasons[1:])
+            message = f"{first.message} Fix: {first.fix}" + (f"; {text}" if text else "")
+            return InvalidEngine(first.field, message, R_DOES_NOT_FIT if memory else R_INVALID_SPEC, plan)
+    else:
+        note = "the model's config.json is not available to the operator; the builder plans at its plan stage"
+    return PreparedEngine(
+        name=name,
+        spec=spec,
+        gpu=gpu,
+        build_spec=build_spec,
+        key=build_spec.engine_key(),
+        storage=storage,
+        plan=plan,
+        plan_note=note,
+    )
+
+
+def plan_status(plan: Plan | None) -> dict[str, Any] | None:
+    """``status.plan`` (camelCase) from a planner result."""
+    if plan is None:
+        return None
+    rec = plan.recommended
+    out: dict[str, Any] = {
+        "fits": plan.fits,
+        "gpuMemoryBytes": plan.gpu_memory_bytes,
+        "weightBytesPerGPU": plan.weight_bytes_per_gpu,
+        "activationBytesPerGPU": plan.activation_bytes_per_gpu,
+        "kvBytesPerTokenPerGPU": plan.kv_bytes_per_token_per_gpu,
+        "kvCacheBytesPerGPU": plan.kv_cache_bytes_per_gpu,
+        "maxKVTokens": plan.max_kv_tokens,
+        "maxConcurrentSequences": plan.max_concurrent_sequences,
+        "recommended": {
+            "maxBatchSize": rec.get("max_batch_size"),
+            "maxNumTokens": rec.get("max_num_tokens"),
+            "maxSeqLen": rec.get("max_seq_len"),
+        },
+    }
+    if plan.reasons:
+        out["reasons"] = [str(r) for r in plan.reasons][:32]
+    return out
