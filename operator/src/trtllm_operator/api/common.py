@@ -662,24 +662,35 @@ _VALUES_BY_OPERATOR = [
 ]
 
 
+_GT_LT_ONE_VALUE = cel(
+    "!(self.operator in ['Gt', 'Lt']) || (has(self.values) && size(self.values) == 1)",
+    "exactly one value (an integer) is needed when operator is Gt or Lt",
+    field_path=".values",
+)
+_VALUES_ARE_LABEL_VALUES = cel(
+    f"!has(self.values) || self.values.all(v, {label_value('v')})",
+    f"every value must be a valid label value: {LABEL_VALUE_HINT}",
+    message_expression=mx(
+        f"invalid label value(s) %s: {LABEL_VALUE_HINT}", f"self.values.filter(v, !({label_value('v')}))"
+    ),
+    field_path=".values",
+)
+#: Label values of a selector requirement (at most 64, each at most 63 characters).
+_Values = Annotated[list[Annotated[str, Field(max_length=63)]], Field(max_length=64)]
+
+
 class NodeSelectorRequirement(ApiModel):
     """``core/v1 NodeSelectorRequirement`` (``ValidateNodeSelectorRequirement``): In/NotIn need values,
     Exists/DoesNotExist take none, Gt/Lt take exactly one; the key is a label key."""
 
     model_config = model_config(
         *_VALUES_BY_OPERATOR,
-        cel(
-            "!(self.operator in ['Gt', 'Lt']) || (has(self.values) && size(self.values) == 1)",
-            "exactly one value (an integer) is needed when operator is Gt or Lt",
-            field_path=".values",
-        ),
+        _GT_LT_ONE_VALUE,
     )
 
     key: LabelKey = Field(description="The node label key.")
     operator: NodeSelectorOperator = Field(description="In, NotIn, Exists, DoesNotExist, Gt or Lt.")
-    values: Annotated[list[Annotated[str, Field(max_length=63)]], Field(max_length=64)] | None = Field(
-        default=None, description="Label values (one integer for Gt/Lt)."
-    )
+    values: _Values | None = Field(default=None, description="Label values (one integer for Gt/Lt).")
 
 
 class RequiredNodeSelectorRequirement(NodeSelectorRequirement):
@@ -688,20 +699,8 @@ class RequiredNodeSelectorRequirement(NodeSelectorRequirement):
 
     model_config = model_config(
         *_VALUES_BY_OPERATOR,
-        cel(
-            "!(self.operator in ['Gt', 'Lt']) || (has(self.values) && size(self.values) == 1)",
-            "exactly one value (an integer) is needed when operator is Gt or Lt",
-            field_path=".values",
-        ),
-        cel(
-            f"!has(self.values) || self.values.all(v, {label_value('v')})",
-            f"every value must be a valid label value: {LABEL_VALUE_HINT}",
-            message_expression=mx(
-                f"invalid label value(s) %s: {LABEL_VALUE_HINT}",
-                f"self.values.filter(v, !({label_value('v')}))",
-            ),
-            field_path=".values",
-        ),
+        _GT_LT_ONE_VALUE,
+        _VALUES_ARE_LABEL_VALUES,
         cel(
             f"self.key != {lit(GPU_PRODUCT_LABEL)} || self.operator != 'DoesNotExist'",
             f"this term can never match: the operator requires {GPU_PRODUCT_LABEL} In [the engine's "
@@ -789,22 +788,12 @@ class LabelSelectorRequirement(ApiModel):
 
     model_config = model_config(
         *_VALUES_BY_OPERATOR,
-        cel(
-            f"!has(self.values) || self.values.all(v, {label_value('v')})",
-            f"every value must be a valid label value: {LABEL_VALUE_HINT}",
-            message_expression=mx(
-                f"invalid label value(s) %s: {LABEL_VALUE_HINT}",
-                f"self.values.filter(v, !({label_value('v')}))",
-            ),
-            field_path=".values",
-        ),
+        _VALUES_ARE_LABEL_VALUES,
     )
 
     key: LabelKey = Field(description="The label key.")
     operator: LabelSelectorOperator = Field(description="In, NotIn, Exists or DoesNotExist.")
-    values: Annotated[list[Annotated[str, Field(max_length=63)]], Field(max_length=64)] | None = Field(
-        default=None, description="Label values."
-    )
+    values: _Values | None = Field(default=None, description="Label values.")
 
 
 class LabelSelector(ApiModel):
