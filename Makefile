@@ -5,12 +5,12 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST := $(PY) -m pytest
 
-.PHONY: help venv testbin lint unit integration e2e test crds demo demo-down cluster-up cluster-down
+.PHONY: help venv testbin triton-runtime lint unit integration fidelity e2e test crds demo demo-down cluster-up cluster-down
 
 help:
 	@echo "make demo       run the main job on a local control plane with kwok GPU nodes"
 	@echo "make demo-down  stop everything the demo started"
-	@echo "make test       lint + unit + integration + e2e"
+	@echo "make test       lint + unit + integration + fidelity (real Triton) + e2e"
 	@echo "make crds       regenerate crds/ and the chart's copies from the API models"
 
 venv:
@@ -18,6 +18,11 @@ venv:
 
 testbin:
 	@echo "[testbin] $$(hack/build-testbin.sh)"
+
+# The real tritonserver 2.51 (nvidia-pytriton 0.7.0) + the Python stub's environment, cached in
+# ~/.cache/trtllm-operator/triton-2.51.0-*/ (docs/triton-cpu.md).
+triton-runtime:
+	@echo "[triton-runtime] $$(hack/triton-runtime.sh)"
 
 lint: venv
 	$(VENV)/bin/ruff check .
@@ -31,10 +36,14 @@ unit: venv testbin
 integration: venv testbin
 	$(PYTEST) tests/integration
 
-e2e: venv testbin
+# Every model repository the builder packages and the operator renders, in a real Triton.
+fidelity: venv triton-runtime
+	$(PYTEST) tests/fidelity
+
+e2e: venv testbin triton-runtime
 	$(PYTEST) tests/e2e
 
-test: lint unit integration e2e
+test: lint unit integration fidelity e2e
 	@echo "make test: all tiers passed"
 
 crds: venv
@@ -46,7 +55,7 @@ cluster-up: venv testbin
 cluster-down:
 	hack/local-cluster down
 
-demo: venv testbin
+demo: venv testbin triton-runtime
 	hack/demo.sh
 
 demo-down:

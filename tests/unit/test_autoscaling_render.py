@@ -283,7 +283,7 @@ def test_scaled_object_validates_and_targets_the_scale_subresource() -> None:
     assert (kv["name"], kv["metadata"]["threshold"]) == ("kv-cache-utilization", "0.8")
     assert queue["metadata"]["serverAddress"] == "http://prom:9090"
     assert queue["metadata"]["query"].startswith("sum(sum by (namespace, pod) (nv_trt_llm_request_metrics{")
-    assert 'namespace="ns", pod=~"llama-[a-z0-9]+-[a-z0-9]{5}|llama-[0-9]+"' in queue["metadata"]["query"]
+    assert 'namespace="ns", pod=~"llama-[a-z0-9]+-[a-z0-9]{5}|llama-lws-[0-9]+"' in queue["metadata"]["query"]
 
 
 def test_structural_check_catches_a_broken_scaled_object() -> None:
@@ -307,7 +307,9 @@ def test_scaled_object_needs_a_prometheus_url() -> None:
     ("pod", "matches"),
     [
         ("llama-7d9c6b5f4-x2k9p", True),
-        ("llama-0", True),
+        ("llama-lws-0", True),  # a LeaderWorkerSet group's leader (render.leaderworkerset)
+        ("llama-lws-0-1", False),  # its worker: no metrics
+        ("llama-0", False),
         ("llama-fast-7d9c6b5f4-x2k9p", False),
         ("llama", False),
         ("other-7d9c6b5f4-x2k9p", False),

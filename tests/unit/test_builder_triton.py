@@ -192,7 +192,6 @@ def test_llmapi_model_yaml_carries_llm_arguments() -> None:
             kv_cache_dtype="fp8",
             decoupled=True,
             batch_scheduler_policy="max_utilization",
-            instance_count=2,
         )
     )
     assert sorted(files) == ["tensorrt_llm/1/model.yaml", "tensorrt_llm/config.pbtxt"]
@@ -207,6 +206,10 @@ def test_llmapi_model_yaml_carries_llm_arguments() -> None:
     }
     assert doc["scheduler_config"] == {"capacity_scheduler_policy": "MAX_UTILIZATION"}
     assert doc["triton_config"] == {"max_batch_size": 0, "decoupled": True}
-    assert "count: 2 kind: KIND_CPU" in files["tensorrt_llm/config.pbtxt"]
+    # config.pbtxt repeats triton_config (upstream applies it only in auto_complete_config(), which
+    # --disable-auto-complete-config skips) and has one instance (one full LLM() per instance)
+    assert "model_transaction_policy { decoupled: true }" in files["tensorrt_llm/config.pbtxt"]
+    assert "\nmax_batch_size: 0\n" in files["tensorrt_llm/config.pbtxt"]
+    assert "count: 1 kind: KIND_CPU" in files["tensorrt_llm/config.pbtxt"]
     assert _balanced(files["tensorrt_llm/config.pbtxt"])
     assert "${" not in "".join(files.values())

@@ -12,16 +12,25 @@ import os
 import re
 import subprocess
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
 from localcluster import ClusterError, find_bin_dir
+from test_render_deployment import a_deployment
 
 from trtllm_operator.cli import build_parser
+from trtllm_operator.commands._schema import _strict
 from trtllm_operator.commands.run import settings_from_args
+from trtllm_operator.metrics.operator_metrics import AUTOSCALER_DESIRED_REPLICAS
+from trtllm_operator.render.deployment import desired_deployment
+from trtllm_operator.render.leaderworkerset import desired_leaderworkerset
+from trtllm_operator.render.model_repository import desired_model_repository
+from trtllm_operator.render.serving import METRICS_PORT
 from trtllm_operator.settings import ENV_PREFIX, Settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,12 +53,22 @@ VALUE_SETS: dict[str, list[str]] = {
         "grafanaDashboard.enabled=true",
         "--set",
         "servingNetworkPolicy.enabled=true",
+        "--set",
+        "servingPodMonitor.enabled=true",
+    ],
+    "pod-monitor-all-namespaces": [
+        "--set",
+        "servingPodMonitor.enabled=true",
+        "--set",
+        "servingPodMonitor.interval=5s",
     ],
     "peering": ["--set", "replicaCount=2", "--set", "settings.logFormat=text"],
     "no-service": ["--set", "metrics.service.enabled=false", "--set", "serviceAccount.name=op"],
 }
-#: Kinds from CustomResourceDefinitions: no Kubernetes schema, checked structurally below.
-CRD_KINDS = {"ServiceMonitor", "PrometheusRule"}
+#: Kinds from CustomResourceDefinitions: no Kubernetes schema; validated against the upstream CRDs
+#: (prometheus-operator v0.85.0, tests/fixtures/upstream/prometheus-operator-v0.85.0/README.md).
+CRD_KINDS = {"ServiceMonitor", "PrometheusRule", "PodMonitor"}
+UPSTREAM_CRDS = REPO / "tests" / "fixtures" / "upstream" / "prometheus-operator-v0.85.0"
 LLM_GROUP = "llm.trtllm-operator.dev"
 
 
@@ -185,6 +204,86 @@ def test_chart_crds_are_the_generated_crds_byte_for_byte(helm_bin: Path, helm_en
 
 
 # ----------------------------------------------------------------------------- CRD-based kinds
+def upstream_schema(kind: str) -> dict[str, Any]:
+    """The kind's ``openAPIV3Schema`` from prometheus-operator's CRD, strict about unknown fields
+    (the API server would prune them silently: a typo would vanish)."""
+    crd = yaml.safe_load((UPSTREAM_CRDS / f"monitoring.coreos.com_{kind.lower()}s.yaml").read_text())
+    (version,) = (v for v in crd["spec"]["versions"] if v["name"] == "v1")
+    schema: dict[str, Any] = _strict(version["schema"]["openAPIV3Schema"])
+    return schema
+
+
+@pytest.mark.parametrize("value_set", sorted(VALUE_SETS))
+def test_monitoring_objects_validate_against_the_upstream_crds(
+    rendered: dict[str, list[dict[str, Any]]], value_set: str
+) -> None:
+    for obj in rendered[value_set]:
+        if obj["kind"] in CRD_KINDS:
+            assert obj["apiVersion"] == "monitoring.coreos.com/v1"
+            jsonschema.Draft7Validator(upstream_schema(obj["kind"])).validate(obj)
+    (monitor,) = only(rendered["everything"], "PodMonitor")
+    broken = {**monitor, "spec": {**monitor["spec"], "podMetricEndpoints": []}}  # a typo is caught
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft7Validator(upstream_schema("PodMonitor")).validate(broken)
+
+
+def serving_pods() -> dict[str, dict[str, Any]]:
+    """Pod templates the operator renders: a one-node replica's pod, a LeaderWorkerSet's leader and
+    worker (trtllm_operator.render, the same code the controller runs)."""
+    base = a_deployment(tensor_parallelism=2)
+    one = replace(base, gpus_per_node=8)
+    multi = replace(base, gpus_per_node=1)
+    lws = desired_leaderworkerset(multi, desired_model_repository(multi))["spec"]["leaderWorkerTemplate"]
+    return {
+        "deployment": desired_deployment(one, desired_model_repository(one))["spec"]["template"],
+        "lws-leader": lws["leaderTemplate"],
+        "lws-worker": lws["workerTemplate"],
+    }
+
+
+def test_serving_pod_monitor_scrapes_the_pods_that_serve(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    """Audit B6: the chart ships the scrape configuration of the Triton pods. prometheus-operator
+    v0.85.0 (``pkg/prometheus/promcfg.go`` ``generatePodMonitorConfig``) keeps a target when the
+    pod's labels match ``selector.matchLabels`` and the container port's name is the endpoint's
+    ``port``; ``namespaceSelector`` picks the namespaces (``any`` = all). Every serving pod the
+    operator renders matches; LeaderWorkerSet workers declare no ``metrics`` port (their ranks
+    serve nothing), so only the leaders are scraped."""
+    (monitor,) = only(rendered["everything"], "PodMonitor")
+    assert monitor["metadata"]["namespace"] == "trtllm-system"
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["team-a"]}  # watchNamespaces
+    (anywhere,) = only(rendered["pod-monitor-all-namespaces"], "PodMonitor")
+    assert anywhere["spec"]["namespaceSelector"] == {"any": True}
+    (endpoint,) = anywhere["spec"]["podMetricsEndpoints"]
+    assert endpoint == {"port": "metrics", "path": "/metrics", "interval": "5s"}
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    scraped = set()
+    for role, template in serving_pods().items():
+        assert selector.items() <= template["metadata"]["labels"].items(), role
+        ports = {
+            p["name"]: p["containerPort"] for c in template["spec"]["containers"] for p in c.get("ports", [])
+        }
+        if endpoint["port"] in ports:
+            assert ports[endpoint["port"]] == METRICS_PORT
+            scraped.add(role)
+    assert scraped == {"deployment", "lws-leader"}
+    for name in ("default", "namespaced", "peering"):
+        assert not only(rendered[name], "PodMonitor")
+
+
+def test_operator_service_monitor_keeps_the_deployments_namespace_label(
+    rendered: dict[str, list[dict[str, Any]]],
+) -> None:
+    """Audit B12: the operator's per-LLMDeployment series carry a ``namespace`` label (the
+    LLMDeployment's). Prometheus renames a scraped label that clashes with a target label to
+    ``exported_<name>`` unless ``honor_labels`` is true (Prometheus docs, scrape_config
+    ``honor_labels``; prometheus-operator Endpoint ``honorLabels``), and the dashboard's
+    ``namespace=~"$namespace"`` then matched the operator's namespace instead."""
+    (monitor,) = only(rendered["everything"], "ServiceMonitor")
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["honorLabels"] is True
+    assert {"namespace", "name"} <= set(AUTOSCALER_DESIRED_REPLICAS._labelnames)
+
+
 def test_service_monitor_scrapes_the_metrics_service(rendered: dict[str, list[dict[str, Any]]]) -> None:
     objs = rendered["everything"]
     (monitor,) = only(objs, "ServiceMonitor")

@@ -18,16 +18,20 @@ EXAMPLES = sorted(
 )
 
 
+def _needs_lws(example: str) -> list[str]:
+    return ["--lws"] if "multiNode: true" in (REPO / "examples" / example).read_text() else []
+
+
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_examples_render_every_child(example: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["render", "-f", str(REPO / "examples" / example)]) == 0
+    assert main(["render", "-f", str(REPO / "examples" / example), *_needs_lws(example)]) == 0
     docs = list(yaml.safe_load_all(capsys.readouterr().out))
     kinds = sorted(d["kind"] for d in docs)
     assert kinds.count("ConfigMap") == kinds.count("Service") == kinds.count("PodDisruptionBudget") >= 1
     workloads = [d for d in docs if d["kind"] in ("Deployment", "LeaderWorkerSet")]
     assert len(workloads) == kinds.count("Service")
     for cm in (d for d in docs if d["kind"] == "ConfigMap"):
-        assert not any("${" in v for k, v in cm["data"].items() if k != "launch.sh")
+        assert not any("${" in v for k, v in cm["data"].items() if not k.endswith(".sh"))
     for doc in docs:
         if doc["kind"] != "LeaderWorkerSet":  # not a built-in kind
             doc["metadata"]["ownerReferences"][0]["uid"] = "00000000-0000-0000-0000-000000000000"
@@ -73,6 +77,30 @@ def test_separate_engine_file_and_refusals(tmp_path: Path, capsys: pytest.Captur
     assert "LeaderWorkerSetRequired" in capsys.readouterr().err
     assert main([*args, "--lws"]) == 0
     assert "kind: LeaderWorkerSet" in capsys.readouterr().out
+
+
+def test_multi_node_example_renders_the_leader_and_worker_scripts(capsys: pytest.CaptureFixture[str]) -> None:
+    """Acceptance (issue 18): ``render`` of a multi-node example shows the fixed scripts: the leader
+    waits for its worker before ``mpirun``, the worker assembles the model repository, then sshd."""
+    example = REPO / "examples" / "llama-3.1-405b-fp8-multinode.yaml"
+    assert main(["render", "-f", str(example)]) == 1  # without LeaderWorkerSet: refused, not half-rendered
+    assert "LeaderWorkerSetRequired" in capsys.readouterr().err
+    assert main(["render", "-f", str(example), "--lws"]) == 0
+    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    (cm,) = (d for d in docs if d["kind"] == "ConfigMap")
+    (lws,) = (d for d in docs if d["kind"] == "LeaderWorkerSet")
+    (svc,) = (d for d in docs if d["kind"] == "Service")
+    assert lws["metadata"]["name"] == "llama-3-1-405b-lws" and svc["metadata"]["name"] == "llama-3-1-405b"
+    leader, worker = cm["data"]["launch.sh"], cm["data"]["worker.sh"]
+    assert leader.index("waiting for worker") < leader.index('"$mpirun_bin" --allow-run-as-root')
+    assert worker.index('cp -rL "/etc/trtllm-operator/model-repository/."') < worker.index(
+        "exec /usr/sbin/sshd"
+    )
+    assert "rank-env.sh" in cm["data"]
+    template = lws["spec"]["leaderWorkerTemplate"]
+    assert (
+        template["workerTemplate"]["spec"]["containers"][0]["command"][-1] == "/etc/trtllm-operator/worker.sh"
+    )
 
 
 def _example_pair() -> tuple[dict[str, Any], dict[str, Any]]:

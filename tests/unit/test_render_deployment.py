@@ -16,11 +16,12 @@ from trtllm_operator.render.deployment import (
     desired_deployment,
     startup_budget_seconds,
 )
+from trtllm_operator.render.launch import WORKER_WAIT_SECONDS, launch_script
 from trtllm_operator.render.leaderworkerset import desired_leaderworkerset
 from trtllm_operator.render.model_repository import desired_model_repository
 from trtllm_operator.render.pdb import desired_pdb
 from trtllm_operator.render.service import desired_service, endpoint
-from trtllm_operator.render.serving import child_name, launch_script
+from trtllm_operator.render.serving import child_name
 
 KEY_A = "a" * 64
 KEY_B = "b" * 64
@@ -191,6 +192,7 @@ def test_replica_larger_than_a_node_renders_a_leaderworkerset() -> None:
         desired_deployment(params, cm)
     lws = desired_leaderworkerset(params, cm)
     assert lws["apiVersion"] == "leaderworkerset.x-k8s.io/v1"
+    assert lws["metadata"]["name"] == "llama-lws"  # not the client Service's name (audit A1)
     tmpl = lws["spec"]["leaderWorkerTemplate"]
     assert tmpl["size"] == 2
     leader, worker = (
@@ -199,11 +201,35 @@ def test_replica_larger_than_a_node_renders_a_leaderworkerset() -> None:
     )
     assert leader["resources"]["limits"]["nvidia.com/gpu"] == "8"
     assert worker["resources"]["limits"]["nvidia.com/gpu"] == "8"
-    assert worker["command"][0] == "/usr/sbin/sshd" and "readinessProbe" not in worker
+    # every pod assembles the model repository its ranks load (audit A2): the worker runs
+    # worker.sh, which does so before it starts sshd; both mount the artifact and the ConfigMap
+    assert leader["command"] == ["/bin/bash", "/etc/trtllm-operator/launch.sh"]
+    assert worker["command"] == ["/bin/bash", "/etc/trtllm-operator/worker.sh"]
+    for c in (leader, worker):
+        assert {m["mountPath"] for m in c["volumeMounts"]} >= {
+            "/artifact",
+            "/etc/trtllm-operator",
+            "/model-repository",
+            "/run/trtllm-operator",
+        }
+    assert "readinessProbe" in leader and worker["readinessProbe"] == {
+        "tcpSocket": {"port": "ssh"},
+        "periodSeconds": 10,
+        "timeoutSeconds": 5,
+    }
+    assert worker["ports"] == [{"name": "ssh", "containerPort": 22, "protocol": "TCP"}]  # no metrics port
+    assert {"launch.sh", "worker.sh", "rank-env.sh"} <= set(cm["data"])
     script = cm["data"]["launch.sh"]
-    assert '--host "$HOSTS"' in script and len(re.findall(r"-n 1 tritonserver", script)) == 16
+    assert (
+        '--host "$hosts"' in script
+        and len(re.findall(r"-n 1 /bin/bash /etc/trtllm-operator/rank-env.sh tritonserver", script)) == 16
+    )
     assert "world_size=8" in script  # the leader watches its own node's 8 ranks
     assert desired_service(params)["spec"]["selector"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
+    # the leader's startup budget includes the wait for its workers
+    one_node = startup_budget_seconds(params.artifact_bytes, params.world_size)
+    period = leader["startupProbe"]["periodSeconds"]
+    assert leader["startupProbe"]["failureThreshold"] * period >= one_node + WORKER_WAIT_SECONDS
 
 
 def test_service_pdb_and_endpoint() -> None:

@@ -133,9 +133,14 @@ def test_multi_node_declares_num_nodes() -> None:
     assert parameters(repository_files(p)["tensorrt_llm/config.pbtxt"])["num_nodes"] == "2"
 
 
+def pytorch(**overrides: object) -> ServingParams:
+    """The fixture on the pytorch backend: one LLM-API model instance (instanceCount 1)."""
+    base = params(backend="pytorch")
+    return replace(base, server=replace(base.server, instance_count=1), **overrides)  # type: ignore[arg-type]
+
+
 def test_pytorch_model_yaml_from_server_settings() -> None:
-    p = params(
-        backend="pytorch",
+    p = pytorch(
         tensor_parallelism=2,
         pipeline_parallelism=2,
         expert_parallelism=2,
@@ -163,9 +168,44 @@ def test_pytorch_model_yaml_from_server_settings() -> None:
     assert doc["triton_config"] == {"max_batch_size": 0, "decoupled": True}
 
 
+@pytest.mark.parametrize("decoupled", [True, False])
+def test_pytorch_config_pbtxt_carries_triton_config_without_auto_complete(decoupled: bool) -> None:
+    """Audit A4. Upstream's llmapi ``model.py`` (TensorRT-LLM ``triton_backend/all_models/llmapi/
+    tensorrt_llm/1/model.py``, e.g. commit 044a90d209e3) sets the model's transaction policy and
+    max_batch_size from ``model.yaml``'s ``triton_config`` only in ``auto_complete_config()``; the
+    Python backend runs that only when auto-complete is on (``python_backend`` ``src/python_be.cc``
+    ``ModelState::Create``), and the pods start ``tritonserver --disable-auto-complete-config``. So
+    ``config.pbtxt`` itself must say what ``triton_config`` says, or a ``decoupled: true``
+    (streaming) deployment loads non-decoupled."""
+    p = pytorch()
+    p = replace(p, server=replace(p.server, decoupled=decoupled))
+    files = repository_files(p)
+    triton_config = yaml.safe_load(files["tensorrt_llm/1/model.yaml"])["triton_config"]
+    assert triton_config == {"max_batch_size": 0, "decoupled": decoupled}
+    config = files["tensorrt_llm/config.pbtxt"]
+    # what auto_complete_config() would have set: set_model_transaction_policy(dict(decoupled=...)),
+    # set_max_batch_size(int(triton_config["max_batch_size"]))
+    assert re.findall(r"^model_transaction_policy \{ decoupled: (\w+) \}$", config, re.M) == [
+        str(decoupled).lower()
+    ]
+    assert re.findall(r"^max_batch_size: (\d+)$", config, re.M) == ["0"]
+    assert "--disable-auto-complete-config" in desired_model_repository(p)["data"]["launch.sh"]
+
+
+def test_pytorch_backend_refuses_more_than_one_model_instance() -> None:
+    """Audit A5. The llmapi ``model.py`` builds one full ``LLM()`` per Triton model instance on the
+    pod's GPUs (``initialize()``; versions after TensorRT-LLM 1.2 raise "gpu_device_ids parameter
+    required when instance count > 1", commit 044a90d209e3): more than one instance is refused
+    with the field, the value and the fix, and the rendered model always has exactly one."""
+    with pytest.raises(ValueError, match=r"instanceCount 3 .*pytorch backend.*spec.replicas"):
+        repository_files(params(backend="pytorch"))  # the fixture's instance_count is 3
+    config = repository_files(pytorch())["tensorrt_llm/config.pbtxt"]
+    assert re.findall(r"instance_group \[ \{ count: (\d+) kind: KIND_CPU \} \]", config) == ["1"]
+
+
 def test_no_placeholder_survives_and_one_is_refused() -> None:
     for backend in ("tensorrt", "pytorch"):
-        cm = desired_model_repository(params(backend=backend))
+        cm = desired_model_repository(params(backend=backend) if backend == "tensorrt" else pytorch())
         assert not any("${" in v for k, v in cm["data"].items() if k != "launch.sh")
     with pytest.raises(ValueError, match=r"tensorrt_llm/config.pbtxt: unfilled.*\$\{engine_dir\}"):
         check_filled(

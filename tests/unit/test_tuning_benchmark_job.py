@@ -116,6 +116,26 @@ def test_pytorch_backend_uses_the_checkpoint() -> None:
     )
 
 
+def test_pytorch_backend_benchmarks_the_engines_parallelism() -> None:
+    """Audit A7. ``trtllm-bench throughput|latency`` default ``--tp 1 --pp 1`` and ``--ep`` unset
+    for the PyTorch backend (TensorRT-LLM ``tensorrt_llm/bench/benchmark/throughput.py`` and
+    ``low_latency.py`` at 000a01de66f0, "World Configuration" options; ``utils/general.py``
+    ``get_settings()`` maps them to ``tp_size``/``pp_size``/``moe_ep_size``). The Job passes the
+    engine's parallelism, mapped exactly as the serving pods' ``model.yaml`` is; a TensorRT engine
+    carries its own (``get_settings_from_engine`` reads the engine's config), so none is passed."""
+    body = engine(backend="pytorch", parallelism={"tensor": 4, "pipeline": 2, "expert": 2})
+    spec = LLMEngineSpec.model_validate(body["spec"])
+    assert benchmark_config(spec, "llama")["world"] == {"tp": 4, "pp": 2, "ep": 2}
+    body = engine(backend="pytorch", parallelism={"tensor": 2})
+    assert benchmark_config(LLMEngineSpec.model_validate(body["spec"]), "llama")["world"] == {
+        "tp": 2,
+        "pp": 1,
+        "ep": None,  # expert 1: unset, as model.yaml leaves moe_expert_parallel_size out
+    }
+    tensorrt = LLMEngineSpec.model_validate(engine(parallelism={"tensor": 4})["spec"])
+    assert benchmark_config(tensorrt, "llama")["world"] is None
+
+
 def test_pvc_model_source_uses_the_engine_name() -> None:
     body = engine()
     body["spec"]["model"] = {"source": "pvc://models/llama"}

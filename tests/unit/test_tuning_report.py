@@ -233,6 +233,35 @@ def test_script_sweeps_and_summarises(tmp_path: Path) -> None:
     assert len(json.dumps(doc, separators=(",", ":"))) <= 4000
 
 
+@pytest.mark.parametrize("mode", ["throughput", "latency"])
+def test_script_passes_the_pytorch_world_after_the_subcommand(tmp_path: Path, mode: str) -> None:
+    """Audit A7: ``--tp/--pp/--ep`` are options of the ``throughput`` and ``latency`` subcommands
+    (TensorRT-LLM ``tensorrt_llm/bench/benchmark/throughput.py``, ``low_latency.py`` at
+    000a01de66f0), so they follow the subcommand on the command line, with the config's values."""
+    world = {"tp": 4, "pp": 2, "ep": 2}
+    cfg = _cfg(
+        backend="pytorch",
+        engineDir=None,
+        modelPath="/artifact/checkpoint",
+        world=world,
+        values=[8],
+        mode=mode,
+    )
+    rc, _, out = _run_script(tmp_path, cfg)
+    assert rc == 0, out
+    args = json.loads(next(line for line in out.splitlines() if line.startswith('{"engine"')))["args"]
+    sub = args.index(mode)
+    assert args[sub + 1 : sub + 3] == ["--backend", "pytorch"]
+    assert [args[args.index(flag) + 1] for flag in ("--tp", "--pp", "--ep")] == ["4", "2", "2"]
+    assert min(args.index(flag) for flag in ("--tp", "--pp", "--ep")) > sub
+    rc, _, out = _run_script(tmp_path, _cfg(world={"tp": 2, "pp": 1, "ep": None}, values=[8]))
+    args = json.loads(next(line for line in out.splitlines() if line.startswith('{"engine"')))["args"]
+    assert args[args.index("--tp") + 1] == "2" and "--ep" not in args  # unset: trtllm-bench's default
+    rc, _, out = _run_script(tmp_path, _cfg(values=[8]))  # tensorrt: the engine carries its world
+    args = json.loads(next(line for line in out.splitlines() if line.startswith('{"engine"')))["args"]
+    assert "--tp" not in args and "--pp" not in args
+
+
 def test_script_dataset_is_trtllm_bench_jsonl(tmp_path: Path) -> None:
     rc, _, out = _run_script(tmp_path, _cfg(values=[8]))
     assert rc == 0

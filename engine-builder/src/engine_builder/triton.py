@@ -190,6 +190,15 @@ class LLMAPIModelParams(_Params):
     ``backend``, parallel sizes, ``kv_cache_config`` (``free_gpu_memory_fraction``,
     ``enable_block_reuse``, ``max_tokens``, ``dtype``), ``scheduler_config``, limits, plus
     ``triton_config`` (``max_batch_size``: 0 — the model does not batch — and ``decoupled``).
+
+    ``triton_config`` is also rendered into ``config.pbtxt`` (``max_batch_size``,
+    ``model_transaction_policy { decoupled }``): upstream's ``model.py`` applies it only in
+    ``auto_complete_config()`` (TensorRT-LLM ``triton_backend/all_models/llmapi/tensorrt_llm/1/model.py``),
+    and the Python backend calls that only when auto-complete is on (triton-inference-server
+    ``python_backend`` ``src/python_be.cc``, ``ModelState::Create``) — the serving pods run
+    ``tritonserver --disable-auto-complete-config``. There is no instance count: ``model.py`` builds
+    one full ``LLM()`` per Triton model instance on the pod's GPUs (``initialize()``; versions after
+    1.2 refuse ``count > 1`` without ``gpu_device_ids``), so ``config.pbtxt`` always has one instance.
     """
 
     model: str = Field(min_length=1, description="Checkpoint directory (unified HF checkpoint) in the pod.")
@@ -210,7 +219,6 @@ class LLMAPIModelParams(_Params):
     triton_max_batch_size: int = Field(
         default=0, ge=0, description="triton_config.max_batch_size; 0 because the model does not batch."
     )
-    instance_count: int = Field(default=1, ge=1)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -448,7 +456,7 @@ def render_llmapi_model(params: LLMAPIModelParams) -> dict[str, str]:
     config = _substitute(
         _template("llmapi", "tensorrt_llm.pbtxt"),
         "tensorrt_llm/config.pbtxt",
-        {"instance_count": params.instance_count},
+        {"triton_max_batch_size": params.triton_max_batch_size, "decoupled_mode": params.decoupled},
     )
     header = "# Rendered by engine_builder.triton: tensorrt_llm.LLM() arguments + triton_config.\n"
     model_yaml = header + yaml.safe_dump(llmapi_model_yaml(params), sort_keys=False)

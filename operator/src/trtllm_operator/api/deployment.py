@@ -131,7 +131,9 @@ class ServerSpec(ApiModel):
         default=1,
         ge=1,
         le=64,
-        description="Instances of the pre/postprocessing (tokenizer) models per pod.",
+        description="Instances of the pre/postprocessing (tokenizer) models per pod (tensorrt backend). "
+        "The pytorch backend serves one LLM-API model instance per pod and refuses more: each instance "
+        "would load the whole model on the same GPUs; scale with replicas.",
     )
     max_tokens_in_paged_kv_cache: int | None = Field(
         default=None,

@@ -64,15 +64,44 @@ def triton_model_params(params: ServingParams) -> TritonModelParams:
     )
 
 
+def llm_api_parallelism(tensor: int, pipeline: int, expert: int) -> tuple[int, int, int | None]:
+    """``(tensor_parallel_size, pipeline_parallel_size, moe_expert_parallel_size)`` for the LLM API.
+
+    The one mapping from the engine's ``spec.parallelism`` to what the PyTorch backend is started
+    with, shared by the serving pods' ``model.yaml`` and the benchmark Job's ``trtllm-bench
+    --tp/--pp/--ep`` so that a benchmark measures the configuration that is served. Expert
+    parallelism 1 is passed as ``None`` (unset: TensorRT-LLM's own default mapping, like
+    ``trtllm-bench``'s ``--ep`` default and ``LLM(moe_expert_parallel_size=None)``).
+    """
+    return tensor, pipeline, (expert if expert > 1 else None)
+
+
 def llmapi_model_params(params: ServingParams) -> LLMAPIModelParams:
-    """The pytorch-backend (LLM-API model) parameters: checkpoint, parallelism, limits, KV cache."""
+    """The pytorch-backend (LLM-API model) parameters: checkpoint, parallelism, limits, KV cache.
+
+    ``spec.server.decoupled`` becomes ``triton_config.decoupled`` in ``model.yaml`` and
+    ``model_transaction_policy`` in ``config.pbtxt`` (see :class:`engine_builder.triton.LLMAPIModelParams`).
+    Errors: ``ValueError`` for ``spec.server.instanceCount`` > 1 — the LLM-API model has no
+    pre/postprocessing models to multiply, and more instances of it would each build a full
+    ``LLM()`` on the same GPUs (TensorRT-LLM ``triton_backend/all_models/llmapi/tensorrt_llm/1/model.py``
+    ``initialize()``): out of GPU memory, or refused by versions that require ``gpu_device_ids``.
+    """
     server = params.server
+    if server.instance_count != 1:
+        raise ValueError(
+            f"instanceCount {server.instance_count} is not supported by the pytorch backend: its LLM-API "
+            "model builds one full LLM() per instance on the same GPUs (TensorRT-LLM triton_backend "
+            "llmapi model.py). Set spec.server.instanceCount to 1 and scale with spec.replicas"
+        )
+    tensor, pipeline, expert = llm_api_parallelism(
+        params.tensor_parallelism, params.pipeline_parallelism, params.expert_parallelism
+    )
     return LLMAPIModelParams(
         model=ARTIFACT_CHECKPOINT_DIR,
         tokenizer_dir=ARTIFACT_TOKENIZER_DIR,
-        tensor_parallel_size=params.tensor_parallelism,
-        pipeline_parallel_size=params.pipeline_parallelism,
-        moe_expert_parallel_size=params.expert_parallelism if params.expert_parallelism > 1 else None,
+        tensor_parallel_size=tensor,
+        pipeline_parallel_size=pipeline,
+        moe_expert_parallel_size=expert,
         max_batch_size=params.max_batch_size,
         max_num_tokens=params.max_num_tokens,
         max_seq_len=params.max_seq_len,
@@ -83,7 +112,6 @@ def llmapi_model_params(params: ServingParams) -> LLMAPIModelParams:
         enable_chunked_context=server.enable_chunked_context,
         batch_scheduler_policy=server.batch_scheduler_policy,
         decoupled=server.decoupled,
-        instance_count=server.instance_count,
     )
 
 

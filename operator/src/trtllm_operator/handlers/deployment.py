@@ -85,6 +85,7 @@ from trtllm_operator.kube.client import (
     REPLICA_SET,
     SERVICE,
     Kube,
+    Resource,
     default_kube,
 )
 from trtllm_operator.kube.events import post_event
@@ -92,6 +93,7 @@ from trtllm_operator.kube.status import patch_status
 from trtllm_operator.logging import object_context
 from trtllm_operator.metrics.operator_metrics import observe_reconcile
 from trtllm_operator.render.children import Children, render_plan
+from trtllm_operator.render.leaderworkerset import replica_selector_string, workload_names
 from trtllm_operator.render.service import endpoint
 from trtllm_operator.render.serving import child_name
 
@@ -258,7 +260,9 @@ def _reconcile(kube: Kube, namespace: str, name: str) -> None:
         engine_message=message,
         previous_engine_key=old_status.get("engineKey"),
         previous_conditions=old_status.get("conditions") or [],
-        selector=selector,
+        # one pod per replica (a LeaderWorkerSet's leaders): kept from the last rendering until
+        # the children are rendered again (render.leaderworkerset.replica_selector, audit B5)
+        selector=old_status.get("selector") or selector,
         pods=len(live_pods),
         ready_pods=sum(pod_view(p).ready for p in live_pods),
     )
@@ -315,18 +319,31 @@ def _reconcile(kube: Kube, namespace: str, name: str) -> None:
             deadline_exceeded=bool(view and view.progress_deadline_exceeded),
             rolled_back=rolled_back,
             endpoint=endpoint(params),
+            selector=replica_selector_string(params),
         ),
     )
 
 
+def _workloads(kube: Kube, name: str) -> list[tuple[Resource, str]]:
+    """Every (resource, name) the workload may have (render.leaderworkerset.workload_names)."""
+    kinds = {"Deployment": DEPLOYMENT, "LeaderWorkerSet": LWS}
+    installed = None
+    out = []
+    for kind, wname in workload_names(name):
+        if kind == "LeaderWorkerSet":
+            installed = lws_installed(kube) if installed is None else installed
+            if not installed:
+                continue
+        out.append((kinds[kind], wname))
+    return out
+
+
 def _follow_replicas(kube: Kube, namespace: str, name: str, replicas: int) -> None:
     """Copy ``spec.replicas`` to an existing workload without touching its template."""
-    for res in (DEPLOYMENT, LWS):
-        if res is LWS and not lws_installed(kube):
-            continue
-        live = kube.get(res, namespace, child_name(name))
+    for res, wname in _workloads(kube, name):
+        live = kube.get(res, namespace, wname)
         if live is not None and (live.get("spec") or {}).get("replicas") != replicas:
-            kube.patch(res, namespace, child_name(name), {"spec": {"replicas": replicas}})
+            kube.patch(res, namespace, wname, {"spec": {"replicas": replicas}})
 
 
 def _is_replica_pod(pod: Mapping[str, Any]) -> bool:
@@ -342,7 +359,6 @@ def _sync_children(
     namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
     assert children.configmap and children.workload and children.service and children.pdb and children.params
     res = DEPLOYMENT if children.workload["kind"] == "Deployment" else LWS
-    other = LWS if res is DEPLOYMENT else DEPLOYMENT
     wname = children.workload["metadata"]["name"]
     live = kube.get(res, namespace, wname)
     held: RollbackDecision | None = None
@@ -376,10 +392,12 @@ def _sync_children(
                 },
             )
         live = apply_owned(kube, res, children.workload).live
-    if other is DEPLOYMENT or lws_installed(kube):
-        stale = kube.get(other, namespace, wname)
+    for other, other_name in _workloads(kube, name):
+        if (other, other_name) == (res, wname):
+            continue
+        stale = kube.get(other, namespace, other_name)
         if stale is not None and is_owned_by(stale, obj["metadata"].get("uid")):
-            kube.delete(other, namespace, wname)
+            kube.delete(other, namespace, other_name)
     apply_owned(kube, SERVICE, children.service)
     apply_owned(kube, PDB, children.pdb)
     _prune_configmaps(kube, namespace, name, {children.configmap["metadata"]["name"]})

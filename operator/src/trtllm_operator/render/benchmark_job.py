@@ -16,6 +16,10 @@ product; no client, no clock. Choices, and why:
   like the serving pods); the engine is ``/artifact/engine`` (tensorrt backend) or the checkpoint
   ``/artifact/checkpoint`` (pytorch backend); ``--model_path`` points at a directory with
   ``config.json`` and the tokenizer. S3 artifacts are not mounted (the handler reports it).
+* **Parallelism**: a TensorRT engine carries its own world (``trtllm-bench`` reads it from the
+  engine); the PyTorch backend gets ``--tp/--pp[/--ep]`` from ``spec.parallelism``, mapped as the
+  serving pods' ``model.yaml`` is
+  (:func:`~trtllm_operator.decide.triton_config.llm_api_parallelism`).
 * **No service-account token**, no service links, ``restartPolicy: Never``, ``backoffLimit: 0``
   (a failed benchmark is reported, not retried: it costs GPU hours).
 * **Results** through the termination message (``/dev/termination-log``, the sweep summary of
@@ -50,6 +54,7 @@ from trtllm_operator.decide.serving_params import (
     ARTIFACT_TOKENIZER_DIR,
     artifact_location,
 )
+from trtllm_operator.decide.triton_config import llm_api_parallelism
 from trtllm_operator.render.builder_job import engine_job_pod_spec, engine_owner
 from trtllm_operator.settings import Settings
 from trtllm_operator.tuning.bench_script import SCRIPT
@@ -109,7 +114,18 @@ def benchmark_config(spec: LLMEngineSpec, engine_name: str) -> dict[str, Any]:
         "warmup": bench.warmup,
         "streaming": bench.streaming,
         "kvFraction": bench.kv_cache_free_gpu_mem_fraction,
+        "world": None,
     }
+    if not tensorrt:
+        # trtllm-bench takes the world of a TensorRT engine from the engine (get_settings_from_engine
+        # reads its config.json); for the PyTorch backend it takes --tp/--pp/--ep, which default to
+        # 1/1/None (tensorrt_llm/bench/benchmark/throughput.py and low_latency.py, "World
+        # Configuration" options, at 000a01de66f0; utils/general.py get_settings() builds the
+        # mapping from them): without them a TP>1 engine is benchmarked on one GPU.
+        tp, pp, ep = llm_api_parallelism(
+            spec.parallelism.tensor, spec.parallelism.pipeline, spec.parallelism.expert
+        )
+        cfg["world"] = {"tp": tp, "pp": pp, "ep": ep}
     return cfg
 
 

@@ -1,7 +1,7 @@
 """The Triton pod template and the ``apps/v1`` Deployment for replicas that fit one node.
 
 One pod per replica, ``tensor × pipeline`` GPUs per pod, one ``tritonserver`` rank per GPU under MPI
-(see :func:`trtllm_operator.render.serving.launch_script`). Placement, probes and rollout follow
+(see :mod:`trtllm_operator.render.launch`). Placement, probes and rollout follow
 docs/design.md §5:
 
 - node affinity on ``nvidia.com/gpu.product`` = the engine's target product — an engine only loads
@@ -35,6 +35,7 @@ from trtllm_operator.api.wire import (
     SERVER_CONTAINER,
 )
 from trtllm_operator.decide.serving_params import ARTIFACT_MOUNT, ServingParams
+from trtllm_operator.render.launch import WORKER_WAIT_SECONDS
 from trtllm_operator.render.model_repository import volume_items
 from trtllm_operator.render.serving import (
     CONFIG_MOUNT,
@@ -79,7 +80,15 @@ def startup_budget_seconds(artifact_bytes: int | None, world_size: int) -> int:
 
 
 def probes(params: ServingParams) -> dict[str, dict[str, Any]]:
+    """Startup, readiness and liveness probes of a serving container.
+
+    A multi-node replica's leader first waits up to
+    :data:`~trtllm_operator.render.launch.WORKER_WAIT_SECONDS` for its workers: its startup budget
+    includes that wait.
+    """
     budget = startup_budget_seconds(params.artifact_bytes, params.world_size)
+    if params.multi_node:
+        budget += WORKER_WAIT_SECONDS
     return {
         "startupProbe": {
             "httpGet": {"path": "/v2/health/live", "port": "http"},
@@ -218,7 +227,8 @@ def pod_template(
 ) -> dict[str, Any]:
     """The Triton pod template; ``configmap`` is the rendered model-repository ConfigMap.
 
-    ``command`` overrides the main process (a LeaderWorkerSet worker runs ``sshd``, not Triton).
+    ``command`` overrides the main process and leaves the probes out (a LeaderWorkerSet worker runs
+    ``worker.sh``, not Triton's HTTP server).
     """
     config_hash = content_hash(
         {

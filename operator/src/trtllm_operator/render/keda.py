@@ -35,15 +35,19 @@ from trtllm_operator.api.wire import (
 from trtllm_operator.decide.serving_params import OwnerRef
 from trtllm_operator.metrics.prometheus import kv_cache_expr, queue_depth_expr
 from trtllm_operator.render.hpa import behavior, scale_target_ref
+from trtllm_operator.render.leaderworkerset import leaderworkerset_name
 from trtllm_operator.render.serving import child_name
 
 __all__ = ["desired_scaled_object", "pod_name_regex"]
 
 
 def pod_name_regex(name: str) -> str:
-    """PromQL regex for the serving pods' names (PromQL anchors regexes at both ends)."""
+    """PromQL regex for the serving pods' names (PromQL anchors regexes at both ends): the
+    Deployment's pods ``<name>-<replicaset hash>-<5>`` and a LeaderWorkerSet's leaders
+    ``<name>-lws-<group>`` (:func:`~trtllm_operator.render.leaderworkerset.leaderworkerset_name`;
+    its workers ``<name>-lws-<group>-<index>`` export no metrics)."""
     workload = child_name(name)
-    return f"{workload}-[a-z0-9]+-[a-z0-9]{{5}}|{workload}-[0-9]+"
+    return f"{workload}-[a-z0-9]+-[a-z0-9]{{5}}|{leaderworkerset_name(name)}-[0-9]+"
 
 
 def _number(value: float) -> str:

@@ -3,7 +3,7 @@
 The files are settled before rendering
 (:func:`trtllm_operator.decide.triton_config.model_repository_files`: server settings → Triton's
 parameters → ``config.pbtxt`` / ``model.yaml`` texts, refused when a setting is out of range or a
-``${…}`` is left); this module packs them with the launch script.
+``${…}`` is left); this module packs them with the pods' scripts (:mod:`trtllm_operator.render.launch`).
 
 The ConfigMap is **immutable and content-addressed** (``<deployment>-repo-<hash>``), like a
 Kustomize ``configMapGenerator``: a change of server settings or engine creates a new ConfigMap and a
@@ -23,12 +23,11 @@ from typing import Any
 from trtllm_operator.api.wire import COMPONENT_MODEL_REPOSITORY, LABEL_COMPONENT
 from trtllm_operator.decide.serving_params import ServingParams
 from trtllm_operator.decide.triton_config import model_repository_files
+from trtllm_operator.render.launch import launch_files
 from trtllm_operator.render.serving import (
-    LAUNCH_SCRIPT,
     child_name,
     common_labels,
     content_hash,
-    launch_script,
     metadata,
 )
 
@@ -39,9 +38,11 @@ def configmap_key(path: str) -> str:
 
 
 def configmap_data(params: ServingParams, files: Mapping[str, str]) -> dict[str, str]:
-    """``data`` of the ConfigMap: every repository file plus ``launch.sh``."""
+    """``data`` of the ConfigMap: every repository file plus the pods' scripts
+    (:func:`trtllm_operator.render.launch.launch_files`: ``launch.sh``; ``worker.sh`` and
+    ``rank-env.sh`` for a multi-node replica)."""
     data = {configmap_key(path): text for path, text in files.items()}
-    data[LAUNCH_SCRIPT] = launch_script(params, sorted({path.split("/", 1)[0] for path in files}))
+    data.update(launch_files(params, sorted({path.split("/", 1)[0] for path in files})))
     return data
 
 
@@ -68,10 +69,11 @@ def desired_model_repository(params: ServingParams, files: Mapping[str, str] | N
 
 
 def volume_items(configmap: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """``items`` of the pod's ConfigMap volume: each file back at ``model-repository/<path>``."""
+    """``items`` of the pod's ConfigMap volume: each file back at ``model-repository/<path>``, the
+    scripts (``*.sh``, never a repository file: those keys hold ``__``) at the volume's top."""
     items = []
     for key in sorted(configmap["data"]):
-        if key == LAUNCH_SCRIPT:
+        if key.endswith(".sh") and "__" not in key:
             items.append({"key": key, "path": key, "mode": 0o555})
         else:
             items.append({"key": key, "path": "model-repository/" + key.replace("__", "/")})

@@ -9,30 +9,30 @@ from __future__ import annotations
 
 from typing import Any
 
-from trtllm_operator.api.wire import LWS_WORKER_INDEX_LABEL
 from trtllm_operator.decide.serving_params import ServingParams
+from trtllm_operator.render.leaderworkerset import replica_selector
 from trtllm_operator.render.serving import (
     GRPC_PORT,
     HTTP_PORT,
     METRICS_PORT,
     child_name,
     metadata,
-    selector_labels,
 )
 
 
 def desired_service(params: ServingParams) -> dict[str, Any]:
     """``v1`` Service ``<name>`` of ``params.service_type`` selecting the deployment's pods.
 
-    For a LeaderWorkerSet the selector adds the leader-pod label (workers serve no HTTP).
+    For a LeaderWorkerSet the selector adds the leader-pod label (workers serve no HTTP). The name
+    stays ``<name>`` for both shapes; the LeaderWorkerSet is named ``<name>-lws`` so that this
+    Service never takes the name of LWS's headless Service
+    (:mod:`trtllm_operator.render.leaderworkerset`).
     """
     meta = metadata(params, child_name(params.name))
     meta["labels"] = {**params.service_labels, **meta["labels"]}
     if params.service_annotations:
         meta["annotations"] = dict(params.service_annotations)
-    selector = selector_labels(params)
-    if params.multi_node:
-        selector[LWS_WORKER_INDEX_LABEL] = "0"
+    selector = replica_selector(params)
     return {
         "apiVersion": "v1",
         "kind": "Service",

@@ -7,12 +7,13 @@ line (``InferenceRequest`` in ``tensorrt_llm/bench/dataclasses/general.py``; tok
 arbitrary, no tokenizer needed) — then for every sweep value runs::
 
     trtllm-bench --model M [--model_path P] throughput|latency --backend B [--engine_dir E]
-        --dataset D --num_requests N --warmup W --concurrency C [--max_batch_size S] [--streaming]
-        [--kv_cache_free_gpu_mem_fraction F] --report_json R
+        [--tp T --pp P [--ep E]] --dataset D --num_requests N --warmup W --concurrency C
+        [--max_batch_size S] [--streaming] [--kv_cache_free_gpu_mem_fraction F] --report_json R
 
 (options of ``tensorrt_llm/bench/benchmark/throughput.py`` / ``low_latency.py`` at
 000a01de66f0eab4ab05640711f0253f50f5209c; ``latency`` has no ``--max_batch_size`` / ``--streaming``:
-it always streams at batch 1), keeps the report keys of
+it always streams at batch 1; ``--tp/--pp/--ep`` are given for the PyTorch backend only — the
+config's ``world`` —, a TensorRT engine carries its own), keeps the report keys of
 :data:`trtllm_operator.tuning.report.COMPACT_KEYS` and writes the sweep summary
 (:data:`~trtllm_operator.tuning.report.SWEEP_FORMAT`) to the termination message
 (``/dev/termination-log``, 4096 bytes at most; floats keep 4 significant digits; percentiles are
@@ -64,6 +65,11 @@ for pair in cfg["pairs"]:
         cmd += [cfg["mode"], "--backend", cfg["backend"]]
         if cfg.get("engineDir"):
             cmd += ["--engine_dir", cfg["engineDir"]]
+        world = cfg.get("world")
+        if world:
+            cmd += ["--tp", str(world["tp"]), "--pp", str(world["pp"])]
+            if world.get("ep"):
+                cmd += ["--ep", str(world["ep"])]
         cmd += ["--dataset", data, "--num_requests", str(cfg["numRequests"]), "--warmup", str(cfg["warmup"])]
         if cfg["axis"] == "concurrency":
             cmd += ["--concurrency", str(value)]

@@ -1,0 +1,1 @@
+../../../../backends/tensorrtllm/standin_engine.py

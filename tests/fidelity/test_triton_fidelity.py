@@ -1,0 +1,437 @@
+"""Every model repository the builder packages and the operator renders, loaded by a real Triton.
+
+A real ``tritonserver`` 2.51 (``nvidia-pytriton==0.7.0``, ``hack/triton-runtime.sh``) serves the
+artifact the real engine-builder produced on this CPU, with the CPU stand-in for the TensorRT-LLM
+engine (``hack/tritoncpu``, docs/triton-cpu.md) in place of the GPU engine. For each case:
+
+* the repository is laid out by the operator's own rendered ``launch.sh`` (run as a pod runs it,
+  with ``mpirun`` for tensor parallelism 2) from the ConfigMap the operator renders
+  (``render.model_repository``) — or, for ``builder`` cases, from the files the builder packaged
+  in the artifact's ``triton/`` (and its renderer with BLS on);
+* every model comes up READY and the server log holds no error line;
+* a generate request through the ensemble (BLS / the LLM-API model where that is the entry point)
+  returns text; a streaming request returns several responses when the model is decoupled;
+* numerics: greedy generation through Triton equals greedy generation of the source model with
+  transformers for ``none``; for quantized formats the error of the prompt's logits (``return_context_logits``
+  through Triton for the tensorrt backend; the same stand-in loader in-process for the PyTorch
+  backend, whose LLM-API model returns no logits) is measured, printed, and held to the documented
+  tolerance (FP8 ≤ :data:`FP8_LOGIT_TOLERANCE` × max |logit|; docs/triton-cpu.md records all formats).
+
+The cases are generic over what is rendered: they enumerate the models the renderer returns and
+take ``decoupled`` from the rendered ``config.pbtxt`` / ``model.yaml`` themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+pytest.importorskip("modelopt.torch.quantization")
+
+import torch
+
+from engine_builder.package import triton_params
+from engine_builder.pipeline import Options, run
+from engine_builder.spec import BuildSpec
+from engine_builder.tinymodel import make_tiny_model
+from engine_builder.triton import render_trtllm_repository
+from trtllm_operator.decide.engine_spec import PreparedEngine, prepare_engine
+from trtllm_operator.decide.serving_params import ARTIFACT_MOUNT, serving_params
+from trtllm_operator.render.model_repository import desired_model_repository, volume_items
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "hack"))
+import tritoncpu  # noqa: E402
+
+sys.path.insert(0, str(tritoncpu.STANDIN_BACKEND))
+import standin_engine  # noqa: E402
+
+pytestmark = [pytest.mark.slow, pytest.mark.quantize]
+
+#: FP8 logits may differ from the source model's by at most this fraction of the largest |logit|
+#: (e4m3 keeps 3 mantissa bits: ≈ 6 % relative rounding per weight and activation; measured on
+#: the tiny model: 7-8 %, docs/triton-cpu.md).
+FP8_LOGIT_TOLERANCE = 0.15
+SERVING_ROOT = "/artifacts"  # where the builder's packaged files say the artifact is
+PROMPTS = ["The quick brown fox", "Kubernetes runs containers", "A tiny Llama"]
+MAX_TOKENS = 8
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    backend: str
+    fmt: str
+    tp: int
+    source: str  # "operator": the operator's ConfigMap; "builder": the artifact's triton/; "builder-bls"
+    decoupled: bool = False
+
+
+CASES = [
+    Case("tensorrt-none-tp1-operator", "tensorrt", "none", 1, "operator"),
+    Case("tensorrt-fp8-tp2-operator-decoupled", "tensorrt", "fp8", 2, "operator", decoupled=True),
+    Case("tensorrt-int8_sq-tp2-bls-decoupled", "tensorrt", "int8_sq", 2, "builder-bls", decoupled=True),
+    Case("tensorrt-int4_awq-tp2-builder", "tensorrt", "int4_awq", 2, "builder"),
+    Case("tensorrt-w4a8_awq-tp1-bls", "tensorrt", "w4a8_awq", 1, "builder-bls"),
+    Case("pytorch-none-operator", "pytorch", "none", 1, "operator"),
+    Case("pytorch-fp8-operator-decoupled", "pytorch", "fp8", 1, "operator", decoupled=True),
+    Case("pytorch-int4_awq-builder", "pytorch", "int4_awq", 1, "builder"),
+]
+#: Measured logit errors, printed at the end of the module (docs/triton-cpu.md has a table).
+ERRORS: dict[str, float] = {}
+
+
+def engine_doc(backend: str, fmt: str, tp: int) -> dict[str, Any]:
+    quant: dict[str, Any] = {
+        "format": fmt,
+        "calibration": {"numSamples": 4, "batchSize": 2, "maxSeqLength": 32},
+    }
+    if fmt == "fp8":
+        quant["kvCacheDtype"] = "fp8"
+    if fmt == "int8_sq":
+        quant["kvCacheDtype"] = "int8"
+    if fmt in ("int4_awq", "w4a8_awq"):
+        quant["awqBlockSize"] = 64
+    return {
+        "metadata": {"name": f"tiny-{backend}-{fmt}-tp{tp}".replace("_", "-"), "namespace": "fidelity"},
+        "spec": {
+            "model": {"source": "pvc://models/tiny-llama"},
+            "backend": backend,
+            "runtime": {"image": "nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3"},
+            "quantization": quant,
+            "parallelism": {"tensor": tp, "pipeline": 1},
+            "build": {"maxBatchSize": 16, "maxNumTokens": 1024, "maxInputLen": 256, "maxSeqLen": 512},
+            "gpu": {"product": "NVIDIA-H100-80GB-HBM3"},
+            "storage": {"pvc": {"claimName": "engine-store"}},
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def volumes(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("volumes")
+    make_tiny_model(root / "models" / "tiny-llama")
+    return root
+
+
+@dataclass
+class Built:
+    engine: dict[str, Any]
+    artifact: Path
+    spec: BuildSpec
+    manifest: dict[str, Any]
+
+
+_built: dict[tuple[str, str, int], Built] = {}
+
+
+def build(volumes: Path, backend: str, fmt: str, tp: int) -> Built:
+    """Run the real engine-builder (in-process) on the operator's build spec for this LLMEngine."""
+    if (backend, fmt, tp) in _built:
+        return _built[(backend, fmt, tp)]
+    doc = engine_doc(backend, fmt, tp)
+    prepared = prepare_engine(doc["metadata"]["name"], doc["spec"])
+    assert isinstance(prepared, PreparedEngine), prepared
+    store = volumes / "engine-store"
+    spec = prepared.build_spec.model_copy(
+        update={
+            "output": prepared.build_spec.output.model_copy(
+                update={
+                    "artifact_root": str(store),
+                    "termination_log": str(volumes / f"term-{prepared.key[:8]}"),
+                }
+            )
+        }
+    )
+    spec_path = volumes / f"build-{prepared.key[:12]}.yaml"
+    spec_path.write_text(yaml.safe_dump(spec.model_dump(mode="json")))
+    # One work directory per format: the quantize stage (calibration) is shared by both backends
+    # and parallelisms when the builder finds it done.
+    code = run(
+        spec_path,
+        volumes / f"work-{fmt}-{backend}",
+        None,
+        Options(skip_compile=True, pvc_root=str(volumes), serving_root=SERVING_ROOT),
+    )
+    term = json.loads((volumes / f"term-{prepared.key[:8]}").read_text())
+    assert code == 0, term
+    artifact = store / prepared.key
+    doc["status"] = {
+        "engineKey": prepared.key,
+        "phase": "Ready",
+        "artifact": {"uri": f"pvc://engine-store/{prepared.key}"},
+    }
+    built = Built(doc, artifact, spec, json.loads((artifact / "manifest.json").read_text()))
+    _built[(backend, fmt, tp)] = built
+    return built
+
+
+def deployment_doc(engine: dict[str, Any], decoupled: bool) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "fidelity", "namespace": "fidelity", "uid": "0"},
+        "spec": {
+            "engineRef": {"name": engine["metadata"]["name"]},
+            "replicas": 1,
+            "server": {"decoupled": decoupled},
+        },
+    }
+
+
+def repository_files(case: Case, built: Built) -> dict[str, str] | None:
+    """The files the case serves: None = the operator's own render; else the builder's."""
+    if case.source == "operator":
+        return None
+    if case.source == "builder":
+        triton = built.artifact / "triton"
+        return {
+            p.relative_to(triton).as_posix(): p.read_text()
+            for p in sorted(triton.rglob("*"))
+            if p.is_file() and p.suffix in (".pbtxt", ".yaml")
+        }
+    params = triton_params(built.spec, built.manifest["plan"], ARTIFACT_MOUNT).model_copy(
+        update={"include_bls": True, "decoupled": case.decoupled}
+    )
+    files = render_trtllm_repository(params)
+    return {k: v for k, v in files.items() if not k.endswith(".gitkeep")}
+
+
+def declared_decoupled(repo: Path, model: str) -> bool:
+    """Whether ``model``'s rendered config declares decoupled; an ensemble streams when its
+    ``tensorrt_llm`` step does."""
+    text = (repo / ("tensorrt_llm" if model == "ensemble" else model) / "config.pbtxt").read_text()
+    return bool(re.search(r"decoupled\s*:\s*true", text))
+
+
+@dataclass
+class Served:
+    case: Case
+    built: Built
+    server: tritoncpu.Server
+    repo: Path
+    models: list[str]
+
+
+@pytest.fixture(scope="module", params=CASES, ids=[c.id for c in CASES])
+def served(
+    request: pytest.FixtureRequest, volumes: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Served]:
+    case: Case = request.param
+    built = build(volumes, case.backend, case.fmt, case.tp)
+    deployment = deployment_doc(built.engine, case.decoupled)
+    params = serving_params(deployment, built.engine, gpus_per_node=8)
+    files = repository_files(case, built)
+    configmap = desired_model_repository(params, files)
+    work = tmp_path_factory.mktemp(case.id)
+    # A loopback address of its own per case and run, as every pod has its own IP: a server left
+    # over from elsewhere cannot answer in its place.
+    address = f"127.{100 + os.getpid() % 100}.0.{CASES.index(case) + 1}"
+    with socket.socket() as probe:
+        assert probe.connect_ex((address, 8000)) != 0, f"{address}:8000 is already in use"
+    server = tritoncpu.run_launch_script(
+        configmap["data"],
+        volume_items(configmap),
+        built.artifact,
+        address=address,
+        work_dir=work,
+        extra_mounts={SERVING_ROOT: str(built.artifact.parent)},
+    )
+    try:
+        t0 = time.monotonic()
+        server.wait_ready(timeout=300)
+        print(f"\n[fidelity] {case.id}: ready in {time.monotonic() - t0:.1f} s", flush=True)
+        models = sorted({k.split("__", 1)[0] for k in configmap["data"] if "__" in k})
+        yield Served(case, built, server, work / "model-repository", models)
+    finally:
+        server.stop()
+        print(f"----- {case.id}: tritonserver log tail -----\n{server.log_tail(60)}")  # shown on failure
+
+
+def post(url: str, body: dict[str, Any], timeout: float = 60) -> dict[str, Any]:
+    req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return dict(json.loads(resp.read()))
+    except urllib.error.HTTPError as exc:
+        raise AssertionError(f"{url}: HTTP {exc.code}: {exc.read().decode(errors='replace')}") from exc
+
+
+def get(url: str, timeout: float = 30) -> dict[str, Any]:
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
+        return dict(json.loads(resp.read()))
+
+
+def stream(url: str, body: dict[str, Any], timeout: float = 60) -> list[dict[str, Any]]:
+    """Triton's ``generate_stream`` (server-sent events): every ``data:`` event, in order."""
+    req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    events = []
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        for raw in resp:
+            line = raw.decode().strip()
+            if line.startswith("data:"):
+                events.append(json.loads(line[len("data:") :]))
+    return events
+
+
+def entry(served: Served) -> tuple[str, dict[str, Any]]:
+    """The model a client calls and its generate body for ``PROMPTS[0]``."""
+    if served.case.backend == "pytorch":
+        return "tensorrt_llm", {
+            "text_input": PROMPTS[0],
+            "sampling_param_max_tokens": MAX_TOKENS,
+            "sampling_param_top_k": 1,
+        }
+    model = "tensorrt_llm_bls" if "tensorrt_llm_bls" in served.models else "ensemble"
+    return model, {"text_input": PROMPTS[0], "max_tokens": MAX_TOKENS, "top_k": 1}
+
+
+#: Harmless on a CPU-only machine (no CUDA driver): Triton logs it at start (audit §D).
+KNOWN_CPU_LINES = (
+    "CudaDriverHelper has not been initialized",
+    "unable to create stream for ensemble: CUDA driver version is insufficient",
+)
+
+
+def test_every_model_ready_and_no_error_in_the_log(served: Served) -> None:
+    for model in served.models:
+        with urllib.request.urlopen(f"{served.server.url}/v2/models/{model}/ready", timeout=5) as resp:
+            assert resp.status == 200, model
+    log = served.server.log_text()
+    bad = [
+        line
+        for line in log.splitlines()
+        if (
+            re.search(r"(^|\] ?<stderr>:)E\d{4} ", line)
+            or "Traceback" in line
+            or "failed to load" in line.lower()
+        )
+        and not any(k in line for k in KNOWN_CPU_LINES)
+    ]
+    assert not bad, "\n".join(bad[:20])
+    assert "CPU stand-in for the TensorRT-LLM engine" in log  # the stand-in says what it is
+
+
+def test_generate_returns_text(served: Served) -> None:
+    model, body = entry(served)
+    out = post(f"{served.server.url}/v2/models/{model}/generate", body)
+    text = out["text_output"]
+    assert isinstance(text, str) and text.strip(), out
+
+
+def test_streaming_returns_several_responses_when_decoupled(served: Served) -> None:
+    model, body = entry(served)
+    body = {**body, ("streaming" if served.case.backend == "pytorch" else "stream"): True}
+    if served.case.backend == "pytorch":
+        # Audit A4: the LLM-API model applies model.yaml's triton_config only in auto_complete_config()
+        # (TensorRT-LLM triton_backend/all_models/llmapi/tensorrt_llm/1/model.py), which Triton skips
+        # under --disable-auto-complete-config (python_backend src/python_be.cc ModelState::Create):
+        # the rendered config.pbtxt must declare what model.yaml asks for, and this server loaded it.
+        doc = yaml.safe_load((served.repo / "tensorrt_llm" / "1" / "model.yaml").read_text())
+        yaml_decoupled = bool((doc.get("triton_config") or {}).get("decoupled"))
+        assert declared_decoupled(served.repo, "tensorrt_llm") == yaml_decoupled == served.case.decoupled
+        config = get(f"{served.server.url}/v2/models/tensorrt_llm/config")
+        assert bool((config.get("model_transaction_policy") or {}).get("decoupled")) == served.case.decoupled
+        assert config.get("max_batch_size", 0) == 0
+    if not declared_decoupled(served.repo, model):
+        with pytest.raises(urllib.error.HTTPError):
+            stream(f"{served.server.url}/v2/models/{model}/generate_stream", body)
+        return
+    events = stream(f"{served.server.url}/v2/models/{model}/generate_stream", body)
+    texts = [e.get("text_output") for e in events if "error" not in e]
+    assert len(texts) >= 2, events
+    assert not [e for e in events if "error" in e], events
+
+
+@pytest.fixture(scope="module")
+def source_model(volumes: Path) -> Any:
+    from transformers import AutoModelForCausalLM  # noqa: PLC0415
+
+    return AutoModelForCausalLM.from_pretrained(volumes / "models" / "tiny-llama", dtype=torch.float32).eval()
+
+
+def _tokenizer(volumes: Path) -> Any:
+    from transformers import AutoTokenizer  # noqa: PLC0415
+
+    return AutoTokenizer.from_pretrained(volumes / "models" / "tiny-llama")
+
+
+def test_greedy_equals_transformers_for_none_and_logit_error_for_formats(
+    served: Served, source_model: Any, volumes: Path
+) -> None:
+    tok = _tokenizer(volumes)
+    case = served.case
+    worst = 0.0
+    for prompt in PROMPTS:
+        ids = tok.encode(prompt)
+        with torch.no_grad():
+            ref_logits = source_model(torch.tensor([ids])).logits[0]
+            ref = source_model.generate(
+                torch.tensor([ids]),
+                max_new_tokens=MAX_TOKENS,
+                do_sample=False,
+                eos_token_id=None,
+                pad_token_id=0,
+            )[0][len(ids) :].tolist()
+        scale = float(ref_logits.abs().max())
+        if case.backend == "tensorrt":
+            out = post(
+                f"{served.server.url}/v2/models/tensorrt_llm/generate",
+                {
+                    "input_ids": ids,
+                    "input_lengths": [len(ids)],
+                    "request_output_len": [MAX_TOKENS],
+                    "runtime_top_k": [1],
+                    "return_context_logits": [True],
+                    "exclude_input_in_output": [True],
+                },
+            )
+            got_tokens = list(map(int, _flatten(out["output_ids"])))[: out_len(out)]
+            ctx = torch.tensor(out["context_logits"], dtype=torch.float32).reshape(len(ids), -1)
+            err = float((ctx - ref_logits).abs().max())
+        else:
+            text = post(
+                f"{served.server.url}/v2/models/tensorrt_llm/generate",
+                {"text_input": prompt, "sampling_param_max_tokens": MAX_TOKENS, "sampling_param_top_k": 1},
+            )
+            got_tokens = None
+            expect_text = tok.decode(ref, skip_special_tokens=True)
+            if case.fmt == "none":
+                assert text["text_output"] == expect_text, (prompt, text, expect_text)
+            weights = standin_engine.load_checkpoint(str(served.built.artifact / "checkpoint"))
+            pool = standin_engine.BlockPool(64, 32)
+            seq = standin_engine.Sequence(ids)
+            seq.blocks = pool.allocate(pool.blocks_for(len(ids)))
+            err = float(
+                (standin_engine.LlamaRunner(weights, pool).step(seq, all_logits=True) - ref_logits)
+                .abs()
+                .max()
+            )
+        worst = max(worst, err / scale)
+        if case.fmt == "none" and got_tokens is not None:
+            assert got_tokens == ref, (prompt, got_tokens, ref)
+    ERRORS[case.id] = worst
+    print(f"\n[fidelity] {case.id}: max |Δlogit| / max |logit| = {worst:.4f}", flush=True)
+    if case.fmt == "none":
+        assert worst < 1e-2, worst
+    elif case.fmt == "fp8":
+        assert worst <= FP8_LOGIT_TOLERANCE, worst
+
+
+def _flatten(x: Any) -> list[Any]:
+    return [y for v in x for y in _flatten(v)] if isinstance(x, list) else [x]
+
+
+def out_len(out: dict[str, Any]) -> int:
+    return int(_flatten(out["sequence_length"])[0])
