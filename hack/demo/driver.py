@@ -1,14 +1,16 @@
 """``make demo``: trtllm-operator end to end on a local control plane with kwok-simulated GPU nodes.
 
-    hack/demo.sh            run the demo; leaves the control plane, operator and emulator running
+    hack/demo.sh            run the demo; leaves the control plane, operator and Triton servers running
     hack/demo.sh down       stop everything the demo started (by PID), keep .local/demo for reading
 
 Steps (docs/demo.md): local control plane → Helm chart (CRDs, RBAC) and the operator running as
 the chart's ServiceAccount → a real engine-builder run on this CPU for a tiny Llama (FP8 with
 ModelOpt, TP 2 checkpoint, Triton repository, manifest; no trtllm-build, so a partial artifact
 with no compiled engine) → engine cache import (``--allow-partial``) →
-the example LLMEngines and LLMDeployments → load through the Triton metrics emulator and the
-autoscaler's decisions → summary.
+the example LLMEngines and the LLMDeployment ``tiny-chat``, every Ready pod of which gets a real
+``tritonserver`` (2.51 on this CPU, with a CPU stand-in for the TensorRT-LLM engine: docs/triton-cpu.md)
+bound to the pod's IP → a generate request and its text, then real load (tritonclient) and the
+autoscaler's decisions on the servers' real metrics → summary.
 
 Every line shows the elapsed time; each step writes its full output to
 ``<work>/logs/<NN>-<step>.log``. On failure the failing step's log tail (and the operator's) is
@@ -43,6 +45,10 @@ import yaml
 from kubernetes import client, config
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "hack"))
+import tritoncpu  # noqa: E402
+from tritoncpu.load import LoadGenerator  # noqa: E402
+
 WORK = Path(os.environ.get("TRTLLM_DEMO_DIR") or ROOT / ".local" / "demo").resolve()
 CLUSTER_DIR = WORK / "cluster"
 LOGS = WORK / "logs"
@@ -56,11 +62,17 @@ OP_NS = "trtllm-operator"  # the chart's release namespace (the operator's own)
 RELEASE = "trtllm-operator"
 GROUP, VERSION = "llm.trtllm-operator.dev", "v1alpha1"
 TINY_ENGINE, TINY_DEPLOYMENT = "tiny-llama-fp8-tp2", "tiny-chat"
-BIG_ENGINE, BIG_DEPLOYMENT = "llama-3-1-8b-fp8", "chat"
+BIG_ENGINE = "llama-3-1-8b-fp8"
 HF_CONFIG_DIR = ROOT / "tests" / "fixtures" / "model-configs"
 DEPLOYMENT_LABEL = "llm.trtllm-operator.dev/deployment"
-#: Total requests/s the emulator sends to the autoscaled fleet while "under load".
-LOAD_RPS = 30.0
+#: Closed-loop load on tiny-chat: concurrent generate requests of MAX_TOKENS new tokens each. Each
+#: request reserves ceil((prompt + 96) / 32) = 4 of the 32 KV blocks of a replica
+#: (tiny-chat.yaml: maxTokensInPagedKvCache 1024; GUARANTEED_NO_EVICT reserves the whole length),
+#: so 24 in flight fill three replicas' pools.
+LOAD_CONCURRENCY = 24
+LOAD_MAX_TOKENS = 96
+SAMPLE_PROMPT = "The quick brown fox"
+POD_STATE = WORK / "triton-pods.json"
 
 T = TypeVar("T")
 _START = time.monotonic()
@@ -128,7 +140,7 @@ BACKGROUND: dict[str, int] = {}
 
 def wait_for(fn: Callable[[], T | None], *, timeout: float, desc: str, interval: float = 0.5) -> T:
     """Poll ``fn`` until it returns something truthy; StepError naming ``desc`` after ``timeout`` s,
-    or as soon as a background process of the demo (operator, emulator) has exited."""
+    or as soon as a background process of the demo (operator, Triton pod runner) has exited."""
     deadline = time.monotonic() + timeout
     last_exc: Exception | None = None
     while True:
@@ -176,7 +188,7 @@ class Demo:
         self.summary: dict[str, Any] = {"steps": self.steps, "notLanded": [], "simulated": []}
         self.bin_dir: Path | None = None
         self.api: Any = None
-        self.emulator_control: str | None = None
+        self.pod_runner: int | None = None
 
     # -- plumbing -------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -564,9 +576,10 @@ class Demo:
                 show=True,
             )
             say("  (it checks that manifest.json's engineKey is the sha256 of its keyInputs, and the digest)")
-            say("--allow-partial: this artifact has NO compiled engine (compile skipped), so a real Triton")
-            say("with the TensorRT-LLM backend could not load it; without the flag the import is refused.")
-            say("Here kwok simulates the serving pods (nothing loads the artifact), so the demo opts in.")
+            say("--allow-partial: this artifact has NO compiled engine (compile skipped), so Triton's")
+            say("TensorRT-LLM backend on a GPU could not load it; without the flag the import is refused.")
+            say("The demo opts in: its serving pods run a real Triton whose engine is a CPU stand-in that")
+            say("serves the artifact's checkpoint (docs/triton-cpu.md).")
             say(f"an LLMEngine with key {tiny['engineKey'][:12]}… and storage pvc://engine-store is now")
             say("served from this artifact: the operator creates no builder Job for it")
 
@@ -598,12 +611,20 @@ class Demo:
                 "--from-literal=token=not-a-real-token-kwok-runs-no-container",
                 show=True,
             )
-            for name in ("tiny-llama-fp8-tp2.yaml", "tiny-chat.yaml", "llama-3.1-8b-fp8.yaml"):
+            for name in ("tiny-llama-fp8-tp2.yaml", "llama-3.1-8b-fp8.yaml"):
                 self.kubectl(
                     "apply", "-f", str(EXAMPLES / name), show=True, echo=lambda line: "created" in line
                 )
             self._follow_tiny()
             self._follow_big()
+            self._start_pod_runner()
+            self.kubectl(
+                "apply",
+                "-f",
+                str(EXAMPLES / "tiny-chat.yaml"),
+                show=True,
+                echo=lambda line: "created" in line,
+            )
             self._wait_deployments()
 
     def _engine_status(self, name: str) -> dict[str, Any]:
@@ -693,71 +714,103 @@ class Demo:
         }
         self.summary["simulated"].append("8B builder pod completed by kwok from spec.gpu.podAnnotations")
 
-    def _wait_deployments(self) -> None:
-        core = client.CoreV1Api(self.api)
-
-        def ready(name: str) -> dict[str, Any] | None:
-            s: dict[str, Any] = self.custom("llmdeployments", name).get("status") or {}
-            ok = s.get("phase") == "Ready" and (s.get("readyReplicas") or 0) >= 1
-            return s if ok else None
-
-        for name in (TINY_DEPLOYMENT, BIG_DEPLOYMENT):
-            s = wait_for(lambda n=name: ready(n), timeout=90, desc=f"LLMDeployment {name} Ready")
-            pods = core.list_namespaced_pod(NS, label_selector=f"{DEPLOYMENT_LABEL}={name}").items
-            where = ", ".join(f"{p.metadata.name} on {p.spec.node_name} ({p.status.pod_ip})" for p in pods)
-            ready_text = f"{s.get('readyReplicas')}/{s.get('replicas')}"
-            say(f"llmdeployment/{name}: Ready {ready_text}, endpoint {s.get('endpoint')}")
-            say(f"  {where}")
-        say("serving pods are kwok pods: Running and Ready without a container (no Triton process)")
-        say(
-            f"llmdeployment/{TINY_DEPLOYMENT} serves a partial artifact (no compiled engine): allowed only by"
-        )
-        say('  its annotation llm.trtllm-operator.dev/allow-partial-artifact: "true" (simulated clusters')
-        say("  and tests); without it the operator refuses the rollout with reason PartialArtifact")
-        self.summary["simulated"].append("serving pods are kwok pods (no Triton)")
-        self.summary["simulated"].append(
-            f"{TINY_DEPLOYMENT} serves an artifact without a compiled engine (allow-partial-artifact opt-in)"
-        )
-
-    # -- step 6 ---------------------------------------------------------------------------------
-    def autoscaling(self, n: int, total: int) -> None:
-        with self.stage(n, total, "autoscaling", "Autoscaling: load through the Triton metrics emulator"):
-            try:
-                self._autoscaling()
-            except StepError as exc:
-                raise StepError(f"{exc}{_bind_conflicts()}") from exc
-
-    def _autoscaling(self) -> None:
-        control = free_port()
+    def _start_pod_runner(self) -> None:
+        """Real Triton servers for the serving pods (hack/tritoncpu/pods.py), in the background."""
+        rt = tritoncpu.runtime()
         args = [
             sys.executable,
             "-m",
-            "trtllm_operator.emulator",
-            "--follow-namespace",
+            "tritoncpu.pods",
+            "--namespace",
             NS,
-            "--follow-selector",
-            f"{DEPLOYMENT_LABEL}={BIG_DEPLOYMENT}",
+            "--selector",
+            f"{DEPLOYMENT_LABEL}={TINY_DEPLOYMENT}",
             "--kubeconfig",
             str(CLUSTER_DIR / "kubeconfig"),
-            "--control-port",
-            str(control),
+            "--work-dir",
+            str(WORK / "pods"),
+            "--state",
+            str(POD_STATE),
         ]
-        say(f"$ {cmd_line(args)} &")
-        say("  serves Triton's /metrics (nv_trt_llm_request_metrics, nv_trt_llm_kv_cache_block_metrics,")
-        say(f"  …) on each Running pod IP:8002 of llmdeployment/{BIG_DEPLOYMENT}: the operator scrapes it")
-        say("  exactly as it scrapes Triton in production")
-        pid = self.spawn("emulator", args, self.env())
-        self.emulator_control = f"http://127.0.0.1:{control}"
-        self.summary["emulatorControl"] = self.emulator_control
+        say(f"$ PYTHONPATH=hack {cmd_line(args)} &")
+        say("  kwok runs no container: this plays the kubelet for the triton container of every Running")
+        say(f"  pod of llmdeployment/{TINY_DEPLOYMENT}. It runs the pod's own launch.sh from its ConfigMap")
+        say(
+            "  with the artifact PVC's directory, so a real tritonserver (2.51, from nvidia-pytriton; runtime"
+        )
+        say(f"  {cmd_line([str(rt)])}) serves on the pod's IP:8000/8001/8002, and keeps the pod")
+        say("  unready until /v2/health/ready answers, as the readiness probe would.")
+        self.pod_runner = self.spawn("triton-pods", args, self.env(PYTHONPATH=str(ROOT / "hack")))
 
-        def emulating() -> Any:
-            if not _pid_alive(pid):
-                raise StepError("the emulator exited; see its log")
-            state = http_json(f"{self.emulator_control}/state")
-            return state if _addresses(state) else None
+    def pod_state(self) -> dict[str, Any]:
+        try:
+            state: dict[str, Any] = json.loads(POD_STATE.read_text())
+        except (OSError, ValueError):
+            return {"pods": {}, "failed": {}}
+        if state.get("failed"):
+            raise StepError(
+                f"a serving pod's tritonserver failed: {state['failed']}; see logs/triton-pods.log"
+            )
+        return state
 
-        state = wait_for(emulating, timeout=30, desc="the emulator to follow the serving pods")
-        say(f"emulator (pid {pid}) serving {', '.join(a + ':8002' for a in _addresses(state))}")
+    def ready_addresses(self) -> list[str]:
+        """IPs of the serving pods whose real tritonserver is ready (the load's endpoints)."""
+        return sorted(p["address"] for p in self.pod_state()["pods"].values() if p["ready"])
+
+    def _wait_deployments(self) -> None:
+        core = client.CoreV1Api(self.api)
+
+        def ready() -> dict[str, Any] | None:
+            s: dict[str, Any] = self.custom("llmdeployments", TINY_DEPLOYMENT).get("status") or {}
+            ok = s.get("phase") == "Ready" and (s.get("readyReplicas") or 0) >= 1 and self.ready_addresses()
+            return s if ok else None
+
+        s = wait_for(
+            ready, timeout=300, desc=f"LLMDeployment {TINY_DEPLOYMENT} Ready with a real tritonserver"
+        )
+        pods = core.list_namespaced_pod(NS, label_selector=f"{DEPLOYMENT_LABEL}={TINY_DEPLOYMENT}").items
+        servers = self.pod_state()["pods"]
+        for p in pods:
+            srv = servers.get(p.metadata.name) or {}
+            say(
+                f"pod/{p.metadata.name} on {p.spec.node_name} ({p.status.pod_ip}): tritonserver pid "
+                f"{srv.get('pid', '-')}, {'ready' if srv.get('ready') else 'starting'}"
+            )
+        say(
+            f"llmdeployment/{TINY_DEPLOYMENT}: Ready {s.get('readyReplicas')}/{s.get('replicas')}, "
+            f"endpoint {s.get('endpoint')}"
+        )
+        say(
+            f"llmdeployment/{TINY_DEPLOYMENT} serves a partial artifact (no compiled engine): allowed only by"
+        )
+        say('  its annotation llm.trtllm-operator.dev/allow-partial-artifact: "true"; the CPU stand-in')
+        say("  serves the artifact's TP-2 checkpoint (rank0 + rank1, FP8 dequantized), the engine does not")
+        self.summary["tritonPods"] = servers
+        self.summary["simulated"].append(
+            "the TensorRT-LLM engine: a CPU stand-in runs the builder's checkpoint with PyTorch "
+            "(docs/triton-cpu.md)"
+        )
+        self.summary["simulated"].append("kwok plays the kubelets: no container runtime, no GPU")
+
+    # -- step 6 ---------------------------------------------------------------------------------
+    def autoscaling(self, n: int, total: int) -> None:
+        with self.stage(n, total, "autoscaling", "Requests and autoscaling on real Triton servers"):
+            self._request()
+            self._autoscaling()
+
+    def _request(self) -> None:
+        address = self.ready_addresses()[0]
+        body = {"text_input": SAMPLE_PROMPT, "max_tokens": 24}
+        say(f"$ curl -s {address}:8000/v2/models/ensemble/generate -d '{json.dumps(body)}'")
+        out = http_json(f"http://{address}:8000/v2/models/ensemble/generate", "POST", body, timeout=120)
+        text = str(out.get("text_output", ""))
+        say(f"  text_output: {json.dumps(text)}")
+        say("  (the tiny Llama has random weights: the text is real generation, not meaningful)")
+        self.summary["sample"] = {"address": address, "request": body, "text": text}
+        if not text.strip():
+            raise StepError(f"the generate request returned no text: {out}")
+
+    def _autoscaling(self) -> None:
         if not self._autoscaler_landed():
             say("the built-in autoscaler is not in this checkout yet: no scaling shown (not faked)")
             self.summary["notLanded"].append("built-in autoscaler")
@@ -766,37 +819,72 @@ class Demo:
         watcher = DecisionWatcher(self)
         wait_for(
             lambda: self._autoscaling_status() is not None,
-            timeout=30,
-            desc=f"status.autoscaling of llmdeployment/{BIG_DEPLOYMENT} (the autoscaler reading metrics)",
-        )
-        say(f"load: {LOAD_RPS:.0f} requests/s (one replica serves ~10/s: 64 in flight, ~6.6 s each)")
-        say(f"$ curl -X PUT {self.emulator_control}/load -d '{{\"arrivalRate\": {LOAD_RPS:.0f}}}'")
-        http_json(f"{self.emulator_control}/load", "PUT", {"arrivalRate": LOAD_RPS})
-        peak = wait_for(
-            lambda: watcher.poll() >= 3 and watcher.ready >= 3 and watcher.replicas,
-            timeout=120,
-            interval=1.0,
-            desc="the autoscaler to scale up to 3+ ready replicas",
-        )
-        wait_for(
-            lambda: watcher.poll() is not None and watcher.stable(8),
             timeout=60,
-            interval=1.0,
-            desc="replicas to settle under load",
+            desc=f"status.autoscaling of llmdeployment/{TINY_DEPLOYMENT} (the autoscaler reading metrics)",
         )
-        peak = max(peak, watcher.replicas)
-        say("load: 0 requests/s")
-        say(f"$ curl -X PUT {self.emulator_control}/load -d '{{\"arrivalRate\": 0}}'")
-        http_json(f"{self.emulator_control}/load", "PUT", {"arrivalRate": 0})
+        say(
+            f"load: {LOAD_CONCURRENCY} concurrent generate requests ({LOAD_MAX_TOKENS} new tokens each) "
+            "through"
+        )
+        say("  tritonclient to the ready servers, round-robin as a Service would; each holds 4 of a")
+        say("  replica's 32 KV blocks until it finishes, so one replica's pool fills and requests wait")
+        load = LoadGenerator(
+            self.ready_addresses, concurrency=LOAD_CONCURRENCY, max_tokens=LOAD_MAX_TOKENS, max_seconds=420
+        ).start()
+        try:
+            peak = wait_for(
+                lambda: (
+                    watcher.poll() >= 2
+                    and watcher.ready >= 2
+                    and len(self.ready_addresses()) >= 2
+                    and watcher.replicas
+                ),
+                timeout=240,
+                interval=1.0,
+                desc="the autoscaler to scale up to 2+ ready replicas with real servers",
+            )
+            wait_for(
+                lambda: watcher.poll() is not None and watcher.stable(15),
+                timeout=150,
+                interval=1.0,
+                desc="replicas to settle under load",
+            )
+            peak = max(peak, watcher.replicas)
+            self._save_metrics_under_load()
+        finally:
+            load.stop()
+        st = load.stats
+        say(
+            f"load stopped: {st.ok} requests answered, {st.failed} failed"
+            + (f" (last error: {st.last_error})" if st.failed else "")
+        )
+        if st.ok == 0:
+            raise StepError(f"no request of the load was answered: {st.last_error}")
         wait_for(
             lambda: watcher.poll() == 1 and watcher.ready == 1,
-            timeout=150,
+            timeout=240,
             interval=1.0,
             desc="the autoscaler to scale back down to minReplicas 1",
         )
         decisions = watcher.decisions
-        self.summary["autoscaling"] = {"peak": peak, "final": watcher.replicas, "decisions": decisions}
+        self.summary["autoscaling"] = {
+            "peak": peak,
+            "final": watcher.replicas,
+            "decisions": decisions,
+            "load": {"ok": st.ok, "failed": st.failed, "concurrency": LOAD_CONCURRENCY},
+        }
         say(f"scaled 1 → {peak} under load and back to {watcher.replicas}; {len(decisions)} decisions")
+
+    def _save_metrics_under_load(self) -> None:
+        """One real server's /metrics page under load, to ``<work>/metrics-under-load.txt`` (how
+        ``tests/fixtures/triton_metrics_cpu_standin.txt`` is captured: docs/triton-cpu.md)."""
+        address = self.ready_addresses()[0]
+        with urllib.request.urlopen(f"http://{address}:8002/metrics", timeout=10) as resp:
+            page = resp.read().decode()
+        (WORK / "metrics-under-load.txt").write_text(page)
+        for line in page.splitlines():
+            if line.startswith(("nv_trt_llm_request_metrics", "nv_trt_llm_kv_cache_block_metrics")):
+                say("  " + line)
 
     @staticmethod
     def _autoscaler_landed() -> bool:
@@ -812,7 +900,7 @@ class Demo:
         )
 
     def _autoscaling_status(self) -> dict[str, Any] | None:
-        status = self.custom("llmdeployments", BIG_DEPLOYMENT).get("status") or {}
+        status = self.custom("llmdeployments", TINY_DEPLOYMENT).get("status") or {}
         auto: dict[str, Any] | None = status.get("autoscaling")
         return auto
 
@@ -847,7 +935,7 @@ class Demo:
             auto = self.summary.get("autoscaling")
             say("")
             if auto:
-                say(f"autoscaling decisions of llmdeployment/{BIG_DEPLOYMENT} (status.autoscaling):")
+                say(f"autoscaling decisions of llmdeployment/{TINY_DEPLOYMENT} (status.autoscaling):")
                 for d in auto["decisions"]:
                     signals = ", ".join(f"{k} {v:g}" for k, v in (d.get("signals") or {}).items())
                     when = str(d.get("time", ""))[11:19]
@@ -860,7 +948,8 @@ class Demo:
             say(
                 "      ModelOpt FP8, TP-2 checkpoint, Triton repository, manifest), engine cache, scheduling,"
             )
-            say("      metrics scraping and autoscaler decisions")
+            say("      tritonserver 2.51 on every Ready pod (launch.sh, mpirun, ensemble, tokenizer, HTTP,")
+            say("      /metrics), generate requests and load, metrics scraping and autoscaler decisions")
             say("simulated or not run: " + "; ".join(self.summary["simulated"]))
             for item in self.summary["notLanded"]:
                 say(f"not in this checkout yet: {item}")
@@ -873,9 +962,20 @@ class Demo:
         say("trtllm-operator cache list -n trtllm-demo")
         say("kubectl get llm,deploy,pods,jobs -n trtllm-demo -o wide")
         say(f"kubectl describe llmengine {BIG_ENGINE} -n trtllm-demo      # plan, conditions, events")
-        if self.emulator_control:
-            say(f"curl -X PUT {self.emulator_control}/load -d '{{\"arrivalRate\": 25}}'   # load again")
-            say(f"kubectl get llmd {BIG_DEPLOYMENT} -n trtllm-demo -w")
+        sample = self.summary.get("sample")
+        if sample:
+            address = sample["address"]
+            say(
+                f'curl -s {address}:8000/v2/models/ensemble/generate -d \'{{"text_input": "Hello", '
+                '"max_tokens": 32}\''
+            )
+            say(
+                f'curl -sN {address}:8000/v2/models/ensemble/generate_stream -d \'{{"text_input": "Hello", '
+                '"max_tokens": 32, "stream": true}\'   # one event per token'
+            )
+            say(f"curl -s {address}:8002/metrics | grep nv_trt_llm     # what the autoscaler reads")
+            say(f"kubectl get llmd {TINY_DEPLOYMENT} -n trtllm-demo -w")
+            say("  (the Service's ClusterIP is not routed here: no kube-proxy; send to a pod IP)")
         say("operator log: .local/demo/logs/operator.log; every step's output: .local/demo/logs/")
         say("on a real cluster with GPUs: helm install trtllm-operator charts/trtllm-operator \\")
         say("    --namespace trtllm-operator --create-namespace")
@@ -895,7 +995,7 @@ class DecisionWatcher:
         self.history: list[tuple[float, int]] = []
 
     def poll(self) -> int:
-        obj = self.demo.custom("llmdeployments", BIG_DEPLOYMENT)
+        obj = self.demo.custom("llmdeployments", TINY_DEPLOYMENT)
         status = obj.get("status") or {}
         auto = status.get("autoscaling") or {}
         for d in auto.get("lastDecisions") or []:
@@ -941,28 +1041,6 @@ def _wrap_command(argv: list[str], width: int = 88) -> list[str]:
         else:
             lines[-1] += (" " if lines[-1] else "") + word
     return lines
-
-
-def _bind_conflicts() -> str:
-    """A hint when the emulator could not bind a pod's address (some other process holds that
-    loopback address and port; each local cluster has its own pod range, so it is not the demo's)."""
-    try:
-        lines = (LOGS / "emulator.log").read_text(errors="replace").splitlines()
-    except OSError:
-        return ""
-    addresses = sorted({m.group(1) for line in lines if (m := re.search(r"cannot bind ([0-9.]+:\d+)", line))})
-    if not addresses:
-        return ""
-    return (
-        f"; the emulator could not bind {', '.join(addresses)}: another process holds that address and"
-        " port (find it with `ss -ltnp`), stop it and run make demo again"
-    )
-
-
-def _addresses(state: Any) -> list[str]:
-    """Addresses the emulator serves, from its ``GET /state`` document (``endpoints`` by address)."""
-    endpoints = state.get("endpoints") if isinstance(state, dict) else None
-    return sorted(endpoints) if isinstance(endpoints, dict) else []
 
 
 def _bytes(n: float) -> str:
@@ -1013,7 +1091,8 @@ def down(*, quiet: bool = False) -> int:
         marker = next((a for a in argv[1:] if "trtllm" in a), argv[0])
         if _pid_alive(pid) and marker in _cmdline(pid):
             os.kill(pid, signal.SIGTERM)
-            deadline = time.monotonic() + 10
+            # The pod runner stops every tritonserver it started before it exits.
+            deadline = time.monotonic() + (120 if rec_path.stem == "triton-pods" else 10)
             while _pid_alive(pid) and time.monotonic() < deadline:
                 time.sleep(0.1)
             if _pid_alive(pid):
@@ -1025,6 +1104,12 @@ def down(*, quiet: bool = False) -> int:
             left.append(f"{rec_path.stem} (pid {pid})")
         else:
             rec_path.unlink()
+    with contextlib.suppress(OSError, ValueError):  # servers a killed pod runner left behind
+        for name, pod in (json.loads(POD_STATE.read_text()).get("pods") or {}).items():
+            if _pid_alive(int(pod["pid"])) and "tritonserver" in _cmdline(int(pod["pid"])) + "bash":
+                tritoncpu.stop(int(pod["pid"]))
+                if not quiet:
+                    print(f"[demo] stopped the tritonserver of pod/{name} (pid {pod['pid']})", flush=True)
     if (CLUSTER_DIR / "state.json").exists():
         proc = subprocess.run(
             [str(ROOT / "hack" / "local-cluster"), "--work-dir", str(CLUSTER_DIR), "down"],
@@ -1090,7 +1175,7 @@ def run() -> int:
         if st is not None and not interrupted:
             print(f"----- last lines of {st.log_path} -----", file=sys.stderr)
             print(_tail(st.log_path), file=sys.stderr)
-        for name in ("operator", "emulator"):
+        for name in ("operator", "triton-pods"):
             if (LOGS / f"{name}.log").exists() and not interrupted:
                 print(f"----- last lines of {LOGS / f'{name}.log'} -----", file=sys.stderr)
                 print(_tail(LOGS / f"{name}.log", 20), file=sys.stderr)
