@@ -46,7 +46,7 @@ def test_minimal_manifests_are_accepted(cluster: LocalCluster, namespace: str, n
 
 
 def test_every_invalid_manifest_is_rejected_naming_the_field(cluster: LocalCluster, namespace: str) -> None:
-    assert len(CORPUS) >= 40
+    assert len(CORPUS) >= 160
     api = client.CustomObjectsApi(cluster.api)
     problems = []
     for path in CORPUS:

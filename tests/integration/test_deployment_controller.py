@@ -209,6 +209,12 @@ def test_incompatible_or_unplaceable_is_reported_and_nothing_rolls(cluster: Loca
     api.create("llmdeployments", a_deployment("img", "llama-fp8", server={"image": other_image}))
     a100 = {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}}
     api.create("llmdeployments", a_deployment("gpu", "llama-fp8", scheduling=a100))
+    # A required node affinity whose only term excludes the engine's GPU: admitted (the API server
+    # cannot see the engine), refused by the operator with the term's path and the fix.
+    not_h100 = {"key": "nvidia.com/gpu.product", "operator": "NotIn", "values": [H100]}
+    terms = {"nodeSelectorTerms": [{"matchExpressions": [not_h100]}]}
+    affinity = {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": terms}}}
+    api.create("llmdeployments", a_deployment("aff", "llama-fp8", scheduling=affinity))
     api.create("llmdeployments", a_deployment("waiting", "not-built-yet"))
     # 16 ranks > 8 GPUs of an H100 node, and this cluster has no LeaderWorkerSet CRD. (A model the
     # operator has no config.json for: the planner's own multi-node check is skipped.)
@@ -227,6 +233,17 @@ def test_incompatible_or_unplaceable_is_reported_and_nothing_rolls(cluster: Loca
         assert (
             gpu["status"] == "True" and "NVIDIA-A100-SXM4-80GB" in gpu["message"] and H100 in gpu["message"]
         )
+        # The condition names the field and the fix (issue 21).
+        assert gpu["message"].startswith('spec.scheduling.nodeSelector["nvidia.com/gpu.product"]')
+        assert "remove the key from spec.scheduling.nodeSelector" in gpu["message"]
+        assert "remove spec.server.image" in img["message"]
+        aff = wait_for(lambda: api.condition("aff", "EngineIncompatible"), timeout=60, desc="aff condition")
+        assert aff["status"] == "True" and aff["reason"] == "GPUMismatch", aff
+        assert aff["message"].startswith(
+            "spec.scheduling.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+            ".nodeSelectorTerms[0].matchExpressions[0]"
+        ), aff
+        assert "could never be scheduled" in aff["message"] and "allow the engine's product" in aff["message"]
         waiting = wait_for(lambda: api.condition("waiting", "Ready"), timeout=60, desc="waiting condition")
         assert waiting["status"] == "False" and waiting["reason"] == "EngineNotFound"
         assert api.status("img")["phase"] == "Failed"
@@ -239,6 +256,7 @@ def test_incompatible_or_unplaceable_is_reported_and_nothing_rolls(cluster: Loca
         names = {d.metadata.name for d in api.apps.list_namespaced_deployment(api.ns).items}
         assert names == set(), f"nothing may be rolled out, found {names}"
         assert api.pods("img") == [] and api.pods("gpu") == [] and api.pods("big") == []
+        assert api.pods("aff") == []
 
 
 def test_partial_artifact_rolls_out_only_with_the_opt_in(cluster: LocalCluster, api: Api) -> None:

@@ -81,6 +81,10 @@ class EngineBuilder:
         self.body["spec"].setdefault("build", {})["maxBatchSize"] = n
         return self
 
+    def limits(self, **build: int) -> EngineBuilder:
+        self.body["spec"].setdefault("build", {}).update(build)
+        return self
+
     def backoff_limit(self, n: int) -> EngineBuilder:
         self.body["spec"]["gpu"]["backoffLimit"] = n
         return self
@@ -383,6 +387,9 @@ def test_unschedulable_build_says_why(api: Api, operator: None) -> None:
         (lambda e: e.tp(3), "spec.parallelism.tensor"),  # TinyLlama: 32 heads, 4 KV heads
         (lambda e: e.on("NVIDIA-A100-SXM4-80GB"), "spec.quantization.format"),  # FP8 needs SM 89+
         (lambda e: e.on("NVIDIA-Imaginary-9000"), "spec.gpu.product"),
+        # A build limit trtllm-build would silently raise (check_max_num_tokens): operator-side,
+        # since the KV block size is the builder's (docs/api.md "Validation").
+        (lambda e: e.limits(maxNumTokens=16), "spec.build.maxNumTokens"),
     ],
 )
 def test_invalid_spec_fails_naming_the_field_without_a_job(
@@ -391,11 +398,13 @@ def test_invalid_spec_fails_naming_the_field_without_a_job(
     api.create(mutate(an_engine("bad")))
     engine = api.wait_phase("bad", "Failed")
     assert engine["status"]["build"]["reason"] == "InvalidSpec"
-    assert condition(engine, "Ready")["message"].startswith(field)
+    message = condition(engine, "Ready")["message"]
+    assert message.startswith(field)
+    assert "use " in message.lower(), f"the condition names no fix: {message}"
     assert "engineKey" not in engine["status"]
     assert api.jobs() == []
     # fixing the field starts a build (level-based: the next spec change is acted on)
-    api.patch_engine("bad", {"spec": an_engine("bad").tp(1).spec})
+    api.patch_engine("bad", {"spec": {**an_engine("bad").tp(1).spec, "build": {"maxNumTokens": None}}})
     wait_for(api.jobs, desc="builder Job after the fix")
 
 

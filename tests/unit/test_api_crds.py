@@ -9,7 +9,6 @@ import pytest
 import yaml
 
 from trtllm_operator.api import (
-    DEPLOYMENT_PLURAL,
     ENGINE_PLURAL,
     GROUP,
     LLMDeploymentSpec,
@@ -65,10 +64,8 @@ def test_schema_is_structural_and_documented(crd: dict[str, Any]) -> None:
             assert node.get("description"), f"{path} has no description (kubectl explain text)"
         if node.get("x-kubernetes-preserve-unknown-fields"):
             preserve.append(path)
-    # The one justified passthrough: core/v1 Affinity, validated by the API server on pod create.
-    assert preserve == (
-        [".spec.scheduling.affinity"] if crd["spec"]["names"]["plural"] == DEPLOYMENT_PLURAL else []
-    )
+    # No passthrough: core/v1 Affinity is typed (validated and bounded at admission like on the pod).
+    assert preserve == []
 
 
 def test_scale_subresource_and_columns() -> None:

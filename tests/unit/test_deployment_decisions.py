@@ -6,7 +6,9 @@ import pytest
 
 from trtllm_operator.api.wire import ANNOTATION_ALLOW_PARTIAL_ARTIFACT, LABEL_ENGINE_KEY
 from trtllm_operator.decide.compatibility import (
+    NODE_SELECTOR_PRODUCT_FIELD,
     Incompatibility,
+    affinity_incompatibility,
     check_compatibility,
     decide_placement,
     normalize_image,
@@ -57,8 +59,8 @@ def test_normalize_image(ref: str, norm: str) -> None:
         (IMG, H100, "", []),
         (OTHER, None, "", ["spec.server.image"]),
         (OTHER, None, f"{IMG}, other:1", []),  # declared compatible
-        (IMG, A100, "", ["gpu product"]),
-        (OTHER, A100, "", ["spec.server.image", "gpu product"]),
+        (IMG, A100, "", [NODE_SELECTOR_PRODUCT_FIELD]),
+        (OTHER, A100, "", ["spec.server.image", NODE_SELECTOR_PRODUCT_FIELD]),
     ],
 )
 def test_compatibility_gate(server: str, dep_gpu: str | None, compatible: str, fields: list[str]) -> None:
@@ -113,6 +115,67 @@ def test_incompatibility_message_names_both_values() -> None:
     assert (
         "NVIDIA-A100-SXM4-80GB (SM 80)" in gpu.message() and "NVIDIA-H100-80GB-HBM3 (SM 90)" in gpu.message()
     )
+    # Field path and fix, for the condition (issue 21: a message the user can act on).
+    assert gpu.message().startswith('spec.scheduling.nodeSelector["nvidia.com/gpu.product"] is ')
+    assert "remove the key from spec.scheduling.nodeSelector" in gpu.message()
+    assert "remove spec.server.image" in img.message()
+
+
+def _terms(*exprs: list[dict[str, object]]) -> dict[str, object]:
+    terms = [{"matchExpressions": e} for e in exprs]
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
+
+
+LABEL = "nvidia.com/gpu.product"
+ALIASES = ("H100", H100)
+
+
+@pytest.mark.parametrize(
+    ("affinity", "dead"),
+    [
+        (None, None),
+        (_terms([{"key": "zone", "operator": "In", "values": ["a"]}]), None),
+        (_terms([{"key": LABEL, "operator": "In", "values": [H100, A100]}]), None),
+        (_terms([{"key": LABEL, "operator": "In", "values": ["H100"]}]), None),  # an alias still matches
+        (_terms([{"key": LABEL, "operator": "NotIn", "values": ["H100"]}]), None),  # the canonical remains
+        (
+            _terms([{"key": LABEL, "operator": "In", "values": [A100]}]),
+            "nodeSelectorTerms[0].matchExpressions[0]",
+        ),
+        (_terms([{"key": LABEL, "operator": "NotIn", "values": list(ALIASES)}]), "matchExpressions[0]"),
+        (_terms([{"key": LABEL, "operator": "DoesNotExist"}]), "DoesNotExist"),
+        # One live term is enough: terms are ORed.
+        (
+            _terms(
+                [{"key": LABEL, "operator": "In", "values": [A100]}], [{"key": "zone", "operator": "Exists"}]
+            ),
+            None,
+        ),
+        (
+            _terms(
+                [{"key": LABEL, "operator": "In", "values": [A100]}],
+                [
+                    {"key": "zone", "operator": "Exists"},
+                    {"key": LABEL, "operator": "NotIn", "values": [H100, "H100"]},
+                ],
+            ),
+            "nodeSelectorTerms[1].matchExpressions[1]",
+        ),
+    ],
+)
+def test_affinity_that_excludes_the_engine_gpu_is_an_incompatibility(
+    affinity: dict[str, object] | None, dead: str | None
+) -> None:
+    problem = affinity_incompatibility(affinity, ALIASES, LABEL)
+    if dead is None:
+        assert problem is None
+        return
+    assert problem is not None
+    text = problem.message()
+    assert text.startswith(
+        "spec.scheduling.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    )
+    assert dead in text and "could never be scheduled" in text and "allow the engine's product" in text
 
 
 @pytest.mark.parametrize(

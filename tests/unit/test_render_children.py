@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
+from trtllm_operator.decide.compatibility import NODE_SELECTOR_PRODUCT_FIELD
 from trtllm_operator.decide.engine_spec import PreparedEngine, prepare_engine
 from trtllm_operator.decide.serving_params import artifact_location
 from trtllm_operator.render.builder_job import desired_artifact_pvc
@@ -58,7 +59,7 @@ def test_incompatible_image_or_gpu_renders_nothing() -> None:
     dep = copy.deepcopy(deployment)
     dep["spec"]["scheduling"] = {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}}
     out = desired_children(dep, engine, gpus_per_node=8, lws_installed=True)
-    assert [i.field for i in out.incompatibilities] == ["gpu product"] and out.manifests() == []
+    assert [i.field for i in out.incompatibilities] == [NODE_SELECTOR_PRODUCT_FIELD] and out.manifests() == []
     assert "SM 80" in out.incompatibilities[0].message() and "SM 90" in out.incompatibilities[0].message()
     dep["metadata"]["annotations"] = {}
     dep["spec"]["scheduling"] = {}

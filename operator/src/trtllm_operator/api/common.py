@@ -6,41 +6,95 @@ enums as strings, quantities as strings. Field descriptions become ``kubectl exp
 the generated CRD (:mod:`trtllm_operator.api.crd`), so they state units and defaults.
 
 Validation split: pydantic checks types and single-field ranges (these become OpenAPI ``minimum`` /
-``enum`` / ``maxLength`` in the CRD); cross-field rules live as CEL ``x-kubernetes-validations``
-attached with :func:`cel` and are enforced by the API server (pydantic does not re-check them).
+``enum`` / ``maxLength`` in the CRD); every rule that needs a message with a fix, and every
+cross-field rule, is a CEL ``x-kubernetes-validations`` rule attached with :func:`cel` and enforced by
+the API server (pydantic does not re-check cross-field rules). Grammar checks that pydantic should
+also make (names, label keys, quantities) are plain Python validators that share the regular
+expression with the CEL rule, so there is one home for each grammar.
 
-Models ignore unknown keys (``extra="ignore"``): the API server already prunes unknown fields, and
-an operator that meets a field from a newer CRD version must keep running rather than crash.
+**Parity with the children's admission.** Every field the operator copies into a Job, pod template,
+PVC or Service carries the rule Kubernetes applies to it there, so the API server refuses the
+LLMEngine / LLMDeployment itself instead of the child hours later. The grammars are those of
+``k8s.io/apimachinery@v0.34.4`` ``pkg/util/validation/validation.go`` (``IsQualifiedName``,
+``IsValidLabelValue``, ``IsDNS1123Subdomain``, ``IsDNS1035Label``, ``IsConfigMapKey``) and
+``pkg/api/validation/objectmeta.go`` (``ValidateAnnotations``); the field rules are those of
+``k8s.io/kubernetes@v1.34.4`` ``pkg/apis/core/validation/validation.go`` (cited per rule below); the
+version is the one the local control plane and CI run. docs/api.md lists every rule and where it runs.
+
+**Messages.** CEL errors default to ``reason: FieldValueForbidden``: the API server then prints
+``<path>: Forbidden: <message>`` instead of ``Invalid value: "object"`` (it reports the schema *type*
+as the value of a failed CEL rule, apiextensions-apiserver@v0.34.4
+``pkg/apiserver/schema/cel/validation.go`` ``fieldErrorForReason``). Rules that can show the offending
+value do so with a ``messageExpression``; every message says the fix.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
 
+from trtllm_operator.api.wire import (
+    APPARMOR_CONTAINER_ANNOTATION_PREFIX,
+    GPU_PRODUCT_LABEL,
+    GROUP,
+    MIRROR_POD_ANNOTATION,
+    POD_DELETION_COST_ANNOTATION,
+    SECCOMP_CONTAINER_ANNOTATION_PREFIX,
+    SECCOMP_POD_ANNOTATION,
+    TOLERATIONS_ANNOTATION,
+)
+
 #: Key in a JSON schema node that carries CEL rules (Kubernetes ``x-kubernetes-validations``).
 CEL_KEY = "x-kubernetes-validations"
 
 
+FORBIDDEN = "FieldValueForbidden"
+REQUIRED = "FieldValueRequired"
+
+
 def cel(
-    rule: str, message: str, *, field_path: str | None = None, reason: str | None = None
+    rule: str,
+    message: str,
+    *,
+    message_expression: str | None = None,
+    field_path: str | None = None,
+    reason: str = FORBIDDEN,
 ) -> dict[str, str]:
     """One CEL validation rule as it appears in a CRD schema.
 
-    ``field_path`` (e.g. ``".awqBlockSize"``) makes the API server report the error on that child
-    field rather than on the object that carries the rule; ``reason`` is one of ``FieldValueInvalid``
-    (default), ``FieldValueForbidden``, ``FieldValueRequired``, ``FieldValueDuplicate``.
+    ``message`` is the static text (also the fallback when ``message_expression`` fails);
+    ``message_expression`` is a CEL string expression that can show the offending value.
+    ``field_path`` (e.g. ``".awqBlockSize"`` or ``".nodeSelector['nvidia.com/gpu.product']"``) makes
+    the API server report the error on that child field rather than on the object that carries the
+    rule; ``reason`` is ``FieldValueForbidden`` (default: prints ``Forbidden: <message>``) or
+    ``FieldValueRequired`` (prints ``Required value: <message>``).
     """
     out = {"rule": rule, "message": message}
+    if message_expression is not None:
+        out["messageExpression"] = message_expression
     if field_path is not None:
         out["fieldPath"] = field_path
-    if reason is not None:
-        out["reason"] = reason
+    out["reason"] = reason
     return out
+
+
+def lit(text: str) -> str:
+    """``text`` as a single-quoted CEL string literal (backslashes and quotes escaped)."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def mx(template: str, *args: str) -> str:
+    """A CEL ``messageExpression``: ``template`` with its ``%s`` / ``%d`` verbs filled from the CEL
+    expressions ``args`` (Kubernetes' ``strings.format``; ``'…' + string(x)`` cannot be used: the API
+    server estimates the size of ``string(int)`` as unbounded and refuses the CRD for its cost)."""
+    if not args:
+        return lit(template.replace("%%", "%"))
+    return f"{lit(template)}.format([{', '.join(args)}])"
 
 
 def model_config(*rules: dict[str, str]) -> ConfigDict:
@@ -63,21 +117,147 @@ class ApiModel(BaseModel):
     model_config = model_config()
 
 
+def _python_check(pattern: str, what: str, hint: str) -> Callable[[str], str]:
+    """A pydantic validator sharing ``pattern`` with a CEL rule (the operator parses what the API
+    server admitted, so this only fires for objects that bypassed admission)."""
+    compiled = re.compile(pattern)
+
+    def check(value: str) -> str:
+        if not compiled.search(value):
+            raise ValueError(f"{value!r} is not a valid {what}: {hint}")
+        return value
+
+    return check
+
+
+# --- Kubernetes grammars (k8s.io/apimachinery@v0.34.4 pkg/util/validation/validation.go) --------
+
+#: ``dns1123LabelFmt``.
+DNS1123_LABEL_FMT = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+#: ``dns1123SubdomainFmt`` (``IsDNS1123Subdomain``; ≤ 253 characters).
+DNS1123_SUBDOMAIN_FMT = rf"{DNS1123_LABEL_FMT}(\.{DNS1123_LABEL_FMT})*"
+DNS1123_SUBDOMAIN = rf"^{DNS1123_SUBDOMAIN_FMT}$"
+#: ``dns1035LabelFmt`` (``IsDNS1035Label``; ≤ 63 characters): Service names.
+DNS1035_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+#: ``IsQualifiedName``: an optional DNS-1123 subdomain prefix and '/', then a name of ≤ 63 characters
+#: of ``qualifiedNameFmt``. The prefix's 253-character bound is :data:`QUALIFIED_NAME_LENGTHS`.
+QUALIFIED_NAME = rf"^({DNS1123_SUBDOMAIN_FMT}/)?[A-Za-z0-9]([-A-Za-z0-9_.]{{0,61}}[A-Za-z0-9])?$"
+QUALIFIED_NAME_LENGTHS = r"^([^/]{1,253}/)?[^/]+$"
+#: ``IsValidLabelValue`` (≤ 63 characters, may be empty).
+LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+#: ``IsConfigMapKey`` (≤ 253 characters; not ``.``/``..``, no ``..`` prefix: ``hasChDirPrefix``).
+CONFIG_MAP_KEY = r"^[-._a-zA-Z0-9]+$"
+
+KEY_HINT = (
+    "an optional DNS subdomain prefix and '/' (e.g. example.com/), then at most 63 letters, digits, "
+    "'-', '_' or '.', starting and ending with a letter or digit"
+)
+LABEL_VALUE_HINT = (
+    "at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit (or empty)"
+)
+SUBDOMAIN_HINT = (
+    "a lowercase RFC 1123 subdomain: at most 253 lowercase letters, digits, '-' and '.', starting and "
+    "ending with a letter or digit"
+)
+
+
+def qualified_name(expr: str, *, ignore_case: bool = False) -> str:
+    """CEL boolean: the string ``expr`` is a Kubernetes qualified name (``IsQualifiedName``).
+
+    ``ignore_case``: annotation keys, which ``ValidateAnnotations`` lower-cases before checking
+    (apimachinery@v0.34.4 ``pkg/api/validation/objectmeta.go``).
+    """
+    flags = "(?i)" if ignore_case else ""
+    return f"{expr}.matches({lit(flags + QUALIFIED_NAME)}) && {expr}.matches({lit(QUALIFIED_NAME_LENGTHS)})"
+
+
+def label_value(expr: str) -> str:
+    """CEL boolean: the string ``expr`` is a valid label value (the 63-character bound is the schema's)."""
+    return f"{expr}.matches({lit(LABEL_VALUE)})"
+
+
+def dns_subdomain(expr: str) -> str:
+    """CEL boolean: the string ``expr`` is a DNS-1123 subdomain (the 253 bound is the schema's)."""
+    return f"{expr}.matches({lit(DNS1123_SUBDOMAIN)})"
+
+
+def _name_field(what: str, example: str) -> Any:
+    """The ``Field`` of a DNS-1123 subdomain name (an object name the operator puts into a child)."""
+    rule = cel(
+        dns_subdomain("self"),
+        f"must be a valid {what}: {SUBDOMAIN_HINT}, e.g. {example}",
+        message_expression=mx(f'"%s" is not a valid {what}: {SUBDOMAIN_HINT}, e.g. {example}', "self"),
+    )
+    extra: dict[str, JsonValue] = {CEL_KEY: [dict(rule)]}
+    return Field(min_length=1, max_length=253, json_schema_extra=extra)
+
+
+#: Kubernetes object name (DNS-1123 subdomain): Secrets, PVCs, LLMEngines.
+ObjectName = Annotated[
+    str,
+    AfterValidator(_python_check(DNS1123_SUBDOMAIN, "object name", SUBDOMAIN_HINT)),
+    _name_field("object name", "my-secret"),
+]
+#: ``priorityClassName``, ``runtimeClassName``, ``storageClassName``: ``ValidatePriorityClassName``,
+#: ``ValidateRuntimeClassName`` (core validation.go) and ``ValidateClassName`` (StorageClass) are all
+#: ``NameIsDNSSubdomain``.
+ClassName = Annotated[
+    str,
+    AfterValidator(_python_check(DNS1123_SUBDOMAIN, "class name", SUBDOMAIN_HINT)),
+    _name_field("class name", "nvidia"),
+]
+
+
 # --- quantities --------------------------------------------------------------------------------
 
 # Kubernetes resource.Quantity grammar (k8s.io/apimachinery/pkg/api/resource/quantity.go).
-_QUANTITY_RE = re.compile(
+QUANTITY_PATTERN = re.compile(
     r"^[+-]?(\d+(\.\d*)?|\.\d+)(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?(\d+(\.\d*)?|\.\d+)))?$"
 )
 
 
 def _check_quantity(value: str) -> str:
-    if not _QUANTITY_RE.match(value):
+    if not QUANTITY_PATTERN.match(value):
         raise ValueError(f"{value!r} is not a Kubernetes quantity (examples: 500m, 8, 64Gi, 1.5Ti)")
     return value
 
 
-#: A Kubernetes quantity as a string ("500m", "64Gi"). Checked by pydantic and by CEL ``isQuantity``.
+_QUANTITY_SYNTAX = cel(
+    "isQuantity(self)",
+    "must be a Kubernetes quantity such as 500m, 8, 64Gi or 1.5Ti",
+    message_expression=mx(
+        '"%s" is not a Kubernetes quantity: use a number with an optional suffix such as 500m, 8, 64Gi '
+        "or 1.5Ti",
+        "self",
+    ),
+)
+
+#: CPU cores as a Kubernetes quantity (``"8"``, ``"500m"``). Container resource values must not be
+#: negative (``ValidateResourceQuantityValue``, core validation.go); zero is refused too (leave the
+#: field unset for no request).
+CPUQuantity = Annotated[
+    str,
+    AfterValidator(_check_quantity),
+    Field(
+        max_length=64,
+        json_schema_extra={
+            CEL_KEY: [
+                _QUANTITY_SYNTAX,
+                cel(
+                    "!isQuantity(self) || quantity(self).isGreaterThan(quantity('0'))",
+                    "must be greater than 0; leave the field unset for no CPU request",
+                    message_expression=mx(
+                        'CPU "%s" must be greater than 0; leave the field unset for no CPU request', "self"
+                    ),
+                ),
+            ]
+        },
+    ),
+]
+
+#: Bytes as a Kubernetes quantity (``"64Gi"``). Besides ``ValidateResourceQuantityValue`` (not
+#: negative; PVC storage and emptyDir ``sizeLimit`` likewise), values below 1Mi are refused: no
+#: container starts with less, and ``m`` is milli (``500m`` is half a byte), a common slip for ``Mi``.
 Quantity = Annotated[
     str,
     AfterValidator(_check_quantity),
@@ -85,22 +265,215 @@ Quantity = Annotated[
         max_length=64,
         json_schema_extra={
             CEL_KEY: [
+                _QUANTITY_SYNTAX,
                 cel(
-                    "isQuantity(self)",
-                    "must be a Kubernetes quantity such as 500m, 8, 64Gi or 1.5Ti",
+                    "!isQuantity(self) || quantity(self).compareTo(quantity('1Mi')) >= 0",
+                    "must be at least 1Mi; the suffix m means milli (500m is half a byte): write Mi or Gi",
+                    message_expression=mx(
+                        '"%s" is less than 1Mi of bytes; the suffix m means milli (500m is half a byte): '
+                        "write Mi or Gi, e.g. 64Gi",
+                        "self",
+                    ),
+                ),
+            ]
+        },
+    ),
+]
+
+
+# --- labels, annotations, node selectors --------------------------------------------------------
+
+
+def _bad_keys(pred: str) -> str:
+    """CEL list: the map keys failing ``pred`` (over ``k``); ``format`` prints it as ``["a", "b"]``
+    (``join`` cannot be used: its result has an unbounded estimated size)."""
+    return f"self.filter(k, !({pred}))"
+
+
+#: A label value (``IsValidLabelValue``).
+LabelValue = Annotated[
+    str,
+    AfterValidator(_python_check(LABEL_VALUE, "label value", LABEL_VALUE_HINT)),
+    Field(
+        max_length=63,
+        json_schema_extra={
+            CEL_KEY: [
+                cel(
+                    label_value("self"),
+                    f"must be a valid label value: {LABEL_VALUE_HINT}",
+                    message_expression=mx(f'"%s" is not a valid label value: {LABEL_VALUE_HINT}', "self"),
                 )
             ]
         },
     ),
 ]
 
-#: Kubernetes object name (DNS-1123 subdomain).
-DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-ObjectName = Annotated[str, Field(min_length=1, max_length=253, pattern=DNS1123_SUBDOMAIN)]
+#: Labels (and node selectors): ``ValidateLabels`` (apimachinery@v0.34.4
+#: ``pkg/apis/meta/v1/validation/validation.go``): qualified-name keys, label values. At most 64.
+Labels = Annotated[
+    dict[str, LabelValue],
+    Field(
+        max_length=64,
+        json_schema_extra={
+            CEL_KEY: [
+                cel(
+                    f"self.all(k, {qualified_name('k')})",
+                    f"every key must be a qualified name: {KEY_HINT}",
+                    message_expression=mx(
+                        f"invalid key(s) %s: a label key is {KEY_HINT}", _bad_keys(qualified_name("k"))
+                    ),
+                )
+            ]
+        },
+    ),
+]
 
-#: Label/annotation maps. Keys and values are checked again by the API server when the operator
-#: copies them onto pods; the bounds here keep CEL cost estimates finite.
-StringMap = Annotated[dict[str, str], Field(max_length=64)]
+#: Bytes all annotations of an object may take (``TotalAnnotationSizeLimitB``, objectmeta.go), less
+#: 1 KiB kept for the annotations the operator adds itself (engine key, config hash).
+ANNOTATIONS_BYTES = 256 * 1024 - 1024
+
+_ANNOTATION_SIZE = cel(
+    f"self.map(k, size(k) + size(self[k])).sum() <= {ANNOTATIONS_BYTES}",
+    f"annotations may take at most {ANNOTATIONS_BYTES} bytes in all (keys plus values; Kubernetes "
+    "allows 256 KiB per object and the operator adds its own); shorten or drop some",
+    message_expression=mx(
+        f"annotations take %d bytes; at most {ANNOTATIONS_BYTES} are allowed (keys plus values; "
+        "Kubernetes allows 256 KiB per object and the operator adds its own): shorten or drop some",
+        "self.map(k, size(k) + size(self[k])).sum()",
+    ),
+)
+_ANNOTATION_KEYS = cel(
+    f"self.all(k, {qualified_name('k', ignore_case=True)})",
+    f"every key must be a qualified name: {KEY_HINT}",
+    message_expression=mx(
+        f"invalid key(s) %s: an annotation key is {KEY_HINT}",
+        _bad_keys(qualified_name("k", ignore_case=True)),
+    ),
+)
+
+#: One annotation value: at most 8 KiB here (Kubernetes bounds only the 256 KiB total); the bound keeps
+#: the CEL rules that read values (seccomp, AppArmor, deletion cost) within the API server's cost budget.
+AnnotationValue = Annotated[str, Field(max_length=8192)]
+
+#: Annotations on an object the operator creates (a Service): ``ValidateAnnotations``.
+Annotations = Annotated[
+    dict[str, AnnotationValue],
+    Field(max_length=64, json_schema_extra={CEL_KEY: [_ANNOTATION_KEYS, _ANNOTATION_SIZE]}),
+]
+
+#: ``ValidateSeccompProfile``: runtime/default, docker/default, unconfined, or localhost/<relative
+#: path without '..' segments> (``validateLocalDescendingPath``).
+_SECCOMP_PROFILE = r"^(runtime/default|docker/default|unconfined|localhost/[^/].*)$"
+_BACKSTEP = r"(^|/)\.\.(/|$)"
+
+
+_SECCOMP_KEY = (
+    f"k == {lit(SECCOMP_POD_ANNOTATION)} || k.startsWith({lit(SECCOMP_CONTAINER_ANNOTATION_PREFIX)})"
+)
+
+
+def _seccomp_ok(expr: str) -> str:
+    return f"({expr}.matches({lit(_SECCOMP_PROFILE)}) && !{expr}.matches({lit(_BACKSTEP)}))"
+
+
+def apparmor_containers_rule(field: str, containers: tuple[str, ...]) -> dict[str, str]:
+    """CEL rule for an object whose pod annotations are at ``field``: a per-container AppArmor
+    annotation must name one of ``containers`` ("container not found" on the pod otherwise)."""
+    names = "[" + ", ".join(lit(APPARMOR_CONTAINER_ANNOTATION_PREFIX + c) for c in containers) + "]"
+    pred = f"k.startsWith({lit(APPARMOR_CONTAINER_ANNOTATION_PREFIX)}) && !(k in {names})"
+    return cel(
+        f"!has(self.{field}) || !self.{field}.exists(k, {pred})",
+        f"an AppArmor annotation must name a container of the pod: {', '.join(containers)}",
+        message_expression=mx(
+            f"%s name no container of the pod; the containers are {', '.join(containers)} "
+            f"(e.g. {APPARMOR_CONTAINER_ANNOTATION_PREFIX}{containers[0]})",
+            f"self.{field}.filter(k, {pred})",
+        ),
+        field_path=f".{field}",
+    )
+
+
+_POD_ANNOTATION_RULES = [
+    cel(
+        f"!({lit(TOLERATIONS_ANNOTATION)} in self)",
+        f"{TOLERATIONS_ANNOTATION} is a legacy annotation the scheduler does not read (tolerations are "
+        "a pod field): set the tolerations field of this object instead",
+    ),
+    cel(
+        f"!({lit(MIRROR_POD_ANNOTATION)} in self)",
+        f"{MIRROR_POD_ANNOTATION} marks static (mirror) pods and needs spec.nodeName, which the "
+        "operator never sets; remove it",
+    ),
+    cel(
+        f"!({lit(POD_DELETION_COST_ANNOTATION)} in self) || "
+        f"(self[{lit(POD_DELETION_COST_ANNOTATION)}].matches('^(0|[1-9][0-9]{{0,9}}|-0*[0-9]{{1,10}})$') && "
+        f"int(self[{lit(POD_DELETION_COST_ANNOTATION)}]) >= -2147483648 && "
+        f"int(self[{lit(POD_DELETION_COST_ANNOTATION)}]) <= 2147483647)",
+        f"{POD_DELETION_COST_ANNOTATION} must be a 32-bit integer without a + sign or leading zeros, "
+        "e.g. 100 or -5",
+        message_expression=mx(
+            f'{POD_DELETION_COST_ANNOTATION} "%s" must be a 32-bit integer without a + sign or leading '
+            "zeros, e.g. 100 or -5",
+            f"self[{lit(POD_DELETION_COST_ANNOTATION)}]",
+        ),
+    ),
+    cel(
+        f"self.all(k, !({_SECCOMP_KEY}) || {_seccomp_ok('self[k]')})",
+        "a seccomp annotation must be runtime/default, docker/default, unconfined or "
+        "localhost/<relative path without '..'>; better, leave seccomp to the pod security defaults",
+        message_expression=mx(
+            "invalid seccomp profile in %s: use runtime/default, docker/default, unconfined or "
+            "localhost/<relative path without ..>",
+            f"self.filter(k, (k == {lit(SECCOMP_POD_ANNOTATION)} || k.startsWith("
+            f"{lit(SECCOMP_CONTAINER_ANNOTATION_PREFIX)})) && !{_seccomp_ok('self[k]')})",
+        ),
+    ),
+    cel(
+        f"self.all(k, !k.startsWith({lit(APPARMOR_CONTAINER_ANNOTATION_PREFIX)}) || self[k] == '' || "
+        "self[k] == 'runtime/default' || self[k] == 'unconfined' || self[k].startsWith('localhost/'))",
+        "an AppArmor annotation must be runtime/default, unconfined or localhost/<profile>",
+        message_expression=mx(
+            "invalid AppArmor profile in %s: use runtime/default, unconfined or localhost/<profile>",
+            f"self.filter(k, k.startsWith({lit(APPARMOR_CONTAINER_ANNOTATION_PREFIX)}) && !(self[k] == '' || "
+            "self[k] == 'runtime/default' || self[k] == 'unconfined' || self[k].startsWith('localhost/')))",
+        ),
+    ),
+    cel(
+        f"self.all(k, !k.startsWith({lit(GROUP + '/')}))",
+        f"keys under {GROUP}/ are set by the operator (engine key, config hash); use another prefix",
+        message_expression=mx(
+            f"annotation(s) %s are set by the operator ({GROUP}/ is its prefix); use another prefix",
+            f"self.filter(k, k.startsWith({lit(GROUP + '/')}))",
+        ),
+    ),
+]
+
+#: Annotations on pods the operator creates: ``ValidateAnnotations`` plus the pod-specific rules.
+PodAnnotations = Annotated[
+    dict[str, AnnotationValue],
+    Field(
+        max_length=64,
+        json_schema_extra={CEL_KEY: [_ANNOTATION_KEYS, _ANNOTATION_SIZE, *_POD_ANNOTATION_RULES]},
+    ),
+]
+
+
+def reserved_label_keys_rule(keys: tuple[str, ...], field_path: str) -> dict[str, str]:
+    """CEL rule for an object with a labels map at ``field_path``: no key the operator sets itself
+    (``keys`` or any under :data:`GROUP`) — the operator's value would silently win."""
+    keys_list = "[" + ", ".join(lit(k) for k in keys) + "]"
+    field = field_path.lstrip(".")
+    pred = f"k in {keys_list} || k.startsWith({lit(GROUP + '/')})"
+    return cel(
+        f"!has(self.{field}) || !self.{field}.exists(k, {pred})",
+        f"{', '.join(keys)} and keys under {GROUP}/ are set by the operator (its values win); use other keys",
+        message_expression=mx(
+            f"label(s) %s are set by the operator and would be overwritten ({', '.join(keys)} and "
+            f"{GROUP}/*); use other keys",
+            f"self.{field}.filter(k, {pred})",
+        ),
+        field_path=field_path,
+    )
 
 
 # --- conditions --------------------------------------------------------------------------------
@@ -164,25 +537,60 @@ class SecretKeyRef(ApiModel):
     operator reads only the Secret's metadata; the kubelet injects the value into the pods that
     need it."""
 
-    name: ObjectName = Field(description="Name of the Secret, in the same namespace.")
-    key: str = Field(
-        min_length=1,
-        max_length=253,
-        pattern=r"^[-._a-zA-Z0-9]+$",
-        description="Key inside the Secret.",
+    model_config = model_config(
+        # secretKeyRef in a container env (core validation.go validateSecretKeySelector →
+        # IsConfigMapKey, including hasChDirPrefix).
+        cel(
+            f"self.key.matches({lit(CONFIG_MAP_KEY)}) && self.key != '.' && !self.key.startsWith('..')",
+            "key must consist of letters, digits, '-', '_' or '.', and must not be '.' or start with "
+            "'..'; e.g. HF_TOKEN or token",
+            message_expression=mx(
+                'key "%s" is not a valid Secret key: use letters, digits, -, _ or . (not a lone . and '
+                "not starting with ..), e.g. HF_TOKEN",
+                "self.key",
+            ),
+            field_path=".key",
+        ),
     )
+
+    name: ObjectName = Field(description="Name of the Secret, in the same namespace.")
+    key: str = Field(min_length=1, max_length=253, description="Key inside the Secret.")
 
 
 # --- scheduling --------------------------------------------------------------------------------
 
 
 class Toleration(ApiModel):
-    """A pod toleration (same shape and meaning as ``core/v1 Toleration``)."""
+    """A pod toleration (same shape and meaning as ``core/v1 Toleration``); the rules are
+    ``ValidateTolerations`` (core validation.go, v1.34.4)."""
 
     model_config = model_config(
         cel(
+            f"!has(self.key) || self.key == '' || ({qualified_name('self.key')})",
+            f"key must be a qualified name: {KEY_HINT}",
+            message_expression=mx(
+                f'key "%s" is not a valid taint key: {KEY_HINT}, e.g. nvidia.com/gpu', "self.key"
+            ),
+            field_path=".key",
+        ),
+        cel(
+            "(has(self.key) && self.key != '') || self.operator == 'Exists'",
+            "an empty key matches every taint only with operator Exists; set key or operator: Exists",
+            field_path=".operator",
+        ),
+        cel(
             "self.operator != 'Exists' || !has(self.value) || self.value == ''",
             "value must be empty when operator is Exists; remove value or use operator Equal",
+            message_expression=mx(
+                'value "%s" must be empty when operator is Exists; remove value or use operator Equal',
+                "self.value",
+            ),
+            field_path=".value",
+        ),
+        cel(
+            f"self.operator != 'Equal' || !has(self.value) || {label_value('self.value')}",
+            f"value must be a valid label value: {LABEL_VALUE_HINT}",
+            message_expression=mx(f'value "%s" is not a valid taint value: {LABEL_VALUE_HINT}', "self.value"),
             field_path=".value",
         ),
         cel(
@@ -207,21 +615,291 @@ class Toleration(ApiModel):
     )
     toleration_seconds: int | None = Field(
         default=None,
+        ge=0,
+        le=2**31 - 1,
         description="Seconds the pod stays bound after a NoExecute taint appears (unset = forever).",
     )
 
 
 Tolerations = Annotated[list[Toleration], Field(max_length=32)]
 
-#: Affinity is passed through verbatim to the pod template. ``core/v1 Affinity`` is a deep schema
-#: (node/pod affinity and anti-affinity, label selectors, topology terms) that the operator never
-#: interprets; the API server validates it fully when the pod is created, and the operator reports
-#: that error in a condition. Typing it here would copy ~300 lines of core schema and pin one
-#: Kubernetes version; this is the one justified use of x-kubernetes-preserve-unknown-fields.
-Affinity = Annotated[
-    dict[str, Any],
-    Field(json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}),
+
+# --- affinity (core/v1 Affinity, typed; rules from core validation.go validateAffinity) ----------
+
+NodeSelectorOperator = Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
+LabelSelectorOperator = Literal["In", "NotIn", "Exists", "DoesNotExist"]
+
+#: Qualified-name string (label keys, topology keys): ``ValidateLabelName``.
+LabelKey = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=316,
+        json_schema_extra={
+            CEL_KEY: [
+                cel(
+                    qualified_name("self"),
+                    f"must be a qualified name: {KEY_HINT}",
+                    message_expression=mx(
+                        f'"%s" is not a valid label key: {KEY_HINT}, e.g. topology.kubernetes.io/zone', "self"
+                    ),
+                )
+            ]
+        },
+    ),
 ]
+
+_VALUES_BY_OPERATOR = [
+    cel(
+        "!(self.operator in ['In', 'NotIn']) || (has(self.values) && size(self.values) > 0)",
+        "values must be set when operator is In or NotIn",
+        field_path=".values",
+        reason=REQUIRED,
+    ),
+    cel(
+        "!(self.operator in ['Exists', 'DoesNotExist']) || !has(self.values) || size(self.values) == 0",
+        "values must be empty when operator is Exists or DoesNotExist; remove values",
+        field_path=".values",
+    ),
+]
+
+
+_GT_LT_ONE_VALUE = cel(
+    "!(self.operator in ['Gt', 'Lt']) || (has(self.values) && size(self.values) == 1)",
+    "exactly one value (an integer) is needed when operator is Gt or Lt",
+    field_path=".values",
+)
+_VALUES_ARE_LABEL_VALUES = cel(
+    f"!has(self.values) || self.values.all(v, {label_value('v')})",
+    f"every value must be a valid label value: {LABEL_VALUE_HINT}",
+    message_expression=mx(
+        f"invalid label value(s) %s: {LABEL_VALUE_HINT}", f"self.values.filter(v, !({label_value('v')}))"
+    ),
+    field_path=".values",
+)
+#: Label values of a selector requirement (at most 64, each at most 63 characters).
+_Values = Annotated[list[Annotated[str, Field(max_length=63)]], Field(max_length=64)]
+
+
+class NodeSelectorRequirement(ApiModel):
+    """``core/v1 NodeSelectorRequirement`` (``ValidateNodeSelectorRequirement``): In/NotIn need values,
+    Exists/DoesNotExist take none, Gt/Lt take exactly one; the key is a label key."""
+
+    model_config = model_config(
+        *_VALUES_BY_OPERATOR,
+        _GT_LT_ONE_VALUE,
+    )
+
+    key: LabelKey = Field(description="The node label key.")
+    operator: NodeSelectorOperator = Field(description="In, NotIn, Exists, DoesNotExist, Gt or Lt.")
+    values: _Values | None = Field(default=None, description="Label values (one integer for Gt/Lt).")
+
+
+class RequiredNodeSelectorRequirement(NodeSelectorRequirement):
+    """A node selector requirement of a *required* term: its values must be valid label values
+    (``ValidateNodeSelectorRequirement`` without ``allowInvalidLabelValueInRequiredNodeAffinity``)."""
+
+    model_config = model_config(
+        *_VALUES_BY_OPERATOR,
+        _GT_LT_ONE_VALUE,
+        _VALUES_ARE_LABEL_VALUES,
+        cel(
+            f"self.key != {lit(GPU_PRODUCT_LABEL)} || self.operator != 'DoesNotExist'",
+            f"this term can never match: the operator requires {GPU_PRODUCT_LABEL} In [the engine's "
+            "gpu.product] in every required term; remove this requirement",
+            field_path=".operator",
+        ),
+    )
+
+
+class NodeFieldSelectorRequirement(ApiModel):
+    """``matchFields`` (``ValidateNodeFieldSelectorRequirement``): key ``metadata.name``, In or NotIn,
+    exactly one node name."""
+
+    model_config = model_config(
+        cel(
+            "size(self.values) == 1",
+            "exactly one node name is needed in matchFields",
+            field_path=".values",
+        ),
+        cel(
+            f"self.values.all(v, {dns_subdomain('v')})",
+            f"values must be node names: {SUBDOMAIN_HINT}",
+            field_path=".values",
+        ),
+    )
+
+    key: Literal["metadata.name"] = Field(description="The only node field: metadata.name.")
+    operator: Literal["In", "NotIn"] = Field(description="In or NotIn.")
+    values: Annotated[list[Annotated[str, Field(max_length=253)]], Field(max_length=1)] = Field(
+        description="One node name."
+    )
+
+
+class NodeSelectorTerm(ApiModel):
+    """``core/v1 NodeSelectorTerm``: requirements ANDed."""
+
+    match_expressions: Annotated[list[NodeSelectorRequirement], Field(max_length=16)] | None = Field(
+        default=None, description="Node label requirements."
+    )
+    match_fields: Annotated[list[NodeFieldSelectorRequirement], Field(max_length=4)] | None = Field(
+        default=None, description="Node field requirements (metadata.name)."
+    )
+
+
+class RequiredNodeSelectorTerm(ApiModel):
+    """A required ``NodeSelectorTerm`` (values must be valid label values)."""
+
+    match_expressions: Annotated[list[RequiredNodeSelectorRequirement], Field(max_length=16)] | None = Field(
+        default=None, description="Node label requirements."
+    )
+    match_fields: Annotated[list[NodeFieldSelectorRequirement], Field(max_length=4)] | None = Field(
+        default=None, description="Node field requirements (metadata.name)."
+    )
+
+
+class NodeSelector(ApiModel):
+    """``core/v1 NodeSelector``: terms ORed (``ValidateNodeSelector``: at least one term). The operator
+    adds its GPU-product requirement to every term."""
+
+    node_selector_terms: Annotated[list[RequiredNodeSelectorTerm], Field(min_length=1, max_length=8)] = Field(
+        description="Terms, ORed; a node must match one."
+    )
+
+
+class PreferredSchedulingTerm(ApiModel):
+    """``core/v1 PreferredSchedulingTerm`` (``ValidatePreferredSchedulingTerms``: weight 1–100)."""
+
+    weight: int = Field(ge=1, le=100, description="Weight in the range 1-100.")
+    preference: NodeSelectorTerm = Field(description="The node selector term.")
+
+
+class NodeAffinity(ApiModel):
+    """``core/v1 NodeAffinity``."""
+
+    required_during_scheduling_ignored_during_execution: NodeSelector | None = Field(
+        default=None, description="Hard node requirements."
+    )
+    preferred_during_scheduling_ignored_during_execution: (
+        Annotated[list[PreferredSchedulingTerm], Field(max_length=16)] | None
+    ) = Field(default=None, description="Soft node preferences.")
+
+
+class LabelSelectorRequirement(ApiModel):
+    """``metav1.LabelSelectorRequirement`` (``ValidateLabelSelectorRequirement``)."""
+
+    model_config = model_config(
+        *_VALUES_BY_OPERATOR,
+        _VALUES_ARE_LABEL_VALUES,
+    )
+
+    key: LabelKey = Field(description="The label key.")
+    operator: LabelSelectorOperator = Field(description="In, NotIn, Exists or DoesNotExist.")
+    values: _Values | None = Field(default=None, description="Label values.")
+
+
+class LabelSelector(ApiModel):
+    """``metav1.LabelSelector`` (``ValidateLabelSelector``)."""
+
+    match_labels: Labels | None = Field(default=None, description="Labels that must all match.")
+    match_expressions: Annotated[list[LabelSelectorRequirement], Field(max_length=16)] | None = Field(
+        default=None, description="Label requirements, ANDed."
+    )
+
+
+_LABEL_KEYS_LIST = Annotated[list[LabelKey], Field(max_length=16)]
+
+
+class PodAffinityTerm(ApiModel):
+    """``core/v1 PodAffinityTerm`` (``validatePodAffinityTerm``: a qualified-name topologyKey,
+    DNS-1123 label namespaces, match/mismatchLabelKeys only with a labelSelector and never in both)."""
+
+    model_config = model_config(
+        cel(
+            "has(self.labelSelector) || ((!has(self.matchLabelKeys) || size(self.matchLabelKeys) == 0) && "
+            "(!has(self.mismatchLabelKeys) || size(self.mismatchLabelKeys) == 0))",
+            "matchLabelKeys and mismatchLabelKeys need a labelSelector; set labelSelector or remove them",
+            field_path=".labelSelector",
+            reason=REQUIRED,
+        ),
+        cel(
+            "!has(self.matchLabelKeys) || !has(self.mismatchLabelKeys) || "
+            "!self.matchLabelKeys.exists(k, k in self.mismatchLabelKeys)",
+            "a key cannot be in both matchLabelKeys and mismatchLabelKeys; remove it from one",
+            field_path=".matchLabelKeys",
+        ),
+        cel(
+            "!has(self.matchLabelKeys) || !has(self.labelSelector) || "
+            "!has(self.labelSelector.matchExpressions) || !self.matchLabelKeys.exists(k, "
+            "self.labelSelector.matchExpressions.exists(e, e.key == k))",
+            "a key in matchLabelKeys is already in labelSelector; remove it from one of them",
+            field_path=".matchLabelKeys",
+        ),
+    )
+
+    label_selector: LabelSelector | None = Field(default=None, description="Pods to (anti-)co-locate with.")
+    namespace_selector: LabelSelector | None = Field(default=None, description="Namespaces to consider.")
+    namespaces: (
+        Annotated[
+            list[
+                Annotated[
+                    str,
+                    Field(
+                        max_length=63,
+                        json_schema_extra={
+                            CEL_KEY: [
+                                cel(
+                                    f"self.matches({lit('^' + DNS1123_LABEL_FMT + '$')})",
+                                    "must be a namespace name (a lowercase RFC 1123 label: at most 63 "
+                                    "lowercase letters, digits and '-')",
+                                    message_expression=mx(
+                                        '"%s" is not a namespace name (a lowercase RFC 1123 label)', "self"
+                                    ),
+                                )
+                            ]
+                        },
+                    ),
+                ]
+            ],
+            Field(max_length=32),
+        ]
+        | None
+    ) = Field(default=None, description="Namespaces to consider (default: this one).")
+    topology_key: LabelKey = Field(description="Node label defining the co-location domain.")
+    match_label_keys: _LABEL_KEYS_LIST | None = Field(
+        default=None, description="Pod label keys whose values must match the incoming pod's."
+    )
+    mismatch_label_keys: _LABEL_KEYS_LIST | None = Field(
+        default=None, description="Pod label keys whose values must differ from the incoming pod's."
+    )
+
+
+class WeightedPodAffinityTerm(ApiModel):
+    """``core/v1 WeightedPodAffinityTerm`` (weight 1–100)."""
+
+    weight: int = Field(ge=1, le=100, description="Weight in the range 1-100.")
+    pod_affinity_term: PodAffinityTerm = Field(description="The pod affinity term.")
+
+
+class PodAffinity(ApiModel):
+    """``core/v1 PodAffinity`` / ``PodAntiAffinity``."""
+
+    required_during_scheduling_ignored_during_execution: (
+        Annotated[list[PodAffinityTerm], Field(max_length=8)] | None
+    ) = Field(default=None, description="Hard terms.")
+    preferred_during_scheduling_ignored_during_execution: (
+        Annotated[list[WeightedPodAffinityTerm], Field(max_length=8)] | None
+    ) = Field(default=None, description="Soft terms.")
+
+
+class Affinity(ApiModel):
+    """``core/v1 Affinity``, copied to the serving pods with the engine's GPU product added to every
+    required node term. Typed (not passed through) so the API server checks it here, with the same
+    rules as on the pod (``validateAffinity``), and so its size is bounded."""
+
+    node_affinity: NodeAffinity | None = Field(default=None, description="Node affinity.")
+    pod_affinity: PodAffinity | None = Field(default=None, description="Pod affinity.")
+    pod_anti_affinity: PodAffinity | None = Field(default=None, description="Pod anti-affinity.")
 
 
 class ResourceQuantities(ApiModel):
@@ -231,8 +909,136 @@ class ResourceQuantities(ApiModel):
     as request only for CPU (no CPU limit: throttling stalls tokenization and NCCL).
     """
 
-    cpu: Quantity | None = Field(default=None, description="CPU cores, e.g. 8 or 500m.")
+    cpu: CPUQuantity | None = Field(default=None, description="CPU cores, e.g. 8 or 500m.")
     memory: Quantity | None = Field(default=None, description="Host memory, e.g. 64Gi.")
     ephemeral_storage: Quantity | None = Field(
         default=None, description="Scratch disk for downloads and intermediate files, e.g. 200Gi."
+    )
+
+
+# --- container images ---------------------------------------------------------------------------
+
+#: Image reference grammar of github.com/distribution/reference v0.6.0 ``regexp.go`` (what the
+#: kubelet parses; an invalid reference leaves the pod in ``InvalidImageName``): an optional domain
+#: (host[:port]), lowercase path components joined by '/', an optional ``:tag`` and an optional
+#: ``@algorithm:hex`` digest.
+_DOMAIN_COMPONENT = r"([a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN = rf"({_DOMAIN_COMPONENT}(\.{_DOMAIN_COMPONENT})*|\[[a-fA-F0-9:]+\])(:[0-9]+)?"
+_PATH_COMPONENT = r"[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*"
+IMAGE_REFERENCE = (
+    rf"^({_DOMAIN}/)?{_PATH_COMPONENT}(/{_PATH_COMPONENT})*(:[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?"
+    r"(@[A-Za-z][A-Za-z0-9]*([-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$"
+)
+#: A reference that pins something: a tag after the last '/' (not a registry port) or a digest.
+IMAGE_PINNED = r"(@[^@]+|:[^:/@]+)$"
+
+
+def image_rules(field: str) -> list[dict[str, str]]:
+    """CEL rules for an image reference in the field ``field`` of the object carrying them.
+
+    1. No whitespace (core validation.go ``validateContainerOnlyForPod``: "must not have leading or
+       trailing whitespace") and the distribution/reference grammar.
+    2. A tag or a digest: an untagged reference means ``:latest``, which moves; the image is part of
+       the engine key, so a moving image gives one key to engines of different TensorRT-LLM builds.
+    3. Not ``:latest`` (unless a digest pins it): same reason, spelled out.
+    """
+    path = f".{field}"
+    value = f"self.{field}"
+    guard = f"!has({value}) || "
+    return [
+        cel(
+            guard + f"{value}.matches({lit(IMAGE_REFERENCE)})",
+            "must be an image reference [registry[:port]/]name[:tag][@sha256:digest] with a lowercase "
+            "name and no spaces, e.g. nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3",
+            message_expression=mx(
+                '"%s" is not a valid image reference: use [registry[:port]/]name[:tag][@sha256:digest] with '
+                "a lowercase name and no spaces, e.g. nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3",
+                value,
+            ),
+            field_path=path,
+        ),
+        cel(
+            guard + f"{value}.matches({lit(IMAGE_PINNED)})",
+            "must pin a tag or digest: an untagged image means :latest, which moves, and the image is "
+            "part of the engine key (the same key would name engines of different TensorRT-LLM "
+            "builds); add a version tag such as :26.03-trtllm-python-py3 or a digest @sha256:...",
+            message_expression=mx(
+                '"%s" has no tag or digest: an untagged image means :latest, which moves, and the image '
+                "is part of the engine key (the same key would name engines of different TensorRT-LLM "
+                "builds); add a version tag such as :26.03-trtllm-python-py3 or pin a digest @sha256:...",
+                value,
+            ),
+            field_path=path,
+        ),
+        cel(
+            guard + f"!{value}.matches(':latest$')",
+            "must not use the moving tag :latest (the image is part of the engine key); use a version "
+            "tag such as :26.03-trtllm-python-py3 or pin a digest @sha256:...",
+            message_expression=mx(
+                '"%s" uses the moving tag :latest, but the image is part of the engine key (the same key '
+                "would name engines of different TensorRT-LLM builds); use a version tag such as "
+                ":26.03-trtllm-python-py3 or pin a digest @sha256:...",
+                value,
+            ),
+            field_path=path,
+        ),
+    ]
+
+
+#: An image reference (checked by :func:`image_rules` on the object that carries it).
+ImageReference = Annotated[str, Field(min_length=1, max_length=512)]
+
+
+# --- paths ----------------------------------------------------------------------------------------
+
+
+def relative_path_rules(field: str, what: str) -> list[dict[str, str]]:
+    """CEL rules for a sub-path in ``field``: relative and without '..' segments (core validation.go
+    ``validateLocalDescendingPath`` / ``validatePathNoBacksteps``, applied to a volume mount's
+    ``subPath``)."""
+    value = f"self.{field}"
+    return [
+        cel(
+            f"!has({value}) || !{value}.startsWith('/')",
+            f"{what} must be a relative path (no leading '/')",
+            message_expression=mx(f'{what} "%s" must be relative: remove the leading /', value),
+            field_path=f".{field}",
+        ),
+        cel(
+            f"!has({value}) || !{value}.matches({lit(_BACKSTEP)})",
+            f"{what} must not contain a '..' segment (it would leave the volume)",
+            message_expression=mx(
+                f'{what} "%s" must not contain a .. segment (it would leave the volume); name the '
+                "directory inside the volume",
+                value,
+            ),
+            field_path=f".{field}",
+        ),
+    ]
+
+
+#: Regular expression of a '..' path segment (shared by the model-source rules).
+BACKSTEP = _BACKSTEP
+
+
+# --- fractions ------------------------------------------------------------------------------------
+
+
+def fraction_rule(field: str, *, example: float, below_one: bool = False) -> dict[str, str]:
+    """CEL rule for a fraction ``field`` given as a percentage (2 … 100): the schema's ``maximum``
+    already refuses it; this message says the fix (``90`` → ``0.9``). Values just above the bound
+    (``1.5``) are not taken for percentages: the schema's message alone reports them."""
+    value = f"self.{field}"
+    interval = "(0, 1)" if below_one else "(0, 1]"
+    return cel(
+        f"!has({value}) || {value} < 2.0 || {value} > 100.0",
+        f"{field} is a fraction in {interval}, not a percentage: write {example} for "
+        f"{round(example * 100)} %",
+        message_expression=mx(
+            f"{field} %s is a fraction in {interval}, not a percentage: write %s for %s %%",
+            value,
+            f"{value} / 100.0",
+            value,
+        ),
+        field_path=f".{field}",
     )

@@ -28,7 +28,7 @@ from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
 from trtllm_operator.api import wire
-from trtllm_operator.api.common import CEL_KEY, cel
+from trtllm_operator.api.common import CEL_KEY, cel, mx
 from trtllm_operator.api.deployment import LLMDeploymentSpec, LLMDeploymentStatus
 from trtllm_operator.api.engine import LLMEngineSpec, LLMEngineStatus
 
@@ -165,7 +165,11 @@ def structural_schema(model: type[BaseModel]) -> dict[str, Any]:
 
 
 def _root_schema(
-    kind: str, description: str, spec: type[BaseModel], status: type[BaseModel]
+    kind: str,
+    description: str,
+    spec: type[BaseModel],
+    status: type[BaseModel],
+    *rules: dict[str, str],
 ) -> dict[str, Any]:
     return {
         "description": description,
@@ -174,7 +178,9 @@ def _root_schema(
         "properties": {
             "apiVersion": {"type": "string", "description": "APIVersion of this object."},
             "kind": {"type": "string", "description": "Kind of this object."},
-            "metadata": {"type": "object"},
+            # Only name and generateName may be described under metadata (structural schema rules);
+            # describing name lets the CEL rules below report their errors on metadata.name.
+            "metadata": {"type": "object", "properties": {"name": {"type": "string"}}},
             "spec": structural_schema(spec),
             "status": structural_schema(status),
         },
@@ -183,7 +189,16 @@ def _root_schema(
                 f"self.metadata.name.size() <= {MAX_NAME_LENGTH}",
                 f"metadata.name must be at most {MAX_NAME_LENGTH} characters: the operator derives "
                 f"the names of the {kind}'s Jobs, PVCs and Services from it",
-            )
+                message_expression=mx(
+                    f'metadata.name "%s" has %d characters but must be at most {MAX_NAME_LENGTH} characters '
+                    f"(the operator derives the names of the {kind}'s Jobs, PVCs and Services and label "
+                    "values from it): choose a shorter name",
+                    "self.metadata.name",
+                    "self.metadata.name.size()",
+                ),
+                field_path=".metadata.name",
+            ),
+            *rules,
         ],
     }
 
@@ -298,6 +313,21 @@ def deployment_crd() -> dict[str, Any]:
         "GPU-safely and autoscaled on queue depth and KV-cache utilization.",
         LLMDeploymentSpec,
         LLMDeploymentStatus,
+        # The Service is named after the LLMDeployment and Service names are DNS-1035 labels
+        # (ValidateServiceName = NameIsDNS1035Label, core validation.go v1.34.4): a name starting with
+        # a digit would be admitted here and refused on the Service.
+        cel(
+            "self.metadata.name.matches('^[a-z]')",
+            "metadata.name must start with a lowercase letter: the Service named after the "
+            "LLMDeployment must be a DNS-1035 label",
+            message_expression=mx(
+                'metadata.name "%s" must start with a lowercase letter: the Service named after the '
+                "LLMDeployment must be a DNS-1035 label; e.g. prefix it: llm-%s",
+                "self.metadata.name",
+                "self.metadata.name",
+            ),
+            field_path=".metadata.name",
+        ),
     )
     columns = [
         _column("Engine", ".spec.engineRef.name", "string", "Served LLMEngine."),

@@ -19,14 +19,32 @@ from pydantic import Field
 
 from trtllm_operator.api.common import (
     Affinity,
+    Annotations,
     ApiModel,
+    ClassName,
     Conditions,
+    CPUQuantity,
+    ImageReference,
+    Labels,
     ObjectName,
+    PodAnnotations,
     Quantity,
-    StringMap,
     Tolerations,
+    apparmor_containers_rule,
     cel,
+    fraction_rule,
+    image_rules,
     model_config,
+    mx,
+    reserved_label_keys_rule,
+)
+from trtllm_operator.api.wire import (
+    FETCH_CONTAINER,
+    LABEL_COMPONENT,
+    LABEL_INSTANCE,
+    LABEL_MANAGED_BY,
+    LABEL_NAME,
+    SERVER_CONTAINER,
 )
 
 BatchingStrategy = Literal["inflight_fused_batching", "inflight_batching", "v1"]
@@ -46,7 +64,7 @@ class EngineRef(ApiModel):
 class ServerResources(ApiModel):
     """Resources of each serving pod besides its GPUs (GPUs = the engine's tensor × pipeline)."""
 
-    cpu: Quantity | None = Field(default=None, description="CPU cores (request), e.g. 8.")
+    cpu: CPUQuantity | None = Field(default=None, description="CPU cores (request), e.g. 8.")
     memory: Quantity | None = Field(default=None, description="Host memory (request and limit), e.g. 64Gi.")
     ephemeral_storage: Quantity | None = Field(
         default=None, description="Scratch disk (request and limit), e.g. 50Gi."
@@ -60,11 +78,13 @@ class ServerResources(ApiModel):
 class ServerSpec(ApiModel):
     """Triton Inference Server settings (tensorrt_llm model config.pbtxt parameters)."""
 
-    image: str | None = Field(
+    model_config = model_config(
+        *image_rules("image"),
+        fraction_rule("kvCacheFreeGpuMemFraction", example=0.9),
+    )
+
+    image: ImageReference | None = Field(
         default=None,
-        min_length=1,
-        max_length=512,
-        pattern=r"^\S+$",
         description="Override the serving image. Default: the LLMEngine's spec.runtime.image. An "
         "image with another TensorRT-LLM version cannot load the engine: the deployment then gets "
         "condition EngineIncompatible and is not rolled out.",
@@ -130,6 +150,11 @@ class ServerSpec(ApiModel):
 
 class QueueAndKVTargets(ApiModel):
     """Per-signal targets; desired replicas is the maximum over the signals that are set."""
+
+    model_config = model_config(
+        fraction_rule("kvCacheUtilization", example=0.8),
+        fraction_rule("batchUtilization", example=0.5),
+    )
 
     queue_depth_per_replica: float | None = Field(
         default=None,
@@ -304,8 +329,9 @@ class RolloutSpec(ApiModel):
     progress_deadline_seconds: int = Field(
         default=1800,
         ge=60,
+        le=86_400,
         description="Seconds a rollout may make no progress before Progressing=False "
-        "(engine load and KV allocation can take minutes).",
+        "(engine load and KV allocation can take minutes); at most one day.",
     )
     auto_rollback: bool = Field(
         default=False,
@@ -314,29 +340,36 @@ class RolloutSpec(ApiModel):
     )
 
 
+#: Labels the operator sets on serving pods and the Service (render/serving.py ``common_labels``): a
+#: user value for them would be overwritten, so they are refused (as is any key under the API group).
+SERVING_LABEL_KEYS = (LABEL_NAME, LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_COMPONENT)
+
+
 class ServiceSpec(ApiModel):
     """The Service in front of the serving pods (HTTP 8000, gRPC 8001, metrics 8002)."""
 
+    model_config = model_config(reserved_label_keys_rule(SERVING_LABEL_KEYS, ".labels"))
+
     type: ServiceType = Field(default="ClusterIP", description="ClusterIP, NodePort or LoadBalancer.")
-    annotations: StringMap | None = Field(default=None, description="Annotations on the Service.")
-    labels: StringMap | None = Field(default=None, description="Labels on the Service.")
+    annotations: Annotations | None = Field(default=None, description="Annotations on the Service.")
+    labels: Labels | None = Field(default=None, description="Labels on the Service.")
 
 
 class SchedulingSpec(ApiModel):
     """Placement of serving pods. The engine's gpu.product node label is always required."""
 
-    node_selector: StringMap | None = Field(default=None, description="Extra node labels.")
+    node_selector: Labels | None = Field(default=None, description="Extra node labels.")
     tolerations: Tolerations | None = Field(default=None, description="Pod tolerations.")
     affinity: Affinity | None = Field(
         default=None,
-        description="core/v1 Affinity copied verbatim to the pods (validated by the API server when "
-        "pods are created).",
+        description="core/v1 Affinity copied to the pods; the engine's gpu.product requirement is added "
+        "to every required node selector term.",
     )
-    priority_class_name: str | None = Field(
-        default=None, max_length=253, description="PriorityClass of the serving pods."
+    priority_class_name: ClassName | None = Field(
+        default=None, description="PriorityClass of the serving pods."
     )
-    runtime_class_name: str | None = Field(
-        default=None, max_length=253, description="RuntimeClass of the serving pods, e.g. nvidia."
+    runtime_class_name: ClassName | None = Field(
+        default=None, description="RuntimeClass of the serving pods, e.g. nvidia."
     )
 
 
@@ -347,9 +380,16 @@ class TuningSpec(ApiModel):
     model_config = model_config(
         cel(
             "self.lowThreshold < self.highThreshold",
-            "lowThreshold must be below highThreshold",
+            "lowThreshold must be below highThreshold; lower lowThreshold or raise highThreshold",
+            message_expression=mx(
+                "lowThreshold %s must be below highThreshold %s; lower lowThreshold or raise highThreshold",
+                "self.lowThreshold",
+                "self.highThreshold",
+            ),
             field_path=".lowThreshold",
         ),
+        fraction_rule("highThreshold", example=0.8, below_one=True),
+        fraction_rule("lowThreshold", example=0.5, below_one=True),
     )
 
     enabled: bool = Field(default=False, description="Turn the advisor on.")
@@ -380,6 +420,11 @@ class TuningSpec(ApiModel):
 class LLMDeploymentSpec(ApiModel):
     """Desired state of an LLMDeployment: a Triton fleet serving one LLMEngine."""
 
+    model_config = model_config(
+        reserved_label_keys_rule(SERVING_LABEL_KEYS, ".podLabels"),
+        apparmor_containers_rule("podAnnotations", (SERVER_CONTAINER, FETCH_CONTAINER)),
+    )
+
     engine_ref: EngineRef
     replicas: int = Field(
         default=1,
@@ -395,8 +440,8 @@ class LLMDeploymentSpec(ApiModel):
     service: ServiceSpec = Field(default_factory=ServiceSpec)
     scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec)
     tuning: TuningSpec = Field(default_factory=TuningSpec)
-    pod_annotations: StringMap | None = Field(default=None, description="Annotations on pods.")
-    pod_labels: StringMap | None = Field(default=None, description="Labels on pods.")
+    pod_annotations: PodAnnotations | None = Field(default=None, description="Annotations on pods.")
+    pod_labels: Labels | None = Field(default=None, description="Labels on pods.")
 
 
 # --- status ------------------------------------------------------------------------------------

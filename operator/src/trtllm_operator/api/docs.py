@@ -73,10 +73,14 @@ def _walk(
     for name, child in children.items():
         _walk(child, f"{path}.{name}" if path else name, name in needed, rows, rules)
     items = node.get("items")
-    if isinstance(items, dict) and "properties" in items:
-        for name, child in items["properties"].items():
+    if isinstance(items, dict):
+        rules.extend((f"{path}[]", rule) for rule in items.get(CEL_KEY, []))
+        for name, child in (items.get("properties") or {}).items():
             child_required = name in set(items.get("required", []))
             _walk(child, f"{path}[].{name}", child_required, rows, rules)
+    values = node.get("additionalProperties")
+    if isinstance(values, dict):
+        rules.extend((f"{path}[*]", rule) for rule in values.get(CEL_KEY, []))
 
 
 def render_reference() -> str:

@@ -32,15 +32,33 @@ from engine_builder.planner.formats import (
     kv_dtypes_without_backend,
 )
 from trtllm_operator.api.common import (
+    DNS1123_SUBDOMAIN_FMT,
+    LABEL_VALUE,
     ApiModel,
+    ClassName,
     Conditions,
+    CPUQuantity,
+    ImageReference,
+    Labels,
     ObjectName,
+    PodAnnotations,
     Quantity,
     SecretKeyRef,
-    StringMap,
     Tolerations,
+    apparmor_containers_rule,
     cel,
+    fraction_rule,
+    image_rules,
+    lit,
     model_config,
+    mx,
+    relative_path_rules,
+    reserved_label_keys_rule,
+)
+from trtllm_operator.api.wire import (
+    BENCHMARK_CONTAINER,
+    BUILDER_CONTAINER,
+    GPU_PRODUCT_LABEL,
 )
 
 Backend = Literal["tensorrt", "pytorch"]
@@ -70,16 +88,37 @@ _PYTORCH_NO_FORMAT = formats_without_backend("pytorch")
 _TRTLLM_NO_FORMAT = formats_without_backend("tensorrt")
 _PYTORCH_NO_KV = kv_dtypes_without_backend("pytorch")
 
-# Model source URIs. Hugging Face repo ids: org/name of [A-Za-z0-9._-]; PVC claim: DNS-1123 label
-# with an optional sub-path; S3 bucket: 3–63 chars of [a-z0-9.-] with an optional prefix.
-HF_SOURCE = r"^hf://[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$"
-PVC_SOURCE = r"^pvc://[a-z0-9]([-a-z0-9]*[a-z0-9])?(/[^/]+)*/?$"
-S3_SOURCE = r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^/]+)*/?$"
-
-_SOURCE_RULE = (
-    f"self.source.matches('{HF_SOURCE}') || self.source.matches('{PVC_SOURCE}') "
-    f"|| self.source.matches('{S3_SOURCE}')"
+# Model source URIs (docs/api.md "Model sources"): each mistake gets its own message.
+#: Hugging Face repo ids as huggingface_hub 2.4.0 ``utils/_validators.py`` ``validate_repo_id`` checks
+#: them (namespace required here): [A-Za-z0-9._-] parts of 1–96 characters starting and ending with a
+#: letter, digit or '_', no '--' or '..', not ending in '.git'.
+_HF_PART = r"[A-Za-z0-9_]([A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?"
+HF_SOURCE = rf"^hf://{_HF_PART}/{_HF_PART}$"
+#: pvc://<claim>[/<path>]: a PVC name (DNS-1123 subdomain, ValidatePersistentVolumeName) and a path
+#: inside it without '..' segments (the builder mounts the claim and must stay inside it).
+PVC_SOURCE = rf"^pvc://{DNS1123_SUBDOMAIN_FMT}(/.*)?$"
+#: s3://<bucket>[/<prefix>]: Amazon S3 general purpose bucket naming rules
+#: (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html): 3–63 lowercase
+#: letters, digits, '.' and '-', starting and ending with a letter or digit, no two adjacent periods,
+#: not an IP address, no ``xn--`` prefix.
+S3_BUCKET = r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]"
+S3_BUCKET_HINT = (
+    "3-63 lowercase letters, digits, '.' and '-', starting and ending with a letter or digit, no '..', "
+    "not an IP address, not starting with xn--"
 )
+
+
+def s3_bucket_ok(expr: str, *, scheme: str = "") -> str:
+    """CEL boolean: ``expr`` (a bare bucket, or a ``scheme``-prefixed URI) names a valid S3 bucket."""
+    start, end = f"^{scheme}", "(/|$)" if scheme else "$"
+    return (
+        f"{expr}.matches({lit(start + S3_BUCKET + end)}) && !{expr}.matches({lit(start + '[^/]*[.][.]')}) "
+        f"&& !{expr}.matches({lit(start + '[0-9]+[.][0-9]+[.][0-9]+[.][0-9]+' + end)}) "
+        f"&& !{expr}.startsWith({lit(scheme + 'xn--')})"
+    )
+
+
+_SOURCE_FORMS = "hf://<org>/<name>, pvc://<claim>[/<path>] or s3://<bucket>[/<prefix>]"
 
 
 class ModelSpec(ApiModel):
@@ -87,9 +126,60 @@ class ModelSpec(ApiModel):
 
     model_config = model_config(
         cel(
-            _SOURCE_RULE,
-            "source must be exactly one of hf://<org>/<name>, pvc://<claim>[/<path>] or "
-            "s3://<bucket>[/<prefix>], e.g. hf://meta-llama/Llama-3.1-8B-Instruct",
+            "self.source.matches('^(hf|pvc|s3)://')",
+            f"source must start with hf://, pvc:// or s3://: {_SOURCE_FORMS}, e.g. "
+            "hf://meta-llama/Llama-3.1-8B-Instruct",
+            message_expression=mx(
+                f'source "%s" has no supported scheme: use {_SOURCE_FORMS} (a Hugging Face URL '
+                "https://huggingface.co/<org>/<name> is written hf://<org>/<name>)",
+                "self.source",
+            ),
+            field_path=".source",
+        ),
+        cel(
+            f"!self.source.startsWith('hf://') || (self.source.matches({lit(HF_SOURCE)}) && "
+            "!self.source.contains('--') && !self.source.contains('..') && !self.source.endsWith('.git'))",
+            "an hf:// source must be hf://<org>/<name>, a Hugging Face repo id: letters, digits, '.', '_' "
+            "and '-' (no '--' or '..', not ending in .git), e.g. hf://meta-llama/Llama-3.1-8B-Instruct",
+            message_expression=mx(
+                'source "%s" is not a Hugging Face repo: write hf://<org>/<name> with letters, digits, . _ '
+                "and - (no -- or .., no .git, no revision or file path: put the revision in revision), "
+                "e.g. hf://meta-llama/Llama-3.1-8B-Instruct",
+                "self.source",
+            ),
+            field_path=".source",
+        ),
+        cel(
+            f"!self.source.startsWith('pvc://') || (self.source.matches({lit(PVC_SOURCE)}) && "
+            "self.source.matches('^pvc://[^/]{1,253}(/|$)'))",
+            "the claim of a pvc:// source must be a PersistentVolumeClaim name (lowercase letters, "
+            "digits, '-' and '.'), e.g. pvc://models/llama-3.1-8b",
+            message_expression=mx(
+                'source "%s" does not name a PersistentVolumeClaim: write pvc://<claim>[/<path>] where '
+                "<claim> is the PVC name in this namespace (lowercase letters, digits, - and .), e.g. "
+                "pvc://models/llama-3.1-8b",
+                "self.source",
+            ),
+            field_path=".source",
+        ),
+        cel(
+            f"!self.source.startsWith('pvc://') || !self.source.matches({lit('^pvc://[^/]*/(.*/)?[.][.](/|$)')})",
+            "the path of a pvc:// source must not contain a '..' segment (it would leave the claim)",
+            message_expression=mx(
+                'source "%s" leaves its claim through a .. segment: give the directory inside the PVC, '
+                "e.g. pvc://models/llama-3.1-8b",
+                "self.source",
+            ),
+            field_path=".source",
+        ),
+        cel(
+            f"!self.source.startsWith('s3://') || ({s3_bucket_ok('self.source', scheme='s3://')})",
+            f"the bucket of an s3:// source must be a valid S3 bucket name: {S3_BUCKET_HINT}",
+            message_expression=mx(
+                f'source "%s" does not name a valid S3 bucket: write s3://<bucket>[/<prefix>] where the '
+                f"bucket has {S3_BUCKET_HINT}",
+                "self.source",
+            ),
             field_path=".source",
         ),
         cel(
@@ -131,13 +221,13 @@ class ModelSpec(ApiModel):
 class RuntimeSpec(ApiModel):
     """The TensorRT-LLM runtime: the image that builds the engine AND serves it."""
 
-    image: str = Field(
-        min_length=1,
-        max_length=512,
-        pattern=r"^\S+$",
+    model_config = model_config(*image_rules("image"))
+
+    image: ImageReference = Field(
         description="TensorRT-LLM/Triton image, e.g. nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3 "
         "(TensorRT-LLM 1.2.0). An engine only loads on the TensorRT-LLM version that built it, so this "
-        "image is part of the engine key and deployments serve with it. Pin a tag or digest.",
+        "image is part of the engine key and deployments serve with it. Pin a version tag or a digest "
+        "(:latest and untagged images are refused: they move).",
     )
     image_pull_secrets: Annotated[list[ObjectName], Field(max_length=8)] | None = Field(
         default=None, description="Names of Secrets for pulling the image (e.g. an NGC API key)."
@@ -314,11 +404,36 @@ class EngineBuildSpec(ApiModel):
     for the target GPU and reported in status.plan.recommended."""
 
     model_config = model_config(
+        # trtllm-build clips max_input_len to max_seq_len with only a warning (TensorRT-LLM
+        # tensorrt_llm/builder.py _init_max_seq_len, stored copy of the 1.x BuildConfig path); equal
+        # would leave no room for a single generated token.
         cel(
             "!has(self.maxInputLen) || !has(self.maxSeqLen) || self.maxInputLen < self.maxSeqLen",
             "maxInputLen must be less than maxSeqLen (maxSeqLen counts prompt plus generated "
-            "tokens); raise maxSeqLen or lower maxInputLen",
+            "tokens; trtllm-build would silently clip maxInputLen); raise maxSeqLen or lower maxInputLen",
+            message_expression=mx(
+                "maxInputLen %d must be less than maxSeqLen %d (maxSeqLen counts prompt plus generated "
+                "tokens; trtllm-build would silently clip maxInputLen): raise maxSeqLen or lower maxInputLen",
+                "self.maxInputLen",
+                "self.maxSeqLen",
+            ),
             field_path=".maxInputLen",
+        ),
+        # trtllm-build lowers max_num_tokens to max_seq_len * max_batch_size with only a warning
+        # (TensorRT-LLM tensorrt_llm/_common.py check_max_num_tokens, stored copy of the 1.x path).
+        cel(
+            "!has(self.maxNumTokens) || !has(self.maxSeqLen) || !has(self.maxBatchSize) || "
+            "self.maxNumTokens <= self.maxSeqLen * self.maxBatchSize",
+            "maxNumTokens must be at most maxSeqLen × maxBatchSize (trtllm-build would silently lower "
+            "it); lower maxNumTokens or raise maxBatchSize",
+            message_expression=mx(
+                "maxNumTokens %d exceeds maxSeqLen × maxBatchSize = %d (trtllm-build would silently lower "
+                "it to that): set maxNumTokens to at most %d or raise maxBatchSize",
+                "self.maxNumTokens",
+                "self.maxSeqLen * self.maxBatchSize",
+                "self.maxSeqLen * self.maxBatchSize",
+            ),
+            field_path=".maxNumTokens",
         ),
         cel(
             "!has(self.speculativeDecoding) || self.speculativeDecoding.mode == 'none' "
@@ -395,7 +510,7 @@ BUILDER_GPUS_DEFAULT = "tensor × pipeline (the GPUs of one replica), at least b
 class BuilderResources(ApiModel):
     """Resources of the builder pod."""
 
-    cpu: Quantity | None = Field(default=None, description="CPU cores (request), e.g. 16.")
+    cpu: CPUQuantity | None = Field(default=None, description="CPU cores (request), e.g. 16.")
     memory: Quantity | None = Field(
         default=None,
         description="Host memory (request and limit), e.g. 256Gi. Quantization loads the whole "
@@ -412,37 +527,83 @@ class BuilderResources(ApiModel):
     )
 
 
+#: Labels the operator sets on builder and benchmark pods (render/builder_job.py, benchmark_job.py):
+#: a user value for them would be overwritten, so they are refused (as is any key under the API group).
+BUILDER_POD_LABEL_KEYS = (
+    "app.kubernetes.io/name",
+    "app.kubernetes.io/managed-by",
+    "app.kubernetes.io/component",
+)
+#: Seven days: the longest deadline accepted for a builder or benchmark Job.
+MAX_JOB_DEADLINE_SECONDS = 7 * 24 * 3600
+
+
 class GPUSpec(ApiModel):
     """The target GPU (engines are specific to the GPU they were built on) and the builder pod's
     placement. Deployments of this engine are scheduled on the same GPU product."""
 
+    model_config = model_config(
+        # The product is a value of the nvidia.com/gpu.product node label the pods require
+        # (IsValidLabelValue, as ValidateNodeSelectorRequirement checks it on the Job's pod).
+        cel(
+            f"self.product.matches({lit(LABEL_VALUE)})",
+            "product must be a node label value as GPU Feature Discovery writes it (letters, digits, "
+            "'-', '_' and '.'; spaces become '-'), e.g. NVIDIA-H100-80GB-HBM3",
+            message_expression=mx(
+                f'product "%s" is not a node label value: use the {GPU_PRODUCT_LABEL} label of your GPU '
+                "nodes as GPU Feature Discovery writes it (spaces become -), e.g. NVIDIA-H100-80GB-HBM3 "
+                f"(kubectl get nodes -L {GPU_PRODUCT_LABEL})",
+                "self.product",
+            ),
+            field_path=".product",
+        ),
+        # Contradiction: the builder pod always requires nvidia.com/gpu.product In [product].
+        cel(
+            f"!has(self.nodeSelector) || !({lit(GPU_PRODUCT_LABEL)} in self.nodeSelector) || "
+            f"self.nodeSelector[{lit(GPU_PRODUCT_LABEL)}] == self.product",
+            f"nodeSelector {GPU_PRODUCT_LABEL} contradicts gpu.product: no node can match both; remove "
+            "it from nodeSelector (the operator already requires gpu.product) or change gpu.product",
+            message_expression=mx(
+                f'nodeSelector {GPU_PRODUCT_LABEL}="%s" contradicts gpu.product "%s": the builder pod would '
+                "never schedule; remove the key from nodeSelector (the operator already requires "
+                "gpu.product) or change gpu.product",
+                f"self.nodeSelector[{lit(GPU_PRODUCT_LABEL)}]",
+                "self.product",
+            ),
+            field_path=f".nodeSelector['{GPU_PRODUCT_LABEL}']",
+        ),
+        reserved_label_keys_rule(BUILDER_POD_LABEL_KEYS, ".podLabels"),
+        apparmor_containers_rule("podAnnotations", (BUILDER_CONTAINER,)),
+    )
+
     product: str = Field(
         min_length=1,
         max_length=63,
-        pattern=r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
         description="GPU product as in the nvidia.com/gpu.product node label (GPU Feature Discovery), "
         "e.g. NVIDIA-H100-80GB-HBM3, NVIDIA-H200, NVIDIA-A100-SXM4-80GB.",
     )
     resources: BuilderResources = Field(default_factory=BuilderResources)
-    node_selector: StringMap | None = Field(
+    node_selector: Labels | None = Field(
         default=None,
         description="Extra node labels for the builder pod (the gpu.product label is always added).",
     )
     tolerations: Tolerations | None = Field(
         default=None, description="Tolerations for the builder pod (e.g. for tainted GPU nodes)."
     )
-    runtime_class_name: str | None = Field(
+    runtime_class_name: ClassName | None = Field(
         default=None,
-        max_length=253,
         description="RuntimeClass of the builder pod, e.g. nvidia, where the cluster needs one.",
     )
-    pod_annotations: StringMap | None = Field(default=None, description="Annotations added to builder pods.")
-    pod_labels: StringMap | None = Field(default=None, description="Labels added to builder pods.")
+    pod_annotations: PodAnnotations | None = Field(
+        default=None, description="Annotations added to builder pods."
+    )
+    pod_labels: Labels | None = Field(default=None, description="Labels added to builder pods.")
     active_deadline_seconds: int = Field(
         default=14400,
         ge=60,
+        le=MAX_JOB_DEADLINE_SECONDS,
         description="Seconds a build may run before it is stopped and marked Failed (reason "
-        "Timeout). Default 4 h.",
+        "Timeout). Default 4 h, at most 7 days.",
     )
     backoff_limit: int = Field(
         default=2,
@@ -461,15 +622,16 @@ class ExistingPVCStorage(ApiModel):
             "self == oldSelf",
             "storage.pvc is immutable once set (artifacts already live there); create a new "
             "LLMEngine to use other storage",
-        )
+        ),
+        *relative_path_rules("subPath", "subPath"),
     )
 
     claim_name: ObjectName = Field(description="Name of the PVC.")
     sub_path: str | None = Field(
         default=None,
         max_length=512,
-        pattern=r"^[^/].*$",
-        description="Directory inside the PVC used as the storage root (relative, no leading /).",
+        description="Directory inside the PVC used as the storage root (relative: no leading / and no "
+        "'..' segment; the pods mount it as a subPath).",
     )
 
 
@@ -497,8 +659,8 @@ class CreatePVCStorage(ApiModel):
     )
 
     size: Quantity = Field(description="Capacity, e.g. 200Gi (an 8B FP8 engine needs ~10Gi; a 70B ~75Gi).")
-    storage_class_name: str | None = Field(
-        default=None, max_length=253, description="StorageClass; default: the cluster default."
+    storage_class_name: ClassName | None = Field(
+        default=None, description="StorageClass; default: the cluster default."
     )
     access_mode: Literal["ReadWriteOnce", "ReadWriteMany", "ReadWriteOncePod"] = Field(
         default="ReadWriteOnce",
@@ -514,15 +676,28 @@ class S3Storage(ApiModel):
             "self.bucket == oldSelf.bucket && self.prefix == oldSelf.prefix",
             "storage.s3.bucket and storage.s3.prefix are immutable once set; create a new "
             "LLMEngine to use another location",
-        )
+        ),
+        cel(
+            s3_bucket_ok("self.bucket"),
+            f"bucket must be a valid S3 bucket name: {S3_BUCKET_HINT}",
+            message_expression=mx(
+                f'bucket "%s" is not a valid S3 bucket name: {S3_BUCKET_HINT}', "self.bucket"
+            ),
+            field_path=".bucket",
+        ),
+        cel(
+            "!has(self.endpoint) || self.endpoint.matches('^https?://[^/?#]+')",
+            "endpoint must be an http:// or https:// URL with a host, e.g. http://minio.storage:9000",
+            message_expression=mx(
+                'endpoint "%s" is not an http(s) URL: write the scheme and host, e.g. '
+                "http://minio.storage:9000",
+                "self.endpoint",
+            ),
+            field_path=".endpoint",
+        ),
     )
 
-    bucket: str = Field(
-        min_length=3,
-        max_length=63,
-        pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$",
-        description="Bucket name.",
-    )
+    bucket: str = Field(min_length=3, max_length=63, description="Bucket name.")
     prefix: str = Field(
         default="trtllm-engines",
         max_length=512,
@@ -531,7 +706,6 @@ class S3Storage(ApiModel):
     endpoint: str | None = Field(
         default=None,
         max_length=512,
-        pattern=r"^https?://",
         description="Endpoint URL for non-AWS S3 (MinIO, Ceph), e.g. http://minio.storage:9000; must be "
         "one of the operator's allowedS3Endpoints.",
     )
@@ -597,6 +771,8 @@ class BenchmarkSpec(ApiModel):
             "sweep: concurrency or mode: throughput",
             field_path=".sweep",
         ),
+        fraction_rule("kvCacheFreeGpuMemFraction", example=0.9),
+        apparmor_containers_rule("podAnnotations", (BENCHMARK_CONTAINER,)),
     )
 
     mode: Literal["throughput", "latency"] = Field(
@@ -630,9 +806,12 @@ class BenchmarkSpec(ApiModel):
         description="--kv_cache_free_gpu_mem_fraction; unset: trtllm-bench's default (0.90).",
     )
     active_deadline_seconds: int = Field(
-        default=7200, ge=60, description="Deadline of the benchmark Job, seconds."
+        default=7200,
+        ge=60,
+        le=MAX_JOB_DEADLINE_SECONDS,
+        description="Deadline of the benchmark Job, seconds (at most 7 days).",
     )
-    pod_annotations: StringMap | None = Field(
+    pod_annotations: PodAnnotations | None = Field(
         default=None, description="Annotations added to the benchmark pod."
     )
 
@@ -688,6 +867,8 @@ class LLMEngineSpec(ApiModel):
             "build.workers must be at most tensor × pipeline (one worker per rank); lower workers",
             field_path=".build.workers",
         ),
+        # trtllm-build silently uses min(visible GPUs, --workers) workers (TensorRT-LLM
+        # tensorrt_llm/commands/build.py main(), stored copy of the 1.x path).
         cel(
             "!has(self.gpu.resources.gpus) || self.gpu.resources.gpus >= self.build.workers",
             "gpu.resources.gpus must be at least build.workers (each worker builds on its own "

@@ -93,6 +93,14 @@ KOPF_ANNOTATION_PREFIX = "kopf.trtllm-operator.dev"
 LABEL_SECRET_USABLE = f"{GROUP}/usable-by-llm-resources"
 SECRET_USABLE_VALUE = "true"
 
+# ------------------------------------------------------------------------------ our container names
+#: Containers of the pods the operator renders (log tailing, exit-code rules, AppArmor annotations).
+BUILDER_CONTAINER = "builder"
+BENCHMARK_CONTAINER = "trtllm-bench"
+SERVER_CONTAINER = "triton"
+#: Init container of serving pods that downloads an S3 artifact.
+FETCH_CONTAINER = "fetch-artifact"
+
 # ------------------------------------------------------------------------------ our data keys
 #: Cache index ConfigMap: the artifact record (JSON).
 ARTIFACT_DATA_KEY = "artifact.json"
@@ -110,6 +118,15 @@ JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 #: Annotation the Deployment controller sets on ReplicaSets (kubernetes
 #: ``pkg/controller/deployment/util/deployment_util.go`` ``RevisionAnnotation``).
 DEPLOYMENT_REVISION_ANNOTATION = "deployment.kubernetes.io/revision"
+#: Pod annotations Kubernetes interprets (k8s.io/api@v0.34.4 ``core/v1/annotation_key_constants.go``;
+#: validated on pod templates by ``ValidatePodSpecificAnnotations``, kubernetes@v1.34.4
+#: ``pkg/apis/core/validation/validation.go``).
+MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
+TOLERATIONS_ANNOTATION = "scheduler.alpha.kubernetes.io/tolerations"
+POD_DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
+SECCOMP_POD_ANNOTATION = "seccomp.security.alpha.kubernetes.io/pod"
+SECCOMP_CONTAINER_ANNOTATION_PREFIX = "container.seccomp.security.alpha.kubernetes.io/"
+APPARMOR_CONTAINER_ANNOTATION_PREFIX = "container.apparmor.security.beta.kubernetes.io/"
 #: Label the Deployment controller adds to ReplicaSets and pod templates (kubernetes
 #: ``staging/src/k8s.io/api/apps/v1/types.go`` ``DefaultDeploymentUniqueLabelKey``).
 POD_TEMPLATE_HASH_LABEL = "pod-template-hash"

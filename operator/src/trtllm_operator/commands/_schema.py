@@ -8,9 +8,13 @@ the same schema as ``crds/*.yaml``):
    rejected where the schema does not set ``x-kubernetes-preserve-unknown-fields`` (the API server
    prunes them silently, so a typo would otherwise vanish);
 2. defaults from the schema filled in, as the API server does before CEL;
-3. the CEL ``x-kubernetes-validations`` rules, evaluated with ``cel-python``. Rules that use
-   ``oldSelf`` (transition rules) or a Kubernetes CEL library function cel-python lacks are skipped:
-   the API server still checks those.
+3. the CEL ``x-kubernetes-validations`` rules (and their ``messageExpression``), evaluated with
+   ``cel-python`` plus the Kubernetes library functions our rules call
+   (:mod:`trtllm_operator.commands._cel_library`). As on the API server
+   (apiextensions-apiserver@v0.34.4 ``pkg/registry/customresource/strategy.go`` ``hasBlockingErr``),
+   CEL runs unless a structural error is of a blocking kind (unsupported enum value, missing required
+   field, too long, too many items, wrong type). Transition rules (``oldSelf``) are skipped: there is
+   no old object offline; the API server checks those.
 
 Also checks ``apiVersion``, ``metadata.name`` (a DNS-1123 subdomain) and ``metadata.namespace``
 (a DNS-1123 label). Every message names the field path (``spec.autoscaling.minReplicas``).
@@ -18,6 +22,7 @@ Also checks ``apiVersion``, ``metadata.name`` (a DNS-1123 subdomain) and ``metad
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import re
 from collections.abc import Iterator
@@ -81,13 +86,21 @@ def _path(base: str, parts: Any) -> str:
     return out
 
 
-def _structural_errors(spec: Any, schema: dict[str, Any]) -> list[str]:
+#: jsonschema keywords whose failure the API server reports as a blocking error (NotSupported,
+#: Required, TooLong, TooMany, TypeInvalid): CEL rules are then not evaluated.
+_BLOCKING = {"enum", "required", "maxLength", "maxItems", "maxProperties", "type", "additionalProperties"}
+
+
+def _structural_errors(spec: Any, schema: dict[str, Any]) -> tuple[list[str], bool]:
+    """Schema errors of ``spec`` and whether one of them blocks the CEL rules."""
     from jsonschema import Draft202012Validator  # type: ignore[import-untyped]  # noqa: PLC0415
 
     validator = Draft202012Validator(_strict(schema))
     errors: list[str] = []
+    blocking = False
     for err in sorted(validator.iter_errors(spec), key=lambda e: [str(p) for p in e.absolute_path]):
         path = _path("spec", err.absolute_path)
+        blocking = blocking or err.validator in _BLOCKING
         if err.validator == "additionalProperties" and isinstance(err.instance, dict):
             known = set((err.schema.get("properties") or {}).keys())
             for key in sorted(set(err.instance) - known):
@@ -97,7 +110,7 @@ def _structural_errors(spec: Any, schema: dict[str, Any]) -> list[str]:
                 )
         else:
             errors.append(_message(path, err.validator, err.validator_value, err.instance, err.message))
-    return errors
+    return errors, blocking
 
 
 def _message(path: str, validator: Any, expected: Any, instance: Any, default: str) -> str:
@@ -117,6 +130,14 @@ def _message(path: str, validator: Any, expected: Any, instance: Any, default: s
         return f"{path}: Invalid value: {instance!r}: should be {words[validator]} {expected}"
     if validator == "type":
         return f"{path}: Invalid value: {instance!r}: must be of type {expected}"
+    if validator == "maxLength":
+        return f"{path}: Too long: may not be more than {expected} bytes"
+    if validator in ("maxItems", "maxProperties"):
+        return f"{path}: Too many: {len(instance)}: must have at most {expected} items"
+    if validator == "minItems":
+        return f"{path}: Invalid value: {len(instance)}: should have at least {expected} items"
+    if validator == "minLength":
+        return f"{path}: Invalid value: {instance!r}: should be at least {expected} chars long"
     return f"{path}: {default}"
 
 
@@ -142,30 +163,68 @@ def apply_defaults(value: Any, schema: dict[str, Any]) -> Any:
 
 
 def _cel_nodes(value: Any, schema: dict[str, Any], path: str) -> Iterator[tuple[str, Any, dict[str, Any]]]:
+    """Every (path, value, schema) below ``value``; map entries are ``path[key]`` as the API server
+    prints them, object properties ``path.key``."""
     yield path, value, schema
     if isinstance(value, dict):
         props = schema.get("properties") or {}
         extra = schema.get("additionalProperties")
         for key, sub in value.items():
-            sub_schema = props.get(key, extra if isinstance(extra, dict) else None)
-            if isinstance(sub_schema, dict):
-                yield from _cel_nodes(sub, sub_schema, f"{path}.{key}")
+            if key in props:
+                yield from _cel_nodes(sub, props[key], f"{path}.{key}")
+            elif isinstance(extra, dict):
+                yield from _cel_nodes(sub, extra, f"{path}[{key}]")
     elif isinstance(value, list) and isinstance(schema.get("items"), dict):
         for i, item in enumerate(value):
             yield from _cel_nodes(item, schema["items"], f"{path}[{i}]")
+
+
+def to_cel(value: Any, schema: dict[str, Any]) -> Any:
+    """``value`` as the API server hands it to CEL: typed by the schema (a JSON ``90`` in a
+    ``number`` field is the double ``90.0``), objects and maps as CEL maps."""
+    from celpy import celtypes  # noqa: PLC0415
+
+    kind = schema.get("type")
+    if isinstance(value, bool):
+        return celtypes.BoolType(value)
+    if kind == "number" and isinstance(value, int | float):
+        return celtypes.DoubleType(float(value))
+    if isinstance(value, int):
+        return celtypes.IntType(value)
+    if isinstance(value, float):
+        return celtypes.DoubleType(value)
+    if isinstance(value, str):
+        return celtypes.StringType(value)
+    if isinstance(value, list):
+        items = schema.get("items")
+        return celtypes.ListType([to_cel(v, items if isinstance(items, dict) else {}) for v in value])
+    if isinstance(value, dict):
+        props = schema.get("properties") or {}
+        extra = schema.get("additionalProperties")
+        fallback: dict[str, Any] = extra if isinstance(extra, dict) else {}
+        return celtypes.MapType(
+            {celtypes.StringType(k): to_cel(v, props.get(k) or fallback) for k, v in value.items()}
+        )
+    return value
 
 
 @cache
 def _program(rule: str) -> Any:
     import celpy  # noqa: PLC0415
 
+    from trtllm_operator.commands._cel_library import FUNCTIONS  # noqa: PLC0415
+
     env = celpy.Environment()
-    return env.program(env.compile(rule))
+    return env.program(env.compile(rule), functions=FUNCTIONS)
+
+
+def _field_path(field_path: str) -> str:
+    """A rule's ``fieldPath`` as the API server prints it: ``.a['b.c/d']`` → ``.a[b.c/d]``."""
+    return field_path.replace("['", "[").replace("']", "]")
 
 
 def _cel_errors(spec: Any, schema: dict[str, Any]) -> list[str]:
     from celpy import celtypes  # noqa: PLC0415
-    from celpy.adapter import json_to_cel  # noqa: PLC0415
 
     from trtllm_operator.api.common import CEL_KEY  # noqa: PLC0415
 
@@ -175,13 +234,19 @@ def _cel_errors(spec: Any, schema: dict[str, Any]) -> list[str]:
             text = rule.get("rule", "")
             if "oldSelf" in text:
                 continue
+            activation = {"self": to_cel(value, node)}
             try:
-                result = _program(text).evaluate({"self": json_to_cel(value)})
+                result = _program(text).evaluate(activation)
             except Exception:  # a rule cel-python cannot evaluate is left to the API server
                 continue
             if isinstance(result, celtypes.BoolType) and not bool(result):
-                where = (path + str(rule.get("fieldPath") or "")).lstrip(".") or "<root>"
-                errors.append(f"{where}: {rule.get('message', text)}")
+                message = str(rule.get("message", text))
+                if rule.get("messageExpression"):
+                    # As the API server: the static message when the expression fails.
+                    with contextlib.suppress(Exception):
+                        message = str(_program(rule["messageExpression"]).evaluate(activation))
+                where = (path + _field_path(str(rule.get("fieldPath") or ""))).lstrip(".") or "<root>"
+                errors.append(f"{where}: {message}")
     return errors
 
 
@@ -219,9 +284,9 @@ def manifest_errors(doc: dict[str, Any]) -> list[str]:
     spec = doc.get("spec")
     if spec is None:
         return [*errors, "spec: missing"]
-    structural = _structural_errors(spec, spec_schema)
+    structural, blocking = _structural_errors(spec, spec_schema)
     errors.extend(structural)
-    if not structural:  # CEL assumes a structurally valid, defaulted object (status is not checked)
+    if not blocking:  # as the API server: CEL on the defaulted object unless a blocking error (no status)
         whole = {k: v for k, v in doc.items() if k != "status"}
         errors.extend(_cel_errors(apply_defaults(whole, schema), schema))
     return errors

@@ -61,14 +61,60 @@ def partial_artifact_refusal(
 
 @dataclass(frozen=True)
 class Incompatibility:
-    """One mismatch: ``field`` is the LLMDeployment path the user can change."""
+    """One mismatch: ``field`` is the LLMDeployment path the user can change, ``fix`` what to do."""
 
     field: str
     deployment_value: str
     engine_value: str
+    fix: str = ""
 
     def message(self) -> str:
-        return f"{self.field} is {self.deployment_value!r} but the engine was built for {self.engine_value!r}"
+        text = f"{self.field} is {self.deployment_value!r} but the engine was built for {self.engine_value!r}"
+        return f"{text}; {self.fix}" if self.fix else text
+
+
+#: Where a deployment pins the GPU product (the node label GPU Feature Discovery writes).
+NODE_SELECTOR_PRODUCT_FIELD = 'spec.scheduling.nodeSelector["nvidia.com/gpu.product"]'
+_REQUIRED_TERMS_FIELD = "spec.scheduling.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def affinity_incompatibility(
+    affinity: Mapping[str, Any] | None, products: Collection[str], label: str
+) -> Incompatibility | None:
+    """An :class:`Incompatibility` when no required node selector term of ``affinity`` can match a
+    node of the engine's GPU: the operator adds ``label In products`` to every term (terms are ORed,
+    requirements within a term ANDed; core/v1 NodeSelector semantics), so a term whose own ``label``
+    requirement (``In`` without any of ``products``, ``NotIn`` all of them, ``DoesNotExist``) excludes
+    them all never matches, and with every term dead the pods never schedule. ``None`` otherwise.
+    """
+    required = ((affinity or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    )
+    terms = (required or {}).get("nodeSelectorTerms") or []
+    wanted = set(products)
+    dead: list[str] = []
+    for i, term in enumerate(terms):
+        for j, req in enumerate(term.get("matchExpressions") or []):
+            if req.get("key") != label:
+                continue
+            values, op = set(req.get("values") or ()), req.get("operator")
+            if (
+                (op == "In" and not values & wanted)
+                or (op == "NotIn" and wanted <= values)
+                or op == "DoesNotExist"
+            ):
+                dead.append(f"nodeSelectorTerms[{i}].matchExpressions[{j}] ({op} {sorted(values)})")
+                break
+    if not terms or len(dead) < len(terms):
+        return None
+    return Incompatibility(
+        f"{_REQUIRED_TERMS_FIELD}.{dead[0]}" if len(dead) == 1 else _REQUIRED_TERMS_FIELD,
+        ", ".join(dead),
+        " or ".join(sorted(wanted)),
+        f"no required node selector term admits a {label} of the engine, so the pods could never be "
+        f"scheduled (the operator adds {label} In {sorted(wanted)} to every term); allow the engine's "
+        "product in the term or remove the requirement",
+    )
 
 
 def normalize_image(ref: str) -> str:
@@ -105,22 +151,44 @@ def check_compatibility(
     engine_sm: int | None = None,
     deployment_sm: int | None = None,
     compatible_images: Collection[str] = (),
+    engine_gpu_products: Collection[str] = (),
 ) -> list[Incompatibility]:
     """Every reason the engine cannot be served as requested; empty when it can.
 
-    ``deployment_gpu_product`` is the product the deployment pins (``spec.server.gpuProduct`` or a
-    ``nvidia.com/gpu.product`` node selector), ``None`` to follow the engine. SM versions, when both
-    are known from the GPU catalog, are reported alongside the product.
+    ``deployment_gpu_product`` is the product the deployment pins (its
+    ``spec.scheduling.nodeSelector["nvidia.com/gpu.product"]``), ``None`` to follow the engine;
+    ``engine_gpu_products`` are the node-label values the pods require (the engine's product and its
+    catalog aliases; default: ``engine_gpu_product``): a pinned product outside them can never be
+    scheduled, since the node selector and the operator's required affinity must both match. SM
+    versions, when both are known from the GPU catalog, are reported alongside the product.
     """
     problems: list[Incompatibility] = []
     server, engine = normalize_image(server_image), normalize_image(engine_runtime_image)
     if server != engine and engine not in {normalize_image(i) for i in compatible_images}:
-        problems.append(Incompatibility("spec.server.image", server_image, engine_runtime_image))
-    if deployment_gpu_product and deployment_gpu_product != engine_gpu_product:
+        problems.append(
+            Incompatibility(
+                "spec.server.image",
+                server_image,
+                engine_runtime_image,
+                "remove spec.server.image to serve with the engine's runtime image, or, if this image "
+                f"carries the same TensorRT-LLM build, list the engine's image in the annotation "
+                f"{ANNOTATION_COMPATIBLE_IMAGES}",
+            )
+        )
+    allowed = set(engine_gpu_products or (engine_gpu_product,))
+    if deployment_gpu_product and deployment_gpu_product not in allowed:
         dep, eng = deployment_gpu_product, engine_gpu_product
         if deployment_sm is not None and engine_sm is not None:
             dep, eng = f"{dep} (SM {deployment_sm})", f"{eng} (SM {engine_sm})"
-        problems.append(Incompatibility("gpu product", dep, eng))
+        problems.append(
+            Incompatibility(
+                NODE_SELECTOR_PRODUCT_FIELD,
+                dep,
+                eng,
+                "the pods always require the engine's gpu.product, so no node matches both: remove the "
+                "key from spec.scheduling.nodeSelector, or serve an LLMEngine built for that GPU",
+            )
+        )
     return problems
 
 
@@ -186,24 +254,30 @@ def engine_incompatibilities(
 ) -> list[Incompatibility]:
     """The compatibility gate for raw objects (image vs ``spec.runtime.image``, GPU product/SM).
 
-    The deployment pins a product only through ``spec.scheduling.nodeSelector["nvidia.com/gpu.product"]``;
-    compatible images are declared with the annotation :data:`ANNOTATION_COMPATIBLE_IMAGES`.
+    The deployment pins a product through ``spec.scheduling.nodeSelector["nvidia.com/gpu.product"]``
+    (it must be one of the node-label values the pods require: the engine's product or its catalog
+    alias) and can exclude it through its required node affinity; compatible images are declared with
+    the annotation :data:`ANNOTATION_COMPATIBLE_IMAGES`.
     """
     dspec, espec = deployment.get("spec") or {}, engine.get("spec") or {}
     engine_image = (espec.get("runtime") or {}).get("image", "")
     server_image = (dspec.get("server") or {}).get("image") or engine_image
     engine_product = (espec.get("gpu") or {}).get("product", "")
-    node_selector = (dspec.get("scheduling") or {}).get("nodeSelector") or {}
-    dep_product = node_selector.get(GPU_PRODUCT_LABEL)
+    scheduling = dspec.get("scheduling") or {}
+    dep_product = (scheduling.get("nodeSelector") or {}).get(GPU_PRODUCT_LABEL)
     annotations = (deployment.get("metadata") or {}).get("annotations") or {}
     engine_canonical, engine_sm = _catalog(engine_product)
-    dep_canonical, dep_sm = _catalog(dep_product)
-    return check_compatibility(
+    _, dep_sm = _catalog(dep_product)
+    products = (engine_product, *gpu_product_aliases(engine_product))
+    problems = check_compatibility(
         server_image=server_image,
         engine_runtime_image=engine_image,
         engine_gpu_product=engine_canonical or engine_product,
-        deployment_gpu_product=dep_canonical,
+        deployment_gpu_product=dep_product,
         engine_sm=engine_sm,
         deployment_sm=dep_sm,
         compatible_images=parse_compatible_images(annotations.get(ANNOTATION_COMPATIBLE_IMAGES)),
+        engine_gpu_products=products,
     )
+    dead = affinity_incompatibility(scheduling.get("affinity"), products, GPU_PRODUCT_LABEL)
+    return [*problems, dead] if dead else problems

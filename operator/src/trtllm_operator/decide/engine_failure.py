@@ -25,14 +25,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine_builder import contract as builder_report
+from trtllm_operator.api.wire import BUILDER_CONTAINER
 
 #: Reasons the operator adds to the builder's own (not produced by the builder process).
 REASON_TIMEOUT = "Timeout"
 REASON_HOST_OOM = "HostOutOfMemory"
 REASON_UNKNOWN = "Unknown"
 REASON_UNSCHEDULABLE = "Unschedulable"
-
-BUILDER_CONTAINER = "builder"
 
 
 def exit_code_reasons() -> dict[int, str]:

@@ -37,6 +37,7 @@ from trtllm_operator.api.owners import is_owned_by, owner_names
 from trtllm_operator.api.wire import (
     ANNOTATION_ENGINE_KEY,
     BUILD_SPEC_DATA_KEY,
+    BUILDER_CONTAINER,
     COMPONENT_BUILDER,
     ENGINE_PLURAL,
     GROUP,
@@ -60,7 +61,7 @@ from trtllm_operator.decide.engine import (
     decide_invalid,
 )
 from trtllm_operator.decide.engine_cache import parse_record
-from trtllm_operator.decide.engine_failure import BUILDER_CONTAINER, job_condition
+from trtllm_operator.decide.engine_failure import job_condition
 from trtllm_operator.decide.engine_progress import BuildProgress, parse_progress
 from trtllm_operator.decide.engine_spec import InvalidEngine, PreparedEngine, prepare_engine
 from trtllm_operator.decide.ownership import ChildConflict, marker_conflict

@@ -37,6 +37,7 @@ from typing import Any
 from trtllm_operator.api.engine import BenchmarkSpec, LLMEngineSpec
 from trtllm_operator.api.wire import (
     ANNOTATION_ENGINE_KEY,
+    BENCHMARK_CONTAINER,
     COMPONENT_BENCHMARK,
     GPU_RESOURCE,
     LABEL_COMPONENT,
@@ -67,7 +68,7 @@ __all__ = [
     "desired_benchmark_job",
 ]
 
-BENCH_CONTAINER = "trtllm-bench"
+BENCH_CONTAINER = BENCHMARK_CONTAINER
 
 
 def benchmark_spec_hash(bench: BenchmarkSpec) -> str:

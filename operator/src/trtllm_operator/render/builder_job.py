@@ -42,6 +42,7 @@ from trtllm_operator.api.wire import (
     ANNOTATION_ENGINE_KEY,
     ARTIFACT_DATA_KEY,
     BUILD_SPEC_DATA_KEY,
+    BUILDER_CONTAINER,
     COMPONENT_ARTIFACT,
     COMPONENT_BUILDER,
     COMPONENT_STORAGE,
@@ -55,7 +56,7 @@ from trtllm_operator.api.wire import (
     LABEL_STORAGE_ID,
     MANAGED_BY,
 )
-from trtllm_operator.decide.engine_failure import BUILDER_CONTAINER, deterministic_exit_codes
+from trtllm_operator.decide.engine_failure import deterministic_exit_codes
 from trtllm_operator.decide.engine_spec import PreparedEngine, gpu_products
 from trtllm_operator.decide.storage import cache_entry_name
 from trtllm_operator.settings import Settings

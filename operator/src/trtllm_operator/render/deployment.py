@@ -28,9 +28,11 @@ from typing import Any
 from trtllm_operator.api.wire import (
     ANNOTATION_CONFIG_HASH,
     ANNOTATION_ENGINE_KEY,
+    FETCH_CONTAINER,
     GPU_PRODUCT_LABEL,
     GPU_RESOURCE,
     LABEL_ENGINE_KEY,
+    SERVER_CONTAINER,
 )
 from trtllm_operator.decide.serving_params import ARTIFACT_MOUNT, ServingParams
 from trtllm_operator.render.launch import WORKER_WAIT_SECONDS
@@ -201,7 +203,7 @@ def fetch_container(params: ServingParams) -> dict[str, Any]:
             for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
         ]
     return {
-        "name": "fetch-artifact",
+        "name": FETCH_CONTAINER,
         "image": params.image,
         "command": ["python3", "-c", FETCH_SCRIPT, s3.bucket, s3.prefix, ARTIFACT_MOUNT],
         "env": env,
@@ -236,7 +238,7 @@ def pod_template(
         }
     )
     container: dict[str, Any] = {
-        "name": "triton",
+        "name": SERVER_CONTAINER,
         "image": params.image,
         "command": command or ["/bin/bash", f"{CONFIG_MOUNT}/{LAUNCH_SCRIPT}"],
         "ports": [

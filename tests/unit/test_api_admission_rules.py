@@ -1,0 +1,195 @@
+"""The admission rules themselves: every CEL rule reports a reason the user can read, the labels and
+container names the rules protect are the ones the renderers write, and the Kubernetes CEL functions
+the offline check (``trtllm-operator render``) implements behave like the API server's.
+
+The corpus of invalid manifests is checked against the real API server in
+tests/integration/test_api_admission.py and against the offline check in test_render_command.py.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from celpy import celtypes
+
+from trtllm_operator.api.common import CEL_KEY
+from trtllm_operator.api.crd import deployment_crd, engine_crd
+from trtllm_operator.api.deployment import SERVING_LABEL_KEYS
+from trtllm_operator.api.engine import BUILDER_POD_LABEL_KEYS
+from trtllm_operator.api.wire import (
+    BENCHMARK_CONTAINER,
+    BUILDER_CONTAINER,
+    FETCH_CONTAINER,
+    GROUP,
+    SERVER_CONTAINER,
+)
+from trtllm_operator.commands._cel_library import _parse_quantity, format_string
+from trtllm_operator.commands._schema import manifest_errors
+from trtllm_operator.decide.engine_spec import PreparedEngine, prepare_engine
+from trtllm_operator.render.benchmark_job import desired_benchmark_job
+from trtllm_operator.render.builder_job import desired_builder_job
+from trtllm_operator.render.children import desired_children
+from trtllm_operator.settings import Settings
+
+REPO = Path(__file__).resolve().parents[2]
+KEY = "e" * 64
+TINY = json.loads(
+    (REPO / "tests/fixtures/model-configs/TinyLlama__TinyLlama-1.1B-Chat-v1.0.json").read_text()
+)
+
+
+def _rules(node: dict[str, Any], path: str = "") -> list[tuple[str, dict[str, str]]]:
+    found = [(path, r) for r in node.get(CEL_KEY, [])]
+    for key, child in (node.get("properties") or {}).items():
+        found += _rules(child, f"{path}.{key}")
+    for key in ("items", "additionalProperties"):
+        if isinstance(node.get(key), dict):
+            found += _rules(node[key], f"{path}[]")
+    return found
+
+
+@pytest.mark.parametrize("crd", [engine_crd(), deployment_crd()], ids=["engine", "deployment"])
+def test_every_cel_rule_has_a_readable_reason(crd: dict[str, Any]) -> None:
+    """Without a reason the API server prints the schema type as the value (``Invalid value:
+    "object"``); Forbidden / Required print the message only."""
+    rules = _rules(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+    assert len(rules) > 40
+    for path, rule in rules:
+        assert rule.get("reason") in ("FieldValueForbidden", "FieldValueRequired"), (path, rule)
+        assert rule["message"].strip(), (path, rule)
+
+
+def _serving_children() -> list[dict[str, Any]]:
+    docs = list(yaml.safe_load_all((REPO / "examples/llama-3.1-8b-fp8-h100.yaml").read_text()))
+    engine = next(d for d in docs if d["kind"] == "LLMEngine")
+    deployment = next(d for d in docs if d["kind"] == "LLMDeployment")
+    for d in (engine, deployment):
+        d["metadata"].update(namespace="ml", uid="uid")
+    engine["spec"]["storage"] = {"s3": {"bucket": "engines"}}  # the S3 fetch init container too
+    engine["status"] = {"phase": "Ready", "engineKey": KEY, "artifact": {"uri": f"s3://engines/x/{KEY}"}}
+    out = desired_children(deployment, engine, gpus_per_node=8, lws_installed=False)
+    assert out.workload is not None and out.service is not None
+    return [out.workload["spec"]["template"], {"metadata": out.service["metadata"]}]
+
+
+def _builder_pod() -> dict[str, Any]:
+    spec = yaml.safe_load((REPO / "tests/fixtures/valid/minimal-engine.yaml").read_text())["spec"]
+    spec["model"]["source"] = "hf://TinyLlama/TinyLlama-1.1B-Chat-v1.0"
+    prepared = prepare_engine("llama", spec, hf_config=TINY)
+    assert isinstance(prepared, PreparedEngine), prepared
+    meta = {"metadata": {"name": "llama", "namespace": "ml", "uid": "uid"}}
+    return dict(desired_builder_job(meta, prepared, Settings())["spec"]["template"])
+
+
+def _benchmark_pod() -> dict[str, Any]:
+    body: dict[str, Any] = yaml.safe_load((REPO / "tests/fixtures/valid/minimal-engine.yaml").read_text())
+    body["metadata"].update(namespace="ml", uid="uid")
+    body["spec"]["benchmark"] = {}
+    body["status"] = {"phase": "Ready", "engineKey": KEY, "artifact": {"uri": f"pvc://a/{KEY}"}}
+    return dict(desired_benchmark_job(body, Settings(), ["H100"])["spec"]["template"])
+
+
+def _owned(key: str, reserved: tuple[str, ...]) -> bool:
+    return key in reserved or key.startswith(GROUP + "/")
+
+
+def test_the_reserved_label_keys_are_the_ones_the_operator_writes() -> None:
+    """A user label under one of these keys would be overwritten, so admission refuses it: the
+    reserved sets must cover every label the renderers put on pods and Services."""
+    for obj in _serving_children():
+        for key in obj["metadata"]["labels"]:
+            assert _owned(key, SERVING_LABEL_KEYS), key
+    for pod in (_builder_pod(), _benchmark_pod()):
+        for key in pod["metadata"]["labels"]:
+            assert _owned(key, BUILDER_POD_LABEL_KEYS), key
+        for key in pod["metadata"].get("annotations") or {}:
+            assert not key.startswith(GROUP + "/") or key == f"{GROUP}/engine-key"
+
+
+def test_the_apparmor_rule_names_the_rendered_containers() -> None:
+    """``ValidateAppArmorPodAnnotations`` wants an existing container; the rule lists these names."""
+    serving = _serving_children()[0]["spec"]
+    assert {c["name"] for c in serving["containers"] + serving.get("initContainers", [])} == {
+        SERVER_CONTAINER,
+        FETCH_CONTAINER,
+    }
+    assert [c["name"] for c in _builder_pod()["spec"]["containers"]] == [BUILDER_CONTAINER]
+    assert [c["name"] for c in _benchmark_pod()["spec"]["containers"]] == [BENCHMARK_CONTAINER]
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("64Gi", Decimal(64 * 2**30)),
+        ("500m", Decimal("0.5")),
+        ("1.5", Decimal("1.5")),
+        (".5", Decimal("0.5")),
+        ("1e3", Decimal(1000)),
+        ("2E", Decimal(2 * 10**18)),  # E alone is exa, not an exponent
+        ("-1Mi", Decimal(-(2**20))),
+        ("+8", Decimal(8)),
+        ("100k", Decimal(100_000)),
+    ],
+)
+def test_quantities_parse_as_resource_quantity_does(text: str, value: Decimal) -> None:
+    # Examples from k8s.io/apimachinery@v0.34.4 pkg/api/resource/quantity.go and the CEL quantity
+    # library's documentation (k8s.io/apiserver@v0.34.4 pkg/cel/library/quantity.go).
+    assert _parse_quantity(text) == value
+
+
+@pytest.mark.parametrize("text", ["64 GB", "Mi", "1,5", "200K", "1.5.2", ""])
+def test_non_quantities_are_refused(text: str) -> None:
+    with pytest.raises(ValueError):
+        _parse_quantity(text)
+
+
+def test_format_prints_like_the_api_server() -> None:
+    """cel-go's ``format``: lists of strings as ``["a", "b"]``, whole doubles without a fraction
+    (strings observed from the API server in tests/fixtures/invalid)."""
+    args = celtypes.ListType(
+        [
+            celtypes.ListType([celtypes.StringType("A b"), celtypes.StringType("X/y")]),
+            celtypes.DoubleType(90.0),
+            celtypes.DoubleType(0.9),
+            celtypes.IntType(3),
+        ]
+    )
+    assert (
+        str(format_string(celtypes.StringType("bad %s; %s %s %d %%"), args))
+        == 'bad ["A b", "X/y"]; 90 0.9 3 %'
+    )
+
+
+def _engine(**over: Any) -> dict[str, Any]:
+    body: dict[str, Any] = yaml.safe_load((REPO / "tests/fixtures/valid/minimal-engine.yaml").read_text())
+    body["spec"].update(copy.deepcopy(over))
+    return body
+
+
+def test_annotations_total_size_is_bounded() -> None:
+    """``ValidateAnnotations`` caps keys plus values at 256 KiB per object; the operator keeps 1 KiB."""
+    big = {f"note-{i}": "v" * 8000 for i in range(33)}
+    errors = manifest_errors(_engine(gpu={"product": "NVIDIA-H100-80GB-HBM3", "podAnnotations": big}))
+    assert any(e.startswith("spec.gpu.podAnnotations: annotations take ") for e in errors), errors
+    fine = {f"note-{i}": "v" * 8000 for i in range(30)}
+    assert manifest_errors(_engine(gpu={"product": "NVIDIA-H100-80GB-HBM3", "podAnnotations": fine})) == []
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3",
+        "registry.local:5000/trt/triton:1.2.0",
+        "nvcr.io/nvidia/tritonserver@sha256:" + "a" * 64,
+        "nvcr.io/nvidia/tritonserver:latest@sha256:" + "b" * 64,  # the digest pins it
+        "[fd00::1]:5000/triton:26.03",
+    ],
+)
+def test_pinned_images_are_admitted(image: str) -> None:
+    assert manifest_errors(_engine(runtime={"image": image})) == []
