@@ -1,0 +1,182 @@
+"""The operator's per-LLMDeployment series through a real Prometheus, scraped as the chart's
+ServiceMonitor asks, and the dashboard's autoscaler panels on them (audit B12).
+
+The operator's autoscaler gauges carry the LLMDeployment's ``namespace`` label; the target the
+Prometheus Operator makes from the chart's ServiceMonitor carries the operator's own ``namespace``
+(``__meta_kubernetes_namespace`` → ``namespace``, prometheus-operator v0.85.0
+``pkg/prometheus/promcfg.go``). Prometheus resolves the clash by ``honor_labels``: true keeps the
+scraped label; false renames it to ``exported_namespace`` (Prometheus docs, ``scrape_config``
+``honor_labels``). Here a real Prometheus (Debian's ``prometheus``, ``hack/ci-deps.sh``) scrapes the
+operator's real registry with the target labels and ``honor_labels`` the chart's ServiceMonitor
+gives, and the dashboard's own queries are evaluated with ``$namespace`` set to the LLMDeployment's.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from localcluster import find_bin_dir
+from prometheus_client import start_http_server
+from support.wait import wait_for
+
+from trtllm_operator.metrics.operator_metrics import (
+    AUTOSCALER_CURRENT_REPLICAS,
+    AUTOSCALER_DESIRED_REPLICAS,
+    REGISTRY,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "charts" / "trtllm-operator"
+DASHBOARD = CHART / "files" / "grafana-dashboard.json"
+OPERATOR_NAMESPACE = "trtllm-system"
+DEPLOYMENT_NAMESPACE = "team-a"
+
+
+def reserve_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def chart_service_monitor(tmp: Path) -> dict[str, Any]:
+    """The ServiceMonitor ``helm template`` renders with ``metrics.serviceMonitor.enabled``."""
+    env = {
+        "HELM_CACHE_HOME": str(tmp / "h"),
+        "HELM_CONFIG_HOME": str(tmp / "h"),
+        "HELM_DATA_HOME": str(tmp / "h"),
+    }
+    out = subprocess.run(
+        [
+            str(find_bin_dir() / "helm"),
+            "template",
+            "rel",
+            str(CHART),
+            "--namespace",
+            OPERATOR_NAMESPACE,
+            "--kube-version",
+            "1.34.4",
+            "--set",
+            "metrics.serviceMonitor.enabled=true",
+            "--show-only",
+            "templates/servicemonitor.yaml",
+        ],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", **env},
+        check=True,
+    ).stdout
+    monitor: dict[str, Any] = yaml.safe_load(out)
+    return monitor
+
+
+def scrape_config(monitor: dict[str, Any], target: str) -> dict[str, Any]:
+    """The scrape job prometheus-operator generates for the monitor's first endpoint, with the
+    target labels it attaches (``namespace``, ``service``, ``endpoint``, ``job``) given statically
+    in place of Kubernetes service discovery (Debian's Prometheus has none)."""
+    (endpoint,) = monitor["spec"]["endpoints"]
+    name, ns = monitor["metadata"]["name"], monitor["metadata"]["namespace"]
+    return {
+        "job_name": f"serviceMonitor/{ns}/{name}/0",
+        "honor_labels": bool(endpoint.get("honorLabels", False)),
+        "static_configs": [
+            {
+                "targets": [target],
+                "labels": {"namespace": ns, "service": name, "endpoint": endpoint["port"], "job": name},
+            }
+        ],
+    }
+
+
+def query(url: str, expr: str) -> list[dict[str, Any]]:
+    with urllib.request.urlopen(
+        f"{url}/api/v1/query?" + urllib.parse.urlencode({"query": expr}), timeout=5
+    ) as r:
+        doc = json.loads(r.read())
+    assert doc["status"] == "success", doc
+    return list(doc["data"]["result"])
+
+
+@pytest.fixture
+def operator_exporter() -> Iterator[int]:
+    """The operator's registry served on 127.0.0.1 with one autoscaled LLMDeployment's gauges."""
+    port = reserve_port()
+    server, thread = start_http_server(port, addr="127.0.0.1", registry=REGISTRY)
+    AUTOSCALER_DESIRED_REPLICAS.labels(namespace=DEPLOYMENT_NAMESPACE, name="llama-b12").set(3)
+    AUTOSCALER_CURRENT_REPLICAS.labels(namespace=DEPLOYMENT_NAMESPACE, name="llama-b12").set(2)
+    try:
+        yield port
+    finally:
+        for gauge in (AUTOSCALER_DESIRED_REPLICAS, AUTOSCALER_CURRENT_REPLICAS):
+            gauge.remove(DEPLOYMENT_NAMESPACE, "llama-b12")
+        server.shutdown()
+        thread.join(5)
+
+
+def run_prometheus(tmp: Path, job: dict[str, Any]) -> tuple[subprocess.Popen[bytes], str]:
+    binary = shutil.which("prometheus")
+    assert binary, "prometheus is not installed: run hack/ci-deps.sh (Debian package 'prometheus')"
+    port = reserve_port()
+    config = tmp / "prometheus.yml"
+    config.write_text(yaml.safe_dump({"global": {"scrape_interval": "1s"}, "scrape_configs": [job]}))
+    log = open(tmp / "prometheus.log", "wb")  # noqa: SIM115 (closed with the process)
+    proc = subprocess.Popen(
+        [
+            binary,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={tmp / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--log.level=warn",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    log.close()
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def autoscaler_panel_queries() -> list[str]:
+    doc = json.loads(DASHBOARD.read_text())
+    (panel,) = (p for p in doc["panels"] if p.get("title") == "Autoscaler: desired vs current replicas")
+    return [t["expr"] for t in panel["targets"]]
+
+
+@pytest.mark.parametrize("honor", ["chart", "false"])
+def test_dashboard_autoscaler_panels_see_the_deployments_namespace(
+    tmp_path: Path, operator_exporter: int, honor: str
+) -> None:
+    monitor = chart_service_monitor(tmp_path)
+    job = scrape_config(monitor, f"127.0.0.1:{operator_exporter}")
+    if honor == "false":  # what the chart shipped before: the clash renames the label
+        job["honor_labels"] = False
+    else:
+        assert job["honor_labels"] is True
+    proc, url = run_prometheus(tmp_path, job)
+    try:
+        wait_for(
+            lambda: query(url, 'trtllm_operator_autoscaler_desired_replicas{name="llama-b12"}'),
+            timeout=60,
+            desc="the operator's gauge scraped",
+        )
+        (series,) = query(url, 'trtllm_operator_autoscaler_desired_replicas{name="llama-b12"}')
+        panels = [q.replace("$namespace", DEPLOYMENT_NAMESPACE) for q in autoscaler_panel_queries()]
+        found = [query(url, q) for q in panels]
+        if honor == "chart":
+            assert series["metric"]["namespace"] == DEPLOYMENT_NAMESPACE
+            assert [[r["value"][1] for r in rows] for rows in found] == [["3"], ["2"]]
+        else:
+            assert series["metric"]["namespace"] == OPERATOR_NAMESPACE
+            assert series["metric"]["exported_namespace"] == DEPLOYMENT_NAMESPACE
+            assert found == [[], []]  # the dashboard's namespace filter misses the deployment
+    finally:
+        proc.terminate()
+        proc.wait(20)
