@@ -38,7 +38,7 @@ def _error(exc: ApiException) -> str:
         return str(exc.body)
 
 
-@pytest.mark.parametrize("name", ["minimal-engine", "minimal-deployment"])
+@pytest.mark.parametrize("name", ["minimal-engine", "minimal-deployment", "deployment-autoscaling-keda"])
 def test_minimal_manifests_are_accepted(cluster: LocalCluster, namespace: str, name: str) -> None:
     """The corpus bases are valid, so each invalid case fails only for its one defect."""
     body = yaml.safe_load((FIXTURES / "valid" / f"{name}.yaml").read_text())

@@ -19,6 +19,7 @@ from trtllm_operator.decide.autoscaling import (
     ScalingRules,
     policy_from_spec,
     quantity,
+    refuse_scale_to_zero,
 )
 from trtllm_operator.decide.serving_params import OwnerRef
 from trtllm_operator.render.hpa import desired_hpa
@@ -103,6 +104,26 @@ def test_behavior_mapping(behavior: dict[str, Any], up: ScalingRules, down: Scal
 def test_policy_from_invalid_spec_names_the_field(kw: dict[str, Any], field: str) -> None:
     with pytest.raises(ValueError, match=field):
         policy_from_spec(spec(**kw))
+
+
+@pytest.mark.parametrize("mode", ["builtin", "hpa", "keda"])
+def test_scale_to_zero_is_refused_in_every_mode(mode: str) -> None:
+    """Audit A6. Every trigger the operator renders is a query over the serving pods' own Triton
+    series, so with no pod left the query result is empty. kedacore/keda v2.20.2
+    pkg/scalers/prometheus_scaler.go ExecutePromQuery returns 0 for an empty result (ignoreNullValues
+    defaults to true), GetMetricsAndActivity reports the trigger active only when the value exceeds
+    activationThreshold (default 0), and pkg/scaling/executor/scale_scaledobjects.go RequestScale
+    scales up from 0 only while a trigger is active: a ScaledObject at minReplicaCount 0 would stay
+    at 0. The old rule let mode keda through (``self.minReplicas >= 1 || self.mode == 'keda'``)."""
+    auto = keda_spec(minReplicas=0) if mode == "keda" else spec(minReplicas=0, mode=mode)
+    with pytest.raises(ValueError) as err:
+        refuse_scale_to_zero(auto)
+    text = str(err.value)
+    # field, value, why (no trigger that exists without serving pods) and the fix
+    assert text.startswith("spec.autoscaling.minReplicas: minReplicas 0 (scale to zero)")
+    assert "no trigger that exists without serving pods" in text
+    assert text.endswith("set minReplicas: 1 or more")
+    refuse_scale_to_zero(keda_spec(minReplicas=1))  # 1 is fine
 
 
 @pytest.mark.parametrize(
@@ -266,14 +287,14 @@ def check_scaled_object(obj: dict[str, Any]) -> None:
 
 
 def test_scaled_object_validates_and_targets_the_scale_subresource() -> None:
-    obj = desired_scaled_object("llama", "ns", OWNER, keda_spec(minReplicas=0))
+    obj = desired_scaled_object("llama", "ns", OWNER, keda_spec(minReplicas=2))
     check_scaled_object(obj)
     assert obj["spec"]["scaleTargetRef"] == SCALE_TARGET
     assert (
         obj["spec"]["minReplicaCount"],
         obj["spec"]["maxReplicaCount"],
         obj["spec"]["pollingInterval"],
-    ) == (0, 8, 15)
+    ) == (2, 8, 15)
     queue, kv = obj["spec"]["triggers"]
     assert (queue["name"], queue["metricType"], queue["metadata"]["threshold"]) == (
         "queue-depth",

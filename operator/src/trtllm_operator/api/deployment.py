@@ -251,6 +251,25 @@ class MetricsSpec(ApiModel):
     )
 
 
+#: Why ``minReplicas: 0`` is refused in every mode (audit A6). Every trigger the operator can render
+#: (``targets.queueDepthPerReplica``, ``kvCacheUtilization``, ``batchUtilization``) is read from the
+#: serving pods' own Triton metrics, so at zero replicas there is no series to wake on: KEDA's
+#: Prometheus scaler reads an empty query result as 0 (``ignoreNullValues`` defaults to true) and
+#: reports the trigger active only when the value exceeds ``activationThreshold`` (default 0)
+#: (kedacore/keda v2.20.2 ``pkg/scalers/prometheus_scaler.go`` ``ExecutePromQuery``,
+#: ``GetMetricsAndActivity``), and its executor scales a ScaledObject up from 0 only while a trigger
+#: is active (``pkg/scaling/executor/scale_scaledobjects.go`` ``RequestScale``). A trigger that
+#: exists without serving pods (a request queue in front of them, e.g. the KEDA HTTP add-on's
+#: interceptor) is what scale to zero needs; the API has none yet, so the rule refuses 0 outright.
+SCALE_TO_ZERO_REFUSAL = (
+    "minReplicas 0 (scale to zero) could never scale back up: every autoscaling trigger "
+    "(targets.queueDepthPerReplica, targets.kvCacheUtilization, targets.batchUtilization) is read "
+    "from the serving pods' own metrics, which vanish with the last pod, and no trigger that exists "
+    "without serving pods (a request queue in front of them) is configured or can be; set "
+    "minReplicas: 1 or more"
+)
+
+
 class AutoscalingSpec(ApiModel):
     """Autoscaling on queue depth and KV-cache utilization."""
 
@@ -274,11 +293,7 @@ class AutoscalingSpec(ApiModel):
             field_path=".targets",
             reason="FieldValueRequired",
         ),
-        cel(
-            "self.minReplicas >= 1 || self.mode == 'keda'",
-            "minReplicas 0 (scale to zero) needs mode keda; set minReplicas >= 1",
-            field_path=".minReplicas",
-        ),
+        cel("self.minReplicas >= 1", SCALE_TO_ZERO_REFUSAL, field_path=".minReplicas"),
         cel(
             "self.mode != 'keda' || self.metrics.source == 'prometheus'",
             "mode keda reads metrics from Prometheus; set metrics.source to prometheus and "
@@ -293,7 +308,13 @@ class AutoscalingSpec(ApiModel):
         description="builtin: the operator scales spec.replicas itself. hpa: render a "
         "HorizontalPodAutoscaler (needs a custom-metrics adapter). keda: render a KEDA ScaledObject.",
     )
-    min_replicas: int = Field(default=1, ge=0, le=1000, description="Lower bound on replicas.")
+    min_replicas: int = Field(
+        default=1,
+        ge=0,
+        le=1000,
+        description="Lower bound on replicas; at least 1 in every mode (0 is refused: no trigger "
+        "could scale the deployment back up, docs/autoscaling.md).",
+    )
     max_replicas: int | None = Field(
         default=None, ge=1, le=1000, description="Upper bound on replicas (required when enabled)."
     )

@@ -116,6 +116,7 @@ __all__ = [
     "policy_from_spec",
     "quantity",
     "record_decision",
+    "refuse_scale_to_zero",
     "rules_manifest",
     "scaling_rules_from_spec",
 ]
@@ -821,18 +822,25 @@ def scaling_rules_from_spec(rules: api.ScalingRules, default: ScalingRules) -> S
     )
 
 
+def refuse_scale_to_zero(spec: api.AutoscalingSpec) -> None:
+    """Raise ``ValueError`` naming the field, the value and the fix when ``spec.autoscaling``
+    asks for ``minReplicas: 0``, in any mode (:data:`~trtllm_operator.api.deployment.SCALE_TO_ZERO_REFUSAL`
+    says why). Admission refuses it first (the CEL rule with the same text); this catches objects
+    stored before that rule existed, so neither the built-in autoscaler nor a rendered HPA or KEDA
+    ScaledObject ever takes a deployment to zero replicas it cannot leave."""
+    if spec.min_replicas < 1:
+        raise ValueError(f"spec.autoscaling.minReplicas: {api.SCALE_TO_ZERO_REFUSAL}")
+
+
 def policy_from_spec(spec: api.AutoscalingSpec) -> Policy:
     """The :class:`Policy` of an LLMDeployment's ``spec.autoscaling`` (built-in mode).
 
     Raises ``ValueError`` naming the field when the spec cannot drive the built-in autoscaler
-    (``maxReplicas`` unset, no target, ``minReplicas`` 0 — which only ``mode: keda`` supports).
+    (``maxReplicas`` unset, no target, ``minReplicas`` 0: :func:`refuse_scale_to_zero`).
     """
     if spec.max_replicas is None:
         raise ValueError("spec.autoscaling.maxReplicas is required when autoscaling is enabled: set it")
-    if spec.min_replicas < 1:
-        raise ValueError(
-            "spec.autoscaling.minReplicas 0 (scale to zero) needs mode keda; set minReplicas >= 1"
-        )
+    refuse_scale_to_zero(spec)
     return Policy(
         min_replicas=spec.min_replicas,
         max_replicas=spec.max_replicas,

@@ -67,6 +67,7 @@ from trtllm_operator.decide.autoscaling import (
     decide,
     policy_from_spec,
     record_decision,
+    refuse_scale_to_zero,
 )
 from trtllm_operator.decide.conditions import condition, rfc3339
 from trtllm_operator.decide.policy import url_refusal
@@ -356,6 +357,8 @@ def sync_external_autoscaler(kube: Kube, obj: Mapping[str, Any]) -> None:
     if mode != "keda":
         _remove(kube, SCALED_OBJECT, namespace, child, uid)
     try:
+        if mode in ("hpa", "keda"):
+            refuse_scale_to_zero(auto)
         if mode == "hpa":
             _apply(kube, HPA, desired_hpa(name, namespace, owner, auto), obj)
         elif mode == "keda":
