@@ -17,12 +17,12 @@ venv:
 	@hack/venv.sh
 
 testbin:
-	@echo "[testbin] $$(hack/build-testbin.sh)"
+	@bin=$$(hack/build-testbin.sh) && echo "[testbin] $$bin"
 
 # The real tritonserver 2.51 (nvidia-pytriton 0.7.0) + the Python stub's environment, cached in
 # ~/.cache/trtllm-operator/triton-2.51.0-*/ (docs/triton-cpu.md).
 triton-runtime:
-	@echo "[triton-runtime] $$(hack/triton-runtime.sh)"
+	@rt=$$(hack/triton-runtime.sh) && echo "[triton-runtime] $$rt"
 
 lint: venv
 	$(VENV)/bin/ruff check .

@@ -22,6 +22,14 @@ mkdir -p "$BIN"
 
 log() { echo "[build-testbin] $*" >&2; }
 
+# One build at a time per version set: a second caller (another test process, another worktree) waits
+# for the first and then finds everything built, instead of compiling the same binaries in parallel.
+exec 9>"$W/.build.lock"
+if ! flock -n 9; then
+  log "another build-testbin is building $W; waiting for it"
+  flock 9
+fi
+
 all_built=1
 for b in kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok helm; do
   [ -x "$BIN/$b" ] || all_built=0
