@@ -78,6 +78,29 @@ def test_world_size_one_execs_plain_tritonserver() -> None:
     assert re.search(r"^exec tritonserver --model-repository=/model-repository", script, re.M)
 
 
+@pytest.mark.parametrize(
+    "params",
+    [
+        a_deployment(),
+        a_deployment(tensor_parallelism=2),
+        a_deployment(backend="pytorch", tensor_parallelism=2),
+    ],
+    ids=["one rank", "tensorrt tp2", "pytorch tp2"],
+)
+def test_every_tritonserver_turns_on_the_ttft_histogram(params: ServingParams) -> None:
+    """Audit B6 (TTFT panels). triton-inference-server/core r24.11 (Triton 2.52)
+    ``src/metric_model_reporter.cc`` ``MetricReporterConfig::ParseConfig`` enables latency
+    histograms only for the global metrics-config pair ``histogram_latencies`` = ``true``, and
+    ``InitializeHistograms`` then creates ``nv_inference_first_response_histogram_ms``
+    (``src/metrics.cc``) for decoupled models: the dashboard's TTFT panel has data only with it.
+    tritonserver's syntax is ``--metrics-config <setting>=<value>`` (docs/user_guide/metrics.md)."""
+    script = launch_script(params)
+    starts = re.findall(r"tritonserver --model-repository=[^\n]*", script)
+    assert starts, script
+    for line in starts:
+        assert "--metrics-config=histogram_latencies=true" in line.split(), line
+
+
 def test_pytorch_backend_runs_one_triton_process_owning_all_gpus() -> None:
     params = a_deployment(backend="pytorch", tensor_parallelism=4)
     cm, dep = render(params)

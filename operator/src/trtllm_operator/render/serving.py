@@ -101,12 +101,23 @@ def content_hash(data: Any) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+#: ``tritonserver`` flag for the TTFT histogram (``--metrics-config <setting>=<value>``, Triton
+#: docs/user_guide/metrics.md "Histograms"); see :func:`tritonserver_args`.
+TTFT_METRICS_CONFIG = "--metrics-config=histogram_latencies=true"
+
+
 def tritonserver_args(params: ServingParams, *, leader: bool, rank: int) -> list[str]:
     """One ``tritonserver`` rank's arguments, as TensorRT-LLM's launch script builds them (§4.4).
 
     Rank 0 serves every model and the three ports; ranks ≥ 1 load only ``tensorrt_llm`` in explicit
     model-control mode and never return from model initialisation, so the shared ports never clash.
     Each rank gets its own Python-backend shared-memory prefix.
+
+    :data:`TTFT_METRICS_CONFIG` turns on Triton's time-to-first-response histogram
+    (``nv_inference_first_response_histogram_ms``, decoupled models only), which the dashboard's
+    TTFT panels read: triton-inference-server/core r24.11 (Triton 2.52) ``src/metric_model_reporter.cc``
+    ``MetricReporterConfig::ParseConfig`` / ``InitializeHistograms``. Older cores skip settings they
+    do not know (the same loop without that key): Triton 2.51 starts and serves with it unchanged.
     """
     args = [
         "tritonserver",
@@ -114,6 +125,7 @@ def tritonserver_args(params: ServingParams, *, leader: bool, rank: int) -> list
         f"--http-port={HTTP_PORT}",
         f"--grpc-port={GRPC_PORT}",
         f"--metrics-port={METRICS_PORT}",
+        TTFT_METRICS_CONFIG,
         "--disable-auto-complete-config",
         f"--backend-config=python,shm-region-prefix-name=prefix{rank}_",
     ]
