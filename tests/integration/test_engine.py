@@ -212,12 +212,17 @@ def condition(engine: dict[str, Any], type_: str) -> dict[str, Any]:
     raise AssertionError(f"no {type_} condition in {engine.get('status')}")
 
 
+def create_token_secret(core: client.CoreV1Api, namespace: str) -> None:
+    """The Hugging Face token Secret ``an_engine`` references (``hf``/``token``), labelled usable by
+    LLM resources — without the label the operator refuses it (reason ``SecretNotAllowed``)."""
+    marked = {"name": "hf", "labels": {LABEL_SECRET_USABLE: "true"}}
+    core.create_namespaced_secret(namespace, {"metadata": marked, "stringData": {"token": "hf_x"}})
+
+
 @pytest.fixture
 def api(cluster: LocalCluster, namespace: str) -> Api:
     a = Api(cluster, namespace)
-    # The Hugging Face token Secret the engines reference, marked usable by LLM resources.
-    marked = {"name": "hf", "labels": {LABEL_SECRET_USABLE: "true"}}
-    a.core.create_namespaced_secret(namespace, {"metadata": marked, "stringData": {"token": "hf_x"}})
+    create_token_secret(a.core, namespace)
     return a
 
 

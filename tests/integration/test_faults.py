@@ -44,7 +44,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from support.cluster import LocalCluster
 from support.operator import fast_settings, running_operator
 from support.wait import wait_for
-from test_engine import EngineBuilder, an_engine, success_report
+from test_engine import EngineBuilder, an_engine, create_token_secret, success_report
 
 from trtllm_operator.api import ENGINE_PLURAL, GROUP, VERSION
 from trtllm_operator.api.wire import LABEL_ENGINE_KEY, LABEL_MANAGED_BY, MANAGED_BY
@@ -204,7 +204,9 @@ def owners_alive(api: Api) -> list[str]:
 
 @pytest.fixture
 def api(cluster: LocalCluster, namespace: str) -> Api:
-    return Api(cluster, namespace)
+    a = Api(cluster, namespace)
+    create_token_secret(a.core, namespace)
+    return a
 
 
 # ----------------------------------------------------------------------------- SIGKILL at seeded points
@@ -317,6 +319,7 @@ def test_operator_recovers_on_its_own_after_etcd_and_apiserver_outage(own_cluste
     cluster = own_cluster
     cp = cluster.control_plane
     api = Api(cluster, cluster.create_namespace("outage"))
+    create_token_secret(api.core, api.ns)
     api.create(ENGINE_PLURAL, kwok_engine("before", 8, 200).manifest())
     with running_operator(cluster, [api.ns]) as op:
         wait_for(lambda: (api.get(ENGINE_PLURAL, "before").get("status") or {}).get("phase") == "Ready", 60)

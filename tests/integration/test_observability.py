@@ -30,7 +30,7 @@ from test_autoscaling import an_autoscaled_deployment, wait_serving
 from test_autoscaling import an_engine as a_serving_engine
 from test_deployment_controller import Api as DeploymentApi
 from test_deployment_controller import a_deployment
-from test_engine import Api, an_engine, success_report
+from test_engine import Api, an_engine, create_token_secret, success_report
 
 from trtllm_operator import events
 from trtllm_operator.emulator import Control, Fleet, PodFollower
@@ -70,6 +70,7 @@ PORT = free_port()
 def apis(cluster: LocalCluster, namespace: str) -> Iterator[tuple[Api, DeploymentApi]]:
     dep = DeploymentApi(cluster, namespace)
     dep.artifact_pvc()
+    create_token_secret(dep.core, namespace)
     yield Api(cluster, namespace), dep
     dep.core.delete_persistent_volume(f"engines-{namespace}")
 
@@ -124,6 +125,8 @@ def test_metrics_events_and_progress_during_build_and_rollout(
             timeout=60,
             desc="chat Ready with 2 replicas",
         )
+        # The reconcile that wrote "Ready" is counted when it returns, just after its status write:
+        # wait until that count is in too, not only the failed build.
         after = wait_for(
             lambda: (
                 s
@@ -136,10 +139,13 @@ def test_metrics_events_and_progress_during_build_and_rollout(
                 > value(
                     before, "trtllm_operator_builds_finished_total", result="failed", reason="CompileFailed"
                 )
+                and value(s, "trtllm_operator_reconciles_total", kind="LLMDeployment", result="success")
+                - value(before, "trtllm_operator_reconciles_total", kind="LLMDeployment", result="success")
+                >= 2
                 else None
             ),
             timeout=10,
-            desc="failed build counted",
+            desc="failed build and the LLMDeployment's reconciles counted",
         )
 
         def delta(metric: str, /, **labels: str) -> float:
