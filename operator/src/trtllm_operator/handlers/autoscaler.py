@@ -56,9 +56,6 @@ from trtllm_operator.api.wire import (
     VERSION,
 )
 from trtllm_operator.decide.autoscaling import (
-    BATCH_UTILIZATION,
-    KV_CACHE_UTILIZATION,
-    QUEUE_DEPTH_PER_REPLICA,
     AutoscalerState,
     Decision,
     PodSignals,
@@ -68,6 +65,7 @@ from trtllm_operator.decide.autoscaling import (
     policy_from_spec,
     record_decision,
     refuse_scale_to_zero,
+    signal_status,
 )
 from trtllm_operator.decide.conditions import condition, rfc3339
 from trtllm_operator.decide.policy import url_refusal
@@ -207,14 +205,8 @@ def autoscale_once(kube: Kube, namespace: str, name: str, now: float | None = No
             f"{decision.from_replicas} → {decision.to_replicas}: {decision.reason}: {decision.message}",
         )
 
-    kv = decision.signals.get(KV_CACHE_UTILIZATION)
-    queue = decision.signals.get(QUEUE_DEPTH_PER_REPLICA)
-    batch = decision.signals.get(BATCH_UTILIZATION)
     fields: dict[str, Any] = {
-        "queueDepthPerReplica": None if queue is None else round(queue, 3),
-        "kvCacheUtilization": None if kv is None else round(kv, 4),
-        "kvCacheUtilizationPercent": None if kv is None else round(kv * 100),
-        "batchUtilization": None if batch is None else round(batch, 4),
+        **signal_status(decision.signals),
         "desiredReplicas": decision.to_replicas,
         "lastScaleTime": last_scale_time,
         "policyState": json.dumps(decision.state.to_dict(), separators=(",", ":")),
