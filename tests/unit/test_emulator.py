@@ -78,33 +78,42 @@ def test_prometheus_client_registry_accepts_the_collector() -> None:
 
 
 def test_signals_read_back_from_the_page() -> None:
+    # The load model's 7.4 queued + 40 running = 47 requests in the executor, 40 scheduled; max is
+    # max_batch_size 64, so active = min(47, 64) = 47 and waiting = active − scheduled = 7
+    # (tensorrtllm_backend v0.19.0 model_instance_state.cc WaitForStats).
     state = ReplicaState(waiting=7.4, active=40)
     signals = signals_from_text(page(state))
     assert signals.queue_depth == 7
     assert signals.kv_cache_utilization == pytest.approx(
         40 * state.profile.blocks_per_request / state.profile.kv_blocks
     )
-    # active and max (max_batch_size) are served, so the batch-utilization signal reads back too
-    assert signals.batch_utilization == pytest.approx((40 + 7) / state.profile.max_batch_size)
 
 
-def test_batch_utilization_follows_pinned_gauges() -> None:
-    signals = signals_from_text(page(control=Control(fixed={"waiting": 16, "active": 64})))
-    # default profile: max_batch_size 64 → (64 + 16) / 64
-    assert signals.batch_utilization == pytest.approx(80 / 64)
+def test_active_is_capped_at_max_and_the_executor_queue_is_not_exported() -> None:
+    # 200 requests held, max 64: active 64, scheduled 64 → waiting 0; the other 136 are not on the page.
+    text = page(control=Control(fixed={"requests": 200, "scheduled": 64}))
+    values = {
+        s.labels["request_type"]: s.value
+        for fam in text_string_to_metric_families(text)
+        if fam.name == "nv_trt_llm_request_metrics"
+        for s in fam.samples
+    }
+    assert (values["active"], values["max"], values["scheduled"], values["waiting"]) == (64, 64, 64, 0)
+    assert "136" not in {line.rsplit(" ", 1)[-1] for line in text.splitlines()}
 
 
 @pytest.mark.parametrize(
     ("control", "queue", "kv", "queue_source"),
     [
-        (Control(fixed={"waiting": 12, "kvCacheUtilization": 0.9}), 12.0, 0.9, "waiting"),
+        # 30 held, 18 scheduled: waiting = min(30, 64) − 18 = 12
+        (Control(fixed={"requests": 30, "scheduled": 18, "kvCacheUtilization": 0.9}), 12.0, 0.9, "waiting"),
+        # an older backend without nv_trt_llm_*: Triton's pending count, 0 for tensorrt_llm
         (
-            Control(fixed={"waiting": 12}, omit=frozenset({"nv_trt_llm_request_metrics"})),
-            12.0,
+            Control(fixed={"requests": 30}, omit=frozenset({"nv_trt_llm_request_metrics"})),
+            0.0,
             0.0,
             "pending",
         ),
-        (Control(fixed={"pending": 5}, omit=frozenset({"nv_trt_llm_request_metrics"})), 5.0, 0.0, "pending"),
         (
             Control(omit=frozenset({"nv_trt_llm_request_metrics", "nv_inference_pending_request_count"})),
             None,
@@ -112,7 +121,7 @@ def test_batch_utilization_follows_pinned_gauges() -> None:
             None,
         ),
     ],
-    ids=["fixed gauges", "old backend: pending mirrors waiting", "fixed pending", "no queue families"],
+    ids=["fixed state", "old backend: pending is 0", "no queue families"],
 )
 def test_control_pins_and_omits(
     control: Control, queue: float | None, kv: float, queue_source: str | None
@@ -175,6 +184,9 @@ def test_max_queue_size_rejects() -> None:
         ({"arrivalRate": -1}, "arrivalRate"),
         ({"rate": 3}, "unknown control key"),
         ({"fixed": {"queue": 3}}, "unknown fixed gauge"),
+        ({"fixed": {"waiting": 3}}, "waiting is derived"),
+        ({"fixed": {"pending": 3}}, "pending count is 0"),
+        ({"fixed": {"requests": 3, "scheduled": 4}}, "exceeds fixed.requests"),
         ({"fixed": {"kvCacheUtilization": 2}}, "fraction"),
         ({"endpoints": {"127.1.0.5": {"arrivalRate": 3}}}, "unknown control key"),
         ([1, 2], "mapping"),
@@ -186,7 +198,7 @@ def test_bad_control_documents(doc: object, message: str) -> None:
 
 
 def test_control_round_trip_and_per_endpoint_override() -> None:
-    doc = {"arrivalRate": 3.0, "fixed": {"waiting": 2.0}, "endpoints": {"127.1.0.5": {"unavailable": True}}}
+    doc = {"arrivalRate": 3.0, "fixed": {"requests": 2.0}, "endpoints": {"127.1.0.5": {"unavailable": True}}}
     control = Control.from_dict(doc)
     assert control.to_dict() == doc
     assert control.for_endpoint("127.1.0.5").unavailable
@@ -235,14 +247,16 @@ def test_control_server(fleet: Fleet) -> None:
     try:
         req = urllib.request.Request(f"{base}/endpoints", data=b'{"address": "127.1.250.3"}', method="POST")
         assert urllib.request.urlopen(req, timeout=5).status == 201
-        req = urllib.request.Request(f"{base}/load", data=b'{"fixed": {"waiting": 9}}', method="PUT")
+        body = b'{"fixed": {"kvCacheUtilization": 0.75}}'
+        req = urllib.request.Request(f"{base}/load", data=body, method="PUT")
         assert json.loads(urllib.request.urlopen(req, timeout=5).read()) == {
             "arrivalRate": 0.0,
-            "fixed": {"waiting": 9.0},
+            "fixed": {"kvCacheUtilization": 0.75},
         }
         endpoint = fleet.endpoint("127.1.250.3")
         assert endpoint is not None
-        assert signals_from_text(get(f"http://127.1.250.3:{endpoint.port}/metrics")[1]).queue_depth == 9
+        page = get(f"http://127.1.250.3:{endpoint.port}/metrics")[1]
+        assert signals_from_text(page).kv_cache_utilization == 0.75
         req = urllib.request.Request(f"{base}/load", data=b'{"arrivalRate": -2}', method="PUT")
         with pytest.raises(urllib.error.HTTPError) as err:
             urllib.request.urlopen(req, timeout=5)
@@ -278,7 +292,7 @@ def free_port() -> int:
 def test_cli_serves_until_sigterm(tmp_path: Path) -> None:
     port = free_port()
     load = tmp_path / "load.json"
-    load.write_text('{"fixed": {"waiting": 4}}')
+    load.write_text('{"fixed": {"kvCacheUtilization": 0.25}}')
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -304,15 +318,15 @@ def test_cli_serves_until_sigterm(tmp_path: Path) -> None:
                 break
             except OSError:
                 time.sleep(0.1)
-        assert signals_from_text(text).queue_depth == 4
-        load.write_text('{"fixed": {"waiting": 11}}')
+        assert signals_from_text(text).kv_cache_utilization == 0.25
+        load.write_text('{"fixed": {"kvCacheUtilization": 0.5}}')
         os.utime(load, (time.time() + 5, time.time() + 5))
         while (
             time.monotonic() < deadline
-            and signals_from_text(get(f"http://127.1.250.9:{port}/metrics")[1]).queue_depth != 11
+            and signals_from_text(get(f"http://127.1.250.9:{port}/metrics")[1]).kv_cache_utilization != 0.5
         ):
             time.sleep(0.1)
-        assert signals_from_text(get(f"http://127.1.250.9:{port}/metrics")[1]).queue_depth == 11
+        assert signals_from_text(get(f"http://127.1.250.9:{port}/metrics")[1]).kv_cache_utilization == 0.5
     finally:
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=20)

@@ -44,7 +44,7 @@ def without(text: str, *needles: str) -> str:
         (TRITON_SAMPLE, TritonSignals(3.0, 3042 / 6240, "waiting", "used/max", (50 + 3) / 64)),
         (
             without(TRITON_SAMPLE, 'request_type="waiting"'),
-            TritonSignals(3.0, 3042 / 6240, "pending", "used/max", (50 + 3) / 64),
+            TritonSignals(0.0, 3042 / 6240, "pending", "used/max", 50 / 64),
         ),
         (
             without(TRITON_SAMPLE, "nv_trt_llm_request_metrics", "nv_inference_pending"),

@@ -10,8 +10,9 @@ import yaml
 
 from trtllm_operator.api.deployment import AutoscalingSpec
 from trtllm_operator.decide import autoscaling as asc
+from trtllm_operator.metrics.exposition import ReplicaInternals, exposition, samples
 from trtllm_operator.simulate import policies
-from trtllm_operator.simulate.engine import Observation, PodSample, PodView, ReplicaSpec, Simulation
+from trtllm_operator.simulate.engine import Observation, PodView, ReplicaSpec, Simulation
 from trtllm_operator.simulate.perf import IterationModel
 from trtllm_operator.simulate.report import summarize
 from trtllm_operator.simulate.traces import Request, synthetic_poisson
@@ -21,16 +22,17 @@ SPEC = ReplicaSpec(gpus=2, max_kv_tokens=40_000, max_batch_size=32, max_num_toke
 
 
 def test_snapshot_maps_pod_states_and_metrics() -> None:
+    # 40 requests in the executor, max 26 (max batch size): 26 active (the executor fetches only
+    # while active < max), 14 queued unseen; 10 scheduled → waiting = 26 − 10 = 16 (WaitForStats).
+    internals = ReplicaInternals(
+        requests=40, scheduled=10, max_active=26, kv_used_blocks=250, kv_max_blocks=1000, tokens_per_block=32
+    )
     obs = Observation(
         time_s=100.0,
         sample_time_s=98.0,
         replicas=4,
         pods=(
-            PodView(
-                0,
-                "Ready",
-                PodSample(0, waiting=3, active=10, kv_used_blocks=250, kv_max_blocks=1000, max_active=26),
-            ),
+            PodView(0, "Ready", tuple(samples(exposition(internals)))),
             PodView(1, "Ready", None),
             PodView(2, "Starting", None),
             PodView(3, "Unschedulable", None),
@@ -49,22 +51,11 @@ def test_snapshot_maps_pod_states_and_metrics() -> None:
     assert (
         snap.pods[0].value(asc.QUEUE_DEPTH_PER_REPLICA),
         snap.pods[0].value(asc.KV_CACHE_UTILIZATION),
-    ) == (
-        3.0,
-        0.25,
-    )
+    ) == (16.0, 0.25)
     assert (
         snap.pods[1].value(asc.QUEUE_DEPTH_PER_REPLICA),
         snap.pods[1].value(asc.KV_CACHE_UTILIZATION),
-    ) == (
-        None,
-        None,
-    )
-    # batch utilization = (active + waiting) / max = (10 + 3) / 26
-    assert (snap.pods[0].value(asc.BATCH_UTILIZATION), snap.pods[1].value(asc.BATCH_UTILIZATION)) == (
-        0.5,
-        None,
-    )
+    ) == (None, None)
 
 
 def test_baselines_are_the_shared_policy_with_other_settings() -> None:

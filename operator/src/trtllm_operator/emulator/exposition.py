@@ -1,10 +1,11 @@
 """Triton's ``/metrics`` page for one emulated replica: the real families, names, labels and HELP.
 
-Families, label sets and HELP strings are those of Triton ≥ 25.x with the TensorRT-LLM C++ backend
-(reference ``tensorrt-llm.md`` §5.1–5.3: tensorrtllm_backend ``custom_metrics_reporter.cc`` and
-Triton ``docs/user_guide/metrics.md``): per-model core families for the four models of
-``inflight_batcher_llm``, the ``nv_trt_llm_*`` families for ``tensorrt_llm``, the token-length
-histograms, per-GPU and CPU families. Values come from :class:`~.model.ReplicaState`.
+Families, label sets and HELP strings are those of Triton ≥ 25.x with the TensorRT-LLM C++ backend.
+The core and ``nv_trt_llm_*`` families and their values come from the one upstream-faithful
+exposition the simulator uses too (:mod:`trtllm_operator.metrics.exposition`: ``active`` capped at
+``max``, ``waiting = active − scheduled``, the executor's queue not exported, pending 0), applied to
+:class:`~.model.ReplicaState` by :func:`internals`; this module adds the token-length histograms and
+the per-GPU and CPU families (reference ``tensorrt-llm.md`` §5.1–5.3).
 
 The families are prometheus-client :class:`~prometheus_client.Metric` objects (a collector a
 ``CollectorRegistry`` accepts). The page is written by :func:`render`, not by
@@ -23,11 +24,11 @@ from typing import Any
 from prometheus_client import Metric
 
 from trtllm_operator.emulator.model import Control, ReplicaState
+from trtllm_operator.metrics.exposition import PIPELINE_MODELS, TRTLLM_MODEL, ReplicaInternals, exposition
 
-__all__ = ["TritonCollector", "families", "render"]
+__all__ = ["PIPELINE_MODELS", "TritonCollector", "families", "internals", "render"]
 
-MODEL = "tensorrt_llm"
-PIPELINE_MODELS = ("ensemble", "preprocessing", "tensorrt_llm", "postprocessing")
+MODEL = TRTLLM_MODEL
 TOKEN_BUCKETS = (10, 50, 100, 500, 1000)
 GPU_MEMORY_BYTES = 85_520_809_984  # H100 80GB HBM3 as Triton reports it
 HOST_MEMORY_BYTES = 2_199_023_255_552
@@ -44,142 +45,67 @@ def _gauge_group(name: str, doc: str, label: str, values: Mapping[str, float]) -
     return m
 
 
-def families(state: ReplicaState, control: Control, gpu_uuid: str, now: float | None = None) -> list[Metric]:
-    """The metric families of one replica, in Triton's order; ``control.omit`` families left out."""
+def internals(state: ReplicaState, control: Control, now: float | None = None) -> ReplicaInternals:
+    """The replica's internal state as :func:`~trtllm_operator.metrics.exposition.exposition` reads it.
+
+    The load model's queue plus its running sequences are the requests the executor holds; the
+    running sequences are this iteration's batch (``scheduled``); ``max`` is ``max_batch_size``.
+    ``control.fixed`` pins ``requests`` and/or ``scheduled`` (the batcher schedules what fits,
+    ``min(requests, max_active)``, unless pinned; never more than ``max_batch_size`` or ``requests``)
+    and ``kvCacheUtilization``.
+    """
     p = state.profile
     fixed = control.fixed
-    waiting = round(fixed.get("waiting", state.waiting))
-    active = round(fixed.get("active", state.active))
-    pending = round(fixed.get("pending", waiting))
+    requests = round(fixed.get("requests", state.waiting + state.active))
+    if "scheduled" in fixed:
+        scheduled = round(fixed["scheduled"])
+    elif "requests" in fixed:
+        scheduled = min(requests, p.max_active)
+    else:
+        scheduled = round(state.active)
+    scheduled = min(scheduled, requests, p.max_batch_size)
     if "kvCacheUtilization" in fixed:
         used = round(fixed["kvCacheUtilization"] * p.kv_blocks)
     else:
         used = state.kv_used_blocks
+    context = min(scheduled, round(state.admitted_last_step))
     completed = round(state.completed)
-    context = min(active, round(state.admitted_last_step))
+    return ReplicaInternals(
+        requests=requests,
+        scheduled=scheduled,
+        context=context,
+        context_tokens=context * p.input_tokens,
+        max_active=p.max_batch_size,
+        kv_used_blocks=used,
+        kv_max_blocks=p.kv_blocks,
+        tokens_per_block=p.tokens_per_block,
+        completed=completed,
+        failed=round(state.rejected),
+        latency_s_total=state.completed * p.request_seconds + state.queue_seconds,
+        iteration=state.iterations,
+        timestamp_us=int((time.time() if now is None else now) * 1_000_000),
+    )
+
+
+def families(state: ReplicaState, control: Control, gpu_uuid: str, now: float | None = None) -> list[Metric]:
+    """The metric families of one replica, in Triton's order; ``control.omit`` families left out.
+
+    The Triton core and ``nv_trt_llm_*`` families are the shared upstream-faithful exposition
+    (:func:`trtllm_operator.metrics.exposition.exposition`) of :func:`internals`; the emulator adds
+    the disaggregated-serving, token-length, GPU and CPU families.
+    """
+    p = state.profile
+    s = internals(state, control, now)
+    active = s.active
+    completed = s.completed
     input_tokens = completed * p.input_tokens
     output_tokens = completed * p.output_tokens
-    timestamp_us = int((time.time() if now is None else now) * 1_000_000)
     out: list[Metric] = []
-
-    m = _metric(
-        "nv_inference_request_success", "Number of successful inference requests, all batch sizes", "counter"
-    )
-    for model in PIPELINE_MODELS:
-        m.add_sample(m.name, {"model": model, "version": "1"}, completed)
-    out.append(m)
-    m = _metric(
-        "nv_inference_request_failure", "Number of failed inference requests, all batch sizes", "counter"
-    )
-    for reason, value in (("REJECTED", round(state.rejected)), ("CANCELED", 0), ("BACKEND", 0), ("OTHER", 0)):
-        m.add_sample(m.name, {"model": MODEL, "reason": reason, "version": "1"}, value)
-    out.append(m)
-    counters = (
-        (
-            "nv_inference_count",
-            "Number of inferences performed (does not include cached requests)",
-            completed,
-        ),
-        (
-            "nv_inference_exec_count",
-            "Number of model executions performed (does not include cached requests)",
-            completed,
-        ),
-        (
-            "nv_inference_request_duration_us",
-            "Cumulative inference request duration in microseconds (includes cached requests)",
-            round((state.completed * p.request_seconds + state.queue_seconds) * 1e6),
-        ),
-        (
-            "nv_inference_queue_duration_us",
-            "Cumulative inference queuing duration in microseconds (includes cached requests)",
-            round(state.queue_seconds * 1e6),
-        ),
-        (
-            "nv_inference_compute_input_duration_us",
-            "Cumulative compute input duration in microseconds (does not include cached requests)",
-            completed * 60,
-        ),
-        (
-            "nv_inference_compute_infer_duration_us",
-            "Cumulative compute inference duration in microseconds (does not include cached requests)",
-            round(state.completed * p.request_seconds * 1e6),
-        ),
-        (
-            "nv_inference_compute_output_duration_us",
-            "Cumulative inference compute output duration in microseconds (does not include cached requests)",
-            completed * 20,
-        ),
-    )
-    for name, doc, value in counters:
-        m = _metric(name, doc, "counter")
-        m.add_sample(name, {"model": MODEL, "version": "1"}, value)
+    for family in exposition(s):
+        m = _metric(family.name, family.documentation, family.type)
+        for name, labels, value in family.samples:
+            m.add_sample(name, dict(labels), value)
         out.append(m)
-    m = _metric(
-        "nv_inference_pending_request_count",
-        "Instantaneous number of pending requests awaiting execution per-model.",
-        "gauge",
-    )
-    m.add_sample(m.name, {"model": MODEL, "version": "1"}, pending)
-    out.append(m)
-    out.append(
-        _gauge_group(
-            "nv_trt_llm_request_metrics",
-            "TRT LLM request metrics",
-            "request_type",
-            {
-                "waiting": waiting,
-                "context": context,
-                "scheduled": active,
-                "max": p.max_batch_size,
-                "active": active,
-            },
-        )
-    )
-    out.append(
-        _gauge_group(
-            "nv_trt_llm_runtime_memory_metrics",
-            "TRT LLM runtime memory metrics",
-            "memory_type",
-            {"pinned": 4_194_304, "gpu": 1_610_236, "cpu": 0},
-        )
-    )
-    out.append(
-        _gauge_group(
-            "nv_trt_llm_kv_cache_block_metrics",
-            "TRT LLM KV cache block metrics",
-            "kv_cache_block_type",
-            {
-                "fraction": used / p.kv_blocks,
-                "reused": 0,
-                "tokens_per": p.tokens_per_block,
-                "used": used,
-                "free": p.kv_blocks - used,
-                "max": p.kv_blocks,
-            },
-        )
-    )
-    out.append(
-        _gauge_group(
-            "nv_trt_llm_inflight_batcher_metrics",
-            "TRT LLM inflight_batcher-specific metrics",
-            "inflight_batcher_specific_metric",
-            {
-                "paused_requests": 0,
-                "micro_batch_id": 0,
-                "generation_requests": active - context,
-                "total_context_tokens": context * p.input_tokens,
-            },
-        )
-    )
-    out.append(
-        _gauge_group(
-            "nv_trt_llm_general_metrics",
-            "General TRT LLM metrics",
-            "general_type",
-            {"iteration_counter": state.iterations, "timestamp": timestamp_us},
-        )
-    )
     m = _metric(
         "nv_trt_llm_disaggregated_serving_metrics", "TRT LLM disaggregated serving metrics", "counter"
     )

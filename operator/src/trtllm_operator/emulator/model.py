@@ -75,15 +75,24 @@ class ServingProfile:
 
 
 _CONTROL_KEYS = {"arrivalRate", "fixed", "omit", "unavailable", "endpoints"}
-_FIXED_KEYS = {"waiting", "active", "kvCacheUtilization", "pending"}
+_FIXED_KEYS = {"requests", "scheduled", "kvCacheUtilization"}
+#: Gauges a control document may no longer pin, and why: each is derived by the upstream relations
+#: (:mod:`trtllm_operator.metrics.exposition`), so pinning it could export a page no server exports.
+_DERIVED_KEYS = {
+    "waiting": "waiting is derived (active − scheduled); pin requests and scheduled",
+    "active": "active is derived (min(requests, max)); pin requests",
+    "pending": "Triton's pending count is 0 for tensorrt_llm (execute returns at enqueue); pin requests",
+}
 
 
 @dataclass(frozen=True)
 class Control:
     """What the fleet is told to do (the load file / control endpoint document, camelCase keys).
 
-    ``arrivalRate``: total requests/s over all endpoints; ``fixed``: gauges pinned on every endpoint
-    (``waiting``, ``active``, ``pending`` as counts, ``kvCacheUtilization`` as a fraction);
+    ``arrivalRate``: total requests/s over all endpoints; ``fixed``: internal state pinned on every
+    endpoint — ``requests`` (held by the executor: active plus its unexported queue) and ``scheduled``
+    (this iteration's batch) as counts, ``kvCacheUtilization`` as a fraction; the exported gauges
+    follow from them (:func:`trtllm_operator.emulator.exposition.internals`);
     ``omit``: family names not exported; ``unavailable``: ``/metrics`` answers 503;
     ``endpoints``: per-address overrides of ``fixed``/``omit``/``unavailable``.
     """
@@ -107,9 +116,19 @@ class Control:
         if rate < 0:
             raise ValueError(f"arrivalRate {rate}: must be ≥ 0 (requests per second)")
         fixed = {str(k): float(v) for k, v in (doc.get("fixed") or {}).items()}
+        derived = sorted(set(fixed) & set(_DERIVED_KEYS))
+        if derived:
+            raise ValueError(f"fixed.{derived[0]} cannot be pinned: {_DERIVED_KEYS[derived[0]]}")
         bad = set(fixed) - _FIXED_KEYS
         if bad:
             raise ValueError(f"unknown fixed gauge(s) {sorted(bad)}: use {sorted(_FIXED_KEYS)}")
+        if any(fixed.get(k, 0.0) < 0 for k in ("requests", "scheduled")):
+            raise ValueError("fixed.requests and fixed.scheduled must be ≥ 0 (counts)")
+        if "requests" in fixed and fixed.get("scheduled", 0.0) > fixed["requests"]:
+            raise ValueError(
+                f"fixed.scheduled {fixed['scheduled']:g} exceeds fixed.requests {fixed['requests']:g}: "
+                "the batch is drawn from the requests the executor holds"
+            )
         if not 0 <= fixed.get("kvCacheUtilization", 0.0) <= 1:
             raise ValueError("fixed.kvCacheUtilization must be a fraction in [0, 1]")
         endpoints = {

@@ -29,9 +29,16 @@ Scale-down removes Pending pods first, then starting ones, then the Ready replic
 work; a removed Ready replica stops receiving requests, hands its waiting requests back to the
 router and keeps its GPUs until its running sequences finish (graceful drain).
 
-Metrics are sampled every ``sample_period_s`` (per Ready pod: waiting requests, running requests,
-KV tokens in use / capacity) and an autoscaler tick at time t sees the sample taken at
-``t - metrics_lag_s`` (scrape and export delay).
+Metrics: every ``sample_period_s`` each Ready pod's internal state is recorded
+(:class:`~trtllm_operator.metrics.exposition.ReplicaInternals`: the requests its executor holds, this
+iteration's batch, KV blocks, completions, first-response times), and an autoscaler tick at time t sees
+the *exposition* of the sample taken at ``t - metrics_lag_s`` (scrape and export delay): the families
+:func:`~trtllm_operator.metrics.exposition.exposition` says the real Triton + TensorRT-LLM server
+exports for that state — ``active`` capped at the executor's ``max``, ``waiting = active − scheduled``,
+KV blocks, success counters and (with ``histogram_latencies``) the TTFT histogram. The executor's own
+queue beyond ``max`` is not on the page, so no policy can read it. Mapping: the replica's queue plus its
+running sequences are the executor's requests; the running sequences (decoding, plus those admitted
+at this iteration's start) are ``scheduled``; ``max`` is ``max_batch_size`` (pipeline parallelism 1).
 """
 
 from __future__ import annotations
@@ -40,10 +47,16 @@ import bisect
 import heapq
 import random
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from trtllm_operator.metrics.exposition import (
+    FirstResponseHistogram,
+    ReplicaInternals,
+    exposition,
+    samples,
+)
 from trtllm_operator.simulate.perf import IterationModel
 from trtllm_operator.simulate.traces import Request
 
@@ -65,6 +78,9 @@ class ReplicaSpec:
     max_num_tokens: int
     model: IterationModel
     tokens_per_block: int = 32
+    #: Triton runs with ``--metrics-config histogram_latencies=true`` (the operator sets it): the
+    #: exposition carries ``nv_inference_first_response_histogram_ms``.
+    histogram_latencies: bool = True
     #: Output tokens each request reserves: its ``max_tokens`` as clients send it. 0 reserves the
     #: request's actual output length (clients that set ``max_tokens`` tight); otherwise the
     #: reservation is ``max(output, reserve_output_tokens)`` (generation still stops at the actual
@@ -84,30 +100,24 @@ class ReplicaSpec:
             raise ValueError(f"reserve_output_tokens must be >= 0, got {self.reserve_output_tokens}")
 
 
-@dataclass(frozen=True, slots=True)
-class PodSample:
-    """Metrics of one Ready pod as Triton exports them (reference §5.1)."""
-
-    pod: int
-    waiting: int  # nv_trt_llm_request_metrics{request_type="waiting"}
-    active: int  # nv_trt_llm_request_metrics{request_type="active"}
-    kv_used_blocks: int  # nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="used"}
-    kv_max_blocks: int  # nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="max"}
-    max_active: int = 0  # nv_trt_llm_request_metrics{request_type="max"} (max_batch_size)
+#: One exported sample: (sample name, labels, value), as a Prometheus text parser returns it.
+Sample = tuple[str, Mapping[str, str], float]
 
 
 @dataclass(frozen=True, slots=True)
 class PodView:
-    """One pod at a tick: its state now and its metrics from the (lagged) sample, if it had any.
+    """One pod at a tick: its state now and its ``/metrics`` page from the (lagged) sample, if any.
 
     ``state``: ``Ready``, ``Starting`` (GPUs held, engine loading), ``Unschedulable`` (Pending for
-    lack of GPUs) or ``Terminating`` (draining). ``metrics`` is ``None`` for a pod that was not Ready
-    when the sample was taken (its metrics are missing, as for a freshly started pod).
+    lack of GPUs) or ``Terminating`` (draining). ``metrics``: the samples the real server would
+    export (:func:`~trtllm_operator.metrics.exposition.exposition`) — nothing else of the replica;
+    ``None`` for a pod that was not Ready when the sample was taken (its metrics are missing, as for a
+    freshly started pod).
     """
 
     pod: int
     state: str
-    metrics: PodSample | None
+    metrics: tuple[Sample, ...] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +163,11 @@ class _Replica:
     iteration: int = 0
     kv_reserved: int = 0
     ctx_tokens: int = 0
+    # Triton's counters for this pod (cumulative since it started).
+    completed: int = 0
+    latency_s: float = 0.0
+    ttft: FirstResponseHistogram = field(default_factory=FirstResponseHistogram)
+    new_tokens: int = 0
 
 
 @dataclass
@@ -226,7 +241,8 @@ class Simulation:
         self.scale_events = 0
         self.gpu_seconds = 0.0
         self.samples_t: list[float] = []
-        self.samples: list[tuple[PodSample, ...]] = []
+        self.samples: list[dict[int, ReplicaInternals]] = []
+        self.arrived_s = [_NAN] * n  # when each request reached its pod (Triton's clock starts there)
         self.replica_history: list[tuple[float, int, int]] = []
         self.queue_history: list[tuple[float, int]] = []
         self.completed = 0
@@ -335,6 +351,7 @@ class Simulation:
 
     def _enqueue(self, r: _Replica, idx: int, now: float) -> None:
         r.queue.append(idx)
+        self.arrived_s[idx] = now
         self.waiting += 1
         self._track_queue(now)
         if not r.busy and not r.start_pending:
@@ -361,6 +378,7 @@ class Simulation:
             prefill += req.input_tokens
             r.kv_reserved += need
             r.ctx_tokens += req.input_tokens
+            r.new_tokens += req.input_tokens
             heapq.heappush(r.heap, (r.iteration + req.output_tokens - 1, idx))
             r.new.append(idx)
         if not r.heap:
@@ -372,7 +390,9 @@ class Simulation:
     def _end_iteration(self, r: _Replica, now: float) -> None:
         for idx in r.new:
             self.first_token[idx] = now
+            r.ttft.observe((now - self.arrived_s[idx]) * 1000.0)
         r.new.clear()
+        r.new_tokens = 0
         r.ctx_tokens += len(r.heap)
         heap = r.heap
         reqs = self.requests
@@ -383,6 +403,8 @@ class Simulation:
             r.ctx_tokens -= req.input_tokens + req.output_tokens
             self.done[idx] = now
             self.completed += 1
+            r.completed += 1
+            r.latency_s += now - self.arrived_s[idx]
         r.iteration += 1
         if r.draining and not heap and not r.queue:
             r.busy = False
@@ -391,30 +413,39 @@ class Simulation:
         self._start_iteration(r, now)
 
     # -- metrics and control ----------------------------------------------------------------------
-    def _sample(self, now: float) -> None:
-        tpb = self.spec.tokens_per_block
-        max_blocks = self.spec.max_kv_tokens // tpb
-        pods = tuple(
-            PodSample(
-                pod=r.rid,
-                waiting=len(r.queue),
-                active=len(r.heap),
-                # Each sequence holds ceil(ctx / tokens_per_block) blocks; half a block of rounding
-                # per sequence on average.
-                kv_used_blocks=min(max_blocks, (r.ctx_tokens + len(r.heap) * tpb // 2) // tpb),
-                kv_max_blocks=max_blocks,
-                max_active=self.spec.max_batch_size,
-            )
-            for r in self.ready_list
+    def _internals(self, r: _Replica, now: float) -> ReplicaInternals:
+        """The replica's state as the exposition reads it (hidden parts included)."""
+        spec = self.spec
+        tpb = spec.tokens_per_block
+        max_blocks = spec.max_kv_tokens // tpb
+        return ReplicaInternals(
+            requests=len(r.queue) + len(r.heap),
+            scheduled=len(r.heap),
+            context=len(r.new),
+            context_tokens=r.new_tokens,
+            max_active=spec.max_batch_size,
+            # Each sequence holds ceil(ctx / tokens_per_block) blocks; half a block of rounding
+            # per sequence on average.
+            kv_used_blocks=min(max_blocks, (r.ctx_tokens + len(r.heap) * tpb // 2) // tpb),
+            kv_max_blocks=max_blocks,
+            tokens_per_block=tpb,
+            completed=r.completed,
+            latency_s_total=r.latency_s,
+            iteration=r.iteration,
+            timestamp_us=int(now * 1e6),
+            first_response=FirstResponseHistogram(list(r.ttft.counts), r.ttft.sum_ms),
+            histogram_latencies=spec.histogram_latencies,
         )
+
+    def _sample(self, now: float) -> None:
         self.samples_t.append(now)
-        self.samples.append(pods)
+        self.samples.append({r.rid: self._internals(r, now) for r in self.ready_list})
         self.queue_history.append((now, self.waiting))
 
     def _observe(self, now: float) -> Observation:
         want = now - self.policy.metrics_lag_s
         i = bisect.bisect_right(self.samples_t, want) - 1
-        sampled = {m.pod: m for m in self.samples[i]} if i >= 0 else {}
+        sampled = self.samples[i] if i >= 0 else {}
         sample_t = self.samples_t[i] if i >= 0 else now
         views = []
         for r in sorted(self.replicas.values(), key=lambda r: r.rid):
@@ -426,7 +457,9 @@ class Simulation:
                 state = "Starting"
             else:
                 state = "Unschedulable"
-            views.append(PodView(r.rid, state, sampled.get(r.rid) if state == "Ready" else None))
+            internals = sampled.get(r.rid) if state == "Ready" else None
+            page = tuple(samples(exposition(internals))) if internals is not None else None
+            views.append(PodView(r.rid, state, page))
         return Observation(time_s=now, sample_time_s=sample_t, replicas=self.target, pods=tuple(views))
 
     def run(self) -> SimulationResult:

@@ -35,14 +35,8 @@ from typing import Any
 
 from trtllm_operator.api.deployment import AutoscalingSpec
 from trtllm_operator.decide import autoscaling as asc
-from trtllm_operator.metrics.signals import (
-    DEFAULT_MODEL,
-    KV_CACHE_BLOCKS,
-    REQUEST_METRICS,
-    Sample,
-    signals_from_samples,
-)
-from trtllm_operator.simulate.engine import Observation, PodSample, ReplicaSpec
+from trtllm_operator.metrics.signals import signals_from_samples
+from trtllm_operator.simulate.engine import Observation, ReplicaSpec
 from trtllm_operator.simulate.perf import steady_concurrency
 from trtllm_operator.simulate.traces import Request
 
@@ -54,26 +48,18 @@ _STATES = {
 }
 
 
-def _samples(m: PodSample) -> list[Sample]:
-    """A simulated pod's metrics as the Triton series the operator reads (reference §5.1)."""
-    model = {"model": DEFAULT_MODEL}
-    return [
-        (REQUEST_METRICS, {**model, "request_type": "waiting"}, float(m.waiting)),
-        (REQUEST_METRICS, {**model, "request_type": "active"}, float(m.active)),
-        (REQUEST_METRICS, {**model, "request_type": "max"}, float(m.max_active)),
-        (KV_CACHE_BLOCKS, {**model, "kv_cache_block_type": "used"}, float(m.kv_used_blocks)),
-        (KV_CACHE_BLOCKS, {**model, "kv_cache_block_type": "max"}, float(m.kv_max_blocks)),
-    ]
-
-
 def snapshot_of(obs: Observation) -> asc.Snapshot:
-    """The operator's :class:`~trtllm_operator.decide.autoscaling.Snapshot` for a simulated tick: each
-    pod's series go through the operator's own signal formulas
-    (:func:`~trtllm_operator.metrics.signals.signals_from_samples`), so every registry signal is fed."""
+    """The operator's :class:`~trtllm_operator.decide.autoscaling.Snapshot` for a simulated tick.
+
+    Each Ready pod's page — the samples the real server exports
+    (:func:`~trtllm_operator.metrics.exposition.exposition`), nothing else of the replica — goes
+    through the operator's own signal formulas
+    (:func:`~trtllm_operator.metrics.signals.signals_from_samples`, what it applies to a scraped page),
+    so the policy sees exactly what the operator would read, and every registry signal is fed."""
     pods = []
     for view in obs.pods:
-        m = view.metrics
-        values = signals_from_samples(_samples(m)).values() if m is not None else {}
+        page = view.metrics
+        values = signals_from_samples(page).values() if page is not None else {}
         pods.append(asc.PodSignals(name=f"replica-{view.pod}", state=_STATES[view.state], values=values))
     return asc.Snapshot(replicas=obs.replicas, pods=tuple(pods))
 
