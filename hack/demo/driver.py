@@ -1016,10 +1016,10 @@ class DecisionWatcher:
         replicas = int((obj.get("spec") or {}).get("replicas") or 0)
         ready = int(status.get("readyReplicas") or 0)
         if (replicas, ready) != (self.replicas, self.ready):
-            q = auto.get("queueDepthPerReplica")
+            q = auto.get("activeRequestUtilizationPercent")
             kv = auto.get("kvCacheUtilizationPercent")
             say(
-                f"replicas {replicas} (ready {ready}); queue/replica {f'{q:.1f}' if q is not None else '-'}, "
+                f"replicas {replicas} (ready {ready}); active/max {q if q is not None else '-'}%, "
                 f"KV cache {kv if kv is not None else '-'}%"
             )
             self.replicas, self.ready = replicas, ready

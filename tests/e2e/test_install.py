@@ -428,7 +428,7 @@ def test_builtin_autoscaler_scales_through_the_scale_subresource(installed: Inst
                 "mode": "builtin",
                 "minReplicas": 1,
                 "maxReplicas": 3,
-                "targets": {"queueDepthPerReplica": 4},
+                "targets": {"activeRequestUtilization": 0.5},
                 "behavior": {
                     "scaleUp": {"stabilizationWindowSeconds": 0, "maxReplicasPerStep": 4, "periodSeconds": 1},
                     "scaleDown": {
@@ -441,7 +441,7 @@ def test_builtin_autoscaler_scales_through_the_scale_subresource(installed: Inst
             },
         },
     }
-    idle = Control(fixed={"waiting": 0, "kvCacheUtilization": 0.2})
+    idle = Control(fixed={"requests": 0, "kvCacheUtilization": 0.2})
     with Fleet(port=8002, control=idle) as fleet:
         follower = PodFollower(fleet, api.core, api.ns, f"{GROUP}/deployment=auto", poll_seconds=0.3).start()
         try:
@@ -450,10 +450,10 @@ def test_builtin_autoscaler_scales_through_the_scale_subresource(installed: Inst
             def reading(n: int) -> bool:
                 s = api.status(DEPLOYMENT_PLURAL, "auto")
                 auto = s.get("autoscaling") or {}
-                return s.get("readyReplicas") == n and auto.get("queueDepthPerReplica") is not None
+                return s.get("readyReplicas") == n and auto.get("activeRequestUtilization") is not None
 
             wait_for(lambda: reading(1), timeout=60, interval=0.3, desc="auto: 1 replica, metrics read")
-            fleet.set_control(Control(fixed={"waiting": 12, "kvCacheUtilization": 0.5}))
+            fleet.set_control(Control(fixed={"requests": 80, "kvCacheUtilization": 0.5}))
             wait_for(lambda: reading(3), timeout=60, interval=0.3, desc="auto: scaled to 3 Ready replicas")
         finally:
             follower.stop()

@@ -143,7 +143,7 @@ def test_scale_subresource_and_columns(cluster: LocalCluster, namespace: str) ->
                     time=NOW,
                     from_replicas=2,
                     to_replicas=3,
-                    signals={"queueDepthPerReplica": 6.0},
+                    signals={"activeRequestUtilization": 0.75},
                     reason="QueueDepth",
                 )
             ],
@@ -173,7 +173,16 @@ def test_scale_subresource_and_columns(cluster: LocalCluster, namespace: str) ->
     table = cluster.kubectl("get", "llm", "-n", namespace).stdout
     lines = table.splitlines()
     deployment_header = next(line for line in lines if line.startswith("NAME") and "ENGINE" in line)
-    assert deployment_header.split() == ["NAME", "ENGINE", "READY", "DESIRED", "QUEUE", "KV%", "PHASE", "AGE"]
+    assert deployment_header.split() == [
+        "NAME",
+        "ENGINE",
+        "READY",
+        "DESIRED",
+        "ACTIVE%",
+        "KV%",
+        "PHASE",
+        "AGE",
+    ]
     engine_header = next(line for line in lines if line.startswith("NAME") and "QUANT" in line)
     assert engine_header.split() == [
         "NAME",

@@ -39,7 +39,7 @@ from trtllm_operator.decide.engine_spec import PreparedEngine
 from trtllm_operator.decide.serving_params import OwnerRef
 from trtllm_operator.emulator import Control, Fleet, PodFollower, ServingProfile
 from trtllm_operator.handlers import autoscaler as autoscaler_handlers
-from trtllm_operator.metrics.prometheus import BATCH_UTILIZATION_RECORD, KV_CACHE_RECORD, QUEUE_DEPTH_RECORD
+from trtllm_operator.metrics.prometheus import ACTIVE_REQUEST_UTILIZATION_RECORD, KV_CACHE_RECORD
 from trtllm_operator.render.keda import desired_scaled_object
 
 GROUP, VERSION = "llm.trtllm-operator.dev", "v1alpha1"
@@ -87,7 +87,7 @@ def an_autoscaled_deployment(
             "mode": "builtin",
             "minReplicas": 1,
             "maxReplicas": max_replicas,
-            "targets": {"queueDepthPerReplica": 4, "kvCacheUtilization": 0.8},
+            "targets": {"activeRequestUtilization": 0.5, "kvCacheUtilization": 0.8},
             "behavior": {"scaleUp": up, "scaleDown": down},
             "metrics": metrics or {"source": "pods", "scrapeIntervalSeconds": 1},
         },
@@ -183,7 +183,7 @@ def metrics_port(monkeypatch: pytest.MonkeyPatch) -> int:
 @pytest.fixture
 def fleet(api: Api, metrics_port: int) -> Iterator[Fleet]:
     """Emulated Triton metrics on every Running pod of the namespace (its IP, ``metrics_port``), idle."""
-    with Fleet(port=metrics_port, control=Control(fixed={"waiting": 0, "kvCacheUtilization": 0.2})) as f:
+    with Fleet(port=metrics_port, control=Control(fixed={"requests": 0, "kvCacheUtilization": 0.2})) as f:
         follower = PodFollower(
             f, api.core, api.ns, "llm.trtllm-operator.dev/deployment", poll_seconds=0.3
         ).start()
@@ -206,8 +206,8 @@ def wait_serving(api: Api, fleet: Fleet, name: str, replicas: int, timeout: floa
         return (
             status.get("readyReplicas") == replicas
             and len(fleet.addresses()) == replicas
-            # the request-count signal of the deployment's targets (queue depth, or batch utilization)
-            and any(auto.get(s) is not None for s in ("queueDepthPerReplica", "batchUtilization"))
+            # the saturation signal has been read
+            and auto.get("activeRequestUtilization") is not None
         )
 
     wait_for(ok, timeout=timeout, interval=0.3, desc=f"{name}: {replicas} ready replica(s) with metrics")
@@ -270,13 +270,14 @@ def test_load_up_scales_out_within_the_window_and_back_in_after_the_scale_down_w
     )
     with running_operator(cluster, [api.ns]):
         wait_serving(api, fleet, "chat", 1)
-        assert api.autoscaling("chat")["queueDepthPerReplica"] == 0
+        assert api.autoscaling("chat")["activeRequestUtilization"] == 0
         assert api.autoscaling("chat")["kvCacheUtilizationPercent"] == 20
         active = wait_for(lambda: api.condition("chat", "ScalingActive"), desc="ScalingActive")
         assert active["status"] == "True", active
 
-        # Load rises: 12 waiting requests per replica against a target of 4.
-        t_up = api.set_load(fleet, waiting=12, kvCacheUtilization=0.5)
+        # Load rises: 80 requests per replica, max 64 (the emulator's max_batch_size): active is capped
+        # at max (TensorRT-LLM executorImpl.cpp), so active / max = 1 against a target of 0.5.
+        t_up = api.set_load(fleet, requests=80, kvCacheUtilization=0.5)
         t_scaled = first_time(api, "chat", lambda r: r > 1, timeout=up_window + 20, desc="scale-up")
         assert up_window - 1.5 <= t_scaled - t_up <= up_window + 10, t_scaled - t_up
         first_time(api, "chat", lambda r: r == 3, timeout=30, desc="scale to maxReplicas")
@@ -286,15 +287,15 @@ def test_load_up_scales_out_within_the_window_and_back_in_after_the_scale_down_w
         assert "ScaleUpStabilized" in [d["reason"] for d in log], log
         step = next(d for d in log if d["fromReplicas"] == 1 and d["toReplicas"] > 1)
         assert step["reason"] in ("AboveTarget", "TooManyReplicas"), step
-        assert step["signals"]["queueDepthPerReplica"] == 12, step
-        assert "queueDepthPerReplica" in step["message"]
+        assert step["signals"]["activeRequestUtilization"] == 1.0, step
+        assert "activeRequestUtilization" in step["message"]
         assert api.autoscaling("chat")["lastScaleTime"]
         # The signals feed the printer columns.
         header, row = cluster.kubectl("get", "llmdeployments", "chat", "-n", api.ns).stdout.splitlines()[:2]
-        assert (column(header, row, "QUEUE"), column(header, row, "KV%")) == ("12", "50"), (header, row)
+        assert (column(header, row, "ACTIVE%"), column(header, row, "KV%")) == ("100", "50"), (header, row)
 
         # Load falls: replicas hold for the scale-down window, then go back to minReplicas.
-        t_down = api.set_load(fleet, waiting=0, kvCacheUtilization=0.1)
+        t_down = api.set_load(fleet, requests=0, kvCacheUtilization=0.1)
         held = wait_for(
             lambda: "ScaleDownStabilized" in [d["reason"] for d in decisions(api, "chat")],
             timeout=20,
@@ -307,7 +308,7 @@ def test_load_up_scales_out_within_the_window_and_back_in_after_the_scale_down_w
         down = scale_step(api, "chat", up=False)
         log = decisions(api, "chat")
         assert down["reason"] in ("BelowTarget", "TooFewReplicas"), down
-        assert down["signals"]["queueDepthPerReplica"] == 0, down
+        assert down["signals"]["activeRequestUtilization"] == 0, down
         assert len(log) <= 10
         limited = api.condition("chat", "ScalingLimited")
         assert limited is not None and limited["reason"] in ("DesiredWithinRange", "TooFewReplicas"), limited
@@ -343,17 +344,18 @@ def test_arrival_rate_on_the_load_model_drives_scale_out_and_in(
         first_time(api, "model", lambda r: r == 3, timeout=60, desc="scale-out on a growing queue")
         scale_step(api, "model", up=True)
         step = next(d for d in decisions(api, "model") if d["fromReplicas"] == 1 and d["toReplicas"] > 1)
-        assert step["signals"]["queueDepthPerReplica"] > 4, step
+        assert step["signals"]["activeRequestUtilization"] > 0.5, step
         fleet.set_control(Control(arrival_rate=0.0))
         first_time(api, "model", lambda r: r == 1, timeout=60, desc="scale-in once the queue drained")
         down = scale_step(api, "model", up=False)
-        assert down["signals"]["queueDepthPerReplica"] < 4, down
+        assert down["signals"]["activeRequestUtilization"] < 0.5, down
 
 
-def test_batch_utilization_alone_drives_scale_out_and_in(
+def test_active_request_utilization_alone_drives_scale_out_and_in(
     cluster: LocalCluster, api: Api, fleet: Fleet
 ) -> None:
-    """targets.batchUtilization only: (active + waiting) / max from the emulators' load model."""
+    """targets.activeRequestUtilization only: active / max from the emulators' load model (active
+    capped at max, the rest queued in the executor where no series shows it)."""
     # 4 sequences of 0.5 s each per replica → 8 requests/s per replica.
     fleet.profile = ServingProfile(
         max_batch_size=4,
@@ -371,19 +373,20 @@ def test_batch_utilization_alone_drives_scale_out_and_in(
         up={"stabilizationWindowSeconds": 2, "maxReplicasPerStep": 4, "periodSeconds": 1},
         down={"stabilizationWindowSeconds": 6, "maxReplicasPerStep": 4, "periodSeconds": 1},
     )
-    manifest["spec"]["autoscaling"]["targets"] = {"batchUtilization": 0.5}
+    manifest["spec"]["autoscaling"]["targets"] = {"activeRequestUtilization": 0.5}
     api.create("llmdeployments", manifest)
     with running_operator(cluster, [api.ns]):
         wait_serving(api, fleet, "batch", 1)
         fleet.set_control(Control(arrival_rate=20.0))  # 2.5× one replica's capacity
-        first_time(api, "batch", lambda r: r == 3, timeout=60, desc="scale-out on batch utilization")
+        first_time(api, "batch", lambda r: r == 3, timeout=60, desc="scale-out on saturation")
         step = scale_step(api, "batch", up=True)
-        assert step["signals"]["batchUtilization"] > 0.5 and "batchUtilization" in step["message"], step
-        assert set(step["signals"]) == {"batchUtilization"}, step
+        assert step["signals"]["activeRequestUtilization"] > 0.5, step
+        assert "activeRequestUtilization" in step["message"], step
+        assert set(step["signals"]) == {"activeRequestUtilization"}, step
         fleet.set_control(Control(arrival_rate=0.0))
         first_time(api, "batch", lambda r: r == 1, timeout=60, desc="scale-in once the batches drained")
         down = scale_step(api, "batch", up=False)
-        assert down["signals"]["batchUtilization"] < 0.5, down
+        assert down["signals"]["activeRequestUtilization"] < 0.5, down
 
 
 def test_no_free_gpu_reports_scaling_limited_instead_of_piling_up_pending_pods(
@@ -407,7 +410,7 @@ def test_no_free_gpu_reports_scaling_limited_instead_of_piling_up_pending_pods(
         )
         with running_operator(cluster, [api.ns]):
             wait_serving(api, fleet, "tight", 1)
-            api.set_load(fleet, waiting=20, kvCacheUtilization=0.9)
+            api.set_load(fleet, requests=80, kvCacheUtilization=0.9)
             limited = wait_for(
                 lambda: (
                     (c := api.condition("tight", "ScalingLimited")) and c["reason"] == "InsufficientGPU" and c
@@ -428,7 +431,7 @@ def test_no_free_gpu_reports_scaling_limited_instead_of_piling_up_pending_pods(
             assert any(d["reason"] == "InsufficientGPU" and d["toReplicas"] == 3 for d in log), log
 
             # Load falls: scale-down still works, the Pending pod goes first.
-            api.set_load(fleet, waiting=0, kvCacheUtilization=0.1)
+            api.set_load(fleet, requests=0, kvCacheUtilization=0.1)
             first_time(api, "tight", lambda r: r == 1, timeout=40, desc="scale-down with a Pending pod")
             wait_for(lambda: api.unschedulable("tight") == 0, timeout=30, desc="Pending pod removed")
             cleared = wait_for(
@@ -571,11 +574,12 @@ def test_same_flow_through_a_real_prometheus(
     )
     with running_operator(cluster, [api.ns], allowed_prometheus_urls=(prometheus,)):
         wait_serving(api, fleet, "prom", 1)
-        api.set_load(fleet, waiting=8, kvCacheUtilization=0.5)
+        # 48 of max 64 requests active per replica: 0.75 against a target of 0.5
+        api.set_load(fleet, requests=48, kvCacheUtilization=0.5)
         first_time(api, "prom", lambda r: r == 3, timeout=60, desc="scale-up through Prometheus")
         scale_step(api, "prom", up=True)
         step = next(d for d in decisions(api, "prom") if d["fromReplicas"] == 1 and d["toReplicas"] > 1)
-        assert step["signals"]["queueDepthPerReplica"] == 8, step
+        assert step["signals"]["activeRequestUtilization"] == 0.75, step
         active = api.condition("prom", "ScalingActive")
         assert active is not None and active["status"] == "True", active
 
@@ -583,14 +587,14 @@ def test_same_flow_through_a_real_prometheus(
         wait_serving(api, fleet, "prom", 3)
 
         def recorded() -> list[dict[str, Any]] | None:
-            rows = promql(prometheus, f'{QUEUE_DEPTH_RECORD}{{namespace="{api.ns}"}}')
-            return rows if len(rows) == 3 and all(float(r["value"][1]) == 8 for r in rows) else None
+            rows = promql(prometheus, f'{ACTIVE_REQUEST_UTILIZATION_RECORD}{{namespace="{api.ns}"}}')
+            return rows if len(rows) == 3 and all(float(r["value"][1]) == 0.75 for r in rows) else None
 
         rows = wait_for(recorded, timeout=30, desc="recording rule over 3 pods")
         assert {r["metric"]["pod"] for r in rows} == {p.metadata.name for p in api.pods("prom")}
         kv = promql(prometheus, f'{KV_CACHE_RECORD}{{namespace="{api.ns}"}}')
         assert len(kv) == 3 and all(abs(float(r["value"][1]) - 0.5) < 0.01 for r in kv), kv
-        # batch utilization = (active + waiting) / max, per pod, from the raw series Prometheus holds
+        # active-request utilization = active / max, per pod, from the raw series Prometheus holds
         raw = {
             kind: {
                 r["metric"]["pod"]: float(r["value"][1])
@@ -601,11 +605,9 @@ def test_same_flow_through_a_real_prometheus(
             }
             for kind in ("active", "max")
         }
-        batch = promql(prometheus, f'{BATCH_UTILIZATION_RECORD}{{namespace="{api.ns}"}}')
-        assert len(batch) == 3, batch
-        for r in batch:
+        for r in rows:
             pod = r["metric"]["pod"]
-            want = (raw["active"][pod] + 8) / raw["max"][pod]
+            want = raw["active"][pod] / raw["max"][pod]
             assert abs(float(r["value"][1]) - want) < 1e-6, (r, raw)
         uid = api.deployment("prom")["metadata"]["uid"]
         keda = desired_scaled_object(
@@ -615,9 +617,9 @@ def test_same_flow_through_a_real_prometheus(
             api_autoscaling_spec(api.deployment("prom")),
         )
         total = promql(prometheus, keda["spec"]["triggers"][0]["metadata"]["query"])
-        assert len(total) == 1 and float(total[0]["value"][1]) == 24, total
+        assert len(total) == 1 and float(total[0]["value"][1]) == 3 * 0.75, total
 
-        api.set_load(fleet, waiting=0, kvCacheUtilization=0.1)
+        api.set_load(fleet, requests=0, kvCacheUtilization=0.1)
         t_down = time.monotonic()
         t_in = first_time(api, "prom", lambda r: r < 3, timeout=down_window + 40, desc="scale-down")
         assert t_in - t_down >= down_window - 1.5, t_in - t_down
@@ -642,8 +644,7 @@ def test_mode_hpa_renders_an_hpa_on_the_scale_subresource_and_mode_switches_clea
         down={"stabilizationWindowSeconds": 60},
     )
     body["spec"]["autoscaling"]["mode"] = "hpa"
-    # Every signal the built-in policy has is rendered (issue #27: batchUtilization was dropped).
-    body["spec"]["autoscaling"]["targets"]["batchUtilization"] = 0.5
+    # Every signal the built-in policy has is rendered (issue #27).
     api.create("llmdeployments", body)
     hpa_api = client.AutoscalingV2Api(cluster.api)
 
@@ -660,11 +661,10 @@ def test_mode_hpa_renders_an_hpa_on_the_scale_subresource_and_mode_switches_clea
         ref = found.spec.scale_target_ref
         assert (ref.api_version, ref.kind, ref.name) == (f"{GROUP}/{VERSION}", "LLMDeployment", "ext")
         assert [m.pods.metric.name for m in found.spec.metrics] == [
-            "trtllm_queue_depth",
+            "trtllm_active_request_utilization",
             "trtllm_kv_cache_utilization",
-            "trtllm_batch_utilization",
         ]
-        assert found.spec.metrics[2].pods.target.average_value == "500m"
+        assert found.spec.metrics[0].pods.target.average_value == "500m"
         assert found.metadata.owner_references[0].kind == "LLMDeployment"
         # What the HPA controller reads (the local control plane does not run it): the /scale
         # subresource of the target, with the pod selector for its Pods metrics.
@@ -756,4 +756,4 @@ def test_unreachable_prometheus_holds_replicas_and_says_why(cluster: LocalCluste
             time.sleep(0.3)
         log = decisions(api, "blind")
         assert log and log[-1]["reason"] == "MissingMetrics" and log[-1]["toReplicas"] == 2, log
-        assert "queueDepthPerReplica" not in api.autoscaling("blind")
+        assert "activeRequestUtilization" not in api.autoscaling("blind")

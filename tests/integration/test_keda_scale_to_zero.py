@@ -130,19 +130,19 @@ def test_the_rendered_triggers_return_nothing_once_the_last_serving_pod_is_gone(
             "mode": "keda",
             "minReplicas": 1,
             "maxReplicas": 4,
-            "targets": {"queueDepthPerReplica": 4, "kvCacheUtilization": 0.8},
+            "targets": {"activeRequestUtilization": 0.7, "kvCacheUtilization": 0.8},
             "metrics": {"source": "prometheus", "prometheusURL": url},
         }
     )
     triggers = desired_scaled_object(NAME, NAMESPACE, OWNER, auto)["spec"]["triggers"]
-    assert [t["name"] for t in triggers] == ["queue-depth", "kv-cache-utilization"]
+    assert [t["name"] for t in triggers] == ["active-request-utilization", "kv-cache-utilization"]
     # neither knob that could change KEDA's reading of an empty result is rendered
     for trigger in triggers:
         assert not {"ignoreNullValues", "activationThreshold"} & set(trigger["metadata"])
     queries = {t["name"]: t["metadata"]["query"] for t in triggers}
 
     port = free_port()
-    with Fleet(port=port, control=Control(fixed={"waiting": 6, "kvCacheUtilization": 0.5})) as fleet:
+    with Fleet(port=port, control=Control(fixed={"requests": 48, "kvCacheUtilization": 0.5})) as fleet:
         fleet.add("127.0.0.1")
         write_targets(
             targets, [{"targets": [f"127.0.0.1:{port}"], "labels": {"namespace": NAMESPACE, "pod": POD}}]
@@ -158,7 +158,9 @@ def test_the_rendered_triggers_return_nothing_once_the_last_serving_pod_is_gone(
             return values
 
         serving = wait_for(one_sample_each, timeout=60, desc="one sample per trigger while the pod serves")
-        assert serving["queue-depth"] == 6 and serving["kv-cache-utilization"] == pytest.approx(0.5, abs=0.01)
+        # 48 of max 64 (the emulator's max_batch_size) active
+        assert serving["active-request-utilization"] == 0.75
+        assert serving["kv-cache-utilization"] == pytest.approx(0.5, abs=0.01)
 
         # the last serving pod goes: its target leaves discovery and its endpoint stops
         write_targets(targets, [])

@@ -249,7 +249,7 @@ def scaling(
     api.create("llmengines", engine)
     port = free_port()
     monkeypatch.setattr(autoscaler_handlers, "METRICS_PORT", port)
-    with Fleet(port=port, control=Control(fixed={"waiting": 0, "kvCacheUtilization": 0.2})) as fleet:
+    with Fleet(port=port, control=Control(fixed={"requests": 0, "kvCacheUtilization": 0.2})) as fleet:
         selector = "llm.trtllm-operator.dev/deployment"
         follower = PodFollower(fleet, api.core, namespace, selector, poll_seconds=0.3).start()
         try:
@@ -274,7 +274,7 @@ def test_autoscaler_metrics_and_events(cluster: LocalCluster, scaling: tuple[Sca
         before = scrape(PORT)
         assert value(before, "trtllm_operator_autoscaler_current_replicas", **labels) == 1
         assert value(before, "trtllm_operator_autoscaler_desired_replicas", **labels) == 1
-        api.set_load(fleet, waiting=12, kvCacheUtilization=0.5)
+        api.set_load(fleet, requests=80, kvCacheUtilization=0.5)  # active capped at max 64: saturated
         wait_for(lambda: api.replicas("chat") == 2, timeout=30, desc="scale-up to 2")
         after = wait_for(
             lambda: (

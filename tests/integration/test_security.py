@@ -406,7 +406,7 @@ def test_a_100_mb_metrics_page_is_cut_off_and_the_operator_stays_responsive(
         "enabled": True,
         "minReplicas": 1,
         "maxReplicas": 2,
-        "targets": {"queueDepthPerReplica": 4},
+        "targets": {"activeRequestUtilization": 0.7},
         "metrics": {"source": "pods", "scrapeIntervalSeconds": 1},
     }
     api.create(DEPLOYMENT_PLURAL, flood)
@@ -434,7 +434,7 @@ def test_a_100_mb_metrics_page_is_cut_off_and_the_operator_stays_responsive(
             # Each scrape was cut off near the operator's limit, far below the 100 MB offered.
             assert max(_Flood.sent) < 16 * 2**20, _Flood.sent
             decisions = (api.get(DEPLOYMENT_PLURAL, "flood").get("status") or {}).get("autoscaling") or {}
-            assert decisions.get("queueDepthPerReplica") is None  # no data: nothing was parsed
+            assert decisions.get("activeRequestUtilization") is None  # no data: nothing was parsed
             # Meanwhile the operator serves everything else: a new deployment rolls out.
             api.create(DEPLOYMENT_PLURAL, a_deployment("other", "llama"))
             wait_for(
@@ -502,7 +502,7 @@ def test_prometheus_url_outside_the_allowlist_is_never_fetched(cluster: LocalClu
         "enabled": True,
         "minReplicas": 1,
         "maxReplicas": 2,
-        "targets": {"queueDepthPerReplica": 4},
+        "targets": {"activeRequestUtilization": 0.7},
         "metrics": {"source": "prometheus", "prometheusURL": url, "scrapeIntervalSeconds": 1},
     }
     api.create(DEPLOYMENT_PLURAL, body)

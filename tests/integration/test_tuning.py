@@ -229,7 +229,7 @@ def test_advisor_recommends_after_sustained_high_kv_through_the_emulator(
             },
         },
     )
-    with Fleet(port=8002, control=Control(fixed={"waiting": 0, "kvCacheUtilization": 0.93})) as fleet:
+    with Fleet(port=8002, control=Control(fixed={"requests": 0, "kvCacheUtilization": 0.93})) as fleet:
         follower = PodFollower(
             fleet, api.core, api.ns, "llm.trtllm-operator.dev/deployment", poll_seconds=0.3
         ).start()

@@ -76,7 +76,7 @@ def test_scale_subresource_and_columns() -> None:
         "labelSelectorPath": ".status.selector",
     }
     names = [c["name"] for c in version["additionalPrinterColumns"] if "priority" not in c]
-    assert names == ["Engine", "Ready", "Desired", "Queue", "KV%", "Phase", "Age"]
+    assert names == ["Engine", "Ready", "Desired", "Active%", "KV%", "Phase", "Age"]
     engine = engine_crd()["spec"]["versions"][0]
     assert engine["subresources"] == {"status": {}}
     names = [c["name"] for c in engine["additionalPrinterColumns"] if "priority" not in c]

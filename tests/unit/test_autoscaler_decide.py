@@ -34,15 +34,17 @@ NOW = 1_800_000_000.0
 FAST = {
     "min_replicas": 1,
     "max_replicas": 4,
+    "active_request_utilization": 0.2,
     "kv_cache_utilization": None,
     "scale_up": ScalingRules(0, (RateLimit("Percent", 1000, 1),)),
     "scale_down": ScalingRules(0, (RateLimit("Percent", 100, 1),)),
 }
 
 
-def tick(current: int, queue: float | None, *pods: PodSignals, **policy: Any) -> Any:
+def tick(current: int, active: float | None, *pods: PodSignals, **policy: Any) -> Any:
+    """``current`` Ready pods, each at active / max = ``active`` (target 0.2)."""
     ready = tuple(
-        PodSignals(f"p{i}", PodState.READY, {"queueDepthPerReplica": queue}) for i in range(current)
+        PodSignals(f"p{i}", PodState.READY, {"activeRequestUtilization": active}) for i in range(current)
     )
     return decide(Snapshot(current, ready + pods), AutoscalerState(), Policy(**{**FAST, **policy}), NOW)
 
@@ -66,15 +68,16 @@ def by_type(conditions: list[dict[str, Any]]) -> dict[str, tuple[str, str]]:
 
 
 def test_scale_up_patches_posts_and_records() -> None:
-    out = outcome(tick(2, 12.0, max_replicas=8))
+    out = outcome(tick(2, 0.6, max_replicas=8))
     assert out.scale_to == 6
     assert out.scale_event is not None and out.scale_event.reason == "ScaledUp"
-    assert out.scale_event.message.startswith("2 → 6: AboveTarget: queueDepthPerReplica above target")
+    assert out.scale_event.message.startswith("2 → 6: AboveTarget: activeRequestUtilization above target")
     assert by_type(out.conditions) == {
         "ScalingActive": ("True", "ValidMetricFound"),
         "ScalingLimited": ("False", "DesiredWithinRange"),
     }
-    assert out.status["queueDepthPerReplica"] == 12.0 and out.status["desiredReplicas"] == 6
+    assert out.status["activeRequestUtilization"] == 0.6 and out.status["desiredReplicas"] == 6
+    assert out.status["activeRequestUtilizationPercent"] == 60
     assert out.status["kvCacheUtilization"] is None and out.status["kvCacheUtilizationPercent"] is None
     assert out.status["lastScaleTime"] == "2027-01-15T08:00:00Z"
     assert [d["toReplicas"] for d in out.status["lastDecisions"]] == [6]
@@ -83,7 +86,7 @@ def test_scale_up_patches_posts_and_records() -> None:
 
 
 def test_hold_keeps_the_last_scale_time_and_patches_nothing() -> None:
-    out = outcome(tick(2, 4.0), autoscaling_status={"lastScaleTime": "2027-01-01T00:00:00Z"})
+    out = outcome(tick(2, 0.2), autoscaling_status={"lastScaleTime": "2027-01-01T00:00:00Z"})
     assert (out.scale_to, out.scale_event) == (None, None)
     assert out.status["lastScaleTime"] == "2027-01-01T00:00:00Z"
 
@@ -101,7 +104,7 @@ def test_missing_metrics_and_a_failed_source() -> None:
 
 
 def test_a_limit_sets_scaling_limited_with_its_reason() -> None:
-    out = outcome(tick(4, 40.0))
+    out = outcome(tick(4, 1.0))
     assert by_type(out.conditions)["ScalingLimited"] == ("True", str(Reason.TOO_MANY_REPLICAS))
     assert out.warnings == []  # a configured limit is no Warning
 
@@ -116,7 +119,7 @@ def test_a_limit_sets_scaling_limited_with_its_reason() -> None:
     ],
 )
 def test_insufficient_gpu_warns_once_when_it_starts(before: dict[str, str] | None, warns: bool) -> None:
-    decision = tick(2, 12.0, PodSignals("u", PodState.UNSCHEDULABLE))
+    decision = tick(2, 0.6, PodSignals("u", PodState.UNSCHEDULABLE))
     assert decision.limited == Reason.INSUFFICIENT_GPU
     out = outcome(decision, conditions=[before] if before else [])
     assert by_type(out.conditions)["ScalingLimited"] == ("True", "InsufficientGPU")
@@ -144,7 +147,9 @@ def test_invalid_spec_condition_carries_the_message() -> None:
     ],
 )
 def test_external_plan(doc: dict[str, Any], plan: ExternalPlan) -> None:
-    spec = AutoscalingSpec.model_validate({**doc, "maxReplicas": 4, "targets": {"queueDepthPerReplica": 4}})
+    spec = AutoscalingSpec.model_validate(
+        {**doc, "maxReplicas": 4, "targets": {"activeRequestUtilization": 0.7}}
+    )
     assert decide_external(spec) == plan
 
 

@@ -9,13 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trtllm_operator.decide.autoscaling import (
-    BATCH_UTILIZATION,
+    ACTIVE_REQUEST_UTILIZATION,
     DEFAULT_SCALE_DOWN,
     DEFAULT_SCALE_UP,
     HPA_DEFAULT_SCALE_DOWN,
     HPA_DEFAULT_SCALE_UP,
     KV_CACHE_UTILIZATION,
-    QUEUE_DEPTH_PER_REPLICA,
     AutoscalerState,
     PodSignals,
     PodState,
@@ -31,7 +30,7 @@ from trtllm_operator.decide.autoscaling import (
 )
 
 NOW = 1_800_000_000.0
-QUEUE, KV, BATCH = QUEUE_DEPTH_PER_REPLICA, KV_CACHE_UTILIZATION, BATCH_UTILIZATION
+ACTIVE, KV = ACTIVE_REQUEST_UTILIZATION, KV_CACHE_UTILIZATION
 
 #: No windows and rate limits too wide to matter: isolates the per-signal arithmetic.
 IMMEDIATE_UP = ScalingRules(0, (RateLimit("Percent", 10_000, 1),))
@@ -39,8 +38,11 @@ IMMEDIATE_DOWN = ScalingRules(0, (RateLimit("Percent", 100, 1),))
 
 
 def fast(**kw: object) -> Policy:
-    """Queue target 4 (KV off unless given), min 1 / max 100, no windows or rate limits."""
+    """Active-request utilization target 0.04 (KV off unless given), min 1 / max 100, no windows or
+    rate limits. decide() is HPA's replica calculator whatever the signal, so the arithmetic cases
+    below hold for any signal; values stay within what active / max can be, [0, 1]."""
     base: dict[str, object] = {
+        "active_request_utilization": 0.04,
         "kv_cache_utilization": None,
         "min_replicas": 1,
         "max_replicas": 100,
@@ -52,17 +54,24 @@ def fast(**kw: object) -> Policy:
 
 
 def both(**kw: object) -> Policy:
-    """:func:`fast` with both signals: queue target 4, KV-cache target 0.8."""
+    """:func:`fast` with both signals: active-request target 0.04, KV-cache target 0.8."""
     return fast(**{"kv_cache_utilization": 0.8, **kw})
 
 
-def ready(q: float | None = None, kv: float | None = None, b: float | None = None) -> PodSignals:
-    return PodSignals("p", PodState.READY, {QUEUE: q, KV: kv, BATCH: b})
+def ready(a: float | None = None, kv: float | None = None) -> PodSignals:
+    return PodSignals("p", PodState.READY, {ACTIVE: a, KV: kv})
 
 
-def batch(target: float = 0.5, **kw: object) -> Policy:
-    """:func:`fast` on inflight-batch utilization alone (queue and KV off unless given)."""
-    return fast(**{"queue_depth_per_replica": None, "batch_utilization": target, **kw})
+def utilization(requests: int, max_active: int) -> float:
+    """active / max as the real server exports it: the executor fetches requests only while fewer
+    than max are active (TensorRT-LLM ``executorImpl.cpp``: ``maxNewRequests = max − active``), so
+    active = min(requests, max) (tensorrtllm_backend v0.19.0 ``WaitForStats()`` exports it)."""
+    return min(requests, max_active) / max_active
+
+
+def saturation(target: float = 0.7, **kw: object) -> Policy:
+    """:func:`fast` on active-request utilization alone at the recommended target."""
+    return fast(**{"active_request_utilization": target, **kw})
 
 
 def starting() -> PodSignals:
@@ -73,8 +82,8 @@ def unschedulable() -> PodSignals:
     return PodSignals("u", PodState.UNSCHEDULABLE)
 
 
-def terminating(q: float = 100.0) -> PodSignals:
-    return PodSignals("t", PodState.TERMINATING, {QUEUE: q, KV: 1.0})
+def terminating(a: float = 1.0) -> PodSignals:
+    return PodSignals("t", PodState.TERMINATING, {ACTIVE: a, KV: 1.0})
 
 
 @dataclass
@@ -104,23 +113,23 @@ def ids(cases: list[Case]) -> list[str]:
 
 
 TOLERANCE = [
-    Case("ratio 1.075 is inside the 0.1 band", 2, [ready(4.3), ready(4.3)], 2, Reason.WITHIN_TOLERANCE),
-    Case("ratio 1.125 scales up to ceil(2.25)", 2, [ready(4.5), ready(4.5)], 3, Reason.ABOVE_TARGET),
+    Case("ratio 1.075 is inside the 0.1 band", 2, [ready(0.043), ready(0.043)], 2, Reason.WITHIN_TOLERANCE),
+    Case("ratio 1.125 scales up to ceil(2.25)", 2, [ready(0.045), ready(0.045)], 3, Reason.ABOVE_TARGET),
     Case(
         "tolerance 0 scales up at ratio 1.075",
         2,
-        [ready(4.3), ready(4.3)],
+        [ready(0.043), ready(0.043)],
         3,
         Reason.ABOVE_TARGET,
         fast(tolerance=0.0),
     ),
-    Case("ratio 0.925 is inside the band", 2, [ready(3.7), ready(3.7)], 2, Reason.WITHIN_TOLERANCE),
-    Case("ratio 0.25 on 4 pods scales to 1", 4, [ready(1)] * 4, 1, Reason.BELOW_TARGET),
-    Case("ratio 0.75 on 2 pods: ceil(1.5) = 2", 2, [ready(3), ready(3)], 2, Reason.WITHIN_TOLERANCE),
+    Case("ratio 0.925 is inside the band", 2, [ready(0.037), ready(0.037)], 2, Reason.WITHIN_TOLERANCE),
+    Case("ratio 0.25 on 4 pods scales to 1", 4, [ready(0.01)] * 4, 1, Reason.BELOW_TARGET),
+    Case("ratio 0.75 on 2 pods: ceil(1.5) = 2", 2, [ready(0.03), ready(0.03)], 2, Reason.WITHIN_TOLERANCE),
     Case(
         "wide tolerance 0.5 holds ratio 1.4",
         2,
-        [ready(5.6), ready(5.6)],
+        [ready(0.056), ready(0.056)],
         2,
         Reason.WITHIN_TOLERANCE,
         fast(tolerance=0.5),
@@ -128,11 +137,11 @@ TOLERANCE = [
 ]
 
 SIGNALS = [
-    Case("queue alone: 3 × 12 waiting / 4 → 9", 3, [ready(12)] * 3, 9, Reason.ABOVE_TARGET),
+    Case("active alone: 3 × 0.12 / 0.04 → 9", 3, [ready(0.12)] * 3, 9, Reason.ABOVE_TARGET),
     Case(
-        "queue alone ignores KV data",
+        "active alone ignores KV data",
         2,
-        [ready(4, 1.0)] * 2,
+        [ready(0.04, 1.0)] * 2,
         2,
         Reason.WITHIN_TOLERANCE,
         fast(kv_cache_utilization=None),
@@ -143,15 +152,15 @@ SIGNALS = [
         [ready(None, 0.95)] * 2,
         3,
         Reason.ABOVE_TARGET,
-        both(queue_depth_per_replica=None),
+        both(active_request_utilization=None),
     ),
     Case(
-        "KV alone ignores a long queue",
+        "KV alone ignores saturation",
         2,
-        [ready(100, 0.8)] * 2,
+        [ready(1.0, 0.8)] * 2,
         2,
         Reason.WITHIN_TOLERANCE,
-        both(queue_depth_per_replica=None),
+        both(active_request_utilization=None),
     ),
     Case(
         "KV alone scales down: 0.2 / 0.8 on 4",
@@ -159,61 +168,69 @@ SIGNALS = [
         [ready(None, 0.2)] * 4,
         1,
         Reason.BELOW_TARGET,
-        both(queue_depth_per_replica=None),
+        both(active_request_utilization=None),
     ),
     Case(
-        "together: KV (→4) beats queue (→3)",
+        "together: KV (→4) beats active (→3)",
         2,
-        [ready(6, 1.0)] * 2,
+        [ready(0.06, 1.0)] * 2,
         4,
         Reason.ABOVE_TARGET,
         both(kv_cache_utilization=0.5),
     ),
-    Case("together: queue up, KV down → up", 2, [ready(8, 0.1)] * 2, 4, Reason.ABOVE_TARGET, both()),
-    Case("together: both low → down to the larger", 4, [ready(1, 0.4)] * 4, 2, Reason.BELOW_TARGET, both()),
-    Case("together: one within band holds", 4, [ready(4, 0.1)] * 4, 4, Reason.WITHIN_TOLERANCE, both()),
-    Case("batch alone: 0.75 / 0.5 on 3 → ceil(4.5)", 3, [ready(b=0.75)] * 3, 5, Reason.ABOVE_TARGET, batch()),
+    Case("together: active up, KV down → up", 2, [ready(0.08, 0.1)] * 2, 4, Reason.ABOVE_TARGET, both()),
     Case(
-        "batch alone past saturation: (active + waiting) / max 1.5 / 0.5 on 2 → 6",
-        2,
-        [ready(b=1.5)] * 2,
-        6,
+        "together: both low → down to the larger", 4, [ready(0.01, 0.4)] * 4, 2, Reason.BELOW_TARGET, both()
+    ),
+    Case("together: one within band holds", 4, [ready(0.04, 0.1)] * 4, 4, Reason.WITHIN_TOLERANCE, both()),
+    # Active-request utilization from (requests held, max) by the upstream relation active = min(n, max).
+    Case(
+        "saturation: 56 of max 64 active = 0.875 / 0.7 on 4 → ceil(5)",
+        4,
+        [ready(utilization(56, 64))] * 4,
+        5,
         Reason.ABOVE_TARGET,
-        batch(),
-    ),
-    Case("batch: 0.53 / 0.5 inside the band", 2, [ready(b=0.53)] * 2, 2, Reason.WITHIN_TOLERANCE, batch()),
-    Case("batch: 0.1 / 0.5 on 4 scales to 1", 4, [ready(b=0.1)] * 4, 1, Reason.BELOW_TARGET, batch()),
-    Case(
-        "batch alone ignores queue and KV data",
-        2,
-        [ready(100, 1.0, 0.5)] * 2,
-        2,
-        Reason.WITHIN_TOLERANCE,
-        batch(),
+        saturation(),
     ),
     Case(
-        "together: batch (→6) beats queue (→3) and KV (→3)",
+        "saturation caps at 1: 500 requests at max 64 read 1.0 / 0.7 on 2 → ceil(2.857)",
         2,
-        [ready(6, 1.0, 1.5)] * 2,
-        6,
-        Reason.ABOVE_TARGET,
-        batch(queue_depth_per_replica=4.0, kv_cache_utilization=0.8),
-    ),
-    Case(
-        "together: batch low, KV high → up on KV",
-        2,
-        [ready(None, 0.95, 0.1)] * 2,
+        [ready(utilization(500, 64))] * 2,
         3,
         Reason.ABOVE_TARGET,
-        batch(kv_cache_utilization=0.8),
+        saturation(),
     ),
     Case(
-        "batch missing everywhere, KV low: no scale-down",
+        "saturation: 47 of 64 = 0.734 / 0.7 inside the band",
+        2,
+        [ready(utilization(47, 64))] * 2,
+        2,
+        Reason.WITHIN_TOLERANCE,
+        saturation(),
+    ),
+    Case(
+        "saturation: 8 of 64 = 0.125 / 0.7 on 6 → ceil(1.07) = 2",
+        6,
+        [ready(utilization(8, 64))] * 6,
+        2,
+        Reason.BELOW_TARGET,
+        saturation(),
+    ),
+    Case(
+        "together: saturation low, KV high → up on KV",
+        2,
+        [ready(utilization(10, 64), 0.95)] * 2,
+        3,
+        Reason.ABOVE_TARGET,
+        saturation(kv_cache_utilization=0.8),
+    ),
+    Case(
+        "saturation missing everywhere, KV low: no scale-down",
         4,
         [ready(None, 0.1)] * 4,
         4,
         Reason.MISSING_METRICS,
-        batch(kv_cache_utilization=0.8),
+        saturation(kv_cache_utilization=0.8),
     ),
 ]
 
@@ -223,36 +240,36 @@ MISSING = [
     Case(
         "scale-up: missing pod counts as 0 → ceil(1.5 × 2)",
         2,
-        [ready(12, 0.5), ready()],
+        [ready(0.12, 0.5), ready()],
         3,
         Reason.ABOVE_TARGET,
     ),
     Case(
         "scale-down: missing pod counts at target → ceil(0.5 × 2)",
         2,
-        [ready(0, 0.0), ready()],
+        [ready(0.0, 0.0), ready()],
         1,
         Reason.BELOW_TARGET,
     ),
     Case(
         "scale-down: filling in lands inside the band → hold",
         4,
-        [ready(2, 0.1), ready(), ready(), ready()],
+        [ready(0.02, 0.1), ready(), ready(), ready()],
         4,
         Reason.WITHIN_TOLERANCE,
     ),
     Case(
-        "KV missing everywhere, queue low: no scale-down",
+        "KV missing everywhere, active low: no scale-down",
         4,
-        [ready(0)] * 4,
+        [ready(0.0)] * 4,
         4,
         Reason.MISSING_METRICS,
         both(),
     ),
     Case(
-        "KV missing everywhere, queue high: scale-up proceeds",
+        "KV missing everywhere, active high: scale-up proceeds",
         2,
-        [ready(12)] * 2,
+        [ready(0.12)] * 2,
         6,
         Reason.ABOVE_TARGET,
         both(),
@@ -263,7 +280,7 @@ PENDING = [
     Case(
         "unschedulable pod blocks scale-up",
         4,
-        [ready(20), ready(20), unschedulable(), unschedulable()],
+        [ready(0.2), ready(0.2), unschedulable(), unschedulable()],
         4,
         Reason.INSUFFICIENT_GPU,
         limited=Reason.INSUFFICIENT_GPU,
@@ -271,7 +288,7 @@ PENDING = [
     Case(
         "unschedulable pod at steady load is still reported",
         3,
-        [ready(6), ready(6), unschedulable()],
+        [ready(0.06), ready(0.06), unschedulable()],
         3,
         Reason.INSUFFICIENT_GPU,
         limited=Reason.INSUFFICIENT_GPU,
@@ -279,7 +296,7 @@ PENDING = [
     Case(
         "unschedulable pod: above target never recommends fewer",
         4,
-        [ready(6), ready(6), unschedulable(), unschedulable()],
+        [ready(0.06), ready(0.06), unschedulable(), unschedulable()],
         4,
         Reason.INSUFFICIENT_GPU,
         limited=Reason.INSUFFICIENT_GPU,
@@ -287,49 +304,49 @@ PENDING = [
     Case(
         "unschedulable pod: scale-down still works",
         4,
-        [ready(1, 0.1), ready(1, 0.1), unschedulable(), unschedulable()],
+        [ready(0.01, 0.1), ready(0.01, 0.1), unschedulable(), unschedulable()],
         1,
         Reason.BELOW_TARGET,
     ),
     Case(
         "starting pods count as 0 on scale-up: [12,12,0,0] → 6",
         4,
-        [ready(12, 0.5), ready(12, 0.5), starting(), starting()],
+        [ready(0.12, 0.5), ready(0.12, 0.5), starting(), starting()],
         6,
         Reason.ABOVE_TARGET,
     ),
     Case(
         "starting pods absorb the excess: [6,6,0,0] ratio 0.75 → hold",
         4,
-        [ready(6, 0.5), ready(6, 0.5), starting(), starting()],
+        [ready(0.06, 0.5), ready(0.06, 0.5), starting(), starting()],
         4,
         Reason.WITHIN_TOLERANCE,
     ),
     Case(
         "starting pods are ignored on scale-down",
         4,
-        [ready(2, 0.1), starting(), starting(), starting()],
+        [ready(0.02, 0.1), starting(), starting(), starting()],
         1,
         Reason.BELOW_TARGET,
     ),
     Case(
         "replicas without a pod block scale-up",
         4,
-        [ready(20), ready(20), starting()],
+        [ready(0.2), ready(0.2), starting()],
         4,
         Reason.AWAITING_PODS,
     ),
     Case(
         "replicas without a pod do not block scale-down",
         4,
-        [ready(1), ready(1)],
+        [ready(0.01), ready(0.01)],
         1,
         Reason.BELOW_TARGET,
     ),
     Case(
         "terminating pods are ignored",
         2,
-        [ready(4, 0.8), ready(4, 0.8), terminating()],
+        [ready(0.04, 0.8), ready(0.04, 0.8), terminating()],
         2,
         Reason.WITHIN_TOLERANCE,
     ),
@@ -339,7 +356,7 @@ MIN_MAX = [
     Case(
         "capped at maxReplicas",
         2,
-        [ready(100)] * 2,
+        [ready(1.0)] * 2,
         8,
         Reason.TOO_MANY_REPLICAS,
         fast(max_replicas=8),
@@ -348,7 +365,7 @@ MIN_MAX = [
     Case(
         "floored at minReplicas",
         5,
-        [ready(0, 0)] * 5,
+        [ready(0.0, 0)] * 5,
         3,
         Reason.TOO_FEW_REPLICAS,
         fast(min_replicas=3),
@@ -357,12 +374,14 @@ MIN_MAX = [
     Case(
         "current above max is brought down",
         12,
-        [ready(100)] * 12,
+        [ready(1.0)] * 12,
         10,
         Reason.TOO_MANY_REPLICAS,
         fast(max_replicas=10),
     ),
-    Case("current below min is brought up", 1, [ready(0)], 2, Reason.TOO_FEW_REPLICAS, fast(min_replicas=2)),
+    Case(
+        "current below min is brought up", 1, [ready(0.0)], 2, Reason.TOO_FEW_REPLICAS, fast(min_replicas=2)
+    ),
     Case("replicas 0 pauses autoscaling", 0, [], 0, Reason.SCALING_DISABLED),
 ]
 
@@ -382,7 +401,7 @@ WINDOWS = [
     Case(
         "up window: a lower recommendation 20 s ago holds",
         2,
-        [ready(12)] * 2,
+        [ready(0.12)] * 2,
         2,
         Reason.SCALE_UP_STABILIZED,
         window_policy(30, 0),
@@ -391,7 +410,7 @@ WINDOWS = [
     Case(
         "up window: lowest in window is 5 → 5",
         2,
-        [ready(12)] * 2,
+        [ready(0.12)] * 2,
         5,
         Reason.SCALE_UP_STABILIZED,
         window_policy(30, 0),
@@ -400,7 +419,7 @@ WINDOWS = [
     Case(
         "up window: high for the whole window → full step",
         2,
-        [ready(12)] * 2,
+        [ready(0.12)] * 2,
         6,
         Reason.ABOVE_TARGET,
         window_policy(30, 0),
@@ -409,7 +428,7 @@ WINDOWS = [
     Case(
         "up window: fresh state waits one window",
         2,
-        [ready(12)] * 2,
+        [ready(0.12)] * 2,
         2,
         Reason.SCALE_UP_STABILIZED,
         window_policy(30, 0),
@@ -417,7 +436,7 @@ WINDOWS = [
     Case(
         "up window 0: fresh state scales at once",
         2,
-        [ready(12)] * 2,
+        [ready(0.12)] * 2,
         6,
         Reason.ABOVE_TARGET,
         window_policy(0, 0),
@@ -425,7 +444,7 @@ WINDOWS = [
     Case(
         "down window: a higher recommendation 100 s ago holds",
         6,
-        [ready(1)] * 6,
+        [ready(0.01)] * 6,
         6,
         Reason.SCALE_DOWN_STABILIZED,
         window_policy(0, 300),
@@ -434,7 +453,7 @@ WINDOWS = [
     Case(
         "down window: highest in window is 4 → 4",
         6,
-        [ready(1)] * 6,
+        [ready(0.01)] * 6,
         4,
         Reason.SCALE_DOWN_STABILIZED,
         window_policy(0, 300),
@@ -443,7 +462,7 @@ WINDOWS = [
     Case(
         "down window: fresh state never scales down at once",
         6,
-        [ready(1)] * 6,
+        [ready(0.01)] * 6,
         6,
         Reason.SCALE_DOWN_STABILIZED,
         window_policy(0, 300),
@@ -451,7 +470,7 @@ WINDOWS = [
     Case(
         "down window expired → scale down",
         6,
-        [ready(1)] * 6,
+        [ready(0.01)] * 6,
         2,
         Reason.BELOW_TARGET,
         window_policy(0, 300),
@@ -472,7 +491,7 @@ RATES = [
     Case(
         "up: +4 pods beats +100 % at 2",
         2,
-        [ready(40)] * 2,
+        [ready(0.4)] * 2,
         6,
         Reason.SCALE_UP_LIMIT,
         DEFAULT_RATES,
@@ -481,17 +500,17 @@ RATES = [
     Case(
         "up: +100 % beats +4 pods at 10",
         10,
-        [ready(16)] * 10,
+        [ready(0.16)] * 10,
         20,
         Reason.SCALE_UP_LIMIT,
         DEFAULT_RATES,
         limited=Reason.SCALE_UP_LIMIT,
     ),
-    Case("up: within the limit is not limited", 2, [ready(10)] * 2, 5, Reason.ABOVE_TARGET, DEFAULT_RATES),
+    Case("up: within the limit is not limited", 2, [ready(0.1)] * 2, 5, Reason.ABOVE_TARGET, DEFAULT_RATES),
     Case(
         "up: budget spent by a +4 event 30 s ago",
         6,
-        [ready(40)] * 6,
+        [ready(0.4)] * 6,
         6,
         Reason.SCALE_UP_LIMIT,
         DEFAULT_RATES,
@@ -501,7 +520,7 @@ RATES = [
     Case(
         "up: event older than the period is forgotten",
         6,
-        [ready(40)] * 6,
+        [ready(0.4)] * 6,
         12,
         Reason.SCALE_UP_LIMIT,
         DEFAULT_RATES,
@@ -511,7 +530,7 @@ RATES = [
     Case(
         "down: −1 pod beats −10 % at 5",
         5,
-        [ready(0)] * 5,
+        [ready(0.0)] * 5,
         4,
         Reason.SCALE_DOWN_LIMIT,
         DEFAULT_RATES,
@@ -520,7 +539,7 @@ RATES = [
     Case(
         "down: −10 % beats −1 pod at 30",
         30,
-        [ready(0)] * 30,
+        [ready(0.0)] * 30,
         27,
         Reason.SCALE_DOWN_LIMIT,
         DEFAULT_RATES,
@@ -529,7 +548,7 @@ RATES = [
     Case(
         "down: budget spent by a −1 event 10 s ago",
         5,
-        [ready(0)] * 5,
+        [ready(0.0)] * 5,
         5,
         Reason.SCALE_DOWN_LIMIT,
         DEFAULT_RATES,
@@ -539,7 +558,7 @@ RATES = [
     Case(
         "selectPolicy Min picks the smaller step up",
         10,
-        [ready(16)] * 10,
+        [ready(0.16)] * 10,
         14,
         Reason.SCALE_UP_LIMIT,
         fast(scale_up=ScalingRules(0, DEFAULT_SCALE_UP.policies, "Min")),
@@ -548,7 +567,7 @@ RATES = [
     Case(
         "selectPolicy Disabled forbids scale-down",
         4,
-        [ready(0)] * 4,
+        [ready(0.0)] * 4,
         4,
         Reason.SCALE_DOWN_LIMIT,
         fast(scale_down=ScalingRules(0, (), "Disabled")),
@@ -557,7 +576,7 @@ RATES = [
     Case(
         "rate limit below max wins the limited reason",
         2,
-        [ready(100)] * 2,
+        [ready(1.0)] * 2,
         6,
         Reason.SCALE_UP_LIMIT,
         fast(max_replicas=50, scale_up=ScalingRules(0, DEFAULT_SCALE_UP.policies)),
@@ -603,21 +622,21 @@ def test_rate_limits(case: Case) -> None:
 
 def test_decision_reports_signals_and_per_signal_counts() -> None:
     policy = both(kv_cache_utilization=0.5)
-    d = decide(Snapshot(2, (ready(6, 1.0), ready(6, 1.0), starting())), AutoscalerState(), policy, NOW)
-    assert d.signals == {QUEUE_DEPTH_PER_REPLICA: 6.0, KV_CACHE_UTILIZATION: 1.0}
-    # The starting pod counts as 0 on the way up: queue [6, 6, 0] / 4 → ratio 1.0 → hold at 2;
+    d = decide(Snapshot(2, (ready(0.06, 1.0), ready(0.06, 1.0), starting())), AutoscalerState(), policy, NOW)
+    assert d.signals == {ACTIVE_REQUEST_UTILIZATION: 0.06, KV_CACHE_UTILIZATION: 1.0}
+    # The starting pod counts as 0 on the way up: active [0.06, 0.06, 0] / 0.04 → ratio 1.0 → hold at 2;
     # KV [1, 1, 0] / 0.5 → ratio 1.33 → ceil(1.33 × 3) = 4.
-    assert d.desired_by_signal == {QUEUE_DEPTH_PER_REPLICA: 2, KV_CACHE_UTILIZATION: 4}
+    assert d.desired_by_signal == {ACTIVE_REQUEST_UTILIZATION: 2, KV_CACHE_UTILIZATION: 4}
     assert (d.recommendation, d.ready_replicas, d.unschedulable_replicas) == (4, 2, 0)
     assert "kvCacheUtilization above target" in d.message
 
 
 def test_state_records_recommendations_and_scale_events() -> None:
-    d = decide(Snapshot(2, (ready(12),) * 2), AutoscalerState(), fast(), NOW)
+    d = decide(Snapshot(2, (ready(0.12),) * 2), AutoscalerState(), fast(), NOW)
     assert d.scaled and d.to_replicas == 6
     assert d.state.scale_events == (ScaleEvent(NOW, 4),)
     assert d.state.recommendations[-1] == Recommendation(NOW, 6)
-    held = decide(Snapshot(6, (ready(4),) * 6), d.state, fast(), NOW + 0.5)
+    held = decide(Snapshot(6, (ready(0.04),) * 6), d.state, fast(), NOW + 0.5)
     assert not held.scaled and held.state.scale_events == d.state.scale_events
 
 
@@ -626,7 +645,7 @@ def test_state_forgets_entries_older_than_every_window_and_period() -> None:
         scale_up=ScalingRules(10, IMMEDIATE_UP.policies), scale_down=ScalingRules(60, IMMEDIATE_DOWN.policies)
     )
     old = AutoscalerState((Recommendation(NOW - 61, 9),), (ScaleEvent(NOW - 61, 3),))
-    d = decide(Snapshot(2, (ready(4),) * 2), old, policy, NOW)
+    d = decide(Snapshot(2, (ready(0.04),) * 2), old, policy, NOW)
     assert all(r.time > NOW - 61 for r in d.state.recommendations)
     assert d.state.scale_events == ()
 
@@ -643,12 +662,12 @@ def test_malformed_state_is_a_clear_error() -> None:
 
 
 def test_to_status_entry() -> None:
-    d = decide(Snapshot(2, (ready(12, None),) * 2), AutoscalerState(), fast(), 1_800_000_000.0)
+    d = decide(Snapshot(2, (ready(0.12, None),) * 2), AutoscalerState(), fast(), 1_800_000_000.0)
     assert d.to_status() == {
         "time": "2027-01-15T08:00:00Z",
         "fromReplicas": 2,
         "toReplicas": 6,
-        "signals": {"queueDepthPerReplica": 12.0},
+        "signals": {"activeRequestUtilization": 0.12},
         "reason": "AboveTarget",
         "message": d.message,
     }
@@ -659,14 +678,13 @@ def test_to_status_entry() -> None:
     [
         ({"min_replicas": 0}, "minReplicas"),
         ({"min_replicas": 4, "max_replicas": 3}, "maxReplicas"),
-        ({"queue_depth_per_replica": None, "kv_cache_utilization": None}, "spec.autoscaling.targets"),
-        ({"queue_depth_per_replica": 0}, "queueDepthPerReplica"),
+        ({"active_request_utilization": None, "kv_cache_utilization": None}, "spec.autoscaling.targets"),
+        ({"active_request_utilization": 0}, "activeRequestUtilization"),
         ({"kv_cache_utilization": 1.5}, "kvCacheUtilization"),
-        ({"batch_utilization": 0.0}, "batchUtilization"),
-        ({"batch_utilization": 1.2}, "batchUtilization"),
+        ({"active_request_utilization": 1.2}, "activeRequestUtilization"),
         (
-            {"queue_depth_per_replica": None, "kv_cache_utilization": None, "batch_utilization": None},
-            "batchUtilization",
+            {"active_request_utilization": None, "kv_cache_utilization": None},
+            "activeRequestUtilization",
         ),
         ({"tolerance": -0.1}, "tolerance"),
     ],
@@ -693,19 +711,19 @@ def test_invalid_behavior_is_a_clear_error(build: object, text: str) -> None:
 
 def test_scenario_rise_then_fall_with_default_windows() -> None:
     """Fake clock, 5 s ticks: up after the 15 s window, down only after the 300 s window."""
-    policy = Policy(min_replicas=1, max_replicas=8)
+    policy = Policy(min_replicas=1, max_replicas=8, active_request_utilization=0.2)
     state, replicas, t = AutoscalerState(), 1, NOW
     timeline: list[tuple[float, int]] = []
     for step in range(200):
         t = NOW + 5 * step
-        queue = 16.0 if step < 30 else 0.0  # 16 waiting for 150 s, then idle
-        per_pod = queue / replicas
+        load = 0.8 if step < 30 else 0.0  # 0.8 of one replica's request slots for 150 s, then idle
+        per_pod = load / replicas
         d = decide(Snapshot(replicas, tuple(ready(per_pod, 0.3) for _ in range(replicas))), state, policy, t)
         state, replicas = d.state, d.to_replicas
         timeline.append((t - NOW, replicas))
     first_up = next(s for s, r in timeline if r > 1)
     assert 15 <= first_up <= 20
-    assert max(r for _, r in timeline[:30]) == 4  # 16 waiting / 4 per replica
+    assert max(r for _, r in timeline[:30]) == 4  # 0.8 / 0.2 per replica
     first_down = next(s for s, r in timeline if s >= 150 and r < 4)
     # 300 s after the last high recommendation (made at t=145 s), at the next 5 s tick.
     assert 145 + 300 <= first_down <= 150 + 300
@@ -726,7 +744,7 @@ pods = st.lists(
         PodSignals,
         st.just("p"),
         st.sampled_from(list(PodState)),
-        st.fixed_dictionaries({QUEUE: st.none() | st.floats(0, 200), KV: st.none() | st.floats(0, 1)}),
+        st.fixed_dictionaries({ACTIVE: st.none() | st.floats(0, 1), KV: st.none() | st.floats(0, 1)}),
     ),
     max_size=12,
 )
@@ -759,7 +777,7 @@ def entry(frm: int, to: int, reason: str) -> dict[str, object]:
 
 
 def a_decision(frm: int, to: int, reason: Reason) -> object:
-    d = decide(Snapshot(frm, (ready(4),) * frm), AutoscalerState(), fast(), NOW)
+    d = decide(Snapshot(frm, (ready(0.04),) * frm), AutoscalerState(), fast(), NOW)
     return replace(d, from_replicas=frm, to_replicas=to, reason=reason)
 
 
@@ -824,7 +842,7 @@ def test_flapping_holds_never_push_scale_steps_out() -> None:
 def test_idle_at_min_replicas_is_not_reported_as_a_stabilized_scale_down_to_zero() -> None:
     # No load at minReplicas 1 with a window holding 1: the raw recommendation is 0, clamped to the
     # minimum; the decision must not read "scale-down to 0 stabilized".
-    d = decide(Snapshot(1, (ready(0),)), history((20, 1)), window_policy(0, 300), NOW)
+    d = decide(Snapshot(1, (ready(0.0),)), history((20, 1)), window_policy(0, 300), NOW)
     assert (d.to_replicas, d.reason) == (1, Reason.BELOW_TARGET), d.message
     assert "to 0" not in d.message
 
@@ -832,6 +850,6 @@ def test_idle_at_min_replicas_is_not_reported_as_a_stabilized_scale_down_to_zero
 def test_stabilized_scale_down_message_names_a_reachable_count() -> None:
     # 4 → the window's 3, raw recommendation 0 below minReplicas 2: the message says 2, not 0.
     policy = replace(window_policy(0, 300), min_replicas=2)
-    d = decide(Snapshot(4, (ready(0),) * 4), history((20, 3)), policy, NOW)
+    d = decide(Snapshot(4, (ready(0.0),) * 4), history((20, 3)), policy, NOW)
     assert (d.to_replicas, d.reason) == (3, Reason.SCALE_DOWN_STABILIZED), d.message
     assert "scale-down to 2 stabilized" in d.message

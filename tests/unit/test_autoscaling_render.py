@@ -35,7 +35,7 @@ def spec(**kw: Any) -> AutoscalingSpec:
         "enabled": True,
         "minReplicas": 1,
         "maxReplicas": 8,
-        "targets": {"queueDepthPerReplica": 4, "kvCacheUtilization": 0.8},
+        "targets": {"activeRequestUtilization": 0.7, "kvCacheUtilization": 0.8},
     }
     doc.update(kw)
     return AutoscalingSpec.model_validate(doc)
@@ -48,7 +48,7 @@ def test_policy_defaults_from_a_minimal_spec() -> None:
     assert policy_from_spec(spec()) == Policy(
         min_replicas=1,
         max_replicas=8,
-        queue_depth_per_replica=4,
+        active_request_utilization=0.7,
         kv_cache_utilization=0.8,
         tolerance=0.1,
         scale_up=DEFAULT_SCALE_UP,
@@ -56,15 +56,16 @@ def test_policy_defaults_from_a_minimal_spec() -> None:
     )
 
 
-def test_batch_utilization_target_from_the_spec() -> None:
-    policy = policy_from_spec(spec(targets={"batchUtilization": 0.5}))
-    assert policy.targets() == {"batchUtilization": 0.5}
+def test_active_request_utilization_target_from_the_spec() -> None:
+    policy = policy_from_spec(spec(targets={"activeRequestUtilization": 0.5}))
+    assert policy.targets() == {"activeRequestUtilization": 0.5}
 
 
 @pytest.mark.parametrize("value", [0, 1.5])
-def test_batch_utilization_target_out_of_range_is_rejected(value: float) -> None:
-    with pytest.raises(ValueError, match="batchUtilization"):
-        spec(targets={"batchUtilization": value})
+def test_active_request_utilization_target_out_of_range_is_rejected(value: float) -> None:
+    # active / max never exceeds 1 upstream (the executor fetches only while active < max)
+    with pytest.raises(ValueError, match="activeRequestUtilization"):
+        spec(targets={"activeRequestUtilization": value})
 
 
 @pytest.mark.parametrize(
@@ -145,8 +146,8 @@ def test_hpa_validates_and_targets_the_scale_subresource() -> None:
         {
             "type": "Pods",
             "pods": {
-                "metric": {"name": "trtllm_queue_depth"},
-                "target": {"type": "AverageValue", "averageValue": "4"},
+                "metric": {"name": "trtllm_active_request_utilization"},
+                "target": {"type": "AverageValue", "averageValue": "700m"},
             },
         },
         {
@@ -297,9 +298,9 @@ def test_scaled_object_validates_and_targets_the_scale_subresource() -> None:
     ) == (2, 8, 15)
     queue, kv = obj["spec"]["triggers"]
     assert (queue["name"], queue["metricType"], queue["metadata"]["threshold"]) == (
-        "queue-depth",
+        "active-request-utilization",
         "AverageValue",
-        "4",
+        "0.7",
     )
     assert (kv["name"], kv["metadata"]["threshold"]) == ("kv-cache-utilization", "0.8")
     assert queue["metadata"]["serverAddress"] == "http://prom:9090"

@@ -318,7 +318,7 @@ def test_prometheus_rule_carries_the_recording_rules_file(rendered: dict[str, li
         assert set(r) <= {"record", "expr", "labels"} and r["expr"].strip()
         assert re.fullmatch(r"[a-zA-Z_:][a-zA-Z0-9_:]*", r["record"]), r["record"]
     assert {r["record"] for r in records} >= {
-        "namespace_pod:trtllm_queue_depth:sum",
+        "namespace_pod:trtllm_active_request_utilization:ratio",
         "namespace_pod:trtllm_kv_cache_utilization:ratio",
     }
 

@@ -83,7 +83,8 @@ def test_signals_read_back_from_the_page() -> None:
     # (tensorrtllm_backend v0.19.0 model_instance_state.cc WaitForStats).
     state = ReplicaState(waiting=7.4, active=40)
     signals = signals_from_text(page(state))
-    assert signals.queue_depth == 7
+    assert signals.waiting == 7
+    assert signals.active_request_utilization == 47 / 64
     assert signals.kv_cache_utilization == pytest.approx(
         40 * state.profile.blocks_per_request / state.profile.kv_blocks
     )
@@ -103,34 +104,24 @@ def test_active_is_capped_at_max_and_the_executor_queue_is_not_exported() -> Non
 
 
 @pytest.mark.parametrize(
-    ("control", "queue", "kv", "queue_source"),
+    ("control", "active", "waiting", "kv"),
     [
-        # 30 held, 18 scheduled: waiting = min(30, 64) − 18 = 12
-        (Control(fixed={"requests": 30, "scheduled": 18, "kvCacheUtilization": 0.9}), 12.0, 0.9, "waiting"),
-        # an older backend without nv_trt_llm_*: Triton's pending count, 0 for tensorrt_llm
-        (
-            Control(fixed={"requests": 30}, omit=frozenset({"nv_trt_llm_request_metrics"})),
-            0.0,
-            0.0,
-            "pending",
-        ),
-        (
-            Control(omit=frozenset({"nv_trt_llm_request_metrics", "nv_inference_pending_request_count"})),
-            None,
-            0.0,
-            None,
-        ),
+        # 30 held, 18 scheduled: active = min(30, 64) = 30, waiting = 30 − 18 = 12
+        (Control(fixed={"requests": 30, "scheduled": 18, "kvCacheUtilization": 0.9}), 30 / 64, 12.0, 0.9),
+        # an older backend without nv_trt_llm_request_metrics: no saturation signal at all
+        (Control(fixed={"requests": 30}, omit=frozenset({"nv_trt_llm_request_metrics"})), None, None, 0.0),
+        (Control(omit=frozenset({"nv_trt_llm_kv_cache_block_metrics"})), 0.0, 0.0, None),
     ],
-    ids=["fixed state", "old backend: pending is 0", "no queue families"],
+    ids=["fixed state", "no request family", "no KV family"],
 )
 def test_control_pins_and_omits(
-    control: Control, queue: float | None, kv: float, queue_source: str | None
+    control: Control, active: float | None, waiting: float | None, kv: float | None
 ) -> None:
     signals = signals_from_text(page(control=control))
-    assert (signals.queue_depth, signals.kv_cache_utilization, signals.queue_source) == (
-        queue,
+    assert (signals.active_request_utilization, signals.waiting, signals.kv_cache_utilization) == (
+        active,
+        waiting,
         kv,
-        queue_source,
     )
 
 

@@ -49,7 +49,7 @@ def keda(**kw: Any) -> AutoscalingSpec:
         "mode": "keda",
         "minReplicas": 1,
         "maxReplicas": 8,
-        "targets": {"queueDepthPerReplica": 4, "kvCacheUtilization": 0.8},
+        "targets": {"activeRequestUtilization": 0.7, "kvCacheUtilization": 0.8},
         "metrics": {"source": "prometheus", "prometheusURL": "http://prom:9090"},
     }
     doc.update(kw)
@@ -58,7 +58,7 @@ def keda(**kw: Any) -> AutoscalingSpec:
 
 SPECS = {
     "defaults": keda(),
-    "queue only": keda(targets={"queueDepthPerReplica": 2}),
+    "saturation only": keda(targets={"activeRequestUtilization": 0.5}),
     "kv only, behavior": keda(
         targets={"kvCacheUtilization": 0.7},
         behavior={

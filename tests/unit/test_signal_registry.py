@@ -19,16 +19,16 @@ from trtllm_operator.api import signals as registry
 from trtllm_operator.api.deployment import (
     AutoscalingSpec,
     AutoscalingStatus,
-    QueueAndKVTargets,
+    AutoscalingTargets,
     autoscaling_status_model,
     mode_refusal_rules,
     target_required_rule,
     targets_model,
 )
 from trtllm_operator.api.signals import (
-    BATCH_UTILIZATION,
+    ACTIVE_REQUEST_UTILIZATION,
     KV_CACHE_UTILIZATION,
-    QUEUE_DEPTH_PER_REPLICA,
+    RETIRED,
     SIGNALS,
     Signal,
 )
@@ -42,7 +42,7 @@ from trtllm_operator.render.keda import desired_scaled_object
 
 REPO = Path(__file__).resolve().parents[2]
 OWNER = OwnerRef("llama", "0b6a4f3e-0000-4000-8000-000000000001")
-ALL_TARGETS = {QUEUE_DEPTH_PER_REPLICA: 4, KV_CACHE_UTILIZATION: 0.8, BATCH_UTILIZATION: 0.5}
+ALL_TARGETS = {ACTIVE_REQUEST_UTILIZATION: 0.7, KV_CACHE_UTILIZATION: 0.8}
 
 SCRATCH = Signal(
     name="scratchSignal",
@@ -91,33 +91,52 @@ def with_scratch_targets(spec: AutoscalingSpec, **targets: float) -> Autoscaling
     return spec.model_copy(update={"targets": model.model_validate(targets)})
 
 
-# --- the known bug: HPA / KEDA dropped or refused batchUtilization ----------------------------
+# --- every signal renders in every mode ---------------------------------------------------------
 
 
-def test_hpa_renders_every_builtin_signal_batch_utilization_included() -> None:
-    """Fails on main before issue #27: the HPA had no metric for targets.batchUtilization."""
+def test_hpa_renders_every_builtin_signal() -> None:
     hpa = desired_hpa("llama", "ns", OWNER, autoscaling("hpa", **ALL_TARGETS))
     metrics = {m["pods"]["metric"]["name"]: m["pods"]["target"] for m in hpa["spec"]["metrics"]}
     assert metrics == {
-        "trtllm_queue_depth": {"type": "AverageValue", "averageValue": "4"},
+        "trtllm_active_request_utilization": {"type": "AverageValue", "averageValue": "700m"},
         "trtllm_kv_cache_utilization": {"type": "AverageValue", "averageValue": "800m"},
-        "trtllm_batch_utilization": {"type": "AverageValue", "averageValue": "500m"},
     }
-    alone = desired_hpa("llama", "ns", OWNER, autoscaling("hpa", batchUtilization=0.5))
-    assert [m["pods"]["metric"]["name"] for m in alone["spec"]["metrics"]] == ["trtllm_batch_utilization"]
+    alone = desired_hpa("llama", "ns", OWNER, autoscaling("hpa", activeRequestUtilization=0.5))
+    assert [m["pods"]["metric"]["name"] for m in alone["spec"]["metrics"]] == [
+        "trtllm_active_request_utilization"
+    ]
 
 
-def test_keda_renders_every_builtin_signal_batch_utilization_included() -> None:
-    """Fails on main before issue #27: no KEDA trigger for targets.batchUtilization."""
+def test_keda_renders_every_builtin_signal() -> None:
     obj = desired_scaled_object("llama", "ns", OWNER, autoscaling("keda", **ALL_TARGETS))
     triggers = {t["name"]: t["metadata"] for t in obj["spec"]["triggers"]}
-    assert list(triggers) == ["queue-depth", "kv-cache-utilization", "batch-utilization"]
-    batch = triggers["batch-utilization"]
-    assert batch["threshold"] == "0.5"
+    assert list(triggers) == ["active-request-utilization", "kv-cache-utilization"]
+    active = triggers["active-request-utilization"]
+    assert active["threshold"] == "0.7"
     matchers = 'namespace="ns", pod=~"llama-[a-z0-9]+-[a-z0-9]{5}|llama-lws-[0-9]+"'
-    assert batch["query"] == f"sum({prometheus.batch_utilization_expr(matchers)})"
-    alone = desired_scaled_object("llama", "ns", OWNER, autoscaling("keda", batchUtilization=0.5))
-    assert [t["name"] for t in alone["spec"]["triggers"]] == ["batch-utilization"]
+    assert active["query"] == f"sum({prometheus.active_request_utilization_expr(matchers)})"
+
+
+# --- retired targets: refused with what replaced them ---------------------------------------------
+
+
+@pytest.mark.parametrize("retired", RETIRED, ids=[r.name for r in RETIRED])
+def test_retired_targets_are_refused_by_admission_and_by_the_operator(
+    retired: registry.RetiredSignal,
+) -> None:
+    schema = AutoscalingTargets.model_json_schema()
+    rules = {"x-kubernetes-validations": schema["x-kubernetes-validations"]}
+    errors = _cel_errors({retired.name: 4.0, ACTIVE_REQUEST_UTILIZATION: 0.7}, rules)
+    assert errors == [f"{retired.name}: {retired.message}"]
+    assert f"set targets.{ACTIVE_REQUEST_UTILIZATION} instead" in retired.message
+    # An object stored before the rule: every mode refuses it, naming the field and the fix.
+    for mode in ("builtin", *registry.EXTERNAL_MODES):
+        spec = autoscaling(mode, **{retired.name: 4.0, ACTIVE_REQUEST_UTILIZATION: 0.7})
+        with pytest.raises(ValueError, match=f"spec.autoscaling.targets.{retired.name} was removed"):
+            if mode == "builtin":
+                asc.policy_from_spec(spec)
+            else:
+                asc.refuse_retired_targets(spec)
 
 
 @pytest.mark.parametrize("mode", ["builtin", *registry.EXTERNAL_MODES])
@@ -139,16 +158,17 @@ def test_page_formula_and_promql_cover_the_registry() -> None:
 
 
 def test_names_and_derived_wire_names() -> None:
-    assert registry.names() == (QUEUE_DEPTH_PER_REPLICA, KV_CACHE_UTILIZATION, BATCH_UTILIZATION)
+    assert registry.names() == (ACTIVE_REQUEST_UTILIZATION, KV_CACHE_UTILIZATION)
     assert registry.names() == asc.SIGNALS
-    queue = SIGNALS[0]
-    assert (queue.attr, queue.record, queue.adapter_metric, queue.keda_trigger) == (
-        "queue_depth_per_replica",
-        "namespace_pod:trtllm_queue_depth:sum",
-        "trtllm_queue_depth",
-        "queue-depth",
+    active = SIGNALS[0]
+    assert (active.attr, active.record, active.adapter_metric, active.keda_trigger) == (
+        "active_request_utilization",
+        "namespace_pod:trtllm_active_request_utilization:ratio",
+        "trtllm_active_request_utilization",
+        "active-request-utilization",
     )
-    assert SIGNALS[1].clamp(1.7) == 1.0 and SIGNALS[0].clamp(-1.0) == 0.0 and SIGNALS[2].clamp(None) is None
+    # active / max is at most 1 upstream (the executor fetches only while active < max)
+    assert SIGNALS[0].clamp(1.7) == 1.0 and SIGNALS[0].clamp(-1.0) == 0.0 and SIGNALS[1].clamp(None) is None
 
 
 # --- a scratch signal reaches every consumer --------------------------------------------------
@@ -163,11 +183,14 @@ def test_scratch_signal_is_a_target_and_a_status_field() -> None:
     doc = {"scratchSignal": 2.5, "scratchSignalPercent": 250, "desiredReplicas": 2}
     assert status.model_validate(doc).model_dump(by_alias=True, exclude_none=True) == doc
     # The live models carry exactly the registry's signals.
-    assert set(QueueAndKVTargets.model_fields) == {s.attr for s in SIGNALS}
+    assert set(AutoscalingTargets.model_fields) == {s.attr for s in SIGNALS} | {r.attr for r in RETIRED}
     signal_fields = {
         f for f in AutoscalingStatus.model_fields if f.split("_percent")[0] in {s.attr for s in SIGNALS}
     }
-    assert signal_fields == {s.attr for s in SIGNALS} | {"kv_cache_utilization_percent"}
+    assert signal_fields == {s.attr for s in SIGNALS} | {
+        "kv_cache_utilization_percent",
+        "active_request_utilization_percent",
+    }
 
 
 def test_scratch_signal_in_the_admission_rules() -> None:
@@ -182,14 +205,14 @@ def test_scratch_signal_in_the_admission_rules() -> None:
     ]
     assert _cel_errors({**keda, "mode": "hpa"}, schema) == []
     assert _cel_errors({**keda, "enabled": False}, schema) == []
-    assert _cel_errors({**keda, "targets": {QUEUE_DEPTH_PER_REPLICA: 4.0}}, schema) == []
+    assert _cel_errors({**keda, "targets": {ACTIVE_REQUEST_UTILIZATION: 0.7}}, schema) == []
 
 
 def test_scratch_signal_drives_the_builtin_policy_and_its_status(scratch: Signal) -> None:
     policy = asc.Policy(
         min_replicas=1,
         max_replicas=10,
-        queue_depth_per_replica=None,
+        active_request_utilization=None,
         kv_cache_utilization=None,
         scratch_signal=2.0,
         scale_up=asc.ScalingRules(0, (asc.RateLimit("Percent", 1000, 1),)),
@@ -236,7 +259,7 @@ def test_scratch_signal_renders_in_hpa_and_is_refused_in_keda(scratch: Signal) -
             },
         }
     ]
-    spec = with_scratch_targets(autoscaling("keda"), queueDepthPerReplica=4, scratchSignal=2.5)
+    spec = with_scratch_targets(autoscaling("keda"), activeRequestUtilization=0.7, scratchSignal=2.5)
     with pytest.raises(
         ValueError, match=r"targets\.scratchSignal 2\.5 cannot drive mode keda .*use mode builtin"
     ):

@@ -9,20 +9,17 @@ from typing import Any
 import pytest
 import yaml
 
-from trtllm_operator.api.signals import BATCH_UTILIZATION as BATCH
+from trtllm_operator.api.signals import ACTIVE_REQUEST_UTILIZATION as ACTIVE
 from trtllm_operator.api.signals import KV_CACHE_UTILIZATION as KV
-from trtllm_operator.api.signals import QUEUE_DEPTH_PER_REPLICA as QUEUE
 from trtllm_operator.decide.autoscaling import PodState
 from trtllm_operator.metrics.prometheus import (
-    BATCH_UTILIZATION_RECORD,
+    ACTIVE_REQUEST_UTILIZATION_RECORD,
     KV_CACHE_RECORD,
-    QUEUE_DEPTH_RECORD,
     PrometheusError,
-    batch_utilization_expr,
+    active_request_utilization_expr,
     instant_query,
     kv_cache_expr,
     prometheus_pods,
-    queue_depth_expr,
     recording_rules,
 )
 from trtllm_operator.metrics.scrape import pod_state, scrape_pods
@@ -38,73 +35,76 @@ def without(text: str, *needles: str) -> str:
     return "\n".join(line for line in text.splitlines() if not any(n in line for n in needles)) + "\n"
 
 
+# The fixture is consistent with the upstream relation waiting = active − scheduled (50 − 47 = 3;
+# tensorrtllm_backend v0.19.0 model_instance_state.cc WaitForStats()), max 64; KV 3042 used of 6240.
 @pytest.mark.parametrize(
     ("page", "expected"),
     [
-        (TRITON_SAMPLE, TritonSignals(3.0, 3042 / 6240, "waiting", "used/max", (50 + 3) / 64)),
+        (TRITON_SAMPLE, TritonSignals(50 / 64, 3042 / 6240, "used/max", 3.0)),
+        # waiting is read but is no signal: without it the signals do not change
+        (without(TRITON_SAMPLE, 'request_type="waiting"'), TritonSignals(50 / 64, 3042 / 6240, "used/max")),
         (
-            without(TRITON_SAMPLE, 'request_type="waiting"'),
-            TritonSignals(0.0, 3042 / 6240, "pending", "used/max", 50 / 64),
-        ),
-        (
-            without(TRITON_SAMPLE, "nv_trt_llm_request_metrics", "nv_inference_pending"),
-            TritonSignals(None, 3042 / 6240, None, "used/max"),
+            without(TRITON_SAMPLE, "nv_trt_llm_request_metrics"),
+            TritonSignals(None, 3042 / 6240, "used/max"),
         ),
         (
             without(TRITON_SAMPLE, 'kv_cache_block_type="used"'),
-            TritonSignals(3.0, 0.4875, "waiting", "fraction", 53 / 64),
+            TritonSignals(50 / 64, 0.4875, "fraction", 3.0),
         ),
         (
             TRITON_SAMPLE.replace(
                 'kv_cache_block_type="max",model="tensorrt_llm",version="1"} 6240',
                 'kv_cache_block_type="max",model="tensorrt_llm",version="1"} 0',
             ),
-            TritonSignals(3.0, 0.4875, "waiting", "fraction", 53 / 64),
+            TritonSignals(50 / 64, 0.4875, "fraction", 3.0),
         ),
         (
             without(TRITON_SAMPLE, "nv_trt_llm_kv_cache_block_metrics"),
-            TritonSignals(3.0, None, "waiting", None, 53 / 64),
+            TritonSignals(50 / 64, None, None, 3.0),
         ),
         (TRITON_SAMPLE.replace('model="tensorrt_llm"', 'model="llama"'), TritonSignals(None, None)),
         ("", TritonSignals(None, None)),
         (
             TRITON_SAMPLE
-            + 'nv_trt_llm_request_metrics{model="tensorrt_llm",request_type="waiting",version="2"} 4\n',
-            TritonSignals(7.0, 3042 / 6240, "waiting", "used/max", (50 + 7) / 64),
+            + 'nv_trt_llm_request_metrics{model="tensorrt_llm",request_type="active",version="2"} 14\n'
+            + 'nv_trt_llm_request_metrics{model="tensorrt_llm",request_type="max",version="2"} 64\n',
+            TritonSignals((50 + 14) / (64 + 64), 3042 / 6240, "used/max", 3.0),
         ),
-        (
-            without(TRITON_SAMPLE, 'request_type="active"'),
-            TritonSignals(3.0, 3042 / 6240, "waiting", "used/max", None),
-        ),
+        (without(TRITON_SAMPLE, 'request_type="active"'), TritonSignals(None, 3042 / 6240, "used/max", 3.0)),
         (
             TRITON_SAMPLE.replace('request_type="max",version="1"} 64', 'request_type="max",version="1"} 0'),
-            TritonSignals(3.0, 3042 / 6240, "waiting", "used/max", None),
+            TritonSignals(None, 3042 / 6240, "used/max", 3.0),
         ),
         (
-            without(TRITON_SAMPLE, 'request_type="waiting"', "nv_inference_pending"),
-            TritonSignals(None, 3042 / 6240, None, "used/max", 50 / 64),
-        ),
-        (
+            # saturated: the executor holds at most max active (executorImpl.cpp), so active = max
             TRITON_SAMPLE.replace(
-                'request_type="waiting",version="1"} 3', 'request_type="waiting",version="1"} 142'
+                'request_type="active",version="1"} 50', 'request_type="active",version="1"} 64'
             ),
-            TritonSignals(142.0, 3042 / 6240, "waiting", "used/max", (50 + 142) / 64),
+            TritonSignals(1.0, 3042 / 6240, "used/max", 3.0),
+        ),
+        (
+            # Triton's pending count is no signal (0 for tensorrt_llm; a non-zero value changes nothing)
+            TRITON_SAMPLE.replace(
+                'nv_inference_pending_request_count{model="tensorrt_llm",version="1"} 0',
+                'nv_inference_pending_request_count{model="tensorrt_llm",version="1"} 9',
+            ),
+            TritonSignals(50 / 64, 3042 / 6240, "used/max", 3.0),
         ),
     ],
     ids=[
         "reference sample",
-        "waiting absent → pending count",
-        "no queue family → missing",
+        "waiting absent → same signals",
+        "no request family → saturation missing",
         "used absent → fraction",
         "max 0 → fraction",
         "no KV family → missing",
         "other model only → missing",
         "empty page → missing",
         "versions add up",
-        "active absent → batch missing",
-        "max 0 → batch missing (no division by zero)",
-        "no queue series → batch = active / max",
-        "queue past saturation → batch above 1 (proportional to demand)",
+        "active absent → saturation missing",
+        "max 0 → saturation missing (no division by zero)",
+        "saturated → 1",
+        "pending is not read",
     ],
 )
 def test_signals_from_text(page: str, expected: TritonSignals) -> None:
@@ -113,7 +113,7 @@ def test_signals_from_text(page: str, expected: TritonSignals) -> None:
 
 def test_signals_of_another_model_name() -> None:
     page = TRITON_SAMPLE.replace('model="tensorrt_llm"', 'model="llama"')
-    assert signals_from_text(page, model="llama").queue_depth == 3.0
+    assert signals_from_text(page, model="llama").active_request_utilization == 50 / 64
 
 
 def test_malformed_page_is_a_parse_error() -> None:
@@ -199,8 +199,8 @@ def test_scrape_pods_reads_ready_pods_only_and_tolerates_failures() -> None:
     ]
     out = scrape_pods(pods, port=8002, fetch=fetch)
     assert sorted(fetched) == [f"http://127.1.0.{i}:8002/metrics" for i in (5, 6, 7)]
-    assert [(p.name, p.state, p.value(QUEUE)) for p in out] == [
-        ("a", PodState.READY, 3.0),
+    assert [(p.name, p.state, p.value(ACTIVE)) for p in out] == [
+        ("a", PodState.READY, 50 / 64),
         ("b", PodState.READY, None),
         ("c", PodState.READY, None),
         ("d", PodState.STARTING, None),
@@ -260,43 +260,40 @@ def test_instant_query_unreachable() -> None:
 
 def test_prometheus_pods_maps_series_to_ready_pods() -> None:
     def get(url: str, timeout: float) -> str:
-        if "active" in url:  # the batch-utilization query
-            return vector(({"namespace": "ns", "pod": "a"}, "0.75"), ({"namespace": "ns", "pod": "c"}, "-1"))
-        if "request_type" in url:
-            return vector(({"namespace": "ns", "pod": "a"}, "6"), ({"namespace": "ns", "pod": "d"}, "9"))
+        if "active" in url:  # the active-request-utilization query
+            return vector(
+                ({"namespace": "ns", "pod": "a"}, "0.75"),
+                ({"namespace": "ns", "pod": "c"}, "-1"),
+                ({"namespace": "ns", "pod": "d"}, "0.9"),
+            )
         return vector(({"namespace": "ns", "pod": "a"}, "0.5"), ({"namespace": "ns", "pod": "b"}, "1.2"))
 
     pods = [pod("a"), pod("b"), pod("c"), pod("d", ready="False")]
     out = prometheus_pods("http://prom", "ns", pods, get=get)
-    assert [(p.name, p.state, p.value(QUEUE), p.value(KV), p.value(BATCH)) for p in out] == [
-        ("a", PodState.READY, 6.0, 0.5, 0.75),
-        ("b", PodState.READY, None, 1.0, None),
-        ("c", PodState.READY, None, None, 0.0),
-        ("d", PodState.STARTING, None, None, None),
+    assert [(p.name, p.state, p.value(ACTIVE), p.value(KV)) for p in out] == [
+        ("a", PodState.READY, 0.75, 0.5),
+        ("b", PodState.READY, None, 1.0),
+        ("c", PodState.READY, 0.0, None),
+        ("d", PodState.STARTING, None, None),
     ]
 
 
 def test_promql_expressions() -> None:
-    waiting = 'nv_trt_llm_request_metrics{model="tensorrt_llm", request_type="waiting", namespace="ns"}'
-    pending = 'nv_inference_pending_request_count{model="tensorrt_llm", namespace="ns"}'
-    assert queue_depth_expr('namespace="ns"') == (
-        f"sum by (namespace, pod) ({waiting}) or sum by (namespace, pod) ({pending})"
+    active = 'nv_trt_llm_request_metrics{model="tensorrt_llm", request_type="active", namespace="ns"}'
+    max_ = 'nv_trt_llm_request_metrics{model="tensorrt_llm", request_type="max", namespace="ns"} > 0'
+    assert active_request_utilization_expr('namespace="ns"') == (
+        f"sum by (namespace, pod) ({active}) / sum by (namespace, pod) ({max_})"
     )
     kv = kv_cache_expr()
     assert kv.count("nv_trt_llm_kv_cache_block_metrics") == 3
     assert 'kv_cache_block_type="max"} > 0)' in kv and " or " in kv
-    batch = batch_utilization_expr('namespace="ns"')
-    active = 'nv_trt_llm_request_metrics{model="tensorrt_llm", request_type="active", namespace="ns"}'
-    max_ = 'nv_trt_llm_request_metrics{model="tensorrt_llm", request_type="max", namespace="ns"} > 0'
-    queue = queue_depth_expr('namespace="ns"')
-    assert batch == (
-        f"(sum by (namespace, pod) ({active}) + (({queue})"
-        f" or 0 * sum by (namespace, pod) ({active}))) / sum by (namespace, pod) ({max_})"
-    )
+    # neither the waiting gauge nor Triton's pending count is queried (upstream audit B1–B3)
+    assert "waiting" not in active_request_utilization_expr() + kv
+    assert "pending" not in active_request_utilization_expr() + kv
 
 
 def test_chart_recording_rules_match_the_code() -> None:
     shipped = yaml.safe_load((REPO / "charts/trtllm-operator/files/prometheus-rules.yaml").read_text())
     assert shipped == recording_rules()
     records = [r["record"] for r in shipped["groups"][0]["rules"]]
-    assert records == [QUEUE_DEPTH_RECORD, KV_CACHE_RECORD, BATCH_UTILIZATION_RECORD]
+    assert records == [ACTIVE_REQUEST_UTILIZATION_RECORD, KV_CACHE_RECORD]

@@ -134,7 +134,9 @@ class Checked(Simulation):
         self._check(r)
 
 
-@pytest.mark.parametrize("policy", ["builtin", "hpa-queue", "kv-only", "static:2", "oracle"])
+@pytest.mark.parametrize(
+    "policy", ["builtin", "hpa-queue-compute", "kv-only", "wva-saturation", "static:2", "oracle"]
+)
 @pytest.mark.parametrize("routing", ["random", "least-outstanding"])
 def test_every_request_finishes_or_is_dropped_and_capacity_holds(policy: str, routing: str) -> None:
     reqs = time_scale(read_azure_csv(AZURE), 20.0)

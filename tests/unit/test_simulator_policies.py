@@ -23,7 +23,7 @@ SPEC = ReplicaSpec(gpus=2, max_kv_tokens=40_000, max_batch_size=32, max_num_toke
 
 def test_snapshot_maps_pod_states_and_metrics() -> None:
     # 40 requests in the executor, max 26 (max batch size): 26 active (the executor fetches only
-    # while active < max), 14 queued unseen; 10 scheduled → waiting = 26 − 10 = 16 (WaitForStats).
+    # while active < max, TensorRT-LLM executorImpl.cpp), 14 queued unseen.
     internals = ReplicaInternals(
         requests=40, scheduled=10, max_active=26, kv_used_blocks=250, kv_max_blocks=1000, tokens_per_block=32
     )
@@ -48,29 +48,47 @@ def test_snapshot_maps_pod_states_and_metrics() -> None:
         asc.PodState.UNSCHEDULABLE,
         asc.PodState.TERMINATING,
     ]
+    # active / max = min(40, 26) / 26 = 1 (saturated; the 14 queued are invisible); KV 250 / 1000
     assert (
-        snap.pods[0].value(asc.QUEUE_DEPTH_PER_REPLICA),
+        snap.pods[0].value(asc.ACTIVE_REQUEST_UTILIZATION),
         snap.pods[0].value(asc.KV_CACHE_UTILIZATION),
-    ) == (16.0, 0.25)
+    ) == (1.0, 0.25)
     assert (
-        snap.pods[1].value(asc.QUEUE_DEPTH_PER_REPLICA),
+        snap.pods[1].value(asc.ACTIVE_REQUEST_UTILIZATION),
         snap.pods[1].value(asc.KV_CACHE_UTILIZATION),
     ) == (None, None)
 
 
 def test_baselines_are_the_shared_policy_with_other_settings() -> None:
-    hpa = policies.hpa_queue(1, 20)
-    assert hpa.policy.scale_up == asc.HPA_DEFAULT_SCALE_UP
-    assert hpa.policy.scale_down == asc.HPA_DEFAULT_SCALE_DOWN
-    assert (hpa.policy.queue_depth_per_replica, hpa.policy.kv_cache_utilization) == (1.0, None)
-    assert hpa.sync_period_s == 15.0 and hpa.metrics_lag_s == 15.0
     kv = policies.kv_only()
-    assert kv.policy.queue_depth_per_replica is None and kv.policy.kv_cache_utilization is not None
-    # builtin = the shipped windows and rate limits with the recommended targets: the previous
-    # queue 4 and KV 0.8 plus batch utilization 0.5 (benchmarks/RESULTS.md).
-    default = asc.Policy(min_replicas=1, max_replicas=64, batch_utilization=0.5)
+    assert kv.policy.active_request_utilization is None and kv.policy.kv_cache_utilization is not None
+    # builtin = the shipped windows and rate limits with the recommended targets
+    default = asc.Policy(
+        min_replicas=1, max_replicas=64, active_request_utilization=0.7, kv_cache_utilization=0.8
+    )
     assert policies.builtin().policy == default
-    assert policies.builtin(queue_depth_per_replica=2.0).policy.queue_depth_per_replica == 2.0
+    assert policies.builtin(active_request_utilization=0.5).policy.active_request_utilization == 0.5
+    hpa = policies.hpa_queue_compute(1, 20)
+    assert (hpa.sync_period_s, hpa.metrics_lag_s, hpa.window_s) == (15.0, 15.0, 60.0)
+
+
+def test_the_tutorial_hpa_sees_no_queue_time_on_tensorrt_llm() -> None:
+    """NVIDIA's rule divides queue by compute time; for tensorrt_llm the executor's queue time is
+    compute (execute returns at enqueue), so a saturated fleet reads about 0 and is scaled in."""
+    reqs = synthetic_poisson(30.0, 120.0, seed=5, input_tokens=500, output_tokens=100)
+    hpa = policies.hpa_queue_compute(1, 16)
+    result = Simulation(reqs, SPEC, hpa, initial_replicas=2, cold_start_s=10.0, seed=1).run()
+    assert max(t for _, t, _ in result.replica_history) <= 2
+    assert hpa.reasons["AboveTarget"] == 0
+
+
+def test_saturation_analyzer_adds_under_load_and_removes_when_idle() -> None:
+    busy = synthetic_poisson(30.0, 150.0, seed=6, input_tokens=500, output_tokens=100)
+    quiet = [Request(150.0 + 5.0 * i, 500, 100) for i in range(100)]
+    wva = policies.SaturationAnalyzer(1, 16)
+    result = Simulation(busy + quiet, SPEC, wva, initial_replicas=1, cold_start_s=10.0, seed=1).run()
+    peak = max(t for _, t, _ in result.replica_history)
+    assert peak > 1 and result.replica_history[-1][1] < peak
 
 
 def test_builtin_policy_scales_up_under_load_and_down_after_it() -> None:
@@ -126,7 +144,13 @@ def test_parse_policy_names_the_flag(text: str) -> None:
 
 @pytest.mark.parametrize(
     ("text", "kind"),
-    [("builtin", "builtin"), ("hpa-queue", "hpa-queue"), ("kv-only", "kv-only"), ("static:3", "static:3")],
+    [
+        ("builtin", "builtin"),
+        ("hpa-queue-compute", "hpa-queue-compute"),
+        ("kv-only", "kv-only"),
+        ("wva-saturation", "wva-saturation"),
+        ("static:3", "static:3"),
+    ],
 )
 def test_parse_policy(text: str, kind: str) -> None:
     assert policies.parse_policy(text, [], SPEC).name == kind

@@ -334,7 +334,10 @@ def deployment_crd() -> dict[str, Any]:
         _column("Ready", ".status.readyReplicas", "integer", "Replicas serving requests."),
         _column("Desired", ".spec.replicas", "integer", "Desired replicas."),
         _column(
-            "Queue", ".status.autoscaling.queueDepthPerReplica", "number", "Waiting requests per replica."
+            "Active%",
+            ".status.autoscaling.activeRequestUtilizationPercent",
+            "integer",
+            "Active / max requests in percent (100 = saturated).",
         ),
         _column(
             "KV%",

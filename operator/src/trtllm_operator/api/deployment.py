@@ -39,7 +39,7 @@ from trtllm_operator.api.common import (
     mx,
     reserved_label_keys_rule,
 )
-from trtllm_operator.api.signals import EXTERNAL_MODES, SIGNALS, Signal, snake
+from trtllm_operator.api.signals import EXTERNAL_MODES, RETIRED, SIGNALS, RetiredSignal, Signal, snake
 from trtllm_operator.api.wire import (
     FETCH_CONTAINER,
     LABEL_COMPONENT,
@@ -150,9 +150,11 @@ class ServerSpec(ApiModel):
     )
 
 
-def targets_model(signals: Sequence[Signal]) -> type[ApiModel]:
+def targets_model(signals: Sequence[Signal], retired: Sequence[RetiredSignal] = RETIRED) -> type[ApiModel]:
     """``spec.autoscaling.targets``: one optional field per signal of ``signals`` (the registry,
-    :mod:`trtllm_operator.api.signals`), > 0, or in (0, 1] with the percentage rule for fractions."""
+    :mod:`trtllm_operator.api.signals`), > 0, or in (0, 1] with the percentage rule for fractions; and
+    one per ``retired`` target, kept in the schema only so that admission refuses it with a message
+    naming what replaced it (a pruned unknown field would be accepted and ignored)."""
     fields: dict[str, Any] = {
         s.attr: (
             float | None,
@@ -160,23 +162,35 @@ def targets_model(signals: Sequence[Signal]) -> type[ApiModel]:
         )
         for s in signals
     }
+    for r in retired:
+        fields[r.attr] = (
+            float | None,
+            Field(default=None, description=f"Removed; refused. {r.message}."),
+        )
     base = type(
         "_Targets",
         (ApiModel,),
         {
             "model_config": model_config(
-                *(fraction_rule(s.name, example=s.example) for s in signals if s.fraction)
+                *(fraction_rule(s.name, example=s.example) for s in signals if s.fraction),
+                *(cel(f"!has(self.{r.name})", r.message, field_path=f".{r.name}") for r in retired),
             ),
             "__module__": __name__,
         },
     )
     return create_model(
-        "QueueAndKVTargets",
+        "AutoscalingTargets",
         __base__=base,
         __module__=__name__,
         __doc__="Per-signal targets; desired replicas is the maximum over the signals that are set.",
         **fields,
     )
+
+
+def retired_targets_set(targets: ApiModel, retired: Sequence[RetiredSignal] = RETIRED) -> list[RetiredSignal]:
+    """The retired targets an object sets (admission refuses them; objects stored before that rule
+    can still carry them)."""
+    return [r for r in retired if getattr(targets, r.attr, None) is not None]
 
 
 def targets_of(targets: ApiModel, signals: Sequence[Signal] = SIGNALS) -> dict[str, float | None]:
@@ -185,9 +199,9 @@ def targets_of(targets: ApiModel, signals: Sequence[Signal] = SIGNALS) -> dict[s
 
 
 if TYPE_CHECKING:
-    QueueAndKVTargets = ApiModel
+    AutoscalingTargets = ApiModel
 else:
-    QueueAndKVTargets = targets_model(SIGNALS)
+    AutoscalingTargets = targets_model(SIGNALS)
 
 
 class ScalingRules(ApiModel):
@@ -264,7 +278,7 @@ class MetricsSpec(ApiModel):
 
 
 #: Why ``minReplicas: 0`` is refused in every mode (audit A6). Every trigger the operator can render
-#: (``targets.queueDepthPerReplica``, ``kvCacheUtilization``, ``batchUtilization``) is read from the
+#: (``targets.activeRequestUtilization``, ``kvCacheUtilization``) is read from the
 #: serving pods' own Triton metrics, so at zero replicas there is no series to wake on: KEDA's
 #: Prometheus scaler reads an empty query result as 0 (``ignoreNullValues`` defaults to true) and
 #: reports the trigger active only when the value exceeds ``activationThreshold`` (default 0)
@@ -321,7 +335,7 @@ def mode_refusal_rules(signals: Sequence[Signal]) -> list[dict[str, str]]:
 
 
 class AutoscalingSpec(ApiModel):
-    """Autoscaling on queue depth and KV-cache utilization."""
+    """Autoscaling on active-request utilization (admission saturation) and KV-cache utilization."""
 
     model_config = model_config(
         cel(
@@ -362,7 +376,7 @@ class AutoscalingSpec(ApiModel):
     max_replicas: int | None = Field(
         default=None, ge=1, le=1000, description="Upper bound on replicas (required when enabled)."
     )
-    targets: QueueAndKVTargets = Field(default_factory=QueueAndKVTargets)
+    targets: AutoscalingTargets = Field(default_factory=AutoscalingTargets)
     tolerance: float = Field(
         default=0.1,
         ge=0,
@@ -519,7 +533,7 @@ class ScalingDecision(ApiModel):
     from_replicas: int = Field(ge=0, description="Replicas before.")
     to_replicas: int = Field(ge=0, description="Replicas after.")
     signals: dict[str, float] | None = Field(
-        default=None, description="Signal values behind the decision, e.g. queueDepthPerReplica."
+        default=None, description="Signal values behind the decision, e.g. activeRequestUtilization."
     )
     reason: str | None = Field(
         default=None, description="Why, a stable reason (docs/autoscaling.md), e.g. AboveTarget."

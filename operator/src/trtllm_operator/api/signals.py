@@ -32,12 +32,13 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 __all__ = [
-    "BATCH_UTILIZATION",
+    "ACTIVE_REQUEST_UTILIZATION",
     "EXTERNAL_MODES",
     "KV_CACHE_UTILIZATION",
-    "QUEUE_DEPTH_PER_REPLICA",
+    "RETIRED",
     "SIGNALS",
     "ExternalMode",
+    "RetiredSignal",
     "Signal",
     "adapter_rules",
     "docs_table",
@@ -51,7 +52,7 @@ EXTERNAL_MODES: tuple[ExternalMode, ...] = ("hpa", "keda")
 
 
 def snake(camel: str) -> str:
-    """``queueDepthPerReplica`` → ``queue_depth_per_replica`` (the pydantic attribute of a field)."""
+    """``kvCacheUtilization`` → ``kv_cache_utilization`` (the pydantic attribute of a field)."""
     return re.sub(r"(?<!^)(?=[A-Z])", "_", camel).lower()
 
 
@@ -129,25 +130,32 @@ class Signal:
         return "a fraction in (0, 1]" if self.fraction else "> 0"
 
 
-QUEUE_DEPTH_PER_REPLICA = "queueDepthPerReplica"
+ACTIVE_REQUEST_UTILIZATION = "activeRequestUtilization"
 KV_CACHE_UTILIZATION = "kvCacheUtilization"
-BATCH_UTILIZATION = "batchUtilization"
 
-#: Every signal, in the order the API, the status and the renderers list them.
+#: Every signal, in the order the API, the status and the renderers list them. Each measures what the
+#: real server exports (reference ``triton-metrics-semantics.md``; tensorrtllm_backend v0.19.0
+#: ``inflight_batcher_llm/src/model_instance_state.cc`` ``WaitForStats()``).
 SIGNALS: tuple[Signal, ...] = (
     Signal(
-        name=QUEUE_DEPTH_PER_REPLICA,
-        title="queue depth",
-        fraction=False,
-        example=4.0,
-        recommended=4.0,
-        policy_default=4.0,
-        target_description="Target waiting requests per ready replica "
-        '(nv_trt_llm_request_metrics{request_type="waiting"}).',
-        status_description="Waiting requests per ready replica.",
-        status_digits=3,
-        series="trtllm_queue_depth",
-        record_op="sum",
+        name=ACTIVE_REQUEST_UTILIZATION,
+        title="active-request utilization (admission saturation)",
+        fraction=True,
+        example=0.7,
+        recommended=0.7,
+        policy_default=0.7,
+        target_description="Target active-request utilization per replica, in (0, 1]: active / max "
+        'requests (nv_trt_llm_request_metrics{request_type="active"} / {request_type="max"}, max = the '
+        "executor's maxNumActiveRequests = max batch size × pipeline parallelism). 1 means saturated: "
+        "the executor admits no more and further requests wait in its queue, which Triton does not "
+        "export.",
+        status_description="Active-request utilization, active / max requests, averaged over ready "
+        "replicas (0-1; 1 = saturated, requests beyond it wait unseen).",
+        status_digits=4,
+        status_percent=True,
+        value_max=1.0,
+        series="trtllm_active_request_utilization",
+        record_op="ratio",
     ),
     Signal(
         name=KV_CACHE_UTILIZATION,
@@ -156,7 +164,8 @@ SIGNALS: tuple[Signal, ...] = (
         example=0.8,
         recommended=0.8,
         policy_default=0.8,
-        target_description="Target KV-cache utilization (used / max blocks) per replica, in (0, 1].",
+        target_description="Target KV-cache utilization (used / max blocks, "
+        "nv_trt_llm_kv_cache_block_metrics) per replica, in (0, 1].",
         status_description="KV-cache utilization averaged over ready replicas, normally 0-1 (not bounded "
         "here: a status write must never fail on a metric glitch).",
         status_digits=4,
@@ -165,21 +174,45 @@ SIGNALS: tuple[Signal, ...] = (
         series="trtllm_kv_cache_utilization",
         record_op="ratio",
     ),
-    Signal(
-        name=BATCH_UTILIZATION,
-        title="inflight-batch utilization",
-        fraction=True,
-        example=0.5,
-        recommended=0.5,
-        policy_default=None,
-        target_description="Target inflight-batch utilization per replica, in (0, 1]: (active + waiting "
-        'requests) / max requests (nv_trt_llm_request_metrics{request_type="active"|"waiting"|"max"}); '
-        "above 1 when requests wait. Recommended 0.5 (docs/autoscaling.md).",
-        status_description="Inflight-batch utilization, (active + waiting) / max requests, averaged over "
-        "ready replicas (above 1 when requests wait).",
-        status_digits=4,
-        series="trtllm_batch_utilization",
-        record_op="ratio",
+)
+
+
+@dataclass(frozen=True)
+class RetiredSignal:
+    """A target the API once had and now refuses: ``name`` (the ``targets.<name>`` key), the signal
+    that replaced it, and why it did not measure what it claimed. Admission refuses the field with
+    :attr:`message`; the operator refuses it in objects stored before that rule."""
+
+    name: str
+    replaced_by: str
+    why: str
+
+    @property
+    def attr(self) -> str:
+        """The snake_case attribute of the API model."""
+        return snake(self.name)
+
+    @property
+    def message(self) -> str:
+        """The refusal, naming the field, why and the fix."""
+        return f"targets.{self.name} was removed: {self.why}; set targets.{self.replaced_by} instead"
+
+
+#: Targets that were removed because their series do not measure what the name claimed (upstream
+#: audit B1–B3). Refused, not aliased: their meaning changed, so a silent alias would change scaling.
+RETIRED: tuple[RetiredSignal, ...] = (
+    RetiredSignal(
+        name="queueDepthPerReplica",
+        replaced_by=ACTIVE_REQUEST_UTILIZATION,
+        why='nv_trt_llm_request_metrics{request_type="waiting"} is active − scheduled requests (admitted '
+        "but not in this iteration's batch), not a backlog, the executor's queue is not exported, and "
+        "Triton's pending count stays 0 for tensorrt_llm (tensorrtllm_backend model_instance_state.cc)",
+    ),
+    RetiredSignal(
+        name="batchUtilization",
+        replaced_by=ACTIVE_REQUEST_UTILIZATION,
+        why="(active + waiting) / max counted waiting twice (waiting is a subset of active); "
+        "active / max is the saturation it meant",
     ),
 )
 

@@ -3,7 +3,7 @@
 Tune autoscaling offline against your own traffic before touching GPUs. The replica model (KV-cache
 capacity, batch limits) comes from the capacity planner for the given model config, GPU,
 quantization and tensor parallelism; the iteration-time model is calibrated to NVIDIA's published
-TensorRT-LLM throughput; ``builtin``/``hpa-queue``/``kv-only`` run the operator's own autoscaling
+TensorRT-LLM throughput; ``builtin``/``kv-only`` run the operator's own autoscaling
 code. See docs/simulator.md.
 
 Exit codes: 0 done, 2 bad input (the message names the flag).
@@ -59,7 +59,8 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--policy",
         default="builtin",
-        help="builtin | hpa-queue | kv-only | static:N | oracle[:UTILIZATION] (default builtin)",
+        help="builtin | hpa-queue-compute | kv-only | wva-saturation | static:N | oracle[:UTILIZATION] "
+        "(default builtin)",
     )
     p.add_argument(
         "--deployment",
@@ -201,7 +202,13 @@ def run(args: argparse.Namespace) -> int:
         setup = dataclasses.replace(setup, spec=spec)
     try:
         if args.deployment:
-            policy: policies.SharedPolicy | policies.StaticPolicy | policies.OraclePolicy
+            policy: (
+                policies.SharedPolicy
+                | policies.QueueComputeHPA
+                | policies.SaturationAnalyzer
+                | policies.StaticPolicy
+                | policies.OraclePolicy
+            )
             policy = policies.from_deployment(_load_manifest(args.deployment))
             args.policy = f"builtin ({args.deployment})"
         else:
@@ -222,7 +229,11 @@ def run(args: argparse.Namespace) -> int:
         initial = policy.desired_at(0.0)
     else:
         initial = policies.OraclePolicy(requests, setup.spec).desired_at(0.0)
-        initial = min(max(initial, policy.policy.min_replicas), policy.policy.max_replicas)
+        if isinstance(policy, policies.SharedPolicy):
+            low, high = policy.policy.min_replicas, policy.policy.max_replicas
+        else:
+            low, high = policy.min_replicas, policy.max_replicas
+        initial = min(max(initial, low), high)
     sim = Simulation(
         requests,
         setup.spec,

@@ -3,8 +3,8 @@
 One call of :func:`decide` is one autoscaler tick. It takes
 
 * a :class:`Snapshot` — the scale target's current ``spec.replicas`` and, per pod, its scheduling
-  state and its value of each signal of the registry (:mod:`trtllm_operator.api.signals`: queue
-  depth, KV-cache utilization, inflight-batch utilization; ``None`` when missing);
+  state and its value of each signal of the registry (:mod:`trtllm_operator.api.signals`:
+  active-request utilization, KV-cache utilization; ``None`` when missing);
 * an :class:`AutoscalerState` — the recommendation history and recent scale events, the only memory
   the policy has (JSON-serialisable: the operator keeps it in ``status.autoscaling.policyState``,
   the simulator in memory);
@@ -58,9 +58,9 @@ Disabled, periods counted from recorded scale events); then ``minReplicas``/``ma
 
 Defaults and why (``DEFAULT_*`` below; the simulator's benchmark compares them with HPA's):
 
-* tolerance 0.1 — HPA's default; smaller values chase the noise of a per-iteration queue gauge.
-* scale-up window 15 s — three 5 s samples; a single burst of queued requests must not buy a GPU
-  replica that takes minutes to load its engine and will be idle by then (HPA: 0 s).
+* tolerance 0.1 — HPA's default; smaller values chase the noise of a per-iteration gauge.
+* scale-up window 15 s — three 5 s samples; a single burst must not buy a GPU replica that takes
+  minutes to load its engine and will be idle by then (HPA: 0 s).
 * scale-up rate: the larger of +100 % or +4 pods per 60 s — HPA's own limits (per 15 s there),
   stretched to the cold start of a Triton pod (engine load and KV-cache allocation take ~1 min), so
   the next step is taken once the previous one can have served.
@@ -68,14 +68,13 @@ Defaults and why (``DEFAULT_*`` below; the simulator's benchmark compares them w
   a cold start, so capacity is released only after five quiet minutes.
 * scale-down rate: the larger of −1 pod or −10 % per 60 s — slow drain: one replica at a time for
   small fleets, 10 % for large ones, each step re-measured before the next (HPA: −100 % per 15 s).
-* targets: queue depth 4 waiting requests per replica, KV-cache utilization 0.8 — a few waiting
-  requests keep the inflight batcher full; above ~80 % KV blocks the batcher starts holding requests
-  back under ``GUARANTEED_NO_EVICT``, so latency rises before the queue shows it.
-* inflight-batch utilization 0.5 — ``(active + waiting) / max`` requests per replica (Knative-style
-  concurrency normalised by max_batch_size; above 1 when requests wait, so the proportional formula
-  still sizes the fleet past saturation). It leads the queue (it rises before requests wait) and is
-  reachable where the KV target is not (max_batch_size usually binds first); 0.5 leaves headroom for
-  load growth during a ~1 min cold start (chosen on the simulator's tuning half, docs/autoscaling.md).
+* targets: active-request utilization 0.7 and KV-cache utilization 0.8. Active-request utilization is
+  ``active / max`` (the executor's admission cap): by Little's law it follows the load below
+  saturation, and at 1 further requests wait in the executor's queue, which Triton does not export —
+  so the target leaves headroom below 1 for growth during a cold start. It cannot exceed 1: past
+  saturation the proportional formula asks for ``1 / target`` times the replicas per tick (× 1.43 at
+  0.7), not for what the backlog needs. Above ~80 % KV blocks the batcher holds requests back under
+  ``GUARANTEED_NO_EVICT`` (they show as ``waiting``), so latency rises before saturation shows.
 """
 
 from __future__ import annotations
@@ -89,20 +88,18 @@ from typing import Any, Literal
 
 from trtllm_operator.api import deployment as api
 from trtllm_operator.api import signals as registry
-from trtllm_operator.api.signals import BATCH_UTILIZATION, KV_CACHE_UTILIZATION, QUEUE_DEPTH_PER_REPLICA
+from trtllm_operator.api.signals import ACTIVE_REQUEST_UTILIZATION, KV_CACHE_UTILIZATION
 
 __all__ = [
-    "BATCH_UTILIZATION",
-    "DEFAULT_BATCH_UTILIZATION",
+    "ACTIVE_REQUEST_UTILIZATION",
+    "DEFAULT_ACTIVE_REQUEST_UTILIZATION",
     "DEFAULT_KV_CACHE_UTILIZATION",
-    "DEFAULT_QUEUE_DEPTH_PER_REPLICA",
     "DEFAULT_SCALE_DOWN",
     "DEFAULT_SCALE_UP",
     "DEFAULT_TOLERANCE",
     "HPA_DEFAULT_SCALE_DOWN",
     "HPA_DEFAULT_SCALE_UP",
     "KV_CACHE_UTILIZATION",
-    "QUEUE_DEPTH_PER_REPLICA",
     "SIGNALS",
     "AutoscalerState",
     "Decision",
@@ -119,6 +116,7 @@ __all__ = [
     "policy_from_spec",
     "quantity",
     "record_decision",
+    "refuse_retired_targets",
     "refuse_scale_to_zero",
     "rules_manifest",
     "scaling_rules_from_spec",
@@ -136,11 +134,8 @@ def _recommended(name: str) -> float:
     return next(s.recommended for s in registry.SIGNALS if s.name == name)
 
 
-DEFAULT_QUEUE_DEPTH_PER_REPLICA = _recommended(QUEUE_DEPTH_PER_REPLICA)
+DEFAULT_ACTIVE_REQUEST_UTILIZATION = _recommended(ACTIVE_REQUEST_UTILIZATION)
 DEFAULT_KV_CACHE_UTILIZATION = _recommended(KV_CACHE_UTILIZATION)
-#: Recommended ``targets.batchUtilization`` (the simulator's ``builtin`` uses it; see the module
-#: docstring for why 0.5 and not Knative's 0.7).
-DEFAULT_BATCH_UTILIZATION = _recommended(BATCH_UTILIZATION)
 
 #: Digits kept when rounding ``ratio × pods`` before ``ceil``, so float noise (3.0000000001) does
 #: not add a replica. HPA computes in integer milli-units, which has the same effect.
@@ -268,9 +263,9 @@ class Policy:
     """What :func:`decide` aims for; mirrors ``LLMDeployment.spec.autoscaling``.
 
     Targets: one keyword per signal of the registry (:mod:`trtllm_operator.api.signals`), named as
-    the API model's attribute — ``queue_depth_per_replica`` (waiting requests per ready replica, > 0),
-    ``kv_cache_utilization`` (fraction of KV-cache blocks in use, in (0, 1]), ``batch_utilization``
-    ((active + waiting) / max requests, in (0, 1]) …; ``None`` disables a signal (at least one must be
+    the API model's attribute — ``active_request_utilization`` (active / max requests, in (0, 1]),
+    ``kv_cache_utilization`` (fraction of KV-cache blocks in use, in (0, 1]) …; ``None`` disables a
+    signal (at least one must be
     enabled); a signal not given takes its registry ``policy_default``. They are kept, enabled only
     and in registry order, in ``signal_targets`` and read with :meth:`targets` or as attributes.
     ``tolerance``: relative dead band around each target.
@@ -384,9 +379,9 @@ class PodState(StrEnum):
 class PodSignals:
     """One pod as the policy sees it.
 
-    ``values``: the pod's value of each signal, by signal name (:data:`SIGNALS`) — e.g. waiting
-    requests for ``queueDepthPerReplica`` (``nv_trt_llm_request_metrics{request_type="waiting"}``, or
-    ``nv_inference_pending_request_count``), used/max KV-cache blocks for ``kvCacheUtilization``. A
+    ``values``: the pod's value of each signal, by signal name (:data:`SIGNALS`) — e.g. active / max
+    requests for ``activeRequestUtilization`` (``nv_trt_llm_request_metrics``), used/max KV-cache
+    blocks for ``kvCacheUtilization``. A
     signal left out, or ``None``, is missing or stale. Only READY pods' values are used.
     """
 
@@ -881,15 +876,27 @@ def refuse_scale_to_zero(spec: api.AutoscalingSpec) -> None:
         raise ValueError(f"spec.autoscaling.minReplicas: {api.SCALE_TO_ZERO_REFUSAL}")
 
 
+def refuse_retired_targets(spec: api.AutoscalingSpec) -> None:
+    """Raise ``ValueError`` naming the field, why it was removed and what replaced it when
+    ``spec.autoscaling.targets`` sets a retired target (:data:`trtllm_operator.api.signals.RETIRED`).
+    Admission refuses it first (the CEL rule with the same text); this catches objects stored
+    before that rule, so no mode scales on a series that does not measure what it claimed."""
+    retired = api.retired_targets_set(spec.targets)
+    if retired:
+        raise ValueError(f"spec.autoscaling.{retired[0].message}")
+
+
 def policy_from_spec(spec: api.AutoscalingSpec) -> Policy:
     """The :class:`Policy` of an LLMDeployment's ``spec.autoscaling`` (built-in mode).
 
     Raises ``ValueError`` naming the field when the spec cannot drive the built-in autoscaler
-    (``maxReplicas`` unset, no target, ``minReplicas`` 0: :func:`refuse_scale_to_zero`).
+    (``maxReplicas`` unset, no target, ``minReplicas`` 0: :func:`refuse_scale_to_zero`, a retired
+    target: :func:`refuse_retired_targets`).
     """
     if spec.max_replicas is None:
         raise ValueError("spec.autoscaling.maxReplicas is required when autoscaling is enabled: set it")
     refuse_scale_to_zero(spec)
+    refuse_retired_targets(spec)
     targets = api.targets_of(spec.targets, registry.SIGNALS)
     return Policy(
         min_replicas=spec.min_replicas,

@@ -74,6 +74,7 @@ from trtllm_operator.decide.autoscaling import (
     Snapshot,
     decide,
     policy_from_spec,
+    refuse_retired_targets,
     refuse_scale_to_zero,
 )
 from trtllm_operator.decide.conditions import rfc3339
@@ -323,6 +324,7 @@ def sync_external_autoscaler(kube: Kube, obj: Mapping[str, Any]) -> None:
     owner = OwnerRef(name, uid)
     try:
         refuse_scale_to_zero(auto)
+        refuse_retired_targets(auto)
         if plan.render == "hpa":
             manifest = desired_hpa(name, namespace, owner, auto)
         else:

@@ -38,7 +38,6 @@ from pydantic import ValidationError
 from trtllm_operator.api.deployment import LLMDeploymentSpec
 from trtllm_operator.api.engine import LLMEngineSpec
 from trtllm_operator.api.owners import owner_names
-from trtllm_operator.api.signals import KV_CACHE_UTILIZATION, QUEUE_DEPTH_PER_REPLICA
 from trtllm_operator.api.wire import (
     COMPONENT_BENCHMARK,
     DEPLOYMENT_PLURAL,
@@ -51,6 +50,7 @@ from trtllm_operator.api.wire import (
     MANAGED_BY,
     VERSION,
 )
+from trtllm_operator.decide.autoscaling import PodState
 from trtllm_operator.decide.compatibility import gpu_product_aliases
 from trtllm_operator.decide.conditions import rfc3339
 from trtllm_operator.decide.ownership import control_conflict
@@ -75,7 +75,7 @@ from trtllm_operator.kube import (
     patch_status,
     post_event,
 )
-from trtllm_operator.metrics.scrape import scrape_pods
+from trtllm_operator.metrics.scrape import scrape_triton
 from trtllm_operator.render.benchmark_job import BENCH_CONTAINER, benchmark_job_name, desired_benchmark_job
 from trtllm_operator.render.serving import child_name
 from trtllm_operator.settings import current
@@ -310,17 +310,22 @@ def sample_deployment(kube: Kube, deployment: Mapping[str, Any], now: float) -> 
     status = deployment.get("status") or {}
     selector = status.get("selector") or f"{LABEL_DEPLOYMENT}={child_name(meta['name'])}"
     pods = kube.list(POD, meta["namespace"], label_selector=selector)
-    signals = [s.values for s in scrape_pods(pods) if s.value(KV_CACHE_UTILIZATION) is not None]
-    if signals:
-        kv = _mean([float(s.get(KV_CACHE_UTILIZATION) or 0.0) for s in signals])
-        queue = _mean([float(q) for s in signals if (q := s.get(QUEUE_DEPTH_PER_REPLICA)) is not None])
-        return Sample(now, kv, queue, len(signals))
+    pages = [
+        s
+        for state, s in scrape_triton(pods)
+        if state == PodState.READY and s.kv_cache_utilization is not None
+    ]
+    if pages:
+        kv = _mean([float(s.kv_cache_utilization or 0.0) for s in pages])
+        # The backend's ``waiting`` gauge (active − scheduled: admitted, not scheduled — KV pressure).
+        queue = _mean([float(s.waiting) for s in pages if s.waiting is not None])
+        return Sample(now, kv, queue, len(pages))
     auto = status.get("autoscaling") or {}
     kv_snap = auto.get("kvCacheUtilization")
     return Sample(
         now,
         float(kv_snap) if isinstance(kv_snap, int | float) else None,
-        auto.get("queueDepthPerReplica"),
+        None,  # the autoscaler's status carries no waiting count
         status.get("readyReplicas"),
     )
 

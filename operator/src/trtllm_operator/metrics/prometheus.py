@@ -3,9 +3,10 @@
 The PromQL, per pod (series carry the ``namespace`` and ``pod`` target labels, as kube-prometheus
 PodMonitors and the usual ``kubernetes_sd_configs`` relabelling give them)::
 
-    # queue depth: the executor's waiting queue, else Triton's pending count
-    sum by (namespace, pod) (nv_trt_llm_request_metrics{model="tensorrt_llm", request_type="waiting"})
-      or sum by (namespace, pod) (nv_inference_pending_request_count{model="tensorrt_llm"})
+    # active-request utilization: active / max requests (saturated at 1)
+    # (R = nv_trt_llm_request_metrics, M = model="tensorrt_llm")
+    sum by (namespace, pod) (R{M, request_type="active"})
+      / sum by (namespace, pod) (R{M, request_type="max"} > 0)
 
     # KV-cache utilization: used / max blocks, else the backend's own fraction
     # (KV = nv_trt_llm_kv_cache_block_metrics, M = model="tensorrt_llm")
@@ -14,7 +15,8 @@ PodMonitors and the usual ``kubernetes_sd_configs`` relabelling give them)::
       or sum by (namespace, pod) (KV{M, kv_cache_block_type="fraction"})
 
 ``or`` keeps the left side and adds right-side series only for pods the left side lacks: the
-fallback is per pod, as in :mod:`.signals`. The built-in autoscaler runs them as instant queries
+fallback is per pod, as in :mod:`.signals`. ``> 0`` drops a zero ``max`` (no value rather than a
+division by zero), as :mod:`.signals` does. The built-in autoscaler runs them as instant queries
 restricted to the LLMDeployment's namespace and keeps the pods it knows are Ready. Staleness is
 Prometheus's own: when a scrape fails or a target disappears, Prometheus marks its series stale and
 the instant query no longer returns them, so that pod's signal is *missing* (the policy holds
@@ -35,24 +37,22 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from trtllm_operator.api import signals as registry
-from trtllm_operator.api.signals import BATCH_UTILIZATION, KV_CACHE_UTILIZATION, QUEUE_DEPTH_PER_REPLICA
+from trtllm_operator.api.signals import ACTIVE_REQUEST_UTILIZATION, KV_CACHE_UTILIZATION
 from trtllm_operator.decide.autoscaling import PodSignals, PodState
 from trtllm_operator.metrics.http import bounded_get
 from trtllm_operator.metrics.scrape import pod_state
-from trtllm_operator.metrics.signals import DEFAULT_MODEL, KV_CACHE_BLOCKS, PENDING_REQUESTS, REQUEST_METRICS
+from trtllm_operator.metrics.signals import DEFAULT_MODEL, KV_CACHE_BLOCKS, REQUEST_METRICS
 
 __all__ = [
-    "BATCH_UTILIZATION_RECORD",
+    "ACTIVE_REQUEST_UTILIZATION_RECORD",
     "EXPRESSIONS",
     "KV_CACHE_RECORD",
-    "QUEUE_DEPTH_RECORD",
     "PrometheusError",
-    "batch_utilization_expr",
+    "active_request_utilization_expr",
     "expression",
     "instant_query",
     "kv_cache_expr",
     "prometheus_pods",
-    "queue_depth_expr",
     "recording_rules",
 ]
 
@@ -65,9 +65,8 @@ def _record(name: str) -> str:
 
 #: Recording-rule names (Prometheus ``level:metric:operations`` convention; the registry's
 #: :attr:`~trtllm_operator.api.signals.Signal.record`).
-QUEUE_DEPTH_RECORD = _record(QUEUE_DEPTH_PER_REPLICA)
+ACTIVE_REQUEST_UTILIZATION_RECORD = _record(ACTIVE_REQUEST_UTILIZATION)
 KV_CACHE_RECORD = _record(KV_CACHE_UTILIZATION)
-BATCH_UTILIZATION_RECORD = _record(BATCH_UTILIZATION)
 RULE_GROUP = "trtllm-operator.autoscaling"
 
 Get = Callable[[str, float], str]
@@ -84,16 +83,16 @@ def _selector(model: str, matchers: str, **labels: str) -> str:
     return "{" + ", ".join(parts) + "}"
 
 
-def queue_depth_expr(matchers: str = "", model: str = DEFAULT_MODEL) -> str:
-    """PromQL: waiting requests per (namespace, pod).
+def active_request_utilization_expr(matchers: str = "", model: str = DEFAULT_MODEL) -> str:
+    """PromQL: active / max requests per (namespace, pod) (see :mod:`.signals`).
 
     ``matchers``: extra label matchers, e.g. ``namespace="a"``.
     """
-    waiting = _selector(model, matchers, request_type="waiting")
-    pending = _selector(model, matchers)
+    active = _selector(model, matchers, request_type="active")
+    max_ = _selector(model, matchers, request_type="max")
     return (
-        f"sum by (namespace, pod) ({REQUEST_METRICS}{waiting})"
-        f" or sum by (namespace, pod) ({PENDING_REQUESTS}{pending})"
+        f"sum by (namespace, pod) ({REQUEST_METRICS}{active})"
+        f" / sum by (namespace, pod) ({REQUEST_METRICS}{max_} > 0)"
     )
 
 
@@ -109,28 +108,11 @@ def kv_cache_expr(matchers: str = "", model: str = DEFAULT_MODEL) -> str:
     )
 
 
-def batch_utilization_expr(matchers: str = "", model: str = DEFAULT_MODEL) -> str:
-    """PromQL: inflight-batch utilization, (active + waiting) / max requests, per (namespace, pod).
-
-    The waiting term is the queue-depth expression (``waiting``, else Triton's pending count), or 0
-    when a pod exports neither; pods without ``active`` or with ``max`` 0 have no value.
-    """
-    active = _selector(model, matchers, request_type="active")
-    max_ = _selector(model, matchers, request_type="max")
-    return (
-        f"(sum by (namespace, pod) ({REQUEST_METRICS}{active})"
-        f" + (({queue_depth_expr(matchers, model)})"
-        f" or 0 * sum by (namespace, pod) ({REQUEST_METRICS}{active})))"
-        f" / sum by (namespace, pod) ({REQUEST_METRICS}{max_} > 0)"
-    )
-
-
 #: The per-(namespace, pod) PromQL of every registry signal, by signal name (``matchers``, ``model``);
 #: a unit test checks that this covers the registry.
 EXPRESSIONS: dict[str, Callable[[str, str], str]] = {
-    QUEUE_DEPTH_PER_REPLICA: queue_depth_expr,
+    ACTIVE_REQUEST_UTILIZATION: active_request_utilization_expr,
     KV_CACHE_UTILIZATION: kv_cache_expr,
-    BATCH_UTILIZATION: batch_utilization_expr,
 }
 
 

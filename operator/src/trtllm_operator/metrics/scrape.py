@@ -26,7 +26,14 @@ from trtllm_operator.decide.autoscaling import PodSignals, PodState
 from trtllm_operator.metrics.http import bounded_get
 from trtllm_operator.metrics.signals import DEFAULT_MODEL, MetricsParseError, TritonSignals, signals_from_text
 
-__all__ = ["DEFAULT_PORT", "DEFAULT_TIMEOUT_SECONDS", "fetch_metrics", "pod_state", "scrape_pods"]
+__all__ = [
+    "DEFAULT_PORT",
+    "DEFAULT_TIMEOUT_SECONDS",
+    "fetch_metrics",
+    "pod_state",
+    "scrape_pods",
+    "scrape_triton",
+]
 
 log = logging.getLogger(__name__)
 
@@ -80,18 +87,17 @@ def _scrape_one(url: str, timeout: float, model: str, fetch: Fetch) -> TritonSig
         return TritonSignals(None, None)
 
 
-def scrape_pods(
+def scrape_triton(
     pods: Sequence[Mapping[str, Any]],
     *,
     port: int = DEFAULT_PORT,
     timeout: float = DEFAULT_TIMEOUT_SECONDS,
     model: str = DEFAULT_MODEL,
     fetch: Fetch = fetch_metrics,
-) -> tuple[PodSignals, ...]:
-    """The policy's view of ``pods``: state of each, signals of the READY ones (scraped in parallel).
-
-    Never raises for an unreachable pod (its signals are ``None``). Order follows ``pods``.
-    """
+) -> list[tuple[PodState, TritonSignals]]:
+    """State and parsed page of each of ``pods`` (the READY ones scraped in parallel; others, and
+    unreachable pods, get empty :class:`TritonSignals`). Order follows ``pods``; never raises for an
+    unreachable pod."""
     states = [pod_state(p) for p in pods]
     urls: dict[int, str] = {}
     for i, (pod, state) in enumerate(zip(pods, states, strict=True)):
@@ -104,14 +110,27 @@ def scrape_pods(
         with ThreadPoolExecutor(max_workers=min(MAX_WORKERS, len(urls))) as pool:
             futures = {i: pool.submit(_scrape_one, url, timeout, model, fetch) for i, url in urls.items()}
             results = {i: f.result() for i, f in futures.items()}
-    out = []
-    for i, (pod, state) in enumerate(zip(pods, states, strict=True)):
-        signals = results.get(i, TritonSignals(None, None))
-        out.append(
-            PodSignals(
-                name=str((pod.get("metadata") or {}).get("name", "")),
-                state=state,
-                values=signals.values(),
-            )
+    return [(state, results.get(i, TritonSignals(None, None))) for i, state in enumerate(states)]
+
+
+def scrape_pods(
+    pods: Sequence[Mapping[str, Any]],
+    *,
+    port: int = DEFAULT_PORT,
+    timeout: float = DEFAULT_TIMEOUT_SECONDS,
+    model: str = DEFAULT_MODEL,
+    fetch: Fetch = fetch_metrics,
+) -> tuple[PodSignals, ...]:
+    """The policy's view of ``pods``: state of each, signals of the READY ones (scraped in parallel).
+
+    Never raises for an unreachable pod (its signals are ``None``). Order follows ``pods``.
+    """
+    scraped = scrape_triton(pods, port=port, timeout=timeout, model=model, fetch=fetch)
+    return tuple(
+        PodSignals(
+            name=str((pod.get("metadata") or {}).get("name", "")),
+            state=state,
+            values=signals.values(),
         )
-    return tuple(out)
+        for pod, (state, signals) in zip(pods, scraped, strict=True)
+    )

@@ -1,22 +1,24 @@
 """The autoscaling signals, read from a Triton ``/metrics`` page (Prometheus text format).
 
-Per pod, from the families of the TensorRT-LLM backend and Triton core (reference
-``tensorrt-llm.md`` §5, source: tensorrtllm_backend ``custom_metrics_reporter.cc`` and Triton's
-``docs/user_guide/metrics.md``), for one model (default ``tensorrt_llm``, the model that runs the
-engine in ``inflight_batcher_llm``):
+Per pod, from the families of the TensorRT-LLM C++ backend (tensorrtllm_backend v0.19.0, commit
+c1e19638, ``inflight_batcher_llm/src/model_instance_state.cc`` ``WaitForStats()`` and
+``custom_metrics_reporter.cc``; reference ``triton-metrics-semantics.md``), for one model (default
+``tensorrt_llm``, the model that runs the engine in ``inflight_batcher_llm``):
 
-* **queue depth** — ``nv_trt_llm_request_metrics{request_type="waiting"}`` (requests queued in the
-  TensorRT-LLM executor, backend 0.18+); when absent (older backend, or the LLM-API/PyTorch model
-  that does not export ``nv_trt_llm_*``) ``nv_inference_pending_request_count`` (Triton's own queue
-  of requests not yet handed to the model).
+* **active-request utilization** — ``active / max`` of ``nv_trt_llm_request_metrics``: ``active`` is
+  the executor's ``numActiveRequests``, ``max`` its ``maxNumActiveRequests`` (max batch size ×
+  pipeline parallelism, TensorRT-LLM ``batch_manager/trtGptModel.h``). The executor fetches requests
+  from its queue only while ``active < max`` (``executorImpl.cpp``), so the value is at most 1, and at
+  1 the replica is saturated: further requests wait in the executor's queue, which no backend
+  version exports. Missing when ``active`` or ``max`` is absent or ``max`` is 0 (the LLM-API/PyTorch
+  model exports neither).
 * **KV-cache utilization** — ``nv_trt_llm_kv_cache_block_metrics``: ``used`` / ``max`` blocks; when
   either is absent or ``max`` is 0, the ``fraction`` series (0.18+, the backend's own used/max).
-* **inflight-batch utilization** — ``(active + queue depth) / max`` of
-  ``nv_trt_llm_request_metrics{request_type="active"|"max"}`` (``max``: the most requests the
-  executor runs at once, max_batch_size): the fraction of the batcher's slots the pod's requests
-  would fill. Counting the waiting requests keeps it proportional to demand past saturation (above
-  1 when requests wait), as Knative's concurrency counts queued requests. Missing when ``active`` or
-  ``max`` is absent or ``max`` is 0 (the LLM-API model exports neither).
+
+Not signals, on purpose (upstream audit B1–B3): ``waiting`` (= active − scheduled: admitted but not
+in this iteration's batch, mostly KV pressure; never a backlog) and ``nv_inference_pending_request_count``
+(0 for ``tensorrt_llm``: ``execute`` returns right after ``enqueueRequests``). ``waiting`` is still
+parsed into :attr:`TritonSignals.waiting` for the tuning advisor, which reads it as what it is.
 
 Series of the same model with several ``version`` labels are summed (blocks and requests add up).
 A value that is absent stays ``None`` — the policy treats it as *missing*, never as 0.
@@ -34,12 +36,11 @@ from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from trtllm_operator.api.signals import BATCH_UTILIZATION, KV_CACHE_UTILIZATION, QUEUE_DEPTH_PER_REPLICA
+from trtllm_operator.api.signals import ACTIVE_REQUEST_UTILIZATION, KV_CACHE_UTILIZATION
 
 __all__ = [
     "DEFAULT_MODEL",
     "KV_CACHE_BLOCKS",
-    "PENDING_REQUESTS",
     "REQUEST_METRICS",
     "MetricsParseError",
     "TritonSignals",
@@ -51,7 +52,6 @@ __all__ = [
 DEFAULT_MODEL = "tensorrt_llm"
 REQUEST_METRICS = "nv_trt_llm_request_metrics"
 KV_CACHE_BLOCKS = "nv_trt_llm_kv_cache_block_metrics"
-PENDING_REQUESTS = "nv_inference_pending_request_count"
 
 
 class MetricsParseError(ValueError):
@@ -60,26 +60,22 @@ class MetricsParseError(ValueError):
 
 @dataclass(frozen=True)
 class TritonSignals:
-    """The signals of one pod. ``queue_depth``: requests; ``kv_cache_utilization``: fraction 0–1;
-    ``batch_utilization``: (active + waiting) / max requests, ≥ 0 (above 1 when requests wait).
+    """The signals of one pod. ``active_request_utilization``: active / max requests, 0–1;
+    ``kv_cache_utilization``: fraction 0–1; ``kv_source``: the series used (``"used/max"`` or
+    ``"fraction"``; ``None`` when missing). ``waiting``: the ``waiting`` gauge (active − scheduled),
+    not a registry signal (see the module docstring)."""
 
-    ``queue_source`` / ``kv_source`` name the series used (for status messages and debugging):
-    ``"waiting"`` or ``"pending"``; ``"used/max"`` or ``"fraction"``; ``None`` when missing.
-    """
-
-    queue_depth: float | None
-    kv_cache_utilization: float | None
-    queue_source: str | None = None
+    active_request_utilization: float | None = None
+    kv_cache_utilization: float | None = None
     kv_source: str | None = None
-    batch_utilization: float | None = None
+    waiting: float | None = None
 
     def values(self) -> dict[str, float | None]:
         """The value of every registry signal (:data:`trtllm_operator.api.signals.SIGNALS`), by name;
         a unit test checks that this covers the registry."""
         return {
-            QUEUE_DEPTH_PER_REPLICA: self.queue_depth,
+            ACTIVE_REQUEST_UTILIZATION: self.active_request_utilization,
             KV_CACHE_UTILIZATION: self.kv_cache_utilization,
-            BATCH_UTILIZATION: self.batch_utilization,
         }
 
 
@@ -103,11 +99,6 @@ def _sum(samples: Iterable[Sample], name: str, model: str, **labels: str) -> flo
 def signals_from_samples(samples: Iterable[Sample], model: str = DEFAULT_MODEL) -> TritonSignals:
     """Pick the signals out of parsed samples (see the module docstring for the rules)."""
     samples = list(samples)
-    queue = _sum(samples, REQUEST_METRICS, model, request_type="waiting")
-    queue_source = "waiting" if queue is not None else None
-    if queue is None:
-        queue = _sum(samples, PENDING_REQUESTS, model)
-        queue_source = "pending" if queue is not None else None
     used = _sum(samples, KV_CACHE_BLOCKS, model, kv_cache_block_type="used")
     max_blocks = _sum(samples, KV_CACHE_BLOCKS, model, kv_cache_block_type="max")
     kv: float | None
@@ -119,14 +110,13 @@ def signals_from_samples(samples: Iterable[Sample], model: str = DEFAULT_MODEL) 
         kv_source = "fraction" if kv is not None else None
     if kv is not None:
         kv = min(max(kv, 0.0), 1.0)
-    if queue is not None:
-        queue = max(queue, 0.0)
     active = _sum(samples, REQUEST_METRICS, model, request_type="active")
     max_active = _sum(samples, REQUEST_METRICS, model, request_type="max")
-    batch: float | None = None
+    utilization: float | None = None
     if active is not None and max_active:
-        batch = max(active + (queue or 0.0), 0.0) / max_active
-    return TritonSignals(queue, kv, queue_source, kv_source, batch)
+        utilization = min(max(active / max_active, 0.0), 1.0)
+    waiting = _sum(samples, REQUEST_METRICS, model, request_type="waiting")
+    return TritonSignals(utilization, kv, kv_source, None if waiting is None else max(waiting, 0.0))
 
 
 def signals_from_text(text: str, model: str = DEFAULT_MODEL) -> TritonSignals:

@@ -8,8 +8,9 @@ workload from ``spec.replicas`` as always, one writer per field.
 One ``Pods`` metric per enabled target, in registry order (:mod:`trtllm_operator.api.signals`),
 served by prometheus-adapter from the chart's recording rules
 (``charts/trtllm-operator/files/prometheus-rules.yaml``, :mod:`trtllm_operator.metrics.prometheus`):
-the signal's :attr:`~trtllm_operator.api.signals.Signal.adapter_metric` (e.g. ``trtllm_queue_depth``
-from record ``namespace_pod:trtllm_queue_depth:sum``), target ``AverageValue`` = the target (a
+the signal's :attr:`~trtllm_operator.api.signals.Signal.adapter_metric` (e.g.
+``trtllm_active_request_utilization`` from record
+``namespace_pod:trtllm_active_request_utilization:ratio``), target ``AverageValue`` = the target (a
 fraction as milli-units, e.g. ``800m``). A signal the registry refuses for ``mode: hpa`` is an error
 naming the field (admission refuses it first).
 

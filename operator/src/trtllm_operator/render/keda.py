@@ -4,8 +4,8 @@ For teams that run KEDA (it also allows ``minReplicas: 0``). KEDA creates and ow
 object; the trigger queries return the deployment's *total* and ``metricType: AverageValue`` makes
 the HPA divide by the replica count, so each target keeps its per-replica meaning. One trigger per
 enabled target, in registry order (:mod:`trtllm_operator.api.signals`), named by the signal's
-:attr:`~trtllm_operator.api.signals.Signal.keda_trigger` (``queue-depth``, ``kv-cache-utilization``,
-``batch-utilization``): ``sum(<the signal's PromQL>)`` over the deployment's pods, threshold = the
+:attr:`~trtllm_operator.api.signals.Signal.keda_trigger` (``active-request-utilization``,
+``kv-cache-utilization``): ``sum(<the signal's PromQL>)`` over the deployment's pods, threshold = the
 target. A signal the registry refuses for ``mode: keda`` is an error naming the field (admission
 refuses it first).
 

@@ -1,24 +1,19 @@
 """Autoscaling strategies for the simulator.
 
-- ``builtin``, ``hpa-queue`` and ``kv-only`` are the operator's own policy code,
-  :func:`trtllm_operator.decide.autoscaling.decide`, run tick by tick on the simulated pods' metrics
-  with different ``Policy`` settings:
+- ``builtin`` and ``kv-only`` are the operator's own policy code,
+  :func:`trtllm_operator.decide.autoscaling.decide`, run tick by tick on what the operator would scrape
+  from the simulated pods (their exported pages, :mod:`trtllm_operator.metrics.exposition`) with
+  different ``Policy`` settings:
 
-  * ``builtin`` — the operator's defaults (its windows and rate limits) with the recommended
-    targets (queue depth 4, KV-cache utilization 0.8, inflight-batch utilization 0.5), evaluated every
-    ``metrics.scrapeIntervalSeconds`` (15 s by default, as the operator's
-    autoscaler timer does) on metrics it scrapes from the pods at that moment (2 s old: Triton
-    refreshes its metrics every 2 s by default, ``--metrics-interval-ms 2000``). Or the
-    ``spec.autoscaling`` of an LLMDeployment manifest (:func:`from_deployment`).
-  * ``hpa-queue`` — the setup of NVIDIA's "Autoscaling and Load Balancing Generative AI w/ Triton
-    Server and TensorRT-LLM" guide (triton-inference-server/tutorials,
-    ``Deployment/Kubernetes/TensorRT-LLM_Autoscaling_and_Load_Balancing``): one Pods metric per
-    replica with ``averageValue: 1000m`` and no ``behavior``, i.e. Kubernetes HPA defaults (tolerance
-    0.1, no scale-up window, +100 %/+4 pods per 15 s, 300 s scale-down window, −100 % per 15 s,
-    15 s sync period). The guide's metric is a queue-to-compute time ratio; here it is the waiting
-    queue depth per replica (target 1), read through Prometheus and prometheus-adapter, so 15 s old.
-  * ``kv-only`` — the builtin policy with the queue signal disabled (KV-cache utilization only).
+  * ``builtin`` — the operator's defaults (its windows and rate limits) with the recommended targets
+    (active-request utilization 0.7, KV-cache utilization 0.8), evaluated every
+    ``metrics.scrapeIntervalSeconds`` (15 s by default, as the operator's autoscaler timer does) on
+    pages 2 s old. Or the ``spec.autoscaling`` of an LLMDeployment manifest (:func:`from_deployment`).
+  * ``kv-only`` — the builtin policy on KV-cache utilization alone (an HPA/KEDA on KV utilization).
 
+- ``hpa-queue-compute`` — NVIDIA's Triton + TensorRT-LLM autoscaling tutorial: HPA defaults on
+  ``triton:queue_compute:ratio``, target 1 (:class:`QueueComputeHPA`).
+- ``wva-saturation`` — a WVA-style saturation analyzer (:class:`SaturationAnalyzer`).
 - ``static:N`` — N replicas for the whole run.
 - ``oracle`` — a clairvoyant reference (:class:`OraclePolicy`): it sees the future arrivals, its
   replicas start instantly and it is evaluated without metric lag. See its docstring.
@@ -87,15 +82,14 @@ class SharedPolicy:
 def builtin(min_replicas: int = 1, max_replicas: int = 64, **overrides: object) -> SharedPolicy:
     """The operator's policy with its shipped defaults and recommended targets.
 
-    Targets: ``queueDepthPerReplica`` 4, ``kvCacheUtilization`` 0.8 and ``batchUtilization`` 0.5
-    (docs/autoscaling.md, benchmarks/RESULTS.md). ``overrides``: any ``Policy`` field.
+    Targets: ``activeRequestUtilization`` 0.7 and ``kvCacheUtilization`` 0.8 (docs/autoscaling.md,
+    benchmarks/RESULTS.md). ``overrides``: any ``Policy`` field.
     """
     policy = asc.Policy(
         min_replicas=min_replicas,
         max_replicas=max_replicas,
-        queue_depth_per_replica=asc.DEFAULT_QUEUE_DEPTH_PER_REPLICA,
+        active_request_utilization=asc.DEFAULT_ACTIVE_REQUEST_UTILIZATION,
         kv_cache_utilization=asc.DEFAULT_KV_CACHE_UTILIZATION,
-        batch_utilization=asc.DEFAULT_BATCH_UTILIZATION,
     )
     if overrides:
         policy = replace(policy, **overrides)  # type: ignore[arg-type]
@@ -122,33 +116,167 @@ def from_deployment(manifest: dict[str, Any]) -> SharedPolicy:
         raise ValueError("--deployment: spec.autoscaling.enabled is false; set it to true to simulate it")
     if spec.mode != "builtin":
         raise ValueError(f"--deployment: spec.autoscaling.mode is {spec.mode!r}; only builtin is simulated")
-    policy = asc.policy_from_spec(spec)
+    try:
+        policy = asc.policy_from_spec(spec)
+    except ValueError as exc:
+        raise ValueError(f"--deployment: {exc}") from None
     return SharedPolicy("builtin", policy, sync_period_s=float(spec.metrics.scrape_interval_seconds))
 
 
-def hpa_queue(min_replicas: int = 1, max_replicas: int = 64, target: float = 1.0) -> SharedPolicy:
-    """HPA defaults on waiting requests per replica (NVIDIA's Triton autoscaling guide setup)."""
-    policy = asc.Policy(
-        min_replicas=min_replicas,
-        max_replicas=max_replicas,
-        queue_depth_per_replica=target,
-        kv_cache_utilization=None,
-        tolerance=0.1,
-        scale_up=asc.HPA_DEFAULT_SCALE_UP,
-        scale_down=asc.HPA_DEFAULT_SCALE_DOWN,
-    )
-    return SharedPolicy("hpa-queue", policy, sync_period_s=15.0, metrics_lag_s=15.0)
+#: Sample names of the Triton core counters NVIDIA's tutorial rule divides.
+_QUEUE_US = "nv_inference_queue_duration_us"
+_COMPUTE_US = "nv_inference_compute_infer_duration_us"
+
+
+@dataclass
+class QueueComputeHPA:
+    """HPA on NVIDIA's tutorial metric ``triton:queue_compute:ratio``, target 1 (``1000m``) per pod.
+
+    triton-inference-server/tutorials ``Deployment/Kubernetes/TensorRT-LLM_Autoscaling_and_Load_Balancing``
+    (``triton-metrics_prometheus-rule.yaml``, ``triton_hpa.yaml``): a Prometheus rule
+    ``rate(nv_inference_queue_duration_us[1m])``
+    ``/ clamp_min(rate(nv_inference_compute_infer_duration_us[1m]), 1)`` per pod, not filtered by
+    model (here: summed over the page's models), served by prometheus-adapter as a Pods metric with
+    ``averageValue: 1000m`` and no ``behavior`` — Kubernetes HPA defaults
+    (tolerance 0.1, no scale-up window, +100 %/+4 pods per 15 s, 300 s scale-down window, −100 % per
+    15 s, 15 s sync), metrics 15 s old (scrape + rule evaluation). The HPA algorithm is the operator's
+    own :func:`~trtllm_operator.decide.autoscaling.decide` (HPA's replica calculator, signal-agnostic),
+    given the ratio in the slot of one fraction signal with target 1.
+
+    For ``tensorrt_llm`` the queue counter does not grow with the executor's backlog (the executor's
+    queue time counts as compute: reference ``triton-metrics-semantics.md``), so the ratio stays at
+    about 0 — the baseline shows what that rule does on the real series.
+    """
+
+    min_replicas: int = 1
+    max_replicas: int = 64
+    name: str = "hpa-queue-compute"
+    sync_period_s: float = 15.0
+    metrics_lag_s: float = 15.0
+    cold_start_s: float | None = None
+    window_s: float = 60.0
+    state: asc.AutoscalerState = field(default_factory=asc.AutoscalerState)
+    reasons: Counter[str] = field(default_factory=Counter)
+    _history: dict[int, list[tuple[float, float, float]]] = field(default_factory=dict, repr=False)
+
+    def _ratio(self, pod: int, t: float, page: tuple[Any, ...]) -> float | None:
+        queue = sum(v for n, _, v in page if n == _QUEUE_US)
+        compute = sum(v for n, _, v in page if n == _COMPUTE_US)
+        hist = self._history.setdefault(pod, [])
+        if not hist or hist[-1][0] < t:
+            hist.append((t, queue, compute))
+        while len(hist) > 1 and hist[0][0] < t - self.window_s:
+            hist.pop(0)
+        if len(hist) < 2:
+            return None
+        (t0, q0, c0), (t1, q1, c1) = hist[0], hist[-1]
+        span = t1 - t0
+        return ((q1 - q0) / span) / max((c1 - c0) / span, 1.0)
+
+    def decide(self, obs: Observation) -> int:
+        """One HPA tick on the ratio."""
+        policy = asc.Policy(
+            min_replicas=self.min_replicas,
+            max_replicas=self.max_replicas,
+            active_request_utilization=1.0,
+            kv_cache_utilization=None,
+            tolerance=0.1,
+            scale_up=asc.HPA_DEFAULT_SCALE_UP,
+            scale_down=asc.HPA_DEFAULT_SCALE_DOWN,
+        )
+        pods = []
+        for view in obs.pods:
+            ratio = (
+                self._ratio(view.pod, obs.sample_time_s, view.metrics) if view.metrics is not None else None
+            )
+            pods.append(
+                asc.PodSignals(
+                    name=f"replica-{view.pod}",
+                    state=_STATES[view.state],
+                    values={asc.ACTIVE_REQUEST_UTILIZATION: ratio},
+                )
+            )
+        decision = asc.decide(asc.Snapshot(obs.replicas, tuple(pods)), self.state, policy, obs.time_s)
+        self.state = decision.state
+        self.reasons[str(decision.reason)] += 1
+        return decision.to_replicas
+
+
+def hpa_queue_compute(min_replicas: int = 1, max_replicas: int = 64) -> QueueComputeHPA:
+    """NVIDIA's tutorial HPA (:class:`QueueComputeHPA`)."""
+    return QueueComputeHPA(min_replicas, max_replicas)
 
 
 def kv_only(min_replicas: int = 1, max_replicas: int = 64, target: float | None = None) -> SharedPolicy:
-    """The builtin policy on KV-cache utilization alone."""
+    """The builtin policy on KV-cache utilization alone (as an HPA/KEDA on KV utilization would)."""
     policy = asc.Policy(
         min_replicas=min_replicas,
         max_replicas=max_replicas,
-        queue_depth_per_replica=None,
+        active_request_utilization=None,
         kv_cache_utilization=target if target is not None else asc.DEFAULT_KV_CACHE_UTILIZATION,
     )
     return SharedPolicy("kv-only", policy)
+
+
+@dataclass
+class SaturationAnalyzer:
+    """A WVA-style saturation analyzer (llm-d workload-variant-autoscaler), on the exported signals.
+
+    As the reference describes WVA's analyzer (``triton-metrics-semantics.md``, "Other planners"): a
+    replica is saturated when its KV-cache utilization ≥ ``kv_threshold`` (0.8) or its queue ≥
+    ``queue_threshold`` (5); with spare capacity averaged over unsaturated replicas
+    (``kv_threshold − kv``, ``queue_threshold − queue``), it adds one replica when every replica is
+    saturated or an average spare falls below its trigger (``kv_spare_trigger`` 0.1,
+    ``queue_spare_trigger`` 3), and removes one only when the load of N replicas spread over N − 1
+    would leave them unsaturated with the same spare margins. Triton exports no backlog, so
+    "queue" is the ``waiting`` gauge (admitted, unscheduled) and a replica with ``active = max`` also
+    counts as saturated (its further requests wait unseen). One step per ``sync_period_s``.
+    """
+
+    min_replicas: int = 1
+    max_replicas: int = 64
+    kv_threshold: float = 0.8
+    queue_threshold: float = 5.0
+    kv_spare_trigger: float = 0.1
+    queue_spare_trigger: float = 3.0
+    name: str = "wva-saturation"
+    sync_period_s: float = 15.0
+    metrics_lag_s: float = 2.0
+    cold_start_s: float | None = None
+
+    def decide(self, obs: Observation) -> int:
+        """One analyzer step: +1, −1 or hold."""
+        current = obs.replicas
+        pages = [
+            signals_from_samples(v.metrics) for v in obs.pods if v.state == "Ready" and v.metrics is not None
+        ]
+        if obs.count("Starting") or obs.count("Unschedulable") or not pages:
+            return max(self.min_replicas, min(current, self.max_replicas))
+        kv = [p.kv_cache_utilization or 0.0 for p in pages]
+        queue = [p.waiting or 0.0 for p in pages]
+        full = [(p.active_request_utilization or 0.0) >= 1.0 for p in pages]
+        free = [
+            i
+            for i in range(len(pages))
+            if kv[i] < self.kv_threshold and queue[i] < self.queue_threshold and not full[i]
+        ]
+        if not free:
+            return min(self.max_replicas, current + 1)
+        spare_kv = sum(self.kv_threshold - kv[i] for i in free) / len(free)
+        spare_queue = sum(self.queue_threshold - queue[i] for i in free) / len(free)
+        if spare_kv < self.kv_spare_trigger or spare_queue < self.queue_spare_trigger:
+            return min(self.max_replicas, current + 1)
+        n = len(pages)
+        if n > 1 and current > self.min_replicas:
+            share = n / (n - 1)
+            active = [p.active_request_utilization or 0.0 for p in pages]
+            if (
+                max(kv) * share < self.kv_threshold - self.kv_spare_trigger
+                and sum(queue) / (n - 1) < self.queue_threshold - self.queue_spare_trigger
+                and sum(active) / (n - 1) < 1.0
+            ):
+                return current - 1
+        return current
 
 
 @dataclass
@@ -259,15 +387,18 @@ def parse_policy(
     *,
     min_replicas: int = 1,
     max_replicas: int = 64,
-) -> SharedPolicy | StaticPolicy | OraclePolicy:
-    """``builtin | hpa-queue | kv-only | static:N | oracle[:UTILIZATION]`` → a policy object.
+) -> SharedPolicy | QueueComputeHPA | SaturationAnalyzer | StaticPolicy | OraclePolicy:
+    """``builtin | hpa-queue-compute | kv-only | wva-saturation | static:N | oracle[:UTILIZATION]`` →
+    a policy object.
 
     Raises ``ValueError`` naming ``--policy`` and the accepted forms.
     """
     if text == "builtin":
         return builtin(min_replicas, max_replicas)
-    if text == "hpa-queue":
-        return hpa_queue(min_replicas, max_replicas)
+    if text == "hpa-queue-compute":
+        return hpa_queue_compute(min_replicas, max_replicas)
+    if text == "wva-saturation":
+        return SaturationAnalyzer(min_replicas, max_replicas)
     if text == "kv-only":
         return kv_only(min_replicas, max_replicas)
     kind, _, arg = text.partition(":")
@@ -282,5 +413,6 @@ def parse_policy(
     except ValueError:
         pass
     raise ValueError(
-        f"--policy {text!r}: use builtin, hpa-queue, kv-only, static:N (N ≥ 1) or oracle[:UTILIZATION]"
+        f"--policy {text!r}: use builtin, hpa-queue-compute, kv-only, wva-saturation, static:N (N ≥ 1) "
+        "or oracle[:UTILIZATION]"
     )
