@@ -64,7 +64,7 @@ def test_baselines_are_the_shared_policy_with_other_settings() -> None:
     assert kv.policy.active_request_utilization is None and kv.policy.kv_cache_utilization is not None
     # builtin = the shipped windows and rate limits with the recommended targets
     default = asc.Policy(
-        min_replicas=1, max_replicas=64, active_request_utilization=0.7, kv_cache_utilization=0.8
+        min_replicas=1, max_replicas=64, active_request_utilization=0.5, kv_cache_utilization=0.8
     )
     assert policies.builtin().policy == default
     assert policies.builtin(active_request_utilization=0.5).policy.active_request_utilization == 0.5

@@ -141,9 +141,9 @@ SIGNALS: tuple[Signal, ...] = (
         name=ACTIVE_REQUEST_UTILIZATION,
         title="active-request utilization (admission saturation)",
         fraction=True,
-        example=0.7,
-        recommended=0.7,
-        policy_default=0.7,
+        example=0.5,
+        recommended=0.5,
+        policy_default=0.5,
         target_description="Target active-request utilization per replica, in (0, 1]: active / max "
         'requests (nv_trt_llm_request_metrics{request_type="active"} / {request_type="max"}, max = the '
         "executor's maxNumActiveRequests = max batch size × pipeline parallelism). 1 means saturated: "

@@ -68,13 +68,15 @@ Defaults and why (``DEFAULT_*`` below; the simulator's benchmark compares them w
   a cold start, so capacity is released only after five quiet minutes.
 * scale-down rate: the larger of −1 pod or −10 % per 60 s — slow drain: one replica at a time for
   small fleets, 10 % for large ones, each step re-measured before the next (HPA: −100 % per 15 s).
-* targets: active-request utilization 0.7 and KV-cache utilization 0.8. Active-request utilization is
+* targets: active-request utilization 0.5 and KV-cache utilization 0.8. Active-request utilization is
   ``active / max`` (the executor's admission cap): by Little's law it follows the load below
   saturation, and at 1 further requests wait in the executor's queue, which Triton does not export —
   so the target leaves headroom below 1 for growth during a cold start. It cannot exceed 1: past
-  saturation the proportional formula asks for ``1 / target`` times the replicas per tick (× 1.43 at
-  0.7), not for what the backlog needs. Above ~80 % KV blocks the batcher holds requests back under
-  ``GUARANTEED_NO_EVICT`` (they show as ``waiting``), so latency rises before saturation shows.
+  saturation the proportional formula asks for ``1 / target`` times the replicas per tick (× 2 at
+  0.5), not for what the backlog needs. 0.5 is the setting the benchmark's tuning half chose
+  (benchmarks/RESULTS.md: 0.7 left the executor's queue growing unseen at the ×10 trace's peaks).
+  Above ~80 % KV blocks the batcher holds requests back under ``GUARANTEED_NO_EVICT`` (they show as
+  ``waiting``), so latency rises before saturation shows.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
   different ``Policy`` settings:
 
   * ``builtin`` — the operator's defaults (its windows and rate limits) with the recommended targets
-    (active-request utilization 0.7, KV-cache utilization 0.8), evaluated every
+    (active-request utilization 0.5, KV-cache utilization 0.8), evaluated every
     ``metrics.scrapeIntervalSeconds`` (15 s by default, as the operator's autoscaler timer does) on
     pages 2 s old. Or the ``spec.autoscaling`` of an LLMDeployment manifest (:func:`from_deployment`).
   * ``kv-only`` — the builtin policy on KV-cache utilization alone (an HPA/KEDA on KV utilization).
@@ -82,7 +82,7 @@ class SharedPolicy:
 def builtin(min_replicas: int = 1, max_replicas: int = 64, **overrides: object) -> SharedPolicy:
     """The operator's policy with its shipped defaults and recommended targets.
 
-    Targets: ``activeRequestUtilization`` 0.7 and ``kvCacheUtilization`` 0.8 (docs/autoscaling.md,
+    Targets: ``activeRequestUtilization`` 0.5 and ``kvCacheUtilization`` 0.8 (docs/autoscaling.md,
     benchmarks/RESULTS.md). ``overrides``: any ``Policy`` field.
     """
     policy = asc.Policy(
