@@ -133,7 +133,8 @@ def test_scale_subresource_and_columns(cluster: LocalCluster, namespace: str) ->
         engine_key="cd" * 32,
         endpoint=f"http://llama-3-1-8b.{namespace}.svc:8000",
         autoscaling=AutoscalingStatus(
-            queue_depth_per_replica=2.5,
+            active_request_utilization=0.75,
+            active_request_utilization_percent=75,
             kv_cache_utilization=0.734,
             kv_cache_utilization_percent=73,
             desired_replicas=3,
@@ -144,7 +145,7 @@ def test_scale_subresource_and_columns(cluster: LocalCluster, namespace: str) ->
                     from_replicas=2,
                     to_replicas=3,
                     signals={"activeRequestUtilization": 0.75},
-                    reason="QueueDepth",
+                    reason="AboveTarget",
                 )
             ],
         ),
@@ -198,7 +199,7 @@ def test_scale_subresource_and_columns(cluster: LocalCluster, namespace: str) ->
         "AGE",
     ]
     row = next(line for line in lines if "llmdeployment" in line and "llama-3-1-8b" in line).split()
-    assert row[1:7] == ["llama-3-1-8b-fp8", "2", "3", "2.5", "73", "Ready"]
+    assert row[1:7] == ["llama-3-1-8b-fp8", "2", "3", "75", "73", "Ready"]
     row = next(line for line in lines if "llmengine" in line).split()
     assert row[1:5] == ["fp8", "1", "1", "NVIDIA-H100-80GB-HBM3"]
 
