@@ -256,7 +256,7 @@ def test_advisor_recommends_after_sustained_high_kv_through_the_emulator(
     assert ev["kvCacheUtilizationP50"] == pytest.approx(0.93, abs=0.01)
     history = api.get("llmdeployments", "chat")["status"]["tuning"]["history"]
     assert ev["fractionAboveHigh"] == 1.0, history
-    assert ev["queueDepthPerReplicaP50"] == 0
+    assert ev["waitingPerReplicaP50"] == 0
     changes = {c["field"]: (c["current"], c["recommended"]) for c in high["changes"]}
     assert changes["LLMEngine spec.build.maxBatchSize"] == (64, 48)  # 64 / (0.93 / 0.7) → 48
     assert changes["LLMEngine spec.build.maxNumTokens"] == (8192, 11008)  # × 1.33, up to 256

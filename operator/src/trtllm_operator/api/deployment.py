@@ -612,8 +612,11 @@ class RecommendationEvidence(ApiModel):
         default=None, description="Share of samples above highThreshold."
     )
     fraction_below_low: float | None = Field(default=None, description="Share of samples below lowThreshold.")
-    queue_depth_per_replica_p50: float | None = Field(
-        default=None, alias="queueDepthPerReplicaP50", description="Median waiting requests per replica."
+    waiting_per_replica_p50: float | None = Field(
+        default=None,
+        alias="waitingPerReplicaP50",
+        description="Median waiting requests per replica (nv_trt_llm_request_metrics waiting = active − "
+        "scheduled: admitted but not scheduled, mostly a full KV cache; not a backlog).",
     )
 
 
@@ -633,7 +636,7 @@ class Recommendation(ApiModel):
 
 
 class TuningStatus(ApiModel):
-    """The advisor's bounded history: [unixSeconds, kvCacheUtilization, queueDepthPerReplica,
+    """The advisor's bounded history: [unixSeconds, kvCacheUtilization, waitingPerReplica,
     readyReplicas] rows, oldest first (-1: not measured)."""
 
     history: Annotated[list[list[float]], Field(max_length=2000)] | None = Field(

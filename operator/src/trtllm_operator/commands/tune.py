@@ -11,7 +11,7 @@ and :mod:`trtllm_operator.decide.tuning`):
   throughput; :mod:`trtllm_operator.simulate.perf`) swept over ``--values`` sequences in flight for
   ``--isl``/``--osl``: what a benchmark would show, before buying GPU time.
 * ``--kv-history FILE`` — the advisor on a KV-cache history: a JSON list of ``[unixSeconds,
-  kvCacheUtilization, queueDepthPerReplica, readyReplicas]`` rows (``status.tuning.history``), with
+  kvCacheUtilization, waitingPerReplica, readyReplicas]`` rows (``status.tuning.history``), with
   the current settings from ``--kv-fraction``, ``--replicas``, ``--max-batch-size``,
   ``--max-num-tokens``.
 

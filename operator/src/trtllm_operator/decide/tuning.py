@@ -147,7 +147,10 @@ def recommended_max_batch_size(knee_x: float, factor: float = HEADROOM_FACTOR) -
 @dataclass(frozen=True)
 class Sample:
     """One observation: ``time`` (Unix seconds), KV-cache utilization (0–1, mean over ready
-    replicas), waiting requests per ready replica, ready replicas. Missing values are None."""
+    replicas), waiting requests per ready replica (the backend's ``waiting`` gauge = active −
+    scheduled: admitted but not in the iteration's batch, mostly a full KV cache; not the executor's
+    queue, which Triton does not export — tensorrtllm_backend v0.19.0 ``model_instance_state.cc``
+    ``WaitForStats()``), ready replicas. Missing values are None."""
 
     time: float
     kv_cache_utilization: float | None
@@ -483,7 +486,7 @@ def recommendation_to_status(rec: Recommendation) -> dict[str, Any]:
             "kvCacheUtilizationP90": ev.kv_p90,
             "fractionAboveHigh": ev.fraction_above_high,
             "fractionBelowLow": ev.fraction_below_low,
-            "queueDepthPerReplicaP50": ev.queue_p50,
+            "waitingPerReplicaP50": ev.queue_p50,
         },
         "sinceUnix": rec.since,
     }
@@ -516,8 +519,8 @@ def recommendation_from_status(item: Mapping[str, Any]) -> Recommendation | None
                 fraction_above_high=float(ev.get("fractionAboveHigh") or 0),
                 fraction_below_low=float(ev.get("fractionBelowLow") or 0),
                 queue_p50=None
-                if ev.get("queueDepthPerReplicaP50") is None
-                else float(ev["queueDepthPerReplicaP50"]),
+                if ev.get("waitingPerReplicaP50") is None
+                else float(ev["waitingPerReplicaP50"]),
             ),
             since=float(item.get("sinceUnix") or 0),
             alternatives=tuple(str(a) for a in item.get("alternatives") or ()),
