@@ -253,8 +253,10 @@ def test_serving_pod_monitor_scrapes_the_pods_that_serve(rendered: dict[str, lis
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["team-a"]}  # watchNamespaces
     (anywhere,) = only(rendered["pod-monitor-all-namespaces"], "PodMonitor")
     assert anywhere["spec"]["namespaceSelector"] == {"any": True}
-    (endpoint,) = anywhere["spec"]["podMetricsEndpoints"]
+    endpoint, openai = anywhere["spec"]["podMetricsEndpoints"]
     assert endpoint == {"port": "metrics", "path": "/metrics", "interval": "5s"}
+    # pods of the OpenAI frontend (spec.server.api openai/both): /metrics on the "openai" port
+    assert openai == {"port": "openai", "path": "/metrics", "interval": "5s"}
     selector = monitor["spec"]["selector"]["matchLabels"]
     scraped = set()
     for role, template in serving_pods().items():
@@ -473,7 +475,7 @@ def network_policies() -> list[dict[str, Any]]:
 
 def test_documented_network_policy_validates_and_selects_serving_pods() -> None:
     from trtllm_operator.api.wire import LABEL_COMPONENT  # noqa: PLC0415
-    from trtllm_operator.render.serving import HTTP_PORT, METRICS_PORT  # noqa: PLC0415
+    from trtllm_operator.render.serving import HTTP_PORT, METRICS_PORT, OPENAI_PORT  # noqa: PLC0415
 
     policies = network_policies()
     assert policies, "docs/security.md has no NetworkPolicy manifest"
@@ -488,7 +490,7 @@ def test_documented_network_policy_validates_and_selects_serving_pods() -> None:
     (policy,) = serving
     assert set(policy["spec"]["policyTypes"]) == {"Ingress", "Egress"}
     ingress_ports = {p["port"] for rule in policy["spec"]["ingress"] for p in rule.get("ports", [])}
-    assert {HTTP_PORT, METRICS_PORT} <= ingress_ports
+    assert {HTTP_PORT, METRICS_PORT, OPENAI_PORT} <= ingress_ports
     # egress: DNS, and the other serving pods (multi-node ranks talk MPI/NCCL to each other);
     # nothing else (the engine is on a mounted volume, Triton calls no one)
     for rule in policy["spec"]["egress"]:

@@ -52,6 +52,7 @@ BatchSchedulerPolicy = Literal["guaranteed_no_evict", "max_utilization"]
 AutoscalingMode = Literal["builtin", "hpa", "keda"]
 MetricsSource = Literal["pods", "prometheus"]
 ServiceType = Literal["ClusterIP", "NodePort", "LoadBalancer"]
+ServingAPI = Literal["triton", "openai", "both"]
 DeploymentPhase = Literal["Pending", "Progressing", "Ready", "Degraded", "Failed"]
 
 
@@ -75,12 +76,58 @@ class ServerResources(ApiModel):
     )
 
 
+#: Triton model names of the TensorRT-engine model repository other than the ensemble (and the
+#: optional BLS model): a served model name equal to one of them would be two models in one directory.
+RESERVED_MODEL_NAMES = ("preprocessing", "postprocessing", "tensorrt_llm", "tensorrt_llm_bls")
+
+
+class OpenAIFrontendSpec(ApiModel):
+    """Triton's OpenAI-compatible frontend (``api: openai`` or ``both``; docs/serving.md)."""
+
+    model_config = model_config(
+        cel(
+            "!has(self.servedModelName) || !(self.servedModelName in "
+            + "["
+            + ", ".join(f"'{n}'" for n in RESERVED_MODEL_NAMES)
+            + "])",
+            "servedModelName must not be the name of another model of the Triton model repository "
+            f"({', '.join(RESERVED_MODEL_NAMES)}); pick another, e.g. the LLMDeployment's name",
+            field_path=".servedModelName",
+        ),
+    )
+
+    served_model_name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=63,
+        pattern=r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$",
+        description="The `model` clients send to /v1/chat/completions and /v1/completions, and the id "
+        "/v1/models lists: the text-in/text-out Triton model (the ensemble) is served under this name "
+        "(letters, digits, '.', '_', '-'; it is a directory name, so no '/'). Default: ensemble. With "
+        "api: both the KServe path follows it: /v2/models/<servedModelName>/generate.",
+    )
+    default_max_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000,
+        description="Tokens generated when a request sets neither max_tokens nor "
+        "max_completion_tokens (--default-max-tokens). Unset: the frontend's default, 16.",
+    )
+
+
 class ServerSpec(ApiModel):
     """Triton Inference Server settings (tensorrt_llm model config.pbtxt parameters)."""
 
     model_config = model_config(
         *image_rules("image"),
         fraction_rule("kvCacheFreeGpuMemFraction", example=0.9),
+        cel(
+            "self.api != 'triton' || !has(self.openai) || "
+            "(!has(self.openai.servedModelName) && !has(self.openai.defaultMaxTokens))",
+            "openai settings apply to the OpenAI frontend only; set api: openai (or both), or remove "
+            "spec.server.openai",
+            field_path=".openai",
+        ),
     )
 
     image: ImageReference | None = Field(
@@ -90,6 +137,18 @@ class ServerSpec(ApiModel):
         "condition EngineIncompatible and is not rolled out.",
     )
     resources: ServerResources = Field(default_factory=ServerResources)
+    api: ServingAPI = Field(
+        default="triton",
+        description="Client protocol. triton: Triton's KServe v2 HTTP/gRPC (ports 8000/8001, metrics "
+        "8002). openai: the OpenAI-compatible API (/v1/chat/completions, /v1/completions, /v1/models; "
+        "port 9000, metrics at :9000/metrics) served by Triton's OpenAI frontend. both: the OpenAI API "
+        "on 9000 and KServe v2 on 8000/8001 from the same process. openai and both need the tensorrt "
+        "backend and one GPU per replica (docs/serving.md).",
+    )
+    openai: OpenAIFrontendSpec = Field(
+        default_factory=OpenAIFrontendSpec,
+        description="OpenAI frontend settings (used when api is openai or both).",
+    )
     kv_cache_free_gpu_mem_fraction: float = Field(
         default=0.9,
         gt=0,
@@ -367,7 +426,8 @@ SERVING_LABEL_KEYS = (LABEL_NAME, LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_COMPON
 
 
 class ServiceSpec(ApiModel):
-    """The Service in front of the serving pods (HTTP 8000, gRPC 8001, metrics 8002)."""
+    """The Service in front of the serving pods: HTTP 8000, gRPC 8001, metrics 8002 (api: triton);
+    OpenAI 9000 (api: openai); OpenAI 9000, HTTP 8000, gRPC 8001 (api: both)."""
 
     model_config = model_config(reserved_label_keys_rule(SERVING_LABEL_KEYS, ".labels"))
 
@@ -598,7 +658,9 @@ class LLMDeploymentStatus(ApiModel):
     )
     engine_key: str | None = Field(default=None, description="Engine key actually served by all pods.")
     endpoint: str | None = Field(
-        default=None, description="In-cluster HTTP endpoint, e.g. http://<svc>.<ns>.svc:8000."
+        default=None,
+        description="In-cluster endpoint: http://<svc>.<ns>.svc:8000 (api: triton, KServe v2) or the "
+        "OpenAI base URL http://<svc>.<ns>.svc:9000/v1 (api: openai or both).",
     )
     autoscaling: AutoscalingStatus | None = None
     recommendations: Annotated[list[Recommendation], Field(max_length=8)] | None = Field(

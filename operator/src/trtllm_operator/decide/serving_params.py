@@ -64,6 +64,11 @@ class ServerSettings:
     max_tokens_in_paged_kv_cache: int | None = None
     enable_chunked_context: bool = False
     shared_memory: str = "2Gi"
+    #: ``spec.server.api``: triton (KServe v2 by ``tritonserver``), openai or both (Triton's
+    #: OpenAI-compatible frontend, :func:`trtllm_operator.render.serving.openai_frontend_args`).
+    api: str = "triton"
+    served_model_name: str | None = None
+    default_max_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -287,6 +292,9 @@ def serving_params(
             max_tokens_in_paged_kv_cache=server.max_tokens_in_paged_kv_cache,
             enable_chunked_context=server.enable_chunked_context,
             shared_memory=server.resources.shared_memory,
+            api=server.api,
+            served_model_name=server.openai.served_model_name,
+            default_max_tokens=server.openai.default_max_tokens,
         ),
         rollout=Rollout(
             max_surge=rollout.max_surge,

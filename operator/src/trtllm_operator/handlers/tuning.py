@@ -76,7 +76,7 @@ from trtllm_operator.kube import (
 )
 from trtllm_operator.metrics.scrape import scrape_pods
 from trtllm_operator.render.benchmark_job import BENCH_CONTAINER, benchmark_job_name, desired_benchmark_job
-from trtllm_operator.render.serving import child_name
+from trtllm_operator.render.serving import child_name, metrics_port
 from trtllm_operator.settings import current
 from trtllm_operator.tuning.report import ReportError, overall_recommendation, parse_results, summarize
 
@@ -309,7 +309,8 @@ def sample_deployment(kube: Kube, deployment: Mapping[str, Any], now: float) -> 
     status = deployment.get("status") or {}
     selector = status.get("selector") or f"{LABEL_DEPLOYMENT}={child_name(meta['name'])}"
     pods = kube.list(POD, meta["namespace"], label_selector=selector)
-    signals = [s for s in scrape_pods(pods) if s.kv_cache_utilization is not None]
+    api = str(((deployment.get("spec") or {}).get("server") or {}).get("api") or "triton")
+    signals = [s for s in scrape_pods(pods, port=metrics_port(api)) if s.kv_cache_utilization is not None]
     if signals:
         kv = _mean([float(s.kv_cache_utilization or 0.0) for s in signals])
         queue = _mean([float(s.queue_depth) for s in signals if s.queue_depth is not None])
