@@ -436,6 +436,43 @@ class ServiceSpec(ApiModel):
     labels: Labels | None = Field(default=None, description="Labels on the Service.")
 
 
+class EndpointPickerRef(ApiModel):
+    """The endpoint picker (EPP) Service the Gateway asks which pod gets each request (InferencePool
+    ``spec.endpointPickerRef``, kind Service)."""
+
+    name: ObjectName = Field(description="Name of the endpoint picker's Service in this namespace.")
+    port: int = Field(
+        default=9002,
+        ge=1,
+        le=65535,
+        description="Service port of the endpoint picker's ext-proc gRPC server (the upstream EPP's "
+        "default is 9002).",
+    )
+    failure_mode: Literal["FailOpen", "FailClose"] = Field(
+        default="FailClose",
+        description="What the Gateway does when the picker does not answer: FailClose (reject) or "
+        "FailOpen (route anyway).",
+    )
+
+
+class InferencePoolSpec(ApiModel):
+    """An InferencePool (Gateway API Inference Extension, inference.networking.k8s.io/v1) named after
+    the LLMDeployment, selecting its serving pods on the OpenAI port (docs/serving.md)."""
+
+    enabled: bool = Field(default=False, description="Render the InferencePool.")
+    endpoint_picker_ref: EndpointPickerRef | None = Field(
+        default=None,
+        description="The endpoint picker that routes for this pool (deploy it from the Gateway API "
+        "Inference Extension's charts). Unset: the pool has no endpointPickerRef.",
+    )
+
+
+class RoutingSpec(ApiModel):
+    """Routing of client traffic beyond the Service."""
+
+    inference_pool: InferencePoolSpec = Field(default_factory=InferencePoolSpec)
+
+
 class SchedulingSpec(ApiModel):
     """Placement of serving pods. The engine's gpu.product node label is always required."""
 
@@ -504,6 +541,14 @@ class LLMDeploymentSpec(ApiModel):
     model_config = model_config(
         reserved_label_keys_rule(SERVING_LABEL_KEYS, ".podLabels"),
         apparmor_containers_rule("podAnnotations", (SERVER_CONTAINER, FETCH_CONTAINER)),
+        cel(
+            "!has(self.routing) || !has(self.routing.inferencePool) || !self.routing.inferencePool.enabled"
+            " || (has(self.server) && has(self.server.api) && self.server.api != 'triton')",
+            "routing.inferencePool needs server.api openai or both: the endpoint picker reads "
+            "OpenAI-format requests (the model field of /v1/chat/completions, /v1/completions); set "
+            "server.api: openai",
+            field_path=".routing.inferencePool.enabled",
+        ),
     )
 
     engine_ref: EngineRef
@@ -521,6 +566,7 @@ class LLMDeploymentSpec(ApiModel):
     service: ServiceSpec = Field(default_factory=ServiceSpec)
     scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec)
     tuning: TuningSpec = Field(default_factory=TuningSpec)
+    routing: RoutingSpec = Field(default_factory=RoutingSpec)
     pod_annotations: PodAnnotations | None = Field(default=None, description="Annotations on pods.")
     pod_labels: Labels | None = Field(default=None, description="Labels on pods.")
 

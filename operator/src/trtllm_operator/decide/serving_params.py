@@ -72,6 +72,15 @@ class ServerSettings:
 
 
 @dataclass(frozen=True)
+class InferencePoolSettings:
+    """``spec.routing.inferencePool`` when enabled: the endpoint picker it names, if any."""
+
+    picker_service: str | None = None
+    picker_port: int = 9002
+    failure_mode: str = "FailClose"
+
+
+@dataclass(frozen=True)
 class Rollout:
     """``spec.rollout``: GPU-safe defaults — never more GPUs than the replicas own (``maxSurge: 0``)."""
 
@@ -153,6 +162,8 @@ class ServingParams:
     service_type: str = "ClusterIP"
     service_annotations: Mapping[str, str] = field(default_factory=dict)
     service_labels: Mapping[str, str] = field(default_factory=dict)
+    #: ``spec.routing.inferencePool`` (``None``: disabled).
+    inference_pool: InferencePoolSettings | None = None
 
     @property
     def world_size(self) -> int:
@@ -316,4 +327,15 @@ def serving_params(
         service_type=dspec.service.type,
         service_annotations=dict(dspec.service.annotations or {}),
         service_labels=dict(dspec.service.labels or {}),
+        inference_pool=_inference_pool(dspec),
     )
+
+
+def _inference_pool(dspec: LLMDeploymentSpec) -> InferencePoolSettings | None:
+    pool = dspec.routing.inference_pool
+    if not pool.enabled:
+        return None
+    ref = pool.endpoint_picker_ref
+    if ref is None:
+        return InferencePoolSettings()
+    return InferencePoolSettings(ref.name, ref.port, ref.failure_mode)

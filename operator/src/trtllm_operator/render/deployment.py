@@ -36,6 +36,8 @@ from typing import Any
 from trtllm_operator.api.wire import (
     ANNOTATION_CONFIG_HASH,
     ANNOTATION_ENGINE_KEY,
+    ENGINE_TYPE_LABEL,
+    ENGINE_TYPE_TRITON_TRTLLM,
     FETCH_CONTAINER,
     GPU_PRODUCT_LABEL,
     GPU_RESOURCE,
@@ -277,8 +279,15 @@ def pod_security_context(params: ServingParams) -> tuple[dict[str, Any], dict[st
 
 
 def pod_labels(params: ServingParams) -> dict[str, str]:
-    """User pod labels, then ours (ours win: the selector and the engine-key count depend on them)."""
-    return {**params.pod_labels, **common_labels(params), LABEL_ENGINE_KEY: params.short_key}
+    """User pod labels, then ours (ours win: the selector and the engine-key count depend on them).
+
+    With ``spec.routing.inferencePool`` the pods also carry the endpoint picker's engine-type label
+    (:data:`~trtllm_operator.api.wire.ENGINE_TYPE_LABEL` = ``triton-tensorrt-llm``): the picker reads
+    Triton's TensorRT-LLM metric names for them instead of its default, vLLM's."""
+    labels = {**params.pod_labels, **common_labels(params), LABEL_ENGINE_KEY: params.short_key}
+    if params.inference_pool is not None:
+        labels[ENGINE_TYPE_LABEL] = ENGINE_TYPE_TRITON_TRTLLM
+    return labels
 
 
 def pod_template(
