@@ -187,6 +187,12 @@ def test_repository_serves_the_ensemble_under_the_served_name_with_the_frontends
             f'{{ name: "{name}" data_type: TYPE_BOOL dims: [ 1 ] reshape: {{ shape: [ ] }} optional: true }}'
             in trt
         )
+    # the frontend sends the echo input only for completions: the backend excludes the prompt
+    assert 'key: "exclude_input_in_output" value: { string_value: "true" }' in trt
+    assert (
+        'key: "exclude_input_in_output" value: { string_value: "false" }'
+        in triton["tensorrt_llm/config.pbtxt"]
+    )
     # every other file is what api: triton renders
     assert {k: v for k, v in files.items() if not k.startswith(("llama", "tensorrt_llm/"))} == {
         k: v for k, v in triton.items() if not k.startswith(("ensemble", "tensorrt_llm/"))

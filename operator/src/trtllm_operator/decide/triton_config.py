@@ -61,6 +61,11 @@ def triton_model_params(params: ServingParams) -> TritonModelParams:
         enable_kv_cache_reuse=server.enable_kv_cache_reuse,
         enable_chunked_context=server.enable_chunked_context,
         num_nodes=params.nodes_per_replica,
+        # Triton's OpenAI frontend sends the echo input only for /v1/completions with ``echo``
+        # (r26.03 engine/utils/triton.py: ``getattr(request, "echo", None)``); a chat completion
+        # would otherwise return the templated prompt before the reply (seen on this project's CPU
+        # Triton, docs/triton-cpu.md). So with the frontend the backend's default excludes it.
+        exclude_input_in_output=server.api != "triton",
     )
 
 
