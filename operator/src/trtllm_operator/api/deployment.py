@@ -716,5 +716,6 @@ class LLMDeploymentStatus(ApiModel):
     conditions: Conditions | None = Field(
         default=None,
         description="Ready, Progressing, Degraded, EngineIncompatible (image or GPU does not match "
-        "the engine), ScalingLimited (e.g. not enough schedulable GPUs).",
+        "the engine), ScalingLimited (e.g. not enough schedulable GPUs), Routed (the InferencePool of "
+        "spec.routing.inferencePool is applied).",
     )

@@ -38,6 +38,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
+from trtllm_operator.api import CONDITION_ROUTED
 from trtllm_operator.api.engine import LLMEngineSpec
 from trtllm_operator.api.owners import is_controlled_by, owner_names
 from trtllm_operator.api.wire import (
@@ -466,7 +467,7 @@ def _sync_children(
 
 
 #: Condition type of ``spec.routing.inferencePool`` (written only while a pool is asked for or was).
-ROUTED = "Routed"
+ROUTED = CONDITION_ROUTED
 
 
 def _sync_inference_pool(kube: Kube, obj: Mapping[str, Any], desired: Mapping[str, Any] | None) -> None:
