@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
@@ -16,6 +17,20 @@ K8S_SCHEMA = "1.34.0"
 EXAMPLES = sorted(
     p.name for p in (REPO / "examples").glob("*.yaml") if "kind: LLMDeployment" in p.read_text()
 )
+
+
+def inference_pool_schema() -> dict[str, Any]:
+    """``openAPIV3Schema`` of the vendored upstream InferencePool CRD (gateway-api-inference-extension
+    v1.6.0), strict."""
+    from trtllm_operator.commands._schema import _strict  # noqa: PLC0415
+
+    crd = yaml.safe_load(
+        (REPO / "tests/fixtures/upstream/gateway-api-inference-extension-v1.6.0")
+        .joinpath("inference.networking.k8s.io_inferencepools.yaml")
+        .read_text()
+    )
+    schema: dict[str, Any] = _strict(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+    return schema
 
 
 def _needs_lws(example: str) -> list[str]:
@@ -33,7 +48,9 @@ def test_examples_render_every_child(example: str, capsys: pytest.CaptureFixture
     for cm in (d for d in docs if d["kind"] == "ConfigMap"):
         assert not any("${" in v for k, v in cm["data"].items() if not k.endswith(".sh"))
     for doc in docs:
-        if doc["kind"] != "LeaderWorkerSet":  # not a built-in kind
+        if doc["kind"] == "InferencePool":  # upstream's CRD (strict: what the API server would prune fails)
+            jsonschema.Draft7Validator(inference_pool_schema()).validate(doc)
+        elif doc["kind"] != "LeaderWorkerSet":  # not a built-in kind
             doc["metadata"]["ownerReferences"][0]["uid"] = "00000000-0000-0000-0000-000000000000"
             # The control plane's version is 1.34; the newest schema the validator ships is strict
             # about unknown fields, which is the point of the check.
