@@ -123,9 +123,10 @@ def test_make_demo_runs_end_to_end_and_demo_down_leaves_nothing_running(tmp_path
     assert manifest["partial"] is True and tiny["partial"] is True
     assert (tiny["artifactComplete"], tiny["artifactCompleteReason"]) == ("False", "CompileSkipped")
 
-    # The 8B engine: a builder Job scheduled onto an H100 kwok node, completed, engine Ready.
+    # The 8B engine: a builder Job scheduled onto an H100 kwok node and completed (exit 0) without a
+    # report or manifest — nothing was built, so the engine is Failed/ArtifactMissing, never Ready.
     big = summary["bigEngine"]
-    assert big["phase"] == "Ready" and big["jobSucceeded"] == 1
+    assert big["phase"] == "Failed" and big["reason"] == "ArtifactMissing" and big["jobSucceeded"] == 1
     assert big["node"].startswith("h100-") and big["gpuProduct"] == "NVIDIA-H100-80GB-HBM3"
     assert big["plan"]["fits"] is True
 

@@ -136,12 +136,15 @@ def _hf_config(source: str) -> dict[str, Any]:
 
 
 def success_report(prepared: PreparedEngine) -> dict[str, Any]:
+    """The report the builder leaves after a build of ``prepared`` (engine_builder.report.build_report),
+    naming the manifest of :func:`_manifest_for` by its digest (engine_builder's manifest_digest)."""
+    manifest = _manifest_for(prepared)
     return build_report(
         status="Succeeded",
         engine_key=prepared.key,
         artifact_uri=prepared.storage.artifact_uri(prepared.key),
-        manifest_digest="sha256:" + "ab" * 32,
-        size_bytes=1_234_567,
+        manifest_digest=manifest["manifestDigest"],
+        size_bytes=manifest["sizeBytes"],
         stage_timings={"fetch": 1.5, "quantize": 12.25, "compile": 30.0, "package": 0.5},
     )
 
@@ -282,8 +285,8 @@ def test_build_runs_on_target_gpu_and_engine_becomes_ready(api: Api, operator: N
     assert status["engineKeyShort"] == prepared.key[:12]
     assert status["observedGeneration"] == engine["metadata"]["generation"]
     assert status["artifact"]["uri"] == f"s3://engines/cache/{prepared.key}"
-    assert status["artifact"]["manifestDigest"] == "sha256:" + "ab" * 32
-    assert status["artifact"]["sizeBytes"] == 1_234_567
+    assert status["artifact"]["manifestDigest"] == _manifest_for(prepared)["manifestDigest"]
+    assert status["artifact"]["sizeBytes"] == _manifest_for(prepared)["sizeBytes"]
     assert status["build"]["stageTimings"] == {
         "fetch": 1.5,
         "quantize": 12.25,
@@ -300,9 +303,33 @@ def test_build_runs_on_target_gpu_and_engine_becomes_ready(api: Api, operator: N
     assert index is not None
     assert not index["metadata"].get("ownerReferences"), "artifacts must outlive the LLMEngine"
     record = json.loads(index["data"][ARTIFACT_DATA_KEY])
-    assert record["manifestDigest"] == "sha256:" + "ab" * 32
+    assert record["manifestDigest"] == _manifest_for(prepared)["manifestDigest"]
     assert record["gpuProduct"] == H100
     wait_for(lambda: {"BuildStarted", "BuildSucceeded"} <= set(api.event_reasons("llama-fp8")), desc="events")
+
+
+def test_exit_0_without_a_report_or_manifest_fails_and_records_nothing(api: Api, operator: None) -> None:
+    """The builder pod exits 0 with an empty termination message (kwok's default for a Job's pod;
+    on a real node: an image whose entrypoint never ran engine-builder): no manifest was verified,
+    so the LLMEngine is Failed with ArtifactMissing, never Ready, and no cache entry is written."""
+    eng = an_engine("wrote-nothing")
+    prepared = eng.prepared()
+    api.create(eng.succeeds())
+
+    engine = api.wait_phase("wrote-nothing", "Failed")
+    job = api.batch.read_namespaced_job(prepared.job_name, api.ns)
+    assert job.status.succeeded == 1, "the Job itself completed (exit 0)"
+    build = engine["status"]["build"]
+    assert build["reason"] == "ArtifactMissing"
+    assert "holds no builder report" in build["message"]
+    assert f"kubectl delete job {prepared.job_name}" in build["message"]
+    assert condition(engine, "Ready")["status"] == "False"
+    assert condition(engine, "Degraded")["reason"] == "ArtifactMissing"
+    assert condition(engine, "ArtifactComplete")["status"] != "True"
+    assert not engine["status"].get("artifact")
+    assert api.configmap(cache_entry_name(prepared.key, prepared.storage.storage_id)) is None
+    wait_for(lambda: "ArtifactMissing" in api.event_reasons("wrote-nothing"), desc="ArtifactMissing Event")
+    assert "BuildSucceeded" not in api.event_reasons("wrote-nothing")
 
 
 @pytest.mark.parametrize(
@@ -426,7 +453,7 @@ def test_same_key_reuses_artifact_key_change_rebuilds_label_change_does_not(api:
     api.create(second)
     engine = api.wait_phase("second", "Ready")
     assert condition(engine, "Progressing")["reason"] == "ArtifactReused"
-    assert engine["status"]["artifact"]["manifestDigest"] == "sha256:" + "ab" * 32
+    assert engine["status"]["artifact"]["manifestDigest"] == _manifest_for(prepared)["manifestDigest"]
     assert len(api.jobs()) == 1
 
     # a label change keeps the key: nothing is built
@@ -481,7 +508,7 @@ def test_operator_killed_mid_build_restarts_without_duplicates(
     assert api.phase("resilient") == "Building"
     with running_operator(cluster, [namespace]):
         engine = api.wait_phase("resilient", "Ready", timeout=60)
-        assert engine["status"]["artifact"]["manifestDigest"] == "sha256:" + "ab" * 32
+        assert engine["status"]["artifact"]["manifestDigest"] == _manifest_for(prepared)["manifestDigest"]
     assert [j["metadata"]["name"] for j in api.jobs()] == [prepared.job_name]
     assert len(api.pods(prepared.job_name)) == 1
 

@@ -257,6 +257,7 @@ def test_completed_job_records_the_artifact_from_the_report() -> None:
     p = prepared()
     report = build_report(
         status="Succeeded",
+        engine_key=p.key,
         artifact_uri=f"s3://engines/cache/{p.key}",
         manifest_digest="sha256:" + "1" * 64,
         size_bytes=99,
@@ -282,6 +283,54 @@ def test_completed_job_records_the_artifact_from_the_report() -> None:
         "ArtifactComplete": ("True", "Complete"),
     }
     assert d.status["artifact"]["partial"] is False
+
+
+def _good_report(p: Any, **changes: Any) -> dict[str, Any]:
+    fields: dict[str, Any] = {
+        "status": "Succeeded",
+        "engine_key": p.key,
+        "artifact_uri": f"s3://engines/cache/{p.key}",
+        "manifest_digest": "sha256:" + "1" * 64,
+    }
+    return build_report(**{**fields, **changes})
+
+
+@pytest.mark.parametrize(
+    ("message", "pods_left", "reason", "says"),
+    [
+        (None, True, "ArtifactMissing", "holds no builder report"),
+        ("", False, "ArtifactMissing", "pod is gone"),
+        ({"manifest_digest": None}, True, "ArtifactMissing", "names no manifestDigest"),
+        (
+            {"artifact_uri": None, "manifest_digest": None},
+            True,
+            "ArtifactMissing",
+            "artifactURI and manifestD",
+        ),
+        ({"engine_key": "f" * 64}, True, "ArtifactUnverified", "is not this engine's key"),
+        ({"engine_key": None}, True, "ArtifactMissing", "names no engineKey"),
+        ({"artifact_uri": "s3://engines/cache/other"}, True, "ArtifactUnverified", "artifactURI"),
+        ({"manifest_digest": "sha256:abc"}, True, "ArtifactUnverified", "not sha256:<64 hex>"),
+        ({"status": "Failed", "reason": "CompileFailed"}, True, "ArtifactUnverified", "report says Failed"),
+    ],
+)
+def test_completed_job_without_a_verified_report_fails_and_records_nothing(
+    message: dict[str, Any] | None, pods_left: bool, reason: str, says: str
+) -> None:
+    p = prepared()
+    text = None if message is None else json.dumps(_good_report(p, **message)) if message else None
+    pods = [pod("Succeeded", exit_code=0, message=text)] if pods_left else []
+    d = decide_engine(p, observe(job=job(("Complete", "")), pods=pods), now=NOW)
+    assert d.phase == "Failed"
+    assert not any(isinstance(a, RecordArtifact) for a in d.actions)
+    assert "artifact" not in d.status or d.status["artifact"] is None
+    assert conds(d)["Degraded"] == ("True", reason)
+    assert conds(d)["Ready"] == ("False", "BuildFailed")
+    assert conds(d)["ArtifactComplete"] == ("Unknown", "NoArtifact")
+    assert d.status["build"]["reason"] == reason
+    assert says in d.status["build"]["message"]
+    assert f"kubectl delete job {p.job_name}" in d.status["build"]["message"]
+    assert d.event is not None and d.event.reason == reason and d.event.type == "Warning"
 
 
 def test_nothing_built_yet_has_artifact_complete_unknown() -> None:
@@ -327,6 +376,7 @@ def test_build_record_is_partial_when_the_report_is(status: str, backend: str, p
             build_report(status=status, reason="CompileSkipped" if partial else None, message="no engine")
         )
     )
+    assert report is not None
     record = record_from_build(p, report, job_name="j", recorded_at=NOW)
     assert record["partial"] is partial
     assert record["missing"] == (["no engine"] if partial else None)
@@ -334,7 +384,16 @@ def test_build_record_is_partial_when_the_report_is(status: str, backend: str, p
 
 def test_recorded_artifact_is_reused_without_a_job() -> None:
     p = prepared()
-    record = record_from_build(p, None, job_name="build-other", recorded_at=NOW) | {"builtBy": "other"}
+    record = artifact_record(
+        key=p.key,
+        storage=p.storage,
+        runtime_image=p.build_spec.runtime_image,
+        gpu_product=p.gpu.product,
+        sm=p.gpu.sm,
+        backend="tensorrt",
+        recorded_at=NOW,
+        built_by="other",
+    )
     d = decide_engine(p, observe(cache_entry=record), now=NOW)
     assert d.phase == "Ready" and d.actions == []
     assert conds(d)["Progressing"] == ("False", "ArtifactReused")

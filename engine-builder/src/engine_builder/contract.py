@@ -24,6 +24,7 @@ Names may be added here; renaming one breaks the operator and needs both sides c
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any
 
 from engine_builder.report import (
@@ -68,6 +69,7 @@ __all__ = [
     "BuildLimits",
     "BuildSpec",
     "Calibration",
+    "ManifestError",
     "ModelSource",
     "Output",
     "Parallelism",
@@ -81,8 +83,10 @@ __all__ = [
     "canonical_json",
     "engine_key",
     "exit_code_for",
+    "is_digest",
     "manifest_digest",
     "missing_parts",
+    "verify_manifest",
 ]
 
 STAGES: tuple[str, ...] = ("fetch", "inspect", "plan", "quantize", "convert", "compile", "package", "report")
@@ -140,6 +144,67 @@ def manifest_digest(manifest: dict[str, Any]) -> str:
     ``manifestDigest``."""
     content = {k: v for k, v in manifest.items() if k not in ("stageTimings", "manifestDigest")}
     return "sha256:" + hashlib.sha256(canonical_json(content).encode("utf-8")).hexdigest()
+
+
+#: A digest as the manifest and the report write it.
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def is_digest(value: object) -> bool:
+    """Whether ``value`` is a digest as :func:`manifest_digest` writes it (``sha256:<64 hex>``)."""
+    return isinstance(value, str) and _DIGEST.fullmatch(value) is not None
+
+
+class ManifestError(ValueError):
+    """A ``manifest.json`` that does not check out; the message names the manifest field."""
+
+
+#: Fields :func:`verify_manifest` requires (what an index record and serving read).
+MANIFEST_REQUIRED = ("engineKey", "keyInputs", "runtimeImage", "target", "backend", "manifestDigest", "files")
+
+
+def verify_manifest(manifest: dict[str, Any], *, expected_key: str | None = None) -> None:
+    """Check an artifact's ``manifest.json``: the one verifier of the builder's ``report`` stage
+    (which reads back the manifest it published) and ``trtllm-operator cache import``.
+
+    * every field of :data:`MANIFEST_REQUIRED` is present;
+    * ``engineKey`` is the sha256 of ``keyInputs`` (and equals ``expected_key`` when given);
+    * ``manifestDigest`` is ``sha256:<hex>`` and matches the manifest's content;
+    * ``files`` (what serving loads: engine, checkpoint, tokenizer, Triton repository) is a
+      non-empty list whose entries each have a ``path``, an integer ``size`` and a ``sha256``.
+
+    Raises :class:`ManifestError` naming the field at fault.
+    """
+    for field in MANIFEST_REQUIRED:
+        if field not in manifest:
+            raise ManifestError(
+                f"manifest: missing field {field!r}; is this an engine-builder manifest.json?"
+            )
+    key = str(manifest["engineKey"])
+    if engine_key(manifest["keyInputs"]) != key:
+        raise ManifestError(
+            "manifest.engineKey: not the sha256 of keyInputs; the manifest was edited or is corrupt"
+        )
+    if expected_key is not None and key != expected_key:
+        raise ManifestError(
+            f"manifest.engineKey: {key[:12]}… is not the expected engine key {expected_key[:12]}…; "
+            "the artifact was built from another spec"
+        )
+    digest = manifest["manifestDigest"]
+    if not is_digest(digest) or manifest_digest(manifest) != digest:
+        raise ManifestError("manifest.manifestDigest: does not match the manifest's content")
+    files = manifest["files"]
+    if not isinstance(files, list) or not files:
+        raise ManifestError("manifest.files: empty; the artifact lists no file to serve")
+    for i, entry in enumerate(files):
+        ok = (
+            isinstance(entry, dict)
+            and isinstance(entry.get("path"), str)
+            and isinstance(entry.get("size"), int)
+            and re.fullmatch(r"[0-9a-f]{64}", str(entry.get("sha256"))) is not None
+        )
+        if not ok:
+            raise ManifestError(f"manifest.files[{i}]: needs path, size and a sha256 hex digest")
 
 
 def missing_parts(backend: str, compile_info: dict[str, Any]) -> list[str]:

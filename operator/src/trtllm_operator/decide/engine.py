@@ -36,9 +36,12 @@ from trtllm_operator.decide.engine_cache import (
     artifact_complete,
     artifact_status,
     record_from_build,
+    verify_build,
 )
 from trtllm_operator.decide.engine_failure import (
+    REASON_UNKNOWN,
     REASON_UNSCHEDULABLE,
+    Failure,
     classify_failure,
     job_condition,
     latest_report,
@@ -346,6 +349,23 @@ def decide_engine(prepared: PreparedEngine, obs: EngineObservation, *, now: str)
         build.update(_job_times(job))
         if job_condition(job, "Complete"):
             report = latest_report(obs.pods, succeeded=True)
+            unverified = verify_build(prepared, report, job_name=prepared.job_name, pods_left=bool(obs.pods))
+            if unverified is not None or report is None:
+                unverified = unverified or Failure(REASON_UNKNOWN, "no builder report", deterministic=False)
+                message = unverified.message
+                build.update(
+                    reason=unverified.reason, message=message, stage=report.stage if report else None
+                )
+                return out(
+                    "Failed",
+                    ready=(False, R_BUILD_FAILED, message),
+                    progressing=(False, unverified.reason, message),
+                    degraded=(True, unverified.reason, message),
+                    event=_event_for(
+                        obs.status, "Failed", unverified.reason, f"{R_BUILD_FAILED}: {message}", True
+                    ),
+                    artifact=None,
+                )
             record = record_from_build(prepared, report, job_name=prepared.job_name, recorded_at=now)
             actions.append(RecordArtifact(record, owned=prepared.deletes_with_engine))
             message = f"built artifact {record['uri']} (engine key {prepared.key_short})"
