@@ -406,11 +406,44 @@ def test_unschedulable_build_says_why(api: Api, operator: None) -> None:
         return e if cond and cond["reason"] == "BuildUnschedulable" else None
 
     engine = wait_for(degraded, timeout=60, desc="Degraded=BuildUnschedulable")
-    assert engine["status"]["phase"] == "Building"
+    assert engine["status"]["phase"] == "Unschedulable", "its own phase, not Building"
+    assert condition(engine, "Ready")["reason"] == "BuildUnschedulable"
     message = condition(engine, "Degraded")["message"]
     assert "node affinity" in message or "didn't match" in message, message
     assert "nvidia.com/gpu.product=NVIDIA-H200" in message
     assert engine["status"]["build"]["reason"] == "Unschedulable"
+
+
+def test_pending_or_missing_claim_is_named_with_its_state(api: Api, operator: None) -> None:
+    """The builder mounts spec.storage.pvc: a claim that exists but is not bound (no PersistentVolume,
+    no StorageClass; this control plane runs no PV controller, so no Event says why) is named as
+    Pending; a claim that does not exist is named as missing. Both engines are Unschedulable."""
+    api.core.create_namespaced_persistent_volume_claim(
+        api.ns,
+        {
+            "metadata": {"name": "unbound-engines"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "10Gi"}},
+                "storageClassName": "",
+            },
+        },
+    )
+    api.create(an_engine("pending-claim").pvc("unbound-engines"))
+    api.create(an_engine("missing-claim").pvc("no-such-claim"))
+
+    def unschedulable(name: str) -> dict[str, Any] | None:
+        e = api.engine(name)
+        return e if (e.get("status") or {}).get("phase") == "Unschedulable" else None
+
+    pending = wait_for(lambda: unschedulable("pending-claim"), timeout=60, desc="pending-claim Unschedulable")
+    message = condition(pending, "Degraded")["message"]
+    assert "PersistentVolumeClaim unbound-engines is Pending (no Event on it says why)" in message, message
+    assert "spec.storage.pvc.claimName" in message
+    assert "does not exist" not in message
+    missing = wait_for(lambda: unschedulable("missing-claim"), timeout=60, desc="missing-claim Unschedulable")
+    message = condition(missing, "Degraded")["message"]
+    assert "PersistentVolumeClaim no-such-claim does not exist" in message, message
 
 
 @pytest.mark.parametrize(

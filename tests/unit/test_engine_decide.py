@@ -24,6 +24,7 @@ from trtllm_operator.decide.engine import (
 )
 from trtllm_operator.decide.engine_cache import artifact_record, record_from_build
 from trtllm_operator.decide.engine_failure import classify_failure, parse_report, unschedulable_message
+from trtllm_operator.decide.engine_hints import builder_claims, claim_state
 from trtllm_operator.decide.engine_spec import InvalidEngine, PreparedEngine, prepare_engine
 from trtllm_operator.decide.storage import builder_job_name, cache_entry_name
 
@@ -480,8 +481,10 @@ def test_unschedulable_pod_is_reported_with_the_scheduler_message() -> None:
     pending = pod("Pending", conditions=[scheduled])
     assert unschedulable_message([pending]) == scheduled["message"]
     d = decide_engine(prepared(), observe(job=job(), pods=[pending]), now=NOW)
-    assert d.phase == "Building"
+    assert d.phase == "Unschedulable"
     assert conds(d)["Degraded"] == ("True", "BuildUnschedulable")
+    assert conds(d)["Ready"] == ("False", "BuildUnschedulable")
+    assert d.event is not None and (d.event.type, d.event.reason) == ("Warning", "BuildUnschedulable")
     assert "Insufficient nvidia.com/gpu" in d.status["build"]["message"]
     assert "nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3" in d.status["build"]["message"]
 
@@ -571,6 +574,63 @@ def test_unbound_model_claim_is_named_too() -> None:
     message = d.status["build"]["message"]
     assert "PersistentVolumeClaim engines is Pending" in message
     assert "PersistentVolumeClaim models is Pending" in message and "spec.model.source" in message
+
+
+# The PV controller's Event on a claim it cannot bind (kubernetes/kubernetes
+# pkg/controller/volume/persistentvolume/pv_controller.go, syncUnboundClaim:
+# eventRecorder.Event(claim, Normal, events.FailedBinding, "no persistent volumes available for this
+# claim and no storage class is set")).
+FAILED_BINDING = {
+    "reason": "FailedBinding",
+    "message": "no persistent volumes available for this claim and no storage class is set",
+    "type": "Normal",
+    "lastTimestamp": "2026-11-29T18:00:05Z",
+}
+
+
+@pytest.mark.parametrize(
+    ("pvc", "events", "wanted"),
+    [
+        (  # Pending, with the PV controller's reason
+            {"status": {"phase": "Pending"}},
+            [{**FAILED_BINDING, "lastTimestamp": "2026-11-29T17:00:00Z", "reason": "Older"}, FAILED_BINDING],
+            "PersistentVolumeClaim engines is Pending (FailedBinding: no persistent volumes available for "
+            "this claim and no storage class is set): bind it to a PersistentVolume",
+        ),
+        (  # Pending, and nothing says why
+            {"status": {"phase": "Pending"}},
+            [],
+            "PersistentVolumeClaim engines is Pending (no Event on it says why): bind it",
+        ),
+        (None, [], "PersistentVolumeClaim engines does not exist: "),  # observed missing
+    ],
+)
+def test_observed_claim_state_names_the_claim_and_the_reason_from_its_events(
+    pvc: dict[str, Any] | None, events: list[dict[str, Any]], wanted: str
+) -> None:
+    s = spec(storage={"pvc": {"claimName": "engines"}})
+    p = prepared(s)
+    assert builder_claims(p) == ["engines"]
+    state = claim_state(pvc, events)
+    scheduled = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": UNBOUND}
+    obs = observe(job=job(), pods=[pod("Pending", conditions=[scheduled])], claims={"engines": state})
+    d = decide_engine(p, obs, now=NOW)
+    assert d.phase == "Unschedulable"
+    message = d.status["build"]["message"]
+    assert wanted in message, message
+    assert "Older" not in message  # the newest Event wins
+    degraded = next(c for c in d.conditions if c["type"] == "Degraded")
+    assert degraded["reason"] == "BuildUnschedulable" and wanted in degraded["message"]
+
+
+def test_a_bound_claim_is_not_blamed() -> None:
+    s = spec(storage={"pvc": {"claimName": "engines"}}, model={"source": "pvc://models/tiny"})
+    claims = {"engines": claim_state({"status": {"phase": "Bound"}}, []), "models": claim_state(None, [])}
+    scheduled = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": UNBOUND}
+    obs = observe(job=job(), pods=[pod("Pending", conditions=[scheduled])], claims=claims)
+    message = decide_engine(prepared(s), obs, now=NOW).status["build"]["message"]
+    assert "PersistentVolumeClaim models does not exist" in message
+    assert "PersistentVolumeClaim engines" not in message
 
 
 @pytest.mark.parametrize(

@@ -122,4 +122,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: ["", "events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
+# Events about the PVCs a builder mounts (core/v1, field selector involvedObject.name): read only
+# while the builder pod is unschedulable, so the LLMEngine says why a claim is Pending.
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["list"]
 {{- end -}}

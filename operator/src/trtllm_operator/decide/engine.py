@@ -20,7 +20,7 @@ Cache records live in :mod:`trtllm_operator.decide.engine_cache`, the Unschedula
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from trtllm_operator.api import (
@@ -47,7 +47,7 @@ from trtllm_operator.decide.engine_failure import (
     latest_report,
     unschedulable_message,
 )
-from trtllm_operator.decide.engine_hints import unschedulable_hint
+from trtllm_operator.decide.engine_hints import ClaimState, unschedulable_hint
 from trtllm_operator.decide.engine_progress import BuildProgress
 from trtllm_operator.decide.engine_spec import (
     R_DOES_NOT_FIT,
@@ -77,7 +77,7 @@ __all__ = [
     "plan_status",
 ]
 
-Phase = Literal["Pending", "Planning", "Queued", "Building", "Ready", "Failed"]
+Phase = Literal["Pending", "Planning", "Queued", "Building", "Unschedulable", "Ready", "Failed"]
 
 # Event / condition reasons (stable; documented in docs/operator.md). InvalidSpec and DoesNotFit
 # come with the spec (engine_spec), Complete / CompileSkipped / NoArtifact with the cache record.
@@ -164,6 +164,9 @@ class EngineObservation:
     pvc_exists: bool = True
     #: The builder's latest progress line (from the running pod's log), when the operator has one.
     progress: BuildProgress | None = None
+    #: The PersistentVolumeClaims the builder mounts, as read while its pod is unschedulable
+    #: (:func:`~trtllm_operator.decide.engine_hints.builder_claims`); empty otherwise.
+    claims: Mapping[str, ClaimState] = field(default_factory=dict)
 
 
 #: The outcome of one LLMEngine reconcile (status merge patch, conditions, actions, Event).
@@ -405,14 +408,15 @@ def decide_engine(prepared: PreparedEngine, obs: EngineObservation, *, now: str)
             )
         pending = unschedulable_message(obs.pods)
         if pending is not None:
-            message = f"builder pod cannot be scheduled: {pending}{unschedulable_hint(prepared, pending)}"
+            hint = unschedulable_hint(prepared, pending, obs.claims)
+            message = f"builder pod cannot be scheduled: {pending}{hint}"
             build.update(reason=REASON_UNSCHEDULABLE, message=message, stage="scheduling")
             return out(
-                "Building",
-                ready=(False, R_BUILDING, "build not finished"),
+                "Unschedulable",
+                ready=(False, R_BUILD_UNSCHEDULABLE, message),
                 progressing=(True, R_BUILD_UNSCHEDULABLE, message),
                 degraded=(True, R_BUILD_UNSCHEDULABLE, message),
-                event=_event_for(obs.status, "Building", R_BUILD_UNSCHEDULABLE, message, True),
+                event=_event_for(obs.status, "Unschedulable", R_BUILD_UNSCHEDULABLE, message, True),
             )
         running = any((p.get("status") or {}).get("phase") == "Running" for p in obs.pods)
         reason = R_BUILD_RUNNING if running else R_BUILD_STARTED

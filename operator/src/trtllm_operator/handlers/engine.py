@@ -61,7 +61,8 @@ from trtllm_operator.decide.engine import (
     decide_invalid,
 )
 from trtllm_operator.decide.engine_cache import parse_record
-from trtllm_operator.decide.engine_failure import job_condition
+from trtllm_operator.decide.engine_failure import job_condition, unschedulable_message
+from trtllm_operator.decide.engine_hints import ClaimState, builder_claims, claim_state
 from trtllm_operator.decide.engine_progress import BuildProgress, parse_progress
 from trtllm_operator.decide.engine_spec import InvalidEngine, PreparedEngine, prepare_engine
 from trtllm_operator.decide.ownership import ChildConflict, marker_conflict
@@ -70,6 +71,7 @@ from trtllm_operator.events import ARTIFACT_RECORDED
 from trtllm_operator.handlers.plumbing import OBJECT_LOCKS, add_owner, release_claim, set_owner, write_outcome
 from trtllm_operator.kube import (
     CONFIG_MAP,
+    EVENT,
     JOB,
     LLM_DEPLOYMENT,
     LLM_ENGINE,
@@ -306,8 +308,9 @@ def _decide_and_act(
     owns = job is None or is_owned_by(job, uid)
     now = rfc3339(dt.datetime.now(dt.UTC))
     progress = _progress.get((ns, prepared.job_name)) if job is not None else None
+    claims = observe_claims(kube, ns, prepared) if unschedulable_message(pods) is not None else {}
     obs = EngineObservation(
-        generation, status, record, job, pods, _no_queue(settings), owns, pvc is not None, progress
+        generation, status, record, job, pods, _no_queue(settings), owns, pvc is not None, progress, claims
     )
     sync_reclaim(kube, engine, prepared, pvc=pvc, entry=entry)
     release_shared_claims(kube, engine, prepared)
@@ -326,6 +329,24 @@ def _decide_and_act(
         _progress_read_at.pop((ns, engine["metadata"]["name"]), None)
     _act(kube, settings, engine, prepared, decision)
     return decision
+
+
+def observe_claims(kube: Kube, namespace: str, prepared: PreparedEngine) -> dict[str, ClaimState]:
+    """The PersistentVolumeClaims the builder mounts (:func:`builder_claims`), each with its phase
+    and the newest Event about it (the PV controller's binding or provisioning reason). Read only
+    while the builder pod is unschedulable. Events that cannot be listed (RBAC) leave the reason out."""
+    states: dict[str, ClaimState] = {}
+    for claim in builder_claims(prepared):
+        pvc = kube.get(PVC, namespace, claim)
+        events: list[dict[str, Any]] = []
+        if pvc is not None:
+            selector = f"involvedObject.kind=PersistentVolumeClaim,involvedObject.name={claim}"
+            try:
+                events = kube.list(EVENT, namespace, field_selector=selector)
+            except ApiException as exc:
+                log.debug("events of PVC %s/%s not listed: %s", namespace, claim, exc.reason)
+        states[claim] = claim_state(pvc, events)
+    return states
 
 
 # ----------------------------------------------------------------------------- trust and reclaim
