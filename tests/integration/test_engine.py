@@ -446,6 +446,41 @@ def test_pending_or_missing_claim_is_named_with_its_state(api: Api, operator: No
     assert "PersistentVolumeClaim no-such-claim does not exist" in message, message
 
 
+def test_editing_gpu_resources_replaces_a_pending_builder_job(api: Api, operator: None) -> None:
+    """A Job's pod template is immutable: a builder Job whose pod never got a node (16 GPUs: no
+    node has that many) is replaced when spec.gpu.resources changes, and the new one schedules."""
+    eng = an_engine("resized")
+    eng.body["spec"]["gpu"]["resources"] = {"gpus": 16}
+    prepared = eng.prepared()
+    api.create(eng.succeeds(success_report(prepared)))
+    api.wait_phase("resized", "Unschedulable")
+    old = api.batch.read_namespaced_job(prepared.job_name, api.ns)
+    assert old.spec.template.spec.containers[0].resources.limits["nvidia.com/gpu"] == "16"
+
+    api.patch_engine("resized", {"spec": {"gpu": {"resources": {"gpus": 1}}}})
+    resized = an_engine("resized")
+    resized.body["spec"]["gpu"]["resources"] = {"gpus": 1}
+    assert resized.prepared().key == prepared.key, "gpu.resources is outside the engine key"
+
+    def replacement() -> Any:
+        try:
+            job = api.batch.read_namespaced_job(prepared.job_name, api.ns)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return job if job.metadata.uid != old.metadata.uid else None
+
+    new = wait_for(replacement, timeout=60, desc="a new builder Job under the same name")
+    assert new.spec.template.spec.containers[0].resources.limits["nvidia.com/gpu"] == "1"
+    engine = api.wait_phase("resized", "Ready", timeout=60)
+    assert engine["status"]["artifact"]["manifestDigest"] == _manifest_for(prepared)["manifestDigest"]
+    assert "BuildReplaced" in api.event_reasons("resized")
+    assert [p["metadata"]["ownerReferences"][0]["uid"] for p in api.pods(prepared.job_name)] == [
+        new.metadata.uid
+    ], "only the new Job's pod is left"
+
+
 @pytest.mark.parametrize(
     ("mutate", "field"),
     [

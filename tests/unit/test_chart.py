@@ -428,8 +428,8 @@ def test_rbac_is_least_privilege(rendered: dict[str, list[dict[str, Any]]], valu
             assert set(rule["verbs"]) <= {"get", "list", "watch"}, f"{where}: {rule}"
         assert not any(r.endswith("/exec") or r.endswith("/attach") for r in rule.get("resources", []))
     kind = "Role" if value_set in ("namespaced", "everything") else "ClusterRole"
-    # the operator never deletes its users' objects or their Jobs; the scale subresource is its only
-    # way to change replicas
+    # the operator never deletes its users' objects (it deletes only a builder Job of its own that
+    # never started, to replace it); the scale subresource is its only way to change replicas
     assert "delete" not in grants(objs, kind, LLM_GROUP, "llmengines")
     assert "delete" not in grants(objs, kind, LLM_GROUP, "llmdeployments")
     assert "update" not in grants(objs, kind, LLM_GROUP, "llmdeployments")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from trtllm_operator.decide.engine import (
     EngineObservation,
     EnsurePVC,
     RecordArtifact,
+    ReplaceBuild,
     decide_engine,
     decide_invalid,
 )
@@ -661,3 +663,40 @@ def test_merge_keeps_transition_time_when_status_is_unchanged_and_other_writers_
 def test_condition_rejects_bad_status() -> None:
     with pytest.raises(ValueError, match="True, False or Unknown"):
         condition("Ready", "maybe", "X")
+
+
+def test_a_never_scheduled_job_whose_requests_changed_is_replaced() -> None:
+    p = prepared()
+    scheduled = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "x"}
+    obs = observe(
+        job=job(),
+        pods=[pod("Pending", conditions=[scheduled])],
+        job_outdated="limits.nvidia.com/gpu 16 → 1",
+    )
+    d = decide_engine(p, obs, now=NOW)
+    assert d.phase == "Building"
+    assert d.actions == [ReplaceBuild(p.job_name)]
+    assert conds(d)["Progressing"] == ("True", "BuildReplaced")
+    assert "limits.nvidia.com/gpu 16 → 1" in d.status["build"]["message"]
+    assert d.event is not None and d.event.reason == "BuildReplaced"
+    # nothing changed: the Job stays (Unschedulable), no action
+    same = decide_engine(p, replace(obs, job_outdated=None), now=NOW)
+    assert same.phase == "Unschedulable" and same.actions == []
+
+
+def test_sizing_change_compares_parsed_quantities() -> None:
+    from trtllm_operator.handlers.engine import sizing_change  # noqa: PLC0415
+
+    def job_with(**resources: dict[str, str]) -> dict[str, Any]:
+        container = {"name": "builder", "resources": resources}
+        return {"spec": {"template": {"spec": {"containers": [container]}}}}
+
+    live = job_with(limits={"nvidia.com/gpu": "16", "memory": "64Gi"}, requests={"cpu": "8"})
+    assert (
+        sizing_change(
+            live, job_with(limits={"nvidia.com/gpu": "16", "memory": "65536Mi"}, requests={"cpu": "8000m"})
+        )
+        is None
+    )
+    changed = sizing_change(live, job_with(limits={"nvidia.com/gpu": "1", "memory": "64Gi"}))
+    assert changed == "limits.nvidia.com/gpu 16 → 1, requests.cpu 8 → unset"

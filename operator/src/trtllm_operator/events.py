@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from trtllm_operator.api.wire import DEPLOYMENT_KIND, ENGINE_KIND
 from trtllm_operator.decide.engine import (
     R_ARTIFACT_REUSED,
+    R_BUILD_REPLACED,
     R_BUILD_RUNNING,
     R_BUILD_STARTED,
     R_BUILD_SUCCEEDED,
@@ -136,6 +137,13 @@ _ENGINE_REASONS: tuple[EventReason, ...] = (
     ),
     EventReason(R_BUILD_RUNNING, ENGINE, "Normal", "engine", "the builder pod runs"),
     EventReason(R_BUILD_UNSCHEDULABLE, ENGINE, "Warning", "engine", "the builder pod cannot be scheduled"),
+    EventReason(
+        R_BUILD_REPLACED,
+        ENGINE,
+        "Normal",
+        "engine",
+        "spec.gpu.resources changed while the builder pod was never scheduled: the Job is replaced",
+    ),
     EventReason(
         R_BUILD_SUCCEEDED, ENGINE, "Normal", "engine", "the builder Job completed; the LLMEngine is Ready"
     ),

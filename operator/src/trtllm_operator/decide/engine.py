@@ -71,6 +71,7 @@ __all__ = [
     "EnsurePVC",
     "Phase",
     "RecordArtifact",
+    "ReplaceBuild",
     "decide_conflict",
     "decide_engine",
     "decide_invalid",
@@ -88,6 +89,7 @@ R_BUILD_STARTED = "BuildStarted"
 R_BUILDING = "Building"
 R_BUILD_RUNNING = "BuildRunning"
 R_BUILD_UNSCHEDULABLE = "BuildUnschedulable"
+R_BUILD_REPLACED = "BuildReplaced"
 R_BUILD_SUCCEEDED = "BuildSucceeded"
 R_BUILD_FAILED = "BuildFailed"
 R_ARTIFACT_REUSED = "ArtifactReused"
@@ -97,6 +99,14 @@ R_ARTIFACT_READY = "ArtifactReady"
 @dataclass(frozen=True)
 class CreateBuild:
     """Write the build-spec ConfigMap and create the builder Job (both named ``job_name``)."""
+
+    job_name: str
+
+
+@dataclass(frozen=True)
+class ReplaceBuild:
+    """Delete the builder Job (foreground: its pods go first) so the next reconcile creates it anew
+    from the current spec. Only for a Job this LLMEngine controls whose pod was never scheduled."""
 
     job_name: str
 
@@ -125,7 +135,7 @@ class RecordArtifact:
     owned: bool = False
 
 
-Action = CreateBuild | AdoptJob | EnsurePVC | RecordArtifact
+Action = CreateBuild | AdoptJob | EnsurePVC | RecordArtifact | ReplaceBuild
 
 
 @dataclass(frozen=True)
@@ -167,6 +177,10 @@ class EngineObservation:
     #: The PersistentVolumeClaims the builder mounts, as read while its pod is unschedulable
     #: (:func:`~trtllm_operator.decide.engine_hints.builder_claims`); empty otherwise.
     claims: Mapping[str, ClaimState] = field(default_factory=dict)
+    #: What changed in the sizing of a builder Job this LLMEngine controls whose pod was never
+    #: scheduled (``spec.gpu.resources`` edited after the Job was created), e.g.
+    #: ``nvidia.com/gpu 16 → 1``; None when nothing did or the Job is not replaceable.
+    job_outdated: str | None = None
 
 
 #: The outcome of one LLMEngine reconcile (status merge patch, conditions, actions, Event).
@@ -405,6 +419,20 @@ def decide_engine(prepared: PreparedEngine, obs: EngineObservation, *, now: str)
                 degraded=(True, failure.reason, message),
                 event=_event_for(obs.status, "Failed", failure.reason, f"{R_BUILD_FAILED}: {message}", True),
                 artifact=None,
+            )
+        if obs.job_outdated is not None:
+            actions.append(ReplaceBuild(prepared.job_name))
+            message = (
+                f"builder Job {prepared.job_name} has not started and its requests changed "
+                f"({obs.job_outdated}): replacing it with one sized from the current spec.gpu.resources"
+            )
+            build.update(reason=R_BUILD_REPLACED, message=message, stage="scheduling")
+            return out(
+                "Building",
+                ready=(False, R_BUILDING, "build not finished"),
+                progressing=(True, R_BUILD_REPLACED, message),
+                degraded=(False, R_BUILDING, ""),
+                event=_event_for(obs.status, "Building", R_BUILD_REPLACED, message, False),
             )
         pending = unschedulable_message(obs.pods)
         if pending is not None:

@@ -24,16 +24,18 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import replace
+from decimal import Decimal
 from typing import Any
 
 import kopf
 import yaml
 from kubernetes.client.exceptions import ApiException
+from kubernetes.utils import parse_quantity
 
 from engine_builder.contract import BuildSpec
 from engine_builder.planner import GPUSpec, PlanInputError, load_catalog_extension
 from trtllm_operator.api.engine import LLMEngineSpec
-from trtllm_operator.api.owners import is_owned_by, owner_names
+from trtllm_operator.api.owners import is_controlled_by, is_owned_by, owner_names
 from trtllm_operator.api.wire import (
     ANNOTATION_ENGINE_KEY,
     BUILD_SPEC_DATA_KEY,
@@ -56,6 +58,7 @@ from trtllm_operator.decide.engine import (
     EngineObservation,
     EnsurePVC,
     RecordArtifact,
+    ReplaceBuild,
     decide_conflict,
     decide_engine,
     decide_invalid,
@@ -309,8 +312,21 @@ def _decide_and_act(
     now = rfc3339(dt.datetime.now(dt.UTC))
     progress = _progress.get((ns, prepared.job_name)) if job is not None else None
     claims = observe_claims(kube, ns, prepared) if unschedulable_message(pods) is not None else {}
+    outdated = None
+    if job is not None and is_controlled_by(job, uid) and _is_active(job) and not _started(pods):
+        outdated = sizing_change(job, desired_builder_job(engine, prepared, settings))
     obs = EngineObservation(
-        generation, status, record, job, pods, _no_queue(settings), owns, pvc is not None, progress, claims
+        generation,
+        status,
+        record,
+        job,
+        pods,
+        _no_queue(settings),
+        owns,
+        pvc is not None,
+        progress,
+        claims,
+        outdated,
     )
     sync_reclaim(kube, engine, prepared, pvc=pvc, entry=entry)
     release_shared_claims(kube, engine, prepared)
@@ -329,6 +345,45 @@ def _decide_and_act(
         _progress_read_at.pop((ns, engine["metadata"]["name"]), None)
     _act(kube, settings, engine, prepared, decision)
     return decision
+
+
+def _started(pods: list[dict[str, Any]]) -> bool:
+    """Whether any pod of the Job was scheduled (has a node) or has left Pending."""
+    return any(
+        (p.get("spec") or {}).get("nodeName") or (p.get("status") or {}).get("phase") not in (None, "Pending")
+        for p in pods
+    )
+
+
+def _requests(job: Mapping[str, Any]) -> dict[str, Decimal]:
+    """The builder container's requests and limits, as ``requests.<name>`` / ``limits.<name>`` →
+    quantity (parsed: the API server may write a quantity in another canonical form)."""
+    containers = ((((job.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers")) or []
+    out: dict[str, Decimal] = {}
+    for c in containers:
+        if c.get("name") != BUILDER_CONTAINER:
+            continue
+        for kind in ("requests", "limits"):
+            for name, value in ((c.get("resources") or {}).get(kind) or {}).items():
+                out[f"{kind}.{name}"] = Decimal(str(parse_quantity(value)))  # type: ignore[no-untyped-call]
+    return out
+
+
+def sizing_change(live: Mapping[str, Any], desired: Mapping[str, Any]) -> str | None:
+    """What differs between the builder container's requests/limits of the live Job and of the Job
+    the current spec renders (``limits.nvidia.com/gpu 16 → 1``), or None. A Job's pod template is
+    immutable, so a change means a new Job."""
+    have, want = _requests(live), _requests(desired)
+    changed = [
+        f"{k} {_fmt(have.get(k))} → {_fmt(want.get(k))}"
+        for k in sorted(set(have) | set(want))
+        if have.get(k) != want.get(k)
+    ]
+    return ", ".join(changed) or None
+
+
+def _fmt(value: Decimal | None) -> str:
+    return "unset" if value is None else format(value.normalize(), "f")
 
 
 def observe_claims(kube: Kube, namespace: str, prepared: PreparedEngine) -> dict[str, ClaimState]:
@@ -498,6 +553,11 @@ def _act(
             kube.create_or_get(CONFIG_MAP, ns, desired_build_spec_configmap(engine, prepared))
             _, created = kube.create_or_get(JOB, ns, desired_builder_job(engine, prepared, settings))
             log.info("builder Job %s/%s %s", ns, action.job_name, "created" if created else "already exists")
+        elif isinstance(action, ReplaceBuild):
+            # Foreground: the Job goes only after its (never scheduled) pods, so the new Job's pods
+            # are the only ones under its name; its DELETED event reconciles and creates it anew.
+            if kube.delete(JOB, ns, action.job_name, propagation="Foreground"):
+                log.info("deleted builder Job %s/%s to replace it (requests changed)", ns, action.job_name)
         elif isinstance(action, AdoptJob):
             _adopt(kube, engine, ns, action.job_name)
         elif isinstance(action, RecordArtifact):
