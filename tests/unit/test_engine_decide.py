@@ -288,7 +288,7 @@ def test_completed_job_records_the_artifact_from_the_report() -> None:
     assert d.status["artifact"]["partial"] is False
 
 
-def _good_report(p: Any, **changes: Any) -> dict[str, Any]:
+def good_report(p: Any, **changes: Any) -> dict[str, Any]:
     fields: dict[str, Any] = {
         "status": "Succeeded",
         "engine_key": p.key,
@@ -321,7 +321,7 @@ def test_completed_job_without_a_verified_report_fails_and_records_nothing(
     message: dict[str, Any] | None, pods_left: bool, reason: str, says: str
 ) -> None:
     p = prepared()
-    text = None if message is None else json.dumps(_good_report(p, **message)) if message else None
+    text = None if message is None else json.dumps(good_report(p, **message)) if message else None
     pods = [pod("Succeeded", exit_code=0, message=text)] if pods_left else []
     d = decide_engine(p, observe(job=job(("Complete", "")), pods=pods), now=NOW)
     assert d.phase == "Failed"
