@@ -7,7 +7,8 @@ then ``hack/demo.sh down``, and checks:
   the trtllm-build compile, and the final ``DEMO OK`` line;
 * ``summary.json`` (written by hack/demo/driver.py) shows the tiny engine built on this CPU with
   tensor parallelism 2 (two checkpoint shards), registered in the engine cache and Ready without a
-  builder Job; the Llama-3.1-8B engine built by a Job whose pod ran on an H100 kwok node; a real
+  builder Job; the Llama-3.1-8B engine's builder Job, whose pod ran on an H100 kwok node and
+  exited 0 without a report or manifest, leaves the engine Failed/ArtifactMissing (never Ready); a real
   tritonserver on every serving pod that answered a generate request with text; the autoscaler
   scaling up under real load (tritonclient requests filling the servers' KV pools) and back to
   ``minReplicas`` without it, with its decisions;
