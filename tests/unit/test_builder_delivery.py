@@ -214,12 +214,17 @@ def test_the_rendered_builder_entry_point_resolves_on_the_stock_image(
     # ... and what ran is the delivered copy, with the image's interpreter.
     where = pod.run(
         main,
-        ["python3", "-c", "import sys, engine_builder; print(sys.prefix); print(engine_builder.__file__)"],
+        [
+            "python3",
+            "-c",
+            "import sys, engine_builder; print(sys.prefix, engine_builder.__file__, sys.flags.safe_path)",
+        ],
         path=image_path,
     )
-    prefix, module = where.stdout.split()
+    prefix, module, safe_path = where.stdout.split()
     assert Path(prefix) == image / IMAGE_VENV, where.stdout
     assert Path(module).is_relative_to(shared / "lib"), where.stdout
+    assert safe_path == "True"  # the image's working directory (/app) is not first on the path
 
 
 def test_without_delivery_the_stock_image_has_no_builder(image: Path, shared: Path) -> None:

@@ -145,8 +145,11 @@ def bundle_commands(python: str = BUNDLE_PYTHON) -> tuple[list[str], list[str]]:
 
 def bundle_env() -> dict[str, str]:
     """The builder container's environment for the bundle: its import path first on ``PYTHONPATH``
-    (ahead of the image's site-packages), and :data:`BUNDLE_ENV` naming it."""
-    return {"PYTHONPATH": BUNDLE_LIB, BUNDLE_ENV: BUNDLE_LIB}
+    (ahead of the image's site-packages), :data:`BUNDLE_ENV` naming it, and ``PYTHONSAFEPATH`` so
+    ``python3 -m`` does not put the working directory first on the path (the Triton image's is
+    ``/app``, with ``tools/``, ``scripts/`` and ``examples/`` in it; Python >= 3.11 reads the
+    variable, older ones ignore it)."""
+    return {"PYTHONPATH": BUNDLE_LIB, BUNDLE_ENV: BUNDLE_LIB, "PYTHONSAFEPATH": "1"}
 
 
 def without_bundle(environ: dict[str, str]) -> dict[str, str]:
