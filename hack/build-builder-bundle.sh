@@ -17,9 +17,14 @@ DEST=${1:?usage: hack/build-builder-bundle.sh DEST}
 read -r -a PIP <<<"${BUNDLE_PIP:-python3 -m pip install}"
 rm -rf "$DEST/lib"
 mkdir -p "$DEST/lib"
-"${PIP[@]}" --no-deps --target "$DEST/lib" -r engine-builder/bundle-requirements.txt ./engine-builder
+# Build engine-builder from a clean copy: setuptools reuses an in-tree build/ directory, which could
+# carry files since deleted from src/ into the bundle.
+SRC=$(mktemp -d)
+trap 'rm -rf "$SRC"' EXIT
+cp -R engine-builder/pyproject.toml engine-builder/src "$SRC/"
+"${PIP[@]}" --no-deps --target "$DEST/lib" -r engine-builder/bundle-requirements.txt "$SRC"
 # Console scripts point at the build machine's interpreter: the Job runs `python3 -m engine_builder`.
-rm -rf "$DEST/lib/bin"
+rm -rf "$DEST/lib/bin" "$DEST/lib/.lock"  # uv leaves its lock file in the target
 find "$DEST/lib" -name '__pycache__' -type d -prune -exec rm -rf {} +
 # Readable by the builder container whatever uid it runs as.
 chmod -R a+rX "$DEST"
