@@ -264,7 +264,10 @@ def test_build_runs_on_target_gpu_and_engine_becomes_ready(api: Api, operator: N
     (container,) = pod_spec["containers"]
     assert container["terminationMessagePolicy"] == "FallbackToLogsOnError"
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
-    assert container["command"][:2] == ["engine-builder", "run"]
+    # engine-builder delivered into the stock image (docs/engine-builder.md, "Running on a stock image")
+    assert container["command"][:4] == ["python3", "-m", "engine_builder", "run"]
+    (delivery,) = pod_spec["initContainers"]
+    assert delivery["command"][:2] == ["cp", "-R"]
     token = next(e for e in container["env"] if e["name"] == "HF_TOKEN")
     assert token["valueFrom"]["secretKeyRef"] == {"name": "hf", "key": "token"}
     terms = pod_spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]

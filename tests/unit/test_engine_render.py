@@ -79,13 +79,25 @@ def test_job_is_a_valid_kubernetes_object_with_the_safety_settings() -> None:
     assert c["terminationMessagePolicy"] == "FallbackToLogsOnError"
     assert c["image"] == BASE["runtime"]["image"]
     assert c["command"] == [
-        "engine-builder",
+        "python3",
+        "-m",
+        "engine_builder",
         "run",
         "--spec",
         "/etc/engine-builder/build.yaml",
         "--workdir",
         f"/artifacts/.work/{p.key}",
     ]
+    # engine-builder delivered by the operator image into the stock runtime image
+    (init,) = pod["initContainers"]
+    assert init["image"] == SETTINGS.builder_delivery_image
+    assert init["command"] == ["cp", "-R", "/opt/engine-builder/.", "/opt/trtllm-builder/"]
+    assert init["volumeMounts"] == [{"name": "engine-builder", "mountPath": "/opt/trtllm-builder"}]
+    assert {"name": "engine-builder", "mountPath": "/opt/trtllm-builder", "readOnly": True} in c[
+        "volumeMounts"
+    ]
+    assert {"name": "engine-builder", "emptyDir": {"sizeLimit": "512Mi"}} in pod["volumes"]
+    assert {"name": "PYTHONPATH", "value": "/opt/trtllm-builder/lib"} in c["env"]
     assert {"name": "dshm", "mountPath": "/dev/shm"} in c["volumeMounts"]
     assert {"name": "artifacts", "mountPath": "/artifacts", "subPath": "engines"} in c["volumeMounts"]
     assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16384Mi"}} in pod["volumes"]

@@ -16,7 +16,8 @@ What is here:
   :func:`missing_parts`), shared by the builder's ``package`` stage and ``trtllm-operator cache``;
 * the build-spec types the operator writes (re-exported from :mod:`engine_builder.spec`);
 * where the operator delivers a self-contained builder into a stock TensorRT-LLM image
-  (:data:`BUNDLE_MOUNT`, :func:`bundle_commands`; docs/engine-builder.md "Running on a stock image").
+  (:data:`BUNDLE_MOUNT`, :func:`bundle_commands`, :func:`bundle_env`, :func:`without_bundle`;
+  docs/engine-builder.md "Running on a stock image").
 
 Names may be added here; renaming one breaks the operator and needs both sides changed together.
 """
@@ -56,6 +57,7 @@ __all__ = [
     "BUNDLE_ENV",
     "BUNDLE_LIB",
     "BUNDLE_MOUNT",
+    "BUNDLE_PYTHON",
     "BUNDLE_SOURCE",
     "DETERMINISTIC_REASONS",
     "ENGINE_KEY_SCHEMA",
@@ -80,6 +82,7 @@ __all__ = [
     "Target",
     "build_report",
     "bundle_commands",
+    "bundle_env",
     "canonical_json",
     "engine_key",
     "exit_code_for",
@@ -87,6 +90,7 @@ __all__ = [
     "manifest_digest",
     "missing_parts",
     "verify_manifest",
+    "without_bundle",
 ]
 
 STAGES: tuple[str, ...] = ("fetch", "inspect", "plan", "quantize", "convert", "compile", "package", "report")
@@ -108,11 +112,13 @@ PROGRESS_PREFIX = "TRTLLM_BUILDER_PROGRESS"
 MANIFEST_SCHEMA = "engine-builder.trtllm-operator.dev/manifest/v1"
 
 # ------------------------------------------------------------------------------------------------
-# The self-contained builder delivered into a stock image (docs/engine-builder.md).
+# The self-contained builder delivered into a stock image (docs/engine-builder.md, "Running on a
+# stock image").
 
-#: Where the operator image keeps the builder bundle: ``lib/`` is a ``pip install --target`` of
-#: engine-builder, ModelOpt and the few pure-Python packages a TensorRT-LLM image lacks
-#: (``engine-builder/bundle-requirements.txt``).
+#: Where the delivery image (the operator image, operator/Dockerfile) keeps the builder bundle:
+#: ``lib/`` is a ``pip install --no-deps --target`` of engine-builder and of the pure-Python packages
+#: a TensorRT-LLM image lacks (``engine-builder/bundle-requirements.txt``), made by
+#: ``hack/build-builder-bundle.sh``. No torch, transformers or TensorRT-LLM: the image's own are used.
 BUNDLE_SOURCE = "/opt/engine-builder"
 #: Where the builder Job mounts the shared volume the init container copies the bundle into.
 BUNDLE_MOUNT = "/opt/trtllm-builder"
@@ -121,18 +127,49 @@ BUNDLE_LIB = f"{BUNDLE_MOUNT}/lib"
 #: Environment variable naming the bundle's import path, so the builder can drop it from the
 #: environment of the tools it starts (``trtllm-build`` must see the image's own ModelOpt).
 BUNDLE_ENV = "ENGINE_BUILDER_BUNDLE"
+#: The interpreter the builder container runs: the image's ``python3`` from its ``PATH`` (in
+#: ``nvcr.io/nvidia/tritonserver:<yy.mm>-trtllm-python-py3`` that is the venv TensorRT-LLM is
+#: installed in: triton-inference-server/tensorrtllm_backend r26.03
+#: ``dockerfile/Dockerfile.triton.trt_llm_backend``: ``python3.12 -m venv /opt/venv-tritonserver``,
+#: ``ENV PATH="/opt/venv-tritonserver/bin:${PATH}"``, then ``pip3 install tensorrt_llm==…``).
+BUNDLE_PYTHON = "python3"
 
 
-def bundle_commands(python: str = "python3") -> tuple[list[str], list[str]]:
+def bundle_commands(python: str = BUNDLE_PYTHON) -> tuple[list[str], list[str]]:
     """``(init container command, builder command prefix)`` of a Job that runs the bundle.
 
-    The init container (the operator image) copies :data:`BUNDLE_SOURCE` onto the shared volume at
+    The init container (the delivery image) copies :data:`BUNDLE_SOURCE` onto the shared volume at
     :data:`BUNDLE_MOUNT`; the builder container (the stock TensorRT-LLM image) runs the image's own
-    ``python`` with :data:`BUNDLE_LIB` on ``PYTHONPATH`` (set by the Job), so the image's torch,
-    transformers and TensorRT-LLM are the ones used. The prefix is followed by the ``run``
-    arguments.
+    ``python`` with :data:`BUNDLE_LIB` on ``PYTHONPATH`` (set by the Job: :func:`bundle_env`), so the
+    image's torch, transformers and TensorRT-LLM are the ones used. The prefix is followed by the
+    ``run`` arguments.
     """
     return (["cp", "-R", f"{BUNDLE_SOURCE}/.", f"{BUNDLE_MOUNT}/"], [python, "-m", "engine_builder"])
+
+
+def bundle_env() -> dict[str, str]:
+    """The builder container's environment for the bundle: its import path first on ``PYTHONPATH``
+    (ahead of the image's site-packages), :data:`BUNDLE_ENV` naming it, and ``PYTHONSAFEPATH`` so
+    ``python3 -m`` does not put the working directory first on the path (the Triton image's is
+    ``/app``, with ``tools/``, ``scripts/`` and ``examples/`` in it; Python >= 3.11 reads the
+    variable, older ones ignore it)."""
+    return {"PYTHONPATH": BUNDLE_LIB, BUNDLE_ENV: BUNDLE_LIB, "PYTHONSAFEPATH": "1"}
+
+
+def without_bundle(environ: dict[str, str]) -> dict[str, str]:
+    """``environ`` for a tool the builder starts (``trtllm-build``): the bundle's import path removed
+    from ``PYTHONPATH``, so the tool imports the image's own packages (its ModelOpt, not the
+    bundle's). Unchanged when :data:`BUNDLE_ENV` is not set (engine-builder installed in the image)."""
+    bundle = environ.get(BUNDLE_ENV)
+    if not bundle:
+        return dict(environ)
+    env = dict(environ)
+    kept = [p for p in env.get("PYTHONPATH", "").split(":") if p and p.rstrip("/") != bundle.rstrip("/")]
+    if kept:
+        env["PYTHONPATH"] = ":".join(kept)
+    else:
+        env.pop("PYTHONPATH", None)
+    return env
 
 
 # ------------------------------------------------------------------------------------------------

@@ -59,6 +59,7 @@ from engine_builder.planner import PlanInputError, lookup, plan_from_build_spec
 from engine_builder.planner.formats import KV_CACHE_DTYPES, format_info, kv_dtypes_without_backend, kv_info
 from engine_builder.progress import Progress
 from engine_builder.quantize import needs_quantization, quantize
+from engine_builder.redaction import redact
 from engine_builder.report import BuildError, build_report, write_termination_log
 from engine_builder.spec import BuildSpec, canonical_json
 from engine_builder.trtllm_build import run_build, trtllm_build_command
@@ -561,7 +562,7 @@ def run(spec_path: Path, workdir: Path, from_stage: str | None, options: Options
     except MemoryError as exc:
         failure = BuildError("HostOutOfMemory", f"{exc}")
     except Exception as exc:
-        traceback.print_exc()
+        print(redact(traceback.format_exc()), file=sys.stderr, end="", flush=True)
         failure = BuildError("InternalError", f"{type(exc).__name__}: {exc}")
     finally:
         signal.signal(signal.SIGTERM, previous)
