@@ -136,12 +136,15 @@ def _hf_config(source: str) -> dict[str, Any]:
 
 
 def success_report(prepared: PreparedEngine) -> dict[str, Any]:
+    """The report the builder leaves after a build of ``prepared`` (engine_builder.report.build_report),
+    naming the manifest of :func:`_manifest_for` by its digest (engine_builder's manifest_digest)."""
+    manifest = _manifest_for(prepared)
     return build_report(
         status="Succeeded",
         engine_key=prepared.key,
         artifact_uri=prepared.storage.artifact_uri(prepared.key),
-        manifest_digest="sha256:" + "ab" * 32,
-        size_bytes=1_234_567,
+        manifest_digest=manifest["manifestDigest"],
+        size_bytes=manifest["sizeBytes"],
         stage_timings={"fetch": 1.5, "quantize": 12.25, "compile": 30.0, "package": 0.5},
     )
 
@@ -261,7 +264,10 @@ def test_build_runs_on_target_gpu_and_engine_becomes_ready(api: Api, operator: N
     (container,) = pod_spec["containers"]
     assert container["terminationMessagePolicy"] == "FallbackToLogsOnError"
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
-    assert container["command"][:2] == ["engine-builder", "run"]
+    # engine-builder delivered into the stock image (docs/engine-builder.md, "Running on a stock image")
+    assert container["command"][:4] == ["python3", "-m", "engine_builder", "run"]
+    (delivery,) = pod_spec["initContainers"]
+    assert delivery["command"][:2] == ["cp", "-R"]
     token = next(e for e in container["env"] if e["name"] == "HF_TOKEN")
     assert token["valueFrom"]["secretKeyRef"] == {"name": "hf", "key": "token"}
     terms = pod_spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
@@ -282,8 +288,8 @@ def test_build_runs_on_target_gpu_and_engine_becomes_ready(api: Api, operator: N
     assert status["engineKeyShort"] == prepared.key[:12]
     assert status["observedGeneration"] == engine["metadata"]["generation"]
     assert status["artifact"]["uri"] == f"s3://engines/cache/{prepared.key}"
-    assert status["artifact"]["manifestDigest"] == "sha256:" + "ab" * 32
-    assert status["artifact"]["sizeBytes"] == 1_234_567
+    assert status["artifact"]["manifestDigest"] == _manifest_for(prepared)["manifestDigest"]
+    assert status["artifact"]["sizeBytes"] == _manifest_for(prepared)["sizeBytes"]
     assert status["build"]["stageTimings"] == {
         "fetch": 1.5,
         "quantize": 12.25,
@@ -300,9 +306,33 @@ def test_build_runs_on_target_gpu_and_engine_becomes_ready(api: Api, operator: N
     assert index is not None
     assert not index["metadata"].get("ownerReferences"), "artifacts must outlive the LLMEngine"
     record = json.loads(index["data"][ARTIFACT_DATA_KEY])
-    assert record["manifestDigest"] == "sha256:" + "ab" * 32
+    assert record["manifestDigest"] == _manifest_for(prepared)["manifestDigest"]
     assert record["gpuProduct"] == H100
     wait_for(lambda: {"BuildStarted", "BuildSucceeded"} <= set(api.event_reasons("llama-fp8")), desc="events")
+
+
+def test_exit_0_without_a_report_or_manifest_fails_and_records_nothing(api: Api, operator: None) -> None:
+    """The builder pod exits 0 with an empty termination message (kwok's default for a Job's pod;
+    on a real node: an image whose entrypoint never ran engine-builder): no manifest was verified,
+    so the LLMEngine is Failed with ArtifactMissing, never Ready, and no cache entry is written."""
+    eng = an_engine("wrote-nothing")
+    prepared = eng.prepared()
+    api.create(eng.succeeds())
+
+    engine = api.wait_phase("wrote-nothing", "Failed")
+    job = api.batch.read_namespaced_job(prepared.job_name, api.ns)
+    assert job.status.succeeded == 1, "the Job itself completed (exit 0)"
+    build = engine["status"]["build"]
+    assert build["reason"] == "ArtifactMissing"
+    assert "holds no builder report" in build["message"]
+    assert f"kubectl delete job {prepared.job_name}" in build["message"]
+    assert condition(engine, "Ready")["status"] == "False"
+    assert condition(engine, "Degraded")["reason"] == "ArtifactMissing"
+    assert condition(engine, "ArtifactComplete")["status"] != "True"
+    assert not engine["status"].get("artifact")
+    assert api.configmap(cache_entry_name(prepared.key, prepared.storage.storage_id)) is None
+    wait_for(lambda: "ArtifactMissing" in api.event_reasons("wrote-nothing"), desc="ArtifactMissing Event")
+    assert "BuildSucceeded" not in api.event_reasons("wrote-nothing")
 
 
 @pytest.mark.parametrize(
@@ -379,11 +409,79 @@ def test_unschedulable_build_says_why(api: Api, operator: None) -> None:
         return e if cond and cond["reason"] == "BuildUnschedulable" else None
 
     engine = wait_for(degraded, timeout=60, desc="Degraded=BuildUnschedulable")
-    assert engine["status"]["phase"] == "Building"
+    assert engine["status"]["phase"] == "Unschedulable", "its own phase, not Building"
+    assert condition(engine, "Ready")["reason"] == "BuildUnschedulable"
     message = condition(engine, "Degraded")["message"]
     assert "node affinity" in message or "didn't match" in message, message
     assert "nvidia.com/gpu.product=NVIDIA-H200" in message
     assert engine["status"]["build"]["reason"] == "Unschedulable"
+
+
+def test_pending_or_missing_claim_is_named_with_its_state(api: Api, operator: None) -> None:
+    """The builder mounts spec.storage.pvc: a claim that exists but is not bound (no PersistentVolume,
+    no StorageClass; this control plane runs no PV controller, so no Event says why) is named as
+    Pending; a claim that does not exist is named as missing. Both engines are Unschedulable."""
+    api.core.create_namespaced_persistent_volume_claim(
+        api.ns,
+        {
+            "metadata": {"name": "unbound-engines"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "10Gi"}},
+                "storageClassName": "",
+            },
+        },
+    )
+    api.create(an_engine("pending-claim").pvc("unbound-engines"))
+    api.create(an_engine("missing-claim").pvc("no-such-claim"))
+
+    def unschedulable(name: str) -> dict[str, Any] | None:
+        e = api.engine(name)
+        return e if (e.get("status") or {}).get("phase") == "Unschedulable" else None
+
+    pending = wait_for(lambda: unschedulable("pending-claim"), timeout=60, desc="pending-claim Unschedulable")
+    message = condition(pending, "Degraded")["message"]
+    assert "PersistentVolumeClaim unbound-engines is Pending (no Event on it says why)" in message, message
+    assert "spec.storage.pvc.claimName" in message
+    assert "does not exist" not in message
+    missing = wait_for(lambda: unschedulable("missing-claim"), timeout=60, desc="missing-claim Unschedulable")
+    message = condition(missing, "Degraded")["message"]
+    assert "PersistentVolumeClaim no-such-claim does not exist" in message, message
+
+
+def test_editing_gpu_resources_replaces_a_pending_builder_job(api: Api, operator: None) -> None:
+    """A Job's pod template is immutable: a builder Job whose pod never got a node (16 GPUs: no
+    node has that many) is replaced when spec.gpu.resources changes, and the new one schedules."""
+    eng = an_engine("resized")
+    eng.body["spec"]["gpu"]["resources"] = {"gpus": 16}
+    prepared = eng.prepared()
+    api.create(eng.succeeds(success_report(prepared)))
+    api.wait_phase("resized", "Unschedulable")
+    old = api.batch.read_namespaced_job(prepared.job_name, api.ns)
+    assert old.spec.template.spec.containers[0].resources.limits["nvidia.com/gpu"] == "16"
+
+    api.patch_engine("resized", {"spec": {"gpu": {"resources": {"gpus": 1}}}})
+    resized = an_engine("resized")
+    resized.body["spec"]["gpu"]["resources"] = {"gpus": 1}
+    assert resized.prepared().key == prepared.key, "gpu.resources is outside the engine key"
+
+    def replacement() -> Any:
+        try:
+            job = api.batch.read_namespaced_job(prepared.job_name, api.ns)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return job if job.metadata.uid != old.metadata.uid else None
+
+    new = wait_for(replacement, timeout=60, desc="a new builder Job under the same name")
+    assert new.spec.template.spec.containers[0].resources.limits["nvidia.com/gpu"] == "1"
+    engine = api.wait_phase("resized", "Ready", timeout=60)
+    assert engine["status"]["artifact"]["manifestDigest"] == _manifest_for(prepared)["manifestDigest"]
+    assert "BuildReplaced" in api.event_reasons("resized")
+    assert [p["metadata"]["ownerReferences"][0]["uid"] for p in api.pods(prepared.job_name)] == [
+        new.metadata.uid
+    ], "only the new Job's pod is left"
 
 
 @pytest.mark.parametrize(
@@ -426,7 +524,7 @@ def test_same_key_reuses_artifact_key_change_rebuilds_label_change_does_not(api:
     api.create(second)
     engine = api.wait_phase("second", "Ready")
     assert condition(engine, "Progressing")["reason"] == "ArtifactReused"
-    assert engine["status"]["artifact"]["manifestDigest"] == "sha256:" + "ab" * 32
+    assert engine["status"]["artifact"]["manifestDigest"] == _manifest_for(prepared)["manifestDigest"]
     assert len(api.jobs()) == 1
 
     # a label change keeps the key: nothing is built
@@ -481,7 +579,7 @@ def test_operator_killed_mid_build_restarts_without_duplicates(
     assert api.phase("resilient") == "Building"
     with running_operator(cluster, [namespace]):
         engine = api.wait_phase("resilient", "Ready", timeout=60)
-        assert engine["status"]["artifact"]["manifestDigest"] == "sha256:" + "ab" * 32
+        assert engine["status"]["artifact"]["manifestDigest"] == _manifest_for(prepared)["manifestDigest"]
     assert [j["metadata"]["name"] for j in api.jobs()] == [prepared.job_name]
     assert len(api.pods(prepared.job_name)) == 1
 
