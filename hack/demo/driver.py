@@ -588,7 +588,7 @@ class Demo:
 
     # -- step 5 ---------------------------------------------------------------------------------
     def apply_examples(self, n: int, total: int) -> None:
-        with self.stage(n, total, "examples", "Apply the examples: two LLMEngines and two LLMDeployments"):
+        with self.stage(n, total, "examples", "Apply the examples: two LLMEngines and an LLMDeployment"):
             core = client.CoreV1Api(self.api)
             storage = string.Template((EXAMPLES / "storage.yaml").read_text()).substitute(
                 VOLUMES=str(VOLUMES)
@@ -967,10 +967,12 @@ class Demo:
                 say(f"not in this checkout yet: {item}")
 
     def go_further(self) -> None:
-        kubeconfig = cmd_line([str((CLUSTER_DIR / "kubeconfig").resolve())])
-        venv_bin = cmd_line([str(Path(sys.executable).parent)])
+        # Absolute paths: the exports keep working after a cd (a new user's trial found the relative ones).
+        kubeconfig = shlex.quote(str((CLUSTER_DIR / "kubeconfig").resolve()))
+        venv_bin = shlex.quote(str(Path(sys.executable).parent.resolve()))
+        bin_dir = shlex.quote(str(Path(self.bin_dir).resolve()))
         print(f"[{clock()}] ==> Go further", flush=True)
-        say(f"export KUBECONFIG={kubeconfig} PATH={self.bin_dir}:{venv_bin}:$PATH")
+        say(f'export KUBECONFIG={kubeconfig} PATH={bin_dir}:{venv_bin}:"$PATH"')
         say("trtllm-operator cache list -n trtllm-demo")
         say("kubectl get llm,deploy,pods,jobs -n trtllm-demo -o wide")
         say(f"kubectl describe llmengine {BIG_ENGINE} -n trtllm-demo      # plan, conditions, events")

@@ -103,7 +103,10 @@ def register(subparsers: Any) -> None:
         "--typical-request-tokens", type=int, default=None, help="prompt + output tokens of a typical request"
     )
     p.add_argument(
-        "--awq-block-size", type=int, default=128, help="AWQ group size (spec.quantization.awqBlockSize; default 128)"
+        "--awq-block-size",
+        type=int,
+        default=128,
+        help="AWQ group size (spec.quantization.awqBlockSize; default 128)",
     )
     p.add_argument("--tokens-per-block", type=int, default=32, help="tokens per KV-cache block (default 32)")
     p.add_argument(

@@ -237,6 +237,16 @@ def _event_for(
     return EventToPost("Warning" if warning else "Normal", reason, message)
 
 
+#: When a refused LLMEngine is looked at again (the Progressing message of a refusal). A refusal can
+#: depend on other objects (a Secret's label, the operator's policy): those are re-read at every
+#: reconcile, which any change of the LLMEngine (a label or annotation included) and the operator's
+#: drift timer (setting ``resync_seconds``) start.
+RECHECK = (
+    "checked again when this LLMEngine changes (editing any label or annotation retries at once) and "
+    "at the operator's periodic resync (resyncSeconds, 300 s by default)"
+)
+
+
 def decide_invalid(invalid: InvalidEngine, obs: EngineObservation) -> EngineDecision:
     """An invalid spec: phase Failed, Ready False, the field and the fix in the conditions. No action:
     the operator waits for the next spec change (never a hot loop)."""
@@ -252,7 +262,7 @@ def decide_invalid(invalid: InvalidEngine, obs: EngineObservation) -> EngineDeci
     conds = _conds(
         gen,
         ready=(False, invalid.reason, text),
-        progressing=(False, invalid.reason, "waiting for a spec change"),
+        progressing=(False, invalid.reason, RECHECK),
         degraded=(True, invalid.reason, text),
         planned=planned,
     )
