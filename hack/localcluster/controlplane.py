@@ -87,7 +87,10 @@ def _print(msg: str) -> None:
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0, read it, close)."""
+    """A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0, read it, close), for a
+    process that binds it itself. Residual race: another process may take it before that bind (the
+    component then fails to start with "address already in use"). Tests get ports from
+    tests/support/ports.py, which binds port 0 in-process or hands over bound sockets where it can."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]

@@ -7,9 +7,7 @@ the builder's JSON report (engine_builder.report.build_report) as the terminatio
 
 from __future__ import annotations
 
-import copy
 import json
-import socket
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,205 +16,27 @@ from typing import Any
 import pytest
 from kubernetes import client
 from support.cluster import LocalCluster
-from support.operator import HF_CONFIG_DIR, operator_process, running_operator
+from support.engines import EngineApi as Api
+from support.engines import condition
+from support.manifests import (
+    DELAY_MS,
+    H100,
+    an_engine,
+    create_token_secret,
+    success_report,
+)
+from support.operator import operator_process, running_operator
+from support.ports import free_port
 from support.wait import wait_for
 
 from engine_builder.package import manifest_digest
 from engine_builder.report import EXIT_CODES, build_report
-from trtllm_operator.api import ENGINE_PLURAL, GROUP, VERSION
-from trtllm_operator.api.wire import ARTIFACT_DATA_KEY, LABEL_ENGINE_KEY, LABEL_SECRET_USABLE
+from trtllm_operator.api.wire import ARTIFACT_DATA_KEY, LABEL_ENGINE_KEY
 from trtllm_operator.cli import main
-from trtllm_operator.decide.engine_spec import PreparedEngine, prepare_engine
+from trtllm_operator.decide.engine_spec import PreparedEngine
 from trtllm_operator.decide.storage import cache_entry_name
 
-H100 = "NVIDIA-H100-80GB-HBM3"
-TINYLLAMA = "hf://TinyLlama/TinyLlama-1.1B-Chat-v1.0"
-OUTCOME = "kwok.trtllm-operator.dev/outcome"
-EXIT_CODE = "kwok.trtllm-operator.dev/exit-code"
-MESSAGE = "kwok.trtllm-operator.dev/message"
-DELAY_MS = "kwok.trtllm-operator.dev/delay-ms"
-
 pytestmark = pytest.mark.slow
-
-
-# ----------------------------------------------------------------------------- fixture builders
-class EngineBuilder:
-    """Fluent LLMEngine manifest: ``an_engine("e").fp8().tp(2).on(H100).succeeds(report)``."""
-
-    def __init__(self, name: str) -> None:
-        self.body: dict[str, Any] = {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "LLMEngine",
-            "metadata": {"name": name, "labels": {"team": "a"}},
-            "spec": {
-                "model": {"source": TINYLLAMA, "credentialsSecretRef": {"name": "hf", "key": "token"}},
-                "runtime": {"image": "nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3"},
-                "quantization": {"format": "fp8", "kvCacheDtype": "fp8"},
-                "gpu": {"product": H100, "backoffLimit": 0, "podAnnotations": {DELAY_MS: "300"}},
-                "storage": {"s3": {"bucket": "engines", "prefix": "cache"}},
-            },
-        }
-
-    @property
-    def name(self) -> str:
-        return str(self.body["metadata"]["name"])
-
-    @property
-    def spec(self) -> dict[str, Any]:
-        return dict(self.body["spec"])
-
-    def fmt(self, fmt: str, kv: str = "auto") -> EngineBuilder:
-        self.body["spec"]["quantization"] = {"format": fmt, "kvCacheDtype": kv}
-        return self
-
-    def tp(self, n: int) -> EngineBuilder:
-        self.body["spec"].setdefault("parallelism", {})["tensor"] = n
-        return self
-
-    def on(self, product: str) -> EngineBuilder:
-        self.body["spec"]["gpu"]["product"] = product
-        return self
-
-    def max_batch_size(self, n: int) -> EngineBuilder:
-        self.body["spec"].setdefault("build", {})["maxBatchSize"] = n
-        return self
-
-    def limits(self, **build: int) -> EngineBuilder:
-        self.body["spec"].setdefault("build", {}).update(build)
-        return self
-
-    def backoff_limit(self, n: int) -> EngineBuilder:
-        self.body["spec"]["gpu"]["backoffLimit"] = n
-        return self
-
-    def pvc(self, claim: str, sub_path: str | None = None) -> EngineBuilder:
-        pvc: dict[str, Any] = {"claimName": claim}
-        if sub_path:
-            pvc["subPath"] = sub_path
-        self.body["spec"]["storage"] = {"pvc": pvc}
-        return self
-
-    def create_pvc(self, size: str) -> EngineBuilder:
-        self.body["spec"]["storage"] = {"createPVC": {"size": size}}
-        return self
-
-    def pod(self, **annotations: str) -> EngineBuilder:
-        self.body["spec"]["gpu"]["podAnnotations"].update(annotations)
-        return self
-
-    def runs_for(self, ms: int) -> EngineBuilder:
-        return self.pod(**{DELAY_MS: str(ms)})
-
-    def succeeds(self, report: dict[str, Any] | None = None) -> EngineBuilder:
-        self.pod(**{OUTCOME: "succeed"})
-        if report is not None:
-            self.pod(**{MESSAGE: json.dumps(report, separators=(",", ":"))})
-        return self
-
-    def fails(self, exit_code: int, message: str) -> EngineBuilder:
-        return self.pod(**{OUTCOME: "fail", EXIT_CODE: str(exit_code), MESSAGE: message})
-
-    def prepared(self) -> PreparedEngine:
-        """What the operator will compute for this spec (the pure function it uses)."""
-        result = prepare_engine(self.name, self.spec, hf_config=_hf_config(TINYLLAMA))
-        assert isinstance(result, PreparedEngine), result
-        return result
-
-    def manifest(self) -> dict[str, Any]:
-        return copy.deepcopy(self.body)
-
-
-def an_engine(name: str) -> EngineBuilder:
-    return EngineBuilder(name)
-
-
-def _hf_config(source: str) -> dict[str, Any]:
-    path = Path(HF_CONFIG_DIR) / (source.removeprefix("hf://").replace("/", "__") + ".json")
-    return dict(json.loads(path.read_text()))
-
-
-def success_report(prepared: PreparedEngine) -> dict[str, Any]:
-    return build_report(
-        status="Succeeded",
-        engine_key=prepared.key,
-        artifact_uri=prepared.storage.artifact_uri(prepared.key),
-        manifest_digest="sha256:" + "ab" * 32,
-        size_bytes=1_234_567,
-        stage_timings={"fetch": 1.5, "quantize": 12.25, "compile": 30.0, "package": 0.5},
-    )
-
-
-# ----------------------------------------------------------------------------- cluster helpers
-class Api:
-    def __init__(self, cluster: LocalCluster, namespace: str) -> None:
-        self.ns = namespace
-        self.core = client.CoreV1Api(cluster.api)
-        self.batch = client.BatchV1Api(cluster.api)
-        self.custom = client.CustomObjectsApi(cluster.api)
-        self.san = cluster.api.sanitize_for_serialization
-
-    def create(self, engine: EngineBuilder) -> dict[str, Any]:
-        return dict(
-            self.custom.create_namespaced_custom_object(
-                GROUP, VERSION, self.ns, ENGINE_PLURAL, engine.manifest()
-            )
-        )
-
-    def engine(self, name: str) -> dict[str, Any]:
-        return dict(self.custom.get_namespaced_custom_object(GROUP, VERSION, self.ns, ENGINE_PLURAL, name))
-
-    def patch_engine(self, name: str, body: dict[str, Any]) -> None:
-        self.custom.patch_namespaced_custom_object(
-            GROUP, VERSION, self.ns, ENGINE_PLURAL, name, body, _content_type="application/merge-patch+json"
-        )
-
-    def delete_engine(self, name: str) -> None:
-        self.custom.delete_namespaced_custom_object(GROUP, VERSION, self.ns, ENGINE_PLURAL, name)
-
-    def jobs(self) -> list[dict[str, Any]]:
-        return [self.san(j) for j in self.batch.list_namespaced_job(self.ns).items]
-
-    def pods(self, job: str) -> list[dict[str, Any]]:
-        items = self.core.list_namespaced_pod(
-            self.ns, label_selector=f"batch.kubernetes.io/job-name={job}"
-        ).items
-        return [self.san(p) for p in items]
-
-    def configmap(self, name: str) -> dict[str, Any] | None:
-        try:
-            return dict(self.san(self.core.read_namespaced_config_map(name, self.ns)))
-        except client.ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-
-    def event_reasons(self, name: str) -> list[str]:
-        items = self.core.list_namespaced_event(self.ns, field_selector=f"involvedObject.name={name}").items
-        return [e.reason for e in items]
-
-    def phase(self, name: str) -> str | None:
-        return (self.engine(name).get("status") or {}).get("phase")
-
-    def wait_phase(self, name: str, phase: str, timeout: float = 60) -> dict[str, Any]:
-        def check() -> dict[str, Any] | None:
-            e = self.engine(name)
-            return e if (e.get("status") or {}).get("phase") == phase else None
-
-        return wait_for(check, timeout=timeout, desc=f"LLMEngine {name} phase {phase}")
-
-
-def condition(engine: dict[str, Any], type_: str) -> dict[str, Any]:
-    for c in (engine.get("status") or {}).get("conditions") or []:
-        if c["type"] == type_:
-            return dict(c)
-    raise AssertionError(f"no {type_} condition in {engine.get('status')}")
-
-
-def create_token_secret(core: client.CoreV1Api, namespace: str) -> None:
-    """The Hugging Face token Secret ``an_engine`` references (``hf``/``token``), labelled usable by
-    LLM resources — without the label the operator refuses it (reason ``SecretNotAllowed``)."""
-    marked = {"name": "hf", "labels": {LABEL_SECRET_USABLE: "true"}}
-    core.create_namespaced_secret(namespace, {"metadata": marked, "stringData": {"token": "hf_x"}})
 
 
 @pytest.fixture
@@ -449,12 +269,6 @@ def test_same_key_reuses_artifact_key_change_rebuilds_label_change_does_not(api:
     }
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _get(url: str) -> Any:
     with urllib.request.urlopen(url, timeout=2) as resp:
         resp.read()
@@ -467,7 +281,7 @@ def test_operator_killed_mid_build_restarts_without_duplicates(
     eng = an_engine("resilient")
     prepared = eng.prepared()
     api.create(eng.succeeds(success_report(prepared)).runs_for(6000))
-    port = _free_port()
+    port = free_port()  # the operator process binds it itself: free_port's residual race
     with operator_process(cluster, [namespace], tmp_path / "operator.log", liveness_port=port) as proc:
         wait_for(
             api.jobs,

@@ -42,9 +42,9 @@ from kubernetes.client.rest import ApiException
 from localcluster import ControlPlane, add_gpu_nodes, find_bin_dir, wait_nodes_ready
 from prometheus_client.parser import text_string_to_metric_families
 from support.cluster import LocalCluster
+from support.manifests import EngineBuilder, a_deployment, an_engine, create_token_secret, success_report
 from support.operator import fast_settings, running_operator
 from support.wait import wait_for
-from test_engine import EngineBuilder, an_engine, create_token_secret, success_report
 
 from trtllm_operator.api import ENGINE_PLURAL, GROUP, VERSION
 from trtllm_operator.api.wire import LABEL_ENGINE_KEY, LABEL_MANAGED_BY, MANAGED_BY
@@ -153,15 +153,6 @@ class Api:
         self.custom.patch_namespaced_custom_object(
             GROUP, VERSION, self.ns, plural, name, body, _content_type="application/merge-patch+json"
         )
-
-
-def a_deployment(name: str, engine: str, replicas: int) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "LLMDeployment",
-        "metadata": {"name": name},
-        "spec": {"engineRef": {"name": engine}, "replicas": replicas},
-    }
 
 
 def kwok_engine(name: str, max_batch_size: int, build_ms: int) -> EngineBuilder:

@@ -36,9 +36,9 @@ from hypothesis import strategies as st
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 from support.cluster import LocalCluster
+from support.manifests import DELAY_MS, OUTCOME, an_engine
 from support.operator import running_operator
 from support.wait import wait_for
-from test_engine import DELAY_MS, OUTCOME, an_engine
 
 from trtllm_operator.api import ENGINE_PLURAL, GROUP, VERSION
 

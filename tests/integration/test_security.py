@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +26,9 @@ import pytest
 from kubernetes import client
 from support.artifacts import cache_artifact, prebound_artifact_pvc
 from support.cluster import LocalCluster
+from support.manifests import a_deployment
 from support.operator import HF_CONFIG_DIR, running_operator
+from support.ports import free_port
 from support.wait import wait_for
 
 from trtllm_operator.api.wire import (
@@ -68,15 +69,6 @@ def an_engine(name: str, **spec: Any) -> dict[str, Any]:
     }
     body["spec"].update(spec)
     return body
-
-
-def a_deployment(name: str, engine: str, replicas: int = 1) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "LLMDeployment",
-        "metadata": {"name": name},
-        "spec": {"engineRef": {"name": engine}, "replicas": replicas},
-    }
 
 
 class Api:
@@ -361,12 +353,6 @@ def _configmap_gone(api: Api, name: str) -> bool:
 
 
 # ----------------------------------------------------------------------------- bounded inputs
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class _Flood(http.server.BaseHTTPRequestHandler):
     """Answers every GET with a 100 MB Prometheus text page (comment lines), counting what it sent."""
 
@@ -394,7 +380,9 @@ class _Flood(http.server.BaseHTTPRequestHandler):
 def test_a_100_mb_metrics_page_is_cut_off_and_the_operator_stays_responsive(
     cluster: LocalCluster, api: Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    port = _free_port()
+    # The operator must know the port before the pod (and its IP) exists, so the server cannot bind
+    # port 0: support.ports.free_port's residual race applies (a lost race fails the bind loudly).
+    port = free_port()
     monkeypatch.setattr(autoscaler_handlers, "METRICS_PORT", port)
     engine = an_engine("llama")
     cache_artifact(api.core, api.ns, engine)

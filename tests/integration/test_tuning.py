@@ -11,6 +11,7 @@ The advisor test serves Triton ``/metrics`` on the kwok pods' IPs with the metri
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,10 +21,13 @@ from kubernetes import client
 from support.artifacts import cache_artifact, prebound_artifact_pvc
 from support.cluster import LocalCluster
 from support.operator import running_operator
+from support.ports import free_port
 from support.wait import wait_for
 
 from trtllm_operator.decide.engine_spec import PreparedEngine
 from trtllm_operator.emulator import Control, Fleet, PodFollower
+from trtllm_operator.handlers import tuning as tuning_handlers
+from trtllm_operator.metrics.scrape import scrape_pods
 
 pytestmark = pytest.mark.slow
 
@@ -211,7 +215,7 @@ def test_benchmark_job_on_the_engine_gpu_and_results_in_status(cluster: LocalClu
 
 
 def test_advisor_recommends_after_sustained_high_kv_through_the_emulator(
-    cluster: LocalCluster, api: Api
+    cluster: LocalCluster, api: Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     engine = an_engine("llama")
     api.cache_artifact(engine)
@@ -229,7 +233,13 @@ def test_advisor_recommends_after_sustained_high_kv_through_the_emulator(
             },
         },
     )
-    with Fleet(port=8002, control=Control(fixed={"waiting": 0, "kvCacheUtilization": 0.93})) as fleet:
+    # A free port in place of Triton's 8002 (a fixed port collides with another session, a demo, or a
+    # wildcard listener). The advisor scrapes with scrape_pods' default port, so it is pointed at this
+    # one, as the autoscaler's METRICS_PORT is in test_autoscaling.py. The emulators bind it per pod
+    # IP as pods appear (not port 0: the port must be known first): free_port's residual race.
+    port = free_port()
+    monkeypatch.setattr(tuning_handlers, "scrape_pods", functools.partial(scrape_pods, port=port))
+    with Fleet(port=port, control=Control(fixed={"waiting": 0, "kvCacheUtilization": 0.93})) as fleet:
         follower = PodFollower(
             fleet, api.core, api.ns, "llm.trtllm-operator.dev/deployment", poll_seconds=0.3
         ).start()

@@ -6,7 +6,7 @@ import io
 from typing import Any
 
 import pytest
-from test_engine_decide import NOW, job, observe, pod, prepared
+from support.engine_decisions import NOW, job, observe, pod, prepared
 
 from engine_builder.pipeline import STAGES
 from engine_builder.progress import PROGRESS_PREFIX, Progress
