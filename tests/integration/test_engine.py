@@ -17,7 +17,7 @@ import pytest
 from kubernetes import client
 from support.cluster import LocalCluster
 from support.engines import EngineApi as Api
-from support.engines import condition
+from support.engines import condition, find_condition
 from support.manifests import (
     DELAY_MS,
     H100,
@@ -254,7 +254,8 @@ def test_same_key_reuses_artifact_key_change_rebuilds_label_change_does_not(api:
     wait_for(lambda: api.engine("first")["metadata"]["labels"]["team"] == "c")
     api.patch_engine("first", {"spec": {"gpu": {"podAnnotations": {DELAY_MS: "100"}}}})  # outside the key too
     wait_for(
-        lambda: condition(api.engine("first"), "Ready")["observedGeneration"] == 2, desc="generation 2 seen"
+        lambda: (find_condition(api.engine("first"), "Ready") or {}).get("observedGeneration") == 2,
+        desc="generation 2 seen",
     )
     assert len(api.jobs()) == 1
 
@@ -525,5 +526,8 @@ def test_gpu_catalog_extension_from_a_configmap(api: Api, cluster: LocalCluster,
         ]
         # no node carries that product: the build waits and says why
         wait_for(
-            lambda: condition(api.engine("custom"), "Degraded")["reason"] == "BuildUnschedulable", timeout=60
+            lambda: (
+                (find_condition(api.engine("custom"), "Degraded") or {}).get("reason") == "BuildUnschedulable"
+            ),
+            timeout=60,
         )

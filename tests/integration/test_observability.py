@@ -96,12 +96,11 @@ def test_metrics_events_and_progress_during_build_and_rollout(
         api.create(invalid)
 
         # While the builder pod runs: the coarse stage (kwok has no pod logs), shown by kubectl.
-        running = wait_for(
+        wait_for(
             lambda: (api.engine("built").get("status") or {}).get("build", {}).get("stage") == "running",
             timeout=30,
             desc="build stage running",
         )
-        assert running
         wait_for(
             lambda: value(scrape(port), "trtllm_operator_builds", state="active") >= 1,
             timeout=10,

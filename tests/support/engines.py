@@ -73,6 +73,14 @@ class EngineApi:
         return wait_for(check, timeout=timeout, desc=f"LLMEngine {name} phase {phase}")
 
 
+def find_condition(engine: dict[str, Any], type_: str) -> dict[str, Any] | None:
+    """The ``type_`` condition of ``engine``'s status, or None (yet): for :func:`wait_for` callbacks."""
+    for c in (engine.get("status") or {}).get("conditions") or []:
+        if c["type"] == type_:
+            return dict(c)
+    return None
+
+
 def condition(engine: dict[str, Any], type_: str) -> dict[str, Any]:
     for c in (engine.get("status") or {}).get("conditions") or []:
         if c["type"] == type_:
