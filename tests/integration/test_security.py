@@ -26,7 +26,7 @@ import pytest
 from kubernetes import client
 from support.artifacts import cache_artifact, prebound_artifact_pvc
 from support.cluster import LocalCluster
-from support.manifests import a_deployment
+from support.manifests import DELAY_MS, H100, a_cached_engine, a_deployment
 from support.operator import HF_CONFIG_DIR, running_operator
 from support.ports import free_port
 from support.wait import wait_for
@@ -47,28 +47,13 @@ from trtllm_operator.render.builder_job import storage_labels
 
 pytestmark = pytest.mark.slow
 
-H100 = "NVIDIA-H100-80GB-HBM3"
-IMAGE = "nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3"
-KWOK = "kwok.trtllm-operator.dev"
+
+#: Builder pods that kwok runs for 300 ms (no retries), for the tests here that do build.
+KWOK_GPU = {"product": H100, "backoffLimit": 0, "podAnnotations": {DELAY_MS: "300"}}
 
 
 def an_engine(name: str, **spec: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "LLMEngine",
-        "metadata": {"name": name},
-        "spec": {
-            "model": {"source": "hf://meta-llama/Llama-3.1-8B-Instruct"},
-            "runtime": {"image": IMAGE},
-            "quantization": {"format": "fp8", "kvCacheDtype": "fp8"},
-            "parallelism": {"tensor": 1},
-            "build": {"maxBatchSize": 64, "maxNumTokens": 8192, "maxSeqLen": 8192},
-            "gpu": {"product": H100, "backoffLimit": 0, "podAnnotations": {f"{KWOK}/delay-ms": "300"}},
-            "storage": {"pvc": {"claimName": "engines", "subPath": "trtllm"}},
-        },
-    }
-    body["spec"].update(spec)
-    return body
+    return a_cached_engine(name, gpu=KWOK_GPU, **spec)
 
 
 class Api:

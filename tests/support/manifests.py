@@ -171,7 +171,7 @@ def a_cached_engine(
             "storage": {"pvc": {"claimName": "engines", "subPath": "trtllm"}},
         },
     }
-    body["spec"].update(spec)
+    body["spec"].update(copy.deepcopy(spec))
     return body
 
 
