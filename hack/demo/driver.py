@@ -688,30 +688,37 @@ class Demo:
             f"  pod/{pod.metadata.name} scheduled on {pod.spec.node_name} ({product}), "
             f"nvidia.com/gpu: {limits.get('nvidia.com/gpu')}"
         )
-        say("  kwok runs it for 6 s, then completes it with the report in spec.gpu.podAnnotations")
-        say("  (simulated: no container runs, no 8B engine is built; the operator reads the report")
-        say("  exactly as it reads a real builder's)")
+        say("  kwok runs it for 6 s, then completes it (exit 0) as spec.gpu.podAnnotations say — with")
+        say("  no builder report and no manifest: no container runs, no 8B engine is built")
         status = wait_for(
             lambda: (s := self._engine_status(BIG_ENGINE)).get("phase") in ("Ready", "Failed") and s,
             timeout=90,
-            desc=f"LLMEngine {BIG_ENGINE} Ready",
+            desc=f"LLMEngine {BIG_ENGINE} to finish",
         )
-        if status["phase"] != "Ready":
-            raise StepError(f"{BIG_ENGINE} failed: {status.get('build')}")
+        reason = (status.get("build") or {}).get("reason")
+        if status["phase"] != "Failed" or reason != "ArtifactMissing":
+            raise StepError(
+                f"{BIG_ENGINE}: a build that wrote nothing must end Failed/ArtifactMissing, got "
+                f"{status['phase']}: {status.get('build')}"
+            )
         job = batch.read_namespaced_job(job_name, NS)
-        ready = next((c for c in status.get("conditions") or [] if c["type"] == "Progressing"), {})
-        say(f"llmengine/{BIG_ENGINE}: Ready, {ready.get('reason')} — {ready.get('message')}")
+        say(f"llmengine/{BIG_ENGINE}: Failed, {reason} — {(status.get('build') or {}).get('message')}")
+        say("  (the Job succeeded, but nothing verifiable was built: no cache entry, never Ready)")
         plan = status.get("plan") or plan
         self.summary["bigEngine"] = {
             "engineKey": status.get("engineKey"),
             "phase": status["phase"],
+            "reason": reason,
             "job": job_name,
             "jobSucceeded": job.status.succeeded,
             "node": pod.spec.node_name,
             "gpuProduct": product,
             "plan": plan,
         }
-        self.summary["simulated"].append("8B builder pod completed by kwok from spec.gpu.podAnnotations")
+        self.summary["simulated"].append(
+            "8B builder pod completed by kwok from spec.gpu.podAnnotations, without a report "
+            "(Failed/ArtifactMissing)"
+        )
 
     def _start_pod_runner(self) -> None:
         """Real Triton servers for the serving pods (hack/tritoncpu/pods.py), in the background."""

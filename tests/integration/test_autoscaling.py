@@ -468,6 +468,8 @@ def test_mode_hpa_renders_an_hpa_on_the_scale_subresource_and_mode_switches_clea
         down={"stabilizationWindowSeconds": 60},
     )
     body["spec"]["autoscaling"]["mode"] = "hpa"
+    # Every signal the built-in policy has is rendered (issue #27: batchUtilization was dropped).
+    body["spec"]["autoscaling"]["targets"]["batchUtilization"] = 0.5
     api.create("llmdeployments", body)
     hpa_api = client.AutoscalingV2Api(cluster.api)
 
@@ -486,7 +488,9 @@ def test_mode_hpa_renders_an_hpa_on_the_scale_subresource_and_mode_switches_clea
         assert [m.pods.metric.name for m in found.spec.metrics] == [
             "trtllm_queue_depth",
             "trtllm_kv_cache_utilization",
+            "trtllm_batch_utilization",
         ]
+        assert found.spec.metrics[2].pods.target.average_value == "500m"
         assert found.metadata.owner_references[0].kind == "LLMDeployment"
         # What the HPA controller reads (the local control plane does not run it): the /scale
         # subresource of the target, with the pod selector for its Pods metrics.

@@ -23,6 +23,7 @@ from support.manifests import (
     H100,
     an_engine,
     create_token_secret,
+    manifest_for,
     success_report,
 )
 from support.operator import operator_process, running_operator
@@ -33,7 +34,6 @@ from engine_builder.package import manifest_digest
 from engine_builder.report import EXIT_CODES, build_report
 from trtllm_operator.api.wire import ARTIFACT_DATA_KEY, LABEL_ENGINE_KEY
 from trtllm_operator.cli import main
-from trtllm_operator.decide.engine_spec import PreparedEngine
 from trtllm_operator.decide.storage import cache_entry_name
 
 pytestmark = pytest.mark.slow
@@ -81,7 +81,10 @@ def test_build_runs_on_target_gpu_and_engine_becomes_ready(api: Api, operator: N
     (container,) = pod_spec["containers"]
     assert container["terminationMessagePolicy"] == "FallbackToLogsOnError"
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
-    assert container["command"][:2] == ["engine-builder", "run"]
+    # engine-builder delivered into the stock image (docs/engine-builder.md, "Running on a stock image")
+    assert container["command"][:4] == ["python3", "-m", "engine_builder", "run"]
+    (delivery,) = pod_spec["initContainers"]
+    assert delivery["command"][:2] == ["cp", "-R"]
     token = next(e for e in container["env"] if e["name"] == "HF_TOKEN")
     assert token["valueFrom"]["secretKeyRef"] == {"name": "hf", "key": "token"}
     terms = pod_spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
@@ -102,8 +105,8 @@ def test_build_runs_on_target_gpu_and_engine_becomes_ready(api: Api, operator: N
     assert status["engineKeyShort"] == prepared.key[:12]
     assert status["observedGeneration"] == engine["metadata"]["generation"]
     assert status["artifact"]["uri"] == f"s3://engines/cache/{prepared.key}"
-    assert status["artifact"]["manifestDigest"] == "sha256:" + "ab" * 32
-    assert status["artifact"]["sizeBytes"] == 1_234_567
+    assert status["artifact"]["manifestDigest"] == manifest_for(prepared)["manifestDigest"]
+    assert status["artifact"]["sizeBytes"] == manifest_for(prepared)["sizeBytes"]
     assert status["build"]["stageTimings"] == {
         "fetch": 1.5,
         "quantize": 12.25,
@@ -120,9 +123,33 @@ def test_build_runs_on_target_gpu_and_engine_becomes_ready(api: Api, operator: N
     assert index is not None
     assert not index["metadata"].get("ownerReferences"), "artifacts must outlive the LLMEngine"
     record = json.loads(index["data"][ARTIFACT_DATA_KEY])
-    assert record["manifestDigest"] == "sha256:" + "ab" * 32
+    assert record["manifestDigest"] == manifest_for(prepared)["manifestDigest"]
     assert record["gpuProduct"] == H100
     wait_for(lambda: {"BuildStarted", "BuildSucceeded"} <= set(api.event_reasons("llama-fp8")), desc="events")
+
+
+def test_exit_0_without_a_report_or_manifest_fails_and_records_nothing(api: Api, operator: None) -> None:
+    """The builder pod exits 0 with an empty termination message (kwok's default for a Job's pod;
+    on a real node: an image whose entrypoint never ran engine-builder): no manifest was verified,
+    so the LLMEngine is Failed with ArtifactMissing, never Ready, and no cache entry is written."""
+    eng = an_engine("wrote-nothing")
+    prepared = eng.prepared()
+    api.create(eng.succeeds())
+
+    engine = api.wait_phase("wrote-nothing", "Failed")
+    job = api.batch.read_namespaced_job(prepared.job_name, api.ns)
+    assert job.status.succeeded == 1, "the Job itself completed (exit 0)"
+    build = engine["status"]["build"]
+    assert build["reason"] == "ArtifactMissing"
+    assert "holds no builder report" in build["message"]
+    assert f"kubectl delete job {prepared.job_name}" in build["message"]
+    assert condition(engine, "Ready")["status"] == "False"
+    assert condition(engine, "Degraded")["reason"] == "ArtifactMissing"
+    assert condition(engine, "ArtifactComplete")["status"] != "True"
+    assert not engine["status"].get("artifact")
+    assert api.configmap(cache_entry_name(prepared.key, prepared.storage.storage_id)) is None
+    wait_for(lambda: "ArtifactMissing" in api.event_reasons("wrote-nothing"), desc="ArtifactMissing Event")
+    assert "BuildSucceeded" not in api.event_reasons("wrote-nothing")
 
 
 @pytest.mark.parametrize(
@@ -199,11 +226,79 @@ def test_unschedulable_build_says_why(api: Api, operator: None) -> None:
         return e if cond and cond["reason"] == "BuildUnschedulable" else None
 
     engine = wait_for(degraded, timeout=60, desc="Degraded=BuildUnschedulable")
-    assert engine["status"]["phase"] == "Building"
+    assert engine["status"]["phase"] == "Unschedulable", "its own phase, not Building"
+    assert condition(engine, "Ready")["reason"] == "BuildUnschedulable"
     message = condition(engine, "Degraded")["message"]
     assert "node affinity" in message or "didn't match" in message, message
     assert "nvidia.com/gpu.product=NVIDIA-H200" in message
     assert engine["status"]["build"]["reason"] == "Unschedulable"
+
+
+def test_pending_or_missing_claim_is_named_with_its_state(api: Api, operator: None) -> None:
+    """The builder mounts spec.storage.pvc: a claim that exists but is not bound (no PersistentVolume,
+    no StorageClass; this control plane runs no PV controller, so no Event says why) is named as
+    Pending; a claim that does not exist is named as missing. Both engines are Unschedulable."""
+    api.core.create_namespaced_persistent_volume_claim(
+        api.ns,
+        {
+            "metadata": {"name": "unbound-engines"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "10Gi"}},
+                "storageClassName": "",
+            },
+        },
+    )
+    api.create(an_engine("pending-claim").pvc("unbound-engines"))
+    api.create(an_engine("missing-claim").pvc("no-such-claim"))
+
+    def unschedulable(name: str) -> dict[str, Any] | None:
+        e = api.engine(name)
+        return e if (e.get("status") or {}).get("phase") == "Unschedulable" else None
+
+    pending = wait_for(lambda: unschedulable("pending-claim"), timeout=60, desc="pending-claim Unschedulable")
+    message = condition(pending, "Degraded")["message"]
+    assert "PersistentVolumeClaim unbound-engines is Pending (no Event on it says why)" in message, message
+    assert "spec.storage.pvc.claimName" in message
+    assert "does not exist" not in message
+    missing = wait_for(lambda: unschedulable("missing-claim"), timeout=60, desc="missing-claim Unschedulable")
+    message = condition(missing, "Degraded")["message"]
+    assert "PersistentVolumeClaim no-such-claim does not exist" in message, message
+
+
+def test_editing_gpu_resources_replaces_a_pending_builder_job(api: Api, operator: None) -> None:
+    """A Job's pod template is immutable: a builder Job whose pod never got a node (16 GPUs: no
+    node has that many) is replaced when spec.gpu.resources changes, and the new one schedules."""
+    eng = an_engine("resized")
+    eng.body["spec"]["gpu"]["resources"] = {"gpus": 16}
+    prepared = eng.prepared()
+    api.create(eng.succeeds(success_report(prepared)))
+    api.wait_phase("resized", "Unschedulable")
+    old = api.batch.read_namespaced_job(prepared.job_name, api.ns)
+    assert old.spec.template.spec.containers[0].resources.limits["nvidia.com/gpu"] == "16"
+
+    api.patch_engine("resized", {"spec": {"gpu": {"resources": {"gpus": 1}}}})
+    resized = an_engine("resized")
+    resized.body["spec"]["gpu"]["resources"] = {"gpus": 1}
+    assert resized.prepared().key == prepared.key, "gpu.resources is outside the engine key"
+
+    def replacement() -> Any:
+        try:
+            job = api.batch.read_namespaced_job(prepared.job_name, api.ns)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return job if job.metadata.uid != old.metadata.uid else None
+
+    new = wait_for(replacement, timeout=60, desc="a new builder Job under the same name")
+    assert new.spec.template.spec.containers[0].resources.limits["nvidia.com/gpu"] == "1"
+    engine = api.wait_phase("resized", "Ready", timeout=60)
+    assert engine["status"]["artifact"]["manifestDigest"] == manifest_for(prepared)["manifestDigest"]
+    assert "BuildReplaced" in api.event_reasons("resized")
+    assert [p["metadata"]["ownerReferences"][0]["uid"] for p in api.pods(prepared.job_name)] == [
+        new.metadata.uid
+    ], "only the new Job's pod is left"
 
 
 @pytest.mark.parametrize(
@@ -246,7 +341,7 @@ def test_same_key_reuses_artifact_key_change_rebuilds_label_change_does_not(api:
     api.create(second)
     engine = api.wait_phase("second", "Ready")
     assert condition(engine, "Progressing")["reason"] == "ArtifactReused"
-    assert engine["status"]["artifact"]["manifestDigest"] == "sha256:" + "ab" * 32
+    assert engine["status"]["artifact"]["manifestDigest"] == manifest_for(prepared)["manifestDigest"]
     assert len(api.jobs()) == 1
 
     # a label change keeps the key: nothing is built
@@ -296,7 +391,7 @@ def test_operator_killed_mid_build_restarts_without_duplicates(
     assert api.phase("resilient") == "Building"
     with running_operator(cluster, [namespace]):
         engine = api.wait_phase("resilient", "Ready", timeout=60)
-        assert engine["status"]["artifact"]["manifestDigest"] == "sha256:" + "ab" * 32
+        assert engine["status"]["artifact"]["manifestDigest"] == manifest_for(prepared)["manifestDigest"]
     assert [j["metadata"]["name"] for j in api.jobs()] == [prepared.job_name]
     assert len(api.pods(prepared.job_name)) == 1
 
@@ -328,28 +423,6 @@ def test_concurrent_build_limit_queues_with_position(api: Api, cluster: LocalClu
         assert len(api.jobs()) == 2
 
 
-def _manifest_for(prepared: PreparedEngine) -> dict[str, Any]:
-    """An engine-builder manifest.json for ``prepared`` (as the package stage writes it)."""
-    spec = prepared.build_spec
-    manifest: dict[str, Any] = {
-        "schema": "engine-builder.trtllm-operator.dev/manifest/v1",
-        "engineKey": prepared.key,
-        "keyInputs": spec.key_inputs(),
-        "backend": spec.backend,
-        "runtimeImage": spec.runtime_image,
-        "target": {"gpuProduct": spec.target.gpu_product, "sm": spec.target.sm},
-        "versions": {"tensorrt_llm": "1.2.0"},
-        "compile": {"status": "done", "reason": None},
-        "partial": False,
-        "missing": [],
-        "files": [{"path": "checkpoint/rank0.safetensors", "size": 4096, "sha256": "0" * 64}],
-        "sizeBytes": 4096,
-        "stageTimings": {"fetch": 0.5, "quantize": 3.0, "package": 0.1},
-    }
-    manifest["manifestDigest"] = manifest_digest(manifest)
-    return manifest
-
-
 def test_imported_artifact_is_served_from_cache_without_a_job(
     api: Api,
     operator: None,
@@ -361,7 +434,7 @@ def test_imported_artifact_is_served_from_cache_without_a_job(
     eng = an_engine("imported")
     prepared = eng.prepared()
     manifest_path = tmp_path / "manifest.json"
-    manifest_path.write_text(json.dumps(_manifest_for(prepared)))
+    manifest_path.write_text(json.dumps(manifest_for(prepared)))
     kubeconfig = str(cluster.kubeconfig)
     argv = ["cache", "import", "--manifest", str(manifest_path), "--namespace", namespace]
     assert main([*argv, "--storage", "s3://engines/cache", "--kubeconfig", kubeconfig]) == 0
@@ -370,7 +443,7 @@ def test_imported_artifact_is_served_from_cache_without_a_job(
     api.create(eng)
     engine = api.wait_phase("imported", "Ready")
     assert condition(engine, "Progressing")["reason"] == "ArtifactReused"
-    assert engine["status"]["artifact"]["manifestDigest"] == _manifest_for(prepared)["manifestDigest"]
+    assert engine["status"]["artifact"]["manifestDigest"] == manifest_for(prepared)["manifestDigest"]
     assert engine["status"]["artifact"]["tensorrtLLMVersion"] == "1.2.0"
     assert api.jobs() == []
 
@@ -395,7 +468,7 @@ def test_partial_artifact_is_refused_or_imported_as_partial(
 ) -> None:
     eng = an_engine("partial")
     prepared = eng.prepared()
-    manifest = _manifest_for(prepared)
+    manifest = manifest_for(prepared)
     manifest.update(
         compile={"status": "skipped", "reason": "--skip-compile"},
         partial=True,
@@ -431,7 +504,7 @@ def test_partial_artifact_is_refused_or_imported_as_partial(
 
 
 def test_tampered_manifest_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    manifest = _manifest_for(an_engine("x").prepared())
+    manifest = manifest_for(an_engine("x").prepared())
     manifest["keyInputs"]["parallelism"]["tensor"] = 2
     path = tmp_path / "manifest.json"
     path.write_text(json.dumps(manifest))

@@ -10,7 +10,9 @@ condition naming what and why, and that the attacked object is untouched:
 * a forged engine-cache entry is not trusted;
 * Secrets reach pods only when marked usable by whoever controls them (``SecretNotAllowed``);
 * ``reclaimPolicy`` Delete → Retain keeps the artifact PVC when the LLMEngine is deleted, and a PVC
-  that an LLMDeployment serves from is never deleted with its LLMEngine.
+  that an LLMDeployment serves from is never deleted with its LLMEngine;
+* a builder log tail that echoes credentials reaches neither the LLMEngine's status nor its Events
+  (one redactor at every write, :mod:`engine_builder.redaction`).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import pytest
 from kubernetes import client
 from support.artifacts import cache_artifact, prebound_artifact_pvc
 from support.cluster import LocalCluster
-from support.manifests import DELAY_MS, H100, a_cached_engine, a_deployment
+from support.manifests import DELAY_MS, EXIT_CODE, H100, MESSAGE, OUTCOME, a_cached_engine, a_deployment
 from support.operator import HF_CONFIG_DIR, running_operator
 from support.ports import free_port
 from support.wait import wait_for
@@ -490,3 +492,45 @@ def test_prometheus_url_outside_the_allowlist_is_never_fetched(cluster: LocalClu
     finally:
         server.shutdown()
         server.server_close()
+
+
+# ----------------------------------------------------------------------------- redaction
+def test_credentials_in_a_builder_log_tail_reach_neither_status_nor_events(
+    cluster: LocalCluster, api: Api
+) -> None:
+    """A builder that died before writing its report leaves its log tail as the termination message
+    (``terminationMessagePolicy: FallbackToLogsOnError``); the operator copies it into the status
+    message and a Warning Event. Credentials in it (here in three of the forms the redactor covers)
+    are replaced before either write."""
+    hf = "hf_" + "Zq8Wn3Lk5Jh7Gf9Ds1Ap2Om4In6Ub0Vy"
+    nvapi = "nvapi-" + "Lr5Tq8Wz2Xc4Vb6Nm9Kj1Hg3Fd7Sa0Pq"
+    tail = (
+        f"Traceback (most recent call last):\nrequests.exceptions.HTTPError: 401 for "
+        f"https://builder:pw-{hf[3:15]}@mirror.local/x with HF_TOKEN={hf}\nNGC_API_KEY={nvapi}"
+    )
+    engine = an_engine("leaky")
+    engine["spec"]["gpu"]["podAnnotations"].update({OUTCOME: "fail", EXIT_CODE: "3", MESSAGE: tail})
+    api.create(ENGINE_PLURAL, engine)
+    with running_operator(cluster, [api.ns]):
+        status = wait_for(
+            lambda: (s := api.get(ENGINE_PLURAL, "leaky").get("status") or {}).get("phase") == "Failed" and s,
+            timeout=90,
+            desc="the build fails",
+        )
+        events = wait_for(
+            lambda: [
+                e.message or ""
+                for e in api.core.list_namespaced_event(
+                    api.ns, field_selector="involvedObject.name=leaky"
+                ).items
+                if e.type == "Warning"
+            ],
+            timeout=30,
+            desc="a Warning Event about the failure",
+        )
+    written = json.dumps(status) + "\n".join(events)
+    for secret in (hf, nvapi, f"pw-{hf[3:15]}"):
+        assert secret not in written, f"{secret!r} leaked into status or Events"
+    assert "[REDACTED]" in status["build"]["message"]
+    assert "mirror.local" in status["build"]["message"], "the rest of the tail stays readable"
+    assert any("[REDACTED]" in m for m in events)

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from engine_builder.report import build_report
 from trtllm_operator.decide.engine import BuildQueue, EngineObservation
 from trtllm_operator.decide.engine_spec import PreparedEngine, prepare_engine
 
@@ -85,3 +86,15 @@ def observe(**kw: Any) -> EngineObservation:
     }
     base.update(kw)
     return EngineObservation(**base)
+
+
+def good_report(p: Any, **changes: Any) -> dict[str, Any]:
+    """A builder report of a verified success for ``p`` (the builder's own ``build_report``), with
+    ``changes`` to its fields (``None`` drops one)."""
+    fields: dict[str, Any] = {
+        "status": "Succeeded",
+        "engine_key": p.key,
+        "artifact_uri": f"s3://engines/cache/{p.key}",
+        "manifest_digest": "sha256:" + "1" * 64,
+    }
+    return build_report(**{**fields, **changes})

@@ -19,6 +19,7 @@ from typing import Any
 
 from kubernetes import client
 
+from engine_builder.package import manifest_digest
 from engine_builder.report import build_report
 from trtllm_operator.api import GROUP, VERSION
 from trtllm_operator.api.wire import LABEL_SECRET_USABLE
@@ -133,14 +134,39 @@ def hf_config(source: str) -> dict[str, Any]:
     return dict(json.loads(path.read_text()))
 
 
+def manifest_for(prepared: PreparedEngine) -> dict[str, Any]:
+    """An engine-builder manifest.json for ``prepared`` (as the package stage writes it), its
+    ``manifestDigest`` computed by the builder's own ``engine_builder.package.manifest_digest``."""
+    spec = prepared.build_spec
+    manifest: dict[str, Any] = {
+        "schema": "engine-builder.trtllm-operator.dev/manifest/v1",
+        "engineKey": prepared.key,
+        "keyInputs": spec.key_inputs(),
+        "backend": spec.backend,
+        "runtimeImage": spec.runtime_image,
+        "target": {"gpuProduct": spec.target.gpu_product, "sm": spec.target.sm},
+        "versions": {"tensorrt_llm": "1.2.0"},
+        "compile": {"status": "done", "reason": None},
+        "partial": False,
+        "missing": [],
+        "files": [{"path": "checkpoint/rank0.safetensors", "size": 4096, "sha256": "0" * 64}],
+        "sizeBytes": 4096,
+        "stageTimings": {"fetch": 0.5, "quantize": 3.0, "package": 0.1},
+    }
+    manifest["manifestDigest"] = manifest_digest(manifest)
+    return manifest
+
+
 def success_report(prepared: PreparedEngine) -> dict[str, Any]:
-    """The builder's own success report (engine_builder.report.build_report) for ``prepared``."""
+    """The report the builder leaves after a build of ``prepared`` (engine_builder.report.build_report),
+    naming the manifest of :func:`manifest_for` by its digest."""
+    manifest = manifest_for(prepared)
     return build_report(
         status="Succeeded",
         engine_key=prepared.key,
         artifact_uri=prepared.storage.artifact_uri(prepared.key),
-        manifest_digest="sha256:" + "ab" * 32,
-        size_bytes=1_234_567,
+        manifest_digest=manifest["manifestDigest"],
+        size_bytes=manifest["sizeBytes"],
         stage_timings={"fetch": 1.5, "quantize": 12.25, "compile": 30.0, "package": 0.5},
     )
 

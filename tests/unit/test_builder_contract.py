@@ -89,7 +89,12 @@ def _forbidden_for_operator() -> set[str]:
 
 def test_every_builder_module_is_classified_for_the_operator() -> None:
     """A new module of the builder is either part of the contract or forbidden to the operator."""
-    allowed = {"engine_builder.contract", "engine_builder.planner", "engine_builder.triton"}
+    allowed = {
+        "engine_builder.contract",
+        "engine_builder.planner",
+        "engine_builder.redaction",
+        "engine_builder.triton",
+    }
     modules = {info.name for info in pkgutil.iter_modules(engine_builder.__path__, "engine_builder.")}
     forbidden = _forbidden_for_operator()
     assert modules - allowed == forbidden, (
@@ -102,7 +107,14 @@ def test_the_contract_module_needs_no_heavy_import() -> None:
     """The contract reaches only the report and the build spec (stdlib + pydantic)."""
     source = (Path(contract.__file__)).read_text(encoding="utf-8")
     imports = {line.split()[1] for line in source.splitlines() if line.startswith(("from ", "import "))}
-    assert imports <= {"__future__", "hashlib", "typing", "engine_builder.report", "engine_builder.spec"}
+    assert imports <= {
+        "__future__",
+        "hashlib",
+        "re",
+        "typing",
+        "engine_builder.report",
+        "engine_builder.spec",
+    }
 
 
 def test_operator_spec_round_trips_every_format() -> None:

@@ -6,16 +6,18 @@ import io
 import json
 import logging
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from engine_builder.progress import Progress
+from engine_builder.redaction import REDACTED, redact, redact_data
+from engine_builder.report import build_report
 from trtllm_operator.logging import (
-    REDACTED,
     JsonFormatter,
     TextFormatter,
     configure_logging,
     object_context,
-    redact,
     redact_kopf_events,
 )
 
@@ -23,6 +25,9 @@ from trtllm_operator.logging import (
 HF_TOKEN = "hf_" + "aBcD3fGh1jKlMn0pQrStUvWxYz0123456789"
 AWS_KEY_ID = "AKIA" + "Q3EXAMPLE7ZZ4XYZ2AB"[:16]
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+NVAPI_KEY = "nvapi-" + "Xy3kQ9vLmN0pR7sT2uVwZ5aB8cD1eF4gH6iJ-kLmNoPq"
+#: A credential with no recognisable shape: only its context (env name, key) gives it away.
+HF_PLAIN = "plainvalue42"
 JWT = (
     "eyJhbGciOiJSUzI1NiIsImtpZCI6IjEifQ.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQifQ.c2lnbmF0dXJlLXBhcnQtaGVyZQ"
 )
@@ -42,6 +47,20 @@ JWT = (
         (f"token file had {JWT}", JWT),
         ("login with password=hunter22 failed", "hunter22"),
         ('{"token": "s3cr3t-value-1"}', "s3cr3t-value-1"),
+        # NVIDIA API keys (build.nvidia.com / NGC personal keys start with nvapi-).
+        (f"NGC_API_KEY is {NVAPI_KEY}", NVAPI_KEY),
+        # JSON-escaped inside another JSON string (a report embedded in a log line).
+        ('{"message": "{\\"token\\": \\"s3cr3t-value-2\\"}"}', "s3cr3t-value-2"),
+        # URL-encoded query values and headers.
+        ("GET /resolve/main/config.json?token%3Ds3cr3t-value-3&x=1", "s3cr3t-value-3"),
+        ("Authorization=Bearer%20abcDEF123ghiJKL", "abcDEF123ghiJKL"),
+        # An environment variable rendered as JSON or YAML (a pod spec echoed in an error).
+        (f'{{"name": "HF_TOKEN", "value": "{HF_PLAIN}"}}', HF_PLAIN),
+        (f"- name: MY_SERVICE_PASSWORD\n  value: {HF_PLAIN}", HF_PLAIN),
+        # Credentials in a URL.
+        ("fetch https://alice:pa55w0rd-xyz@minio.local:9000/bucket failed", "pa55w0rd-xyz"),
+        # A bare AWS secret access key (AWS IAM User Guide's example shape).
+        (f"credentials {AWS_SECRET} rejected", AWS_SECRET),
     ],
 )
 def test_redact_removes_the_secret(text: str, secret: str) -> None:
@@ -59,10 +78,42 @@ def test_redact_removes_the_secret(text: str, secret: str) -> None:
         "engine key 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
         "credentialsSecretRef names Secret hf-token (value not read)",
         "HPA scaling 2 → 3: AboveTarget: queue depth 5.0 > 2.0",
+        # Not credentials: a git commit (40 lower-case hex), a manifest digest, a URL without
+        # a password, a path, an ordinary env var.
+        "built from commit 0123456789abcdef0123456789abcdef01234567",
+        "manifestDigest sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+        "fetch https://huggingface.co:443/meta-llama/Llama-3.1-8B/resolve/main/config.json",
+        "artifact at /var/lib/trtllm/engines/llama-8b/rank0.engine",
+        '{"name": "TRTLLM_ENGINE_DIR", "value": "/engines/llama"}',
     ],
 )
 def test_redact_keeps_ordinary_lines(text: str) -> None:
     assert redact(text) == text
+
+
+def test_redact_data_redacts_every_string_and_keeps_keys() -> None:
+    status = {
+        "phase": "Failed",
+        "conditions": [{"type": "Ready", "message": f"fetch failed: token={HF_TOKEN}"}],
+        "build": {"lastLogLines": [f"using {AWS_KEY_ID}", "ok"], "attempts": 2},
+    }
+    out = redact_data(status)
+    assert HF_TOKEN not in str(out) and AWS_KEY_ID not in str(out)
+    assert out["conditions"][0]["message"].startswith("fetch failed: token=")
+    assert out["build"]["lastLogLines"][1] == "ok" and out["build"]["attempts"] == 2
+    assert status["conditions"][0]["message"].endswith(HF_TOKEN)  # the input is not modified
+
+
+def test_builder_report_and_progress_are_redacted(tmp_path: Path) -> None:
+    """The builder's termination message (Kubernetes copies it into the pod status) and progress
+    lines go through the same redactor as the operator's writes."""
+    report = build_report(status="Failed", reason="FetchFailed", message=f"401 for token {HF_TOKEN}")
+    assert HF_TOKEN not in json.dumps(report) and REDACTED in report["message"]
+    stream = io.StringIO()
+    progress = Progress(tmp_path / "progress.json", ("fetch",), stream=stream)
+    progress.start("fetch", f"downloading with Authorization: Bearer {HF_PLAIN}xyz")
+    assert HF_PLAIN not in stream.getvalue()
+    assert HF_PLAIN not in (tmp_path / "progress.json").read_text()
 
 
 def _record(msg: str, *args: object, **extra: object) -> logging.LogRecord:

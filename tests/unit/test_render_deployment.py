@@ -254,3 +254,29 @@ def test_child_names_are_valid_dns_labels() -> None:
     assert len(name) <= 63 and re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", name)
     assert child_name(long, "a") != child_name(long + "y", "a")
     assert child_name("llama") == "llama"
+
+
+def test_serving_pods_are_hardened_and_offline() -> None:
+    """Issue 24 item 5: one-node pods run as Triton's non-root ``triton-server`` user (uid 1000,
+    triton-inference-server/server build.py) with no capabilities; multi-node pods keep root for
+    sshd. Every serving pod loads only from the artifact (``HF_HUB_OFFLINE``). The real API server's
+    PodSecurity admission checks the levels in tests/integration/test_pod_security.py."""
+    _, dep = render(serving_params())
+    spec = dep["spec"]["template"]["spec"]
+    assert spec["securityContext"] == {
+        "seccompProfile": {"type": "RuntimeDefault"},
+        "runAsNonRoot": True,
+        "runAsUser": 1000,
+        "runAsGroup": 1000,
+    }
+    assert container(dep)["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    env = {e["name"]: e.get("value") for e in container(dep)["env"]}
+    assert env["HF_HUB_OFFLINE"] == "1" and env["HOME"] == "/tmp"
+    multi = serving_params(tensor_parallelism=8, pipeline_parallelism=2, gpus_per_node=8)
+    lws = desired_leaderworkerset(multi, desired_model_repository(multi))["spec"]["leaderWorkerTemplate"]
+    for template in (lws["leaderTemplate"], lws["workerTemplate"]):
+        assert "runAsUser" not in template["spec"]["securityContext"]
+        assert template["spec"]["containers"][0]["securityContext"] == {"allowPrivilegeEscalation": False}

@@ -50,7 +50,7 @@ import yaml
 from pydantic import ValidationError
 
 from engine_builder import tinymodel
-from engine_builder.contract import STAGE_HELP, STAGES
+from engine_builder.contract import STAGE_HELP, STAGES, verify_manifest
 from engine_builder.convert import convert, copy_tokenizer
 from engine_builder.fetch import fetch
 from engine_builder.inspection import inspect_model, read_hf_config
@@ -59,6 +59,7 @@ from engine_builder.planner import PlanInputError, lookup, plan_from_build_spec
 from engine_builder.planner.formats import KV_CACHE_DTYPES, format_info, kv_dtypes_without_backend, kv_info
 from engine_builder.progress import Progress
 from engine_builder.quantize import needs_quantization, quantize
+from engine_builder.redaction import redact
 from engine_builder.report import BuildError, build_report, write_termination_log
 from engine_builder.spec import BuildSpec, canonical_json
 from engine_builder.trtllm_build import run_build, trtllm_build_command
@@ -561,13 +562,39 @@ def run(spec_path: Path, workdir: Path, from_stage: str | None, options: Options
     except MemoryError as exc:
         failure = BuildError("HostOutOfMemory", f"{exc}")
     except Exception as exc:
-        traceback.print_exc()
+        print(redact(traceback.format_exc()), file=sys.stderr, end="", flush=True)
         failure = BuildError("InternalError", f"{type(exc).__name__}: {exc}")
     finally:
         signal.signal(signal.SIGTERM, previous)
     if failure is not None and failure.stage is None:
         failure.stage = current
     return _report(ctx, failure, termination_log, progress, workdir)
+
+
+def _verify_published(pkg: dict[str, Any], key: str) -> BuildError | None:
+    """Read back the ``manifest.json`` the package stage published and check it the way
+    ``trtllm-operator cache import`` does (:func:`engine_builder.contract.verify_manifest`: key,
+    digest, file list), that its digest is the one reported, and that every file it lists (what
+    serving loads) is in place with its recorded size. A success is reported only after this."""
+    path = Path(str(pkg.get("manifest_path") or ""))
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        verify_manifest(manifest, expected_key=key)
+    except (OSError, ValueError) as exc:
+        return _unverified(f"manifest {path}: {exc}")
+    if manifest["manifestDigest"] != pkg.get("manifest_digest"):
+        return _unverified(f"manifest {path}: digest {manifest['manifestDigest']} is not the packaged one")
+    for entry in manifest["files"]:
+        target = path.parent / entry["path"]
+        if not target.is_file() or target.stat().st_size != entry["size"]:
+            return _unverified(f"{target}: missing or not {entry['size']} bytes as the manifest lists")
+    return None
+
+
+def _unverified(message: str) -> BuildError:
+    error = BuildError("InternalError", f"the published artifact does not verify: {message}")
+    error.stage = "report"
+    return error
 
 
 def _report(
@@ -596,6 +623,8 @@ def _report(
             pkg.get("manifest_digest"),
             pkg.get("size_bytes"),
         )
+        if failure is None:
+            failure = _verify_published(pkg, ctx.engine_key)
     if failure is not None:
         report = build_report(
             status="Failed",

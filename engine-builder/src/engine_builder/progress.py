@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from engine_builder.contract import PROGRESS_PREFIX
+from engine_builder.redaction import redact
 
 
 def progress_line(state: dict[str, Any]) -> str:
@@ -103,7 +104,7 @@ class Progress:
             "total": total,
             "unit": unit or None,
             "etaSeconds": None if eta is None else round(eta, 1),
-            "message": message or None,
+            "message": redact(message) if message else None,
             "updatedAt": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         }
         self.state = {k: v for k, v in self.state.items() if v is not None}
@@ -120,7 +121,7 @@ class Progress:
             if eta is not None and stage_percent is not None and stage_percent < 100:
                 parts.append(f"ETA {eta:.0f}s")
             if message:
-                parts.append(message)
+                parts.append(redact(message))
             print(" ".join(parts), file=self.stream, flush=True)
             print(progress_line(self.state), file=self.stream, flush=True)
         if self.path is not None and (force or now - self._last_write >= self.min_interval_s):

@@ -38,6 +38,8 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
+from engine_builder.redaction import redact
+
 Reason = Literal[
     "InternalError",
     "BadSpec",
@@ -146,12 +148,14 @@ def build_report(
     ``exitCode``, ``retryable``, ``engineKey``, ``artifactURI``, ``manifestDigest``
     (``sha256:<hex>``), ``sizeBytes``, ``stageTimings`` (seconds, 3 decimals, stages that ran in
     this run only), ``skipped``, ``resumed`` (stages whose record from an earlier run was reused).
-    ``None`` values are dropped. The message is shortened so the JSON stays ≤ 4 KiB.
+    ``None`` values are dropped. The message passes :func:`engine_builder.redaction.redact` (the
+    report becomes the pod's termination message, readable by anyone who can get pods) and is
+    shortened so the JSON stays ≤ 4 KiB.
     """
     report: dict[str, Any] = {
         "status": status,
         "reason": reason,
-        "message": message,
+        "message": redact(message),
         "stage": stage,
         "field": field,
         "exitCode": exit_code_for(status, reason),

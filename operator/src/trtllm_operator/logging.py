@@ -21,10 +21,10 @@ JSON lines (one object per line, keys sorted as below)::
 one. Text lines: ``[time] logger [LEVEL] [namespace/name] message``.
 
 Redaction (defence in depth: the operator never reads Secret values, but an exception message or a
-third-party library might echo a header or an environment variable): :func:`redact` replaces
-Hugging Face tokens (``hf_…``), AWS access key ids (``AKIA…``/``ASIA…``) and secret keys written as
-``key=value``, ``Bearer`` tokens, JWTs (service-account tokens) and ``password=``/``token=`` style
-values with ``[REDACTED]``, in the message, in exception text and in every extra string field.
+third-party library might echo a header or an environment variable): :func:`redact`, from
+:mod:`engine_builder.redaction` (the one redactor shared with status and Event writes and the
+builder's termination message; it lists the forms it covers), replaces credentials with
+``[REDACTED]`` in the message, in exception text and in every extra string field.
 """
 
 from __future__ import annotations
@@ -39,42 +39,9 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TextIO
 
-REDACTED = "[REDACTED]"
-
-#: (pattern, replacement) pairs, applied in order. Replacements keep the key so lines stay readable.
-_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    # Hugging Face user/org access tokens: hf_ + 30+ alphanumerics (api_org_… for org tokens).
-    (re.compile(r"\b(?:hf|api_org)_[A-Za-z0-9]{30,}\b"), REDACTED),
-    # AWS access key ids (long-term AKIA, temporary ASIA, …): 4-letter prefix + 16 upper alnum.
-    (re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b"), REDACTED),
-    # AWS secret access keys and session tokens written as key=value / "key": "value".
-    (
-        re.compile(
-            r"(?i)((?:aws_?)?(?:secret_?access_?key|session_?token)[\"']?\s*[:=]\s*[\"']?)[A-Za-z0-9/+=]{16,}"
-        ),
-        r"\1" + REDACTED,
-    ),
-    # HTTP Authorization: Bearer <token> (also "Basic <base64>").
-    (re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9\-._~+/]+=*"), r"\1\2" + REDACTED),
-    # JWTs (Kubernetes service-account tokens, OIDC id tokens): three base64url parts.
-    (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), REDACTED),
-    # password=…, token: …, api_key=… (a whole-word key followed by = or :).
-    (
-        re.compile(
-            r"(?i)\b((?:password|passwd|api[_-]?key|access[_-]?token|auth[_-]?token|token|secret)"
-            r"[\"']?\s*[:=]\s*[\"']?)(?!\[REDACTED\])[^\s\"',;}]{6,}"
-        ),
-        r"\1" + REDACTED,
-    ),
-)
-
-
-def redact(text: str) -> str:
-    """``text`` with every token pattern of this module replaced by ``[REDACTED]``."""
-    for pattern, replacement in _PATTERNS:
-        text = pattern.sub(replacement, text)
-    return text
-
+# One redactor for logs, status, Events and the builder's termination message (its module lists the
+# forms and their sources).
+from engine_builder.redaction import redact
 
 # ----------------------------------------------------------------------------- object context
 _object: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(

@@ -4,6 +4,8 @@ Events are ``core/v1`` Events with ``involvedObject`` pointing at the object, ``
 and ``reportingComponent`` set to the operator's name. Posting is best effort: a failure is logged
 and never fails a reconcile (an Event is a notification, the status is the contract).
 Reasons are stable CamelCase strings; each controller lists its own in ``docs/operator.md``.
+Messages pass :func:`engine_builder.redaction.redact` (Events are readable by anyone who can list
+Events in the namespace).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any, Literal
 
 from kubernetes.client.exceptions import ApiException
 
+from engine_builder.redaction import redact
 from trtllm_operator.api.wire import OPERATOR
 from trtllm_operator.decide.conditions import rfc3339
 from trtllm_operator.kube.client import EVENT, Kube
@@ -52,7 +55,7 @@ def post_event(
             "uid": meta.get("uid"),
         },
         "reason": reason,
-        "message": message[:MAX_MESSAGE],
+        "message": redact(message)[:MAX_MESSAGE],
         "type": type_,
         "action": action or reason,
         "source": {"component": OPERATOR},

@@ -14,7 +14,10 @@ write therefore goes through :func:`patch_status`:
 :func:`update_conditions` is the common case: merge conditions by ``type`` (keeping
 ``lastTransitionTime`` when the status did not change, :mod:`trtllm_operator.decide.conditions`)
 plus optional top-level status fields. Writes that would change nothing are skipped, so a
-level-based reconcile that finds nothing to do costs one GET and no write.
+level-based reconcile that finds nothing to do costs one GET and no write. Every string of a status
+patch passes :func:`engine_builder.redaction.redact_data` before it is compared and sent (builder
+log tails and exception texts end up in messages; status is readable by anyone who can get the
+object).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from engine_builder.redaction import redact_data
 from trtllm_operator.decide.conditions import merge_conditions
 from trtllm_operator.kube.client import Kube, Resource
 
@@ -75,6 +79,8 @@ def patch_status(
         if obj is None:
             return None
         patch = mutate(obj)
+        if patch:  # status is readable by anyone who can get the object: one redactor for every write
+            patch = redact_data(patch)
         if not patch or _subset_equal(patch, obj.get("status") or {}):
             return obj
         body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "status": dict(patch)}

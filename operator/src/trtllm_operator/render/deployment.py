@@ -15,7 +15,13 @@ docs/design.md §5:
 - the pod template carries the engine key (full, annotation; short, label) and a hash of every
   rendered file, so any change of engine or server settings rolls the pods;
 - ``strategy``: ``maxSurge: 0`` / ``maxUnavailable: 1`` unless ``spec.rollout`` says otherwise —
-  a surge pod would need GPUs that a full cluster does not have, and would sit Pending forever.
+  a surge pod would need GPUs that a full cluster does not have, and would sit Pending forever;
+- hardened (:func:`pod_security_context`): a one-node pod meets the ``restricted`` Pod Security
+  Standard (non-root as Triton's ``triton-server`` user, no privilege escalation, no capabilities,
+  ``RuntimeDefault`` seccomp); a LeaderWorkerSet pod runs the image's user (root), because its
+  workers run ``sshd`` for the leader's ``mpirun``, and meets ``baseline`` (docs/security.md);
+- offline: ``HF_HUB_OFFLINE=1`` — the tokenizer and every file a serving pod loads come from the
+  artifact; nothing is fetched from the Hub at serving time.
 """
 
 from __future__ import annotations
@@ -50,6 +56,16 @@ from trtllm_operator.render.serving import (
     metadata,
     selector_labels,
 )
+
+#: The serving user of NVIDIA's Triton images (the ``-trtllm-python-py3`` ones included): their
+#: Dockerfile creates ``triton-server`` with uid and gid 1000, "a user that can be used to run
+#: triton as non-root", and gives it the server's files (triton-inference-server/server
+#: ``build.py``, ``create_dockerfile_linux``: ``ENV TRITON_SERVER_USER=triton-server`` … ``[ `id -u
+#: $TRITON_SERVER_USER` -eq 1000 ]``). The images' default user stays root.
+TRITON_SERVER_UID = 1000
+#: HOME of the serving processes: the ``triton-server`` user has no home directory in the image
+#: (``useradd`` without ``-m``), and Python libraries (transformers, torch) write caches below HOME.
+SERVING_HOME = "/tmp"
 
 #: Startup probe period (seconds).
 STARTUP_PERIOD_SECONDS = 10
@@ -212,6 +228,24 @@ def fetch_container(params: ServingParams) -> dict[str, Any]:
     }
 
 
+def pod_security_context(params: ServingParams) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(pod securityContext, container securityContext)`` of a serving pod.
+
+    Every pod: ``seccompProfile: RuntimeDefault`` and ``allowPrivilegeEscalation: false``. A one-node
+    pod also runs as :data:`TRITON_SERVER_UID` (``runAsNonRoot``) with every capability dropped —
+    the ``restricted`` Pod Security Standard (Kubernetes docs, "Pod Security Standards",
+    v1.34). A multi-node (LeaderWorkerSet) pod keeps the image's user and default capabilities:
+    its workers run ``sshd`` (host keys, privilege separation, ``/run/sshd``) for the leader's
+    ``mpirun``, which needs root — the ``baseline`` standard.
+    """
+    pod: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
+    container: dict[str, Any] = {"allowPrivilegeEscalation": False}
+    if not params.multi_node:
+        pod.update({"runAsNonRoot": True, "runAsUser": TRITON_SERVER_UID, "runAsGroup": TRITON_SERVER_UID})
+        container["capabilities"] = {"drop": ["ALL"]}
+    return pod, container
+
+
 def pod_labels(params: ServingParams) -> dict[str, str]:
     """User pod labels, then ours (ours win: the selector and the engine-key count depend on them)."""
     return {**params.pod_labels, **common_labels(params), LABEL_ENGINE_KEY: params.short_key}
@@ -237,6 +271,7 @@ def pod_template(
             "data": configmap["data"],
         }
     )
+    pod_security, container_security = pod_security_context(params)
     container: dict[str, Any] = {
         "name": SERVER_CONTAINER,
         "image": params.image,
@@ -258,7 +293,13 @@ def pod_template(
             {"name": "model-repository", "mountPath": MODEL_REPOSITORY},
             {"name": "shm", "mountPath": "/dev/shm"},
         ],
-        "env": [{"name": "ENGINE_KEY", "value": params.engine_key}, *(extra_env or [])],
+        "env": [
+            {"name": "ENGINE_KEY", "value": params.engine_key},
+            {"name": "HF_HUB_OFFLINE", "value": "1"},
+            {"name": "HOME", "value": SERVING_HOME},
+            *(extra_env or []),
+        ],
+        "securityContext": container_security,
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     if params.artifact_s3 is not None:  # an emptyDir filled by the init container: no subPath
@@ -268,6 +309,7 @@ def pod_template(
     spec: dict[str, Any] = {
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
+        "securityContext": pod_security,
         "terminationGracePeriodSeconds": 60,
         "affinity": affinity(params),
         "containers": [container],
@@ -282,7 +324,7 @@ def pod_template(
         ],
     }
     if params.artifact_s3 is not None:
-        spec["initContainers"] = [fetch_container(params)]
+        spec["initContainers"] = [{**fetch_container(params), "securityContext": dict(container_security)}]
     if params.node_selector:
         spec["nodeSelector"] = dict(params.node_selector)
     if params.tolerations:

@@ -1,0 +1,138 @@
+"""Rendered serving pods against the real API server's Pod Security admission (issue 24, item 5).
+
+Kubernetes' built-in ``PodSecurity`` admission plugin (enabled by default in kube-apiserver v1.34)
+enforces the Pod Security Standards on a namespace labelled
+``pod-security.kubernetes.io/enforce=<level>`` (kubernetes.io, "Pod Security Admission" and "Pod
+Security Standards"). Each test creates a Pod from the pod template the operator renders, with
+``dryRun=All`` (admission runs, nothing is stored), in a namespace enforcing the level the pod
+claims, and shows the check can fail: the same pod without its security context is refused.
+
+* one-node replicas (Deployment pods, with and without the S3 fetch init container): ``restricted``;
+* multi-node replicas (LeaderWorkerSet leader and worker pods, which run ``sshd``/``mpirun`` as the
+  image's root user): ``baseline``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from kubernetes import client
+from support.cluster import LocalCluster
+
+from trtllm_operator.decide.serving_params import OwnerRef, S3Artifact, ServingParams
+from trtllm_operator.render.deployment import desired_deployment
+from trtllm_operator.render.leaderworkerset import desired_leaderworkerset
+from trtllm_operator.render.model_repository import desired_model_repository
+
+pytestmark = pytest.mark.slow
+
+KEY = "c" * 64
+ENFORCE = "pod-security.kubernetes.io/enforce"
+
+
+def a_replica(**overrides: Any) -> ServingParams:
+    base = ServingParams(
+        name="llama",
+        namespace="team-a",
+        owner=OwnerRef("llama", "uid-1"),
+        engine_name="llama-fp8",
+        engine_key=KEY,
+        backend="tensorrt",
+        image="nvcr.io/nvidia/tritonserver:25.05-trtllm-python-py3",
+        gpu_product="NVIDIA-H100-80GB-HBM3",
+        artifact_claim="engines",
+        artifact_sub_path=f"trtllm/{KEY}",
+    )
+    return replace(base, **overrides)
+
+
+def templates(params: ServingParams) -> dict[str, dict[str, Any]]:
+    """Every pod template the operator renders for ``params``, by role."""
+    cm = desired_model_repository(params)
+    if not params.multi_node:
+        return {"server": desired_deployment(params, cm)["spec"]["template"]}
+    lws = desired_leaderworkerset(params, cm)["spec"]["leaderWorkerTemplate"]
+    return {"leader": lws["leaderTemplate"], "worker": lws["workerTemplate"]}
+
+
+def without_security_context(template: dict[str, Any]) -> dict[str, Any]:
+    stripped = copy.deepcopy(template)
+    stripped["spec"].pop("securityContext", None)
+    for c in stripped["spec"].get("containers", []) + stripped["spec"].get("initContainers", []):
+        c.pop("securityContext", None)
+    return stripped
+
+
+@pytest.fixture
+def core(cluster: LocalCluster) -> client.CoreV1Api:
+    return client.CoreV1Api(cluster.api)
+
+
+@pytest.fixture
+def enforcing(cluster: LocalCluster, core: client.CoreV1Api) -> Iterator[Any]:
+    """``enforcing(level)`` → a fresh namespace that enforces ``level``."""
+    created: list[str] = []
+
+    def make(level: str) -> str:
+        ns = cluster.create_namespace(f"psa-{level}")
+        core.patch_namespace(ns, {"metadata": {"labels": {ENFORCE: level, f"{ENFORCE}-version": "v1.34"}}})
+        created.append(ns)
+        return ns
+
+    yield make
+    for ns in created:
+        cluster.delete_namespace(ns)
+
+
+def admit(core: client.CoreV1Api, namespace: str, template: dict[str, Any], name: str) -> str | None:
+    """Create a Pod from ``template`` with ``dryRun=All``: None when admitted, else the refusal."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {**template["metadata"], "name": name}}
+    pod["spec"] = template["spec"]
+    try:
+        core.create_namespaced_pod(namespace, pod, dry_run="All")
+    except client.ApiException as exc:
+        return str(json.loads(exc.body)["message"])
+    return None
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        a_replica(),
+        a_replica(tensor_parallelism=4),
+        a_replica(backend="pytorch", tensor_parallelism=2),
+        a_replica(
+            artifact_claim="",
+            artifact_sub_path="",
+            artifact_s3=S3Artifact(bucket="engines", prefix=f"cache/{KEY}", endpoint=None, secret="s3"),
+        ),
+    ],
+    ids=["tp1", "tp4", "pytorch-tp2", "s3-fetch-init"],
+)
+def test_one_node_serving_pods_meet_restricted(
+    core: client.CoreV1Api, enforcing: Any, params: ServingParams
+) -> None:
+    ns = enforcing("restricted")
+    for role, template in templates(params).items():
+        assert admit(core, ns, template, f"{role}-ok") is None, role
+        refusal = admit(core, ns, without_security_context(template), f"{role}-bare")
+        assert refusal is not None and 'violates PodSecurity "restricted' in refusal, refusal
+
+
+def test_multi_node_serving_pods_meet_baseline_not_restricted(core: client.CoreV1Api, enforcing: Any) -> None:
+    """LeaderWorkerSet pods run sshd and mpirun as the image's root user: baseline, not restricted
+    (documented in docs/security.md); they still drop privilege escalation and use RuntimeDefault."""
+    params = a_replica(tensor_parallelism=8, pipeline_parallelism=2, gpus_per_node=8)
+    baseline, restricted = enforcing("baseline"), enforcing("restricted")
+    for role, template in templates(params).items():
+        assert admit(core, baseline, template, f"{role}-ok") is None, role
+        refusal = admit(core, restricted, template, f"{role}-restricted")
+        assert refusal is not None and "runAsNonRoot" in refusal, refusal
+        spec = template["spec"]
+        assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert spec["containers"][0]["securityContext"]["allowPrivilegeEscalation"] is False
