@@ -30,7 +30,6 @@ import re
 import shlex
 import shutil
 import signal
-import socket
 import string
 import subprocess
 import sys
@@ -49,6 +48,7 @@ from trtllm_operator.api.wire import LABEL_SECRET_USABLE
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "hack"))
 import tritoncpu  # noqa: E402
+from localcluster import free_port  # noqa: E402  (the operator binds them itself: a residual race)
 from tritoncpu.load import LoadGenerator  # noqa: E402
 
 WORK = Path(os.environ.get("TRTLLM_DEMO_DIR") or ROOT / ".local" / "demo").resolve()
@@ -123,12 +123,6 @@ class Step:
 
 
 # ------------------------------------------------------------------------------------ helpers
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def http_json(url: str, method: str = "GET", body: Any = None, timeout: float = 5.0) -> Any:
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})

@@ -21,7 +21,7 @@ import kubernetes_validate
 import pytest
 import yaml
 from localcluster import ClusterError, find_bin_dir
-from test_render_deployment import a_deployment
+from support.serving import serving_params
 
 from trtllm_operator.cli import build_parser
 from trtllm_operator.commands._schema import _strict
@@ -238,7 +238,7 @@ def test_monitoring_objects_validate_against_the_upstream_crds(
 def serving_pods() -> dict[str, dict[str, Any]]:
     """Pod templates the operator renders: a one-node replica's pod, a LeaderWorkerSet's leader and
     worker (trtllm_operator.render, the same code the controller runs)."""
-    base = a_deployment(tensor_parallelism=2)
+    base = serving_params(tensor_parallelism=2)
     one = replace(base, gpus_per_node=8)
     multi = replace(base, gpus_per_node=1)
     lws = desired_leaderworkerset(multi, desired_model_repository(multi))["spec"]["leaderWorkerTemplate"]

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
 import json
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
+from support.engine_decisions import H100, LLAMA70B, NOW, TINY, good_report, job, observe, pod, prepared, spec
 
 from engine_builder.report import EXIT_CODES, build_report
 from trtllm_operator.decide.conditions import condition, merge_conditions
@@ -27,47 +26,8 @@ from trtllm_operator.decide.engine import (
 from trtllm_operator.decide.engine_cache import artifact_record, record_from_build
 from trtllm_operator.decide.engine_failure import classify_failure, parse_report, unschedulable_message
 from trtllm_operator.decide.engine_hints import builder_claims, claim_state
-from trtllm_operator.decide.engine_spec import InvalidEngine, PreparedEngine, prepare_engine
+from trtllm_operator.decide.engine_spec import InvalidEngine, prepare_engine
 from trtllm_operator.decide.storage import builder_job_name, cache_entry_name
-
-CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "model-configs"
-H100 = "NVIDIA-H100-80GB-HBM3"
-NOW = "2026-11-29T19:00:00Z"
-
-
-def config(name: str) -> dict[str, Any]:
-    return dict(json.loads((CONFIGS / f"{name}.json").read_text()))
-
-
-TINY = config("TinyLlama__TinyLlama-1.1B-Chat-v1.0")
-LLAMA70B = config("meta-llama__Llama-3.1-70B-Instruct")
-
-
-def spec(**changes: Any) -> dict[str, Any]:
-    """A valid LLMEngine spec (TinyLlama FP8 on H100, S3 storage) with dotted-path ``changes``."""
-    base: dict[str, Any] = {
-        "model": {"source": "hf://TinyLlama/TinyLlama-1.1B-Chat-v1.0"},
-        "runtime": {"image": "nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3"},
-        "quantization": {"format": "fp8", "kvCacheDtype": "fp8"},
-        "gpu": {"product": H100},
-        "storage": {"s3": {"bucket": "engines", "prefix": "cache"}},
-    }
-    out = copy.deepcopy(base)
-    for path, value in changes.items():
-        node = out
-        *parents, leaf = path.split("__")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = value
-    return out
-
-
-def prepared(
-    s: dict[str, Any] | None = None, hf: dict[str, Any] | None = TINY, name: str = "e"
-) -> PreparedEngine:
-    result = prepare_engine(name, s or spec(), hf_config=hf)
-    assert isinstance(result, PreparedEngine), result
-    return result
 
 
 # ----------------------------------------------------------------------------- engine key
@@ -180,42 +140,6 @@ def test_storage_identities_and_names() -> None:
 
 
 # ----------------------------------------------------------------------------- phases
-def job(*conditions: tuple[str, str], **status: Any) -> dict[str, Any]:
-    return {
-        "metadata": {"name": "build-x", "ownerReferences": []},
-        "spec": {"activeDeadlineSeconds": 600},
-        "status": {
-            "conditions": [{"type": t, "status": "True", "reason": r} for t, r in conditions],
-            **status,
-        },
-    }
-
-
-def pod(
-    phase: str, *, exit_code: int | None = None, message: str | None = None, **extra: Any
-) -> dict[str, Any]:
-    status: dict[str, Any] = {"phase": phase, **extra}
-    if exit_code is not None:
-        term: dict[str, Any] = {"exitCode": exit_code, "reason": "Error" if exit_code else "Completed"}
-        if message is not None:
-            term["message"] = message
-        status["containerStatuses"] = [{"name": "builder", "state": {"terminated": term}}]
-    return {"metadata": {"creationTimestamp": "2026-11-29T18:00:00Z"}, "status": status}
-
-
-def observe(**kw: Any) -> EngineObservation:
-    base: dict[str, Any] = {
-        "generation": 1,
-        "status": {},
-        "cache_entry": None,
-        "job": None,
-        "pods": [],
-        "queue": BuildQueue(0, 2, 0),
-    }
-    base.update(kw)
-    return EngineObservation(**base)
-
-
 def conds(decision: Any) -> dict[str, tuple[str, str]]:
     return {c["type"]: (c["status"], c["reason"]) for c in decision.conditions}
 
@@ -286,16 +210,6 @@ def test_completed_job_records_the_artifact_from_the_report() -> None:
         "ArtifactComplete": ("True", "Complete"),
     }
     assert d.status["artifact"]["partial"] is False
-
-
-def good_report(p: Any, **changes: Any) -> dict[str, Any]:
-    fields: dict[str, Any] = {
-        "status": "Succeeded",
-        "engine_key": p.key,
-        "artifact_uri": f"s3://engines/cache/{p.key}",
-        "manifest_digest": "sha256:" + "1" * 64,
-    }
-    return build_report(**{**fields, **changes})
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from test_engine_decide import NOW, good_report, job, observe, pod, prepared
+from support.engine_decisions import NOW, good_report, job, observe, pod, prepared
 
 from engine_builder.pipeline import STAGES
 from engine_builder.progress import PROGRESS_PREFIX, Progress
