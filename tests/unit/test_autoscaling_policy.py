@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trtllm_operator.decide.autoscaling import (
+    BATCH_UTILIZATION,
     DEFAULT_SCALE_DOWN,
     DEFAULT_SCALE_UP,
     HPA_DEFAULT_SCALE_DOWN,
@@ -30,6 +31,7 @@ from trtllm_operator.decide.autoscaling import (
 )
 
 NOW = 1_800_000_000.0
+QUEUE, KV, BATCH = QUEUE_DEPTH_PER_REPLICA, KV_CACHE_UTILIZATION, BATCH_UTILIZATION
 
 #: No windows and rate limits too wide to matter: isolates the per-signal arithmetic.
 IMMEDIATE_UP = ScalingRules(0, (RateLimit("Percent", 10_000, 1),))
@@ -55,7 +57,7 @@ def both(**kw: object) -> Policy:
 
 
 def ready(q: float | None = None, kv: float | None = None, b: float | None = None) -> PodSignals:
-    return PodSignals("p", PodState.READY, q, kv, b)
+    return PodSignals("p", PodState.READY, {QUEUE: q, KV: kv, BATCH: b})
 
 
 def batch(target: float = 0.5, **kw: object) -> Policy:
@@ -72,7 +74,7 @@ def unschedulable() -> PodSignals:
 
 
 def terminating(q: float = 100.0) -> PodSignals:
-    return PodSignals("t", PodState.TERMINATING, q, 1.0)
+    return PodSignals("t", PodState.TERMINATING, {QUEUE: q, KV: 1.0})
 
 
 @dataclass
@@ -724,8 +726,7 @@ pods = st.lists(
         PodSignals,
         st.just("p"),
         st.sampled_from(list(PodState)),
-        st.none() | st.floats(0, 200),
-        st.none() | st.floats(0, 1),
+        st.fixed_dictionaries({QUEUE: st.none() | st.floats(0, 200), KV: st.none() | st.floats(0, 1)}),
     ),
     max_size=12,
 )

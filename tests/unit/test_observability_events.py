@@ -136,6 +136,11 @@ def _engine_event_reasons() -> set[str]:
         # the spec's own reasons, and what the admin's policy refuses (handlers/engine.py)
         "invalid.reason": {decide_engine.R_INVALID_SPEC, decide_engine.R_DOES_NOT_FIT} | _POLICY_REASONS,
         "failure.reason": failures,
+        "unverified.reason": {
+            engine_failure.REASON_ARTIFACT_MISSING,
+            engine_failure.REASON_ARTIFACT_UNVERIFIED,
+            engine_failure.REASON_UNKNOWN,
+        },
     }
     out: set[str] = set()
     for expr, func in _calls(tree, "_event_for", 2):
@@ -184,12 +189,37 @@ def _deployment_condition_reasons() -> set[str]:
     return out
 
 
+def _autoscaler_event_reasons() -> set[str]:
+    """Reasons of the ``Event``s decide/autoscaler.py hands the autoscaler handler: the scale Events,
+    the InsufficientGPU Warning, and ``external_failed``'s reasons (the handler's call arguments)."""
+    tree = _module(SRC / "decide" / "autoscaler.py")
+    consts = _constants(tree)
+    handler = _module(SRC / "handlers" / "autoscaler.py")
+    failed: set[str] = set()
+    for expr, _ in _calls(handler, "external_failed", 0):
+        assert isinstance(expr, ast.Constant), ast.unparse(expr)
+        failed.add(expr.value)
+    dynamic = {
+        # posted only when decision.limited == Reason.INSUFFICIENT_GPU
+        "str(decision.limited)": {str(Reason.INSUFFICIENT_GPU)},
+    }
+    out: set[str] = set()
+    for expr, func in _calls(tree, "Event", 0):
+        if func.name == "external_failed" and isinstance(expr, ast.Name) and expr.id == "reason":
+            out |= failed
+            continue
+        out |= _resolve(expr, func, consts, lambda e: dynamic.get(e) or _no_dynamic(e))
+    return out
+
+
 def _posted_in_code() -> set[str]:
+    autoscaler = _autoscaler_event_reasons()
     dynamic = {
         # handlers/plumbing.write_outcome posts the Events of both controllers' outcomes
         "event.reason": _engine_event_reasons() | _deployment_condition_reasons(),
-        # posted only when decision.limited == Reason.INSUFFICIENT_GPU (handlers/autoscaler.py)
-        "str(decision.limited)": {str(Reason.INSUFFICIENT_GPU)},
+        # handlers/autoscaler.py posts the Events decide/autoscaler.py decided
+        "outcome.scale_event.reason": autoscaler,
+        "warning.reason": autoscaler,
     }
     out: set[str] = set()
     for path in sorted((SRC / "handlers").glob("*.py")):

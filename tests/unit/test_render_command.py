@@ -217,3 +217,36 @@ def test_offline_check_accepts_the_valid_fixtures(path: Path) -> None:
     for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
         if isinstance(doc, dict):
             assert manifest_errors(doc) == []
+
+
+def test_model_config_runs_the_planner_checks_the_operator_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without the model's config.json the planner's checks cannot run: render says so on stderr;
+    with ``--model-config`` a tensor parallelism that does not divide Llama-3.1-8B's 32 attention
+    heads (its public config.json) is refused as the operator refuses it (InvalidSpec)."""
+    dep, engine = _example_pair()
+    engine["spec"]["parallelism"]["tensor"] = 3
+    (tmp_path / "all.yaml").write_text(yaml.safe_dump_all([engine, dep]))
+    config = REPO / "tests" / "fixtures" / "model-configs" / "meta-llama__Llama-3.1-8B-Instruct.json"
+    assert main(["render", "-f", str(tmp_path / "all.yaml")]) == 0
+    assert "--model-config" in capsys.readouterr().err
+    assert main(["render", "-f", str(tmp_path / "all.yaml"), "--model-config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "spec.parallelism.tensor: tensor parallelism 3 does not divide the 32 attention heads" in err
+    assert ".;" not in err  # several reasons read as sentences
+    engine["spec"]["parallelism"]["tensor"] = 2
+    (tmp_path / "all.yaml").write_text(yaml.safe_dump_all([engine, dep]))
+    assert (
+        main(["render", "-n", "team-a", "-f", str(tmp_path / "all.yaml"), "--model-config", str(config)]) == 0
+    )
+    captured = capsys.readouterr()
+    assert "skipped" not in captured.err
+    assert all(d["metadata"]["namespace"] == "team-a" for d in yaml.safe_load_all(captured.out))
+    assert main(["render", "-f", str(tmp_path / "all.yaml"), "--model-config", str(tmp_path)]) == 2
+    assert "--model-config: cannot read" in capsys.readouterr().err
+
+
+def test_lws_refusal_names_the_offline_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["render", "-f", str(REPO / "examples" / "llama-3.1-405b-fp8-multinode.yaml")]) == 1
+    assert "pass --lws" in capsys.readouterr().err

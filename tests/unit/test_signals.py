@@ -9,6 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
+from trtllm_operator.api.signals import BATCH_UTILIZATION as BATCH
+from trtllm_operator.api.signals import KV_CACHE_UTILIZATION as KV
+from trtllm_operator.api.signals import QUEUE_DEPTH_PER_REPLICA as QUEUE
 from trtllm_operator.decide.autoscaling import PodState
 from trtllm_operator.metrics.prometheus import (
     BATCH_UTILIZATION_RECORD,
@@ -196,7 +199,7 @@ def test_scrape_pods_reads_ready_pods_only_and_tolerates_failures() -> None:
     ]
     out = scrape_pods(pods, port=8002, fetch=fetch)
     assert sorted(fetched) == [f"http://127.1.0.{i}:8002/metrics" for i in (5, 6, 7)]
-    assert [(p.name, p.state, p.queue_depth) for p in out] == [
+    assert [(p.name, p.state, p.value(QUEUE)) for p in out] == [
         ("a", PodState.READY, 3.0),
         ("b", PodState.READY, None),
         ("c", PodState.READY, None),
@@ -204,7 +207,7 @@ def test_scrape_pods_reads_ready_pods_only_and_tolerates_failures() -> None:
         ("e", PodState.UNSCHEDULABLE, None),
         ("f", PodState.READY, None),
     ]
-    assert out[0].kv_cache_utilization == pytest.approx(3042 / 6240)
+    assert out[0].value(KV) == pytest.approx(3042 / 6240)
 
 
 # --- Prometheus ---------------------------------------------------------------------------------
@@ -265,7 +268,7 @@ def test_prometheus_pods_maps_series_to_ready_pods() -> None:
 
     pods = [pod("a"), pod("b"), pod("c"), pod("d", ready="False")]
     out = prometheus_pods("http://prom", "ns", pods, get=get)
-    assert [(p.name, p.state, p.queue_depth, p.kv_cache_utilization, p.batch_utilization) for p in out] == [
+    assert [(p.name, p.state, p.value(QUEUE), p.value(KV), p.value(BATCH)) for p in out] == [
         ("a", PodState.READY, 6.0, 0.5, 0.75),
         ("b", PodState.READY, None, 1.0, None),
         ("c", PodState.READY, None, None, 0.0),

@@ -46,10 +46,25 @@ def test_snapshot_maps_pod_states_and_metrics() -> None:
         asc.PodState.UNSCHEDULABLE,
         asc.PodState.TERMINATING,
     ]
-    assert (snap.pods[0].queue_depth, snap.pods[0].kv_cache_utilization) == (3.0, 0.25)
-    assert (snap.pods[1].queue_depth, snap.pods[1].kv_cache_utilization) == (None, None)
+    assert (
+        snap.pods[0].value(asc.QUEUE_DEPTH_PER_REPLICA),
+        snap.pods[0].value(asc.KV_CACHE_UTILIZATION),
+    ) == (
+        3.0,
+        0.25,
+    )
+    assert (
+        snap.pods[1].value(asc.QUEUE_DEPTH_PER_REPLICA),
+        snap.pods[1].value(asc.KV_CACHE_UTILIZATION),
+    ) == (
+        None,
+        None,
+    )
     # batch utilization = (active + waiting) / max = (10 + 3) / 26
-    assert (snap.pods[0].batch_utilization, snap.pods[1].batch_utilization) == (0.5, None)
+    assert (snap.pods[0].value(asc.BATCH_UTILIZATION), snap.pods[1].value(asc.BATCH_UTILIZATION)) == (
+        0.5,
+        None,
+    )
 
 
 def test_baselines_are_the_shared_policy_with_other_settings() -> None:

@@ -12,10 +12,11 @@ changing ``engineRef`` rolls the fleet to the other engine.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, create_model
 
 from trtllm_operator.api.common import (
     Affinity,
@@ -38,6 +39,7 @@ from trtllm_operator.api.common import (
     mx,
     reserved_label_keys_rule,
 )
+from trtllm_operator.api.signals import EXTERNAL_MODES, SIGNALS, Signal, snake
 from trtllm_operator.api.wire import (
     FETCH_CONTAINER,
     LABEL_COMPONENT,
@@ -207,34 +209,44 @@ class ServerSpec(ApiModel):
     )
 
 
-class QueueAndKVTargets(ApiModel):
-    """Per-signal targets; desired replicas is the maximum over the signals that are set."""
-
-    model_config = model_config(
-        fraction_rule("kvCacheUtilization", example=0.8),
-        fraction_rule("batchUtilization", example=0.5),
+def targets_model(signals: Sequence[Signal]) -> type[ApiModel]:
+    """``spec.autoscaling.targets``: one optional field per signal of ``signals`` (the registry,
+    :mod:`trtllm_operator.api.signals`), > 0, or in (0, 1] with the percentage rule for fractions."""
+    fields: dict[str, Any] = {
+        s.attr: (
+            float | None,
+            Field(default=None, gt=0, le=1 if s.fraction else None, description=s.target_description),
+        )
+        for s in signals
+    }
+    base = type(
+        "_Targets",
+        (ApiModel,),
+        {
+            "model_config": model_config(
+                *(fraction_rule(s.name, example=s.example) for s in signals if s.fraction)
+            ),
+            "__module__": __name__,
+        },
+    )
+    return create_model(
+        "QueueAndKVTargets",
+        __base__=base,
+        __module__=__name__,
+        __doc__="Per-signal targets; desired replicas is the maximum over the signals that are set.",
+        **fields,
     )
 
-    queue_depth_per_replica: float | None = Field(
-        default=None,
-        gt=0,
-        description="Target waiting requests per ready replica "
-        '(nv_trt_llm_request_metrics{request_type="waiting"}).',
-    )
-    kv_cache_utilization: float | None = Field(
-        default=None,
-        gt=0,
-        le=1,
-        description="Target KV-cache utilization (used / max blocks) per replica, in (0, 1].",
-    )
-    batch_utilization: float | None = Field(
-        default=None,
-        gt=0,
-        le=1,
-        description="Target inflight-batch utilization per replica, in (0, 1]: (active + waiting "
-        'requests) / max requests (nv_trt_llm_request_metrics{request_type="active"|"waiting"|"max"}); '
-        "above 1 when requests wait. Recommended 0.5 (docs/autoscaling.md).",
-    )
+
+def targets_of(targets: ApiModel, signals: Sequence[Signal] = SIGNALS) -> dict[str, float | None]:
+    """``spec.autoscaling.targets`` by signal name (``None``: unset), in registry order."""
+    return {s.name: getattr(targets, s.attr, None) for s in signals}
+
+
+if TYPE_CHECKING:
+    QueueAndKVTargets = ApiModel
+else:
+    QueueAndKVTargets = targets_model(SIGNALS)
 
 
 class ScalingRules(ApiModel):
@@ -322,11 +334,49 @@ class MetricsSpec(ApiModel):
 #: interceptor) is what scale to zero needs; the API has none yet, so the rule refuses 0 outright.
 SCALE_TO_ZERO_REFUSAL = (
     "minReplicas 0 (scale to zero) could never scale back up: every autoscaling trigger "
-    "(targets.queueDepthPerReplica, targets.kvCacheUtilization, targets.batchUtilization) is read "
+    f"({', '.join(f'targets.{s.name}' for s in SIGNALS)}) is read "
     "from the serving pods' own metrics, which vanish with the last pod, and no trigger that exists "
     "without serving pods (a request queue in front of them) is configured or can be; set "
     "minReplicas: 1 or more"
 )
+
+
+def _one_of(items: Sequence[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} or {items[-1]}"
+
+
+def target_required_rule(signals: Sequence[Signal]) -> dict[str, str]:
+    """CEL: an enabled ``spec.autoscaling`` sets at least one target of ``signals``."""
+    return cel(
+        "!self.enabled || " + " || ".join(f"has(self.targets.{s.name})" for s in signals),
+        f"set at least one of {_one_of([f'targets.{s.name}' for s in signals])} when autoscaling is enabled",
+        field_path=".targets",
+        reason="FieldValueRequired",
+    )
+
+
+def mode_refusal_rules(signals: Sequence[Signal]) -> list[dict[str, str]]:
+    """CEL: one rule per (signal, external mode) the registry marks as not rendered, naming the
+    field, its value, why and the fix."""
+    rules = []
+    for s in signals:
+        for mode in EXTERNAL_MODES:
+            if s.rendered_in(mode):
+                continue
+            why = s.refused_modes[mode]
+            fix = f"unset targets.{s.name} or use mode builtin"
+            rules.append(
+                cel(
+                    f"!self.enabled || self.mode != '{mode}' || !has(self.targets.{s.name})",
+                    f"targets.{s.name} cannot drive mode {mode} ({why}); {fix}",
+                    message_expression=mx(
+                        f"targets.{s.name} %s cannot drive mode {mode} ({why}); {fix}",
+                        f"self.targets.{s.name}",
+                    ),
+                    field_path=f".targets.{s.name}",
+                )
+            )
+    return rules
 
 
 class AutoscalingSpec(ApiModel):
@@ -344,14 +394,8 @@ class AutoscalingSpec(ApiModel):
             field_path=".maxReplicas",
             reason="FieldValueRequired",
         ),
-        cel(
-            "!self.enabled || has(self.targets.queueDepthPerReplica) || has(self.targets.kvCacheUtilization)"
-            " || has(self.targets.batchUtilization)",
-            "set at least one of targets.queueDepthPerReplica, targets.kvCacheUtilization or "
-            "targets.batchUtilization when autoscaling is enabled",
-            field_path=".targets",
-            reason="FieldValueRequired",
-        ),
+        target_required_rule(SIGNALS),
+        *mode_refusal_rules(SIGNALS),
         cel("self.minReplicas >= 1", SCALE_TO_ZERO_REFUSAL, field_path=".minReplicas"),
         cel(
             "self.mode != 'keda' || self.metrics.source == 'prometheus'",
@@ -589,40 +633,49 @@ class ScalingDecision(ApiModel):
     message: str | None = Field(default=None, description="Human-readable explanation of the decision.")
 
 
-class AutoscalingStatus(ApiModel):
-    """Last observed signals and decisions. Status fields carry few bounds on purpose: the operator
-    must always be able to write what it measured."""
+def autoscaling_status_model(signals: Sequence[Signal]) -> type[ApiModel]:
+    """``status.autoscaling``: the last value of each signal of ``signals`` (and its × 100 printer
+    column where the registry asks for one), then the decision fields."""
+    fields: dict[str, Any] = {}
+    for s in signals:
+        fields[s.attr] = (float | None, Field(default=None, ge=0, description=s.status_description))
+        if s.status_percent:
+            fields[snake(s.percent_name)] = (
+                int | None,
+                Field(default=None, ge=0, description=f"{s.name} × 100, rounded (printer column)."),
+            )
+    fields.update(
+        desired_replicas=(int | None, Field(default=None, ge=0, description="Last computed desire.")),
+        last_scale_time=(datetime | None, Field(default=None, description="When replicas last changed.")),
+        last_decisions=(
+            Annotated[list[ScalingDecision], Field(max_length=20)] | None,
+            Field(default=None, description="Recent decisions, newest last."),
+        ),
+        policy_state=(
+            str | None,
+            Field(
+                default=None,
+                max_length=65536,
+                description="The built-in autoscaler's memory (JSON: recent recommendations and scale "
+                "events as [epoch seconds, replicas] pairs), so stabilization windows and rate limits "
+                "survive an operator restart. Written by the operator only.",
+            ),
+        ),
+    )
+    return create_model(
+        "AutoscalingStatus",
+        __base__=ApiModel,
+        __module__=__name__,
+        __doc__="Last observed signals and decisions. Status fields carry few bounds on purpose: the "
+        "operator must always be able to write what it measured.",
+        **fields,
+    )
 
-    queue_depth_per_replica: float | None = Field(
-        default=None, ge=0, description="Waiting requests per ready replica."
-    )
-    kv_cache_utilization: float | None = Field(
-        default=None,
-        ge=0,
-        description="KV-cache utilization averaged over ready replicas, normally 0-1 (not bounded "
-        "here: a status write must never fail on a metric glitch).",
-    )
-    kv_cache_utilization_percent: int | None = Field(
-        default=None, ge=0, description="kvCacheUtilization × 100, rounded (printer column)."
-    )
-    batch_utilization: float | None = Field(
-        default=None,
-        ge=0,
-        description="Inflight-batch utilization, (active + waiting) / max requests, averaged over "
-        "ready replicas (above 1 when requests wait).",
-    )
-    desired_replicas: int | None = Field(default=None, ge=0, description="Last computed desire.")
-    last_scale_time: datetime | None = Field(default=None, description="When replicas last changed.")
-    last_decisions: Annotated[list[ScalingDecision], Field(max_length=20)] | None = Field(
-        default=None, description="Recent decisions, newest last."
-    )
-    policy_state: str | None = Field(
-        default=None,
-        max_length=65536,
-        description="The built-in autoscaler's memory (JSON: recent recommendations and scale events as "
-        "[epoch seconds, replicas] pairs), so stabilization windows and rate limits survive an operator "
-        "restart. Written by the operator only.",
-    )
+
+if TYPE_CHECKING:
+    AutoscalingStatus = ApiModel
+else:
+    AutoscalingStatus = autoscaling_status_model(SIGNALS)
 
 
 class RecommendedChange(ApiModel):

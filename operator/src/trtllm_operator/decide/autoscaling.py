@@ -3,7 +3,8 @@
 One call of :func:`decide` is one autoscaler tick. It takes
 
 * a :class:`Snapshot` — the scale target's current ``spec.replicas`` and, per pod, its scheduling
-  state and the two Triton signals (queue depth and KV-cache utilization; ``None`` when missing);
+  state and its value of each signal of the registry (:mod:`trtllm_operator.api.signals`: queue
+  depth, KV-cache utilization, inflight-batch utilization; ``None`` when missing);
 * an :class:`AutoscalerState` — the recommendation history and recent scale events, the only memory
   the policy has (JSON-serialisable: the operator keeps it in ``status.autoscaling.policyState``,
   the simulator in memory);
@@ -80,13 +81,15 @@ Defaults and why (``DEFAULT_*`` below; the simulator's benchmark compares them w
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal
 
 from trtllm_operator.api import deployment as api
+from trtllm_operator.api import signals as registry
+from trtllm_operator.api.signals import BATCH_UTILIZATION, KV_CACHE_UTILIZATION, QUEUE_DEPTH_PER_REPLICA
 
 __all__ = [
     "BATCH_UTILIZATION",
@@ -119,20 +122,25 @@ __all__ = [
     "refuse_scale_to_zero",
     "rules_manifest",
     "scaling_rules_from_spec",
+    "signal_status",
 ]
 
-#: Signal names, as in ``spec.autoscaling.targets`` and ``status.autoscaling``.
-QUEUE_DEPTH_PER_REPLICA = "queueDepthPerReplica"
-KV_CACHE_UTILIZATION = "kvCacheUtilization"
-BATCH_UTILIZATION = "batchUtilization"
-SIGNALS: tuple[str, ...] = (QUEUE_DEPTH_PER_REPLICA, KV_CACHE_UTILIZATION, BATCH_UTILIZATION)
+#: Signal names, as in ``spec.autoscaling.targets`` and ``status.autoscaling`` (the registry,
+#: :data:`trtllm_operator.api.signals.SIGNALS`, has one record per signal).
+SIGNALS: tuple[str, ...] = registry.names()
 
 DEFAULT_TOLERANCE = 0.1
-DEFAULT_QUEUE_DEPTH_PER_REPLICA = 4.0
-DEFAULT_KV_CACHE_UTILIZATION = 0.8
+
+
+def _recommended(name: str) -> float:
+    return next(s.recommended for s in registry.SIGNALS if s.name == name)
+
+
+DEFAULT_QUEUE_DEPTH_PER_REPLICA = _recommended(QUEUE_DEPTH_PER_REPLICA)
+DEFAULT_KV_CACHE_UTILIZATION = _recommended(KV_CACHE_UTILIZATION)
 #: Recommended ``targets.batchUtilization`` (the simulator's ``builtin`` uses it; see the module
 #: docstring for why 0.5 and not Knative's 0.7).
-DEFAULT_BATCH_UTILIZATION = 0.5
+DEFAULT_BATCH_UTILIZATION = _recommended(BATCH_UTILIZATION)
 
 #: Digits kept when rounding ``ratio × pods`` before ``ceil``, so float noise (3.0000000001) does
 #: not add a replica. HPA computes in integer milli-units, which has the same effect.
@@ -255,28 +263,65 @@ HPA_DEFAULT_SCALE_DOWN = ScalingRules(
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Policy:
     """What :func:`decide` aims for; mirrors ``LLMDeployment.spec.autoscaling``.
 
-    Targets: ``queue_depth_per_replica`` (waiting requests per ready replica, > 0),
-    ``kv_cache_utilization`` (fraction of KV-cache blocks in use, in (0, 1]) and
-    ``batch_utilization`` ((active + waiting) / max requests, in (0, 1]); ``None`` disables a
-    signal (at least one must be enabled). ``tolerance``: relative dead band around each target.
+    Targets: one keyword per signal of the registry (:mod:`trtllm_operator.api.signals`), named as
+    the API model's attribute — ``queue_depth_per_replica`` (waiting requests per ready replica, > 0),
+    ``kv_cache_utilization`` (fraction of KV-cache blocks in use, in (0, 1]), ``batch_utilization``
+    ((active + waiting) / max requests, in (0, 1]) …; ``None`` disables a signal (at least one must be
+    enabled); a signal not given takes its registry ``policy_default``. They are kept, enabled only
+    and in registry order, in ``signal_targets`` and read with :meth:`targets` or as attributes.
+    ``tolerance``: relative dead band around each target.
 
-    Raises ``ValueError`` naming the ``spec.autoscaling`` field on an inconsistent policy.
+    Raises ``ValueError`` naming the ``spec.autoscaling`` field on an inconsistent policy, and
+    ``TypeError`` for a keyword that is no signal.
     """
 
-    min_replicas: int = 1
-    max_replicas: int = 10
-    queue_depth_per_replica: float | None = DEFAULT_QUEUE_DEPTH_PER_REPLICA
-    kv_cache_utilization: float | None = DEFAULT_KV_CACHE_UTILIZATION
-    batch_utilization: float | None = None
-    tolerance: float = DEFAULT_TOLERANCE
-    scale_up: ScalingRules = DEFAULT_SCALE_UP
-    scale_down: ScalingRules = DEFAULT_SCALE_DOWN
+    min_replicas: int
+    max_replicas: int
+    signal_targets: tuple[tuple[str, float], ...]
+    tolerance: float
+    scale_up: ScalingRules
+    scale_down: ScalingRules
 
-    def __post_init__(self) -> None:
+    def __init__(
+        self,
+        min_replicas: int = 1,
+        max_replicas: int = 10,
+        *,
+        tolerance: float = DEFAULT_TOLERANCE,
+        scale_up: ScalingRules = DEFAULT_SCALE_UP,
+        scale_down: ScalingRules = DEFAULT_SCALE_DOWN,
+        signal_targets: Iterable[tuple[str, float]] | None = None,
+        **targets: float | None,
+    ) -> None:
+        signals = registry.SIGNALS
+        unknown = sorted(set(targets) - {s.attr for s in signals})
+        if unknown:
+            raise TypeError(
+                f"Policy: unknown target(s) {', '.join(unknown)}; the signals are "
+                f"{', '.join(s.attr for s in signals)}"
+            )
+        # ``signal_targets`` (what dataclasses.replace passes): exactly these signals on, the rest off.
+        base = dict(signal_targets) if signal_targets is not None else None
+        chosen = [
+            (
+                s,
+                targets[s.attr]
+                if s.attr in targets
+                else (s.policy_default if base is None else base.get(s.name)),
+            )
+            for s in signals
+        ]
+        enabled = tuple((s.name, float(v)) for s, v in chosen if v is not None)
+        object.__setattr__(self, "min_replicas", min_replicas)
+        object.__setattr__(self, "max_replicas", max_replicas)
+        object.__setattr__(self, "signal_targets", enabled)
+        object.__setattr__(self, "tolerance", tolerance)
+        object.__setattr__(self, "scale_up", scale_up)
+        object.__setattr__(self, "scale_down", scale_down)
         if self.min_replicas < 1:
             raise ValueError(f"spec.autoscaling.minReplicas {self.min_replicas}: must be ≥ 1")
         if self.max_replicas < self.min_replicas:
@@ -284,42 +329,33 @@ class Policy:
                 f"spec.autoscaling.maxReplicas {self.max_replicas} is below minReplicas "
                 f"{self.min_replicas}: raise maxReplicas or lower minReplicas"
             )
-        if (
-            self.queue_depth_per_replica is None
-            and self.kv_cache_utilization is None
-            and (self.batch_utilization is None)
-        ):
+        if not enabled:
             raise ValueError(
-                "spec.autoscaling.targets: enable at least one of queueDepthPerReplica, "
-                "kvCacheUtilization, batchUtilization"
+                f"spec.autoscaling.targets: enable at least one of {', '.join(s.name for s in signals)}"
             )
-        if self.queue_depth_per_replica is not None and not self.queue_depth_per_replica > 0:
-            raise ValueError(
-                f"spec.autoscaling.targets.queueDepthPerReplica {self.queue_depth_per_replica}: must be > 0"
-            )
-        if self.kv_cache_utilization is not None and not 0 < self.kv_cache_utilization <= 1:
-            raise ValueError(
-                f"spec.autoscaling.targets.kvCacheUtilization {self.kv_cache_utilization}: "
-                "must be a fraction in (0, 1], e.g. 0.8"
-            )
-        if self.batch_utilization is not None and not 0 < self.batch_utilization <= 1:
-            raise ValueError(
-                f"spec.autoscaling.targets.batchUtilization {self.batch_utilization}: "
-                "must be a fraction in (0, 1], e.g. 0.8"
-            )
+        for s, value in chosen:
+            if value is None:
+                continue
+            if s.fraction and not 0 < value <= 1:
+                raise ValueError(
+                    f"spec.autoscaling.targets.{s.name} {value}: must be a fraction in (0, 1], "
+                    f"e.g. {s.example:g}"
+                )
+            if not value > 0:
+                raise ValueError(f"spec.autoscaling.targets.{s.name} {value}: must be > 0")
         if not 0 <= self.tolerance < 1:
             raise ValueError(f"spec.autoscaling.tolerance {self.tolerance}: must be in [0, 1), e.g. 0.1")
 
+    def __getattr__(self, attr: str) -> float | None:
+        """A signal's target by its attribute name (``policy.kv_cache_utilization``); ``None`` = off."""
+        for s in registry.SIGNALS:
+            if s.attr == attr:
+                return self.targets().get(s.name)
+        raise AttributeError(attr)
+
     def targets(self) -> dict[str, float]:
         """The enabled signals and their targets, by signal name."""
-        out: dict[str, float] = {}
-        if self.queue_depth_per_replica is not None:
-            out[QUEUE_DEPTH_PER_REPLICA] = self.queue_depth_per_replica
-        if self.kv_cache_utilization is not None:
-            out[KV_CACHE_UTILIZATION] = self.kv_cache_utilization
-        if self.batch_utilization is not None:
-            out[BATCH_UTILIZATION] = self.batch_utilization
-        return out
+        return dict(self.signal_targets)
 
     def history_seconds(self) -> int:
         """How long state entries matter: the longest window or rate-limit period."""
@@ -348,26 +384,26 @@ class PodState(StrEnum):
 class PodSignals:
     """One pod as the policy sees it.
 
-    ``queue_depth``: waiting requests (``nv_trt_llm_request_metrics{request_type="waiting"}``, or
-    ``nv_inference_pending_request_count``); ``kv_cache_utilization``: used/max KV-cache blocks,
-    a fraction in [0, 1]. ``None`` means missing or stale. Only READY pods' values are used.
+    ``values``: the pod's value of each signal, by signal name (:data:`SIGNALS`) — e.g. waiting
+    requests for ``queueDepthPerReplica`` (``nv_trt_llm_request_metrics{request_type="waiting"}``, or
+    ``nv_inference_pending_request_count``), used/max KV-cache blocks for ``kvCacheUtilization``. A
+    signal left out, or ``None``, is missing or stale. Only READY pods' values are used.
     """
 
     name: str
     state: PodState = PodState.READY
-    queue_depth: float | None = None
-    kv_cache_utilization: float | None = None
-    batch_utilization: float | None = None
+    values: Mapping[str, float | None] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.values) - set(registry.names()))
+        if unknown:
+            raise ValueError(f"unknown signal(s) {', '.join(unknown)}: use {', '.join(registry.names())}")
 
     def value(self, signal: str) -> float | None:
         """The value of ``signal`` (one of :data:`SIGNALS`)."""
-        if signal == QUEUE_DEPTH_PER_REPLICA:
-            return self.queue_depth
-        if signal == KV_CACHE_UTILIZATION:
-            return self.kv_cache_utilization
-        if signal == BATCH_UTILIZATION:
-            return self.batch_utilization
-        raise ValueError(f"unknown signal {signal!r}: use one of {', '.join(SIGNALS)}")
+        if signal not in registry.names():
+            raise ValueError(f"unknown signal {signal!r}: use one of {', '.join(registry.names())}")
+        return self.values.get(signal)
 
 
 @dataclass(frozen=True)
@@ -778,6 +814,19 @@ def decide(snapshot: Snapshot, state: AutoscalerState, policy: Policy, now: floa
     )
 
 
+def signal_status(signals: Mapping[str, float | None]) -> dict[str, float | int | None]:
+    """The signal fields of ``status.autoscaling`` for a decision's ``signals``: every registry signal
+    (``None`` clears one without data), rounded to its ``status_digits``, and ``<name>Percent`` where
+    the registry asks for a printer column."""
+    out: dict[str, float | int | None] = {}
+    for s in registry.SIGNALS:
+        value = signals.get(s.name)
+        out[s.name] = None if value is None else round(value, s.status_digits)
+        if s.status_percent:
+            out[s.percent_name] = None if value is None else round(value * 100)
+    return out
+
+
 def record_decision(
     previous: Sequence[Mapping[str, Any]], decision: Decision, limit: int = 10
 ) -> list[dict[str, Any]] | None:
@@ -841,15 +890,14 @@ def policy_from_spec(spec: api.AutoscalingSpec) -> Policy:
     if spec.max_replicas is None:
         raise ValueError("spec.autoscaling.maxReplicas is required when autoscaling is enabled: set it")
     refuse_scale_to_zero(spec)
+    targets = api.targets_of(spec.targets, registry.SIGNALS)
     return Policy(
         min_replicas=spec.min_replicas,
         max_replicas=spec.max_replicas,
-        queue_depth_per_replica=spec.targets.queue_depth_per_replica,
-        kv_cache_utilization=spec.targets.kv_cache_utilization,
-        batch_utilization=spec.targets.batch_utilization,
         tolerance=spec.tolerance,
         scale_up=scaling_rules_from_spec(spec.behavior.scale_up, DEFAULT_SCALE_UP),
         scale_down=scaling_rules_from_spec(spec.behavior.scale_down, DEFAULT_SCALE_DOWN),
+        signal_targets=tuple((name, value) for name, value in targets.items() if value is not None),
     )
 
 

@@ -27,6 +27,10 @@ by the LLMDeployment, keeps it up to date (patched only when its rendered hash c
 the one it owns when the mode changes or autoscaling is turned off. It never touches an object of
 the same name that it does not own (a Warning Event says so).
 
+Both modes reconcile as the engine controller does — observe → decide → act → write: what to write
+(conditions and their reasons, ``status.autoscaling``, Events, which child to render or remove) is
+decided by the pure :mod:`trtllm_operator.decide.autoscaler`; this module reads, patches and writes.
+
 Nothing here raises into kopf for expected problems (unreachable pods or Prometheus, invalid spec):
 they become conditions and Events, and the timer carries on.
 """
@@ -55,21 +59,24 @@ from trtllm_operator.api.wire import (
     LWS_WORKER_INDEX_LABEL,
     VERSION,
 )
+from trtllm_operator.decide.autoscaler import (
+    KEDA_NOT_INSTALLED,
+    decide_external,
+    decide_invalid,
+    decide_tick,
+    external_failed,
+    external_rendered,
+)
 from trtllm_operator.decide.autoscaling import (
-    BATCH_UTILIZATION,
-    KV_CACHE_UTILIZATION,
-    QUEUE_DEPTH_PER_REPLICA,
     AutoscalerState,
     Decision,
     PodSignals,
-    Reason,
     Snapshot,
     decide,
     policy_from_spec,
-    record_decision,
     refuse_scale_to_zero,
 )
-from trtllm_operator.decide.conditions import condition, rfc3339
+from trtllm_operator.decide.conditions import rfc3339
 from trtllm_operator.decide.policy import url_refusal
 from trtllm_operator.decide.serving_params import OwnerRef
 from trtllm_operator.handlers.plumbing import apply_owned
@@ -147,10 +154,13 @@ def _load_state(autoscaling_status: Mapping[str, Any]) -> AutoscalerState:
 def autoscale_once(kube: Kube, namespace: str, name: str, now: float | None = None) -> Decision | None:
     """One built-in autoscaler evaluation of LLMDeployment ``namespace/name``; returns the decision.
 
-    ``now``: seconds since the epoch (default: the wall clock). Returns None when the object is gone,
-    autoscaling is off or not in builtin mode, the spec is invalid (reported as a condition), or a
-    concurrent write won the scale patch.
+    Observe (the object, its pods, their signals) → decide (the policy, then
+    :func:`~trtllm_operator.decide.autoscaler.decide_tick`) → act (the scale patch, Events) → write
+    (status and conditions). ``now``: seconds since the epoch (default: the wall clock). Returns None
+    when the object is gone, autoscaling is off or not in builtin mode, the spec is invalid (reported
+    as a condition), or a concurrent write won the scale patch.
     """
+    # observe
     obj = kube.get(LLM_DEPLOYMENT, namespace, name)
     if obj is None:
         return None
@@ -164,31 +174,33 @@ def autoscale_once(kube: Kube, namespace: str, name: str, now: float | None = No
         return None
     status = obj.get("status") or {}
     auto_status = status.get("autoscaling") or {}
+    generation = _generation(obj)
     try:
         policy = policy_from_spec(spec.autoscaling)
     except ValueError as exc:
-        update_conditions(
-            kube,
-            LLM_DEPLOYMENT,
-            namespace,
-            name,
-            [
-                condition(
-                    "ScalingActive", False, "InvalidSpec", str(exc), observed_generation=_generation(obj)
-                )
-            ],
-        )
+        update_conditions(kube, LLM_DEPLOYMENT, namespace, name, decide_invalid(str(exc), generation))
         return None
     pods = _serving_pods(kube, namespace, name, status)
     signals, source_error = _signals(spec, namespace, pods)
     current = int((obj.get("spec") or {}).get("replicas", 1))
-    decision = decide(Snapshot(current, signals), _load_state(auto_status), policy, now)
 
-    last_scale_time = auto_status.get("lastScaleTime")
-    if decision.scaled:
+    # decide
+    decision = decide(Snapshot(current, signals), _load_state(auto_status), policy, now)
+    outcome = decide_tick(
+        decision,
+        source_error=source_error,
+        autoscaling_status=auto_status,
+        conditions=status.get("conditions"),
+        scale_time=rfc3339(dt.datetime.fromtimestamp(now, dt.UTC)),
+        generation=generation,
+        max_decisions=MAX_DECISIONS,
+    )
+
+    # act
+    if outcome.scale_to is not None:
         body = {
             "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
-            "spec": {"replicas": decision.to_replicas},
+            "spec": {"replicas": outcome.scale_to},
         }
         try:
             kube.patch(LLM_DEPLOYMENT, namespace, name, body, subresource="scale")
@@ -202,71 +214,15 @@ def autoscale_once(kube: Kube, namespace: str, name: str, now: float | None = No
                 )
                 return None
             raise
-        last_scale_time = rfc3339(dt.datetime.fromtimestamp(now, dt.UTC))
-        verb = "ScaledUp" if decision.to_replicas > decision.from_replicas else "ScaledDown"
-        post_event(
-            kube,
-            obj,
-            verb,
-            f"{decision.from_replicas} → {decision.to_replicas}: {decision.reason}: {decision.message}",
-        )
+    if outcome.scale_event is not None:
+        post_event(kube, obj, outcome.scale_event.reason, outcome.scale_event.message)
 
-    kv = decision.signals.get(KV_CACHE_UTILIZATION)
-    queue = decision.signals.get(QUEUE_DEPTH_PER_REPLICA)
-    batch = decision.signals.get(BATCH_UTILIZATION)
-    fields: dict[str, Any] = {
-        "queueDepthPerReplica": None if queue is None else round(queue, 3),
-        "kvCacheUtilization": None if kv is None else round(kv, 4),
-        "kvCacheUtilizationPercent": None if kv is None else round(kv * 100),
-        "batchUtilization": None if batch is None else round(batch, 4),
-        "desiredReplicas": decision.to_replicas,
-        "lastScaleTime": last_scale_time,
-        "policyState": json.dumps(decision.state.to_dict(), separators=(",", ":")),
-    }
-    decisions = record_decision(list(auto_status.get("lastDecisions") or []), decision, MAX_DECISIONS)
-    if decisions is not None:
-        fields["lastDecisions"] = decisions
-
-    generation = _generation(obj)
-    if source_error is not None:
-        active = condition(
-            "ScalingActive", False, "FailedGetMetrics", source_error, observed_generation=generation
-        )
-    elif decision.reason == Reason.MISSING_METRICS:
-        active = condition(
-            "ScalingActive", False, "MissingMetrics", decision.message, observed_generation=generation
-        )
-    else:
-        active = condition(
-            "ScalingActive",
-            True,
-            "ValidMetricFound",
-            "signals read from ready pods",
-            observed_generation=generation,
-        )
-    if decision.limited is not None:
-        limited = condition(
-            "ScalingLimited", True, str(decision.limited), decision.message, observed_generation=generation
-        )
-    else:
-        limited = condition(
-            "ScalingLimited",
-            False,
-            "DesiredWithinRange",
-            "the desired count is within the acceptable range",
-            observed_generation=generation,
-        )
-    before = next((c for c in status.get("conditions") or [] if c.get("type") == "ScalingLimited"), None)
+    # write
     update_conditions(
-        kube, LLM_DEPLOYMENT, namespace, name, [active, limited], status={"autoscaling": fields}
+        kube, LLM_DEPLOYMENT, namespace, name, outcome.conditions, status={"autoscaling": outcome.status}
     )
-    # Rate and min/max limits are the policy working as configured (status shows them); no free GPU
-    # is something to act on: one Warning when it starts.
-    if decision.limited == Reason.INSUFFICIENT_GPU and (
-        before is None or before.get("reason") != limited["reason"] or before.get("status") != "True"
-    ):
-        post_event(kube, obj, str(decision.limited), decision.message, type_="Warning")
-
+    for warning in outcome.warnings:
+        post_event(kube, obj, warning.reason, warning.message, type_=warning.type)
     om.AUTOSCALER_CURRENT_REPLICAS.labels(namespace, name).set(decision.from_replicas)
     om.AUTOSCALER_DESIRED_REPLICAS.labels(namespace, name).set(decision.to_replicas)
     om.AUTOSCALER_DECISIONS.labels(str(decision.reason)).inc()
@@ -344,8 +300,16 @@ def _remove(kube: Kube, res: Resource, namespace: str, child: str, uid: str) -> 
         kube.delete(res, namespace, child)
 
 
+#: The child kind of each external mode.
+_EXTERNAL_KINDS: dict[str, Resource] = {"hpa": HPA, "keda": SCALED_OBJECT}
+
+
 def sync_external_autoscaler(kube: Kube, obj: Mapping[str, Any]) -> None:
-    """Create, update or remove the HPA / ScaledObject an LLMDeployment's ``spec.autoscaling`` asks for."""
+    """Create, update or remove the HPA / ScaledObject an LLMDeployment's ``spec.autoscaling`` asks for.
+
+    Observe (the spec) → decide (:func:`~trtllm_operator.decide.autoscaler.decide_external`, then the
+    render) → act (apply / delete the children) → write (the ``ScalingActive`` condition).
+    """
     meta = obj["metadata"]
     namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
     try:
@@ -353,56 +317,34 @@ def sync_external_autoscaler(kube: Kube, obj: Mapping[str, Any]) -> None:
     except ValidationError:
         return
     auto = spec.autoscaling
-    mode = auto.mode if auto.enabled else None
-    owner = OwnerRef(name, uid)
+    plan = decide_external(auto)
     child = child_name(name)
-    if mode != "hpa":
-        _remove(kube, HPA, namespace, child, uid)
-    if mode != "keda":
-        _remove(kube, SCALED_OBJECT, namespace, child, uid)
+    generation = _generation(obj)
+    for mode in plan.remove:
+        _remove(kube, _EXTERNAL_KINDS[mode], namespace, child, uid)
+    if plan.render is None:
+        return
+    owner = OwnerRef(name, uid)
     try:
-        if mode in ("hpa", "keda"):
-            refuse_scale_to_zero(auto)
-        if mode == "hpa":
-            _apply(kube, HPA, desired_hpa(name, namespace, owner, auto), obj)
-        elif mode == "keda":
-            _apply(kube, SCALED_OBJECT, desired_scaled_object(name, namespace, owner, auto), obj)
+        refuse_scale_to_zero(auto)
+        if plan.render == "hpa":
+            manifest = desired_hpa(name, namespace, owner, auto)
         else:
-            return
+            manifest = desired_scaled_object(name, namespace, owner, auto)
+        _apply(kube, _EXTERNAL_KINDS[plan.render], manifest, obj)
     except ValueError as exc:
-        reason, message = "InvalidSpec", str(exc)
+        conditions, warning = external_failed("InvalidSpec", str(exc), generation)
     except ApiException as exc:
-        if exc.status != 404 or mode != "keda":
+        if exc.status != 404 or plan.render != "keda":
             raise
-        reason, message = (
-            "KEDANotInstalled",
-            "mode keda needs KEDA (the keda.sh/v1alpha1 ScaledObject kind): install KEDA or use mode builtin",
-        )
+        conditions, warning = external_failed("KEDANotInstalled", KEDA_NOT_INSTALLED, generation)
     else:
         update_conditions(
-            kube,
-            LLM_DEPLOYMENT,
-            namespace,
-            name,
-            [
-                condition(
-                    "ScalingActive",
-                    True,
-                    f"{mode.upper()}Rendered",
-                    f"scaling delegated to the {mode} object {child}",
-                    observed_generation=_generation(obj),
-                )
-            ],
+            kube, LLM_DEPLOYMENT, namespace, name, external_rendered(plan.render, child, generation)
         )
         return
-    update_conditions(
-        kube,
-        LLM_DEPLOYMENT,
-        namespace,
-        name,
-        [condition("ScalingActive", False, reason, message, observed_generation=_generation(obj))],
-    )
-    post_event(kube, obj, reason, message, type_="Warning")
+    update_conditions(kube, LLM_DEPLOYMENT, namespace, name, conditions)
+    post_event(kube, obj, warning.reason, warning.message, type_=warning.type)
 
 
 def _external_mode(spec: Mapping[str, Any], **_: Any) -> bool:

@@ -38,6 +38,7 @@ from pydantic import ValidationError
 from trtllm_operator.api.deployment import LLMDeploymentSpec
 from trtllm_operator.api.engine import LLMEngineSpec
 from trtllm_operator.api.owners import owner_names
+from trtllm_operator.api.signals import KV_CACHE_UTILIZATION, QUEUE_DEPTH_PER_REPLICA
 from trtllm_operator.api.wire import (
     COMPONENT_BENCHMARK,
     DEPLOYMENT_PLURAL,
@@ -310,10 +311,11 @@ def sample_deployment(kube: Kube, deployment: Mapping[str, Any], now: float) -> 
     selector = status.get("selector") or f"{LABEL_DEPLOYMENT}={child_name(meta['name'])}"
     pods = kube.list(POD, meta["namespace"], label_selector=selector)
     api = str(((deployment.get("spec") or {}).get("server") or {}).get("api") or "triton")
-    signals = [s for s in scrape_pods(pods, port=metrics_port(api)) if s.kv_cache_utilization is not None]
+    scraped = scrape_pods(pods, port=metrics_port(api))
+    signals = [s.values for s in scraped if s.value(KV_CACHE_UTILIZATION) is not None]
     if signals:
-        kv = _mean([float(s.kv_cache_utilization or 0.0) for s in signals])
-        queue = _mean([float(s.queue_depth) for s in signals if s.queue_depth is not None])
+        kv = _mean([float(s.get(KV_CACHE_UTILIZATION) or 0.0) for s in signals])
+        queue = _mean([float(q) for s in signals if (q := s.get(QUEUE_DEPTH_PER_REPLICA)) is not None])
         return Sample(now, kv, queue, len(signals))
     auto = status.get("autoscaling") or {}
     kv_snap = auto.get("kvCacheUtilization")

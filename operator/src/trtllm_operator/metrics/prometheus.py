@@ -1,4 +1,4 @@
-"""Signal source ``prometheus``: the same two signals, per pod, from a Prometheus server.
+"""Signal source ``prometheus``: the same signals, per pod, from a Prometheus server.
 
 The PromQL, per pod (series carry the ``namespace`` and ``pod`` target labels, as kube-prometheus
 PodMonitors and the usual ``kubernetes_sd_configs`` relabelling give them)::
@@ -34,6 +34,8 @@ import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from trtllm_operator.api import signals as registry
+from trtllm_operator.api.signals import BATCH_UTILIZATION, KV_CACHE_UTILIZATION, QUEUE_DEPTH_PER_REPLICA
 from trtllm_operator.decide.autoscaling import PodSignals, PodState
 from trtllm_operator.metrics.http import bounded_get
 from trtllm_operator.metrics.scrape import pod_state
@@ -41,10 +43,12 @@ from trtllm_operator.metrics.signals import DEFAULT_MODEL, KV_CACHE_BLOCKS, PEND
 
 __all__ = [
     "BATCH_UTILIZATION_RECORD",
+    "EXPRESSIONS",
     "KV_CACHE_RECORD",
     "QUEUE_DEPTH_RECORD",
     "PrometheusError",
     "batch_utilization_expr",
+    "expression",
     "instant_query",
     "kv_cache_expr",
     "prometheus_pods",
@@ -54,10 +58,16 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: Recording-rule names (Prometheus ``level:metric:operations`` convention).
-QUEUE_DEPTH_RECORD = "namespace_pod:trtllm_queue_depth:sum"
-KV_CACHE_RECORD = "namespace_pod:trtllm_kv_cache_utilization:ratio"
-BATCH_UTILIZATION_RECORD = "namespace_pod:trtllm_batch_utilization:ratio"
+
+def _record(name: str) -> str:
+    return next(s.record for s in registry.SIGNALS if s.name == name)
+
+
+#: Recording-rule names (Prometheus ``level:metric:operations`` convention; the registry's
+#: :attr:`~trtllm_operator.api.signals.Signal.record`).
+QUEUE_DEPTH_RECORD = _record(QUEUE_DEPTH_PER_REPLICA)
+KV_CACHE_RECORD = _record(KV_CACHE_UTILIZATION)
+BATCH_UTILIZATION_RECORD = _record(BATCH_UTILIZATION)
 RULE_GROUP = "trtllm-operator.autoscaling"
 
 Get = Callable[[str, float], str]
@@ -115,16 +125,32 @@ def batch_utilization_expr(matchers: str = "", model: str = DEFAULT_MODEL) -> st
     )
 
 
+#: The per-(namespace, pod) PromQL of every registry signal, by signal name (``matchers``, ``model``);
+#: a unit test checks that this covers the registry.
+EXPRESSIONS: dict[str, Callable[[str, str], str]] = {
+    QUEUE_DEPTH_PER_REPLICA: queue_depth_expr,
+    KV_CACHE_UTILIZATION: kv_cache_expr,
+    BATCH_UTILIZATION: batch_utilization_expr,
+}
+
+
+def expression(signal: str, matchers: str = "", model: str = DEFAULT_MODEL) -> str:
+    """The PromQL of registry signal ``signal``, per (namespace, pod)."""
+    try:
+        return EXPRESSIONS[signal](matchers, model)
+    except KeyError:
+        raise ValueError(f"signal {signal!r} has no PromQL: add it to EXPRESSIONS") from None
+
+
 def recording_rules(model: str = DEFAULT_MODEL) -> dict[str, Any]:
-    """The Prometheus rule file (``groups:``) the chart ships, as a dict."""
+    """The Prometheus rule file (``groups:``) the chart ships, as a dict: one record per registry
+    signal."""
     return {
         "groups": [
             {
                 "name": RULE_GROUP,
                 "rules": [
-                    {"record": QUEUE_DEPTH_RECORD, "expr": queue_depth_expr(model=model)},
-                    {"record": KV_CACHE_RECORD, "expr": kv_cache_expr(model=model)},
-                    {"record": BATCH_UTILIZATION_RECORD, "expr": batch_utilization_expr(model=model)},
+                    {"record": s.record, "expr": expression(s.name, model=model)} for s in registry.SIGNALS
                 ],
             }
         ]
@@ -178,30 +204,22 @@ def prometheus_pods(
     timeout: float = 5.0,
     get: Get = http_get,
 ) -> tuple[PodSignals, ...]:
-    """The policy's view of ``pods`` with signals from Prometheus (three instant queries).
+    """The policy's view of ``pods`` with signals from Prometheus (one instant query per signal).
 
     Raises :class:`PrometheusError` when Prometheus cannot be queried.
     """
     matchers = f'namespace="{namespace}"'
-    queue = _by_pod(instant_query(base_url, queue_depth_expr(matchers, model), timeout=timeout, get=get))
-    kv = _by_pod(instant_query(base_url, kv_cache_expr(matchers, model), timeout=timeout, get=get))
-    batch_expr = batch_utilization_expr(matchers, model)
-    batch = _by_pod(instant_query(base_url, batch_expr, timeout=timeout, get=get))
+    by_signal = {
+        s.name: _by_pod(
+            instant_query(base_url, expression(s.name, matchers, model), timeout=timeout, get=get)
+        )
+        for s in registry.SIGNALS
+    }
     out = []
     for pod in pods:
         name = str((pod.get("metadata") or {}).get("name", ""))
         state = pod_state(pod)
         ready = state == PodState.READY
-        q = queue.get(name) if ready else None
-        u = kv.get(name) if ready else None
-        b = batch.get(name) if ready else None
-        out.append(
-            PodSignals(
-                name=name,
-                state=state,
-                queue_depth=None if q is None else max(q, 0.0),
-                kv_cache_utilization=None if u is None else min(max(u, 0.0), 1.0),
-                batch_utilization=None if b is None else max(b, 0.0),
-            )
-        )
+        values = {s.name: s.clamp(by_signal[s.name].get(name)) if ready else None for s in registry.SIGNALS}
+        out.append(PodSignals(name=name, state=state, values=values))
     return tuple(out)

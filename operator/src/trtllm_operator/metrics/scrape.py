@@ -111,9 +111,7 @@ def scrape_pods(
             PodSignals(
                 name=str((pod.get("metadata") or {}).get("name", "")),
                 state=state,
-                queue_depth=signals.queue_depth,
-                kv_cache_utilization=signals.kv_cache_utilization,
-                batch_utilization=signals.batch_utilization,
+                values=signals.values(),
             )
         )
     return tuple(out)

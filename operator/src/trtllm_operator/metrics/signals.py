@@ -1,4 +1,4 @@
-"""The two autoscaling signals, read from a Triton ``/metrics`` page (Prometheus text format).
+"""The autoscaling signals, read from a Triton ``/metrics`` page (Prometheus text format).
 
 Per pod, from the families of the TensorRT-LLM backend and Triton core (reference
 ``tensorrt-llm.md`` §5, source: tensorrtllm_backend ``custom_metrics_reporter.cc`` and Triton's
@@ -33,6 +33,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
+
+from trtllm_operator.api.signals import BATCH_UTILIZATION, KV_CACHE_UTILIZATION, QUEUE_DEPTH_PER_REPLICA
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -71,6 +73,15 @@ class TritonSignals:
     kv_source: str | None = None
     batch_utilization: float | None = None
 
+    def values(self) -> dict[str, float | None]:
+        """The value of every registry signal (:data:`trtllm_operator.api.signals.SIGNALS`), by name;
+        a unit test checks that this covers the registry."""
+        return {
+            QUEUE_DEPTH_PER_REPLICA: self.queue_depth,
+            KV_CACHE_UTILIZATION: self.kv_cache_utilization,
+            BATCH_UTILIZATION: self.batch_utilization,
+        }
+
 
 #: (sample name, labels, value) — the shape both the text parser and a Prometheus query produce.
 Sample = tuple[str, Mapping[str, str], float]
@@ -90,7 +101,7 @@ def _sum(samples: Iterable[Sample], name: str, model: str, **labels: str) -> flo
 
 
 def signals_from_samples(samples: Iterable[Sample], model: str = DEFAULT_MODEL) -> TritonSignals:
-    """Pick the two signals out of parsed samples (see the module docstring for the rules)."""
+    """Pick the signals out of parsed samples (see the module docstring for the rules)."""
     samples = list(samples)
     queue = _sum(samples, REQUEST_METRICS, model, request_type="waiting")
     queue_source = "waiting" if queue is not None else None

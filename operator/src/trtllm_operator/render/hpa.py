@@ -5,13 +5,13 @@ For teams that standardise on HPA. The HPA targets the LLMDeployment itself (``s
 ``/scale`` subresource and selects pods with ``status.selector`` — the operator then renders the
 workload from ``spec.replicas`` as always, one writer per field.
 
-One ``Pods`` metric per enabled target, served by prometheus-adapter from the chart's recording
-rules (``charts/trtllm-operator/files/prometheus-rules.yaml``, :mod:`trtllm_operator.metrics.prometheus`):
-
-* ``trtllm_queue_depth`` (record ``namespace_pod:trtllm_queue_depth:sum``), target ``AverageValue``
-  = ``targets.queueDepthPerReplica``;
-* ``trtllm_kv_cache_utilization`` (record ``namespace_pod:trtllm_kv_cache_utilization:ratio``),
-  target ``AverageValue`` = ``targets.kvCacheUtilization`` (a fraction, e.g. ``800m``).
+One ``Pods`` metric per enabled target, in registry order (:mod:`trtllm_operator.api.signals`),
+served by prometheus-adapter from the chart's recording rules
+(``charts/trtllm-operator/files/prometheus-rules.yaml``, :mod:`trtllm_operator.metrics.prometheus`):
+the signal's :attr:`~trtllm_operator.api.signals.Signal.adapter_metric` (e.g. ``trtllm_queue_depth``
+from record ``namespace_pod:trtllm_queue_depth:sum``), target ``AverageValue`` = the target (a
+fraction as milli-units, e.g. ``800m``). A signal the registry refuses for ``mode: hpa`` is an error
+naming the field (admission refuses it first).
 
 ``behavior`` carries the same windows and rate limits as the built-in policy
 (:func:`~trtllm_operator.decide.autoscaling.scaling_rules_from_spec`); ``tolerance`` goes into each
@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from trtllm_operator.api.deployment import AutoscalingSpec
+from trtllm_operator.api import signals as registry
+from trtllm_operator.api.deployment import AutoscalingSpec, targets_of
 from trtllm_operator.api.wire import (
     API_VERSION,
     DEPLOYMENT_KIND,
@@ -43,11 +44,35 @@ from trtllm_operator.decide.autoscaling import (
 from trtllm_operator.decide.serving_params import OwnerRef
 from trtllm_operator.render.serving import child_name
 
-__all__ = ["ADAPTER_KV_CACHE_METRIC", "ADAPTER_QUEUE_DEPTH_METRIC", "desired_hpa", "scale_target_ref"]
+__all__ = ["desired_hpa", "enabled_signals", "scale_target_ref"]
 
-#: Names prometheus-adapter gives the recording rules (docs/autoscaling.md has its config).
-ADAPTER_QUEUE_DEPTH_METRIC = "trtllm_queue_depth"
-ADAPTER_KV_CACHE_METRIC = "trtllm_kv_cache_utilization"
+
+def enabled_signals(
+    spec: AutoscalingSpec, mode: registry.ExternalMode
+) -> list[tuple[registry.Signal, float]]:
+    """The registry signals ``spec.autoscaling.targets`` sets, with their targets, in registry order.
+
+    Raises ``ValueError`` naming the field, the value and the fix for a signal the registry does not
+    render in ``mode``, and when no target is set.
+    """
+    targets = targets_of(spec.targets, registry.SIGNALS)
+    out = []
+    for s in registry.SIGNALS:
+        value = targets.get(s.name)
+        if value is None:
+            continue
+        if not s.rendered_in(mode):
+            raise ValueError(
+                f"spec.autoscaling.targets.{s.name} {value:g} cannot drive mode {mode} "
+                f"({s.refused_modes.get(mode, 'not rendered')}); unset it or use mode builtin"
+            )
+        out.append((s, value))
+    if not out:
+        supported = [f"targets.{s.name}" for s in registry.SIGNALS if s.rendered_in(mode)]
+        raise ValueError(
+            f"spec.autoscaling.targets: set at least one of {', '.join(supported)} for mode {mode}"
+        )
+    return out
 
 
 def scale_target_ref(name: str) -> dict[str, str]:
@@ -69,19 +94,12 @@ def behavior(spec: AutoscalingSpec, *, tolerance: bool) -> dict[str, Any]:
 def desired_hpa(name: str, namespace: str, owner: OwnerRef, spec: AutoscalingSpec) -> dict[str, Any]:
     """``autoscaling/v2`` HorizontalPodAutoscaler ``<name>`` for an LLMDeployment in ``mode: hpa``.
 
-    Raises ``ValueError`` naming the field when ``maxReplicas`` or every target is unset.
+    Raises ``ValueError`` naming the field when ``maxReplicas`` or every target is unset, or a target
+    is set that mode hpa cannot render (:func:`enabled_signals`).
     """
     if spec.max_replicas is None:
         raise ValueError("spec.autoscaling.maxReplicas is required for mode hpa: set it")
-    metrics = []
-    if spec.targets.queue_depth_per_replica is not None:
-        metrics.append(_pods_metric(ADAPTER_QUEUE_DEPTH_METRIC, spec.targets.queue_depth_per_replica))
-    if spec.targets.kv_cache_utilization is not None:
-        metrics.append(_pods_metric(ADAPTER_KV_CACHE_METRIC, spec.targets.kv_cache_utilization))
-    if not metrics:
-        raise ValueError(
-            "spec.autoscaling.targets: set queueDepthPerReplica and/or kvCacheUtilization for mode hpa"
-        )
+    metrics = [_pods_metric(s.adapter_metric, target) for s, target in enabled_signals(spec, "hpa")]
     return {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",

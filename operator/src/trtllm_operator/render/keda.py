@@ -2,11 +2,12 @@
 
 For teams that run KEDA (it also allows ``minReplicas: 0``). KEDA creates and owns an HPA from this
 object; the trigger queries return the deployment's *total* and ``metricType: AverageValue`` makes
-the HPA divide by the replica count, so each target keeps its per-replica meaning:
-
-* ``queue-depth``: ``sum(<queue depth PromQL>)`` over the deployment's pods, threshold
-  ``targets.queueDepthPerReplica``;
-* ``kv-cache-utilization``: ``sum(<KV-cache PromQL>)``, threshold ``targets.kvCacheUtilization``.
+the HPA divide by the replica count, so each target keeps its per-replica meaning. One trigger per
+enabled target, in registry order (:mod:`trtllm_operator.api.signals`), named by the signal's
+:attr:`~trtllm_operator.api.signals.Signal.keda_trigger` (``queue-depth``, ``kv-cache-utilization``,
+``batch-utilization``): ``sum(<the signal's PromQL>)`` over the deployment's pods, threshold = the
+target. A signal the registry refuses for ``mode: keda`` is an error naming the field (admission
+refuses it first).
 
 The PromQL is :mod:`trtllm_operator.metrics.prometheus`'s (no recording rules needed), restricted to
 the namespace and to pod names of the deployment's workload (``<name>-<hash>-<suffix>`` for a
@@ -33,8 +34,8 @@ from trtllm_operator.api.wire import (
     MANAGED_BY,
 )
 from trtllm_operator.decide.serving_params import OwnerRef
-from trtllm_operator.metrics.prometheus import kv_cache_expr, queue_depth_expr
-from trtllm_operator.render.hpa import behavior, scale_target_ref
+from trtllm_operator.metrics.prometheus import expression
+from trtllm_operator.render.hpa import behavior, enabled_signals, scale_target_ref
 from trtllm_operator.render.leaderworkerset import leaderworkerset_name
 from trtllm_operator.render.serving import child_name
 
@@ -60,7 +61,7 @@ def desired_scaled_object(
     """``keda.sh/v1alpha1`` ScaledObject ``<name>`` for an LLMDeployment in ``mode: keda``.
 
     Raises ``ValueError`` naming the field when ``maxReplicas``, ``metrics.prometheusURL`` or every
-    target is unset.
+    target is unset, or a target is set that mode keda cannot render.
     """
     if spec.max_replicas is None:
         raise ValueError("spec.autoscaling.maxReplicas is required for mode keda: set it")
@@ -70,26 +71,10 @@ def desired_scaled_object(
             "spec.autoscaling.metrics.prometheusURL is required for mode keda (KEDA queries Prometheus)"
         )
     matchers = f'namespace="{namespace}", pod=~"{pod_name_regex(name)}"'
-    triggers = []
-    if spec.targets.queue_depth_per_replica is not None:
-        triggers.append(
-            _trigger(
-                "queue-depth", url, f"sum({queue_depth_expr(matchers)})", spec.targets.queue_depth_per_replica
-            )
-        )
-    if spec.targets.kv_cache_utilization is not None:
-        triggers.append(
-            _trigger(
-                "kv-cache-utilization",
-                url,
-                f"sum({kv_cache_expr(matchers)})",
-                spec.targets.kv_cache_utilization,
-            )
-        )
-    if not triggers:
-        raise ValueError(
-            "spec.autoscaling.targets: set queueDepthPerReplica and/or kvCacheUtilization for mode keda"
-        )
+    triggers = [
+        _trigger(s.keda_trigger, url, f"sum({expression(s.name, matchers)})", target)
+        for s, target in enabled_signals(spec, "keda")
+    ]
     return {
         "apiVersion": KEDA_API_VERSION,
         "kind": "ScaledObject",

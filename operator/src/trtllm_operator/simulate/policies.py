@@ -35,7 +35,14 @@ from typing import Any
 
 from trtllm_operator.api.deployment import AutoscalingSpec
 from trtllm_operator.decide import autoscaling as asc
-from trtllm_operator.simulate.engine import Observation, ReplicaSpec
+from trtllm_operator.metrics.signals import (
+    DEFAULT_MODEL,
+    KV_CACHE_BLOCKS,
+    REQUEST_METRICS,
+    Sample,
+    signals_from_samples,
+)
+from trtllm_operator.simulate.engine import Observation, PodSample, ReplicaSpec
 from trtllm_operator.simulate.perf import steady_concurrency
 from trtllm_operator.simulate.traces import Request
 
@@ -47,22 +54,27 @@ _STATES = {
 }
 
 
+def _samples(m: PodSample) -> list[Sample]:
+    """A simulated pod's metrics as the Triton series the operator reads (reference §5.1)."""
+    model = {"model": DEFAULT_MODEL}
+    return [
+        (REQUEST_METRICS, {**model, "request_type": "waiting"}, float(m.waiting)),
+        (REQUEST_METRICS, {**model, "request_type": "active"}, float(m.active)),
+        (REQUEST_METRICS, {**model, "request_type": "max"}, float(m.max_active)),
+        (KV_CACHE_BLOCKS, {**model, "kv_cache_block_type": "used"}, float(m.kv_used_blocks)),
+        (KV_CACHE_BLOCKS, {**model, "kv_cache_block_type": "max"}, float(m.kv_max_blocks)),
+    ]
+
+
 def snapshot_of(obs: Observation) -> asc.Snapshot:
-    """The operator's :class:`~trtllm_operator.decide.autoscaling.Snapshot` for a simulated tick."""
+    """The operator's :class:`~trtllm_operator.decide.autoscaling.Snapshot` for a simulated tick: each
+    pod's series go through the operator's own signal formulas
+    (:func:`~trtllm_operator.metrics.signals.signals_from_samples`), so every registry signal is fed."""
     pods = []
     for view in obs.pods:
         m = view.metrics
-        pods.append(
-            asc.PodSignals(
-                name=f"replica-{view.pod}",
-                state=_STATES[view.state],
-                queue_depth=float(m.waiting) if m is not None else None,
-                kv_cache_utilization=(m.kv_used_blocks / m.kv_max_blocks) if m is not None else None,
-                batch_utilization=(
-                    (m.active + m.waiting) / m.max_active if m is not None and m.max_active else None
-                ),
-            )
-        )
+        values = signals_from_samples(_samples(m)).values() if m is not None else {}
+        pods.append(asc.PodSignals(name=f"replica-{view.pod}", state=_STATES[view.state], values=values))
     return asc.Snapshot(replicas=obs.replicas, pods=tuple(pods))
 
 

@@ -1,0 +1,211 @@
+"""What the autoscaler writes: conditions, ``status.autoscaling``, Events and external children, decided
+from what one reconcile observed. Pure (no I/O); :mod:`trtllm_operator.handlers.autoscaler` observes,
+calls these, acts and writes, as the engine controller does with :mod:`trtllm_operator.decide.engine`.
+
+Built-in mode, one tick:
+
+* :func:`decide_invalid` — ``spec.autoscaling`` cannot drive the policy: ``ScalingActive=False``
+  ``InvalidSpec`` with the policy's message (field, value, fix);
+* :func:`decide_tick` — from the policy's :class:`~trtllm_operator.decide.autoscaling.Decision`
+  (and whether reading the signals failed): the ``spec.replicas`` to patch, the ``ScaledUp`` /
+  ``ScaledDown`` Event, the ``status.autoscaling`` fields, ``ScalingActive`` (``ValidMetricFound``,
+  ``MissingMetrics``, ``FailedGetMetrics``) and ``ScalingLimited`` (the limit's reason, else
+  ``DesiredWithinRange``), and the Warning when ``InsufficientGPU`` starts. The condition types are
+  autoscaling/v2's HPA conditions, ``ValidMetricFound`` and ``DesiredWithinRange`` the reasons
+  Kubernetes' HPA controller uses (``pkg/controller/podautoscaler/horizontal.go``).
+
+Modes hpa / keda:
+
+* :func:`decide_external` — which child kind to render and which to remove for ``spec.autoscaling``;
+* :func:`external_rendered` / :func:`external_failed` — the condition (and Warning) after rendering.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from trtllm_operator.api.deployment import AutoscalingSpec
+from trtllm_operator.decide.autoscaling import Decision, Reason, record_decision, signal_status
+from trtllm_operator.decide.conditions import condition, find
+
+__all__ = [
+    "KEDA_NOT_INSTALLED",
+    "ExternalPlan",
+    "TickOutcome",
+    "decide_external",
+    "decide_invalid",
+    "decide_tick",
+    "external_failed",
+    "external_rendered",
+]
+
+Condition = dict[str, Any]
+
+#: ``ScalingActive=False`` message when ``mode: keda`` finds no ScaledObject kind.
+KEDA_NOT_INSTALLED = (
+    "mode keda needs KEDA (the keda.sh/v1alpha1 ScaledObject kind): install KEDA or use mode builtin"
+)
+
+
+@dataclass(frozen=True)
+class Event:
+    """An Event to post on the LLMDeployment."""
+
+    reason: str
+    message: str
+    type: Literal["Normal", "Warning"] = "Normal"
+
+
+@dataclass(frozen=True)
+class TickOutcome:
+    """What one built-in tick does after the policy decided.
+
+    ``scale_to``: the ``spec.replicas`` to patch through ``/scale`` (``None``: no change);
+    ``events``: to post once the patch succeeded (``scale_event``) and after the status write
+    (``warnings``); ``status``: ``status.autoscaling`` fields; ``conditions``: ``ScalingActive`` and
+    ``ScalingLimited``.
+    """
+
+    scale_to: int | None
+    scale_event: Event | None
+    status: dict[str, Any]
+    conditions: list[Condition]
+    warnings: list[Event] = field(default_factory=list)
+
+
+def decide_invalid(message: str, generation: int | None) -> list[Condition]:
+    """The conditions of a ``spec.autoscaling`` the built-in policy cannot run (``message`` names the
+    field, the value and the fix)."""
+    return [condition("ScalingActive", False, "InvalidSpec", message, observed_generation=generation)]
+
+
+def _scale_event(decision: Decision) -> Event | None:
+    if not decision.scaled:
+        return None
+    verb = "ScaledUp" if decision.to_replicas > decision.from_replicas else "ScaledDown"
+    return Event(
+        verb, f"{decision.from_replicas} → {decision.to_replicas}: {decision.reason}: {decision.message}"
+    )
+
+
+def _active(decision: Decision, source_error: str | None, generation: int | None) -> Condition:
+    if source_error is not None:
+        return condition(
+            "ScalingActive", False, "FailedGetMetrics", source_error, observed_generation=generation
+        )
+    if decision.reason == Reason.MISSING_METRICS:
+        return condition(
+            "ScalingActive", False, "MissingMetrics", decision.message, observed_generation=generation
+        )
+    return condition(
+        "ScalingActive",
+        True,
+        "ValidMetricFound",
+        "signals read from ready pods",
+        observed_generation=generation,
+    )
+
+
+def _limited(decision: Decision, generation: int | None) -> Condition:
+    if decision.limited is not None:
+        return condition(
+            "ScalingLimited", True, str(decision.limited), decision.message, observed_generation=generation
+        )
+    return condition(
+        "ScalingLimited",
+        False,
+        "DesiredWithinRange",
+        "the desired count is within the acceptable range",
+        observed_generation=generation,
+    )
+
+
+def decide_tick(
+    decision: Decision,
+    *,
+    source_error: str | None,
+    autoscaling_status: Mapping[str, Any],
+    conditions: Sequence[Mapping[str, Any]] | None,
+    scale_time: str,
+    generation: int | None,
+    max_decisions: int,
+) -> TickOutcome:
+    """The writes of one built-in tick.
+
+    ``source_error``: why the signal source failed (Prometheus unreachable or not allowed), else
+    ``None``; ``autoscaling_status`` / ``conditions``: the object's current ``status.autoscaling`` and
+    ``status.conditions``; ``scale_time``: RFC 3339 time of this tick (``lastScaleTime`` when it
+    scales); ``max_decisions``: entries kept in ``lastDecisions``.
+    """
+    status: dict[str, Any] = {
+        **signal_status(decision.signals),
+        "desiredReplicas": decision.to_replicas,
+        "lastScaleTime": scale_time if decision.scaled else autoscaling_status.get("lastScaleTime"),
+        "policyState": json.dumps(decision.state.to_dict(), separators=(",", ":")),
+    }
+    decisions = record_decision(list(autoscaling_status.get("lastDecisions") or []), decision, max_decisions)
+    if decisions is not None:
+        status["lastDecisions"] = decisions
+    limited = _limited(decision, generation)
+    # Rate and min/max limits are the policy working as configured (status shows them); no free GPU
+    # is something to act on: one Warning when it starts.
+    warnings = []
+    before = find(conditions, "ScalingLimited")
+    if decision.limited == Reason.INSUFFICIENT_GPU and (
+        before is None or before.get("reason") != limited["reason"] or before.get("status") != "True"
+    ):
+        warnings.append(Event(str(decision.limited), decision.message, "Warning"))
+    return TickOutcome(
+        scale_to=decision.to_replicas if decision.scaled else None,
+        scale_event=_scale_event(decision),
+        status=status,
+        conditions=[_active(decision, source_error, generation), limited],
+        warnings=warnings,
+    )
+
+
+# --- modes hpa / keda ---------------------------------------------------------------------------
+
+ExternalKind = Literal["hpa", "keda"]
+
+
+@dataclass(frozen=True)
+class ExternalPlan:
+    """``render``: the external mode to render a child for (``None``: none); ``remove``: the external
+    modes whose child (owned by this LLMDeployment) must go."""
+
+    render: ExternalKind | None
+    remove: tuple[ExternalKind, ...]
+
+
+def decide_external(spec: AutoscalingSpec) -> ExternalPlan:
+    """Which HPA / ScaledObject ``spec.autoscaling`` asks for: the one of its mode when enabled in
+    ``hpa`` or ``keda``, and every other one removed (mode changed, or autoscaling turned off)."""
+    mode = spec.mode if spec.enabled else None
+    render: ExternalKind | None = mode if mode in ("hpa", "keda") else None
+    kinds: tuple[ExternalKind, ...] = ("hpa", "keda")
+    return ExternalPlan(render=render, remove=tuple(k for k in kinds if k != render))
+
+
+def external_rendered(mode: ExternalKind, child: str, generation: int | None) -> list[Condition]:
+    """``ScalingActive=True`` ``HPARendered`` / ``KEDARendered`` once the child is applied."""
+    return [
+        condition(
+            "ScalingActive",
+            True,
+            f"{mode.upper()}Rendered",
+            f"scaling delegated to the {mode} object {child}",
+            observed_generation=generation,
+        )
+    ]
+
+
+def external_failed(reason: str, message: str, generation: int | None) -> tuple[list[Condition], Event]:
+    """``ScalingActive=False`` with ``reason`` (``InvalidSpec``, ``KEDANotInstalled``) and a Warning."""
+    return (
+        [condition("ScalingActive", False, reason, message, observed_generation=generation)],
+        Event(reason, message, "Warning"),
+    )

@@ -1,0 +1,164 @@
+"""The autoscaler's writes, decided without I/O (``trtllm_operator.decide.autoscaler``, issue #27
+item 5): conditions and reasons for a tick, an invalid spec and the external modes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from trtllm_operator.api.deployment import AutoscalingSpec
+from trtllm_operator.decide.autoscaler import (
+    KEDA_NOT_INSTALLED,
+    ExternalPlan,
+    decide_external,
+    decide_invalid,
+    decide_tick,
+    external_failed,
+    external_rendered,
+)
+from trtllm_operator.decide.autoscaling import (
+    AutoscalerState,
+    PodSignals,
+    PodState,
+    Policy,
+    RateLimit,
+    Reason,
+    ScalingRules,
+    Snapshot,
+    decide,
+)
+
+NOW = 1_800_000_000.0
+FAST = {
+    "min_replicas": 1,
+    "max_replicas": 4,
+    "kv_cache_utilization": None,
+    "scale_up": ScalingRules(0, (RateLimit("Percent", 1000, 1),)),
+    "scale_down": ScalingRules(0, (RateLimit("Percent", 100, 1),)),
+}
+
+
+def tick(current: int, queue: float | None, *pods: PodSignals, **policy: Any) -> Any:
+    ready = tuple(
+        PodSignals(f"p{i}", PodState.READY, {"queueDepthPerReplica": queue}) for i in range(current)
+    )
+    return decide(Snapshot(current, ready + pods), AutoscalerState(), Policy(**{**FAST, **policy}), NOW)
+
+
+def outcome(decision: Any, **kw: Any) -> Any:
+    args: dict[str, Any] = {
+        "source_error": None,
+        "autoscaling_status": {},
+        "conditions": None,
+        "scale_time": "2027-01-15T08:00:00Z",
+        "generation": 7,
+        "max_decisions": 10,
+    }
+    args.update(kw)
+    return decide_tick(decision, **args)
+
+
+def by_type(conditions: list[dict[str, Any]]) -> dict[str, tuple[str, str]]:
+    assert all(c["observedGeneration"] == 7 for c in conditions), conditions
+    return {c["type"]: (c["status"], c["reason"]) for c in conditions}
+
+
+def test_scale_up_patches_posts_and_records() -> None:
+    out = outcome(tick(2, 12.0, max_replicas=8))
+    assert out.scale_to == 6
+    assert out.scale_event is not None and out.scale_event.reason == "ScaledUp"
+    assert out.scale_event.message.startswith("2 → 6: AboveTarget: queueDepthPerReplica above target")
+    assert by_type(out.conditions) == {
+        "ScalingActive": ("True", "ValidMetricFound"),
+        "ScalingLimited": ("False", "DesiredWithinRange"),
+    }
+    assert out.status["queueDepthPerReplica"] == 12.0 and out.status["desiredReplicas"] == 6
+    assert out.status["kvCacheUtilization"] is None and out.status["kvCacheUtilizationPercent"] is None
+    assert out.status["lastScaleTime"] == "2027-01-15T08:00:00Z"
+    assert [d["toReplicas"] for d in out.status["lastDecisions"]] == [6]
+    assert json.loads(out.status["policyState"])["scaleEvents"] == [[NOW, 4]]
+    assert out.warnings == []
+
+
+def test_hold_keeps_the_last_scale_time_and_patches_nothing() -> None:
+    out = outcome(tick(2, 4.0), autoscaling_status={"lastScaleTime": "2027-01-01T00:00:00Z"})
+    assert (out.scale_to, out.scale_event) == (None, None)
+    assert out.status["lastScaleTime"] == "2027-01-01T00:00:00Z"
+
+
+def test_missing_metrics_and_a_failed_source() -> None:
+    missing = outcome(tick(2, None))
+    assert by_type(missing.conditions)["ScalingActive"] == ("False", "MissingMetrics")
+    failed = outcome(tick(2, None), source_error="query http://prom failed: refused")
+    active = failed.conditions[0]
+    assert (active["status"], active["reason"], active["message"]) == (
+        "False",
+        "FailedGetMetrics",
+        "query http://prom failed: refused",
+    )
+
+
+def test_a_limit_sets_scaling_limited_with_its_reason() -> None:
+    out = outcome(tick(4, 40.0))
+    assert by_type(out.conditions)["ScalingLimited"] == ("True", str(Reason.TOO_MANY_REPLICAS))
+    assert out.warnings == []  # a configured limit is no Warning
+
+
+@pytest.mark.parametrize(
+    ("before", "warns"),
+    [
+        (None, True),
+        ({"type": "ScalingLimited", "status": "True", "reason": "InsufficientGPU"}, False),
+        ({"type": "ScalingLimited", "status": "True", "reason": "ScaleUpLimit"}, True),
+        ({"type": "ScalingLimited", "status": "False", "reason": "InsufficientGPU"}, True),
+    ],
+)
+def test_insufficient_gpu_warns_once_when_it_starts(before: dict[str, str] | None, warns: bool) -> None:
+    decision = tick(2, 12.0, PodSignals("u", PodState.UNSCHEDULABLE))
+    assert decision.limited == Reason.INSUFFICIENT_GPU
+    out = outcome(decision, conditions=[before] if before else [])
+    assert by_type(out.conditions)["ScalingLimited"] == ("True", "InsufficientGPU")
+    assert [(w.reason, w.type) for w in out.warnings] == ([("InsufficientGPU", "Warning")] if warns else [])
+
+
+def test_invalid_spec_condition_carries_the_message() -> None:
+    (active,) = decide_invalid("spec.autoscaling.maxReplicas is required: set it", 3)
+    assert (active["type"], active["status"], active["reason"], active["observedGeneration"]) == (
+        "ScalingActive",
+        "False",
+        "InvalidSpec",
+        3,
+    )
+    assert active["message"] == "spec.autoscaling.maxReplicas is required: set it"
+
+
+@pytest.mark.parametrize(
+    ("doc", "plan"),
+    [
+        ({"enabled": True, "mode": "hpa"}, ExternalPlan("hpa", ("keda",))),
+        ({"enabled": True, "mode": "keda"}, ExternalPlan("keda", ("hpa",))),
+        ({"enabled": True, "mode": "builtin"}, ExternalPlan(None, ("hpa", "keda"))),
+        ({"enabled": False, "mode": "hpa"}, ExternalPlan(None, ("hpa", "keda"))),
+    ],
+)
+def test_external_plan(doc: dict[str, Any], plan: ExternalPlan) -> None:
+    spec = AutoscalingSpec.model_validate({**doc, "maxReplicas": 4, "targets": {"queueDepthPerReplica": 4}})
+    assert decide_external(spec) == plan
+
+
+def test_external_conditions() -> None:
+    (rendered,) = external_rendered("keda", "llama", 2)
+    assert (rendered["status"], rendered["reason"], rendered["message"]) == (
+        "True",
+        "KEDARendered",
+        "scaling delegated to the keda object llama",
+    )
+    conditions, warning = external_failed("KEDANotInstalled", KEDA_NOT_INSTALLED, 2)
+    assert (conditions[0]["status"], conditions[0]["reason"]) == ("False", "KEDANotInstalled")
+    assert (warning.reason, warning.type, warning.message) == (
+        "KEDANotInstalled",
+        "Warning",
+        KEDA_NOT_INSTALLED,
+    )
