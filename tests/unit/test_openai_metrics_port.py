@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from trtllm_operator.api.deployment import LLMDeploymentSpec
+from trtllm_operator.api.signals import KV_CACHE_UTILIZATION, QUEUE_DEPTH_PER_REPLICA
 from trtllm_operator.handlers import autoscaler, tuning
 
 PAGE = (Path(__file__).resolve().parents[1] / "fixtures" / "triton_metrics_cpu_standin.txt").read_bytes()
@@ -72,10 +73,11 @@ def spec(api: str) -> LLMDeploymentSpec:
 def test_autoscaler_scrapes_the_openai_port(ports: tuple[int, int], api: str) -> None:
     (signals,), problem = autoscaler._signals(spec(api), "ns", [pod()])
     assert problem is None
-    assert signals.kv_cache_utilization is not None and signals.queue_depth is not None
+    assert signals.value(KV_CACHE_UTILIZATION) is not None
+    assert signals.value(QUEUE_DEPTH_PER_REPLICA) is not None
     # the same pod with api: triton is read on the (dead) metrics port: nothing
     (blind,), _ = autoscaler._signals(spec("triton"), "ns", [pod()])
-    assert blind.kv_cache_utilization is None and blind.queue_depth is None
+    assert blind.value(KV_CACHE_UTILIZATION) is None and blind.value(QUEUE_DEPTH_PER_REPLICA) is None
 
 
 def test_tuning_samples_the_openai_port(ports: tuple[int, int], monkeypatch: pytest.MonkeyPatch) -> None:
