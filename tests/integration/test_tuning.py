@@ -11,7 +11,6 @@ The advisor test serves Triton ``/metrics`` on the kwok pods' IPs with the metri
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,6 @@ from support.wait import wait_for
 from trtllm_operator.decide.engine_spec import PreparedEngine
 from trtllm_operator.emulator import Control, Fleet, PodFollower
 from trtllm_operator.handlers import tuning as tuning_handlers
-from trtllm_operator.metrics.scrape import scrape_pods
 
 pytestmark = pytest.mark.slow
 
@@ -217,11 +215,12 @@ def test_advisor_recommends_after_sustained_high_kv_through_the_emulator(
         },
     )
     # A free port in place of Triton's 8002 (a fixed port collides with another session, a demo, or a
-    # wildcard listener). The advisor scrapes with scrape_pods' default port, so it is pointed at this
-    # one, as the autoscaler's METRICS_PORT is in test_autoscaling.py. The emulators bind it per pod
-    # IP as pods appear (not port 0: the port must be known first): free_port's residual race.
+    # wildcard listener). The advisor scrapes the port render.serving.metrics_port names for the
+    # deployment's api, so that is pointed at this one, as the autoscaler's METRICS_PORT is in
+    # test_autoscaling.py. The emulators bind it per pod IP as pods appear (not port 0: the port must
+    # be known first): free_port's residual race.
     port = free_port()
-    monkeypatch.setattr(tuning_handlers, "scrape_pods", functools.partial(scrape_pods, port=port))
+    monkeypatch.setattr(tuning_handlers, "metrics_port", lambda api: port)
     with Fleet(port=port, control=Control(fixed={"waiting": 0, "kvCacheUtilization": 0.93})) as fleet:
         follower = PodFollower(
             fleet, api.core, api.ns, "llm.trtllm-operator.dev/deployment", poll_seconds=0.3
