@@ -30,7 +30,6 @@ import re
 import shlex
 import shutil
 import signal
-import socket
 import string
 import subprocess
 import sys
@@ -49,6 +48,7 @@ from trtllm_operator.api.wire import LABEL_SECRET_USABLE
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "hack"))
 import tritoncpu  # noqa: E402
+from localcluster import free_port  # noqa: E402  (the operator binds them itself: a residual race)
 from tritoncpu.load import LoadGenerator  # noqa: E402
 
 WORK = Path(os.environ.get("TRTLLM_DEMO_DIR") or ROOT / ".local" / "demo").resolve()
@@ -123,12 +123,6 @@ class Step:
 
 
 # ------------------------------------------------------------------------------------ helpers
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def http_json(url: str, method: str = "GET", body: Any = None, timeout: float = 5.0) -> Any:
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
@@ -588,7 +582,7 @@ class Demo:
 
     # -- step 5 ---------------------------------------------------------------------------------
     def apply_examples(self, n: int, total: int) -> None:
-        with self.stage(n, total, "examples", "Apply the examples: two LLMEngines and two LLMDeployments"):
+        with self.stage(n, total, "examples", "Apply the examples: two LLMEngines and an LLMDeployment"):
             core = client.CoreV1Api(self.api)
             storage = string.Template((EXAMPLES / "storage.yaml").read_text()).substitute(
                 VOLUMES=str(VOLUMES)
@@ -694,30 +688,37 @@ class Demo:
             f"  pod/{pod.metadata.name} scheduled on {pod.spec.node_name} ({product}), "
             f"nvidia.com/gpu: {limits.get('nvidia.com/gpu')}"
         )
-        say("  kwok runs it for 6 s, then completes it with the report in spec.gpu.podAnnotations")
-        say("  (simulated: no container runs, no 8B engine is built; the operator reads the report")
-        say("  exactly as it reads a real builder's)")
+        say("  kwok runs it for 6 s, then completes it (exit 0) as spec.gpu.podAnnotations say — with")
+        say("  no builder report and no manifest: no container runs, no 8B engine is built")
         status = wait_for(
             lambda: (s := self._engine_status(BIG_ENGINE)).get("phase") in ("Ready", "Failed") and s,
             timeout=90,
-            desc=f"LLMEngine {BIG_ENGINE} Ready",
+            desc=f"LLMEngine {BIG_ENGINE} to finish",
         )
-        if status["phase"] != "Ready":
-            raise StepError(f"{BIG_ENGINE} failed: {status.get('build')}")
+        reason = (status.get("build") or {}).get("reason")
+        if status["phase"] != "Failed" or reason != "ArtifactMissing":
+            raise StepError(
+                f"{BIG_ENGINE}: a build that wrote nothing must end Failed/ArtifactMissing, got "
+                f"{status['phase']}: {status.get('build')}"
+            )
         job = batch.read_namespaced_job(job_name, NS)
-        ready = next((c for c in status.get("conditions") or [] if c["type"] == "Progressing"), {})
-        say(f"llmengine/{BIG_ENGINE}: Ready, {ready.get('reason')} — {ready.get('message')}")
+        say(f"llmengine/{BIG_ENGINE}: Failed, {reason} — {(status.get('build') or {}).get('message')}")
+        say("  (the Job succeeded, but nothing verifiable was built: no cache entry, never Ready)")
         plan = status.get("plan") or plan
         self.summary["bigEngine"] = {
             "engineKey": status.get("engineKey"),
             "phase": status["phase"],
+            "reason": reason,
             "job": job_name,
             "jobSucceeded": job.status.succeeded,
             "node": pod.spec.node_name,
             "gpuProduct": product,
             "plan": plan,
         }
-        self.summary["simulated"].append("8B builder pod completed by kwok from spec.gpu.podAnnotations")
+        self.summary["simulated"].append(
+            "8B builder pod completed by kwok from spec.gpu.podAnnotations, without a report "
+            "(Failed/ArtifactMissing)"
+        )
 
     def _start_pod_runner(self) -> None:
         """Real Triton servers for the serving pods (hack/tritoncpu/pods.py), in the background."""
@@ -960,10 +961,12 @@ class Demo:
                 say(f"not in this checkout yet: {item}")
 
     def go_further(self) -> None:
-        kubeconfig = cmd_line([str((CLUSTER_DIR / "kubeconfig").resolve())])
-        venv_bin = cmd_line([str(Path(sys.executable).parent)])
+        # Absolute paths: the exports keep working after a cd (a new user's trial found the relative ones).
+        kubeconfig = shlex.quote(str((CLUSTER_DIR / "kubeconfig").resolve()))
+        venv_bin = shlex.quote(str(Path(sys.executable).parent.resolve()))
+        bin_dir = shlex.quote(str(Path(self.bin_dir).resolve()))
         print(f"[{clock()}] ==> Go further", flush=True)
-        say(f"export KUBECONFIG={kubeconfig} PATH={self.bin_dir}:{venv_bin}:$PATH")
+        say(f'export KUBECONFIG={kubeconfig} PATH={bin_dir}:{venv_bin}:"$PATH"')
         say("trtllm-operator cache list -n trtllm-demo")
         say("kubectl get llm,deploy,pods,jobs -n trtllm-demo -o wide")
         say(f"kubectl describe llmengine {BIG_ENGINE} -n trtllm-demo      # plan, conditions, events")

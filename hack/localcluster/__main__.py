@@ -84,11 +84,20 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_env(args: argparse.Namespace) -> int:
-    kubeconfig = args.work_dir / "kubeconfig"
-    print(f"export KUBECONFIG={shlex.quote(str(kubeconfig))}")
+    """Print the exports for ``eval``; exit 1 with a hint on stderr when no cluster is recorded (the
+    kubeconfig would not exist and kubectl would not be on PATH)."""
     cp = ControlPlane.load(args.work_dir)
-    if cp is not None:
-        print(f'export PATH={shlex.quote(str(cp.bin_dir))}:"$PATH"')
+    if cp is None:
+        print(
+            f"[local-cluster] no cluster recorded in {args.work_dir.resolve()}: start one with "
+            "hack/local-cluster up (or pass the --work-dir of a running one, e.g. .local/demo/cluster "
+            "for make demo)",
+            file=sys.stderr,
+        )
+        return 1
+    kubeconfig = (args.work_dir / "kubeconfig").resolve()
+    print(f"export KUBECONFIG={shlex.quote(str(kubeconfig))}")
+    print(f'export PATH={shlex.quote(str(Path(cp.bin_dir).resolve()))}:"$PATH"')
     return 0
 
 

@@ -78,6 +78,29 @@ CONTROLLERS = (
 Log = Callable[[str], None]
 
 
+#: kube-apiserver audit policy (audit.k8s.io/v1; the first matching rule wins): writes at level
+#: Metadata (who, verb, objectRef, response code; no bodies), one event per request
+#: (ResponseComplete; RequestReceived omitted). Reads, leases and events are not logged: they are
+#: most of the traffic and no test asks about them.
+AUDIT_POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: None
+    verbs: [get, list, watch]
+  - level: None
+    resources:
+      - group: coordination.k8s.io
+        resources: [leases]
+      - group: ""
+        resources: [events]
+      - group: events.k8s.io
+        resources: [events]
+  - level: Metadata
+"""
+
+
 class ClusterError(RuntimeError):
     """The control plane failed to start or stop; the message includes the failing component's log tail."""
 
@@ -87,7 +110,10 @@ def _print(msg: str) -> None:
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0, read it, close)."""
+    """A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0, read it, close), for a
+    process that binds it itself. Residual race: another process may take it before that bind (the
+    component then fails to start with "address already in use"). Tests get ports from
+    tests/support/ports.py, which binds port 0 in-process or hands over bound sockets where it can."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
@@ -170,6 +196,11 @@ class ControlPlane:
     @property
     def pki_dir(self) -> Path:
         return self.work_dir / "pki"
+
+    @property
+    def audit_log(self) -> Path:
+        """kube-apiserver's audit log: one JSON event per write request (see AUDIT_POLICY)."""
+        return self.logs_dir / "audit.log"
 
     @property
     def state_file(self) -> Path:
@@ -290,6 +321,11 @@ class ControlPlane:
         tokens.write_text(f'{self.token},admin,admin-uid,"system:masters"\n')
         tokens.chmod(0o600)
 
+    def _write_audit_policy(self) -> Path:
+        path = self.work_dir / "audit-policy.yaml"
+        path.write_text(AUDIT_POLICY)
+        return path
+
     def _write_kubeconfig(self) -> None:
         ca = (self.pki_dir / "apiserver.crt").read_bytes()
         config = {
@@ -399,6 +435,12 @@ class ControlPlane:
                 "--allow-privileged=true",
                 "--enable-priority-and-fairness=false",
                 "--profiling=false",
+                # Every write request, so tests can prove who wrote what (e.g. "a settled object's
+                # children get no write"); blocking: the event is in the file before the response.
+                f"--audit-policy-file={self._write_audit_policy()}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
+                "--audit-log-mode=blocking",
             ],
         )
         insecure = ssl.create_default_context()

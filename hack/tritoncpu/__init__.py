@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -340,6 +341,7 @@ def run_launch_script(
     launch_key: str = "launch.sh",
     log_path: Path | None = None,
     extra_mounts: Mapping[str, str] | None = None,
+    extra_env: Mapping[str, str] | None = None,
 ) -> Server:
     """Run the operator's rendered ``launch.sh`` the way a serving pod runs it, on this machine.
 
@@ -355,6 +357,11 @@ def run_launch_script(
     ``extra_mounts`` maps further paths (e.g. the ``serving_root`` the builder's packaged files name).
     Ports are the pod's: 8000/8001/8002 on ``address``. Returns the :class:`Server` of the script
     (its PID is the script's process group).
+
+    A script that runs Triton's OpenAI frontend (``spec.server.api: openai``/``both``) gets
+    ``--host=<address>`` after its ``--openai-port`` (the pod's address, as :func:`environment_args`
+    gives ``tritonserver``); ``extra_mounts`` must then map ``/opt/tritonserver/python/openai`` and
+    ``extra_env`` carry :meth:`tritoncpu.openai_frontend.Overlay.env` (docs/triton-cpu.md).
     """
     rt = runtime()
     work = Path(work_dir)
@@ -375,8 +382,13 @@ def run_launch_script(
             f"{launch_key} runs mpirun (tensor/pipeline parallelism > 1) and this machine has none: "
             "install Open MPI (hack/ci-deps.sh as root, or apt-get install openmpi-bin)"
         )
+    text = script.read_text()
+    port = re.search(r"--openai-port=(\d+)", text)
+    if port is not None:
+        script.write_text(text.replace(port.group(0), f"{port.group(0)} --host={address}", 1))
     backends = backend_directory(rt, work)
     env = server_env(rt)
+    env.update(extra_env or {})
     env["PATH"] = f"{POD_BIN}:{env['PATH']}"
     env["TRITONCPU_REAL_SERVER"] = str(rt / "bin" / "tritonserver")
     env["TRITONCPU_ENV_ARGS"] = "\n".join(environment_args(backends, address))

@@ -33,12 +33,12 @@ from e2e_harness import (
     RELEASE,
     Installed,
     container_command,
-    free_port,
     helm_values,
     token_kubeconfig,
 )
 from kubernetes import client
 from support.cluster import LocalCluster
+from support.ports import free_port
 
 LOG_TAIL_LINES = 80
 LOG_LINE_CHARS = 600  # debug lines carry whole objects
@@ -107,6 +107,7 @@ def installed(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -
         token_kubeconfig(cluster, token, handle.kubeconfig)
 
         deployment = apps.read_namespaced_deployment(f"{RELEASE}-trtllm-operator", op_ns)
+        # the operator process binds both itself: support.ports.free_port's residual race
         handle.liveness_port, handle.metrics_port = free_port(), free_port()
         argv, container_env = container_command(deployment, op_ns, handle.liveness_port, handle.metrics_port)
         env = {k: v for k, v in os.environ.items() if not k.startswith("TRTLLM_OPERATOR_")}

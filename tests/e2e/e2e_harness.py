@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import signal
-import socket
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -27,12 +26,6 @@ FAST_ENV = {
     "TRTLLM_OPERATOR_RESYNC_SECONDS": "10",
     "TRTLLM_OPERATOR_BUILDER_SHM_BYTES": str(2**30),
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

@@ -7,7 +7,8 @@ then ``hack/demo.sh down``, and checks:
   the trtllm-build compile, and the final ``DEMO OK`` line;
 * ``summary.json`` (written by hack/demo/driver.py) shows the tiny engine built on this CPU with
   tensor parallelism 2 (two checkpoint shards), registered in the engine cache and Ready without a
-  builder Job; the Llama-3.1-8B engine built by a Job whose pod ran on an H100 kwok node; a real
+  builder Job; the Llama-3.1-8B engine's builder Job, whose pod ran on an H100 kwok node and
+  exited 0 without a report or manifest, leaves the engine Failed/ArtifactMissing (never Ready); a real
   tritonserver on every serving pod that answered a generate request with text; the autoscaler
   scaling up under real load (tritonclient requests filling the servers' KV pools) and back to
   ``minReplicas`` without it, with its decisions;
@@ -123,9 +124,10 @@ def test_make_demo_runs_end_to_end_and_demo_down_leaves_nothing_running(tmp_path
     assert manifest["partial"] is True and tiny["partial"] is True
     assert (tiny["artifactComplete"], tiny["artifactCompleteReason"]) == ("False", "CompileSkipped")
 
-    # The 8B engine: a builder Job scheduled onto an H100 kwok node, completed, engine Ready.
+    # The 8B engine: a builder Job scheduled onto an H100 kwok node and completed (exit 0) without a
+    # report or manifest — nothing was built, so the engine is Failed/ArtifactMissing, never Ready.
     big = summary["bigEngine"]
-    assert big["phase"] == "Ready" and big["jobSucceeded"] == 1
+    assert big["phase"] == "Failed" and big["reason"] == "ArtifactMissing" and big["jobSucceeded"] == 1
     assert big["node"].startswith("h100-") and big["gpuProduct"] == "NVIDIA-H100-80GB-HBM3"
     assert big["plan"]["fits"] is True
 

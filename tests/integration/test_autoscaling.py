@@ -1,9 +1,10 @@
 """The built-in autoscaler end to end: real control plane, kwok GPU nodes, Triton metrics emulators.
 
 The whole operator runs in-process; the LLMDeployment controller creates the serving pods (kwok
-makes them Running/Ready with IPs in 127.1.0.0/16), and an emulator fleet
+makes them Running/Ready with loopback IPs from the cluster's pod CIDR), and an emulator fleet
 (:mod:`trtllm_operator.emulator`) follows those pods and serves Triton's ``/metrics`` on each pod's
-IP, port 8002 — the operator scrapes them exactly as it would scrape Triton. The tests change the
+IP, on a free port that stands in for Triton's 8002 (the operator's ``METRICS_PORT`` is patched to
+it) — the operator scrapes them exactly as it would scrape Triton. The tests change the
 load on the emulators and watch ``spec.replicas``, ``status.autoscaling`` and the conditions.
 Windows are seconds long so a scenario runs in under a minute. The last test does the same
 through a real Prometheus server (Debian's ``prometheus``; ``hack/ci-deps.sh`` installs it) that
@@ -14,28 +15,26 @@ and evaluates the chart's recording rules.
 from __future__ import annotations
 
 import json
-import shutil
 import socket
-import subprocess
 import threading
 import time
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client
 from localcluster.nodes import NodeSpec, create_nodes, wait_nodes_ready
-from support.artifacts import cache_artifact, prebound_artifact_pvc
 from support.cluster import LocalCluster
+from support.deployments import DeploymentApi as Api
+from support.deployments import wait_serving
+from support.manifests import H100, a_cached_engine, an_autoscaled_deployment
 from support.operator import running_operator
+from support.ports import bound_socket, free_port
+from support.prometheus import promql, running_prometheus
 from support.wait import wait_for
 
 from trtllm_operator.api.deployment import AutoscalingSpec
-from trtllm_operator.decide.engine_spec import PreparedEngine
 from trtllm_operator.decide.serving_params import OwnerRef
 from trtllm_operator.emulator import Control, Fleet, PodFollower, ServingProfile
 from trtllm_operator.handlers import autoscaler as autoscaler_handlers
@@ -43,125 +42,16 @@ from trtllm_operator.metrics.prometheus import ACTIVE_REQUEST_UTILIZATION_RECORD
 from trtllm_operator.render.keda import desired_scaled_object
 
 GROUP, VERSION = "llm.trtllm-operator.dev", "v1alpha1"
-H100 = "NVIDIA-H100-80GB-HBM3"
-IMAGE = "nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3"
 SELECTOR = "llm.trtllm-operator.dev/deployment={}"
 REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "charts" / "trtllm-operator" / "files" / "prometheus-rules.yaml"
-
-
-# ------------------------------------------------------------------------------ builders
-def an_engine(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "LLMEngine",
-        "metadata": {"name": name},
-        "spec": {
-            "model": {"source": "hf://meta-llama/Llama-3.1-8B-Instruct"},
-            "backend": "tensorrt",
-            "runtime": {"image": IMAGE},
-            "quantization": {"format": "fp8", "kvCacheDtype": "fp8"},
-            "parallelism": {"tensor": 1, "pipeline": 1},
-            "build": {"maxBatchSize": 64, "maxNumTokens": 8192, "maxSeqLen": 8192},
-            "gpu": {"product": H100},
-            "storage": {"pvc": {"claimName": "engines", "subPath": "trtllm"}},
-        },
-    }
-
-
-def an_autoscaled_deployment(
-    name: str,
-    engine: str,
-    *,
-    max_replicas: int,
-    up: dict[str, Any],
-    down: dict[str, Any],
-    metrics: dict[str, Any] | None = None,
-    scheduling: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "engineRef": {"name": engine},
-        "replicas": 1,
-        "autoscaling": {
-            "enabled": True,
-            "mode": "builtin",
-            "minReplicas": 1,
-            "maxReplicas": max_replicas,
-            "targets": {"activeRequestUtilization": 0.5, "kvCacheUtilization": 0.8},
-            "behavior": {"scaleUp": up, "scaleDown": down},
-            "metrics": metrics or {"source": "pods", "scrapeIntervalSeconds": 1},
-        },
-    }
-    if scheduling:
-        spec["scheduling"] = scheduling
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "LLMDeployment",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
-
-
-class Api:
-    def __init__(self, cluster: LocalCluster, ns: str) -> None:
-        self.ns = ns
-        self.core = client.CoreV1Api(cluster.api)
-        self.custom = client.CustomObjectsApi(cluster.api)
-
-    def create(self, plural: str, body: dict[str, Any]) -> None:
-        self.custom.create_namespaced_custom_object(GROUP, VERSION, self.ns, plural, body)
-
-    def deployment(self, name: str) -> dict[str, Any]:
-        obj: dict[str, Any] = self.custom.get_namespaced_custom_object(
-            GROUP, VERSION, self.ns, "llmdeployments", name
-        )
-        return obj
-
-    def replicas(self, name: str) -> int:
-        return int(self.deployment(name)["spec"]["replicas"])
-
-    def autoscaling(self, name: str) -> dict[str, Any]:
-        return (self.deployment(name).get("status") or {}).get("autoscaling") or {}
-
-    def condition(self, name: str, type_: str) -> dict[str, Any] | None:
-        conditions = (self.deployment(name).get("status") or {}).get("conditions") or []
-        return next((c for c in conditions if c["type"] == type_), None)
-
-    def set_load(self, fleet: Fleet, **fixed: float) -> float:
-        fleet.set_control(Control(fixed=fixed))
-        return time.monotonic()
-
-    def pods(self, name: str) -> list[Any]:
-        return [
-            p
-            for p in self.core.list_namespaced_pod(self.ns, label_selector=SELECTOR.format(name)).items
-            if p.metadata.deletion_timestamp is None
-        ]
-
-    def unschedulable(self, name: str) -> int:
-        return sum(
-            1
-            for p in self.pods(name)
-            if any(
-                c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable"
-                for c in p.status.conditions or []
-            )
-        )
-
-    def cache_artifact(self, engine: dict[str, Any]) -> PreparedEngine:
-        """Record an artifact for the engine's key in the engine cache (as ``cache import`` does)."""
-        return cache_artifact(self.core, self.ns, engine)
-
-    def artifact_pvc(self) -> None:
-        """A pre-bound PV/PVC pair (the local control plane has no PV binder)."""
-        prebound_artifact_pvc(self.core, self.ns)
 
 
 @pytest.fixture
 def api(cluster: LocalCluster, namespace: str) -> Iterator[Api]:
     a = Api(cluster, namespace)
     a.artifact_pvc()
-    engine = an_engine("llama")
+    engine = a_cached_engine("llama")
     a.cache_artifact(engine)
     a.create("llmengines", engine)
     yield a
@@ -172,8 +62,10 @@ def api(cluster: LocalCluster, namespace: str) -> Iterator[Api]:
 def metrics_port(monkeypatch: pytest.MonkeyPatch) -> int:
     """A free port in place of Triton's 8002, for the emulators and the in-process operator alike.
 
-    Every local cluster hands out pod IPs from the same 127.1.0.0/16, so two test sessions (or a
-    demo) on one machine would otherwise bind the same pod IP and port.
+    Pod IPs are loopback addresses: with a fixed port the emulators could collide with another
+    session's pods, a demo, or any wildcard listener on the machine. The operator must know the port
+    before any pod exists and the emulators bind it per pod as pods appear, so it cannot be port 0:
+    support.ports.free_port's residual race applies (a lost race fails the bind loudly).
     """
     port = free_port()
     monkeypatch.setattr(autoscaler_handlers, "METRICS_PORT", port)
@@ -195,22 +87,6 @@ def fleet(api: Api, metrics_port: int) -> Iterator[Fleet]:
 
 def decisions(api: Api, name: str) -> list[dict[str, Any]]:
     return list(api.autoscaling(name).get("lastDecisions") or [])
-
-
-def wait_serving(api: Api, fleet: Fleet, name: str, replicas: int, timeout: float = 90) -> None:
-    """Until ``replicas`` pods are Ready, each with an emulator, and the autoscaler has read them."""
-
-    def ok() -> bool:
-        status = api.deployment(name).get("status") or {}
-        auto = status.get("autoscaling") or {}
-        return (
-            status.get("readyReplicas") == replicas
-            and len(fleet.addresses()) == replicas
-            # the saturation signal has been read
-            and auto.get("activeRequestUtilization") is not None
-        )
-
-    wait_for(ok, timeout=timeout, interval=0.3, desc=f"{name}: {replicas} ready replica(s) with metrics")
 
 
 def column(header: str, row: str, name: str) -> str:
@@ -296,12 +172,12 @@ def test_load_up_scales_out_within_the_window_and_back_in_after_the_scale_down_w
 
         # Load falls: replicas hold for the scale-down window, then go back to minReplicas.
         t_down = api.set_load(fleet, requests=0, kvCacheUtilization=0.1)
-        held = wait_for(
+        wait_for(
             lambda: "ScaleDownStabilized" in [d["reason"] for d in decisions(api, "chat")],
             timeout=20,
             desc="ScaleDownStabilized decision",
         )
-        assert held and api.replicas("chat") == 3
+        assert api.replicas("chat") == 3
         t_in = first_time(api, "chat", lambda r: r < 3, timeout=down_window + 30, desc="scale-down")
         assert t_in - t_down >= down_window - 1.5, t_in - t_down
         first_time(api, "chat", lambda r: r == 1, timeout=30, desc="back to minReplicas")
@@ -445,12 +321,6 @@ def test_no_free_gpu_reports_scaling_limited_instead_of_piling_up_pending_pods(
 
 
 # ------------------------------------------------------------------------------ Prometheus
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def prometheus_config(targets: Path) -> dict[str, Any]:
     """Scrape the pods listed in ``targets`` (file_sd: Debian's Prometheus has no Kubernetes SD)."""
     return {
@@ -505,56 +375,12 @@ class TargetsWriter:
 @pytest.fixture
 def prometheus(api: Api, metrics_port: int, tmp_path: Path) -> Iterator[str]:
     """A real Prometheus on 127.0.0.1 (started and stopped here); yields its base URL."""
-    binary = shutil.which("prometheus")
-    if binary is None:
-        pytest.fail(
-            "prometheus is not installed: run hack/ci-deps.sh (Debian package 'prometheus')", pytrace=False
-        )
-    port = free_port()
-    config = tmp_path / "prometheus.yml"
     writer = TargetsWriter(api, tmp_path / "targets.json", metrics_port).start()
-    config.write_text(yaml.safe_dump(prometheus_config(tmp_path / "targets.json")))
-    log = tmp_path / "prometheus.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [
-                binary,
-                f"--config.file={config}",
-                f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-                "--log.level=warn",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
     try:
-
-        def ready() -> bool:
-            if proc.poll() is not None:
-                raise AssertionError(f"prometheus exited {proc.returncode}: {log.read_text()[-2000:]}")
-            with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as resp:
-                return bool(resp.status == 200)
-
-        wait_for(ready, timeout=60, desc="prometheus ready")
-        yield url
+        with running_prometheus(prometheus_config(tmp_path / "targets.json"), tmp_path) as url:
+            yield url
     finally:
         writer.stop()
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-
-
-def promql(url: str, query: str) -> list[dict[str, Any]]:
-    with urllib.request.urlopen(
-        f"{url}/api/v1/query?" + urllib.parse.urlencode({"query": query}), timeout=5
-    ) as resp:
-        doc = json.loads(resp.read())
-    assert doc["status"] == "success", doc
-    return list(doc["data"]["result"])
 
 
 def test_same_flow_through_a_real_prometheus(
@@ -726,6 +552,11 @@ def test_mode_hpa_renders_an_hpa_on_the_scale_subresource_and_mode_switches_clea
 
 def test_unreachable_prometheus_holds_replicas_and_says_why(cluster: LocalCluster, api: Api) -> None:
     """No data is not zero load: nothing scales down, ScalingActive=False names the failure."""
+    with bound_socket() as closed:  # held, never listening: connections to its port are refused
+        _unreachable_prometheus(cluster, api, closed)
+
+
+def _unreachable_prometheus(cluster: LocalCluster, api: Api, closed: socket.socket) -> None:
     body = an_autoscaled_deployment(
         "blind",
         "llama",
@@ -734,7 +565,7 @@ def test_unreachable_prometheus_holds_replicas_and_says_why(cluster: LocalCluste
         down={"stabilizationWindowSeconds": 0, "maxReplicasPerStep": 4, "periodSeconds": 1},
         metrics={
             "source": "prometheus",
-            "prometheusURL": f"http://127.0.0.1:{free_port()}",
+            "prometheusURL": f"http://127.0.0.1:{closed.getsockname()[1]}",
             "scrapeIntervalSeconds": 1,
         },
     )

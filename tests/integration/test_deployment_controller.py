@@ -14,80 +14,15 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from support.artifacts import cache_artifact, prebound_artifact_pvc
 from support.cluster import LocalCluster
+from support.deployments import DeploymentApi as Api
+from support.manifests import H100, a_cached_engine, a_deployment
 from support.operator import running_operator
 from support.wait import wait_for
 
-from trtllm_operator.decide.engine_spec import PreparedEngine
-
 GROUP, VERSION = "llm.trtllm-operator.dev", "v1alpha1"
-H100 = "NVIDIA-H100-80GB-HBM3"
 IMAGE = "nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3"
 KEY_LABEL = "llm.trtllm-operator.dev/engine-key"
-
-
-def an_engine(name: str, max_batch_size: int = 64, product: str = H100) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "LLMEngine",
-        "metadata": {"name": name},
-        "spec": {
-            "model": {"source": "hf://meta-llama/Llama-3.1-8B-Instruct"},
-            "backend": "tensorrt",
-            "runtime": {"image": IMAGE},
-            "quantization": {"format": "fp8", "kvCacheDtype": "fp8"},
-            "parallelism": {"tensor": 2, "pipeline": 1},
-            "build": {"maxBatchSize": max_batch_size, "maxNumTokens": 8192, "maxSeqLen": 8192},
-            "gpu": {"product": product},
-            "storage": {"pvc": {"claimName": "engines", "subPath": "trtllm"}},
-        },
-    }
-
-
-def a_deployment(name: str, engine: str, replicas: int = 2, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "LLMDeployment",
-        "metadata": {"name": name},
-        "spec": {"engineRef": {"name": engine}, "replicas": replicas, **spec},
-    }
-
-
-class Api:
-    def __init__(self, cluster: LocalCluster, ns: str) -> None:
-        self.ns = ns
-        self.core = client.CoreV1Api(cluster.api)
-        self.apps = client.AppsV1Api(cluster.api)
-        self.custom = client.CustomObjectsApi(cluster.api)
-
-    def create(self, plural: str, body: dict[str, Any]) -> None:
-        self.custom.create_namespaced_custom_object(GROUP, VERSION, self.ns, plural, body)
-
-    def get(self, plural: str, name: str) -> dict[str, Any]:
-        obj: dict[str, Any] = self.custom.get_namespaced_custom_object(GROUP, VERSION, self.ns, plural, name)
-        return obj
-
-    def status(self, name: str) -> dict[str, Any]:
-        return self.get("llmdeployments", name).get("status") or {}
-
-    def condition(self, name: str, type_: str) -> dict[str, Any] | None:
-        return next((c for c in self.status(name).get("conditions") or [] if c["type"] == type_), None)
-
-    def pods(self, name: str) -> list[Any]:
-        selector = f"llm.trtllm-operator.dev/deployment={name}"
-        return [
-            p
-            for p in self.core.list_namespaced_pod(self.ns, label_selector=selector).items
-            if p.metadata.deletion_timestamp is None
-        ]
-
-    def cache_artifact(self, engine: dict[str, Any], missing: tuple[str, ...] = ()) -> PreparedEngine:
-        """Record an artifact for the engine's key in the engine cache (like ``cache import``)."""
-        return cache_artifact(self.core, self.ns, engine, missing)
-
-    def artifact_pvc(self) -> None:
-        prebound_artifact_pvc(self.core, self.ns)
 
 
 @pytest.fixture
@@ -103,7 +38,7 @@ def node_product(api: Api, node: str) -> str:
 
 
 def test_serves_engine_then_rolls_to_new_key_one_pod_at_a_time(cluster: LocalCluster, api: Api) -> None:
-    engine = an_engine("llama-fp8")
+    engine = a_cached_engine("llama-fp8", tp=2)
     key_a = api.cache_artifact(engine).key
     changed = copy.deepcopy(engine)
     changed["spec"]["build"]["maxBatchSize"] = 128
@@ -202,28 +137,28 @@ def test_serves_engine_then_rolls_to_new_key_one_pod_at_a_time(cluster: LocalClu
 
 
 def test_incompatible_or_unplaceable_is_reported_and_nothing_rolls(cluster: LocalCluster, api: Api) -> None:
-    engine = an_engine("llama-fp8")
+    engine = a_cached_engine("llama-fp8", tp=2)
     api.cache_artifact(engine)
     api.create("llmengines", engine)
     other_image = "nvcr.io/nvidia/tritonserver:25.05-trtllm-python-py3"
-    api.create("llmdeployments", a_deployment("img", "llama-fp8", server={"image": other_image}))
+    api.create("llmdeployments", a_deployment("img", "llama-fp8", replicas=2, server={"image": other_image}))
     a100 = {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}}
-    api.create("llmdeployments", a_deployment("gpu", "llama-fp8", scheduling=a100))
+    api.create("llmdeployments", a_deployment("gpu", "llama-fp8", scheduling=a100, replicas=2))
     # A required node affinity whose only term excludes the engine's GPU: admitted (the API server
     # cannot see the engine), refused by the operator with the term's path and the fix.
     not_h100 = {"key": "nvidia.com/gpu.product", "operator": "NotIn", "values": [H100]}
     terms = {"nodeSelectorTerms": [{"matchExpressions": [not_h100]}]}
     affinity = {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": terms}}}
-    api.create("llmdeployments", a_deployment("aff", "llama-fp8", scheduling=affinity))
-    api.create("llmdeployments", a_deployment("waiting", "not-built-yet"))
+    api.create("llmdeployments", a_deployment("aff", "llama-fp8", scheduling=affinity, replicas=2))
+    api.create("llmdeployments", a_deployment("waiting", "not-built-yet", replicas=2))
     # 16 ranks > 8 GPUs of an H100 node, and this cluster has no LeaderWorkerSet CRD. (A model the
     # operator has no config.json for: the planner's own multi-node check is skipped.)
-    big = an_engine("big")
+    big = a_cached_engine("big", tp=2)
     big["spec"]["model"]["source"] = "hf://example-org/large-model"
     big["spec"]["parallelism"] = {"tensor": 8, "pipeline": 2}
     api.cache_artifact(big)
     api.create("llmengines", big)
-    api.create("llmdeployments", a_deployment("big", "big"))
+    api.create("llmdeployments", a_deployment("big", "big", replicas=2))
 
     with running_operator(cluster, [api.ns]):
         img = wait_for(lambda: api.condition("img", "EngineIncompatible"), timeout=60, desc="img condition")
@@ -260,7 +195,7 @@ def test_incompatible_or_unplaceable_is_reported_and_nothing_rolls(cluster: Loca
 
 
 def test_partial_artifact_rolls_out_only_with_the_opt_in(cluster: LocalCluster, api: Api) -> None:
-    engine = an_engine("partial")
+    engine = a_cached_engine("partial", tp=2)
     api.cache_artifact(engine, missing=("engine/ (compile skipped: --skip-compile)",))
     api.create("llmengines", engine)
     api.create("llmdeployments", a_deployment("plain", "partial", replicas=1))
@@ -294,7 +229,7 @@ def test_partial_artifact_rolls_out_only_with_the_opt_in(cluster: LocalCluster, 
 def test_auto_rollback_when_new_key_never_becomes_ready(cluster: LocalCluster, api: Api) -> None:
     """New-key pods never become Ready (built for H200: the cluster has none, they stay Pending) past
     progressDeadlineSeconds → the previous key's pod template is restored."""
-    good, bad = an_engine("llama-a"), an_engine("llama-b", product="NVIDIA-H200")
+    good, bad = a_cached_engine("llama-a", tp=2), a_cached_engine("llama-b", tp=2, product="NVIDIA-H200")
     key_a, key_b = api.cache_artifact(good).key, api.cache_artifact(bad).key
     api.create("llmengines", good)
     api.create("llmengines", bad)

@@ -17,17 +17,12 @@ a trigger is active. No control plane is needed.
 from __future__ import annotations
 
 import json
-import shutil
-import socket
-import subprocess
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from support.prometheus import promql, running_prometheus
 from support.wait import wait_for
 
 from trtllm_operator.api.deployment import AutoscalingSpec
@@ -40,12 +35,6 @@ POD = "llama-5d8c7f9b4-x2k4q"  # a Deployment pod name: <name>-<replicaset hash>
 OWNER = OwnerRef(NAME, "0b6a4f3e-0000-4000-8000-000000000001")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def write_targets(path: Path, targets: list[dict[str, Any]]) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(targets))
@@ -55,69 +44,16 @@ def write_targets(path: Path, targets: list[dict[str, Any]]) -> None:
 @pytest.fixture
 def prometheus(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """A real Prometheus on 127.0.0.1 scraping the targets in the yielded file_sd file."""
-    binary = shutil.which("prometheus")
-    if binary is None:
-        pytest.fail(
-            "prometheus is not installed: run hack/ci-deps.sh (Debian package 'prometheus')", pytrace=False
-        )
     targets = tmp_path / "targets.json"
     write_targets(targets, [])
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "global": {"scrape_interval": "1s", "scrape_timeout": "900ms"},
-                "scrape_configs": [
-                    {
-                        "job_name": "triton",
-                        "file_sd_configs": [{"files": [str(targets)], "refresh_interval": "1s"}],
-                    }
-                ],
-            }
-        )
-    )
-    port = free_port()
-    log = tmp_path / "prometheus.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [
-                binary,
-                f"--config.file={config}",
-                f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-                "--log.level=warn",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-
-        def ready() -> bool:
-            if proc.poll() is not None:
-                raise AssertionError(f"prometheus exited {proc.returncode}: {log.read_text()[-2000:]}")
-            with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as resp:
-                return bool(resp.status == 200)
-
-        wait_for(ready, timeout=60, desc="prometheus ready")
+    config = {
+        "global": {"scrape_interval": "1s", "scrape_timeout": "900ms"},
+        "scrape_configs": [
+            {"job_name": "triton", "file_sd_configs": [{"files": [str(targets)], "refresh_interval": "1s"}]}
+        ],
+    }
+    with running_prometheus(config, tmp_path) as url:
         yield url, targets
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-
-
-def promql(url: str, query: str) -> list[dict[str, Any]]:
-    """The ``data.result`` KEDA's Prometheus scaler reads (it queries ``/api/v1/query`` too)."""
-    with urllib.request.urlopen(
-        f"{url}/api/v1/query?" + urllib.parse.urlencode({"query": query}), timeout=5
-    ) as resp:
-        doc = json.loads(resp.read())
-    assert doc["status"] == "success", doc
-    return list(doc["data"]["result"])
 
 
 def test_the_rendered_triggers_return_nothing_once_the_last_serving_pod_is_gone(
@@ -141,9 +77,8 @@ def test_the_rendered_triggers_return_nothing_once_the_last_serving_pod_is_gone(
         assert not {"ignoreNullValues", "activationThreshold"} & set(trigger["metadata"])
     queries = {t["name"]: t["metadata"]["query"] for t in triggers}
 
-    port = free_port()
-    with Fleet(port=port, control=Control(fixed={"requests": 48, "kvCacheUtilization": 0.5})) as fleet:
-        fleet.add("127.0.0.1")
+    with Fleet(port=0, control=Control(fixed={"requests": 48, "kvCacheUtilization": 0.5})) as fleet:
+        port = fleet.add("127.0.0.1").port  # bound to port 0: the kernel's pick, read back
         write_targets(
             targets, [{"targets": [f"127.0.0.1:{port}"], "labels": {"namespace": NAMESPACE, "pod": POD}}]
         )

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import random
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -41,6 +40,7 @@ from trtllm_operator.render.serving import CONFIG_MOUNT
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "hack"))
 from podsandbox import IMAGE_PATH, File, Pod, SandboxError, check_host, hosts_file, start_pod, wait_for
+from support.ports import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -180,12 +180,6 @@ class Group:
         return list(self.pods.values())
 
 
-def free_port(address: str) -> int:
-    with socket.socket() as s:
-        s.bind((address, 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def group_factory(tmp_path: Path) -> Iterator[object]:
     try:
@@ -201,7 +195,7 @@ def group_factory(tmp_path: Path) -> Iterator[object]:
         nodes = params.nodes_per_replica
         lws = leaderworkerset_name(params.name)
         addresses = [f"{net}.{i + 1}" for i in range(nodes)]
-        port = free_port(addresses[0])
+        port = free_port(addresses[0])  # sshd binds it itself: support.ports.free_port's residual race
         files = repository_files(params)
         models = sorted({p.split("/", 1)[0] for p in files})
         data = configmap_data(params, files)

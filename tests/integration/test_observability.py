@@ -15,7 +15,6 @@ coarse stage without crashing, and the failed log reads are counted as API error
 from __future__ import annotations
 
 import json
-import socket
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,14 +22,19 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from support.cluster import LocalCluster
+from support.deployments import DeploymentApi, wait_serving
+from support.engines import EngineApi as Api
+from support.manifests import (
+    a_cached_engine,
+    a_deployment,
+    an_autoscaled_deployment,
+    an_engine,
+    create_token_secret,
+    success_report,
+)
 from support.operator import operator_process, running_operator
+from support.ports import free_port
 from support.wait import wait_for
-from test_autoscaling import Api as ScalingApi
-from test_autoscaling import an_autoscaled_deployment, wait_serving
-from test_autoscaling import an_engine as a_serving_engine
-from test_deployment_controller import Api as DeploymentApi
-from test_deployment_controller import a_deployment
-from test_engine import Api, an_engine, create_token_secret, success_report
 
 from trtllm_operator import events
 from trtllm_operator.emulator import Control, Fleet, PodFollower
@@ -56,14 +60,12 @@ def value(samples: Samples, metric: str, /, **labels: str) -> float:
     return samples.get((metric, frozenset(labels.items())), 0.0)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-#: The operator's exporter starts once per process (commands/run.py): every test here uses this port.
-PORT = free_port()
+@pytest.fixture(scope="session")
+def operator_metrics_port() -> int:
+    """The in-process operator's metrics port. Its exporter starts once per process (commands/run.py)
+    and keeps that port, so every test here uses this one, chosen when first asked for (not at
+    import). The exporter binds it itself: support.ports.free_port's residual race applies."""
+    return free_port()
 
 
 @pytest.fixture
@@ -76,10 +78,10 @@ def apis(cluster: LocalCluster, namespace: str) -> Iterator[tuple[Api, Deploymen
 
 
 def test_metrics_events_and_progress_during_build_and_rollout(
-    cluster: LocalCluster, apis: tuple[Api, DeploymentApi]
+    cluster: LocalCluster, apis: tuple[Api, DeploymentApi], operator_metrics_port: int
 ) -> None:
     api, dep = apis
-    port = PORT
+    port = operator_metrics_port
     built = an_engine("built").pvc("engines", "trtllm")
     prepared = built.prepared()
     built.succeeds(success_report(prepared)).runs_for(4000)
@@ -94,12 +96,11 @@ def test_metrics_events_and_progress_during_build_and_rollout(
         api.create(invalid)
 
         # While the builder pod runs: the coarse stage (kwok has no pod logs), shown by kubectl.
-        running = wait_for(
+        wait_for(
             lambda: (api.engine("built").get("status") or {}).get("build", {}).get("stage") == "running",
             timeout=30,
             desc="build stage running",
         )
-        assert running
         wait_for(
             lambda: value(scrape(port), "trtllm_operator_builds", state="active") >= 1,
             timeout=10,
@@ -239,12 +240,12 @@ def test_trtllm_operator_run_logs_json_keyed_by_object(
 @pytest.fixture
 def scaling(
     cluster: LocalCluster, namespace: str, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[tuple[ScalingApi, Fleet]]:
+) -> Iterator[tuple[DeploymentApi, Fleet]]:
     """An engine served from the cache and Triton metrics emulators on every Running pod (as in
     test_autoscaling.py), idle."""
-    api = ScalingApi(cluster, namespace)
+    api = DeploymentApi(cluster, namespace)
     api.artifact_pvc()
-    engine = a_serving_engine("llama")
+    engine = a_cached_engine("llama")
     api.cache_artifact(engine)
     api.create("llmengines", engine)
     port = free_port()
@@ -259,7 +260,9 @@ def scaling(
             api.core.delete_persistent_volume(f"engines-{namespace}")
 
 
-def test_autoscaler_metrics_and_events(cluster: LocalCluster, scaling: tuple[ScalingApi, Fleet]) -> None:
+def test_autoscaler_metrics_and_events(
+    cluster: LocalCluster, scaling: tuple[DeploymentApi, Fleet], operator_metrics_port: int
+) -> None:
     """Built-in autoscaler under load (Triton metrics emulators on the kwok pods): the desired and
     current replica gauges of the LLMDeployment and the decisions by reason move; ScaledUp is posted."""
     api, fleet = scaling
@@ -269,9 +272,10 @@ def test_autoscaler_metrics_and_events(cluster: LocalCluster, scaling: tuple[Sca
         "llmdeployments", an_autoscaled_deployment("chat", "llama", max_replicas=2, up=fast, down=slow)
     )
     labels = {"namespace": api.ns, "name": "chat"}
-    with running_operator(cluster, [api.ns], metrics_port=PORT):
+    port = operator_metrics_port
+    with running_operator(cluster, [api.ns], metrics_port=port):
         wait_serving(api, fleet, "chat", 1)
-        before = scrape(PORT)
+        before = scrape(port)
         assert value(before, "trtllm_operator_autoscaler_current_replicas", **labels) == 1
         assert value(before, "trtllm_operator_autoscaler_desired_replicas", **labels) == 1
         api.set_load(fleet, requests=80, kvCacheUtilization=0.5)  # active capped at max 64: saturated
@@ -279,7 +283,12 @@ def test_autoscaler_metrics_and_events(cluster: LocalCluster, scaling: tuple[Sca
         after = wait_for(
             lambda: (
                 s
-                if value(s := scrape(PORT), "trtllm_operator_autoscaler_current_replicas", **labels) == 2
+                if value(
+                    s := scrape(operator_metrics_port),
+                    "trtllm_operator_autoscaler_current_replicas",
+                    **labels,
+                )
+                == 2
                 else None
             ),
             timeout=15,

@@ -14,11 +14,7 @@ gives, and the dashboard's own queries are evaluated with ``$namespace`` set to 
 from __future__ import annotations
 
 import json
-import shutil
-import socket
 import subprocess
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +23,7 @@ import pytest
 import yaml
 from localcluster import find_bin_dir
 from prometheus_client import start_http_server
+from support.prometheus import promql, running_prometheus
 from support.wait import wait_for
 
 from trtllm_operator.metrics.operator_metrics import (
@@ -40,12 +37,6 @@ CHART = REPO / "charts" / "trtllm-operator"
 DASHBOARD = CHART / "files" / "grafana-dashboard.json"
 OPERATOR_NAMESPACE = "trtllm-system"
 DEPLOYMENT_NAMESPACE = "team-a"
-
-
-def reserve_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def chart_service_monitor(tmp: Path) -> dict[str, Any]:
@@ -97,20 +88,11 @@ def scrape_config(monitor: dict[str, Any], target: str) -> dict[str, Any]:
     }
 
 
-def query(url: str, expr: str) -> list[dict[str, Any]]:
-    with urllib.request.urlopen(
-        f"{url}/api/v1/query?" + urllib.parse.urlencode({"query": expr}), timeout=5
-    ) as r:
-        doc = json.loads(r.read())
-    assert doc["status"] == "success", doc
-    return list(doc["data"]["result"])
-
-
 @pytest.fixture
 def operator_exporter() -> Iterator[int]:
     """The operator's registry served on 127.0.0.1 with one autoscaled LLMDeployment's gauges."""
-    port = reserve_port()
-    server, thread = start_http_server(port, addr="127.0.0.1", registry=REGISTRY)
+    server, thread = start_http_server(0, addr="127.0.0.1", registry=REGISTRY)  # the kernel picks the port
+    port = int(server.server_port)
     AUTOSCALER_DESIRED_REPLICAS.labels(namespace=DEPLOYMENT_NAMESPACE, name="llama-b12").set(3)
     AUTOSCALER_CURRENT_REPLICAS.labels(namespace=DEPLOYMENT_NAMESPACE, name="llama-b12").set(2)
     try:
@@ -120,28 +102,6 @@ def operator_exporter() -> Iterator[int]:
             gauge.remove(DEPLOYMENT_NAMESPACE, "llama-b12")
         server.shutdown()
         thread.join(5)
-
-
-def run_prometheus(tmp: Path, job: dict[str, Any]) -> tuple[subprocess.Popen[bytes], str]:
-    binary = shutil.which("prometheus")
-    assert binary, "prometheus is not installed: run hack/ci-deps.sh (Debian package 'prometheus')"
-    port = reserve_port()
-    config = tmp / "prometheus.yml"
-    config.write_text(yaml.safe_dump({"global": {"scrape_interval": "1s"}, "scrape_configs": [job]}))
-    log = open(tmp / "prometheus.log", "wb")  # noqa: SIM115 (closed with the process)
-    proc = subprocess.Popen(
-        [
-            binary,
-            f"--config.file={config}",
-            f"--storage.tsdb.path={tmp / 'tsdb'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--log.level=warn",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    log.close()
-    return proc, f"http://127.0.0.1:{port}"
 
 
 def autoscaler_panel_queries() -> list[str]:
@@ -160,16 +120,15 @@ def test_dashboard_autoscaler_panels_see_the_deployments_namespace(
         job["honor_labels"] = False
     else:
         assert job["honor_labels"] is True
-    proc, url = run_prometheus(tmp_path, job)
-    try:
+    with running_prometheus({"global": {"scrape_interval": "1s"}, "scrape_configs": [job]}, tmp_path) as url:
         wait_for(
-            lambda: query(url, 'trtllm_operator_autoscaler_desired_replicas{name="llama-b12"}'),
+            lambda: promql(url, 'trtllm_operator_autoscaler_desired_replicas{name="llama-b12"}'),
             timeout=60,
             desc="the operator's gauge scraped",
         )
-        (series,) = query(url, 'trtllm_operator_autoscaler_desired_replicas{name="llama-b12"}')
+        (series,) = promql(url, 'trtllm_operator_autoscaler_desired_replicas{name="llama-b12"}')
         panels = [q.replace("$namespace", DEPLOYMENT_NAMESPACE) for q in autoscaler_panel_queries()]
-        found = [query(url, q) for q in panels]
+        found = [promql(url, q) for q in panels]
         if honor == "chart":
             assert series["metric"]["namespace"] == DEPLOYMENT_NAMESPACE
             assert [[r["value"][1] for r in rows] for rows in found] == [["3"], ["2"]]
@@ -177,6 +136,3 @@ def test_dashboard_autoscaler_panels_see_the_deployments_namespace(
             assert series["metric"]["namespace"] == OPERATOR_NAMESPACE
             assert series["metric"]["exported_namespace"] == DEPLOYMENT_NAMESPACE
             assert found == [[], []]  # the dashboard's namespace filter misses the deployment
-    finally:
-        proc.terminate()
-        proc.wait(20)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,7 +28,9 @@ import pytest
 from kubernetes import client
 from support.artifacts import cache_artifact, prebound_artifact_pvc
 from support.cluster import LocalCluster
+from support.manifests import DELAY_MS, EXIT_CODE, H100, MESSAGE, OUTCOME, a_cached_engine, a_deployment
 from support.operator import HF_CONFIG_DIR, running_operator
+from support.ports import free_port
 from support.wait import wait_for
 
 from trtllm_operator.api.wire import (
@@ -48,37 +49,13 @@ from trtllm_operator.render.builder_job import storage_labels
 
 pytestmark = pytest.mark.slow
 
-H100 = "NVIDIA-H100-80GB-HBM3"
-IMAGE = "nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3"
-KWOK = "kwok.trtllm-operator.dev"
+
+#: Builder pods that kwok runs for 300 ms (no retries), for the tests here that do build.
+KWOK_GPU = {"product": H100, "backoffLimit": 0, "podAnnotations": {DELAY_MS: "300"}}
 
 
 def an_engine(name: str, **spec: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "LLMEngine",
-        "metadata": {"name": name},
-        "spec": {
-            "model": {"source": "hf://meta-llama/Llama-3.1-8B-Instruct"},
-            "runtime": {"image": IMAGE},
-            "quantization": {"format": "fp8", "kvCacheDtype": "fp8"},
-            "parallelism": {"tensor": 1},
-            "build": {"maxBatchSize": 64, "maxNumTokens": 8192, "maxSeqLen": 8192},
-            "gpu": {"product": H100, "backoffLimit": 0, "podAnnotations": {f"{KWOK}/delay-ms": "300"}},
-            "storage": {"pvc": {"claimName": "engines", "subPath": "trtllm"}},
-        },
-    }
-    body["spec"].update(spec)
-    return body
-
-
-def a_deployment(name: str, engine: str, replicas: int = 1) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "LLMDeployment",
-        "metadata": {"name": name},
-        "spec": {"engineRef": {"name": engine}, "replicas": replicas},
-    }
+    return a_cached_engine(name, gpu=KWOK_GPU, **spec)
 
 
 class Api:
@@ -363,12 +340,6 @@ def _configmap_gone(api: Api, name: str) -> bool:
 
 
 # ----------------------------------------------------------------------------- bounded inputs
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class _Flood(http.server.BaseHTTPRequestHandler):
     """Answers every GET with a 100 MB Prometheus text page (comment lines), counting what it sent."""
 
@@ -396,7 +367,9 @@ class _Flood(http.server.BaseHTTPRequestHandler):
 def test_a_100_mb_metrics_page_is_cut_off_and_the_operator_stays_responsive(
     cluster: LocalCluster, api: Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    port = _free_port()
+    # The operator must know the port before the pod (and its IP) exists, so the server cannot bind
+    # port 0: support.ports.free_port's residual race applies (a lost race fails the bind loudly).
+    port = free_port()
     monkeypatch.setattr(autoscaler_handlers, "METRICS_PORT", port)
     engine = an_engine("llama")
     cache_artifact(api.core, api.ns, engine)
@@ -536,9 +509,7 @@ def test_credentials_in_a_builder_log_tail_reach_neither_status_nor_events(
         f"https://builder:pw-{hf[3:15]}@mirror.local/x with HF_TOKEN={hf}\nNGC_API_KEY={nvapi}"
     )
     engine = an_engine("leaky")
-    engine["spec"]["gpu"]["podAnnotations"].update(
-        {f"{KWOK}/outcome": "fail", f"{KWOK}/exit-code": "3", f"{KWOK}/message": tail}
-    )
+    engine["spec"]["gpu"]["podAnnotations"].update({OUTCOME: "fail", EXIT_CODE: "3", MESSAGE: tail})
     api.create(ENGINE_PLURAL, engine)
     with running_operator(cluster, [api.ns]):
         status = wait_for(

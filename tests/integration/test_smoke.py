@@ -57,6 +57,14 @@ def _job_pod(core: client.CoreV1Api, ns: str, job: str) -> Any:
     return pods[0]
 
 
+def _job_pod_phase(core: client.CoreV1Api, ns: str, job: str) -> str | None:
+    """The phase of the Job's one pod; None while the Job controller has made none (for wait_for:
+    a second pod is a failure at once, not a reason to wait)."""
+    pods = core.list_namespaced_pod(ns, label_selector=f"job-name={job}").items
+    assert len(pods) <= 1, [p.metadata.name for p in pods]
+    return str(pods[0].status.phase) if pods else None
+
+
 def _ready_node(core: client.CoreV1Api, name: str) -> Any:
     node = core.read_node(name)
     return node if node_is_ready(node) else None
@@ -136,9 +144,7 @@ def test_job_marked_to_fail_fails_with_exit_code_and_message(cluster: LocalClust
 def test_job_pod_with_outcome_run_stays_running(cluster: LocalCluster, namespace: str) -> None:
     batch, core = client.BatchV1Api(cluster.api), client.CoreV1Api(cluster.api)
     batch.create_namespaced_job(namespace, _job("long", {OUTCOME: "run"}))
-    wait_for(
-        lambda: _job_pod(core, namespace, "long").status.phase == "Running", desc="pod of Job long Running"
-    )
+    wait_for(lambda: _job_pod_phase(core, namespace, "long") == "Running", desc="pod of Job long Running")
     # A Job created later, with the same default delay, finishing proves the stages ran meanwhile.
     batch.create_namespaced_job(namespace, _job("short"))
     assert (
@@ -151,10 +157,7 @@ def test_job_pod_with_outcome_run_stays_running(cluster: LocalCluster, namespace
 def test_delay_ms_keeps_job_pod_running_before_outcome(cluster: LocalCluster, namespace: str) -> None:
     batch, core = client.BatchV1Api(cluster.api), client.CoreV1Api(cluster.api)
     batch.create_namespaced_job(namespace, _job("slow", {DELAY_MS: "2500"}))
-    running = wait_for(
-        lambda: _job_pod(core, namespace, "slow").status.phase == "Running", desc="pod of Job slow Running"
-    )
-    assert running
+    wait_for(lambda: _job_pod_phase(core, namespace, "slow") == "Running", desc="pod of Job slow Running")
     assert wait_for(lambda: _job_condition(batch, namespace, "slow"), desc="Job slow finished") == "Complete"
     terminated = _job_pod(core, namespace, "slow").status.container_statuses[0].state.terminated
     # API timestamps have 1 s resolution: 2.5 s in Running shows as at least 2 s.

@@ -19,11 +19,14 @@ import pytest
 from kubernetes import client
 from support.artifacts import cache_artifact, prebound_artifact_pvc
 from support.cluster import LocalCluster
+from support.manifests import a_cached_engine
 from support.operator import running_operator
+from support.ports import free_port
 from support.wait import wait_for
 
 from trtllm_operator.decide.engine_spec import PreparedEngine
 from trtllm_operator.emulator import Control, Fleet, PodFollower
+from trtllm_operator.handlers import tuning as tuning_handlers
 
 pytestmark = pytest.mark.slow
 
@@ -35,24 +38,6 @@ OUTCOME = "kwok.trtllm-operator.dev/outcome"
 EXIT_CODE = "kwok.trtllm-operator.dev/exit-code"
 MESSAGE = "kwok.trtllm-operator.dev/message"
 DELAY_MS = "kwok.trtllm-operator.dev/delay-ms"
-
-
-def an_engine(
-    name: str, *, max_batch_size: int = 64, tp: int = 1, benchmark: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "model": {"source": "hf://meta-llama/Llama-3.1-8B-Instruct"},
-        "backend": "tensorrt",
-        "runtime": {"image": IMAGE},
-        "quantization": {"format": "fp8", "kvCacheDtype": "fp8"},
-        "parallelism": {"tensor": tp, "pipeline": 1},
-        "build": {"maxBatchSize": max_batch_size, "maxNumTokens": 8192, "maxSeqLen": 8192},
-        "gpu": {"product": H100},
-        "storage": {"pvc": {"claimName": "engines", "subPath": "trtllm"}},
-    }
-    if benchmark is not None:
-        spec["benchmark"] = benchmark
-    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "LLMEngine", "metadata": {"name": name}, "spec": spec}
 
 
 class Api:
@@ -110,7 +95,7 @@ def api(cluster: LocalCluster, namespace: str) -> Iterator[Api]:
 
 def test_benchmark_job_on_the_engine_gpu_and_results_in_status(cluster: LocalCluster, api: Api) -> None:
     sweep = SWEEP.read_text().strip()
-    good = an_engine(
+    good = a_cached_engine(
         "llama",
         tp=2,
         benchmark={
@@ -118,7 +103,7 @@ def test_benchmark_job_on_the_engine_gpu_and_results_in_status(cluster: LocalClu
             "podAnnotations": {OUTCOME: "succeed", MESSAGE: sweep, DELAY_MS: "500"},
         },
     )
-    bad = an_engine(
+    bad = a_cached_engine(
         "broken",
         max_batch_size=32,
         benchmark={
@@ -126,7 +111,7 @@ def test_benchmark_job_on_the_engine_gpu_and_results_in_status(cluster: LocalClu
             "podAnnotations": {OUTCOME: "fail", EXIT_CODE: "1", MESSAGE: "RuntimeError: CUDA out of memory"},
         },
     )
-    plain = an_engine("plain", max_batch_size=16)  # no spec.benchmark: no Job
+    plain = a_cached_engine("plain", max_batch_size=16)  # no spec.benchmark: no Job
     for e in (good, bad, plain):
         api.cache_artifact(e)
         api.create("llmengines", e)
@@ -211,9 +196,9 @@ def test_benchmark_job_on_the_engine_gpu_and_results_in_status(cluster: LocalClu
 
 
 def test_advisor_recommends_after_sustained_high_kv_through_the_emulator(
-    cluster: LocalCluster, api: Api
+    cluster: LocalCluster, api: Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    engine = an_engine("llama")
+    engine = a_cached_engine("llama")
     api.cache_artifact(engine)
     api.create("llmengines", engine)
     api.create(
@@ -229,7 +214,14 @@ def test_advisor_recommends_after_sustained_high_kv_through_the_emulator(
             },
         },
     )
-    with Fleet(port=8002, control=Control(fixed={"requests": 0, "kvCacheUtilization": 0.93})) as fleet:
+    # A free port in place of Triton's 8002 (a fixed port collides with another session, a demo, or a
+    # wildcard listener). The advisor scrapes the port render.serving.metrics_port names for the
+    # deployment's api, so that is pointed at this one, as the autoscaler's METRICS_PORT is in
+    # test_autoscaling.py. The emulators bind it per pod IP as pods appear (not port 0: the port must
+    # be known first): free_port's residual race.
+    port = free_port()
+    monkeypatch.setattr(tuning_handlers, "metrics_port", lambda api: port)
+    with Fleet(port=port, control=Control(fixed={"requests": 0, "kvCacheUtilization": 0.93})) as fleet:
         follower = PodFollower(
             fleet, api.core, api.ns, "llm.trtllm-operator.dev/deployment", poll_seconds=0.3
         ).start()

@@ -1,1 +1,7 @@
-"""Test support: the local control plane handle (cluster.py) and deadline-bounded polling (wait.py)."""
+"""Test support, shared by every tier (no test module imports another).
+
+- cluster.py, operator.py, wait.py: the local control plane, the operator run against it, polling.
+- ports.py: TCP ports without a bind-release-reuse race where avoidable; prometheus.py: a real Prometheus.
+- manifests.py, engines.py, deployments.py, artifacts.py: manifest builders, API wrappers, cached engines.
+- engine_decisions.py, serving.py: pure fixtures for decision and rendering unit tests.
+"""

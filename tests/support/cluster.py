@@ -111,6 +111,21 @@ class LocalCluster:
             self._api = self.api_client()
         return self._api
 
+    # ---- audit log --------------------------------------------------------------------------
+    def audit_mark(self) -> int:
+        """Where the audit log ends now: pass it to :meth:`audit_events` to see only later requests."""
+        log = self.control_plane.audit_log
+        return log.stat().st_size if log.exists() else 0
+
+    def audit_events(self, since: int = 0) -> list[dict[str, Any]]:
+        """kube-apiserver audit events (write requests; see localcluster's AUDIT_POLICY) logged after
+        byte offset ``since`` (from :meth:`audit_mark`). The log is written in blocking mode, so a
+        request that got its response is already in it."""
+        with self.control_plane.audit_log.open("rb") as f:
+            f.seek(since)
+            data = f.read()
+        return [json.loads(line) for line in data.splitlines() if line.strip()]
+
     def log_tails(self, lines: int = 40) -> dict[str, str]:
         """Component name → last ``lines`` lines of its log."""
         return self.control_plane.log_tails(lines)

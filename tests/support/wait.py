@@ -12,8 +12,10 @@ T = TypeVar("T")
 def wait_for(fn: Callable[[], T], timeout: float = 30.0, interval: float = 0.2, desc: str = "condition") -> T:
     """Call ``fn`` every ``interval`` s until it returns something truthy; return that value.
 
-    Exceptions raised by ``fn`` count as "not yet" (the object may not exist yet). After ``timeout``
-    seconds raises AssertionError naming ``desc`` with the last value returned or exception raised.
+    Exceptions raised by ``fn`` count as "not yet" (the object may not exist yet, the API may be
+    busy) — except AssertionError: a failed check inside ``fn`` fails the test at once, with its own
+    message, instead of being retried into a timeout. After ``timeout`` seconds raises
+    AssertionError naming ``desc`` with the last value returned or exception raised.
     """
     deadline = time.monotonic() + timeout
     last: object = None
@@ -21,6 +23,8 @@ def wait_for(fn: Callable[[], T], timeout: float = 30.0, interval: float = 0.2, 
     while True:
         try:
             value = fn()
+        except AssertionError:
+            raise
         except Exception as exc:
             last_exc, last = exc, None
         else:

@@ -107,7 +107,14 @@ def test_the_contract_module_needs_no_heavy_import() -> None:
     """The contract reaches only the report and the build spec (stdlib + pydantic)."""
     source = (Path(contract.__file__)).read_text(encoding="utf-8")
     imports = {line.split()[1] for line in source.splitlines() if line.startswith(("from ", "import "))}
-    assert imports <= {"__future__", "hashlib", "typing", "engine_builder.report", "engine_builder.spec"}
+    assert imports <= {
+        "__future__",
+        "hashlib",
+        "re",
+        "typing",
+        "engine_builder.report",
+        "engine_builder.spec",
+    }
 
 
 def test_operator_spec_round_trips_every_format() -> None:

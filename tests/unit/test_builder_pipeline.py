@@ -13,7 +13,6 @@ import hashlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from typing import Any
 import pytest
 import yaml
 from moto.server import ThreadedMotoServer
+from support.ports import bound_socket
 
 pytest.importorskip("modelopt.torch.quantization")
 
@@ -332,19 +332,13 @@ def test_unknown_format_fails_before_fetch_via_cli(tmp_path: Path, tiny_model: P
 # S3 against moto's server on 127.0.0.1
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def s3_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
-    port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
-    endpoint = f"http://127.0.0.1:{port}"
+    host, port = server.get_host_and_port()  # bound to port 0: the kernel's pick, read back
+    endpoint = f"http://{host}:{port}"
     for key, value in {
         "AWS_ENDPOINT_URL": endpoint,
         "AWS_ACCESS_KEY_ID": "testing",
@@ -388,9 +382,11 @@ def test_s3_missing_prefix_is_model_not_found(tmp_path: Path, tiny_model: Path, 
 
 
 def test_unreachable_s3_is_download_failed(
-    tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
-    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{_free_port()}")  # nothing listens
+    closed = bound_socket()  # held, never listening: connections to its port are refused
+    request.addfinalizer(closed.close)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{closed.getsockname()[1]}")
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")

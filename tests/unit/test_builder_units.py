@@ -417,3 +417,52 @@ def test_hf_repo_without_safetensors_is_model_not_found(
         fetch("hf://org/model", revision=None, token_env="NO_SUCH_TOKEN_VAR", dest=tmp_path / "src")
     assert info.value.reason == "ModelNotFound"
     assert "safetensors" in info.value.message
+
+
+def _published(tmp_path: Path) -> tuple[dict[str, Any], str]:
+    """A published artifact directory: one file and a manifest.json over it (package's format)."""
+    from engine_builder.contract import MANIFEST_SCHEMA, engine_key, manifest_digest  # noqa: PLC0415
+    from engine_builder.package import sha256_file  # noqa: PLC0415
+
+    key_inputs = {"backend": "tensorrt", "model": {"uri": "hf://org/tiny"}}
+    key = engine_key(key_inputs)
+    root = tmp_path / key
+    (root / "engine").mkdir(parents=True)
+    (root / "engine" / "rank0.engine").write_bytes(b"x" * 100)
+    manifest: dict[str, Any] = {
+        "schema": MANIFEST_SCHEMA,
+        "engineKey": key,
+        "keyInputs": key_inputs,
+        "backend": "tensorrt",
+        "runtimeImage": "nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3",
+        "target": {"gpuProduct": "NVIDIA-H100-80GB-HBM3", "sm": 90},
+        "files": [
+            {
+                "path": "engine/rank0.engine",
+                "size": 100,
+                "sha256": sha256_file(root / "engine" / "rank0.engine"),
+            }
+        ],
+    }
+    manifest["manifestDigest"] = manifest_digest(manifest)
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    pkg = {"manifest_path": str(root / "manifest.json"), "manifest_digest": manifest["manifestDigest"]}
+    return pkg, key
+
+
+def test_success_is_reported_only_for_a_published_artifact_that_verifies(tmp_path: Path) -> None:
+    from engine_builder.pipeline import _verify_published  # noqa: PLC0415
+
+    pkg, key = _published(tmp_path)
+    assert _verify_published(pkg, key) is None
+    wrong_key = _verify_published(pkg, "0" * 64)
+    assert wrong_key is not None and "manifest.engineKey" in wrong_key.message
+    assert wrong_key.reason == "InternalError" and wrong_key.stage == "report"
+    other_digest = _verify_published({**pkg, "manifest_digest": "sha256:" + "1" * 64}, key)
+    assert other_digest is not None and "not the packaged one" in other_digest.message
+    (Path(pkg["manifest_path"]).parent / "engine" / "rank0.engine").write_bytes(b"x" * 99)
+    short = _verify_published(pkg, key)
+    assert short is not None and "not 100 bytes" in short.message
+    Path(pkg["manifest_path"]).unlink()
+    gone = _verify_published(pkg, key)
+    assert gone is not None and "does not verify" in gone.message

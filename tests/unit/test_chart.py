@@ -21,7 +21,7 @@ import kubernetes_validate
 import pytest
 import yaml
 from localcluster import ClusterError, find_bin_dir
-from test_render_deployment import a_deployment
+from support.serving import serving_params
 
 from trtllm_operator.cli import build_parser
 from trtllm_operator.commands._schema import _strict
@@ -64,6 +64,14 @@ VALUE_SETS: dict[str, list[str]] = {
     ],
     "peering": ["--set", "replicaCount=2", "--set", "settings.logFormat=text"],
     "no-service": ["--set", "metrics.service.enabled=false", "--set", "serviceAccount.name=op"],
+    "custom-builder": [
+        "--set",
+        "builder.image=registry.example/engine-builder:1.2.0",
+        "--set",
+        "builder.delivery=false",
+        "--set",
+        "builder.deliveryImage=mirror.example/trtllm-operator:0.1.0",
+    ],
 }
 #: Kinds from CustomResourceDefinitions: no Kubernetes schema; validated against the upstream CRDs
 #: (prometheus-operator v0.85.0, tests/fixtures/upstream/prometheus-operator-v0.85.0/README.md).
@@ -230,7 +238,7 @@ def test_monitoring_objects_validate_against_the_upstream_crds(
 def serving_pods() -> dict[str, dict[str, Any]]:
     """Pod templates the operator renders: a one-node replica's pod, a LeaderWorkerSet's leader and
     worker (trtllm_operator.render, the same code the controller runs)."""
-    base = a_deployment(tensor_parallelism=2)
+    base = serving_params(tensor_parallelism=2)
     one = replace(base, gpus_per_node=8)
     multi = replace(base, gpus_per_node=1)
     lws = desired_leaderworkerset(multi, desired_model_repository(multi))["spec"]["leaderWorkerTemplate"]
@@ -253,8 +261,10 @@ def test_serving_pod_monitor_scrapes_the_pods_that_serve(rendered: dict[str, lis
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["team-a"]}  # watchNamespaces
     (anywhere,) = only(rendered["pod-monitor-all-namespaces"], "PodMonitor")
     assert anywhere["spec"]["namespaceSelector"] == {"any": True}
-    (endpoint,) = anywhere["spec"]["podMetricsEndpoints"]
+    endpoint, openai = anywhere["spec"]["podMetricsEndpoints"]
     assert endpoint == {"port": "metrics", "path": "/metrics", "interval": "5s"}
+    # pods of the OpenAI frontend (spec.server.api openai/both): /metrics on the "openai" port
+    assert openai == {"port": "openai", "path": "/metrics", "interval": "5s"}
     selector = monitor["spec"]["selector"]["matchLabels"]
     scraped = set()
     for role, template in serving_pods().items():
@@ -391,6 +401,15 @@ def test_container_args_and_env_are_operator_settings(
     assert settings.standalone is (dep["spec"]["replicas"] == 1)
     assert settings.log_format == ("text" if value_set == "peering" else "json")
     assert dep["spec"]["strategy"]["type"] == "Recreate"
+    # the builder: delivered from the operator's own image (docs/engine-builder.md, "Running on a
+    # stock image") unless the admin names a builder image that contains engine-builder
+    if value_set == "custom-builder":
+        assert settings.builder_image == "registry.example/engine-builder:1.2.0"
+        assert settings.builder_delivery is False
+        assert settings.builder_delivery_image == "mirror.example/trtllm-operator:0.1.0"
+    else:
+        assert settings.builder_image is None and settings.builder_delivery is True
+        assert settings.builder_delivery_image == dep["spec"]["template"]["spec"]["containers"][0]["image"]
 
 
 # ----------------------------------------------------------------------------- RBAC
@@ -428,8 +447,8 @@ def test_rbac_is_least_privilege(rendered: dict[str, list[dict[str, Any]]], valu
             assert set(rule["verbs"]) <= {"get", "list", "watch"}, f"{where}: {rule}"
         assert not any(r.endswith("/exec") or r.endswith("/attach") for r in rule.get("resources", []))
     kind = "Role" if value_set in ("namespaced", "everything") else "ClusterRole"
-    # the operator never deletes its users' objects or their Jobs; the scale subresource is its only
-    # way to change replicas
+    # the operator never deletes its users' objects (it deletes only a builder Job of its own that
+    # never started, to replace it); the scale subresource is its only way to change replicas
     assert "delete" not in grants(objs, kind, LLM_GROUP, "llmengines")
     assert "delete" not in grants(objs, kind, LLM_GROUP, "llmdeployments")
     assert "update" not in grants(objs, kind, LLM_GROUP, "llmdeployments")
@@ -473,7 +492,7 @@ def network_policies() -> list[dict[str, Any]]:
 
 def test_documented_network_policy_validates_and_selects_serving_pods() -> None:
     from trtllm_operator.api.wire import LABEL_COMPONENT  # noqa: PLC0415
-    from trtllm_operator.render.serving import HTTP_PORT, METRICS_PORT  # noqa: PLC0415
+    from trtllm_operator.render.serving import HTTP_PORT, METRICS_PORT, OPENAI_PORT  # noqa: PLC0415
 
     policies = network_policies()
     assert policies, "docs/security.md has no NetworkPolicy manifest"
@@ -488,7 +507,7 @@ def test_documented_network_policy_validates_and_selects_serving_pods() -> None:
     (policy,) = serving
     assert set(policy["spec"]["policyTypes"]) == {"Ingress", "Egress"}
     ingress_ports = {p["port"] for rule in policy["spec"]["ingress"] for p in rule.get("ports", [])}
-    assert {HTTP_PORT, METRICS_PORT} <= ingress_ports
+    assert {HTTP_PORT, METRICS_PORT, OPENAI_PORT} <= ingress_ports
     # egress: DNS, and the other serving pods (multi-node ranks talk MPI/NCCL to each other);
     # nothing else (the engine is on a mounted volume, Triton calls no one)
     for rule in policy["spec"]["egress"]:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
+from support.ports import free_port
 
 from trtllm_operator.emulator import (
     Control,
@@ -274,14 +275,8 @@ def test_load_file_watcher(fleet: Fleet, tmp_path: Path) -> None:
     assert fleet.control.arrival_rate == 12
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.1.250.9", 0))
-        return int(s.getsockname()[1])
-
-
 def test_cli_serves_until_sigterm(tmp_path: Path) -> None:
-    port = free_port()
+    port = free_port("127.1.250.9")  # the CLI binds it itself: support.ports.free_port's residual race
     load = tmp_path / "load.json"
     load.write_text('{"fixed": {"kvCacheUtilization": 0.25}}')
     proc = subprocess.Popen(

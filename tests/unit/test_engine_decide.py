@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
 import json
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
 import pytest
+from support.engine_decisions import H100, LLAMA70B, NOW, TINY, good_report, job, observe, pod, prepared, spec
 
 from engine_builder.report import EXIT_CODES, build_report
 from trtllm_operator.decide.conditions import condition, merge_conditions
@@ -19,52 +19,15 @@ from trtllm_operator.decide.engine import (
     EngineObservation,
     EnsurePVC,
     RecordArtifact,
+    ReplaceBuild,
     decide_engine,
     decide_invalid,
 )
 from trtllm_operator.decide.engine_cache import artifact_record, record_from_build
 from trtllm_operator.decide.engine_failure import classify_failure, parse_report, unschedulable_message
-from trtllm_operator.decide.engine_spec import InvalidEngine, PreparedEngine, prepare_engine
+from trtllm_operator.decide.engine_hints import builder_claims, claim_state
+from trtllm_operator.decide.engine_spec import InvalidEngine, prepare_engine
 from trtllm_operator.decide.storage import builder_job_name, cache_entry_name
-
-CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "model-configs"
-H100 = "NVIDIA-H100-80GB-HBM3"
-NOW = "2026-11-29T19:00:00Z"
-
-
-def config(name: str) -> dict[str, Any]:
-    return dict(json.loads((CONFIGS / f"{name}.json").read_text()))
-
-
-TINY = config("TinyLlama__TinyLlama-1.1B-Chat-v1.0")
-LLAMA70B = config("meta-llama__Llama-3.1-70B-Instruct")
-
-
-def spec(**changes: Any) -> dict[str, Any]:
-    """A valid LLMEngine spec (TinyLlama FP8 on H100, S3 storage) with dotted-path ``changes``."""
-    base: dict[str, Any] = {
-        "model": {"source": "hf://TinyLlama/TinyLlama-1.1B-Chat-v1.0"},
-        "runtime": {"image": "nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3"},
-        "quantization": {"format": "fp8", "kvCacheDtype": "fp8"},
-        "gpu": {"product": H100},
-        "storage": {"s3": {"bucket": "engines", "prefix": "cache"}},
-    }
-    out = copy.deepcopy(base)
-    for path, value in changes.items():
-        node = out
-        *parents, leaf = path.split("__")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = value
-    return out
-
-
-def prepared(
-    s: dict[str, Any] | None = None, hf: dict[str, Any] | None = TINY, name: str = "e"
-) -> PreparedEngine:
-    result = prepare_engine(name, s or spec(), hf_config=hf)
-    assert isinstance(result, PreparedEngine), result
-    return result
 
 
 # ----------------------------------------------------------------------------- engine key
@@ -177,42 +140,6 @@ def test_storage_identities_and_names() -> None:
 
 
 # ----------------------------------------------------------------------------- phases
-def job(*conditions: tuple[str, str], **status: Any) -> dict[str, Any]:
-    return {
-        "metadata": {"name": "build-x", "ownerReferences": []},
-        "spec": {"activeDeadlineSeconds": 600},
-        "status": {
-            "conditions": [{"type": t, "status": "True", "reason": r} for t, r in conditions],
-            **status,
-        },
-    }
-
-
-def pod(
-    phase: str, *, exit_code: int | None = None, message: str | None = None, **extra: Any
-) -> dict[str, Any]:
-    status: dict[str, Any] = {"phase": phase, **extra}
-    if exit_code is not None:
-        term: dict[str, Any] = {"exitCode": exit_code, "reason": "Error" if exit_code else "Completed"}
-        if message is not None:
-            term["message"] = message
-        status["containerStatuses"] = [{"name": "builder", "state": {"terminated": term}}]
-    return {"metadata": {"creationTimestamp": "2026-11-29T18:00:00Z"}, "status": status}
-
-
-def observe(**kw: Any) -> EngineObservation:
-    base: dict[str, Any] = {
-        "generation": 1,
-        "status": {},
-        "cache_entry": None,
-        "job": None,
-        "pods": [],
-        "queue": BuildQueue(0, 2, 0),
-    }
-    base.update(kw)
-    return EngineObservation(**base)
-
-
 def conds(decision: Any) -> dict[str, tuple[str, str]]:
     return {c["type"]: (c["status"], c["reason"]) for c in decision.conditions}
 
@@ -257,6 +184,7 @@ def test_completed_job_records_the_artifact_from_the_report() -> None:
     p = prepared()
     report = build_report(
         status="Succeeded",
+        engine_key=p.key,
         artifact_uri=f"s3://engines/cache/{p.key}",
         manifest_digest="sha256:" + "1" * 64,
         size_bytes=99,
@@ -282,6 +210,44 @@ def test_completed_job_records_the_artifact_from_the_report() -> None:
         "ArtifactComplete": ("True", "Complete"),
     }
     assert d.status["artifact"]["partial"] is False
+
+
+@pytest.mark.parametrize(
+    ("message", "pods_left", "reason", "says"),
+    [
+        (None, True, "ArtifactMissing", "holds no builder report"),
+        ("", False, "ArtifactMissing", "pod is gone"),
+        ({"manifest_digest": None}, True, "ArtifactMissing", "names no manifestDigest"),
+        (
+            {"artifact_uri": None, "manifest_digest": None},
+            True,
+            "ArtifactMissing",
+            "artifactURI and manifestD",
+        ),
+        ({"engine_key": "f" * 64}, True, "ArtifactUnverified", "is not this engine's key"),
+        ({"engine_key": None}, True, "ArtifactMissing", "names no engineKey"),
+        ({"artifact_uri": "s3://engines/cache/other"}, True, "ArtifactUnverified", "artifactURI"),
+        ({"manifest_digest": "sha256:abc"}, True, "ArtifactUnverified", "not sha256:<64 hex>"),
+        ({"status": "Failed", "reason": "CompileFailed"}, True, "ArtifactUnverified", "report says Failed"),
+    ],
+)
+def test_completed_job_without_a_verified_report_fails_and_records_nothing(
+    message: dict[str, Any] | None, pods_left: bool, reason: str, says: str
+) -> None:
+    p = prepared()
+    text = None if message is None else json.dumps(good_report(p, **message)) if message else None
+    pods = [pod("Succeeded", exit_code=0, message=text)] if pods_left else []
+    d = decide_engine(p, observe(job=job(("Complete", "")), pods=pods), now=NOW)
+    assert d.phase == "Failed"
+    assert not any(isinstance(a, RecordArtifact) for a in d.actions)
+    assert "artifact" not in d.status or d.status["artifact"] is None
+    assert conds(d)["Degraded"] == ("True", reason)
+    assert conds(d)["Ready"] == ("False", "BuildFailed")
+    assert conds(d)["ArtifactComplete"] == ("Unknown", "NoArtifact")
+    assert d.status["build"]["reason"] == reason
+    assert says in d.status["build"]["message"]
+    assert f"kubectl delete job {p.job_name}" in d.status["build"]["message"]
+    assert d.event is not None and d.event.reason == reason and d.event.type == "Warning"
 
 
 def test_nothing_built_yet_has_artifact_complete_unknown() -> None:
@@ -327,6 +293,7 @@ def test_build_record_is_partial_when_the_report_is(status: str, backend: str, p
             build_report(status=status, reason="CompileSkipped" if partial else None, message="no engine")
         )
     )
+    assert report is not None
     record = record_from_build(p, report, job_name="j", recorded_at=NOW)
     assert record["partial"] is partial
     assert record["missing"] == (["no engine"] if partial else None)
@@ -334,7 +301,16 @@ def test_build_record_is_partial_when_the_report_is(status: str, backend: str, p
 
 def test_recorded_artifact_is_reused_without_a_job() -> None:
     p = prepared()
-    record = record_from_build(p, None, job_name="build-other", recorded_at=NOW) | {"builtBy": "other"}
+    record = artifact_record(
+        key=p.key,
+        storage=p.storage,
+        runtime_image=p.build_spec.runtime_image,
+        gpu_product=p.gpu.product,
+        sm=p.gpu.sm,
+        backend="tensorrt",
+        recorded_at=NOW,
+        built_by="other",
+    )
     d = decide_engine(p, observe(cache_entry=record), now=NOW)
     assert d.phase == "Ready" and d.actions == []
     assert conds(d)["Progressing"] == ("False", "ArtifactReused")
@@ -421,8 +397,10 @@ def test_unschedulable_pod_is_reported_with_the_scheduler_message() -> None:
     pending = pod("Pending", conditions=[scheduled])
     assert unschedulable_message([pending]) == scheduled["message"]
     d = decide_engine(prepared(), observe(job=job(), pods=[pending]), now=NOW)
-    assert d.phase == "Building"
+    assert d.phase == "Unschedulable"
     assert conds(d)["Degraded"] == ("True", "BuildUnschedulable")
+    assert conds(d)["Ready"] == ("False", "BuildUnschedulable")
+    assert d.event is not None and (d.event.type, d.event.reason) == ("Warning", "BuildUnschedulable")
     assert "Insufficient nvidia.com/gpu" in d.status["build"]["message"]
     assert "nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3" in d.status["build"]["message"]
 
@@ -514,6 +492,63 @@ def test_unbound_model_claim_is_named_too() -> None:
     assert "PersistentVolumeClaim models is Pending" in message and "spec.model.source" in message
 
 
+# The PV controller's Event on a claim it cannot bind (kubernetes/kubernetes
+# pkg/controller/volume/persistentvolume/pv_controller.go, syncUnboundClaim:
+# eventRecorder.Event(claim, Normal, events.FailedBinding, "no persistent volumes available for this
+# claim and no storage class is set")).
+FAILED_BINDING = {
+    "reason": "FailedBinding",
+    "message": "no persistent volumes available for this claim and no storage class is set",
+    "type": "Normal",
+    "lastTimestamp": "2026-11-29T18:00:05Z",
+}
+
+
+@pytest.mark.parametrize(
+    ("pvc", "events", "wanted"),
+    [
+        (  # Pending, with the PV controller's reason
+            {"status": {"phase": "Pending"}},
+            [{**FAILED_BINDING, "lastTimestamp": "2026-11-29T17:00:00Z", "reason": "Older"}, FAILED_BINDING],
+            "PersistentVolumeClaim engines is Pending (FailedBinding: no persistent volumes available for "
+            "this claim and no storage class is set): bind it to a PersistentVolume",
+        ),
+        (  # Pending, and nothing says why
+            {"status": {"phase": "Pending"}},
+            [],
+            "PersistentVolumeClaim engines is Pending (no Event on it says why): bind it",
+        ),
+        (None, [], "PersistentVolumeClaim engines does not exist: "),  # observed missing
+    ],
+)
+def test_observed_claim_state_names_the_claim_and_the_reason_from_its_events(
+    pvc: dict[str, Any] | None, events: list[dict[str, Any]], wanted: str
+) -> None:
+    s = spec(storage={"pvc": {"claimName": "engines"}})
+    p = prepared(s)
+    assert builder_claims(p) == ["engines"]
+    state = claim_state(pvc, events)
+    scheduled = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": UNBOUND}
+    obs = observe(job=job(), pods=[pod("Pending", conditions=[scheduled])], claims={"engines": state})
+    d = decide_engine(p, obs, now=NOW)
+    assert d.phase == "Unschedulable"
+    message = d.status["build"]["message"]
+    assert wanted in message, message
+    assert "Older" not in message  # the newest Event wins
+    degraded = next(c for c in d.conditions if c["type"] == "Degraded")
+    assert degraded["reason"] == "BuildUnschedulable" and wanted in degraded["message"]
+
+
+def test_a_bound_claim_is_not_blamed() -> None:
+    s = spec(storage={"pvc": {"claimName": "engines"}}, model={"source": "pvc://models/tiny"})
+    claims = {"engines": claim_state({"status": {"phase": "Bound"}}, []), "models": claim_state(None, [])}
+    scheduled = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": UNBOUND}
+    obs = observe(job=job(), pods=[pod("Pending", conditions=[scheduled])], claims=claims)
+    message = decide_engine(prepared(s), obs, now=NOW).status["build"]["message"]
+    assert "PersistentVolumeClaim models does not exist" in message
+    assert "PersistentVolumeClaim engines" not in message
+
+
 @pytest.mark.parametrize(
     "text", [None, "", "Traceback (most recent call last):", '{"status": "Weird"}', "[1, 2]", '{"stat']
 )
@@ -542,3 +577,40 @@ def test_merge_keeps_transition_time_when_status_is_unchanged_and_other_writers_
 def test_condition_rejects_bad_status() -> None:
     with pytest.raises(ValueError, match="True, False or Unknown"):
         condition("Ready", "maybe", "X")
+
+
+def test_a_never_scheduled_job_whose_requests_changed_is_replaced() -> None:
+    p = prepared()
+    scheduled = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "x"}
+    obs = observe(
+        job=job(),
+        pods=[pod("Pending", conditions=[scheduled])],
+        job_outdated="limits.nvidia.com/gpu 16 → 1",
+    )
+    d = decide_engine(p, obs, now=NOW)
+    assert d.phase == "Building"
+    assert d.actions == [ReplaceBuild(p.job_name)]
+    assert conds(d)["Progressing"] == ("True", "BuildReplaced")
+    assert "limits.nvidia.com/gpu 16 → 1" in d.status["build"]["message"]
+    assert d.event is not None and d.event.reason == "BuildReplaced"
+    # nothing changed: the Job stays (Unschedulable), no action
+    same = decide_engine(p, replace(obs, job_outdated=None), now=NOW)
+    assert same.phase == "Unschedulable" and same.actions == []
+
+
+def test_sizing_change_compares_parsed_quantities() -> None:
+    from trtllm_operator.handlers.engine import sizing_change  # noqa: PLC0415
+
+    def job_with(**resources: dict[str, str]) -> dict[str, Any]:
+        container = {"name": "builder", "resources": resources}
+        return {"spec": {"template": {"spec": {"containers": [container]}}}}
+
+    live = job_with(limits={"nvidia.com/gpu": "16", "memory": "64Gi"}, requests={"cpu": "8"})
+    assert (
+        sizing_change(
+            live, job_with(limits={"nvidia.com/gpu": "16", "memory": "65536Mi"}, requests={"cpu": "8000m"})
+        )
+        is None
+    )
+    changed = sizing_change(live, job_with(limits={"nvidia.com/gpu": "1", "memory": "64Gi"}))
+    assert changed == "limits.nvidia.com/gpu 16 → 1, requests.cpu 8 → unset"

@@ -14,7 +14,7 @@ import yaml
 from engine_builder.report import DETERMINISTIC_REASONS, EXIT_CODES
 from engine_builder.spec import BuildSpec
 from trtllm_operator.api.crd import engine_crd
-from trtllm_operator.decide.engine_cache import record_from_build
+from trtllm_operator.decide.engine_cache import artifact_record
 from trtllm_operator.decide.engine_hints import unschedulable_hint
 from trtllm_operator.decide.engine_spec import PreparedEngine, prepare_engine
 from trtllm_operator.render.builder_job import (
@@ -79,13 +79,25 @@ def test_job_is_a_valid_kubernetes_object_with_the_safety_settings() -> None:
     assert c["terminationMessagePolicy"] == "FallbackToLogsOnError"
     assert c["image"] == BASE["runtime"]["image"]
     assert c["command"] == [
-        "engine-builder",
+        "python3",
+        "-m",
+        "engine_builder",
         "run",
         "--spec",
         "/etc/engine-builder/build.yaml",
         "--workdir",
         f"/artifacts/.work/{p.key}",
     ]
+    # engine-builder delivered by the operator image into the stock runtime image
+    (init,) = pod["initContainers"]
+    assert init["image"] == SETTINGS.builder_delivery_image
+    assert init["command"] == ["cp", "-R", "/opt/engine-builder/.", "/opt/trtllm-builder/"]
+    assert init["volumeMounts"] == [{"name": "engine-builder", "mountPath": "/opt/trtllm-builder"}]
+    assert {"name": "engine-builder", "mountPath": "/opt/trtllm-builder", "readOnly": True} in c[
+        "volumeMounts"
+    ]
+    assert {"name": "engine-builder", "emptyDir": {"sizeLimit": "512Mi"}} in pod["volumes"]
+    assert {"name": "PYTHONPATH", "value": "/opt/trtllm-builder/lib"} in c["env"]
     assert {"name": "dshm", "mountPath": "/dev/shm"} in c["volumeMounts"]
     assert {"name": "artifacts", "mountPath": "/artifacts", "subPath": "engines"} in c["volumeMounts"]
     assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16384Mi"}} in pod["volumes"]
@@ -237,7 +249,16 @@ def test_created_pvc_is_owned_only_with_reclaim_policy_delete(policy: str, owned
 
 def test_cache_entry_is_unowned_and_labelled_by_key_and_storage() -> None:
     p = prepared()
-    record = record_from_build(p, None, job_name=p.job_name, recorded_at="2026-11-29T19:00:00Z")
+    record = artifact_record(
+        key=p.key,
+        storage=p.storage,
+        runtime_image=p.build_spec.runtime_image,
+        gpu_product=p.gpu.product,
+        sm=p.gpu.sm,
+        backend=p.build_spec.backend,
+        recorded_at="2026-11-29T19:00:00Z",
+        source=f"job/{p.job_name}",
+    )
     cm = desired_cache_entry("ml", record)
     kubernetes_validate.validate(cm, K8S_VERSION, strict=True)
     assert cm["metadata"]["name"] == p.cache_name

@@ -136,6 +136,11 @@ def _engine_event_reasons() -> set[str]:
         # the spec's own reasons, and what the admin's policy refuses (handlers/engine.py)
         "invalid.reason": {decide_engine.R_INVALID_SPEC, decide_engine.R_DOES_NOT_FIT} | _POLICY_REASONS,
         "failure.reason": failures,
+        "unverified.reason": {
+            engine_failure.REASON_ARTIFACT_MISSING,
+            engine_failure.REASON_ARTIFACT_UNVERIFIED,
+            engine_failure.REASON_UNKNOWN,
+        },
     }
     out: set[str] = set()
     for expr, func in _calls(tree, "_event_for", 2):

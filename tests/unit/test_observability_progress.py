@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import io
+import json
 from typing import Any
 
 import pytest
-from test_engine_decide import NOW, job, observe, pod, prepared
+from support.engine_decisions import NOW, good_report, job, observe, pod, prepared
 
 from engine_builder.pipeline import STAGES
 from engine_builder.progress import PROGRESS_PREFIX, Progress
@@ -113,9 +114,11 @@ def test_progress_changes_post_no_event() -> None:
 
 
 def test_completed_build_is_done_whatever_the_last_line_said() -> None:
+    p = prepared()
+    done = pod("Succeeded", exit_code=0, message=json.dumps(good_report(p)))
     d = decide_engine(
-        prepared(),
-        observe(job=job(("Complete", "")), pods=[pod("Succeeded")], progress=BuildProgress("package", 87)),
+        p,
+        observe(job=job(("Complete", "")), pods=[done], progress=BuildProgress("package", 87)),
         now=NOW,
     )
     assert (d.phase, d.status["build"]["stage"], d.status["build"]["percent"]) == ("Ready", "done", 100)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
@@ -16,6 +17,20 @@ K8S_SCHEMA = "1.34.0"
 EXAMPLES = sorted(
     p.name for p in (REPO / "examples").glob("*.yaml") if "kind: LLMDeployment" in p.read_text()
 )
+
+
+def inference_pool_schema() -> dict[str, Any]:
+    """``openAPIV3Schema`` of the vendored upstream InferencePool CRD (gateway-api-inference-extension
+    v1.6.0), strict."""
+    from trtllm_operator.commands._schema import _strict  # noqa: PLC0415
+
+    crd = yaml.safe_load(
+        (REPO / "tests/fixtures/upstream/gateway-api-inference-extension-v1.6.0")
+        .joinpath("inference.networking.k8s.io_inferencepools.yaml")
+        .read_text()
+    )
+    schema: dict[str, Any] = _strict(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+    return schema
 
 
 def _needs_lws(example: str) -> list[str]:
@@ -33,7 +48,9 @@ def test_examples_render_every_child(example: str, capsys: pytest.CaptureFixture
     for cm in (d for d in docs if d["kind"] == "ConfigMap"):
         assert not any("${" in v for k, v in cm["data"].items() if not k.endswith(".sh"))
     for doc in docs:
-        if doc["kind"] != "LeaderWorkerSet":  # not a built-in kind
+        if doc["kind"] == "InferencePool":  # upstream's CRD (strict: what the API server would prune fails)
+            jsonschema.Draft7Validator(inference_pool_schema()).validate(doc)
+        elif doc["kind"] != "LeaderWorkerSet":  # not a built-in kind
             doc["metadata"]["ownerReferences"][0]["uid"] = "00000000-0000-0000-0000-000000000000"
             # The control plane's version is 1.34; the newest schema the validator ships is strict
             # about unknown fields, which is the point of the check.
@@ -200,3 +217,36 @@ def test_offline_check_accepts_the_valid_fixtures(path: Path) -> None:
     for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
         if isinstance(doc, dict):
             assert manifest_errors(doc) == []
+
+
+def test_model_config_runs_the_planner_checks_the_operator_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without the model's config.json the planner's checks cannot run: render says so on stderr;
+    with ``--model-config`` a tensor parallelism that does not divide Llama-3.1-8B's 32 attention
+    heads (its public config.json) is refused as the operator refuses it (InvalidSpec)."""
+    dep, engine = _example_pair()
+    engine["spec"]["parallelism"]["tensor"] = 3
+    (tmp_path / "all.yaml").write_text(yaml.safe_dump_all([engine, dep]))
+    config = REPO / "tests" / "fixtures" / "model-configs" / "meta-llama__Llama-3.1-8B-Instruct.json"
+    assert main(["render", "-f", str(tmp_path / "all.yaml")]) == 0
+    assert "--model-config" in capsys.readouterr().err
+    assert main(["render", "-f", str(tmp_path / "all.yaml"), "--model-config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "spec.parallelism.tensor: tensor parallelism 3 does not divide the 32 attention heads" in err
+    assert ".;" not in err  # several reasons read as sentences
+    engine["spec"]["parallelism"]["tensor"] = 2
+    (tmp_path / "all.yaml").write_text(yaml.safe_dump_all([engine, dep]))
+    assert (
+        main(["render", "-n", "team-a", "-f", str(tmp_path / "all.yaml"), "--model-config", str(config)]) == 0
+    )
+    captured = capsys.readouterr()
+    assert "skipped" not in captured.err
+    assert all(d["metadata"]["namespace"] == "team-a" for d in yaml.safe_load_all(captured.out))
+    assert main(["render", "-f", str(tmp_path / "all.yaml"), "--model-config", str(tmp_path)]) == 2
+    assert "--model-config: cannot read" in capsys.readouterr().err
+
+
+def test_lws_refusal_names_the_offline_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["render", "-f", str(REPO / "examples" / "llama-3.1-405b-fp8-multinode.yaml")]) == 1
+    assert "pass --lws" in capsys.readouterr().err

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from typing import Any
 
 import pytest
+from support.serving import KEY_A, KEY_B, serving_params
 
 from trtllm_operator.api.wire import ANNOTATION_CONFIG_HASH, LABEL_DEPLOYMENT, LABEL_ENGINE_KEY
-from trtllm_operator.decide.serving_params import OwnerRef, ServerSettings, ServingParams
+from trtllm_operator.decide.serving_params import ServerSettings, ServingParams
 from trtllm_operator.render.deployment import (
     STARTUP_BASE_SECONDS,
     STARTUP_UNKNOWN_SIZE_SECONDS,
@@ -23,27 +23,6 @@ from trtllm_operator.render.pdb import desired_pdb
 from trtllm_operator.render.service import desired_service, endpoint
 from trtllm_operator.render.serving import child_name
 
-KEY_A = "a" * 64
-KEY_B = "b" * 64
-
-
-def a_deployment(**overrides: Any) -> ServingParams:
-    """Fixture builder: Llama on one H100, TP 1, engine key A."""
-    base = ServingParams(
-        name="llama",
-        namespace="team-a",
-        owner=OwnerRef("llama", "uid-1"),
-        engine_name="llama-fp8",
-        engine_key=KEY_A,
-        backend="tensorrt",
-        image="nvcr.io/nvidia/tritonserver:25.05-trtllm-python-py3",
-        gpu_product="NVIDIA-H100-80GB-HBM3",
-        artifact_claim="engines",
-        artifact_sub_path=f"trtllm/{KEY_A}",
-        replicas=2,
-    )
-    return replace(base, **overrides)
-
 
 def render(params: ServingParams) -> tuple[dict[str, Any], dict[str, Any]]:
     cm = desired_model_repository(params)
@@ -56,7 +35,7 @@ def container(workload: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_tp2_pp2_renders_one_pod_with_4_gpus_and_4_ranks() -> None:
-    params = a_deployment(tensor_parallelism=2, pipeline_parallelism=2)
+    params = serving_params(tensor_parallelism=2, pipeline_parallelism=2)
     cm, dep = render(params)
     res = container(dep)["resources"]
     assert res["limits"]["nvidia.com/gpu"] == "4"
@@ -73,7 +52,7 @@ def test_tp2_pp2_renders_one_pod_with_4_gpus_and_4_ranks() -> None:
 
 
 def test_world_size_one_execs_plain_tritonserver() -> None:
-    script = launch_script(a_deployment())
+    script = launch_script(serving_params())
     assert "mpirun" not in script
     assert re.search(r"^exec tritonserver --model-repository=/model-repository", script, re.M)
 
@@ -81,9 +60,9 @@ def test_world_size_one_execs_plain_tritonserver() -> None:
 @pytest.mark.parametrize(
     "params",
     [
-        a_deployment(),
-        a_deployment(tensor_parallelism=2),
-        a_deployment(backend="pytorch", tensor_parallelism=2),
+        serving_params(),
+        serving_params(tensor_parallelism=2),
+        serving_params(backend="pytorch", tensor_parallelism=2),
     ],
     ids=["one rank", "tensorrt tp2", "pytorch tp2"],
 )
@@ -102,7 +81,7 @@ def test_every_tritonserver_turns_on_the_ttft_histogram(params: ServingParams) -
 
 
 def test_pytorch_backend_runs_one_triton_process_owning_all_gpus() -> None:
-    params = a_deployment(backend="pytorch", tensor_parallelism=4)
+    params = serving_params(backend="pytorch", tensor_parallelism=4)
     cm, dep = render(params)
     assert container(dep)["resources"]["limits"]["nvidia.com/gpu"] == "4"
     assert "mpirun" not in cm["data"]["launch.sh"]
@@ -110,7 +89,7 @@ def test_pytorch_backend_runs_one_triton_process_owning_all_gpus() -> None:
 
 
 def test_pod_template_placement_probes_and_volumes() -> None:
-    params = a_deployment(artifact_bytes=16 * 10**9)
+    params = serving_params(artifact_bytes=16 * 10**9)
     _, dep = render(params)
     spec = dep["spec"]
     assert spec["replicas"] == 2
@@ -154,10 +133,10 @@ def test_startup_budget_scales_with_bytes_per_rank(size: int | None, world: int,
 
 
 def test_config_change_rolls_pods_replica_change_does_not() -> None:
-    _, base = render(a_deployment())
-    _, scaled = render(a_deployment(replicas=5))
-    _, tuned = render(a_deployment(server=ServerSettings(kv_cache_free_gpu_mem_fraction=0.8)))
-    _, new_engine = render(a_deployment(engine_key=KEY_B, artifact_sub_path=f"trtllm/{KEY_B}"))
+    _, base = render(serving_params())
+    _, scaled = render(serving_params(replicas=5))
+    _, tuned = render(serving_params(server=ServerSettings(kv_cache_free_gpu_mem_fraction=0.8)))
+    _, new_engine = render(serving_params(engine_key=KEY_B, artifact_sub_path=f"trtllm/{KEY_B}"))
 
     def h(d: dict[str, Any]) -> str:
         return str(d["spec"]["template"]["metadata"]["annotations"][ANNOTATION_CONFIG_HASH])
@@ -169,8 +148,8 @@ def test_config_change_rolls_pods_replica_change_does_not() -> None:
 
 
 def test_configmap_is_immutable_and_content_addressed() -> None:
-    cm1, dep = render(a_deployment())
-    cm2, _ = render(a_deployment(server=ServerSettings(max_queue_size=10)))
+    cm1, dep = render(serving_params())
+    cm2, _ = render(serving_params(server=ServerSettings(max_queue_size=10)))
     assert cm1["immutable"] is True
     assert cm1["metadata"]["name"] != cm2["metadata"]["name"]
     assert cm1["metadata"]["name"].startswith("llama-repo-")
@@ -192,7 +171,7 @@ def test_user_affinity_keeps_gpu_product_requirement() -> None:
         },
         "podAntiAffinity": {"x": 1},
     }
-    _, dep = render(a_deployment(affinity=user))
+    _, dep = render(serving_params(affinity=user))
     aff = dep["spec"]["template"]["spec"]["affinity"]
     terms = aff["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert len(terms) == 2
@@ -209,7 +188,7 @@ def test_user_affinity_keeps_gpu_product_requirement() -> None:
 
 
 def test_replica_larger_than_a_node_renders_a_leaderworkerset() -> None:
-    params = a_deployment(tensor_parallelism=8, pipeline_parallelism=2, gpus_per_node=8)
+    params = serving_params(tensor_parallelism=8, pipeline_parallelism=2, gpus_per_node=8)
     cm = desired_model_repository(params)
     with pytest.raises(ValueError, match="LeaderWorkerSet"):
         desired_deployment(params, cm)
@@ -256,7 +235,7 @@ def test_replica_larger_than_a_node_renders_a_leaderworkerset() -> None:
 
 
 def test_service_pdb_and_endpoint() -> None:
-    params = a_deployment()
+    params = serving_params()
     svc = desired_service(params)
     assert {(p["name"], p["port"]) for p in svc["spec"]["ports"]} == {
         ("http", 8000),
@@ -282,7 +261,7 @@ def test_serving_pods_are_hardened_and_offline() -> None:
     triton-inference-server/server build.py) with no capabilities; multi-node pods keep root for
     sshd. Every serving pod loads only from the artifact (``HF_HUB_OFFLINE``). The real API server's
     PodSecurity admission checks the levels in tests/integration/test_pod_security.py."""
-    _, dep = render(a_deployment())
+    _, dep = render(serving_params())
     spec = dep["spec"]["template"]["spec"]
     assert spec["securityContext"] == {
         "seccompProfile": {"type": "RuntimeDefault"},
@@ -296,7 +275,7 @@ def test_serving_pods_are_hardened_and_offline() -> None:
     }
     env = {e["name"]: e.get("value") for e in container(dep)["env"]}
     assert env["HF_HUB_OFFLINE"] == "1" and env["HOME"] == "/tmp"
-    multi = a_deployment(tensor_parallelism=8, pipeline_parallelism=2, gpus_per_node=8)
+    multi = serving_params(tensor_parallelism=8, pipeline_parallelism=2, gpus_per_node=8)
     lws = desired_leaderworkerset(multi, desired_model_repository(multi))["spec"]["leaderWorkerTemplate"]
     for template in (lws["leaderTemplate"], lws["workerTemplate"]):
         assert "runAsUser" not in template["spec"]["securityContext"]

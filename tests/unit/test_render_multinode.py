@@ -25,7 +25,7 @@ import re
 import subprocess
 
 import pytest
-from test_render_deployment import a_deployment
+from support.serving import serving_params
 
 from trtllm_operator.decide.serving_params import OwnerRef, ServingParams
 from trtllm_operator.render.launch import (
@@ -50,7 +50,7 @@ def a_replica(**overrides: object) -> ServingParams:
     """Fixture builder: Llama-3.1-405B FP8, TP 8 × PP 3 on 8-GPU H100 nodes (3 pods per replica)."""
     base = {"name": "llama-405b", "owner": OwnerRef("llama-405b", "uid-1"), "engine_name": "llama-405b-fp8"}
     multi = {"tensor_parallelism": 8, "pipeline_parallelism": 3, "gpus_per_node": 8, "replicas": 1}
-    return a_deployment(**{**base, **multi, **overrides})
+    return serving_params(**{**base, **multi, **overrides})
 
 
 def lws_env(lws: str, group: int, size: int, namespace: str, worker_index: int = 0) -> dict[str, str]:

@@ -1,4 +1,5 @@
-"""tests/support/wait.py: returns the first truthy value, retries on exceptions, fails with context."""
+"""tests/support/wait.py: returns the first truthy value, retries on exceptions but not on failed
+assertions, fails with context."""
 
 from __future__ import annotations
 
@@ -36,3 +37,16 @@ def test_timeout_names_what_and_last_outcome(fn, expected: str) -> None:
         wait_for(fn, timeout=0.05, interval=0.01, desc="the widget")
     assert "the widget" in str(info.value)
     assert expected in str(info.value)
+
+
+def test_a_failed_assertion_fails_at_once_not_as_a_timeout() -> None:
+    calls = itertools.count()
+
+    def check() -> bool:
+        next(calls)
+        raise AssertionError("replicas 3 != 2")
+
+    with pytest.raises(AssertionError, match="replicas 3 != 2") as info:
+        wait_for(check, timeout=30, interval=0.01, desc="the widget")
+    assert "timed out" not in str(info.value)
+    assert next(calls) == 1  # called once: no retry

@@ -66,10 +66,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: ["llm.trtllm-operator.dev"]
   resources: ["llmdeployments/scale"]
   verbs: ["get", "patch"]
-# Builder Jobs (and benchmark Jobs); deleted only by garbage collection through ownerReferences.
+# Builder Jobs (and benchmark Jobs); deleted by garbage collection through ownerReferences, and by
+# the operator only to replace a builder Job it controls whose pod was never scheduled, when
+# spec.gpu.resources changed (a Job's pod template is immutable).
 - apiGroups: ["batch"]
   resources: ["jobs"]
-  verbs: ["get", "list", "watch", "create", "patch"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 # Builder and serving pods: read their state (scheduling, termination messages).
 - apiGroups: [""]
   resources: ["pods"]
@@ -119,7 +121,15 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: ["keda.sh"]
   resources: ["scaledobjects"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: ["inference.networking.k8s.io"]
+  resources: ["inferencepools"]
+  verbs: ["get", "create", "patch", "delete"]
 - apiGroups: ["", "events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
+# Events about the PVCs a builder mounts (core/v1, field selector involvedObject.name): read only
+# while the builder pod is unschedulable, so the LLMEngine says why a claim is Pending.
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["list"]
 {{- end -}}

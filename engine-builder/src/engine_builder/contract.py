@@ -16,7 +16,8 @@ What is here:
   :func:`missing_parts`), shared by the builder's ``package`` stage and ``trtllm-operator cache``;
 * the build-spec types the operator writes (re-exported from :mod:`engine_builder.spec`);
 * where the operator delivers a self-contained builder into a stock TensorRT-LLM image
-  (:data:`BUNDLE_MOUNT`, :func:`bundle_commands`; docs/engine-builder.md "Running on a stock image").
+  (:data:`BUNDLE_MOUNT`, :func:`bundle_commands`, :func:`bundle_env`, :func:`without_bundle`;
+  docs/engine-builder.md "Running on a stock image").
 
 Names may be added here; renaming one breaks the operator and needs both sides changed together.
 """
@@ -24,6 +25,7 @@ Names may be added here; renaming one breaks the operator and needs both sides c
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any
 
 from engine_builder.report import (
@@ -55,6 +57,7 @@ __all__ = [
     "BUNDLE_ENV",
     "BUNDLE_LIB",
     "BUNDLE_MOUNT",
+    "BUNDLE_PYTHON",
     "BUNDLE_SOURCE",
     "DETERMINISTIC_REASONS",
     "ENGINE_KEY_SCHEMA",
@@ -68,6 +71,7 @@ __all__ = [
     "BuildLimits",
     "BuildSpec",
     "Calibration",
+    "ManifestError",
     "ModelSource",
     "Output",
     "Parallelism",
@@ -78,11 +82,15 @@ __all__ = [
     "Target",
     "build_report",
     "bundle_commands",
+    "bundle_env",
     "canonical_json",
     "engine_key",
     "exit_code_for",
+    "is_digest",
     "manifest_digest",
     "missing_parts",
+    "verify_manifest",
+    "without_bundle",
 ]
 
 STAGES: tuple[str, ...] = ("fetch", "inspect", "plan", "quantize", "convert", "compile", "package", "report")
@@ -104,11 +112,13 @@ PROGRESS_PREFIX = "TRTLLM_BUILDER_PROGRESS"
 MANIFEST_SCHEMA = "engine-builder.trtllm-operator.dev/manifest/v1"
 
 # ------------------------------------------------------------------------------------------------
-# The self-contained builder delivered into a stock image (docs/engine-builder.md).
+# The self-contained builder delivered into a stock image (docs/engine-builder.md, "Running on a
+# stock image").
 
-#: Where the operator image keeps the builder bundle: ``lib/`` is a ``pip install --target`` of
-#: engine-builder, ModelOpt and the few pure-Python packages a TensorRT-LLM image lacks
-#: (``engine-builder/bundle-requirements.txt``).
+#: Where the delivery image (the operator image, operator/Dockerfile) keeps the builder bundle:
+#: ``lib/`` is a ``pip install --no-deps --target`` of engine-builder and of the pure-Python packages
+#: a TensorRT-LLM image lacks (``engine-builder/bundle-requirements.txt``), made by
+#: ``hack/build-builder-bundle.sh``. No torch, transformers or TensorRT-LLM: the image's own are used.
 BUNDLE_SOURCE = "/opt/engine-builder"
 #: Where the builder Job mounts the shared volume the init container copies the bundle into.
 BUNDLE_MOUNT = "/opt/trtllm-builder"
@@ -117,18 +127,49 @@ BUNDLE_LIB = f"{BUNDLE_MOUNT}/lib"
 #: Environment variable naming the bundle's import path, so the builder can drop it from the
 #: environment of the tools it starts (``trtllm-build`` must see the image's own ModelOpt).
 BUNDLE_ENV = "ENGINE_BUILDER_BUNDLE"
+#: The interpreter the builder container runs: the image's ``python3`` from its ``PATH`` (in
+#: ``nvcr.io/nvidia/tritonserver:<yy.mm>-trtllm-python-py3`` that is the venv TensorRT-LLM is
+#: installed in: triton-inference-server/tensorrtllm_backend r26.03
+#: ``dockerfile/Dockerfile.triton.trt_llm_backend``: ``python3.12 -m venv /opt/venv-tritonserver``,
+#: ``ENV PATH="/opt/venv-tritonserver/bin:${PATH}"``, then ``pip3 install tensorrt_llm==…``).
+BUNDLE_PYTHON = "python3"
 
 
-def bundle_commands(python: str = "python3") -> tuple[list[str], list[str]]:
+def bundle_commands(python: str = BUNDLE_PYTHON) -> tuple[list[str], list[str]]:
     """``(init container command, builder command prefix)`` of a Job that runs the bundle.
 
-    The init container (the operator image) copies :data:`BUNDLE_SOURCE` onto the shared volume at
+    The init container (the delivery image) copies :data:`BUNDLE_SOURCE` onto the shared volume at
     :data:`BUNDLE_MOUNT`; the builder container (the stock TensorRT-LLM image) runs the image's own
-    ``python`` with :data:`BUNDLE_LIB` on ``PYTHONPATH`` (set by the Job), so the image's torch,
-    transformers and TensorRT-LLM are the ones used. The prefix is followed by the ``run``
-    arguments.
+    ``python`` with :data:`BUNDLE_LIB` on ``PYTHONPATH`` (set by the Job: :func:`bundle_env`), so the
+    image's torch, transformers and TensorRT-LLM are the ones used. The prefix is followed by the
+    ``run`` arguments.
     """
     return (["cp", "-R", f"{BUNDLE_SOURCE}/.", f"{BUNDLE_MOUNT}/"], [python, "-m", "engine_builder"])
+
+
+def bundle_env() -> dict[str, str]:
+    """The builder container's environment for the bundle: its import path first on ``PYTHONPATH``
+    (ahead of the image's site-packages), :data:`BUNDLE_ENV` naming it, and ``PYTHONSAFEPATH`` so
+    ``python3 -m`` does not put the working directory first on the path (the Triton image's is
+    ``/app``, with ``tools/``, ``scripts/`` and ``examples/`` in it; Python >= 3.11 reads the
+    variable, older ones ignore it)."""
+    return {"PYTHONPATH": BUNDLE_LIB, BUNDLE_ENV: BUNDLE_LIB, "PYTHONSAFEPATH": "1"}
+
+
+def without_bundle(environ: dict[str, str]) -> dict[str, str]:
+    """``environ`` for a tool the builder starts (``trtllm-build``): the bundle's import path removed
+    from ``PYTHONPATH``, so the tool imports the image's own packages (its ModelOpt, not the
+    bundle's). Unchanged when :data:`BUNDLE_ENV` is not set (engine-builder installed in the image)."""
+    bundle = environ.get(BUNDLE_ENV)
+    if not bundle:
+        return dict(environ)
+    env = dict(environ)
+    kept = [p for p in env.get("PYTHONPATH", "").split(":") if p and p.rstrip("/") != bundle.rstrip("/")]
+    if kept:
+        env["PYTHONPATH"] = ":".join(kept)
+    else:
+        env.pop("PYTHONPATH", None)
+    return env
 
 
 # ------------------------------------------------------------------------------------------------
@@ -140,6 +181,67 @@ def manifest_digest(manifest: dict[str, Any]) -> str:
     ``manifestDigest``."""
     content = {k: v for k, v in manifest.items() if k not in ("stageTimings", "manifestDigest")}
     return "sha256:" + hashlib.sha256(canonical_json(content).encode("utf-8")).hexdigest()
+
+
+#: A digest as the manifest and the report write it.
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def is_digest(value: object) -> bool:
+    """Whether ``value`` is a digest as :func:`manifest_digest` writes it (``sha256:<64 hex>``)."""
+    return isinstance(value, str) and _DIGEST.fullmatch(value) is not None
+
+
+class ManifestError(ValueError):
+    """A ``manifest.json`` that does not check out; the message names the manifest field."""
+
+
+#: Fields :func:`verify_manifest` requires (what an index record and serving read).
+MANIFEST_REQUIRED = ("engineKey", "keyInputs", "runtimeImage", "target", "backend", "manifestDigest", "files")
+
+
+def verify_manifest(manifest: dict[str, Any], *, expected_key: str | None = None) -> None:
+    """Check an artifact's ``manifest.json``: the one verifier of the builder's ``report`` stage
+    (which reads back the manifest it published) and ``trtllm-operator cache import``.
+
+    * every field of :data:`MANIFEST_REQUIRED` is present;
+    * ``engineKey`` is the sha256 of ``keyInputs`` (and equals ``expected_key`` when given);
+    * ``manifestDigest`` is ``sha256:<hex>`` and matches the manifest's content;
+    * ``files`` (what serving loads: engine, checkpoint, tokenizer, Triton repository) is a
+      non-empty list whose entries each have a ``path``, an integer ``size`` and a ``sha256``.
+
+    Raises :class:`ManifestError` naming the field at fault.
+    """
+    for field in MANIFEST_REQUIRED:
+        if field not in manifest:
+            raise ManifestError(
+                f"manifest: missing field {field!r}; is this an engine-builder manifest.json?"
+            )
+    key = str(manifest["engineKey"])
+    if engine_key(manifest["keyInputs"]) != key:
+        raise ManifestError(
+            "manifest.engineKey: not the sha256 of keyInputs; the manifest was edited or is corrupt"
+        )
+    if expected_key is not None and key != expected_key:
+        raise ManifestError(
+            f"manifest.engineKey: {key[:12]}… is not the expected engine key {expected_key[:12]}…; "
+            "the artifact was built from another spec"
+        )
+    digest = manifest["manifestDigest"]
+    if not is_digest(digest) or manifest_digest(manifest) != digest:
+        raise ManifestError("manifest.manifestDigest: does not match the manifest's content")
+    files = manifest["files"]
+    if not isinstance(files, list) or not files:
+        raise ManifestError("manifest.files: empty; the artifact lists no file to serve")
+    for i, entry in enumerate(files):
+        ok = (
+            isinstance(entry, dict)
+            and isinstance(entry.get("path"), str)
+            and isinstance(entry.get("size"), int)
+            and re.fullmatch(r"[0-9a-f]{64}", str(entry.get("sha256"))) is not None
+        )
+        if not ok:
+            raise ManifestError(f"manifest.files[{i}]: needs path, size and a sha256 hex digest")
 
 
 def missing_parts(backend: str, compile_info: dict[str, Any]) -> list[str]:

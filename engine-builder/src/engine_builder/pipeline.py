@@ -50,7 +50,7 @@ import yaml
 from pydantic import ValidationError
 
 from engine_builder import tinymodel
-from engine_builder.contract import STAGE_HELP, STAGES
+from engine_builder.contract import STAGE_HELP, STAGES, verify_manifest
 from engine_builder.convert import convert, copy_tokenizer
 from engine_builder.fetch import fetch
 from engine_builder.inspection import inspect_model, read_hf_config
@@ -571,6 +571,32 @@ def run(spec_path: Path, workdir: Path, from_stage: str | None, options: Options
     return _report(ctx, failure, termination_log, progress, workdir)
 
 
+def _verify_published(pkg: dict[str, Any], key: str) -> BuildError | None:
+    """Read back the ``manifest.json`` the package stage published and check it the way
+    ``trtllm-operator cache import`` does (:func:`engine_builder.contract.verify_manifest`: key,
+    digest, file list), that its digest is the one reported, and that every file it lists (what
+    serving loads) is in place with its recorded size. A success is reported only after this."""
+    path = Path(str(pkg.get("manifest_path") or ""))
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        verify_manifest(manifest, expected_key=key)
+    except (OSError, ValueError) as exc:
+        return _unverified(f"manifest {path}: {exc}")
+    if manifest["manifestDigest"] != pkg.get("manifest_digest"):
+        return _unverified(f"manifest {path}: digest {manifest['manifestDigest']} is not the packaged one")
+    for entry in manifest["files"]:
+        target = path.parent / entry["path"]
+        if not target.is_file() or target.stat().st_size != entry["size"]:
+            return _unverified(f"{target}: missing or not {entry['size']} bytes as the manifest lists")
+    return None
+
+
+def _unverified(message: str) -> BuildError:
+    error = BuildError("InternalError", f"the published artifact does not verify: {message}")
+    error.stage = "report"
+    return error
+
+
 def _report(
     ctx: Context | None, failure: BuildError | None, termination_log: str, progress: Progress, workdir: Path
 ) -> int:
@@ -597,6 +623,8 @@ def _report(
             pkg.get("manifest_digest"),
             pkg.get("size_bytes"),
         )
+        if failure is None:
+            failure = _verify_published(pkg, ctx.engine_key)
     if failure is not None:
         report = build_report(
             status="Failed",

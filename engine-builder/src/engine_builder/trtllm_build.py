@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import importlib.util
+import os
 import shutil
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from engine_builder.contract import without_bundle
 from engine_builder.report import BuildError, Reason
 from engine_builder.spec import BuildSpec
 
@@ -135,8 +137,15 @@ def run_build(
     tail: collections.deque[str] = collections.deque(maxlen=200)
     engine_dir = Path(cmd[cmd.index("--output_dir") + 1])
     with log_path.open("w", encoding="utf-8") as log:
+        # A delivered builder (PYTHONPATH = its bundle, with ModelOpt 0.47) must not leak into
+        # trtllm-build, which imports the image's own TensorRT-LLM and ModelOpt.
         proc = subprocess.Popen(
-            list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+            list(cmd),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+            env=without_bundle(dict(os.environ)),
         )
         assert proc.stdout is not None
         for line in proc.stdout:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from trtllm_operator.api.wire import DEPLOYMENT_KIND, ENGINE_KIND
 from trtllm_operator.decide.engine import (
     R_ARTIFACT_REUSED,
+    R_BUILD_REPLACED,
     R_BUILD_RUNNING,
     R_BUILD_STARTED,
     R_BUILD_SUCCEEDED,
@@ -36,7 +37,11 @@ from trtllm_operator.decide.engine import (
     R_INVALID_SPEC,
     R_QUEUED,
 )
-from trtllm_operator.decide.engine_failure import REASON_UNKNOWN
+from trtllm_operator.decide.engine_failure import (
+    REASON_ARTIFACT_MISSING,
+    REASON_ARTIFACT_UNVERIFIED,
+    REASON_UNKNOWN,
+)
 from trtllm_operator.decide.ownership import R_CHILD_CONFLICT
 from trtllm_operator.decide.policy import R_ENDPOINT_NOT_ALLOWED, R_IMAGE_NOT_ALLOWED, R_SECRET_NOT_ALLOWED
 
@@ -87,6 +92,10 @@ BUILD_FAILURES: dict[str, str] = {
     "ConversionFailed": "checkpoint conversion failed",
     "InternalError": "a bug in the builder (report attached)",
     REASON_UNKNOWN: "the Job failed and neither report nor exit code says why",
+    REASON_ARTIFACT_MISSING: "the builder exited 0 but left no report naming a verified manifest; "
+    "nothing recorded",
+    REASON_ARTIFACT_UNVERIFIED: "the builder exited 0 but its report does not check out (engine key, "
+    "artifact URI, manifest digest); nothing recorded",
 }
 
 _ENGINE_REASONS: tuple[EventReason, ...] = (
@@ -128,6 +137,13 @@ _ENGINE_REASONS: tuple[EventReason, ...] = (
     ),
     EventReason(R_BUILD_RUNNING, ENGINE, "Normal", "engine", "the builder pod runs"),
     EventReason(R_BUILD_UNSCHEDULABLE, ENGINE, "Warning", "engine", "the builder pod cannot be scheduled"),
+    EventReason(
+        R_BUILD_REPLACED,
+        ENGINE,
+        "Normal",
+        "engine",
+        "spec.gpu.resources changed while the builder pod was never scheduled: the Job is replaced",
+    ),
     EventReason(
         R_BUILD_SUCCEEDED, ENGINE, "Normal", "engine", "the builder Job completed; the LLMEngine is Ready"
     ),

@@ -21,9 +21,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from trtllm_operator import __version__
 from trtllm_operator.api.wire import OPERATOR
 
 ENV_PREFIX = "TRTLLM_OPERATOR_"
+#: The operator image the chart deploys by default (charts/trtllm-operator/values.yaml
+#: image.repository, tag = appVersion = this version); it carries the builder bundle.
+DEFAULT_DELIVERY_IMAGE = f"ghcr.io/trtllm-operator/trtllm-operator:{__version__}"
 
 
 class SettingsError(ValueError):
@@ -59,8 +63,24 @@ class Settings(BaseModel):
     builder_image: str | None = Field(
         default=None,
         description="Image of the builder Job. Unset: the LLMEngine's spec.runtime.image (an engine must be "
-        "built by the TensorRT-LLM version that serves it, so the builder runs in the serving image with "
-        "engine-builder installed).",
+        "built by the TensorRT-LLM version that serves it, so the builder runs in the serving image, e.g. "
+        "the stock nvcr.io/nvidia/tritonserver:<yy.mm>-trtllm-python-py3, into which builder_delivery "
+        "brings engine-builder).",
+    )
+    builder_delivery: bool = Field(
+        default=True,
+        description="Deliver engine-builder into the builder Job: an init container of "
+        "builder_delivery_image copies the bundle onto a shared emptyDir and the builder container runs "
+        "it with the image's own python3 (python3 -m engine_builder), so a stock TensorRT-LLM image "
+        "builds. false: the builder image must contain the engine-builder command itself (e.g. "
+        "builder_image built from engine-builder/Dockerfile).",
+    )
+    builder_delivery_image: str = Field(
+        default=DEFAULT_DELIVERY_IMAGE,
+        min_length=1,
+        description="Image the builder Job's init container copies the engine-builder bundle from "
+        "(/opt/engine-builder): the operator image (operator/Dockerfile); the chart sets it to the image "
+        "it deploys the operator with.",
     )
     allowed_image_registries: tuple[str, ...] = Field(
         default=(),

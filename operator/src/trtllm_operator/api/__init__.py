@@ -57,6 +57,8 @@ CONDITION_PLANNED = "Planned"
 CONDITION_ENGINE_INCOMPATIBLE = "EngineIncompatible"
 #: LLMDeployment: desired replicas cannot all be scheduled (e.g. not enough GPUs) or hit maxReplicas.
 CONDITION_SCALING_LIMITED = "ScalingLimited"
+#: LLMDeployment: the InferencePool of ``spec.routing.inferencePool`` is applied (docs/serving.md).
+CONDITION_ROUTED = "Routed"
 
 __all__ = [
     "API_VERSION",
@@ -67,6 +69,7 @@ __all__ = [
     "CONDITION_PLANNED",
     "CONDITION_PROGRESSING",
     "CONDITION_READY",
+    "CONDITION_ROUTED",
     "CONDITION_SCALING_LIMITED",
     "DEPLOYMENT_KIND",
     "DEPLOYMENT_PLURAL",

@@ -346,7 +346,14 @@ def deployment_crd() -> dict[str, Any]:
             "KV-cache utilization in percent.",
         ),
         _column("Phase", ".status.phase", "string", "Serving phase."),
-        _column("Endpoint", ".status.endpoint", "string", "HTTP endpoint.", priority=1),
+        _column("API", ".spec.server.api", "string", "Client API: triton, openai or both.", priority=1),
+        _column(
+            "Endpoint",
+            ".status.endpoint",
+            "string",
+            "In-cluster endpoint: KServe v2 base URL (api triton) or OpenAI base URL (openai, both).",
+            priority=1,
+        ),
         _AGE,
     ]
     subresources = {

@@ -54,6 +54,7 @@ BatchSchedulerPolicy = Literal["guaranteed_no_evict", "max_utilization"]
 AutoscalingMode = Literal["builtin", "hpa", "keda"]
 MetricsSource = Literal["pods", "prometheus"]
 ServiceType = Literal["ClusterIP", "NodePort", "LoadBalancer"]
+ServingAPI = Literal["triton", "openai", "both"]
 DeploymentPhase = Literal["Pending", "Progressing", "Ready", "Degraded", "Failed"]
 
 
@@ -77,12 +78,58 @@ class ServerResources(ApiModel):
     )
 
 
+#: Triton model names of the TensorRT-engine model repository other than the ensemble (and the
+#: optional BLS model): a served model name equal to one of them would be two models in one directory.
+RESERVED_MODEL_NAMES = ("preprocessing", "postprocessing", "tensorrt_llm", "tensorrt_llm_bls")
+
+
+class OpenAIFrontendSpec(ApiModel):
+    """Triton's OpenAI-compatible frontend (``api: openai`` or ``both``; docs/serving.md)."""
+
+    model_config = model_config(
+        cel(
+            "!has(self.servedModelName) || !(self.servedModelName in "
+            + "["
+            + ", ".join(f"'{n}'" for n in RESERVED_MODEL_NAMES)
+            + "])",
+            "servedModelName must not be the name of another model of the Triton model repository "
+            f"({', '.join(RESERVED_MODEL_NAMES)}); pick another, e.g. the LLMDeployment's name",
+            field_path=".servedModelName",
+        ),
+    )
+
+    served_model_name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=63,
+        pattern=r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$",
+        description="The `model` clients send to /v1/chat/completions and /v1/completions, and the id "
+        "/v1/models lists: the text-in/text-out Triton model (the ensemble) is served under this name "
+        "(letters, digits, '.', '_', '-'; it is a directory name, so no '/'). Default: ensemble. With "
+        "api: both the KServe path follows it: /v2/models/<servedModelName>/generate.",
+    )
+    default_max_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000,
+        description="Tokens generated when a request sets neither max_tokens nor "
+        "max_completion_tokens (--default-max-tokens). Unset: the frontend's default, 16.",
+    )
+
+
 class ServerSpec(ApiModel):
     """Triton Inference Server settings (tensorrt_llm model config.pbtxt parameters)."""
 
     model_config = model_config(
         *image_rules("image"),
         fraction_rule("kvCacheFreeGpuMemFraction", example=0.9),
+        cel(
+            "self.api != 'triton' || !has(self.openai) || "
+            "(!has(self.openai.servedModelName) && !has(self.openai.defaultMaxTokens))",
+            "openai settings apply to the OpenAI frontend only; set api: openai (or both), or remove "
+            "spec.server.openai",
+            field_path=".openai",
+        ),
     )
 
     image: ImageReference | None = Field(
@@ -92,6 +139,18 @@ class ServerSpec(ApiModel):
         "condition EngineIncompatible and is not rolled out.",
     )
     resources: ServerResources = Field(default_factory=ServerResources)
+    api: ServingAPI = Field(
+        default="triton",
+        description="Client protocol. triton: Triton's KServe v2 HTTP/gRPC (ports 8000/8001, metrics "
+        "8002). openai: the OpenAI-compatible API (/v1/chat/completions, /v1/completions, /v1/models; "
+        "port 9000, metrics at :9000/metrics) served by Triton's OpenAI frontend. both: the OpenAI API "
+        "on 9000 and KServe v2 on 8000/8001 from the same process. openai and both need the tensorrt "
+        "backend and one GPU per replica (docs/serving.md).",
+    )
+    openai: OpenAIFrontendSpec = Field(
+        default_factory=OpenAIFrontendSpec,
+        description="OpenAI frontend settings (used when api is openai or both).",
+    )
     kv_cache_free_gpu_mem_fraction: float = Field(
         default=0.9,
         gt=0,
@@ -425,13 +484,51 @@ SERVING_LABEL_KEYS = (LABEL_NAME, LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_COMPON
 
 
 class ServiceSpec(ApiModel):
-    """The Service in front of the serving pods (HTTP 8000, gRPC 8001, metrics 8002)."""
+    """The Service in front of the serving pods: HTTP 8000, gRPC 8001, metrics 8002 (api: triton);
+    OpenAI 9000 (api: openai); OpenAI 9000, HTTP 8000, gRPC 8001 (api: both)."""
 
     model_config = model_config(reserved_label_keys_rule(SERVING_LABEL_KEYS, ".labels"))
 
     type: ServiceType = Field(default="ClusterIP", description="ClusterIP, NodePort or LoadBalancer.")
     annotations: Annotations | None = Field(default=None, description="Annotations on the Service.")
     labels: Labels | None = Field(default=None, description="Labels on the Service.")
+
+
+class EndpointPickerRef(ApiModel):
+    """The endpoint picker (EPP) Service the Gateway asks which pod gets each request (InferencePool
+    ``spec.endpointPickerRef``, kind Service)."""
+
+    name: ObjectName = Field(description="Name of the endpoint picker's Service in this namespace.")
+    port: int = Field(
+        default=9002,
+        ge=1,
+        le=65535,
+        description="Service port of the endpoint picker's ext-proc gRPC server (the upstream EPP's "
+        "default is 9002).",
+    )
+    failure_mode: Literal["FailOpen", "FailClose"] = Field(
+        default="FailClose",
+        description="What the Gateway does when the picker does not answer: FailClose (reject) or "
+        "FailOpen (route anyway).",
+    )
+
+
+class InferencePoolSpec(ApiModel):
+    """An InferencePool (Gateway API Inference Extension, inference.networking.k8s.io/v1) named after
+    the LLMDeployment, selecting its serving pods on the OpenAI port (docs/serving.md)."""
+
+    enabled: bool = Field(default=False, description="Render the InferencePool.")
+    endpoint_picker_ref: EndpointPickerRef | None = Field(
+        default=None,
+        description="The endpoint picker that routes for this pool (deploy it from the Gateway API "
+        "Inference Extension's charts). Unset: the pool has no endpointPickerRef.",
+    )
+
+
+class RoutingSpec(ApiModel):
+    """Routing of client traffic beyond the Service."""
+
+    inference_pool: InferencePoolSpec = Field(default_factory=InferencePoolSpec)
 
 
 class SchedulingSpec(ApiModel):
@@ -502,6 +599,14 @@ class LLMDeploymentSpec(ApiModel):
     model_config = model_config(
         reserved_label_keys_rule(SERVING_LABEL_KEYS, ".podLabels"),
         apparmor_containers_rule("podAnnotations", (SERVER_CONTAINER, FETCH_CONTAINER)),
+        cel(
+            "!has(self.routing) || !has(self.routing.inferencePool) || !self.routing.inferencePool.enabled"
+            " || (has(self.server) && has(self.server.api) && self.server.api != 'triton')",
+            "routing.inferencePool needs server.api openai or both: the endpoint picker reads "
+            "OpenAI-format requests (the model field of /v1/chat/completions, /v1/completions); set "
+            "server.api: openai",
+            field_path=".routing.inferencePool.enabled",
+        ),
     )
 
     engine_ref: EngineRef
@@ -519,6 +624,7 @@ class LLMDeploymentSpec(ApiModel):
     service: ServiceSpec = Field(default_factory=ServiceSpec)
     scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec)
     tuning: TuningSpec = Field(default_factory=TuningSpec)
+    routing: RoutingSpec = Field(default_factory=RoutingSpec)
     pod_annotations: PodAnnotations | None = Field(default=None, description="Annotations on pods.")
     pod_labels: Labels | None = Field(default=None, description="Labels on pods.")
 
@@ -668,7 +774,9 @@ class LLMDeploymentStatus(ApiModel):
     )
     engine_key: str | None = Field(default=None, description="Engine key actually served by all pods.")
     endpoint: str | None = Field(
-        default=None, description="In-cluster HTTP endpoint, e.g. http://<svc>.<ns>.svc:8000."
+        default=None,
+        description="In-cluster endpoint: http://<svc>.<ns>.svc:8000 (api: triton, KServe v2) or the "
+        "OpenAI base URL http://<svc>.<ns>.svc:9000/v1 (api: openai or both).",
     )
     autoscaling: AutoscalingStatus | None = None
     recommendations: Annotated[list[Recommendation], Field(max_length=8)] | None = Field(
@@ -678,5 +786,6 @@ class LLMDeploymentStatus(ApiModel):
     conditions: Conditions | None = Field(
         default=None,
         description="Ready, Progressing, Degraded, EngineIncompatible (image or GPU does not match "
-        "the engine), ScalingLimited (e.g. not enough schedulable GPUs).",
+        "the engine), ScalingLimited (e.g. not enough schedulable GPUs), Routed (the InferencePool of "
+        "spec.routing.inferencePool is applied).",
     )

@@ -64,7 +64,7 @@ from trtllm_operator.api.wire import (
 Backend = Literal["tensorrt", "pytorch"]
 GemmPlugin = Literal["auto", "float16", "bfloat16", "float32", "disable"]
 SpeculativeMode = Literal["none", "draft_tokens_external", "medusa", "eagle", "lookahead_decoding"]
-EnginePhase = Literal["Pending", "Planning", "Queued", "Building", "Ready", "Failed"]
+EnginePhase = Literal["Pending", "Planning", "Queued", "Building", "Unschedulable", "Ready", "Failed"]
 ReclaimPolicy = Literal["Retain", "Delete"]
 
 __all__ = ["AWQ_FORMATS", "KVCacheDtype", "QuantFormat"]  # the format table (engine_builder) is their home
@@ -1070,7 +1070,9 @@ class LLMEngineStatus(ApiModel):
     phase: EnginePhase | None = Field(
         default=None,
         description="Pending, Planning, Queued (waiting for GPUs or for a build of the same key), "
-        "Building, Ready or Failed.",
+        "Building, Unschedulable (the builder pod cannot be placed: no node with the GPU product or "
+        "count, a PersistentVolumeClaim that is Pending or missing; the Degraded condition says which), "
+        "Ready or Failed.",
     )
     observed_generation: int | None = Field(
         default=None, ge=0, description="metadata.generation this status describes."

@@ -147,3 +147,20 @@ KEDA_VERSION = "v1alpha1"
 SCALED_OBJECT_PLURAL = "scaledobjects"
 KEDA_API_VERSION = f"{KEDA_GROUP}/{KEDA_VERSION}"
 SCALED_OBJECT_KIND = "ScaledObject"
+
+#: The Gateway API Inference Extension's InferencePool (kubernetes-sigs/gateway-api-inference-extension
+#: v1.6.0 ``config/crd/bases/inference.networking.k8s.io_inferencepools.yaml``: group
+#: ``inference.networking.k8s.io``, version ``v1``, served and stored).
+INFERENCE_GROUP = "inference.networking.k8s.io"
+INFERENCE_VERSION = "v1"
+INFERENCE_POOL_PLURAL = "inferencepools"
+INFERENCE_POOL_KIND = "InferencePool"
+INFERENCE_POOL_API_VERSION = f"{INFERENCE_GROUP}/{INFERENCE_VERSION}"
+#: Pod label the endpoint picker reads to choose a model server's metric names, and the value of
+#: Triton with the TensorRT-LLM backend (v1.5.0, the last release shipping the EPP in that repository:
+#: ``pkg/epp/framework/plugins/datalayer/extractor/metrics/mapping_registry.go``
+#: ``DefaultEngineTypeLabelKey``; ``factories.go`` ``defaultEngineConfigs`` "triton-tensorrt-llm":
+#: queue ``nv_trt_llm_request_metrics{request_type=waiting}``, running ``…{request_type=scheduled}``,
+#: KV ``nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type=fraction}``).
+ENGINE_TYPE_LABEL = "inference.networking.k8s.io/engine-type"
+ENGINE_TYPE_TRITON_TRTLLM = "triton-tensorrt-llm"

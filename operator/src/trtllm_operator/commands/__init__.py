@@ -7,12 +7,24 @@ Exit codes every command shares (a command adds its own outcome codes, e.g. ``pl
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from engine_builder.planner.formats import KV_CACHE_DTYPES, QUANT_FORMATS
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
+
+_ROLE = re.compile(r":[a-z]+:`~?([^`]+)`")
+_LITERAL = re.compile(r"``([^`]+)``")
+
+
+def plain(doc: str | None) -> str | None:
+    """A module docstring as ``--help`` text: reST roles (``:mod:`x```) and literals (````x````)
+    become plain ``x`` (a terminal shows no markup)."""
+    if doc is None:
+        return None
+    return _LITERAL.sub(r"\1", _ROLE.sub(r"\1", doc))
 
 
 def add_format_arguments(parser: Any) -> None:

@@ -5,8 +5,10 @@ Three passes over ``spec``, all driven by the generated CRD schema (:mod:`trtllm
 the same schema as ``crds/*.yaml``):
 
 1. structural: types, enums, ranges, patterns and required keys (``jsonschema``), with unknown fields
-   rejected where the schema does not set ``x-kubernetes-preserve-unknown-fields`` (the API server
-   prunes them silently, so a typo would otherwise vanish);
+   rejected where the schema does not set ``x-kubernetes-preserve-unknown-fields`` (``kubectl apply``
+   refuses them: its ``--validate`` defaults to ``strict``, server-side field validation, KEP-2885,
+   Kubernetes ≥ 1.27; a client that sends no ``fieldValidation`` gets them pruned with a warning, so
+   a typo would vanish);
 2. defaults from the schema filled in, as the API server does before CEL;
 3. the CEL ``x-kubernetes-validations`` rules (and their ``messageExpression``), evaluated with
    ``cel-python`` plus the Kubernetes library functions our rules call
@@ -105,7 +107,8 @@ def _structural_errors(spec: Any, schema: dict[str, Any]) -> tuple[list[str], bo
             known = set((err.schema.get("properties") or {}).keys())
             for key in sorted(set(err.instance) - known):
                 errors.append(
-                    f"{path}.{key}: unknown field; the API server would drop it. Remove it or fix its "
+                    f"{path}.{key}: unknown field; kubectl apply refuses it (strict field validation). "
+                    "Remove it or fix its "
                     f"spelling (known fields here: {', '.join(sorted(known))})"
                 )
         else:

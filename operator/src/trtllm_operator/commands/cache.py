@@ -159,21 +159,13 @@ def record_from_manifest(
     :class:`PartialArtifactError` for a ``tensorrt`` artifact without a compiled engine unless
     ``allow_partial`` (the record then carries ``partial: true`` and ``missing``).
     """
-    from engine_builder.contract import engine_key, manifest_digest, missing_parts  # noqa: PLC0415
+    from engine_builder.contract import missing_parts, verify_manifest  # noqa: PLC0415
     from trtllm_operator.decide.engine_cache import artifact_record  # noqa: PLC0415
     from trtllm_operator.decide.storage import storage_location  # noqa: PLC0415
 
-    for field in ("engineKey", "keyInputs", "runtimeImage", "target", "backend"):
-        if field not in manifest:
-            raise ValueError(f"manifest: missing field {field!r}; is this an engine-builder manifest.json?")
+    verify_manifest(manifest)
     key = str(manifest["engineKey"])
-    if engine_key(manifest["keyInputs"]) != key:
-        raise ValueError(
-            "manifest.engineKey: not the sha256 of keyInputs; the manifest was edited or is corrupt"
-        )
-    digest = manifest.get("manifestDigest")
-    if digest is not None and manifest_digest(manifest) != digest:
-        raise ValueError("manifest.manifestDigest: does not match the manifest's content")
+    digest = manifest["manifestDigest"]
     # Manifests written before "missing" existed: derive it from the compile record.
     missing = manifest.get("missing")
     if missing is None:

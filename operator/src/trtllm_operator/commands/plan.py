@@ -24,7 +24,7 @@ from engine_builder.planner import (
     plan,
 )
 from engine_builder.planner.formats import KV_CACHE_DTYPES, QUANT_FORMATS
-from trtllm_operator.commands import EXIT_BAD_INPUT
+from trtllm_operator.commands import EXIT_BAD_INPUT, plain
 
 EXIT_FITS = 0
 EXIT_DOES_NOT_FIT = 3
@@ -56,7 +56,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "plan",
         help="capacity plan: does a model fit, how many KV-cache tokens (exit 0 fits, 3 not, 2 bad input)",
-        description=__doc__,
+        description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
@@ -70,17 +70,45 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--gpu", required=True, help="GPU product as in nvidia.com/gpu.product (e.g. NVIDIA-H200) or H200"
     )
-    p.add_argument("--max-seq-len", type=int, default=None)
-    p.add_argument("--max-batch-size", type=int, default=None)
-    p.add_argument("--max-num-tokens", type=int, default=None)
-    p.add_argument("--max-beam-width", type=int, default=1)
+    p.add_argument(
+        "--max-seq-len",
+        type=int,
+        default=None,
+        help="prompt + output tokens of the longest sequence (spec.build.maxSeqLen; default: the model's "
+        "max_position_embeddings)",
+    )
+    p.add_argument(
+        "--max-batch-size",
+        type=int,
+        default=None,
+        help="sequences scheduled together (spec.build.maxBatchSize; default: the planner's recommendation)",
+    )
+    p.add_argument(
+        "--max-num-tokens",
+        type=int,
+        default=None,
+        help="tokens per iteration across the batch (spec.build.maxNumTokens; default: the planner's)",
+    )
+    p.add_argument(
+        "--max-beam-width", type=int, default=1, help="beam width (spec.build.maxBeamWidth; default 1)"
+    )
     p.add_argument("--max-input-len", type=int, default=None, help="longest prompt (spec.build.maxInputLen)")
-    p.add_argument("--kv-cache-free-gpu-mem-fraction", type=float, default=0.9)
+    p.add_argument(
+        "--kv-cache-free-gpu-mem-fraction",
+        type=float,
+        default=0.9,
+        help="share of the GPU memory left after the weights that the KV cache takes (default 0.9)",
+    )
     p.add_argument(
         "--typical-request-tokens", type=int, default=None, help="prompt + output tokens of a typical request"
     )
-    p.add_argument("--awq-block-size", type=int, default=128)
-    p.add_argument("--tokens-per-block", type=int, default=32)
+    p.add_argument(
+        "--awq-block-size",
+        type=int,
+        default=128,
+        help="AWQ group size (spec.quantization.awqBlockSize; default 128)",
+    )
+    p.add_argument("--tokens-per-block", type=int, default=32, help="tokens per KV-cache block (default 32)")
     p.add_argument(
         "--gpus-per-node",
         type=int,
@@ -89,7 +117,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--multi-node", action="store_true", help="allow tp × pp beyond one node")
     p.add_argument("--gpu-catalog", default=None, help="YAML file extending the GPU catalog")
-    p.add_argument("--output", choices=("json", "table"), default="json")
+    p.add_argument("--output", choices=("json", "table"), default="json", help="json (default) or table")
     p.set_defaults(func=run)
 
 

@@ -1,6 +1,7 @@
 """``trtllm-operator render``: print every child manifest of an LLMDeployment, for GitOps review.
 
-    trtllm-operator render -f deployment.yaml --engine engine.yaml [--gpus-per-node 8] [--lws]
+    trtllm-operator render -f deployment.yaml --engine engine.yaml [--model-config config.json]
+        [--gpus-per-node 8] [--lws] [-n NAMESPACE]
 
 Runs exactly the code the controller runs — the decision
 (:func:`trtllm_operator.decide.serving.plan_serving`), then the rendering of its plan
@@ -8,12 +9,16 @@ Runs exactly the code the controller runs — the decision
 written: when it has no ``status.engineKey`` (a manifest from git), the key is computed from its
 spec as the LLMEngine controller computes it, and the artifact location follows ``spec.storage``.
 Both files may hold several YAML documents; the LLMEngine named by ``spec.engineRef`` is picked
-(``--engine`` may be left out when ``-f`` holds it).
+(``--engine`` may be left out when ``-f`` holds it). The planner's checks of the engine (attention
+heads divisible by tensor parallelism, memory fit) need the model's ``config.json``: pass it with
+``--model-config`` (the operator reads it from the model source when it can); without it they are
+skipped, and a note on stderr says so.
 
 Before rendering, both manifests are checked as the API server would check them
 (:mod:`trtllm_operator.commands._schema`): the CRD schema's types, ranges and enums, unknown fields
-(the API server would silently drop them), and the CEL rules cel-python can evaluate (for example
-``minReplicas`` ≤ ``maxReplicas``). A manifest ``kubectl apply`` would reject is bad input.
+(``kubectl apply`` refuses them — strict field validation is its default; clients that send no
+``fieldValidation`` get them dropped with a warning), and the CEL rules cel-python can evaluate
+(for example ``minReplicas`` ≤ ``maxReplicas``). A manifest ``kubectl apply`` would reject is bad input.
 
 Exit codes: 0 rendered; 1 not renderable (incompatible engine, replica needs a LeaderWorkerSet,
 bad settings — the reason is printed on stderr, as the condition would say); 2 bad input (unreadable
@@ -23,6 +28,7 @@ file, a manifest the API server would reject, a bad flag; each message names the
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,7 +36,7 @@ from typing import Any
 import yaml
 
 from trtllm_operator.api.wire import DEPLOYMENT_KIND, ENGINE_KIND
-from trtllm_operator.commands import EXIT_BAD_INPUT, EXIT_OK
+from trtllm_operator.commands import EXIT_BAD_INPUT, EXIT_OK, plain
 
 EXIT_NOT_RENDERABLE = 1
 
@@ -39,11 +45,16 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "render",
         help="print the manifests the operator would create for an LLMDeployment",
-        description=__doc__.split("\n\n", 1)[0] if __doc__ else None,
+        description=plain(__doc__.split("\n\n", 1)[0]) if __doc__ else None,
     )
     parser.add_argument("-f", "--filename", required=True, help="YAML with the LLMDeployment (may hold more)")
     parser.add_argument("--engine", help="YAML with the LLMEngine (default: look in -f)")
-    parser.add_argument("--namespace", default="default", help="namespace when the manifests set none")
+    parser.add_argument("-n", "--namespace", default="default", help="namespace when the manifests set none")
+    parser.add_argument(
+        "--model-config",
+        help="the model's config.json: run the planner's checks of the engine (heads divisible by "
+        "tensor parallelism, memory fit) as the operator does; without it they are skipped",
+    )
     parser.add_argument(
         "--gpus-per-node",
         type=int,
@@ -84,6 +95,15 @@ def run(args: argparse.Namespace) -> int:
 
     if args.gpus_per_node < 1:
         return _bad(f"--gpus-per-node must be >= 1 (GPUs of one node), got {args.gpus_per_node}")
+    hf_config: dict[str, Any] | None = None
+    if args.model_config:
+        try:
+            loaded = json.loads(Path(args.model_config).read_text())
+        except (OSError, ValueError) as exc:
+            return _bad(f"--model-config: cannot read {args.model_config}: {exc}")
+        if not isinstance(loaded, dict):
+            return _bad(f"--model-config: {args.model_config} is not a JSON object (a model's config.json)")
+        hf_config = loaded
     bad_namespace = namespace_error(args.namespace)
     if bad_namespace:
         return _bad(f"--namespace: {bad_namespace}")
@@ -131,10 +151,18 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_BAD_INPUT
         status = engine.setdefault("status", {})
         if not status.get("engineKey"):
-            prepared = prepare_engine(engine["metadata"]["name"], engine.get("spec") or {})
+            prepared = prepare_engine(
+                engine["metadata"]["name"], engine.get("spec") or {}, hf_config=hf_config
+            )
             if isinstance(prepared, InvalidEngine):
                 print(f"error: LLMEngine {ref}: {prepared.text}", file=sys.stderr)
                 return EXIT_BAD_INPUT
+            if hf_config is None:
+                print(
+                    f"note: LLMEngine {ref}: the planner's checks (heads divisible by tensor parallelism, "
+                    "memory fit) were skipped: pass --model-config <the model's config.json> to run them",
+                    file=sys.stderr,
+                )
             status["engineKey"] = prepared.key
             status.setdefault("artifact", {"uri": prepared.storage.artifact_uri(prepared.key)})
         plan = plan_serving(dep, engine, gpus_per_node=args.gpus_per_node, lws_installed=args.lws)
@@ -143,7 +171,10 @@ def run(args: argparse.Namespace) -> int:
             for problem in plan.incompatibilities:
                 print(f"{name}: EngineIncompatible: {problem.message()}", file=sys.stderr)
             if plan.blocked and not plan.incompatibilities:
-                print(f"{name}: {plan.blocked[0]}: {plan.blocked[1]}", file=sys.stderr)
+                hint = ""
+                if plan.blocked[0] == "LeaderWorkerSetRequired" and not args.lws:
+                    hint = " (to render it here as on a cluster with LeaderWorkerSet installed, pass --lws)"
+                print(f"{name}: {plan.blocked[0]}: {plan.blocked[1]}{hint}", file=sys.stderr)
             return EXIT_NOT_RENDERABLE
         out.extend(render_plan(plan).manifests())
     sys.stdout.write(yaml.dump_all(out, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=110))

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from trtllm_operator.api.wire import DEPLOYMENT_KIND
-from trtllm_operator.commands import EXIT_BAD_INPUT, EXIT_OK, add_format_arguments
+from trtllm_operator.commands import EXIT_BAD_INPUT, EXIT_OK, add_format_arguments, plain
 
 
 def register(subparsers: Any) -> None:
@@ -27,7 +27,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "simulate",
         help="replay a request trace through modelled TensorRT-LLM replicas and an autoscaling policy",
-        description=__doc__,
+        description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(

@@ -28,14 +28,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from trtllm_operator.commands import EXIT_BAD_INPUT, EXIT_OK, add_format_arguments
+from trtllm_operator.commands import EXIT_BAD_INPUT, EXIT_OK, add_format_arguments, plain
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "tune",
         help="knee and maxBatchSize from trtllm-bench reports or the simulator; the KV-cache advisor offline",
-        description=__doc__,
+        description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     src = p.add_mutually_exclusive_group(required=True)

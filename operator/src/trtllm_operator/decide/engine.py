@@ -20,7 +20,7 @@ Cache records live in :mod:`trtllm_operator.decide.engine_cache`, the Unschedula
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from trtllm_operator.api import (
@@ -36,15 +36,18 @@ from trtllm_operator.decide.engine_cache import (
     artifact_complete,
     artifact_status,
     record_from_build,
+    verify_build,
 )
 from trtllm_operator.decide.engine_failure import (
+    REASON_UNKNOWN,
     REASON_UNSCHEDULABLE,
+    Failure,
     classify_failure,
     job_condition,
     latest_report,
     unschedulable_message,
 )
-from trtllm_operator.decide.engine_hints import unschedulable_hint
+from trtllm_operator.decide.engine_hints import ClaimState, unschedulable_hint
 from trtllm_operator.decide.engine_progress import BuildProgress
 from trtllm_operator.decide.engine_spec import (
     R_DOES_NOT_FIT,
@@ -68,13 +71,14 @@ __all__ = [
     "EnsurePVC",
     "Phase",
     "RecordArtifact",
+    "ReplaceBuild",
     "decide_conflict",
     "decide_engine",
     "decide_invalid",
     "plan_status",
 ]
 
-Phase = Literal["Pending", "Planning", "Queued", "Building", "Ready", "Failed"]
+Phase = Literal["Pending", "Planning", "Queued", "Building", "Unschedulable", "Ready", "Failed"]
 
 # Event / condition reasons (stable; documented in docs/operator.md). InvalidSpec and DoesNotFit
 # come with the spec (engine_spec), Complete / CompileSkipped / NoArtifact with the cache record.
@@ -85,6 +89,7 @@ R_BUILD_STARTED = "BuildStarted"
 R_BUILDING = "Building"
 R_BUILD_RUNNING = "BuildRunning"
 R_BUILD_UNSCHEDULABLE = "BuildUnschedulable"
+R_BUILD_REPLACED = "BuildReplaced"
 R_BUILD_SUCCEEDED = "BuildSucceeded"
 R_BUILD_FAILED = "BuildFailed"
 R_ARTIFACT_REUSED = "ArtifactReused"
@@ -94,6 +99,14 @@ R_ARTIFACT_READY = "ArtifactReady"
 @dataclass(frozen=True)
 class CreateBuild:
     """Write the build-spec ConfigMap and create the builder Job (both named ``job_name``)."""
+
+    job_name: str
+
+
+@dataclass(frozen=True)
+class ReplaceBuild:
+    """Delete the builder Job (foreground: its pods go first) so the next reconcile creates it anew
+    from the current spec. Only for a Job this LLMEngine controls whose pod was never scheduled."""
 
     job_name: str
 
@@ -122,7 +135,7 @@ class RecordArtifact:
     owned: bool = False
 
 
-Action = CreateBuild | AdoptJob | EnsurePVC | RecordArtifact
+Action = CreateBuild | AdoptJob | EnsurePVC | RecordArtifact | ReplaceBuild
 
 
 @dataclass(frozen=True)
@@ -161,6 +174,13 @@ class EngineObservation:
     pvc_exists: bool = True
     #: The builder's latest progress line (from the running pod's log), when the operator has one.
     progress: BuildProgress | None = None
+    #: The PersistentVolumeClaims the builder mounts, as read while its pod is unschedulable
+    #: (:func:`~trtllm_operator.decide.engine_hints.builder_claims`); empty otherwise.
+    claims: Mapping[str, ClaimState] = field(default_factory=dict)
+    #: What changed in the sizing of a builder Job this LLMEngine controls whose pod was never
+    #: scheduled (``spec.gpu.resources`` edited after the Job was created), e.g.
+    #: ``nvidia.com/gpu 16 → 1``; None when nothing did or the Job is not replaceable.
+    job_outdated: str | None = None
 
 
 #: The outcome of one LLMEngine reconcile (status merge patch, conditions, actions, Event).
@@ -217,6 +237,16 @@ def _event_for(
     return EventToPost("Warning" if warning else "Normal", reason, message)
 
 
+#: When a refused LLMEngine is looked at again (the Progressing message of a refusal). A refusal can
+#: depend on other objects (a Secret's label, the operator's policy): those are re-read at every
+#: reconcile, which any change of the LLMEngine (a label or annotation included) and the operator's
+#: drift timer (setting ``resync_seconds``) start.
+RECHECK = (
+    "checked again when this LLMEngine changes (editing any label or annotation retries at once) and "
+    "at the operator's periodic resync (resyncSeconds, 300 s by default)"
+)
+
+
 def decide_invalid(invalid: InvalidEngine, obs: EngineObservation) -> EngineDecision:
     """An invalid spec: phase Failed, Ready False, the field and the fix in the conditions. No action:
     the operator waits for the next spec change (never a hot loop)."""
@@ -232,7 +262,7 @@ def decide_invalid(invalid: InvalidEngine, obs: EngineObservation) -> EngineDeci
     conds = _conds(
         gen,
         ready=(False, invalid.reason, text),
-        progressing=(False, invalid.reason, "waiting for a spec change"),
+        progressing=(False, invalid.reason, RECHECK),
         degraded=(True, invalid.reason, text),
         planned=planned,
     )
@@ -346,6 +376,23 @@ def decide_engine(prepared: PreparedEngine, obs: EngineObservation, *, now: str)
         build.update(_job_times(job))
         if job_condition(job, "Complete"):
             report = latest_report(obs.pods, succeeded=True)
+            unverified = verify_build(prepared, report, job_name=prepared.job_name, pods_left=bool(obs.pods))
+            if unverified is not None or report is None:
+                unverified = unverified or Failure(REASON_UNKNOWN, "no builder report", deterministic=False)
+                message = unverified.message
+                build.update(
+                    reason=unverified.reason, message=message, stage=report.stage if report else None
+                )
+                return out(
+                    "Failed",
+                    ready=(False, R_BUILD_FAILED, message),
+                    progressing=(False, unverified.reason, message),
+                    degraded=(True, unverified.reason, message),
+                    event=_event_for(
+                        obs.status, "Failed", unverified.reason, f"{R_BUILD_FAILED}: {message}", True
+                    ),
+                    artifact=None,
+                )
             record = record_from_build(prepared, report, job_name=prepared.job_name, recorded_at=now)
             actions.append(RecordArtifact(record, owned=prepared.deletes_with_engine))
             message = f"built artifact {record['uri']} (engine key {prepared.key_short})"
@@ -383,16 +430,31 @@ def decide_engine(prepared: PreparedEngine, obs: EngineObservation, *, now: str)
                 event=_event_for(obs.status, "Failed", failure.reason, f"{R_BUILD_FAILED}: {message}", True),
                 artifact=None,
             )
-        pending = unschedulable_message(obs.pods)
-        if pending is not None:
-            message = f"builder pod cannot be scheduled: {pending}{unschedulable_hint(prepared, pending)}"
-            build.update(reason=REASON_UNSCHEDULABLE, message=message, stage="scheduling")
+        if obs.job_outdated is not None:
+            actions.append(ReplaceBuild(prepared.job_name))
+            message = (
+                f"builder Job {prepared.job_name} has not started and its requests changed "
+                f"({obs.job_outdated}): replacing it with one sized from the current spec.gpu.resources"
+            )
+            build.update(reason=R_BUILD_REPLACED, message=message, stage="scheduling")
             return out(
                 "Building",
                 ready=(False, R_BUILDING, "build not finished"),
+                progressing=(True, R_BUILD_REPLACED, message),
+                degraded=(False, R_BUILDING, ""),
+                event=_event_for(obs.status, "Building", R_BUILD_REPLACED, message, False),
+            )
+        pending = unschedulable_message(obs.pods)
+        if pending is not None:
+            hint = unschedulable_hint(prepared, pending, obs.claims)
+            message = f"builder pod cannot be scheduled: {pending}{hint}"
+            build.update(reason=REASON_UNSCHEDULABLE, message=message, stage="scheduling")
+            return out(
+                "Unschedulable",
+                ready=(False, R_BUILD_UNSCHEDULABLE, message),
                 progressing=(True, R_BUILD_UNSCHEDULABLE, message),
                 degraded=(True, R_BUILD_UNSCHEDULABLE, message),
-                event=_event_for(obs.status, "Building", R_BUILD_UNSCHEDULABLE, message, True),
+                event=_event_for(obs.status, "Unschedulable", R_BUILD_UNSCHEDULABLE, message, True),
             )
         running = any((p.get("status") or {}).get("phase") == "Running" for p in obs.pods)
         reason = R_BUILD_RUNNING if running else R_BUILD_STARTED

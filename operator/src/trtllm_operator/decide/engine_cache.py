@@ -15,8 +15,14 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from engine_builder.contract import is_digest
 from trtllm_operator.api.wire import ANNOTATION_ALLOW_PARTIAL_ARTIFACT, ARTIFACT_DATA_KEY
-from trtllm_operator.decide.engine_failure import BuilderReport
+from trtllm_operator.decide.engine_failure import (
+    REASON_ARTIFACT_MISSING,
+    REASON_ARTIFACT_UNVERIFIED,
+    BuilderReport,
+    Failure,
+)
 from trtllm_operator.decide.engine_spec import PreparedEngine
 from trtllm_operator.decide.storage import StorageLocation
 
@@ -73,11 +79,85 @@ def artifact_record(
     }
 
 
+def verify_build(
+    prepared: PreparedEngine, report: BuilderReport | None, *, job_name: str, pods_left: bool
+) -> Failure | None:
+    """Why a completed builder Job's artifact cannot be recorded (a :class:`Failure`), or None when
+    its report checks out.
+
+    The operator cannot read the artifact storage; what it has is the builder's report (the
+    termination message of the pod that exited 0). The builder reports success only after reading
+    back the ``manifest.json`` it published and checking it with the verifier ``cache import``
+    uses (:func:`engine_builder.contract.verify_manifest`: key = sha256 of the key inputs, digest,
+    every listed file in place). Here the report must exist, say ``Succeeded`` or ``Partial``,
+    carry this engine's key, an artifact under ``<storage>/<key>`` and a ``sha256:`` manifest
+    digest. Reasons: ``ArtifactMissing`` (no report, or one without engine key, artifact URI or
+    manifest digest), else ``ArtifactUnverified``.
+    """
+    retry = f"after fixing it, delete Job {job_name} to build again (kubectl delete job {job_name})"
+    if report is None:
+        where = (
+            "its pod's termination message holds no builder report"
+            if pods_left
+            else "its pod is gone, so its report cannot be read"
+        )
+        return Failure(
+            REASON_ARTIFACT_MISSING,
+            f"builder Job {job_name} completed (exit 0) but {where}: no manifest was verified and "
+            "nothing was recorded. The container must run engine-builder (check spec.runtime.image, "
+            f"the operator's builderImage and the builder log: kubectl logs job/{job_name}); {retry}",
+            deterministic=False,
+        )
+    if not report.succeeded:
+        return Failure(
+            REASON_ARTIFACT_UNVERIFIED,
+            f"builder Job {job_name} completed (exit 0) but its report says {report.status}"
+            f"{': ' + report.message if report.message else ''}; nothing was recorded; {retry}",
+            deterministic=False,
+        )
+    named = (
+        ("engineKey", report.engine_key),
+        ("artifactURI", report.artifact_uri),
+        ("manifestDigest", report.manifest_digest),
+    )
+    if not report.engine_key or not report.artifact_uri or not report.manifest_digest:
+        missing = " and ".join(field for field, value in named if not value)
+        return Failure(
+            REASON_ARTIFACT_MISSING,
+            f"the builder report names no {missing}: the build published no verified manifest; "
+            f"nothing was recorded; read the builder log (kubectl logs job/{job_name}); {retry}",
+            deterministic=False,
+        )
+    if report.engine_key != prepared.key:
+        return Failure(
+            REASON_ARTIFACT_UNVERIFIED,
+            f"the builder report's engineKey {str(report.engine_key)[:12]}… is not this engine's key "
+            f"{prepared.key_short}…: the artifact was built from another spec (build spec ConfigMap "
+            f"{job_name} edited?); nothing was recorded; {retry}",
+            deterministic=False,
+        )
+    if report.artifact_uri.rstrip("/").rsplit("/", 1)[-1] != prepared.key:
+        return Failure(
+            REASON_ARTIFACT_UNVERIFIED,
+            f"the builder report's artifactURI {report.artifact_uri} is not <storage>/{prepared.key_short}…; "
+            f"nothing was recorded; {retry}",
+            deterministic=False,
+        )
+    if not is_digest(report.manifest_digest):
+        return Failure(
+            REASON_ARTIFACT_UNVERIFIED,
+            f"the builder report's manifestDigest {report.manifest_digest!r} is not sha256:<64 hex>; "
+            f"nothing was recorded; {retry}",
+            deterministic=False,
+        )
+    return None
+
+
 def record_from_build(
-    prepared: PreparedEngine, report: BuilderReport | None, *, job_name: str, recorded_at: str
+    prepared: PreparedEngine, report: BuilderReport, *, job_name: str, recorded_at: str
 ) -> dict[str, Any]:
-    """The record of a completed builder Job: URI, digest, size and timings from the builder's
-    report; without a report (pods already gone) the URI the storage implies and nothing else."""
+    """The record of a completed builder Job whose report :func:`verify_build` accepted: URI,
+    digest, size and timings from the builder's report."""
     return artifact_record(
         key=prepared.key,
         storage=prepared.storage,
@@ -86,14 +166,14 @@ def record_from_build(
         sm=prepared.gpu.sm,
         backend=prepared.build_spec.backend,
         recorded_at=recorded_at,
-        uri=report.artifact_uri if report else None,
-        manifest_digest=report.manifest_digest if report else None,
-        size_bytes=report.size_bytes if report else None,
-        stage_timings=report.stage_timings if report else None,
+        uri=report.artifact_uri,
+        manifest_digest=report.manifest_digest,
+        size_bytes=report.size_bytes,
+        stage_timings=report.stage_timings,
         source=f"job/{job_name}",
         built_by=prepared.name,
         missing=[report.message or "compile skipped"]
-        if report and report.status == "Partial" and prepared.build_spec.backend == "tensorrt"
+        if report.status == "Partial" and prepared.build_spec.backend == "tensorrt"
         else (),
     )
 

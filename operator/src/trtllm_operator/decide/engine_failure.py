@@ -32,6 +32,10 @@ REASON_TIMEOUT = "Timeout"
 REASON_HOST_OOM = "HostOutOfMemory"
 REASON_UNKNOWN = "Unknown"
 REASON_UNSCHEDULABLE = "Unschedulable"
+#: The builder Job completed (exit 0) but left no report naming a manifest: nothing to record.
+REASON_ARTIFACT_MISSING = "ArtifactMissing"
+#: The builder Job completed, but its report does not check out (engine key, artifact, digest).
+REASON_ARTIFACT_UNVERIFIED = "ArtifactUnverified"
 
 
 def exit_code_reasons() -> dict[int, str]:

@@ -8,23 +8,80 @@ requests) and the node label it needs.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
 from trtllm_operator.api.engine import builder_gpus
 from trtllm_operator.api.wire import GPU_PRODUCT_LABEL, GPU_RESOURCE
 from trtllm_operator.decide.engine_spec import PreparedEngine
 
 
-def unschedulable_hint(prepared: PreparedEngine, scheduler_message: str) -> str:
-    """What to do about an unschedulable builder pod, from the scheduler's ``message`` ("" if none).
+@dataclass(frozen=True)
+class ClaimState:
+    """A PersistentVolumeClaim the builder mounts, as the API server shows it: ``phase`` (``Pending``,
+    ``Bound``, ``Lost``; None: the claim does not exist) and the newest Event on it (``reason``,
+    ``message``: e.g. the PV controller's ``FailedBinding`` / ``ProvisioningFailed`` /
+    ``WaitForFirstConsumer``), None when there is none."""
 
-    About PersistentVolumeClaims ("unbound immediate PersistentVolumeClaims", ``persistentvolumeclaim
-    "x" not found``): the claims the builder mounts (``spec.storage``, a ``pvc://`` model source),
-    why they cannot be used and which field fixes it. About GPUs or node placement (``nvidia.com/gpu``,
-    node affinity/selector, taints): the GPU request and the node label it needs. Anything else
-    (e.g. ``Insufficient cpu``): no hint, the scheduler's message says it.
+    phase: str | None
+    event_reason: str | None = None
+    event_message: str | None = None
+
+
+def claim_state(pvc: Mapping[str, Any] | None, events: Sequence[Mapping[str, Any]]) -> ClaimState:
+    """The :class:`ClaimState` of a PVC (None: not found) and the core/v1 Events about it."""
+    if pvc is None:
+        return ClaimState(None)
+    phase = str((pvc.get("status") or {}).get("phase") or "Pending")
+
+    def when(e: Mapping[str, Any]) -> str:
+        return str(
+            e.get("lastTimestamp")
+            or e.get("eventTime")
+            or e.get("firstTimestamp")
+            or (e.get("metadata") or {}).get("creationTimestamp")
+            or ""
+        )
+
+    newest = max(events, key=when, default=None)
+    if newest is None:
+        return ClaimState(phase)
+    return ClaimState(
+        phase, str(newest.get("reason") or "") or None, str(newest.get("message") or "") or None
+    )
+
+
+def builder_claims(prepared: PreparedEngine) -> list[str]:
+    """The PersistentVolumeClaims the builder pod mounts: the artifact storage's and a ``pvc://``
+    model source's."""
+    claims: list[str] = []
+    if prepared.storage.kind == "pvc" and prepared.storage.claim_name:
+        claims.append(prepared.storage.claim_name)
+    source = prepared.spec.model.source
+    if source.startswith("pvc://"):
+        claims.append(source[len("pvc://") :].split("/", 1)[0])
+    return claims
+
+
+def unschedulable_hint(
+    prepared: PreparedEngine, scheduler_message: str, claims: Mapping[str, ClaimState] | None = None
+) -> str:
+    """What to do about an unschedulable builder pod, from the scheduler's ``message`` ("" if none)
+    and the observed state of the claims it mounts (``claims``, by name; may be empty).
+
+    About PersistentVolumeClaims (the scheduler names them, or an observed claim is not Bound): the
+    claims the builder mounts (``spec.storage``, a ``pvc://`` model source), their state — Pending
+    (with the reason of the newest Event on the claim) or missing — and which field fixes it. About
+    GPUs or node placement (``nvidia.com/gpu``, node affinity/selector, taints): the GPU request and
+    the node label it needs. Anything else (e.g. ``Insufficient cpu``): no hint, the scheduler's
+    message says it.
     """
+    claims = claims or {}
     text = scheduler_message.lower()
-    if "persistentvolumeclaim" in text:
-        return f" ({_pvc_hint(prepared, scheduler_message)})"
+    unbound = any(state.phase != "Bound" for state in claims.values())
+    if "persistentvolumeclaim" in text or "persistent volume" in text or unbound:
+        return f" ({_pvc_hint(prepared, scheduler_message, claims)})"
     if any(w in text for w in (GPU_RESOURCE, "affinity", "selector", "taint")):
         return (
             f" (needs {_gpu_request_text(prepared)} on a node labelled "
@@ -33,7 +90,7 @@ def unschedulable_hint(prepared: PreparedEngine, scheduler_message: str) -> str:
     return ""
 
 
-def _pvc_hint(prepared: PreparedEngine, scheduler_message: str) -> str:
+def _pvc_hint(prepared: PreparedEngine, scheduler_message: str, observed: Mapping[str, ClaimState]) -> str:
     storage = prepared.storage
     claims: list[tuple[str, str]] = []  # (claim, the fix)
     if storage.kind == "pvc" and storage.claim_name:
@@ -59,12 +116,25 @@ def _pvc_hint(prepared: PreparedEngine, scheduler_message: str) -> str:
     if source.startswith("pvc://"):
         model_claim = source[len("pvc://") :].split("/", 1)[0]
         claims.append((model_claim, "it holds the model (spec.model.source): bind it or fix the source"))
+    seen = [(c, f, observed[c]) for c, f in claims if c in observed and observed[c].phase != "Bound"]
+    if seen:
+        return "; ".join(f"PersistentVolumeClaim {c} {_state_text(state)}: {f}" for c, f, state in seen)
     missing = "not found" in scheduler_message.lower()
     named = [(c, f) for c, f in claims if f'"{c}"' in scheduler_message] or claims
     if not named:
         return "a PersistentVolumeClaim the builder pod mounts is not usable"
     state = "does not exist" if missing else "is Pending (not bound)"
     return "; ".join(f"PersistentVolumeClaim {c} {state}: {f}" for c, f in named)
+
+
+def _state_text(state: ClaimState) -> str:
+    """``does not exist`` or ``is <phase>`` with the newest Event's reason and message."""
+    if state.phase is None:
+        return "does not exist"
+    if state.event_reason:
+        why = f"{state.event_reason}: {state.event_message}" if state.event_message else state.event_reason
+        return f"is {state.phase} ({why})"
+    return f"is {state.phase} (no Event on it says why)"
 
 
 def _gpu_request_text(prepared: PreparedEngine) -> str:

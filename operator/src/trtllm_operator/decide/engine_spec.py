@@ -212,8 +212,9 @@ def prepare_engine(
                 first.field in ("spec.parallelism.tensor", "spec.build.maxSeqLen")
                 and "exceed" in first.message
             )
-            text = "; ".join(f"{r.field}: {r.message} Fix: {r.fix}" for r in plan.reasons[1:])
-            message = f"{first.message} Fix: {first.fix}" + (f"; {text}" if text else "")
+            pieces = [f"{first.message} Fix: {first.fix}"]
+            pieces += [f"{r.field}: {r.message} Fix: {r.fix}" for r in plan.reasons[1:]]
+            message = " ".join(p if p.endswith(".") else p + "." for p in pieces)
             return InvalidEngine(first.field, message, R_DOES_NOT_FIT if memory else R_INVALID_SPEC, plan)
     else:
         note = "the model's config.json is not available to the operator; the builder plans at its plan stage"

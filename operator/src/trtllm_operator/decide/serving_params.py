@@ -64,6 +64,20 @@ class ServerSettings:
     max_tokens_in_paged_kv_cache: int | None = None
     enable_chunked_context: bool = False
     shared_memory: str = "2Gi"
+    #: ``spec.server.api``: triton (KServe v2 by ``tritonserver``), openai or both (Triton's
+    #: OpenAI-compatible frontend, :func:`trtllm_operator.render.serving.openai_frontend_args`).
+    api: str = "triton"
+    served_model_name: str | None = None
+    default_max_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class InferencePoolSettings:
+    """``spec.routing.inferencePool`` when enabled: the endpoint picker it names, if any."""
+
+    picker_service: str | None = None
+    picker_port: int = 9002
+    failure_mode: str = "FailClose"
 
 
 @dataclass(frozen=True)
@@ -148,6 +162,8 @@ class ServingParams:
     service_type: str = "ClusterIP"
     service_annotations: Mapping[str, str] = field(default_factory=dict)
     service_labels: Mapping[str, str] = field(default_factory=dict)
+    #: ``spec.routing.inferencePool`` (``None``: disabled).
+    inference_pool: InferencePoolSettings | None = None
 
     @property
     def world_size(self) -> int:
@@ -287,6 +303,9 @@ def serving_params(
             max_tokens_in_paged_kv_cache=server.max_tokens_in_paged_kv_cache,
             enable_chunked_context=server.enable_chunked_context,
             shared_memory=server.resources.shared_memory,
+            api=server.api,
+            served_model_name=server.openai.served_model_name,
+            default_max_tokens=server.openai.default_max_tokens,
         ),
         rollout=Rollout(
             max_surge=rollout.max_surge,
@@ -308,4 +327,15 @@ def serving_params(
         service_type=dspec.service.type,
         service_annotations=dict(dspec.service.annotations or {}),
         service_labels=dict(dspec.service.labels or {}),
+        inference_pool=_inference_pool(dspec),
     )
+
+
+def _inference_pool(dspec: LLMDeploymentSpec) -> InferencePoolSettings | None:
+    pool = dspec.routing.inference_pool
+    if not pool.enabled:
+        return None
+    ref = pool.endpoint_picker_ref
+    if ref is None:
+        return InferencePoolSettings()
+    return InferencePoolSettings(ref.name, ref.port, ref.failure_mode)

@@ -61,6 +61,11 @@ def triton_model_params(params: ServingParams) -> TritonModelParams:
         enable_kv_cache_reuse=server.enable_kv_cache_reuse,
         enable_chunked_context=server.enable_chunked_context,
         num_nodes=params.nodes_per_replica,
+        # Triton's OpenAI frontend sends the echo input only for /v1/completions with ``echo``
+        # (r26.03 engine/utils/triton.py: ``getattr(request, "echo", None)``); a chat completion
+        # would otherwise return the templated prompt before the reply (seen on this project's CPU
+        # Triton, docs/triton-cpu.md). So with the frontend the backend's default excludes it.
+        exclude_input_in_output=server.api != "triton",
     )
 
 
@@ -126,6 +131,72 @@ def repository_files(params: ServingParams) -> dict[str, str]:
     return render_trtllm_repository(triton_model_params(params))
 
 
+#: Inputs Triton's OpenAI frontend puts on every generation request for a TensorRT-LLM model
+#: (triton-inference-server/server r26.03, the 26.03 images' release branch:
+#: ``python/openai/openai_frontend/engine/utils/triton.py`` ``_create_trtllm_generate_request``:
+#: ``inputs["return_num_input_tokens"] = np.bool_([[True]])``, the same for ``…output_tokens``).
+#: Triton refuses a request carrying an input its model does not declare (triton-inference-server/core
+#: r26.03 ``src/model.cc`` ``Model::GetInput``: "unexpected inference input"), so the ensemble declares
+#: them and passes them to ``tensorrt_llm`` (as upstream's ensemble does: NVIDIA/TensorRT-LLM
+#: ``triton_backend/all_models/inflight_batcher_llm/ensemble/config.pbtxt``); an ensemble input no
+#: step consumes is refused at load ("ensemble input … is not used", core r26.03
+#: ``src/model_config_utils.cc`` ``ValidateEnsembleSchedulingConfig``). The TensorRT-LLM backend reads
+#: every request input into a name → tensor map and looks up the names it knows
+#: (``triton_backend/inflight_batcher_llm/src/utils.h`` ``readInputsTensors``), so a backend that
+#: does not produce token counts ignores them; the frontend then answers without ``usage``.
+OPENAI_FRONTEND_INPUTS = ("return_num_input_tokens", "return_num_output_tokens")
+#: The Triton model the OpenAI frontend's clients call by default: the text-in/text-out ensemble.
+DEFAULT_SERVED_MODEL = "ensemble"
+
+_BOOL = "data_type: TYPE_BOOL dims: [ 1 ]"
+_ENSEMBLE_INPUT_ANCHOR = f'  {{ name: "return_perf_metrics" {_BOOL} optional: true }},\n'
+_ENSEMBLE_MAP_ANCHOR = '      input_map { key: "return_perf_metrics" value: "return_perf_metrics" }\n'
+_TRTLLM_INPUT_ANCHOR = (
+    f'  {{ name: "return_perf_metrics" {_BOOL} reshape: {{ shape: [ ] }} optional: true }},\n'
+)
+
+
+def _insert_after(text: str, anchor: str, lines: str, path: str) -> str:
+    if text.count(anchor) != 1:
+        raise ValueError(f"{path}: expected one line {anchor.strip()!r} to extend for the OpenAI frontend")
+    return text.replace(anchor, anchor + lines, 1)
+
+
+def openai_frontend_repository(files: Mapping[str, str], served_model_name: str | None) -> dict[str, str]:
+    """The TensorRT-engine repository ``files`` made servable by Triton's OpenAI frontend.
+
+    1. The ensemble and ``tensorrt_llm`` declare :data:`OPENAI_FRONTEND_INPUTS` (optional BOOL), the
+       ensemble maps them into its ``tensorrt_llm`` step.
+    2. The ensemble is renamed ``served_model_name`` (default :data:`DEFAULT_SERVED_MODEL`): the
+       frontend lists and addresses every Triton model by its Triton name (r26.03
+       ``engine/triton_engine.py`` ``_get_model_metadata``, ``models``: ``Model(id=name)``), and a
+       model's directory and its config's ``name`` must be the same.
+
+    Errors: ``ValueError`` when a file does not have the expected shape (the renderer changed).
+    """
+    out = dict(files)
+    ens_path, trt_path = "ensemble/config.pbtxt", "tensorrt_llm/config.pbtxt"
+    ensemble = out.pop(ens_path)
+    ens_inputs = "".join(f'  {{ name: "{n}" {_BOOL} optional: true }},\n' for n in OPENAI_FRONTEND_INPUTS)
+    ens_maps = "".join(f'      input_map {{ key: "{n}" value: "{n}" }}\n' for n in OPENAI_FRONTEND_INPUTS)
+    trt_inputs = "".join(
+        f'  {{ name: "{n}" {_BOOL} reshape: {{ shape: [ ] }} optional: true }},\n'
+        for n in OPENAI_FRONTEND_INPUTS
+    )
+    ensemble = _insert_after(ensemble, _ENSEMBLE_INPUT_ANCHOR, ens_inputs, ens_path)
+    ensemble = _insert_after(ensemble, _ENSEMBLE_MAP_ANCHOR, ens_maps, ens_path)
+    out[trt_path] = _insert_after(out[trt_path], _TRTLLM_INPUT_ANCHOR, trt_inputs, trt_path)
+    name = served_model_name or DEFAULT_SERVED_MODEL
+    name_line = f'name: "{DEFAULT_SERVED_MODEL}"\n'
+    if ensemble.count(name_line) != 1:
+        raise ValueError(f"{ens_path}: expected one line {name_line.strip()!r} to rename")
+    out[f"{name}/config.pbtxt"] = ensemble.replace(name_line, f'name: "{name}"\n', 1)
+    marker = out.pop(f"{DEFAULT_SERVED_MODEL}/1/.gitkeep", None)
+    if marker is not None:
+        out[f"{name}/1/.gitkeep"] = marker
+    return dict(sorted(out.items()))
+
+
 def check_filled(files: Mapping[str, str]) -> None:
     """Raise ``ValueError`` naming the file when a ``${…}`` template parameter is left unfilled.
 
@@ -144,5 +215,9 @@ def model_repository_files(params: ServingParams) -> dict[str, str]:
     with. Errors: ``ValueError`` naming the file or the out-of-range setting
     (``pydantic.ValidationError`` is one)."""
     files = repository_files(params)
+    if params.server.api != "triton":
+        if params.backend != "tensorrt":
+            raise ValueError(f"api {params.server.api} serves the tensorrt backend only (docs/serving.md)")
+        files = openai_frontend_repository(files, params.server.served_model_name)
     check_filled(files)
     return files

@@ -89,7 +89,7 @@ from trtllm_operator.metrics.prometheus import PrometheusError, prometheus_pods
 from trtllm_operator.metrics.scrape import DEFAULT_PORT, pod_state, scrape_pods
 from trtllm_operator.render.hpa import desired_hpa
 from trtllm_operator.render.keda import desired_scaled_object
-from trtllm_operator.render.serving import child_name
+from trtllm_operator.render.serving import OPENAI_PORT, child_name, uses_openai_frontend
 from trtllm_operator.settings import current
 
 __all__ = ["MAX_DECISIONS", "TICK_SECONDS", "autoscale_once", "sync_external_autoscaler"]
@@ -105,6 +105,9 @@ EXTERNAL_RESYNC_SECONDS = 30.0
 #: Triton's metrics port on the serving pods (``--metrics-port``, default 8002; the pods declare it as
 #: container port ``metrics``). A module attribute so that in-process tests can point it elsewhere.
 METRICS_PORT = DEFAULT_PORT
+#: The metrics port of pods served by Triton's OpenAI frontend (``spec.server.api: openai``/``both``):
+#: ``GET /metrics`` on the frontend's port, the same Triton families (render.serving.metrics_port).
+OPENAI_METRICS_PORT = OPENAI_PORT
 
 _last_tick: dict[str, float] = {}
 _last_tick_lock = threading.Lock()
@@ -134,7 +137,8 @@ def _signals(
             return prometheus_pods(metrics.prometheus_url, namespace, pods, timeout=timeout), None
         except PrometheusError as exc:
             return blind, str(exc)
-    return scrape_pods(pods, port=METRICS_PORT, timeout=timeout), None
+    port = OPENAI_METRICS_PORT if uses_openai_frontend(spec.server.api) else METRICS_PORT
+    return scrape_pods(pods, port=port, timeout=timeout), None
 
 
 def _load_state(autoscaling_status: Mapping[str, Any]) -> AutoscalerState:

@@ -38,6 +38,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
+from trtllm_operator.api import CONDITION_ROUTED
 from trtllm_operator.api.engine import LLMEngineSpec
 from trtllm_operator.api.owners import is_controlled_by, owner_names
 from trtllm_operator.api.wire import (
@@ -61,6 +62,7 @@ from trtllm_operator.api.wire import (
     VERSION,
 )
 from trtllm_operator.decide.compatibility import gpu_product_aliases
+from trtllm_operator.decide.conditions import condition
 from trtllm_operator.decide.deployment_status import (
     Observation,
     deployment_status,
@@ -88,6 +90,7 @@ from trtllm_operator.handlers.plumbing import (
 from trtllm_operator.kube.client import (
     CONFIG_MAP,
     DEPLOYMENT,
+    INFERENCE_POOL,
     LLM_DEPLOYMENT,
     LLM_ENGINE,
     LWS,
@@ -101,7 +104,7 @@ from trtllm_operator.kube.client import (
     default_kube,
 )
 from trtllm_operator.kube.events import post_event
-from trtllm_operator.kube.status import patch_status
+from trtllm_operator.kube.status import patch_status, update_conditions
 from trtllm_operator.logging import object_context
 from trtllm_operator.metrics.operator_metrics import observe_reconcile
 from trtllm_operator.render.children import Children, render_plan
@@ -458,8 +461,63 @@ def _sync_children(
             kube.delete(other, namespace, other_name)
     apply_owned(kube, SERVICE, children.service, live=live_service)
     apply_owned(kube, PDB, children.pdb, live=live_pdb)
+    _sync_inference_pool(kube, obj, children.inference_pool)
     _prune_configmaps(kube, namespace, uid, name, {children.configmap["metadata"]["name"]})
     return live, held, None
+
+
+#: Condition type of ``spec.routing.inferencePool`` (written only while a pool is asked for or was).
+ROUTED = CONDITION_ROUTED
+
+
+def _sync_inference_pool(kube: Kube, obj: Mapping[str, Any], desired: Mapping[str, Any] | None) -> None:
+    """Create/patch the InferencePool ``spec.routing.inferencePool`` asks for, or delete the one this
+    deployment owns when it no longer does. Condition ``Routed``: True when applied; False with
+    ``InferencePoolNotInstalled`` when the cluster has no ``inference.networking.k8s.io/v1``
+    InferencePool kind (the create answers 404), ``InferencePoolConflict`` when an InferencePool of
+    that name belongs to someone else."""
+    meta = obj["metadata"]
+    namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
+    pool_name = child_name(name)
+
+    def routed(status: bool, reason: str, message: str) -> None:
+        cond = condition(ROUTED, status, reason, message, observed_generation=meta.get("generation"))
+        update_conditions(kube, LLM_DEPLOYMENT, namespace, name, [cond])
+
+    if desired is None:
+        # Only a deployment that once asked for a pool has a Routed condition: no extra GET (and
+        # no InferencePool permission or kind needed) for every other one.
+        conditions = (obj.get("status") or {}).get("conditions") or []
+        was = next((c for c in conditions if c.get("type") == ROUTED), None)
+        if was is None:
+            return
+        live = kube.get(INFERENCE_POOL, namespace, pool_name)
+        if live is not None and is_controlled_by(live, uid):
+            kube.delete(INFERENCE_POOL, namespace, pool_name)
+        if was.get("reason") != "RoutingDisabled":
+            routed(False, "RoutingDisabled", "spec.routing.inferencePool is off")
+        return
+    try:
+        applied = apply_owned(kube, INFERENCE_POOL, desired)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        routed(
+            False,
+            "InferencePoolNotInstalled",
+            "spec.routing.inferencePool: the cluster has no InferencePool kind "
+            "(inference.networking.k8s.io/v1): install the Gateway API Inference Extension's CRDs, "
+            "or set routing.inferencePool.enabled: false",
+        )
+        return
+    if applied.result == "not_owned":
+        routed(
+            False,
+            "InferencePoolConflict",
+            f"InferencePool {pool_name} exists but is not owned by this LLMDeployment: delete or rename it",
+        )
+        return
+    routed(True, "InferencePoolApplied", f"InferencePool {pool_name} selects the serving pods")
 
 
 def _write_status(kube: Kube, obj: Mapping[str, Any], observation: Observation) -> None:

@@ -24,16 +24,18 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import replace
+from decimal import Decimal
 from typing import Any
 
 import kopf
 import yaml
 from kubernetes.client.exceptions import ApiException
+from kubernetes.utils import parse_quantity
 
 from engine_builder.contract import BuildSpec
 from engine_builder.planner import GPUSpec, PlanInputError, load_catalog_extension
 from trtllm_operator.api.engine import LLMEngineSpec
-from trtllm_operator.api.owners import is_owned_by, owner_names
+from trtllm_operator.api.owners import is_controlled_by, is_owned_by, owner_names
 from trtllm_operator.api.wire import (
     ANNOTATION_ENGINE_KEY,
     BUILD_SPEC_DATA_KEY,
@@ -56,12 +58,14 @@ from trtllm_operator.decide.engine import (
     EngineObservation,
     EnsurePVC,
     RecordArtifact,
+    ReplaceBuild,
     decide_conflict,
     decide_engine,
     decide_invalid,
 )
 from trtllm_operator.decide.engine_cache import parse_record
-from trtllm_operator.decide.engine_failure import job_condition
+from trtllm_operator.decide.engine_failure import job_condition, unschedulable_message
+from trtllm_operator.decide.engine_hints import ClaimState, builder_claims, claim_state
 from trtllm_operator.decide.engine_progress import BuildProgress, parse_progress
 from trtllm_operator.decide.engine_spec import InvalidEngine, PreparedEngine, prepare_engine
 from trtllm_operator.decide.ownership import ChildConflict, marker_conflict
@@ -70,6 +74,7 @@ from trtllm_operator.events import ARTIFACT_RECORDED
 from trtllm_operator.handlers.plumbing import OBJECT_LOCKS, add_owner, release_claim, set_owner, write_outcome
 from trtllm_operator.kube import (
     CONFIG_MAP,
+    EVENT,
     JOB,
     LLM_DEPLOYMENT,
     LLM_ENGINE,
@@ -306,8 +311,22 @@ def _decide_and_act(
     owns = job is None or is_owned_by(job, uid)
     now = rfc3339(dt.datetime.now(dt.UTC))
     progress = _progress.get((ns, prepared.job_name)) if job is not None else None
+    claims = observe_claims(kube, ns, prepared) if unschedulable_message(pods) is not None else {}
+    outdated = None
+    if job is not None and is_controlled_by(job, uid) and _is_active(job) and not _started(pods):
+        outdated = sizing_change(job, desired_builder_job(engine, prepared, settings))
     obs = EngineObservation(
-        generation, status, record, job, pods, _no_queue(settings), owns, pvc is not None, progress
+        generation,
+        status,
+        record,
+        job,
+        pods,
+        _no_queue(settings),
+        owns,
+        pvc is not None,
+        progress,
+        claims,
+        outdated,
     )
     sync_reclaim(kube, engine, prepared, pvc=pvc, entry=entry)
     release_shared_claims(kube, engine, prepared)
@@ -326,6 +345,63 @@ def _decide_and_act(
         _progress_read_at.pop((ns, engine["metadata"]["name"]), None)
     _act(kube, settings, engine, prepared, decision)
     return decision
+
+
+def _started(pods: list[dict[str, Any]]) -> bool:
+    """Whether any pod of the Job was scheduled (has a node) or has left Pending."""
+    return any(
+        (p.get("spec") or {}).get("nodeName") or (p.get("status") or {}).get("phase") not in (None, "Pending")
+        for p in pods
+    )
+
+
+def _requests(job: Mapping[str, Any]) -> dict[str, Decimal]:
+    """The builder container's requests and limits, as ``requests.<name>`` / ``limits.<name>`` →
+    quantity (parsed: the API server may write a quantity in another canonical form)."""
+    containers = ((((job.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers")) or []
+    out: dict[str, Decimal] = {}
+    for c in containers:
+        if c.get("name") != BUILDER_CONTAINER:
+            continue
+        for kind in ("requests", "limits"):
+            for name, value in ((c.get("resources") or {}).get(kind) or {}).items():
+                out[f"{kind}.{name}"] = Decimal(str(parse_quantity(value)))  # type: ignore[no-untyped-call]
+    return out
+
+
+def sizing_change(live: Mapping[str, Any], desired: Mapping[str, Any]) -> str | None:
+    """What differs between the builder container's requests/limits of the live Job and of the Job
+    the current spec renders (``limits.nvidia.com/gpu 16 → 1``), or None. A Job's pod template is
+    immutable, so a change means a new Job."""
+    have, want = _requests(live), _requests(desired)
+    changed = [
+        f"{k} {_fmt(have.get(k))} → {_fmt(want.get(k))}"
+        for k in sorted(set(have) | set(want))
+        if have.get(k) != want.get(k)
+    ]
+    return ", ".join(changed) or None
+
+
+def _fmt(value: Decimal | None) -> str:
+    return "unset" if value is None else format(value.normalize(), "f")
+
+
+def observe_claims(kube: Kube, namespace: str, prepared: PreparedEngine) -> dict[str, ClaimState]:
+    """The PersistentVolumeClaims the builder mounts (:func:`builder_claims`), each with its phase
+    and the newest Event about it (the PV controller's binding or provisioning reason). Read only
+    while the builder pod is unschedulable. Events that cannot be listed (RBAC) leave the reason out."""
+    states: dict[str, ClaimState] = {}
+    for claim in builder_claims(prepared):
+        pvc = kube.get(PVC, namespace, claim)
+        events: list[dict[str, Any]] = []
+        if pvc is not None:
+            selector = f"involvedObject.kind=PersistentVolumeClaim,involvedObject.name={claim}"
+            try:
+                events = kube.list(EVENT, namespace, field_selector=selector)
+            except ApiException as exc:
+                log.debug("events of PVC %s/%s not listed: %s", namespace, claim, exc.reason)
+        states[claim] = claim_state(pvc, events)
+    return states
 
 
 # ----------------------------------------------------------------------------- trust and reclaim
@@ -477,6 +553,11 @@ def _act(
             kube.create_or_get(CONFIG_MAP, ns, desired_build_spec_configmap(engine, prepared))
             _, created = kube.create_or_get(JOB, ns, desired_builder_job(engine, prepared, settings))
             log.info("builder Job %s/%s %s", ns, action.job_name, "created" if created else "already exists")
+        elif isinstance(action, ReplaceBuild):
+            # Foreground: the Job goes only after its (never scheduled) pods, so the new Job's pods
+            # are the only ones under its name; its DELETED event reconciles and creates it anew.
+            if kube.delete(JOB, ns, action.job_name, propagation="Foreground"):
+                log.info("deleted builder Job %s/%s to replace it (requests changed)", ns, action.job_name)
         elif isinstance(action, AdoptJob):
             _adopt(kube, engine, ns, action.job_name)
         elif isinstance(action, RecordArtifact):

@@ -77,7 +77,7 @@ from trtllm_operator.kube import (
 )
 from trtllm_operator.metrics.scrape import scrape_triton
 from trtllm_operator.render.benchmark_job import BENCH_CONTAINER, benchmark_job_name, desired_benchmark_job
-from trtllm_operator.render.serving import child_name
+from trtllm_operator.render.serving import child_name, metrics_port
 from trtllm_operator.settings import current
 from trtllm_operator.tuning.report import ReportError, overall_recommendation, parse_results, summarize
 
@@ -310,9 +310,10 @@ def sample_deployment(kube: Kube, deployment: Mapping[str, Any], now: float) -> 
     status = deployment.get("status") or {}
     selector = status.get("selector") or f"{LABEL_DEPLOYMENT}={child_name(meta['name'])}"
     pods = kube.list(POD, meta["namespace"], label_selector=selector)
+    api = str(((deployment.get("spec") or {}).get("server") or {}).get("api") or "triton")
     pages = [
         s
-        for state, s in scrape_triton(pods)
+        for state, s in scrape_triton(pods, port=metrics_port(api))
         if state == PodState.READY and s.kv_cache_utilization is not None
     ]
     if pages:

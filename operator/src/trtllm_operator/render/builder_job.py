@@ -24,6 +24,13 @@ Choices, and why:
 * ``terminationMessagePolicy: FallbackToLogsOnError``: the builder writes its JSON report to
   ``/dev/termination-log``; if it dies first, the log tail becomes the message.
 * ``/dev/shm`` is a memory-backed emptyDir (NCCL, PyTorch) sized by the operator setting.
+* **Builder delivery** (setting ``builder_delivery``, on by default): the images users name are stock
+  NVIDIA images (``nvcr.io/nvidia/tritonserver:<yy.mm>-trtllm-python-py3``) without engine-builder.
+  An init container of ``builder_delivery_image`` (the operator image) copies the builder bundle
+  onto an emptyDir; the builder container runs ``python3 -m engine_builder`` — the image's own
+  interpreter, torch and TensorRT-LLM — with the bundle on ``PYTHONPATH``
+  (:func:`engine_builder.contract.bundle_commands`; docs/engine-builder.md "Running on a stock
+  image"). Off: the builder image runs its own ``engine-builder`` command.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from typing import Any
 
 import yaml
 
+from engine_builder.contract import BUNDLE_MOUNT, bundle_commands, bundle_env
 from trtllm_operator.api import API_VERSION, ENGINE_KIND
 from trtllm_operator.api.engine import LLMEngineSpec, builder_gpus
 from trtllm_operator.api.owners import owner_reference
@@ -62,6 +70,11 @@ from trtllm_operator.decide.storage import cache_entry_name
 from trtllm_operator.settings import Settings
 
 SPEC_MOUNT = "/etc/engine-builder"
+#: The init container that delivers engine-builder, and the emptyDir it fills.
+DELIVERY_CONTAINER = "deliver-engine-builder"
+DELIVERY_VOLUME = "engine-builder"
+#: The bundle is ~41 MiB (hack/build-builder-bundle.sh); the limit leaves room for a larger one.
+DELIVERY_VOLUME_LIMIT = "512Mi"
 GIB = 2**30
 #: Host-memory headroom over the 16-bit checkpoint for tokenizer, calibration data, framework.
 HOST_MEMORY_FIXED_BYTES = 8 * GIB
@@ -294,25 +307,43 @@ def desired_builder_job(
         volumes.append({"name": "model", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}})
         mounts.append({"name": "model", "mountPath": f"/models/{claim}", "readOnly": True})
 
+    env = _env(prepared)
+    init_containers: list[dict[str, Any]] = []
+    if settings.builder_delivery:
+        init_command, entry = bundle_commands()
+        volumes.append({"name": DELIVERY_VOLUME, "emptyDir": {"sizeLimit": DELIVERY_VOLUME_LIMIT}})
+        mounts.append({"name": DELIVERY_VOLUME, "mountPath": BUNDLE_MOUNT, "readOnly": True})
+        env.extend({"name": k, "value": v} for k, v in bundle_env().items())
+        init_containers.append(
+            {
+                "name": DELIVERY_CONTAINER,
+                "image": settings.builder_delivery_image,
+                "imagePullPolicy": settings.image_pull_policy,
+                "command": init_command,
+                "resources": {
+                    "requests": {"cpu": "100m", "memory": "64Mi"},
+                    "limits": {"memory": "256Mi"},
+                },
+                "volumeMounts": [{"name": DELIVERY_VOLUME, "mountPath": BUNDLE_MOUNT}],
+            }
+        )
+    else:
+        entry = ["engine-builder"]
+
     container = {
         "name": BUILDER_CONTAINER,
         "image": image,
         "imagePullPolicy": settings.image_pull_policy,
-        "command": [
-            "engine-builder",
-            "run",
-            "--spec",
-            f"{SPEC_MOUNT}/{BUILD_SPEC_DATA_KEY}",
-            "--workdir",
-            workdir,
-        ],
-        "env": _env(prepared),
+        "command": [*entry, "run", "--spec", f"{SPEC_MOUNT}/{BUILD_SPEC_DATA_KEY}", "--workdir", workdir],
+        "env": env,
         "resources": {"limits": limits, "requests": requests},
         "volumeMounts": mounts,
         "terminationMessagePath": "/dev/termination-log",
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     pod_spec = engine_job_pod_spec(spec, gpu_products(gpu_spec.product, prepared.gpu), [container], volumes)
+    if init_containers:
+        pod_spec["initContainers"] = init_containers
     if settings.builder_service_account:
         pod_spec["serviceAccountName"] = settings.builder_service_account
 

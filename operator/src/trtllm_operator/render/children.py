@@ -18,6 +18,7 @@ from trtllm_operator.decide.compatibility import Incompatibility
 from trtllm_operator.decide.serving import ServingPlan, ServingRefusal, plan_serving
 from trtllm_operator.decide.serving_params import ServingParams
 from trtllm_operator.render.deployment import desired_deployment
+from trtllm_operator.render.inferencepool import desired_inference_pool
 from trtllm_operator.render.leaderworkerset import desired_leaderworkerset
 from trtllm_operator.render.model_repository import desired_model_repository
 from trtllm_operator.render.pdb import desired_pdb
@@ -26,7 +27,8 @@ from trtllm_operator.render.service import desired_service
 
 @dataclass
 class Children:
-    """Rendered children (``configmap``, ``workload``, ``service``, ``pdb``) or why not.
+    """Rendered children (``configmap``, ``workload``, ``service``, ``pdb``, and the optional
+    ``inference_pool``) or why not.
 
     ``incompatibilities`` non-empty → ``EngineIncompatible``; ``blocked`` = ``(reason, message)``
     for a replica that cannot be placed or rendered. ``params`` is set whenever they were settled.
@@ -37,16 +39,19 @@ class Children:
     workload: dict[str, Any] | None = None
     service: dict[str, Any] | None = None
     pdb: dict[str, Any] | None = None
+    inference_pool: dict[str, Any] | None = None
     incompatibilities: list[Incompatibility] = field(default_factory=list)
     blocked: tuple[str, str] | None = None
 
     def manifests(self) -> list[dict[str, Any]]:
-        return [m for m in (self.configmap, self.workload, self.service, self.pdb) if m is not None]
+        found = (self.configmap, self.workload, self.service, self.pdb, self.inference_pool)
+        return [m for m in found if m is not None]
 
 
 def render_plan(plan: ServingPlan) -> Children:
     """The manifests of a settled plan: the model-repository ConfigMap, the workload its placement
-    names (Deployment or LeaderWorkerSet), the Service and the PodDisruptionBudget."""
+    names (Deployment or LeaderWorkerSet), the Service, the PodDisruptionBudget and, with
+    ``spec.routing.inferencePool``, the InferencePool."""
     params = plan.params
     configmap = desired_model_repository(params, plan.files)
     if plan.placement.kind == "LeaderWorkerSet":
@@ -59,6 +64,7 @@ def render_plan(plan: ServingPlan) -> Children:
         workload=workload,
         service=desired_service(params),
         pdb=desired_pdb(params),
+        inference_pool=desired_inference_pool(params),
     )
 
 

@@ -11,7 +11,9 @@ docs/design.md §5:
   can never damage an artifact other deployments share;
 - ``automountServiceAccountToken: false``: Triton never talks to the API server;
 - readiness ``/v2/health/ready``, liveness ``/v2/health/live`` (KServe v2 on the HTTP port, reference
-  §4.5), and a startup probe sized from the artifact (:func:`startup_budget_seconds`);
+  §4.5), and a startup probe sized from the artifact (:func:`startup_budget_seconds`); with Triton's
+  OpenAI frontend (``api: openai``/``both``) ``/health/ready`` on its port for startup and readiness
+  and a TCP check of that port for liveness (the frontend has no liveness route);
 - the pod template carries the engine key (full, annotation; short, label) and a hash of every
   rendered file, so any change of engine or server settings rolls the pods;
 - ``strategy``: ``maxSurge: 0`` / ``maxUnavailable: 1`` unless ``spec.rollout`` says otherwise —
@@ -34,6 +36,8 @@ from typing import Any
 from trtllm_operator.api.wire import (
     ANNOTATION_CONFIG_HASH,
     ANNOTATION_ENGINE_KEY,
+    ENGINE_TYPE_LABEL,
+    ENGINE_TYPE_TRITON_TRTLLM,
     FETCH_CONTAINER,
     GPU_PRODUCT_LABEL,
     GPU_RESOURCE,
@@ -45,16 +49,15 @@ from trtllm_operator.render.launch import WORKER_WAIT_SECONDS
 from trtllm_operator.render.model_repository import volume_items
 from trtllm_operator.render.serving import (
     CONFIG_MOUNT,
-    GRPC_PORT,
-    HTTP_PORT,
     LAUNCH_SCRIPT,
-    METRICS_PORT,
     MODEL_REPOSITORY,
     child_name,
     common_labels,
     content_hash,
     metadata,
     selector_labels,
+    serving_ports,
+    uses_openai_frontend,
 )
 
 #: The serving user of NVIDIA's Triton images (the ``-trtllm-python-py3`` ones included): their
@@ -105,6 +108,8 @@ def probes(params: ServingParams) -> dict[str, dict[str, Any]]:
     budget = startup_budget_seconds(params.artifact_bytes, params.world_size)
     if params.multi_node:
         budget += WORKER_WAIT_SECONDS
+    if uses_openai_frontend(params.server.api):
+        return openai_probes(math.ceil(budget / STARTUP_PERIOD_SECONDS))
     return {
         "startupProbe": {
             "httpGet": {"path": "/v2/health/live", "port": "http"},
@@ -120,6 +125,33 @@ def probes(params: ServingParams) -> dict[str, dict[str, Any]]:
         },
         "livenessProbe": {
             "httpGet": {"path": "/v2/health/live", "port": "http"},
+            "periodSeconds": 15,
+            "timeoutSeconds": 5,
+            "failureThreshold": 4,
+        },
+    }
+
+
+def openai_probes(startup_failures: int) -> dict[str, dict[str, Any]]:
+    """Probes of Triton's OpenAI frontend (triton-inference-server/server r26.03 ``python/openai``).
+
+    Its routes: ``GET /health/ready`` (200 when ``server.ready()``, else 400;
+    ``frontend/fastapi/routers/observability.py``), no liveness route. ``main.py`` starts Triton with
+    ``wait_until_ready=True`` and opens the port after that (``openai_frontend.start()`` last), so
+    the startup probe covers the model load; liveness is a TCP check of the port (uvicorn serving).
+    In ``api: both`` the KServe frontends start before the OpenAI port opens, so the OpenAI port's
+    readiness covers both.
+    """
+    ready = {"httpGet": {"path": "/health/ready", "port": "openai"}, "timeoutSeconds": 5}
+    return {
+        "startupProbe": {
+            **ready,
+            "periodSeconds": STARTUP_PERIOD_SECONDS,
+            "failureThreshold": startup_failures,
+        },
+        "readinessProbe": {**ready, "periodSeconds": 10, "failureThreshold": 3},
+        "livenessProbe": {
+            "tcpSocket": {"port": "openai"},
             "periodSeconds": 15,
             "timeoutSeconds": 5,
             "failureThreshold": 4,
@@ -247,8 +279,15 @@ def pod_security_context(params: ServingParams) -> tuple[dict[str, Any], dict[st
 
 
 def pod_labels(params: ServingParams) -> dict[str, str]:
-    """User pod labels, then ours (ours win: the selector and the engine-key count depend on them)."""
-    return {**params.pod_labels, **common_labels(params), LABEL_ENGINE_KEY: params.short_key}
+    """User pod labels, then ours (ours win: the selector and the engine-key count depend on them).
+
+    With ``spec.routing.inferencePool`` the pods also carry the endpoint picker's engine-type label
+    (:data:`~trtllm_operator.api.wire.ENGINE_TYPE_LABEL` = ``triton-tensorrt-llm``): the picker reads
+    Triton's TensorRT-LLM metric names for them instead of its default, vLLM's."""
+    labels = {**params.pod_labels, **common_labels(params), LABEL_ENGINE_KEY: params.short_key}
+    if params.inference_pool is not None:
+        labels[ENGINE_TYPE_LABEL] = ENGINE_TYPE_TRITON_TRTLLM
+    return labels
 
 
 def pod_template(
@@ -277,9 +316,7 @@ def pod_template(
         "image": params.image,
         "command": command or ["/bin/bash", f"{CONFIG_MOUNT}/{LAUNCH_SCRIPT}"],
         "ports": [
-            {"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},
-            {"name": "grpc", "containerPort": GRPC_PORT, "protocol": "TCP"},
-            {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
+            {"name": name, "containerPort": port, "protocol": "TCP"} for name, port in serving_ports(params)
         ],
         "resources": container_resources(params),
         "volumeMounts": [

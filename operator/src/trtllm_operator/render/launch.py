@@ -55,7 +55,9 @@ from trtllm_operator.render.serving import (
     IMAGE_TEMPLATES,
     LAUNCH_SCRIPT,
     MODEL_REPOSITORY,
+    openai_frontend_args,
     tritonserver_args,
+    uses_openai_frontend,
 )
 
 #: The Triton models the operator renders per backend (engine_builder.triton's layouts).
@@ -225,6 +227,8 @@ def server_command(params: ServingParams) -> list[str]:
     ``model.yaml`` (docs/reference/tensorrt-llm.md §3.5: launched with the default world size 1), so
     Triton runs as one process owning every GPU of the pod.
     """
+    if uses_openai_frontend(params.server.api):
+        return openai_frontend_args(params)
     if params.backend == "pytorch" or params.world_size == 1:
         return tritonserver_args(params, leader=True, rank=0)
     return mpirun_command(params)
@@ -234,7 +238,8 @@ def launch_script(params: ServingParams, models: Sequence[str] | None = None) ->
     """The main process of a one-node pod (``bash launch.sh``), as text.
 
     1. Assemble the model repository (:func:`repository_lines`).
-    2. One rank: ``exec tritonserver`` — Triton is the main process.
+    2. One rank: ``exec tritonserver`` — Triton is the main process; ``api: openai``/``both``:
+       ``exec python3 …/openai_frontend/main.py`` (Triton in-process).
     3. Otherwise ``mpirun`` under the watchdog; the script exits with ``mpirun``'s status, so the
        kubelet restarts the container.
 
@@ -244,7 +249,7 @@ def launch_script(params: ServingParams, models: Sequence[str] | None = None) ->
         raise ValueError("a multi-node replica runs leader_script/worker_script, not launch_script")
     lines = [*_header(), *repository_lines(params, models)]
     cmd = server_command(params)
-    if cmd[0] == "tritonserver":
+    if cmd[0] in ("tritonserver", "python3"):
         lines.append(f"exec {_rendered(cmd)}")
     else:
         lines += _watchdog(_rendered(cmd), params.world_size)
@@ -345,6 +350,8 @@ def leader_script(
     """
     if not params.multi_node:
         raise ValueError("a one-node replica runs launch_script")
+    if uses_openai_frontend(params.server.api):
+        raise ValueError(f"api {params.server.api} serves one-GPU replicas only (docs/serving.md)")
     slots = params.gpus_per_node
     nodes = params.nodes_per_replica
     lines = [

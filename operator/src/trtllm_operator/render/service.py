@@ -1,4 +1,5 @@
-"""The Service in front of a deployment's Triton pods: HTTP 8000, gRPC 8001, metrics 8002.
+"""The Service in front of a deployment's Triton pods: HTTP 8000, gRPC 8001, metrics 8002
+(``api: triton``); the OpenAI frontend's 9000 (``api: openai``); 9000, 8000 and 8001 (``api: both``).
 
 Ports are Triton's defaults (docs/reference/tensorrt-llm.md §4.5); the metrics port is named ``metrics`` so a
 ServiceMonitor or the autoscaler's pod scrape can select it by name. Only Ready pods are endpoints,
@@ -12,11 +13,12 @@ from typing import Any
 from trtllm_operator.decide.serving_params import ServingParams
 from trtllm_operator.render.leaderworkerset import replica_selector
 from trtllm_operator.render.serving import (
-    GRPC_PORT,
     HTTP_PORT,
-    METRICS_PORT,
+    OPENAI_PORT,
     child_name,
     metadata,
+    serving_ports,
+    uses_openai_frontend,
 )
 
 
@@ -41,14 +43,17 @@ def desired_service(params: ServingParams) -> dict[str, Any]:
             "type": params.service_type,
             "selector": selector,
             "ports": [
-                {"name": "http", "port": HTTP_PORT, "targetPort": "http", "protocol": "TCP"},
-                {"name": "grpc", "port": GRPC_PORT, "targetPort": "grpc", "protocol": "TCP"},
-                {"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"},
+                {"name": name, "port": port, "targetPort": name, "protocol": "TCP"}
+                for name, port in serving_ports(params)
             ],
         },
     }
 
 
 def endpoint(params: ServingParams) -> str:
-    """``status.endpoint``: the in-cluster HTTP base URL of the Service."""
-    return f"http://{child_name(params.name)}.{params.namespace}.svc:{HTTP_PORT}"
+    """``status.endpoint``: the in-cluster base URL of the Service — KServe v2's (``api: triton``) or the
+    OpenAI base URL clients configure (``…:9000/v1``; ``api: openai``/``both``)."""
+    host = f"http://{child_name(params.name)}.{params.namespace}.svc"
+    if uses_openai_frontend(params.server.api):
+        return f"{host}:{OPENAI_PORT}/v1"
+    return f"{host}:{HTTP_PORT}"

@@ -31,11 +31,47 @@ from trtllm_operator.api.wire import (
     LABEL_NAME,
     MANAGED_BY,
 )
-from trtllm_operator.decide.serving_params import ServingParams
+from trtllm_operator.decide.serving_params import ARTIFACT_TOKENIZER_DIR, ServingParams
 
 HTTP_PORT = 8000
 GRPC_PORT = 8001
 METRICS_PORT = 8002
+#: Triton's OpenAI-compatible frontend's port: its ``--openai-port`` default (triton-inference-server/
+#: server r26.03 ``python/openai/openai_frontend/main.py``). The frontend serves ``/v1/...``,
+#: ``/health/ready`` and ``/metrics`` on it (``frontend/fastapi/routers/observability.py``).
+OPENAI_PORT = 9000
+#: Where the 26.03 images carry the frontend: ``build.py`` (r26.03) copies ``python/openai`` into the
+#: install tree (``cpdir(<repo>/python/openai, <install>/python)``) that the image's production stage
+#: copies to ``/opt/tritonserver`` (``COPY build/install tritonserver``), pip-installs the
+#: ``tritonserver``/``tritonfrontend`` wheels from ``/opt/tritonserver/python`` and
+#: ``python/openai/requirements.txt`` (``create_dockerfile_linux``).
+OPENAI_FRONTEND_MAIN = "/opt/tritonserver/python/openai/openai_frontend/main.py"
+
+#: ``(name, port)`` of the serving container per ``spec.server.api``. ``openai``: the frontend alone
+#: (it starts no KServe frontend and no metrics port: ``main.py`` starts ``tritonserver.Server``
+#: in-process and only ``KServeHttp``/``KServeGrpc`` behind ``--enable-kserve-frontends``; metrics are
+#: ``GET /metrics`` on the OpenAI port). ``both``: the frontend plus KServe HTTP and gRPC.
+API_PORTS: dict[str, tuple[tuple[str, int], ...]] = {
+    "triton": (("http", HTTP_PORT), ("grpc", GRPC_PORT), ("metrics", METRICS_PORT)),
+    "openai": (("openai", OPENAI_PORT),),
+    "both": (("openai", OPENAI_PORT), ("http", HTTP_PORT), ("grpc", GRPC_PORT)),
+}
+
+
+def serving_ports(params: ServingParams) -> tuple[tuple[str, int], ...]:
+    """``(name, port)`` the serving container listens on (and the Service exposes)."""
+    return API_PORTS[params.server.api]
+
+
+def uses_openai_frontend(api: str) -> bool:
+    return api in ("openai", "both")
+
+
+def metrics_port(api: str) -> int:
+    """Where a serving pod's Prometheus metrics are (path ``/metrics`` on both): Triton's metrics port
+    for ``api: triton``, the OpenAI frontend's port otherwise (same Triton core, same families)."""
+    return OPENAI_PORT if uses_openai_frontend(api) else METRICS_PORT
+
 
 #: Where the operator's files are mounted inside the Triton container (the artifact's mount is
 #: :data:`trtllm_operator.decide.serving_params.ARTIFACT_MOUNT`).
@@ -131,4 +167,33 @@ def tritonserver_args(params: ServingParams, *, leader: bool, rank: int) -> list
     ]
     if not leader:
         args[5:5] = ["--model-control-mode=explicit", "--load-model=tensorrt_llm"]
+    return args
+
+
+def openai_frontend_args(params: ServingParams) -> list[str]:
+    """Triton's OpenAI-compatible frontend over the rendered model repository (``api: openai``/``both``).
+
+    Every flag is ``python/openai/openai_frontend/main.py`` ``parse_args`` of triton-inference-server/
+    server r26.03: ``--model-repository`` (required), ``--tokenizer`` (a local folder: the artifact's
+    Hugging Face tokenizer, whose ``tokenizer_config.json`` carries the chat template the frontend
+    applies, ``engine/triton_engine.py`` ``chat``: ``tokenizer.apply_chat_template``),
+    ``--openai-port``, ``--default-max-tokens``, ``--enable-kserve-frontends`` with
+    ``--kserve-http-port``/``--kserve-grpc-port``. The frontend starts Triton in-process
+    (``tritonserver.Server(...).start(wait_until_ready=True)``) before it opens its port.
+    """
+    args = [
+        "python3",
+        OPENAI_FRONTEND_MAIN,
+        f"--model-repository={MODEL_REPOSITORY}",
+        f"--tokenizer={ARTIFACT_TOKENIZER_DIR}",
+        f"--openai-port={OPENAI_PORT}",
+    ]
+    if params.server.default_max_tokens is not None:
+        args.append(f"--default-max-tokens={params.server.default_max_tokens}")
+    if params.server.api == "both":
+        args += [
+            "--enable-kserve-frontends",
+            f"--kserve-http-port={HTTP_PORT}",
+            f"--kserve-grpc-port={GRPC_PORT}",
+        ]
     return args

@@ -1,0 +1,75 @@
+"""TCP ports for tests — the one place tests get them, without a bind-release-reuse race where avoidable.
+
+Best first:
+
+1. **Bind port 0 and read it back** wherever the server is ours and takes port 0 (``http.server``,
+   prometheus_client's ``start_http_server``, moto's ``ThreadedMotoServer``): the kernel picks a free
+   port at bind time and the test reads it from the bound socket (``server_port``,
+   ``get_host_and_port()``). No helper needed, no race.
+2. :func:`bound_socket` — hands over a socket bound to a kernel-chosen port. Held (not listening), it
+   reserves the port *and* refuses connections (ECONNREFUSED): "an address where nothing listens" for
+   as long as the test holds it; no one else can bind it meanwhile.
+3. :func:`free_port` + :func:`retry_on_address_in_use` — only where another process (or product code
+   that takes a port number, e.g. the operator's metrics port or the emulators' per-pod port) must
+   bind the port itself. **Residual race**: between :func:`free_port` closing its socket and the
+   other side binding, some unrelated process may take the port; the bind then fails with EADDRINUSE.
+   Where the start can be repeated, wrap it in :func:`retry_on_address_in_use` (a fresh port each
+   attempt); where it cannot (a port handed to the operator before it starts), the test fails with
+   the bind error, never silently.
+
+No port is chosen at import time and no fixed port (such as Triton's 8002) is used: a fixed port
+collides with a second test session or a developer's demo on the same machine.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+#: How the address-in-use failure reads in a child's log (Go's net package, Python's OSError text).
+ADDRESS_IN_USE_TEXT = "address already in use"
+
+
+def bound_socket(host: str = "127.0.0.1") -> socket.socket:
+    """A TCP socket bound to ``(host, 0)``: the port is ``sock.getsockname()[1]``; the caller closes it.
+
+    Not listening: while it is held, connections to the port are refused and nobody else can bind it.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind((host, 0))
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port on ``host`` that was free a moment ago, for a process that must bind it itself.
+
+    Residual race (see the module docstring): the port is released on return. Prefer binding port 0
+    in-process, or :func:`bound_socket`; wrap restartable starts in :func:`retry_on_address_in_use`.
+    """
+    with bound_socket(host) as sock:
+        return int(sock.getsockname()[1])
+
+
+def address_in_use_error(detail: str) -> OSError:
+    """The OSError to raise when a child process reports that its port was taken (``detail``: its log)."""
+    return OSError(errno.EADDRINUSE, f"{ADDRESS_IN_USE_TEXT}: {detail}")
+
+
+def retry_on_address_in_use(start: Callable[[int], T], host: str = "127.0.0.1", attempts: int = 5) -> T:
+    """``start(port)`` with a fresh :func:`free_port`; if it raises EADDRINUSE (the residual race lost),
+    try again with another port, up to ``attempts`` times; any other error propagates at once."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return start(free_port(host))
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE or attempt == attempts:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
