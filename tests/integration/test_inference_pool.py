@@ -18,13 +18,14 @@ import pytest
 from kubernetes import client
 from support.artifacts import cache_artifact, prebound_artifact_pvc
 from support.cluster import LocalCluster
+from support.deployments import DeploymentApi
+from support.manifests import a_cached_engine
+from support.manifests import a_deployment as shared_deployment
 from support.operator import running_operator
 from support.wait import wait_for
 
 GROUP, VERSION = "llm.trtllm-operator.dev", "v1alpha1"
 POOL_GROUP, POOL_VERSION, POOLS = "inference.networking.k8s.io", "v1", "inferencepools"
-H100 = "NVIDIA-H100-80GB-HBM3"
-IMAGE = "nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3"
 CRD = (
     Path(__file__).resolve().parents[1]
     / "fixtures"
@@ -35,49 +36,14 @@ CRD = (
 
 
 def an_engine(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "LLMEngine",
-        "metadata": {"name": name},
-        "spec": {
-            "model": {"source": "hf://meta-llama/Llama-3.1-8B-Instruct"},
-            "backend": "tensorrt",
-            "runtime": {"image": IMAGE},
-            "quantization": {"format": "fp8", "kvCacheDtype": "fp8"},
-            "parallelism": {"tensor": 1, "pipeline": 1},
-            "build": {"maxBatchSize": 64, "maxNumTokens": 8192, "maxSeqLen": 8192},
-            "gpu": {"product": H100},
-            "storage": {"pvc": {"claimName": "engines", "subPath": "trtllm"}},
-        },
-    }
+    return a_cached_engine(name)
 
 
 def a_deployment(name: str, engine: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "LLMDeployment",
-        "metadata": {"name": name},
-        "spec": {"engineRef": {"name": engine}, "replicas": 2, **spec},
-    }
+    return shared_deployment(name, engine, replicas=2, **spec)
 
 
-class Api:
-    def __init__(self, cluster: LocalCluster, ns: str) -> None:
-        self.ns = ns
-        self.core = client.CoreV1Api(cluster.api)
-        self.apps = client.AppsV1Api(cluster.api)
-        self.custom = client.CustomObjectsApi(cluster.api)
-
-    def create(self, plural: str, body: dict[str, Any]) -> None:
-        self.custom.create_namespaced_custom_object(GROUP, VERSION, self.ns, plural, body)
-
-    def status(self, name: str) -> dict[str, Any]:
-        obj = self.custom.get_namespaced_custom_object(GROUP, VERSION, self.ns, "llmdeployments", name)
-        return dict(obj.get("status") or {})
-
-    def condition(self, name: str, type_: str) -> dict[str, Any] | None:
-        return next((c for c in self.status(name).get("conditions") or [] if c["type"] == type_), None)
-
+class Api(DeploymentApi):
     def pool(self, name: str) -> dict[str, Any] | None:
         try:
             obj: dict[str, Any] = self.custom.get_namespaced_custom_object(

@@ -17,14 +17,14 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Iterator
-from dataclasses import replace
 from typing import Any
 
 import pytest
 from kubernetes import client
 from support.cluster import LocalCluster
+from support.serving import serving_params
 
-from trtllm_operator.decide.serving_params import OwnerRef, S3Artifact, ServingParams
+from trtllm_operator.decide.serving_params import S3Artifact, ServingParams
 from trtllm_operator.render.deployment import desired_deployment
 from trtllm_operator.render.leaderworkerset import desired_leaderworkerset
 from trtllm_operator.render.model_repository import desired_model_repository
@@ -36,19 +36,9 @@ ENFORCE = "pod-security.kubernetes.io/enforce"
 
 
 def a_replica(**overrides: Any) -> ServingParams:
-    base = ServingParams(
-        name="llama",
-        namespace="team-a",
-        owner=OwnerRef("llama", "uid-1"),
-        engine_name="llama-fp8",
-        engine_key=KEY,
-        backend="tensorrt",
-        image="nvcr.io/nvidia/tritonserver:25.05-trtllm-python-py3",
-        gpu_product="NVIDIA-H100-80GB-HBM3",
-        artifact_claim="engines",
-        artifact_sub_path=f"trtllm/{KEY}",
+    return serving_params(
+        **{"engine_key": KEY, "artifact_sub_path": f"trtllm/{KEY}", "replicas": 1, **overrides}
     )
-    return replace(base, **overrides)
 
 
 def templates(params: ServingParams) -> dict[str, dict[str, Any]]:

@@ -17,6 +17,7 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
+from support.serving import serving_params
 
 from trtllm_operator.api.deployment import LLMDeploymentSpec
 from trtllm_operator.api.wire import (
@@ -60,17 +61,12 @@ PICKER = InferencePoolSettings("epp", 9002, "FailOpen")
 
 
 def params(pool: InferencePoolSettings | None = PICKER, api: str = "openai") -> ServingParams:
-    return ServingParams(
-        name="llama",
-        namespace="team-a",
+    return serving_params(
         owner=OwnerRef("llama", "u-1"),
-        engine_name="llama-fp8",
         engine_key=KEY,
-        backend="tensorrt",
         image="nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3",
-        gpu_product="NVIDIA-H100-80GB-HBM3",
-        artifact_claim="engines",
         artifact_sub_path=f"trtllm/{KEY}",
+        replicas=1,
         server=ServerSettings(api=api),
         inference_pool=pool,
     )

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
+from support.serving import serving_params
 
 from trtllm_operator.api.deployment import LLMDeploymentSpec
 from trtllm_operator.decide.serving import OPENAI_UNSUPPORTED, ServingPlan, ServingRefusal, plan_serving
@@ -79,17 +80,12 @@ def upstream_routes() -> set[str]:
 
 
 def params(api: str = "openai", **server: Any) -> ServingParams:
-    return ServingParams(
-        name="llama",
-        namespace="team-a",
+    return serving_params(
         owner=OwnerRef("llama", "u"),
-        engine_name="llama-fp8",
         engine_key=KEY,
-        backend="tensorrt",
         image="nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3",
-        gpu_product="NVIDIA-H100-80GB-HBM3",
-        artifact_claim="engines",
         artifact_sub_path=f"trtllm/{KEY}",
+        replicas=1,
         server=ServerSettings(api=api, **server),
     )
 
