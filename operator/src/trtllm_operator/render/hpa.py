@@ -81,6 +81,19 @@ def scale_target_ref(name: str) -> dict[str, str]:
     return {"apiVersion": API_VERSION, "kind": DEPLOYMENT_KIND, "name": name}
 
 
+def autoscaler_metadata(name: str, namespace: str, owner: OwnerRef) -> dict[str, Any]:
+    """Metadata of the HPA or ScaledObject of LLMDeployment ``name``: its child name, the labels
+    that mark it the operator's (managed-by, instance, deployment) and the controller owner
+    reference (the operator only modifies children it controls)."""
+    child = child_name(name)
+    return {
+        "name": child,
+        "namespace": namespace,
+        "labels": {LABEL_MANAGED_BY: MANAGED_BY, LABEL_INSTANCE: child, LABEL_DEPLOYMENT: child},
+        "ownerReferences": [owner.manifest()],
+    }
+
+
 def behavior(spec: AutoscalingSpec, *, tolerance: bool) -> dict[str, Any]:
     """``HorizontalPodAutoscalerBehavior`` from ``spec.autoscaling.behavior`` (and ``tolerance``)."""
     tol = spec.tolerance if tolerance else None
@@ -104,16 +117,7 @@ def desired_hpa(name: str, namespace: str, owner: OwnerRef, spec: AutoscalingSpe
     return {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",
-        "metadata": {
-            "name": child_name(name),
-            "namespace": namespace,
-            "labels": {
-                LABEL_MANAGED_BY: MANAGED_BY,
-                LABEL_INSTANCE: child_name(name),
-                LABEL_DEPLOYMENT: child_name(name),
-            },
-            "ownerReferences": [owner.manifest()],
-        },
+        "metadata": autoscaler_metadata(name, namespace, owner),
         "spec": {
             "scaleTargetRef": scale_target_ref(name),
             "minReplicas": max(spec.min_replicas, 1),

@@ -28,14 +28,10 @@ from typing import Any
 from trtllm_operator.api.deployment import AutoscalingSpec
 from trtllm_operator.api.wire import (
     KEDA_API_VERSION,
-    LABEL_DEPLOYMENT,
-    LABEL_INSTANCE,
-    LABEL_MANAGED_BY,
-    MANAGED_BY,
 )
 from trtllm_operator.decide.serving_params import OwnerRef
 from trtllm_operator.metrics.prometheus import expression
-from trtllm_operator.render.hpa import behavior, enabled_signals, scale_target_ref
+from trtllm_operator.render.hpa import autoscaler_metadata, behavior, enabled_signals, scale_target_ref
 from trtllm_operator.render.leaderworkerset import leaderworkerset_name
 from trtllm_operator.render.serving import child_name
 
@@ -78,16 +74,7 @@ def desired_scaled_object(
     return {
         "apiVersion": KEDA_API_VERSION,
         "kind": "ScaledObject",
-        "metadata": {
-            "name": child_name(name),
-            "namespace": namespace,
-            "labels": {
-                LABEL_MANAGED_BY: MANAGED_BY,
-                LABEL_INSTANCE: child_name(name),
-                LABEL_DEPLOYMENT: child_name(name),
-            },
-            "ownerReferences": [owner.manifest()],
-        },
+        "metadata": autoscaler_metadata(name, namespace, owner),
         "spec": {
             "scaleTargetRef": scale_target_ref(name),
             "pollingInterval": spec.metrics.scrape_interval_seconds,
