@@ -42,6 +42,7 @@ from kubernetes.client.rest import ApiException
 from localcluster import ControlPlane, add_gpu_nodes, find_bin_dir, wait_nodes_ready
 from prometheus_client.parser import text_string_to_metric_families
 from support.cluster import LocalCluster
+from support.deployments import DeploymentApi
 from support.manifests import EngineBuilder, a_deployment, an_engine, create_token_secret, success_report
 from support.operator import fast_settings, running_operator
 from support.wait import wait_for
@@ -130,20 +131,12 @@ class Zygote:
 
 
 # ----------------------------------------------------------------------------- cluster helpers
-class Api:
+class Api(DeploymentApi):
+    """The shared custom-object wrapper plus Jobs, listing and merge patches."""
+
     def __init__(self, cluster: LocalCluster, ns: str) -> None:
-        self.ns = ns
-        self.core = client.CoreV1Api(cluster.api)
-        self.apps = client.AppsV1Api(cluster.api)
+        super().__init__(cluster, ns)
         self.batch = client.BatchV1Api(cluster.api)
-        self.custom = client.CustomObjectsApi(cluster.api)
-
-    def create(self, plural: str, body: dict[str, Any]) -> None:
-        self.custom.create_namespaced_custom_object(GROUP, VERSION, self.ns, plural, body)
-
-    def get(self, plural: str, name: str) -> dict[str, Any]:
-        obj: dict[str, Any] = self.custom.get_namespaced_custom_object(GROUP, VERSION, self.ns, plural, name)
-        return obj
 
     def items(self, plural: str) -> list[dict[str, Any]]:
         listing = self.custom.list_namespaced_custom_object(GROUP, VERSION, self.ns, plural)
