@@ -185,7 +185,9 @@ def deployment_doc(engine: dict[str, Any], decoupled: bool) -> dict[str, Any]:
         "spec": {
             "engineRef": {"name": engine["metadata"]["name"]},
             "replicas": 1,
-            "server": {"decoupled": decoupled},
+            # A paged KV pool of 64 blocks of 32 tokens, so that the load test's requests fill a
+            # visible part of it (the default sizes it from GPU memory the CPU stand-in does not have).
+            "server": {"decoupled": decoupled, "maxTokensInPagedKvCache": 2048},
         },
     }
 
@@ -352,6 +354,82 @@ def test_streaming_returns_several_responses_when_decoupled(served: Served) -> N
     texts = [e.get("text_output") for e in events if "error" not in e]
     assert len(texts) >= 2, events
     assert not [e for e in events if "error" in e], events
+
+
+#: Concurrent generate requests of :func:`test_metrics_page_under_load_follows_upstream_relations`:
+#: fewer than the engine's ``maxBatchSize`` (16), so the page shows a partly used replica.
+LOAD_REQUESTS = 6
+LOAD_TOKENS = 96
+#: Set to a path to save the page that test reads (how ``tests/fixtures/triton_metrics_cpu_standin.txt``
+#: is captured: docs/triton-cpu.md "Captured exposition").
+CAPTURE_ENV = "TRTLLM_CAPTURE_METRICS"
+CAPTURE_CASE = "tensorrt-none-tp1-operator"
+
+
+def _request_families(page: str) -> dict[str, dict[str, float]]:
+    """``{family: {category: value}}`` of the ``tensorrt_llm`` model's ``nv_trt_llm_*`` gauges, read by
+    prometheus-client's parser (independent of the operator's own reader)."""
+    from prometheus_client.parser import text_string_to_metric_families  # noqa: PLC0415
+
+    out: dict[str, dict[str, float]] = {}
+    for fam in text_string_to_metric_families(page):
+        for s in fam.samples:
+            if s.labels.get("model") != "tensorrt_llm" or not fam.name.startswith("nv_trt_llm_"):
+                continue
+            category = next(v for k, v in s.labels.items() if k not in ("model", "version"))
+            out.setdefault(fam.name, {})[category] = s.value
+    return out
+
+
+def test_metrics_page_under_load_follows_upstream_relations(served: Served) -> None:
+    """The real server's ``/metrics`` page while generate requests are in flight.
+
+    Relations (tensorrtllm_backend v0.19.0 ``inflight_batcher_llm/src/model_instance_state.cc``
+    ``WaitForStats()``, reference triton-metrics-semantics.md): ``active`` ≤ ``max``;
+    ``waiting`` = ``active`` − ``scheduled``; KV blocks ``used`` + ``free`` = ``max`` and
+    ``fraction`` = used / max. With ``TRTLLM_CAPTURE_METRICS=<path>`` the page of
+    :data:`CAPTURE_CASE` is written there (the captured fixture of the operator's unit tests).
+    """
+    if served.case.backend != "tensorrt":
+        pytest.skip("the LLM-API model exports no nv_trt_llm_* families (the C++ backend does)")
+    import threading  # noqa: PLC0415
+
+    model, body = entry(served)
+    body = {**body, "max_tokens": LOAD_TOKENS}
+    errors: list[BaseException] = []
+
+    def one() -> None:
+        try:
+            post(f"{served.server.url}/v2/models/{model}/generate", body, timeout=300)
+        except BaseException as exc:  # reported by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, daemon=True) for _ in range(LOAD_REQUESTS)]
+    for t in threads:
+        t.start()
+    best: tuple[float, str] | None = None
+    while any(t.is_alive() for t in threads):
+        with urllib.request.urlopen(served.server.metrics_url, timeout=10) as resp:
+            page = resp.read().decode()
+        active = _request_families(page).get("nv_trt_llm_request_metrics", {}).get("active", 0.0)
+        if best is None or active > best[0]:
+            best = (active, page)
+        time.sleep(0.05)
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert best is not None and best[0] >= 2, f"no page showed ≥ 2 active requests (best {best and best[0]})"
+    fams = _request_families(best[1])
+    req, kv = fams["nv_trt_llm_request_metrics"], fams["nv_trt_llm_kv_cache_block_metrics"]
+    assert 0 < req["active"] <= req["max"], req
+    assert req["waiting"] == req["active"] - req["scheduled"], req
+    assert kv["used"] + kv["free"] == kv["max"] > 0, kv
+    assert kv["fraction"] == pytest.approx(kv["used"] / kv["max"]), kv
+    assert kv["used"] > 0, kv
+    target = os.environ.get(CAPTURE_ENV)
+    if target and served.case.id == CAPTURE_CASE:
+        Path(target).write_text(best[1])
+        print(f"\n[fidelity] captured {served.case.id}'s page under load to {target}", flush=True)
 
 
 @pytest.fixture(scope="module")

@@ -27,40 +27,45 @@ from trtllm_operator.metrics.signals import MetricsParseError, TritonSignals, si
 
 REPO = Path(__file__).resolve().parents[2]
 
-#: Reference tensorrt-llm.md §5.3: a full Triton ≥ 25.x /metrics page (engine path, one H100, TP1).
-TRITON_SAMPLE = (REPO / "tests/fixtures/triton_metrics_sample.txt").read_text()
+#: A real Triton 2.51 /metrics page with the CPU stand-in for the engine, captured under load by
+#: tests/fidelity/test_triton_fidelity.py (TRTLLM_CAPTURE_METRICS; docs/triton-cpu.md): 6 requests
+#: active and scheduled of max 16, waiting 0, KV blocks 24 used of 64 (tensorrt backend, TP1).
+TRITON_SAMPLE = (REPO / "tests/fixtures/triton_metrics_cpu_standin_partial.txt").read_text()
+#: The same server saturated, captured by `make demo` under its load: active 16 = max 16, scheduled 8,
+#: waiting 8, KV blocks 32 used of 32.
+TRITON_SATURATED = (REPO / "tests/fixtures/triton_metrics_cpu_standin.txt").read_text()
 
 
 def without(text: str, *needles: str) -> str:
     return "\n".join(line for line in text.splitlines() if not any(n in line for n in needles)) + "\n"
 
 
-# The fixture is consistent with the upstream relation waiting = active − scheduled (50 − 47 = 3;
-# tensorrtllm_backend v0.19.0 model_instance_state.cc WaitForStats()), max 64; KV 3042 used of 6240.
+# The captured page follows the upstream relation waiting = active − scheduled (6 − 6 = 0;
+# tensorrtllm_backend v0.19.0 model_instance_state.cc WaitForStats()), max 16; KV 24 used of 64.
 @pytest.mark.parametrize(
     ("page", "expected"),
     [
-        (TRITON_SAMPLE, TritonSignals(50 / 64, 3042 / 6240, "used/max", 3.0)),
+        (TRITON_SAMPLE, TritonSignals(6 / 16, 24 / 64, "used/max", 0.0)),
         # waiting is read but is no signal: without it the signals do not change
-        (without(TRITON_SAMPLE, 'request_type="waiting"'), TritonSignals(50 / 64, 3042 / 6240, "used/max")),
+        (without(TRITON_SAMPLE, 'request_type="waiting"'), TritonSignals(6 / 16, 24 / 64, "used/max")),
         (
             without(TRITON_SAMPLE, "nv_trt_llm_request_metrics"),
-            TritonSignals(None, 3042 / 6240, "used/max"),
+            TritonSignals(None, 24 / 64, "used/max"),
         ),
         (
             without(TRITON_SAMPLE, 'kv_cache_block_type="used"'),
-            TritonSignals(50 / 64, 0.4875, "fraction", 3.0),
+            TritonSignals(6 / 16, 0.375, "fraction", 0.0),
         ),
         (
             TRITON_SAMPLE.replace(
-                'kv_cache_block_type="max",model="tensorrt_llm",version="1"} 6240',
+                'kv_cache_block_type="max",model="tensorrt_llm",version="1"} 64',
                 'kv_cache_block_type="max",model="tensorrt_llm",version="1"} 0',
             ),
-            TritonSignals(50 / 64, 0.4875, "fraction", 3.0),
+            TritonSignals(6 / 16, 0.375, "fraction", 0.0),
         ),
         (
             without(TRITON_SAMPLE, "nv_trt_llm_kv_cache_block_metrics"),
-            TritonSignals(50 / 64, None, None, 3.0),
+            TritonSignals(6 / 16, None, None, 0.0),
         ),
         (TRITON_SAMPLE.replace('model="tensorrt_llm"', 'model="llama"'), TritonSignals(None, None)),
         ("", TritonSignals(None, None)),
@@ -68,19 +73,19 @@ def without(text: str, *needles: str) -> str:
             TRITON_SAMPLE
             + 'nv_trt_llm_request_metrics{model="tensorrt_llm",request_type="active",version="2"} 14\n'
             + 'nv_trt_llm_request_metrics{model="tensorrt_llm",request_type="max",version="2"} 64\n',
-            TritonSignals((50 + 14) / (64 + 64), 3042 / 6240, "used/max", 3.0),
+            TritonSignals((6 + 14) / (16 + 64), 24 / 64, "used/max", 0.0),
         ),
-        (without(TRITON_SAMPLE, 'request_type="active"'), TritonSignals(None, 3042 / 6240, "used/max", 3.0)),
+        (without(TRITON_SAMPLE, 'request_type="active"'), TritonSignals(None, 24 / 64, "used/max", 0.0)),
         (
-            TRITON_SAMPLE.replace('request_type="max",version="1"} 64', 'request_type="max",version="1"} 0'),
-            TritonSignals(None, 3042 / 6240, "used/max", 3.0),
+            TRITON_SAMPLE.replace('request_type="max",version="1"} 16', 'request_type="max",version="1"} 0'),
+            TritonSignals(None, 24 / 64, "used/max", 0.0),
         ),
         (
             # saturated: the executor holds at most max active (executorImpl.cpp), so active = max
             TRITON_SAMPLE.replace(
-                'request_type="active",version="1"} 50', 'request_type="active",version="1"} 64'
+                'request_type="active",version="1"} 6', 'request_type="active",version="1"} 16'
             ),
-            TritonSignals(1.0, 3042 / 6240, "used/max", 3.0),
+            TritonSignals(1.0, 24 / 64, "used/max", 0.0),
         ),
         (
             # Triton's pending count is no signal (0 for tensorrt_llm; a non-zero value changes nothing)
@@ -88,8 +93,10 @@ def without(text: str, *needles: str) -> str:
                 'nv_inference_pending_request_count{model="tensorrt_llm",version="1"} 0',
                 'nv_inference_pending_request_count{model="tensorrt_llm",version="1"} 9',
             ),
-            TritonSignals(50 / 64, 3042 / 6240, "used/max", 3.0),
+            TritonSignals(6 / 16, 24 / 64, "used/max", 0.0),
         ),
+        # the saturated capture: active = max and admitted requests waiting for KV blocks
+        (TRITON_SATURATED, TritonSignals(16 / 16, 32 / 32, "used/max", 8.0)),
     ],
     ids=[
         "reference sample",
@@ -105,6 +112,7 @@ def without(text: str, *needles: str) -> str:
         "max 0 → saturation missing (no division by zero)",
         "saturated → 1",
         "pending is not read",
+        "saturated capture",
     ],
 )
 def test_signals_from_text(page: str, expected: TritonSignals) -> None:
@@ -113,7 +121,7 @@ def test_signals_from_text(page: str, expected: TritonSignals) -> None:
 
 def test_signals_of_another_model_name() -> None:
     page = TRITON_SAMPLE.replace('model="tensorrt_llm"', 'model="llama"')
-    assert signals_from_text(page, model="llama").active_request_utilization == 50 / 64
+    assert signals_from_text(page, model="llama").active_request_utilization == 6 / 16
 
 
 def test_malformed_page_is_a_parse_error() -> None:
@@ -200,14 +208,14 @@ def test_scrape_pods_reads_ready_pods_only_and_tolerates_failures() -> None:
     out = scrape_pods(pods, port=8002, fetch=fetch)
     assert sorted(fetched) == [f"http://127.1.0.{i}:8002/metrics" for i in (5, 6, 7)]
     assert [(p.name, p.state, p.value(ACTIVE)) for p in out] == [
-        ("a", PodState.READY, 50 / 64),
+        ("a", PodState.READY, 6 / 16),
         ("b", PodState.READY, None),
         ("c", PodState.READY, None),
         ("d", PodState.STARTING, None),
         ("e", PodState.UNSCHEDULABLE, None),
         ("f", PodState.READY, None),
     ]
-    assert out[0].value(KV) == pytest.approx(3042 / 6240)
+    assert out[0].value(KV) == pytest.approx(24 / 64)
 
 
 # --- Prometheus ---------------------------------------------------------------------------------

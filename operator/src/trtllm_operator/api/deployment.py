@@ -320,8 +320,9 @@ class MetricsSpec(ApiModel):
 
     source: MetricsSource = Field(
         default="pods",
-        description="pods: scrape each serving pod's Triton metrics port (8002). prometheus: query "
-        "a Prometheus server.",
+        description="pods: scrape each serving pod's metrics endpoint (Triton's :8002/metrics with "
+        "server.api triton; the OpenAI frontend's :9000/metrics with openai or both). prometheus: "
+        "query a Prometheus server.",
     )
     prometheus_url: str | None = Field(
         default=None,

@@ -87,6 +87,48 @@ def internals(state: ReplicaState, control: Control, now: float | None = None) -
     )
 
 
+#: Triton core's pinned-memory and CPU families, after the per-model ones (the real 2.51 server's
+#: page, tests/fixtures/triton_metrics_cpu_standin_partial.txt): name, HELP, value.
+_PINNED_FAMILIES = (
+    ("nv_pinned_memory_pool_total_bytes", "Pinned memory pool total memory size, in bytes", 268_435_456),
+    ("nv_pinned_memory_pool_used_bytes", "Pinned memory pool used memory size, in bytes", 0),
+)
+_CPU_MEMORY_FAMILIES = (
+    ("nv_cpu_memory_total_bytes", "CPU total memory (RAM), in bytes", HOST_MEMORY_BYTES),
+    ("nv_cpu_memory_used_bytes", "CPU used memory (RAM), in bytes", HOST_MEMORY_BYTES // 8),
+)
+
+
+def _gauges(rows: tuple[tuple[str, str, float], ...]) -> list[Metric]:
+    out = []
+    for name, doc, value in rows:
+        m = _metric(name, doc, "gauge")
+        m.add_sample(name, {}, value)
+        out.append(m)
+    return out
+
+
+def _host_families(gpu_uuid: str, *, busy: bool) -> list[Metric]:
+    """Triton core's server-wide families, between the per-model and the backend's families: pinned
+    memory, then per GPU, then CPU — the order of Triton core's own metrics test page
+    (triton-inference-server/core ``src/metrics.cc``; pinned total 268,435,456 = the default
+    ``--pinned-memory-pool-byte-size``) and of the real 2.51 server's page on this machine (which has
+    no GPU, so no GPU families)."""
+    out = _gauges(_PINNED_FAMILIES)
+    gpu_families: tuple[tuple[str, str, float], ...] = (
+        ("nv_gpu_utilization", "GPU utilization rate [0.0 - 1.0)", 0.93 if busy else 0.0),
+        ("nv_gpu_memory_total_bytes", "GPU total memory, in bytes", GPU_MEMORY_BYTES),
+        ("nv_gpu_memory_used_bytes", "GPU used memory, in bytes", round(GPU_MEMORY_BYTES * 0.937)),
+        ("nv_gpu_power_usage", "GPU power usage in watts", 512.3 if busy else 71.4),
+    )
+    for name, doc, reading in gpu_families:
+        m = _metric(name, doc, "gauge")
+        m.add_sample(name, {"gpu_uuid": gpu_uuid}, reading)
+        out.append(m)
+    out += _gauges((("nv_cpu_utilization", "CPU utilization rate [0.0 - 1.0]", 0.11 if busy else 0.01),))
+    return out + _gauges(_CPU_MEMORY_FAMILIES)
+
+
 def families(state: ReplicaState, control: Control, gpu_uuid: str, now: float | None = None) -> list[Metric]:
     """The metric families of one replica, in Triton's order; ``control.omit`` families left out.
 
@@ -106,6 +148,8 @@ def families(state: ReplicaState, control: Control, gpu_uuid: str, now: float | 
         for name, labels, value in family.samples:
             m.add_sample(name, dict(labels), value)
         out.append(m)
+        if family.name == "nv_inference_pending_request_count":
+            out += _host_families(gpu_uuid, busy=bool(active))
     m = _metric(
         "nv_trt_llm_disaggregated_serving_metrics", "TRT LLM disaggregated serving metrics", "counter"
     )
@@ -124,21 +168,6 @@ def families(state: ReplicaState, control: Control, gpu_uuid: str, now: float | 
             m.add_sample(name + "_bucket", {**labels, "le": str(le)}, completed if tokens <= le else 0)
         m.add_sample(name + "_bucket", {**labels, "le": "+Inf"}, completed)
         out.append(m)
-    busy = 0.93 if active else 0.0
-    gpu = {"gpu_uuid": gpu_uuid}
-    gpu_families: tuple[tuple[str, str, float], ...] = (
-        ("nv_gpu_utilization", "GPU utilization rate [0.0 - 1.0)", busy),
-        ("nv_gpu_memory_total_bytes", "GPU total memory, in bytes", GPU_MEMORY_BYTES),
-        ("nv_gpu_memory_used_bytes", "GPU used memory, in bytes", round(GPU_MEMORY_BYTES * 0.937)),
-        ("nv_gpu_power_usage", "GPU power usage in watts", 512.3 if active else 71.4),
-    )
-    for name, doc, reading in gpu_families:
-        m = _metric(name, doc, "gauge")
-        m.add_sample(name, gpu, reading)
-        out.append(m)
-    m = _metric("nv_cpu_utilization", "CPU utilization rate [0.0 - 1.0]", "gauge")
-    m.add_sample(m.name, {}, 0.11 if active else 0.01)
-    out.append(m)
     return [f for f in out if f.name not in control.omit]
 
 

@@ -193,6 +193,17 @@ def exposition(s: ReplicaInternals) -> list[Family]:
     completed = float(s.completed)
     latency_us = round(s.latency_s_total * 1e6)
     everywhere = dict.fromkeys(PIPELINE_MODELS, completed)
+
+    def engine_only(engine: float, ensemble: float | None = None) -> dict[str, float]:
+        """Every model of the pipeline (Triton core reports each loaded model, as a real server's
+        page shows: tests/fixtures/triton_metrics_cpu_standin*.txt); the durations of the Python
+        pre/post-processing models are not modelled (0)."""
+        values = dict.fromkeys(PIPELINE_MODELS, 0.0)
+        values[TRTLLM_MODEL] = engine
+        if ensemble is not None:
+            values["ensemble"] = ensemble
+        return values
+
     out = [
         _per_model(
             "nv_inference_request_success",
@@ -207,60 +218,61 @@ def exposition(s: ReplicaInternals) -> list[Family]:
             tuple(
                 (
                     "nv_inference_request_failure",
-                    {"model": TRTLLM_MODEL, "reason": reason, "version": "1"},
-                    float(value),
+                    {"model": model, "reason": reason, "version": "1"},
+                    float(s.failed if (model, reason) == (TRTLLM_MODEL, "REJECTED") else 0),
                 )
-                for reason, value in (("REJECTED", s.failed), ("CANCELED", 0), ("BACKEND", 0), ("OTHER", 0))
+                for model in PIPELINE_MODELS
+                for reason in ("REJECTED", "CANCELED", "BACKEND", "OTHER")
             ),
         ),
         _per_model(
             "nv_inference_count",
             "Number of inferences performed (does not include cached requests)",
             "counter",
-            {"ensemble": completed, TRTLLM_MODEL: completed},
+            everywhere,
         ),
         _per_model(
             "nv_inference_exec_count",
             "Number of model executions performed (does not include cached requests)",
             "counter",
-            {TRTLLM_MODEL: completed},
+            everywhere,
         ),
         _per_model(
             "nv_inference_request_duration_us",
             "Cumulative inference request duration in microseconds (includes cached requests)",
             "counter",
-            {"ensemble": latency_us, TRTLLM_MODEL: latency_us},
+            engine_only(latency_us, ensemble=latency_us),
         ),
         # Time in the executor's queue is compute for Triton core (execute returns at enqueue).
         _per_model(
             "nv_inference_queue_duration_us",
             "Cumulative inference queuing duration in microseconds (includes cached requests)",
             "counter",
-            {"ensemble": 0, TRTLLM_MODEL: 0},
+            engine_only(0),
         ),
         _per_model(
             "nv_inference_compute_input_duration_us",
             "Cumulative compute input duration in microseconds (does not include cached requests)",
             "counter",
-            {TRTLLM_MODEL: 0},
+            engine_only(0),
         ),
         _per_model(
             "nv_inference_compute_infer_duration_us",
             "Cumulative compute inference duration in microseconds (does not include cached requests)",
             "counter",
-            {TRTLLM_MODEL: latency_us},
+            engine_only(latency_us),
         ),
         _per_model(
             "nv_inference_compute_output_duration_us",
             "Cumulative inference compute output duration in microseconds (does not include cached requests)",
             "counter",
-            {TRTLLM_MODEL: 0},
+            engine_only(0),
         ),
         _per_model(
             "nv_inference_pending_request_count",
             "Instantaneous number of pending requests awaiting execution per-model.",
             "gauge",
-            {TRTLLM_MODEL: 0},
+            engine_only(0),
         ),
     ]
     if s.histogram_latencies and s.decoupled and s.first_response is not None:
