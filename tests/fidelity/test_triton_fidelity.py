@@ -204,7 +204,10 @@ def repository_files(case: Case, built: Built) -> dict[str, str] | None:
             if p.is_file() and p.suffix in (".pbtxt", ".yaml")
         }
     params = triton_params(built.spec, built.manifest["plan"], ARTIFACT_MOUNT).model_copy(
-        update={"include_bls": True, "decoupled": case.decoupled}
+        # Two BLS instances, not the product's default of the max batch size (16 here; upstream's
+        # rule, tests/unit/test_builder_triton.py): each instance is a Python stub process, and
+        # sixteen per case cost memory and start time on a 2-core CI machine.
+        update={"include_bls": True, "decoupled": case.decoupled, "bls_instance_count": 2}
     )
     files = render_trtllm_repository(params)
     return {k: v for k, v in files.items() if not k.endswith(".gitkeep")}
@@ -395,6 +398,10 @@ def test_metrics_page_under_load_follows_upstream_relations(served: Served) -> N
     import threading  # noqa: PLC0415
 
     model, body = entry(served)
+    # Through the ensemble: the BLS model runs one request at a time per instance (its config's
+    # instance count; tensorrtllm_backend all_models/inflight_batcher_llm/tensorrt_llm_bls), so it
+    # would never put several requests in the engine at once.
+    model = "ensemble" if "ensemble" in served.models else model
     body = {**body, "max_tokens": LOAD_TOKENS}
     errors: list[BaseException] = []
 

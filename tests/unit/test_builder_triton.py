@@ -68,6 +68,14 @@ def test_bls_is_optional() -> None:
     assert _params_of(bls)["tensorrt_llm_model_name"] == "tensorrt_llm"
 
 
+def test_bls_instances_default_to_the_max_batch_size() -> None:
+    """TensorRT-LLM triton_backend docs model_config.md (tensorrt_llm_bls, bls_instance_count): "set
+    the number of model instances to the maximum batch size supported by the TRT engine to allow
+    concurrent request execution" — one instance runs one request at a time."""
+    params = TritonModelParams(**{**BASE, "triton_max_batch_size": 24}, include_bls=True)
+    assert "count: 24 kind: KIND_CPU" in render_trtllm_repository(params)["tensorrt_llm_bls/config.pbtxt"]
+
+
 @pytest.mark.parametrize(
     ("field", "value", "key", "expected"),
     [

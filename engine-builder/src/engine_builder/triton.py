@@ -102,7 +102,15 @@ class TritonModelParams(_Params):
     tensorrt_llm_instance_count: int = Field(default=1, ge=1)
     preprocessing_instance_count: int = Field(default=1, ge=1)
     postprocessing_instance_count: int = Field(default=1, ge=1)
-    bls_instance_count: int = Field(default=1, ge=1)
+    bls_instance_count: int | None = Field(
+        default=None,
+        ge=1,
+        description="Instances of tensorrt_llm_bls; None = triton_max_batch_size. Upstream: 'When using "
+        "the BLS model instead of the ensemble, you should set the number of model instances to the "
+        "maximum batch size supported by the TRT engine to allow concurrent request execution' "
+        "(TensorRT-LLM triton_backend docs model_config.md, tensorrt_llm_bls mandatory parameters): one "
+        "instance runs one request at a time, so a single instance serialises every request.",
+    )
     include_bls: bool = Field(default=False, description="Also render tensorrt_llm_bls.")
 
     # tensorrt_llm model parameters.
@@ -404,7 +412,7 @@ def render_trtllm_repository(params: TritonModelParams) -> dict[str, str]:
             "tensorrt_llm_bls/config.pbtxt",
             {
                 **shared,
-                "bls_instance_count": params.bls_instance_count,
+                "bls_instance_count": params.bls_instance_count or params.triton_max_batch_size,
                 "parameters": _parameters(
                     [
                         ("accumulate_tokens", params.accumulate_tokens),
