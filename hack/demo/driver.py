@@ -1006,8 +1006,14 @@ class DecisionWatcher:
         obj = self.demo.custom("llmdeployments", TINY_DEPLOYMENT)
         status = obj.get("status") or {}
         auto = status.get("autoscaling") or {}
+        previous = ""
         for d in auto.get("lastDecisions") or []:
             ident = json.dumps(d, sort_keys=True)
+            if d.get("fromReplicas") == d.get("toReplicas"):
+                # The newest hold is kept current by the operator (time, values, message): print it
+                # once per reason after the entry it follows.
+                ident = f"hold {d.get('toReplicas')} {d.get('reason')} after {previous}"
+            previous = ident
             if ident in self.seen:
                 continue
             self.seen.add(ident)

@@ -103,6 +103,18 @@ def test_missing_metrics_and_a_failed_source() -> None:
     )
 
 
+def test_pods_without_data_among_pods_with_data_keep_scaling_active() -> None:
+    # 1 of 2 Ready pods has no data: filled in at target (HPA's rule), the hold is MissingMetrics but
+    # the signal is read, so ScalingActive stays True.
+    pods = (
+        PodSignals("p0", PodState.READY, {"activeRequestUtilization": 0.05}),
+        PodSignals("p1", PodState.READY, {"activeRequestUtilization": None}),
+    )
+    d = decide(Snapshot(2, pods), AutoscalerState(), Policy(**FAST), NOW)
+    assert d.reason == Reason.MISSING_METRICS, d.message
+    assert by_type(outcome(d).conditions)["ScalingActive"] == ("True", "ValidMetricFound")
+
+
 def test_a_limit_sets_scaling_limited_with_its_reason() -> None:
     out = outcome(tick(4, 1.0))
     assert by_type(out.conditions)["ScalingLimited"] == ("True", str(Reason.TOO_MANY_REPLICAS))

@@ -96,7 +96,9 @@ def _active(decision: Decision, source_error: str | None, generation: int | None
         return condition(
             "ScalingActive", False, "FailedGetMetrics", source_error, observed_generation=generation
         )
-    if decision.reason == Reason.MISSING_METRICS:
+    # Missing metrics stop scaling only when a signal has no data from any Ready pod; pods without
+    # data among pods with data are filled in (HPA's rule) and the signals are still read.
+    if decision.reason == Reason.MISSING_METRICS and any(v is None for v in decision.signals.values()):
         return condition(
             "ScalingActive", False, "MissingMetrics", decision.message, observed_generation=generation
         )
