@@ -179,3 +179,24 @@ def test_external_conditions() -> None:
         "Warning",
         KEDA_NOT_INSTALLED,
     )
+
+
+def test_a_manual_scale_changed_back_posts_a_warning_and_notes_it_in_the_decision() -> None:
+    # kubectl scale set 4 while maxReplicas is 2 and the autoscaler's last decision was 2: the tick
+    # brings it back to 2, says who owns spec.replicas and how to change it (issue #25 item 5).
+    d = tick(4, 0.2, max_replicas=2)
+    assert (d.from_replicas, d.to_replicas) == (4, 2)
+    out = outcome(d, autoscaling_status={"desiredReplicas": 2})
+    assert out.scale_to == 2
+    [warning] = out.warnings
+    assert (warning.reason, warning.type) == ("ManualScaleReverted", "Warning")
+    assert "spec.replicas was set to 4 outside the autoscaler" in warning.message
+    assert "spec.autoscaling.enabled: false" in warning.message and "maxReplicas" in warning.message
+    assert out.status["lastDecisions"][-1]["message"].startswith("spec.replicas was set to 4")
+
+
+def test_the_autoscalers_own_scale_is_no_manual_scale() -> None:
+    out = outcome(tick(2, 0.6, max_replicas=8), autoscaling_status={"desiredReplicas": 2})
+    assert out.scale_to == 6 and out.warnings == []
+    first = outcome(tick(4, 0.2, max_replicas=2))  # no previous decision: nothing to compare with
+    assert first.scale_to == 2 and first.warnings == []
