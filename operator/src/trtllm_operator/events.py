@@ -186,6 +186,13 @@ _DEPLOYMENT_REASONS: tuple[EventReason, ...] = (
         "EngineNotReady", DEPLOYMENT, "Normal", "deployment", "waiting for the LLMEngine to become Ready"
     ),
     EventReason(
+        "EngineFailed",
+        DEPLOYMENT,
+        "Warning",
+        "deployment",
+        "the referenced LLMEngine is Failed (message: its name and Ready reason); phase Failed",
+    ),
+    EventReason(
         "EngineIncompatible",
         DEPLOYMENT,
         "Warning",

@@ -39,6 +39,7 @@ from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from trtllm_operator.api import CONDITION_ROUTED
+from trtllm_operator.api.deployment import ServerSpec
 from trtllm_operator.api.engine import LLMEngineSpec
 from trtllm_operator.api.owners import is_controlled_by, owner_names
 from trtllm_operator.api.wire import (
@@ -277,6 +278,9 @@ def _reconcile(kube: Kube, namespace: str, name: str) -> None:
         selector=old_status.get("selector") or selector,
         pods=len(live_pods),
         ready_pods=sum(pod_view(p).ready for p in live_pods),
+        decoupled=bool(
+            (spec.get("server") or {}).get("decoupled", ServerSpec.model_fields["decoupled"].default)
+        ),
     )
     if state != "ready" or engine is None:
         # Pods of the previous engine keep serving; only the replica count follows spec.replicas.
