@@ -26,7 +26,7 @@ from trtllm_operator.decide.engine import (
 from trtllm_operator.decide.engine_cache import artifact_record, record_from_build
 from trtllm_operator.decide.engine_failure import classify_failure, parse_report, unschedulable_message
 from trtllm_operator.decide.engine_hints import builder_claims, claim_state
-from trtllm_operator.decide.engine_spec import InvalidEngine, prepare_engine
+from trtllm_operator.decide.engine_spec import InvalidEngine, plan_status, prepare_engine
 from trtllm_operator.decide.storage import builder_job_name, cache_entry_name
 
 
@@ -614,3 +614,40 @@ def test_sizing_change_compares_parsed_quantities() -> None:
     )
     changed = sizing_change(live, job_with(limits={"nvidia.com/gpu": "1", "memory": "64Gi"}))
     assert changed == "limits.nvidia.com/gpu 16 → 1, requests.cpu 8 → unset"
+
+
+# ----------------------------------------------------------------------------- status.plan.recommended
+def test_a_plan_that_does_not_fit_recommends_alternatives_and_says_so() -> None:
+    # Issue #25 item 5: status.plan.recommended is never empty when the plan refuses.
+    result = prepare_engine("e", spec(quantization={"format": "none"}), hf_config=LLAMA70B)
+    assert isinstance(result, InvalidEngine) and result.reason == "DoesNotFit"
+    rec = plan_status(result.plan)["recommended"]  # type: ignore[index]
+    assert rec["tensorParallelism"] == result.plan.recommended["tensor_parallelism"] > 1  # type: ignore[union-attr]
+    assert rec["note"].startswith("does not fit on NVIDIA-H100"), rec
+    assert f"spec.parallelism.tensor: {rec['tensorParallelism']}" in rec["note"]
+    assert "each of these alone fits" in rec["note"]
+
+
+def test_a_plan_nothing_fixes_says_why() -> None:
+    # The planner found no alternative (none recorded): the note says why and what else to change.
+    result = prepare_engine("e", spec(quantization={"format": "none"}), hf_config=LLAMA70B)
+    assert isinstance(result, InvalidEngine) and result.plan is not None
+    bare = replace(
+        result.plan, recommended={**result.plan.recommended, "tensor_parallelism": None, "gpu_product": None}
+    )
+    rec = plan_status(bare)["recommended"]  # type: ignore[index]
+    assert rec["tensorParallelism"] is None and rec["gpuProduct"] is None
+    assert "neither more tensor parallelism" in rec["note"] and "quantize further" in rec["note"], rec
+
+
+def test_an_invalid_plan_says_to_fix_the_reasons() -> None:
+    result = prepare_engine("e", spec(parallelism={"tensor": 3}), hf_config=TINY)
+    assert isinstance(result, InvalidEngine) and result.plan is not None
+    rec = plan_status(result.plan)["recommended"]  # type: ignore[index]
+    assert rec["note"].startswith("the spec is invalid"), rec
+
+
+def test_a_plan_that_fits_has_no_note() -> None:
+    p = prepared()
+    rec = plan_status(p.plan)["recommended"]  # type: ignore[index]
+    assert "note" not in rec and rec["maxBatchSize"]
