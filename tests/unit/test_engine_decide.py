@@ -325,6 +325,38 @@ def test_repeated_decision_posts_no_second_event() -> None:
     assert first.event is not None and again.event is None
 
 
+def test_one_build_started_event_per_build() -> None:
+    # Issue #25 trial: BuildStarted was posted twice around BuildRunning. The builder pod finishes
+    # (Succeeded) a moment before the Job controller marks the Job complete; that reconcile saw no
+    # Running pod and went back to "starting". One Event per real transition.
+    p = prepared()
+    status: dict[str, Any] = {}
+    reasons = []
+    steps: list[dict[str, Any]] = [
+        {},
+        {"job": job(active=1), "pods": [pod("Pending")]},
+        {"job": job(active=1), "pods": [pod("Running")]},
+        {"job": job(active=1), "pods": [pod("Succeeded", exit_code=0)]},
+    ]
+    for step in steps:
+        d = decide_engine(p, observe(status=status, **step), now=NOW)
+        if d.event is not None:
+            reasons.append(d.event.reason)
+        status = {
+            **d.status,
+            "phase": d.phase,
+            "conditions": merge_conditions(status.get("conditions"), d.conditions, dt.datetime(2026, 1, 1)),
+        }
+    assert reasons == ["BuildStarted", "BuildRunning"], reasons
+    # A retry's new pod is a new start.
+    retry = decide_engine(
+        p,
+        observe(status=status, job=job(active=1), pods=[pod("Failed", exit_code=1), pod("Pending")]),
+        now=NOW,
+    )
+    assert retry.event is not None and retry.event.reason == "BuildStarted"
+
+
 @pytest.mark.parametrize(
     ("pods", "job_reason", "reason", "deterministic", "needle"),
     [
