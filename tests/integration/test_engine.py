@@ -473,6 +473,11 @@ def test_imported_artifact_is_served_from_cache_without_a_job(
     assert main(["cache", "list", "-n", namespace, "-o", "json", "--kubeconfig", kubeconfig]) == 0
     (listed,) = json.loads(capsys.readouterr().out)
     assert (listed["engineKey"], listed["source"]) == (prepared.key, "import")
+    # Without --namespace it looks in "default", finds nothing and says where entries are (#25 item 6).
+    assert main(["cache", "list", "--kubeconfig", kubeconfig]) == 0
+    err = capsys.readouterr().err
+    assert "no cache entries in namespace 'default' (the default: no --namespace given)" in err, err
+    assert namespace in err and "--all-namespaces" in err, err
 
     # another storage is another cache: the same key there is not reused
     other = an_engine("elsewhere").pvc("models", "engines")

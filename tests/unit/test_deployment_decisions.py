@@ -387,6 +387,22 @@ def an_engine_obj(
             "failed",
             "LLMEngine 'e' failed: BuildFailed: GPUOutOfMemory",
         ),
+        (
+            an_engine_obj(
+                phase="Failed",
+                conditions=[
+                    {"type": "Ready", "status": "False", "reason": "BuildFailed", "message": "no report"},
+                    {
+                        "type": "Degraded",
+                        "status": "True",
+                        "reason": "ArtifactMissing",
+                        "message": "no report",
+                    },
+                ],
+            ),
+            "failed",
+            "LLMEngine 'e' failed: ArtifactMissing: no report",  # the failure class, not BuildFailed
+        ),
         (an_engine_obj(phase="Failed", observed=1), "not_ready", "phase Failed"),  # spec edited: a retry
     ],
 )

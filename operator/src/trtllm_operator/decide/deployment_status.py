@@ -56,8 +56,13 @@ def engine_readiness(engine: Mapping[str, Any] | None) -> tuple[EngineState, str
         return "not_ready", f"waiting for LLMEngine {name!r} to observe generation {generation}"
     detail = f": {ready.get('reason')}: {ready.get('message')}" if ready and ready.get("message") else ""
     if status.get("phase") == "Failed" and observed == generation:
+        # The failure class (ArtifactMissing, GPUOutOfMemory, DoesNotFit …) is the Degraded reason;
+        # Ready's is the generic BuildFailed / InvalidSpec.
+        degraded = next((c for c in status.get("conditions") or () if c.get("type") == "Degraded"), None)
+        why = degraded if degraded and degraded.get("status") == "True" and degraded.get("message") else ready
+        cause = f": {why.get('reason')}: {why.get('message')}" if why and why.get("message") else ""
         return "failed", (
-            f"LLMEngine {name!r} failed{detail or ''}; fix it (kubectl describe llmengine {name}): this "
+            f"LLMEngine {name!r} failed{cause}; fix it (kubectl describe llmengine {name}): this "
             "deployment is rendered once the engine is Ready"
         )
     return "not_ready", f"waiting for LLMEngine {name!r} (phase {status.get('phase') or 'Pending'}){detail}"
