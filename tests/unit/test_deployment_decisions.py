@@ -20,6 +20,7 @@ from trtllm_operator.decide.deployment_status import (
     deployment_status,
     engine_readiness,
     transitions,
+    workload_scale_reverted,
 )
 from trtllm_operator.decide.rollout import (
     PodView,
@@ -299,6 +300,28 @@ def test_streaming_condition_says_what_a_streaming_request_gets() -> None:
     assert conds(on)["Streaming"] == ("True", "Decoupled")
     assert "Streaming" not in conds(deployment_status(obs()))  # not observed: not written
     assert not [e for e in off.events if e.reason in ("NotDecoupled", "Decoupled")]  # status, no Event
+
+
+def test_a_workload_scaled_directly_is_reported_when_set_back() -> None:
+    # kubectl scale deployment chat --replicas 5 while the LLMDeployment says 2 (issue #25 item 5).
+    kw = {"spec_replicas": 2, "last_desired": 2, "autoscaled": False}
+    event = workload_scale_reverted("chat", "Deployment/chat", live_replicas=5, **kw)  # type: ignore[arg-type]
+    assert event is not None and (event.type, event.reason) == ("Warning", "WorkloadScaleReverted")
+    assert "Deployment/chat was scaled to 5 directly" in event.message
+    assert "kubectl scale llmdeployment chat --replicas N" in event.message
+    auto = workload_scale_reverted("chat", "Deployment/chat", live_replicas=5, **{**kw, "autoscaled": True})  # type: ignore[arg-type]
+    assert auto is not None and "spec.autoscaling.enabled: false" in auto.message
+    # A spec.replicas change on its way to the workload (live = what it was last given) is no manual
+    # scale; nor is a workload already at spec.replicas, or one never reconciled.
+    assert (
+        workload_scale_reverted("chat", "Deployment/chat", live_replicas=2, **{**kw, "spec_replicas": 3})
+        is None
+    )  # type: ignore[arg-type]
+    assert workload_scale_reverted("chat", "Deployment/chat", live_replicas=2, **kw) is None  # type: ignore[arg-type]
+    assert (
+        workload_scale_reverted("chat", "Deployment/chat", live_replicas=5, **{**kw, "last_desired": None})
+        is None
+    )  # type: ignore[arg-type]
 
 
 def test_status_engine_failed_is_failed_not_pending() -> None:

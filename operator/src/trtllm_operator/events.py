@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from trtllm_operator.api.wire import DEPLOYMENT_KIND, ENGINE_KIND
 from trtllm_operator.decide.autoscaler import MANUAL_SCALE_REVERTED
+from trtllm_operator.decide.deployment_status import WORKLOAD_SCALE_REVERTED
 from trtllm_operator.decide.engine import (
     R_ARTIFACT_REUSED,
     R_BUILD_REPLACED,
@@ -184,6 +185,14 @@ _DEPLOYMENT_REASONS: tuple[EventReason, ...] = (
     ),
     EventReason(
         "EngineNotReady", DEPLOYMENT, "Normal", "deployment", "waiting for the LLMEngine to become Ready"
+    ),
+    EventReason(
+        WORKLOAD_SCALE_REVERTED,
+        DEPLOYMENT,
+        "Warning",
+        "deployment",
+        "the serving Deployment/LeaderWorkerSet was scaled directly and set back to spec.replicas "
+        "(message: which field owns the count and how to change it)",
     ),
     EventReason(
         "EngineFailed",

@@ -292,6 +292,44 @@ def deployment_status(obs: Observation) -> DeploymentDecision:
     )
 
 
+#: Event reason (Warning) when the workload's replica count, changed on the workload itself, is
+#: set back to the LLMDeployment's ``spec.replicas``.
+WORKLOAD_SCALE_REVERTED = "WorkloadScaleReverted"
+
+
+def workload_scale_reverted(
+    name: str,
+    workload: str,
+    *,
+    live_replicas: int | None,
+    spec_replicas: int,
+    last_desired: int | None,
+    autoscaled: bool,
+) -> EventToPost | None:
+    """The Warning to post when the workload (Deployment / LeaderWorkerSet ``workload``, e.g.
+    ``Deployment/chat``) was scaled directly and is about to be set back to ``spec_replicas``.
+
+    ``last_desired``: ``status.desiredReplicas`` of the previous reconcile (what the workload was
+    last given). A live count equal to it is a pending ``spec.replicas`` change, not a manual scale;
+    ``None`` (never reconciled) says nothing.
+    """
+    if live_replicas is None or last_desired is None or live_replicas in (spec_replicas, last_desired):
+        return None
+    owner = (
+        "spec.autoscaling is enabled, so the autoscaler sets spec.replicas: change "
+        "spec.autoscaling.minReplicas / maxReplicas, or set spec.autoscaling.enabled: false and "
+        f"kubectl scale llmdeployment {name} --replicas N"
+        if autoscaled
+        else f"scale the LLMDeployment instead: kubectl scale llmdeployment {name} --replicas N"
+    )
+    return EventToPost(
+        "Warning",
+        WORKLOAD_SCALE_REVERTED,
+        f"{workload} was scaled to {live_replicas} directly; its replica count follows LLMDeployment "
+        f"{name} spec.replicas ({spec_replicas}) and was set back. {owner}",
+    )
+
+
 def transitions(
     old: Sequence[Mapping[str, Any]] | None, new: Sequence[dict[str, Any]]
 ) -> list[dict[str, Any]]:

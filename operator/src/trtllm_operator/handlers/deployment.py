@@ -68,6 +68,7 @@ from trtllm_operator.decide.deployment_status import (
     Observation,
     deployment_status,
     engine_readiness,
+    workload_scale_reverted,
 )
 from trtllm_operator.decide.ownership import R_CHILD_CONFLICT, ChildConflict
 from trtllm_operator.decide.policy import Refusal, serving_refusal
@@ -440,6 +441,16 @@ def _sync_children(
             live = kube.patch(res, namespace, wname, {"spec": {"replicas": want}})
     else:
         apply_owned(kube, CONFIG_MAP, children.configmap, live=live_cm)
+        reverted = workload_scale_reverted(
+            name,
+            f"{children.workload['kind']}/{wname}",
+            live_replicas=None if live is None else (live.get("spec") or {}).get("replicas"),
+            spec_replicas=children.params.replicas,
+            last_desired=(obj.get("status") or {}).get("desiredReplicas"),
+            autoscaled=bool(((obj.get("spec") or {}).get("autoscaling") or {}).get("enabled")),
+        )
+        if reverted is not None:
+            post_event(kube, obj, reverted.reason, reverted.message, type_=reverted.type)
         if live is not None and annotations.get(ANNOTATION_ROLLED_BACK_FROM):
             # A new key or setting arrived after a rollback: clear the hold, roll forward.
             kube.patch(
