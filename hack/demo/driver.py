@@ -64,7 +64,7 @@ OP_NS = "trtllm-operator"  # the chart's release namespace (the operator's own)
 RELEASE = "trtllm-operator"
 GROUP, VERSION = "llm.trtllm-operator.dev", "v1alpha1"
 TINY_ENGINE, TINY_DEPLOYMENT = "tiny-llama-fp8-tp2", "tiny-chat"
-BIG_ENGINE = "llama-3-1-8b-fp8"
+BIG_ENGINE = "demo-llama-3-1-8b-fp8"
 HF_CONFIG_DIR = ROOT / "tests" / "fixtures" / "model-configs"
 DEPLOYMENT_LABEL = "llm.trtllm-operator.dev/deployment"
 #: Closed-loop load on tiny-chat: concurrent generate requests of MAX_TOKENS new tokens each. Each
@@ -967,6 +967,9 @@ class Demo:
         bin_dir = shlex.quote(str(Path(self.bin_dir).resolve()))
         print(f"[{clock()}] ==> Go further", flush=True)
         say(f'export KUBECONFIG={kubeconfig} PATH={bin_dir}:{venv_bin}:"$PATH"')
+        # Without -n, kubectl and `cache list` look in "default" and print nothing (a trial's finding).
+        say(f"everything is in namespace {NS}: add -n {NS}, or make it the default:")
+        say(f"kubectl config set-context --current --namespace {NS}")
         say("trtllm-operator cache list -n trtllm-demo")
         say("kubectl get llm,deploy,pods,jobs -n trtllm-demo -o wide")
         say(f"kubectl describe llmengine {BIG_ENGINE} -n trtllm-demo      # plan, conditions, events")
@@ -1006,8 +1009,14 @@ class DecisionWatcher:
         obj = self.demo.custom("llmdeployments", TINY_DEPLOYMENT)
         status = obj.get("status") or {}
         auto = status.get("autoscaling") or {}
+        previous = ""
         for d in auto.get("lastDecisions") or []:
             ident = json.dumps(d, sort_keys=True)
+            if d.get("fromReplicas") == d.get("toReplicas"):
+                # The newest hold is kept current by the operator (time, values, message): print it
+                # once per reason after the entry it follows.
+                ident = f"hold {d.get('toReplicas')} {d.get('reason')} after {previous}"
+            previous = ident
             if ident in self.seen:
                 continue
             self.seen.add(ident)

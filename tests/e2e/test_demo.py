@@ -139,7 +139,7 @@ def test_make_demo_runs_end_to_end_and_demo_down_leaves_nothing_running(tmp_path
     moves = [(d["fromReplicas"], d["toReplicas"]) for d in auto["decisions"]]
     assert any(b > a for a, b in moves), moves
     assert any(b < a for a, b in moves), moves
-    assert "tiny-llama-fp8-tp2" in summary["getLlm"] and "llama-3-1-8b-fp8" in summary["getLlm"]
+    assert "tiny-llama-fp8-tp2" in summary["getLlm"] and "demo-llama-3-1-8b-fp8" in summary["getLlm"]
 
     # Real servers: one per serving pod, and a real answer.
     assert summary["tritonPods"], "no serving pod got a tritonserver"

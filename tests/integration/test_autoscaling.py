@@ -588,3 +588,47 @@ def _unreachable_prometheus(cluster: LocalCluster, api: Api, closed: socket.sock
         log = decisions(api, "blind")
         assert log and log[-1]["reason"] == "MissingMetrics" and log[-1]["toReplicas"] == 2, log
         assert "activeRequestUtilization" not in api.autoscaling("blind")
+
+
+def test_a_manual_scale_the_autoscaler_reverts_posts_why(
+    cluster: LocalCluster, api: Api, fleet: Fleet
+) -> None:
+    """kubectl scale above maxReplicas while the built-in autoscaler runs: it brings spec.replicas
+    back, posts a ManualScaleReverted Warning naming the field that owns the count and how to change
+    it, and notes the same in lastDecisions (issue #25 item 5)."""
+    api.create(
+        "llmdeployments",
+        an_autoscaled_deployment(
+            "manual",
+            "llama",
+            max_replicas=2,
+            up={"stabilizationWindowSeconds": 0},
+            down={"stabilizationWindowSeconds": 0},
+        ),
+    )
+    with running_operator(cluster, [api.ns]):
+        wait_serving(api, fleet, "manual", 1)
+        wait_for(lambda: api.autoscaling("manual").get("desiredReplicas") == 1, timeout=30, desc="a decision")
+        # What `kubectl scale llmd manual --replicas 4` does: a patch of the scale subresource.
+        api.custom.patch_namespaced_custom_object_scale(
+            GROUP, VERSION, api.ns, "llmdeployments", "manual", {"spec": {"replicas": 4}}
+        )
+
+        def reverted() -> Any:
+            return next(
+                (
+                    e
+                    for e in api.core.list_namespaced_event(api.ns).items
+                    if e.reason == "ManualScaleReverted" and e.involved_object.name == "manual"
+                ),
+                None,
+            )
+
+        event = wait_for(reverted, timeout=30, desc="a ManualScaleReverted Event")
+        assert event.type == "Warning", event
+        assert "spec.replicas was set to 4 outside the autoscaler" in event.message, event.message
+        assert "spec.autoscaling.enabled: false" in event.message, event.message
+        assert api.replicas("manual") == 2, explain(api, "manual")
+        step = scale_step(api, "manual", up=False)
+        assert (step["fromReplicas"], step["toReplicas"], step["reason"]) == (4, 2, "TooManyReplicas"), step
+        assert step["message"].startswith("spec.replicas was set to 4 outside the autoscaler"), step

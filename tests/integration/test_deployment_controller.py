@@ -122,6 +122,22 @@ def test_serves_engine_then_rolls_to_new_key_one_pod_at_a_time(cluster: LocalClu
         )
         assert scale["status"]["replicas"] == 3
         assert scale["status"]["selector"] == "llm.trtllm-operator.dev/deployment=chat"
+        # Scaling the Deployment itself is set back, with a Warning that says who owns the count.
+        wait_for(lambda: api.status("chat").get("desiredReplicas") == 3, timeout=30, desc="desired 3")
+        api.apps.patch_namespaced_deployment_scale("chat", api.ns, {"spec": {"replicas": 5}})
+
+        def reverted() -> Any:
+            events = api.core.list_namespaced_event(api.ns, field_selector="involvedObject.name=chat").items
+            return next((e for e in events if e.reason == "WorkloadScaleReverted"), None)
+
+        event = wait_for(reverted, timeout=30, desc="a WorkloadScaleReverted Event")
+        assert event.type == "Warning" and "Deployment/chat was scaled to 5 directly" in event.message, event
+        assert "kubectl scale llmdeployment chat --replicas N" in event.message, event.message
+        wait_for(
+            lambda: api.apps.read_namespaced_deployment("chat", api.ns).spec.replicas == 3,
+            timeout=30,
+            desc="the Deployment back at 3",
+        )
         cms = api.core.list_namespaced_config_map(
             api.ns, label_selector="app.kubernetes.io/component=model-repository"
         ).items

@@ -21,6 +21,7 @@ from support.engines import condition, find_condition
 from support.manifests import (
     DELAY_MS,
     H100,
+    a_deployment,
     an_engine,
     create_token_secret,
     manifest_for,
@@ -32,7 +33,7 @@ from support.wait import wait_for
 
 from engine_builder.package import manifest_digest
 from engine_builder.report import EXIT_CODES, build_report
-from trtllm_operator.api.wire import ARTIFACT_DATA_KEY, LABEL_ENGINE_KEY
+from trtllm_operator.api.wire import ARTIFACT_DATA_KEY, GROUP, LABEL_ENGINE_KEY, VERSION
 from trtllm_operator.cli import main
 from trtllm_operator.decide.storage import cache_entry_name
 
@@ -150,6 +151,28 @@ def test_exit_0_without_a_report_or_manifest_fails_and_records_nothing(api: Api,
     assert api.configmap(cache_entry_name(prepared.key, prepared.storage.storage_id)) is None
     wait_for(lambda: "ArtifactMissing" in api.event_reasons("wrote-nothing"), desc="ArtifactMissing Event")
     assert "BuildSucceeded" not in api.event_reasons("wrote-nothing")
+
+    # An LLMDeployment of the Failed engine says so (phase Failed, EngineFailed naming the engine and
+    # its reason), not a silent Pending (issue #25 trial).
+    api.custom.create_namespaced_custom_object(
+        GROUP, VERSION, api.ns, "llmdeployments", a_deployment("serves-nothing", "wrote-nothing")
+    )
+
+    def failed() -> dict[str, Any] | None:
+        obj = api.custom.get_namespaced_custom_object(
+            GROUP, VERSION, api.ns, "llmdeployments", "serves-nothing"
+        )
+        return obj if (obj.get("status") or {}).get("phase") == "Failed" else None
+
+    deployment = wait_for(failed, timeout=30, desc="LLMDeployment phase Failed")
+    ready = find_condition(deployment, "Ready")
+    assert ready is not None and ready["reason"] == "EngineFailed", ready
+    assert "LLMEngine 'wrote-nothing' failed: ArtifactMissing" in ready["message"], ready
+    wait_for(lambda: "EngineFailed" in api.event_reasons("serves-nothing"), desc="EngineFailed Event")
+    # spec.server.decoupled defaults to false: the Streaming condition says streams are refused.
+    streaming = find_condition(deployment, "Streaming")
+    assert streaming is not None and (streaming["status"], streaming["reason"]) == ("False", "NotDecoupled")
+    assert "set spec.server.decoupled: true" in streaming["message"], streaming
 
 
 @pytest.mark.parametrize(
@@ -450,6 +473,11 @@ def test_imported_artifact_is_served_from_cache_without_a_job(
     assert main(["cache", "list", "-n", namespace, "-o", "json", "--kubeconfig", kubeconfig]) == 0
     (listed,) = json.loads(capsys.readouterr().out)
     assert (listed["engineKey"], listed["source"]) == (prepared.key, "import")
+    # Without --namespace it looks in "default", finds nothing and says where entries are (#25 item 6).
+    assert main(["cache", "list", "--kubeconfig", kubeconfig]) == 0
+    err = capsys.readouterr().err
+    assert "no cache entries in namespace 'default' (the default: no --namespace given)" in err, err
+    assert namespace in err and "--all-namespaces" in err, err
 
     # another storage is another cache: the same key there is not reused
     other = an_engine("elsewhere").pvc("models", "engines")

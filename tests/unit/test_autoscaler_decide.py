@@ -103,6 +103,18 @@ def test_missing_metrics_and_a_failed_source() -> None:
     )
 
 
+def test_pods_without_data_among_pods_with_data_keep_scaling_active() -> None:
+    # 1 of 2 Ready pods has no data: filled in at target (HPA's rule), the hold is MissingMetrics but
+    # the signal is read, so ScalingActive stays True.
+    pods = (
+        PodSignals("p0", PodState.READY, {"activeRequestUtilization": 0.05}),
+        PodSignals("p1", PodState.READY, {"activeRequestUtilization": None}),
+    )
+    d = decide(Snapshot(2, pods), AutoscalerState(), Policy(**FAST), NOW)
+    assert d.reason == Reason.MISSING_METRICS, d.message
+    assert by_type(outcome(d).conditions)["ScalingActive"] == ("True", "ValidMetricFound")
+
+
 def test_a_limit_sets_scaling_limited_with_its_reason() -> None:
     out = outcome(tick(4, 1.0))
     assert by_type(out.conditions)["ScalingLimited"] == ("True", str(Reason.TOO_MANY_REPLICAS))
@@ -167,3 +179,24 @@ def test_external_conditions() -> None:
         "Warning",
         KEDA_NOT_INSTALLED,
     )
+
+
+def test_a_manual_scale_changed_back_posts_a_warning_and_notes_it_in_the_decision() -> None:
+    # kubectl scale set 4 while maxReplicas is 2 and the autoscaler's last decision was 2: the tick
+    # brings it back to 2, says who owns spec.replicas and how to change it (issue #25 item 5).
+    d = tick(4, 0.2, max_replicas=2)
+    assert (d.from_replicas, d.to_replicas) == (4, 2)
+    out = outcome(d, autoscaling_status={"desiredReplicas": 2})
+    assert out.scale_to == 2
+    [warning] = out.warnings
+    assert (warning.reason, warning.type) == ("ManualScaleReverted", "Warning")
+    assert "spec.replicas was set to 4 outside the autoscaler" in warning.message
+    assert "spec.autoscaling.enabled: false" in warning.message and "maxReplicas" in warning.message
+    assert out.status["lastDecisions"][-1]["message"].startswith("spec.replicas was set to 4")
+
+
+def test_the_autoscalers_own_scale_is_no_manual_scale() -> None:
+    out = outcome(tick(2, 0.6, max_replicas=8), autoscaling_status={"desiredReplicas": 2})
+    assert out.scale_to == 6 and out.warnings == []
+    first = outcome(tick(4, 0.2, max_replicas=2))  # no previous decision: nothing to compare with
+    assert first.scale_to == 2 and first.warnings == []

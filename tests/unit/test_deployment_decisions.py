@@ -20,6 +20,7 @@ from trtllm_operator.decide.deployment_status import (
     deployment_status,
     engine_readiness,
     transitions,
+    workload_scale_reverted,
 )
 from trtllm_operator.decide.rollout import (
     PodView,
@@ -288,6 +289,51 @@ def test_status_engine_not_ready_waits() -> None:
     assert "spec.engineRef.name" in s.conditions[0]["message"]
 
 
+def test_streaming_condition_says_what_a_streaming_request_gets() -> None:
+    # Upstream (tensorrtllm_backend docs/model_config.md, commit 7bc57da): decoupled_mode "Must be
+    # set to `true` for requests setting the `stream` tensor to `true`".
+    off = deployment_status(obs(decoupled=False))
+    assert conds(off)["Streaming"] == ("False", "NotDecoupled")
+    msg = next(c["message"] for c in off.conditions if c["type"] == "Streaming")
+    assert "set spec.server.decoupled: true" in msg and "Streaming is only supported" in msg
+    on = deployment_status(obs(decoupled=True, engine_state="not_ready"))
+    assert conds(on)["Streaming"] == ("True", "Decoupled")
+    assert "Streaming" not in conds(deployment_status(obs()))  # not observed: not written
+    assert not [e for e in off.events if e.reason in ("NotDecoupled", "Decoupled")]  # status, no Event
+
+
+def test_a_workload_scaled_directly_is_reported_when_set_back() -> None:
+    # kubectl scale deployment chat --replicas 5 while the LLMDeployment says 2 (issue #25 item 5).
+    kw = {"spec_replicas": 2, "last_desired": 2, "autoscaled": False}
+    event = workload_scale_reverted("chat", "Deployment/chat", live_replicas=5, **kw)  # type: ignore[arg-type]
+    assert event is not None and (event.type, event.reason) == ("Warning", "WorkloadScaleReverted")
+    assert "Deployment/chat was scaled to 5 directly" in event.message
+    assert "kubectl scale llmdeployment chat --replicas N" in event.message
+    auto = workload_scale_reverted("chat", "Deployment/chat", live_replicas=5, **{**kw, "autoscaled": True})  # type: ignore[arg-type]
+    assert auto is not None and "spec.autoscaling.enabled: false" in auto.message
+    # A spec.replicas change on its way to the workload (live = what it was last given) is no manual
+    # scale; nor is a workload already at spec.replicas, or one never reconciled.
+    assert (
+        workload_scale_reverted("chat", "Deployment/chat", live_replicas=2, **{**kw, "spec_replicas": 3})
+        is None
+    )  # type: ignore[arg-type]
+    assert workload_scale_reverted("chat", "Deployment/chat", live_replicas=2, **kw) is None  # type: ignore[arg-type]
+    assert (
+        workload_scale_reverted("chat", "Deployment/chat", live_replicas=5, **{**kw, "last_desired": None})
+        is None
+    )  # type: ignore[arg-type]
+
+
+def test_status_engine_failed_is_failed_not_pending() -> None:
+    # Issue #25 trial: the deployment of a Failed engine showed phase Pending.
+    msg = "LLMEngine 'e' failed: ArtifactMissing: no report"
+    s = deployment_status(obs(engine_state="failed", engine_message=msg))
+    assert s.phase == "Failed"
+    assert conds(s)["Ready"] == ("False", "EngineFailed") and conds(s)["Degraded"] == ("True", "EngineFailed")
+    assert s.conditions[0]["message"] == msg
+    assert ("EngineFailed", "Warning") in [(e.reason, e.type) for e in s.events]
+
+
 def test_status_incompatible_names_both_values() -> None:
     s = deployment_status(obs(incompatibilities=[Incompatibility("spec.server.image", OTHER, IMG)]))
     assert s.phase == "Failed"
@@ -361,9 +407,26 @@ def an_engine_obj(
                     {"type": "Ready", "status": "False", "reason": "BuildFailed", "message": "GPUOutOfMemory"}
                 ],
             ),
-            "not_ready",
-            "GPUOutOfMemory",
+            "failed",
+            "LLMEngine 'e' failed: BuildFailed: GPUOutOfMemory",
         ),
+        (
+            an_engine_obj(
+                phase="Failed",
+                conditions=[
+                    {"type": "Ready", "status": "False", "reason": "BuildFailed", "message": "no report"},
+                    {
+                        "type": "Degraded",
+                        "status": "True",
+                        "reason": "ArtifactMissing",
+                        "message": "no report",
+                    },
+                ],
+            ),
+            "failed",
+            "LLMEngine 'e' failed: ArtifactMissing: no report",  # the failure class, not BuildFailed
+        ),
+        (an_engine_obj(phase="Failed", observed=1), "not_ready", "phase Failed"),  # spec edited: a retry
     ],
 )
 def test_engine_readiness(engine: dict[str, object] | None, state: str, fragment: str) -> None:

@@ -26,7 +26,7 @@ from trtllm_operator.decide.engine import (
 from trtllm_operator.decide.engine_cache import artifact_record, record_from_build
 from trtllm_operator.decide.engine_failure import classify_failure, parse_report, unschedulable_message
 from trtllm_operator.decide.engine_hints import builder_claims, claim_state
-from trtllm_operator.decide.engine_spec import InvalidEngine, prepare_engine
+from trtllm_operator.decide.engine_spec import InvalidEngine, plan_status, prepare_engine
 from trtllm_operator.decide.storage import builder_job_name, cache_entry_name
 
 
@@ -325,6 +325,38 @@ def test_repeated_decision_posts_no_second_event() -> None:
     assert first.event is not None and again.event is None
 
 
+def test_one_build_started_event_per_build() -> None:
+    # Issue #25 trial: BuildStarted was posted twice around BuildRunning. The builder pod finishes
+    # (Succeeded) a moment before the Job controller marks the Job complete; that reconcile saw no
+    # Running pod and went back to "starting". One Event per real transition.
+    p = prepared()
+    status: dict[str, Any] = {}
+    reasons = []
+    steps: list[dict[str, Any]] = [
+        {},
+        {"job": job(active=1), "pods": [pod("Pending")]},
+        {"job": job(active=1), "pods": [pod("Running")]},
+        {"job": job(active=1), "pods": [pod("Succeeded", exit_code=0)]},
+    ]
+    for step in steps:
+        d = decide_engine(p, observe(status=status, **step), now=NOW)
+        if d.event is not None:
+            reasons.append(d.event.reason)
+        status = {
+            **d.status,
+            "phase": d.phase,
+            "conditions": merge_conditions(status.get("conditions"), d.conditions, dt.datetime(2026, 1, 1)),
+        }
+    assert reasons == ["BuildStarted", "BuildRunning"], reasons
+    # A retry's new pod is a new start.
+    retry = decide_engine(
+        p,
+        observe(status=status, job=job(active=1), pods=[pod("Failed", exit_code=1), pod("Pending")]),
+        now=NOW,
+    )
+    assert retry.event is not None and retry.event.reason == "BuildStarted"
+
+
 @pytest.mark.parametrize(
     ("pods", "job_reason", "reason", "deterministic", "needle"),
     [
@@ -614,3 +646,40 @@ def test_sizing_change_compares_parsed_quantities() -> None:
     )
     changed = sizing_change(live, job_with(limits={"nvidia.com/gpu": "1", "memory": "64Gi"}))
     assert changed == "limits.nvidia.com/gpu 16 → 1, requests.cpu 8 → unset"
+
+
+# ----------------------------------------------------------------------------- status.plan.recommended
+def test_a_plan_that_does_not_fit_recommends_alternatives_and_says_so() -> None:
+    # Issue #25 item 5: status.plan.recommended is never empty when the plan refuses.
+    result = prepare_engine("e", spec(quantization={"format": "none"}), hf_config=LLAMA70B)
+    assert isinstance(result, InvalidEngine) and result.reason == "DoesNotFit"
+    rec = plan_status(result.plan)["recommended"]  # type: ignore[index]
+    assert rec["tensorParallelism"] == result.plan.recommended["tensor_parallelism"] > 1  # type: ignore[union-attr]
+    assert rec["note"].startswith("does not fit on NVIDIA-H100"), rec
+    assert f"spec.parallelism.tensor: {rec['tensorParallelism']}" in rec["note"]
+    assert "each of these alone fits" in rec["note"]
+
+
+def test_a_plan_nothing_fixes_says_why() -> None:
+    # The planner found no alternative (none recorded): the note says why and what else to change.
+    result = prepare_engine("e", spec(quantization={"format": "none"}), hf_config=LLAMA70B)
+    assert isinstance(result, InvalidEngine) and result.plan is not None
+    bare = replace(
+        result.plan, recommended={**result.plan.recommended, "tensor_parallelism": None, "gpu_product": None}
+    )
+    rec = plan_status(bare)["recommended"]  # type: ignore[index]
+    assert rec["tensorParallelism"] is None and rec["gpuProduct"] is None
+    assert "neither more tensor parallelism" in rec["note"] and "quantize further" in rec["note"], rec
+
+
+def test_an_invalid_plan_says_to_fix_the_reasons() -> None:
+    result = prepare_engine("e", spec(parallelism={"tensor": 3}), hf_config=TINY)
+    assert isinstance(result, InvalidEngine) and result.plan is not None
+    rec = plan_status(result.plan)["recommended"]  # type: ignore[index]
+    assert rec["note"].startswith("the spec is invalid"), rec
+
+
+def test_a_plan_that_fits_has_no_note() -> None:
+    p = prepared()
+    rec = plan_status(p.plan)["recommended"]  # type: ignore[index]
+    assert "note" not in rec and rec["maxBatchSize"]

@@ -22,6 +22,7 @@ from trtllm_operator import events
 from trtllm_operator.decide import engine as decide_engine
 from trtllm_operator.decide import engine_failure, ownership, policy
 from trtllm_operator.decide.autoscaling import Reason
+from trtllm_operator.decide.deployment_status import WORKLOAD_SCALE_REVERTED
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "operator" / "src" / "trtllm_operator"
@@ -220,6 +221,8 @@ def _posted_in_code() -> set[str]:
         # handlers/autoscaler.py posts the Events decide/autoscaler.py decided
         "outcome.scale_event.reason": autoscaler,
         "warning.reason": autoscaler,
+        # handlers/deployment.py posts decide.deployment_status.workload_scale_reverted's Event
+        "reverted.reason": {WORKLOAD_SCALE_REVERTED},
     }
     out: set[str] = set()
     for path in sorted((SRC / "handlers").glob("*.py")):

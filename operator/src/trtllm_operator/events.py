@@ -26,6 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trtllm_operator.api.wire import DEPLOYMENT_KIND, ENGINE_KIND
+from trtllm_operator.decide.autoscaler import MANUAL_SCALE_REVERTED
+from trtllm_operator.decide.deployment_status import WORKLOAD_SCALE_REVERTED
 from trtllm_operator.decide.engine import (
     R_ARTIFACT_REUSED,
     R_BUILD_REPLACED,
@@ -185,6 +187,21 @@ _DEPLOYMENT_REASONS: tuple[EventReason, ...] = (
         "EngineNotReady", DEPLOYMENT, "Normal", "deployment", "waiting for the LLMEngine to become Ready"
     ),
     EventReason(
+        WORKLOAD_SCALE_REVERTED,
+        DEPLOYMENT,
+        "Warning",
+        "deployment",
+        "the serving Deployment/LeaderWorkerSet was scaled directly and set back to spec.replicas "
+        "(message: which field owns the count and how to change it)",
+    ),
+    EventReason(
+        "EngineFailed",
+        DEPLOYMENT,
+        "Warning",
+        "deployment",
+        "the referenced LLMEngine is Failed (message: its name and Ready reason); phase Failed",
+    ),
+    EventReason(
         "EngineIncompatible",
         DEPLOYMENT,
         "Warning",
@@ -298,6 +315,14 @@ _DEPLOYMENT_REASONS: tuple[EventReason, ...] = (
     ),
     EventReason(
         SCALED_DOWN, DEPLOYMENT, "Normal", "autoscaler", "the built-in autoscaler lowered spec.replicas"
+    ),
+    EventReason(
+        MANUAL_SCALE_REVERTED,
+        DEPLOYMENT,
+        "Warning",
+        "autoscaler",
+        "the built-in autoscaler changed a spec.replicas set outside it (kubectl scale): the message "
+        "says that spec.autoscaling owns the count and how to change it",
     ),
     EventReason(
         "InsufficientGPU",

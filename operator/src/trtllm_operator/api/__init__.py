@@ -59,6 +59,8 @@ CONDITION_ENGINE_INCOMPATIBLE = "EngineIncompatible"
 CONDITION_SCALING_LIMITED = "ScalingLimited"
 #: LLMDeployment: the InferencePool of ``spec.routing.inferencePool`` is applied (docs/serving.md).
 CONDITION_ROUTED = "Routed"
+#: LLMDeployment: whether requests may stream (``spec.server.decoupled``; docs/serving.md).
+CONDITION_STREAMING = "Streaming"
 
 __all__ = [
     "API_VERSION",
@@ -71,6 +73,7 @@ __all__ = [
     "CONDITION_READY",
     "CONDITION_ROUTED",
     "CONDITION_SCALING_LIMITED",
+    "CONDITION_STREAMING",
     "DEPLOYMENT_KIND",
     "DEPLOYMENT_PLURAL",
     "DEPLOYMENT_SHORT_NAMES",

@@ -788,5 +788,6 @@ class LLMDeploymentStatus(ApiModel):
         default=None,
         description="Ready, Progressing, Degraded, EngineIncompatible (image or GPU does not match "
         "the engine), ScalingLimited (e.g. not enough schedulable GPUs), Routed (the InferencePool of "
-        "spec.routing.inferencePool is applied).",
+        "spec.routing.inferencePool is applied), Streaming (spec.server.decoupled: whether streaming "
+        "requests are answered).",
     )

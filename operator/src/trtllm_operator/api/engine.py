@@ -927,12 +927,29 @@ class ArtifactStatus(ApiModel):
 
 
 class RecommendedLimits(ApiModel):
-    """Limits the planner derives (used for unset spec.build fields)."""
+    """Limits the planner derives (used for unset spec.build fields); when the plan does not fit,
+    what would (tensorParallelism, gpuProduct) and a note saying so, or why nothing does."""
 
     max_batch_size: int | None = Field(default=None, ge=0, description="Sequences.")
     max_num_tokens: int | None = Field(default=None, ge=0, description="Tokens per iteration.")
     max_input_len: int | None = Field(default=None, ge=0, description="Prompt tokens.")
     max_seq_len: int | None = Field(default=None, ge=0, description="Prompt + output tokens.")
+    tensor_parallelism: int | None = Field(
+        default=None,
+        ge=1,
+        description="Plan does not fit: the smallest spec.parallelism.tensor that fits on this GPU "
+        "(one alternative).",
+    )
+    gpu_product: str | None = Field(
+        default=None,
+        description="Plan does not fit: the smallest GPU product of the catalog that fits at the "
+        "given parallelism (another alternative).",
+    )
+    note: str | None = Field(
+        default=None,
+        description="Plan does not fit or is invalid: what the recommendations are (alternatives, each "
+        "alone enough) or why nothing fits and what to change.",
+    )
 
 
 class PlanStatus(ApiModel):

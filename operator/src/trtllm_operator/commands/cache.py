@@ -304,6 +304,8 @@ def _list(args: argparse.Namespace) -> int:
             continue
         rec["namespace"] = cm["metadata"]["namespace"]
         records.append(rec)
+    if not records and not args.all_namespaces:
+        _hint_other_namespaces(kube, namespace or "default", args.namespace is None)
     if args.output == "json":
         print(json.dumps(records, indent=2, sort_keys=True))
         return 0
@@ -324,6 +326,27 @@ def _list(args: argparse.Namespace) -> int:
     for row in (header, *rows):
         print("  ".join(col.ljust(w) for col, w in zip(row, widths, strict=True)).rstrip())
     return 0
+
+
+def _hint_other_namespaces(kube: Any, namespace: str, defaulted: bool) -> None:
+    """On stderr: no entry in ``namespace``, and the namespaces that have some (when the caller may
+    list them), so that a namespace-less ``cache list`` that prints nothing says where to look."""
+    from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
+
+    from trtllm_operator.api.wire import COMPONENT_ARTIFACT, LABEL_COMPONENT  # noqa: PLC0415
+    from trtllm_operator.kube import CONFIG_MAP  # noqa: PLC0415
+
+    where = f"namespace {namespace!r}" + (" (the default: no --namespace given)" if defaulted else "")
+    try:
+        items = kube.list(CONFIG_MAP, None, label_selector=f"{LABEL_COMPONENT}={COMPONENT_ARTIFACT}")
+    except ApiException:
+        print(f"no cache entries in {where}; try --namespace NS or --all-namespaces", file=sys.stderr)
+        return
+    others = sorted({cm["metadata"]["namespace"] for cm in items} - {namespace})
+    found = (
+        f"; entries exist in: {', '.join(others)} (use --namespace NS or --all-namespaces)" if others else ""
+    )
+    print(f"no cache entries in {where}{found}", file=sys.stderr)
 
 
 def _kube(kubeconfig: str | None, verb: str) -> Any:

@@ -10,7 +10,9 @@ Built-in mode, one tick:
   (and whether reading the signals failed): the ``spec.replicas`` to patch, the ``ScaledUp`` /
   ``ScaledDown`` Event, the ``status.autoscaling`` fields, ``ScalingActive`` (``ValidMetricFound``,
   ``MissingMetrics``, ``FailedGetMetrics``) and ``ScalingLimited`` (the limit's reason, else
-  ``DesiredWithinRange``), and the Warning when ``InsufficientGPU`` starts. The condition types are
+  ``DesiredWithinRange``), the Warning when ``InsufficientGPU`` starts, and the Warning
+  ``ManualScaleReverted`` (also noted in the ``lastDecisions`` entry) when it changes a
+  ``spec.replicas`` someone else set. The condition types are
   autoscaling/v2's HPA conditions, ``ValidMetricFound`` and ``DesiredWithinRange`` the reasons
   Kubernetes' HPA controller uses (``pkg/controller/podautoscaler/horizontal.go``).
 
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from trtllm_operator.api.deployment import AutoscalingSpec
@@ -33,6 +35,7 @@ from trtllm_operator.decide.conditions import condition, find
 
 __all__ = [
     "KEDA_NOT_INSTALLED",
+    "MANUAL_SCALE_REVERTED",
     "ExternalPlan",
     "TickOutcome",
     "decide_external",
@@ -91,12 +94,38 @@ def _scale_event(decision: Decision) -> Event | None:
     )
 
 
+#: Event reason (Warning) when the built-in autoscaler changes a ``spec.replicas`` someone else set.
+MANUAL_SCALE_REVERTED = "ManualScaleReverted"
+
+
+def _manual_scale(decision: Decision, autoscaling_status: Mapping[str, Any]) -> str | None:
+    """Why a replica count set outside the autoscaler is being changed back, or None.
+
+    ``status.autoscaling.desiredReplicas`` is what the autoscaler's previous evaluation set; a
+    ``spec.replicas`` different from it was written by someone else (``kubectl scale``, an apply).
+    It is "reverted" when this evaluation changes it (outside min/max at once; otherwise as the
+    policy decides).
+    """
+    last = autoscaling_status.get("desiredReplicas")
+    if last is None or not decision.scaled or int(last) == decision.from_replicas:
+        return None
+    return (
+        f"spec.replicas was set to {decision.from_replicas} outside the autoscaler (its last decision: "
+        f"{last}); spec.autoscaling is enabled (mode builtin), so the built-in autoscaler owns "
+        f"spec.replicas and set it to {decision.to_replicas} ({decision.reason}). To choose the count "
+        "yourself set spec.autoscaling.enabled: false, then kubectl scale; to move the autoscaler's "
+        "range change spec.autoscaling.minReplicas / maxReplicas"
+    )
+
+
 def _active(decision: Decision, source_error: str | None, generation: int | None) -> Condition:
     if source_error is not None:
         return condition(
             "ScalingActive", False, "FailedGetMetrics", source_error, observed_generation=generation
         )
-    if decision.reason == Reason.MISSING_METRICS:
+    # Missing metrics stop scaling only when a signal has no data from any Ready pod; pods without
+    # data among pods with data are filled in (HPA's rule) and the signals are still read.
+    if decision.reason == Reason.MISSING_METRICS and any(v is None for v in decision.signals.values()):
         return condition(
             "ScalingActive", False, "MissingMetrics", decision.message, observed_generation=generation
         )
@@ -146,7 +175,9 @@ def decide_tick(
         "lastScaleTime": scale_time if decision.scaled else autoscaling_status.get("lastScaleTime"),
         "policyState": json.dumps(decision.state.to_dict(), separators=(",", ":")),
     }
-    decisions = record_decision(list(autoscaling_status.get("lastDecisions") or []), decision, max_decisions)
+    manual = _manual_scale(decision, autoscaling_status)
+    recorded = decision if manual is None else replace(decision, message=f"{manual}: {decision.message}")
+    decisions = record_decision(list(autoscaling_status.get("lastDecisions") or []), recorded, max_decisions)
     if decisions is not None:
         status["lastDecisions"] = decisions
     limited = _limited(decision, generation)
@@ -158,6 +189,8 @@ def decide_tick(
         before is None or before.get("reason") != limited["reason"] or before.get("status") != "True"
     ):
         warnings.append(Event(str(decision.limited), decision.message, "Warning"))
+    if manual is not None:
+        warnings.append(Event(MANUAL_SCALE_REVERTED, manual, "Warning"))
     return TickOutcome(
         scale_to=decision.to_replicas if decision.scaled else None,
         scale_event=_scale_event(decision),

@@ -155,8 +155,7 @@ class Reason(StrEnum):
     ABOVE_TARGET = "AboveTarget"
     #: Every signal is below target beyond tolerance: scaling down.
     BELOW_TARGET = "BelowTarget"
-    #: The recommendation equals the current count (within tolerance, or a direction change
-    #: was suppressed).
+    #: The recommendation equals the current count because a signal is within tolerance of its target.
     WITHIN_TOLERANCE = "WithinTolerance"
     #: Higher recommendation held back: load has not stayed high for the whole scale-up window.
     SCALE_UP_STABILIZED = "ScaleUpStabilized"
@@ -177,6 +176,13 @@ class Reason(StrEnum):
     AWAITING_PODS = "AwaitingPods"
     #: No usable metric for any signal, or scale-down refused because a signal has no data.
     MISSING_METRICS = "MissingMetrics"
+    #: A signal is outside tolerance, but HPA's ``ceil(ratio × pods)`` is the current count: fewer
+    #: replicas would put it above target.
+    ROUNDED_UP = "RoundedUp"
+    #: The current count is kept because pods are not Ready: starting pods count as idle on a
+    #: scale-up (HPA's rule), and a signal above target on fewer Ready pods than replicas never
+    #: recommends fewer.
+    PODS_NOT_READY = "PodsNotReady"
     #: ``spec.replicas`` is 0: autoscaling is paused until something scales the target up (as HPA).
     SCALING_DISABLED = "ScalingDisabled"
 
@@ -521,10 +527,27 @@ class Decision:
 # --- the policy ---------------------------------------------------------------------------------
 
 
+class _Held(StrEnum):
+    """Why one signal recommended exactly the current count (the rule that held it)."""
+
+    #: ``|1 − ratio| ≤ tolerance``.
+    TOLERANCE = "tolerance"
+    #: Outside tolerance, but ``ceil(ratio × pods)`` is the current count.
+    ROUNDING = "rounding"
+    #: Ready pods without data, filled in as HPA does, brought it back to the current count.
+    MISSING = "missing"
+    #: Pods not Ready (starting, unschedulable, not created) kept the count: starting pods counted
+    #: as idle on a scale-up, or fewer Ready pods than replicas (never fewer above target).
+    NOT_READY = "not-ready"
+
+
 @dataclass(frozen=True)
 class _SignalResult:
     desired: int | None  # None: no data at all (invalid signal)
     ratio: float | None
+    held: _Held | None = None  # set when desired == current because of this rule
+    present: int = 0  # Ready pods with data
+    missing: int = 0  # Ready pods without data
 
 
 def _ceil(x: float) -> int:
@@ -538,18 +561,24 @@ def _replicas_for_signal(
     present = [v for v in values if v is not None]
     missing = len(values) - len(present)
     if not present:
-        return _SignalResult(None, None)
+        return _SignalResult(None, None, missing=missing)
     ratio = sum(present) / len(present) / target
+
+    def result(desired: int, held: _Held | None) -> _SignalResult:
+        return _SignalResult(
+            desired, ratio, held if desired == current else None, present=len(present), missing=missing
+        )
+
     scale_up_with_starting = starting > 0 and ratio > 1.0
     if not scale_up_with_starting and missing == 0:
         if abs(1.0 - ratio) <= tolerance:
-            return _SignalResult(current, ratio)
+            return result(current, _Held.TOLERANCE)
         desired = _ceil(ratio * len(present))
         # Unschedulable pods are not averaged, so ready < current is possible: a signal above
         # target never recommends fewer replicas (nor one below target more) than current.
         if (ratio > 1.0 and desired < current) or (ratio < 1.0 and desired > current):
-            return _SignalResult(current, ratio)
-        return _SignalResult(desired, ratio)
+            return result(current, _Held.NOT_READY)
+        return result(desired, _Held.ROUNDING)
     filled = list(present)
     if missing:
         # Scale-down: missing pods count as exactly at target; scale-up: as idle.
@@ -557,16 +586,60 @@ def _replicas_for_signal(
     if scale_up_with_starting:
         filled += [0.0] * starting
     new_ratio = sum(filled) / len(filled) / target
+    fill = _Held.MISSING if missing else _Held.NOT_READY
     if (
         abs(1.0 - new_ratio) <= tolerance
         or (ratio < 1.0 and new_ratio > 1.0)
         or (ratio > 1.0 and new_ratio < 1.0)
     ):
-        return _SignalResult(current, ratio)
+        return result(current, fill)
     desired = _ceil(new_ratio * len(filled))
     if (new_ratio < 1.0 and desired > current) or (new_ratio > 1.0 and desired < current):
-        return _SignalResult(current, ratio)
-    return _SignalResult(desired, ratio)
+        return result(current, fill)
+    return result(desired, fill)
+
+
+#: Which rule is named when several signals hold the count (the first that applies).
+_HELD_ORDER = (_Held.TOLERANCE, _Held.MISSING, _Held.NOT_READY, _Held.ROUNDING)
+_HELD_REASON = {
+    _Held.TOLERANCE: Reason.WITHIN_TOLERANCE,
+    _Held.MISSING: Reason.MISSING_METRICS,
+    _Held.NOT_READY: Reason.PODS_NOT_READY,
+    _Held.ROUNDING: Reason.ROUNDED_UP,
+}
+
+
+def _held_phrase(
+    name: str,
+    result: _SignalResult,
+    value: float | None,
+    target: float,
+    *,
+    policy: Policy,
+    snapshot: Snapshot,
+) -> str:
+    """Why ``name`` recommended the current count, in words (``result.held`` is set)."""
+    seen = f"{name} {_fmt(value)} vs target {target:g}"
+    ratio = result.ratio or 0.0
+    current = snapshot.replicas
+    if result.held == _Held.TOLERANCE:
+        return f"{seen} is within tolerance {policy.tolerance:g} (ratio {ratio:.3g})"
+    if result.held == _Held.ROUNDING:
+        return (
+            f"{seen}: ceil(ratio {ratio:.3g} × {result.present} pod(s)) = {current}, "
+            "fewer replicas would put it above target"
+        )
+    if result.held == _Held.MISSING:
+        counted = "at target" if ratio < 1.0 else "as idle"
+        return (
+            f"{seen} on {result.present} Ready pod(s) with data; {result.missing} Ready pod(s) without "
+            f"data counted {counted} (HPA's rule) keep {current}"
+        )
+    starting = snapshot.count(PodState.STARTING)
+    ready = result.present + result.missing
+    if ratio > 1.0 and starting:
+        return f"{seen}: {starting} starting pod(s) counted as idle (HPA's rule) keep {current}"
+    return f"{seen} on {ready} Ready pod(s) of {current} replicas: not Ready pods keep {current}"
 
 
 def _change_in_period(events: Sequence[ScaleEvent], now: float, period: int, *, up: bool) -> int:
@@ -608,6 +681,19 @@ def _scale_down_limit(current: int, events: Sequence[ScaleEvent], now: float, ru
         else:
             proposals.append(math.floor(round(start * (1 - p.value / 100), _ROUND_DIGITS)))
     return max(proposals) if rules.select_policy == "Min" else min(proposals)
+
+
+def _pod_counts(snapshot: Snapshot) -> str:
+    """``"1 of 2 replica(s) Ready, 1 starting"`` (unschedulable / without a pod when there are any)."""
+    ready = snapshot.count(PodState.READY)
+    parts = [f"{ready} of {snapshot.replicas} replica(s) Ready"]
+    for state, word in ((PodState.STARTING, "starting"), (PodState.UNSCHEDULABLE, "unschedulable")):
+        if n := snapshot.count(state):
+            parts.append(f"{n} {word}")
+    podless = snapshot.replicas - sum(1 for p in snapshot.pods if p.state != PodState.TERMINATING)
+    if podless > 0:
+        parts.append(f"{podless} without a pod yet")
+    return ", ".join(parts)
 
 
 def _fmt(value: float | None) -> str:
@@ -694,11 +780,13 @@ def decide(snapshot: Snapshot, state: AutoscalerState, policy: Policy, now: floa
 
     # 1. Per-signal recommendation (HPA's replica calculator), max over valid signals.
     desired_by_signal: dict[str, int] = {}
+    results: dict[str, _SignalResult] = {}
     invalid: list[str] = []
     for name, target in targets.items():
         result = _replicas_for_signal(
             [p.value(name) for p in ready], starting, current, target, policy.tolerance
         )
+        results[name] = result
         if result.desired is None:
             invalid.append(name)
         else:
@@ -706,7 +794,10 @@ def decide(snapshot: Snapshot, state: AutoscalerState, policy: Policy, now: floa
     summary = ", ".join(f"{n}={_fmt(signals[n])} (target {targets[n]:g})" for n in targets)
     if not desired_by_signal:
         reason = Reason.MISSING_METRICS
-        message = f"no metrics from {len(ready)} ready pod(s) for {', '.join(invalid)}: holding {current}"
+        message = (
+            f"no metrics for {', '.join(invalid)} from any of the {len(ready)} Ready pod(s) "
+            f"({_pod_counts(snapshot)}): holding {current}"
+        )
         recommendation = current
     else:
         recommendation = max(desired_by_signal.values())
@@ -722,8 +813,19 @@ def decide(snapshot: Snapshot, state: AutoscalerState, policy: Policy, now: floa
             reason = Reason.BELOW_TARGET
             message = f"all signals below target: {summary}"
         else:
-            reason = Reason.WITHIN_TOLERANCE
-            message = f"within tolerance {policy.tolerance:g}: {summary}"
+            # Every signal that asks for exactly the current count says which rule held it there.
+            holding = [n for n in targets if results[n].held is not None]
+            rule = min(
+                (h for n in holding if (h := results[n].held) is not None),
+                key=_HELD_ORDER.index,
+                default=_Held.TOLERANCE,
+            )
+            reason = _HELD_REASON[rule]
+            phrases = "; ".join(
+                _held_phrase(n, results[n], signals[n], targets[n], policy=policy, snapshot=snapshot)
+                for n in holding
+            )
+            message = f"holding {current}: {phrases} ({summary})"
 
     # 2. Stabilization windows (HPA's stabilizeRecommendationWithBehaviors). A fresh state is
     # seeded with the current count, as HPA seeds a new HPA, so losing the state never scales
@@ -780,6 +882,19 @@ def decide(snapshot: Snapshot, state: AutoscalerState, policy: Policy, now: floa
             by = "the scale-down rate limit" if why is Reason.SCALE_DOWN_LIMIT else "minReplicas"
             message = f"wanted {stabilized}, floored at {floor} by {by} ({summary})"
 
+    # At minReplicas with every signal below target beyond tolerance, the floor is what holds the
+    # count (whether the formula's ceil or a window would also have): say so, not "within tolerance".
+    if (
+        final == current == policy.min_replicas
+        and desired_by_signal
+        and not invalid
+        and all((results[n].ratio or 0.0) < 1.0 - policy.tolerance for n in desired_by_signal)
+    ):
+        limited = reason = Reason.TOO_FEW_REPLICAS
+        message = (
+            f"holding {current} at minReplicas {policy.min_replicas}: every signal below target ({summary})"
+        )
+
     # 4. Unschedulable pods: no more scale-up, report the limit; scale-down proceeds.
     if unschedulable and final >= current:
         wanted = final
@@ -829,18 +944,25 @@ def record_decision(
 ) -> list[dict[str, Any]] | None:
     """The new ``status.autoscaling.lastDecisions`` list, or None when ``decision`` adds nothing.
 
-    Every scale is appended. A hold (no change) is recorded only when its reason differs from the
-    last entry's, and it replaces the hold recorded before it: the list keeps the scale steps, each
-    preceded by the last reason it was held for, and a flapping hold reason cannot push the scale
-    steps out of the last ``limit`` entries.
+    Every scale is appended. A hold (no change) replaces the hold recorded before it, so the list
+    keeps the scale steps, each preceded by the last reason it was held for, and a flapping hold
+    reason cannot push the scale steps out of the last ``limit`` entries. A hold with the same reason
+    and message as the last entry adds nothing (None); one whose message changed (other pod counts,
+    other signal values) replaces it, so the newest hold never shows counts that are no longer true.
     """
     entry = decision.to_status()
     kept = [dict(e) for e in previous]
     if decision.scaled:
         return [*kept, entry][-limit:]
-    if kept and kept[-1].get("reason") == entry["reason"]:
+    last = kept[-1] if kept else None
+    last_is_hold = last is not None and last.get("fromReplicas") == last.get("toReplicas")
+    if (
+        last is not None
+        and last.get("reason") == entry["reason"]
+        and (not last_is_hold or last.get("message") == entry["message"])
+    ):
         return None
-    if kept and kept[-1].get("fromReplicas") == kept[-1].get("toReplicas"):
+    if last_is_hold:
         kept = kept[:-1]
     return [*kept, entry][-limit:]
 

@@ -2,11 +2,12 @@
 
 One function, :func:`deployment_status`, turns an :class:`Observation` into the status fields this
 controller owns and the conditions it writes (``Ready``, ``Progressing``, ``Degraded``,
-``EngineIncompatible``); ``status.autoscaling`` and ``ScalingLimited`` belong to the autoscaler and
-are never touched here. Condition times are filled in by
+``EngineIncompatible``, ``Streaming``); ``status.autoscaling`` and ``ScalingLimited`` belong to the
+autoscaler and are never touched here. Condition times are filled in by
 :func:`trtllm_operator.decide.conditions.merge_conditions`.
 
-Phases (API ``DeploymentPhase``): ``Pending`` — waiting for the engine; ``Progressing`` — rolling
+Phases (API ``DeploymentPhase``): ``Pending`` — waiting for the engine (``Failed`` when the engine
+itself is ``Failed``: reason ``EngineFailed`` names it and its reason); ``Progressing`` — rolling
 out or starting replicas; ``Ready`` — every replica Ready on the desired engine key; ``Degraded`` —
 serving, but a rollout failed or was rolled back; ``Failed`` — cannot be served as specified
 (incompatible engine, no LeaderWorkerSet, bad settings).
@@ -22,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from trtllm_operator.api import CONDITION_STREAMING
 from trtllm_operator.decide.compatibility import Incompatibility
 from trtllm_operator.decide.outcome import EventToPost, Outcome
 from trtllm_operator.decide.rollout import RollbackDecision, RolloutProgress
@@ -30,13 +32,15 @@ READY = "Ready"
 PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
 ENGINE_INCOMPATIBLE = "EngineIncompatible"
+STREAMING = CONDITION_STREAMING
 
-EngineState = Literal["missing", "not_ready", "ready"]
+EngineState = Literal["missing", "not_ready", "failed", "ready"]
 
 
 def engine_readiness(engine: Mapping[str, Any] | None) -> tuple[EngineState, str]:
-    """``(missing|not_ready|ready, message)``: Ready means phase Ready, a key and an artifact, and a
-    status that describes the engine's current spec (``observedGeneration``)."""
+    """``(missing|not_ready|failed|ready, message)``: Ready means phase Ready, a key and an artifact,
+    and a status that describes the engine's current spec (``observedGeneration``); failed means
+    phase ``Failed`` for the current spec (the message names the engine and its Ready reason)."""
     if engine is None:
         return "missing", ""
     status = engine.get("status") or {}
@@ -51,6 +55,16 @@ def engine_readiness(engine: Mapping[str, Any] | None) -> tuple[EngineState, str
         # describes the previous spec. Rendering now would pair the old key with new settings.
         return "not_ready", f"waiting for LLMEngine {name!r} to observe generation {generation}"
     detail = f": {ready.get('reason')}: {ready.get('message')}" if ready and ready.get("message") else ""
+    if status.get("phase") == "Failed" and observed == generation:
+        # The failure class (ArtifactMissing, GPUOutOfMemory, DoesNotFit …) is the Degraded reason;
+        # Ready's is the generic BuildFailed / InvalidSpec.
+        degraded = next((c for c in status.get("conditions") or () if c.get("type") == "Degraded"), None)
+        why = degraded if degraded and degraded.get("status") == "True" and degraded.get("message") else ready
+        cause = f": {why.get('reason')}: {why.get('message')}" if why and why.get("message") else ""
+        return "failed", (
+            f"LLMEngine {name!r} failed{cause}; fix it (kubectl describe llmengine {name}): this "
+            "deployment is rendered once the engine is Ready"
+        )
     return "not_ready", f"waiting for LLMEngine {name!r} (phase {status.get('phase') or 'Pending'}){detail}"
 
 
@@ -85,6 +99,8 @@ class Observation:
     selector: str | None = None
     #: ``status.conditions`` before this reconcile (their transitions become Events).
     previous_conditions: Sequence[Mapping[str, Any]] = ()
+    #: ``spec.server.decoupled`` (the ``Streaming`` condition); None: not reported.
+    decoupled: bool | None = None
 
 
 #: The outcome of one LLMDeployment reconcile: status fields (camelCase, ready to patch), the
@@ -111,6 +127,32 @@ def condition_events(
         message = f"{cond['type']}={cond['status']}: {cond['message']}"
         out.append(EventToPost("Warning" if problem else "Normal", cond["reason"], message))
     return out
+
+
+#: What the backends answer a streaming request on a model that is not decoupled: tensorrtllm_backend
+#: ``inflight_batcher_llm/src/utils.cc`` (``createRequestsFromInputTensors``) throws "Streaming is
+#: only supported if model is deployed using decoupled mode."; the LLM-API model (TensorRT-LLM
+#: ``triton_backend/all_models/llmapi/tensorrt_llm/1/model.py``) raises "Streaming is only supported
+#: in decoupled mode."; tensorrtllm_backend ``docs/model_config.md`` (commit 7bc57da): ``decoupled_mode``
+#: "Must be set to `true` for requests setting the `stream` tensor to `true`".
+STREAMING_OFF = (
+    "spec.server.decoupled is false: requests that stream (KServe generate_stream or a stream: true "
+    'input, gRPC streaming, OpenAI stream: true) are refused by the backend with "Streaming is only '
+    'supported if model is deployed using decoupled mode"; non-streaming requests work. To stream, '
+    "set spec.server.decoupled: true (the pods roll)"
+)
+STREAMING_ON = (
+    "spec.server.decoupled is true: streaming requests get one response per generated token "
+    "(generate_stream, gRPC streaming, OpenAI stream: true); non-streaming requests one response"
+)
+
+
+def streaming_condition(decoupled: bool, generation: int) -> dict[str, Any]:
+    """The ``Streaming`` condition of ``spec.server.decoupled``: ``True``/``Decoupled`` or
+    ``False``/``NotDecoupled`` (the message says what a streaming request gets and the fix)."""
+    if decoupled:
+        return _cond(STREAMING, True, "Decoupled", STREAMING_ON, generation)
+    return _cond(STREAMING, False, "NotDecoupled", STREAMING_OFF, generation)
 
 
 def _cond(type_: str, status: bool, reason: str, message: str, generation: int) -> dict[str, Any]:
@@ -140,12 +182,23 @@ def deployment_status(obs: Observation) -> DeploymentDecision:
 
     def out(phase: str, *conds: dict[str, Any]) -> DeploymentDecision:
         conditions = list(conds)
+        if obs.decoupled is not None:
+            conditions.append(streaming_condition(obs.decoupled, gen))
         return Outcome(
             {**fields, "phase": phase},
             conditions,
             events=condition_events(obs.previous_conditions, conditions),
         )
 
+    if obs.engine_state == "failed":
+        # Not a wait: the engine will not become Ready without a change. Say so, naming it.
+        msg = obs.engine_message or f"LLMEngine {obs.engine_name!r} failed"
+        return out(
+            "Failed",
+            _cond(READY, False, "EngineFailed", msg, gen),
+            _cond(PROGRESSING, False, "EngineFailed", msg, gen),
+            _cond(DEGRADED, True, "EngineFailed", msg, gen),
+        )
     if obs.engine_state != "ready":
         reason = "EngineNotFound" if obs.engine_state == "missing" else "EngineNotReady"
         msg = obs.engine_message or (
@@ -236,6 +289,44 @@ def deployment_status(obs: Observation) -> DeploymentDecision:
         _cond(READY, False, reason, f"{ready_msg}; {msg}", gen),
         _cond(PROGRESSING, True, reason, msg, gen),
         _cond(DEGRADED, False, "AsExpected", msg, gen),
+    )
+
+
+#: Event reason (Warning) when the workload's replica count, changed on the workload itself, is
+#: set back to the LLMDeployment's ``spec.replicas``.
+WORKLOAD_SCALE_REVERTED = "WorkloadScaleReverted"
+
+
+def workload_scale_reverted(
+    name: str,
+    workload: str,
+    *,
+    live_replicas: int | None,
+    spec_replicas: int,
+    last_desired: int | None,
+    autoscaled: bool,
+) -> EventToPost | None:
+    """The Warning to post when the workload (Deployment / LeaderWorkerSet ``workload``, e.g.
+    ``Deployment/chat``) was scaled directly and is about to be set back to ``spec_replicas``.
+
+    ``last_desired``: ``status.desiredReplicas`` of the previous reconcile (what the workload was
+    last given). A live count equal to it is a pending ``spec.replicas`` change, not a manual scale;
+    ``None`` (never reconciled) says nothing.
+    """
+    if live_replicas is None or last_desired is None or live_replicas in (spec_replicas, last_desired):
+        return None
+    owner = (
+        "spec.autoscaling is enabled, so the autoscaler sets spec.replicas: change "
+        "spec.autoscaling.minReplicas / maxReplicas, or set spec.autoscaling.enabled: false and "
+        f"kubectl scale llmdeployment {name} --replicas N"
+        if autoscaled
+        else f"scale the LLMDeployment instead: kubectl scale llmdeployment {name} --replicas N"
+    )
+    return EventToPost(
+        "Warning",
+        WORKLOAD_SCALE_REVERTED,
+        f"{workload} was scaled to {live_replicas} directly; its replica count follows LLMDeployment "
+        f"{name} spec.replicas ({spec_replicas}) and was set back. {owner}",
     )
 
 

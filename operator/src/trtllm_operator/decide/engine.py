@@ -456,7 +456,11 @@ def decide_engine(prepared: PreparedEngine, obs: EngineObservation, *, now: str)
                 degraded=(True, R_BUILD_UNSCHEDULABLE, message),
                 event=_event_for(obs.status, "Unschedulable", R_BUILD_UNSCHEDULABLE, message, True),
             )
-        running = any((p.get("status") or {}).get("phase") == "Running" for p in obs.pods)
+        phases = {(p.get("status") or {}).get("phase") for p in obs.pods}
+        # A pod that has finished while the Job controller has not yet marked the Job complete still
+        # counts as running: "starting" again would post a second BuildStarted for the same build.
+        # Only a new pod of a retry (Pending) is a new start.
+        running = "Running" in phases or (bool(phases & {"Succeeded", "Failed"}) and "Pending" not in phases)
         reason = R_BUILD_RUNNING if running else R_BUILD_STARTED
         message = f"builder Job {prepared.job_name} " + ("running" if running else "starting")
         build.update(stage="running" if running else "starting", percent=None)

@@ -230,6 +230,36 @@ def prepare_engine(
     )
 
 
+def _not_fit_note(plan: Plan) -> str:
+    """``status.plan.recommended.note`` of a plan that does not fit: never left empty — the
+    alternatives the planner found (each alone enough), or why none exists and what to change."""
+    if any(r.kind == "invalid" for r in plan.reasons):
+        return (
+            "the spec is invalid (reasons): fix the fields named there; limits are recommended once it "
+            "plans. maxNumTokens/maxSeqLen are the values it was planned with"
+        )
+    rec = plan.recommended
+    where = f"on {plan.gpu_product} at tensor {plan.tp} × pipeline {plan.pp}"
+    options = []
+    if rec.get("tensor_parallelism"):
+        options.append(f"spec.parallelism.tensor: {rec['tensor_parallelism']}")
+    if rec.get("gpu_product"):
+        options.append(f"spec.gpu.product: {rec['gpu_product']}")
+    memory = "reasons: " + ", ".join(r.field for r in plan.reasons)
+    if options:
+        return (
+            f"does not fit {where} ({memory}); each of these alone fits with the same build limits: "
+            + "; ".join(options)
+            + ". Other ways: the fixes in reasons (quantize further, a lower maxSeqLen, an FP8 KV cache)"
+        )
+    return (
+        f"does not fit {where} ({memory}), and neither more tensor parallelism (up to the GPUs of one "
+        "node) nor a larger GPU of the catalog fits it with the same build limits: quantize further "
+        "(spec.quantization.format), lower spec.build.maxSeqLen / maxBatchSize, use an FP8 KV cache, "
+        "or add pipeline parallelism (reasons say which part is short)"
+    )
+
+
 def plan_status(plan: Plan | None) -> dict[str, Any] | None:
     """``status.plan`` (camelCase) from a planner result."""
     if plan is None:
@@ -250,6 +280,12 @@ def plan_status(plan: Plan | None) -> dict[str, Any] | None:
             "maxSeqLen": rec.get("max_seq_len"),
         },
     }
+    if not plan.fits:
+        out["recommended"].update(
+            tensorParallelism=rec.get("tensor_parallelism"),
+            gpuProduct=rec.get("gpu_product"),
+            note=_not_fit_note(plan),
+        )
     if plan.reasons:
         out["reasons"] = [str(r) for r in plan.reasons][:32]
     return out

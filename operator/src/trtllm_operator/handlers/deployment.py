@@ -39,6 +39,7 @@ from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from trtllm_operator.api import CONDITION_ROUTED
+from trtllm_operator.api.deployment import ServerSpec
 from trtllm_operator.api.engine import LLMEngineSpec
 from trtllm_operator.api.owners import is_controlled_by, owner_names
 from trtllm_operator.api.wire import (
@@ -67,6 +68,7 @@ from trtllm_operator.decide.deployment_status import (
     Observation,
     deployment_status,
     engine_readiness,
+    workload_scale_reverted,
 )
 from trtllm_operator.decide.ownership import R_CHILD_CONFLICT, ChildConflict
 from trtllm_operator.decide.policy import Refusal, serving_refusal
@@ -277,6 +279,9 @@ def _reconcile(kube: Kube, namespace: str, name: str) -> None:
         selector=old_status.get("selector") or selector,
         pods=len(live_pods),
         ready_pods=sum(pod_view(p).ready for p in live_pods),
+        decoupled=bool(
+            (spec.get("server") or {}).get("decoupled", ServerSpec.model_fields["decoupled"].default)
+        ),
     )
     if state != "ready" or engine is None:
         # Pods of the previous engine keep serving; only the replica count follows spec.replicas.
@@ -436,6 +441,16 @@ def _sync_children(
             live = kube.patch(res, namespace, wname, {"spec": {"replicas": want}})
     else:
         apply_owned(kube, CONFIG_MAP, children.configmap, live=live_cm)
+        reverted = workload_scale_reverted(
+            name,
+            f"{children.workload['kind']}/{wname}",
+            live_replicas=None if live is None else (live.get("spec") or {}).get("replicas"),
+            spec_replicas=children.params.replicas,
+            last_desired=(obj.get("status") or {}).get("desiredReplicas"),
+            autoscaled=bool(((obj.get("spec") or {}).get("autoscaling") or {}).get("enabled")),
+        )
+        if reverted is not None:
+            post_event(kube, obj, reverted.reason, reverted.message, type_=reverted.type)
         if live is not None and annotations.get(ANNOTATION_ROLLED_BACK_FROM):
             # A new key or setting arrived after a rollback: clear the hold, roll forward.
             kube.patch(
