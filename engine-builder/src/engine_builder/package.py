@@ -29,7 +29,6 @@ between two builds of the same inputs; everything else must not).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -40,6 +39,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from engine_builder.artifact_check import sha256_file
 from engine_builder.contract import MANIFEST_SCHEMA, manifest_digest, missing_parts
 from engine_builder.fetch import parse_source, s3_client
 from engine_builder.report import BuildError
@@ -60,14 +60,6 @@ MODEL_CODE_DIRS: tuple[str, ...] = (
 )
 
 ProgressFn = Callable[[float, float | None, str, str], None]
-
-
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def versions() -> dict[str, str | None]:
