@@ -70,22 +70,15 @@ def test_the_rendered_verifier_runs_alone_on_the_standard_library(tmp_path: Path
     digest = artifact(tmp_path / "art")
     script = tmp_path / VERIFY_SCRIPT
     script.write_text(verifier_source())
-    ok = subprocess.run(
-        [sys.executable, "-I", str(script), str(tmp_path / "art"), "--manifest-digest", digest],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=tmp_path,
-    )
+
+    def verify() -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-I", str(script), str(tmp_path / "art"), "--manifest-digest", digest]
+        return subprocess.run(argv, capture_output=True, text=True, check=False, cwd=tmp_path)
+
+    ok = verify()
     assert ok.returncode == 0 and "artifact verified: 2 files" in ok.stdout, ok.stderr
     (tmp_path / "art/tokenizer/tokenizer.json").write_text("[]")
-    bad = subprocess.run(
-        [sys.executable, "-I", str(script), str(tmp_path / "art"), "--manifest-digest", digest],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=tmp_path,
-    )
+    bad = verify()
     assert bad.returncode == EXIT_TAMPERED
     assert bad.stderr.startswith("ArtifactTampered: tokenizer/tokenizer.json: sha256 ")
 
