@@ -172,7 +172,8 @@ def build(volumes: Path, backend: str, fmt: str, tp: int) -> Built:
     doc["status"] = {
         "engineKey": prepared.key,
         "phase": "Ready",
-        "artifact": {"uri": f"pvc://engine-store/{prepared.key}"},
+        # the builder report's digest, as the operator records it: every pod verifies against it
+        "artifact": {"uri": f"pvc://engine-store/{prepared.key}", "manifestDigest": term["manifestDigest"]},
     }
     built = Built(doc, artifact, spec, json.loads((artifact / "manifest.json").read_text()))
     _built[(backend, fmt, tp)] = built

@@ -12,7 +12,9 @@ condition naming what and why, and that the attacked object is untouched:
 * ``reclaimPolicy`` Delete → Retain keeps the artifact PVC when the LLMEngine is deleted, and a PVC
   that an LLMDeployment serves from is never deleted with its LLMEngine;
 * a builder log tail that echoes credentials reaches neither the LLMEngine's status nor its Events
-  (one redactor at every write, :mod:`engine_builder.redaction`).
+  (one redactor at every write, :mod:`engine_builder.redaction`);
+* a tampered artifact file stops the serving pod before Triton starts, and the LLMDeployment says
+  which file (``ArtifactTampered``).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any, ClassVar
 
 import pytest
 from kubernetes import client
-from support.artifacts import cache_artifact, prebound_artifact_pvc
+from support.artifacts import cache_artifact, prebound_artifact_pvc, write_manifest
 from support.cluster import LocalCluster
 from support.manifests import DELAY_MS, EXIT_CODE, H100, MESSAGE, OUTCOME, a_cached_engine, a_deployment
 from support.operator import HF_CONFIG_DIR, running_operator
@@ -39,6 +41,7 @@ from trtllm_operator.api.wire import (
     DEPLOYMENT_PLURAL,
     ENGINE_PLURAL,
     GROUP,
+    LABEL_DEPLOYMENT,
     LABEL_SECRET_USABLE,
     VERSION,
 )
@@ -534,3 +537,101 @@ def test_credentials_in_a_builder_log_tail_reach_neither_status_nor_events(
     assert "[REDACTED]" in status["build"]["message"]
     assert "mirror.local" in status["build"]["message"], "the rest of the tail stays readable"
     assert any("[REDACTED]" in m for m in events)
+
+
+# ----------------------------------------------------------------------------- artifact integrity
+#: The kubelet's fallback termination message: "the last chunk of container log output ... limited
+#: to 2048 bytes or 80 lines, whichever is smaller" (Kubernetes docs, "Determine the Reason for Pod
+#: Failure", terminationMessagePolicy FallbackToLogsOnError).
+FALLBACK_BYTES, FALLBACK_LINES = 2048, 80
+
+
+def _pod_log_tail(text: str) -> str:
+    return "\n".join(text.splitlines()[-FALLBACK_LINES:])[-FALLBACK_BYTES:]
+
+
+def _serving_artifact(root: Path) -> None:
+    """A small artifact tree (what serving reads: engine, tokenizer, the Triton repository)."""
+    for rel, data in (
+        ("engine/config.json", b'{"version": "stand-in"}'),
+        ("engine/rank0.engine", bytes(range(256)) * 64),
+        ("tokenizer/tokenizer.json", b"{}"),
+        ("triton/preprocessing/1/.gitkeep", b""),
+    ):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+
+
+def test_a_tampered_artifact_file_stops_the_pod_with_a_condition(
+    cluster: LocalCluster, api: Api, tmp_path: Path
+) -> None:
+    """The serving pod's own rendered ``launch.sh`` (from the ConfigMap the operator created) runs
+    for real against the artifact, as ``hack/tritoncpu`` runs it for kwok pods: intact, it verifies
+    the artifact and goes on to start Triton; after one engine byte changed, it stops before Triton
+    with ``ArtifactTampered`` naming the file. kwok then plays the kubelet (the container exits with
+    that status and its log tail as the termination message) and the operator turns the message
+    into the LLMDeployment's condition."""
+    import tritoncpu  # noqa: PLC0415 - hack/ (on sys.path through tests/conftest.py)
+
+    art = tmp_path / "artifact"
+    _serving_artifact(art)
+    engine = an_engine("sealed")
+    digest = write_manifest(art, engineKey="stand-in")
+    cache_artifact(api.core, api.ns, engine, manifest_digest=digest)
+    api.create(ENGINE_PLURAL, engine)
+    with running_operator(cluster, [api.ns]):
+        api.create(DEPLOYMENT_PLURAL, a_deployment("chat", "sealed"))
+        pod = wait_for(
+            lambda: next(
+                (
+                    p
+                    for p in api.core.list_namespaced_pod(
+                        api.ns, label_selector=f"{LABEL_DEPLOYMENT}=chat"
+                    ).items
+                    if p.status.phase == "Running" and p.status.pod_ip
+                ),
+                None,
+            ),
+            timeout=90,
+            desc="a Running serving pod",
+        )
+        (volume,) = [v for v in pod.spec.volumes if v.config_map is not None]
+        data = api.core.read_namespaced_config_map(volume.config_map.name, api.ns).data
+        items = [{"key": i.key, "path": i.path, "mode": i.mode} for i in volume.config_map.items]
+        assert f"--manifest-digest {digest}" in data["launch.sh"], "the engine's recorded digest"
+
+        def run(work: str) -> tuple[int | None, str]:
+            server = tritoncpu.run_launch_script(
+                data, items, art, address=pod.status.pod_ip, work_dir=tmp_path / work
+            )
+            wait_for(
+                lambda: not server.alive() or "artifact verified" in server.log_text(),
+                timeout=60,
+                desc="the verifier's verdict",
+            )
+            assert server.proc is not None
+            code = server.proc.poll()
+            server.stop()
+            return code, server.log_text()
+
+        code, log = run("intact")
+        assert code is None and "artifact verified: 4 files" in log, log  # on to Triton
+        (art / "engine/rank0.engine").write_bytes(bytes(range(255, -1, -1)) * 64)
+        code, log = run("tampered")
+        assert code == 3, log
+        tail = _pod_log_tail(log)
+        assert tail.splitlines()[-1].startswith("ArtifactTampered: engine/rank0.engine: sha256 ")
+
+        api.core.patch_namespaced_pod(
+            pod.metadata.name,
+            api.ns,
+            {"metadata": {"annotations": {OUTCOME: "fail", EXIT_CODE: str(code), MESSAGE: tail}}},
+        )
+        ready = wait_for(
+            lambda: api.ready_reason(DEPLOYMENT_PLURAL, "chat", "ArtifactTampered"),
+            timeout=90,
+            desc="Ready=False ArtifactTampered on the LLMDeployment",
+        )
+    assert ready["status"] == "False"
+    assert f"pod {pod.metadata.name}" in ready["message"] and "engine/rank0.engine" in ready["message"]
+    assert api.get(DEPLOYMENT_PLURAL, "chat")["status"]["phase"] == "Failed"

@@ -104,7 +104,8 @@ def test_every_builder_module_is_classified_for_the_operator() -> None:
 
 
 def test_the_contract_module_needs_no_heavy_import() -> None:
-    """The contract reaches only the report and the build spec (stdlib + pydantic)."""
+    """The contract reaches only the report, the build spec (stdlib + pydantic) and the artifact
+    verifier (stdlib only)."""
     source = (Path(contract.__file__)).read_text(encoding="utf-8")
     imports = {line.split()[1] for line in source.splitlines() if line.startswith(("from ", "import "))}
     assert imports <= {
@@ -112,6 +113,7 @@ def test_the_contract_module_needs_no_heavy_import() -> None:
         "hashlib",
         "re",
         "typing",
+        "engine_builder.artifact_check",
         "engine_builder.report",
         "engine_builder.spec",
     }

@@ -123,9 +123,10 @@ def test_pod_template_placement_probes_and_volumes() -> None:
     [
         (None, 1, STARTUP_UNKNOWN_SIZE_SECONDS),
         (0, 1, STARTUP_UNKNOWN_SIZE_SECONDS),
-        (100 * 2**20, 1, STARTUP_BASE_SECONDS + 1),  # 100 MiB at 100 MiB/s
-        (70 * 10**9, 2, STARTUP_BASE_SECONDS + 334),  # 35 GB per rank / 104,857,600 B/s → 333.8 s
-        (70 * 10**9, 8, STARTUP_BASE_SECONDS + 84),
+        # verify (whole artifact) + load (bytes per rank), each at 100 MiB/s
+        (100 * 2**20, 1, STARTUP_BASE_SECONDS + 1 + 1),
+        (70 * 10**9, 2, STARTUP_BASE_SECONDS + 668 + 334),  # 70 GB → 667.6 s; 35 GB → 333.8 s
+        (70 * 10**9, 8, STARTUP_BASE_SECONDS + 668 + 84),
     ],
 )
 def test_startup_budget_scales_with_bytes_per_rank(size: int | None, world: int, expected: int) -> None:

@@ -8,6 +8,7 @@ when a rank exits (even with status 0).
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -15,6 +16,10 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+from support.artifacts import write_manifest
+
+from engine_builder.contract import EXIT_TAMPERED
 from trtllm_operator.decide.serving_params import OwnerRef, ServingParams
 from trtllm_operator.render.model_repository import desired_model_repository, volume_items
 
@@ -71,15 +76,18 @@ def params(**kw: object) -> ServingParams:
 
 def install(tmp: Path, p: ServingParams) -> tuple[Path, dict[str, str]]:
     """Lay out the pod's mounts under ``tmp`` and return (script, env)."""
-    cm = desired_model_repository(p)
+    # The artifact carries model code for preprocessing only; the image has the rest.
+    (tmp / "artifact/triton/preprocessing/1").mkdir(parents=True)
+    (tmp / "artifact/triton/preprocessing/1/model.py").write_text("# from the artifact\n")
+    (tmp / "artifact/engine").mkdir()
+    (tmp / "artifact/engine/rank0.engine").write_bytes(b"engine bytes")
+    # the engine's status.artifact.manifestDigest, which the operator renders into launch.sh
+    cm = desired_model_repository(replace(p, manifest_digest=write_manifest(tmp / "artifact")))
     config = tmp / "config"
     for item in volume_items(cm):
         target = config / item["path"]
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(cm["data"][item["key"]])
-    # The artifact carries model code for preprocessing only; the image has the rest.
-    (tmp / "artifact/triton/preprocessing/1").mkdir(parents=True)
-    (tmp / "artifact/triton/preprocessing/1/model.py").write_text("# from the artifact\n")
     for m in ("preprocessing", "postprocessing", "tensorrt_llm", "tensorrt_llm_bls"):
         (tmp / f"app/inflight_batcher_llm/{m}/1").mkdir(parents=True)
         (tmp / f"app/inflight_batcher_llm/{m}/1/model.py").write_text("# from the image\n")
@@ -132,6 +140,51 @@ def test_unfilled_placeholder_stops_the_pod(tmp_path: Path) -> None:
     )
     assert result.returncode == 2 and "unfilled" in result.stderr
     assert list((tmp_path / "logs").iterdir()) == []  # Triton never started
+
+
+def _tamper(artifact: Path, how: str) -> str:
+    """Change the artifact ``how``; returns the path the verifier must name."""
+    if how == "content":
+        (artifact / "engine/rank0.engine").write_bytes(b"engine BYTES")  # same size, other bytes
+        return "engine/rank0.engine"
+    if how == "added":
+        (artifact / "triton/postprocessing/1").mkdir(parents=True)
+        (artifact / "triton/postprocessing/1/model.py").write_text("import os; os.system('id')\n")
+        return "triton/postprocessing/1/model.py"
+    if how == "symlink":
+        (artifact / "engine/rank0.engine").unlink()
+        (artifact / "engine/rank0.engine").symlink_to("/etc/passwd")
+        return "engine/rank0.engine"
+    if how == "missing":
+        (artifact / "triton/preprocessing/1/model.py").unlink()
+        return "triton/preprocessing/1/model.py"
+    # a consistent manifest, rewritten by whoever changed the file: not the digest the engine recorded
+    (artifact / "engine/rank0.engine").write_bytes(b"other engine")
+    write_manifest(artifact)
+    return "manifest.json"
+
+
+@pytest.mark.parametrize("how", ["content", "added", "symlink", "missing", "manifest"])
+@pytest.mark.parametrize("tp", [1, 2])
+def test_tampered_artifact_stops_the_pod_before_triton_starts(tmp_path: Path, how: str, tp: int) -> None:
+    script, env = install(tmp_path, params(tensor_parallelism=tp))
+    bad = _tamper(tmp_path / "artifact", how)
+    result = subprocess.run(
+        ["bash", str(script)], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == EXIT_TAMPERED, (result.stdout, result.stderr)
+    assert result.stderr.strip().splitlines()[-1].startswith(f"ArtifactTampered: {bad}: ")
+    assert list((tmp_path / "logs").iterdir()) == []  # Triton never started
+    assert not (tmp_path / "repo/tensorrt_llm").exists()  # nothing of the artifact was copied
+
+
+def test_launch_script_verifies_against_the_recorded_manifest_digest(tmp_path: Path) -> None:
+    script, _ = install(tmp_path, params())
+    digest = json.loads((tmp_path / "artifact/manifest.json").read_text())["manifestDigest"]
+    lines = script.read_text().splitlines()
+    verify = next(i for i, line in enumerate(lines) if "verify-artifact.py" in line)
+    assert lines[verify].endswith(f"--manifest-digest {digest}")
+    assert verify < next(i for i, line in enumerate(lines) if line.startswith("repo="))
 
 
 def test_replica_stops_when_a_rank_exits_even_with_status_zero(tmp_path: Path) -> None:

@@ -24,10 +24,10 @@ Names may be added here; renaming one breaks the operator and needs both sides c
 
 from __future__ import annotations
 
-import hashlib
 import re
 from typing import Any
 
+from engine_builder.artifact_check import EXIT_TAMPERED, TAMPERED, manifest_digest
 from engine_builder.report import (
     DETERMINISTIC_REASONS,
     EXIT_CODES,
@@ -62,11 +62,13 @@ __all__ = [
     "DETERMINISTIC_REASONS",
     "ENGINE_KEY_SCHEMA",
     "EXIT_CODES",
+    "EXIT_TAMPERED",
     "MANIFEST_SCHEMA",
     "MAX_REPORT_BYTES",
     "PROGRESS_PREFIX",
     "STAGES",
     "STAGE_HELP",
+    "TAMPERED",
     "BuildError",
     "BuildLimits",
     "BuildSpec",
@@ -174,13 +176,6 @@ def without_bundle(environ: dict[str, str]) -> dict[str, str]:
 
 # ------------------------------------------------------------------------------------------------
 # The manifest
-
-
-def manifest_digest(manifest: dict[str, Any]) -> str:
-    """``sha256:<hex>`` over the canonical JSON of ``manifest`` minus ``stageTimings`` and
-    ``manifestDigest``."""
-    content = {k: v for k, v in manifest.items() if k not in ("stageTimings", "manifestDigest")}
-    return "sha256:" + hashlib.sha256(canonical_json(content).encode("utf-8")).hexdigest()
 
 
 #: A digest as the manifest and the report write it.

@@ -92,7 +92,13 @@ def _export(
     model = load_model(model_dir, device)
     if state is not None:
         try:
-            mto.restore(model, str(state))
+            # weights_only=True: the state is read without unpickling arbitrary objects, so a
+            # modelopt_state.pth written by anyone else who can write the work volume (another
+            # engine's builder on a shared PVC) cannot run code here. ModelOpt 0.47 passes the
+            # keyword to torch.load (modelopt/torch/opt/conversion.py ``restore`` →
+            # torch/utils/serialization.py ``safe_load``); an explicit value is not overridden by
+            # TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD (torch 2.11 torch/serialization.py ``load``).
+            mto.restore(model, str(state), weights_only=True)
         except Exception as exc:
             raise BuildError("ConversionFailed", f"restoring the ModelOpt state {state}: {exc}") from exc
     dtype_name = export_dtype(torch_dtype)

@@ -19,6 +19,12 @@ directory (:func:`check_disk`); after downloading, every file's size is checked 
 Failures are classified: ``AuthFailed`` (401/403, gated repo, bad S3 credentials),
 ``ModelNotFound`` (no such repo/revision/bucket/prefix/directory), ``DownloadFailed`` (network,
 endpoint unreachable, size mismatch), ``InsufficientDisk``, ``BadSpec`` (unknown scheme).
+
+Paths stay inside the model directory: an S3 key or a Hub file name that is absolute or holds
+``..`` is refused before anything is downloaded (:func:`safe_name`), and a mounted or local
+directory may hold symbolic links only to files inside the same claim (or directory) —
+:func:`check_links`; a link out of it (``/etc/…``, another mount) is refused. Both fail with
+``ModelNotFound`` naming the path.
 """
 
 # ruff: noqa: PLC0415 - huggingface_hub / boto3 are imported only for the scheme in use, so a bad spec fails in milliseconds.
@@ -33,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from engine_builder.artifact_check import safe_relative_path
 from engine_builder.report import BuildError
 
 #: Files a build needs: weights, configs, tokenizer. Everything else in a repo is skipped.
@@ -84,6 +91,10 @@ def parse_source(uri: str, pvc_root: str = DEFAULT_PVC_ROOT) -> SourceRef:
         rest = uri[len("pvc://") :].strip("/")
         if not rest:
             raise _bad_uri(uri, "pvc:// takes a claim and an optional path: pvc://claim/path")
+        try:
+            rest = safe_relative_path(rest)
+        except ValueError as exc:
+            raise _bad_uri(uri, f"the path must stay inside the claim: {exc}") from exc
         return SourceRef("pvc", str(Path(pvc_root) / rest))
     if uri.startswith("s3://"):
         rest = uri[len("s3://") :]
@@ -105,6 +116,33 @@ def wanted(relative_path: str) -> bool:
     """True when a file (path relative to the model root) matches :data:`ALLOW_PATTERNS`."""
     name = relative_path.rsplit("/", 1)[-1]
     return any(fnmatch.fnmatch(name, pattern) for pattern in ALLOW_PATTERNS)
+
+
+def safe_name(rel: str, where: str) -> str:
+    """``rel`` (an S3 key below the prefix, a Hub file name) if it stays inside the download
+    directory, else ``BuildError`` ``ModelNotFound`` naming it."""
+    try:
+        return safe_relative_path(rel)
+    except ValueError as exc:
+        raise BuildError("ModelNotFound", f"{where}: refusing file {exc}", field="model.uri") from exc
+
+
+def check_links(root: Path, bound: Path) -> None:
+    """Refuse a symbolic link under ``root`` that resolves outside ``bound`` (or nowhere): files
+    are read through links (a Hugging Face cache snapshot links into its ``blobs/``), so a link to
+    ``/etc/…`` or another volume would be copied into the artifact."""
+    limit = bound.resolve()
+    for path in sorted(root.rglob("*")):
+        if not path.is_symlink():
+            continue
+        target = path.resolve()
+        if not target.exists() or not target.is_relative_to(limit):
+            raise BuildError(
+                "ModelNotFound",
+                f"{path}: symbolic link to {target}, outside {bound}; the model directory may link "
+                "only to files inside it",
+                field="model.uri",
+            )
 
 
 def check_disk(required_bytes: int, free_bytes: int, where: str) -> None:
@@ -155,14 +193,14 @@ def fetch(
     ref = parse_source(uri, pvc_root)
     report: ProgressFn = progress or (lambda done, total, unit, msg: None)
     if ref.scheme in ("pvc", "local"):
-        return _locate(ref, dest)
+        return _locate(ref, dest, pvc_root)
     dest.mkdir(parents=True, exist_ok=True)
     if ref.scheme == "hf":
         return _fetch_hf(ref, revision, os.environ.get(token_env) or None, dest, report)
     return _fetch_s3(ref, dest, report)
 
 
-def _locate(ref: SourceRef, dest: Path) -> FetchResult:
+def _locate(ref: SourceRef, dest: Path, pvc_root: str) -> FetchResult:
     root = Path(ref.location)
     if not (root / "config.json").is_file():
         what = "mounted claim path" if ref.scheme == "pvc" else "directory"
@@ -171,6 +209,9 @@ def _locate(ref: SourceRef, dest: Path) -> FetchResult:
             f"{what} {root} has no config.json (is the volume mounted and the path right?)",
             field="model.uri",
         )
+    # a pvc:// model may link anywhere in its own claim (<pvc_root>/<claim>), a local one only inside
+    claim = Path(pvc_root) / root.relative_to(pvc_root).parts[0] if ref.scheme == "pvc" else root
+    check_links(root, claim)
     files = {
         str(p.relative_to(root)): p.stat().st_size
         for p in sorted(root.rglob("*"))
@@ -200,7 +241,12 @@ def _fetch_hf(
     try:
         info = api.model_info(ref.location, revision=revision, token=token, files_metadata=True)
         sha = info.sha or revision
-        listing = {s.rfilename: int(s.size or 0) for s in (info.siblings or []) if wanted(s.rfilename)}
+        where = f"hf://{ref.location}@{sha}"
+        listing = {
+            safe_name(s.rfilename, where): int(s.size or 0)
+            for s in (info.siblings or [])
+            if wanted(s.rfilename)
+        }
         if not any(name.endswith(".safetensors") for name in listing):
             raise BuildError(
                 "ModelNotFound",
@@ -273,7 +319,7 @@ def _fetch_s3(ref: SourceRef, dest: Path, progress: ProgressFn) -> FetchResult:
             for obj in page.get("Contents", []):
                 rel = obj["Key"][len(ref.prefix) :]
                 if rel and not rel.endswith("/") and wanted(rel):
-                    listing[rel] = int(obj["Size"])
+                    listing[safe_name(rel, where)] = int(obj["Size"])
         if "config.json" not in listing:
             raise BuildError("ModelNotFound", f"{where}: no config.json under this prefix", field="model.uri")
         check_disk(required_disk_bytes(sum(listing.values()), downloads=True), _free(dest), str(dest))

@@ -14,7 +14,10 @@ Layout (docs/design.md §3)::
 
 The Triton files are rendered by :mod:`engine_builder.triton` with paths under ``serving_root``
 (where serving pods mount the artifact volume); the operator re-renders them from the
-LLMDeployment's server settings, so these are a complete, loadable default. The Python models'
+LLMDeployment's server settings, so these are a complete, loadable default. ``auto_map`` entries
+that name another repository's code are removed from the packaged configs
+(:func:`strip_foreign_auto_map`, listed in the manifest's ``autoMapRemoved``), and the artifact holds
+no symbolic link. The Python models'
 ``1/model.py`` files come from the TensorRT-LLM image when the builder runs in it
 (:data:`MODEL_CODE_DIRS`); otherwise the manifest says they are absent.
 
@@ -29,7 +32,6 @@ between two builds of the same inputs; everything else must not).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -40,6 +42,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from engine_builder.artifact_check import sha256_file
 from engine_builder.contract import MANIFEST_SCHEMA, manifest_digest, missing_parts
 from engine_builder.fetch import parse_source, s3_client
 from engine_builder.report import BuildError
@@ -60,14 +63,6 @@ MODEL_CODE_DIRS: tuple[str, ...] = (
 )
 
 ProgressFn = Callable[[float, float | None, str, str], None]
-
-
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def versions() -> dict[str, str | None]:
@@ -116,6 +111,54 @@ def _link_or_copy(src: str, dst: str) -> None:
         os.link(src, dst)
     except OSError:
         shutil.copy2(src, dst)
+
+
+def strip_foreign_auto_map(directory: Path) -> list[str]:
+    """Remove every ``auto_map`` entry that names code in another repository from the JSON configs
+    directly in ``directory`` (``config.json``, ``tokenizer_config.json``, …); returns what was
+    removed, one ``<file>: auto_map.<name> = <reference>`` line each.
+
+    transformers reads an ``auto_map`` reference ``<repo>--<module>.<Class>`` as "download
+    ``<module>.py`` from ``<repo>`` and import it" (``trust_remote_code``; huggingface/transformers
+    ``src/transformers/dynamic_module_utils.py`` ``get_class_from_dynamic_module``: ``if "--" in
+    class_reference: repo_id, class_reference = class_reference.split("--")``), and Triton's
+    preprocessing model loads the tokenizer with ``trust_remote_code=True``. References without
+    ``--`` name a module file in the artifact itself, which the manifest's digests cover, and stay.
+    A changed file is written anew (unlinked first: the copy may be a hard link to the source).
+    """
+    removed: list[str] = []
+    for path in sorted(directory.glob("*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            continue
+        auto_map = data.get("auto_map") if isinstance(data, dict) else None
+        if not isinstance(auto_map, dict):
+            continue
+        kept = {}
+        for name, ref in auto_map.items():
+            refs = ref if isinstance(ref, list) else [ref]
+            if any(isinstance(r, str) and "--" in r for r in refs):
+                removed.append(f"{directory.name}/{path.name}: auto_map.{name} = {json.dumps(ref)}")
+            else:
+                kept[name] = ref
+        if len(kept) == len(auto_map):
+            continue
+        if kept:
+            data["auto_map"] = kept
+        else:
+            del data["auto_map"]
+        path.unlink()
+        path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return removed
+
+
+def _refuse_links(staging: Path) -> None:
+    """The artifact holds regular files and directories only (copies dereference links; serving
+    pods refuse any link, :mod:`engine_builder.artifact_check`)."""
+    for path in sorted(staging.rglob("*")):
+        if path.is_symlink():
+            raise BuildError("InternalError", f"{path.relative_to(staging)}: a symbolic link in the artifact")
 
 
 def _copy_model_code(repo: Path, layout: str) -> dict[str, str]:
@@ -184,6 +227,10 @@ def package(
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(content, encoding="utf-8")
     model_code = _copy_model_code(repo, layout)
+    auto_map_removed = [
+        line for part in ("checkpoint", "tokenizer") for line in strip_foreign_auto_map(staging / part)
+    ]
+    _refuse_links(staging)
 
     entries: list[dict[str, Any]] = []
     all_files = sorted(p for p in staging.rglob("*") if p.is_file())
@@ -225,6 +272,8 @@ def package(
             or f"not bundled: the serving image provides 1/model.py (all_models/{layout})",
         },
         "ranks": [{"rank": r, "files": sorted(fs)} for r, fs in sorted(ranks.items())],
+        # auto_map entries naming another repository's code, removed (strip_foreign_auto_map)
+        "autoMapRemoved": auto_map_removed,
         "files": entries,
         "sizeBytes": total,
         "stageTimings": {k: round(v, 3) for k, v in stage_timings.items()},

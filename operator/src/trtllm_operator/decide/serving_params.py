@@ -138,6 +138,9 @@ class ServingParams:
     expert_parallelism: int = 1
     gpus_per_node: int = 8
     artifact_bytes: int | None = None
+    #: ``status.artifact.manifestDigest`` of the engine (``sha256:<hex>``): the manifest every pod
+    #: verifies the artifact against before Triton starts; ``None`` if none was recorded.
+    manifest_digest: str | None = None
     max_batch_size: int = 64
     max_beam_width: int = 1
     max_num_tokens: int | None = None
@@ -286,6 +289,7 @@ def serving_params(
         expert_parallelism=espec.parallelism.expert,
         gpus_per_node=gpus_per_node,
         artifact_bytes=(estatus.get("artifact") or {}).get("sizeBytes"),
+        manifest_digest=(estatus.get("artifact") or {}).get("manifestDigest"),
         max_batch_size=espec.build.max_batch_size or recommended.get("maxBatchSize") or 64,
         max_beam_width=espec.build.max_beam_width,
         max_num_tokens=espec.build.max_num_tokens or recommended.get("maxNumTokens"),

@@ -62,6 +62,7 @@ from trtllm_operator.api.wire import (
     POD_TEMPLATE_HASH_LABEL,
     VERSION,
 )
+from trtllm_operator.decide.artifact_integrity import R_ARTIFACT_TAMPERED, tampered_artifact
 from trtllm_operator.decide.compatibility import gpu_product_aliases
 from trtllm_operator.decide.conditions import condition
 from trtllm_operator.decide.deployment_status import (
@@ -260,9 +261,10 @@ def _reconcile(kube: Kube, namespace: str, name: str) -> None:
     selector = f"{LABEL_DEPLOYMENT}={child_name(name)}"
     state, message = engine_readiness(engine)
     # Failed/Succeeded pods serve nothing and are replaced by the ReplicaSet: not counted at all.
+    every_pod = kube.list(POD, namespace, label_selector=selector)
     pods = [
         p
-        for p in kube.list(POD, namespace, label_selector=selector)
+        for p in every_pod
         if _is_replica_pod(p) and (p.get("status") or {}).get("phase") not in ("Failed", "Succeeded")
     ]
     live_pods = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
@@ -337,6 +339,8 @@ def _reconcile(kube: Kube, namespace: str, name: str) -> None:
     updated = sum(1 for p in pod_views if p.short_key == params.short_key and not p.terminating)
     if view is not None:
         updated = min(updated, view.updated_replicas)
+    # Failed pods and LWS workers included: any pod that verified the artifact may have refused it.
+    tampered = tampered_artifact(every_pod, params.short_key, params.engine_name)
     _write_status(
         kube,
         obj,
@@ -349,6 +353,7 @@ def _reconcile(kube: Kube, namespace: str, name: str) -> None:
             rolled_back=rolled_back,
             endpoint=endpoint(params),
             selector=replica_selector_string(params),
+            blocked=None if tampered is None else (R_ARTIFACT_TAMPERED, tampered),
         ),
     )
 

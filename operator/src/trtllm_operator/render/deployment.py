@@ -87,15 +87,19 @@ STARTUP_UNKNOWN_SIZE_SECONDS = 1800
 def startup_budget_seconds(artifact_bytes: int | None, world_size: int) -> int:
     """Seconds the startup probe tolerates before the kubelet restarts the container.
 
-    ``STARTUP_BASE_SECONDS + (artifact_bytes / world_size) / STARTUP_READ_BYTES_PER_SECOND``, or
-    :data:`STARTUP_UNKNOWN_SIZE_SECONDS` without a size. Example: Llama-3.1-70B FP8 (~70 GB) at TP 2
-    → 300 + 35e9 / 104,857,600 ≈ 634 s. Restarting too early is the costly error (the load starts
-    over), so the budget is generous; liveness takes over once the server answered.
+    ``STARTUP_BASE_SECONDS + artifact_bytes / STARTUP_READ_BYTES_PER_SECOND`` (every pod first reads
+    the whole artifact once to verify it against its manifest, ``verify-artifact.py``)
+    ``+ (artifact_bytes / world_size) / STARTUP_READ_BYTES_PER_SECOND`` (the ranks load their
+    files in parallel), or :data:`STARTUP_UNKNOWN_SIZE_SECONDS` without a size. Example:
+    Llama-3.1-70B FP8 (~70 GB) at TP 2 → 300 + 668 + 334 = 1302 s. Restarting too early is the
+    costly error (the load starts over), so the budget is generous; liveness takes over once the
+    server answered.
     """
     if artifact_bytes is None or artifact_bytes <= 0:
         return STARTUP_UNKNOWN_SIZE_SECONDS
     per_rank = artifact_bytes / max(world_size, 1)
-    return STARTUP_BASE_SECONDS + math.ceil(per_rank / STARTUP_READ_BYTES_PER_SECOND)
+    verify = math.ceil(artifact_bytes / STARTUP_READ_BYTES_PER_SECOND)
+    return STARTUP_BASE_SECONDS + verify + math.ceil(per_rank / STARTUP_READ_BYTES_PER_SECOND)
 
 
 def probes(params: ServingParams) -> dict[str, dict[str, Any]]:

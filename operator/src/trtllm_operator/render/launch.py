@@ -48,8 +48,10 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
+from importlib import resources
 
-from trtllm_operator.decide.serving_params import ARTIFACT_MODEL_REPOSITORY, ServingParams
+from engine_builder.contract import EXIT_TAMPERED
+from trtllm_operator.decide.serving_params import ARTIFACT_MODEL_REPOSITORY, ARTIFACT_MOUNT, ServingParams
 from trtllm_operator.render.serving import (
     CONFIG_MOUNT,
     IMAGE_TEMPLATES,
@@ -69,6 +71,9 @@ MODELS = {
 #: ConfigMap keys of the multi-node scripts (``launch.sh`` is the leader's, as on one node).
 WORKER_SCRIPT = "worker.sh"
 RANK_ENV_SCRIPT = "rank-env.sh"
+#: ConfigMap key of the artifact verifier every pod runs before it loads anything
+#: (:mod:`engine_builder.artifact_check`, its source as is).
+VERIFY_SCRIPT = "verify-artifact.py"
 
 #: emptyDir of each multi-node pod where its start-up environment is saved for the ranks.
 POD_ENV_DIR = "/run/trtllm-operator"
@@ -109,6 +114,31 @@ def ssh_options(port: int = SSH_PORT) -> tuple[str, ...]:
         "-p",
         str(port),
     )
+
+
+def verifier_source() -> str:
+    """The text of :data:`VERIFY_SCRIPT`: :mod:`engine_builder.artifact_check`'s own source file
+    (standard library only; an import-linter contract keeps it so)."""
+    return resources.files("engine_builder").joinpath("artifact_check.py").read_text(encoding="utf-8")
+
+
+def verify_lines(params: ServingParams) -> list[str]:
+    """Bash lines verifying the artifact against its manifest before anything of it is read.
+
+    ``python3 verify-artifact.py /artifact --manifest-digest <status.artifact.manifestDigest>``
+    (:mod:`engine_builder.artifact_check`): a tampered, added, missing or linked file — or a
+    manifest other than the one the LLMEngine recorded — ends the script with
+    :data:`~engine_builder.contract.EXIT_TAMPERED` and an ``ArtifactTampered: <file>: …`` termination
+    message, before Triton starts. Without a recorded digest (an artifact recorded before digests
+    were), the manifest must match its own ``manifestDigest``.
+    """
+    cmd = ["python3", f"{CONFIG_MOUNT}/{VERIFY_SCRIPT}", ARTIFACT_MOUNT]
+    if params.manifest_digest:
+        cmd += ["--manifest-digest", params.manifest_digest]
+    return [
+        f"# Every artifact file checked against manifest.json (exit {EXIT_TAMPERED}: tampered)",
+        " ".join(shlex.quote(a) for a in cmd),
+    ]
 
 
 def repository_lines(params: ServingParams, models: Sequence[str] | None = None) -> list[str]:
@@ -247,7 +277,7 @@ def launch_script(params: ServingParams, models: Sequence[str] | None = None) ->
     """
     if params.multi_node:
         raise ValueError("a multi-node replica runs leader_script/worker_script, not launch_script")
-    lines = [*_header(), *repository_lines(params, models)]
+    lines = [*_header(), *verify_lines(params), *repository_lines(params, models)]
     cmd = server_command(params)
     if cmd[0] in ("tritonserver", "python3"):
         lines.append(f"exec {_rendered(cmd)}")
@@ -356,6 +386,7 @@ def leader_script(
     nodes = params.nodes_per_replica
     lines = [
         *_header("leader of a multi-node replica"),
+        *verify_lines(params),
         *repository_lines(params, models),
         *_save_environment(),
         *worker_hosts(params),
@@ -381,6 +412,7 @@ def worker_script(
         raise ValueError("a one-node replica has no workers")
     lines = [
         *_header("worker of a multi-node replica"),
+        *verify_lines(params),
         *repository_lines(params, models),
         *_save_environment(),
         f"sshd_opts=(-D -e -p {ssh_port})",
@@ -411,11 +443,12 @@ exec "$@"
 
 
 def launch_files(params: ServingParams, models: Sequence[str]) -> dict[str, str]:
-    """ConfigMap entries of the pod's processes: ``launch.sh``, and for several nodes ``worker.sh``
-    and ``rank-env.sh``."""
+    """ConfigMap entries of the pod's processes: ``launch.sh`` and ``verify-artifact.py``, and for
+    several nodes ``worker.sh`` and ``rank-env.sh``."""
     if not params.multi_node:
-        return {LAUNCH_SCRIPT: launch_script(params, models)}
+        return {LAUNCH_SCRIPT: launch_script(params, models), VERIFY_SCRIPT: verifier_source()}
     return {
+        VERIFY_SCRIPT: verifier_source(),
         LAUNCH_SCRIPT: leader_script(params, models),
         WORKER_SCRIPT: worker_script(params, models),
         RANK_ENV_SCRIPT: RANK_ENV,

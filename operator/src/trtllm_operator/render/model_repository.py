@@ -70,10 +70,11 @@ def desired_model_repository(params: ServingParams, files: Mapping[str, str] | N
 
 def volume_items(configmap: Mapping[str, Any]) -> list[dict[str, Any]]:
     """``items`` of the pod's ConfigMap volume: each file back at ``model-repository/<path>``, the
-    scripts (``*.sh``, never a repository file: those keys hold ``__``) at the volume's top."""
+    scripts (``*.sh``, ``verify-artifact.py``: keys without ``__``, which every repository file's
+    key holds) at the volume's top."""
     items = []
     for key in sorted(configmap["data"]):
-        if key.endswith(".sh") and "__" not in key:
+        if "__" not in key:
             items.append({"key": key, "path": key, "mode": 0o555})
         else:
             items.append({"key": key, "path": "model-repository/" + key.replace("__", "/")})
