@@ -21,8 +21,10 @@ from support.engines import condition, find_condition
 from support.manifests import (
     DELAY_MS,
     H100,
+    LLAMA_8B,
     an_engine,
     create_token_secret,
+    hf_config,
     manifest_for,
     success_report,
 )
@@ -31,10 +33,14 @@ from support.ports import free_port
 from support.wait import wait_for
 
 from engine_builder.package import manifest_digest
+from engine_builder.pipeline import load_spec
+from engine_builder.planner import plan_from_build_spec
+from engine_builder.planner.plan import DEFAULT_CONCURRENT_SEQUENCES, DERIVED_LIMITS_RULE, MAX_SEQ_LEN_RULE
 from engine_builder.report import EXIT_CODES, build_report
 from trtllm_operator.api.wire import ARTIFACT_DATA_KEY, LABEL_ENGINE_KEY
 from trtllm_operator.cli import main
 from trtllm_operator.decide.storage import cache_entry_name
+from trtllm_operator.render.builder_job import BUILD_SPEC_DATA_KEY
 
 pytestmark = pytest.mark.slow
 
@@ -326,6 +332,56 @@ def test_invalid_spec_fails_naming_the_field_without_a_job(
     # fixing the field starts a build (level-based: the next spec change is acted on)
     api.patch_engine("bad", {"spec": {**an_engine("bad").tp(1).spec, "build": {"maxNumTokens": None}}})
     wait_for(api.jobs, desc="builder Job after the fix")
+
+
+def test_default_max_seq_len_for_llama_8b_on_h100_is_bounded_by_the_rule(
+    api: Api, operator: None, tmp_path: Path
+) -> None:
+    """Issue 25 item 4: no maxSeqLen in the spec → the operator's plan (the real Llama-3.1-8B config.json)
+    derives the length by the documented rule, never the model's 131,072 tokens; the build spec the
+    builder reads leaves it unset, its own plan stage derives the same length, and the engine key names
+    the rule."""
+    eng = an_engine("llama-default-len").fmt("none")
+    eng.body["spec"]["model"]["source"] = LLAMA_8B
+    api.create(eng)
+
+    def planned() -> dict[str, Any] | None:
+        status = api.engine(eng.name).get("status") or {}
+        return status if (status.get("plan") or {}).get("recommended") and status.get("engineKey") else None
+
+    status = wait_for(planned, timeout=60, desc="status.plan of the engine")
+    plan = status["plan"]
+    context = hf_config(LLAMA_8B)["max_position_embeddings"]
+    length = plan["recommended"]["maxSeqLen"]
+    kv_tokens = plan["maxKVTokens"]
+    sequences = DEFAULT_CONCURRENT_SEQUENCES
+    # The rule (docs/planner.md): the largest power of two (or the context) whose 16 sequences fit.
+    assert context == 131_072 and length < context and length & (length - 1) == 0
+    assert sequences * length <= kv_tokens < sequences * 2 * length
+    assert plan["maxConcurrentSequences"] >= sequences and plan["fits"] is True
+    assert plan["maxSeqLenRule"] == MAX_SEQ_LEN_RULE
+
+    # What the builder reads: the length stays unset, its plan stage derives the same, the key names the rule.
+    job = wait_for(lambda: next(iter(api.jobs()), None), timeout=60, desc="the builder Job")
+    cm = api.configmap(job["metadata"]["name"])
+    assert cm is not None
+    spec_path = tmp_path / BUILD_SPEC_DATA_KEY
+    spec_path.write_text(cm["data"][BUILD_SPEC_DATA_KEY])
+    build_spec = load_spec(spec_path)
+    assert build_spec.build.max_seq_len is None
+    assert plan_from_build_spec(build_spec, hf_config(LLAMA_8B)).max_seq_len == length
+    assert build_spec.key_inputs()["build"]["derived_limits"] == DERIVED_LIMITS_RULE
+    assert build_spec.engine_key() == status["engineKey"]
+
+    # Asked for explicitly, the full context is planned as given (and still fits a few sequences).
+    api.patch_engine(eng.name, {"spec": {"build": {"maxSeqLen": context}}})
+
+    def replanned() -> dict[str, Any] | None:
+        p = (api.engine(eng.name).get("status") or {}).get("plan") or {}
+        return p if (p.get("recommended") or {}).get("maxSeqLen") == context else None
+
+    full = wait_for(replanned, timeout=60, desc="the plan at the full context")
+    assert full.get("maxSeqLenRule") is None and full["maxConcurrentSequences"] < sequences
 
 
 def test_same_key_reuses_artifact_key_change_rebuilds_label_change_does_not(api: Api, operator: None) -> None:

@@ -33,7 +33,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.utils import parse_quantity
 
 from engine_builder.contract import BuildSpec
-from engine_builder.planner import GPUSpec, PlanInputError, load_catalog_extension
+from engine_builder.planner import GPUSpec, PlanInputError, load_catalog_extension, lookup
 from trtllm_operator.api.engine import LLMEngineSpec
 from trtllm_operator.api.owners import is_controlled_by, is_owned_by, owner_names
 from trtllm_operator.api.wire import (
@@ -49,6 +49,7 @@ from trtllm_operator.api.wire import (
     MANAGED_BY,
     VERSION,
 )
+from trtllm_operator.decide.compatibility import NodeGPUs, gpu_product_aliases
 from trtllm_operator.decide.conditions import rfc3339
 from trtllm_operator.decide.engine import (
     AdoptJob,
@@ -71,7 +72,14 @@ from trtllm_operator.decide.engine_spec import InvalidEngine, PreparedEngine, pr
 from trtllm_operator.decide.ownership import ChildConflict, marker_conflict
 from trtllm_operator.decide.policy import Refusal, engine_refusal, secret_references
 from trtllm_operator.events import ARTIFACT_RECORDED
-from trtllm_operator.handlers.plumbing import OBJECT_LOCKS, add_owner, release_claim, set_owner, write_outcome
+from trtllm_operator.handlers.plumbing import (
+    OBJECT_LOCKS,
+    add_owner,
+    node_gpus_of,
+    release_claim,
+    set_owner,
+    write_outcome,
+)
 from trtllm_operator.kube import (
     CONFIG_MAP,
     EVENT,
@@ -154,6 +162,17 @@ def catalog_extension(kube: Kube, settings: Settings) -> dict[str, GPUSpec]:
             log.warning("ignoring GPU catalog extension %s: %s", where, exc)
     _catalog_cache[cache_key] = (now, extra)
     return extra
+
+
+def _node_gpus(kube: Kube, spec: Mapping[str, Any], catalog_extra: Mapping[str, GPUSpec]) -> NodeGPUs | None:
+    """GPUs per node of the engine's GPU product, from the nodes (the catalog's gpusPerNode when no
+    node has it yet); None for a product the catalog does not know (prepare_engine refuses it)."""
+    product = str((spec.get("gpu") or {}).get("product") or "")
+    try:
+        gpu = lookup(product, catalog_extra)
+    except PlanInputError:
+        return None
+    return node_gpus_of(kube, [product, *gpu_product_aliases(product)], gpu.gpus_per_node)
 
 
 _hf_configs: dict[tuple[str, str | None], Mapping[str, Any] | None] = {}
@@ -257,11 +276,13 @@ def _reconcile_locked(kube: Kube, namespace: str, name: str) -> EngineDecision |
             return None
         settings = current()
         spec = engine.get("spec") or {}
+        catalog_extra = catalog_extension(kube, settings)
         prepared = prepare_engine(
             name,
             spec,
-            catalog_extra=catalog_extension(kube, settings),
+            catalog_extra=catalog_extra,
             hf_config=hf_config_for(spec, settings),
+            node_gpus=_node_gpus(kube, spec, catalog_extra),
         )
         generation = int(engine["metadata"].get("generation") or 0)
         status = engine.get("status") or {}
