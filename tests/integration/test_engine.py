@@ -240,6 +240,57 @@ def test_unschedulable_build_says_why(api: Api, operator: None) -> None:
     assert engine["status"]["build"]["reason"] == "Unschedulable"
 
 
+A100 = "NVIDIA-A100-SXM4-80GB"  # hack/localcluster/nodes.py DEFAULT_NODES: a100-0, a100-1, 4 GPUs each
+LLAMA_70B = "hf://meta-llama/Llama-3.1-70B-Instruct"
+
+
+def test_tp4_pp4_engine_on_4_gpu_nodes_gets_a_builder_that_schedules(api: Api, operator: None) -> None:
+    """Issue 25 item 3: a TP 4 × PP 4 engine (16 ranks) on 4-GPU nodes. The builder asks for one GPU
+    per build worker (trtllm-build builds the ranks one after another), so its pod is scheduled on
+    a 4-GPU node; the one-node rule reads 4 from the nodes (not the catalog's 8); a builder larger
+    than any node is refused with the field, the nodes' count and the fix."""
+    eng = an_engine("tp4pp4").on(A100).fmt("none")
+    eng.body["spec"]["model"]["source"] = LLAMA_70B
+    eng.body["spec"]["parallelism"] = {"tensor": 4, "pipeline": 4, "multiNode": True}
+    eng.runs_for(600_000)
+    api.create(eng)
+    job = wait_for(lambda: next(iter(api.jobs()), None), timeout=60, desc="the builder Job")
+
+    def scheduled() -> dict[str, Any] | None:
+        pods = api.pods(job["metadata"]["name"])
+        return pods[0] if pods and (pods[0].get("spec") or {}).get("nodeName") else None
+
+    pod = wait_for(scheduled, timeout=90, desc="the builder pod on a node")
+    assert pod["spec"]["nodeName"].startswith("a100-")
+    builder = next(c for c in pod["spec"]["containers"] if c["name"] == "builder")
+    assert builder["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert api.engine(eng.name)["status"]["phase"] in ("Building", "Queued")
+
+    # Without multiNode the one-node rule uses the nodes' 4 GPUs (the catalog says 8 for this board).
+    one_node = an_engine("tp4pp4-one-node").on(A100).fmt("none")
+    one_node.body["spec"]["model"]["source"] = LLAMA_70B
+    one_node.body["spec"]["parallelism"] = {"tensor": 2, "pipeline": 4}
+    api.create(one_node)
+    refused = api.wait_phase(one_node.name, "Failed")
+    message = condition(refused, "Ready")["message"]
+    assert message.startswith("spec.parallelism"), message
+    assert "exceeds the 4 GPUs of one node" in message, message
+
+    # A builder asking for more GPUs than any node has: refused before any Job, naming field and fix.
+    wide = an_engine("tp4pp4-8-workers").on(A100).fmt("none")
+    wide.body["spec"]["model"]["source"] = LLAMA_70B
+    wide.body["spec"]["parallelism"] = {"tensor": 4, "pipeline": 4, "multiNode": True}
+    wide.body["spec"]["build"] = {"workers": 8}
+    api.create(wide)
+    refused = api.wait_phase(wide.name, "Failed")
+    assert condition(refused, "Ready")["reason"] == "DoesNotFit"
+    message = condition(refused, "Ready")["message"]
+    assert message.startswith("spec.build.workers"), message
+    assert "request 8 nvidia.com/gpu" in message and "set spec.build.workers to at most 4" in message
+    assert f"labelled nvidia.com/gpu.product={A100}" in message
+    assert len(api.jobs()) == 1, "no Job for the refused engines"
+
+
 def test_pending_or_missing_claim_is_named_with_its_state(api: Api, operator: None) -> None:
     """The builder mounts spec.storage.pvc: a claim that exists but is not bound (no PersistentVolume,
     no StorageClass; this control plane runs no PV controller, so no Event says why) is named as

@@ -42,8 +42,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
   verbs: ["get", "list", "watch"]
-# The LLMDeployment controller reads the GPU count of nodes with the engine's GPU product (label
-# nvidia.com/gpu.product) to choose single-node or multi-node serving. Read-only, list only.
+# Both controllers read the GPU count of nodes with the engine's GPU product (label
+# nvidia.com/gpu.product): the LLMEngine controller to size and check the builder pod and the plan's
+# one-node rule, the LLMDeployment controller to choose single-node or multi-node serving. List only.
 - apiGroups: [""]
   resources: ["nodes"]
   verbs: ["list"]
