@@ -18,6 +18,7 @@ from kubernetes import client
 from support.cluster import LocalCluster
 from support.engines import EngineApi as Api
 from support.engines import condition, find_condition
+from support.hub import HubRepo, local_hub
 from support.manifests import (
     DELAY_MS,
     H100,
@@ -28,7 +29,7 @@ from support.manifests import (
     manifest_for,
     success_report,
 )
-from support.operator import operator_process, running_operator
+from support.operator import HF_CONFIG_DIR, operator_process, running_operator
 from support.ports import free_port
 from support.wait import wait_for
 
@@ -37,10 +38,11 @@ from engine_builder.pipeline import load_spec
 from engine_builder.planner import plan_from_build_spec
 from engine_builder.planner.plan import DEFAULT_CONCURRENT_SEQUENCES, DERIVED_LIMITS_RULE, MAX_SEQ_LEN_RULE
 from engine_builder.report import EXIT_CODES, build_report
-from trtllm_operator.api.wire import ARTIFACT_DATA_KEY, LABEL_ENGINE_KEY
+from trtllm_operator.api.wire import ARTIFACT_DATA_KEY, LABEL_ENGINE_KEY, LABEL_SECRET_USABLE
 from trtllm_operator.cli import main
 from trtllm_operator.decide.storage import cache_entry_name
 from trtllm_operator.render.builder_job import BUILD_SPEC_DATA_KEY
+from trtllm_operator.settings import Settings
 
 pytestmark = pytest.mark.slow
 
@@ -240,6 +242,52 @@ def test_unschedulable_build_says_why(api: Api, operator: None) -> None:
     assert engine["status"]["build"]["reason"] == "Unschedulable"
 
 
+def test_plan_from_the_hub_with_the_builders_token(cluster: LocalCluster, namespace: str) -> None:
+    """Issue 25 item 2: with the chart's default settings (hfConfigFetch on, no config directory) the
+    operator fetches config.json of an hf:// model through huggingface_hub with the token of the
+    engine's opted-in credentialsSecretRef — the builder's token — from a Hub-like server
+    (tests/support/hub.py; HF_ENDPOINT = settings.hf_endpoint), and plans. A wrong token: the plan
+    condition says why, and the engine still builds (the builder plans at its plan stage)."""
+    api = Api(cluster, namespace)
+    create_token_secret(api.core, namespace)  # hf/token = "hf_x", labelled usable by LLM resources
+    marked = {"name": "hf-wrong", "labels": {LABEL_SECRET_USABLE: "true"}}
+    api.core.create_namespaced_secret(namespace, {"metadata": marked, "stringData": {"token": "hf_nope"}})
+    config = (HF_CONFIG_DIR / (LLAMA_8B.removeprefix("hf://").replace("/", "__") + ".json")).read_bytes()
+    repo = LLAMA_8B.removeprefix("hf://")
+    defaults = Settings()
+    assert defaults.hf_config_fetch and defaults.hf_config_dir is None, "the chart passes neither"
+    with (
+        local_hub({repo: HubRepo({"config.json": config}, token="hf_x")}) as hub,
+        running_operator(cluster, [namespace], hf_config_dir=None, hf_config_fetch=True, hf_endpoint=hub.url),
+    ):
+        eng = an_engine("from-hub").fmt("none")
+        eng.body["spec"]["model"]["source"] = LLAMA_8B
+        api.create(eng)
+
+        def planned() -> dict[str, Any] | None:
+            return (api.engine(eng.name).get("status") or {}).get("plan") or None
+
+        plan = wait_for(planned, timeout=60, desc="status.plan from the Hub's config.json")
+        assert plan["fits"] is True and plan["maxSeqLenRule"]
+        assert condition(api.engine(eng.name), "Planned")["status"] == "True"
+        assert (("HEAD", f"/{repo}/resolve/main/config.json", True)) in hub.requests
+
+        wrong = an_engine("wrong-token").fmt("none")
+        wrong.body["spec"]["model"]["source"] = LLAMA_8B
+        wrong.body["spec"]["model"]["credentialsSecretRef"] = {"name": "hf-wrong", "key": "token"}
+        api.create(wrong)
+
+        def unknown() -> dict[str, Any] | None:
+            cond = find_condition(api.engine(wrong.name), "Planned")
+            return cond if cond and cond["status"] == "Unknown" else None
+
+        cond = wait_for(unknown, timeout=60, desc="Planned=Unknown for the wrong token")
+        assert cond["reason"] == "ModelConfigUnavailable"
+        assert "not fetched from the Hub" in cond["message"] and "401" in cond["message"], cond["message"]
+        assert "plan stage" in cond["message"]
+        assert (api.engine(wrong.name).get("status") or {}).get("plan") is None
+
+
 A100 = "NVIDIA-A100-SXM4-80GB"  # hack/localcluster/nodes.py DEFAULT_NODES: a100-0, a100-1, 4 GPUs each
 LLAMA_70B = "hf://meta-llama/Llama-3.1-70B-Instruct"
 
@@ -324,19 +372,20 @@ def test_pending_or_missing_claim_is_named_with_its_state(api: Api, operator: No
 
 
 def test_editing_gpu_resources_replaces_a_pending_builder_job(api: Api, operator: None) -> None:
-    """A Job's pod template is immutable: a builder Job whose pod never got a node (16 GPUs: no
-    node has that many) is replaced when spec.gpu.resources changes, and the new one schedules."""
+    """A Job's pod template is immutable: a builder Job whose pod never got a node (100Ti of host
+    memory: no node has that much; more GPUs than any node has is refused before any Job) is
+    replaced when spec.gpu.resources changes, and the new one schedules."""
     eng = an_engine("resized")
-    eng.body["spec"]["gpu"]["resources"] = {"gpus": 16}
+    eng.body["spec"]["gpu"]["resources"] = {"gpus": 2, "memory": "100Ti"}
     prepared = eng.prepared()
     api.create(eng.succeeds(success_report(prepared)))
     api.wait_phase("resized", "Unschedulable")
     old = api.batch.read_namespaced_job(prepared.job_name, api.ns)
-    assert old.spec.template.spec.containers[0].resources.limits["nvidia.com/gpu"] == "16"
+    assert old.spec.template.spec.containers[0].resources.limits["memory"] == "100Ti"
 
-    api.patch_engine("resized", {"spec": {"gpu": {"resources": {"gpus": 1}}}})
+    api.patch_engine("resized", {"spec": {"gpu": {"resources": {"gpus": 1, "memory": "64Gi"}}}})
     resized = an_engine("resized")
-    resized.body["spec"]["gpu"]["resources"] = {"gpus": 1}
+    resized.body["spec"]["gpu"]["resources"] = {"gpus": 1, "memory": "64Gi"}
     assert resized.prepared().key == prepared.key, "gpu.resources is outside the engine key"
 
     def replacement() -> Any:
@@ -349,7 +398,8 @@ def test_editing_gpu_resources_replaces_a_pending_builder_job(api: Api, operator
         return job if job.metadata.uid != old.metadata.uid else None
 
     new = wait_for(replacement, timeout=60, desc="a new builder Job under the same name")
-    assert new.spec.template.spec.containers[0].resources.limits["nvidia.com/gpu"] == "1"
+    limits = new.spec.template.spec.containers[0].resources.limits
+    assert (limits["nvidia.com/gpu"], limits["memory"]) == ("1", "64Gi")
     engine = api.wait_phase("resized", "Ready", timeout=60)
     assert engine["status"]["artifact"]["manifestDigest"] == manifest_for(prepared)["manifestDigest"]
     assert "BuildReplaced" in api.event_reasons("resized")

@@ -170,6 +170,7 @@ def prepare_engine(
     catalog_extra: Mapping[str, GPUSpec] | None = None,
     hf_config: Mapping[str, Any] | None = None,
     node_gpus: NodeGPUs | None = None,
+    config_note: str | None = None,
 ) -> PreparedEngine | InvalidEngine:
     """Validate and map one LLMEngine spec. Never raises for bad input: returns :class:`InvalidEngine`.
 
@@ -179,7 +180,8 @@ def prepare_engine(
     one node of the target product as read from the cluster's nodes (None: the catalog's
     ``gpusPerNode``); the plan's one-node rule uses it, and a builder pod that requests more GPUs
     (:func:`~trtllm_operator.api.engine.builder_gpus`) than the largest such node has is refused
-    (``DoesNotFit``) — a pod can never span nodes.
+    (``DoesNotFit``) — a pod can never span nodes. ``config_note``: why ``hf_config`` is None (the
+    ``Planned=Unknown`` condition says it).
     """
     try:
         spec = LLMEngineSpec.model_validate(raw_spec)
@@ -243,7 +245,8 @@ def prepare_engine(
             message = " ".join(p if p.endswith(".") else p + "." for p in pieces)
             return InvalidEngine(first.field, message, R_DOES_NOT_FIT if memory else R_INVALID_SPEC, plan)
     else:
-        note = "the model's config.json is not available to the operator; the builder plans at its plan stage"
+        why = config_note or "the model's config.json is not available to the operator"
+        note = f"{why}; the builder plans at its plan stage"
     return PreparedEngine(
         name=name,
         spec=spec,
