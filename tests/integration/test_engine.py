@@ -18,24 +18,32 @@ from kubernetes import client
 from support.cluster import LocalCluster
 from support.engines import EngineApi as Api
 from support.engines import condition, find_condition
+from support.hub import HubRepo, local_hub
 from support.manifests import (
     DELAY_MS,
     H100,
+    LLAMA_8B,
     a_deployment,
     an_engine,
     create_token_secret,
+    hf_config,
     manifest_for,
     success_report,
 )
-from support.operator import operator_process, running_operator
+from support.operator import HF_CONFIG_DIR, operator_process, running_operator
 from support.ports import free_port
 from support.wait import wait_for
 
 from engine_builder.package import manifest_digest
+from engine_builder.pipeline import load_spec
+from engine_builder.planner import plan_from_build_spec
+from engine_builder.planner.plan import DEFAULT_CONCURRENT_SEQUENCES, DERIVED_LIMITS_RULE, MAX_SEQ_LEN_RULE
 from engine_builder.report import EXIT_CODES, build_report
-from trtllm_operator.api.wire import ARTIFACT_DATA_KEY, GROUP, LABEL_ENGINE_KEY, VERSION
+from trtllm_operator.api.wire import ARTIFACT_DATA_KEY, GROUP, LABEL_ENGINE_KEY, LABEL_SECRET_USABLE, VERSION
 from trtllm_operator.cli import main
 from trtllm_operator.decide.storage import cache_entry_name
+from trtllm_operator.render.builder_job import BUILD_SPEC_DATA_KEY
+from trtllm_operator.settings import Settings
 
 pytestmark = pytest.mark.slow
 
@@ -257,6 +265,103 @@ def test_unschedulable_build_says_why(api: Api, operator: None) -> None:
     assert engine["status"]["build"]["reason"] == "Unschedulable"
 
 
+def test_plan_from_the_hub_with_the_builders_token(cluster: LocalCluster, namespace: str) -> None:
+    """Issue 25 item 2: with the chart's default settings (hfConfigFetch on, no config directory) the
+    operator fetches config.json of an hf:// model through huggingface_hub with the token of the
+    engine's opted-in credentialsSecretRef — the builder's token — from a Hub-like server
+    (tests/support/hub.py; HF_ENDPOINT = settings.hf_endpoint), and plans. A wrong token: the plan
+    condition says why, and the engine still builds (the builder plans at its plan stage)."""
+    api = Api(cluster, namespace)
+    create_token_secret(api.core, namespace)  # hf/token = "hf_x", labelled usable by LLM resources
+    marked = {"name": "hf-wrong", "labels": {LABEL_SECRET_USABLE: "true"}}
+    api.core.create_namespaced_secret(namespace, {"metadata": marked, "stringData": {"token": "hf_nope"}})
+    config = (HF_CONFIG_DIR / (LLAMA_8B.removeprefix("hf://").replace("/", "__") + ".json")).read_bytes()
+    repo = LLAMA_8B.removeprefix("hf://")
+    defaults = Settings()
+    assert defaults.hf_config_fetch and defaults.hf_config_dir is None, "the chart passes neither"
+    with (
+        local_hub({repo: HubRepo({"config.json": config}, token="hf_x")}) as hub,
+        running_operator(cluster, [namespace], hf_config_dir=None, hf_config_fetch=True, hf_endpoint=hub.url),
+    ):
+        eng = an_engine("from-hub").fmt("none")
+        eng.body["spec"]["model"]["source"] = LLAMA_8B
+        api.create(eng)
+
+        def planned() -> dict[str, Any] | None:
+            return (api.engine(eng.name).get("status") or {}).get("plan") or None
+
+        plan = wait_for(planned, timeout=60, desc="status.plan from the Hub's config.json")
+        assert plan["fits"] is True and plan["maxSeqLenRule"]
+        assert condition(api.engine(eng.name), "Planned")["status"] == "True"
+        assert (("HEAD", f"/{repo}/resolve/main/config.json", True)) in hub.requests
+
+        wrong = an_engine("wrong-token").fmt("none")
+        wrong.body["spec"]["model"]["source"] = LLAMA_8B
+        wrong.body["spec"]["model"]["credentialsSecretRef"] = {"name": "hf-wrong", "key": "token"}
+        api.create(wrong)
+
+        def unknown() -> dict[str, Any] | None:
+            cond = find_condition(api.engine(wrong.name), "Planned")
+            return cond if cond and cond["status"] == "Unknown" else None
+
+        cond = wait_for(unknown, timeout=60, desc="Planned=Unknown for the wrong token")
+        assert cond["reason"] == "ModelConfigUnavailable"
+        assert "not fetched from the Hub" in cond["message"] and "401" in cond["message"], cond["message"]
+        assert "plan stage" in cond["message"]
+        assert (api.engine(wrong.name).get("status") or {}).get("plan") is None
+
+
+A100 = "NVIDIA-A100-SXM4-80GB"  # hack/localcluster/nodes.py DEFAULT_NODES: a100-0, a100-1, 4 GPUs each
+LLAMA_70B = "hf://meta-llama/Llama-3.1-70B-Instruct"
+
+
+def test_tp4_pp4_engine_on_4_gpu_nodes_gets_a_builder_that_schedules(api: Api, operator: None) -> None:
+    """Issue 25 item 3: a TP 4 × PP 4 engine (16 ranks) on 4-GPU nodes. The builder asks for one GPU
+    per build worker (trtllm-build builds the ranks one after another), so its pod is scheduled on
+    a 4-GPU node; the one-node rule reads 4 from the nodes (not the catalog's 8); a builder larger
+    than any node is refused with the field, the nodes' count and the fix."""
+    eng = an_engine("tp4pp4").on(A100).fmt("none")
+    eng.body["spec"]["model"]["source"] = LLAMA_70B
+    eng.body["spec"]["parallelism"] = {"tensor": 4, "pipeline": 4, "multiNode": True}
+    eng.runs_for(600_000)
+    api.create(eng)
+    job = wait_for(lambda: next(iter(api.jobs()), None), timeout=60, desc="the builder Job")
+
+    def scheduled() -> dict[str, Any] | None:
+        pods = api.pods(job["metadata"]["name"])
+        return pods[0] if pods and (pods[0].get("spec") or {}).get("nodeName") else None
+
+    pod = wait_for(scheduled, timeout=90, desc="the builder pod on a node")
+    assert pod["spec"]["nodeName"].startswith("a100-")
+    builder = next(c for c in pod["spec"]["containers"] if c["name"] == "builder")
+    assert builder["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert api.engine(eng.name)["status"]["phase"] in ("Building", "Queued")
+
+    # Without multiNode the one-node rule uses the nodes' 4 GPUs (the catalog says 8 for this board).
+    one_node = an_engine("tp4pp4-one-node").on(A100).fmt("none")
+    one_node.body["spec"]["model"]["source"] = LLAMA_70B
+    one_node.body["spec"]["parallelism"] = {"tensor": 2, "pipeline": 4}
+    api.create(one_node)
+    refused = api.wait_phase(one_node.name, "Failed")
+    message = condition(refused, "Ready")["message"]
+    assert message.startswith("spec.parallelism"), message
+    assert "exceeds the 4 GPUs of one node" in message, message
+
+    # A builder asking for more GPUs than any node has: refused before any Job, naming field and fix.
+    wide = an_engine("tp4pp4-8-workers").on(A100).fmt("none")
+    wide.body["spec"]["model"]["source"] = LLAMA_70B
+    wide.body["spec"]["parallelism"] = {"tensor": 4, "pipeline": 4, "multiNode": True}
+    wide.body["spec"]["build"] = {"workers": 8}
+    api.create(wide)
+    refused = api.wait_phase(wide.name, "Failed")
+    assert condition(refused, "Ready")["reason"] == "DoesNotFit"
+    message = condition(refused, "Ready")["message"]
+    assert message.startswith("spec.build.workers"), message
+    assert "request 8 nvidia.com/gpu" in message and "set spec.build.workers to at most 4" in message
+    assert f"labelled nvidia.com/gpu.product={A100}" in message
+    assert len(api.jobs()) == 1, "no Job for the refused engines"
+
+
 def test_pending_or_missing_claim_is_named_with_its_state(api: Api, operator: None) -> None:
     """The builder mounts spec.storage.pvc: a claim that exists but is not bound (no PersistentVolume,
     no StorageClass; this control plane runs no PV controller, so no Event says why) is named as
@@ -290,19 +395,20 @@ def test_pending_or_missing_claim_is_named_with_its_state(api: Api, operator: No
 
 
 def test_editing_gpu_resources_replaces_a_pending_builder_job(api: Api, operator: None) -> None:
-    """A Job's pod template is immutable: a builder Job whose pod never got a node (16 GPUs: no
-    node has that many) is replaced when spec.gpu.resources changes, and the new one schedules."""
+    """A Job's pod template is immutable: a builder Job whose pod never got a node (100Ti of host
+    memory: no node has that much; more GPUs than any node has is refused before any Job) is
+    replaced when spec.gpu.resources changes, and the new one schedules."""
     eng = an_engine("resized")
-    eng.body["spec"]["gpu"]["resources"] = {"gpus": 16}
+    eng.body["spec"]["gpu"]["resources"] = {"gpus": 2, "memory": "100Ti"}
     prepared = eng.prepared()
     api.create(eng.succeeds(success_report(prepared)))
     api.wait_phase("resized", "Unschedulable")
     old = api.batch.read_namespaced_job(prepared.job_name, api.ns)
-    assert old.spec.template.spec.containers[0].resources.limits["nvidia.com/gpu"] == "16"
+    assert old.spec.template.spec.containers[0].resources.limits["memory"] == "100Ti"
 
-    api.patch_engine("resized", {"spec": {"gpu": {"resources": {"gpus": 1}}}})
+    api.patch_engine("resized", {"spec": {"gpu": {"resources": {"gpus": 1, "memory": "64Gi"}}}})
     resized = an_engine("resized")
-    resized.body["spec"]["gpu"]["resources"] = {"gpus": 1}
+    resized.body["spec"]["gpu"]["resources"] = {"gpus": 1, "memory": "64Gi"}
     assert resized.prepared().key == prepared.key, "gpu.resources is outside the engine key"
 
     def replacement() -> Any:
@@ -315,7 +421,8 @@ def test_editing_gpu_resources_replaces_a_pending_builder_job(api: Api, operator
         return job if job.metadata.uid != old.metadata.uid else None
 
     new = wait_for(replacement, timeout=60, desc="a new builder Job under the same name")
-    assert new.spec.template.spec.containers[0].resources.limits["nvidia.com/gpu"] == "1"
+    limits = new.spec.template.spec.containers[0].resources.limits
+    assert (limits["nvidia.com/gpu"], limits["memory"]) == ("1", "64Gi")
     engine = api.wait_phase("resized", "Ready", timeout=60)
     assert engine["status"]["artifact"]["manifestDigest"] == manifest_for(prepared)["manifestDigest"]
     assert "BuildReplaced" in api.event_reasons("resized")
@@ -349,6 +456,56 @@ def test_invalid_spec_fails_naming_the_field_without_a_job(
     # fixing the field starts a build (level-based: the next spec change is acted on)
     api.patch_engine("bad", {"spec": {**an_engine("bad").tp(1).spec, "build": {"maxNumTokens": None}}})
     wait_for(api.jobs, desc="builder Job after the fix")
+
+
+def test_default_max_seq_len_for_llama_8b_on_h100_is_bounded_by_the_rule(
+    api: Api, operator: None, tmp_path: Path
+) -> None:
+    """Issue 25 item 4: no maxSeqLen in the spec → the operator's plan (the real Llama-3.1-8B config.json)
+    derives the length by the documented rule, never the model's 131,072 tokens; the build spec the
+    builder reads leaves it unset, its own plan stage derives the same length, and the engine key names
+    the rule."""
+    eng = an_engine("llama-default-len").fmt("none")
+    eng.body["spec"]["model"]["source"] = LLAMA_8B
+    api.create(eng)
+
+    def planned() -> dict[str, Any] | None:
+        status = api.engine(eng.name).get("status") or {}
+        return status if (status.get("plan") or {}).get("recommended") and status.get("engineKey") else None
+
+    status = wait_for(planned, timeout=60, desc="status.plan of the engine")
+    plan = status["plan"]
+    context = hf_config(LLAMA_8B)["max_position_embeddings"]
+    length = plan["recommended"]["maxSeqLen"]
+    kv_tokens = plan["maxKVTokens"]
+    sequences = DEFAULT_CONCURRENT_SEQUENCES
+    # The rule (docs/planner.md): the largest power of two (or the context) whose 16 sequences fit.
+    assert context == 131_072 and length < context and length & (length - 1) == 0
+    assert sequences * length <= kv_tokens < sequences * 2 * length
+    assert plan["maxConcurrentSequences"] >= sequences and plan["fits"] is True
+    assert plan["maxSeqLenRule"] == MAX_SEQ_LEN_RULE
+
+    # What the builder reads: the length stays unset, its plan stage derives the same, the key names the rule.
+    job = wait_for(lambda: next(iter(api.jobs()), None), timeout=60, desc="the builder Job")
+    cm = api.configmap(job["metadata"]["name"])
+    assert cm is not None
+    spec_path = tmp_path / BUILD_SPEC_DATA_KEY
+    spec_path.write_text(cm["data"][BUILD_SPEC_DATA_KEY])
+    build_spec = load_spec(spec_path)
+    assert build_spec.build.max_seq_len is None
+    assert plan_from_build_spec(build_spec, hf_config(LLAMA_8B)).max_seq_len == length
+    assert build_spec.key_inputs()["build"]["derived_limits"] == DERIVED_LIMITS_RULE
+    assert build_spec.engine_key() == status["engineKey"]
+
+    # Asked for explicitly, the full context is planned as given (and still fits a few sequences).
+    api.patch_engine(eng.name, {"spec": {"build": {"maxSeqLen": context}}})
+
+    def replanned() -> dict[str, Any] | None:
+        p = (api.engine(eng.name).get("status") or {}).get("plan") or {}
+        return p if (p.get("recommended") or {}).get("maxSeqLen") == context else None
+
+    full = wait_for(replanned, timeout=60, desc="the plan at the full context")
+    assert full.get("maxSeqLenRule") is None and full["maxConcurrentSequences"] < sequences
 
 
 def test_same_key_reuses_artifact_key_change_rebuilds_label_change_does_not(api: Api, operator: None) -> None:

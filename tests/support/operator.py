@@ -55,6 +55,8 @@ def fast_settings(namespaces: Sequence[str], **overrides: Any) -> Settings:
         "listen_address": "127.0.0.1",
         "metrics_port": None,
         "hf_config_dir": str(HF_CONFIG_DIR),
+        # No Hub here: plan from the fixtures (tests of the fetch point hf_endpoint at a LocalHub).
+        "hf_config_fetch": False,
         "builder_shm_bytes": 2**30,
     }
     base.update(overrides)

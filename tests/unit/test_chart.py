@@ -401,6 +401,9 @@ def test_container_args_and_env_are_operator_settings(
     assert settings.standalone is (dep["spec"]["replicas"] == 1)
     assert settings.log_format == ("text" if value_set == "peering" else "json")
     assert dep["spec"]["strategy"]["type"] == "Recreate"
+    # issue 25 item 2: the plan check is on by default (config.json from the Hub, the builder's token)
+    assert settings.hf_config_fetch is True and settings.hf_config_dir is None
+    assert settings.hf_endpoint is None and ENV_PREFIX + "HF_ENDPOINT" not in env
     # the builder: delivered from the operator's own image (docs/engine-builder.md, "Running on a
     # stock image") unless the admin names a builder image that contains engine-builder
     if value_set == "custom-builder":

@@ -11,6 +11,8 @@ import pytest
 from support.engine_decisions import H100, LLAMA70B, NOW, TINY, good_report, job, observe, pod, prepared, spec
 
 from engine_builder.report import EXIT_CODES, build_report
+from trtllm_operator.api.engine import builder_gpus
+from trtllm_operator.decide.compatibility import NodeGPUs, node_gpus
 from trtllm_operator.decide.conditions import condition, merge_conditions
 from trtllm_operator.decide.engine import (
     AdoptJob,
@@ -478,7 +480,7 @@ UNBOUND = (
         (
             {"s3": {"bucket": "engines"}},
             "0/5 nodes are available: 5 Insufficient nvidia.com/gpu.",
-            ["needs 1 nvidia.com/gpu on a node labelled nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3"],
+            ["requests 1 nvidia.com/gpu on one node labelled nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3"],
             ["PersistentVolumeClaim"],
             {},
         ),
@@ -490,12 +492,12 @@ UNBOUND = (
             {},
         ),
         ({"s3": {"bucket": "engines"}}, "0/5 nodes are available: 5 Insufficient cpu.", [], ["(needs"], {}),
-        (  # TP 4: the builder Job requests tensor × pipeline GPUs, and the hint says so
+        (  # TP 4 × PP 4 builds on one GPU per build worker (trtllm-build --workers), and the hint says so
             {"s3": {"bucket": "engines"}},
             "0/5 nodes are available: 5 Insufficient nvidia.com/gpu.",
-            ["needs 4 nvidia.com/gpu on a node labelled nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3"],
-            ["needs 1 nvidia.com/gpu"],
-            {"parallelism": {"tensor": 4}},
+            ["requests 2 nvidia.com/gpu on one node labelled nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3"],
+            ["requests 16", "requests 1 "],
+            {"parallelism": {"tensor": 4, "pipeline": 4, "multiNode": True}, "build": {"workers": 2}},
         ),
     ],
 )
@@ -513,6 +515,23 @@ def test_unschedulable_message_names_the_cause(
     for text in unwanted:
         assert text not in hint, hint
     assert conds(d)["Progressing"] == ("True", "BuildUnschedulable")
+
+
+def test_unschedulable_hint_names_what_the_pending_pod_requests() -> None:
+    """Issue 25: the condition reports the pod's own request (a Job rendered by an older operator asks
+    for 16 GPUs; today's spec would render 1), and how many GPUs a node of the product has."""
+    scheduled = {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": "0/5 nodes are available: 5 Insufficient nvidia.com/gpu.",
+    }
+    old = pod("Pending", conditions=[scheduled])
+    old["spec"] = {"containers": [{"name": "builder", "resources": {"limits": {"nvidia.com/gpu": "16"}}}]}
+    p = prepared(spec(parallelism={"tensor": 4, "pipeline": 4, "multiNode": True}), name="llama")
+    message = decide_engine(p, observe(job=job(), pods=[old]), now=NOW).status["build"]["message"]
+    assert "the builder pod requests 16 nvidia.com/gpu on one node" in message
+    assert "GPUs per node: 8 (the GPU catalog's gpusPerNode" in message
 
 
 def test_unbound_model_claim_is_named_too() -> None:
@@ -683,3 +702,48 @@ def test_a_plan_that_fits_has_no_note() -> None:
     p = prepared()
     rec = plan_status(p.plan)["recommended"]  # type: ignore[index]
     assert "note" not in rec and rec["maxBatchSize"]
+
+
+# ------------------------------------------------------------- sizing from the real cluster (issue 25 item 3)
+def test_node_gpus_come_from_the_nodes_and_the_catalog_only_without_one() -> None:
+    assert node_gpus(["4", "4"], 8) == NodeGPUs(4, 2)
+    assert node_gpus(["4", 8, "bad", None], 8) == NodeGPUs(8, 4)
+    assert node_gpus([], 8) == NodeGPUs(8, 0) and not node_gpus([], 8).from_nodes
+    assert node_gpus(["0"], 4) == NodeGPUs(4, 0)  # labelled, but no GPU allocatable yet
+
+
+def test_one_node_rule_uses_the_nodes_gpu_count() -> None:
+    """TP 4 × PP 4 without multiNode on 4-GPU nodes is refused for the nodes' 4, not the catalog's 8;
+    with multiNode it plans, and its builder asks for one GPU."""
+    s = spec(
+        model={"source": "hf://meta-llama/Llama-3.1-70B-Instruct"}, parallelism={"tensor": 4, "pipeline": 4}
+    )
+    s["quantization"] = {"format": "none", "kvCacheDtype": "auto"}
+    s["gpu"] = {"product": "NVIDIA-A100-SXM4-80GB"}
+    refused = prepare_engine("e", s, hf_config=LLAMA70B, node_gpus=NodeGPUs(4, 2))
+    assert isinstance(refused, InvalidEngine) and refused.field == "spec.parallelism"
+    assert "exceeds the 4 GPUs of one node" in refused.message
+    s["parallelism"]["multiNode"] = True
+    ok = prepare_engine("e", s, hf_config=LLAMA70B, node_gpus=NodeGPUs(4, 2))
+    assert not isinstance(ok, InvalidEngine), ok
+    assert builder_gpus(ok.spec) == 1 and ok.node_gpus == NodeGPUs(4, 2)
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"build": {"workers": 8}}, "spec.build.workers"),
+        ({"gpu": {"product": H100, "resources": {"gpus": 8}}}, "spec.gpu.resources.gpus"),
+    ],
+)
+def test_a_builder_larger_than_any_node_is_refused_naming_the_field(
+    changes: dict[str, Any], field: str
+) -> None:
+    s = spec(parallelism={"tensor": 8}, **changes)
+    refused = prepare_engine("e", s, hf_config=TINY, node_gpus=NodeGPUs(4, 3))
+    assert isinstance(refused, InvalidEngine), refused
+    assert (refused.field, refused.reason) == (field, "DoesNotFit")
+    assert "request 8 nvidia.com/gpu" in refused.message and "at most 4" in refused.message
+    assert "the largest of 3 node(s) labelled nvidia.com/gpu.product=" in refused.message
+    # Without a node of the product, the catalog's gpusPerNode plans; the scheduler has the last word.
+    assert not isinstance(prepare_engine("e", s, hf_config=TINY, node_gpus=NodeGPUs(8, 0)), InvalidEngine)

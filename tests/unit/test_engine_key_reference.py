@@ -11,6 +11,12 @@ keys", not "update the table".
 The literals were generated ONCE, from the code at the commit that added this file
 (``prepare_engine("e", spec).key`` for each spec), and pasted here: they pin the derivation as it
 was; nothing in this test derives an expected key from the function under test at test time.
+Deliberate migration (issue 25 item 4, the default-``maxSeqLen`` rule): a spec that leaves a build
+limit unset now carries ``build.derived_limits`` (the rule's name, ``DERIVED_LIMITS_RULE``) in its
+key inputs; the five such rows got new literals, generated once from the code of that commit, and
+``test_the_migration_only_added_the_rule_name`` pins the old literals as the keys without it. The
+row with every limit set kept its key.
+
 The specs cover both backends, every storage kind, model sources from the hub (with and without a
 pinned revision) and S3, quantization with calibration, tensor and pipeline parallelism, explicit
 build limits, and four GPU products.
@@ -24,6 +30,8 @@ from typing import Any
 import pytest
 
 from engine_builder.pipeline import load_spec
+from engine_builder.planner.plan import DERIVED_LIMITS_RULE
+from engine_builder.spec import engine_key
 from trtllm_operator.decide.engine_spec import PreparedEngine, prepare_engine
 from trtllm_operator.render.builder_job import BUILD_SPEC_DATA_KEY, desired_build_spec_configmap
 
@@ -41,7 +49,7 @@ REFERENCE: list[tuple[str, dict[str, Any], str]] = [
             "gpu": {"product": "NVIDIA-H100-80GB-HBM3"},
             "storage": S3,
         },
-        "4a8dda0f8287f4239eab9d3d0a9b151068f6fc1b5082658aa9dfce97ec6fc607",
+        "c866957c6d8cac48050bce6412eecb285440cd0384e405a46751e0f5704e9b4f",
     ),
     (
         "llama-8b-fp8-tp2-limits-pvc",
@@ -67,7 +75,7 @@ REFERENCE: list[tuple[str, dict[str, Any], str]] = [
             "gpu": {"product": "NVIDIA-H200"},
             "storage": S3,
         },
-        "3d92f4066b7d8e8f15e7d8acbf26c47a830380de3922b376351970ba3513892f",
+        "44351e94da179d61b5c56b60a18147a56677dcd7f24358c3cf063b3a3bf53e15",
     ),
     (
         "mistral-7b-int4-awq-calibrated-revision-l40s",
@@ -81,7 +89,7 @@ REFERENCE: list[tuple[str, dict[str, Any], str]] = [
             "gpu": {"product": "NVIDIA-L40S"},
             "storage": S3,
         },
-        "f7fb08425d636ce1a4d87b464829098df77711f15e281167a8a577bd9e603a26",
+        "cd9d59b6d8339cfde3b343b07298515a23ae35dcb13a47c93b616dddbe899202",
     ),
     (
         "qwen3-8b-pytorch-unquantized-a100",
@@ -93,7 +101,7 @@ REFERENCE: list[tuple[str, dict[str, Any], str]] = [
             "gpu": {"product": "NVIDIA-A100-SXM4-80GB"},
             "storage": S3,
         },
-        "0be9216febda9b5396c64ab3005c83a6e53b8bb7c6e688b557cf01395fbe4c08",
+        "c834e4282298e6850ac48466e91697fadc129ac7bd87ef90476ce08c5b289e53",
     ),
     (
         "s3-model-fp8-tp8-pp2-long-context",
@@ -106,7 +114,7 @@ REFERENCE: list[tuple[str, dict[str, Any], str]] = [
             "gpu": {"product": "NVIDIA-H100-80GB-HBM3"},
             "storage": S3,
         },
-        "5bd131997b2de9829bb84e4ded54c1341d7e0c0969d5f8b8f49e94890e42925b",
+        "5e6c344e6c5d5a2a826dc98ad9e9640ceca50676b73fbb96877bff8ed48b64f2",
     ),
 ]
 
@@ -139,3 +147,29 @@ def test_the_builder_derives_the_same_key_from_its_build_spec_configmap(
 def test_the_reference_specs_are_distinct_engines() -> None:
     keys = [k for _, _, k in REFERENCE]
     assert len(set(keys)) == len(keys)
+
+
+#: The keys of the rows that leave a limit unset before the default-maxSeqLen rule (planner-defaults/v2).
+BEFORE_DERIVED_LIMITS = {
+    "tinyllama-fp8-h100": "4a8dda0f8287f4239eab9d3d0a9b151068f6fc1b5082658aa9dfce97ec6fc607",
+    "llama-70b-fp8-tp4-h200": "3d92f4066b7d8e8f15e7d8acbf26c47a830380de3922b376351970ba3513892f",
+    "mistral-7b-int4-awq-calibrated-revision-l40s": (
+        "f7fb08425d636ce1a4d87b464829098df77711f15e281167a8a577bd9e603a26"
+    ),
+    "qwen3-8b-pytorch-unquantized-a100": "0be9216febda9b5396c64ab3005c83a6e53b8bb7c6e688b557cf01395fbe4c08",
+    "s3-model-fp8-tp8-pp2-long-context": "5bd131997b2de9829bb84e4ded54c1341d7e0c0969d5f8b8f49e94890e42925b",
+}
+
+
+@pytest.mark.parametrize(("name", "spec"), [(n, s) for n, s, _ in REFERENCE], ids=[n for n, *_ in REFERENCE])
+def test_the_migration_only_added_the_rule_name(name: str, spec: dict[str, Any]) -> None:
+    """Rows with an unset limit name the rule; without that one input they have their old key. Rows
+    with every limit set have no such input (their key did not change)."""
+    prepared = prepare_engine("e", spec)
+    assert isinstance(prepared, PreparedEngine), prepared
+    inputs = prepared.build_spec.key_inputs()
+    if name not in BEFORE_DERIVED_LIMITS:
+        assert "derived_limits" not in inputs["build"]
+        return
+    assert inputs["build"].pop("derived_limits") == DERIVED_LIMITS_RULE
+    assert engine_key(inputs) == BEFORE_DERIVED_LIMITS[name]

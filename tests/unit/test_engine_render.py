@@ -133,10 +133,10 @@ def test_pod_failure_policy_fails_fast_only_on_deterministic_exit_codes() -> Non
         (
             {"parallelism": {"tensor": 2, "pipeline": 2}, "quantization": {"format": "int4_awq"}},
             TINY,
-            "4",
+            "1",  # one build worker: trtllm-build builds the 4 ranks one after another on one GPU
             "11Gi",
         ),
-        ({"parallelism": {"tensor": 4}}, LLAMA70B, "4", "173Gi"),
+        ({"parallelism": {"tensor": 4}}, LLAMA70B, "1", "173Gi"),
         (
             {"gpu": {"product": "H100", "resources": {"gpus": 2, "memory": "300Gi", "cpu": "16"}}},
             TINY,
@@ -275,8 +275,8 @@ def test_cache_entry_is_unowned_and_labelled_by_key_and_storage() -> None:
     ("changes", "gpus"),
     [
         ({}, 1),
-        ({"parallelism": {"tensor": 4}}, 4),
-        ({"parallelism": {"tensor": 2, "pipeline": 2}, "build": {"workers": 2}}, 4),
+        ({"parallelism": {"tensor": 4}}, 1),
+        ({"parallelism": {"tensor": 2, "pipeline": 2}, "build": {"workers": 2}}, 2),
         ({"parallelism": {"tensor": 4}, "gpu": {"product": "H100", "resources": {"gpus": 2}}}, 2),
     ],
 )
@@ -289,9 +289,9 @@ def test_unschedulable_hint_and_crd_name_the_gpus_the_job_requests(
     requested = container(desired_builder_job(ENGINE, p, SETTINGS))["resources"]["requests"]["nvidia.com/gpu"]
     assert requested == str(gpus)
     hint = unschedulable_hint(p, "0/5 nodes are available: 5 Insufficient nvidia.com/gpu.")
-    assert f"needs {gpus} nvidia.com/gpu on a node" in hint
+    assert f"the builder pod requests {gpus} nvidia.com/gpu on one node" in hint
     resources = engine_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"][
         "properties"
     ]["gpu"]["properties"]["resources"]["properties"]
     description = resources["gpus"]["description"]
-    assert "Default: tensor × pipeline" in description and "at least build.workers" in description
+    assert "Default: build.workers (one GPU per build worker" in description

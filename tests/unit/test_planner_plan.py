@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,13 @@ from engine_builder.planner import (
     lookup,
     plan,
     plan_from_build_spec,
+)
+from engine_builder.planner.plan import (
+    DEFAULT_CONCURRENT_SEQUENCES,
+    MAX_SEQ_LEN_RULE,
+    default_max_seq_len,
+    supported_kv_cache_dtypes,
+    supported_quant_formats,
 )
 from engine_builder.spec import BuildLimits, BuildSpec, ModelSource, Parallelism, Quantization, Target
 
@@ -82,12 +90,14 @@ def test_does_not_fit_recommends_smallest_tp_and_gpu() -> None:
 
 
 def test_sequence_longer_than_the_kv_pool_does_not_fit() -> None:
-    # Llama-3.1-8B BF16 on one L4 with maxSeqLen left at max_position_embeddings (131,072).
-    p = plan(arch(LLAMA_8B), PlanRequest(), lookup("NVIDIA-L4"))
-    assert p.max_seq_len == 131_072
+    # Llama-3.1-8B BF16 on one L4 with maxSeqLen set to max_position_embeddings (131,072).
+    p = plan(arch(LLAMA_8B), PlanRequest(max_seq_len=131_072), lookup("NVIDIA-L4"))
+    assert p.max_seq_len == 131_072 and p.max_seq_len_source == "spec"
     assert 0 < p.max_kv_tokens < 131_072
     (reason,) = p.reasons
     assert (reason.field, reason.kind) == ("spec.build.maxSeqLen", "capacity")
+    # The L4 (SM 89) runs an FP8 KV cache; the fix says so.
+    assert "an FP8 KV cache" in reason.fix
     assert p.recommended["tensor_parallelism"] == 2
     assert p.recommended["gpu_product"] == "NVIDIA-A100-PCIE-40GB"
 
@@ -252,3 +262,65 @@ def test_sequence_length_warnings(
 ) -> None:
     p = plan(arch(config), PlanRequest(**request_fields), lookup("NVIDIA-H200"))  # type: ignore[arg-type]
     assert [w.field for w in p.warnings if w.field != "spec.build.maxBatchSize"] == expected_warnings
+
+
+# ------------------------------------------------------------------ the default maxSeqLen (docs/planner.md)
+@pytest.mark.parametrize(
+    ("context", "kv_tokens", "expected"),
+    [
+        (131_072, 458_624, 16_384),  # 458,624 // 16 = 28,664 → the power of two below it
+        (131_072, 16 * 131_072, 131_072),  # the full context when 16 of it fit
+        (131_072, 16 * 131_072 - 32, 65_536),  # one block short: the next power of two down
+        (4096, 10_000_000, 4096),  # never above the model's context
+        (40_960, 16 * 40_960, 40_960),  # a context that is not a power of two is a candidate itself
+        (40_960, 16 * 40_960 - 1, 32_768),
+        (131_072, 16 * 2048, 2048),  # 16 sequences of 2048 tokens: the shortest default that keeps 16
+        (131_072, 5 * 1024, 4096),  # fewer: the largest that fits once, not a tiny length
+        (1024, 16 * 512, 1024),  # a context below 2048 is the default whenever it fits once
+        (131_072, 16, 131_072),  # nothing fits: the context (the plan then refuses it)
+    ],
+)
+def test_default_max_seq_len_rule(context: int, kv_tokens: int, expected: int) -> None:
+    assert default_max_seq_len(context, kv_tokens, 32) == expected
+
+
+def test_unset_max_seq_len_is_derived_and_keeps_16_sequences() -> None:
+    """Llama-3.1-8B BF16 on an H100: the plan at the model's 131,072 tokens leaves 458,624 KV tokens;
+    the default is 16,384 (16 × 32,768 > 458,624), never the full context, and the plan says which rule."""
+    p = plan(arch(LLAMA_8B), PlanRequest(), lookup("H100"))
+    assert p.fits
+    assert (p.max_seq_len, p.max_seq_len_source) == (16_384, "derived")
+    assert p.recommended["max_seq_len"] == 16_384
+    assert p.max_concurrent_sequences >= DEFAULT_CONCURRENT_SEQUENCES
+    assert p.max_kv_tokens < DEFAULT_CONCURRENT_SEQUENCES * 32_768
+    data = p.to_json_dict()
+    assert data["max_seq_len_rule"] == MAX_SEQ_LEN_RULE and "16 full sequences" in MAX_SEQ_LEN_RULE
+    # Asked explicitly, the full context is planned (and fits 3 sequences).
+    full = plan(arch(LLAMA_8B), PlanRequest(max_seq_len=131_072), lookup("H100"))
+    assert (full.max_seq_len, full.max_seq_len_source, full.fits) == (131_072, "spec", True)
+    assert full.to_json_dict()["max_seq_len_rule"] is None
+
+
+def test_small_context_model_keeps_its_context() -> None:
+    p = plan(arch("TinyLlama__TinyLlama-1.1B-Chat-v1.0.json"), PlanRequest(), lookup("H100"))
+    assert (p.max_seq_len, p.max_seq_len_source) == (2048, "derived")
+
+
+def test_suggestions_name_only_what_the_gpu_supports() -> None:
+    """An A100 (SM 80) has no FP8: a capacity fix suggests an INT8 KV cache, never FP8; an H100 both."""
+    request = PlanRequest(max_seq_len=131_072, max_batch_size=64)
+    a100 = plan(arch(LLAMA_8B), replace(request, max_seq_len=524_288), lookup("NVIDIA-A100-SXM4-40GB"))
+    (reason,) = a100.reasons
+    assert reason.field == "spec.build.maxSeqLen"
+    assert "FP8" not in reason.fix and "an INT8 KV cache" in reason.fix
+    h100 = plan(arch(LLAMA_8B), replace(request, max_seq_len=524_288), lookup("H100"))
+    assert "an FP8 KV cache or an INT8 KV cache" in h100.reasons[0].fix
+    # B200 (SM 100) refuses an INT8 KV cache: only FP8 is suggested there.
+    b200 = plan(arch(LLAMA_8B), replace(request, max_seq_len=4_194_304), lookup("B200"))
+    fix = next(r.fix for r in b200.reasons if r.field == "spec.build.maxSeqLen")
+    assert "an FP8 KV cache" in fix and "INT8" not in fix
+    # Weights that do not fit: "quantize further" lists the formats of that GPU.
+    big = plan(arch(LLAMA_70B), PlanRequest(max_seq_len=8192), lookup("NVIDIA-A100-SXM4-80GB"))
+    assert "int8_sq" in big.reasons[0].fix and "fp8" not in big.reasons[0].fix
+    assert supported_kv_cache_dtypes(lookup("NVIDIA-A100-SXM4-80GB")) == ["auto", "int8"]
+    assert "fp8" not in supported_quant_formats(lookup("NVIDIA-A100-SXM4-80GB"))

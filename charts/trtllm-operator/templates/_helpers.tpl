@@ -42,8 +42,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
   verbs: ["get", "list", "watch"]
-# The LLMDeployment controller reads the GPU count of nodes with the engine's GPU product (label
-# nvidia.com/gpu.product) to choose single-node or multi-node serving. Read-only, list only.
+# Both controllers read the GPU count of nodes with the engine's GPU product (label
+# nvidia.com/gpu.product): the LLMEngine controller to size and check the builder pod and the plan's
+# one-node rule, the LLMDeployment controller to choose single-node or multi-node serving. List only.
 - apiGroups: [""]
   resources: ["nodes"]
   verbs: ["list"]
@@ -90,10 +91,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
   verbs: ["get", "create", "patch"]
-# Secrets an LLMEngine references: the operator reads their metadata only (PartialObjectMetadata),
-# to check the opt-in label llm.trtllm-operator.dev/usable-by-llm-resources. Kubernetes has no
-# metadata-only verb, so this `get` could read values; the operator never asks for them, never
-# lists or watches Secrets (docs/security.md).
+# Secrets an LLMEngine references: the operator reads their metadata (PartialObjectMetadata) to
+# check the opt-in label llm.trtllm-operator.dev/usable-by-llm-resources, and the value only of an
+# opted-in spec.model.credentialsSecretRef, to fetch the model's config.json for the capacity plan
+# (settings.hfConfigFetch). Never lists or watches Secrets (docs/security.md).
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get"]

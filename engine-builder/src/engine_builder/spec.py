@@ -23,6 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine_builder.planner.formats import AWQ_MAX_SAMPLES, Backend, KVCacheDtype, QuantFormat
+from engine_builder.planner.plan import DERIVED_LIMITS_RULE
 
 #: Bumped when the meaning of a key input changes, so old artifacts are never reused by mistake.
 ENGINE_KEY_SCHEMA = "trtllm-operator.dev/engine-key/v1"
@@ -148,6 +149,11 @@ class BuildSpec(_Model):
         if spec_draft:
             spec_draft.pop("token_env", None)
         data["schema"] = ENGINE_KEY_SCHEMA
+        # A limit left to the planner is derived by a rule (engine_builder.planner.plan); name the rule
+        # so that changing it changes the key instead of reusing an engine built under the old one.
+        limits = self.build
+        if None in (limits.max_seq_len, limits.max_batch_size, limits.max_num_tokens):
+            data["build"]["derived_limits"] = DERIVED_LIMITS_RULE
         # The product is informative; the SM decides where an engine loads. Keep both: the safe rule
         # (docs/reference/tensorrt-llm.md §3.3) is "same GPU SKU", so a different product is a different
         # engine.

@@ -131,9 +131,17 @@ class Settings(BaseModel):
         "plans at its plan stage.",
     )
     hf_config_fetch: bool = Field(
-        default=False,
-        description="Fetch config.json of public hf:// models from the Hugging Face Hub (no token: the "
-        "operator never reads Secret values) when it is not in hf_config_dir.",
+        default=True,
+        description="Fetch config.json of hf:// models from the Hugging Face Hub (huggingface_hub) when "
+        "it is not in hf_config_dir, with the token the builder uses: the value of "
+        "spec.model.credentialsSecretRef, read only from a Secret labelled "
+        "llm.trtllm-operator.dev/usable-by-llm-resources=true (docs/security.md); no token without one.",
+    )
+    hf_endpoint: str | None = Field(
+        default=None,
+        description="Hugging Face Hub endpoint for hf_config_fetch (a mirror or a private Hub, as "
+        "huggingface_hub's HF_ENDPOINT); unset: huggingface_hub's default (the HF_ENDPOINT environment "
+        "variable, else https://huggingface.co).",
     )
     pvc_storage_class: str | None = Field(
         default=None,

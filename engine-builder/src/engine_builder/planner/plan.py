@@ -79,6 +79,24 @@ TRTLLM_DEFAULT_MAX_NUM_TOKENS = 8192
 TRTLLM_DEFAULT_MAX_BATCH_SIZE = 2048
 #: Assumed typical request length (prompt + output) when the user gives none; set it from your traffic.
 DEFAULT_TYPICAL_REQUEST_TOKENS = 2048
+#: Sequences of the default ``max_seq_len`` the KV pool must hold at once (:func:`default_max_seq_len`).
+DEFAULT_CONCURRENT_SEQUENCES = 16
+#: Names the rule that fills unset build limits (``max_seq_len`` by :func:`default_max_seq_len`,
+#: ``max_batch_size`` by the typical-request search in :func:`plan`, ``max_num_tokens`` = 8192). It is
+#: part of the engine key whenever a limit is left to the planner
+#: (:meth:`engine_builder.spec.BuildSpec.key_inputs`), so changing the rule changes those keys
+#: instead of reusing an engine built under the old one. v1 (unnamed) was TensorRT-LLM's default
+#: ``max_seq_len = max_position_embeddings``.
+DERIVED_LIMITS_RULE = (
+    f"planner-defaults/v2:seq-len-pow2-min{DEFAULT_TYPICAL_REQUEST_TOKENS}-kv{DEFAULT_CONCURRENT_SEQUENCES}"
+)
+#: The rule in words (``plan`` output, ``status.plan`` and docs/planner.md say it).
+MAX_SEQ_LEN_RULE = (
+    "maxSeqLen unset: the largest of the model's context and the powers of two below it (down to "
+    f"{DEFAULT_TYPICAL_REQUEST_TOKENS}) whose {DEFAULT_CONCURRENT_SEQUENCES} full sequences fit in the KV "
+    "cache, else the largest that fits once; set spec.build.maxSeqLen for another length, e.g. the "
+    "model's full context"
+)
 #: Fixed runtime reserve per GPU: driver-hidden memory, CUDA context, cuBLAS workspace, runtime and
 #: decoder buffers (measured 1.18 GiB on an H200 before TensorRT-LLM's buffers; module docstring).
 RUNTIME_FIXED_BYTES = 3 * GIB // 2
@@ -253,6 +271,7 @@ class Plan:
     max_concurrent_sequences: int
     max_concurrent_sequences_at_typical_request: int
     fits: bool
+    max_seq_len_source: str = "spec"
     reasons: tuple[PlanIssue, ...] = ()
     recommended: Mapping[str, Any] = field(default_factory=dict)
     warnings: tuple[PlanIssue, ...] = ()
@@ -285,6 +304,8 @@ class Plan:
             "typical_request_tokens": self.typical_request_tokens,
             "max_concurrent_sequences": self.max_concurrent_sequences,
             "max_concurrent_sequences_at_typical_request": self.max_concurrent_sequences_at_typical_request,
+            "max_seq_len_source": self.max_seq_len_source,
+            "max_seq_len_rule": MAX_SEQ_LEN_RULE if self.max_seq_len_source == "derived" else None,
             "fits": self.fits,
             "reasons": [r.to_json_dict() for r in self.reasons],
             "recommended": dict(self.recommended),
@@ -342,7 +363,76 @@ def _round_blocks(tokens: int, block: int) -> int:
     return ceil_div(tokens, block) * block
 
 
+def model_context(arch: Architecture) -> int:
+    """The model's full context: ``max_position_embeddings`` × :func:`rotary_factor` (rounded up) —
+    the ``max_seq_len`` TensorRT-LLM's ``_init_max_seq_len`` uses when none is given."""
+    return math.ceil(arch.max_position_embeddings * rotary_factor(arch))
+
+
+def default_max_seq_len(
+    context: int, max_kv_tokens: int, tokens_per_block: int, sequences: int = DEFAULT_CONCURRENT_SEQUENCES
+) -> int:
+    """The ``max_seq_len`` the planner uses when ``spec.build.maxSeqLen`` is unset (docs/planner.md).
+
+    The largest candidate length of at least ``min(context, 2048)`` (:data:`DEFAULT_TYPICAL_REQUEST_TOKENS`)
+    whose ``sequences`` full sequences (rounded up to KV blocks) fit in ``max_kv_tokens``; candidates
+    are ``context`` itself and every power of two below it, down to ``tokens_per_block``. When no
+    such length keeps ``sequences``, the largest candidate that fits once (a model that barely fits
+    gets a usable length rather than a tiny one); when nothing fits, ``context`` (the plan then fails
+    with "less than one sequence"). The full context is used only when it passes the same test or the
+    user sets it.
+    """
+    candidates = [context]
+    length = 1 << max(context - 1, 1).bit_length()
+    while length >= 2 * tokens_per_block:
+        length //= 2
+        if length < context:
+            candidates.append(length)
+    floor = min(context, DEFAULT_TYPICAL_REQUEST_TOKENS)
+    for need, shortest in ((sequences, floor), (1, 1)):
+        for candidate in candidates:
+            if candidate >= shortest and need * _round_blocks(candidate, tokens_per_block) <= max_kv_tokens:
+                return candidate
+    return context
+
+
 # ---------------------------------------------------------------------------------------- rules
+def supported_kv_cache_dtypes(gpu: GPUSpec) -> list[str]:
+    """KV-cache dtypes ``gpu`` supports (the rules of :func:`validate`): FP8 needs the catalog's
+    ``fp8``; INT8 is refused on SM 100–119."""
+    out = []
+    for name in KV_CACHE_DTYPES:
+        info = kv_info(name)
+        if gpu.sm < info.min_sm or (name == "fp8" and not gpu.fp8):
+            continue
+        if info.sm100_unsupported and gpu.sm in SM100_RANGE:
+            continue
+        out.append(name)
+    return out
+
+
+def supported_quant_formats(gpu: GPUSpec) -> list[str]:
+    """Quantization formats (other than ``none``) ``gpu`` supports (the rules of :func:`validate`)."""
+    return [
+        f
+        for f in QUANT_FORMATS
+        if f != "none"
+        and MIN_SM[f] <= gpu.sm
+        and not (format_info(f).sm100_unsupported and gpu.sm in SM100_RANGE)
+    ]
+
+
+def _smaller_kv_cache(gpu: GPUSpec, current: str) -> str:
+    """``use an FP8 KV cache`` (or INT8) when ``gpu`` supports a smaller KV dtype than ``current``;
+    empty when it supports none — a suggestion names only what the target GPU can run."""
+    now = kv_dtype_bytes(current)
+    smaller = [k for k in supported_kv_cache_dtypes(gpu) if kv_dtype_bytes(k) < now]
+    if not smaller:
+        return ""
+    options = " or ".join(f"an {k.upper()} KV cache" for k in smaller)
+    return f"use {options} (spec.quantization.kvCacheDtype)"
+
+
 def _divisors(n: int, limit: int) -> list[int]:
     return [d for d in range(1, min(n, limit) + 1) if n % d == 0]
 
@@ -390,13 +480,7 @@ def validate(arch: Architecture, request: PlanRequest, gpu: GPUSpec) -> list[Pla
                     f"{fmt} is not supported on {gpu.product} (SM {gpu.sm}): TensorRT-LLM's builder "
                     "raises 'INT8/INT4 quantization is not supported on SM>=100' (INT4 weight-only) or "
                     "'SmoothQuant is not supported on SM>=100' for SM 100–119.",
-                    "use one of "
-                    + ", ".join(
-                        f
-                        for f in QUANT_FORMATS
-                        if f != "none" and not format_info(f).sm100_unsupported and MIN_SM[f] <= gpu.sm
-                    )
-                    + " on this GPU.",
+                    "use one of " + ", ".join(supported_quant_formats(gpu)) + " on this GPU.",
                 )
             )
         if kv_info(request.kv_cache_dtype).sm100_unsupported:
@@ -489,9 +573,23 @@ def validate(arch: Architecture, request: PlanRequest, gpu: GPUSpec) -> list[Pla
 
 # ---------------------------------------------------------------------------------------- plan
 def _compute(arch: Architecture, request: PlanRequest, gpu: GPUSpec) -> Plan:
-    """One plan, without the 'what would fit' search."""
+    """One plan, without the 'what would fit' search. An unset ``max_seq_len`` is derived by
+    :func:`default_max_seq_len` from the KV pool the plan at the model's full context leaves."""
+    if request.max_seq_len is not None:
+        return _compute_at(arch, request, gpu, request.max_seq_len, "spec")
+    context = model_context(arch)
+    at_context = _compute_at(arch, request, gpu, context, "context")
+    derived = default_max_seq_len(context, at_context.max_kv_tokens, request.tokens_per_block)
+    if derived == context:
+        return replace(at_context, max_seq_len_source="derived")
+    return _compute_at(arch, request, gpu, derived, "derived")
+
+
+def _compute_at(
+    arch: Architecture, request: PlanRequest, gpu: GPUSpec, max_seq_len: int, source: str
+) -> Plan:
+    """One plan at a given ``max_seq_len`` (``source``: ``spec`` or ``derived``)."""
     issues = validate(arch, request, gpu)
-    max_seq_len = request.max_seq_len or arch.max_position_embeddings
     max_num_tokens = request.max_num_tokens or TRTLLM_DEFAULT_MAX_NUM_TOKENS
     typical = request.typical_request_tokens or min(DEFAULT_TYPICAL_REQUEST_TOKENS, max_seq_len)
     block = request.tokens_per_block
@@ -531,6 +629,8 @@ def _compute(arch: Architecture, request: PlanRequest, gpu: GPUSpec) -> Plan:
     concurrent = max_kv_tokens // _round_blocks(max_seq_len, block)
 
     reasons: list[PlanIssue] = list(issues)
+    kv_hint = _smaller_kv_cache(gpu, request.kv_cache_dtype)
+    kv_fix = f"{kv_hint}, " if kv_hint else ""
     gib = GIB
     if free <= 0:
         reasons.append(
@@ -539,8 +639,9 @@ def _compute(arch: Architecture, request: PlanRequest, gpu: GPUSpec) -> Plan:
                 f"weights {weights / gib:.1f} GiB + activations {activation / gib:.1f} GiB + runtime "
                 f"{reserve / gib:.1f} GiB per GPU exceed the {gpu.memory_bytes / gib:.1f} GiB "
                 f"of {gpu.product}.",
-                "raise tensor (or pipeline) parallelism, quantize further, or use a GPU with more memory "
-                "(see recommended).",
+                "raise tensor (or pipeline) parallelism, quantize further (this GPU supports "
+                f"{', '.join(supported_quant_formats(gpu)) or 'no quantized format'}), or use a GPU with "
+                "more memory (see recommended).",
                 kind="capacity",
             )
         )
@@ -550,8 +651,8 @@ def _compute(arch: Architecture, request: PlanRequest, gpu: GPUSpec) -> Plan:
                 "spec.build.maxSeqLen",
                 f"the KV cache holds {max_kv_tokens} tokens per GPU, less than one sequence of maxSeqLen "
                 f"{max_seq_len}; TensorRT-LLM refuses to start.",
-                f"lower maxSeqLen to at most {max_kv_tokens}, use an FP8/INT8 KV cache, or raise tensor "
-                "parallelism (see recommended).",
+                f"lower maxSeqLen to at most {max_kv_tokens}, "
+                f"{kv_fix}or raise tensor parallelism (see recommended).",
                 kind="capacity",
             )
         )
@@ -564,12 +665,12 @@ def _compute(arch: Architecture, request: PlanRequest, gpu: GPUSpec) -> Plan:
                 f"maxBatchSize {request.max_batch_size} exceeds the {concurrent} sequences of maxSeqLen "
                 f"{max_seq_len} tokens the KV cache holds per replica ({concurrent_typical} at "
                 f"{typical} tokens); TensorRT-LLM schedules only what the KV cache holds, the rest waits.",
-                "accept it for shorter typical requests, or use an FP8 KV cache, more tensor parallelism, "
-                "or a lower maxSeqLen.",
+                "accept it for shorter typical requests, or "
+                f"{kv_fix}use more tensor parallelism or a lower maxSeqLen.",
                 kind="capacity",
             )
         )
-    model_limit = math.ceil(arch.max_position_embeddings * rotary_factor(arch))
+    model_limit = model_context(arch)
     if max_seq_len > model_limit:
         warnings.append(
             PlanIssue(
@@ -624,6 +725,7 @@ def _compute(arch: Architecture, request: PlanRequest, gpu: GPUSpec) -> Plan:
         typical_request_tokens=typical,
         max_concurrent_sequences=concurrent,
         max_concurrent_sequences_at_typical_request=concurrent_typical,
+        max_seq_len_source=source,
         fits=fits,
         reasons=tuple(reasons),
         recommended=recommended,
@@ -695,11 +797,14 @@ def plan_from_build_spec(
     kv_cache_free_gpu_mem_fraction: float = 0.9,
     *,
     budget_seconds: float | None = None,
+    gpus_per_node: int | None = None,
 ) -> Plan:
     """Plan for a builder :class:`~engine_builder.spec.BuildSpec` and the model's ``config.json``.
 
     ``catalog``: extra GPU entries (from :func:`~engine_builder.planner.catalog.load_catalog_extension`)
-    over the built-in catalog. Raises :class:`PlanInputError` for an unreadable config or unknown GPU.
+    over the built-in catalog. ``gpus_per_node``: GPUs of one node of the target product (the
+    operator reads it from the cluster's nodes); None: the catalog entry's ``gpus_per_node``. Raises
+    :class:`PlanInputError` for an unreadable config or unknown GPU.
     """
     arch = Architecture.from_hf_config(hf_config)
     gpu = lookup(spec.target.gpu_product, catalog)
@@ -718,5 +823,6 @@ def plan_from_build_spec(
         max_beam_width=spec.build.max_beam_width,
         max_input_len=spec.build.max_input_len,
         multi_node=spec.parallelism.multi_node,
+        gpus_per_node=gpus_per_node if gpus_per_node is not None else gpu.gpus_per_node,
     )
     return plan(arch, request, gpu, catalog, budget_seconds=budget_seconds)

@@ -534,8 +534,9 @@ Conditions = Annotated[
 class SecretKeyRef(ApiModel):
     """A key in a Secret in the object's namespace, which must carry the label
     llm.trtllm-operator.dev/usable-by-llm-resources=true (set by whoever controls the Secret). The
-    operator reads only the Secret's metadata; the kubelet injects the value into the pods that
-    need it."""
+    kubelet injects the value into the pods that need it; the operator reads the metadata, and the
+    value only of an opted-in spec.model.credentialsSecretRef, to fetch the model's config.json for
+    the capacity plan with the builder's token (docs/security.md)."""
 
     model_config = model_config(
         # secretKeyRef in a container env (core validation.go validateSecretKeySelector →

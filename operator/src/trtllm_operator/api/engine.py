@@ -475,7 +475,9 @@ class EngineBuildSpec(ApiModel):
         ge=2,
         le=4194304,
         description="Maximum sequence length in tokens, prompt plus output (--max_seq_len). "
-        "Default: the model's max_position_embeddings.",
+        "Default: derived by the planner for the target GPU — the largest of the model's context and "
+        "the powers of two below it whose 16 full sequences fit in the KV cache (status.plan."
+        "maxSeqLenRule, docs/planner.md); set it to the model's context to build for the full context.",
     )
     max_beam_width: int = Field(
         default=1, ge=1, le=64, description="Maximum beam-search width (--max_beam_width)."
@@ -502,9 +504,16 @@ class EngineBuildSpec(ApiModel):
 
 
 #: How many GPUs the builder pod requests when ``spec.gpu.resources.gpus`` is unset — the text of the
-#: CRD's field description; :func:`builder_gpus` computes it. Calibration loads the model over the
-#: GPUs the engine will use, so the builder gets a replica's world size.
-BUILDER_GPUS_DEFAULT = "tensor × pipeline (the GPUs of one replica), at least build.workers"
+#: CRD's field description; :func:`builder_gpus` computes it. A build needs one GPU per build worker,
+#: not a replica's world size: ``trtllm-build`` uses ``min(torch.cuda.device_count(), --workers)``
+#: workers and builds rank ``r`` on GPU ``r % workers``, one rank after another with one worker
+#: (NVIDIA/TensorRT-LLM ``tensorrt_llm/commands/build.py`` ``main``/``parallel_build``, commit
+#: 65f1d1536e18aea3380e6e270e00895a709333eb); the builder's calibration runs on one device
+#: (engine_builder/quantize.py ``load_model``). So a TP4 × PP4 engine builds on one GPU of a 4-GPU node.
+BUILDER_GPUS_DEFAULT = (
+    "build.workers (one GPU per build worker: trtllm-build builds the ranks one after another on "
+    "one GPU per worker, and calibration uses one GPU)"
+)
 
 
 class BuilderResources(ApiModel):
@@ -982,6 +991,12 @@ class PlanStatus(ApiModel):
         default=None, ge=0, description="Sequences of maxSeqLen tokens that fit in the KV pool."
     )
     recommended: RecommendedLimits | None = None
+    max_seq_len_rule: str | None = Field(
+        default=None,
+        max_length=512,
+        description="Set when spec.build.maxSeqLen is unset: the rule that derived "
+        "recommended.maxSeqLen (docs/planner.md, 'Defaults').",
+    )
     reasons: Annotated[list[str], Field(max_length=32)] | None = Field(
         default=None, description="Why it does not fit, or the assumptions made."
     )
@@ -1116,7 +1131,7 @@ class LLMEngineStatus(ApiModel):
 
 def builder_gpus(spec: LLMEngineSpec) -> int:
     """GPUs (``nvidia.com/gpu``) the builder pod of ``spec`` requests: ``spec.gpu.resources.gpus``,
-    else :data:`BUILDER_GPUS_DEFAULT` (``max(tensor × pipeline, build.workers)``).
+    else :data:`BUILDER_GPUS_DEFAULT` (``build.workers``).
 
     The one home of this number: the builder Job requests it
     (:func:`trtllm_operator.render.builder_job.desired_builder_job`), the Unschedulable hint names it
@@ -1125,4 +1140,4 @@ def builder_gpus(spec: LLMEngineSpec) -> int:
     """
     if spec.gpu.resources.gpus:
         return spec.gpu.resources.gpus
-    return max(spec.parallelism.tensor * spec.parallelism.pipeline, spec.build.workers)
+    return spec.build.workers

@@ -74,8 +74,9 @@ def register(subparsers: Any) -> None:
         "--max-seq-len",
         type=int,
         default=None,
-        help="prompt + output tokens of the longest sequence (spec.build.maxSeqLen; default: the model's "
-        "max_position_embeddings)",
+        help="prompt + output tokens of the longest sequence (spec.build.maxSeqLen; default: the largest "
+        "of the model's context and the powers of two below it whose 16 full sequences fit in the KV "
+        "cache, docs/planner.md; pass the model's context to plan for it)",
     )
     p.add_argument(
         "--max-batch-size",

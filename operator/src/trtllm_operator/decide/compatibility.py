@@ -243,6 +243,45 @@ def _catalog(product: str | None) -> tuple[str | None, int | None]:
     return gpu.product, gpu.sm
 
 
+@dataclass(frozen=True)
+class NodeGPUs:
+    """GPUs in one node of an engine's GPU product: ``count`` is the largest ``nvidia.com/gpu``
+    allocatable among the nodes labelled ``nvidia.com/gpu.product`` with it (``nodes`` of them), or
+    the GPU catalog's ``gpusPerNode`` when no such node exists yet (``nodes == 0``)."""
+
+    count: int
+    nodes: int
+
+    @property
+    def from_nodes(self) -> bool:
+        return self.nodes > 0
+
+    def describe(self, product: str) -> str:
+        """``4 (the largest of 2 node(s) labelled …)``, or ``8 (the GPU catalog's gpusPerNode: …)``."""
+        if self.from_nodes:
+            return (
+                f"{self.count} (the largest of {self.nodes} node(s) labelled {GPU_PRODUCT_LABEL}={product})"
+            )
+        return (
+            f"{self.count} (the GPU catalog's gpusPerNode: no node is labelled {GPU_PRODUCT_LABEL}={product})"
+        )
+
+
+def node_gpus(allocatable: Collection[str | int | None], catalog_gpus_per_node: int) -> NodeGPUs:
+    """:class:`NodeGPUs` from the ``nvidia.com/gpu`` allocatable of every node of the product (a
+    quantity string as the API server returns it; unparsable or missing values count as 0)."""
+    counts = []
+    for value in allocatable:
+        try:
+            counts.append(int(str(value)))
+        except ValueError:
+            counts.append(0)
+    best = max(counts, default=0)
+    if best < 1:
+        return NodeGPUs(catalog_gpus_per_node, 0)
+    return NodeGPUs(best, len(counts))
+
+
 def gpu_product_aliases(product: str) -> tuple[str, ...]:
     """Node-label spellings of ``product`` besides itself (the catalog's canonical name)."""
     canonical, _ = _catalog(product)

@@ -47,7 +47,7 @@ from trtllm_operator.decide.engine_failure import (
     latest_report,
     unschedulable_message,
 )
-from trtllm_operator.decide.engine_hints import ClaimState, unschedulable_hint
+from trtllm_operator.decide.engine_hints import ClaimState, pod_gpu_request, unschedulable_hint
 from trtllm_operator.decide.engine_progress import BuildProgress
 from trtllm_operator.decide.engine_spec import (
     R_DOES_NOT_FIT,
@@ -446,7 +446,7 @@ def decide_engine(prepared: PreparedEngine, obs: EngineObservation, *, now: str)
             )
         pending = unschedulable_message(obs.pods)
         if pending is not None:
-            hint = unschedulable_hint(prepared, pending, obs.claims)
+            hint = unschedulable_hint(prepared, pending, obs.claims, pod_gpu_request(obs.pods))
             message = f"builder pod cannot be scheduled: {pending}{hint}"
             build.update(reason=REASON_UNSCHEDULABLE, message=message, stage="scheduling")
             return out(

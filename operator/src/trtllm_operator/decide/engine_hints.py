@@ -64,8 +64,32 @@ def builder_claims(prepared: PreparedEngine) -> list[str]:
     return claims
 
 
+def pod_gpu_request(pods: Sequence[Mapping[str, Any]]) -> int | None:
+    """``nvidia.com/gpu`` the newest pod requests (its containers' limits, else requests, summed —
+    extended resources must have equal requests and limits), None without a pod or a GPU request."""
+    newest = max(
+        pods, key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or ""), default=None
+    )
+    if newest is None:
+        return None
+    total = 0
+    for container in (newest.get("spec") or {}).get("containers") or []:
+        resources = container.get("resources") or {}
+        value = (resources.get("limits") or {}).get(GPU_RESOURCE) or (resources.get("requests") or {}).get(
+            GPU_RESOURCE
+        )
+        try:
+            total += int(str(value)) if value is not None else 0
+        except ValueError:
+            continue
+    return total or None
+
+
 def unschedulable_hint(
-    prepared: PreparedEngine, scheduler_message: str, claims: Mapping[str, ClaimState] | None = None
+    prepared: PreparedEngine,
+    scheduler_message: str,
+    claims: Mapping[str, ClaimState] | None = None,
+    requested_gpus: int | None = None,
 ) -> str:
     """What to do about an unschedulable builder pod, from the scheduler's ``message`` ("" if none)
     and the observed state of the claims it mounts (``claims``, by name; may be empty).
@@ -73,9 +97,10 @@ def unschedulable_hint(
     About PersistentVolumeClaims (the scheduler names them, or an observed claim is not Bound): the
     claims the builder mounts (``spec.storage``, a ``pvc://`` model source), their state — Pending
     (with the reason of the newest Event on the claim) or missing — and which field fixes it. About
-    GPUs or node placement (``nvidia.com/gpu``, node affinity/selector, taints): the GPU request and
-    the node label it needs. Anything else (e.g. ``Insufficient cpu``): no hint, the scheduler's
-    message says it.
+    GPUs or node placement (``nvidia.com/gpu``, node affinity/selector, taints): the GPU request —
+    what the pod requests (``requested_gpus``, from :func:`pod_gpu_request`), else what the Job is
+    rendered with — the node label it needs and how many GPUs such a node has. Anything else (e.g.
+    ``Insufficient cpu``): no hint, the scheduler's message says it.
     """
     claims = claims or {}
     text = scheduler_message.lower()
@@ -83,9 +108,12 @@ def unschedulable_hint(
     if "persistentvolumeclaim" in text or "persistent volume" in text or unbound:
         return f" ({_pvc_hint(prepared, scheduler_message, claims)})"
     if any(w in text for w in (GPU_RESOURCE, "affinity", "selector", "taint")):
+        gpus = requested_gpus if requested_gpus is not None else builder_gpus(prepared.spec)
+        nodes = prepared.node_gpus
+        capacity = f"; GPUs per node: {nodes.describe(prepared.gpu.product)}" if nodes is not None else ""
         return (
-            f" (needs {_gpu_request_text(prepared)} on a node labelled "
-            f"{GPU_PRODUCT_LABEL}={prepared.gpu.product})"
+            f" (the builder pod requests {gpus} {GPU_RESOURCE} on one node labelled "
+            f"{GPU_PRODUCT_LABEL}={prepared.gpu.product}{capacity})"
         )
     return ""
 
@@ -135,7 +163,3 @@ def _state_text(state: ClaimState) -> str:
         why = f"{state.event_reason}: {state.event_message}" if state.event_message else state.event_reason
         return f"is {state.phase} ({why})"
     return f"is {state.phase} (no Event on it says why)"
-
-
-def _gpu_request_text(prepared: PreparedEngine) -> str:
-    return f"{builder_gpus(prepared.spec)} {GPU_RESOURCE}"

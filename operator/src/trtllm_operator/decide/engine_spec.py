@@ -29,7 +29,11 @@ from engine_builder.contract import (
 )
 from engine_builder.planner import GPUSpec, Plan, PlanInputError, lookup, plan_from_build_spec
 from engine_builder.planner.formats import MIN_SM
+from engine_builder.planner.plan import MAX_SEQ_LEN_RULE, supported_quant_formats
 from trtllm_operator.api import LLMEngineSpec
+from trtllm_operator.api.engine import builder_gpus
+from trtllm_operator.api.wire import GPU_RESOURCE
+from trtllm_operator.decide.compatibility import NodeGPUs
 from trtllm_operator.decide.storage import (
     StorageLocation,
     builder_job_name,
@@ -74,6 +78,8 @@ class PreparedEngine:
     storage: StorageLocation
     plan: Plan | None
     plan_note: str | None = None
+    #: GPUs of one node of the target product (from the nodes, else the catalog).
+    node_gpus: NodeGPUs | None = None
 
     @property
     def key_short(self) -> str:
@@ -163,12 +169,19 @@ def prepare_engine(
     *,
     catalog_extra: Mapping[str, GPUSpec] | None = None,
     hf_config: Mapping[str, Any] | None = None,
+    node_gpus: NodeGPUs | None = None,
+    config_note: str | None = None,
 ) -> PreparedEngine | InvalidEngine:
     """Validate and map one LLMEngine spec. Never raises for bad input: returns :class:`InvalidEngine`.
 
     ``catalog_extra``: GPU catalog extension (operator setting). ``hf_config``: the model's
     ``config.json`` when the operator can see it; without it only the catalog rules are checked here
-    (the builder's ``plan`` stage checks the rest and fails with ``BadSpec``).
+    (the builder's ``plan`` stage checks the rest and fails with ``BadSpec``). ``node_gpus``: GPUs of
+    one node of the target product as read from the cluster's nodes (None: the catalog's
+    ``gpusPerNode``); the plan's one-node rule uses it, and a builder pod that requests more GPUs
+    (:func:`~trtllm_operator.api.engine.builder_gpus`) than the largest such node has is refused
+    (``DoesNotFit``) — a pod can never span nodes. ``config_note``: why ``hf_config`` is None (the
+    ``Planned=Unknown`` condition says it).
     """
     try:
         spec = LLMEngineSpec.model_validate(raw_spec)
@@ -183,7 +196,7 @@ def prepare_engine(
         return InvalidEngine(exc.field, exc.message)
     fmt = spec.quantization.format
     if gpu.sm < MIN_SM[fmt]:
-        ok = sorted(f for f, sm in MIN_SM.items() if gpu.sm >= sm)
+        ok = ["none", *supported_quant_formats(gpu)]
         return InvalidEngine(
             "spec.quantization.format",
             f"{fmt} needs compute capability {MIN_SM[fmt] / 10:.1f}+ but {gpu.product} is SM {gpu.sm}; "
@@ -195,6 +208,17 @@ def prepare_engine(
             f"an FP8 KV cache needs compute capability 8.9+ but {gpu.product} is SM {gpu.sm}; "
             "use int8 or auto.",
         )
+    nodes = node_gpus or NodeGPUs(gpu.gpus_per_node, 0)
+    wanted = builder_gpus(spec)
+    if nodes.from_nodes and wanted > nodes.count:
+        field = "spec.gpu.resources.gpus" if spec.gpu.resources.gpus else "spec.build.workers"
+        return InvalidEngine(
+            field,
+            f"the builder pod would request {wanted} {GPU_RESOURCE} but a {gpu.product} node has "
+            f"{nodes.describe(spec.gpu.product)}; a pod runs on one node. Fix: set {field} to at most "
+            f"{nodes.count} (trtllm-build builds the ranks one after another on one GPU per worker).",
+            R_DOES_NOT_FIT,
+        )
     storage = storage_location(name, spec.storage)
     build_spec = to_build_spec(spec, gpu, storage)
     plan: Plan | None = None
@@ -202,7 +226,11 @@ def prepare_engine(
     if hf_config is not None:
         try:
             plan = plan_from_build_spec(
-                build_spec, hf_config, catalog_extra, budget_seconds=PLAN_BUDGET_SECONDS
+                build_spec,
+                hf_config,
+                catalog_extra,
+                budget_seconds=PLAN_BUDGET_SECONDS,
+                gpus_per_node=nodes.count,
             )
         except PlanInputError as exc:
             return InvalidEngine(exc.field, exc.message)
@@ -217,7 +245,8 @@ def prepare_engine(
             message = " ".join(p if p.endswith(".") else p + "." for p in pieces)
             return InvalidEngine(first.field, message, R_DOES_NOT_FIT if memory else R_INVALID_SPEC, plan)
     else:
-        note = "the model's config.json is not available to the operator; the builder plans at its plan stage"
+        why = config_note or "the model's config.json is not available to the operator"
+        note = f"{why}; the builder plans at its plan stage"
     return PreparedEngine(
         name=name,
         spec=spec,
@@ -227,6 +256,7 @@ def prepare_engine(
         storage=storage,
         plan=plan,
         plan_note=note,
+        node_gpus=nodes,
     )
 
 
@@ -286,6 +316,8 @@ def plan_status(plan: Plan | None) -> dict[str, Any] | None:
             gpuProduct=rec.get("gpu_product"),
             note=_not_fit_note(plan),
         )
+    # Explicit None: the status is merge-patched, so a rule from an earlier plan is removed.
+    out["maxSeqLenRule"] = MAX_SEQ_LEN_RULE if plan.max_seq_len_source == "derived" else None
     if plan.reasons:
         out["reasons"] = [str(r) for r in plan.reasons][:32]
     return out

@@ -38,6 +38,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
+from engine_builder.planner import PlanInputError, lookup
 from trtllm_operator.api import CONDITION_ROUTED
 from trtllm_operator.api.deployment import ServerSpec
 from trtllm_operator.api.engine import LLMEngineSpec
@@ -51,8 +52,6 @@ from trtllm_operator.api.wire import (
     DEPLOYMENT_PLURAL,
     DEPLOYMENT_REVISION_ANNOTATION,
     ENGINE_PLURAL,
-    GPU_PRODUCT_LABEL,
-    GPU_RESOURCE,
     GROUP,
     LABEL_COMPONENT,
     LABEL_DEPLOYMENT,
@@ -85,6 +84,7 @@ from trtllm_operator.decide.serving_params import short_key
 from trtllm_operator.handlers.plumbing import (
     OBJECT_LOCKS,
     apply_owned,
+    node_gpus_of,
     read_children,
     release_claim,
     with_rendered_hash,
@@ -118,25 +118,21 @@ from trtllm_operator.settings import current
 
 log = logging.getLogger(__name__)
 
-#: Fallback GPUs per node when no node of the engine's product exists yet.
+#: Fallback GPUs per node when no node of the engine's product exists yet and the product is not in
+#: the GPU catalog (the catalog's gpusPerNode otherwise).
 DEFAULT_GPUS_PER_NODE = 8
 RESYNC_SECONDS = 30.0
 
 
 # ------------------------------------------------------------------------------ observations
-def gpus_per_node(kube: Kube, products: list[str]) -> int:
-    """Largest ``nvidia.com/gpu`` allocatable among nodes labelled with one of ``products``."""
-    core = k8s.CoreV1Api(kube.api_client)
-    best = 0
-    for product in products:
-        nodes = core.list_node(label_selector=f"{GPU_PRODUCT_LABEL}={product}").items
-        for node in nodes:
-            alloc = (node.status.allocatable or {}) if node.status else {}
-            try:
-                best = max(best, int(alloc.get(GPU_RESOURCE, 0)))
-            except ValueError:
-                continue
-    return best or DEFAULT_GPUS_PER_NODE
+def gpus_per_node(kube: Kube, product: str) -> int:
+    """GPUs of one node of ``product`` (:func:`~trtllm_operator.handlers.plumbing.node_gpus_of`): from
+    the nodes, else the GPU catalog's gpusPerNode, else :data:`DEFAULT_GPUS_PER_NODE`."""
+    try:
+        fallback = lookup(product).gpus_per_node
+    except PlanInputError:
+        fallback = DEFAULT_GPUS_PER_NODE
+    return node_gpus_of(kube, [product, *gpu_product_aliases(product)], fallback).count
 
 
 def lws_installed(kube: Kube) -> bool:
@@ -298,7 +294,7 @@ def _reconcile(kube: Kube, namespace: str, name: str) -> None:
         _write_status(kube, obj, replace(base, blocked=blocked))
         return
     product = (espec.get("gpu") or {}).get("product", "")
-    per_node = gpus_per_node(kube, [product, *gpu_product_aliases(product)])
+    per_node = gpus_per_node(kube, product)
     # decide how it is served (gates, parameters, placement, files), then render, then act
     plan = plan_serving(obj, engine, gpus_per_node=per_node, lws_installed=lws_installed(kube))
     if not isinstance(plan, ServingRefusal) and plan.params.artifact_claim:

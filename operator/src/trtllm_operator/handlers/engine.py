@@ -16,10 +16,13 @@ builds is serialised operator-wide, so the concurrent-build limit holds.
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
+import hashlib
 import json
 import logging
 import os
+import tempfile
 import threading
 import time
 from collections.abc import Mapping
@@ -33,7 +36,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.utils import parse_quantity
 
 from engine_builder.contract import BuildSpec
-from engine_builder.planner import GPUSpec, PlanInputError, load_catalog_extension
+from engine_builder.planner import GPUSpec, PlanInputError, load_catalog_extension, lookup
 from trtllm_operator.api.engine import LLMEngineSpec
 from trtllm_operator.api.owners import is_controlled_by, is_owned_by, owner_names
 from trtllm_operator.api.wire import (
@@ -49,6 +52,7 @@ from trtllm_operator.api.wire import (
     MANAGED_BY,
     VERSION,
 )
+from trtllm_operator.decide.compatibility import NodeGPUs, gpu_product_aliases
 from trtllm_operator.decide.conditions import rfc3339
 from trtllm_operator.decide.engine import (
     AdoptJob,
@@ -69,9 +73,16 @@ from trtllm_operator.decide.engine_hints import ClaimState, builder_claims, clai
 from trtllm_operator.decide.engine_progress import BuildProgress, parse_progress
 from trtllm_operator.decide.engine_spec import InvalidEngine, PreparedEngine, prepare_engine
 from trtllm_operator.decide.ownership import ChildConflict, marker_conflict
-from trtllm_operator.decide.policy import Refusal, engine_refusal, secret_references
+from trtllm_operator.decide.policy import Refusal, engine_refusal, secret_references, secret_refusal
 from trtllm_operator.events import ARTIFACT_RECORDED
-from trtllm_operator.handlers.plumbing import OBJECT_LOCKS, add_owner, release_claim, set_owner, write_outcome
+from trtllm_operator.handlers.plumbing import (
+    OBJECT_LOCKS,
+    add_owner,
+    node_gpus_of,
+    release_claim,
+    set_owner,
+    write_outcome,
+)
 from trtllm_operator.kube import (
     CONFIG_MAP,
     EVENT,
@@ -156,35 +167,100 @@ def catalog_extension(kube: Kube, settings: Settings) -> dict[str, GPUSpec]:
     return extra
 
 
-_hf_configs: dict[tuple[str, str | None], Mapping[str, Any] | None] = {}
+def _node_gpus(kube: Kube, spec: Mapping[str, Any], catalog_extra: Mapping[str, GPUSpec]) -> NodeGPUs | None:
+    """GPUs per node of the engine's GPU product, from the nodes (the catalog's gpusPerNode when no
+    node has it yet); None for a product the catalog does not know (prepare_engine refuses it)."""
+    product = str((spec.get("gpu") or {}).get("product") or "")
+    try:
+        gpu = lookup(product, catalog_extra)
+    except PlanInputError:
+        return None
+    return node_gpus_of(kube, [product, *gpu_product_aliases(product)], gpu.gpus_per_node)
 
 
-def hf_config_for(spec: Mapping[str, Any], settings: Settings) -> Mapping[str, Any] | None:
-    """The model's ``config.json`` if the operator can see it (settings ``hf_config_dir`` /
-    ``hf_config_fetch``), else None. Only hf:// sources; cached per (repo, revision)."""
+#: config.json files read, per (endpoint, repo, revision, sha256 of the token): a config fetched with
+#: one namespace's token is never served to an engine without it.
+_hf_configs: dict[tuple[str, str, str | None, str], Mapping[str, Any]] = {}
+#: Failed fetches, per the same key: (monotonic time, why); retried after HF_RETRY_SECONDS.
+_hf_failures: dict[tuple[str, str, str | None, str], tuple[float, str]] = {}
+HF_RETRY_SECONDS = 60.0
+
+
+def hub_token(kube: Kube, namespace: str, spec: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """The Hugging Face token the builder gets (``spec.model.credentialsSecretRef``) and why there is
+    none. The value is read only from a Secret that carries the opt-in label (checked on its metadata
+    first, :func:`~trtllm_operator.decide.policy.secret_refusal`): the same trust rule that lets the
+    Secret into a builder pod lets the operator use it for the same model (docs/security.md)."""
+    ref = (spec.get("model") or {}).get("credentialsSecretRef") or {}
+    name, key = ref.get("name"), ref.get("key")
+    if not name or not key:
+        return None, None
+    refusal = secret_refusal(
+        "spec.model.credentialsSecretRef.name", name, namespace, kube.get_metadata(SECRET, namespace, name)
+    )
+    if refusal is not None:
+        return None, refusal.message
+    secret = kube.get(SECRET, namespace, name) or {}
+    value = (secret.get("data") or {}).get(key)
+    if value is None:
+        return None, f"Secret {namespace}/{name} has no key {key!r} (spec.model.credentialsSecretRef.key)"
+    return base64.b64decode(value).decode("utf-8").strip(), None
+
+
+def hf_config_for(
+    spec: Mapping[str, Any], settings: Settings, token: str | None = None
+) -> tuple[Mapping[str, Any] | None, str | None]:
+    """The model's ``config.json`` if the operator can see it (settings ``hf_config_dir``, then
+    ``hf_config_fetch`` through huggingface_hub with ``token`` at ``hf_endpoint``), else None and
+    why. Only hf:// sources. Successes are cached; a failed fetch is retried after
+    :data:`HF_RETRY_SECONDS`."""
     model = spec.get("model") or {}
     source = str(model.get("source") or "")
     if not source.startswith("hf://"):
-        return None
+        return None, None
     repo = source[len("hf://") :]
     revision = model.get("revision")
-    cache_key = (repo, revision)
-    if cache_key in _hf_configs:
-        return _hf_configs[cache_key]
-    found: Mapping[str, Any] | None = None
     if settings.hf_config_dir:
         path = os.path.join(settings.hf_config_dir, repo.replace("/", "__") + ".json")
         if os.path.exists(path):
             found = _read_config(path, repo)
-    if found is None and settings.hf_config_fetch:
-        try:
-            from huggingface_hub import hf_hub_download  # noqa: PLC0415 - optional, rarely used
+            if found is not None:
+                return found, None
+    if not settings.hf_config_fetch:
+        return None, "fetching config.json from the Hub is off (operator setting hfConfigFetch)"
+    endpoint = settings.hf_endpoint or ""
+    cache_key = (endpoint, repo, revision, hashlib.sha256((token or "").encode()).hexdigest())
+    if cache_key in _hf_configs:
+        return _hf_configs[cache_key], None
+    failed = _hf_failures.get(cache_key)
+    if failed is not None and time.monotonic() - failed[0] < HF_RETRY_SECONDS:
+        return None, failed[1]
+    from huggingface_hub import hf_hub_download  # noqa: PLC0415 - only with hf_config_fetch
 
-            found = _read_config(hf_hub_download(repo, "config.json", revision=revision), repo)
-        except Exception as exc:  # network, gated repo, missing file: plan later in the builder
-            log.info("config.json of %s not fetched: %s", repo, exc)
+    try:
+        with tempfile.TemporaryDirectory(prefix="hf-config-") as cache:
+            path = hf_hub_download(
+                repo,
+                "config.json",
+                revision=revision,
+                token=token or False,  # False: never a token from the operator's own environment
+                endpoint=settings.hf_endpoint,
+                cache_dir=cache,
+            )
+            found = _read_config(path, repo)
+    except Exception as exc:  # network, gated repo, wrong token, missing file: say so, plan later
+        first = (str(exc).strip().splitlines() or [""])[0]
+        why = f"config.json of {repo} not fetched from the Hub ({type(exc).__name__}: {first})"
+        if token is None:
+            why += "; no token was sent (spec.model.credentialsSecretRef)"
+        log.info("%s", why)
+        _hf_failures[cache_key] = (time.monotonic(), why)
+        return None, why
+    if found is None:
+        return None, f"config.json of {repo} is not a JSON object of at most {MAX_CONFIG_BYTES} bytes"
+    _hf_failures.pop(cache_key, None)
     _hf_configs[cache_key] = found
-    return found
+    return found, None
 
 
 #: Largest config.json the operator reads (bytes); real ones are a few KiB.
@@ -257,11 +333,16 @@ def _reconcile_locked(kube: Kube, namespace: str, name: str) -> EngineDecision |
             return None
         settings = current()
         spec = engine.get("spec") or {}
+        catalog_extra = catalog_extension(kube, settings)
+        token, no_token = hub_token(kube, namespace, spec) if settings.hf_config_fetch else (None, None)
+        hf_config, why = hf_config_for(spec, settings, token)
         prepared = prepare_engine(
             name,
             spec,
-            catalog_extra=catalog_extension(kube, settings),
-            hf_config=hf_config_for(spec, settings),
+            catalog_extra=catalog_extra,
+            hf_config=hf_config,
+            node_gpus=_node_gpus(kube, spec, catalog_extra),
+            config_note=f"{why}; {no_token}" if why and no_token else why,
         )
         generation = int(engine["metadata"].get("generation") or 0)
         status = engine.get("status") or {}

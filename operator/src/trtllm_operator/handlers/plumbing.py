@@ -34,10 +34,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from trtllm_operator.api.owners import controller_of, is_owned_by
-from trtllm_operator.api.wire import ANNOTATION_RENDERED_HASH
+from trtllm_operator.api.wire import ANNOTATION_RENDERED_HASH, GPU_PRODUCT_LABEL, GPU_RESOURCE
+from trtllm_operator.decide.compatibility import NodeGPUs, node_gpus
 from trtllm_operator.decide.outcome import Outcome
 from trtllm_operator.decide.ownership import ChildConflict, control_conflict
 from trtllm_operator.kube.client import LLM_ENGINE, PVC, Kube, Resource
@@ -254,3 +256,23 @@ def write_outcome(
     )
     for event in outcome.all_events():
         post_event(kube, obj, event.reason, event.message, type_=event.type)
+
+
+# ------------------------------------------------------------------------------ nodes
+def node_gpus_of(kube: Kube, products: Sequence[str], catalog_gpus_per_node: int) -> NodeGPUs:
+    """GPUs per node of a GPU product, read from the nodes (RBAC: list nodes): the largest
+    ``nvidia.com/gpu`` allocatable among the nodes whose ``nvidia.com/gpu.product`` label is one of
+    ``products`` (the engine's product and its catalog spellings); ``catalog_gpus_per_node`` when no
+    such node exists yet. One home for both controllers (builder sizing and serving placement)."""
+    core = k8s.CoreV1Api(kube.api_client)
+    allocatable: list[str | int | None] = []
+    seen: set[str] = set()
+    for product in dict.fromkeys(products):
+        for node in core.list_node(label_selector=f"{GPU_PRODUCT_LABEL}={product}").items:
+            name = str(node.metadata.name if node.metadata else "")
+            if name in seen:
+                continue
+            seen.add(name)
+            alloc = (node.status.allocatable or {}) if node.status else {}
+            allocatable.append(alloc.get(GPU_RESOURCE))
+    return node_gpus(allocatable, catalog_gpus_per_node)

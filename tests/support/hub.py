@@ -1,0 +1,112 @@
+"""A local Hub-like file server: the Hugging Face Hub's resolve API, for tests (no Hub here).
+
+It serves ``GET``/``HEAD /{repo_id}/resolve/{revision}/{filename}`` the way huggingface_hub 2.4.0 (the
+version pinned in engine-builder/pyproject.toml) expects it to:
+
+* success: ``X-Repo-Commit`` (the commit the revision resolves to) and ``ETag`` (quoted) and
+  ``Content-Length`` — ``file_download._get_metadata_or_catch_error`` raises ``FileMetadataError``
+  without the first two, and ``get_hf_file_metadata`` reads the size from ``Content-Length``;
+* errors as ``utils/_http.py`` ``hf_raise_for_status`` classifies them, through ``X-Error-Code`` /
+  ``X-Error-Message``: a gated repository without a token → 401 ``GatedRepo``; a wrong token → 401
+  "Invalid credentials in Authorization header"; an unknown repository → 404 ``RepoNotFound``; an
+  unknown revision → 404 ``RevisionNotFound``; a missing file → 404 ``EntryNotFound`` (with
+  ``X-Repo-Commit``, which huggingface_hub caches as "does not exist at this commit").
+
+The token is checked as huggingface_hub sends it (``build_hf_headers``: ``authorization: Bearer
+<token>``). A stand-in for the real Hub: it serves files, nothing else (no Xet, no redirects to a CDN,
+no API routes). Point ``HF_ENDPOINT`` (or huggingface_hub's ``endpoint=``) at :attr:`LocalHub.url`.
+Every request is recorded in :attr:`LocalHub.requests` (method, path, whether a token was sent).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclass
+class HubRepo:
+    """One repository: its files, the commit ``main`` resolves to, and the token a gated one needs."""
+
+    files: Mapping[str, bytes]
+    commit: str = "0123456789abcdef0123456789abcdef01234567"
+    token: str | None = None
+
+
+@dataclass
+class LocalHub:
+    """The server; use :func:`local_hub` to run one."""
+
+    repos: Mapping[str, HubRepo]
+    url: str = ""
+    requests: list[tuple[str, str, bool]] = field(default_factory=list)
+
+    def respond(self, method: str, path: str, authorization: str | None) -> tuple[int, dict[str, str], bytes]:
+        """Status, headers and body for one request (pure; the handler only does the I/O)."""
+        self.requests.append((method, path, authorization is not None))
+        parts = path.split("?", 1)[0].lstrip("/").split("/")
+        if len(parts) < 5 or parts[2] != "resolve":
+            return 404, {"X-Error-Code": "RepoNotFound"}, b"not a resolve URL"
+        repo_id, revision, filename = "/".join(parts[:2]), parts[3], "/".join(parts[4:])
+        repo = self.repos.get(repo_id)
+        if repo is None:
+            return 404, {"X-Error-Code": "RepoNotFound"}, b"Repository not found"
+        if repo.token is not None:
+            if authorization is None:
+                return 401, {"X-Error-Code": "GatedRepo"}, b"Access to this gated repo is restricted"
+            if authorization != f"Bearer {repo.token}":
+                return 401, {"X-Error-Message": "Invalid credentials in Authorization header"}, b""
+        if revision not in ("main", repo.commit):
+            return 404, {"X-Error-Code": "RevisionNotFound"}, b"Revision not found"
+        content = repo.files.get(filename)
+        if content is None:
+            return 404, {"X-Error-Code": "EntryNotFound", "X-Repo-Commit": repo.commit}, b"Entry not found"
+        headers = {
+            "X-Repo-Commit": repo.commit,
+            "ETag": f'"{hashlib.sha256(content).hexdigest()}"',
+            "Content-Length": str(len(content)),
+            "Content-Type": "application/octet-stream",
+        }
+        return 200, headers, content
+
+
+@contextmanager
+def local_hub(repos: Mapping[str, HubRepo]) -> Iterator[LocalHub]:
+    """Run a :class:`LocalHub` on 127.0.0.1 (a free port) until the block exits."""
+    hub = LocalHub(repos)
+
+    class Handler(BaseHTTPRequestHandler):
+        def _serve(self, body: bool) -> None:
+            status, headers, content = hub.respond(self.command, self.path, self.headers.get("authorization"))
+            self.send_response(status)
+            for key, value in headers.items():
+                self.send_header(key, value)
+            if "Content-Length" not in headers:
+                self.send_header("Content-Length", str(len(content)))
+            self.end_headers()
+            if body:
+                self.wfile.write(content)
+
+        def do_GET(self) -> None:
+            self._serve(body=True)
+
+        def do_HEAD(self) -> None:
+            self._serve(body=False)
+
+        def log_message(self, format: str, *args: object) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    hub.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, name="local-hub", daemon=True)
+    thread.start()
+    try:
+        yield hub
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
