@@ -89,6 +89,10 @@ class Parallelism(_Model):
         return self.tensor * self.pipeline
 
 
+#: Where the Job's environment carries the draft model's Hugging Face token (its own Secret key).
+DRAFT_TOKEN_ENV = "HF_TOKEN_DRAFT"
+
+
 class SpeculativeDecoding(_Model):
     mode: SpeculativeMode = "none"
     max_draft_len: int = Field(default=0, ge=0)
@@ -156,6 +160,33 @@ class BuildSpec(_Model):
     def engine_key(self) -> str:
         """``sha256`` hex digest (64 chars) of the canonical JSON of :meth:`key_inputs`."""
         return engine_key(self.key_inputs())
+
+    def draft_spec(self) -> BuildSpec | None:
+        """The draft model's own build spec (mode ``draft_tokens_external``), else ``None``.
+
+        The draft engine is an ordinary engine with its own engine key: the draft checkpoint,
+        quantized like the target (same format, KV-cache dtype and calibration) and built with the
+        target's parallelism (both engines run on the replica's ranks) and limits, with paged
+        context FMHA on and no speculative mode — as NVIDIA/TensorRT-LLM
+        ``examples/draft_target_model/README.md`` (1.2) builds it: ``--use_paged_context_fmha=enable``
+        for both engines ("we need KV-Cache reuse in this approach"), ``--speculative_decoding_mode
+        draft_tokens_external --max_draft_len`` only for the target.
+        """
+        sd = self.build.speculative_decoding
+        if sd.mode != "draft_tokens_external" or sd.draft_model is None:
+            return None
+        return self.model_copy(
+            update={
+                "model": sd.draft_model,
+                "build": self.build.model_copy(
+                    update={
+                        "max_beam_width": 1,
+                        "paged_context_fmha": True,
+                        "speculative_decoding": SpeculativeDecoding(),
+                    }
+                ),
+            }
+        )
 
 
 def canonical_json(data: Any) -> str:
