@@ -227,3 +227,27 @@ def test_build_spec_round_trips_with_a_draft() -> None:
     again = BuildSpec.model_validate(spec.model_dump(mode="json"))
     assert again.engine_key() == spec.engine_key()
     assert again.draft_spec() == spec.draft_spec()
+
+
+@pytest.mark.parametrize(
+    ("mode", "backend", "field", "needle"),
+    [
+        ("medusa", "tensorrt", "build.speculative_decoding.mode", "examples/medusa/convert_checkpoint.py"),
+        ("eagle", "tensorrt", "build.speculative_decoding.mode", "examples/eagle/convert_checkpoint.py"),
+        ("draft_tokens_external", "pytorch", "build.speculative_decoding.mode", "speculative_config"),
+    ],
+)
+def test_builder_refuses_what_it_cannot_build(mode: str, backend: str, field: str, needle: str) -> None:
+    """Audit A8: on main a medusa/eagle spec compiled an engine without heads; now BadSpec."""
+    from engine_builder.pipeline import _check_speculative  # noqa: PLC0415
+    from engine_builder.report import BuildError  # noqa: PLC0415
+
+    spec = prepared().build_spec
+    sd = spec.build.speculative_decoding.model_copy(update={"mode": mode})
+    bad = spec.model_copy(
+        update={"backend": backend, "build": spec.build.model_copy(update={"speculative_decoding": sd})}
+    )
+    with pytest.raises(BuildError) as info:
+        _check_speculative(bad)
+    assert info.value.reason == "BadSpec" and info.value.field == field and needle in info.value.message
+    _check_speculative(spec)  # draft_tokens_external on tensorrt is built

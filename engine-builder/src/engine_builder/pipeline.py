@@ -174,8 +174,39 @@ def _check_target(spec: BuildSpec) -> None:
         )
 
 
+def _check_speculative(spec: BuildSpec) -> None:
+    """What the builder cannot build is refused, not built without it (the API refuses the same
+    at admission): Medusa/EAGLE need TensorRT-LLM's head-combining converters (1.2
+    examples/medusa, examples/eagle ``convert_checkpoint.py``); draft_tokens_external needs the
+    draft model; the pytorch backend gets no speculative_config from this builder."""
+    sd = spec.build.speculative_decoding
+    field = "build.speculative_decoding.mode"
+    if sd.mode in ("medusa", "eagle"):
+        raise BuildError(
+            "BadSpec",
+            f"{field}: {sd.mode} needs a checkpoint whose heads TensorRT-LLM's own converter combined "
+            f"with the base model (examples/{sd.mode}/convert_checkpoint.py); this builder does not, and "
+            "an engine without heads is never built: use draft_tokens_external or lookahead_decoding",
+            field=field,
+        )
+    if sd.mode == "draft_tokens_external" and sd.draft_model is None:
+        raise BuildError(
+            "BadSpec",
+            "build.speculative_decoding.draft_model: required with mode draft_tokens_external",
+            field="build.speculative_decoding.draft_model",
+        )
+    if spec.backend == "pytorch" and sd.mode != "none":
+        raise BuildError(
+            "BadSpec",
+            f"{field}: {sd.mode} is not built for backend pytorch (its LLM API takes speculative_config, "
+            "which this builder does not render); set mode none or backend tensorrt",
+            field=field,
+        )
+
+
 def _stage_plan(ctx: Context) -> StageOutcome:
     spec = ctx.spec
+    _check_speculative(spec)
     _check_target(spec)
     _check_spec_against_model(spec, ctx.result("inspect"))
     hf_config = read_hf_config(Path(ctx.result("fetch")["model_dir"]))

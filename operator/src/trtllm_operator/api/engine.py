@@ -351,7 +351,9 @@ class ParallelismSpec(ApiModel):
 
 
 class DraftModelSpec(ModelSpec):
-    """The draft model (draft_tokens_external) or speculative heads checkpoint (medusa, eagle)."""
+    """The draft model of draft_tokens_external: built in the builder Job as a second engine (same
+    quantization, parallelism and limits), placed in the artifact under draft/ and served as
+    tensorrt_llm_draft behind tensorrt_llm_bls. It must share the target's vocabulary."""
 
 
 class SpeculativeDecodingSpec(ApiModel):
@@ -376,6 +378,28 @@ class SpeculativeDecodingSpec(ApiModel):
             field_path=".draftModel",
             reason="FieldValueRequired",
         ),
+        # Medusa and EAGLE engines are built from a checkpoint that carries the heads, combined
+        # with the base model by TensorRT-LLM's own converters (1.2: examples/medusa/
+        # convert_checkpoint.py --medusa_model_dir/--num_medusa_heads, examples/eagle/
+        # convert_checkpoint.py --eagle_model_dir, num_eagle_layers in the checkpoint config);
+        # the builder's ModelOpt export of a Hugging Face model has no heads, so such an engine
+        # would build without them.
+        cel(
+            "!(self.mode in ['medusa', 'eagle'])",
+            "speculativeDecoding.mode medusa and eagle are not supported: TensorRT-LLM builds them "
+            "from a checkpoint whose heads its own converter combined with the base model "
+            "(examples/medusa and examples/eagle convert_checkpoint.py), which this builder does not "
+            "do, so the engine would lack its heads; use draft_tokens_external or lookahead_decoding",
+            message_expression=mx(
+                "speculativeDecoding.mode %s is not supported: TensorRT-LLM 1.2 builds it from a "
+                "checkpoint whose heads its own converter combined with the base model "
+                "(examples/medusa and examples/eagle convert_checkpoint.py), which this builder does "
+                "not do, so the engine would lack its heads; use draft_tokens_external or "
+                "lookahead_decoding",
+                "self.mode",
+            ),
+            field_path=".mode",
+        ),
         cel(
             "!has(self.draftModel) || self.mode in ['draft_tokens_external', 'medusa', 'eagle']",
             "draftModel is only used with mode draft_tokens_external, medusa or eagle; remove it or "
@@ -386,8 +410,10 @@ class SpeculativeDecodingSpec(ApiModel):
 
     mode: SpeculativeMode = Field(
         default="none",
-        description="none, draft_tokens_external (a separate draft model proposes tokens), medusa "
-        "(Medusa heads), eagle (EAGLE heads) or lookahead_decoding (no extra model).",
+        description="none, draft_tokens_external (a separate draft model proposes tokens; clients "
+        "call tensorrt_llm_bls with num_draft_tokens) or lookahead_decoding (no extra model). medusa "
+        "and eagle are refused (the builder does not combine their heads with the base model), and "
+        "every mode is refused with backend pytorch.",
     )
     max_draft_len: int | None = Field(
         default=None,
@@ -442,12 +468,15 @@ class EngineBuildSpec(ApiModel):
             "or speculativeDecoding.mode to none",
             field_path=".maxBeamWidth",
         ),
+        # "--use_paged_context_fmha=enable must be specified since we need KV-Cache reuse in this
+        # approach" (NVIDIA/TensorRT-LLM 1.2 examples/draft_target_model/README.md).
         cel(
-            "!has(self.maxBatchSize) || !has(self.speculativeDecoding) "
-            "|| self.speculativeDecoding.mode != 'eagle' || self.maxBatchSize <= 512",
-            "maxBatchSize must be at most 512 with speculativeDecoding.mode eagle (TensorRT-LLM "
-            "limit); lower maxBatchSize",
-            field_path=".maxBatchSize",
+            "!has(self.speculativeDecoding) || self.speculativeDecoding.mode != 'draft_tokens_external' "
+            "|| self.pagedContextFMHA",
+            "speculativeDecoding.mode draft_tokens_external needs pagedContextFMHA true: TensorRT-LLM "
+            "reuses the KV cache between draft and verification steps "
+            "(examples/draft_target_model/README.md); set pagedContextFMHA: true",
+            field_path=".pagedContextFMHA",
         ),
     )
 
@@ -820,6 +849,26 @@ class LLMEngineSpec(ApiModel):
     """Desired state of an LLMEngine: a TensorRT-LLM engine (or quantized checkpoint) to build."""
 
     model_config = model_config(
+        # The PyTorch backend's LLM API takes speculative decoding as ``speculative_config`` (a
+        # DecodingBaseConfig subclass), not as trtllm-build flags; its draft-target form changed
+        # across 1.x (TensorRT-LLM tensorrt_llm/llmapi/llm_args.py: DraftTargetDecodingConfig
+        # ``decoding_type`` "DraftTarget" with ``pytorch_weights_path``, later "Draft_Target" with
+        # ``speculative_model``), and it has no lookahead_decoding, medusa or draft_tokens_external
+        # mode of the engine path. The operator does not render speculative_config yet, so the
+        # pytorch backend refuses every mode rather than serving without it.
+        cel(
+            "self.backend != 'pytorch' || self.build.speculativeDecoding.mode == 'none'",
+            "build.speculativeDecoding is not supported with backend pytorch: its LLM API takes "
+            "speculative decoding as speculative_config (TensorRT-LLM llmapi/llm_args.py), which the "
+            "operator does not render yet; set mode none or use backend tensorrt",
+            message_expression=mx(
+                "build.speculativeDecoding.mode %s is not supported with backend pytorch: its LLM API "
+                "takes speculative decoding as speculative_config (TensorRT-LLM llmapi/llm_args.py), "
+                "which the operator does not render yet; set mode none or use backend tensorrt",
+                "self.build.speculativeDecoding.mode",
+            ),
+            field_path=".build.speculativeDecoding.mode",
+        ),
         cel(
             f"self.backend != 'pytorch' || !(self.quantization.kvCacheDtype in {_cel_list(_PYTORCH_NO_KV)})",
             f"kvCacheDtype {_or(_PYTORCH_NO_KV)} is not supported by the pytorch backend; use fp8 or auto, "
