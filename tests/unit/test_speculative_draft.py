@@ -251,3 +251,79 @@ def test_builder_refuses_what_it_cannot_build(mode: str, backend: str, field: st
         _check_speculative(bad)
     assert info.value.reason == "BadSpec" and info.value.field == field and needle in info.value.message
     _check_speculative(spec)  # draft_tokens_external on tensorrt is built
+
+
+LOOKAHEAD = {
+    "mode": "lookahead_decoding",
+    "lookahead": {"windowSize": 7, "ngramSize": 7, "verificationSetSize": 7},
+}
+
+
+@pytest.mark.parametrize(
+    ("w", "n", "g", "expected"),
+    # (7, 7, 7) → 83: NVIDIA/TensorRT-LLM 1.2 examples/lookahead/README.md builds with
+    # --max_draft_len=83 for --lookahead_config=[7,7,7]; the others by the formula of
+    # executor/decodingConfig.cpp calculateSpeculativeResourceTuple.
+    [(7, 7, 7, 83), (4, 3, 4, 15), (1, 1, 0, 0), (2, 2, 1, 2)],
+)
+def test_lookahead_max_draft_len_is_derived_as_upstream(w: int, n: int, g: int, expected: int) -> None:
+    from engine_builder.spec import lookahead_max_draft_len  # noqa: PLC0415
+
+    assert lookahead_max_draft_len(w, n, g) == expected
+
+
+def test_lookahead_reaches_the_engine_and_the_runtime() -> None:
+    """On main the LLMEngine had no (W, N, G): the engine got no derived max_draft_len and the
+    tensorrt_llm model decoding_mode lookahead without lookahead_window_size / _ngram_size /
+    _verification_set_size, which the backend refuses ("Decoding mode is set to lookahead but
+    lookahead parameters are not specified", tensorrtllm_backend v0.19.0
+    inflight_batcher_llm/src/model_instance_state.cc)."""
+    from engine_builder.package import triton_params  # noqa: PLC0415
+
+    spec = copy.deepcopy(ENGINE)
+    spec["build"]["speculativeDecoding"] = LOOKAHEAD
+    result = prepare_engine("llama", spec)
+    assert isinstance(result, PreparedEngine), result
+    build = result.build_spec
+    cmd = trtllm_build_command(
+        build, {"max_batch_size": 8, "max_seq_len": 4096, "max_num_tokens": 8192}, Path("c"), Path("e")
+    )
+    assert cmd[cmd.index("--speculative_decoding_mode") + 1] == "lookahead_decoding"
+    assert cmd[cmd.index("--max_draft_len") + 1] == "83"
+    assert build.draft_spec() is None
+    for files in (
+        render_trtllm_repository(triton_params(build, {"max_batch_size": 8}, "/a")),
+        repository_files(
+            ServingParams(
+                name="d",
+                namespace="ns",
+                owner=OwnerRef("d", "u"),
+                engine_name="e",
+                engine_key="c" * 64,
+                backend="tensorrt",
+                image="img",
+                gpu_product="NVIDIA-H100-80GB-HBM3",
+                artifact_claim="pvc",
+                artifact_sub_path="c" * 64,
+                speculative_mode="lookahead_decoding",
+                lookahead=(7, 7, 7),
+            )
+        ),
+    ):
+        p = params_of(files["tensorrt_llm/config.pbtxt"])
+        assert p["decoding_mode"] == "lookahead"
+        assert (
+            p["lookahead_window_size"],
+            p["lookahead_ngram_size"],
+            p["lookahead_verification_set_size"],
+        ) == (
+            "7",
+            "7",
+            "7",
+        )
+    # The build spec refuses a max_draft_len that does not match (W, N, G).
+    sd = build.build.speculative_decoding
+    with pytest.raises(ValueError, match="max_draft_len 4 is not the 83"):
+        type(sd).model_validate({**sd.model_dump(), "max_draft_len": 4})
+    # Engines without lookahead keep their keys (no "lookahead": null among the key inputs).
+    assert "lookahead" not in prepared().build_spec.key_inputs()["build"]["speculative_decoding"]

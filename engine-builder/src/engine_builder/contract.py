@@ -44,6 +44,7 @@ from engine_builder.spec import (
     BuildLimits,
     BuildSpec,
     Calibration,
+    Lookahead,
     ModelSource,
     Output,
     Parallelism,
@@ -52,6 +53,7 @@ from engine_builder.spec import (
     Target,
     canonical_json,
     engine_key,
+    lookahead_max_draft_len,
 )
 
 __all__ = [
@@ -74,6 +76,7 @@ __all__ = [
     "BuildLimits",
     "BuildSpec",
     "Calibration",
+    "Lookahead",
     "ManifestError",
     "ModelSource",
     "Output",
@@ -90,6 +93,7 @@ __all__ = [
     "engine_key",
     "exit_code_for",
     "is_digest",
+    "lookahead_max_draft_len",
     "manifest_digest",
     "missing_parts",
     "verify_manifest",

@@ -50,6 +50,7 @@ from engine_builder.report import BuildError
 from engine_builder.spec import BuildSpec
 from engine_builder.triton import (
     DRAFT_MODEL_NAME,
+    SPECULATIVE_DECODING_MODES,
     TEMPLATE_SET,
     LLMAPIModelParams,
     TritonModelParams,
@@ -104,7 +105,8 @@ def triton_params(spec: BuildSpec, plan: dict[str, Any], key_dir: str) -> Triton
     With a draft model (``draft_tokens_external``): the BLS and the draft model, whose KV cache is
     bounded by :func:`engine_builder.planner.draft_kv_tokens` of the plan's limits."""
     sd = spec.build.speculative_decoding
-    decoding_mode = {"medusa": "medusa", "eagle": "eagle", "lookahead_decoding": "lookahead"}.get(sd.mode)
+    decoding_mode = SPECULATIVE_DECODING_MODES.get(sd.mode)
+    la = sd.lookahead
     has_draft = spec.draft_spec() is not None
     draft_tokens = None
     if has_draft and plan.get("max_batch_size") and plan.get("max_seq_len"):
@@ -122,6 +124,9 @@ def triton_params(spec: BuildSpec, plan: dict[str, Any], key_dir: str) -> Triton
         include_bls=sd.mode == "draft_tokens_external",
         draft_engine_dir=f"{key_dir}/{DRAFT_DIR}/engine" if has_draft else None,
         draft_max_tokens_in_paged_kv_cache=draft_tokens,
+        lookahead_window_size=la.window_size if la else None,
+        lookahead_ngram_size=la.ngram_size if la else None,
+        lookahead_verification_set_size=la.verification_set_size if la else None,
     )
 
 

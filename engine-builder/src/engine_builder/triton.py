@@ -54,6 +54,15 @@ DecodingMode = Literal[
     "top_k", "top_p", "top_k_top_p", "beam_search", "medusa", "redrafter", "lookahead", "eagle"
 ]
 
+#: ``build.speculative_decoding.mode`` → the ``tensorrt_llm`` model's ``decoding_mode`` (the Triton
+#: backend's spelling, tensorrtllm_backend v0.19.0 docs/model_config.md ``decoding_mode``); other
+#: modes leave it unset (the backend picks top_k_top_p / beam_search; draft_tokens_external needs none).
+SPECULATIVE_DECODING_MODES: dict[str, DecodingMode] = {
+    "medusa": "medusa",
+    "eagle": "eagle",
+    "lookahead_decoding": "lookahead",
+}
+
 #: The draft model's Triton name, as upstream's draft-target deployment names it
 #: (NVIDIA/TensorRT-LLM ``examples/draft_target_model/README.md``, 1.2: ``DRAFT_MODEL_NAME=
 #: "tensorrt_llm_draft"``, a copy of ``tensorrt_llm/config.pbtxt`` with ``name: "tensorrt_llm_draft"``

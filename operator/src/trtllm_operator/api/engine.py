@@ -356,14 +356,53 @@ class DraftModelSpec(ModelSpec):
     tensorrt_llm_draft behind tensorrt_llm_bls. It must share the target's vocabulary."""
 
 
+class LookaheadSpec(ApiModel):
+    """Lookahead decoding's (W, N, G) (TensorRT-LLM examples/lookahead/README.md): the engine is
+    built with max_draft_len derived from them and the runtime (the tensorrt_llm model's
+    lookahead_window_size / lookahead_ngram_size / lookahead_verification_set_size) reserves them."""
+
+    model_config = model_config(
+        # LookaheadDecodingConfig::isLegal (TensorRT-LLM 1.2 cpp/tensorrt_llm/executor/decodingConfig.cpp).
+        cel(
+            "self.ngramSize != 1 || (self.windowSize == 1 && self.verificationSetSize == 0)",
+            "ngramSize 1 needs windowSize 1 and verificationSetSize 0 (TensorRT-LLM "
+            "LookaheadDecodingConfig::isLegal); use ngramSize ≥ 2, e.g. (4, 3, 4)",
+            field_path=".ngramSize",
+        ),
+    )
+
+    window_size: int = Field(
+        ge=1, description="W: n-grams in the lookahead branch (Jacobi window). Upstream default 4."
+    )
+    ngram_size: int = Field(
+        ge=1, description="N: tokens per n-gram (most accepted per step). Upstream default 3."
+    )
+    verification_set_size: int = Field(ge=0, description="G: n-grams verified per step. Upstream default 4.")
+
+
 class SpeculativeDecodingSpec(ApiModel):
     """Speculative decoding (trtllm-build --speculative_decoding_mode / --max_draft_len)."""
 
     model_config = model_config(
         cel(
-            "self.mode == 'none' || (has(self.maxDraftLen) && self.maxDraftLen >= 1)",
+            "self.mode in ['none', 'lookahead_decoding'] || (has(self.maxDraftLen) && self.maxDraftLen >= 1)",
             "maxDraftLen (>= 1) is required when mode is not none; set it, e.g. maxDraftLen: 4",
             field_path=".maxDraftLen",
+            reason="FieldValueRequired",
+        ),
+        # TensorRT-LLM derives it: "--max_draft_len == max_draft_len(W, N, G)" (1.2
+        # examples/lookahead/README.md; executor/decodingConfig.cpp calculateSpeculativeResourceTuple).
+        cel(
+            "self.mode != 'lookahead_decoding' || !has(self.maxDraftLen)",
+            "maxDraftLen is derived for lookahead_decoding from lookahead (W, N, G) as TensorRT-LLM "
+            "does: (N == 1 ? 0 : N - 2) + (W - 1 + G) × (N - 1); remove maxDraftLen",
+            field_path=".maxDraftLen",
+        ),
+        cel(
+            "(self.mode == 'lookahead_decoding') == has(self.lookahead)",
+            "lookahead (windowSize, ngramSize, verificationSetSize) is required with mode "
+            "lookahead_decoding and only used with it; set both or neither",
+            field_path=".lookahead",
             reason="FieldValueRequired",
         ),
         cel(
@@ -420,9 +459,13 @@ class SpeculativeDecodingSpec(ApiModel):
         ge=0,
         le=256,
         description="Maximum draft tokens verified per step (trtllm-build --max_draft_len); required "
-        "when mode is not none. TensorRT-LLM allows at most 256 (EAGLE).",
+        "with draft_tokens_external; derived for lookahead_decoding (leave unset).",
     )
     draft_model: DraftModelSpec | None = None
+    lookahead: LookaheadSpec | None = Field(
+        default=None,
+        description="(W, N, G) of lookahead_decoding (required with it); maxDraftLen is derived from them.",
+    )
 
 
 class EngineBuildSpec(ApiModel):

@@ -21,12 +21,14 @@ from engine_builder.contract import (
     BuildLimits,
     BuildSpec,
     Calibration,
+    Lookahead,
     ModelSource,
     Output,
     Parallelism,
     Quantization,
     SpeculativeDecoding,
     Target,
+    lookahead_max_draft_len,
 )
 from engine_builder.planner import GPUSpec, Plan, PlanInputError, lookup, plan_from_build_spec
 from engine_builder.planner.formats import MIN_SM
@@ -110,6 +112,7 @@ def to_build_spec(spec: LLMEngineSpec, gpu: GPUSpec, storage: StorageLocation) -
     """
     q = spec.quantization
     sd = spec.build.speculative_decoding
+    la = sd.lookahead
     draft = (
         ModelSource(uri=sd.draft_model.source, revision=sd.draft_model.revision, token_env=DRAFT_TOKEN_ENV)
         if sd.draft_model
@@ -145,7 +148,19 @@ def to_build_spec(spec: LLMEngineSpec, gpu: GPUSpec, storage: StorageLocation) -
             gemm_plugin=spec.build.gemm_plugin,
             paged_context_fmha=spec.build.paged_context_fmha,
             speculative_decoding=SpeculativeDecoding(
-                mode=sd.mode, max_draft_len=sd.max_draft_len or 0, draft_model=draft
+                mode=sd.mode,
+                # lookahead_decoding: derived from (W, N, G), never given (API rule).
+                max_draft_len=lookahead_max_draft_len(la.window_size, la.ngram_size, la.verification_set_size)
+                if la is not None
+                else sd.max_draft_len or 0,
+                draft_model=draft,
+                lookahead=Lookahead(
+                    window_size=la.window_size,
+                    ngram_size=la.ngram_size,
+                    verification_set_size=la.verification_set_size,
+                )
+                if la is not None
+                else None,
             ),
             workers=spec.build.workers,
         ),

@@ -149,6 +149,8 @@ class ServingParams:
     #: ``spec.build.speculativeDecoding.mode`` of the engine (draft_tokens_external: the artifact
     #: carries a draft engine, served as a second model behind the BLS).
     speculative_mode: str = "none"
+    #: ``spec.build.speculativeDecoding.lookahead`` as (W, N, G) for lookahead_decoding.
+    lookahead: tuple[int, int, int] | None = None
     server: ServerSettings = ServerSettings()
     rollout: Rollout = Rollout()
     cpu: str | None = None
@@ -272,6 +274,7 @@ def serving_params(
     s3 = s3_artifact(engine)
     claim, sub_path = ("", "") if s3 else artifact_location(engine)
     recommended = ((estatus.get("plan") or {}).get("recommended")) or {}
+    la = espec.build.speculative_decoding.lookahead
     server, sched, rollout = dspec.server, dspec.scheduling, dspec.rollout
     return ServingParams(
         name=dmeta["name"],
@@ -298,6 +301,7 @@ def serving_params(
         max_seq_len=espec.build.max_seq_len or recommended.get("maxSeqLen"),
         kv_cache_dtype=espec.quantization.kv_cache_dtype,
         speculative_mode=espec.build.speculative_decoding.mode,
+        lookahead=(la.window_size, la.ngram_size, la.verification_set_size) if la is not None else None,
         server=ServerSettings(
             kv_cache_free_gpu_mem_fraction=server.kv_cache_free_gpu_mem_fraction,
             enable_kv_cache_reuse=server.enable_kv_cache_reuse,

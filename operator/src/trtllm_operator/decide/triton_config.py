@@ -15,6 +15,7 @@ from collections.abc import Mapping
 
 from engine_builder.planner import draft_kv_tokens
 from engine_builder.triton import (
+    SPECULATIVE_DECODING_MODES,
     LLMAPIModelParams,
     TritonModelParams,
     render_llmapi_model,
@@ -47,9 +48,13 @@ def triton_model_params(params: ServingParams) -> TritonModelParams:
     An engine with a draft model (``draft_tokens_external``) is served as upstream's draft-target
     deployment: ``tensorrt_llm_bls`` naming the draft model, which loads the artifact's draft engine
     with its KV cache bounded as the planner counted it (``engine_builder.planner.draft_kv_tokens``).
+    Lookahead decoding sets ``decoding_mode: lookahead`` and the executor's (W, N, G), which the
+    backend reads from ``lookahead_window_size`` / ``lookahead_ngram_size`` /
+    ``lookahead_verification_set_size`` (tensorrtllm_backend v0.19.0 docs/model_config.md).
     """
     server = params.server
     draft = params.speculative_mode == "draft_tokens_external"
+    la = params.lookahead
     draft_tokens = (
         draft_kv_tokens(params.max_batch_size, params.max_seq_len) if draft and params.max_seq_len else None
     )
@@ -78,6 +83,10 @@ def triton_model_params(params: ServingParams) -> TritonModelParams:
         include_bls=draft,
         draft_engine_dir=ARTIFACT_DRAFT_ENGINE_DIR if draft else None,
         draft_max_tokens_in_paged_kv_cache=draft_tokens,
+        decoding_mode=SPECULATIVE_DECODING_MODES.get(params.speculative_mode),
+        lookahead_window_size=la[0] if la else None,
+        lookahead_ngram_size=la[1] if la else None,
+        lookahead_verification_set_size=la[2] if la else None,
     )
 
 
