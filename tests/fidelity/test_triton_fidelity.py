@@ -78,6 +78,8 @@ class Case:
     tp: int
     source: str  # "operator": the operator's ConfigMap; "builder": the artifact's triton/; "builder-bls"
     decoupled: bool = False
+    #: draft_tokens_external with a second tiny model as the draft (its own engine in the artifact).
+    draft: bool = False
 
 
 CASES = [
@@ -89,12 +91,26 @@ CASES = [
     Case("pytorch-none-operator", "pytorch", "none", 1, "operator"),
     Case("pytorch-fp8-operator-decoupled", "pytorch", "fp8", 1, "operator", decoupled=True),
     Case("pytorch-int4_awq-builder", "pytorch", "int4_awq", 1, "builder"),
+    # Draft-target speculative decoding: the repository wired as NVIDIA/TensorRT-LLM
+    # examples/draft_target_model/README.md (1.2) wires it — tensorrt_llm_bls naming the draft model
+    # tensorrt_llm_draft, a copy of tensorrt_llm loading the draft engine — by the operator and by
+    # the builder's package stage.
+    Case("tensorrt-none-tp1-draft-operator", "tensorrt", "none", 1, "operator", draft=True),
+    Case(
+        "tensorrt-fp8-tp2-draft-builder-decoupled",
+        "tensorrt",
+        "fp8",
+        2,
+        "builder",
+        decoupled=True,
+        draft=True,
+    ),
 ]
 #: Measured logit errors, printed at the end of the module (docs/triton-cpu.md has a table).
 ERRORS: dict[str, float] = {}
 
 
-def engine_doc(backend: str, fmt: str, tp: int) -> dict[str, Any]:
+def engine_doc(backend: str, fmt: str, tp: int, draft: bool = False) -> dict[str, Any]:
     quant: dict[str, Any] = {
         "format": fmt,
         "calibration": {"numSamples": 4, "batchSize": 2, "maxSeqLength": 32},
@@ -105,15 +121,23 @@ def engine_doc(backend: str, fmt: str, tp: int) -> dict[str, Any]:
         quant["kvCacheDtype"] = "int8"
     if fmt in ("int4_awq", "w4a8_awq"):
         quant["awqBlockSize"] = 64
+    build: dict[str, Any] = {"maxBatchSize": 16, "maxNumTokens": 1024, "maxInputLen": 256, "maxSeqLen": 512}
+    if draft:
+        build["speculativeDecoding"] = {
+            "mode": "draft_tokens_external",
+            "maxDraftLen": 4,
+            "draftModel": {"source": "pvc://models/tiny-llama-draft"},
+        }
+    name = f"tiny-{backend}-{fmt}-tp{tp}{'-draft' if draft else ''}".replace("_", "-")
     return {
-        "metadata": {"name": f"tiny-{backend}-{fmt}-tp{tp}".replace("_", "-"), "namespace": "fidelity"},
+        "metadata": {"name": name, "namespace": "fidelity"},
         "spec": {
             "model": {"source": "pvc://models/tiny-llama"},
             "backend": backend,
             "runtime": {"image": "nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3"},
             "quantization": quant,
             "parallelism": {"tensor": tp, "pipeline": 1},
-            "build": {"maxBatchSize": 16, "maxNumTokens": 1024, "maxInputLen": 256, "maxSeqLen": 512},
+            "build": build,
             "gpu": {"product": "NVIDIA-H100-80GB-HBM3"},
             "storage": {"pvc": {"claimName": "engine-store"}},
         },
@@ -124,6 +148,10 @@ def engine_doc(backend: str, fmt: str, tp: int) -> dict[str, Any]:
 def volumes(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("volumes")
     make_tiny_model(root / "models" / "tiny-llama")
+    # The draft: fewer, narrower layers, the same tokenizer and vocabulary.
+    make_tiny_model(
+        root / "models" / "tiny-llama-draft", layers=1, hidden_size=64, intermediate_size=128, seed=1
+    )
     return root
 
 
@@ -135,14 +163,14 @@ class Built:
     manifest: dict[str, Any]
 
 
-_built: dict[tuple[str, str, int], Built] = {}
+_built: dict[tuple[str, str, int, bool], Built] = {}
 
 
-def build(volumes: Path, backend: str, fmt: str, tp: int) -> Built:
+def build(volumes: Path, backend: str, fmt: str, tp: int, draft: bool = False) -> Built:
     """Run the real engine-builder (in-process) on the operator's build spec for this LLMEngine."""
-    if (backend, fmt, tp) in _built:
-        return _built[(backend, fmt, tp)]
-    doc = engine_doc(backend, fmt, tp)
+    if (backend, fmt, tp, draft) in _built:
+        return _built[(backend, fmt, tp, draft)]
+    doc = engine_doc(backend, fmt, tp, draft)
     prepared = prepare_engine(doc["metadata"]["name"], doc["spec"])
     assert isinstance(prepared, PreparedEngine), prepared
     store = volumes / "engine-store"
@@ -162,7 +190,7 @@ def build(volumes: Path, backend: str, fmt: str, tp: int) -> Built:
     # and parallelisms when the builder finds it done.
     code = run(
         spec_path,
-        volumes / f"work-{fmt}-{backend}",
+        volumes / f"work-{fmt}-{backend}{'-draft' if draft else ''}",
         None,
         Options(skip_compile=True, pvc_root=str(volumes), serving_root=SERVING_ROOT),
     )
@@ -176,7 +204,7 @@ def build(volumes: Path, backend: str, fmt: str, tp: int) -> Built:
         "artifact": {"uri": f"pvc://engine-store/{prepared.key}", "manifestDigest": term["manifestDigest"]},
     }
     built = Built(doc, artifact, spec, json.loads((artifact / "manifest.json").read_text()))
-    _built[(backend, fmt, tp)] = built
+    _built[(backend, fmt, tp, draft)] = built
     return built
 
 
@@ -235,7 +263,7 @@ def served(
     request: pytest.FixtureRequest, volumes: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Served]:
     case: Case = request.param
-    built = build(volumes, case.backend, case.fmt, case.tp)
+    built = build(volumes, case.backend, case.fmt, case.tp, case.draft)
     deployment = deployment_doc(built.engine, case.decoupled)
     params = serving_params(deployment, built.engine, gpus_per_node=8)
     files = repository_files(case, built)
@@ -451,6 +479,43 @@ def _tokenizer(volumes: Path) -> Any:
     from transformers import AutoTokenizer  # noqa: PLC0415
 
     return AutoTokenizer.from_pretrained(volumes / "models" / "tiny-llama")
+
+
+def test_draft_model_served_next_to_the_target(served: Served) -> None:
+    """draft_tokens_external: the artifact holds both checkpoints, its manifest lists the draft with
+    its own engine key, and the repository serves tensorrt_llm_draft from the draft's checkpoint
+    behind a BLS that names it (upstream's tensorrt_llm_draft_model_name)."""
+    if not served.case.draft:
+        assert "tensorrt_llm_draft" not in served.models
+        return
+    manifest = served.built.manifest
+    draft = manifest["draft"]
+    assert draft["engineKey"] != manifest["engineKey"] and draft["tritonModel"] == "tensorrt_llm_draft"
+    paths = {f["path"] for f in manifest["files"]}
+    tp = served.case.tp
+    for rank in range(tp):
+        assert f"checkpoint/rank{rank}.safetensors" in paths
+        assert f"draft/checkpoint/rank{rank}.safetensors" in paths
+    assert manifest["plan"]["draft"]["params_total"] == draft["model"]["params_total"]
+    assert {"tensorrt_llm", "tensorrt_llm_draft", "tensorrt_llm_bls"} <= set(served.models)
+    bls = (served.repo / "tensorrt_llm_bls" / "config.pbtxt").read_text()
+    assert re.search(
+        r'key: "tensorrt_llm_draft_model_name" value: \{ string_value: "tensorrt_llm_draft" \}', bls
+    )
+    draft_cfg = (served.repo / "tensorrt_llm_draft" / "config.pbtxt").read_text()
+    assert 'name: "tensorrt_llm_draft"' in draft_cfg
+    assert re.search(r'key: "gpt_model_path" value: \{ string_value: "[^"]*/draft/engine" \}', draft_cfg)
+    log = served.server.log_text()
+    assert re.search(r"Model tensorrt_llm_draft: TensorRT-LLM checkpoint \S*/draft/checkpoint ", log), (
+        "the draft model must load the draft checkpoint"
+    )
+    # The draft engine answers on its own (its tokens come from the draft weights).
+    tok_ids = [1, 2, 3]
+    out = post(
+        f"{served.server.url}/v2/models/tensorrt_llm_draft/generate",
+        {"input_ids": tok_ids, "input_lengths": [3], "request_output_len": [4], "runtime_top_k": [1]},
+    )
+    assert out_len(out) >= 4, out
 
 
 def test_greedy_equals_transformers_for_none_and_logit_error_for_formats(

@@ -39,10 +39,12 @@ from engine_builder.report import (
     exit_code_for,
 )
 from engine_builder.spec import (
+    DRAFT_TOKEN_ENV,
     ENGINE_KEY_SCHEMA,
     BuildLimits,
     BuildSpec,
     Calibration,
+    Lookahead,
     ModelSource,
     Output,
     Parallelism,
@@ -51,6 +53,7 @@ from engine_builder.spec import (
     Target,
     canonical_json,
     engine_key,
+    lookahead_max_draft_len,
 )
 
 __all__ = [
@@ -60,6 +63,8 @@ __all__ = [
     "BUNDLE_PYTHON",
     "BUNDLE_SOURCE",
     "DETERMINISTIC_REASONS",
+    "DRAFT_DIR",
+    "DRAFT_TOKEN_ENV",
     "ENGINE_KEY_SCHEMA",
     "EXIT_CODES",
     "EXIT_TAMPERED",
@@ -73,6 +78,7 @@ __all__ = [
     "BuildLimits",
     "BuildSpec",
     "Calibration",
+    "Lookahead",
     "ManifestError",
     "ModelSource",
     "Output",
@@ -89,6 +95,7 @@ __all__ = [
     "engine_key",
     "exit_code_for",
     "is_digest",
+    "lookahead_max_draft_len",
     "manifest_digest",
     "missing_parts",
     "verify_manifest",
@@ -192,6 +199,10 @@ class ManifestError(ValueError):
 
 
 #: Fields :func:`verify_manifest` requires (what an index record and serving read).
+#: Where the draft engine of ``draft_tokens_external`` lies inside the target's artifact
+#: (``checkpoint/`` and ``engine/`` under it; the manifest's ``draft`` entry describes it).
+DRAFT_DIR = "draft"
+
 MANIFEST_REQUIRED = ("engineKey", "keyInputs", "runtimeImage", "target", "backend", "manifestDigest", "files")
 
 
@@ -239,14 +250,24 @@ def verify_manifest(manifest: dict[str, Any], *, expected_key: str | None = None
             raise ManifestError(f"manifest.files[{i}]: needs path, size and a sha256 hex digest")
 
 
-def missing_parts(backend: str, compile_info: dict[str, Any]) -> list[str]:
+def missing_parts(
+    backend: str, compile_info: dict[str, Any], draft_compile_info: dict[str, Any] | None = None
+) -> list[str]:
     """What a loadable artifact of ``backend`` needs but this one lacks (empty = complete).
 
     ``compile_info``: the manifest's ``compile`` entry (``status`` done | skipped, ``reason``). The
-    ``pytorch`` backend serves the checkpoint and needs no engine; ``tensorrt`` needs ``engine/``.
+    ``pytorch`` backend serves the checkpoint and needs no engine; ``tensorrt`` needs ``engine/``
+    and, with a draft model (``draft_compile_info``: the manifest's ``draft.compile``), ``draft/engine/``.
     """
+    out = _missing_engine(backend, compile_info, "engine/")
+    if draft_compile_info is not None:
+        out += _missing_engine(backend, draft_compile_info, "draft/engine/")
+    return out
+
+
+def _missing_engine(backend: str, compile_info: dict[str, Any], where: str) -> list[str]:
     if backend != "tensorrt" or compile_info.get("status") == "done":
         return []
     status = compile_info.get("status") or "not run"
     why = compile_info.get("reason") or status
-    return [f"engine/ (compile {status}: {why}): Triton's TensorRT-LLM backend has no engine to load"]
+    return [f"{where} (compile {status}: {why}): Triton's TensorRT-LLM backend has no engine to load"]

@@ -9,6 +9,8 @@ Layout (docs/design.md §3)::
                                # unified HF checkpoint (pytorch backend, tokenizer included)
       engine/                  # config.json + rank{N}.engine (tensorrt backend, when compiled)
       tokenizer/               # tokenizer + config.json for the Triton pre/post-processing models
+      draft/                   # draft_tokens_external only: the draft engine's checkpoint/ and
+                               # engine/ (its own engine key: manifest "draft")
       triton/                  # model repository: ensemble, preprocessing, tensorrt_llm,
                                # postprocessing[, tensorrt_llm_bls] — or tensorrt_llm (LLM-API)
 
@@ -38,16 +40,20 @@ import re
 import shutil
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from engine_builder.artifact_check import sha256_file
-from engine_builder.contract import MANIFEST_SCHEMA, manifest_digest, missing_parts
+from engine_builder.contract import DRAFT_DIR, MANIFEST_SCHEMA, manifest_digest, missing_parts
 from engine_builder.fetch import parse_source, s3_client
+from engine_builder.planner import draft_kv_tokens
 from engine_builder.report import BuildError
 from engine_builder.spec import BuildSpec
 from engine_builder.triton import (
+    DRAFT_MODEL_NAME,
+    SPECULATIVE_DECODING_MODES,
     TEMPLATE_SET,
     LLMAPIModelParams,
     TritonModelParams,
@@ -65,6 +71,19 @@ MODEL_CODE_DIRS: tuple[str, ...] = (
 ProgressFn = Callable[[float, float | None, str, str], None]
 
 
+@dataclass(frozen=True)
+class DraftPart:
+    """The draft engine of ``draft_tokens_external``, built in the same Job with its own engine key
+    (``key_inputs``: its own build spec's); ``engine_dir`` None when its compile was skipped.
+    ``info``: the manifest's ``draft`` entry (model, checkpoint, compile, plan)."""
+
+    engine_key: str
+    key_inputs: dict[str, Any]
+    checkpoint_dir: Path
+    engine_dir: Path | None
+    info: dict[str, Any]
+
+
 def versions() -> dict[str, str | None]:
     """Installed versions of the toolchain (None = not installed)."""
     out: dict[str, str | None] = {"python": sys.version.split()[0]}
@@ -77,9 +96,18 @@ def versions() -> dict[str, str | None]:
 
 
 def triton_params(spec: BuildSpec, plan: dict[str, Any], key_dir: str) -> TritonModelParams:
-    """Default serving settings for the artifact's own model repository (paths under ``key_dir``)."""
+    """Default serving settings for the artifact's own model repository (paths under ``key_dir``).
+    With a draft model (``draft_tokens_external``): the BLS and the draft model, whose KV cache is
+    bounded by :func:`engine_builder.planner.draft_kv_tokens` of the plan's limits."""
     sd = spec.build.speculative_decoding
-    decoding_mode = {"medusa": "medusa", "eagle": "eagle", "lookahead_decoding": "lookahead"}.get(sd.mode)
+    decoding_mode = SPECULATIVE_DECODING_MODES.get(sd.mode)
+    la = sd.lookahead
+    has_draft = spec.draft_spec() is not None
+    draft_tokens = None
+    if has_draft and plan.get("max_batch_size") and plan.get("max_seq_len"):
+        draft_tokens = draft_kv_tokens(
+            int(plan["max_batch_size"]), int(plan["max_seq_len"]), int(plan.get("tokens_per_block") or 32)
+        )
     return TritonModelParams(
         engine_dir=f"{key_dir}/engine",
         tokenizer_dir=f"{key_dir}/tokenizer",
@@ -89,6 +117,11 @@ def triton_params(spec: BuildSpec, plan: dict[str, Any], key_dir: str) -> Triton
         enable_kv_cache_reuse=spec.build.paged_context_fmha,
         decoding_mode=decoding_mode,
         include_bls=sd.mode == "draft_tokens_external",
+        draft_engine_dir=f"{key_dir}/{DRAFT_DIR}/engine" if has_draft else None,
+        draft_max_tokens_in_paged_kv_cache=draft_tokens,
+        lookahead_window_size=la.window_size if la else None,
+        lookahead_ngram_size=la.ngram_size if la else None,
+        lookahead_verification_set_size=la.verification_set_size if la else None,
     )
 
 
@@ -200,9 +233,10 @@ def package(
     compile_info: dict[str, Any],
     stage_timings: dict[str, float],
     progress: ProgressFn,
+    draft: DraftPart | None = None,
 ) -> dict[str, Any]:
     """Build the artifact and publish it. Returns ``{"artifact_uri", "manifest_digest",
-    "size_bytes", "manifest_path"}``."""
+    "size_bytes", "manifest_path"}``. ``draft``: the draft engine, placed under ``draft/``."""
     root = spec.output.artifact_root
     remote = root.startswith("s3://")
     final = (workdir / "artifact" / engine_key) if remote else Path(root) / engine_key
@@ -215,6 +249,10 @@ def package(
     shutil.copytree(tokenizer_dir, staging / "tokenizer", copy_function=_link_or_copy)
     if engine_dir is not None:
         shutil.copytree(engine_dir, staging / "engine", copy_function=_link_or_copy)
+    if draft is not None:
+        shutil.copytree(draft.checkpoint_dir, staging / DRAFT_DIR / "checkpoint", copy_function=_link_or_copy)
+        if draft.engine_dir is not None:
+            shutil.copytree(draft.engine_dir, staging / DRAFT_DIR / "engine", copy_function=_link_or_copy)
     repo = staging / "triton"
     if spec.backend == "tensorrt":
         layout = "inflight_batcher_llm"
@@ -244,10 +282,11 @@ def package(
         progress(done, total, "bytes", "hashing")
     ranks: dict[int, list[str]] = {}
     for entry in entries:
-        m = re.fullmatch(r"(checkpoint|engine)/rank(\d+)\.(safetensors|engine)", entry["path"])
+        m = re.fullmatch(r"(?:draft/)?(checkpoint|engine)/rank(\d+)\.(safetensors|engine)", entry["path"])
         if m:
             ranks.setdefault(int(m.group(2)), []).append(entry["path"])
 
+    missing = missing_parts(spec.backend, compile_info, draft.info["compile"] if draft is not None else None)
     manifest: dict[str, Any] = {
         "schema": MANIFEST_SCHEMA,
         "engineKey": engine_key,
@@ -260,8 +299,8 @@ def package(
         "quantization": quantize_info,
         "checkpoint": checkpoint_info,
         "compile": compile_info,
-        "partial": bool(missing_parts(spec.backend, compile_info)),
-        "missing": missing_parts(spec.backend, compile_info),
+        "partial": bool(missing),
+        "missing": missing,
         "plan": plan,
         "triton": {
             "layout": layout,
@@ -278,6 +317,14 @@ def package(
         "sizeBytes": total,
         "stageTimings": {k: round(v, 3) for k, v in stage_timings.items()},
     }
+    if draft is not None:
+        manifest["draft"] = {
+            "engineKey": draft.engine_key,
+            "keyInputs": draft.key_inputs,
+            "dir": DRAFT_DIR,
+            "tritonModel": DRAFT_MODEL_NAME,
+            **draft.info,
+        }
     digest = manifest_digest(manifest)
     manifest["manifestDigest"] = digest
     (staging / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True), encoding="utf-8")

@@ -54,7 +54,7 @@ from engine_builder.contract import STAGE_HELP, STAGES, verify_manifest
 from engine_builder.convert import convert, copy_tokenizer
 from engine_builder.fetch import fetch
 from engine_builder.inspection import inspect_model, read_hf_config
-from engine_builder.package import package
+from engine_builder.package import DraftPart, package
 from engine_builder.planner import PlanInputError, lookup, plan_from_build_spec
 from engine_builder.planner.formats import KV_CACHE_DTYPES, format_info, kv_dtypes_without_backend, kv_info
 from engine_builder.progress import Progress
@@ -92,6 +92,10 @@ class Context:
     ran: dict[str, float] = field(default_factory=dict)
     #: Stages whose record from an earlier run was reused.
     resumed: list[str] = field(default_factory=list)
+    #: The draft engine's build (``draft_tokens_external``): its own spec, key and work directory.
+    draft: Context | None = None
+    #: The stage running now (a failure is reported against it).
+    current: str = "fetch"
 
     @property
     def state_dir(self) -> Path:
@@ -170,13 +174,48 @@ def _check_target(spec: BuildSpec) -> None:
         )
 
 
+def _check_speculative(spec: BuildSpec) -> None:
+    """What the builder cannot build is refused, not built without it (the API refuses the same
+    at admission): Medusa/EAGLE need TensorRT-LLM's head-combining converters (1.2
+    examples/medusa, examples/eagle ``convert_checkpoint.py``); draft_tokens_external needs the
+    draft model; the pytorch backend gets no speculative_config from this builder."""
+    sd = spec.build.speculative_decoding
+    field = "build.speculative_decoding.mode"
+    if sd.mode in ("medusa", "eagle"):
+        raise BuildError(
+            "BadSpec",
+            f"{field}: {sd.mode} needs a checkpoint whose heads TensorRT-LLM's own converter combined "
+            f"with the base model (examples/{sd.mode}/convert_checkpoint.py); this builder does not, and "
+            "an engine without heads is never built: use draft_tokens_external or lookahead_decoding",
+            field=field,
+        )
+    if sd.mode == "draft_tokens_external" and sd.draft_model is None:
+        raise BuildError(
+            "BadSpec",
+            "build.speculative_decoding.draft_model: required with mode draft_tokens_external",
+            field="build.speculative_decoding.draft_model",
+        )
+    if spec.backend == "pytorch" and sd.mode != "none":
+        raise BuildError(
+            "BadSpec",
+            f"{field}: {sd.mode} is not built for backend pytorch (its LLM API takes speculative_config, "
+            "which this builder does not render); set mode none or backend tensorrt",
+            field=field,
+        )
+
+
 def _stage_plan(ctx: Context) -> StageOutcome:
     spec = ctx.spec
+    _check_speculative(spec)
     _check_target(spec)
     _check_spec_against_model(spec, ctx.result("inspect"))
     hf_config = read_hf_config(Path(ctx.result("fetch")["model_dir"]))
+    draft_config = None
+    if ctx.draft is not None:
+        draft_config = read_hf_config(Path(ctx.draft.result("fetch")["model_dir"]))
+        _check_draft_vocabulary(hf_config, draft_config)
     try:
-        plan = plan_from_build_spec(spec, hf_config)
+        plan = plan_from_build_spec(spec, hf_config, draft_hf_config=draft_config)
     except PlanInputError as exc:
         field = _spec_field(exc.field)
         raise BuildError("BadSpec", f"{field}: {exc.message}", field=field) from exc
@@ -192,6 +231,20 @@ def _stage_plan(ctx: Context) -> StageOutcome:
             raise BuildError("BadSpec", text, field=_spec_field(invalid[0].field))
         raise BuildError("DoesNotFit", text, field=_spec_field(issues[0].field) if issues else None)
     return "done", result, None
+
+
+def _check_draft_vocabulary(target: dict[str, Any], draft: dict[str, Any]) -> None:
+    """Draft and target must share one vocabulary: the target verifies the draft's token ids
+    (NVIDIA/TensorRT-LLM ``examples/draft_target_model/README.md``: "two distinct models trained
+    independently but sharing the same vocabulary")."""
+    tv, dv = target.get("vocab_size"), draft.get("vocab_size")
+    if tv != dv:
+        raise BuildError(
+            "BadSpec",
+            f"build.speculative_decoding.draft_model: vocab_size {dv} differs from the target model's "
+            f"{tv}; draft_tokens_external needs a draft model with the target's tokenizer and vocabulary",
+            field="build.speculative_decoding.draft_model",
+        )
 
 
 def _check_spec_against_model(spec: BuildSpec, info: dict[str, Any]) -> None:
@@ -298,13 +351,8 @@ def _stage_compile(ctx: Context) -> StageOutcome:
 
 def _stage_package(ctx: Context) -> StageOutcome:
 
-    compile_rec = ctx.results.get("compile", {})
-    compiled = compile_rec.get("status") == "done"
-    compile_info = {
-        "status": compile_rec.get("status"),
-        "reason": compile_rec.get("reason"),
-        "command": _portable_command(compile_rec.get("result", {}).get("command"), ctx.workdir),
-    }
+    compile_info = _compile_info(ctx)
+    compiled = compile_info["status"] == "done"
     inspect = ctx.result("inspect")
     fetch = ctx.result("fetch")
     model_info = {
@@ -352,8 +400,43 @@ def _stage_package(ctx: Context) -> StageOutcome:
         compile_info=compile_info,
         stage_timings=timings,
         progress=ctx.report_progress,
+        draft=_draft_part(ctx.draft) if ctx.draft is not None else None,
     )
     return "done", result, None
+
+
+def _compile_info(ctx: Context) -> dict[str, Any]:
+    """The manifest's ``compile`` entry of ``ctx``'s engine."""
+    rec = ctx.results.get("compile", {})
+    return {
+        "status": rec.get("status"),
+        "reason": rec.get("reason"),
+        "command": _portable_command(rec.get("result", {}).get("command"), ctx.workdir),
+    }
+
+
+def _draft_part(draft: Context) -> DraftPart:
+    """The draft engine's pieces for the target's artifact (its ``draft/`` directory)."""
+    compile_info = _compile_info(draft)
+    fetch = draft.result("fetch")
+    inspect = draft.result("inspect")
+    return DraftPart(
+        engine_key=draft.engine_key,
+        key_inputs=draft.spec.key_inputs(),
+        checkpoint_dir=draft.path("checkpoint"),
+        engine_dir=draft.path("engine") if compile_info["status"] == "done" else None,
+        info={
+            "model": {
+                "uri": draft.spec.model.uri,
+                "revision": fetch.get("revision") or draft.spec.model.revision,
+                "bytes": fetch.get("bytes"),
+                **{k: inspect.get(k) for k in ("model_type", "architectures", "torch_dtype", "params_total")},
+            },
+            "checkpoint": {k: v for k, v in draft.result("convert").items() if k != "tokenizer_files"},
+            "compile": compile_info,
+            "plan": draft.result("plan"),
+        },
+    )
 
 
 def _portable_command(cmd: Any, workdir: Path) -> list[str] | None:
@@ -378,15 +461,16 @@ STAGE_FUNCS: dict[str, Callable[[Context], StageOutcome]] = {
 # Records
 
 
-#: What each stage reads: a stage re-runs when one of these re-ran in this run.
+#: What each stage reads: a stage re-runs when one of these re-ran in this run (``draft``: any
+#: stage of the draft engine's build).
 STAGE_DEPENDS: dict[str, tuple[str, ...]] = {
     "fetch": (),
     "inspect": ("fetch",),
-    "plan": ("inspect",),
+    "plan": ("inspect", "draft"),
     "quantize": ("fetch",),
     "convert": ("fetch", "inspect", "quantize"),
     "compile": ("plan", "convert"),
-    "package": ("fetch", "inspect", "plan", "quantize", "convert", "compile"),
+    "package": ("fetch", "inspect", "plan", "quantize", "convert", "compile", "draft"),
 }
 
 #: The engine-key inputs each stage's output depends on (None = all of them). Calibration does not
@@ -504,7 +588,6 @@ def run(spec_path: Path, workdir: Path, from_stage: str | None, options: Options
     termination_log = termination_log_of(spec_path)
     ctx: Context | None = None
     failure: BuildError | None = None
-    current = "fetch"
     previous = signal.getsignal(signal.SIGTERM)
 
     def on_sigterm(signum: int, frame: FrameType | None) -> None:
@@ -529,30 +612,12 @@ def run(spec_path: Path, workdir: Path, from_stage: str | None, options: Options
             flush=True,
         )
         reran: set[str] = set()
-        for stage in STAGES[:-1]:
-            current = stage
-            if _complete(ctx, stage) and not reran.intersection(STAGE_DEPENDS[stage]):
-                rec = ctx.results[stage]
-                print(
-                    f"[{stage}] already {rec['status']} ({rec.get('seconds', 0):.1f}s), resuming after it",
-                    flush=True,
-                )
-                ctx.resumed.append(stage)
-                continue
-            reran.add(stage)
-            # This stage and every later one that reads it are out of date from here on: forget
-            # their records now, so a failure below leaves no record claiming e.g. "package done".
-            for dependent in _dependents(stage):
-                (ctx.state_dir / f"{dependent}.json").unlink(missing_ok=True)
-                ctx.results.pop(dependent, None)
-            progress.start(stage, STAGE_HELP[stage])
-            started = time.monotonic()
-            try:
-                status, _, reason = outcome = STAGE_FUNCS[stage](ctx)
-            finally:  # a failed stage's seconds are reported too
-                seconds = ctx.ran[stage] = time.monotonic() - started
-            _record(ctx, stage, outcome, seconds)
-            progress.finish(stage, status + (f" ({reason})" if reason else ""), seconds)
+        draft_spec = spec.draft_spec()
+        if draft_spec is not None:
+            ctx.draft = _draft_context(ctx, draft_spec)
+            if _build_draft(ctx.draft):
+                reran.add("draft")
+        _run_stages(ctx, STAGES[:-1], reran)
     except BuildError as exc:
         failure = exc
     except _TerminatedError:
@@ -567,8 +632,70 @@ def run(spec_path: Path, workdir: Path, from_stage: str | None, options: Options
     finally:
         signal.signal(signal.SIGTERM, previous)
     if failure is not None and failure.stage is None:
-        failure.stage = current
+        failure.stage = ctx.current if ctx is not None else "fetch"
     return _report(ctx, failure, termination_log, progress, workdir)
+
+
+def _run_stages(ctx: Context, stages: Sequence[str], reran: set[str]) -> None:
+    """Run ``stages`` in order, make-style (module docstring); ``reran`` collects what re-ran."""
+    progress = ctx.progress
+    for stage in stages:
+        ctx.current = stage
+        if _complete(ctx, stage) and not reran.intersection(STAGE_DEPENDS[stage]):
+            rec = ctx.results[stage]
+            print(
+                f"[{stage}] already {rec['status']} ({rec.get('seconds', 0):.1f}s), resuming after it",
+                flush=True,
+            )
+            ctx.resumed.append(stage)
+            continue
+        reran.add(stage)
+        # This stage and every later one that reads it are out of date from here on: forget
+        # their records now, so a failure below leaves no record claiming e.g. "package done".
+        for dependent in _dependents(stage):
+            (ctx.state_dir / f"{dependent}.json").unlink(missing_ok=True)
+            ctx.results.pop(dependent, None)
+        progress.start(stage, STAGE_HELP[stage])
+        started = time.monotonic()
+        try:
+            status, _, reason = outcome = STAGE_FUNCS[stage](ctx)
+        finally:  # a failed stage's seconds are reported too
+            seconds = ctx.ran[stage] = time.monotonic() - started
+        _record(ctx, stage, outcome, seconds)
+        progress.finish(stage, status + (f" ({reason})" if reason else ""), seconds)
+
+
+#: The draft engine's stages: everything up to its engine; the target's package stage places it.
+DRAFT_STAGES: tuple[str, ...] = ("fetch", "inspect", "plan", "quantize", "convert", "compile")
+DRAFT_FIELD = "build.speculative_decoding.draft_model"
+
+
+def _draft_context(ctx: Context, draft_spec: BuildSpec) -> Context:
+    """The draft engine's build: its own spec and engine key, in ``<workdir>/draft`` (own stage
+    records, so it resumes like the target and is not rebuilt when only the target changes)."""
+    workdir = ctx.workdir / "draft"
+    workdir.mkdir(parents=True, exist_ok=True)
+    draft = Context(
+        draft_spec, draft_spec.engine_key(), workdir, ctx.options, Progress(workdir / "progress.json", STAGES)
+    )
+    _load_records(draft)
+    return draft
+
+
+def _build_draft(draft: Context) -> bool:
+    """Run the draft engine's :data:`DRAFT_STAGES`; True when any of them ran (not resumed).
+    A failure is reported as the draft model's, naming ``build.speculative_decoding.draft_model``."""
+    print(f"[builder] draft model: engine key {draft.engine_key} ({draft.spec.model.uri})", flush=True)
+    reran: set[str] = set()
+    try:
+        _run_stages(draft, DRAFT_STAGES, reran)
+    except BuildError as exc:
+        exc.message = f"draft model ({DRAFT_FIELD}): {exc.message}"
+        if exc.field in (None, "model", "model.uri", "model.revision"):
+            exc.field = DRAFT_FIELD
+        exc.stage = exc.stage or draft.current
+        raise
+    return bool(reran)
 
 
 def _verify_published(pkg: dict[str, Any], key: str) -> BuildError | None:

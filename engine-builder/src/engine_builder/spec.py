@@ -20,7 +20,7 @@ import hashlib
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from engine_builder.planner.formats import AWQ_MAX_SAMPLES, Backend, KVCacheDtype, QuantFormat
 from engine_builder.planner.plan import DERIVED_LIMITS_RULE
@@ -90,10 +90,57 @@ class Parallelism(_Model):
         return self.tensor * self.pipeline
 
 
+#: Where the Job's environment carries the draft model's Hugging Face token (its own Secret key).
+DRAFT_TOKEN_ENV = "HF_TOKEN_DRAFT"
+
+
+def lookahead_max_draft_len(window_size: int, ngram_size: int, verification_set_size: int) -> int:
+    """``max_draft_len`` of a lookahead engine for ``(W, N, G)``, as TensorRT-LLM derives it:
+    ``(0 if N == 1 else N - 2) + (W - 1 + G) * (N - 1)`` (1.2 ``cpp/tensorrt_llm/executor/
+    decodingConfig.cpp`` ``LookaheadDecodingConfig::calculateSpeculativeResourceTuple``, "maxDraftTokens";
+    ``examples/lookahead/README.md``: the engine's ``--max_draft_len`` must equal it)."""
+    return (0 if ngram_size == 1 else ngram_size - 2) + (window_size - 1 + verification_set_size) * (
+        ngram_size - 1
+    )
+
+
+class Lookahead(_Model):
+    """Lookahead decoding's ``(W, N, G)``: the executor's ``LookaheadDecodingConfig``, read by the
+    Triton backend from ``lookahead_window_size`` / ``lookahead_ngram_size`` /
+    ``lookahead_verification_set_size``."""
+
+    window_size: int = Field(ge=1)
+    ngram_size: int = Field(ge=1)
+    verification_set_size: int = Field(ge=0)
+
+    @model_validator(mode="after")
+    def _legal(self) -> Lookahead:
+        # LookaheadDecodingConfig::isLegal (decodingConfig.cpp, 1.2).
+        if self.ngram_size == 1 and (self.window_size != 1 or self.verification_set_size != 0):
+            raise ValueError("ngram_size 1 needs window_size 1 and verification_set_size 0 (isLegal)")
+        return self
+
+
 class SpeculativeDecoding(_Model):
     mode: SpeculativeMode = "none"
     max_draft_len: int = Field(default=0, ge=0)
     draft_model: ModelSource | None = None
+    lookahead: Lookahead | None = None
+
+    @model_validator(mode="after")
+    def _lookahead(self) -> SpeculativeDecoding:
+        if (self.mode == "lookahead_decoding") != (self.lookahead is not None):
+            raise ValueError("lookahead is required with mode lookahead_decoding and only used with it")
+        if self.lookahead is not None:
+            la = self.lookahead
+            derived = lookahead_max_draft_len(la.window_size, la.ngram_size, la.verification_set_size)
+            if self.max_draft_len != derived:
+                raise ValueError(
+                    f"max_draft_len {self.max_draft_len} is not the {derived} that lookahead "
+                    f"({la.window_size}, {la.ngram_size}, {la.verification_set_size}) needs "
+                    "(TensorRT-LLM examples/lookahead/README.md)"
+                )
+        return self
 
 
 class BuildLimits(_Model):
@@ -145,9 +192,12 @@ class BuildSpec(_Model):
         data = self.model_dump(mode="json", exclude={"output"})
         data["model"].pop("token_env", None)
         data["parallelism"].pop("multi_node", None)
-        spec_draft = data["build"]["speculative_decoding"].get("draft_model")
+        sd = data["build"]["speculative_decoding"]
+        spec_draft = sd.get("draft_model")
         if spec_draft:
             spec_draft.pop("token_env", None)
+        if sd.get("lookahead") is None:  # keys of engines without lookahead stay as they were
+            sd.pop("lookahead", None)
         data["schema"] = ENGINE_KEY_SCHEMA
         # A limit left to the planner is derived by a rule (engine_builder.planner.plan); name the rule
         # so that changing it changes the key instead of reusing an engine built under the old one.
@@ -162,6 +212,33 @@ class BuildSpec(_Model):
     def engine_key(self) -> str:
         """``sha256`` hex digest (64 chars) of the canonical JSON of :meth:`key_inputs`."""
         return engine_key(self.key_inputs())
+
+    def draft_spec(self) -> BuildSpec | None:
+        """The draft model's own build spec (mode ``draft_tokens_external``), else ``None``.
+
+        The draft engine is an ordinary engine with its own engine key: the draft checkpoint,
+        quantized like the target (same format, KV-cache dtype and calibration) and built with the
+        target's parallelism (both engines run on the replica's ranks) and limits, with paged
+        context FMHA on and no speculative mode — as NVIDIA/TensorRT-LLM
+        ``examples/draft_target_model/README.md`` (1.2) builds it: ``--use_paged_context_fmha=enable``
+        for both engines ("we need KV-Cache reuse in this approach"), ``--speculative_decoding_mode
+        draft_tokens_external --max_draft_len`` only for the target.
+        """
+        sd = self.build.speculative_decoding
+        if sd.mode != "draft_tokens_external" or sd.draft_model is None:
+            return None
+        return self.model_copy(
+            update={
+                "model": sd.draft_model,
+                "build": self.build.model_copy(
+                    update={
+                        "max_beam_width": 1,
+                        "paged_context_fmha": True,
+                        "speculative_decoding": SpeculativeDecoding(),
+                    }
+                ),
+            }
+        )
 
 
 def canonical_json(data: Any) -> str:

@@ -54,6 +54,21 @@ DecodingMode = Literal[
     "top_k", "top_p", "top_k_top_p", "beam_search", "medusa", "redrafter", "lookahead", "eagle"
 ]
 
+#: ``build.speculative_decoding.mode`` → the ``tensorrt_llm`` model's ``decoding_mode`` (the Triton
+#: backend's spelling, tensorrtllm_backend v0.19.0 docs/model_config.md ``decoding_mode``); other
+#: modes leave it unset (the backend picks top_k_top_p / beam_search; draft_tokens_external needs none).
+SPECULATIVE_DECODING_MODES: dict[str, DecodingMode] = {
+    "medusa": "medusa",
+    "eagle": "eagle",
+    "lookahead_decoding": "lookahead",
+}
+
+#: The draft model's Triton name, as upstream's draft-target deployment names it
+#: (NVIDIA/TensorRT-LLM ``examples/draft_target_model/README.md``, 1.2: ``DRAFT_MODEL_NAME=
+#: "tensorrt_llm_draft"``, a copy of ``tensorrt_llm/config.pbtxt`` with ``name: "tensorrt_llm_draft"``
+#: and ``engine_dir`` the draft engine; the BLS gets ``tensorrt_llm_draft_model_name``).
+DRAFT_MODEL_NAME = "tensorrt_llm_draft"
+
 #: Fixed by the tensorrtllm backend image layout (docs/reference/tensorrt-llm.md §4.3).
 EXECUTOR_WORKER_PATH = "/opt/tritonserver/backends/tensorrtllm/trtllmExecutorWorker"
 
@@ -179,6 +194,16 @@ class TritonModelParams(_Params):
     tensorrt_llm_draft_model_name: str | None = None
     multimodal_encoders_name: str | None = None
 
+    # The draft engine of draft-target speculative decoding (draft_tokens_external).
+    draft_engine_dir: str | None = Field(
+        default=None,
+        description="The draft engine's directory: also render the draft model "
+        f"({DRAFT_MODEL_NAME!r}) and name it in the BLS; needs include_bls.",
+    )
+    draft_max_tokens_in_paged_kv_cache: int | None = Field(
+        default=None, ge=1, description="The draft model's KV-cache bound (planner.draft_kv_tokens)."
+    )
+
     @model_validator(mode="after")
     def _check(self) -> TritonModelParams:
         if self.guided_decoding_backend and not self.xgrammar_tokenizer_info_path:
@@ -188,6 +213,11 @@ class TritonModelParams(_Params):
             )
         if self.tensorrt_llm_draft_model_name and not self.include_bls:
             raise ValueError("tensorrt_llm_draft_model_name needs include_bls=True (only the BLS uses it)")
+        if self.draft_engine_dir and not self.include_bls:
+            raise ValueError(
+                "draft_engine_dir needs include_bls=True: only the tensorrt_llm_bls model runs the "
+                "draft/target loop"
+            )
         return self
 
 
@@ -344,33 +374,42 @@ def tensorrt_llm_parameters(p: TritonModelParams) -> list[tuple[str, object]]:
     ]
 
 
-def render_trtllm_repository(params: TritonModelParams) -> dict[str, str]:
-    """Render ``ensemble``, ``preprocessing``, ``tensorrt_llm``, ``postprocessing`` (and
-    ``tensorrt_llm_bls`` when ``params.include_bls``) for the TensorRT engine path.
-
-    Returns ``{relative path: content}``, e.g. ``"tensorrt_llm/config.pbtxt"``, plus empty
-    ``<model>/1/.gitkeep`` markers. Raises :class:`TemplateError` if a placeholder would be left.
-    """
-    group = "inflight_batcher_llm"
-    shared: dict[str, object] = {
+def _shared_values(params: TritonModelParams) -> dict[str, object]:
+    return {
         "triton_max_batch_size": params.triton_max_batch_size,
         "max_queue_delay_microseconds": params.max_queue_delay_microseconds,
         "max_queue_size": params.max_queue_size,
         "logits_datatype": params.logits_datatype,
         "decoupled_mode": params.decoupled,
     }
-    files: dict[str, str] = {}
-    files["tensorrt_llm/config.pbtxt"] = _substitute(
-        _template(group, "tensorrt_llm.pbtxt"),
+
+
+def _tensorrt_llm_config(params: TritonModelParams) -> str:
+    return _substitute(
+        _template("inflight_batcher_llm", "tensorrt_llm.pbtxt"),
         "tensorrt_llm/config.pbtxt",
         {
-            **shared,
+            **_shared_values(params),
             "triton_backend": params.triton_backend,
             "encoder_input_features_data_type": params.encoder_input_features_data_type,
             "tensorrt_llm_instance_count": params.tensorrt_llm_instance_count,
             "parameters": _parameters(tensorrt_llm_parameters(params)),
         },
     )
+
+
+def render_trtllm_repository(params: TritonModelParams) -> dict[str, str]:
+    """Render ``ensemble``, ``preprocessing``, ``tensorrt_llm``, ``postprocessing`` (and
+    ``tensorrt_llm_bls`` when ``params.include_bls``, :data:`DRAFT_MODEL_NAME` when
+    ``params.draft_engine_dir``) for the TensorRT engine path.
+
+    Returns ``{relative path: content}``, e.g. ``"tensorrt_llm/config.pbtxt"``, plus empty
+    ``<model>/1/.gitkeep`` markers. Raises :class:`TemplateError` if a placeholder would be left.
+    """
+    group = "inflight_batcher_llm"
+    shared = _shared_values(params)
+    files: dict[str, str] = {}
+    files["tensorrt_llm/config.pbtxt"] = _tensorrt_llm_config(params)
     files["preprocessing/config.pbtxt"] = _substitute(
         _template(group, "preprocessing.pbtxt"),
         "preprocessing/config.pbtxt",
@@ -406,6 +445,8 @@ def render_trtllm_repository(params: TritonModelParams) -> dict[str, str]:
     files["ensemble/config.pbtxt"] = _substitute(
         _template(group, "ensemble.pbtxt"), "ensemble/config.pbtxt", shared
     )
+    if params.draft_engine_dir:
+        files[f"{DRAFT_MODEL_NAME}/config.pbtxt"] = draft_model_config(params)
     if params.include_bls:
         files["tensorrt_llm_bls/config.pbtxt"] = _substitute(
             _template(group, "tensorrt_llm_bls.pbtxt"),
@@ -417,7 +458,11 @@ def render_trtllm_repository(params: TritonModelParams) -> dict[str, str]:
                     [
                         ("accumulate_tokens", params.accumulate_tokens),
                         ("tensorrt_llm_model_name", params.tensorrt_llm_model_name),
-                        ("tensorrt_llm_draft_model_name", params.tensorrt_llm_draft_model_name or ""),
+                        (
+                            "tensorrt_llm_draft_model_name",
+                            params.tensorrt_llm_draft_model_name
+                            or (DRAFT_MODEL_NAME if params.draft_engine_dir else ""),
+                        ),
                         ("multimodal_encoders_name", params.multimodal_encoders_name or ""),
                     ]
                 ),
@@ -426,6 +471,32 @@ def render_trtllm_repository(params: TritonModelParams) -> dict[str, str]:
     for model in sorted({path.split("/", 1)[0] for path in files}):
         files[f"{model}/1/.gitkeep"] = ""
     return dict(sorted(files.items()))
+
+
+def draft_model_config(params: TritonModelParams) -> str:
+    """The draft model's ``config.pbtxt``: the ``tensorrt_llm`` file rendered for the draft engine
+    (its path, its KV-cache bound, block reuse on, none of the target's decoding mode) and named
+    :data:`DRAFT_MODEL_NAME` — upstream copies ``tensorrt_llm`` to ``tensorrt_llm_draft``, renames it
+    and fills it with the draft's ``engine_dir`` and ``enable_kv_cache_reuse:True``
+    (NVIDIA/TensorRT-LLM ``examples/draft_target_model/README.md``)."""
+    if params.draft_engine_dir is None:
+        raise TemplateError("draft_model_config: draft_engine_dir is not set")
+    draft = params.model_copy(
+        update={
+            "engine_dir": params.draft_engine_dir,
+            "max_tokens_in_paged_kv_cache": params.draft_max_tokens_in_paged_kv_cache,
+            "enable_kv_cache_reuse": True,
+            "decoding_mode": None,
+            "lookahead_window_size": None,
+            "lookahead_ngram_size": None,
+            "lookahead_verification_set_size": None,
+        }
+    )
+    text = _tensorrt_llm_config(draft)
+    name_line = 'name: "tensorrt_llm"\n'
+    if text.count(name_line) != 1:
+        raise TemplateError(f"tensorrt_llm/config.pbtxt: expected one line {name_line.strip()!r} to rename")
+    return text.replace(name_line, f'name: "{DRAFT_MODEL_NAME}"\n', 1)
 
 
 def llmapi_model_yaml(params: LLMAPIModelParams) -> dict[str, object]:

@@ -24,9 +24,11 @@ from engine_builder.planner.formats import (
     quantized_bytes_per_param,
 )
 from engine_builder.planner.plan import (
+    DraftLoad,
     Plan,
     PlanRequest,
     activation_bytes_per_gpu,
+    draft_kv_tokens,
     kv_bytes_per_token_per_gpu,
     plan,
     plan_from_build_spec,
@@ -43,6 +45,7 @@ __all__ = [
     "QUANT_FORMATS",
     "SUPPORTED_MODEL_TYPES",
     "Architecture",
+    "DraftLoad",
     "GPUSpec",
     "MoE",
     "Plan",
@@ -55,6 +58,7 @@ __all__ = [
     "bytes_per_param",
     "catalog",
     "cross_check_safetensors",
+    "draft_kv_tokens",
     "kv_bytes_per_token_per_gpu",
     "kv_dtype_bytes",
     "load_catalog_extension",

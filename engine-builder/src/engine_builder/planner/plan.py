@@ -275,6 +275,8 @@ class Plan:
     reasons: tuple[PlanIssue, ...] = ()
     recommended: Mapping[str, Any] = field(default_factory=dict)
     warnings: tuple[PlanIssue, ...] = ()
+    #: The draft engine of ``draft_tokens_external`` on the same GPUs (None without one).
+    draft: DraftLoad | None = None
 
     def to_json_dict(self) -> dict[str, Any]:
         """Stable JSON: snake_case keys, bytes as ints, ``reasons`` as ``{field, message, fix}`` objects."""
@@ -310,7 +312,70 @@ class Plan:
             "reasons": [r.to_json_dict() for r in self.reasons],
             "recommended": dict(self.recommended),
             "warnings": [w.to_json_dict() for w in self.warnings],
+            **({"draft": self.draft.to_json_dict()} if self.draft is not None else {}),
         }
+
+
+@dataclass(frozen=True)
+class DraftLoad:
+    """What the draft engine of ``draft_tokens_external`` takes on each GPU of the replica (it runs
+    on the same ranks as the target, in the same Triton server, NVIDIA/TensorRT-LLM
+    ``examples/draft_target_model/README.md``): its weights, activations, logits buffer and a KV
+    cache of ``max_kv_tokens`` (:func:`draft_kv_tokens`), all subtracted before the target's KV pool
+    is sized."""
+
+    params_total: int
+    weight_bytes_per_gpu: int
+    activation_bytes_per_gpu: int
+    logits_bytes_per_gpu: int
+    kv_bytes_per_token_per_gpu: int
+    max_kv_tokens: int
+
+    @property
+    def kv_cache_bytes_per_gpu(self) -> int:
+        return self.max_kv_tokens * self.kv_bytes_per_token_per_gpu
+
+    @property
+    def total_bytes_per_gpu(self) -> int:
+        return (
+            self.weight_bytes_per_gpu
+            + self.activation_bytes_per_gpu
+            + self.logits_bytes_per_gpu
+            + self.kv_cache_bytes_per_gpu
+        )
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {
+            "params_total": self.params_total,
+            "weight_bytes_per_gpu": self.weight_bytes_per_gpu,
+            "activation_bytes_per_gpu": self.activation_bytes_per_gpu,
+            "logits_bytes_per_gpu": self.logits_bytes_per_gpu,
+            "kv_bytes_per_token_per_gpu": self.kv_bytes_per_token_per_gpu,
+            "max_kv_tokens": self.max_kv_tokens,
+            "kv_cache_bytes_per_gpu": self.kv_cache_bytes_per_gpu,
+        }
+
+
+def draft_kv_tokens(max_batch_size: int, max_seq_len: int, tokens_per_block: int = 32) -> int:
+    """KV-cache tokens the draft engine is given (its ``max_tokens_in_paged_kv_cache``): every
+    sequence the engines can batch at full length, ``max_batch_size × max_seq_len`` rounded up to
+    whole blocks — the draft only ever holds the sequences the target is decoding, so more is never
+    used, and bounding it keeps the draft from taking its fraction of free memory from the target."""
+    return _round_blocks(max_batch_size * max_seq_len, tokens_per_block)
+
+
+def draft_load(
+    draft: Architecture, request: PlanRequest, max_batch_size: int, max_seq_len: int, max_num_tokens: int
+) -> DraftLoad:
+    """The draft engine's memory per GPU: quantized like the target, same TP/PP and limits."""
+    return DraftLoad(
+        params_total=draft.params_total(),
+        weight_bytes_per_gpu=weight_bytes_per_gpu(draft, request),
+        activation_bytes_per_gpu=activation_bytes_per_gpu(draft, request, max_num_tokens),
+        logits_bytes_per_gpu=max_batch_size * draft.vocab_size * 4,
+        kv_bytes_per_token_per_gpu=kv_bytes_per_token_per_gpu(draft, request),
+        max_kv_tokens=draft_kv_tokens(max_batch_size, max_seq_len, request.tokens_per_block),
+    )
 
 
 # ---------------------------------------------------------------------------------------- pieces
@@ -572,21 +637,31 @@ def validate(arch: Architecture, request: PlanRequest, gpu: GPUSpec) -> list[Pla
 
 
 # ---------------------------------------------------------------------------------------- plan
-def _compute(arch: Architecture, request: PlanRequest, gpu: GPUSpec) -> Plan:
+def _compute(
+    arch: Architecture, request: PlanRequest, gpu: GPUSpec, draft: Architecture | None = None
+) -> Plan:
     """One plan, without the 'what would fit' search. An unset ``max_seq_len`` is derived by
-    :func:`default_max_seq_len` from the KV pool the plan at the model's full context leaves."""
+    :func:`default_max_seq_len` from the KV pool the plan at the model's full context leaves.
+    ``draft``: the draft model of ``draft_tokens_external``, whose :class:`DraftLoad` is taken off
+    the free memory first."""
     if request.max_seq_len is not None:
-        return _compute_at(arch, request, gpu, request.max_seq_len, "spec")
+        return _compute_at(arch, request, gpu, request.max_seq_len, "spec", draft=draft)
     context = model_context(arch)
-    at_context = _compute_at(arch, request, gpu, context, "context")
+    at_context = _compute_at(arch, request, gpu, context, "context", draft=draft)
     derived = default_max_seq_len(context, at_context.max_kv_tokens, request.tokens_per_block)
     if derived == context:
         return replace(at_context, max_seq_len_source="derived")
-    return _compute_at(arch, request, gpu, derived, "derived")
+    return _compute_at(arch, request, gpu, derived, "derived", draft=draft)
 
 
 def _compute_at(
-    arch: Architecture, request: PlanRequest, gpu: GPUSpec, max_seq_len: int, source: str
+    arch: Architecture,
+    request: PlanRequest,
+    gpu: GPUSpec,
+    max_seq_len: int,
+    source: str,
+    *,
+    draft: Architecture | None = None,
 ) -> Plan:
     """One plan at a given ``max_seq_len`` (``source``: ``spec`` or ``derived``)."""
     issues = validate(arch, request, gpu)
@@ -599,9 +674,13 @@ def _compute_at(
     kv_per_token = kv_bytes_per_token_per_gpu(arch, request)
     fraction = request.kv_cache_free_gpu_mem_fraction
 
+    def draft_for(batch: int) -> DraftLoad | None:
+        return None if draft is None else draft_load(draft, request, batch, max_seq_len, max_num_tokens)
+
     def kv_for(batch: int) -> tuple[int, int, int, int]:
         reserve = runtime_reserve_bytes_per_gpu(arch, request, batch)
-        free = gpu.memory_bytes - weights - activation - reserve
+        load = draft_for(batch)
+        free = gpu.memory_bytes - weights - activation - reserve - (load.total_bytes_per_gpu if load else 0)
         pool = int(free * fraction) if free > 0 else 0
         tokens = (pool // kv_per_token) // block * block
         return reserve, free, pool, tokens
@@ -632,12 +711,19 @@ def _compute_at(
     kv_hint = _smaller_kv_cache(gpu, request.kv_cache_dtype)
     kv_fix = f"{kv_hint}, " if kv_hint else ""
     gib = GIB
+    load = draft_for(batch)
     if free <= 0:
+        with_draft = (
+            f" + draft engine {load.total_bytes_per_gpu / gib:.1f} GiB (weights, activations, KV cache "
+            f"of {load.max_kv_tokens} tokens)"
+            if load
+            else ""
+        )
         reasons.append(
             PlanIssue(
                 "spec.parallelism.tensor",
                 f"weights {weights / gib:.1f} GiB + activations {activation / gib:.1f} GiB + runtime "
-                f"{reserve / gib:.1f} GiB per GPU exceed the {gpu.memory_bytes / gib:.1f} GiB "
+                f"{reserve / gib:.1f} GiB{with_draft} per GPU exceed the {gpu.memory_bytes / gib:.1f} GiB "
                 f"of {gpu.product}.",
                 "raise tensor (or pipeline) parallelism, quantize further (this GPU supports "
                 f"{', '.join(supported_quant_formats(gpu)) or 'no quantized format'}), or use a GPU with "
@@ -730,6 +816,7 @@ def _compute_at(
         reasons=tuple(reasons),
         recommended=recommended,
         warnings=tuple(warnings),
+        draft=load,
     )
 
 
@@ -740,8 +827,9 @@ def plan(
     catalog: Mapping[str, GPUSpec] | None = None,
     *,
     budget_seconds: float | None = None,
+    draft: Architecture | None = None,
 ) -> Plan:
-    """Plan ``request`` for ``arch`` on ``gpu``.
+    """Plan ``request`` for ``arch`` on ``gpu`` (with the draft engine ``draft`` on the same GPUs).
 
     When it does not fit for memory reasons, ``recommended`` also names the smallest tensor
     parallelism (powers of two up to ``gpus_per_node``, same PP, passing :func:`validate`) and the
@@ -762,7 +850,7 @@ def plan(
                 f"planning took longer than its {budget_seconds:g} s budget; check the model's config.json",
             )
 
-    result = _compute(arch, request, gpu)
+    result = _compute(arch, request, gpu, draft)
     check_budget()
     if result.fits or any(r.kind == "invalid" for r in result.reasons):
         return result
@@ -773,7 +861,7 @@ def plan(
         if tp > request.tp:
             candidate = replace(request, tp=tp, ep=request.ep if tp % request.ep == 0 else 1)
             check_budget()
-            if _compute(arch, candidate, gpu).fits:
+            if _compute(arch, candidate, gpu, draft).fits:
                 best_tp = tp
                 break
         tp *= 2
@@ -783,7 +871,7 @@ def plan(
         if spec.memory_bytes <= gpu.memory_bytes or spec.product == gpu.product:
             continue
         check_budget()
-        if _compute(arch, request, spec).fits:
+        if _compute(arch, request, spec, draft).fits:
             best_gpu = spec.product
             break
     recommended = {**result.recommended, "tensor_parallelism": best_tp, "gpu_product": best_gpu}
@@ -798,8 +886,10 @@ def plan_from_build_spec(
     *,
     budget_seconds: float | None = None,
     gpus_per_node: int | None = None,
+    draft_hf_config: Mapping[str, Any] | None = None,
 ) -> Plan:
-    """Plan for a builder :class:`~engine_builder.spec.BuildSpec` and the model's ``config.json``.
+    """Plan for a builder :class:`~engine_builder.spec.BuildSpec` and the model's ``config.json``
+    (``draft_hf_config``: the draft model's, counted on the same GPUs for ``draft_tokens_external``).
 
     ``catalog``: extra GPU entries (from :func:`~engine_builder.planner.catalog.load_catalog_extension`)
     over the built-in catalog. ``gpus_per_node``: GPUs of one node of the target product (the
@@ -825,4 +915,5 @@ def plan_from_build_spec(
         multi_node=spec.parallelism.multi_node,
         gpus_per_node=gpus_per_node if gpus_per_node is not None else gpu.gpus_per_node,
     )
-    return plan(arch, request, gpu, catalog, budget_seconds=budget_seconds)
+    draft = None if draft_hf_config is None else Architecture.from_hf_config(draft_hf_config)
+    return plan(arch, request, gpu, catalog, budget_seconds=budget_seconds, draft=draft)

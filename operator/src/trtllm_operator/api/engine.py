@@ -351,7 +351,33 @@ class ParallelismSpec(ApiModel):
 
 
 class DraftModelSpec(ModelSpec):
-    """The draft model (draft_tokens_external) or speculative heads checkpoint (medusa, eagle)."""
+    """The draft model of draft_tokens_external: built in the builder Job as a second engine (same
+    quantization, parallelism and limits), placed in the artifact under draft/ and served as
+    tensorrt_llm_draft behind tensorrt_llm_bls. It must share the target's vocabulary."""
+
+
+class LookaheadSpec(ApiModel):
+    """Lookahead decoding's (W, N, G) (TensorRT-LLM examples/lookahead/README.md): the engine is
+    built with max_draft_len derived from them and the runtime (the tensorrt_llm model's
+    lookahead_window_size / lookahead_ngram_size / lookahead_verification_set_size) reserves them."""
+
+    model_config = model_config(
+        # LookaheadDecodingConfig::isLegal (TensorRT-LLM 1.2 cpp/tensorrt_llm/executor/decodingConfig.cpp).
+        cel(
+            "self.ngramSize != 1 || (self.windowSize == 1 && self.verificationSetSize == 0)",
+            "ngramSize 1 needs windowSize 1 and verificationSetSize 0 (TensorRT-LLM "
+            "LookaheadDecodingConfig::isLegal); use ngramSize ≥ 2, e.g. (4, 3, 4)",
+            field_path=".ngramSize",
+        ),
+    )
+
+    window_size: int = Field(
+        ge=1, description="W: n-grams in the lookahead branch (Jacobi window). Upstream default 4."
+    )
+    ngram_size: int = Field(
+        ge=1, description="N: tokens per n-gram (most accepted per step). Upstream default 3."
+    )
+    verification_set_size: int = Field(ge=0, description="G: n-grams verified per step. Upstream default 4.")
 
 
 class SpeculativeDecodingSpec(ApiModel):
@@ -359,9 +385,24 @@ class SpeculativeDecodingSpec(ApiModel):
 
     model_config = model_config(
         cel(
-            "self.mode == 'none' || (has(self.maxDraftLen) && self.maxDraftLen >= 1)",
+            "self.mode in ['none', 'lookahead_decoding'] || (has(self.maxDraftLen) && self.maxDraftLen >= 1)",
             "maxDraftLen (>= 1) is required when mode is not none; set it, e.g. maxDraftLen: 4",
             field_path=".maxDraftLen",
+            reason="FieldValueRequired",
+        ),
+        # TensorRT-LLM derives it: "--max_draft_len == max_draft_len(W, N, G)" (1.2
+        # examples/lookahead/README.md; executor/decodingConfig.cpp calculateSpeculativeResourceTuple).
+        cel(
+            "self.mode != 'lookahead_decoding' || !has(self.maxDraftLen)",
+            "maxDraftLen is derived for lookahead_decoding from lookahead (W, N, G) as TensorRT-LLM "
+            "does: (N == 1 ? 0 : N - 2) + (W - 1 + G) × (N - 1); remove maxDraftLen",
+            field_path=".maxDraftLen",
+        ),
+        cel(
+            "(self.mode == 'lookahead_decoding') == has(self.lookahead)",
+            "lookahead (windowSize, ngramSize, verificationSetSize) is required with mode "
+            "lookahead_decoding and only used with it; set both or neither",
+            field_path=".lookahead",
             reason="FieldValueRequired",
         ),
         cel(
@@ -376,6 +417,28 @@ class SpeculativeDecodingSpec(ApiModel):
             field_path=".draftModel",
             reason="FieldValueRequired",
         ),
+        # Medusa and EAGLE engines are built from a checkpoint that carries the heads, combined
+        # with the base model by TensorRT-LLM's own converters (1.2: examples/medusa/
+        # convert_checkpoint.py --medusa_model_dir/--num_medusa_heads, examples/eagle/
+        # convert_checkpoint.py --eagle_model_dir, num_eagle_layers in the checkpoint config);
+        # the builder's ModelOpt export of a Hugging Face model has no heads, so such an engine
+        # would build without them.
+        cel(
+            "!(self.mode in ['medusa', 'eagle'])",
+            "speculativeDecoding.mode medusa and eagle are not supported: TensorRT-LLM builds them "
+            "from a checkpoint whose heads its own converter combined with the base model "
+            "(examples/medusa and examples/eagle convert_checkpoint.py), which this builder does not "
+            "do, so the engine would lack its heads; use draft_tokens_external or lookahead_decoding",
+            message_expression=mx(
+                "speculativeDecoding.mode %s is not supported: TensorRT-LLM 1.2 builds it from a "
+                "checkpoint whose heads its own converter combined with the base model "
+                "(examples/medusa and examples/eagle convert_checkpoint.py), which this builder does "
+                "not do, so the engine would lack its heads; use draft_tokens_external or "
+                "lookahead_decoding",
+                "self.mode",
+            ),
+            field_path=".mode",
+        ),
         cel(
             "!has(self.draftModel) || self.mode in ['draft_tokens_external', 'medusa', 'eagle']",
             "draftModel is only used with mode draft_tokens_external, medusa or eagle; remove it or "
@@ -386,17 +449,23 @@ class SpeculativeDecodingSpec(ApiModel):
 
     mode: SpeculativeMode = Field(
         default="none",
-        description="none, draft_tokens_external (a separate draft model proposes tokens), medusa "
-        "(Medusa heads), eagle (EAGLE heads) or lookahead_decoding (no extra model).",
+        description="none, draft_tokens_external (a separate draft model proposes tokens; clients "
+        "call tensorrt_llm_bls with num_draft_tokens) or lookahead_decoding (no extra model). medusa "
+        "and eagle are refused (the builder does not combine their heads with the base model), and "
+        "every mode is refused with backend pytorch.",
     )
     max_draft_len: int | None = Field(
         default=None,
         ge=0,
         le=256,
         description="Maximum draft tokens verified per step (trtllm-build --max_draft_len); required "
-        "when mode is not none. TensorRT-LLM allows at most 256 (EAGLE).",
+        "with draft_tokens_external; derived for lookahead_decoding (leave unset).",
     )
     draft_model: DraftModelSpec | None = None
+    lookahead: LookaheadSpec | None = Field(
+        default=None,
+        description="(W, N, G) of lookahead_decoding (required with it); maxDraftLen is derived from them.",
+    )
 
 
 class EngineBuildSpec(ApiModel):
@@ -442,12 +511,15 @@ class EngineBuildSpec(ApiModel):
             "or speculativeDecoding.mode to none",
             field_path=".maxBeamWidth",
         ),
+        # "--use_paged_context_fmha=enable must be specified since we need KV-Cache reuse in this
+        # approach" (NVIDIA/TensorRT-LLM 1.2 examples/draft_target_model/README.md).
         cel(
-            "!has(self.maxBatchSize) || !has(self.speculativeDecoding) "
-            "|| self.speculativeDecoding.mode != 'eagle' || self.maxBatchSize <= 512",
-            "maxBatchSize must be at most 512 with speculativeDecoding.mode eagle (TensorRT-LLM "
-            "limit); lower maxBatchSize",
-            field_path=".maxBatchSize",
+            "!has(self.speculativeDecoding) || self.speculativeDecoding.mode != 'draft_tokens_external' "
+            "|| self.pagedContextFMHA",
+            "speculativeDecoding.mode draft_tokens_external needs pagedContextFMHA true: TensorRT-LLM "
+            "reuses the KV cache between draft and verification steps "
+            "(examples/draft_target_model/README.md); set pagedContextFMHA: true",
+            field_path=".pagedContextFMHA",
         ),
     )
 
@@ -829,6 +901,26 @@ class LLMEngineSpec(ApiModel):
     """Desired state of an LLMEngine: a TensorRT-LLM engine (or quantized checkpoint) to build."""
 
     model_config = model_config(
+        # The PyTorch backend's LLM API takes speculative decoding as ``speculative_config`` (a
+        # DecodingBaseConfig subclass), not as trtllm-build flags; its draft-target form changed
+        # across 1.x (TensorRT-LLM tensorrt_llm/llmapi/llm_args.py: DraftTargetDecodingConfig
+        # ``decoding_type`` "DraftTarget" with ``pytorch_weights_path``, later "Draft_Target" with
+        # ``speculative_model``), and it has no lookahead_decoding, medusa or draft_tokens_external
+        # mode of the engine path. The operator does not render speculative_config yet, so the
+        # pytorch backend refuses every mode rather than serving without it.
+        cel(
+            "self.backend != 'pytorch' || self.build.speculativeDecoding.mode == 'none'",
+            "build.speculativeDecoding is not supported with backend pytorch: its LLM API takes "
+            "speculative decoding as speculative_config (TensorRT-LLM llmapi/llm_args.py), which the "
+            "operator does not render yet; set mode none or use backend tensorrt",
+            message_expression=mx(
+                "build.speculativeDecoding.mode %s is not supported with backend pytorch: its LLM API "
+                "takes speculative decoding as speculative_config (TensorRT-LLM llmapi/llm_args.py), "
+                "which the operator does not render yet; set mode none or use backend tensorrt",
+                "self.build.speculativeDecoding.mode",
+            ),
+            field_path=".build.speculativeDecoding.mode",
+        ),
         cel(
             f"self.backend != 'pytorch' || !(self.quantization.kvCacheDtype in {_cel_list(_PYTORCH_NO_KV)})",
             f"kvCacheDtype {_or(_PYTORCH_NO_KV)} is not supported by the pytorch backend; use fp8 or auto, "

@@ -17,15 +17,18 @@ from typing import Any
 from pydantic import ValidationError
 
 from engine_builder.contract import (
+    DRAFT_TOKEN_ENV,
     BuildLimits,
     BuildSpec,
     Calibration,
+    Lookahead,
     ModelSource,
     Output,
     Parallelism,
     Quantization,
     SpeculativeDecoding,
     Target,
+    lookahead_max_draft_len,
 )
 from engine_builder.planner import GPUSpec, Plan, PlanInputError, lookup, plan_from_build_spec
 from engine_builder.planner.formats import MIN_SM
@@ -115,8 +118,11 @@ def to_build_spec(spec: LLMEngineSpec, gpu: GPUSpec, storage: StorageLocation) -
     """
     q = spec.quantization
     sd = spec.build.speculative_decoding
+    la = sd.lookahead
     draft = (
-        ModelSource(uri=sd.draft_model.source, revision=sd.draft_model.revision) if sd.draft_model else None
+        ModelSource(uri=sd.draft_model.source, revision=sd.draft_model.revision, token_env=DRAFT_TOKEN_ENV)
+        if sd.draft_model
+        else None
     )
     return BuildSpec(
         model=ModelSource(uri=spec.model.source, revision=spec.model.revision),
@@ -148,13 +154,44 @@ def to_build_spec(spec: LLMEngineSpec, gpu: GPUSpec, storage: StorageLocation) -
             gemm_plugin=spec.build.gemm_plugin,
             paged_context_fmha=spec.build.paged_context_fmha,
             speculative_decoding=SpeculativeDecoding(
-                mode=sd.mode, max_draft_len=sd.max_draft_len or 0, draft_model=draft
+                mode=sd.mode,
+                # lookahead_decoding: derived from (W, N, G), never given (API rule).
+                max_draft_len=lookahead_max_draft_len(la.window_size, la.ngram_size, la.verification_set_size)
+                if la is not None
+                else sd.max_draft_len or 0,
+                draft_model=draft,
+                lookahead=Lookahead(
+                    window_size=la.window_size,
+                    ngram_size=la.ngram_size,
+                    verification_set_size=la.verification_set_size,
+                )
+                if la is not None
+                else None,
             ),
             workers=spec.build.workers,
         ),
         target=Target(gpu_product=gpu.product, sm=gpu.sm),
         output=Output(artifact_root=storage.artifact_root()),
     )
+
+
+def _s3_secret_clash(spec: LLMEngineSpec, storage: StorageLocation) -> str | None:
+    """The builder pod has one set of AWS variables (render.builder_job): an S3 draft model whose
+    Secret differs from another S3 Secret of the build (the model's, the storage's) is refused."""
+    draft = spec.build.speculative_decoding.draft_model
+    if draft is None or draft.credentials_secret_ref is None or not draft.source.startswith("s3://"):
+        return None
+    mine = draft.credentials_secret_ref.name
+    ref = spec.model.credentials_secret_ref
+    others = {ref.name} if ref is not None and spec.model.source.startswith("s3://") else set()
+    if storage.kind == "s3" and storage.s3_secret:
+        others.add(storage.s3_secret)
+    if others - {mine}:
+        return (
+            f"Secret {mine!r} differs from the S3 Secret {sorted(others - {mine})[0]!r} the build also uses; "
+            "the builder pod has one set of AWS credentials: use one Secret for every S3 location"
+        )
+    return None
 
 
 def _pydantic_field(exc: ValidationError) -> tuple[str, str]:
@@ -220,6 +257,9 @@ def prepare_engine(
             R_DOES_NOT_FIT,
         )
     storage = storage_location(name, spec.storage)
+    clash = _s3_secret_clash(spec, storage)
+    if clash is not None:
+        return InvalidEngine("spec.build.speculativeDecoding.draftModel.credentialsSecretRef", clash)
     build_spec = to_build_spec(spec, gpu, storage)
     plan: Plan | None = None
     note: str | None = None

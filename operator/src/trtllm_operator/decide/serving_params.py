@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from engine_builder.contract import DRAFT_DIR
 from trtllm_operator.api.deployment import LLMDeploymentSpec
 from trtllm_operator.api.engine import LLMEngineSpec
 from trtllm_operator.api.owners import owner_reference
@@ -31,6 +32,8 @@ ARTIFACT_MODEL_REPOSITORY = f"{ARTIFACT_MOUNT}/triton"
 ARTIFACT_ENGINE_DIR = f"{ARTIFACT_MOUNT}/engine"
 ARTIFACT_CHECKPOINT_DIR = f"{ARTIFACT_MOUNT}/checkpoint"
 ARTIFACT_TOKENIZER_DIR = f"{ARTIFACT_MOUNT}/tokenizer"
+#: The draft engine of ``draft_tokens_external`` (engine_builder.package ``DRAFT_DIR``).
+ARTIFACT_DRAFT_ENGINE_DIR = f"{ARTIFACT_MOUNT}/{DRAFT_DIR}/engine"
 
 Backend = Literal["tensorrt", "pytorch"]
 
@@ -146,6 +149,11 @@ class ServingParams:
     max_num_tokens: int | None = None
     max_seq_len: int | None = None
     kv_cache_dtype: str = "auto"
+    #: ``spec.build.speculativeDecoding.mode`` of the engine (draft_tokens_external: the artifact
+    #: carries a draft engine, served as a second model behind the BLS).
+    speculative_mode: str = "none"
+    #: ``spec.build.speculativeDecoding.lookahead`` as (W, N, G) for lookahead_decoding.
+    lookahead: tuple[int, int, int] | None = None
     server: ServerSettings = ServerSettings()
     rollout: Rollout = Rollout()
     cpu: str | None = None
@@ -269,6 +277,7 @@ def serving_params(
     s3 = s3_artifact(engine)
     claim, sub_path = ("", "") if s3 else artifact_location(engine)
     recommended = ((estatus.get("plan") or {}).get("recommended")) or {}
+    la = espec.build.speculative_decoding.lookahead
     server, sched, rollout = dspec.server, dspec.scheduling, dspec.rollout
     return ServingParams(
         name=dmeta["name"],
@@ -295,6 +304,8 @@ def serving_params(
         max_num_tokens=espec.build.max_num_tokens or recommended.get("maxNumTokens"),
         max_seq_len=espec.build.max_seq_len or recommended.get("maxSeqLen"),
         kv_cache_dtype=espec.quantization.kv_cache_dtype,
+        speculative_mode=espec.build.speculative_decoding.mode,
+        lookahead=(la.window_size, la.ngram_size, la.verification_set_size) if la is not None else None,
         server=ServerSettings(
             kv_cache_free_gpu_mem_fraction=server.kv_cache_free_gpu_mem_fraction,
             enable_kv_cache_reuse=server.enable_kv_cache_reuse,

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from engine_builder.planner import draft_kv_tokens
 from engine_builder.triton import (
+    SPECULATIVE_DECODING_MODES,
     LLMAPIModelParams,
     TritonModelParams,
     render_llmapi_model,
@@ -21,6 +23,7 @@ from engine_builder.triton import (
 )
 from trtllm_operator.decide.serving_params import (
     ARTIFACT_CHECKPOINT_DIR,
+    ARTIFACT_DRAFT_ENGINE_DIR,
     ARTIFACT_ENGINE_DIR,
     ARTIFACT_TOKENIZER_DIR,
     ServingParams,
@@ -42,8 +45,19 @@ def triton_model_params(params: ServingParams) -> TritonModelParams:
     does not
     bound the runtime batch, the engine does, but a smaller Triton value would); pre/postprocessing
     instances follow ``spec.server.instanceCount``; ``num_nodes`` is the nodes one replica spans.
+    An engine with a draft model (``draft_tokens_external``) is served as upstream's draft-target
+    deployment: ``tensorrt_llm_bls`` naming the draft model, which loads the artifact's draft engine
+    with its KV cache bounded as the planner counted it (``engine_builder.planner.draft_kv_tokens``).
+    Lookahead decoding sets ``decoding_mode: lookahead`` and the executor's (W, N, G), which the
+    backend reads from ``lookahead_window_size`` / ``lookahead_ngram_size`` /
+    ``lookahead_verification_set_size`` (tensorrtllm_backend v0.19.0 docs/model_config.md).
     """
     server = params.server
+    draft = params.speculative_mode == "draft_tokens_external"
+    la = params.lookahead
+    draft_tokens = (
+        draft_kv_tokens(params.max_batch_size, params.max_seq_len) if draft and params.max_seq_len else None
+    )
     return TritonModelParams(
         engine_dir=ARTIFACT_ENGINE_DIR,
         tokenizer_dir=ARTIFACT_TOKENIZER_DIR,
@@ -66,6 +80,13 @@ def triton_model_params(params: ServingParams) -> TritonModelParams:
         # would otherwise return the templated prompt before the reply (seen on this project's CPU
         # Triton, docs/triton-cpu.md). So with the frontend the backend's default excludes it.
         exclude_input_in_output=server.api != "triton",
+        include_bls=draft,
+        draft_engine_dir=ARTIFACT_DRAFT_ENGINE_DIR if draft else None,
+        draft_max_tokens_in_paged_kv_cache=draft_tokens,
+        decoding_mode=SPECULATIVE_DECODING_MODES.get(params.speculative_mode),
+        lookahead_window_size=la[0] if la else None,
+        lookahead_ngram_size=la[1] if la else None,
+        lookahead_verification_set_size=la[2] if la else None,
     )
 
 

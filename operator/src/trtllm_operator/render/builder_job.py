@@ -206,6 +206,19 @@ def _env(prepared: PreparedEngine) -> list[dict[str, Any]]:
     secrets: list[str] = []
     if ref is not None and source.startswith("s3://"):
         secrets.append(ref.name)
+    draft = prepared.spec.build.speculative_decoding.draft_model
+    draft_source = prepared.build_spec.build.speculative_decoding.draft_model
+    if draft is not None and draft_source is not None and draft.credentials_secret_ref is not None:
+        draft_ref = draft.credentials_secret_ref
+        if draft.source.startswith("hf://"):
+            env.append(
+                {
+                    "name": draft_source.token_env,
+                    "valueFrom": {"secretKeyRef": {"name": draft_ref.name, "key": draft_ref.key}},
+                }
+            )
+        elif draft.source.startswith("s3://"):
+            secrets.insert(0, draft_ref.name)
     if prepared.storage.kind == "s3" and prepared.storage.s3_secret:
         secrets.append(prepared.storage.s3_secret)
     if prepared.storage.endpoint:
@@ -301,11 +314,16 @@ def desired_builder_job(
         volumes.append({"name": "work", "emptyDir": {}})
         mounts.append({"name": "work", "mountPath": "/work"})
         workdir = "/work"
-    source = spec.model.source
-    if source.startswith("pvc://"):
-        claim = source[len("pvc://") :].split("/", 1)[0]
-        volumes.append({"name": "model", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}})
-        mounts.append({"name": "model", "mountPath": f"/models/{claim}", "readOnly": True})
+    draft = spec.build.speculative_decoding.draft_model
+    claims: list[str] = []
+    for source in (spec.model.source, draft.source if draft is not None else ""):
+        claim = source[len("pvc://") :].split("/", 1)[0] if source.startswith("pvc://") else ""
+        if claim and claim not in claims:
+            # The draft model's claim is mounted like the model's (pvc://<claim> → /models/<claim>).
+            name = "model" if not claims else "draft-model"
+            volumes.append({"name": name, "persistentVolumeClaim": {"claimName": claim, "readOnly": True}})
+            mounts.append({"name": name, "mountPath": f"/models/{claim}", "readOnly": True})
+            claims.append(claim)
 
     env = _env(prepared)
     init_containers: list[dict[str, Any]] = []

@@ -103,6 +103,23 @@ def _words(request, name):
     return out
 
 
+def _manifest_for(engine_parent):
+    """The manifest describing the engine under ``engine_parent``: its ``manifest.json``, or for a
+    draft engine (``<artifact>/draft/engine``, engine_builder.contract ``DRAFT_DIR``) the target
+    artifact's manifest entry ``draft`` (which holds the draft's plan and compile command)."""
+    path = os.path.join(engine_parent, "manifest.json")
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    parent = os.path.join(os.path.dirname(engine_parent), "manifest.json")
+    if os.path.isfile(parent):
+        with open(parent, encoding="utf-8") as f:
+            draft = json.load(f).get("draft") or {}
+        if draft.get("dir") == os.path.basename(engine_parent):
+            return draft
+    return {}
+
+
 class TritonPythonModel:
     def initialize(self, args):
         self.model_config = json.loads(args["model_config"])
@@ -128,17 +145,13 @@ class TritonPythonModel:
             raise pb_utils.TritonModelException("parameter gpt_model_path is not set")
         artifact = os.path.dirname(os.path.normpath(engine_dir))
         checkpoint = os.path.join(artifact, "checkpoint")
-        manifest_path = os.path.join(artifact, "manifest.json")
         if not os.path.isdir(checkpoint):
             raise pb_utils.TritonModelException(
                 f"{checkpoint}: no TensorRT-LLM checkpoint next to gpt_model_path {engine_dir}; "
                 "the CPU stand-in "
                 "serves the builder's checkpoint (a compiled engine needs the GPU backend)"
             )
-        manifest = {}
-        if os.path.isfile(manifest_path):
-            with open(manifest_path, encoding="utf-8") as f:
-                manifest = json.load(f)
+        manifest = _manifest_for(artifact)
         limits = se.engine_limits_from_manifest(manifest)
         t0 = time.monotonic()
         weights = se.load_checkpoint(checkpoint)

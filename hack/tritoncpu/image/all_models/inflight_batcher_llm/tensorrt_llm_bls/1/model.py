@@ -5,8 +5,12 @@ Written for trtllm-operator against the ``tensorrt_llm_bls/config.pbtxt`` interf
 packages. Business-logic scripting (Triton BLS) chains the same three models as the ensemble:
 ``preprocessing`` → ``tensorrt_llm`` (``tensorrt_llm_model_name`` parameter) → ``postprocessing``.
 Decoupled with ``stream``: one response per ``tensorrt_llm`` response (each carrying its new text;
-with ``accumulate_tokens`` the text of all tokens so far). Speculative decoding with a draft model
-(``tensorrt_llm_draft_model_name``) is refused at load.
+with ``accumulate_tokens`` the text of all tokens so far). A draft model
+(``tensorrt_llm_draft_model_name``, draft-target speculative decoding) is accepted at load, as
+upstream's BLS accepts it; a request with ``num_draft_tokens`` > 0 is refused with an error naming
+the input: the draft/verify loop (upstream ``lib/decode.py`` ``_spec_generate``) needs the engine's
+``draft_input_ids`` path, which the CPU stand-in backend does not have. Without ``num_draft_tokens``
+the request is served by the target alone, as upstream's ``decode.py`` does.
 """
 
 from __future__ import annotations
@@ -87,10 +91,7 @@ class TritonPythonModel:
         self.model_config = json.loads(args["model_config"])
         self.decoupled = pb_utils.using_decoupled_model_transaction_policy(self.model_config)
         self.llm = param(self.model_config, "tensorrt_llm_model_name", "tensorrt_llm")
-        if param(self.model_config, "tensorrt_llm_draft_model_name"):
-            raise pb_utils.TritonModelException(
-                "tensorrt_llm_draft_model_name: draft models are not supported here"
-            )
+        self.draft_llm = param(self.model_config, "tensorrt_llm_draft_model_name") or None
         self.accumulate = flag(self.model_config, "accumulate_tokens", False)
         self.outputs = {o["name"] for o in self.model_config["output"]}
 
@@ -109,6 +110,12 @@ class TritonPythonModel:
         def get(name):
             return pb_utils.get_input_tensor_by_name(request, name)
 
+        draft_tokens = get("num_draft_tokens")
+        if draft_tokens is not None and int(draft_tokens.as_numpy().reshape(-1)[0]) > 0:
+            raise ValueError(
+                f"num_draft_tokens: the draft/verify loop with {self.draft_llm or 'a draft model'} is not "
+                "emulated by the CPU stand-in (no draft_input_ids path); send the request without it"
+            )
         stream = get("stream")
         streaming = bool(stream is not None and stream.as_numpy().reshape(-1)[0])
         if streaming and not self.decoupled:
