@@ -219,6 +219,16 @@ def _check_spec_against_model(spec: BuildSpec, info: dict[str, Any]) -> None:
             f"parallelism.pipeline={spec.parallelism.pipeline} exceeds num_hidden_layers={layers}",
             field="parallelism.pipeline",
         )
+    if spec.backend == "tensorrt" and spec.parallelism.expert > 1:
+        # Audit B8: ModelOpt 0.47 export_tensorrt_llm_checkpoint writes mapping.moe_ep_size 1
+        # (modelopt/torch/export/tensorrt_llm_utils.py); the LLMEngine API refuses the same layout.
+        raise BuildError(
+            "BadSpec",
+            f"parallelism.expert={spec.parallelism.expert} is not supported by the tensorrt backend: "
+            "ModelOpt's TensorRT-LLM checkpoint export writes moe_ep_size 1, so the engine would not be "
+            "expert-parallel; set parallelism.expert to 1, or backend pytorch",
+            field="parallelism.expert",
+        )
     q = spec.quantization
     if format_info(q.format).awq:
         block = q.awq_block_size or 128
