@@ -482,8 +482,8 @@ class EngineBuildSpec(ApiModel):
     )
     gemm_plugin: GemmPlugin = Field(
         default="auto",
-        description="GEMM plugin (--gemm_plugin): auto (model dtype), float16, bfloat16, float32 or "
-        "disable. tensorrt backend only.",
+        description="GEMM plugin (--gemm_plugin, always passed): auto (model dtype), float16, bfloat16, "
+        "float32 or disable (also turns off the GEMM plugin NVFP4 uses by default). tensorrt backend only.",
     )
     paged_context_fmha: bool = Field(
         default=True,
@@ -931,7 +931,13 @@ class ArtifactStatus(ApiModel):
     tensorrt_llm_version: str | None = Field(
         default=None,
         alias="tensorrtLLMVersion",
-        description="TensorRT-LLM version that built it (from the manifest).",
+        description="TensorRT-LLM version that built it, read from the installed library by the builder "
+        "(manifest versions.tensorrt_llm); unset when the builder had none (CPU --skip-compile).",
+    )
+    tensorrt_version: str | None = Field(
+        default=None,
+        description="TensorRT version that built it (manifest versions.tensorrt); an engine deserializes "
+        "only on the same TensorRT. Compared with the serving image's before rollout.",
     )
     partial: bool | None = Field(
         default=None,

@@ -28,8 +28,9 @@ from engine_builder.contract import (
     Target,
 )
 from engine_builder.planner import GPUSpec, Plan, PlanInputError, lookup, plan_from_build_spec
-from engine_builder.planner.formats import MIN_SM
+from engine_builder.planner.formats import MIN_SM, runtime_cannot_load
 from trtllm_operator.api import LLMEngineSpec
+from trtllm_operator.decide.image_catalog import image_versions
 from trtllm_operator.decide.storage import (
     StorageLocation,
     builder_job_name,
@@ -194,6 +195,15 @@ def prepare_engine(
             "spec.quantization.kvCacheDtype",
             f"an FP8 KV cache needs compute capability 8.9+ but {gpu.product} is SM {gpu.sm}; "
             "use int8 or auto.",
+        )
+    runtime = image_versions(spec.runtime.image)
+    problem = runtime_cannot_load(fmt, runtime.tensorrt_llm if runtime else None)
+    if runtime is not None and problem:
+        return InvalidEngine(
+            "spec.quantization.format",
+            f"{problem}: spec.runtime.image {spec.runtime.image} carries TensorRT-LLM {runtime.tensorrt_llm} "
+            f"(per {runtime.source}), which could not load the checkpoint; use a runtime image with a newer "
+            "TensorRT-LLM, or another format (fp8 needs no newer runtime).",
         )
     storage = storage_location(name, spec.storage)
     build_spec = to_build_spec(spec, gpu, storage)
