@@ -93,6 +93,7 @@ def test_every_builder_module_is_classified_for_the_operator() -> None:
         "engine_builder.contract",
         "engine_builder.planner",
         "engine_builder.redaction",
+        "engine_builder.release",
         "engine_builder.triton",
     }
     modules = {info.name for info in pkgutil.iter_modules(engine_builder.__path__, "engine_builder.")}
@@ -104,8 +105,8 @@ def test_every_builder_module_is_classified_for_the_operator() -> None:
 
 
 def test_the_contract_module_needs_no_heavy_import() -> None:
-    """The contract reaches only the report, the build spec (stdlib + pydantic) and the artifact
-    verifier (stdlib only)."""
+    """The contract reaches only the report, the build spec and the version helpers (stdlib +
+    pydantic) and the artifact verifier (stdlib only)."""
     source = (Path(contract.__file__)).read_text(encoding="utf-8")
     imports = {line.split()[1] for line in source.splitlines() if line.startswith(("from ", "import "))}
     assert imports <= {
@@ -114,6 +115,7 @@ def test_the_contract_module_needs_no_heavy_import() -> None:
         "re",
         "typing",
         "engine_builder.artifact_check",
+        "engine_builder.release",
         "engine_builder.report",
         "engine_builder.spec",
     }

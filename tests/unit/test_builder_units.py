@@ -239,6 +239,9 @@ def test_progress_eta_and_file(tmp_path: Path) -> None:
             "quantization.kv_cache_dtype",
         ),
         ({"quantization": {"format": "mxfp8"}}, "quantization.format"),
+        # Audit B8: ModelOpt 0.47 export_tensorrt_llm_checkpoint writes mapping.moe_ep_size 1
+        # (modelopt/torch/export/tensorrt_llm_utils.py), so a tensorrt engine is never expert-parallel.
+        ({"parallelism": {"tensor": 2, "expert": 2}}, "parallelism.expert"),
     ],
 )
 def test_spec_against_model_rules(overrides: dict[str, Any], field: str) -> None:
@@ -255,6 +258,7 @@ def test_spec_against_model_rules(overrides: dict[str, Any], field: str) -> None
         {"parallelism": {"tensor": 4}},  # KV heads replicated (tp multiple of kv heads)
         {"parallelism": {"pipeline": 2}},
         {"quantization": {"format": "int4_awq", "awq_block_size": 64}, "parallelism": {"tensor": 2}},
+        {"backend": "pytorch", "parallelism": {"tensor": 2, "expert": 2}},  # moe_expert_parallel_size
     ],
 )
 def test_spec_against_model_accepts(overrides: dict[str, Any]) -> None:

@@ -28,6 +28,7 @@ import re
 from typing import Any
 
 from engine_builder.artifact_check import EXIT_TAMPERED, TAMPERED, manifest_digest
+from engine_builder.release import same_release, version_tuple
 from engine_builder.report import (
     DETERMINISTIC_REASONS,
     EXIT_CODES,
@@ -71,6 +72,7 @@ __all__ = [
     "MANIFEST_SCHEMA",
     "MAX_REPORT_BYTES",
     "PROGRESS_PREFIX",
+    "RUNTIME_LIBRARIES",
     "STAGES",
     "STAGE_HELP",
     "TAMPERED",
@@ -98,7 +100,10 @@ __all__ = [
     "lookahead_max_draft_len",
     "manifest_digest",
     "missing_parts",
+    "runtime_versions",
+    "same_release",
     "verify_manifest",
+    "version_tuple",
     "without_bundle",
 ]
 
@@ -271,3 +276,23 @@ def _missing_engine(backend: str, compile_info: dict[str, Any], where: str) -> l
     status = compile_info.get("status") or "not run"
     why = compile_info.get("reason") or status
     return [f"{where} (compile {status}: {why}): Triton's TensorRT-LLM backend has no engine to load"]
+
+
+# ------------------------------------------------------------------------------------------------
+# The runtime an engine is bound to
+
+#: Distribution name → product name of the libraries an artifact is bound to (audit A10): an engine
+#: deserializes only on the TensorRT that built it, a checkpoint loads only on a TensorRT-LLM that
+#: knows its format. The builder records their installed versions in ``manifest.json`` ``versions``
+#: and in its report's ``versions`` (``None``: not installed, e.g. a CPU ``--skip-compile`` run); the
+#: operator copies them to ``status.artifact`` and compares them with the serving image's.
+RUNTIME_LIBRARIES: dict[str, str] = {"tensorrt_llm": "TensorRT-LLM", "tensorrt": "TensorRT"}
+
+
+def runtime_versions(versions: dict[str, Any] | None) -> dict[str, str | None]:
+    """The :data:`RUNTIME_LIBRARIES` entries of a manifest's or report's ``versions`` (every key
+    present; ``None`` for a library not installed or not recorded)."""
+    data = versions or {}
+    return {
+        name: (str(data[name]) if data.get(name) not in (None, "") else None) for name in RUNTIME_LIBRARIES
+    }

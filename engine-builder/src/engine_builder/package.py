@@ -46,13 +46,22 @@ from pathlib import Path
 from typing import Any
 
 from engine_builder.artifact_check import sha256_file
-from engine_builder.contract import DRAFT_DIR, MANIFEST_SCHEMA, manifest_digest, missing_parts
+from engine_builder.contract import (
+    DRAFT_DIR,
+    MANIFEST_SCHEMA,
+    RUNTIME_LIBRARIES,
+    manifest_digest,
+    missing_parts,
+    runtime_versions,
+)
 from engine_builder.fetch import parse_source, s3_client
 from engine_builder.planner import draft_kv_tokens
+from engine_builder.planner.formats import engine_paged_context_fmha
 from engine_builder.report import BuildError
 from engine_builder.spec import BuildSpec
 from engine_builder.triton import (
     DRAFT_MODEL_NAME,
+    ENGINE_LOGITS_TRITON_TYPE,
     SPECULATIVE_DECODING_MODES,
     TEMPLATE_SET,
     LLMAPIModelParams,
@@ -85,9 +94,21 @@ class DraftPart:
 
 
 def versions() -> dict[str, str | None]:
-    """Installed versions of the toolchain (None = not installed)."""
+    """Installed versions of the toolchain, read from the installed distributions at build time
+    (None = not installed, e.g. TensorRT and TensorRT-LLM on a CPU ``--skip-compile`` run).
+
+    ``tensorrt_llm`` and ``tensorrt`` (:data:`engine_builder.contract.RUNTIME_LIBRARIES`) are what an
+    engine is bound to: the operator compares them with the serving image's (audit A10). TensorRT-LLM
+    installs TensorRT as the ``tensorrt`` distribution (NVIDIA/TensorRT-LLM ``requirements.txt``:
+    ``tensorrt~=10.x``)."""
     out: dict[str, str | None] = {"python": sys.version.split()[0]}
-    for dist in ("tensorrt_llm", "nvidia-modelopt", "torch", "transformers", "trtllm-engine-builder"):
+    for dist in (
+        *RUNTIME_LIBRARIES,
+        "nvidia-modelopt",
+        "torch",
+        "transformers",
+        "trtllm-engine-builder",
+    ):
         try:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
@@ -114,7 +135,15 @@ def triton_params(spec: BuildSpec, plan: dict[str, Any], key_dir: str) -> Triton
         triton_max_batch_size=int(plan.get("max_batch_size") or 64),
         max_beam_width=spec.build.max_beam_width,
         kv_cache_free_gpu_mem_fraction=float(plan.get("kv_cache_free_gpu_mem_fraction") or 0.9),
-        enable_kv_cache_reuse=spec.build.paged_context_fmha,
+        # Only for an engine that can reuse (audit B7): the executor turns reuse off without paged
+        # context FMHA, which trtllm-build drops for some KV-cache dtypes and formats.
+        enable_kv_cache_reuse=engine_paged_context_fmha(
+            spec.backend,
+            spec.build.paged_context_fmha,
+            spec.quantization.format,
+            spec.quantization.kv_cache_dtype,
+        ),
+        logits_datatype=ENGINE_LOGITS_TRITON_TYPE,
         decoding_mode=decoding_mode,
         include_bls=sd.mode == "draft_tokens_external",
         draft_engine_dir=f"{key_dir}/{DRAFT_DIR}/engine" if has_draft else None,
@@ -346,6 +375,7 @@ def package(
         "manifest_digest": digest,
         "size_bytes": total,
         "manifest_path": str(final / "manifest.json"),
+        "versions": runtime_versions(manifest["versions"]),
     }
 
 

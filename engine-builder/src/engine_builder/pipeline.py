@@ -50,13 +50,19 @@ import yaml
 from pydantic import ValidationError
 
 from engine_builder import tinymodel
-from engine_builder.contract import STAGE_HELP, STAGES, verify_manifest
+from engine_builder.contract import STAGE_HELP, STAGES, runtime_versions, verify_manifest
 from engine_builder.convert import convert, copy_tokenizer
 from engine_builder.fetch import fetch
 from engine_builder.inspection import inspect_model, read_hf_config
-from engine_builder.package import DraftPart, package
+from engine_builder.package import DraftPart, package, versions
 from engine_builder.planner import PlanInputError, lookup, plan_from_build_spec
-from engine_builder.planner.formats import KV_CACHE_DTYPES, format_info, kv_dtypes_without_backend, kv_info
+from engine_builder.planner.formats import (
+    KV_CACHE_DTYPES,
+    format_info,
+    kv_dtypes_without_backend,
+    kv_info,
+    runtime_cannot_load,
+)
 from engine_builder.progress import Progress
 from engine_builder.quantize import needs_quantization, quantize
 from engine_builder.redaction import redact
@@ -204,10 +210,26 @@ def _check_speculative(spec: BuildSpec) -> None:
         )
 
 
+def _check_runtime(spec: BuildSpec, installed: dict[str, str | None]) -> None:
+    """The format loads on the TensorRT-LLM this builder runs with (audit A9), read from the installed
+    library (``installed``: :func:`engine_builder.package.versions`); else ``BadSpec``. The builder
+    runs in the serving image by default, so that is the runtime's version; without TensorRT-LLM
+    (a CPU ``--skip-compile`` run) nothing is known and nothing is refused."""
+    problem = runtime_cannot_load(spec.quantization.format, installed.get("tensorrt_llm"))
+    if problem:
+        raise BuildError(
+            "BadSpec",
+            f"quantization.format: {problem}; build in (and serve with) an image with a newer "
+            "TensorRT-LLM, or choose another format",
+            field="quantization.format",
+        )
+
+
 def _stage_plan(ctx: Context) -> StageOutcome:
     spec = ctx.spec
     _check_speculative(spec)
     _check_target(spec)
+    _check_runtime(spec, versions())
     _check_spec_against_model(spec, ctx.result("inspect"))
     hf_config = read_hf_config(Path(ctx.result("fetch")["model_dir"]))
     draft_config = None
@@ -271,6 +293,16 @@ def _check_spec_against_model(spec: BuildSpec, info: dict[str, Any]) -> None:
             "BadSpec",
             f"parallelism.pipeline={spec.parallelism.pipeline} exceeds num_hidden_layers={layers}",
             field="parallelism.pipeline",
+        )
+    if spec.backend == "tensorrt" and spec.parallelism.expert > 1:
+        # Audit B8: ModelOpt 0.47 export_tensorrt_llm_checkpoint writes mapping.moe_ep_size 1
+        # (modelopt/torch/export/tensorrt_llm_utils.py); the LLMEngine API refuses the same layout.
+        raise BuildError(
+            "BadSpec",
+            f"parallelism.expert={spec.parallelism.expert} is not supported by the tensorrt backend: "
+            "ModelOpt's TensorRT-LLM checkpoint export writes moe_ep_size 1, so the engine would not be "
+            "expert-parallel; set parallelism.expert to 1, or backend pytorch",
+            field="parallelism.expert",
         )
     q = spec.quantization
     if format_info(q.format).awq:
@@ -732,6 +764,7 @@ def _report(
     skipped: list[str] = []
     engine_key = artifact_uri = digest = None
     size = None
+    pkg_versions: dict[str, Any] | None = None
     resumed: list[str] = []
     if ctx is not None:
         engine_key = ctx.engine_key
@@ -750,6 +783,7 @@ def _report(
             pkg.get("manifest_digest"),
             pkg.get("size_bytes"),
         )
+        pkg_versions = pkg.get("versions")
         if failure is None:
             failure = _verify_published(pkg, ctx.engine_key)
     if failure is not None:
@@ -779,6 +813,7 @@ def _report(
             stage_timings=timings,
             skipped=skipped,
             resumed=resumed,
+            versions=runtime_versions(pkg_versions) if pkg_versions is not None else None,
         )
     (workdir / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True))
     try:

@@ -140,6 +140,7 @@ def build_report(
     stage_timings: dict[str, float] | None = None,
     skipped: list[str] | None = None,
     resumed: list[str] | None = None,
+    versions: dict[str, str | None] | None = None,
 ) -> dict[str, Any]:
     """The compact result as plain data (camelCase keys, the operator's API style).
 
@@ -147,7 +148,9 @@ def build_report(
     skipped on request, e.g. ``--skip-compile``), ``reason``, ``message``, ``stage``, ``field``,
     ``exitCode``, ``retryable``, ``engineKey``, ``artifactURI``, ``manifestDigest``
     (``sha256:<hex>``), ``sizeBytes``, ``stageTimings`` (seconds, 3 decimals, stages that ran in
-    this run only), ``skipped``, ``resumed`` (stages whose record from an earlier run was reused).
+    this run only), ``skipped``, ``resumed`` (stages whose record from an earlier run was reused),
+    ``versions`` (TensorRT-LLM and TensorRT the artifact was built with, ``null`` = not installed:
+    :func:`engine_builder.contract.runtime_versions`).
     ``None`` values are dropped. The message passes :func:`engine_builder.redaction.redact` (the
     report becomes the pod's termination message, readable by anyone who can get pods) and is
     shortened so the JSON stays ≤ 4 KiB.
@@ -167,6 +170,7 @@ def build_report(
         "stageTimings": {k: round(v, 3) for k, v in (stage_timings or {}).items()} or None,
         "skipped": skipped or None,
         "resumed": resumed or None,
+        "versions": versions,
     }
     report = {k: v for k, v in report.items() if v is not None and v != ""}
     return _fit(report)

@@ -69,6 +69,20 @@ SPECULATIVE_DECODING_MODES: dict[str, DecodingMode] = {
 #: and ``engine_dir`` the draft engine; the BLS gets ``tensorrt_llm_draft_model_name``).
 DRAFT_MODEL_NAME = "tensorrt_llm_draft"
 
+#: The dtype of the logits every engine of this project is built with (``trtllm-build
+#: --logits_dtype``) and the Triton type its repository declares for ``context_logits`` /
+#: ``generation_logits``: one pair, so the two cannot disagree (audit B9). Without the flag the engine
+#: takes the checkpoint's ``logits_dtype`` (TensorRT-LLM ``tensorrt_llm/commands/build.py``
+#: ``build_model``: ``if logits_dtype is not None: model_config.logits_dtype = logits_dtype``), which
+#: ModelOpt 0.47 exports as ``float16`` for bf16 models (``modelopt/torch/export/tensorrt_llm_utils.py``
+#: ``convert_to_tensorrt_llm_config``), while tensorrtllm_backend fills ``logits_datatype`` with
+#: ``TYPE_FP32`` (v0.19.0 README.md ``LOGITS_DATATYPE=TYPE_FP32``, ``all_models/inflight_batcher_llm/
+#: tensorrt_llm/config.pbtxt`` ``data_type: ${logits_datatype}``). float32 is also the checkpoint
+#: format's own default (TensorRT-LLM ``docs/source/architecture/checkpoint.md``: ``logits_dtype``
+#: 'float32').
+ENGINE_LOGITS_DTYPE: Literal["float32"] = "float32"
+ENGINE_LOGITS_TRITON_TYPE: Literal["TYPE_FP32"] = "TYPE_FP32"
+
 #: Fixed by the tensorrtllm backend image layout (docs/reference/tensorrt-llm.md §4.3).
 EXECUTOR_WORKER_PATH = "/opt/tritonserver/backends/tensorrtllm/trtllmExecutorWorker"
 
@@ -110,7 +124,11 @@ class TritonModelParams(_Params):
         default=0, ge=0, description="Requests queued before Triton rejects (0 = unbounded)."
     )
     triton_backend: Literal["tensorrtllm", "python"] = "tensorrtllm"
-    logits_datatype: TritonDataType = "TYPE_FP32"
+    logits_datatype: TritonDataType = Field(
+        default=ENGINE_LOGITS_TRITON_TYPE,
+        description="Triton type of context/generation logits; must match the engine's logits dtype "
+        f"(this project's engines: {ENGINE_LOGITS_DTYPE}, ENGINE_LOGITS_DTYPE).",
+    )
     encoder_input_features_data_type: TritonDataType = "TYPE_FP16"
 
     # Instance counts.

@@ -4,7 +4,8 @@ Flags are derived from the spec and the plan (docs/reference/tensorrt-llm.md §3
 ``--max_seq_len`` and ``--max_num_tokens`` are always set (the upstream defaults 2048 /
 max_position_embeddings / 8192 are build-OOM bait, docs/reference/tensorrt-llm.md §9.3), plus
 ``--max_beam_width``,
-``--max_input_len`` when given, ``--gemm_plugin``, ``--use_paged_context_fmha``, paged KV cache,
+``--max_input_len`` when given, ``--gemm_plugin`` (always, ``disable`` included), ``--logits_dtype``
+(the Triton repository's logits type), ``--use_paged_context_fmha``, paged KV cache,
 ``--workers`` and the speculative-decoding mode. Tensor/pipeline parallelism is not a flag: it is
 the checkpoint's ``mapping`` (trtllm-build emits ``world_size`` engines).
 
@@ -29,6 +30,7 @@ from typing import Any
 from engine_builder.contract import without_bundle
 from engine_builder.report import BuildError, Reason
 from engine_builder.spec import BuildSpec
+from engine_builder.triton import ENGINE_LOGITS_DTYPE
 
 ProgressFn = Callable[[float, float | None, str, str], None]
 
@@ -60,8 +62,13 @@ def trtllm_build_command(
     ]
     if b.max_input_len is not None:
         cmd += ["--max_input_len", str(b.max_input_len)]
-    if b.gemm_plugin and b.gemm_plugin != "disable":
-        cmd += ["--gemm_plugin", b.gemm_plugin]
+    # Always explicit, ``disable`` included (audit B10): TensorRT-LLM ``tensorrt_llm/plugin/plugin.py``
+    # ``PluginConfig.from_arguments`` sets ``_explicitly_disable_gemm_plugin`` only when the argument
+    # is the literal "disable" ("nvfp4 gemm uses plugin by default currently"); an omitted flag leaves
+    # the default None, and an NVFP4 build then turns the GEMM plugin on anyway.
+    cmd += ["--gemm_plugin", b.gemm_plugin]
+    # The logits dtype the Triton repository declares (audit B9, engine_builder.triton).
+    cmd += ["--logits_dtype", ENGINE_LOGITS_DTYPE]
     cmd += ["--use_paged_context_fmha", "enable" if b.paged_context_fmha else "disable"]
     cmd += ["--kv_cache_type", "paged", "--workers", str(b.workers)]
     sd = b.speculative_decoding

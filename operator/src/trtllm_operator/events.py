@@ -251,6 +251,13 @@ _DEPLOYMENT_REASONS: tuple[EventReason, ...] = (
         "the engine's artifact location cannot be mounted",
     ),
     EventReason(
+        "PagedContextFMHARequired",
+        DEPLOYMENT,
+        "Warning",
+        "deployment",
+        "enableChunkedContext asked of an engine built without paged context FMHA",
+    ),
+    EventReason(
         R_CHILD_CONFLICT,
         DEPLOYMENT,
         "Warning",

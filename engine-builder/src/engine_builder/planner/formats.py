@@ -45,6 +45,7 @@ from fractions import Fraction
 from typing import Literal, get_args
 
 from engine_builder.planner.architecture import TensorKind
+from engine_builder.release import version_tuple
 
 #: The format names, spelled out for type checkers; equal to the keys of :data:`QUANT_FORMAT_TABLE`.
 QuantFormat = Literal["none", "fp8", "int8_sq", "int4_awq", "w4a8_awq", "nvfp4", "mxfp8"]
@@ -284,6 +285,44 @@ def paged_context_fmha_kept(fmt: str, kv_cache_dtype: str) -> bool:
     if kv_cache_dtype == "fp8":
         return format_info(fmt).fp8_context_fmha
     return True
+
+
+def runtime_cannot_load(fmt: str, tensorrt_llm_version: str | None) -> str | None:
+    """Why TensorRT-LLM ``tensorrt_llm_version`` cannot load checkpoints of ``fmt`` (audit A9), or
+    ``None`` when it can or when the version is not known (``None`` or not a version string).
+
+    The floor is the format's :attr:`QuantFormatInfo.min_runtime`; its ``runtime_note`` says why.
+    """
+    info = format_info(fmt)
+    if info.min_runtime is None or not tensorrt_llm_version:
+        return None
+    try:
+        have = version_tuple(tensorrt_llm_version)
+    except ValueError:
+        return None
+    if have >= info.min_runtime:
+        return None
+    need = ".".join(str(p) for p in info.min_runtime)
+    return (
+        f"format {fmt} needs TensorRT-LLM {need} or newer to load, but the runtime has TensorRT-LLM "
+        f"{tensorrt_llm_version} ({info.runtime_note})"
+    )
+
+
+def engine_paged_context_fmha(backend: str, paged_context_fmha: bool, fmt: str, kv_cache_dtype: str) -> bool:
+    """Whether the served engine has paged context FMHA, the one thing KV-cache block reuse and chunked
+    context need on the engine path (audit B7).
+
+    ``tensorrt``: the build asked for it (``build.pagedContextFMHA``) and ``trtllm-build`` kept it
+    (:func:`paged_context_fmha_kept`). Without it TensorRT-LLM's executor silently turns both off
+    (``cpp/tensorrt_llm/batch_manager/trtGptModelInflightBatching.cpp`` ``fixExecutorConfig``: block
+    reuse; ``cpp/tensorrt_llm/executor/executorImpl.cpp`` ``fixExecutorConfig``: chunked context), so
+    a repository that enables them describes a server that does not exist. ``pytorch``: no engine is
+    built; the LLM API decides both at load time (True).
+    """
+    if backend != "tensorrt":
+        return True
+    return paged_context_fmha and paged_context_fmha_kept(fmt, kv_cache_dtype)
 
 
 def describe_formats() -> str:

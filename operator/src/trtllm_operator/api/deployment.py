@@ -161,7 +161,8 @@ class ServerSpec(ApiModel):
     enable_kv_cache_reuse: bool = Field(
         default=True,
         description="Reuse KV-cache blocks of shared prompt prefixes (enable_kv_cache_reuse); needs "
-        "an engine built with paged context FMHA.",
+        "an engine built with paged context FMHA: for a tensorrt engine without it (build.pagedContextFMHA "
+        "false) it is rendered false, as TensorRT-LLM's executor would turn it off anyway.",
     )
     batching_strategy: BatchingStrategy = Field(
         default="inflight_fused_batching",
@@ -205,7 +206,8 @@ class ServerSpec(ApiModel):
     enable_chunked_context: bool = Field(
         default=False,
         description="Split long prompts into chunks of maxNumTokens (enable_chunked_context); needs "
-        "paged context FMHA.",
+        "paged context FMHA: with a tensorrt engine built without it the deployment is refused "
+        "(condition reason PagedContextFMHARequired).",
     )
 
 

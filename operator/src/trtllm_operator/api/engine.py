@@ -556,8 +556,8 @@ class EngineBuildSpec(ApiModel):
     )
     gemm_plugin: GemmPlugin = Field(
         default="auto",
-        description="GEMM plugin (--gemm_plugin): auto (model dtype), float16, bfloat16, float32 or "
-        "disable. tensorrt backend only.",
+        description="GEMM plugin (--gemm_plugin, always passed): auto (model dtype), float16, bfloat16, "
+        "float32 or disable (also turns off the GEMM plugin NVFP4 uses by default). tensorrt backend only.",
     )
     paged_context_fmha: bool = Field(
         default=True,
@@ -956,11 +956,28 @@ class LLMEngineSpec(ApiModel):
             "such recipe); set backend: pytorch or use fp8",
             field_path=".quantization.format",
         ),
+        # Audit B8. A TensorRT-LLM checkpoint carries its MoE split in config.json ``mapping``
+        # (``moe_tp_size`` × ``moe_ep_size`` = ``tp_size``: NVIDIA/TensorRT-LLM@cf44a1cc
+        # ``tensorrt_llm/mapping.py`` ``Mapping``), and trtllm-build builds what the checkpoint says.
+        # ModelOpt 0.47 ``export_tensorrt_llm_checkpoint`` takes only inference_tensor_parallel /
+        # inference_pipeline_parallel and writes ``moe_tp_size = tp_size``, ``moe_ep_size = 1``
+        # (``modelopt/torch/export/tensorrt_llm_utils.py`` ``convert_to_tensorrt_llm_config``): an
+        # expert-parallel engine cannot come out of it, so the layout is refused rather than built
+        # as MoE tensor parallelism under an engine key that says expert parallelism.
         cel(
             "self.backend != 'tensorrt' || self.parallelism.expert == 1",
             "parallelism.expert > 1 is not supported by the tensorrt backend: ModelOpt's TensorRT-LLM "
             "checkpoint export has no expert-parallel argument and writes moe_ep_size 1, so the engine "
             "would not be expert-parallel; use backend pytorch (moe_expert_parallel_size) or expert: 1",
+            message_expression=mx(
+                "parallelism.expert %d is not supported by the tensorrt backend: ModelOpt's TensorRT-LLM "
+                "checkpoint export has no expert-parallel argument and writes moe_ep_size 1, so the "
+                "engine would be MoE tensor-parallel over %d GPUs instead; set expert: 1, or backend: "
+                "pytorch (served with moe_expert_parallel_size %d)",
+                "self.parallelism.expert",
+                "self.parallelism.tensor",
+                "self.parallelism.expert",
+            ),
             field_path=".parallelism.expert",
         ),
         cel(
@@ -1015,7 +1032,13 @@ class ArtifactStatus(ApiModel):
     tensorrt_llm_version: str | None = Field(
         default=None,
         alias="tensorrtLLMVersion",
-        description="TensorRT-LLM version that built it (from the manifest).",
+        description="TensorRT-LLM version that built it, read from the installed library by the builder "
+        "(manifest versions.tensorrt_llm); unset when the builder had none (CPU --skip-compile).",
+    )
+    tensorrt_version: str | None = Field(
+        default=None,
+        description="TensorRT version that built it (manifest versions.tensorrt); an engine deserializes "
+        "only on the same TensorRT. Compared with the serving image's before rollout.",
     )
     partial: bool | None = Field(
         default=None,

@@ -192,6 +192,7 @@ def record_from_manifest(
         size_bytes=manifest.get("sizeBytes"),
         stage_timings=manifest.get("stageTimings"),
         tensorrt_llm_version=versions.get("tensorrt_llm"),
+        tensorrt_version=versions.get("tensorrt"),
         source="import",
         missing=[str(m) for m in missing],
     )

@@ -25,6 +25,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from engine_builder.contract import RUNTIME_LIBRARIES, runtime_versions, same_release
 from engine_builder.planner import PlanInputError, lookup
 from trtllm_operator.api.wire import (
     ANNOTATION_ALLOW_PARTIAL_ARTIFACT,
@@ -32,6 +33,7 @@ from trtllm_operator.api.wire import (
     GPU_PRODUCT_LABEL,
     LWS_CRD_NAME,
 )
+from trtllm_operator.decide.image_catalog import image_versions
 
 #: The condition reason (Ready/Progressing/Degraded) of a refused partial artifact.
 REASON_PARTIAL_ARTIFACT = "PartialArtifact"
@@ -288,10 +290,50 @@ def gpu_product_aliases(product: str) -> tuple[str, ...]:
     return (canonical,) if canonical and canonical != product else ()
 
 
+def runtime_version_incompatibility(
+    server_image: str, artifact: Mapping[str, Any] | None, *, image_field: str = "spec.server.image"
+) -> Incompatibility | None:
+    """An :class:`Incompatibility` naming both sides when the TensorRT-LLM or TensorRT the artifact
+    was built with (``artifact``: the LLMEngine's ``status.artifact``, ``tensorrtLLMVersion`` /
+    ``tensorrtVersion``, recorded by the builder from its installed libraries) differs from what
+    ``server_image`` carries (:func:`trtllm_operator.decide.image_catalog.image_versions`), audit A10:
+    an engine deserializes only on the TensorRT that built it ("Version tag does not match",
+    docs/reference/tensorrt-llm.md §3.3). ``None`` when they agree or either side is unknown (an image
+    outside the catalog, a builder without the library). Versions are compared by release
+    (:func:`engine_builder.contract.same_release`).
+    """
+    serving = image_versions(server_image)
+    if serving is None or not artifact:
+        return None
+    built = runtime_versions(
+        {"tensorrt_llm": artifact.get("tensorrtLLMVersion"), "tensorrt": artifact.get("tensorrtVersion")}
+    )
+    have = {"tensorrt_llm": serving.tensorrt_llm, "tensorrt": serving.tensorrt}
+    differ = []
+    for lib in RUNTIME_LIBRARIES:
+        ours, theirs = built[lib], have[lib]
+        if ours and theirs and not same_release(ours, theirs):
+            differ.append(lib)
+    if not differ:
+        return None
+    engine_side = " / ".join(
+        f"{RUNTIME_LIBRARIES[lib]} {built[lib]}" for lib in RUNTIME_LIBRARIES if built[lib]
+    )
+    return Incompatibility(
+        image_field,
+        f"{server_image} ({serving.describe()}, per {serving.source})",
+        f"{engine_side} (recorded by its builder in status.artifact)",
+        "an engine loads only on the TensorRT-LLM and TensorRT that built it: serve it with an image "
+        "carrying those versions, or rebuild the engine in this image (the builder runs in the "
+        "engine's spec.runtime.image unless the operator's builder_image says otherwise)",
+    )
+
+
 def engine_incompatibilities(
     deployment: Mapping[str, Any], engine: Mapping[str, Any]
 ) -> list[Incompatibility]:
-    """The compatibility gate for raw objects (image vs ``spec.runtime.image``, GPU product/SM).
+    """The compatibility gate for raw objects (image vs ``spec.runtime.image``, the serving image's
+    TensorRT-LLM / TensorRT vs the versions the artifact was built with, GPU product/SM).
 
     The deployment pins a product through ``spec.scheduling.nodeSelector["nvidia.com/gpu.product"]``
     (it must be one of the node-label values the pods require: the engine's product or its catalog
@@ -318,5 +360,8 @@ def engine_incompatibilities(
         compatible_images=parse_compatible_images(annotations.get(ANNOTATION_COMPATIBLE_IMAGES)),
         engine_gpu_products=products,
     )
+    versions = runtime_version_incompatibility(server_image, (engine.get("status") or {}).get("artifact"))
+    if versions is not None:
+        problems.append(versions)
     dead = affinity_incompatibility(scheduling.get("affinity"), products, GPU_PRODUCT_LABEL)
     return [*problems, dead] if dead else problems

@@ -50,6 +50,7 @@ def artifact_record(
     size_bytes: int | None = None,
     stage_timings: Mapping[str, float] | None = None,
     tensorrt_llm_version: str | None = None,
+    tensorrt_version: str | None = None,
     source: str = "import",
     built_by: str | None = None,
     missing: Sequence[str] = (),
@@ -69,6 +70,7 @@ def artifact_record(
         "sizeBytes": size_bytes,
         "stageTimings": dict(stage_timings) if stage_timings else None,
         "tensorrtLLMVersion": tensorrt_llm_version,
+        "tensorrtVersion": tensorrt_version,
         "runtimeImage": runtime_image,
         "gpuProduct": gpu_product,
         "sm": sm,
@@ -157,7 +159,7 @@ def record_from_build(
     prepared: PreparedEngine, report: BuilderReport, *, job_name: str, recorded_at: str
 ) -> dict[str, Any]:
     """The record of a completed builder Job whose report :func:`verify_build` accepted: URI,
-    digest, size and timings from the builder's report."""
+    digest, size, timings and the TensorRT-LLM / TensorRT versions from the builder's report."""
     return artifact_record(
         key=prepared.key,
         storage=prepared.storage,
@@ -170,6 +172,8 @@ def record_from_build(
         manifest_digest=report.manifest_digest,
         size_bytes=report.size_bytes,
         stage_timings=report.stage_timings,
+        tensorrt_llm_version=(report.versions or {}).get("tensorrt_llm"),
+        tensorrt_version=(report.versions or {}).get("tensorrt"),
         source=f"job/{job_name}",
         built_by=prepared.name,
         missing=[report.message or "compile skipped"]
@@ -185,6 +189,7 @@ def artifact_status(record: Mapping[str, Any]) -> dict[str, Any]:
         "sizeBytes": record.get("sizeBytes"),
         "manifestDigest": record.get("manifestDigest"),
         "tensorrtLLMVersion": record.get("tensorrtLLMVersion"),
+        "tensorrtVersion": record.get("tensorrtVersion"),
         "partial": bool(record.get("partial")),
         "missing": record.get("missing") or None,
     }

@@ -76,6 +76,9 @@ class BuilderReport:
     manifest_digest: str | None = None
     size_bytes: int | None = None
     stage_timings: Mapping[str, float] | None = None
+    #: TensorRT-LLM and TensorRT the artifact was built with (``engine_builder.contract.RUNTIME_LIBRARIES``
+    #: keys; a value is ``None`` when the library was not installed in the builder).
+    versions: Mapping[str, str | None] | None = None
 
     @property
     def succeeded(self) -> bool:
@@ -110,6 +113,9 @@ def parse_report(text: str | None) -> BuilderReport | None:
         size_bytes=size if isinstance(size, int) and not isinstance(size, bool) else None,
         stage_timings={str(k): float(v) for k, v in timings.items() if isinstance(v, int | float)}
         if isinstance(timings, dict)
+        else None,
+        versions=builder_report.runtime_versions(data["versions"])
+        if isinstance(data.get("versions"), dict)
         else None,
     )
 

@@ -31,12 +31,13 @@ from engine_builder.contract import (
     lookahead_max_draft_len,
 )
 from engine_builder.planner import GPUSpec, Plan, PlanInputError, lookup, plan_from_build_spec
-from engine_builder.planner.formats import MIN_SM
+from engine_builder.planner.formats import MIN_SM, runtime_cannot_load
 from engine_builder.planner.plan import MAX_SEQ_LEN_RULE, supported_quant_formats
 from trtllm_operator.api import LLMEngineSpec
 from trtllm_operator.api.engine import builder_gpus
 from trtllm_operator.api.wire import GPU_RESOURCE
 from trtllm_operator.decide.compatibility import NodeGPUs
+from trtllm_operator.decide.image_catalog import image_versions
 from trtllm_operator.decide.storage import (
     StorageLocation,
     builder_job_name,
@@ -255,6 +256,15 @@ def prepare_engine(
             f"{nodes.describe(spec.gpu.product)}; a pod runs on one node. Fix: set {field} to at most "
             f"{nodes.count} (trtllm-build builds the ranks one after another on one GPU per worker).",
             R_DOES_NOT_FIT,
+        )
+    runtime = image_versions(spec.runtime.image)
+    problem = runtime_cannot_load(fmt, runtime.tensorrt_llm if runtime else None)
+    if runtime is not None and problem:
+        return InvalidEngine(
+            "spec.quantization.format",
+            f"{problem}: spec.runtime.image {spec.runtime.image} carries TensorRT-LLM {runtime.tensorrt_llm} "
+            f"(per {runtime.source}), which could not load the checkpoint; use a runtime image with a newer "
+            "TensorRT-LLM, or another format (fp8 needs no newer runtime).",
         )
     storage = storage_location(name, spec.storage)
     clash = _s3_secret_clash(spec, storage)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from engine_builder.contract import DRAFT_DIR
+from engine_builder.planner.formats import engine_paged_context_fmha
 from trtllm_operator.api.deployment import LLMDeploymentSpec
 from trtllm_operator.api.engine import LLMEngineSpec
 from trtllm_operator.api.owners import owner_reference
@@ -279,6 +280,23 @@ def serving_params(
     recommended = ((estatus.get("plan") or {}).get("recommended")) or {}
     la = espec.build.speculative_decoding.lookahead
     server, sched, rollout = dspec.server, dspec.scheduling, dspec.rollout
+    # Audit B7: KV-cache reuse and chunked context need an engine with paged context FMHA; TensorRT-LLM's
+    # executor turns both off silently without it (engine_builder.planner.formats
+    # engine_paged_context_fmha). Reuse is on by default, so it follows the engine (rendered false);
+    # chunked context is asked for explicitly, so asking for it here is refused.
+    quant = espec.quantization
+    paged_context_fmha = engine_paged_context_fmha(
+        espec.backend, espec.build.paged_context_fmha, quant.format, quant.kv_cache_dtype
+    )
+    if server.enable_chunked_context and not paged_context_fmha:
+        raise ServingInputError(
+            "PagedContextFMHARequired",
+            f"spec.server.enableChunkedContext is true but LLMEngine {emeta['name']!r} was built without "
+            f"paged context FMHA (build.pagedContextFMHA {str(espec.build.paged_context_fmha).lower()}, "
+            f"format {quant.format}, kvCacheDtype {quant.kv_cache_dtype}), and TensorRT-LLM turns chunked "
+            "context off for such an engine; set enableChunkedContext: false, or serve an engine built "
+            "with build.pagedContextFMHA: true",
+        )
     return ServingParams(
         name=dmeta["name"],
         namespace=dmeta["namespace"],
@@ -308,7 +326,7 @@ def serving_params(
         lookahead=(la.window_size, la.ngram_size, la.verification_set_size) if la is not None else None,
         server=ServerSettings(
             kv_cache_free_gpu_mem_fraction=server.kv_cache_free_gpu_mem_fraction,
-            enable_kv_cache_reuse=server.enable_kv_cache_reuse,
+            enable_kv_cache_reuse=server.enable_kv_cache_reuse and paged_context_fmha,
             batching_strategy=server.batching_strategy,
             batch_scheduler_policy=server.batch_scheduler_policy,
             max_queue_delay_microseconds=server.max_queue_delay_microseconds,
