@@ -97,7 +97,7 @@ ERRORS: dict[str, float] = {}
 def engine_doc(backend: str, fmt: str, tp: int) -> dict[str, Any]:
     quant: dict[str, Any] = {
         "format": fmt,
-        "calibration": {"numSamples": 4, "batchSize": 2, "maxSeqLength": 32},
+        "calibration": {"dataset": "bundled", "numSamples": 4, "batchSize": 2, "maxSeqLength": 32},
     }
     if fmt == "fp8":
         quant["kvCacheDtype"] = "fp8"

@@ -9,8 +9,10 @@ and only then update the literals below. A failure here means "you changed every
 keys", not "update the table".
 
 The literals were generated ONCE, from the code at the commit that added this file
-(``prepare_engine("e", spec).key`` for each spec), and pasted here: they pin the derivation as it
-was; nothing in this test derives an expected key from the function under test at test time.
+(``prepare_engine("e", spec).key`` for each spec), and pasted here — and regenerated once for the
+``engine-key/v2`` migration (issue 26: calibration defaults; docs/install.md "Upgrade"): they pin
+the derivation as it was; nothing in this test derives an expected key from the function under
+test at test time.
 The specs cover both backends, every storage kind, model sources from the hub (with and without a
 pinned revision) and S3, quantization with calibration, tensor and pipeline parallelism, explicit
 build limits, and four GPU products.
@@ -41,7 +43,7 @@ REFERENCE: list[tuple[str, dict[str, Any], str]] = [
             "gpu": {"product": "NVIDIA-H100-80GB-HBM3"},
             "storage": S3,
         },
-        "4a8dda0f8287f4239eab9d3d0a9b151068f6fc1b5082658aa9dfce97ec6fc607",
+        "b4bc0eda70d247ddf72706fa09464b69cf1fd3e5345b4c4c53ff2038a891dbac",
     ),
     (
         "llama-8b-fp8-tp2-limits-pvc",
@@ -55,7 +57,7 @@ REFERENCE: list[tuple[str, dict[str, Any], str]] = [
             "gpu": {"product": "NVIDIA-H100-80GB-HBM3"},
             "storage": {"pvc": {"claimName": "engines", "subPath": "trtllm"}},
         },
-        "44123c93251f06e852654e08b2ec8d602262ebe5430cadd59683d80f953c2b51",
+        "d3e52a5986ccfdb7beac990da33ec9364cdf84cef92e51d75da204aaa7bf60ca",
     ),
     (
         "llama-70b-fp8-tp4-h200",
@@ -67,7 +69,7 @@ REFERENCE: list[tuple[str, dict[str, Any], str]] = [
             "gpu": {"product": "NVIDIA-H200"},
             "storage": S3,
         },
-        "3d92f4066b7d8e8f15e7d8acbf26c47a830380de3922b376351970ba3513892f",
+        "0256750340b7495ce48aac5df30407c65a7afdc84093d9cbe1b045e65cd3c817",
     ),
     (
         "mistral-7b-int4-awq-calibrated-revision-l40s",
@@ -77,11 +79,11 @@ REFERENCE: list[tuple[str, dict[str, Any], str]] = [
                 "revision": "0d4b76e1efeb5eb6f6b5e757c79870472e04bd3a",
             },
             "runtime": {"image": IMAGE},
-            "quantization": {"format": "int4_awq", "kvCacheDtype": "auto", "calibration": {"numSamples": 64}},
+            "quantization": {"format": "int4_awq", "kvCacheDtype": "auto", "calibration": {"numSamples": 32}},
             "gpu": {"product": "NVIDIA-L40S"},
             "storage": S3,
         },
-        "f7fb08425d636ce1a4d87b464829098df77711f15e281167a8a577bd9e603a26",
+        "6180e3eb0581f0c3293d492677b5cde75b7460867fc08ed2369846897075f4c3",
     ),
     (
         "qwen3-8b-pytorch-unquantized-a100",
@@ -93,7 +95,7 @@ REFERENCE: list[tuple[str, dict[str, Any], str]] = [
             "gpu": {"product": "NVIDIA-A100-SXM4-80GB"},
             "storage": S3,
         },
-        "0be9216febda9b5396c64ab3005c83a6e53b8bb7c6e688b557cf01395fbe4c08",
+        "f94f902357fa1c46a8ad5896a3c9b51fe155f7aa9538156e0fa9230b70760892",
     ),
     (
         "s3-model-fp8-tp8-pp2-long-context",
@@ -106,7 +108,7 @@ REFERENCE: list[tuple[str, dict[str, Any], str]] = [
             "gpu": {"product": "NVIDIA-H100-80GB-HBM3"},
             "storage": S3,
         },
-        "5bd131997b2de9829bb84e4ded54c1341d7e0c0969d5f8b8f49e94890e42925b",
+        "350d65d8cf84a6ea4df4cc319144bbf7d0d1c510d122445a9b25336aaec77c18",
     ),
 ]
 

@@ -36,6 +36,7 @@ from engine_builder.report import (
     Reason,
     Status,
     build_report,
+    calibration_report,
     exit_code_for,
 )
 from engine_builder.spec import (
@@ -83,6 +84,7 @@ __all__ = [
     "build_report",
     "bundle_commands",
     "bundle_env",
+    "calibration_report",
     "canonical_json",
     "engine_key",
     "exit_code_for",

@@ -49,6 +49,7 @@ def artifact_record(
     manifest_digest: str | None = None,
     size_bytes: int | None = None,
     stage_timings: Mapping[str, float] | None = None,
+    calibration: Mapping[str, Any] | None = None,
     tensorrt_llm_version: str | None = None,
     source: str = "import",
     built_by: str | None = None,
@@ -68,6 +69,7 @@ def artifact_record(
         "manifestDigest": manifest_digest,
         "sizeBytes": size_bytes,
         "stageTimings": dict(stage_timings) if stage_timings else None,
+        "calibration": dict(calibration) if calibration else None,
         "tensorrtLLMVersion": tensorrt_llm_version,
         "runtimeImage": runtime_image,
         "gpuProduct": gpu_product,
@@ -170,6 +172,7 @@ def record_from_build(
         manifest_digest=report.manifest_digest,
         size_bytes=report.size_bytes,
         stage_timings=report.stage_timings,
+        calibration=report.calibration,
         source=f"job/{job_name}",
         built_by=prepared.name,
         missing=[report.message or "compile skipped"]
