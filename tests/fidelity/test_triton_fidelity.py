@@ -113,7 +113,7 @@ ERRORS: dict[str, float] = {}
 def engine_doc(backend: str, fmt: str, tp: int, draft: bool = False) -> dict[str, Any]:
     quant: dict[str, Any] = {
         "format": fmt,
-        "calibration": {"numSamples": 4, "batchSize": 2, "maxSeqLength": 32},
+        "calibration": {"dataset": "bundled", "numSamples": 4, "batchSize": 2, "maxSeqLength": 32},
     }
     if fmt == "fp8":
         quant["kvCacheDtype"] = "fp8"

@@ -89,7 +89,7 @@ def test_nested_defaults_match_the_models() -> None:
     assert spec["properties"]["quantization"]["default"] == {
         "format": "none",
         "kvCacheDtype": "auto",
-        "calibration": {"dataset": "bundled", "numSamples": 512, "batchSize": 1, "maxSeqLength": 512},
+        "calibration": {"dataset": "cnn_dailymail", "batchSize": 32, "maxSeqLength": 512},
     }
     minimal = LLMDeploymentSpec.model_validate({"engineRef": {"name": "x"}})
     dspec = deployment_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]

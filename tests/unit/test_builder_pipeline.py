@@ -66,7 +66,7 @@ def write_spec(tmp: Path, model_uri: str | Path, **overrides: Any) -> Path:
         "runtime_image": "nvcr.io/nvidia/tritonserver:25.05-trtllm-python-py3",
         "quantization": {
             "format": "none",
-            "calibration": {"num_samples": 2, "max_seq_length": 16},
+            "calibration": {"dataset": "bundled", "num_samples": 2, "max_seq_length": 16},
         },
         "target": {"gpu_product": "NVIDIA-H100-80GB-HBM3", "sm": 90},
         "output": {"artifact_root": str(tmp / "artifacts"), "termination_log": str(tmp / "termination-log")},
@@ -221,11 +221,31 @@ def test_resume_skips_done_stages_and_compile_needs_the_toolchain(
         assert json.loads((tmp_path / "work" / "state" / f"{stage}.json").read_text()) == records[stage]
     assert again["manifestDigest"] == first["manifestDigest"]
 
+    # The first run exported the quantized model from memory; the quantize stage persisted only the
+    # ModelOpt state and the scales (FP8 max calibration leaves the weights as loaded).
+    assert records["convert"]["result"]["model_source"] == "memory"
+    assert records["quantize"]["result"]["state"] == "scales"
+    state_bytes = (tmp_path / "work" / "quantized" / "modelopt_state.pth").stat().st_size
+    weight_bytes = sum(p.stat().st_size for p in tiny_model.glob("*.safetensors"))
+    assert state_bytes < weight_bytes / 10
+    # The report says what calibration used.
+    assert first["calibration"] == {
+        "dataset": "bundled",
+        "samples": 2,
+        "tokens": records["quantize"]["result"]["tokens"],
+        "batchSize": 32,
+        "maxSeqLength": 16,
+    }
+    assert 2 < first["calibration"]["tokens"] <= 2 * 16
+
+    # Resuming at convert loads the model and restores that state: the same checkpoint bytes.
     code, rerun = run_in_process(tmp_path, spec, from_stage="convert")
     out = capsys.readouterr().out
     assert code == 0
     assert "[quantize] already" in out and "[convert] already" not in out
     assert rerun["manifestDigest"] == first["manifestDigest"]
+    convert_record = json.loads((tmp_path / "work" / "state" / "convert.json").read_text())
+    assert convert_record["result"]["model_source"] == "loaded"
 
     # Without --skip-compile the skipped compile is not "complete": it runs, and there is no
     # trtllm-build on this machine.

@@ -11,11 +11,12 @@ keys", not "update the table".
 The literals were generated ONCE, from the code at the commit that added this file
 (``prepare_engine("e", spec).key`` for each spec), and pasted here: they pin the derivation as it
 was; nothing in this test derives an expected key from the function under test at test time.
-Deliberate migration (issue 25 item 4, the default-``maxSeqLen`` rule): a spec that leaves a build
-limit unset now carries ``build.derived_limits`` (the rule's name, ``DERIVED_LIMITS_RULE``) in its
-key inputs; the five such rows got new literals, generated once from the code of that commit, and
-``test_the_migration_only_added_the_rule_name`` pins the old literals as the keys without it. The
-row with every limit set kept its key.
+Two deliberate migrations since, each generated once from the code of its commit: ``engine-key/v2``
+(issue 26: calibration defaults; docs/install.md "Upgrade") changed every row; the default-``maxSeqLen``
+rule (issue 25 item 4) adds ``build.derived_limits`` (the rule's name, ``DERIVED_LIMITS_RULE``) to the
+key inputs of a spec that leaves a build limit unset — ``test_the_migration_only_added_the_rule_name``
+pins the ``engine-key/v2`` literals as those rows' keys without it. The row with every limit set has
+no such input.
 
 The specs cover both backends, every storage kind, model sources from the hub (with and without a
 pinned revision) and S3, quantization with calibration, tensor and pipeline parallelism, explicit
@@ -49,7 +50,7 @@ REFERENCE: list[tuple[str, dict[str, Any], str]] = [
             "gpu": {"product": "NVIDIA-H100-80GB-HBM3"},
             "storage": S3,
         },
-        "c866957c6d8cac48050bce6412eecb285440cd0384e405a46751e0f5704e9b4f",
+        "df91a65019030ddbc3c8deca1b2e8ceccb37f61cdbebefc9fc4c5fc96c17d1d5",
     ),
     (
         "llama-8b-fp8-tp2-limits-pvc",
@@ -63,7 +64,7 @@ REFERENCE: list[tuple[str, dict[str, Any], str]] = [
             "gpu": {"product": "NVIDIA-H100-80GB-HBM3"},
             "storage": {"pvc": {"claimName": "engines", "subPath": "trtllm"}},
         },
-        "44123c93251f06e852654e08b2ec8d602262ebe5430cadd59683d80f953c2b51",
+        "d3e52a5986ccfdb7beac990da33ec9364cdf84cef92e51d75da204aaa7bf60ca",
     ),
     (
         "llama-70b-fp8-tp4-h200",
@@ -75,7 +76,7 @@ REFERENCE: list[tuple[str, dict[str, Any], str]] = [
             "gpu": {"product": "NVIDIA-H200"},
             "storage": S3,
         },
-        "44351e94da179d61b5c56b60a18147a56677dcd7f24358c3cf063b3a3bf53e15",
+        "c4b70b587d5f173f21cbee161e6eb4fc15557c6629ef3e66e1fb61831ea143c0",
     ),
     (
         "mistral-7b-int4-awq-calibrated-revision-l40s",
@@ -85,11 +86,11 @@ REFERENCE: list[tuple[str, dict[str, Any], str]] = [
                 "revision": "0d4b76e1efeb5eb6f6b5e757c79870472e04bd3a",
             },
             "runtime": {"image": IMAGE},
-            "quantization": {"format": "int4_awq", "kvCacheDtype": "auto", "calibration": {"numSamples": 64}},
+            "quantization": {"format": "int4_awq", "kvCacheDtype": "auto", "calibration": {"numSamples": 32}},
             "gpu": {"product": "NVIDIA-L40S"},
             "storage": S3,
         },
-        "cd9d59b6d8339cfde3b343b07298515a23ae35dcb13a47c93b616dddbe899202",
+        "b0e6ec6ed5880666e9b97ba717127be831c3b16b1e29e6887673862697f8750b",
     ),
     (
         "qwen3-8b-pytorch-unquantized-a100",
@@ -101,7 +102,7 @@ REFERENCE: list[tuple[str, dict[str, Any], str]] = [
             "gpu": {"product": "NVIDIA-A100-SXM4-80GB"},
             "storage": S3,
         },
-        "c834e4282298e6850ac48466e91697fadc129ac7bd87ef90476ce08c5b289e53",
+        "82dbd96bb17267ea4d177ce50b953d2c7ea39fd1e485cc1fa65220c016babf9d",
     ),
     (
         "s3-model-fp8-tp8-pp2-long-context",
@@ -114,7 +115,7 @@ REFERENCE: list[tuple[str, dict[str, Any], str]] = [
             "gpu": {"product": "NVIDIA-H100-80GB-HBM3"},
             "storage": S3,
         },
-        "5e6c344e6c5d5a2a826dc98ad9e9640ceca50676b73fbb96877bff8ed48b64f2",
+        "feab0fb48eae3c8b02dacb5088424769cd3d5d2d67875f0c4e9a8d3383ee45ae",
     ),
 ]
 
@@ -149,15 +150,16 @@ def test_the_reference_specs_are_distinct_engines() -> None:
     assert len(set(keys)) == len(keys)
 
 
-#: The keys of the rows that leave a limit unset before the default-maxSeqLen rule (planner-defaults/v2).
+#: The keys of the rows that leave a limit unset under ``engine-key/v2`` before the default-maxSeqLen
+#: rule (planner-defaults/v2): the literals of the v2 migration commit.
 BEFORE_DERIVED_LIMITS = {
-    "tinyllama-fp8-h100": "4a8dda0f8287f4239eab9d3d0a9b151068f6fc1b5082658aa9dfce97ec6fc607",
-    "llama-70b-fp8-tp4-h200": "3d92f4066b7d8e8f15e7d8acbf26c47a830380de3922b376351970ba3513892f",
+    "tinyllama-fp8-h100": ("b4bc0eda70d247ddf72706fa09464b69cf1fd3e5345b4c4c53ff2038a891dbac"),
+    "llama-70b-fp8-tp4-h200": ("0256750340b7495ce48aac5df30407c65a7afdc84093d9cbe1b045e65cd3c817"),
     "mistral-7b-int4-awq-calibrated-revision-l40s": (
-        "f7fb08425d636ce1a4d87b464829098df77711f15e281167a8a577bd9e603a26"
+        "6180e3eb0581f0c3293d492677b5cde75b7460867fc08ed2369846897075f4c3"
     ),
-    "qwen3-8b-pytorch-unquantized-a100": "0be9216febda9b5396c64ab3005c83a6e53b8bb7c6e688b557cf01395fbe4c08",
-    "s3-model-fp8-tp8-pp2-long-context": "5bd131997b2de9829bb84e4ded54c1341d7e0c0969d5f8b8f49e94890e42925b",
+    "qwen3-8b-pytorch-unquantized-a100": ("f94f902357fa1c46a8ad5896a3c9b51fe155f7aa9538156e0fa9230b70760892"),
+    "s3-model-fp8-tp8-pp2-long-context": ("350d65d8cf84a6ea4df4cc319144bbf7d0d1c510d122445a9b25336aaec77c18"),
 }
 
 

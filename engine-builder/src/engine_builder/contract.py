@@ -37,6 +37,7 @@ from engine_builder.report import (
     Reason,
     Status,
     build_report,
+    calibration_report,
     exit_code_for,
 )
 from engine_builder.spec import (
@@ -93,6 +94,7 @@ __all__ = [
     "build_report",
     "bundle_commands",
     "bundle_env",
+    "calibration_report",
     "canonical_json",
     "engine_key",
     "exit_code_for",

@@ -9,10 +9,12 @@
   (``config.json`` with a ``quantization_config``, ``hf_quant_config.json``, safetensors); format
   ``none`` copies the source files unchanged.
 
-The model is loaded fresh and, when quantized, its ModelOpt state restored (``mto.restore``) from
-the ``quantize`` stage. Output goes to a temporary directory renamed into place, and is checked
-(rank-file count = world size, mapping, quant_algo present for a quantized format) before the stage
-counts as done. The tokenizer files are copied next to it.
+When ``quantize`` ran in the same process its quantized model is exported from memory (no second
+load); otherwise (a resumed build, a parallelism change re-sharding an earlier calibration, format
+``none``) the model is loaded and, when quantized, the ``quantize`` stage's state restored
+(:func:`engine_builder.quantize.restore_quantized`). Output goes to a temporary directory renamed
+into place, and is checked (rank-file count = world size, mapping, quant_algo present for a
+quantized format) before the stage counts as done. The tokenizer files are copied next to it.
 """
 
 # ruff: noqa: PLC0415 - torch / ModelOpt / transformers load in seconds; imported only when the stage runs, so a bad spec fails in milliseconds.
@@ -21,12 +23,13 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
 from engine_builder.fetch import wanted
 from engine_builder.planner.formats import KV_CACHE_DTYPE_TABLE, QUANT_FORMAT_TABLE
-from engine_builder.quantize import load_model, seed_everything
+from engine_builder.quantize import load_model, restore_quantized, seed_everything
 from engine_builder.report import BuildError
 from engine_builder.spec import BuildSpec
 
@@ -51,9 +54,14 @@ def convert(
     quantized_state: Path | None,
     out_dir: Path,
     torch_dtype: str | None,
+    *,
+    model: Any = None,
 ) -> dict[str, Any]:
-    """Write the backend's checkpoint to ``out_dir`` (replaced atomically). Returns a summary
-    (``kind``, ``dtype``, ``files``, and for TensorRT-LLM ``mapping`` / ``quantization``).
+    """Write the backend's checkpoint to ``out_dir`` (replaced atomically). ``model``: the quantized
+    model ``quantize`` returned in this process (then ``quantized_state`` is not read), or None to
+    load it. Returns a summary (``kind``, ``dtype``, ``files``, ``model_source`` (``memory`` or
+    ``loaded``), ``load_seconds``, ``export_seconds``, and for TensorRT-LLM ``mapping`` /
+    ``quantization``).
 
     Raises ``ConversionFailed``, ``UnsupportedArchitecture`` (ModelOpt has no decoder type for the
     model), ``HostOutOfMemory``.
@@ -61,10 +69,10 @@ def convert(
     tmp = out_dir.with_name(out_dir.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    if spec.backend == "pytorch" and quantized_state is None:
+    if spec.backend == "pytorch" and quantized_state is None and model is None:
         summary = _copy_source(model_dir, tmp)
     else:
-        summary = _export(spec, model_dir, quantized_state, tmp, torch_dtype)
+        summary = _export(spec, model_dir, quantized_state, tmp, torch_dtype, model=model)
     shutil.rmtree(out_dir, ignore_errors=True)
     tmp.rename(out_dir)
     return summary
@@ -80,27 +88,26 @@ def _copy_source(model_dir: Path, dest: Path) -> dict[str, Any]:
 
 
 def _export(
-    spec: BuildSpec, model_dir: Path, state: Path | None, dest: Path, torch_dtype: str | None
+    spec: BuildSpec, model_dir: Path, state: Path | None, dest: Path, torch_dtype: str | None, *, model: Any
 ) -> dict[str, Any]:
-    import modelopt.torch.opt as mto
     import torch
     from modelopt.torch.export import export_hf_checkpoint, export_tensorrt_llm_checkpoint
     from modelopt.torch.export.model_utils import get_model_type
 
-    seed_everything()
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    model = load_model(model_dir, device)
-    if state is not None:
-        try:
-            # weights_only=True: the state is read without unpickling arbitrary objects, so a
-            # modelopt_state.pth written by anyone else who can write the work volume (another
-            # engine's builder on a shared PVC) cannot run code here. ModelOpt 0.47 passes the
-            # keyword to torch.load (modelopt/torch/opt/conversion.py ``restore`` →
-            # torch/utils/serialization.py ``safe_load``); an explicit value is not overridden by
-            # TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD (torch 2.11 torch/serialization.py ``load``).
-            mto.restore(model, str(state), weights_only=True)
-        except Exception as exc:
-            raise BuildError("ConversionFailed", f"restoring the ModelOpt state {state}: {exc}") from exc
+    started = time.monotonic()
+    source = "memory"
+    if model is None:
+        source = "loaded"
+        seed_everything()
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        model = load_model(model_dir, device)
+        if state is not None:
+            try:
+                model = restore_quantized(model, state)
+            except Exception as exc:
+                raise BuildError("ConversionFailed", f"restoring the ModelOpt state {state}: {exc}") from exc
+    timing = {"model_source": source, "load_seconds": round(time.monotonic() - started, 3)}
+    started = time.monotonic()
     dtype_name = export_dtype(torch_dtype)
     dtype = getattr(torch, dtype_name)
     try:
@@ -120,11 +127,13 @@ def _export(
                 inference_tensor_parallel=spec.parallelism.tensor,
                 inference_pipeline_parallel=spec.parallelism.pipeline,
             )
-            return _check_trtllm_checkpoint(spec, dest, dtype_name, decoder_type)
-        if not getattr(model.config, "architectures", None):
-            model.config.architectures = [type(model).__name__]
-        export_hf_checkpoint(model, dtype=dtype, export_dir=dest)
-        return {"kind": "hf", "dtype": dtype_name, "files": sorted(p.name for p in dest.iterdir())}
+            summary = _check_trtllm_checkpoint(spec, dest, dtype_name, decoder_type)
+        else:
+            if not getattr(model.config, "architectures", None):
+                model.config.architectures = [type(model).__name__]
+            export_hf_checkpoint(model, dtype=dtype, export_dir=dest)
+            summary = {"kind": "hf", "dtype": dtype_name, "files": sorted(p.name for p in dest.iterdir())}
+        return {**summary, **timing, "export_seconds": round(time.monotonic() - started, 3)}
     except BuildError:
         raise
     except MemoryError as exc:

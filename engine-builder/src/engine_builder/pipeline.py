@@ -32,6 +32,7 @@ written within the grace period.
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import json
 import os
@@ -64,9 +65,9 @@ from engine_builder.planner.formats import (
     runtime_cannot_load,
 )
 from engine_builder.progress import Progress
-from engine_builder.quantize import needs_quantization, quantize
+from engine_builder.quantize import STATE_FILE, needs_quantization, quantize
 from engine_builder.redaction import redact
-from engine_builder.report import BuildError, build_report, write_termination_log
+from engine_builder.report import BuildError, build_report, calibration_report, write_termination_log
 from engine_builder.spec import BuildSpec, canonical_json
 from engine_builder.trtllm_build import run_build, trtllm_build_command
 
@@ -102,6 +103,8 @@ class Context:
     draft: Context | None = None
     #: The stage running now (a failure is reported against it).
     current: str = "fetch"
+    #: The quantized model ``quantize`` leaves on its device for ``convert`` (same process only).
+    quantized_model: Any = None
 
     @property
     def state_dir(self) -> Path:
@@ -341,22 +344,37 @@ def _stage_quantize(ctx: Context) -> StageOutcome:
         return "skipped", {}, "format none and KV cache auto: nothing to calibrate"
     out = ctx.path("quantized")
     shutil.rmtree(out, ignore_errors=True)
-    summary = quantize(ctx.spec, Path(ctx.result("fetch")["model_dir"]), out, ctx.report_progress)
+    summary, ctx.quantized_model = quantize(
+        ctx.spec,
+        Path(ctx.result("fetch")["model_dir"]),
+        out,
+        ctx.report_progress,
+        token=os.environ.get(ctx.spec.model.token_env) or None,
+    )
     return "done", summary, None
 
 
 def _stage_convert(ctx: Context) -> StageOutcome:
 
     model_dir = Path(ctx.result("fetch")["model_dir"])
-    state = ctx.path("quantized") / "modelopt_state.pth"
+    state = ctx.path("quantized") / STATE_FILE
     quantized = ctx.results.get("quantize", {}).get("status") == "done"
-    summary = convert(
-        ctx.spec,
-        model_dir,
-        state if quantized else None,
-        ctx.path("checkpoint"),
-        ctx.result("inspect").get("torch_dtype"),
-    )
+    # The quantized model is handed over from memory and released after the export, so the GPU is
+    # free for compile.
+    model, ctx.quantized_model = ctx.quantized_model, None
+    try:
+        summary = convert(
+            ctx.spec,
+            model_dir,
+            state if quantized else None,
+            ctx.path("checkpoint"),
+            ctx.result("inspect").get("torch_dtype"),
+            model=model if quantized else None,
+        )
+    finally:
+        if model is not None:
+            del model
+            _release_gpu_memory()
     tok = ctx.path("tokenizer")
     shutil.rmtree(tok, ignore_errors=True)
     summary["tokenizer_files"] = copy_tokenizer(model_dir, tok)
@@ -365,6 +383,13 @@ def _stage_convert(ctx: Context) -> StageOutcome:
             if not (ctx.path("checkpoint") / name).exists():
                 shutil.copy2(tok / name, ctx.path("checkpoint") / name)
     return "done", summary, None
+
+
+def _release_gpu_memory() -> None:
+    gc.collect()
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def _stage_compile(ctx: Context) -> StageOutcome:
@@ -407,7 +432,9 @@ def _stage_package(ctx: Context) -> StageOutcome:
                 "kv_cache_dtype",
                 "awq_block_size",
                 "device",
+                "dataset",
                 "samples",
+                "tokens",
                 "batch_size",
                 "max_seq_length",
                 "modelopt",
@@ -428,7 +455,9 @@ def _stage_package(ctx: Context) -> StageOutcome:
         plan=ctx.result("plan"),
         model_info=model_info,
         quantize_info=quantize_info,
-        checkpoint_info={k: v for k, v in ctx.result("convert").items() if k != "tokenizer_files"},
+        # What the checkpoint is, not how this run made it (timings, from memory or loaded): the
+        # manifest digest must not depend on whether convert resumed.
+        checkpoint_info={k: v for k, v in ctx.result("convert").items() if k not in _CONVERT_RUN_KEYS},
         compile_info=compile_info,
         stage_timings=timings,
         progress=ctx.report_progress,
@@ -464,11 +493,14 @@ def _draft_part(draft: Context) -> DraftPart:
                 "bytes": fetch.get("bytes"),
                 **{k: inspect.get(k) for k in ("model_type", "architectures", "torch_dtype", "params_total")},
             },
-            "checkpoint": {k: v for k, v in draft.result("convert").items() if k != "tokenizer_files"},
+            "checkpoint": {k: v for k, v in draft.result("convert").items() if k not in _CONVERT_RUN_KEYS},
             "compile": compile_info,
             "plan": draft.result("plan"),
         },
     )
+
+
+_CONVERT_RUN_KEYS = frozenset({"tokenizer_files", "model_source", "load_seconds", "export_seconds"})
 
 
 def _portable_command(cmd: Any, workdir: Path) -> list[str] | None:
@@ -766,12 +798,15 @@ def _report(
     size = None
     pkg_versions: dict[str, Any] | None = None
     resumed: list[str] = []
+    calibration = None
     if ctx is not None:
         engine_key = ctx.engine_key
         # Timings of this run only: a resumed stage's record holds an earlier run's seconds, and
         # after a failure the records of later stages are an earlier run's leftovers.
         timings = dict(ctx.ran)
         resumed = list(ctx.resumed)
+        if ctx.results.get("quantize", {}).get("status") == "done":
+            calibration = calibration_report(ctx.result("quantize"))
         last = STAGES.index(failure.stage) if failure is not None and failure.stage in STAGES else len(STAGES)
         for stage in STAGES[: min(last, len(STAGES) - 1)]:
             rec = ctx.results.get(stage)
@@ -797,6 +832,7 @@ def _report(
             stage_timings=timings,
             skipped=skipped,
             resumed=resumed,
+            calibration=calibration,
         )
     else:
         partial = ctx is not None and ctx.results.get("compile", {}).get("reason") == "--skip-compile"
@@ -814,6 +850,7 @@ def _report(
             skipped=skipped,
             resumed=resumed,
             versions=runtime_versions(pkg_versions) if pkg_versions is not None else None,
+            calibration=calibration,
         )
     (workdir / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True))
     try:

@@ -19,12 +19,17 @@ none        — / KV-only config           None
 KV cache: ``fp8`` appends ``FP8_KV_CFG``'s entries; ``int8`` appends an 8-bit ``*[kv]_bmm_quantizer``
 entry. (TensorRT-LLM's wrapper used 8-bit *output* quantizers on ``k_proj``/``v_proj``; ModelOpt
 0.47's checkpoint export no longer reads those — measured: ``kv_cache_quant_algo`` stays null — while
-the ``[kv]_bmm`` quantizers export as ``INT8``.) AWQ calibrates on at most 32 samples, as
-TensorRT-LLM clamps it. Calibration batches that raise ``torch.OutOfMemoryError`` are retried at half
-the batch size, as TensorRT-LLM's loop does; at batch size 1 the failure is ``GPUOutOfMemory``.
+the ``[kv]_bmm`` quantizers export as ``INT8``.) AWQ formats calibrate on at most 32 samples (a
+larger ``num_samples`` is refused; unset means 32), as TensorRT-LLM clamps them. Calibration data: NVIDIA's
+recipe by default (:func:`load_calibration_texts`), exactly ``num_samples`` samples or a refusal,
+tokenized into batches that are moved to the GPU once before calibration. Calibration batches that
+raise ``torch.OutOfMemoryError`` are retried at half the batch size, as TensorRT-LLM's loop does; at
+batch size 1 the failure is ``GPUOutOfMemory``.
 
-The result is persisted with ``modelopt.torch.opt.save`` (ModelOpt state + weights) so ``convert``
-can run in a later process (``mto.restore``) — that is what makes the stage boundary resumable.
+The quantized model stays in memory for ``convert`` (no second load) and is also persisted
+(:func:`save_quantized`: the ModelOpt state plus the quantization scales when the weights are
+unchanged, else ``mto.save``'s whole state dict) so ``convert`` can run in a later process
+(:func:`restore_quantized`) — that is what keeps the stage boundary resumable.
 Everything is seeded (:data:`SEED`), so a re-run produces the same bytes on the same hardware.
 """
 
@@ -37,11 +42,18 @@ import json
 import random
 import time
 from collections.abc import Callable, Sequence
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from engine_builder.planner.formats import AWQ_MAX_SAMPLES, QUANT_FORMAT_TABLE, format_info
+from engine_builder.planner.formats import (
+    BUNDLED_CALIBRATION_DATASET,
+    CNN_DAILYMAIL_COLUMN,
+    CNN_DAILYMAIL_CONFIG,
+    DEFAULT_CALIBRATION_DATASET,
+    QUANT_FORMAT_TABLE,
+    bundled_calibration_texts,
+    format_info,
+)
 from engine_builder.report import BuildError
 from engine_builder.spec import BuildSpec, Calibration
 
@@ -110,86 +122,128 @@ def _set_awq_block_size(config: dict[str, Any], block_size: int) -> None:
         )
 
 
-def calibration_sample_count(spec: BuildSpec) -> int:
-    n = spec.quantization.calibration.num_samples
-    return min(n, AWQ_MAX_SAMPLES) if format_info(spec.quantization.format).awq else n
+DATASET_FIELD = "quantization.calibration.dataset"
+SAMPLES_FIELD = "quantization.calibration.num_samples"
 
 
-# ------------------------------------------------------------------------------------------------
-# Calibration text
+def load_calibration_texts(calibration: Calibration, count: int, token: str | None = None) -> list[str]:
+    """Exactly ``count`` non-empty text samples, the first ones of the source, in order.
 
+    ``calibration.dataset``: ``cnn_dailymail`` (the default; through the ``datasets`` library, config
+    ``3.0.0``, ``train`` split, ``article`` column, as TensorRT-LLM's ``get_calib_dataloader`` reads
+    it — :mod:`engine_builder.planner.formats`), another Hugging Face dataset name (``text`` column of
+    its ``train`` split), a local dataset directory (``train`` split, ``text`` column, as upstream),
+    a ``.txt`` (one sample per line, ``#`` lines skipped) or ``.jsonl`` (``text`` field) file, or
+    ``bundled`` (package data ``data/calibration.txt``, CC0, offline). Hub datasets are streamed
+    (only the first ``count`` rows are downloaded) with ``token`` (the model's credentials).
 
-def load_calibration_texts(calibration: Calibration, limit: int) -> list[str]:
-    """Up to ``limit`` non-empty text samples.
-
-    ``calibration.dataset``: ``bundled`` (package data ``data/calibration.txt``, CC0), a local
-    ``.txt`` (one sample per line, ``#`` lines skipped) or ``.jsonl`` (``text`` field) file, or a
-    Hugging Face dataset name (needs the ``datasets`` package, present in the TensorRT-LLM images;
-    the ``text``/``article`` column of its ``train`` split). Raises ``BadSpec`` (field
-    ``quantization.calibration.dataset``) for an unreadable or empty source.
+    Raises ``BadSpec`` naming ``quantization.calibration.num_samples`` when the source holds fewer
+    than ``count`` samples (never silently fewer), ``BadSpec`` (``…dataset``) for an unreadable or
+    empty local source or a missing ``datasets`` package, ``DownloadFailed`` / ``AuthFailed`` when
+    a Hub dataset cannot be fetched.
     """
     source = calibration.dataset
-    field = "quantization.calibration.dataset"
-    if source == "bundled":
-        text = resources.files("engine_builder").joinpath("data", "calibration.txt").read_text("utf-8")
-        samples = _lines(text)
-    elif Path(source).suffix in (".txt", ".jsonl") or Path(source).exists():
-        path = Path(source)
-        try:
-            raw = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise BuildError("BadSpec", f"{field}: cannot read {source}: {exc}", field=field) from exc
-        if path.suffix == ".jsonl":
-            samples = []
-            for n, line in enumerate(raw.splitlines(), start=1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except ValueError as exc:
-                    raise BuildError("BadSpec", f"{field}: {source}:{n}: not JSON", field=field) from exc
-                if (
-                    isinstance(record, dict)
-                    and isinstance(record.get("text"), str)
-                    and record["text"].strip()
-                ):
-                    samples.append(record["text"].strip())
-        else:
-            samples = _lines(raw)
+    path = Path(source)
+    if source == BUNDLED_CALIBRATION_DATASET:
+        samples = bundled_calibration_texts()
+    elif path.is_dir():
+        samples = _dataset_texts(source, "text", None, count, token, hub=False)
+    elif path.suffix in (".txt", ".jsonl") or path.exists():
+        samples = _file_texts(path)
+    elif DEFAULT_CALIBRATION_DATASET in source:
+        # quantize_by_modelopt.py: `elif "cnn_dailymail" in dataset_name_or_dir:` → config 3.0.0, article.
+        samples = _dataset_texts(source, CNN_DAILYMAIL_COLUMN, CNN_DAILYMAIL_CONFIG, count, token, hub=True)
     else:
-        samples = _hf_dataset_texts(source, limit)
-    if not samples:
-        raise BuildError("BadSpec", f"{field}: {source} holds no text samples", field=field)
-    return samples[:limit]
+        samples = _dataset_texts(source, "text", None, count, token, hub=True)
+    if len(samples) < count:
+        offline = (
+            f", or dataset {DEFAULT_CALIBRATION_DATASET} (NVIDIA's default, needs network access)"
+            if source == BUNDLED_CALIBRATION_DATASET
+            else ""
+        )
+        raise BuildError(
+            "BadSpec",
+            f"{SAMPLES_FIELD}: {count} calibration samples requested but dataset {source!r} holds only "
+            f"{len(samples)}; set num_samples to {len(samples)} or less, or use a larger dataset{offline}",
+            field=SAMPLES_FIELD,
+        )
+    return samples[:count]
 
 
 def _lines(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
 
 
-def _hf_dataset_texts(name: str, limit: int) -> list[str]:
-    field = "quantization.calibration.dataset"
+def _file_texts(path: Path) -> list[str]:
     try:
-        import datasets  # type: ignore[import-not-found]
+        raw = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise BuildError(
+            "BadSpec", f"{DATASET_FIELD}: cannot read {path}: {exc}", field=DATASET_FIELD
+        ) from exc
+    if path.suffix != ".jsonl":
+        return _lines(raw)
+    samples = []
+    for n, line in enumerate(raw.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError as exc:
+            raise BuildError(
+                "BadSpec", f"{DATASET_FIELD}: {path}:{n}: not JSON", field=DATASET_FIELD
+            ) from exc
+        if isinstance(record, dict) and isinstance(record.get("text"), str) and record["text"].strip():
+            samples.append(record["text"].strip())
+    return samples
+
+
+def _dataset_texts(
+    name: str, column: str, config: str | None, count: int, token: str | None, *, hub: bool
+) -> list[str]:
+    """The first ``count`` non-empty values of ``column`` in the ``train`` split of a dataset."""
+    offline = (
+        f"or set {DATASET_FIELD} to '{BUNDLED_CALIBRATION_DATASET}' (the offline text set shipped with "
+        "the builder) or a local file"
+    )
+    try:
+        import datasets  # type: ignore[import-untyped]
     except ImportError as exc:
         raise BuildError(
             "BadSpec",
-            f"{field}: {name!r} is neither 'bundled' nor a local .txt/.jsonl file, and the `datasets` "
-            "package is not installed in this image to load it from the Hub",
-            field=field,
+            f"{DATASET_FIELD}: {name!r} needs the `datasets` package, which this builder image lacks; "
+            f"use an image with it (TensorRT-LLM's quantize_by_modelopt.py needs it too) {offline}",
+            field=DATASET_FIELD,
         ) from exc
+    out: list[str] = []
     try:
-        ds = datasets.load_dataset(name, split="train", streaming=True)
-        out: list[str] = []
+        ds = datasets.load_dataset(name, config, split="train", streaming=hub, token=token if hub else None)
         for row in ds:
-            value = row.get("text") or row.get("article") or ""
+            value = row.get(column)
             if isinstance(value, str) and value.strip():
                 out.append(value.strip())
-            if len(out) >= limit:
+            if len(out) >= count:
                 break
-        return out
     except Exception as exc:
-        raise BuildError("DownloadFailed", f"{field}: loading dataset {name!r}: {exc}") from exc
+        detail = f"{type(exc).__name__}: {exc}"
+        if not hub:
+            raise BuildError(
+                "BadSpec", f"{DATASET_FIELD}: reading dataset {name}: {detail}", field=DATASET_FIELD
+            ) from exc
+        lowered = detail.lower()
+        auth = any(s in lowered for s in ("401", "403", "gated", "unauthorized", "authentication"))
+        raise BuildError(
+            "AuthFailed" if auth else "DownloadFailed",
+            f"{DATASET_FIELD}: cannot load calibration dataset {name!r} from the Hugging Face Hub "
+            f"({'with' if token else 'without'} the model's token): {detail}. Give the builder network "
+            f"access to the Hub (or a mirror through HF_ENDPOINT) {offline}",
+            field=DATASET_FIELD,
+        ) from exc
+    if not out:
+        raise BuildError(
+            "BadSpec", f"{DATASET_FIELD}: {name} has no text in column {column!r}", field=DATASET_FIELD
+        )
+    return out
 
 
 # ------------------------------------------------------------------------------------------------
@@ -235,20 +289,45 @@ def load_model(model_dir: Path, device: str) -> Any:
 
 
 def calibration_batches(
-    model_dir: Path, texts: Sequence[str], batch_size: int, max_seq_length: int
+    model_dir: Path, texts: Sequence[str], batch_size: int, max_seq_length: int, device: str = "cpu"
 ) -> list[dict[str, Any]]:
-    """Tokenized batches (``input_ids``, ``attention_mask``), right-padded, truncated."""
+    """Tokenized batches (``input_ids``, ``attention_mask``) of ``batch_size`` samples, truncated at
+    ``max_seq_length`` tokens, left-padded to the batch's longest sample, on ``device`` — all of
+    them moved there once, before calibration, as TensorRT-LLM's ``get_calib_dataloader`` does
+    (``get_tokenizer(padding_side="left")``, ``batch_encoded.to(device)``; quantize_by_modelopt.py
+    TL@585c7565). Upstream pads the whole set to its longest sample; per-batch padding forwards the
+    same real tokens and fewer pad tokens."""
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir), padding_side="left")
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
     batches = []
     for start in range(0, len(texts), batch_size):
         chunk = list(texts[start : start + batch_size])
         enc = tokenizer(chunk, return_tensors="pt", padding=True, truncation=True, max_length=max_seq_length)
-        batches.append({"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]})
+        batches.append(
+            {"input_ids": enc["input_ids"].to(device), "attention_mask": enc["attention_mask"].to(device)}
+        )
     return batches
+
+
+def calibration_tokens(batches: Sequence[dict[str, Any]]) -> int:
+    """Real (not padding) tokens in the batches: the sum of their attention masks."""
+    return sum(int(b["attention_mask"].sum()) for b in batches)
+
+
+def forward_kwargs(model: Any) -> dict[str, Any]:
+    """Extra arguments for a calibration forward pass: ``use_cache=False`` (no KV cache is built)
+    and, where the model's ``forward`` takes it, ``logits_to_keep=1`` (transformers computes the
+    ``lm_head`` logits of the last position only; every quantization config here disables the
+    ``*lm_head*`` quantizers, so no calibrated statistic reads those logits)."""
+    import inspect
+
+    kwargs: dict[str, Any] = {"use_cache": False}
+    if "logits_to_keep" in inspect.signature(model.forward).parameters:
+        kwargs["logits_to_keep"] = 1
+    return kwargs
 
 
 def quantize(
@@ -256,16 +335,19 @@ def quantize(
     model_dir: Path,
     out_dir: Path,
     progress: ProgressFn,
-) -> dict[str, Any]:
-    """Calibrate and quantize; write ``out_dir/modelopt_state.pth``. Returns a JSON summary
-    (``format``, ``kv_cache_dtype``, ``device``, ``samples``, ``calibration_seconds``,
-    ``seconds_per_sample``, ``modelopt``).
+    token: str | None = None,
+) -> tuple[dict[str, Any], Any]:
+    """Calibrate and quantize; persist the result for a later process (:func:`save_quantized`).
+    Returns a JSON summary (``format``, ``kv_cache_dtype``, ``device``, ``dataset``, ``samples``,
+    ``tokens`` (real tokens forwarded per calibration pass), ``batch_size``, ``max_seq_length``,
+    ``load_seconds``, ``calibration_seconds``, ``save_seconds``, ``state`` (``scales`` or ``full``),
+    ``seconds_per_sample``, ``modelopt``) and the quantized model, still on its device, for
+    ``convert`` to export without loading it again.
 
     Raises ``RequiresGPU`` (a CUDA-only format on a CPU-only builder), ``GPUOutOfMemory``,
-    ``HostOutOfMemory``, ``BadSpec``, ``QuantizationFailed``.
+    ``HostOutOfMemory``, ``BadSpec``, ``DownloadFailed``, ``AuthFailed``, ``QuantizationFailed``.
     """
     import modelopt
-    import modelopt.torch.opt as mto
     import modelopt.torch.quantization as mtq
     import torch
 
@@ -279,13 +361,18 @@ def quantize(
             field="quantization.format",
         )
     config = build_quant_config(q.format, q.kv_cache_dtype, q.awq_block_size, mtq)
-    n_samples = calibration_sample_count(spec)
-    texts = load_calibration_texts(q.calibration, n_samples)
+    texts = load_calibration_texts(q.calibration, q.calibration_samples, token)
     seed_everything()
+    started = time.monotonic()
     model = load_model(model_dir, device)
-    batches = calibration_batches(model_dir, texts, q.calibration.batch_size, q.calibration.max_seq_length)
+    load_seconds = time.monotonic() - started
+    batches = calibration_batches(
+        model_dir, texts, q.calibration.batch_size, q.calibration.max_seq_length, device
+    )
+    tokens = calibration_tokens(batches)
     total = len(texts)
     state = {"done": 0, "passes": 0}
+    extra = forward_kwargs(model)
 
     def forward_loop(m: Any) -> None:
         # AWQ and SmoothQuant call the loop more than once (statistics, then search).
@@ -293,13 +380,16 @@ def quantize(
         state["passes"] += 1
         label = "calibrating" if state["passes"] == 1 else f"calibrating (pass {state['passes']})"
         for batch in batches:
-            _forward_with_oom_halving(m, batch, device, torch)
+            _forward_with_oom_halving(m, batch, extra, torch)
             state["done"] += int(batch["input_ids"].shape[0])
             progress(state["done"], total, "samples", label)
 
+    base_keys = set(model.state_dict())
     started = time.monotonic()
     try:
         mtq.quantize(model, config, forward_loop=forward_loop)
+        if device != "cpu":
+            torch.cuda.synchronize()
     except BuildError:
         raise
     except torch.OutOfMemoryError as exc:
@@ -315,27 +405,35 @@ def quantize(
     except Exception as exc:
         raise BuildError("QuantizationFailed", f"ModelOpt: {type(exc).__name__}: {exc}") from exc
     seconds = time.monotonic() - started
+    batches.clear()  # the calibration tensors leave the GPU
     out_dir.mkdir(parents=True, exist_ok=True)
-    mto.save(model, str(out_dir / "modelopt_state.pth"))
+    started = time.monotonic()
+    kind = save_quantized(model, out_dir / STATE_FILE, base_keys, weights_unchanged(config))
+    save_seconds = time.monotonic() - started
     summary = {
         "format": q.format,
         "kv_cache_dtype": q.kv_cache_dtype,
         "awq_block_size": q.awq_block_size,
         "device": device,
+        "dataset": q.calibration.dataset,
         "samples": total,
+        "tokens": tokens,
         "batch_size": q.calibration.batch_size,
         "max_seq_length": q.calibration.max_seq_length,
+        "load_seconds": round(load_seconds, 3),
         "calibration_seconds": round(seconds, 3),
+        "save_seconds": round(save_seconds, 3),
+        "state": kind,
         "calibration_passes": state["passes"],
         "seconds_per_sample": round(seconds / total, 6) if total else None,
         "modelopt": getattr(modelopt, "__version__", "unknown"),
         "seed": SEED,
     }
     (out_dir / "quantize.json").write_text(json.dumps(summary, indent=2, sort_keys=True), encoding="utf-8")
-    return summary
+    return summary, model
 
 
-def _forward_with_oom_halving(model: Any, batch: dict[str, Any], device: str, torch: Any) -> None:
+def _forward_with_oom_halving(model: Any, batch: dict[str, Any], extra: dict[str, Any], torch: Any) -> None:
     ids, mask = batch["input_ids"], batch["attention_mask"]
     size = int(ids.shape[0])
     while True:
@@ -343,8 +441,9 @@ def _forward_with_oom_halving(model: Any, batch: dict[str, Any], device: str, to
             with torch.no_grad():
                 for start in range(0, int(ids.shape[0]), size):
                     model(
-                        input_ids=ids[start : start + size].to(device),
-                        attention_mask=mask[start : start + size].to(device),
+                        input_ids=ids[start : start + size],
+                        attention_mask=mask[start : start + size],
+                        **extra,
                     )
             return
         except torch.OutOfMemoryError:
@@ -352,3 +451,71 @@ def _forward_with_oom_halving(model: Any, batch: dict[str, Any], device: str, to
                 raise
             size = max(1, size // 2)
             torch.cuda.empty_cache()
+
+
+# ------------------------------------------------------------------------------------------------
+# The persisted result (what a resumed ``convert`` restores)
+
+#: The file ``quantize`` writes in its output directory.
+STATE_FILE = "modelopt_state.pth"
+
+
+def weights_unchanged(config: dict[str, Any]) -> bool:
+    """True when the config's calibration algorithm leaves the model's weights as loaded: ``max``
+    (ModelOpt's default when ``algorithm`` is unset) only collects ``amax`` statistics into the
+    quantizers (modelopt/torch/quantization/model_calib.py ``max_calibrate``, 0.47.0). SmoothQuant
+    and AWQ rescale weights, so their whole state dict is kept."""
+    algorithm = config.get("algorithm")
+    method = algorithm.get("method") if isinstance(algorithm, dict) else algorithm
+    return method in (None, "max")
+
+
+def save_quantized(model: Any, path: Path, base_keys: set[str], only_new: bool) -> str:
+    """Write the quantized model's ModelOpt state and tensors to ``path``; returns ``scales`` or ``full``.
+
+    ``full`` is ``mto.save`` (ModelOpt state + the whole state dict). ``scales`` (when the weights
+    are unchanged, :func:`weights_unchanged`) keeps the ModelOpt state and only the tensors
+    quantization added (state-dict keys not in ``base_keys``, the model's keys before
+    ``mtq.quantize``: amax and scales); :func:`restore_quantized` loads the weights from the source
+    checkpoint again — the split ``modelopt.torch.opt.conversion.modelopt_state`` /
+    ``restore_from_modelopt_state`` documents (nvidia-modelopt 0.47.0). Kilobytes instead of the
+    model's size."""
+    import modelopt.torch.opt as mto
+    import torch
+
+    if not only_new:
+        mto.save(model, str(path))
+        return "full"
+    added = {k: v.detach().cpu() for k, v in model.state_dict().items() if k not in base_keys}
+    torch.save(
+        {"modelopt_state": mto.modelopt_state(model), "model_state_dict": added, "scales_only": True}, path
+    )
+    return "scales"
+
+
+def restore_quantized(model: Any, path: Path) -> Any:
+    """Apply what :func:`save_quantized` wrote to ``model`` (freshly loaded from the source
+    checkpoint). Raises ``ValueError`` when the saved tensors do not match the model's keys."""
+    import modelopt.torch.opt as mto
+    import torch
+
+    # weights_only=True: the state is read without unpickling arbitrary objects, so a
+    # modelopt_state.pth written by anyone else who can write the work volume (another engine's
+    # builder on a shared PVC) cannot run code here. ModelOpt 0.47 passes the keyword to torch.load
+    # (modelopt/torch/opt/conversion.py ``restore`` → torch/utils/serialization.py ``safe_load``); an
+    # explicit value is not overridden by TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD (torch 2.11
+    # torch/serialization.py ``load``).
+    saved = torch.load(str(path), map_location="cpu", weights_only=True)
+    if not saved.get("scales_only"):
+        return mto.restore(model, str(path), weights_only=True)
+    source_keys = set(model.state_dict())
+    model = mto.restore_from_modelopt_state(model, saved["modelopt_state"])
+    result = model.load_state_dict(saved["model_state_dict"], strict=False)
+    # Every key left unloaded must be a source weight (loaded from the checkpoint already).
+    missing = sorted(set(result.missing_keys) - source_keys)
+    if result.unexpected_keys or missing:
+        raise ValueError(
+            f"the saved quantization tensors do not match the model: unexpected "
+            f"{list(result.unexpected_keys)[:5]}, missing {missing[:5]}"
+        )
+    return model

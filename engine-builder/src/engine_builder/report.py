@@ -141,6 +141,7 @@ def build_report(
     skipped: list[str] | None = None,
     resumed: list[str] | None = None,
     versions: dict[str, str | None] | None = None,
+    calibration: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The compact result as plain data (camelCase keys, the operator's API style).
 
@@ -150,7 +151,9 @@ def build_report(
     (``sha256:<hex>``), ``sizeBytes``, ``stageTimings`` (seconds, 3 decimals, stages that ran in
     this run only), ``skipped``, ``resumed`` (stages whose record from an earlier run was reused),
     ``versions`` (TensorRT-LLM and TensorRT the artifact was built with, ``null`` = not installed:
-    :func:`engine_builder.contract.runtime_versions`).
+    :func:`engine_builder.contract.runtime_versions`),
+    ``calibration`` (what the quantize stage calibrated on: ``dataset``, ``samples``, ``tokens``,
+    ``batchSize``, ``maxSeqLength``; :func:`calibration_report`).
     ``None`` values are dropped. The message passes :func:`engine_builder.redaction.redact` (the
     report becomes the pod's termination message, readable by anyone who can get pods) and is
     shortened so the JSON stays ≤ 4 KiB.
@@ -171,9 +174,24 @@ def build_report(
         "skipped": skipped or None,
         "resumed": resumed or None,
         "versions": versions,
+        "calibration": calibration or None,
     }
     report = {k: v for k, v in report.items() if v is not None and v != ""}
     return _fit(report)
+
+
+def calibration_report(quantize_result: dict[str, Any]) -> dict[str, Any] | None:
+    """The report's ``calibration`` from the quantize stage's result (None when it has none)."""
+    if "samples" not in quantize_result:
+        return None
+    keys = {
+        "dataset": "dataset",
+        "samples": "samples",
+        "tokens": "tokens",
+        "batchSize": "batch_size",
+        "maxSeqLength": "max_seq_length",
+    }
+    return {k: quantize_result[v] for k, v in keys.items() if quantize_result.get(v) is not None}
 
 
 def _fit(report: dict[str, Any]) -> dict[str, Any]:

@@ -22,11 +22,29 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from engine_builder.planner.formats import AWQ_MAX_SAMPLES, Backend, KVCacheDtype, QuantFormat
+from engine_builder.planner.formats import (
+    AWQ_MAX_SAMPLES,
+    BUNDLED_CALIBRATION_DATASET,
+    BUNDLED_CALIBRATION_SAMPLES,
+    CNN_DAILYMAIL_COLUMN,
+    CNN_DAILYMAIL_CONFIG,
+    DEFAULT_CALIBRATION_BATCH_SIZE,
+    DEFAULT_CALIBRATION_DATASET,
+    DEFAULT_CALIBRATION_MAX_SEQ_LENGTH,
+    DEFAULT_CALIBRATION_SAMPLES,
+    Backend,
+    KVCacheDtype,
+    QuantFormat,
+    default_calibration_samples,
+    format_info,
+)
 from engine_builder.planner.plan import DERIVED_LIMITS_RULE
 
 #: Bumped when the meaning of a key input changes, so old artifacts are never reused by mistake.
-ENGINE_KEY_SCHEMA = "trtllm-operator.dev/engine-key/v1"
+#: v2: calibration means what it says (NVIDIA's cnn_dailymail recipe by default, ``num_samples`` used
+#: exactly; v1 builders calibrated the bundled 101 samples whatever ``num_samples`` said), and an
+#: engine that calibrates nothing (format none, KV cache auto) no longer keys on calibration settings.
+ENGINE_KEY_SCHEMA = "trtllm-operator.dev/engine-key/v2"
 
 __all__ = ["Backend", "KVCacheDtype", "QuantFormat"]  # re-exported: the format table is their home
 SpeculativeMode = Literal["none", "draft_tokens_external", "medusa", "eagle", "lookahead_decoding"]
@@ -53,18 +71,34 @@ class ModelSource(_Model):
 
 
 class Calibration(_Model):
-    """ModelOpt post-training-quantization calibration settings."""
+    """ModelOpt post-training-quantization calibration settings (defaults: NVIDIA's recipe,
+    :mod:`engine_builder.planner.formats`)."""
 
     dataset: str = Field(
-        default="bundled",
-        description="'bundled' (small offline text set shipped with the builder), a local file path "
-        "(.txt one sample per line, or .jsonl with a 'text' field), or a Hugging Face dataset name.",
+        default=DEFAULT_CALIBRATION_DATASET,
+        min_length=1,
+        description=f"'{DEFAULT_CALIBRATION_DATASET}' (the default: Hugging Face dataset, config "
+        f"{CNN_DAILYMAIL_CONFIG}, column '{CNN_DAILYMAIL_COLUMN}', loaded with the model's token), another "
+        "Hugging Face dataset name ('text' column of its train split), a local directory (a dataset "
+        "with a train split and a 'text' column) or file (.txt one sample per line, .jsonl with a "
+        f"'text' field), or '{BUNDLED_CALIBRATION_DATASET}' (a small offline text set shipped with the "
+        "builder: an explicit choice for builders without network access).",
     )
-    num_samples: int = Field(
-        default=512, ge=1, description=f"Calibration samples (AWQ uses at most {AWQ_MAX_SAMPLES})."
+    num_samples: int | None = Field(
+        default=None,
+        ge=1,
+        description=f"Calibration samples, used exactly or refused. Unset: "
+        f"{DEFAULT_CALIBRATION_SAMPLES} ({AWQ_MAX_SAMPLES} for AWQ formats, which accept at most "
+        f"{AWQ_MAX_SAMPLES}).",
     )
-    batch_size: int = Field(default=1, ge=1, description="Calibration batch size.")
-    max_seq_length: int = Field(default=512, ge=8, description="Tokens per calibration sample.")
+    batch_size: int = Field(
+        default=DEFAULT_CALIBRATION_BATCH_SIZE, ge=1, description="Calibration batch size."
+    )
+    max_seq_length: int = Field(
+        default=DEFAULT_CALIBRATION_MAX_SEQ_LENGTH,
+        ge=8,
+        description="Tokens per calibration sample (at most).",
+    )
 
 
 class Quantization(_Model):
@@ -72,6 +106,32 @@ class Quantization(_Model):
     kv_cache_dtype: KVCacheDtype = "auto"
     awq_block_size: int | None = Field(default=None, description="AWQ group size (64 or 128).")
     calibration: Calibration = Calibration()
+
+    @model_validator(mode="after")
+    def _awq_sample_limit(self) -> Quantization:
+        n = self.calibration.num_samples
+        if n is not None and format_info(self.format).awq and n > AWQ_MAX_SAMPLES:
+            raise ValueError(
+                f"calibration.num_samples {n} is more than format {self.format} calibrates on (at most "
+                f"{AWQ_MAX_SAMPLES}, as TensorRT-LLM's quantize_by_modelopt.py clamps AWQ); set it to "
+                f"{AWQ_MAX_SAMPLES} or less, or leave it unset"
+            )
+        if (
+            self.calibration.dataset == BUNDLED_CALIBRATION_DATASET
+            and self.calibration_samples > BUNDLED_CALIBRATION_SAMPLES
+        ):
+            raise ValueError(
+                f"calibration.num_samples {self.calibration_samples}: dataset {BUNDLED_CALIBRATION_DATASET} "
+                f"holds {BUNDLED_CALIBRATION_SAMPLES} samples; set num_samples to "
+                f"{BUNDLED_CALIBRATION_SAMPLES} or less, or use another dataset"
+            )
+        return self
+
+    @property
+    def calibration_samples(self) -> int:
+        """The samples calibration uses: ``calibration.num_samples``, or the format's default."""
+        n = self.calibration.num_samples
+        return n if n is not None else default_calibration_samples(self.format)
 
 
 class Parallelism(_Model):
@@ -198,6 +258,8 @@ class BuildSpec(_Model):
             spec_draft.pop("token_env", None)
         if sd.get("lookahead") is None:  # keys of engines without lookahead stay as they were
             sd.pop("lookahead", None)
+        if self.quantization.format == "none" and self.quantization.kv_cache_dtype == "auto":
+            data["quantization"].pop("calibration", None)  # nothing is calibrated
         data["schema"] = ENGINE_KEY_SCHEMA
         # A limit left to the planner is derived by a rule (engine_builder.planner.plan); name the rule
         # so that changing it changes the key instead of reusing an engine built under the old one.

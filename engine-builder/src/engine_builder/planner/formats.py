@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from importlib import resources
 from typing import Literal, get_args
 
 from engine_builder.planner.architecture import TensorKind
@@ -231,8 +232,49 @@ AWQ_FORMATS: tuple[str, ...] = tuple(f for f, i in QUANT_FORMAT_TABLE.items() if
 #: Minimum SM (compute capability × 10) per format.
 MIN_SM: dict[str, int] = {f: i.min_sm for f, i in QUANT_FORMAT_TABLE.items()}
 #: ModelOpt calibration caps AWQ at 32 samples ("AWQ calibration could take longer with calib_size =
-#: …, Using calib_size=32 instead", quantize_by_modelopt.py).
+#: …, Using calib_size=32 instead", quantize_by_modelopt.py). Here a larger ``num_samples`` with an AWQ
+#: format is refused (never silently fewer) and 32 is the AWQ formats' default.
 AWQ_MAX_SAMPLES = 32
+
+# NVIDIA's default calibration recipe: TensorRT-LLM ``examples/quantization/quantize.py`` (TL@059c97c1)
+# ``--calib_dataset cnn_dailymail``, ``--calib_size 512``, ``--calib_max_seq_length 512``; its
+# ``tensorrt_llm/quantization/quantize_by_modelopt.py`` (TL@042c510d, TL@585c7565)
+# ``get_calib_dataloader``: ``load_dataset(name, name="3.0.0", split="train")``, the first
+# ``calib_size`` of its ``article`` column, tokenized with ``padding=True, truncation=True,
+# max_length=calib_max_seq_length`` (left padding, ``get_tokenizer``), moved to the model's device.
+# The script's ``--batch_size`` default is 1; this project's default is 32: ModelOpt's calibration
+# costs a fixed host time per forward pass (host-device syncs in its quantizers), so FP8 + FP8-KV
+# calibration of the Llama-3.1-8B shape on an H200 took 2.9x a plain forward pass at batch 8, 1.43x at
+# 32 and 1.31x at 64 (benchmarks/RESULTS.md "quantize-cuda"). Max calibration does not depend on the
+# batching (padding tokens aside); halved automatically on GPU out-of-memory.
+#: The default calibration dataset (a Hugging Face dataset name).
+DEFAULT_CALIBRATION_DATASET = "cnn_dailymail"
+#: The ``cnn_dailymail`` configuration and text column TensorRT-LLM's loader reads.
+CNN_DAILYMAIL_CONFIG = "3.0.0"
+CNN_DAILYMAIL_COLUMN = "article"
+#: The offline text set shipped with the builder (an explicit choice, never the default).
+BUNDLED_CALIBRATION_DATASET = "bundled"
+DEFAULT_CALIBRATION_SAMPLES = 512
+DEFAULT_CALIBRATION_BATCH_SIZE = 32
+DEFAULT_CALIBRATION_MAX_SEQ_LENGTH = 512
+
+
+def bundled_calibration_texts() -> list[str]:
+    """The samples of the ``bundled`` calibration set (package data ``data/calibration.txt``, CC0;
+    one sample per non-empty line, ``#`` lines skipped)."""
+    text = resources.files("engine_builder").joinpath("data", "calibration.txt").read_text("utf-8")
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+
+#: How many samples the ``bundled`` set holds (a larger ``num_samples`` with it is refused).
+BUNDLED_CALIBRATION_SAMPLES = len(bundled_calibration_texts())
+
+
+def default_calibration_samples(fmt: str) -> int:
+    """Calibration samples when ``num_samples`` is not set: 512, or 32 for AWQ formats (as
+    TensorRT-LLM's ``quantize_and_export`` uses for AWQ)."""
+    return AWQ_MAX_SAMPLES if format_info(fmt).awq else DEFAULT_CALIBRATION_SAMPLES
+
 
 if set(get_args(QuantFormat)) != set(QUANT_FORMATS) or set(get_args(KVCacheDtype)) != set(KV_CACHE_DTYPES):
     raise AssertionError("QuantFormat / KVCacheDtype literals disagree with the format tables")

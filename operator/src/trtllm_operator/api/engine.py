@@ -22,6 +22,14 @@ from pydantic import Field
 from engine_builder.planner.formats import (
     AWQ_FORMATS,
     AWQ_MAX_SAMPLES,
+    BUNDLED_CALIBRATION_DATASET,
+    BUNDLED_CALIBRATION_SAMPLES,
+    CNN_DAILYMAIL_COLUMN,
+    CNN_DAILYMAIL_CONFIG,
+    DEFAULT_CALIBRATION_BATCH_SIZE,
+    DEFAULT_CALIBRATION_DATASET,
+    DEFAULT_CALIBRATION_MAX_SEQ_LENGTH,
+    DEFAULT_CALIBRATION_SAMPLES,
     KV_CACHE_DTYPE_TABLE,
     QUANT_FORMAT_TABLE,
     KVCacheDtype,
@@ -235,33 +243,52 @@ class RuntimeSpec(ApiModel):
 
 
 class CalibrationSpec(ApiModel):
-    """Post-training-quantization calibration (NVIDIA ModelOpt ``mtq.quantize`` forward loop)."""
+    """Post-training-quantization calibration (NVIDIA ModelOpt ``mtq.quantize`` forward loop). The
+    defaults are NVIDIA's recipe (TensorRT-LLM ``examples/quantization/quantize.py``: cnn_dailymail,
+    512 samples of at most 512 tokens), batched by 32 (benchmarks/RESULTS.md "quantize-cuda")."""
+
+    model_config = model_config(
+        cel(
+            f"self.dataset != {lit(BUNDLED_CALIBRATION_DATASET)} "
+            f"|| (has(self.numSamples) && self.numSamples <= {BUNDLED_CALIBRATION_SAMPLES})",
+            f"dataset {BUNDLED_CALIBRATION_DATASET} holds {BUNDLED_CALIBRATION_SAMPLES} samples: set "
+            f"numSamples to {BUNDLED_CALIBRATION_SAMPLES} or less, or use dataset "
+            f"{DEFAULT_CALIBRATION_DATASET}",
+            field_path=".numSamples",
+        ),
+    )
 
     dataset: str = Field(
-        default="bundled",
+        default=DEFAULT_CALIBRATION_DATASET,
         min_length=1,
         max_length=256,
-        description="'bundled' (a small offline text set shipped with the builder), a Hugging Face "
-        "dataset name (e.g. cnn_dailymail), or a path inside the model source.",
+        description=f"'{DEFAULT_CALIBRATION_DATASET}' (the default, as TensorRT-LLM's quantize scripts: "
+        f"the Hugging Face dataset, config {CNN_DAILYMAIL_CONFIG}, '{CNN_DAILYMAIL_COLUMN}' column, fetched "
+        "by the builder with the model's token; the build fails with DownloadFailed when it cannot), "
+        "another Hugging Face dataset name ('text' column of its train split), a path inside the "
+        f"builder (a dataset directory, a .txt or .jsonl file), or '{BUNDLED_CALIBRATION_DATASET}': "
+        f"the {BUNDLED_CALIBRATION_SAMPLES} short offline samples shipped with the builder, an explicit "
+        "choice for builders without network access.",
     )
-    num_samples: int = Field(
-        default=512,
+    num_samples: int | None = Field(
+        default=None,
         ge=1,
         le=65536,
-        description="Calibration samples (quantize.py --calib_size). AWQ formats use at most "
-        f"{AWQ_MAX_SAMPLES}.",
+        description="Calibration samples (quantize.py --calib_size), used exactly: a dataset with fewer "
+        f"fails the build (BadSpec). Unset: {DEFAULT_CALIBRATION_SAMPLES}, or {AWQ_MAX_SAMPLES} for AWQ "
+        f"formats, which accept at most {AWQ_MAX_SAMPLES}. status.build.calibration reports what was used.",
     )
     batch_size: int = Field(
-        default=1,
+        default=DEFAULT_CALIBRATION_BATCH_SIZE,
         ge=1,
         le=1024,
         description="Samples per calibration forward pass; halved automatically on GPU out-of-memory.",
     )
     max_seq_length: int = Field(
-        default=512,
+        default=DEFAULT_CALIBRATION_MAX_SEQ_LENGTH,
         ge=8,
         le=131072,
-        description="Tokens per calibration sample (quantize.py --calib_max_seq_length).",
+        description="Tokens per calibration sample, at most (quantize.py --calib_max_seq_length).",
     )
 
 
@@ -269,6 +296,14 @@ class QuantizationSpec(ApiModel):
     """Weight/activation quantization and KV-cache precision (NVIDIA ModelOpt recipes)."""
 
     model_config = model_config(
+        cel(
+            f"!has(self.calibration) || !has(self.calibration.numSamples) "
+            f"|| !(self.format in {_cel_list(AWQ_FORMATS)}) "
+            f"|| self.calibration.numSamples <= {AWQ_MAX_SAMPLES}",
+            f"format {_or(AWQ_FORMATS)} calibrates on at most {AWQ_MAX_SAMPLES} samples (TensorRT-LLM's AWQ "
+            f"limit): set calibration.numSamples to {AWQ_MAX_SAMPLES} or less, or leave it unset",
+            field_path=".calibration.numSamples",
+        ),
         cel(
             f"!has(self.awqBlockSize) || self.format in {_cel_list(AWQ_FORMATS)}",
             f"awqBlockSize is only valid with format {_or(AWQ_FORMATS)}; remove it or change format",
@@ -299,7 +334,8 @@ class QuantizationSpec(ApiModel):
     )
     calibration: CalibrationSpec = Field(
         default_factory=CalibrationSpec,
-        description="Calibration data for formats that need it (ignored for none).",
+        description="Calibration data, used when format or kvCacheDtype needs calibration (format none "
+        "with kvCacheDtype auto calibrates nothing).",
     )
 
 
@@ -1117,6 +1153,18 @@ class PlanStatus(ApiModel):
     )
 
 
+class CalibrationStatus(ApiModel):
+    """What the build's calibration used (the builder's report)."""
+
+    dataset: str | None = Field(default=None, description="The calibration dataset.")
+    samples: int | None = Field(default=None, ge=0, description="Samples calibrated on.")
+    tokens: int | None = Field(
+        default=None, ge=0, description="Real (not padding) tokens forwarded per calibration pass."
+    )
+    batch_size: int | None = Field(default=None, ge=0, description="Samples per forward pass.")
+    max_seq_length: int | None = Field(default=None, ge=0, description="Tokens per sample, at most.")
+
+
 class BuildStatus(ApiModel):
     """The current or last build."""
 
@@ -1128,6 +1176,11 @@ class BuildStatus(ApiModel):
     percent: int | None = Field(default=None, ge=0, le=100, description="Overall progress, 0-100.")
     stage_timings: dict[str, float] | None = Field(
         default=None, description="Seconds spent per finished stage."
+    )
+    calibration: CalibrationStatus | None = Field(
+        default=None,
+        description="What the quantize stage calibrated on (dataset, samples, tokens); absent when "
+        "nothing was calibrated.",
     )
     reason: str | None = Field(
         default=None,

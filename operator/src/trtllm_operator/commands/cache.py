@@ -159,7 +159,7 @@ def record_from_manifest(
     :class:`PartialArtifactError` for a ``tensorrt`` artifact without a compiled engine unless
     ``allow_partial`` (the record then carries ``partial: true`` and ``missing``).
     """
-    from engine_builder.contract import missing_parts, verify_manifest  # noqa: PLC0415
+    from engine_builder.contract import calibration_report, missing_parts, verify_manifest  # noqa: PLC0415
     from trtllm_operator.decide.engine_cache import artifact_record  # noqa: PLC0415
     from trtllm_operator.decide.storage import storage_location  # noqa: PLC0415
 
@@ -191,6 +191,7 @@ def record_from_manifest(
         manifest_digest=digest,
         size_bytes=manifest.get("sizeBytes"),
         stage_timings=manifest.get("stageTimings"),
+        calibration=calibration_report(manifest.get("quantization") or {}),
         tensorrt_llm_version=versions.get("tensorrt_llm"),
         tensorrt_version=versions.get("tensorrt"),
         source="import",

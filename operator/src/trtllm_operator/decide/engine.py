@@ -358,6 +358,8 @@ def decide_engine(prepared: PreparedEngine, obs: EngineObservation, *, now: str)
             message += "; partial artifact: compile skipped, no TensorRT engine (see ArtifactComplete)"
         if record.get("stageTimings"):
             build["stageTimings"] = record.get("stageTimings")
+        if record.get("calibration"):
+            build["calibration"] = record.get("calibration")
         if job is not None:
             build.update(_job_times(job))
         build["stage"] = "done" if not reused or job is not None else None
@@ -398,7 +400,12 @@ def decide_engine(prepared: PreparedEngine, obs: EngineObservation, *, now: str)
             message = f"built artifact {record['uri']} (engine key {prepared.key_short})"
             if record.get("partial"):
                 message += "; partial artifact: compile skipped, no TensorRT engine (see ArtifactComplete)"
-            build.update(stage="done", percent=100, stageTimings=record.get("stageTimings"))
+            build.update(
+                stage="done",
+                percent=100,
+                stageTimings=record.get("stageTimings"),
+                calibration=record.get("calibration"),
+            )
             return out(
                 "Ready",
                 ready=(True, R_ARTIFACT_READY, message),
@@ -421,6 +428,7 @@ def decide_engine(prepared: PreparedEngine, obs: EngineObservation, *, now: str)
                 message=message,
                 stage=report.stage if report else None,
                 stageTimings=dict(report.stage_timings) if report and report.stage_timings else None,
+                calibration=dict(report.calibration) if report and report.calibration else None,
             )
             return out(
                 "Failed",

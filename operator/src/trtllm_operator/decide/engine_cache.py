@@ -49,6 +49,7 @@ def artifact_record(
     manifest_digest: str | None = None,
     size_bytes: int | None = None,
     stage_timings: Mapping[str, float] | None = None,
+    calibration: Mapping[str, Any] | None = None,
     tensorrt_llm_version: str | None = None,
     tensorrt_version: str | None = None,
     source: str = "import",
@@ -69,6 +70,7 @@ def artifact_record(
         "manifestDigest": manifest_digest,
         "sizeBytes": size_bytes,
         "stageTimings": dict(stage_timings) if stage_timings else None,
+        "calibration": dict(calibration) if calibration else None,
         "tensorrtLLMVersion": tensorrt_llm_version,
         "tensorrtVersion": tensorrt_version,
         "runtimeImage": runtime_image,
@@ -174,6 +176,7 @@ def record_from_build(
         stage_timings=report.stage_timings,
         tensorrt_llm_version=(report.versions or {}).get("tensorrt_llm"),
         tensorrt_version=(report.versions or {}).get("tensorrt"),
+        calibration=report.calibration,
         source=f"job/{job_name}",
         built_by=prepared.name,
         missing=[report.message or "compile skipped"]

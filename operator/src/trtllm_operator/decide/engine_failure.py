@@ -64,6 +64,8 @@ class BuilderReport:
 
     ``status``: Succeeded | Partial | Failed. ``stage_timings``: seconds per finished stage.
     ``size_bytes``: artifact size in bytes. ``manifest_digest``: ``sha256:<hex>``.
+    ``calibration``: what the quantize stage calibrated on (``dataset``, ``samples``, ``tokens``,
+    ``batchSize``, ``maxSeqLength``), None when it did not run.
     """
 
     status: str
@@ -79,6 +81,7 @@ class BuilderReport:
     #: TensorRT-LLM and TensorRT the artifact was built with (``engine_builder.contract.RUNTIME_LIBRARIES``
     #: keys; a value is ``None`` when the library was not installed in the builder).
     versions: Mapping[str, str | None] | None = None
+    calibration: Mapping[str, Any] | None = None
 
     @property
     def succeeded(self) -> bool:
@@ -117,7 +120,29 @@ def parse_report(text: str | None) -> BuilderReport | None:
         versions=builder_report.runtime_versions(data["versions"])
         if isinstance(data.get("versions"), dict)
         else None,
+        calibration=_calibration(data.get("calibration")),
     )
+
+
+#: The report's ``calibration`` keys (engine_builder.report.calibration_report) and their types.
+_CALIBRATION_KEYS: dict[str, type] = {
+    "dataset": str,
+    "samples": int,
+    "tokens": int,
+    "batchSize": int,
+    "maxSeqLength": int,
+}
+
+
+def _calibration(value: Any) -> dict[str, Any] | None:
+    if not isinstance(value, dict):
+        return None
+    out = {
+        k: value[k]
+        for k, kind in _CALIBRATION_KEYS.items()
+        if isinstance(value.get(k), kind) and not isinstance(value.get(k), bool)
+    }
+    return out or None
 
 
 def _str(value: Any) -> str | None:

@@ -31,7 +31,16 @@ from engine_builder.contract import (
     lookahead_max_draft_len,
 )
 from engine_builder.planner import GPUSpec, Plan, PlanInputError, lookup, plan_from_build_spec
-from engine_builder.planner.formats import MIN_SM, runtime_cannot_load
+from engine_builder.planner.formats import (
+    AWQ_FORMATS,
+    AWQ_MAX_SAMPLES,
+    BUNDLED_CALIBRATION_DATASET,
+    BUNDLED_CALIBRATION_SAMPLES,
+    DEFAULT_CALIBRATION_DATASET,
+    MIN_SM,
+    default_calibration_samples,
+    runtime_cannot_load,
+)
 from engine_builder.planner.plan import MAX_SEQ_LEN_RULE, supported_quant_formats
 from trtllm_operator.api import LLMEngineSpec
 from trtllm_operator.api.engine import builder_gpus
@@ -135,7 +144,9 @@ def to_build_spec(spec: LLMEngineSpec, gpu: GPUSpec, storage: StorageLocation) -
             awq_block_size=q.awq_block_size,
             calibration=Calibration(
                 dataset=q.calibration.dataset,
-                num_samples=q.calibration.num_samples,
+                num_samples=q.calibration.num_samples
+                if q.calibration.num_samples is not None
+                else default_calibration_samples(q.format),
                 batch_size=q.calibration.batch_size,
                 max_seq_length=q.calibration.max_seq_length,
             ),
@@ -199,6 +210,28 @@ def _pydantic_field(exc: ValidationError) -> tuple[str, str]:
     err = exc.errors()[0]
     path = "spec." + ".".join(str(p) for p in err["loc"]) if err["loc"] else "spec"
     return path, f"{err['msg']} (got {err.get('input')!r})"
+
+
+def _calibration_problem(spec: LLMEngineSpec) -> InvalidEngine | None:
+    """The calibration sample limits the CRD's CEL rules enforce, for specs that bypassed them."""
+    q = spec.quantization
+    n = q.calibration.num_samples
+    field = "spec.quantization.calibration.numSamples"
+    if n is not None and q.format in AWQ_FORMATS and n > AWQ_MAX_SAMPLES:
+        return InvalidEngine(
+            field,
+            f"format {q.format} calibrates on at most {AWQ_MAX_SAMPLES} samples but numSamples is {n}; "
+            f"set it to {AWQ_MAX_SAMPLES} or less, or leave it unset",
+        )
+    samples = n if n is not None else default_calibration_samples(q.format)
+    if q.calibration.dataset == BUNDLED_CALIBRATION_DATASET and samples > BUNDLED_CALIBRATION_SAMPLES:
+        return InvalidEngine(
+            field,
+            f"dataset {BUNDLED_CALIBRATION_DATASET} holds {BUNDLED_CALIBRATION_SAMPLES} samples but "
+            f"{samples} are asked for; set numSamples to {BUNDLED_CALIBRATION_SAMPLES} or less, or use "
+            f"dataset {DEFAULT_CALIBRATION_DATASET}",
+        )
+    return None
 
 
 def prepare_engine(
@@ -266,6 +299,9 @@ def prepare_engine(
             f"(per {runtime.source}), which could not load the checkpoint; use a runtime image with a newer "
             "TensorRT-LLM, or another format (fp8 needs no newer runtime).",
         )
+    calibration = _calibration_problem(spec)
+    if calibration is not None:
+        return calibration
     storage = storage_location(name, spec.storage)
     clash = _s3_secret_clash(spec, storage)
     if clash is not None:
