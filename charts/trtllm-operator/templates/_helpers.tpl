@@ -43,10 +43,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   resources: ["customresourcedefinitions"]
   verbs: ["get", "list", "watch"]
 # The LLMDeployment controller reads the GPU count of nodes with the engine's GPU product (label
-# nvidia.com/gpu.product) to choose single-node or multi-node serving. Read-only, list only.
+# nvidia.com/gpu.product) to choose single-node or multi-node serving. Read-only: kept from a watch
+# (a kopf index, handlers/indexes.py) instead of a list per reconcile.
 - apiGroups: [""]
   resources: ["nodes"]
-  verbs: ["list"]
+  verbs: ["list", "watch"]
 # kopf peering, used only with replicaCount > 1.
 - apiGroups: ["kopf.dev"]
   resources: ["clusterkopfpeerings"]
