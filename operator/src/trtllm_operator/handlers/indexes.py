@@ -17,19 +17,24 @@ watch round-trip. Reading from it is safe where a stale answer only delays a wri
 watch event triggers anyway (level-based reconcile), and where every write it leads to is guarded
 by the API server itself. So:
 
-* from the caches (:func:`get`, :func:`select`): the reconciled object and its engine (status
-  writes carry their ``resourceVersion``: a stale copy costs a 409 and a fresh retry, never a lost
-  update — :func:`trtllm_operator.kube.status.patch_status`); the children, to decide that nothing
-  needs writing (a cached child with this parent's controller reference and the same rendered hash
-  is left alone); serving pods (counts for status); nodes (GPUs per node); whether the
+* from the caches (:func:`get`, :func:`serving_pods`, :func:`gpus_per_node`,
+  :func:`crd_installed`): the engine an LLMDeployment serves and the engine whose
+  ``status.usedBy`` is kept (that status write carries the cached ``resourceVersion``: a stale
+  copy costs a 409 and a fresh retry, never a lost update —
+  :func:`trtllm_operator.kube.status.patch_status`); the children, to decide that nothing needs
+  writing (a cached child with this parent's controller reference and the same rendered hash is
+  left alone); serving pods (counts for status); nodes (GPUs per node); whether the
   LeaderWorkerSet CRD is installed;
-* fresh (a GET of the API server), always: every child about to be written — its ownership is
-  checked on the fresh copy before a patch (:func:`~trtllm_operator.handlers.plumbing.apply_owned`),
-  and a create goes through ``create_or_get`` (409 → read the existing object); deletion guards
-  (``release_claim``: a PVC in use must not keep the ownerReference that would garbage-collect it;
-  pruning ConfigMaps lists the ReplicaSets that still mount them); the engine-cache entry and
-  builder Job before a build is started (a build is the expensive action); the build queue
-  (``build_queue``: the concurrent-build limit counts running Jobs from the API server).
+* fresh (a GET of the API server), always: the object being reconciled (its status transitions
+  and their Events are decided against the last status written, which a cache may not show yet;
+  a stale copy re-posted Events and met 409s in benchmarks/scale.py); every child about to be
+  written (ownership checked on the fresh copy before a patch,
+  :func:`~trtllm_operator.handlers.plumbing.apply_owned`; a create goes through
+  ``create_or_get``, 409 → read the existing object); deletion guards (``release_claim``: a PVC
+  in use must not keep the ownerReference that would garbage-collect it; pruning ConfigMaps lists
+  the ReplicaSets that still mount them); the engine-cache entry and builder Job before a build
+  is started (a build is the expensive action); the build queue (``build_queue``: the
+  concurrent-build limit counts running Jobs from the API server).
 
 Outside a running operator (a reconcile called directly, e.g. from a test without kopf) nothing is
 bound and every read falls back to the API server.
