@@ -20,6 +20,13 @@ Steps, in one run:
    resourceVersion.
 4. Operator peak RSS: ``VmHWM`` from /proc/<pid>/status.
 
+Profile of the burst: the control plane audits every request (:data:`AUDIT_EVERY_REQUEST`, Metadata
+level: who, verb, resource, timestamps), so the requests are broken down per client (kopf's own
+aiohttp session, user agent ``kopf/…``, vs the operator's handlers on the kubernetes client, vs
+controllers, kwok and the benchmark itself) × verb × resource, with the API server's time per
+client. The operator serves its own /metrics during the run: time in reconciles per kind and the
+time synchronous handlers waited for a worker thread (``trtllm_operator_handler_queue_seconds``).
+
 Request counts are the API server's totals over all clients (the operator, and the controllers and
 kwok reacting to what it creates); "per object" divides by 2 N. Writes to llmengines/llmdeployments
 (and their status) come only from the operator and the apply.
@@ -34,8 +41,10 @@ Prints a Markdown table; ``--write-results`` replaces the "Load" section of benc
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
+import socket
 import ssl
 import subprocess
 import sys
@@ -46,6 +55,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import urllib3
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -66,6 +76,22 @@ RESULTS = REPO_ROOT / "benchmarks" / "RESULTS.md"
 BEGIN, END = "<!-- load:begin -->", "<!-- load:end -->"
 WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
 KOPF_DIFFBASE = "kopf.trtllm-operator.dev/last-handled-configuration"
+#: User agent of the benchmark's own client, so its polling is not counted as the operator's.
+BENCH_AGENT = "scale-benchmark"
+
+#: Audit policy (audit.k8s.io/v1) for the profile: every request at Metadata level (user agent,
+#: verb, objectRef, timestamps; no bodies) except leases (the controllers' heartbeats).
+AUDIT_EVERY_REQUEST = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: None
+    resources:
+      - group: coordination.k8s.io
+        resources: [leases]
+  - level: Metadata
+"""
 
 
 def log(msg: str) -> None:
@@ -173,6 +199,100 @@ def writes(d: Counter[tuple[str, str]]) -> Counter[tuple[str, str]]:
     return Counter({k: v for k, v in d.items() if k[0].split("(")[0] in WRITE_VERBS})
 
 
+def client_of(agent: str) -> str:
+    """Who sent a request, from its user agent: kopf's own session (watches, bookkeeping patches,
+    its Events), the operator's handlers (the kubernetes client, ``OpenAPI-Generator/…/python``),
+    the benchmark, kubectl, kwok, or a kube-controller-manager controller."""
+    if agent.startswith("kopf/"):
+        return "kopf"
+    if agent.startswith("OpenAPI-Generator/"):
+        return "handlers"
+    if agent.startswith(BENCH_AGENT):
+        return "benchmark"
+    if agent.startswith("kube-controller-manager/"):
+        return "controller-manager:" + agent.rsplit("/", 1)[-1]
+    return agent.split("/", 1)[0] or "?"
+
+
+def _ts(text: str) -> float:
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def audit_breakdown(path: Path, start: int, end: int | None = None) -> dict[str, Any]:
+    """Requests in the audit log between byte offsets ``start`` and ``end``: per client × verb ×
+    resource (a write answered 409 counted apart) and per client the requests and API-server seconds
+    (sum of requestReceived → response; watches left out of the seconds: they stay open)."""
+    with path.open("rb") as f:
+        f.seek(start)
+        data = f.read() if end is None else f.read(end - start)
+    by_key: Counter[tuple[str, str, str]] = Counter()
+    seconds: Counter[str] = Counter()
+    per_client: Counter[str] = Counter()
+    for line in data.splitlines():
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            continue
+        who = client_of(ev.get("userAgent") or "")
+        ref = ev.get("objectRef") or {}
+        res = ref.get("resource") or ev.get("requestURI", "?").split("?")[0]
+        if ref.get("subresource"):
+            res += "/" + ref["subresource"]
+        verb = ev.get("verb", "?")
+        if (ev.get("responseStatus") or {}).get("code") == 409:
+            verb += "(409)"
+        by_key[(who, verb, res)] += 1
+        per_client[who] += 1
+        if ev.get("verb") != "watch" and ev.get("stageTimestamp") and ev.get("requestReceivedTimestamp"):
+            seconds[who] += _ts(ev["stageTimestamp"]) - _ts(ev["requestReceivedTimestamp"])
+    return {
+        "requests": {f"{w} {v} {r}": c for (w, v, r), c in by_key.most_common()},
+        "per_client": dict(per_client.most_common()),
+        "api_seconds": {w: round(s, 1) for w, s in seconds.most_common()},
+    }
+
+
+def operator_metrics(port: int) -> dict[str, float]:
+    """The operator's reconcile and handler-queue histograms (sum and count) from its /metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as resp:
+        text = resp.read().decode()
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name not in (
+            "trtllm_operator_reconcile_duration_seconds",
+            "trtllm_operator_handler_queue_seconds",
+        ):
+            continue
+        for sample in family.samples:
+            if sample.name.endswith(("_sum", "_count")):
+                kind = sample.labels.get("kind", "")
+                key = f"{family.name.removeprefix('trtllm_operator_')}{'{' + kind + '}' if kind else ''}"
+                out[f"{key} {sample.name.rsplit('_', 1)[1]}"] = sample.value
+    return out
+
+
+def wait_resumed(log_path: Path, objects: int, deadline: float, proc: subprocess.Popen[bytes]) -> float:
+    """Seconds until kopf has logged "Resuming is processed" (every resume handler done) for
+    ``objects`` distinct objects in ``log_path``, the log of an operator started just now; -1 when
+    the deadline passed first."""
+    t0 = time.monotonic()
+    while time.monotonic() < deadline and proc.poll() is None:
+        names = set()
+        for line in log_path.read_text(errors="replace").splitlines():
+            if "Resuming is processed" in line and "] [" in line:
+                names.add(line.split("] [", 1)[1].split("]", 1)[0])
+        if len(names) >= objects:
+            return time.monotonic() - t0
+        time.sleep(0.5)
+    return -1.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def apply(cp: ControlPlane, objs: list[dict[str, Any]], ns: str) -> tuple[float, float]:
     """``kubectl apply --server-side`` of ``objs`` into ``ns``: (wall time s, kubectl's peak RSS MiB)."""
     path = cp.work_dir / f"objects-{ns}.yaml"
@@ -235,7 +355,7 @@ def vm_hwm_mib(pid: int) -> float:
     raise RuntimeError("no VmHWM")
 
 
-def operator_env(cp: ControlPlane, ns: str) -> dict[str, str]:
+def operator_env(cp: ControlPlane, ns: str, metrics_port: int) -> dict[str, str]:
     return {
         **os.environ,
         "KUBECONFIG": str(cp.kubeconfig),
@@ -243,7 +363,8 @@ def operator_env(cp: ControlPlane, ns: str) -> dict[str, str]:
         "TRTLLM_OPERATOR_OPERATOR_NAMESPACE": ns,
         "TRTLLM_OPERATOR_STANDALONE": "true",
         "TRTLLM_OPERATOR_LIVENESS_PORT": "",
-        "TRTLLM_OPERATOR_METRICS_PORT": "",
+        "TRTLLM_OPERATOR_METRICS_PORT": str(metrics_port),
+        "TRTLLM_OPERATOR_LISTEN_ADDRESS": "127.0.0.1",
         "TRTLLM_OPERATOR_HF_CONFIG_DIR": str(HF_CONFIG_DIR),
     }
 
@@ -252,9 +373,10 @@ def operator_env(cp: ControlPlane, ns: str) -> dict[str, str]:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     n, keys = args.engines, min(args.keys, args.engines)
     work = Path(tempfile.mkdtemp(prefix="trtllm-scale-"))
-    cp = ControlPlane(work_dir=work, bin_dir=find_bin_dir(), log=log)
+    cp = ControlPlane(work_dir=work, bin_dir=find_bin_dir(), log=log, audit_policy=AUDIT_EVERY_REQUEST)
     cp.start(timeout=300)
     api = config.new_client_from_config(config_file=str(cp.kubeconfig))
+    api.user_agent = BENCH_AGENT
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     metrics = Metrics(cp)
     proc: subprocess.Popen[bytes] | None = None
@@ -279,21 +401,29 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
         # 2. burst with the operator
         log_path = work / "operator.log"
+        metrics_port = free_port()
         with open(log_path, "wb") as out:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "trtllm_operator.cli", "run"],
-                env=operator_env(cp, "bench"),
+                env=operator_env(cp, "bench", metrics_port),
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
         time.sleep(args.operator_warmup)
         before = metrics.requests()
+        audit_start = cp.audit_log.stat().st_size
+        result["load_avg_start"] = os.getloadavg()[0]
         t0 = time.monotonic()
         apply_s, _ = apply(cp, objs, "bench")
         log(f"burst applied in {apply_s:.1f} s")
         deadline = t0 + args.timeout
         while True:
-            ready_e, ready_d = converged(custom, "bench", n)
+            try:
+                ready_e, ready_d = converged(custom, "bench", n)
+            except (client.ApiException, urllib3.exceptions.HTTPError) as exc:  # a loaded API server
+                log(f"  poll failed ({type(exc).__name__}); retrying")
+                time.sleep(args.poll)
+                continue
             if ready_e == n and ready_d == n:
                 break
             if proc.poll() is not None:
@@ -304,6 +434,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             log(f"  ready: {ready_e}/{n} engines, {ready_d}/{n} deployments")
             time.sleep(args.poll)
         result["converge_s"] = time.monotonic() - t0
+        result["load_avg"] = os.getloadavg()[0]
         result["ready_engines"], result["ready_deployments"] = converged(custom, "bench", n)
         burst = delta(metrics.requests(), before)
         result["burst_requests"] = sum(burst.values())
@@ -311,6 +442,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         result["burst_llm"] = {
             f"{v} {r}": c for (v, r), c in sorted(burst.items()) if r.startswith("llm") and v != "WATCH"
         }
+        result["profile"] = audit_breakdown(cp.audit_log, audit_start)
+        result["operator_metrics"] = operator_metrics(metrics_port)
         log(f"converged in {result['converge_s']:.1f} s, {result['burst_requests']} requests")
 
         # 3. idle, once kopf has finished every creation (its diff-base annotation is on every object):
@@ -337,6 +470,30 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             f"idle {args.idle_seconds:.0f} s: {result['idle_writes']} writes "
             f"{result['idle_writes_by_resource']}"
         )
+
+        # 5. restart with everything converged: kill the operator, start a new one, and measure the
+        # time until it has resumed every object and what it wrote meanwhile.
+        proc.kill()
+        proc.wait(30)
+        restart_log = work / "operator-restart.log"
+        audit_start = cp.audit_log.stat().st_size
+        rv_before = versions(custom, "bench")
+        t1 = time.monotonic()
+        with open(restart_log, "wb") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "trtllm_operator.cli", "run"],
+                env=operator_env(cp, "bench", free_port()),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        result["restart_resumed_s"] = wait_resumed(restart_log, 2 * n, t1 + args.timeout, proc)
+        log(f"restarted operator resumed all {2 * n} objects after {result['restart_resumed_s']:.1f} s")
+        time.sleep(args.restart_settle)
+        result["restart_settle_s"] = args.restart_settle
+        result["restart_profile"] = audit_breakdown(cp.audit_log, audit_start)
+        rv_after = versions(custom, "bench")
+        result["restart_changed_objects"] = sum(1 for k, v in rv_after.items() if rv_before.get(k) != v)
+        result["restart_rss_mib"] = vm_hwm_mib(proc.pid)
     finally:
         if proc is not None and proc.poll() is None:
             proc.kill()
@@ -358,6 +515,10 @@ def table(r: dict[str, Any], command: str) -> str:
             f"{n} LLMEngines ({r['keys']} distinct engine keys) + {n} LLMDeployments (1 replica each)",
         ),
         ("kwok GPU nodes", f"{r['nodes']} × 8 H100"),
+        (
+            "machine: 1-minute load average at the apply / at convergence (2 cores, shared)",
+            f"{r['load_avg_start']:.1f} / {r['load_avg']:.1f}",
+        ),
         (
             "baseline: `kubectl apply --server-side`, no operator",
             f"{r['baseline_s']:.1f} s, {r['baseline_requests']} API requests",
@@ -407,9 +568,67 @@ def table(r: dict[str, Any], command: str) -> str:
             f"{r['idle_llm_writes']} ({r['idle_changed_objects']} objects changed)",
         ),
     ]
+    if "restart_profile" in r:
+        rows += restart_rows(r)
     lines = [f"Command: `{command}`", "", "| measure | value |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in rows]
+    lines += ["", *profile_lines(r)]
     return "\n".join(lines)
+
+
+def restart_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
+    """Rows of the restart step: time to resume everything, and the writes of the operator."""
+    reqs = r["restart_profile"]["requests"]
+
+    def count(pred: Any) -> int:
+        return sum(c for k, c in reqs.items() if pred(*k.split(" ", 2)))
+
+    ours = ("handlers", "kopf")
+    write_verbs = ("create", "update", "patch", "delete")
+    status = count(lambda w, v, res: w in ours and v.split("(")[0] in write_verbs and res.endswith("/status"))
+    children = count(
+        lambda w, v, res: (
+            w == "handlers" and v.split("(")[0] in write_verbs and not res.startswith(("llm", "events"))
+        )
+    )
+    kopf_writes = count(lambda w, v, res: w == "kopf" and v.split("(")[0] in write_verbs)
+    reads = count(lambda w, v, res: w in ours and v in ("get", "list"))
+    resumed = r["restart_resumed_s"]
+    return [
+        (
+            "restart with everything converged: operator start → every object resumed",
+            f"{resumed:.1f} s" if resumed >= 0 else "NOT REACHED",
+        ),
+        (
+            f"restart: operator writes until {r['restart_settle_s']:.0f} s after that",
+            f"{children} child writes, {status} status writes, {kopf_writes} kopf writes; "
+            f"{reads} GET/LIST; {r['restart_changed_objects']} LLMEngine/LLMDeployment objects changed",
+        ),
+        ("restart: operator peak RSS", f"{r['restart_rss_mib']:.0f} MiB"),
+    ]
+
+
+def profile_lines(r: dict[str, Any]) -> list[str]:
+    """The burst's profile: requests and API-server seconds per client, the top client × verb ×
+    resource rows, and where the operator's handler time went."""
+    prof, total = r["profile"], 2 * r["n"]
+    lines = [
+        "Profile of the burst (kube-apiserver audit log, every request; user agent → client):",
+        "",
+        "| client | requests | per object | API-server seconds |",
+        "|---|---|---|---|",
+    ]
+    for who, count in prof["per_client"].items():
+        lines.append(f"| {who} | {count} | {count / total:.1f} | {prof['api_seconds'].get(who, 0.0):.1f} |")
+    lines += ["", "| client verb resource | requests |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in list(prof["requests"].items())[:30]]
+    m = r.get("operator_metrics") or {}
+    lines += ["", "Operator time (its /metrics at convergence):", ""]
+    for key in sorted({k.rsplit(" ", 1)[0] for k in m}):
+        count, seconds = m.get(f"{key} count", 0.0), m.get(f"{key} sum", 0.0)
+        mean = seconds / count if count else 0.0
+        lines.append(f"- {key}: {count:.0f} observations, {seconds:.1f} s in all, {mean * 1000:.0f} ms mean")
+    return lines
 
 
 def write_results(body: str) -> None:
@@ -431,6 +650,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds to wait for convergence")
     p.add_argument("--poll", type=float, default=5.0)
     p.add_argument("--operator-warmup", type=float, default=10.0, help="seconds for the operator to start")
+    p.add_argument(
+        "--restart-settle",
+        type=float,
+        default=20.0,
+        help="seconds to keep counting writes after the restarted operator resumed everything",
+    )
     p.add_argument("--keep", action="store_true", help="keep the work dir (logs)")
     p.add_argument("--write-results", action="store_true", help="replace the Load section of RESULTS.md")
     p.add_argument("--json", action="store_true", help="print the raw result as JSON too")

@@ -177,6 +177,9 @@ class ControlPlane:
     crds_dir: Path | None = REPO_ROOT / "crds"
     detach: bool = False
     log: Log = _print
+    #: kube-apiserver audit policy (default :data:`AUDIT_POLICY`: writes only);
+    #: benchmarks/scale.py passes one that logs reads too, to count requests per client.
+    audit_policy: str = AUDIT_POLICY
     ports: dict[str, int] = field(default_factory=dict)
     pids: dict[str, int] = field(default_factory=dict)
     token: str = ""
@@ -323,7 +326,7 @@ class ControlPlane:
 
     def _write_audit_policy(self) -> Path:
         path = self.work_dir / "audit-policy.yaml"
-        path.write_text(AUDIT_POLICY)
+        path.write_text(self.audit_policy)
         return path
 
     def _write_kubeconfig(self) -> None:

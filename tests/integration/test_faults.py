@@ -478,9 +478,10 @@ COMPONENT_AGENTS = ("kube-controller-manager/", "kube-scheduler/", "kwok/")
 QUIET_WINDOW_SECONDS = 12.0  # longer than fast_settings' 10 s resync: timer reconciles fall in it too
 
 
-def _get_deployments(cluster: LocalCluster) -> int:
-    """kube-apiserver's apiserver_request_total for GET deployments (the operator reads its
-    Deployment once per reconcile; the controllers use watches)."""
+def _get_llmdeployments(cluster: LocalCluster) -> int:
+    """kube-apiserver's apiserver_request_total for GET llmdeployments: the operator reads the
+    LLMDeployment it reconciles fresh once per reconcile (handlers/deployment.py; its children come
+    from watch caches, handlers/indexes.py), and nothing else GETs it here."""
     cp = cluster.control_plane
     ctx = ssl.create_default_context()
     ctx.check_hostname = False
@@ -494,7 +495,7 @@ def _get_deployments(cluster: LocalCluster) -> int:
         for s in family.samples
         if s.name == "apiserver_request_total"
         and s.labels.get("verb") == "GET"
-        and s.labels.get("resource") == "deployments"
+        and s.labels.get("resource") == "llmdeployments"
         and not s.labels.get("subresource")
     )
 
@@ -510,10 +511,10 @@ def test_reconciling_a_settled_deployment_writes_nothing(cluster: LocalCluster, 
     api.create(DEPLOYMENTS, a_deployment("quiet", "settled", replicas=1))
     with running_operator(cluster, [api.ns]):
         wait_for(lambda: deployment_ready(api, "quiet", eng.prepared().key), timeout=90, desc="quiet Ready")
-        mark, gets, started = cluster.audit_mark(), _get_deployments(cluster), time.monotonic()
+        mark, gets, started = cluster.audit_mark(), _get_llmdeployments(cluster), time.monotonic()
         for i in range(3):  # each metadata change is an update event → a full reconcile
             api.patch(DEPLOYMENTS, "quiet", {"metadata": {"annotations": {"example.com/touch": str(i)}}})
-        wait_for(lambda: _get_deployments(cluster) - gets >= 3, timeout=30, desc="three reconciles")
+        wait_for(lambda: _get_llmdeployments(cluster) - gets >= 3, timeout=30, desc="three reconciles")
         wait_for(
             lambda: time.monotonic() - started >= QUIET_WINDOW_SECONDS,
             timeout=QUIET_WINDOW_SECONDS + 1,

@@ -44,10 +44,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   verbs: ["get", "list", "watch"]
 # Both controllers read the GPU count of nodes with the engine's GPU product (label
 # nvidia.com/gpu.product): the LLMEngine controller to size and check the builder pod and the plan's
-# one-node rule, the LLMDeployment controller to choose single-node or multi-node serving. List only.
+# one-node rule, the LLMDeployment controller to choose single-node or multi-node serving. Read-only:
+# kept from a watch (a kopf index, handlers/indexes.py) instead of a list per reconcile.
 - apiGroups: [""]
   resources: ["nodes"]
-  verbs: ["list"]
+  verbs: ["list", "watch"]
 # kopf peering, used only with replicaCount > 1.
 - apiGroups: ["kopf.dev"]
   resources: ["clusterkopfpeerings"]

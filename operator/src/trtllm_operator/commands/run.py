@@ -165,6 +165,12 @@ def run_operator(
         settings.max_concurrent_builds,
     )
     kopf.run(
+        # Every handler of one cause runs in the same cycle (kopf's default, ``asap``, runs one per
+        # cycle and stores the progress of each in an annotation patch before the next): an
+        # LLMDeployment's creation (its controller and the autoscaler) then costs one bookkeeping
+        # patch — the diff-base annotation — instead of one per handler (benchmarks/scale.py).
+        # kopf 1.45.2, kopf/_core/actions/lifecycles.py (asap, all_at_once).
+        lifecycle=kopf.lifecycles.all_at_once,
         standalone=settings.standalone,
         clusterwide=settings.clusterwide,
         namespaces=settings.namespaces,

@@ -27,6 +27,7 @@ reports every problem as a condition.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import logging
 from collections.abc import Mapping
@@ -81,8 +82,10 @@ from trtllm_operator.decide.rollout import (
 )
 from trtllm_operator.decide.serving import ServingRefusal, plan_serving
 from trtllm_operator.decide.serving_params import short_key
+from trtllm_operator.handlers import indexes
 from trtllm_operator.handlers.plumbing import (
     OBJECT_LOCKS,
+    WORKQUEUE,
     apply_owned,
     node_gpus_of,
     read_children,
@@ -98,7 +101,6 @@ from trtllm_operator.kube.client import (
     LLM_ENGINE,
     LWS,
     PDB,
-    POD,
     REPLICA_SET,
     SECRET,
     SERVICE,
@@ -136,6 +138,9 @@ def gpus_per_node(kube: Kube, product: str) -> int:
 
 
 def lws_installed(kube: Kube) -> bool:
+    cached = indexes.crd_installed(LWS_CRD_NAME)
+    if cached is not None:
+        return cached
     try:
         k8s.ApiextensionsV1Api(kube.api_client).read_custom_resource_definition(LWS_CRD_NAME)
     except ApiException as exc:
@@ -148,8 +153,14 @@ def lws_installed(kube: Kube) -> bool:
 # ------------------------------------------------------------------------------ writes
 def _prune_configmaps(kube: Kube, namespace: str, owner_uid: str, name: str, keep: set[str]) -> None:
     """Delete this deployment's model-repository ConfigMaps that no ReplicaSet template uses —
-    only those it controls: a label is no proof of ownership (anyone may set it)."""
+    only those it controls: a label is no proof of ownership (anyone may set it).
+
+    The watch cache says whether there is anything to prune (a model-repository ConfigMap of this
+    deployment besides ``keep``); the deletion itself is decided on fresh lists."""
     selector = f"{LABEL_DEPLOYMENT}={child_name(name)}"
+    others = indexes.model_repositories(namespace, child_name(name))
+    if others is not None and not others - keep:
+        return
     for rs in kube.list(REPLICA_SET, namespace, label_selector=selector):
         for vol in (rs.get("spec") or {}).get("template", {}).get("spec", {}).get("volumes") or []:
             if vol.get("configMap"):
@@ -170,7 +181,7 @@ def sync_used_by(kube: Kube, namespace: str, engine_name: str, users: list[str])
     Level-based: every event of the deployment or of the engine recomputes it from the index, so an
     entry cannot stay stale. Writes only on change; :func:`patch_status` keeps other writers' fields.
     """
-    engine = kube.get(LLM_ENGINE, namespace, engine_name)
+    engine = indexes.get(kube, LLM_ENGINE, namespace, engine_name)
     if engine is None or list((engine.get("status") or {}).get("usedBy") or []) == users:
         return
 
@@ -178,7 +189,7 @@ def sync_used_by(kube: Kube, namespace: str, engine_name: str, users: list[str])
         current = list((obj.get("status") or {}).get("usedBy") or [])
         return None if current == users else {"usedBy": users}
 
-    patch_status(kube, LLM_ENGINE, namespace, engine_name, mutate)
+    patch_status(kube, LLM_ENGINE, namespace, engine_name, mutate, current=engine)
 
 
 def _engine_ref(body: Mapping[str, Any] | None) -> str | None:
@@ -245,6 +256,8 @@ def reconcile(kube: Kube, namespace: str, name: str) -> None:
 
 
 def _reconcile(kube: Kube, namespace: str, name: str) -> None:
+    # Fresh: status transitions (and their Events) are decided against the last written status,
+    # which a watch cache may not show yet (a stale copy re-posts Events and meets 409s).
     obj = kube.get(LLM_DEPLOYMENT, namespace, name)
     if obj is None or obj["metadata"].get("deletionTimestamp"):
         return
@@ -252,12 +265,12 @@ def _reconcile(kube: Kube, namespace: str, name: str) -> None:
     engine_name = (spec.get("engineRef") or {}).get("name")
     generation = obj["metadata"].get("generation", 0)
     old_status = obj.get("status") or {}
-    engine = kube.get(LLM_ENGINE, namespace, engine_name) if engine_name else None
+    engine = indexes.get(kube, LLM_ENGINE, namespace, engine_name) if engine_name else None
 
     selector = f"{LABEL_DEPLOYMENT}={child_name(name)}"
     state, message = engine_readiness(engine)
     # Failed/Succeeded pods serve nothing and are replaced by the ReplicaSet: not counted at all.
-    every_pod = kube.list(POD, namespace, label_selector=selector)
+    every_pod = indexes.serving_pods(kube, namespace, child_name(name))
     pods = [
         p
         for p in every_pod
@@ -394,10 +407,12 @@ def _follow_replicas(kube: Kube, namespace: str, name: str, owner_uid: str, repl
     """Copy ``spec.replicas`` to an existing workload this deployment controls, without touching
     its template (a workload someone else owns is left alone; the next full reconcile reports it)."""
     for res, wname in _workloads(kube, name):
-        live = kube.get(res, namespace, wname)
-        if not is_controlled_by(live, owner_uid):
+        live = indexes.get(kube, res, namespace, wname)
+        if live is None or (live.get("spec") or {}).get("replicas") == replicas:
             continue
-        if live is not None and (live.get("spec") or {}).get("replicas") != replicas:
+        if indexes.cached(res):
+            live = kube.get(res, namespace, wname)  # about to write: ownership from a fresh copy
+        if is_controlled_by(live, owner_uid) and (live or {}).get("spec", {}).get("replicas") != replicas:
             kube.patch(res, namespace, wname, {"spec": {"replicas": replicas}})
 
 
@@ -548,10 +563,11 @@ def _safe_reconcile(namespace: str | None, name: str | None) -> None:
 
 
 @kopf.index(GROUP, VERSION, DEPLOYMENT_PLURAL)
-def llmdeployments_by_engine(
+async def llmdeployments_by_engine(
     namespace: str | None, name: str | None, spec: Mapping[str, Any], meta: Mapping[str, Any], **_: Any
 ) -> dict[tuple[str, str], str] | None:
-    """(namespace, engineRef.name) → LLMDeployment names, kept by kopf from the watch stream."""
+    """(namespace, engineRef.name) → LLMDeployment names, kept by kopf from the watch stream
+    (``async``: kopf runs it on its event loop, not in the handlers' thread pool)."""
     ref = _engine_ref({"spec": spec})
     if not namespace or not name or not ref or meta.get("deletionTimestamp"):
         return None
@@ -603,23 +619,34 @@ _WORKLOAD_LABELS = {LABEL_DEPLOYMENT: kopf.PRESENT}
 
 @kopf.on.event(DEPLOYMENT.group, DEPLOYMENT.version, DEPLOYMENT.plural, labels=_WORKLOAD_LABELS)
 @kopf.on.event(LWS.group, LWS.version, LWS.plural, labels=_WORKLOAD_LABELS)
-def on_workload_event(event: Mapping[str, Any], **_: Any) -> None:
+async def on_workload_event(event: Mapping[str, Any], **_: Any) -> None:
     """Status follows the pods: every change of an owned Deployment (or LeaderWorkerSet, when its
-    CRD is installed; kopf starts that watch when the CRD appears) re-reconciles its owner."""
+    CRD is installed; kopf starts that watch when the CRD appears) re-reconciles its owner
+    (coalesced: :data:`~trtllm_operator.handlers.plumbing.WORKQUEUE`)."""
     obj = event.get("object") or {}
+    namespace = (obj.get("metadata") or {}).get("namespace")
     for owner in owner_names(obj, LLM_DEPLOYMENT.kind)[:1]:
-        _safe_reconcile((obj.get("metadata") or {}).get("namespace"), owner)
+        await _queue_reconcile(namespace, owner)
+
+
+async def _queue_reconcile(namespace: str | None, name: str) -> None:
+    await WORKQUEUE.run((LLM_DEPLOYMENT.kind, namespace, name), lambda: _safe_reconcile(namespace, name))
 
 
 @kopf.on.event(GROUP, VERSION, ENGINE_PLURAL)
-def on_engine_event(event: Mapping[str, Any], llmdeployments_by_engine: Any = None, **_: Any) -> None:
-    """A new engine key or a change of readiness re-reconciles every deployment referencing it."""
+async def on_engine_event(event: Mapping[str, Any], llmdeployments_by_engine: Any = None, **_: Any) -> None:
+    """A new engine key or a change of readiness re-reconciles every deployment referencing it
+    (coalesced per object: :data:`~trtllm_operator.handlers.plumbing.WORKQUEUE`)."""
     meta = (event.get("object") or {}).get("metadata") or {}
     namespace, engine_name = meta.get("namespace"), meta.get("name")
     if not namespace or not engine_name:
         return
     users = _users(llmdeployments_by_engine, namespace, engine_name)
     if event.get("type") != "DELETED":
-        sync_used_by(default_kube(), namespace, engine_name, users)
-    for dep_name in users:
-        _safe_reconcile(namespace, dep_name)
+
+        def used_by() -> None:
+            now = _users(llmdeployments_by_engine, namespace, engine_name)
+            sync_used_by(default_kube(), namespace, engine_name, now)
+
+        await WORKQUEUE.run(("usedBy", namespace, engine_name), used_by)
+    await asyncio.gather(*(_queue_reconcile(namespace, d) for d in users))

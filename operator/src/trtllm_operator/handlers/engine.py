@@ -75,9 +75,11 @@ from trtllm_operator.decide.engine_spec import InvalidEngine, PreparedEngine, pr
 from trtllm_operator.decide.ownership import ChildConflict, marker_conflict
 from trtllm_operator.decide.policy import Refusal, engine_refusal, secret_references, secret_refusal
 from trtllm_operator.events import ARTIFACT_RECORDED
+from trtllm_operator.handlers import indexes
 from trtllm_operator.handlers.plumbing import (
     OBJECT_LOCKS,
     add_owner,
+    forget_claim,
     node_gpus_of,
     release_claim,
     set_owner,
@@ -328,6 +330,7 @@ def reconcile(namespace: str, name: str, *, kube: Kube | None = None) -> EngineD
 
 def _reconcile_locked(kube: Kube, namespace: str, name: str) -> EngineDecision | None:
     with OBJECT_LOCKS.hold(LLM_ENGINE.kind, namespace, name):
+        # Fresh: status transitions and their Events are decided against the last written status.
         engine = kube.get(LLM_ENGINE, namespace, name)
         if engine is None or engine["metadata"].get("deletionTimestamp"):
             return None
@@ -376,8 +379,13 @@ def _decide_and_act(
 ) -> EngineDecision:
     ns = engine["metadata"]["namespace"]
     uid = engine["metadata"]["uid"]
-    entry = kube.get(CONFIG_MAP, ns, prepared.cache_name)
-    job = kube.get(JOB, ns, prepared.job_name)
+    # The cache entry and the builder Job come from the watch caches; when they show neither, a
+    # build would start (the expensive action): both are read again from the API server first.
+    entry = indexes.get(kube, CONFIG_MAP, ns, prepared.cache_name)
+    job = indexes.get(kube, JOB, ns, prepared.job_name)
+    if entry is None and job is None and indexes.cached(JOB):
+        entry = kube.get(CONFIG_MAP, ns, prepared.cache_name)
+        job = kube.get(JOB, ns, prepared.job_name)
     pvc = (
         kube.get(PVC, ns, prepared.storage.claim_name or "") if prepared.storage.created_by_operator else None
     )
@@ -627,6 +635,7 @@ def _act(
     ns = engine["metadata"]["namespace"]
     for action in decision.actions:
         if isinstance(action, EnsurePVC):
+            forget_claim(ns, action.claim_name)  # it may carry this LLMEngine's ownerReference
             _, created = kube.create_or_get(PVC, ns, desired_artifact_pvc(engine, prepared, settings))
             if created:
                 log.info("created artifact PVC %s/%s", ns, action.claim_name)

@@ -20,16 +20,20 @@ that shape shares, so each exists once:
 * :func:`write_outcome` — status and conditions through the optimistic-concurrency status writer,
   then the outcome's Events.
 
-Reading the live object from a watch cache instead of a GET per reconcile would also stay inside
-:func:`apply_owned` / :func:`read_children`.
+Children are read from the watch caches (:mod:`trtllm_operator.handlers.indexes`) by
+:func:`read_children`; :func:`apply_owned` writes nothing when the cached copy is this parent's and
+carries the same rendered hash, and reads the child fresh before any write it decides on.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import logging
 import threading
-from collections.abc import Hashable, Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from concurrent.futures import Executor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -42,6 +46,7 @@ from trtllm_operator.api.wire import ANNOTATION_RENDERED_HASH, GPU_PRODUCT_LABEL
 from trtllm_operator.decide.compatibility import NodeGPUs, node_gpus
 from trtllm_operator.decide.outcome import Outcome
 from trtllm_operator.decide.ownership import ChildConflict, control_conflict
+from trtllm_operator.handlers import indexes
 from trtllm_operator.kube.client import LLM_ENGINE, PVC, Kube, Resource
 from trtllm_operator.kube.events import post_event
 from trtllm_operator.kube.status import update_conditions
@@ -68,6 +73,40 @@ class ObjectLocks:
         """Hold the lock of ``key`` for the ``with`` block."""
         with self.lock(*key):
             yield
+
+
+class Workqueue:
+    """Coalesces requests to reconcile one object while an earlier request still waits for a thread
+    (controller-runtime's workqueue does the same): a burst of watch events — a workload's status
+    moving through its replicas, an engine becoming Ready for its 50 deployments — costs one
+    reconcile per object instead of one per event. Level-based reconciles make this safe: the one
+    that runs reads the state after every event it replaced.
+
+    :meth:`run` is awaited from an ``async`` kopf handler; the reconcile runs in :attr:`executor`
+    (kopf's thread pool, set at startup; None: asyncio's default pool)."""
+
+    def __init__(self) -> None:
+        self._pending: set[Hashable] = set()
+        self.executor: Executor | None = None
+
+    async def run(self, key: Hashable, fn: Callable[[], None]) -> None:
+        """Run ``fn`` in the pool unless a call for ``key`` is already waiting to start."""
+        if key in self._pending:
+            return
+        self._pending.add(key)
+
+        def call() -> None:
+            self._pending.discard(key)  # from here on, a new event needs a new reconcile
+            fn()
+
+        try:
+            await asyncio.get_running_loop().run_in_executor(self.executor, call)
+        finally:
+            self._pending.discard(key)
+
+
+#: The operator's one workqueue (reconciles triggered by watch events of other objects).
+WORKQUEUE = Workqueue()
 
 
 #: The operator's one per-object lock registry. Keys start with the controller's kind of work
@@ -122,12 +161,16 @@ def read_children(
 ) -> tuple[list[dict[str, Any] | None], ChildConflict | None]:
     """The live object under each child's name (None: absent), and the first one the parent does
     not control (:func:`~trtllm_operator.decide.ownership.control_conflict`), read before anything
-    is written. Hand each live object to :func:`apply_owned` (``live=``) to spare a second GET."""
+    is written. Hand each live object to :func:`apply_owned` (``live=``) to spare a second GET.
+
+    Read from the watch caches where the operator runs them (:func:`indexes.get`): a conflict seen
+    there stops the reconcile before any write; a child the cache lacks or shows outdated is read
+    fresh by :func:`apply_owned` before it is written."""
     lives: list[dict[str, Any] | None] = []
     conflict: ChildConflict | None = None
     for res, manifest in children:
         meta = manifest["metadata"]
-        live = kube.get(res, meta["namespace"], meta["name"])
+        live = indexes.get(kube, res, meta["namespace"], meta["name"])
         lives.append(live)
         if conflict is None and live is not None:
             conflict = control_conflict(live, res.kind, controller_uid(manifest))
@@ -153,15 +196,27 @@ def apply_owned(
     default the manifest's own controller reference) is neither patched nor adopted: the result is
     ``not_owned`` with the :class:`~trtllm_operator.decide.ownership.ChildConflict` to report.
     ``live``: the object as :func:`read_children` read it (None: absent), else it is read here.
-    Raises ``ApiException`` from the API server.
+    When ``live`` may come from a watch cache, it only decides "unchanged": before a patch the child
+    is read again from the API server, and ownership and difference are decided on that fresh copy
+    (a cache can lag by a watch round-trip; a write must not). Raises ``ApiException`` from the API
+    server.
     """
     namespace = manifest["metadata"]["namespace"]
     name = manifest["metadata"]["name"]
     uid = owner_uid or controller_uid(manifest)
     body, digest = with_rendered_hash(manifest)
-    current = kube.get(res, namespace, name) if isinstance(live, _Unread) else live
+    from_cache = not isinstance(live, _Unread) and indexes.cached(res)
+    if isinstance(live, _Unread):
+        current = kube.get(res, namespace, name)
+    elif live is not None and from_cache:
+        if _unchanged(live, res, uid, body, digest):
+            return ApplyResult(live, "unchanged")
+        current = kube.get(res, namespace, name)  # about to write: decide on a fresh copy
+    else:
+        current = live
     if current is None:
-        current, created = kube.create_or_get(res, namespace, body)
+        # absent in the cache: create at once (a 409 reads the object that was there after all)
+        current, created = kube.create_or_get(res, namespace, body, read_first=not from_cache)
         if created:
             return ApplyResult(current, "created")
     conflict = control_conflict(current, res.kind, uid)
@@ -179,6 +234,19 @@ def apply_owned(
     if "spec" in body:
         patch["spec"] = body["spec"]
     return ApplyResult(kube.patch(res, namespace, name, patch), "patched")
+
+
+def _unchanged(
+    live: Mapping[str, Any], res: Resource, uid: str, body: Mapping[str, Any], digest: str
+) -> bool:
+    """Whether ``live`` is this parent's child with the rendered hash ``digest`` and the wanted
+    ``spec.replicas``: nothing to write."""
+    if control_conflict(live, res.kind, uid) is not None:
+        return False
+    if (live["metadata"].get("annotations") or {}).get(ANNOTATION_RENDERED_HASH) != digest:
+        return False
+    want = (body.get("spec") or {}).get("replicas")
+    return want is None or (live.get("spec") or {}).get("replicas") == want
 
 
 def add_owner(kube: Kube, res: Resource, namespace: str, name: str, reference: Mapping[str, Any]) -> bool:
@@ -202,6 +270,8 @@ def set_owner(
     if is_owned_by(obj, uid) == present:
         return False
     meta = obj["metadata"]
+    if res == PVC:
+        forget_claim(meta["namespace"], meta["name"])
     refs = [r for r in meta.get("ownerReferences") or [] if r.get("uid") != uid]
     if present:
         refs.append(dict(reference))
@@ -215,11 +285,37 @@ def set_owner(
     return True
 
 
+#: Claims read fresh and found without any LLMEngine ownerReference: (namespace, claim) → monotonic
+#: time of that read. Only this operator puts LLMEngine ownerReferences on a PVC (the artifact PVC it
+#: creates, :func:`set_owner`), and it forgets the claim here whenever it does (:func:`forget_claim`);
+#: an entry also expires after :data:`RELEASED_SECONDS`, which bounds what a change by anyone else
+#: could hide. So :func:`release_claim` — a deletion guard — reads the PVC fresh at least that often
+#: and after every such write, instead of on every reconcile of every LLMDeployment using the claim.
+_released: dict[tuple[str, str], float] = {}
+_forgotten: dict[tuple[str, str], float] = {}
+RELEASED_SECONDS = 60.0
+
+
+def forget_claim(namespace: str, claim: str) -> None:
+    """The operator is about to write PVC ``claim``'s ownerReferences: read it fresh next time
+    (also when a read that started before now finishes after)."""
+    _forgotten[(namespace, claim)] = time.monotonic()
+    _released.pop((namespace, claim), None)
+
+
 def release_claim(kube: Kube, namespace: str, claim: str, *, keep_uid: str | None = None) -> None:
     """Remove every LLMEngine ownerReference (but ``keep_uid``'s) from PVC ``claim``, if it has one:
     the claim is in use by someone other than the LLMEngine that created it. No write otherwise."""
+    seen = _released.get((namespace, claim))
+    if seen is not None and time.monotonic() - seen < RELEASED_SECONDS:
+        return
+    read_at = time.monotonic()
     pvc = kube.get(PVC, namespace, claim)
     if pvc is None:
+        return
+    if not any(r.get("kind") == LLM_ENGINE.kind for r in pvc["metadata"].get("ownerReferences") or []):
+        if _forgotten.get((namespace, claim), -1.0) < read_at:
+            _released[(namespace, claim)] = read_at
         return
     for ref in list(pvc["metadata"].get("ownerReferences") or []):
         if ref.get("kind") == LLM_ENGINE.kind and ref.get("uid") != keep_uid:
@@ -253,6 +349,7 @@ def write_outcome(
         meta["name"],
         outcome.conditions,
         status={**outcome.status, **(status_extra or {})},
+        current=obj,  # as the reconcile read it: the write is conditional on its resourceVersion
     )
     for event in outcome.all_events():
         post_event(kube, obj, event.reason, event.message, type_=event.type)
@@ -264,6 +361,9 @@ def node_gpus_of(kube: Kube, products: Sequence[str], catalog_gpus_per_node: int
     ``nvidia.com/gpu`` allocatable among the nodes whose ``nvidia.com/gpu.product`` label is one of
     ``products`` (the engine's product and its catalog spellings); ``catalog_gpus_per_node`` when no
     such node exists yet. One home for both controllers (builder sizing and serving placement)."""
+    cached = indexes.gpu_allocatable(list(products))
+    if cached is not None:  # the nodes' watch (handlers/indexes.py) in a running operator
+        return node_gpus(list(cached), catalog_gpus_per_node)
     core = k8s.CoreV1Api(kube.api_client)
     allocatable: list[str | int | None] = []
     seen: set[str] = set()

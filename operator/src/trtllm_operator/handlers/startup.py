@@ -5,7 +5,15 @@ Applied once per operator start (``@kopf.on.startup``) from :func:`trtllm_operat
 * kopf's bookkeeping lives in annotations under ``kopf.trtllm-operator.dev`` (progress and the
   diff-base). Our CRDs declare their status fields explicitly, so kopf's default ``status.kopf``
   storage would be pruned by the API server ("Patching failed with inconsistencies",
-  docs/reference/local-control-plane.md §D4).
+  docs/reference/local-control-plane.md §D4). Cost, measured by benchmarks/scale.py: the diff-base
+  (``last-handled-configuration``) is one PATCH per object when it is created and when its spec
+  changes — kopf needs it to tell creation, update and resume apart across restarts, so it stays;
+  progress records cost nothing while every handler of a cause succeeds in one cycle (the operator
+  runs kopf with ``lifecycles.all_at_once``, commands/run.py) and one PATCH per retry otherwise.
+  Status storage would not save a write (it is a PATCH of the status subresource instead).
+* synchronous handlers run on :class:`TimedThreadPool` (:data:`HANDLER_THREADS` threads), which
+  times how long each waited for a thread; kopf waits up to 30 s for the watch event of its own
+  bookkeeping patch (``persistence.consistency_timeout``).
 * API errors (also watch reconnects) are retried at most 5 s apart (:data:`API_ERROR_BACKOFFS`), so
   the operator is back within seconds of an API-server outage ending.
 * kopf's own log-to-Event posting is limited to warnings: controllers post their own Events with
@@ -17,14 +25,20 @@ Applied once per operator start (``@kopf.on.startup``) from :func:`trtllm_operat
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import kopf
 
 from trtllm_operator.api.wire import KOPF_ANNOTATION_PREFIX
+from trtllm_operator.handlers.plumbing import WORKQUEUE
 from trtllm_operator.kube import default_kube
+from trtllm_operator.kube.client import CONNECTIONS
 from trtllm_operator.logging import redact_kopf_events
+from trtllm_operator.metrics.operator_metrics import HANDLER_QUEUE
 from trtllm_operator.settings import current
 
 #: Delays (s) between retries of a failed API request, watch reconnects included. kopf's default
@@ -32,6 +46,30 @@ from trtllm_operator.settings import current
 #: the operator noticed the API's return only 14 s later (tests/integration/test_faults.py). Capped
 #: at 5 s, with about the same total (57 s) before a request gives up.
 API_ERROR_BACKOFFS = (1, 1, 2, 3, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5)
+
+#: Threads that run synchronous handlers: one per connection of the API client
+#: (:data:`~trtllm_operator.kube.client.CONNECTIONS`). kopf's default executor is Python's
+#: ThreadPoolExecutor default, min(32, CPUs + 4): 6 on a 2-core node, few for handlers that spend
+#: most of their time waiting on API responses (benchmarks/scale.py,
+#: trtllm_operator_handler_queue_seconds).
+HANDLER_THREADS = CONNECTIONS
+
+_T = TypeVar("_T")
+
+
+class TimedThreadPool(concurrent.futures.ThreadPoolExecutor):
+    """kopf's executor for synchronous handlers (``settings.execution.executor``), timing how long
+    each call waited for a free thread (``trtllm_operator_handler_queue_seconds``): handlers use the
+    synchronous kubernetes client, so a busy pool shows up here before it shows up as latency."""
+
+    def submit(self, fn: Callable[..., _T], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[_T]:
+        queued = time.monotonic()
+
+        def timed() -> _T:
+            HANDLER_QUEUE.observe(time.monotonic() - queued)
+            return fn(*args, **kwargs)
+
+        return super().submit(timed)
 
 
 @kopf.on.startup()
@@ -43,6 +81,15 @@ def configure_kopf(settings: kopf.OperatorSettings, **_: Any) -> None:
     redact_kopf_events()  # kopf's Events carry log messages: same redaction as log lines
     settings.posting.reporting_component = ours.field_manager
     settings.execution.default_backoff = ours.error_backoff_seconds
+    settings.execution.executor = TimedThreadPool(
+        max_workers=HANDLER_THREADS, thread_name_prefix="kopf-handler"
+    )
+    WORKQUEUE.executor = settings.execution.executor
+    # kopf waits this long for the watch event of its own bookkeeping patch before it handles an
+    # older event of the object (kopf 1.45.2 kopf/_core/reactor/queueing.py, "consistency"); with the
+    # default 5 s, a loaded API server made kopf handle stale events as new creations — twice the
+    # handling and the bookkeeping patches (benchmarks/scale.py).
+    settings.persistence.consistency_timeout = 30.0
     settings.networking.request_timeout = 60
     settings.networking.error_backoffs = API_ERROR_BACKOFFS
     if ours.watch_server_timeout_seconds is not None:

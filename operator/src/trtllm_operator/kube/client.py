@@ -134,9 +134,16 @@ def is_conflict(exc: BaseException) -> bool:
     return isinstance(exc, ApiException) and exc.status == 409
 
 
+#: Connections the API client keeps open: one per thread of kopf's handler pool
+#: (handlers.startup.HANDLER_THREADS); the client's default is 5 per CPU, so on a 2-core node urllib3
+#: would open and discard extra connections under load ("Connection pool is full").
+CONNECTIONS = 12
+
+
 def load_api_client(kubeconfig: str | None = None) -> client.ApiClient:
     """An ApiClient from ``kubeconfig`` (or ``$KUBECONFIG`` / ``~/.kube/config``), else in-cluster."""
     configuration = client.Configuration()
+    configuration.connection_pool_maxsize = CONNECTIONS
     try:
         _config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
     except config.ConfigException:
@@ -297,7 +304,7 @@ class Kube:
         return self._dict(self._typed("create", res)(namespace, dict(body), field_manager=self.field_manager))
 
     def create_or_get(
-        self, res: Resource, namespace: str, body: Mapping[str, Any]
+        self, res: Resource, namespace: str, body: Mapping[str, Any], *, read_first: bool = True
     ) -> tuple[dict[str, Any], bool]:
         """Create ``body`` unless an object with its name exists: ``(live object, created)``.
 
@@ -307,9 +314,11 @@ class Kube:
 
         Reads first: a settled object's every reconcile then costs one GET, not a rejected POST
         (409) and a GET — no write requests at all while nothing changes (benchmarks/scale.py).
+        ``read_first=False``: the caller has just seen the object absent (in a watch cache), so the
+        create goes first and a 409 costs the read.
         """
         name = body["metadata"]["name"]
-        existing = self.get(res, namespace, name)
+        existing = self.get(res, namespace, name) if read_first else None
         if existing is not None:
             return existing, False
         try:

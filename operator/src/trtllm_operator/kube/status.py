@@ -66,6 +66,7 @@ def patch_status(
     mutate: StatusMutation,
     *,
     attempts: int = 8,
+    current: Mapping[str, Any] | None = None,
 ) -> dict[str, Any] | None:
     """Read-compute-write ``status`` with an optimistic-concurrency retry loop.
 
@@ -73,9 +74,17 @@ def patch_status(
     ``{}``: nothing to write). Returns the object after the write (or as read when nothing was
     written); None when the object does not exist. Raises :class:`StatusConflictError` after
     ``attempts`` consecutive 409s, other ``ApiException`` as they come.
+
+    ``current``: the object as the caller already has it (e.g. from a watch cache), used instead of
+    the first GET. The write still carries its ``resourceVersion``, so a stale copy costs a 409 and
+    a fresh read, never a lost update; a stale copy that needs no write skips it, and the watch event
+    of the newer version reconciles again.
     """
     for attempt in range(attempts):
-        obj = kube.get(res, namespace, name)
+        if attempt == 0 and current is not None:
+            obj: dict[str, Any] | None = dict(current)
+        else:
+            obj = kube.get(res, namespace, name)
         if obj is None:
             return None
         patch = mutate(obj)
@@ -105,11 +114,13 @@ def update_conditions(
     *,
     status: Mapping[str, Any] | None = None,
     now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+    current: Mapping[str, Any] | None = None,
 ) -> dict[str, Any] | None:
     """Merge ``conditions`` (by type) and the top-level ``status`` fields into the object's status.
 
     Condition types not listed are left as they are (another writer's). ``status`` is a merge patch
-    (``None`` values delete keys); it must not contain ``conditions``.
+    (``None`` values delete keys); it must not contain ``conditions``. ``current``: as for
+    :func:`patch_status`.
     """
     updates = list(conditions)
     extra = dict(status or {})
@@ -124,4 +135,4 @@ def update_conditions(
             patch["conditions"] = merged
         return patch
 
-    return patch_status(kube, res, namespace, name, mutate)
+    return patch_status(kube, res, namespace, name, mutate, current=current)

@@ -85,6 +85,12 @@ AUTOSCALER_DECISIONS = Counter(
     ["reason"],
     registry=REGISTRY,
 )
+HANDLER_QUEUE = Histogram(
+    "trtllm_operator_handler_queue_seconds",
+    "Time a synchronous kopf handler waited for a free worker thread before it ran, in seconds.",
+    buckets=_RECONCILE_BUCKETS,
+    registry=REGISTRY,
+)
 API_ERRORS = Counter(
     "trtllm_operator_api_errors",
     "Kubernetes API errors by verb (get, list, create, patch, delete, log) and HTTP status code.",

@@ -1,0 +1,253 @@
+"""Watch caches: what the reconciles read, from kopf indexes over watch streams kopf holds open.
+
+A reconcile used to GET its object, its engine, each child, the engine-cache entry, the builder
+Job, and LIST its pods and the GPU nodes — 10 to 20 requests per reconcile, most of the API traffic
+of a burst (benchmarks/scale.py, RESULTS.md "Load"). controller-runtime operators (LWS, KServe)
+read those from informer caches; kopf's equivalent is ``@kopf.index``: kopf keeps each index from
+the watch stream of its resource, and does not start resource-changing handlers until every index
+has been filled by the first listing (kopf docs, "Indexing" → "Readiness": handlers are blocked
+until all indexes are populated), so a restarted operator never decides from an empty cache.
+
+The indexes here are keyed by ``(namespace, name)`` (one value) or by a label (several values) and
+hold the object without ``metadata.managedFields``. They are ``async`` functions, so kopf runs them
+on its event loop, never in the thread pool that runs the (synchronous) handlers.
+
+**What may be read from a cache, and what is read fresh.** A cache can lag the API server by a
+watch round-trip. Reading from it is safe where a stale answer only delays a write that the next
+watch event triggers anyway (level-based reconcile), and where every write it leads to is guarded
+by the API server itself. So:
+
+* from the caches (:func:`get`, :func:`serving_pods`, :func:`gpus_per_node`,
+  :func:`crd_installed`): the engine an LLMDeployment serves and the engine whose
+  ``status.usedBy`` is kept (that status write carries the cached ``resourceVersion``: a stale
+  copy costs a 409 and a fresh retry, never a lost update —
+  :func:`trtllm_operator.kube.status.patch_status`); the children, to decide that nothing needs
+  writing (a cached child with this parent's controller reference and the same rendered hash is
+  left alone); serving pods (counts for status); nodes (GPUs per node); whether the
+  LeaderWorkerSet CRD is installed;
+* fresh (a GET of the API server), always: the object being reconciled (its status transitions
+  and their Events are decided against the last status written, which a cache may not show yet;
+  a stale copy re-posted Events and met 409s in benchmarks/scale.py); every child about to be
+  written (ownership checked on the fresh copy before a patch,
+  :func:`~trtllm_operator.handlers.plumbing.apply_owned`; a create goes through
+  ``create_or_get``, 409 → read the existing object); deletion guards (``release_claim``: a PVC
+  in use must not keep the ownerReference that would garbage-collect it; pruning ConfigMaps lists
+  the ReplicaSets that still mount them); the engine-cache entry and builder Job before a build
+  is started (a build is the expensive action); the build queue (``build_queue``: the
+  concurrent-build limit counts running Jobs from the API server).
+
+Outside a running operator (a reconcile called directly, e.g. from a test without kopf) nothing is
+bound and every read falls back to the API server.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+import kopf
+
+from trtllm_operator.api.wire import (
+    COMPONENT_MODEL_REPOSITORY,
+    DEPLOYMENT_PLURAL,
+    ENGINE_PLURAL,
+    GPU_PRODUCT_LABEL,
+    GPU_RESOURCE,
+    GROUP,
+    LABEL_COMPONENT,
+    LABEL_DEPLOYMENT,
+    LABEL_MANAGED_BY,
+    MANAGED_BY,
+    VERSION,
+)
+from trtllm_operator.kube.client import (
+    CONFIG_MAP,
+    DEPLOYMENT,
+    JOB,
+    LLM_DEPLOYMENT,
+    LLM_ENGINE,
+    PDB,
+    POD,
+    SERVICE,
+    Kube,
+    Resource,
+)
+
+#: Objects the operator manages carry this label (children, cache entries, builder Jobs): only
+#: those are cached, so a namespace's other ConfigMaps, Services … cost no memory here.
+_MANAGED = {LABEL_MANAGED_BY: MANAGED_BY}
+
+#: The bound indexes (kopf passes them to startup handlers); None outside a running operator.
+_indices: dict[str, Any] | None = None
+
+
+def _trim(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The object without ``metadata.managedFields`` (half of a small object's size)."""
+    out = {k: v for k, v in body.items()}
+    meta = dict(out.get("metadata") or {})
+    meta.pop("managedFields", None)
+    out["metadata"] = meta
+    return out
+
+
+def _by_name(namespace: str | None, name: str | None, body: Mapping[str, Any]) -> dict[Any, Any]:
+    return {(namespace, name): _trim(body)}
+
+
+# ----------------------------------------------------------------------------- the indexes
+# One per resource the reconciles read; the function name is the index's kopf id (and kwarg name).
+@kopf.index(GROUP, VERSION, ENGINE_PLURAL)
+async def cached_llmengines(namespace: str | None, name: str | None, body: kopf.Body, **_: Any) -> Any:
+    return _by_name(namespace, name, body)
+
+
+@kopf.index(GROUP, VERSION, DEPLOYMENT_PLURAL)
+async def cached_llmdeployments(namespace: str | None, name: str | None, body: kopf.Body, **_: Any) -> Any:
+    return _by_name(namespace, name, body)
+
+
+@kopf.index(DEPLOYMENT.group, DEPLOYMENT.version, DEPLOYMENT.plural, labels=_MANAGED)
+async def cached_deployments(namespace: str | None, name: str | None, body: kopf.Body, **_: Any) -> Any:
+    return _by_name(namespace, name, body)
+
+
+@kopf.index(SERVICE.group, SERVICE.version, SERVICE.plural, labels=_MANAGED)
+async def cached_services(namespace: str | None, name: str | None, body: kopf.Body, **_: Any) -> Any:
+    return _by_name(namespace, name, body)
+
+
+@kopf.index(PDB.group, PDB.version, PDB.plural, labels=_MANAGED)
+async def cached_pdbs(namespace: str | None, name: str | None, body: kopf.Body, **_: Any) -> Any:
+    return _by_name(namespace, name, body)
+
+
+@kopf.index(CONFIG_MAP.group, CONFIG_MAP.version, CONFIG_MAP.plural, labels=_MANAGED)
+async def cached_configmaps(namespace: str | None, name: str | None, body: kopf.Body, **_: Any) -> Any:
+    return _by_name(namespace, name, body)
+
+
+@kopf.index(
+    CONFIG_MAP.group,
+    CONFIG_MAP.version,
+    CONFIG_MAP.plural,
+    labels={**_MANAGED, LABEL_COMPONENT: COMPONENT_MODEL_REPOSITORY, LABEL_DEPLOYMENT: kopf.PRESENT},
+)
+async def cached_model_repositories(
+    namespace: str | None, name: str | None, body: kopf.Body, **_: Any
+) -> Any:
+    """Model-repository ConfigMap names by (namespace, value of the LLMDeployment label)."""
+    return {(namespace, body["metadata"]["labels"][LABEL_DEPLOYMENT]): name}
+
+
+@kopf.index(JOB.group, JOB.version, JOB.plural, labels=_MANAGED)
+async def cached_jobs(namespace: str | None, name: str | None, body: kopf.Body, **_: Any) -> Any:
+    return _by_name(namespace, name, body)
+
+
+@kopf.index(POD.group, POD.version, POD.plural, labels={LABEL_DEPLOYMENT: kopf.PRESENT})
+async def cached_serving_pods(namespace: str | None, body: kopf.Body, **_: Any) -> Any:
+    """Serving pods by (namespace, value of the LLMDeployment label)."""
+    return {(namespace, body["metadata"]["labels"][LABEL_DEPLOYMENT]): _trim(body)}
+
+
+@kopf.index("", "v1", "nodes", labels={GPU_PRODUCT_LABEL: kopf.PRESENT})
+async def cached_gpu_nodes(body: kopf.Body, **_: Any) -> Any:
+    """GPU product label → allocatable GPUs of each node carrying it."""
+    product = body["metadata"]["labels"][GPU_PRODUCT_LABEL]
+    allocatable = (body.get("status") or {}).get("allocatable") or {}
+    try:
+        gpus = int(allocatable.get(GPU_RESOURCE, 0))
+    except ValueError:
+        gpus = 0
+    return {product: gpus}
+
+
+@kopf.index("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+async def cached_crds(name: str | None, **_: Any) -> Any:
+    """Names of the installed CustomResourceDefinitions (``leaderworkersets.leaderworkerset.x-k8s.io``)."""
+    return {name: True}
+
+
+_BY_NAME: dict[Resource, str] = {
+    LLM_ENGINE: "cached_llmengines",
+    LLM_DEPLOYMENT: "cached_llmdeployments",
+    DEPLOYMENT: "cached_deployments",
+    SERVICE: "cached_services",
+    PDB: "cached_pdbs",
+    CONFIG_MAP: "cached_configmaps",
+    JOB: "cached_jobs",
+}
+_ALL = (
+    *_BY_NAME.values(),
+    "cached_model_repositories",
+    "cached_serving_pods",
+    "cached_gpu_nodes",
+    "cached_crds",
+)
+
+
+@kopf.on.startup()
+async def bind_indexes(**kwargs: Any) -> None:
+    """Keep the operator's index objects (kopf fills them in place from the watches)."""
+    global _indices  # noqa: PLW0603 - one operator per process; tests start and stop it in turn
+    _indices = {name: kwargs[name] for name in _ALL if name in kwargs}
+
+
+@kopf.on.cleanup()
+async def unbind_indexes(**_: Any) -> None:
+    global _indices  # noqa: PLW0603
+    _indices = None
+
+
+# ----------------------------------------------------------------------------- reads
+def _index(name: str) -> Any:
+    indices = _indices
+    return None if indices is None else indices.get(name)
+
+
+def cached(res: Resource) -> bool:
+    """Whether ``res`` is read from a watch cache in this process (a running operator)."""
+    return res in _BY_NAME and _index(_BY_NAME[res]) is not None
+
+
+def get(kube: Kube, res: Resource, namespace: str, name: str) -> dict[str, Any] | None:
+    """The object from its watch cache (a deep copy: callers may change it), or None when the cache
+    has no such object. Without a cache for ``res`` (no running operator, a resource not cached):
+    a GET. Objects the cache does not hold because they lack the operator's managed-by label are
+    reported absent: callers create through ``create_or_get``, which reads the real one on 409."""
+    index = _index(_BY_NAME[res]) if res in _BY_NAME else None
+    if index is None:
+        return kube.get(res, namespace, name)
+    values = list(index.get((namespace, name), ()))  # list(): one step under the GIL
+    return copy.deepcopy(values[0]) if values else None
+
+
+def serving_pods(kube: Kube, namespace: str, deployment_label: str) -> list[dict[str, Any]]:
+    """Pods labelled ``LABEL_DEPLOYMENT=deployment_label`` (the LLMDeployment's serving pods)."""
+    index = _index("cached_serving_pods")
+    if index is None:
+        pods = kube.list(POD, namespace, label_selector=f"{LABEL_DEPLOYMENT}={deployment_label}")
+        return pods
+    return [copy.deepcopy(p) for p in list(index.get((namespace, deployment_label), ()))]
+
+
+def model_repositories(namespace: str, deployment_label: str) -> set[str] | None:
+    """Names of the model-repository ConfigMaps labelled for the LLMDeployment; None without a cache."""
+    index = _index("cached_model_repositories")
+    return None if index is None else {str(n) for n in list(index.get((namespace, deployment_label), ()))}
+
+
+def gpu_allocatable(products: list[str]) -> list[int] | None:
+    """Allocatable GPUs of each node labelled with one of ``products`` (a node carries one label
+    value, so none is counted twice); None without a cache (the caller lists nodes)."""
+    index = _index("cached_gpu_nodes")
+    if index is None:
+        return None
+    return [g for p in dict.fromkeys(products) for g in list(index.get(p, ()))]
+
+
+def crd_installed(name: str) -> bool | None:
+    """Whether the CRD ``name`` is installed; None without a cache (the caller reads it)."""
+    index = _index("cached_crds")
+    return None if index is None else name in index
