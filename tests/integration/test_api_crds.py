@@ -233,7 +233,17 @@ def test_engine_edits_are_accepted_but_storage_location_is_immutable(
         )
 
     # A GitOps edit of engine-defining fields makes a new engine, not a rejection.
-    patch({"quantization": {"format": "int4_awq", "kvCacheDtype": "auto", "awqBlockSize": 64}})
+    # AWQ calibrates on at most 32 samples (refused above that, not clamped): the example asks 512.
+    patch(
+        {
+            "quantization": {
+                "format": "int4_awq",
+                "kvCacheDtype": "auto",
+                "awqBlockSize": 64,
+                "calibration": {"numSamples": 32},
+            }
+        }
+    )
     patch(
         {
             "parallelism": {"tensor": 2},

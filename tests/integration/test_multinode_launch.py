@@ -40,6 +40,7 @@ from trtllm_operator.render.serving import CONFIG_MOUNT
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "hack"))
 from podsandbox import IMAGE_PATH, File, Pod, SandboxError, check_host, hosts_file, start_pod, wait_for
+from support.artifacts import write_manifest
 from support.ports import free_port
 
 pytestmark = pytest.mark.slow
@@ -77,6 +78,20 @@ NAMESPACE = "team-a"
 ENGINE_KEY = "e" * 64
 
 
+#: The artifact each pod mounts at /artifact: one engine file and the manifest the pods' launch
+#: scripts verify before anything starts (verify-artifact.py, issue 24 item 4).
+ARTIFACT_FILES = {"engine/config.json": "{}\n"}
+
+
+def artifact_with_manifest(root: Path) -> tuple[dict[str, str], str]:
+    """``ARTIFACT_FILES`` plus their ``manifest.json`` (written under ``root``); and its digest."""
+    for rel, text in ARTIFACT_FILES.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    digest = write_manifest(root, engineKey=ENGINE_KEY)
+    return {**ARTIFACT_FILES, "manifest.json": (root / "manifest.json").read_text()}, digest
+
+
 def a_replica(**overrides: object) -> ServingParams:
     """TP 2 on 1-GPU nodes: a leader and one worker, one rank each."""
     base = ServingParams(
@@ -108,6 +123,7 @@ class Group:
     addresses: list[str]
     key: Path
     pods: dict[int, Pod]
+    artifact: dict[str, str]
 
     @property
     def lws(self) -> str:
@@ -138,8 +154,8 @@ class Group:
             "/etc/trtllm-operator-ssh/authorized_keys": File(
                 self.key.with_suffix(".pub").read_bytes(), 0o600
             ),
-            "/artifact/engine/config.json": File("{}\n"),
         }
+        files |= {f"/artifact/{rel}": File(text) for rel, text in self.artifact.items()}
         return files
 
     def env(self, index: int) -> dict[str, str]:
@@ -196,6 +212,10 @@ def group_factory(tmp_path: Path) -> Iterator[object]:
         lws = leaderworkerset_name(params.name)
         addresses = [f"{net}.{i + 1}" for i in range(nodes)]
         port = free_port(addresses[0])  # sshd binds it itself: support.ports.free_port's residual race
+        art_dir = tmp_path / f"artifact-{len(groups)}"
+        art_dir.mkdir()
+        artifact, digest = artifact_with_manifest(art_dir)
+        params = replace(params, manifest_digest=digest)  # as the LLMEngine's status records it
         files = repository_files(params)
         models = sorted({p.split("/", 1)[0] for p in files})
         data = configmap_data(params, files)
@@ -204,7 +224,9 @@ def group_factory(tmp_path: Path) -> Iterator[object]:
         data["worker.sh"] = worker_script(params, models, ssh_port=port)
         assert data[RANK_ENV_SCRIPT] == RANK_ENV
         names = [f"{lws}-0", *(f"{lws}-0-{i}" for i in range(1, nodes))]
-        group = Group(params, data, tmp_path / f"group-{len(groups)}", port, names, addresses, key, {})
+        group = Group(
+            params, data, tmp_path / f"group-{len(groups)}", port, names, addresses, key, {}, artifact
+        )
         groups.append(group)
         return group
 

@@ -164,13 +164,17 @@ def read_children(
     is written. Hand each live object to :func:`apply_owned` (``live=``) to spare a second GET.
 
     Read from the watch caches where the operator runs them (:func:`indexes.get`): a conflict seen
-    there stops the reconcile before any write; a child the cache lacks or shows outdated is read
-    fresh by :func:`apply_owned` before it is written."""
+    there stops the reconcile before any write; a child the cache shows outdated is read fresh by
+    :func:`apply_owned` before it is written. The caches hold only objects carrying the operator's
+    managed-by label, so a name the cache lacks is read from the API server: a foreign object under
+    the child's name (no label) must be found here, before anything is written (issue 24 item 1)."""
     lives: list[dict[str, Any] | None] = []
     conflict: ChildConflict | None = None
     for res, manifest in children:
         meta = manifest["metadata"]
         live = indexes.get(kube, res, meta["namespace"], meta["name"])
+        if live is None and indexes.cached(res):
+            live = kube.get(res, meta["namespace"], meta["name"])
         lives.append(live)
         if conflict is None and live is not None:
             conflict = control_conflict(live, res.kind, controller_uid(manifest))
