@@ -51,8 +51,8 @@ from e2e_harness import (
     release_tree,
     start_operator,
 )
-from kubernetes import client
 from support.cluster import LocalCluster
+from support.deployments import DeploymentApi as Api
 from support.manifests import TINYLLAMA, an_engine, create_token_secret, hf_config, success_report
 from support.wait import wait_for
 
@@ -141,21 +141,6 @@ core = client.CoreV1Api(config.new_client_from_config(config_file=sys.argv[1]))
 bodies = json.loads(sys.argv[3])
 print(json.dumps({b["metadata"]["name"]: cache_artifact(core, sys.argv[2], b).key for b in bodies}))
 """
-
-
-class Api:
-    def __init__(self, cluster: LocalCluster, ns: str) -> None:
-        self.ns = ns
-        self.core = client.CoreV1Api(cluster.api)
-        self.apps = client.AppsV1Api(cluster.api)
-        self.batch = client.BatchV1Api(cluster.api)
-        self.custom = client.CustomObjectsApi(cluster.api)
-
-    def get(self, plural: str, name: str) -> dict[str, Any]:
-        return dict(self.custom.get_namespaced_custom_object(GROUP, VERSION, self.ns, plural, name))
-
-    def items(self, plural: str) -> list[dict[str, Any]]:
-        return list(self.custom.list_namespaced_custom_object(GROUP, VERSION, self.ns, plural)["items"])
 
 
 #: Calibration both releases accept: the bundled text holds 101 samples (engine_builder

@@ -144,15 +144,7 @@ class Zygote:
 
 # ----------------------------------------------------------------------------- cluster helpers
 class Api(DeploymentApi):
-    """The shared custom-object wrapper plus Jobs, listing and merge patches."""
-
-    def __init__(self, cluster: LocalCluster, ns: str) -> None:
-        super().__init__(cluster, ns)
-        self.batch = client.BatchV1Api(cluster.api)
-
-    def items(self, plural: str) -> list[dict[str, Any]]:
-        listing = self.custom.list_namespaced_custom_object(GROUP, VERSION, self.ns, plural)
-        return list(listing["items"])
+    """The shared custom-object wrapper plus merge patches."""
 
     def patch(self, plural: str, name: str, body: dict[str, Any]) -> None:
         self.custom.patch_namespaced_custom_object(
