@@ -51,6 +51,7 @@ from trtllm_operator.render.serving import (
     CONFIG_MOUNT,
     LAUNCH_SCRIPT,
     MODEL_REPOSITORY,
+    TRTLLM_SERVE_HEALTH_PATH,
     child_name,
     common_labels,
     content_hash,
@@ -58,6 +59,7 @@ from trtllm_operator.render.serving import (
     selector_labels,
     serving_ports,
     uses_openai_frontend,
+    uses_trtllm_serve,
 )
 
 #: The serving user of NVIDIA's Triton images (the ``-trtllm-python-py3`` ones included): their
@@ -112,6 +114,8 @@ def probes(params: ServingParams) -> dict[str, dict[str, Any]]:
     budget = startup_budget_seconds(params.artifact_bytes, params.world_size)
     if params.multi_node:
         budget += WORKER_WAIT_SECONDS
+    if uses_trtllm_serve(params):
+        return trtllm_serve_probes(math.ceil(budget / STARTUP_PERIOD_SECONDS))
     if uses_openai_frontend(params.server.api):
         return openai_probes(math.ceil(budget / STARTUP_PERIOD_SECONDS))
     return {
@@ -160,6 +164,27 @@ def openai_probes(startup_failures: int) -> dict[str, dict[str, Any]]:
             "timeoutSeconds": 5,
             "failureThreshold": 4,
         },
+    }
+
+
+def trtllm_serve_probes(startup_failures: int) -> dict[str, dict[str, Any]]:
+    """Probes of ``trtllm-serve`` (the pytorch backend's ``api: openai``).
+
+    ``GET /health`` (:data:`~trtllm_operator.render.serving.TRTLLM_SERVE_HEALTH_PATH`): 200, or 503
+    when the executor reports itself unhealthy (``openai_server.py`` ``health``: ``_check_health()``).
+    ``serve.py`` builds the ``LLM`` (model load, KV-cache allocation) before it starts the HTTP server
+    (``launch_server``: ``llm = PyTorchLLM(**llm_args)``, then ``asyncio.run(server(host, port))``),
+    so the startup probe covers the load; readiness and liveness read the same route.
+    """
+    health = {"httpGet": {"path": TRTLLM_SERVE_HEALTH_PATH, "port": "openai"}, "timeoutSeconds": 5}
+    return {
+        "startupProbe": {
+            **health,
+            "periodSeconds": STARTUP_PERIOD_SECONDS,
+            "failureThreshold": startup_failures,
+        },
+        "readinessProbe": {**health, "periodSeconds": 10, "failureThreshold": 3},
+        "livenessProbe": {**health, "periodSeconds": 15, "failureThreshold": 4},
     }
 
 
