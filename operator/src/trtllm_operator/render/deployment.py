@@ -39,9 +39,11 @@ from trtllm_operator.api.wire import (
     ENGINE_TYPE_LABEL,
     ENGINE_TYPE_TRITON_TRTLLM,
     FETCH_CONTAINER,
+    FRONTEND_TRTLLM_SERVE,
     GPU_PRODUCT_LABEL,
     GPU_RESOURCE,
     LABEL_ENGINE_KEY,
+    LABEL_FRONTEND,
     SERVER_CONTAINER,
 )
 from trtllm_operator.decide.serving_params import ARTIFACT_MOUNT, ServingParams
@@ -312,10 +314,13 @@ def pod_labels(params: ServingParams) -> dict[str, str]:
 
     With ``spec.routing.inferencePool`` the pods also carry the endpoint picker's engine-type label
     (:data:`~trtllm_operator.api.wire.ENGINE_TYPE_LABEL` = ``triton-tensorrt-llm``): the picker reads
-    Triton's TensorRT-LLM metric names for them instead of its default, vLLM's."""
+    Triton's TensorRT-LLM metric names for them instead of its default, vLLM's. ``trtllm-serve`` pods
+    carry :data:`~trtllm_operator.api.wire.LABEL_FRONTEND` (their metrics path differs)."""
     labels = {**params.pod_labels, **common_labels(params), LABEL_ENGINE_KEY: params.short_key}
     if params.inference_pool is not None:
         labels[ENGINE_TYPE_LABEL] = ENGINE_TYPE_TRITON_TRTLLM
+    if uses_trtllm_serve(params):
+        labels[LABEL_FRONTEND] = FRONTEND_TRTLLM_SERVE
     return labels
 
 
