@@ -141,7 +141,8 @@ class Settings(BaseModel):
         default=None,
         description="Hugging Face Hub endpoint for hf_config_fetch (a mirror or a private Hub, as "
         "huggingface_hub's HF_ENDPOINT); unset: huggingface_hub's default (the HF_ENDPOINT environment "
-        "variable, else https://huggingface.co).",
+        "variable, else https://huggingface.co). When set, builder Jobs get it as HF_ENDPOINT: the "
+        "builder downloads from the Hub the plan was made from.",
     )
     pvc_storage_class: str | None = Field(
         default=None,
