@@ -30,6 +30,7 @@ from trtllm_operator.api import (
     CONDITION_READY,
     ENGINE_KIND,
 )
+from trtllm_operator.api.wire import JOB_NAME_LABEL
 from trtllm_operator.decide.conditions import Condition, condition
 from trtllm_operator.decide.engine_cache import (
     CONDITION_ARTIFACT_COMPLETE,
@@ -140,10 +141,10 @@ Action = CreateBuild | AdoptJob | EnsurePVC | RecordArtifact | ReplaceBuild
 
 @dataclass(frozen=True)
 class BuildQueue:
-    """The operator-wide build queue as seen by one reconcile.
+    """The operator-wide build queue as seen by one reconcile (:func:`build_queue_of`).
 
-    ``active``: builder Jobs running now (all watched namespaces), ``limit``: the concurrent-build
-    setting, ``ahead``: LLMEngines waiting (phase Queued) that were created before this one.
+    ``active``: builder Jobs holding a slot now (all watched namespaces), ``limit``: the
+    concurrent-build setting, ``ahead``: LLMEngines waiting for a build before this one.
     """
 
     active: int
@@ -158,6 +159,62 @@ class BuildQueue:
     def position(self) -> int:
         """1-based position among waiting builds."""
         return self.ahead + 1
+
+
+#: Phases of an LLMEngine that waits for a build slot: Queued, or not reconciled yet (no phase;
+#: Pending). Such an engine ahead in the order counts, so engines created at the same moment get
+#: distinct positions whatever order their reconciles run in.
+_WAITING_PHASES = (None, "", "Pending", "Queued")
+
+
+def queue_order(engine: Mapping[str, Any]) -> tuple[str, str, str]:
+    """The build queue's order: oldest ``creationTimestamp`` first, then namespace, then name (a
+    total, deterministic order: timestamps have one-second resolution)."""
+    meta = engine.get("metadata") or {}
+    return (str(meta.get("creationTimestamp") or ""), str(meta.get("namespace") or ""), str(meta["name"]))
+
+
+def holds_build_slot(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether an active builder Job counts against ``maxConcurrentBuilds``: yes unless its pod cannot
+    be scheduled (``PodScheduled=False``, reason ``Unschedulable``; the engine is in phase
+    Unschedulable). Such a build may wait forever (no node with the product, a Pending claim); it must
+    not keep others queued behind it. When it does get a node later, more than ``limit`` builds may run
+    for a while (docs/operator.md, "The build queue")."""
+    if job_condition(job, "Complete") is not None or job_condition(job, "Failed") is not None:
+        return False
+    return unschedulable_message(pods) is None
+
+
+def build_queue_of(
+    engine: Mapping[str, Any],
+    engines: Sequence[Mapping[str, Any]],
+    jobs: Sequence[Mapping[str, Any]],
+    pods: Sequence[Mapping[str, Any]],
+    limit: int,
+) -> BuildQueue:
+    """The build queue as ``engine`` sees it: ``jobs`` are the builder Jobs and ``pods`` their pods
+    (label ``batch.kubernetes.io/job-name``), ``engines`` the LLMEngines, all watched namespaces."""
+    by_job: dict[str, list[Mapping[str, Any]]] = {}
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        key = f"{meta.get('namespace')}/{(meta.get('labels') or {}).get(JOB_NAME_LABEL)}"
+        by_job.setdefault(key, []).append(pod)
+    active = sum(
+        1
+        for job in jobs
+        if holds_build_slot(
+            job, by_job.get(f"{job['metadata'].get('namespace')}/{job['metadata']['name']}", [])
+        )
+    )
+    me = queue_order(engine)
+    ahead = sum(
+        1
+        for other in engines
+        if not (other.get("metadata") or {}).get("deletionTimestamp")
+        and (other.get("status") or {}).get("phase") in _WAITING_PHASES
+        and queue_order(other) < me
+    )
+    return BuildQueue(active=active, limit=limit, ahead=ahead)
 
 
 @dataclass(frozen=True)

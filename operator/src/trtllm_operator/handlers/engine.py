@@ -63,9 +63,11 @@ from trtllm_operator.decide.engine import (
     EnsurePVC,
     RecordArtifact,
     ReplaceBuild,
+    build_queue_of,
     decide_conflict,
     decide_engine,
     decide_invalid,
+    queue_order,
 )
 from trtllm_operator.decide.engine_cache import parse_record
 from trtllm_operator.decide.engine_failure import job_condition, unschedulable_message
@@ -289,23 +291,18 @@ def _is_active(job: Mapping[str, Any]) -> bool:
 
 
 def build_queue(kube: Kube, settings: Settings, engine: Mapping[str, Any]) -> BuildQueue:
-    """Running builds in the watched namespaces and queued LLMEngines created before ``engine``."""
-    active = 0
-    ahead = 0
-    me = (
-        engine["metadata"].get("creationTimestamp") or "",
-        engine["metadata"]["namespace"],
-        engine["metadata"]["name"],
-    )
+    """The build queue as ``engine`` sees it over the watched namespaces
+    (:func:`~trtllm_operator.decide.engine.build_queue_of`)."""
+    engines: list[Mapping[str, Any]] = []
+    jobs: list[Mapping[str, Any]] = []
+    pods: list[Mapping[str, Any]] = []
     for ns in _watched(settings):
-        active += sum(1 for j in kube.list(JOB, ns, label_selector=BUILDER_SELECTOR) if _is_active(j))
-        for other in kube.list(LLM_ENGINE, ns):
-            meta = other["metadata"]
-            if (other.get("status") or {}).get("phase") != "Queued":
-                continue
-            if (meta.get("creationTimestamp") or "", meta["namespace"], meta["name"]) < me:
-                ahead += 1
-    return BuildQueue(active=active, limit=settings.max_concurrent_builds, ahead=ahead)
+        active = [j for j in kube.list(JOB, ns, label_selector=BUILDER_SELECTOR) if _is_active(j)]
+        jobs += active
+        if active:
+            pods += kube.list(POD, ns, label_selector=BUILDER_SELECTOR)
+        engines += kube.list(LLM_ENGINE, ns)
+    return build_queue_of(engine, engines, jobs, pods, settings.max_concurrent_builds)
 
 
 # ----------------------------------------------------------------------------- reconcile
@@ -708,8 +705,7 @@ def reconcile_queued(namespace: str | None = None) -> None:
     for ns in _watched(current()) if namespace is None else [namespace]:
         for e in kube.list(LLM_ENGINE, ns):
             if (e.get("status") or {}).get("phase") == "Queued":
-                meta = e["metadata"]
-                waiting.append((meta.get("creationTimestamp") or "", meta["namespace"], meta["name"]))
+                waiting.append(queue_order(e))
     BUILDS.labels(state="queued").set(len(waiting))
     for _, ns_, name in sorted(waiting):
         try:
@@ -857,3 +853,5 @@ def builder_pod_event(*, body: kopf.Body, namespace: str | None, **_: Any) -> No
             reconcile(namespace, owner, kube=kube)
     except ApiException as exc:
         log.warning("reconcile after a pod event in %s failed: %s", namespace, exc.reason)
+    if unschedulable_message([body]) is not None:
+        reconcile_queued()  # an unschedulable build holds no slot (decide.engine.holds_build_slot)
