@@ -177,9 +177,11 @@ def test_exit_0_without_a_report_or_manifest_fails_and_records_nothing(api: Api,
     assert ready is not None and ready["reason"] == "EngineFailed", ready
     assert "LLMEngine 'wrote-nothing' failed: ArtifactMissing" in ready["message"], ready
     wait_for(lambda: "EngineFailed" in api.event_reasons("serves-nothing"), desc="EngineFailed Event")
-    # spec.server.decoupled defaults to false: the Streaming condition says streams are refused.
+    # nothing is served (the engine failed): Streaming is Unknown; spec.server.decoupled defaults to
+    # false, so the message says streams will be refused and the fix.
     streaming = find_condition(deployment, "Streaming")
-    assert streaming is not None and (streaming["status"], streaming["reason"]) == ("False", "NotDecoupled")
+    assert streaming is not None, deployment["status"]
+    assert (streaming["status"], streaming["reason"]) == ("Unknown", "EngineNotReady"), streaming
     assert "set spec.server.decoupled: true" in streaming["message"], streaming
 
 
@@ -601,6 +603,33 @@ def test_concurrent_build_limit_queues_with_position(api: Api, cluster: LocalClu
         api.wait_phase("one", "Ready", timeout=60)
         api.wait_phase("two", "Ready", timeout=60)
         assert len(api.jobs()) == 2
+
+
+def test_unschedulable_build_holds_no_slot_and_simultaneous_engines_get_distinct_positions(
+    api: Api, cluster: LocalCluster, namespace: str
+) -> None:
+    """Fresh-user trial (issue 25): with maxConcurrentBuilds 1, a build whose pod cannot be scheduled
+    (no NVIDIA-H200 node) does not keep the next build queued; two LLMEngines applied together wait
+    at positions 1 and 2 (creationTimestamp, then name), not both at 1."""
+    with running_operator(cluster, [namespace], max_concurrent_builds=1):
+        api.create(an_engine("stuck").on("NVIDIA-H200"))
+        api.wait_phase("stuck", "Unschedulable", timeout=60)
+        first = an_engine("first").max_batch_size(4)
+        api.create(first.succeeds(success_report(first.prepared())).runs_for(600_000))
+        api.wait_phase("first", "Building", timeout=60)
+        pair = [an_engine(name).max_batch_size(size) for name, size in (("pair-a", 8), ("pair-b", 16))]
+        for eng in pair:
+            api.create(eng)
+        for eng in pair:
+            api.wait_phase(eng.name, "Queued")
+
+        def positions() -> list[str] | None:
+            now = [api.engine(eng.name)["status"]["build"]["message"] for eng in pair]
+            return now if "position 1" in now[0] and "position 2" in now[1] else None
+
+        messages = wait_for(positions, timeout=30, desc="pair-a at position 1, pair-b at 2")
+        assert "1 of 1 concurrent builds running" in messages[0], messages
+        assert len(api.jobs()) == 2  # stuck's and first's
 
 
 def test_imported_artifact_is_served_from_cache_without_a_job(

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx2  # huggingface_hub's HTTP client
-import huggingface_hub
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
 from huggingface_hub import errors
