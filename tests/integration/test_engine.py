@@ -8,6 +8,7 @@ the builder's JSON report (engine_builder.report.build_report) as the terminatio
 from __future__ import annotations
 
 import json
+import socket
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -311,6 +312,46 @@ def test_plan_from_the_hub_with_the_builders_token(cluster: LocalCluster, namesp
         assert "not fetched from the Hub" in cond["message"] and "401" in cond["message"], cond["message"]
         assert "plan stage" in cond["message"]
         assert (api.engine(wrong.name).get("status") or {}).get("plan") is None
+
+
+def test_a_new_engine_says_planning_while_an_unreachable_hub_is_retried(
+    cluster: LocalCluster, namespace: str
+) -> None:
+    """Fresh-user trial: with the Hub unreachable the fetch retries for ~23 s (huggingface_hub 2.4.0:
+    ``http_backoff`` after a failed metadata request) and the engine had no phase at all meanwhile.
+    Now it is ``Planning`` with ``Planned=Unknown`` ``FetchingModelConfig`` at once, then
+    ``ModelConfigUnavailable`` saying why, and it goes on to build."""
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))  # bound, never listening: connection refused
+    try:
+        hub_url = f"http://127.0.0.1:{closed.getsockname()[1]}"
+        api = Api(cluster, namespace)
+        with running_operator(
+            cluster, [namespace], hf_config_dir=None, hf_config_fetch=True, hf_endpoint=hub_url
+        ):
+            eng = an_engine("offline").fmt("none")
+            eng.body["spec"]["model"]["source"] = LLAMA_8B
+            del eng.body["spec"]["model"]["credentialsSecretRef"]
+            api.create(eng)
+
+            def fetching() -> dict[str, Any] | None:
+                e = api.engine(eng.name)
+                cond = find_condition(e, "Planned")
+                return e if cond and cond["reason"] == "FetchingModelConfig" else None
+
+            engine = wait_for(fetching, timeout=10, interval=0.2, desc="Planned=Unknown FetchingModelConfig")
+            assert engine["status"]["phase"] == "Planning"
+            assert hub_url in condition(engine, "Planned")["message"]
+
+            def unavailable() -> dict[str, Any] | None:
+                cond = find_condition(api.engine(eng.name), "Planned")
+                return cond if cond and cond["reason"] == "ModelConfigUnavailable" else None
+
+            cond = wait_for(unavailable, timeout=90, desc="Planned=Unknown ModelConfigUnavailable")
+            assert "not fetched from the Hub" in cond["message"], cond
+            assert api.engine(eng.name)["status"]["phase"] in ("Queued", "Building", "Unschedulable")
+    finally:
+        closed.close()
 
 
 A100 = "NVIDIA-A100-SXM4-80GB"  # hack/localcluster/nodes.py DEFAULT_NODES: a100-0, a100-1, 4 GPUs each

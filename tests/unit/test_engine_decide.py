@@ -24,6 +24,7 @@ from trtllm_operator.decide.engine import (
     ReplaceBuild,
     build_queue_of,
     decide_engine,
+    decide_fetching,
     decide_invalid,
     holds_build_slot,
 )
@@ -236,6 +237,21 @@ def test_an_unschedulable_build_frees_its_slot() -> None:
     q = build_queue_of(me, [me], jobs, [*stuck[1], *running[1]], limit=2)
     assert q.active == 2 and not q.may_start
     assert holds_build_slot(running[0], running[1]) and not holds_build_slot(stuck[0], stuck[1])
+
+
+def test_a_new_engine_says_planning_while_its_config_is_fetched() -> None:
+    """Fresh-user trial: ~22 s without any phase while the Hub fetch retried offline. A new engine
+    gets phase Planning and Planned=Unknown FetchingModelConfig before the fetch; one that has a
+    phase keeps it (no flip of a Ready engine to Planning)."""
+    d = decide_fetching(2, {}, "fetching config.json of org/m from the Hub (http://hub) for the plan")
+    assert d is not None and d.status == {"phase": "Planning", "observedGeneration": 2}
+    c = {x["type"]: x for x in d.conditions}
+    assert (c["Planned"]["status"], c["Planned"]["reason"]) == ("Unknown", "FetchingModelConfig")
+    assert "org/m" in c["Planned"]["message"] and c["Ready"]["status"] == "False"
+    assert c["Progressing"]["status"] == "True" and d.actions == [] and d.event is None
+    assert decide_fetching(2, {"phase": "Pending"}, "x") is not None
+    for phase in ("Planning", "Queued", "Building", "Ready", "Failed", "Unschedulable"):
+        assert decide_fetching(2, {"phase": phase}, "x") is None, phase
 
 
 def test_running_job_is_building_and_adopted_when_another_engine_created_it() -> None:

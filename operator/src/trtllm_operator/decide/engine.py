@@ -85,6 +85,7 @@ Phase = Literal["Pending", "Planning", "Queued", "Building", "Unschedulable", "R
 # come with the spec (engine_spec), Complete / CompileSkipped / NoArtifact with the cache record.
 R_PLANNED = "PlanFits"
 R_PLAN_SKIPPED = "ModelConfigUnavailable"
+R_PLAN_FETCHING = "FetchingModelConfig"
 R_QUEUED = "Queued"
 R_BUILD_STARTED = "BuildStarted"
 R_BUILDING = "Building"
@@ -324,6 +325,24 @@ def decide_invalid(invalid: InvalidEngine, obs: EngineObservation) -> EngineDeci
         planned=planned,
     )
     return EngineDecision(status, conds, [], _event_for(obs.status, "Failed", invalid.reason, text, True))
+
+
+def decide_fetching(generation: int, status: Mapping[str, Any], message: str) -> EngineDecision | None:
+    """Before the operator fetches the model's config.json from the Hub (seconds; about 23 more when
+    the Hub cannot be reached: huggingface_hub 2.4.0 retries a failed metadata request with
+    ``http_backoff``, waits 1, 2, 4, 8, 8 s): an LLMEngine without a phase gets phase ``Planning`` and
+    ``Planned=Unknown`` ``FetchingModelConfig`` with ``message`` at once. None when it has a phase
+    already (a later reconcile's fetch does not flip Ready, Building... to Planning)."""
+    if status.get("phase") not in (None, "", "Pending"):
+        return None
+    conds = _conds(
+        generation,
+        ready=(False, R_PLAN_FETCHING, message),
+        progressing=(True, R_PLAN_FETCHING, message),
+        degraded=(False, R_PLAN_FETCHING, ""),
+        planned=("Unknown", R_PLAN_FETCHING, message),
+    )
+    return EngineDecision({"phase": "Planning", "observedGeneration": generation}, conds, [], None)
 
 
 def decide_conflict(

@@ -25,7 +25,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from decimal import Decimal
 from typing import Any
@@ -66,6 +66,7 @@ from trtllm_operator.decide.engine import (
     build_queue_of,
     decide_conflict,
     decide_engine,
+    decide_fetching,
     decide_invalid,
     queue_order,
 )
@@ -212,12 +213,16 @@ def hub_token(kube: Kube, namespace: str, spec: Mapping[str, Any]) -> tuple[str 
 
 
 def hf_config_for(
-    spec: Mapping[str, Any], settings: Settings, token: str | None = None
+    spec: Mapping[str, Any],
+    settings: Settings,
+    token: str | None = None,
+    before_fetch: Callable[[str], None] | None = None,
 ) -> tuple[Mapping[str, Any] | None, str | None]:
     """The model's ``config.json`` if the operator can see it (settings ``hf_config_dir``, then
     ``hf_config_fetch`` through huggingface_hub with ``token`` at ``hf_endpoint``), else None and
     why. Only hf:// sources. Successes are cached; a failed fetch is retried after
-    :data:`HF_RETRY_SECONDS`."""
+    :data:`HF_RETRY_SECONDS`. ``before_fetch`` is called with what is fetched from where just
+    before a request goes to the Hub."""
     model = spec.get("model") or {}
     source = str(model.get("source") or "")
     if not source.startswith("hf://"):
@@ -239,8 +244,11 @@ def hf_config_for(
     failed = _hf_failures.get(cache_key)
     if failed is not None and time.monotonic() - failed[0] < HF_RETRY_SECONDS:
         return None, failed[1]
-    from huggingface_hub import hf_hub_download  # noqa: PLC0415 - only with hf_config_fetch
+    from huggingface_hub import constants, hf_hub_download  # noqa: PLC0415 - only with hf_config_fetch
 
+    if before_fetch is not None:
+        where = settings.hf_endpoint or constants.ENDPOINT
+        before_fetch(f"fetching config.json of {repo} from the Hub ({where}) for the capacity plan")
     try:
         with tempfile.TemporaryDirectory(prefix="hf-config-") as cache:
             path = hf_hub_download(
@@ -335,7 +343,19 @@ def _reconcile_locked(kube: Kube, namespace: str, name: str) -> EngineDecision |
         spec = engine.get("spec") or {}
         catalog_extra = catalog_extension(kube, settings)
         token, no_token = hub_token(kube, namespace, spec) if settings.hf_config_fetch else (None, None)
-        hf_config, why = hf_config_for(spec, settings, token)
+
+        def fetching(message: str) -> None:
+            # the fetch may take long (an unreachable Hub: ~23 s of retries): say so first
+            early = decide_fetching(
+                int(engine["metadata"].get("generation") or 0), engine.get("status") or {}, message
+            )
+            if early is not None:
+                _write(kube, engine, early, status_extra={})
+                fresh = kube.get(LLM_ENGINE, namespace, name)
+                if fresh is not None:
+                    engine.update(fresh)
+
+        hf_config, why = hf_config_for(spec, settings, token, before_fetch=fetching)
         prepared = prepare_engine(
             name,
             spec,
