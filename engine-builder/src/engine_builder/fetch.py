@@ -263,9 +263,7 @@ def _fetch_hf(
         done = 0
         for name in sorted(listing):
             progress(done, total, "bytes", f"downloading {name}")
-            hf_hub_download(
-                ref.location, name, revision=sha, token=token, local_dir=dest, endpoint=endpoint
-            )
+            hf_hub_download(ref.location, name, revision=sha, token=token, local_dir=dest, endpoint=endpoint)
             done += listing[name]
         progress(total, total, "bytes", "downloaded")
     except BuildError:
