@@ -300,11 +300,12 @@ def test_chart_defaults_plan_an_hf_model_from_the_hub_with_the_token_secret(
         for name, why in expected.items():
 
             def unknown(name: str = name) -> dict[str, Any] | None:
+                # (Planned=Unknown FetchingModelConfig comes first, while the request is out)
                 cond = condition_of(api.get(ENGINE_PLURAL, name), "Planned")
-                return cond if cond and cond["status"] == "Unknown" else None
+                return cond if cond and cond["reason"] == "ModelConfigUnavailable" else None
 
-            cond = wait_for(unknown, timeout=60, desc=f"Planned=Unknown for {name}")
-            assert cond["reason"] == "ModelConfigUnavailable", cond
+            cond = wait_for(unknown, timeout=60, desc=f"Planned=Unknown ModelConfigUnavailable for {name}")
+            assert cond["status"] == "Unknown", cond
             assert "not fetched from the Hub" in cond["message"] and why in cond["message"], cond
             assert not api.status(ENGINE_PLURAL, name).get("plan")
     finally:
