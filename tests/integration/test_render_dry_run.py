@@ -47,9 +47,12 @@ def test_rendered_children_pass_a_server_side_dry_run(
         "apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump_all(applied), check=False
     )
     assert proc.returncode == 0, proc.stderr
+    # one "<kind>[.<group>]/<name> created (server dry run)" line per object
+    lines = [line for line in proc.stdout.splitlines() if line.endswith("(server dry run)")]
+    assert len(lines) == len(applied), proc.stdout
     for doc in applied:
-        assert f"{doc['kind'].lower()}/{doc['metadata']['name']}" in proc.stdout.lower(), proc.stdout
-    assert "server dry run" in proc.stdout
+        kind, name = doc["kind"].lower(), doc["metadata"]["name"]
+        assert any(line.startswith(kind) and f"/{name} created" in line for line in lines), (kind, name)
 
 
 def test_an_owner_reference_without_uid_is_what_the_server_refused(
