@@ -304,11 +304,12 @@ def test_plan_from_the_hub_with_the_builders_token(cluster: LocalCluster, namesp
         api.create(wrong)
 
         def unknown() -> dict[str, Any] | None:
+            # Planned=Unknown FetchingModelConfig (phase Planning) while the request is out, first
             cond = find_condition(api.engine(wrong.name), "Planned")
-            return cond if cond and cond["status"] == "Unknown" else None
+            return cond if cond and cond["reason"] == "ModelConfigUnavailable" else None
 
-        cond = wait_for(unknown, timeout=60, desc="Planned=Unknown for the wrong token")
-        assert cond["reason"] == "ModelConfigUnavailable"
+        cond = wait_for(unknown, timeout=60, desc="ModelConfigUnavailable, wrong token")
+        assert cond["status"] == "Unknown"
         assert "not fetched from the Hub" in cond["message"] and "401" in cond["message"], cond["message"]
         assert "plan stage" in cond["message"]
         assert (api.engine(wrong.name).get("status") or {}).get("plan") is None
