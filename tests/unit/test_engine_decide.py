@@ -212,13 +212,19 @@ def test_engines_created_at_once_get_distinct_deterministic_positions() -> None:
             positions[e["metadata"]["name"]] = q.position
             assert not q.may_start and q.active == 1
     assert positions == {"old": 1, "a": 2, "b": 3, "c": 4}
+    # an engine ahead without a phase yet counts for the position, not for admission (it may be
+    # served from the cache and never queue); a Queued one ahead holds the slot
+    c, a, b, first = engines
+    free = build_queue_of(c, [c, b, first], [], [], limit=1)
+    assert free.may_start and (free.ahead, free.unreconciled_ahead, free.position) == (0, 2, 3)
+    assert not build_queue_of(c, [c, a], [], [], limit=1).may_start
     # engines that are not waiting (Ready, Building, Unschedulable, being deleted) do not count
     others = [
         _engine(n, "2026-12-01T09:00:00Z", phase) for n, phase in (("r", "Ready"), ("u", "Unschedulable"))
     ]
     gone = _engine("d", "2026-12-01T09:00:00Z")
     gone["metadata"]["deletionTimestamp"] = "2026-12-01T10:00:01Z"
-    assert build_queue_of(engines[0], [*engines, *others, gone], [], [], limit=1).ahead == 3
+    assert build_queue_of(engines[0], [*engines, *others, gone], [], [], limit=1).position == 4
 
 
 def test_an_unschedulable_build_frees_its_slot() -> None:

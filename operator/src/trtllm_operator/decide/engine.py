@@ -145,12 +145,16 @@ class BuildQueue:
     """The operator-wide build queue as seen by one reconcile (:func:`build_queue_of`).
 
     ``active``: builder Jobs holding a slot now (all watched namespaces), ``limit``: the
-    concurrent-build setting, ``ahead``: LLMEngines waiting for a build before this one.
+    concurrent-build setting, ``ahead``: LLMEngines Queued before this one, ``unreconciled_ahead``:
+    LLMEngines before this one without a phase yet (created with it, their first reconcile not
+    written). Those count for the position only: one may turn out Ready from the cache and never
+    queue, and holding this engine back for it would leave it Queued until the next queue move.
     """
 
     active: int
     limit: int
     ahead: int
+    unreconciled_ahead: int = 0
 
     @property
     def may_start(self) -> bool:
@@ -158,14 +162,14 @@ class BuildQueue:
 
     @property
     def position(self) -> int:
-        """1-based position among waiting builds."""
-        return self.ahead + 1
+        """1-based position among waiting builds (distinct for engines created together)."""
+        return self.ahead + self.unreconciled_ahead + 1
 
 
-#: Phases of an LLMEngine that waits for a build slot: Queued, or not reconciled yet (no phase;
-#: Pending). Such an engine ahead in the order counts, so engines created at the same moment get
-#: distinct positions whatever order their reconciles run in.
-_WAITING_PHASES = (None, "", "Pending", "Queued")
+#: Phases of an LLMEngine not reconciled yet (or still fetching its model config): ahead in the
+#: order, it counts for the position (:attr:`BuildQueue.unreconciled_ahead`), so engines created at
+#: the same moment get distinct positions whatever order their reconciles run in.
+_UNRECONCILED_PHASES = (None, "", "Pending", "Planning")
 
 
 def queue_order(engine: Mapping[str, Any]) -> tuple[str, str, str]:
@@ -208,14 +212,17 @@ def build_queue_of(
         )
     )
     me = queue_order(engine)
-    ahead = sum(
-        1
+    before = [
+        (other.get("status") or {}).get("phase")
         for other in engines
-        if not (other.get("metadata") or {}).get("deletionTimestamp")
-        and (other.get("status") or {}).get("phase") in _WAITING_PHASES
-        and queue_order(other) < me
+        if not (other.get("metadata") or {}).get("deletionTimestamp") and queue_order(other) < me
+    ]
+    return BuildQueue(
+        active=active,
+        limit=limit,
+        ahead=before.count("Queued"),
+        unreconciled_ahead=sum(1 for phase in before if phase in _UNRECONCILED_PHASES),
     )
-    return BuildQueue(active=active, limit=limit, ahead=ahead)
 
 
 @dataclass(frozen=True)
