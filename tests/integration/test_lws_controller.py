@@ -6,7 +6,8 @@ LeaderWorkerSet into StatefulSets and pods; kwok runs the pods. What the operato
 from LWS itself, not from this test: the pods' names, the ``worker-index`` label its replica selector
 reads, the ``LWS_LEADER_ADDRESS``/``LWS_GROUP_SIZE``/``LWS_WORKER_INDEX`` environment ``launch.sh`` and
 ``worker.sh`` read, the headless Service that makes the group's DNS names resolve, the status the
-LLMDeployment's status follows, and the scale path (LLMDeployment replicas → LeaderWorkerSet groups).
+LLMDeployment's status follows, the group's recreation when a pod's container restarts (the rendered
+``RecreateGroupOnPodRestart``), and the scale path (LLMDeployment replicas → LeaderWorkerSet groups).
 
 Expected values are LWS v0.10.0's documented behaviour (``pkg/utils/pod/pod_utils.go``
 ``AddLWSVariables``: ``LWS_LEADER_ADDRESS = <lws>-<group>.<subdomain>.<ns>``; leader pods
@@ -129,6 +130,30 @@ def test_multi_node_replicas_become_lws_groups_with_the_environment_the_launch_s
             == selected(api, lws_obj["status"]["hpaPodSelector"])
             == {"big-lws-0"}
         )
+
+        # a worker's container restarts (the kubelet's report; kwok reports none itself): with the
+        # rendered restartPolicy RecreateGroupOnPodRestart, LWS deletes the group's leader and so the
+        # whole group (pkg/controllers/pod_controller.go handleRestartPolicy) — an MPI job cannot lose
+        # a rank, and the leader's mpirun starts again with every worker
+        uids = {n: p.metadata.uid for n, p in pods.items()}
+        worker = api.core.read_namespaced_pod("big-lws-0-1", ns)
+        statuses = [
+            api.core.api_client.sanitize_for_serialization(c) for c in worker.status.container_statuses
+        ]
+        for c in statuses:
+            c["restartCount"] = 1
+        api.core.patch_namespaced_pod_status("big-lws-0-1", ns, {"status": {"containerStatuses": statuses}})
+
+        def recreated() -> dict[str, Any] | None:
+            now = lws_pods(api, name)
+            fresh = set(now) == set(uids) and all(now[n].metadata.uid != uids[n] for n in uids)
+            return now if fresh else None
+
+        pods = wait_for(recreated, 90, desc="the group recreated: new leader and worker pods")
+        for pod_name, index in (("big-lws-0", "0"), ("big-lws-0-1", "1")):
+            env = env_of(pods[pod_name])
+            assert env["LWS_LEADER_ADDRESS"] == f"big-lws-0.big-lws.{ns}" and env["LWS_WORKER_INDEX"] == index
+        wait_for(ready, 90, desc="big Ready again after the group's recreation")
 
         # scaling the LLMDeployment adds a group: LWS creates its leader and worker (the nodes have
         # GPUs for one group only, so the second stays Pending; its pods are created all the same)
