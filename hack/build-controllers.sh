@@ -46,13 +46,20 @@ build_lws() {
   local start
   start=$(date +%s)
   log "building LeaderWorkerSet $LWS_VERSION (sigs.k8s.io/lws/cmd)"
-  mkdir -p "$dir/bin" "$dir/gobin"
-  # the module's main package is sigs.k8s.io/lws/cmd (the release Makefile: `go build -o bin/manager
-  # cmd/main.go` with -X sigs.k8s.io/lws/pkg/version.GitVersion=<tag>)
-  GOFLAGS=-mod=mod CGO_ENABLED=0 GOBIN="$dir/gobin" go install -trimpath \
-    -ldflags "-s -w -X sigs.k8s.io/lws/pkg/version.GitVersion=$LWS_VERSION" "sigs.k8s.io/lws/cmd@$LWS_VERSION"
-  mv "$dir/gobin/cmd" "$dir/bin/lws-controller"
-  rmdir "$dir/gobin"
+  mkdir -p "$dir/bin" "$dir/src"
+  # A throw-away wrapper module that requires only LWS, so the build list is LWS's own go.mod
+  # (it has no replace directives). `go install pkg@version` would do the same but also asks the
+  # proxy for the module's version list (deprecation check), which some proxies refuse.
+  # The main package is sigs.k8s.io/lws/cmd (the release Makefile: `go build -o bin/manager
+  # cmd/main.go` with -X sigs.k8s.io/lws/pkg/version.GitVersion=<tag>).
+  (
+    cd "$dir/src"
+    [ -f go.mod ] || go mod init example.invalid/lwsbin >/dev/null 2>&1
+    GOFLAGS=-mod=mod go get "sigs.k8s.io/lws@$LWS_VERSION" >&2
+    GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath \
+      -ldflags "-s -w -X sigs.k8s.io/lws/pkg/version.GitVersion=$LWS_VERSION" \
+      -o "$dir/bin/lws-controller" sigs.k8s.io/lws/cmd
+  )
   # CRDs and webhook configurations from the same module version
   local src
   src=$(GOFLAGS=-mod=mod go mod download -json "sigs.k8s.io/lws@$LWS_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
