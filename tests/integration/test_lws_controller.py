@@ -122,9 +122,15 @@ def test_multi_node_replicas_become_lws_groups_with_the_environment_the_launch_s
             s = api.status("big")
             return s if s.get("readyReplicas") == 1 and s.get("phase") == "Ready" else None
 
-        status = wait_for(ready, 90, desc="big Ready from the LeaderWorkerSet's status")
-        lws_obj = api.custom.get_namespaced_custom_object(*LWS[:2], ns, LWS[2], name)
-        assert lws_obj["status"]["readyReplicas"] == 1, lws_obj["status"]
+        # the operator counts Ready leader pods; LWS counts a group ready once all its pods are (it
+        # may report a moment later): both say one ready replica
+        status = wait_for(ready, 90, desc="big Ready: its group's leader pod is Ready")
+
+        def lws_ready() -> dict[str, Any] | None:
+            obj: dict[str, Any] = api.custom.get_namespaced_custom_object(*LWS[:2], ns, LWS[2], name)
+            return obj if (obj.get("status") or {}).get("readyReplicas") == 1 else None
+
+        lws_obj = wait_for(lws_ready, 60, desc="the LeaderWorkerSet's status: 1 ready replica")
         assert (
             selected(api, status["selector"])
             == selected(api, lws_obj["status"]["hpaPodSelector"])

@@ -274,13 +274,8 @@ def running_lws(cluster: LocalCluster, timeout: float = 120.0) -> Iterator[Lws]:
         if volume is not None:
             volume.halt.set()
             volume.join(5)
-        if lws is not None:
-            lws.proc.terminate()
-            try:
-                lws.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                lws.proc.kill()
-                lws.proc.wait(5)
+        # webhooks first: with failurePolicy Fail, a configuration left pointing at a stopped
+        # manager would refuse every later write to a LeaderWorkerSet (the namespace cleanup's too)
         for kind, name in WEBHOOK_CONFIGS.items():
             delete = (
                 admission.delete_mutating_webhook_configuration
@@ -292,6 +287,13 @@ def running_lws(cluster: LocalCluster, timeout: float = 120.0) -> Iterator[Lws]:
             except ApiException as exc:
                 if exc.status != 404:
                     raise
+        if lws is not None:
+            lws.proc.terminate()
+            try:
+                lws.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                lws.proc.kill()
+                lws.proc.wait(5)
         cluster.kubectl(
             "delete", "--ignore-not-found", "--wait=true", "--timeout=60s", *(f"crd/{n}" for n in crd_names)
         )
