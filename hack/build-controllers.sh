@@ -7,12 +7,18 @@
 #
 #   hack/build-controllers.sh       # builds what is missing, prints one `<component>=<dir>` line each
 #
-# LWS_VERSION is the release the operator renders for (trtllm_operator.render.leaderworkerset cites
-# kubernetes-sigs/lws v0.10.0). Env: TRTLLM_OPERATOR_TESTBIN_ROOT as hack/build-testbin.sh. See
-# docs/reference/local-control-plane.md §D.
+# LWS_VERSION: v0.9.0 by default, one release before the one the operator renders for
+# (trtllm_operator.render.leaderworkerset cites kubernetes-sigs/lws v0.10.0): the Go module proxy these
+# machines use answers 403 "This module version is not available" for the v0.10.0 source zip while it
+# serves v0.9.0. Between the two, what the operator relies on is unchanged: api/leaderworkerset/v1
+# differs only by `replicas` bounds (+kubebuilder Minimum=0 / Maximum=1000000, which the operator's own
+# CRD already enforces on spec.replicas), and pkg/webhooks/pod_webhook.go only in the subgroup-size
+# rule (subGroupSize, which the operator never sets). LWS_VERSION=v0.10.0 builds where the proxy serves
+# it (the integration test passed with both here). Env: TRTLLM_OPERATOR_TESTBIN_ROOT as
+# hack/build-testbin.sh. See docs/reference/local-control-plane.md §D.
 set -euo pipefail
 
-LWS_VERSION=${LWS_VERSION:-v0.10.0}
+LWS_VERSION=${LWS_VERSION:-v0.9.0}
 
 ROOT=${TRTLLM_OPERATOR_TESTBIN_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/trtllm-operator/testbin}
 mkdir -p "$ROOT"

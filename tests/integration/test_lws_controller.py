@@ -1,6 +1,6 @@
 """A multi-node LLMDeployment through the real LeaderWorkerSet controller.
 
-LWS's manager (kubernetes-sigs/lws v0.10.0, built from its Go module by hack/build-controllers.sh,
+LWS's manager (kubernetes-sigs/lws v0.9.0 by default — the proxy here refuses v0.10.0's source; hack/build-controllers.sh says what differs — built from its Go module by hack/build-controllers.sh,
 its admission webhooks reached by the API server: tests/support/lws.py) turns the operator's
 LeaderWorkerSet into StatefulSets and pods; kwok runs the pods. What the operator depends on comes
 from LWS itself, not from this test: the pods' names, the ``worker-index`` label its replica selector

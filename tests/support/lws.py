@@ -1,7 +1,7 @@
 """The real LeaderWorkerSet controller next to the local control plane.
 
 ``hack/build-controllers.sh`` builds LWS's manager from its Go module (``sigs.k8s.io/lws/cmd`` at the
-release the operator renders for, v0.10.0) and copies the module's CRDs and webhook configurations
+release the operator renders for is v0.10.0; v0.9.0 is built by default, as that script explains) and copies the module's CRDs and webhook configurations
 beside it. :func:`running_lws` installs them as the release's kustomize overlay does
 (kubernetes-sigs/lws v0.10.0 ``config/default/kustomization.yaml``: namespace ``lws-system``, name
 prefix ``lws-``; ``config/webhook/kustomization.yaml``: ``mutating-patch.yaml`` and
