@@ -113,7 +113,9 @@ def test_build_runs_on_target_gpu_and_engine_becomes_ready(api: Api, operator: N
     assert status["engineKey"] == prepared.key
     assert status["engineKeyShort"] == prepared.key[:12]
     assert status["observedGeneration"] == engine["metadata"]["generation"]
-    assert status["artifact"]["uri"] == f"s3://engines/cache/{prepared.key}"
+    # on S3 the builder publishes under the engine's namespace (#24: a bucket is shared, the cache
+    # index is per namespace)
+    assert status["artifact"]["uri"] == f"s3://engines/cache/{api.ns}/{prepared.key}"
     assert status["artifact"]["manifestDigest"] == manifest_for(prepared)["manifestDigest"]
     assert status["artifact"]["sizeBytes"] == manifest_for(prepared)["sizeBytes"]
     assert status["build"]["stageTimings"] == {
@@ -618,7 +620,8 @@ def test_imported_artifact_is_served_from_cache_without_a_job(
     kubeconfig = str(cluster.kubeconfig)
     argv = ["cache", "import", "--manifest", str(manifest_path), "--namespace", namespace]
     assert main([*argv, "--storage", "s3://engines/cache", "--kubeconfig", kubeconfig]) == 0
-    assert "registered s3://engines/cache/" in capsys.readouterr().out
+    # on S3 an import is recorded where builds in that namespace publish (#24)
+    assert f"registered s3://engines/cache/{namespace}/{prepared.key}" in capsys.readouterr().out
 
     api.create(eng)
     engine = api.wait_phase("imported", "Ready")

@@ -36,6 +36,22 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
 
+{{/*
+The namespaces the operator watches, as a JSON list (use with fromJsonArray): watchNamespaces, or the
+release's own namespace when that list is empty; [] = cluster-wide, only with clusterWide: true (an
+opt-in: a ClusterRole over every namespace's Jobs, ConfigMaps and Secret metadata).
+*/}}
+{{- define "trtllm-operator.watchNamespaces" -}}
+{{- if .Values.clusterWide -}}
+{{- if .Values.watchNamespaces -}}
+{{- fail "clusterWide: true watches every namespace; leave watchNamespaces empty (or set clusterWide: false)" -}}
+{{- end -}}
+[]
+{{- else -}}
+{{- default (list .Release.Namespace) .Values.watchNamespaces | toJson -}}
+{{- end -}}
+{{- end -}}
+
 {{/* Cluster-scoped rules kopf needs in both watch modes. */}}
 {{- define "trtllm-operator.clusterRules" -}}
 # kopf discovers the resources it serves.
@@ -53,6 +69,16 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: ["kopf.dev"]
   resources: ["clusterkopfpeerings"]
   verbs: ["get", "list", "watch", "patch"]
+{{- if .Values.metrics.auth }}
+# Authenticated /metrics (metrics.auth): a scraper's token is checked with a TokenReview and its user
+# with a SubjectAccessReview (controller-runtime pkg/metrics/filters, WithAuthenticationAndAuthorization).
+- apiGroups: ["authentication.k8s.io"]
+  resources: ["tokenreviews"]
+  verbs: ["create"]
+- apiGroups: ["authorization.k8s.io"]
+  resources: ["subjectaccessreviews"]
+  verbs: ["create"]
+{{- end }}
 {{- end -}}
 
 {{/* Namespaced rules: exactly what the operator uses. */}}

@@ -59,8 +59,8 @@ from engine_builder.artifact_check import sha256_file
 from engine_builder.contract import (
     DRAFT_DIR,
     MANIFEST_SCHEMA,
-    artifact_dir_name,
     RUNTIME_LIBRARIES,
+    artifact_dir_name,
     manifest_digest,
     missing_parts,
     runtime_versions,

@@ -167,7 +167,8 @@ def record_from_manifest(
     :class:`PartialArtifactError` for a ``tensorrt`` artifact without a compiled engine unless
     ``allow_partial`` (the record then carries ``partial: true`` and ``missing``). ``namespace``: of
     the LLMEngines that use it; an S3 artifact is recorded at ``s3://<bucket>/<prefix>/<namespace>/<key>``
-    (where builds in that namespace publish: :meth:`~trtllm_operator.decide.storage.StorageLocation.artifact_root`).
+    (where builds in that namespace publish:
+    :meth:`~trtllm_operator.decide.storage.StorageLocation.artifact_root`).
     """
     from engine_builder.contract import calibration_report, missing_parts, verify_manifest  # noqa: PLC0415
     from trtllm_operator.decide.engine_cache import artifact_record  # noqa: PLC0415

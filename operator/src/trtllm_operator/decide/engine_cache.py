@@ -176,7 +176,9 @@ def record_from_build(
         recorded_at=recorded_at,
         # The API form of the verified location (verify_build: the report names a directory of
         # this key in this storage); serving pods mount or download exactly this directory.
-        uri=prepared.storage.artifact_uri(prepared.storage.artifact_dir(str(report.artifact_uri)) or prepared.key),
+        uri=prepared.storage.artifact_uri(
+            prepared.storage.artifact_dir(str(report.artifact_uri)) or prepared.key
+        ),
         manifest_digest=report.manifest_digest,
         size_bytes=report.size_bytes,
         stage_timings=report.stage_timings,

@@ -95,10 +95,11 @@ class StorageLocation:
         is ``<artifact_root()>/<name>`` (what the builder writes: ``/artifacts/<name>``, ``s3://…/<name>``)
         or :meth:`artifact_uri` of it; None when ``uri`` lies elsewhere (another prefix, namespace,
         claim) or names a nested path."""
-        root, _, name = uri.rstrip("/").rpartition("/")
+        name = uri.rstrip("/").rpartition("/")[2]
         if not name or name in (".", ".."):
             return None
-        return name if uri.rstrip("/") in (f"{self.artifact_root()}/{name}", self.artifact_uri(name)) else None
+        forms = (f"{self.artifact_root()}/{name}", self.artifact_uri(name))
+        return name if uri.rstrip("/") in forms else None
 
 
 def storage_location(engine_name: str, storage: StorageSpec, namespace: str | None = None) -> StorageLocation:
