@@ -24,7 +24,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from support.cluster import LocalCluster
 from support.deployments import DeploymentApi, wait_serving
 from support.engines import EngineApi as Api
-from support.metrics_auth import delete_metrics_reader, metrics_tokens
 from support.manifests import (
     a_cached_engine,
     a_deployment,
@@ -33,6 +32,7 @@ from support.manifests import (
     create_token_secret,
     success_report,
 )
+from support.metrics_auth import delete_metrics_reader, metrics_tokens
 from support.operator import operator_process, running_operator
 from support.ports import free_port
 from support.wait import wait_for
