@@ -128,7 +128,12 @@ class EngineBuilder:
         annotations = body["spec"]["gpu"]["podAnnotations"]
         if namespace is None or MESSAGE not in annotations or "s3" not in body["spec"]["storage"]:
             return body
-        report = json.loads(annotations[MESSAGE])
+        try:
+            report = json.loads(annotations[MESSAGE])
+        except ValueError:  # a failure's plain-text message (fails()): no artifact named
+            return body
+        if not isinstance(report, dict):
+            return body
         plain = self.prepared().storage.artifact_root()
         placed = prepare_engine(self.name, self.spec, hf_config=hf_config(TINYLLAMA), namespace=namespace)
         assert isinstance(placed, PreparedEngine), placed

@@ -100,18 +100,21 @@ opt-in: a ClusterRole over every namespace's Jobs, ConfigMaps and Secret metadat
 - apiGroups: ["batch"]
   resources: ["jobs"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
-# Builder and serving pods: read their state (scheduling, termination messages).
+# Builder and serving pods: read their state (scheduling, termination messages) from lists and a
+# watch; no single-pod get.
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["get", "list", "watch"]
+  verbs: ["list", "watch"]
 # Build progress: the last lines of the running builder pod's log (the builder has no token).
 - apiGroups: [""]
   resources: ["pods/log"]
   verbs: ["get"]
-# Build specs, rendered Triton configs, engine-cache index entries.
+# Build specs, rendered Triton configs, engine-cache index entries. Written by create and merge
+# patch only (the client never PUTs, kube/client.py); deleted: a rendered model-repository
+# ConfigMap no pod template uses any more.
 - apiGroups: [""]
   resources: ["configmaps"]
-  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 # Artifact volumes the operator creates. Never deleted by the operator: with reclaimPolicy Delete
 # the LLMEngine's ownerReference (patched to follow the current policy) lets the garbage collector
 # delete it, and only while nothing else uses it.
@@ -152,9 +155,11 @@ opt-in: a ClusterRole over every namespace's Jobs, ConfigMaps and Secret metadat
 - apiGroups: ["inference.networking.k8s.io"]
   resources: ["inferencepools"]
   verbs: ["get", "create", "patch", "delete"]
-- apiGroups: ["", "events.k8s.io"]
+# The operator's Events and kopf's (kopf 1.45 _cogs/clients/events.py post_event: a POST to core/v1
+# events); never patched.
+- apiGroups: [""]
   resources: ["events"]
-  verbs: ["create", "patch"]
+  verbs: ["create"]
 # Events about the PVCs a builder mounts (core/v1, field selector involvedObject.name): read only
 # while the builder pod is unschedulable, so the LLMEngine says why a claim is Pending.
 - apiGroups: [""]
