@@ -214,7 +214,7 @@ def test_sigkill_at_seeded_points_converges_without_duplicates(
                 # mid-scenario: change every engine's key → rebuilds, then rollouts of every deployment
                 for n in names:
                     changed = kwok_engine(n, batch_b[n], rng.randrange(1500, 5000))
-                    api.patch(ENGINE_PLURAL, n, {"spec": changed.spec})
+                    api.patch(ENGINE_PLURAL, n, {"spec": changed.manifest(api.ns)["spec"]})
             delay = rng.uniform(0.3, 3.0)
             pid = zygote.fork()
             time.sleep(delay)
