@@ -990,8 +990,8 @@ class Demo:
             say("  (the Service's ClusterIP is not routed here: no kube-proxy; send to a pod IP)")
         say("operator log: .local/demo/logs/operator.log; every step's output: .local/demo/logs/")
         say("on a real cluster with GPUs: helm install trtllm-operator charts/trtllm-operator \\")
-        say("    --namespace trtllm-operator --create-namespace")
-        say("  then kubectl apply -f examples/<scenario>.yaml (examples/README.md)")
+        say("    --namespace trtllm-operator --create-namespace --set 'watchNamespaces={default}'")
+        say("  then kubectl apply -n default -f examples/<scenario>.yaml (examples/README.md)")
         say("stop everything the demo started: make demo-down")
 
 

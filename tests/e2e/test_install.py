@@ -15,6 +15,8 @@ import json
 import os
 import re
 import subprocess
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ import yaml
 from e2e_harness import CHART, HF_TOKEN, TINYLLAMA, Installed, hub_repos, token_kubeconfig
 from kubernetes import client
 from support.cluster import LocalCluster
+from support.metrics_auth import delete_metrics_reader, metrics_tokens
 from support.wait import wait_for
 
 from engine_builder.report import build_report
@@ -130,11 +133,14 @@ def an_engine(name: str) -> dict[str, Any]:
     }
 
 
-def prepared_engine(body: dict[str, Any]) -> PreparedEngine:
-    """What the operator computes for ``body`` (the same pure function, with the config.json the
-    local Hub serves), for the builder report."""
+def prepared_engine(body: dict[str, Any], namespace: str) -> PreparedEngine:
+    """What the operator computes for ``body`` in ``namespace`` (the same pure function, with the
+    config.json the local Hub serves), for the builder report (on S3 the builder publishes under
+    ``<prefix>/<namespace>``)."""
     config = hub_repos()[TINYLLAMA.removeprefix("hf://")].files["config.json"]
-    result = prepare_engine(body["metadata"]["name"], body["spec"], hf_config=json.loads(config))
+    result = prepare_engine(
+        body["metadata"]["name"], body["spec"], hf_config=json.loads(config), namespace=namespace
+    )
     assert isinstance(result, PreparedEngine), result
     return result
 
@@ -156,7 +162,7 @@ def flow(installed: Installed) -> Flow:
     )
 
     engine = an_engine("chat")
-    prepared = prepared_engine(engine)
+    prepared = prepared_engine(engine, ns)
     report = build_report(
         status="Succeeded",
         engine_key=prepared.key,
@@ -341,6 +347,10 @@ def test_chart_defaults_plan_an_hf_model_from_the_hub_with_the_token_secret(
         ("list", f"llmengines.{GROUP}", "watched", True),
         ("patch", f"llmdeployments.{GROUP}/scale", "watched", True),
         ("create", "jobs.batch", "watched", True),
+        # authenticated /metrics (metrics.auth): the reviews of a scraper's token, nothing else
+        ("create", "tokenreviews.authentication.k8s.io", "cluster", True),
+        ("create", "subjectaccessreviews.authorization.k8s.io", "cluster", True),
+        ("get", "tokenreviews.authentication.k8s.io", "cluster", False),
         # metadata of referenced Secrets (opt-in label); the code asks for metadata only
         ("get", "secrets", "watched", True),
         ("watch", "customresourcedefinitions.apiextensions.k8s.io", "cluster", True),
@@ -421,14 +431,56 @@ def test_builder_and_server_pods_mount_no_service_account_token(flow: Flow) -> N
                 assert not mount["mountPath"].startswith(SA_TOKEN_PATH), (name, c["name"], mount)
 
 
+def test_default_install_watches_only_its_own_namespace(installed: Installed, tmp_path: Path) -> None:
+    """No values (#24): namespaced mode in the release's namespace is the default — a Role there, no
+    namespaced grant anywhere else (a second release, own namespace)."""
+    cluster = installed.cluster
+    ns = cluster.create_namespace("e2e-def")
+    try:
+        cluster.helm("install", "e2e-def", str(CHART), "--namespace", ns, timeout=120)
+        sa = "e2e-def-trtllm-operator"
+        token = cluster.kubectl("create", "token", sa, "-n", ns, "--duration", "10m").stdout.strip()
+        kubeconfig = token_kubeconfig(cluster, token, tmp_path / "def.kubeconfig")
+
+        def can(*args: str) -> str:
+            argv = [str(cluster.bin_dir / "kubectl"), f"--kubeconfig={kubeconfig}", "auth", "can-i", *args]
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+            return proc.stdout.strip()
+
+        assert can("list", f"llmengines.{GROUP}", "-n", ns) == "yes"
+        assert can("create", "jobs.batch", "-n", ns) == "yes"
+        assert can("create", "tokenreviews.authentication.k8s.io") == "yes"
+        for args in (
+            ("list", f"llmengines.{GROUP}", "--all-namespaces"),
+            ("list", f"llmengines.{GROUP}", "-n", "default"),
+            ("create", "jobs.batch", "-n", "default"),
+            ("get", "secrets", "-n", "default"),
+            ("watch", "namespaces"),
+        ):
+            assert can(*args) == "no", args
+        objs = [
+            o for o in yaml.safe_load_all(cluster.helm("get", "manifest", "e2e-def", "-n", ns).stdout) if o
+        ]
+        roles = {(o["metadata"].get("namespace"), o["metadata"]["name"]) for o in objs if o["kind"] == "Role"}
+        assert roles == {(ns, "e2e-def-trtllm-operator")}
+        (dep,) = [o for o in objs if o["kind"] == "Deployment"]
+        assert f"--namespace={ns}" in dep["spec"]["template"]["spec"]["containers"][0]["args"]
+    finally:
+        cluster.helm("uninstall", "e2e-def", "--namespace", ns, check=False, timeout=90)
+        cluster.delete_namespace(ns)
+
+
 def test_cluster_wide_install_grants_cluster_wide_reads_and_no_secret_listing(
     installed: Installed, tmp_path: Path
 ) -> None:
-    """watchNamespaces: [] — a ClusterRole; the same limits hold (second release, own namespace)."""
+    """clusterWide: true (an opt-in since #24) — a ClusterRole; the same limits hold (second
+    release, own namespace)."""
     cluster = installed.cluster
     ns = cluster.create_namespace("e2e-cw")
     try:
-        cluster.helm("install", "e2e-cw", str(CHART), "--namespace", ns, timeout=120)
+        cluster.helm(
+            "install", "e2e-cw", str(CHART), "--namespace", ns, "--set", "clusterWide=true", timeout=120
+        )
         sa = "e2e-cw-trtllm-operator"
         token = cluster.kubectl("create", "token", sa, "-n", ns, "--duration", "10m").stdout.strip()
         kubeconfig = token_kubeconfig(cluster, token, tmp_path / "cw.kubeconfig")
@@ -459,6 +511,33 @@ def test_cluster_wide_install_grants_cluster_wide_reads_and_no_secret_listing(
     finally:
         cluster.helm("uninstall", "e2e-cw", "--namespace", ns, check=False, timeout=90)
         cluster.delete_namespace(ns)
+
+
+def test_operator_metrics_answer_only_an_authorized_token(installed: Installed) -> None:
+    """The operator, running with the chart's RBAC (TokenReview and SubjectAccessReview create),
+    serves /metrics to a ServiceAccount bound to the metrics-reader rule only; liveness needs no
+    token (the kubelet's probe has none)."""
+    cluster, ns = installed.cluster, installed.namespace
+    tokens = metrics_tokens(cluster, ns)
+    try:
+
+        def get(path: str, port: int, token: str | None = None) -> int:
+            request = urllib.request.Request(f"http://127.0.0.1:{port}{path}")
+            if token is not None:
+                request.add_header("Authorization", f"Bearer {token}")
+            try:
+                with urllib.request.urlopen(request, timeout=30) as resp:
+                    return int(resp.status)
+            except urllib.error.HTTPError as exc:
+                return exc.code
+
+        assert get("/metrics", installed.metrics_port) == 401
+        assert get("/metrics", installed.metrics_port, tokens.stranger) == 403
+        assert get("/metrics", installed.metrics_port, tokens.reader) == 200
+        assert get("/healthz", installed.liveness_port) == 200
+        assert not rbac_denials(installed.log()), rbac_denials(installed.log())
+    finally:
+        delete_metrics_reader(cluster, ns)
 
 
 #: The built-in autoscaler is wired in (its module exists and the handlers package imports it).

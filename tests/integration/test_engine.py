@@ -24,6 +24,7 @@ from support.manifests import (
     DELAY_MS,
     H100,
     LLAMA_8B,
+    MESSAGE,
     a_deployment,
     an_engine,
     create_token_secret,
@@ -35,6 +36,7 @@ from support.operator import HF_CONFIG_DIR, operator_process, running_operator
 from support.ports import free_port
 from support.wait import wait_for
 
+from engine_builder.contract import artifact_dir_name
 from engine_builder.package import manifest_digest
 from engine_builder.pipeline import load_spec
 from engine_builder.planner import plan_from_build_spec
@@ -114,7 +116,9 @@ def test_build_runs_on_target_gpu_and_engine_becomes_ready(api: Api, operator: N
     assert status["engineKey"] == prepared.key
     assert status["engineKeyShort"] == prepared.key[:12]
     assert status["observedGeneration"] == engine["metadata"]["generation"]
-    assert status["artifact"]["uri"] == f"s3://engines/cache/{prepared.key}"
+    # on S3 the builder publishes under the engine's namespace (#24: a bucket is shared, the cache
+    # index is per namespace)
+    assert status["artifact"]["uri"] == f"s3://engines/cache/{api.ns}/{prepared.key}"
     assert status["artifact"]["manifestDigest"] == manifest_for(prepared)["manifestDigest"]
     assert status["artifact"]["sizeBytes"] == manifest_for(prepared)["sizeBytes"]
     assert status["build"]["stageTimings"] == {
@@ -689,7 +693,8 @@ def test_imported_artifact_is_served_from_cache_without_a_job(
     kubeconfig = str(cluster.kubeconfig)
     argv = ["cache", "import", "--manifest", str(manifest_path), "--namespace", namespace]
     assert main([*argv, "--storage", "s3://engines/cache", "--kubeconfig", kubeconfig]) == 0
-    assert "registered s3://engines/cache/" in capsys.readouterr().out
+    # on S3 an import is recorded where builds in that namespace publish (#24)
+    assert f"registered s3://engines/cache/{namespace}/{prepared.key}" in capsys.readouterr().out
 
     api.create(eng)
     engine = api.wait_phase("imported", "Ready")
@@ -860,3 +865,48 @@ def test_gpu_catalog_extension_from_a_configmap(api: Api, cluster: LocalCluster,
             ),
             timeout=60,
         )
+
+
+def test_a_rebuild_is_recorded_at_its_new_directory_and_never_at_the_mounted_one(
+    api: Api, operator: None
+) -> None:
+    """Write-once artifact locations (#24), through the operator: an engine is built at
+    ``<root>/<key>``; its Job and cache entry deleted, the next build reports ``<key>-<build id>`` —
+    what engine-builder publishes when ``<key>`` exists (tests/unit/test_builder_pipeline.py::
+    test_a_rebuild_on_s3_publishes_a_new_prefix) — and the cache entry and ``status.artifact.uri``
+    move there, the location serving pods read; the old one is never named again."""
+    eng = an_engine("once")
+    prepared = eng.prepared()
+    api.create(eng.succeeds(success_report(prepared)))
+    engine = api.wait_phase("once", "Ready")
+    root = f"s3://engines/cache/{api.ns}"
+    assert engine["status"]["artifact"]["uri"] == f"{root}/{prepared.key}"
+
+    rebuilt = artifact_dir_name(prepared.key, "20261202t040000z-0a1b2c")
+    report = build_report(
+        status="Succeeded",
+        engine_key=prepared.key,
+        artifact_uri=f"{root}/{rebuilt}",
+        manifest_digest=manifest_for(prepared)["manifestDigest"],
+        size_bytes=4096,
+    )
+    api.patch_engine("once", {"spec": {"gpu": {"podAnnotations": {MESSAGE: json.dumps(report)}}}})
+    wait_for(
+        lambda: (find_condition(api.engine("once"), "Ready") or {}).get("observedGeneration") == 2,
+        desc="generation 2 seen",
+    )
+    # force a rebuild: the Job (and its pods) first, then the cache entry
+    api.batch.delete_namespaced_job(prepared.job_name, api.ns, propagation_policy="Foreground")
+    wait_for(lambda: not api.jobs() and not api.pods(prepared.job_name), desc="old Job and pods gone")
+    api.core.delete_namespaced_config_map(prepared.cache_name, api.ns)
+
+    def moved() -> dict[str, Any] | None:
+        status = api.engine("once").get("status") or {}
+        uri = (status.get("artifact") or {}).get("uri")
+        return status if status.get("phase") == "Ready" and uri == f"{root}/{rebuilt}" else None
+
+    wait_for(moved, timeout=60, desc="status.artifact.uri at the rebuilt directory")
+    entry = api.configmap(prepared.cache_name)
+    assert entry is not None
+    assert json.loads(entry["data"][ARTIFACT_DATA_KEY])["uri"] == f"{root}/{rebuilt}"
+    assert len(api.jobs()) == 1

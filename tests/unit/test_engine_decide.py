@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from support.engine_decisions import H100, LLAMA70B, NOW, TINY, good_report, job, observe, pod, prepared, spec
 
+from engine_builder.contract import artifact_dir_name
 from engine_builder.report import EXIT_CODES, build_report
 from trtllm_operator.api.engine import builder_gpus
 from trtllm_operator.decide.compatibility import NodeGPUs, node_gpus
@@ -31,7 +32,7 @@ from trtllm_operator.decide.engine import (
 from trtllm_operator.decide.engine_cache import artifact_record, record_from_build
 from trtllm_operator.decide.engine_failure import classify_failure, parse_report, unschedulable_message
 from trtllm_operator.decide.engine_hints import builder_claims, claim_state
-from trtllm_operator.decide.engine_spec import InvalidEngine, plan_status, prepare_engine
+from trtllm_operator.decide.engine_spec import InvalidEngine, PreparedEngine, plan_status, prepare_engine
 from trtllm_operator.decide.storage import builder_job_name, cache_entry_name
 
 
@@ -335,6 +336,78 @@ def test_completed_job_without_a_verified_report_fails_and_records_nothing(
     assert says in d.status["build"]["message"]
     assert f"kubectl delete job {p.job_name}" in d.status["build"]["message"]
     assert d.event is not None and d.event.reason == reason and d.event.type == "Warning"
+
+
+def test_s3_artifacts_are_written_under_the_engines_namespace_with_the_same_key() -> None:
+    """#24: a bucket is global, the cache index per namespace: the builder writes under
+    ``<prefix>/<namespace>``; the engine key, job and cache entry names are unchanged."""
+    plain = prepared()
+    a = prepare_engine("e", spec(), hf_config=TINY, namespace="team-a")
+    b = prepare_engine("e", spec(), hf_config=TINY, namespace="team-b")
+    assert isinstance(a, PreparedEngine) and isinstance(b, PreparedEngine)
+    assert a.key == b.key == plain.key
+    assert (a.job_name, a.cache_name) == (b.job_name, b.cache_name) == (plain.job_name, plain.cache_name)
+    assert a.build_spec.output.artifact_root == "s3://engines/cache/team-a"
+    assert a.storage.artifact_uri(a.key) == f"s3://engines/cache/team-a/{a.key}"
+    assert b.storage.artifact_uri(b.key) == f"s3://engines/cache/team-b/{b.key}"
+    pvc = prepare_engine("e", spec(storage={"pvc": {"claimName": "m"}}), hf_config=TINY, namespace="team-a")
+    assert isinstance(pvc, PreparedEngine) and pvc.build_spec.output.artifact_root == "/artifacts"
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "s3://engines/cache/team-b/{key}",  # another namespace's location
+        "s3://engines/cache/{key}",  # the shared, pre-namespace root
+        "s3://engines/other/team-a/{key}",
+        "s3://engines/cache/team-a/x/{key}",
+        "s3://engines/cache/team-a/{key}-notabuildid",
+    ],
+)
+def test_a_report_naming_a_location_outside_the_engines_root_is_refused(where: str) -> None:
+    p = prepare_engine("e", spec(), hf_config=TINY, namespace="team-a")
+    assert isinstance(p, PreparedEngine)
+    message = json.dumps(good_report(p, artifact_uri=where.format(key=p.key)))
+    d = decide_engine(
+        p, observe(job=job(("Complete", "")), pods=[pod("Succeeded", exit_code=0, message=message)]), now=NOW
+    )
+    assert d.phase == "Failed" and conds(d)["Degraded"] == ("True", "ArtifactUnverified")
+    assert not any(isinstance(a, RecordArtifact) for a in d.actions)
+
+
+@pytest.mark.parametrize(
+    ("storage", "reported", "recorded"),
+    [
+        (
+            {"pvc": {"claimName": "models", "subPath": "engines"}},
+            "/artifacts/{d}",
+            "pvc://models/engines/{d}",
+        ),
+        (
+            {"pvc": {"claimName": "models", "subPath": "engines"}},
+            "pvc://models/engines/{d}",
+            "pvc://models/engines/{d}",
+        ),
+        ({"createPVC": {"size": "50Gi"}}, "/artifacts/{d}", "pvc://e-artifacts/{d}"),
+        (None, "s3://engines/cache/team-a/{d}", "s3://engines/cache/team-a/{d}"),
+    ],
+)
+def test_a_rebuilds_new_directory_is_what_the_cache_entry_and_status_record(
+    storage: dict[str, Any] | None, reported: str, recorded: str
+) -> None:
+    """Write-once (#24): a rebuild publishes ``<key>-<build id>`` (the builder's name for it); the
+    record and ``status.artifact.uri`` point there in the API's form, which serving pods mount."""
+    p = prepare_engine("e", spec(storage=storage) if storage else spec(), hf_config=TINY, namespace="team-a")
+    assert isinstance(p, PreparedEngine)
+    d_name = artifact_dir_name(p.key, "20261202t031700z-0a1b2c")
+    message = json.dumps(good_report(p, artifact_uri=reported.format(d=d_name)))
+    d = decide_engine(
+        p, observe(job=job(("Complete", "")), pods=[pod("Succeeded", exit_code=0, message=message)]), now=NOW
+    )
+    assert d.phase == "Ready", d.status
+    (action,) = d.actions
+    assert isinstance(action, RecordArtifact)
+    assert action.record["uri"] == d.status["artifact"]["uri"] == recorded.format(d=d_name)
 
 
 def test_nothing_built_yet_has_artifact_complete_unknown() -> None:

@@ -190,6 +190,13 @@ class Settings(BaseModel):
         le=65535,
         description="Port of the Prometheus /metrics endpoint; unset (empty) disables it.",
     )
+    metrics_auth: bool = Field(
+        default=True,
+        description="Serve /metrics only to clients the API server authenticates (TokenReview) and "
+        "authorizes for get on the non-resource URL /metrics (SubjectAccessReview), as "
+        "controller-runtime's metrics filter; needs create on tokenreviews and subjectaccessreviews "
+        "(the chart grants it). false: anyone who reaches the port reads it.",
+    )
     log_format: Literal["text", "json"] = Field(default="text", description="Log line format.")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(default="INFO", description="Log level.")
     field_manager: str = Field(

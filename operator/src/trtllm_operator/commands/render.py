@@ -152,7 +152,10 @@ def run(args: argparse.Namespace) -> int:
         status = engine.setdefault("status", {})
         if not status.get("engineKey"):
             prepared = prepare_engine(
-                engine["metadata"]["name"], engine.get("spec") or {}, hf_config=hf_config
+                engine["metadata"]["name"],
+                engine.get("spec") or {},
+                hf_config=hf_config,
+                namespace=engine["metadata"]["namespace"],
             )
             if isinstance(prepared, InvalidEngine):
                 print(f"error: LLMEngine {ref}: {prepared.text}", file=sys.stderr)

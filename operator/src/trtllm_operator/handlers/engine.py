@@ -363,6 +363,7 @@ def _reconcile_locked(kube: Kube, namespace: str, name: str) -> EngineDecision |
             hf_config=hf_config,
             node_gpus=_node_gpus(kube, spec, catalog_extra),
             config_note=f"{why}; {no_token}" if why and no_token else why,
+            namespace=namespace,
         )
         generation = int(engine["metadata"].get("generation") or 0)
         status = engine.get("status") or {}
