@@ -24,9 +24,10 @@ from __future__ import annotations
 from collections.abc import Generator, Iterator
 
 import pytest
-from e2e_harness import CHART, RELEASE, Installed, helm_values, start_operator
+from e2e_harness import CHART, RELEASE, Installed, helm_values, hub_repos, start_operator
 from kubernetes import client
 from support.cluster import LocalCluster
+from support.hub import LocalHub, local_hub
 
 LOG_TAIL_LINES = 80
 LOG_LINE_CHARS = 600  # debug lines carry whole objects
@@ -34,7 +35,16 @@ _running: dict[str, Installed] = {}
 
 
 @pytest.fixture(scope="module")
-def installed(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
+def hub() -> Iterator[LocalHub]:
+    """The local Hub (tests/support/hub.py) the release's ``settings.hfEndpoint`` points at."""
+    with local_hub(hub_repos()) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def installed(
+    cluster: LocalCluster, hub: LocalHub, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Installed]:
     """The chart installed (release ``e2e``) and the operator running as its ServiceAccount.
 
     Watches one workload namespace (``Installed.namespace``); see the module docstring for the
@@ -66,6 +76,7 @@ def installed(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -
         service_account=f"{RELEASE}-trtllm-operator",
         kubeconfig=work / "operator.kubeconfig",
         log_path=work / "operator.log",
+        hub=hub,
     )
     _running["installed"] = handle
     try:
@@ -80,7 +91,7 @@ def installed(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -
             "90s",
             "--values",
             "-",
-            input=helm_values(ns),
+            input=helm_values(ns, hub.url),
             check=False,
             timeout=120,
         )

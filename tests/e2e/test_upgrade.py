@@ -12,17 +12,20 @@ Flow (once per module, the ``upgraded`` fixture; each test compares one kind of 
 again afterwards, whatever happens):
 
 1. the previous release's CRDs (as its ``helm install`` created them: field manager ``helm``) and
-   chart, its operator running as the chart's ServiceAccount (e2e_harness.start_operator);
+   chart with that release's own test values (its e2e_harness.helm_values: its chart's schema
+   rejects keys it does not know), its operator running as the chart's ServiceAccount
+   (e2e_harness.start_operator);
 2. live objects: two LLMEngines served from the engine cache (entries recorded by the previous
    release's own code, as ``cache import`` records them; no build) — one with every build limit
    set, one leaving them to the planner, both with a calibration both releases accept — and an
    LLMDeployment of each (2 and 1 replicas), Ready; and a third engine on the previous CRD's
-   calibration defaults (``LEGACY``, not served; see its strict-xfail test);
+   calibration defaults (``LEGACY``, cached, not served; see its test);
 3. the upgrade: the old operator stops (the chart's ``Recreate``), ``kubectl apply --server-side
    --force-conflicts -f crds/`` of this tree (without ``--force-conflicts`` the apply fails on the
    fields ``helm`` manages), ``helm upgrade --reset-then-reuse-values`` of this tree's chart (and
-   ``--reuse-values`` refused by the chart, naming that flag), the new operator
-   started from the upgraded Deployment;
+   ``--reuse-values`` refused by the chart, naming that flag) with this release's new setting
+   ``settings.hfEndpoint`` at the local Hub (``--set``), the new operator started from the upgraded
+   Deployment;
 4. after the new operator has resumed every object and settled: what changed, compared with what
    ``EXPECTED`` says must change — builder Jobs, serving pods (UIDs, pod-template hashes), the
    operator's writes in the workload namespace (the API server's audit log, by the ServiceAccount's
@@ -44,15 +47,16 @@ import pytest
 import yaml
 from e2e_harness import (
     CHART,
+    HF_TOKEN,
     PREVIOUS_RELEASE,
     REPO_ROOT,
     Installed,
-    helm_values,
     release_tree,
     start_operator,
 )
 from support.cluster import LocalCluster
 from support.deployments import DeploymentApi as Api
+from support.hub import LocalHub
 from support.manifests import TINYLLAMA, an_engine, create_token_secret, hf_config, success_report
 from support.wait import wait_for
 
@@ -73,9 +77,9 @@ FLEET = {"d-fixed": ("fixed", 2), "d-derived": ("derived", 1)}
 EXPECTED: dict[str, Any] = {
     # docs/install.md "Upgrade": engine key schema engine-key/v2 (issue 26) changes every key once,
     # and the default-maxSeqLen rule adds build.derived_limits to specs that leave a limit unset.
-    # So every engine is rebuilt once (one builder Job each, for its new key) and every
-    # LLMDeployment rolls to it. False at a bump without a key change: then no Job, and engine
-    # statuses as they were.
+    # So every engine is rebuilt once (one builder Job each, for its new key; LEGACY too, with this
+    # release's default calibration) and every LLMDeployment rolls to it. False at a bump without a
+    # key change: then no Job, and engine statuses as they were.
     "engine_keys_change": True,
     # Paths of the serving Deployment's pod template that change (render/deployment.py): with the
     # new key (its label, annotation and ENGINE_KEY, the model repository ConfigMap named and hashed
@@ -97,7 +101,7 @@ EXPECTED: dict[str, Any] = {
     # new CRD's defaults when it reads a stored object (structural schema defaulting).
     "spec_read_back": {},
     # Status fields the rebuild rewrites (engine) and the roll rewrites (deployment); any other
-    # status field must read as before.
+    # status field must read as before. The rebuilt artifact lies under ``artifact_root``.
     "engine_status": {
         "engineKey",
         "engineKeyShort",
@@ -108,10 +112,29 @@ EXPECTED: dict[str, Any] = {
         "observedGeneration",
     },
     "deployment_status": {"engineKey", "conditions", "observedGeneration", "updatedReplicas"},
-    # Chart objects whose rendering differs between the two releases (helm template, same values):
-    # the operator Deployment (TRTLLM_OPERATOR_HF_CONFIG_FETCH, settings.hfConfigFetch) and the
-    # cluster-scoped RBAC rules (nodes: list → list, watch, for the nodes' watch cache of #20).
-    "chart_objects": {"Deployment/upg-trtllm-operator", "ClusterRole/upg-trtllm-operator-cluster"},
+    # Where a rebuilt engine's artifact lies (status.artifact.uri, before its key): S3 artifact roots
+    # end in the engine's namespace since issue 24 (decide/storage.py, StorageLocation.artifact_root);
+    # the previous release's were the bare bucket/prefix of the spec (an_engine: s3://engines/cache).
+    "artifact_root": "s3://engines/cache/{namespace}",
+    # Chart objects whose rendering differs between the two releases (helm template of each chart
+    # with the values the release has: the previous release's, then those plus the upgrade's --set):
+    # - the operator Deployment: TRTLLM_OPERATOR_HF_CONFIG_FETCH (settings.hfConfigFetch, issue 25),
+    #   TRTLLM_OPERATOR_HF_ENDPOINT (the --set settings.hfEndpoint, issue 25) and
+    #   TRTLLM_OPERATOR_METRICS_AUTH (metrics.auth, authenticated operator metrics, issue 24);
+    # - the cluster-scoped ClusterRole: nodes list → list, watch (the nodes' watch cache, #20), and
+    #   create on tokenreviews and subjectaccessreviews (metrics.auth's TokenReview +
+    #   SubjectAccessReview, issue 24);
+    # - a new ClusterRole ``-metrics-reader`` (get on the /metrics non-resource URL, issue 24);
+    # - the watched namespace's Role: only the verbs the code uses (issue 24, "minimal verbs": no
+    #   pods get, no configmaps update, events create on the core group only).
+    # The namespaced chart default (clusterWide: false, issue 24) changes nothing here: the release
+    # names its watchNamespaces.
+    "chart_objects": {
+        "Deployment/upg-trtllm-operator",
+        "ClusterRole/upg-trtllm-operator-cluster",
+        "ClusterRole/upg-trtllm-operator-metrics-reader",
+        "Role/upg-trtllm-operator",
+    },
     # Rollouts of each serving Deployment (new ReplicaSets): one as soon as the new operator renders
     # the pod template its way (the verifier, with the old key), one when the rebuilt engine is Ready
     # (the new key). The first could wait for the rebuild; it does not today. 0: pods keep their UIDs.
@@ -142,12 +165,20 @@ bodies = json.loads(sys.argv[3])
 print(json.dumps({b["metadata"]["name"]: cache_artifact(core, sys.argv[2], b).key for b in bodies}))
 """
 
+#: Run by the previous release's interpreter: that release's own test values (its e2e_harness), which
+#: its chart's schema accepts (it rejects unknown keys such as this tree's ``settings.hfEndpoint``).
+_OLD_VALUES = """
+import sys
+from e2e_harness import helm_values
+print(helm_values(sys.argv[1]))
+"""
+
 
 #: Calibration both releases accept: the bundled text holds 101 samples (engine_builder
 #: calibration data); the previous release's CRD defaulted ``numSamples`` to 512, which this one refuses
 #: with the bundled text (see LEGACY).
 CALIBRATION = {"dataset": "bundled", "numSamples": 101}
-#: An engine left to the previous release's calibration defaults, not served (see
+#: An engine left to the previous release's calibration defaults, cached and not served (see
 #: test_engine_on_the_previous_releases_defaults_survives_the_upgrade).
 LEGACY = "legacy"
 
@@ -166,17 +197,15 @@ def engines(api: Api) -> dict[str, dict[str, Any]]:
             GROUP, VERSION, api.ns, ENGINE_PLURAL, e.manifest(), dry_run="All"
         )
         prepared = prepare_engine(e.name, stored["spec"], hf_config=hf_config(TINYLLAMA))
-        if isinstance(prepared, PreparedEngine):  # LEGACY is refused by this release (see its test)
-            e.succeeds(success_report(prepared))
-        out[e.name] = e.runs_for(300).manifest()
+        assert isinstance(prepared, PreparedEngine), prepared
+        # manifest(ns): the report names the artifact under this tree's namespaced S3 root
+        out[e.name] = e.succeeds(success_report(prepared)).runs_for(300).manifest(api.ns)
     return out
 
 
 def ready(api: Api, keys: dict[str, str]) -> bool:
     """Every engine Ready on ``keys[name]``, every deployment Ready on its engine's key, all replicas."""
     for name, key in keys.items():
-        if name == LEGACY:
-            continue
         s = api.get(ENGINE_PLURAL, name).get("status") or {}
         if s.get("phase") != "Ready" or s.get("engineKey") != key:
             return False
@@ -259,11 +288,11 @@ def changed_fields(before: dict[str, Any], after: dict[str, Any]) -> set[str]:
     return {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
 
 
-def rendered(cluster: LocalCluster, chart: Path, namespace: str) -> dict[str, Any]:
-    """``helm template`` of ``chart`` with the test's values: 'Kind/name' → object."""
+def rendered(cluster: LocalCluster, chart: Path, namespace: str, values: str, *sets: str) -> dict[str, Any]:
+    """``helm template`` of ``chart`` with ``values`` and ``--set`` ``sets``: 'Kind/name' → object."""
     out = cluster.helm(
         "template", RELEASE, str(chart), "--namespace", namespace, "--kube-version", "1.34.4",
-        "--values", "-", input=helm_values(namespace),
+        "--values", "-", *(a for kv in sets for a in ("--set", kv)), input=values,
     ).stdout  # fmt: skip
     return {f"{o['kind']}/{o['metadata']['name']}": o for o in yaml.safe_load_all(out) if o}
 
@@ -283,13 +312,23 @@ def upgrade_namespaces(cluster: LocalCluster) -> Iterator[tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def upgraded(
-    cluster: LocalCluster, upgrade_namespaces: tuple[str, str], tmp_path_factory: pytest.TempPathFactory
+    cluster: LocalCluster,
+    hub: LocalHub,
+    upgrade_namespaces: tuple[str, str],
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Upgraded:
     """The flow of the module docstring, once."""
     op_ns, ns = upgrade_namespaces
     tmp_path = tmp_path_factory.mktemp("upgrade")
     previous = release_tree(PREVIOUS_RELEASE, tmp_path / "previous")
     old_python = str(previous / ".venv" / "bin" / "python")
+    old_values = subprocess.run(
+        [old_python, "-c", _OLD_VALUES, ns],
+        env={**os.environ, "PYTHONPATH": ":".join(str(previous / d) for d in ("tests/e2e", "tests", "hack"))},
+        capture_output=True, text=True, check=True, timeout=120,
+    ).stdout  # fmt: skip
+    # this release's Hub setting (settings.hfEndpoint, issue 25), given at the upgrade
+    new_sets = (f"settings.hfEndpoint={hub.url}",)
     api = Api(cluster, ns)
     handle = Installed(
         cluster=cluster,
@@ -298,18 +337,19 @@ def upgraded(
         service_account=f"{RELEASE}-trtllm-operator",
         kubeconfig=tmp_path / "operator.kubeconfig",
         log_path=tmp_path / "operator.log",
+        hub=hub,
     )
     try:
         # 1. the previous release: its CRDs as its `helm install` created them, its chart, its operator
         cluster.kubectl("replace", "--field-manager=helm", "-f", str(previous / "crds"))
         cluster.helm(
             "install", RELEASE, str(previous / "charts" / "trtllm-operator"), "--namespace", op_ns,
-            "--wait", "--timeout", "90s", "--values", "-", input=helm_values(ns), timeout=120,
+            "--wait", "--timeout", "90s", "--values", "-", input=old_values, timeout=120,
         )  # fmt: skip
         start_operator(handle, tmp_path, python=old_python)
 
         # 2. live objects, served from the engine cache the previous release recorded
-        create_token_secret(api.core, ns)
+        create_token_secret(api.core, ns, HF_TOKEN)  # the token the local Hub wants (this release)
         bodies = engines(api)
         recorded = subprocess.run(
             [old_python, "-c", _OLD_CACHE_IMPORT, str(cluster.kubeconfig), ns,
@@ -349,7 +389,8 @@ def upgraded(
         assert reused.returncode != 0 and "--reset-then-reuse-values" in reused.stderr, reused.stderr
         upgraded = cluster.helm(
             "upgrade", RELEASE, str(CHART), "--namespace", op_ns, "--reset-then-reuse-values",
-            "--wait", "--timeout", "90s", check=False, timeout=120,
+            *(a for kv in new_sets for a in ("--set", kv)), "--wait", "--timeout", "90s",
+            check=False, timeout=120,
         )  # fmt: skip
         helm_out = upgraded.stdout + upgraded.stderr
         assert upgraded.returncode == 0, f"the documented helm upgrade failed:\n{helm_out}"
@@ -362,7 +403,7 @@ def upgraded(
             return sum("Resuming is processed" in line for line in handle.log()[log_offset:].splitlines())
 
         wait_for(lambda: resumed() >= len(bodies) + len(FLEET), timeout=120, desc="every object resumed")
-        served = {eng for eng, _ in FLEET.values()}
+        served = set(bodies)  # every engine: the old one kept serving from the cache, so does the new
 
         def settled() -> dict[str, str] | None:
             keys = {n: (api.get(ENGINE_PLURAL, n).get("status") or {}).get("engineKey") for n in served}
@@ -388,8 +429,8 @@ def upgraded(
         after=after,
         events=events,
         log=handle.log(),
-        old_render=rendered(cluster, previous / "charts" / "trtllm-operator", op_ns),
-        new_render=rendered(cluster, CHART, op_ns),
+        old_render=rendered(cluster, previous / "charts" / "trtllm-operator", op_ns, old_values),
+        new_render=rendered(cluster, CHART, op_ns, old_values, *new_sets),
         served=served,
     )
     # everything the tests compare, for a failing run's investigation
@@ -423,6 +464,15 @@ def test_rebuilt_only_with_a_key_migration(upgraded: Upgraded) -> None:
         assert job_keys == Counter({u.keys[n][:63]: 1 for n in u.served}), job_keys
     else:
         assert u.after["jobs"] == [], f"rebuilt without a key change: {u.after['jobs']}"
+
+
+def test_rebuilt_artifacts_lie_where_this_release_puts_them(upgraded: Upgraded) -> None:
+    u = upgraded
+    root = EXPECTED["artifact_root"].format(namespace=u.api.ns)
+    uris = {n: u.after["engines"][n]["status"]["artifact"]["uri"] for n in u.served}
+    assert uris == {n: f"{root}/{u.keys[n]}" for n in u.served}, uris
+    old = {n: u.before["engines"][n]["status"]["artifact"]["uri"] for n in u.served}
+    assert old == {n: f"s3://engines/cache/{u.old_keys[n]}" for n in u.served}, old
 
 
 def test_serving_pods_restart_only_with_a_key_migration(upgraded: Upgraded) -> None:
@@ -471,8 +521,6 @@ def test_specs_kept_and_statuses_changed_only_as_required(upgraded: Upgraded) ->
     ):
         allowed = set(status_fields) if EXPECTED["engine_keys_change"] else set()
         for name, old in u.before[kind].items():
-            if name == LEGACY:
-                continue  # test_engine_on_the_previous_releases_defaults_survives_the_upgrade
             new = u.after[kind][name]
             assert new["metadata"]["uid"] == old["metadata"]["uid"]
             spec = sorted(diff_paths(old["spec"], new["spec"]))
@@ -490,17 +538,30 @@ def test_chart_objects_change_only_where_the_releases_differ(upgraded: Upgraded)
     assert differs == EXPECTED["chart_objects"], differs
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="product bug found by this test: the previous release's CRD defaulted spec.quantization."
-    "calibration to {dataset: bundled, numSamples: 512, batchSize: 1, maxSeqLength: 512} and the API "
-    "server stored it in every LLMEngine; this release refuses bundled with more than 101 samples, so "
-    "such an engine turns Failed (InvalidSpec) on upgrade. Remove this marker with the migration.",
-)
 def test_engine_on_the_previous_releases_defaults_survives_the_upgrade(upgraded: Upgraded) -> None:
-    """An LLMEngine created without ``calibration`` under the previous release is valid after it."""
-    stored = upgraded.before["engines"][LEGACY]["spec"]["quantization"]["calibration"]
-    assert stored["numSamples"] == 512 and stored["dataset"] == "bundled"  # what the old CRD stored
-    status = upgraded.api.get(ENGINE_PLURAL, LEGACY).get("status") or {}
-    ready = next((c for c in status.get("conditions") or [] if c["type"] == "Ready"), {})
-    assert ready.get("reason") != "InvalidSpec", ready.get("message")
+    """An LLMEngine created without ``calibration`` under the previous release: its stored calibration
+    (that CRD's default, which this release refuses as written) reads as not set — the engine is
+    Ready on the key of the same engine created now without calibration — and the stored value stays.
+    The user can still edit the object: the API server re-checks the calibration rule only when the
+    calibration changes (CRD validation ratcheting, default on since Kubernetes 1.30 and GA in 1.33:
+    kubernetes pkg/features/versioned_kube_features.go, ``CRDValidationRatcheting``)."""
+    u = upgraded
+    old = u.before["engines"][LEGACY]["spec"]
+    # what the previous CRD stored (git show 3898a0c:crds/llm.trtllm-operator.dev_llmengines.yaml)
+    assert old["quantization"]["calibration"] == {
+        "dataset": "bundled", "numSamples": 512, "batchSize": 1, "maxSeqLength": 512,
+    }  # fmt: skip
+    now = u.api.get(ENGINE_PLURAL, LEGACY)
+    assert now["spec"] == old
+    created_now = {
+        **old,
+        "quantization": {k: v for k, v in old["quantization"].items() if k != "calibration"},
+    }
+    prepared = prepare_engine(LEGACY, created_now, hf_config=hf_config(TINYLLAMA), namespace=u.api.ns)
+    assert isinstance(prepared, PreparedEngine), prepared
+    assert (now["status"]["phase"], u.keys[LEGACY]) == ("Ready", prepared.key), now["status"]
+    edited = u.api.custom.patch_namespaced_custom_object(
+        GROUP, VERSION, u.api.ns, ENGINE_PLURAL, LEGACY,
+        {"spec": {"gpu": {"podAnnotations": {"example.com/edited": "after-upgrade"}}}},
+    )  # fmt: skip
+    assert edited["spec"]["quantization"]["calibration"] == old["quantization"]["calibration"]
