@@ -124,7 +124,7 @@ def container_command(
 
 def helm_values(namespace: str) -> str:
     """Values of the test release (YAML): watch ``namespace``, debug logs, the fast settings, the
-    serving NetworkPolicy."""
+    per-deployment serving NetworkPolicy (the chart's default, stated)."""
     extra_env = [{"name": k, "value": v} for k, v in FAST_ENV.items()]
     values = {
         "watchNamespaces": [namespace],

@@ -92,6 +92,8 @@ def run(args: argparse.Namespace) -> int:
     from trtllm_operator.decide.engine_spec import InvalidEngine, prepare_engine  # noqa: PLC0415
     from trtllm_operator.decide.serving import ServingRefusal, plan_serving  # noqa: PLC0415
     from trtllm_operator.render.children import render_plan  # noqa: PLC0415
+    from trtllm_operator.render.network_policy import serving_network  # noqa: PLC0415
+    from trtllm_operator.settings import current  # noqa: PLC0415
 
     if args.gpus_per_node < 1:
         return _bad(f"--gpus-per-node must be >= 1 (GPUs of one node), got {args.gpus_per_node}")
@@ -176,6 +178,6 @@ def run(args: argparse.Namespace) -> int:
                     hint = " (to render it here as on a cluster with LeaderWorkerSet installed, pass --lws)"
                 print(f"{name}: {plan.blocked[0]}: {plan.blocked[1]}{hint}", file=sys.stderr)
             return EXIT_NOT_RENDERABLE
-        out.extend(render_plan(plan).manifests())
+        out.extend(render_plan(plan, serving_network(current())).manifests())
     sys.stdout.write(yaml.dump_all(out, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=110))
     return EXIT_OK
