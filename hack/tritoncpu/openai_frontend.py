@@ -3,9 +3,8 @@
 The ``-trtllm-python-py3`` images run ``/opt/tritonserver/python/openai/openai_frontend/main.py``
 (triton-inference-server/server ``python/openai``) on the in-process ``tritonserver`` Python API.
 The CPU runtime here (``nvidia-pytriton==0.7.0``) ships the ``tritonserver`` binary and
-``libtritonserver.so`` (Triton 2.51) but not that Python API, and this machine cannot reach GitHub.
-So the overlay is assembled from local git checkouts of the two upstream repositories, at the 26.03
-images' release branch (``r26.03``):
+``libtritonserver.so`` (Triton 2.51) but not that Python API. So an overlay is assembled from the
+two upstream repositories at the 26.03 images' release branch (``r26.03``), vendored here:
 
 - ``python/openai`` of triton-inference-server/server, unmodified;
 - ``python/tritonserver`` of triton-inference-server/core: its pure-Python API unmodified except two
@@ -21,24 +20,31 @@ images' release branch (``r26.03``):
   no longer has. A ``sitecustomize`` drops ``PYTHONPATH`` once the frontend's interpreter started,
   so the Python-backend stubs the in-process server starts keep the runtime's own packages.
 
-Sources: ``TRITON_SERVER_GIT`` and ``TRITON_CORE_GIT`` name git directories (bare or not) of those
-repositories holding branch ``r26.03``.
+Sources: vendored in ``hack/tritoncpu/vendor/triton-r26.03/`` (README.md there: the upstream commits,
+the path list, the BSD-3-Clause license; ``SOURCES`` holds every file's git blob id, which
+tests/unit/test_tritoncpu_vendor.py checks). The overlay is built once per vendored tree and
+builder (this module), next to the runtime in ``~/.cache/trtllm-operator/``.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import os
 import shutil
 import subprocess
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from tritoncpu import STUB_TIMEOUT_SECS, TritonError, runtime
 
 BRANCH = "r26.03"
-SERVER_GIT_ENV = "TRITON_SERVER_GIT"
-CORE_GIT_ENV = "TRITON_CORE_GIT"
+#: The vendored upstream files: ``server/`` (triton-inference-server/server) and ``core/``
+#: (triton-inference-server/core), each at its repository's own paths.
+VENDOR = Path(__file__).resolve().parent / "vendor" / f"triton-{BRANCH}"
 #: Python packages of the frontend's process (see the module docstring).
 REQUIREMENTS = (
     "fastapi==0.121.2",
@@ -78,50 +84,36 @@ class Overlay:
         }
 
 
-def sources() -> tuple[Path, Path] | None:
-    """``(server git, core git)`` from the environment, or None when either is unset."""
-    server, core = os.environ.get(SERVER_GIT_ENV), os.environ.get(CORE_GIT_ENV)
-    if not server or not core:
-        return None
-    return Path(server), Path(core)
-
-
 def _run(argv: list[str], **kw: object) -> None:
     proc = subprocess.run(argv, capture_output=True, text=True, check=False, **kw)  # type: ignore[call-overload]
     if proc.returncode != 0:
         raise TritonError(f"{' '.join(argv[:4])} … failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
 
 
-def _archive(git_dir: Path, paths: list[str], dest: Path) -> None:
-    dest.mkdir(parents=True, exist_ok=True)
-    archive = subprocess.run(
-        ["git", f"--git-dir={_git_dir(git_dir)}", "archive", BRANCH, *paths],
-        capture_output=True,
-        check=False,
-    )
-    if archive.returncode != 0:
-        raise TritonError(f"git archive {BRANCH} of {git_dir}: {archive.stderr.decode()[-2000:]}")
-    untar = subprocess.run(
-        ["tar", "x", "-C", str(dest)], input=archive.stdout, capture_output=True, check=False
-    )
-    if untar.returncode != 0:
-        raise TritonError(f"tar x into {dest}: {untar.stderr.decode()[-2000:]}")
+def vendored_files() -> list[tuple[str, str, str, str]]:
+    """``(repository, commit, path, git blob id)`` of every vendored file, from ``SOURCES``; the file
+    is ``VENDOR / <repository's last name> / path``."""
+    rows = []
+    for line in (VENDOR / "SOURCES").read_text().splitlines():
+        if line and not line.startswith("#"):
+            repo, commit, path, blob = line.split()
+            rows.append((repo, commit, path, blob))
+    return rows
 
 
-def _git_dir(path: Path) -> Path:
-    return path / ".git" if (path / ".git").exists() else path
+def vendored_commits() -> dict[str, str]:
+    """``{"server": commit, "core": commit}`` of the vendored files."""
+    return {repo.rsplit("/", 1)[1]: commit for repo, commit, _path, _blob in vendored_files()}
 
 
-def _commit(git_dir: Path) -> str:
-    out = subprocess.run(
-        ["git", f"--git-dir={_git_dir(git_dir)}", "rev-parse", BRANCH],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if out.returncode != 0:
-        raise TritonError(f"{git_dir} has no branch {BRANCH}: {out.stderr.strip()}")
-    return out.stdout.strip()
+def _stamp(python: Path) -> str:
+    """What the overlay is built from: the vendored files, this builder, the runtime's interpreter."""
+    digest = hashlib.sha256()
+    for _repo, _commit, path, blob in vendored_files():
+        digest.update(f"{path} {blob}\n".encode())
+    digest.update(Path(__file__).read_bytes())
+    digest.update(str(python.resolve()).encode())
+    return digest.hexdigest()[:12]
 
 
 def _patch_options(server_py: Path) -> None:
@@ -145,22 +137,36 @@ def _patch_options(server_py: Path) -> None:
     server_py.write_text(text)
 
 
-def overlay(server_git: Path, core_git: Path) -> Overlay:
-    """Build (once per pair of commits, in the runtime's cache directory) and return the overlay."""
+def overlay() -> Overlay:
+    """Build (once per vendored tree, in the runtime's cache directory) and return the overlay.
+
+    A cold build installs the Python packages (uv's cache) and compiles the bindings (g++, about
+    40 s on a 2-core machine); a concurrent second caller waits on a lock and reuses it.
+    """
     rt = runtime()
-    stamp = f"{_commit(server_git)[:12]}-{_commit(core_git)[:12]}"
-    dest = rt.parent / f"triton-openai-{BRANCH}-{stamp}"
+    python = rt / "venv" / "bin" / "python"
+    dest = rt.parent / f"triton-openai-{BRANCH}-{_stamp(python)}"
     done = dest / "COMPLETE"
     result = Overlay(dest / "frontend" / "openai", (dest / "core" / "python", dest / "site"))
     if done.exists():
         return result
+    with (rt.parent / f".triton-openai-{BRANCH}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            _build(rt, python, dest, result)
+    return result
+
+
+def _build(rt: Path, python: Path, dest: Path, result: Overlay) -> None:
+    started = time.monotonic()
     shutil.rmtree(dest, ignore_errors=True)
-    _archive(server_git, ["python/openai"], dest / "server")
-    (dest / "frontend").mkdir(parents=True)
-    (dest / "server" / "python" / "openai").rename(result.frontend)
-    _archive(core_git, ["python/tritonserver", "include"], dest / "core")
+    result.frontend.mkdir(parents=True)
+    shutil.copytree(
+        VENDOR / "server" / "python" / "openai" / "openai_frontend", result.frontend / "openai_frontend"
+    )
+    shutil.copytree(VENDOR / "core" / "python" / "tritonserver", dest / "core" / "python" / "tritonserver")
+    shutil.copytree(VENDOR / "core" / "include", dest / "core" / "include")
     _patch_options(dest / "core" / "python" / "tritonserver" / "_api" / "_server.py")
-    python = rt / "venv" / "bin" / "python"
     uv = shutil.which("uv") or str(next(rt.parent.glob("uv-*/bin/uv"), "uv"))
     _run([uv, "pip", "install", "-q", "--target", str(dest / "site"), "--python", str(python), *REQUIREMENTS])
     for numpy in (dest / "site").glob("numpy*"):  # the runtime's numpy 1.x (the stub's ABI) stays
@@ -198,7 +204,8 @@ def overlay(server_git: Path, core_git: Path) -> Overlay:
             f"-Wl,-rpath,{lib.parent}",
         ]
     )
-    done.write_text(
-        json.dumps({"server": _commit(server_git), "core": _commit(core_git), "library": str(lib)})
+    (dest / "COMPLETE").write_text(json.dumps({**vendored_commits(), "library": str(lib)}))
+    print(
+        f"[tritoncpu] OpenAI frontend overlay built in {time.monotonic() - started:.0f} s: {dest}",
+        file=sys.stderr,
     )
-    return result

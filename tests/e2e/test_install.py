@@ -21,10 +21,9 @@ from typing import Any
 
 import pytest
 import yaml
-from e2e_harness import CHART, Installed, token_kubeconfig
+from e2e_harness import CHART, HF_TOKEN, TINYLLAMA, Installed, hub_repos, token_kubeconfig
 from kubernetes import client
 from support.cluster import LocalCluster
-from support.operator import HF_CONFIG_DIR
 from support.wait import wait_for
 
 from engine_builder.report import build_report
@@ -35,13 +34,12 @@ from trtllm_operator.decide.engine_spec import PreparedEngine, prepare_engine
 pytestmark = pytest.mark.slow
 
 H100 = "NVIDIA-H100-80GB-HBM3"
-TINYLLAMA = "hf://TinyLlama/TinyLlama-1.1B-Chat-v1.0"
 IMAGE = "nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3"
 KWOK = "kwok.trtllm-operator.dev"
 SA_TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 
-#: Fake credentials, recognisable and unique per run; none may leave its Secret.
-HF_TOKEN = "hf_e2eFAKE" + base64.b32encode(os.urandom(15)).decode().lower()
+#: Fake credentials, recognisable and unique per run; none may leave its Secret (HF_TOKEN, in
+#: e2e_harness, goes to the local Hub too: the plan check's request).
 S3_ACCESS_KEY = "AKIAE2EFAKE" + base64.b32encode(os.urandom(5)).decode()
 S3_SECRET_KEY = "e2eFakeS3Secret/" + base64.b64encode(os.urandom(18)).decode()
 
@@ -133,11 +131,10 @@ def an_engine(name: str) -> dict[str, Any]:
 
 
 def prepared_engine(body: dict[str, Any]) -> PreparedEngine:
-    """What the operator computes for ``body`` (the same pure function), for the builder report."""
-    config_path = Path(HF_CONFIG_DIR) / (TINYLLAMA.removeprefix("hf://").replace("/", "__") + ".json")
-    result = prepare_engine(
-        body["metadata"]["name"], body["spec"], hf_config=json.loads(config_path.read_text())
-    )
+    """What the operator computes for ``body`` (the same pure function, with the config.json the
+    local Hub serves), for the builder report."""
+    config = hub_repos()[TINYLLAMA.removeprefix("hf://")].files["config.json"]
+    result = prepare_engine(body["metadata"]["name"], body["spec"], hf_config=json.loads(config))
     assert isinstance(result, PreparedEngine), result
     return result
 
@@ -261,6 +258,73 @@ def test_flow_passes_as_the_chart_service_account(installed: Installed, flow: Fl
     denied = rbac_denials(log)
     assert not denied, "RBAC denied the operator:\n" + "\n".join(denied[:10])
     assert flow.prepared.key in log, "the operator log does not show the build (is it the right log?)"
+
+
+def condition_of(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == kind), None)
+
+
+def test_chart_defaults_plan_an_hf_model_from_the_hub_with_the_token_secret(
+    installed: Installed, flow: Flow
+) -> None:
+    """Issue 25: with the chart's default values (``hfConfigFetch: true``, no model-config
+    directory) and only ``hfEndpoint`` at the local Hub (tests/support/hub.py, the Hub's resolve
+    API, the repository gated behind the token of the test's Secret), the operator fetches
+    config.json with that token and plans before the build. The local Hub serves the gated file only
+    for ``Bearer <HF_TOKEN>`` (401 otherwise), so a plan means the token reached it. A missing or a
+    wrong token: ``Planned=Unknown`` ``ModelConfigUnavailable`` saying why, no plan."""
+    hub = installed.hub
+    assert hub is not None
+    assert "TRTLLM_OPERATOR_HF_CONFIG_DIR" not in installed.log(), "planned from a directory?"
+    plan = flow.engine["status"].get("plan")
+    assert plan, flow.engine["status"]
+    assert plan["fits"] is True and plan["maxSeqLenRule"], plan
+    planned = condition_of(flow.engine, "Planned")
+    assert planned is not None and planned["status"] == "True", planned
+    repo = TINYLLAMA.removeprefix("hf://")
+    assert ("HEAD", f"/{repo}/resolve/main/config.json", True) in hub.requests, hub.requests
+    assert not [path for _, path, sent in hub.requests if not sent], "a request without the token"
+    # the builder downloads from the same Hub (HF_ENDPOINT, huggingface_hub 2.4.0 constants.ENDPOINT)
+    (builder,) = (c for p in flow.builder_pods for c in p["spec"]["containers"] if c["name"] == "builder")
+    assert {"name": "HF_ENDPOINT", "value": hub.url} in builder["env"], builder["env"]
+
+    api = Api(installed.cluster, installed.namespace)
+    usable = {LABEL_SECRET_USABLE: "true"}
+    api.core.create_namespaced_secret(
+        installed.namespace,
+        {"metadata": {"name": "hf-wrong", "labels": usable}, "stringData": {"token": "hf_e2eWRONG"}},
+    )
+    wrong = an_engine("wrong-token")
+    wrong["spec"]["model"]["credentialsSecretRef"] = {"name": "hf-wrong", "key": "token"}
+    missing = an_engine("no-token")
+    del missing["spec"]["model"]["credentialsSecretRef"]
+    expected = {"wrong-token": "401", "no-token": "no token was sent"}
+    try:
+        for body in (wrong, missing):
+            # never built: a GPU product no node has (the plan check runs before the build anyway)
+            body["spec"]["gpu"]["product"] = "NVIDIA-H200"
+            api.custom.create_namespaced_custom_object(GROUP, VERSION, api.ns, ENGINE_PLURAL, body)
+        for name, why in expected.items():
+
+            def unknown(name: str = name) -> dict[str, Any] | None:
+                # (Planned=Unknown FetchingModelConfig comes first, while the request is out)
+                cond = condition_of(api.get(ENGINE_PLURAL, name), "Planned")
+                return cond if cond and cond["reason"] == "ModelConfigUnavailable" else None
+
+            cond = wait_for(unknown, timeout=60, desc=f"Planned=Unknown ModelConfigUnavailable for {name}")
+            assert cond["status"] == "Unknown", cond
+            assert "not fetched from the Hub" in cond["message"] and why in cond["message"], cond
+            assert not api.status(ENGINE_PLURAL, name).get("plan")
+    finally:
+        for name in expected:
+            api.custom.delete_namespaced_custom_object(GROUP, VERSION, api.ns, ENGINE_PLURAL, name)
+        api.core.delete_namespaced_secret("hf-wrong", installed.namespace)
+
+    def gone() -> bool:
+        items = api.custom.list_namespaced_custom_object(GROUP, VERSION, api.ns, ENGINE_PLURAL)["items"]
+        return not {e["metadata"]["name"] for e in items} & expected.keys()
+
+    wait_for(gone, timeout=60, desc="the two engines gone")
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ the builder's JSON report (engine_builder.report.build_report) as the terminatio
 from __future__ import annotations
 
 import json
+import socket
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -177,9 +178,11 @@ def test_exit_0_without_a_report_or_manifest_fails_and_records_nothing(api: Api,
     assert ready is not None and ready["reason"] == "EngineFailed", ready
     assert "LLMEngine 'wrote-nothing' failed: ArtifactMissing" in ready["message"], ready
     wait_for(lambda: "EngineFailed" in api.event_reasons("serves-nothing"), desc="EngineFailed Event")
-    # spec.server.decoupled defaults to false: the Streaming condition says streams are refused.
+    # nothing is served (the engine failed): Streaming is Unknown; spec.server.decoupled defaults to
+    # false, so the message says streams will be refused and the fix.
     streaming = find_condition(deployment, "Streaming")
-    assert streaming is not None and (streaming["status"], streaming["reason"]) == ("False", "NotDecoupled")
+    assert streaming is not None, deployment["status"]
+    assert (streaming["status"], streaming["reason"]) == ("Unknown", "EngineNotReady"), streaming
     assert "set spec.server.decoupled: true" in streaming["message"], streaming
 
 
@@ -301,14 +304,55 @@ def test_plan_from_the_hub_with_the_builders_token(cluster: LocalCluster, namesp
         api.create(wrong)
 
         def unknown() -> dict[str, Any] | None:
+            # Planned=Unknown FetchingModelConfig (phase Planning) while the request is out, first
             cond = find_condition(api.engine(wrong.name), "Planned")
-            return cond if cond and cond["status"] == "Unknown" else None
+            return cond if cond and cond["reason"] == "ModelConfigUnavailable" else None
 
-        cond = wait_for(unknown, timeout=60, desc="Planned=Unknown for the wrong token")
-        assert cond["reason"] == "ModelConfigUnavailable"
+        cond = wait_for(unknown, timeout=60, desc="ModelConfigUnavailable, wrong token")
+        assert cond["status"] == "Unknown"
         assert "not fetched from the Hub" in cond["message"] and "401" in cond["message"], cond["message"]
         assert "plan stage" in cond["message"]
         assert (api.engine(wrong.name).get("status") or {}).get("plan") is None
+
+
+def test_a_new_engine_says_planning_while_an_unreachable_hub_is_retried(
+    cluster: LocalCluster, namespace: str
+) -> None:
+    """Fresh-user trial: with the Hub unreachable the fetch retries for ~23 s (huggingface_hub 2.4.0:
+    ``http_backoff`` after a failed metadata request) and the engine had no phase at all meanwhile.
+    Now it is ``Planning`` with ``Planned=Unknown`` ``FetchingModelConfig`` at once, then
+    ``ModelConfigUnavailable`` saying why, and it goes on to build."""
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))  # bound, never listening: connection refused
+    try:
+        hub_url = f"http://127.0.0.1:{closed.getsockname()[1]}"
+        api = Api(cluster, namespace)
+        with running_operator(
+            cluster, [namespace], hf_config_dir=None, hf_config_fetch=True, hf_endpoint=hub_url
+        ):
+            eng = an_engine("offline").fmt("none")
+            eng.body["spec"]["model"]["source"] = LLAMA_8B
+            del eng.body["spec"]["model"]["credentialsSecretRef"]
+            api.create(eng)
+
+            def fetching() -> dict[str, Any] | None:
+                e = api.engine(eng.name)
+                cond = find_condition(e, "Planned")
+                return e if cond and cond["reason"] == "FetchingModelConfig" else None
+
+            engine = wait_for(fetching, timeout=10, interval=0.2, desc="Planned=Unknown FetchingModelConfig")
+            assert engine["status"]["phase"] == "Planning"
+            assert hub_url in condition(engine, "Planned")["message"]
+
+            def unavailable() -> dict[str, Any] | None:
+                cond = find_condition(api.engine(eng.name), "Planned")
+                return cond if cond and cond["reason"] == "ModelConfigUnavailable" else None
+
+            cond = wait_for(unavailable, timeout=90, desc="Planned=Unknown ModelConfigUnavailable")
+            assert "not fetched from the Hub" in cond["message"], cond
+            assert api.engine(eng.name)["status"]["phase"] in ("Queued", "Building", "Unschedulable")
+    finally:
+        closed.close()
 
 
 A100 = "NVIDIA-A100-SXM4-80GB"  # hack/localcluster/nodes.py DEFAULT_NODES: a100-0, a100-1, 4 GPUs each
@@ -601,6 +645,33 @@ def test_concurrent_build_limit_queues_with_position(api: Api, cluster: LocalClu
         api.wait_phase("one", "Ready", timeout=60)
         api.wait_phase("two", "Ready", timeout=60)
         assert len(api.jobs()) == 2
+
+
+def test_unschedulable_build_holds_no_slot_and_simultaneous_engines_get_distinct_positions(
+    api: Api, cluster: LocalCluster, namespace: str
+) -> None:
+    """Fresh-user trial (issue 25): with maxConcurrentBuilds 1, a build whose pod cannot be scheduled
+    (no NVIDIA-H200 node) does not keep the next build queued; two LLMEngines applied together wait
+    at positions 1 and 2 (creationTimestamp, then name), not both at 1."""
+    with running_operator(cluster, [namespace], max_concurrent_builds=1):
+        api.create(an_engine("stuck").on("NVIDIA-H200"))
+        api.wait_phase("stuck", "Unschedulable", timeout=60)
+        first = an_engine("first").max_batch_size(4)
+        api.create(first.succeeds(success_report(first.prepared())).runs_for(600_000))
+        api.wait_phase("first", "Building", timeout=60)
+        pair = [an_engine(name).max_batch_size(size) for name, size in (("pair-a", 8), ("pair-b", 16))]
+        for eng in pair:
+            api.create(eng)
+        for eng in pair:
+            api.wait_phase(eng.name, "Queued")
+
+        def positions() -> list[str] | None:
+            now = [api.engine(eng.name)["status"]["build"]["message"] for eng in pair]
+            return now if "position 1" in now[0] and "position 2" in now[1] else None
+
+        messages = wait_for(positions, timeout=30, desc="pair-a at position 1, pair-b at 2")
+        assert "1 of 1 concurrent builds running" in messages[0], messages
+        assert len(api.jobs()) == 2  # stuck's and first's
 
 
 def test_imported_artifact_is_served_from_cache_without_a_job(

@@ -183,3 +183,59 @@ def test_admission_refuses_a_pool_without_the_openai_api(api: Api) -> None:
     assert err.value.status == 422
     assert "spec.routing.inferencePool.enabled" in err.value.body
     assert "needs server.api openai or both" in err.value.body
+
+
+def test_pytorch_openai_deployment_runs_trtllm_serve(cluster: LocalCluster, api: Api) -> None:
+    """``backend: pytorch`` + ``api: openai``: the pod runs ``trtllm-serve`` (rendered flags checked
+    against upstream in tests/unit/test_render_trtllm_serve.py); the API server accepts the Deployment,
+    Service and ConfigMap; ``api: both`` is refused with a condition naming the fix."""
+    engine = an_engine("llama-torch")
+    engine["spec"]["backend"] = "pytorch"
+    cache_artifact(api.core, api.ns, engine)
+    api.create("llmengines", engine)
+    spec = {"api": "openai", "decoupled": True, "openai": {"servedModelName": "llama-3.1-8b"}}
+    api.create("llmdeployments", a_deployment("torch-chat", "llama-torch", server=spec))
+    api.create(
+        "llmdeployments",
+        a_deployment("torch-both", "llama-torch", server={"api": "both", "decoupled": True}),
+    )
+
+    with running_operator(cluster, [api.ns]):
+        status = wait_for(
+            lambda: (
+                (s := api.status("torch-chat")).get("phase") == "Ready" and s.get("readyReplicas") == 2 and s
+            ),
+            timeout=120,
+            desc="torch-chat Ready",
+        )
+        assert status["endpoint"] == f"http://torch-chat.{api.ns}.svc:9000/v1"
+        pod = api.apps.read_namespaced_deployment("torch-chat", api.ns).spec.template
+        (container,) = pod.spec.containers
+        assert {p.name: p.container_port for p in container.ports} == {"openai": 9000}
+        for probe in (container.startup_probe, container.readiness_probe, container.liveness_probe):
+            assert probe.http_get.path == "/health" and probe.http_get.port == "openai"
+        svc = api.core.read_namespaced_service("torch-chat", api.ns)
+        assert [(p.name, p.port) for p in svc.spec.ports] == [("openai", 9000)]
+        cms = api.core.list_namespaced_config_map(
+            api.ns, label_selector="llm.trtllm-operator.dev/deployment=torch-chat"
+        )
+        (cm,) = [c for c in cms.items if "launch.sh" in (c.data or {})]
+        assert (
+            "exec trtllm-serve /tmp/trtllm-serve/llama-3.1-8b --host 0.0.0.0 --port 9000"
+            in cm.data["launch.sh"]
+        )
+        assert "return_perf_metrics: true" in cm.data["trtllm-serve__extra-llm-api-options.yaml"]
+        assert not [k for k in cm.data if k.endswith("config.pbtxt")]  # no Triton model repository
+
+        cond = wait_for(
+            lambda: (
+                (c := api.condition("torch-both", "Ready"))
+                and c["reason"] == "OpenAIFrontendUnsupported"
+                and c
+            ),
+            timeout=60,
+            desc="torch-both refused",
+        )
+        assert cond["status"] == "False"
+        assert "no KServe v2 frontend" in cond["message"] and "api: openai" in cond["message"]
+        assert _deployment(api, "torch-both") is None

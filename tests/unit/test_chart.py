@@ -23,14 +23,16 @@ import yaml
 from localcluster import ClusterError, find_bin_dir
 from support.serving import serving_params
 
+from trtllm_operator.api.wire import FRONTEND_TRTLLM_SERVE, LABEL_FRONTEND
 from trtllm_operator.cli import build_parser
 from trtllm_operator.commands._schema import _strict
 from trtllm_operator.commands.run import settings_from_args
+from trtllm_operator.decide.serving_params import ServerSettings
 from trtllm_operator.metrics.operator_metrics import AUTOSCALER_DESIRED_REPLICAS
 from trtllm_operator.render.deployment import desired_deployment
 from trtllm_operator.render.leaderworkerset import desired_leaderworkerset
 from trtllm_operator.render.model_repository import desired_model_repository
-from trtllm_operator.render.serving import METRICS_PORT
+from trtllm_operator.render.serving import METRICS_PORT, TRTLLM_SERVE_METRICS_PATH
 from trtllm_operator.settings import ENV_PREFIX, Settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -262,10 +264,32 @@ def test_serving_pod_monitor_scrapes_the_pods_that_serve(rendered: dict[str, lis
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["team-a"]}  # watchNamespaces
     (anywhere,) = only(rendered["pod-monitor-all-namespaces"], "PodMonitor")
     assert anywhere["spec"]["namespaceSelector"] == {"any": True}
-    endpoint, openai = anywhere["spec"]["podMetricsEndpoints"]
+    endpoint, openai, trtllm_serve = anywhere["spec"]["podMetricsEndpoints"]
     assert endpoint == {"port": "metrics", "path": "/metrics", "interval": "5s"}
-    # pods of the OpenAI frontend (spec.server.api openai/both): /metrics on the "openai" port
-    assert openai == {"port": "openai", "path": "/metrics", "interval": "5s"}
+    # Prometheus' Kubernetes SD names a pod label __meta_kubernetes_pod_label_<name, non-alphanumerics
+    # as _> (Prometheus docs, kubernetes_sd_config "pod" role); a missing label reads as ""
+    source = "__meta_kubernetes_pod_label_" + re.sub(r"[^A-Za-z0-9_]", "_", LABEL_FRONTEND)
+    by_frontend = [{"sourceLabels": [source], "regex": FRONTEND_TRTLLM_SERVE}]
+    # pods of the OpenAI frontend (spec.server.api openai/both): /metrics on the "openai" port,
+    # except trtllm-serve's (pytorch backend), whose /metrics is JSON: /prometheus/metrics for them
+    assert openai == {
+        "port": "openai",
+        "path": "/metrics",
+        "interval": "5s",
+        "relabelings": [{**by_frontend[0], "action": "drop"}],
+    }
+    assert trtllm_serve == {
+        "port": "openai",
+        "path": TRTLLM_SERVE_METRICS_PATH,
+        "interval": "5s",
+        "relabelings": [{**by_frontend[0], "action": "keep"}],
+    }
+    torch = serving_params(backend="pytorch", server=ServerSettings(api="openai", decoupled=True))
+    labels = desired_deployment(torch, desired_model_repository(torch))["spec"]["template"]["metadata"][
+        "labels"
+    ]
+    assert labels[LABEL_FRONTEND] == FRONTEND_TRTLLM_SERVE
+    assert LABEL_FRONTEND not in serving_pods()["deployment"]["metadata"]["labels"]
     selector = monitor["spec"]["selector"]["matchLabels"]
     scraped = set()
     for role, template in serving_pods().items():

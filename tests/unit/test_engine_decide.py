@@ -22,8 +22,11 @@ from trtllm_operator.decide.engine import (
     EnsurePVC,
     RecordArtifact,
     ReplaceBuild,
+    build_queue_of,
     decide_engine,
+    decide_fetching,
     decide_invalid,
+    holds_build_slot,
 )
 from trtllm_operator.decide.engine_cache import artifact_record, record_from_build
 from trtllm_operator.decide.engine_failure import classify_failure, parse_report, unschedulable_message
@@ -173,6 +176,88 @@ def test_full_queue_waits_with_its_position(active: int, ahead: int, limit: int,
 def test_queue_admits_when_slots_are_free() -> None:
     assert BuildQueue(active=1, limit=2, ahead=0).may_start
     assert not BuildQueue(active=1, limit=2, ahead=1).may_start
+
+
+def _engine(name: str, created: str = "2026-12-01T10:00:00Z", phase: str | None = None) -> dict[str, Any]:
+    status = {"phase": phase} if phase else {}
+    return {"metadata": {"name": name, "namespace": "ml", "creationTimestamp": created}, "status": status}
+
+
+def _builder(name: str, pod_phase: str | None, *, unschedulable: bool = False) -> tuple[Any, list[Any]]:
+    j = job()
+    j["metadata"] = {"name": name, "namespace": "ml"}
+    if pod_phase is None:
+        return j, []
+    conditions = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/4"}]
+    p = pod(pod_phase, conditions=conditions if unschedulable else [])
+    p["metadata"].update(namespace="ml", labels={"batch.kubernetes.io/job-name": name})
+    return j, [p]
+
+
+def test_engines_created_at_once_get_distinct_deterministic_positions() -> None:
+    """Fresh-user trial: three LLMEngines applied together (the same second) all said "position 1";
+    positions follow creationTimestamp, then namespace, then name, whatever order the reconciles run
+    in and whether the others' status is written yet (no phase, or Queued)."""
+    engines = [
+        _engine("c"),
+        _engine("a", phase="Queued"),
+        _engine("b"),
+        _engine("old", "2026-12-01T09:59:59Z"),
+    ]
+    full_job, full_pods = _builder("build-running", "Running")
+    positions = {}
+    for order in (engines, list(reversed(engines))):
+        for e in order:
+            q = build_queue_of(e, order, [full_job], full_pods, limit=1)
+            positions[e["metadata"]["name"]] = q.position
+            assert not q.may_start and q.active == 1
+    assert positions == {"old": 1, "a": 2, "b": 3, "c": 4}
+    # an engine ahead without a phase yet counts for the position, not for admission (it may be
+    # served from the cache and never queue); a Queued one ahead holds the slot
+    c, a, b, first = engines
+    free = build_queue_of(c, [c, b, first], [], [], limit=1)
+    assert free.may_start and (free.ahead, free.unreconciled_ahead, free.position) == (0, 2, 3)
+    assert not build_queue_of(c, [c, a], [], [], limit=1).may_start
+    # engines that are not waiting (Ready, Building, Unschedulable, being deleted) do not count
+    others = [
+        _engine(n, "2026-12-01T09:00:00Z", phase) for n, phase in (("r", "Ready"), ("u", "Unschedulable"))
+    ]
+    gone = _engine("d", "2026-12-01T09:00:00Z")
+    gone["metadata"]["deletionTimestamp"] = "2026-12-01T10:00:01Z"
+    assert build_queue_of(engines[0], [*engines, *others, gone], [], [], limit=1).position == 4
+
+
+def test_an_unschedulable_build_frees_its_slot() -> None:
+    """Fresh-user trial: a build whose pod can never be scheduled kept its maxConcurrentBuilds slot
+    and the others queued behind it. A Job counts while it has no pod yet or its pod is scheduled;
+    not while its pod is PodScheduled=False/Unschedulable, nor when it ended."""
+    me = _engine("me")
+    stuck = _builder("build-stuck", "Pending", unschedulable=True)
+    fresh = _builder("build-fresh", None)
+    running = _builder("build-run", "Running")
+    done_job, _ = _builder("build-done", None)
+    done_job["status"]["conditions"] = [{"type": "Complete", "status": "True"}]
+    q = build_queue_of(me, [me], [stuck[0]], stuck[1], limit=1)
+    assert q.active == 0 and q.may_start
+    jobs = [stuck[0], fresh[0], running[0], done_job]
+    q = build_queue_of(me, [me], jobs, [*stuck[1], *running[1]], limit=2)
+    assert q.active == 2 and not q.may_start
+    assert holds_build_slot(running[0], running[1]) and not holds_build_slot(stuck[0], stuck[1])
+
+
+def test_a_new_engine_says_planning_while_its_config_is_fetched() -> None:
+    """Fresh-user trial: ~22 s without any phase while the Hub fetch retried offline. A new engine
+    gets phase Planning and Planned=Unknown FetchingModelConfig before the fetch; one that has a
+    phase keeps it (no flip of a Ready engine to Planning)."""
+    d = decide_fetching(2, {}, "fetching config.json of org/m from the Hub (http://hub) for the plan")
+    assert d is not None and d.status == {"phase": "Planning", "observedGeneration": 2}
+    c = {x["type"]: x for x in d.conditions}
+    assert (c["Planned"]["status"], c["Planned"]["reason"]) == ("Unknown", "FetchingModelConfig")
+    assert "org/m" in c["Planned"]["message"] and c["Ready"]["status"] == "False"
+    assert c["Progressing"]["status"] == "True" and d.actions == [] and d.event is None
+    assert decide_fetching(2, {"phase": "Pending"}, "x") is not None
+    for phase in ("Planning", "Queued", "Building", "Ready", "Failed", "Unschedulable"):
+        assert decide_fetching(2, {"phase": phase}, "x") is None, phase
 
 
 def test_running_job_is_building_and_adopted_when_another_engine_created_it() -> None:

@@ -1,9 +1,9 @@
 """``spec.server.api: openai | both``: Triton's OpenAI-compatible frontend, checked against upstream.
 
 The frontend is triton-inference-server/server ``python/openai`` at branch r26.03 (commit f72de07),
-the release branch of the 26.03 ``-trtllm-python-py3`` images the examples use. Its ``main.py`` and
-its ``observability.py`` router are vendored unmodified under
-``tests/fixtures/upstream/triton-server-r26.03/``: the rendered command is parsed by upstream's own
+the release branch of the 26.03 ``-trtllm-python-py3`` images the examples use, vendored unmodified
+under ``hack/tritoncpu/vendor/triton-r26.03/server/`` (README.md there; the fidelity tier serves it
+for real): the rendered command is parsed by upstream's own
 ``parse_args`` (an unknown flag, a misspelt one or a bad value fails here as it would in the pod),
 and the probe paths must be routes of that router.
 """
@@ -43,13 +43,23 @@ from trtllm_operator.render.serving import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
-UPSTREAM = REPO / "tests" / "fixtures" / "upstream" / "triton-server-r26.03"
+UPSTREAM = (
+    REPO
+    / "hack"
+    / "tritoncpu"
+    / "vendor"
+    / "triton-r26.03"
+    / "server"
+    / "python"
+    / "openai"
+    / "openai_frontend"
+)
 KEY = "a" * 64
 
 
 def upstream_parser() -> Any:
     """``parse_args`` of upstream ``main.py`` r26.03, run against an argv we give it."""
-    tree = ast.parse((UPSTREAM / "openai_frontend_main.py").read_text())
+    tree = ast.parse((UPSTREAM / "main.py").read_text())
     (func,) = (n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "parse_args")
     namespace: dict[str, Any] = {"argparse": argparse}
     exec(compile(ast.Module(body=[func], type_ignores=[]), "main.py", "exec"), namespace)
@@ -69,7 +79,7 @@ def upstream_parser() -> Any:
 
 
 def upstream_routes() -> set[str]:
-    tree = ast.parse((UPSTREAM / "openai_frontend_observability.py").read_text())
+    tree = ast.parse((UPSTREAM / "frontend" / "fastapi" / "routers" / "observability.py").read_text())
     routes = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":

@@ -105,15 +105,17 @@ class OpenAIFrontendSpec(ApiModel):
         pattern=r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$",
         description="The `model` clients send to /v1/chat/completions and /v1/completions, and the id "
         "/v1/models lists: the text-in/text-out Triton model (the ensemble) is served under this name "
-        "(letters, digits, '.', '_', '-'; it is a directory name, so no '/'). Default: ensemble. With "
-        "api: both the KServe path follows it: /v2/models/<servedModelName>/generate.",
+        "(letters, digits, '.', '_', '-'; it is a directory name, so no '/'). Default: ensemble (tensorrt "
+        "backend), the LLMDeployment's name (pytorch backend, trtllm-serve). With api: both the KServe "
+        "path follows it: /v2/models/<servedModelName>/generate.",
     )
     default_max_tokens: int | None = Field(
         default=None,
         ge=1,
         le=1_000_000,
         description="Tokens generated when a request sets neither max_tokens nor "
-        "max_completion_tokens (--default-max-tokens). Unset: the frontend's default, 16.",
+        "max_completion_tokens (--default-max-tokens). Unset: the frontend's default, 16. Triton's "
+        "frontend only: refused with trtllm-serve (pytorch backend), which has no such flag.",
     )
 
 
@@ -143,9 +145,10 @@ class ServerSpec(ApiModel):
         default="triton",
         description="Client protocol. triton: Triton's KServe v2 HTTP/gRPC (ports 8000/8001, metrics "
         "8002). openai: the OpenAI-compatible API (/v1/chat/completions, /v1/completions, /v1/models; "
-        "port 9000, metrics at :9000/metrics) served by Triton's OpenAI frontend. both: the OpenAI API "
-        "on 9000 and KServe v2 on 8000/8001 from the same process. openai and both need the tensorrt "
-        "backend and one GPU per replica (docs/serving.md).",
+        "port 9000, metrics at :9000/metrics) served by Triton's OpenAI frontend (tensorrt backend, one "
+        "GPU per replica) or by TensorRT-LLM's trtllm-serve (pytorch backend, one node per replica; "
+        "metrics at :9000/prometheus/metrics, no autoscaling signals). both: the OpenAI API on 9000 and "
+        "KServe v2 on 8000/8001 from the same process (tensorrt backend only; docs/serving.md).",
     )
     openai: OpenAIFrontendSpec = Field(
         default_factory=OpenAIFrontendSpec,

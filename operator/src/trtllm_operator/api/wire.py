@@ -49,6 +49,12 @@ LABEL_ENGINE = f"{GROUP}/engine"
 #: The LLMDeployment a serving child or pod belongs to (the workload selector, ``status.selector``).
 LABEL_DEPLOYMENT = f"{GROUP}/deployment"
 
+#: Serving pods whose main process is not Triton carry it: ``trtllm-serve`` (:data:`FRONTEND_TRTLLM_SERVE`,
+#: the pytorch backend's ``api: openai``), whose Prometheus text is at ``/prometheus/metrics``, not
+#: ``/metrics`` (the chart's serving PodMonitor keeps and drops targets on it).
+LABEL_FRONTEND = f"{GROUP}/frontend"
+FRONTEND_TRTLLM_SERVE = "trtllm-serve"
+
 #: Serving pods carry the first 16 hex digits of their engine key: label values are limited to 63
 #: characters, and 64 bits are plenty to tell one deployment's rollouts apart.
 SHORT_KEY_LEN = 16

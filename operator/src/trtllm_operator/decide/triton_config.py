@@ -13,11 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import yaml
+
 from engine_builder.planner import draft_kv_tokens
 from engine_builder.triton import (
     SPECULATIVE_DECODING_MODES,
     LLMAPIModelParams,
     TritonModelParams,
+    llmapi_model_yaml,
     render_llmapi_model,
     render_trtllm_repository,
 )
@@ -231,10 +234,68 @@ def check_filled(files: Mapping[str, str]) -> None:
             raise ValueError(f"{path}: unfilled template parameter in line {line.strip()!r}")
 
 
+#: The ``--extra_llm_api_options`` YAML of ``trtllm-serve`` (the pytorch backend's ``api: openai``,
+#: :func:`trtllm_operator.render.serving.trtllm_serve_args`): a file of the ConfigMap, mounted at
+#: ``<config mount>/model-repository/<path>`` like every repository file.
+TRTLLM_SERVE_OPTIONS = "trtllm-serve/extra-llm-api-options.yaml"
+#: ``model.yaml`` keys ``trtllm-serve`` gets as flags (or not at all: ``triton_config`` is Triton's).
+_TRTLLM_SERVE_FLAG_KEYS = frozenset(
+    {
+        "model",
+        "backend",
+        "tokenizer",
+        "tensor_parallel_size",
+        "pipeline_parallel_size",
+        "moe_expert_parallel_size",
+        "max_batch_size",
+        "max_num_tokens",
+        "max_seq_len",
+        "triton_config",
+    }
+)
+
+
+def trtllm_serve_options(params: ServingParams) -> dict[str, object]:
+    """The ``LLM()`` arguments ``trtllm-serve`` reads from ``--extra_llm_api_options``.
+
+    The same mapping as the LLM-API model's ``model.yaml`` (:func:`llmapi_model_params`, so both
+    frontends of the pytorch backend run the same ``LLM``), less what ``trtllm-serve`` takes as
+    flags, plus ``return_perf_metrics: true``, which mounts its Prometheus endpoint
+    (``openai_server.py`` ``register_routes``: ``if self.llm.args.return_perf_metrics:
+    self.mount_metrics()``; ``TorchLlmArgs.return_perf_metrics``, default false).
+
+    ``scheduler_config`` only for ``batchSchedulerPolicy: max_utilization``: ``serve.py``
+    ``get_llm_args`` already builds ``SchedulerConfig(capacity_scheduler_policy=GUARANTEED_NO_EVICT,
+    dynamic_batch_config=…)``, which a YAML ``scheduler_config`` would replace whole.
+    ``kv_cache_config`` keeps ``free_gpu_memory_fraction`` although ``--kv_cache_free_gpu_memory_fraction``
+    carries it too: ``serve.py`` builds a ``KvCacheConfig`` from the flag and then
+    ``update_llm_args_with_extra_dict`` replaces the whole ``kv_cache_config`` with the YAML's.
+    Iteration stats (``enable_iter_perf_stats``, the JSON ``/metrics``) stay off: nothing here reads
+    them, and every read of that endpoint drains them.
+    """
+    doc = llmapi_model_yaml(llmapi_model_params(params))
+    options = {k: v for k, v in doc.items() if k not in _TRTLLM_SERVE_FLAG_KEYS}
+    if params.server.batch_scheduler_policy == "guaranteed_no_evict":
+        # trtllm-serve's own scheduler_config has this policy (and its dynamic batch tuning, which a
+        # YAML scheduler_config would replace): only another policy is passed
+        del options["scheduler_config"]
+    options["return_perf_metrics"] = True
+    return options
+
+
+def trtllm_serve_files(params: ServingParams) -> dict[str, str]:
+    """The ConfigMap files of a ``trtllm-serve`` pod: only :data:`TRTLLM_SERVE_OPTIONS` (no Triton
+    model repository)."""
+    header = "# Rendered by trtllm-operator: trtllm-serve --extra_llm_api_options (LLM() arguments).\n"
+    return {TRTLLM_SERVE_OPTIONS: header + yaml.safe_dump(trtllm_serve_options(params), sort_keys=False)}
+
+
 def model_repository_files(params: ServingParams) -> dict[str, str]:
     """:func:`repository_files` checked by :func:`check_filled`: the files a deployment is served
-    with. Errors: ``ValueError`` naming the file or the out-of-range setting
-    (``pydantic.ValidationError`` is one)."""
+    with (for the pytorch backend's ``api: openai``, :func:`trtllm_serve_files`). Errors:
+    ``ValueError`` naming the file or the out-of-range setting (``pydantic.ValidationError`` is one)."""
+    if params.backend == "pytorch" and params.server.api == "openai":
+        return trtllm_serve_files(params)
     files = repository_files(params)
     if params.server.api != "triton":
         if params.backend != "tensorrt":

@@ -41,9 +41,11 @@ from trtllm_operator.api.wire import (
     ENGINE_TYPE_LABEL,
     ENGINE_TYPE_TRITON_TRTLLM,
     FETCH_CONTAINER,
+    FRONTEND_TRTLLM_SERVE,
     GPU_PRODUCT_LABEL,
     GPU_RESOURCE,
     LABEL_ENGINE_KEY,
+    LABEL_FRONTEND,
     SERVER_CONTAINER,
 )
 from trtllm_operator.decide.serving_params import ARTIFACT_MOUNT, ServingParams
@@ -54,6 +56,7 @@ from trtllm_operator.render.serving import (
     CONFIG_MOUNT,
     LAUNCH_SCRIPT,
     MODEL_REPOSITORY,
+    TRTLLM_SERVE_HEALTH_PATH,
     child_name,
     common_labels,
     content_hash,
@@ -61,6 +64,7 @@ from trtllm_operator.render.serving import (
     selector_labels,
     serving_ports,
     uses_openai_frontend,
+    uses_trtllm_serve,
 )
 
 #: The serving user of NVIDIA's Triton images (the ``-trtllm-python-py3`` ones included): their
@@ -115,6 +119,8 @@ def probes(params: ServingParams) -> dict[str, dict[str, Any]]:
     budget = startup_budget_seconds(params.artifact_bytes, params.world_size)
     if params.multi_node:
         budget += WORKER_WAIT_SECONDS
+    if uses_trtllm_serve(params):
+        return trtllm_serve_probes(math.ceil(budget / STARTUP_PERIOD_SECONDS))
     if uses_openai_frontend(params.server.api):
         return openai_probes(math.ceil(budget / STARTUP_PERIOD_SECONDS))
     return {
@@ -163,6 +169,27 @@ def openai_probes(startup_failures: int) -> dict[str, dict[str, Any]]:
             "timeoutSeconds": 5,
             "failureThreshold": 4,
         },
+    }
+
+
+def trtllm_serve_probes(startup_failures: int) -> dict[str, dict[str, Any]]:
+    """Probes of ``trtllm-serve`` (the pytorch backend's ``api: openai``).
+
+    ``GET /health`` (:data:`~trtllm_operator.render.serving.TRTLLM_SERVE_HEALTH_PATH`): 200, or 503
+    when the executor reports itself unhealthy (``openai_server.py`` ``health``: ``_check_health()``).
+    ``serve.py`` builds the ``LLM`` (model load, KV-cache allocation) before it starts the HTTP server
+    (``launch_server``: ``llm = PyTorchLLM(**llm_args)``, then ``asyncio.run(server(host, port))``),
+    so the startup probe covers the load; readiness and liveness read the same route.
+    """
+    health = {"httpGet": {"path": TRTLLM_SERVE_HEALTH_PATH, "port": "openai"}, "timeoutSeconds": 5}
+    return {
+        "startupProbe": {
+            **health,
+            "periodSeconds": STARTUP_PERIOD_SECONDS,
+            "failureThreshold": startup_failures,
+        },
+        "readinessProbe": {**health, "periodSeconds": 10, "failureThreshold": 3},
+        "livenessProbe": {**health, "periodSeconds": 15, "failureThreshold": 4},
     }
 
 
@@ -290,10 +317,13 @@ def pod_labels(params: ServingParams) -> dict[str, str]:
 
     With ``spec.routing.inferencePool`` the pods also carry the endpoint picker's engine-type label
     (:data:`~trtllm_operator.api.wire.ENGINE_TYPE_LABEL` = ``triton-tensorrt-llm``): the picker reads
-    Triton's TensorRT-LLM metric names for them instead of its default, vLLM's."""
+    Triton's TensorRT-LLM metric names for them instead of its default, vLLM's. ``trtllm-serve`` pods
+    carry :data:`~trtllm_operator.api.wire.LABEL_FRONTEND` (their metrics path differs)."""
     labels = {**params.pod_labels, **common_labels(params), LABEL_ENGINE_KEY: params.short_key}
     if params.inference_pool is not None:
         labels[ENGINE_TYPE_LABEL] = ENGINE_TYPE_TRITON_TRTLLM
+    if uses_trtllm_serve(params):
+        labels[LABEL_FRONTEND] = FRONTEND_TRTLLM_SERVE
     return labels
 
 

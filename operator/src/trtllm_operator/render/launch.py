@@ -54,16 +54,25 @@ from collections.abc import Sequence
 from importlib import resources
 
 from engine_builder.contract import EXIT_TAMPERED
-from trtllm_operator.decide.serving_params import ARTIFACT_MODEL_REPOSITORY, ARTIFACT_MOUNT, ServingParams
+from trtllm_operator.decide.serving_params import (
+    ARTIFACT_CHECKPOINT_DIR,
+    ARTIFACT_MODEL_REPOSITORY,
+    ARTIFACT_MOUNT,
+    ServingParams,
+)
 from trtllm_operator.render.serving import (
     ADMIN_KEY_ENV,
     CONFIG_MOUNT,
     IMAGE_TEMPLATES,
     LAUNCH_SCRIPT,
     MODEL_REPOSITORY,
+    TRTLLM_SERVE_MODEL_DIR,
     openai_frontend_args,
     tritonserver_args,
+    trtllm_serve_args,
+    trtllm_serve_model_name,
     uses_openai_frontend,
+    uses_trtllm_serve,
 )
 
 #: The Triton models the operator renders per backend (engine_builder.triton's layouts).
@@ -276,6 +285,8 @@ def server_command(params: ServingParams) -> list[str]:
     ``model.yaml`` (docs/reference/tensorrt-llm.md §3.5: launched with the default world size 1), so
     Triton runs as one process owning every GPU of the pod.
     """
+    if uses_trtllm_serve(params):
+        return trtllm_serve_args(params)
     if uses_openai_frontend(params.server.api):
         return openai_frontend_args(params)
     if params.backend == "pytorch" or params.world_size == 1:
@@ -296,6 +307,8 @@ def launch_script(params: ServingParams, models: Sequence[str] | None = None) ->
     """
     if params.multi_node:
         raise ValueError("a multi-node replica runs leader_script/worker_script, not launch_script")
+    if uses_trtllm_serve(params):
+        return trtllm_serve_script(params)
     lines = [*_header(), *verify_lines(params), *repository_lines(params, models)]
     cmd = server_command(params)
     if cmd[0] != "python3":  # tritonserver/mpirun: Triton's restricted APIs (not the OpenAI frontend)
@@ -304,6 +317,24 @@ def launch_script(params: ServingParams, models: Sequence[str] | None = None) ->
         lines.append(f"exec {_rendered(cmd)}")
     else:
         lines += _watchdog(_rendered(cmd), params.world_size)
+    return "\n".join(lines) + "\n"
+
+
+def trtllm_serve_script(params: ServingParams) -> str:
+    """``launch.sh`` of the pytorch backend's ``api: openai``: verify the artifact, link its
+    checkpoint under the served model name (trtllm-serve 1.2 names a local model directory by its
+    last path component and has no ``--served_model_name``:
+    :func:`~trtllm_operator.render.serving.trtllm_serve_args`), ``exec trtllm-serve``. No Triton
+    model repository: trtllm-serve builds the ``LLM`` itself and starts the node's ranks itself."""
+    link = f"{TRTLLM_SERVE_MODEL_DIR}/{trtllm_serve_model_name(params)}"
+    lines = [
+        *_header(),
+        *verify_lines(params),
+        "# trtllm-serve serves a local model directory under its last path component",
+        f"mkdir -p {shlex.quote(TRTLLM_SERVE_MODEL_DIR)}",
+        f"ln -sfn {shlex.quote(ARTIFACT_CHECKPOINT_DIR)} {shlex.quote(link)}",
+        f"exec {_rendered(trtllm_serve_args(params))}",
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -32,6 +32,7 @@ from trtllm_operator.api.wire import (
     MANAGED_BY,
 )
 from trtllm_operator.decide.serving_params import ARTIFACT_TOKENIZER_DIR, ServingParams
+from trtllm_operator.decide.triton_config import TRTLLM_SERVE_OPTIONS, llm_api_parallelism
 
 HTTP_PORT = 8000
 GRPC_PORT = 8001
@@ -73,12 +74,22 @@ def client_ports(params: ServingParams) -> tuple[tuple[str, int], ...]:
 
 
 def uses_openai_frontend(api: str) -> bool:
+    """Whether ``spec.server.api`` serves the OpenAI API (Triton's frontend or ``trtllm-serve``)."""
     return api in ("openai", "both")
+
+
+def uses_trtllm_serve(params: ServingParams) -> bool:
+    """The pytorch backend's OpenAI API is TensorRT-LLM's own server, ``trtllm-serve``
+    (:func:`trtllm_serve_args`); the tensorrt backend's is Triton's frontend
+    (:func:`openai_frontend_args`)."""
+    return params.backend == "pytorch" and params.server.api == "openai"
 
 
 def metrics_port(api: str) -> int:
     """Where a serving pod's Prometheus metrics are (path ``/metrics`` on both): Triton's metrics port
-    for ``api: triton``, the OpenAI frontend's port otherwise (same Triton core, same families)."""
+    for ``api: triton``, the OpenAI frontend's port otherwise (same Triton core, same families).
+    ``trtllm-serve`` (pytorch backend) serves its own families elsewhere:
+    :data:`TRTLLM_SERVE_METRICS_PATH`."""
     return OPENAI_PORT if uses_openai_frontend(api) else METRICS_PORT
 
 
@@ -245,4 +256,85 @@ def openai_frontend_args(params: ServingParams) -> list[str]:
             f"--kserve-http-port={HTTP_PORT}",
             f"--kserve-grpc-port={GRPC_PORT}",
         ]
+    return args
+
+
+#: TensorRT-LLM's OpenAI server, the pytorch backend's ``api: openai`` (the ``trtllm-serve`` console
+#: script of the ``tensorrt_llm`` wheel the ``-trtllm-python-py3`` images carry;
+#: ``tensorrt_llm/commands/serve.py``).
+TRTLLM_SERVE = "trtllm-serve"
+#: trtllm-serve's routes (``tensorrt_llm/serve/openai_server.py`` ``register_routes``, every stored
+#: version from the 1.1 line to the 1.3 line): ``GET /health`` (200 once the ``LLM`` is built, 503
+#: when the executor reports unhealthy), ``GET /metrics`` (per-iteration stats as **JSON**, each read
+#: drains the queue; pytorch backend only with ``enable_iter_perf_stats``), and, with the LLM
+#: argument ``return_perf_metrics``, Prometheus text at ``/prometheus/metrics`` (``mount_metrics``).
+TRTLLM_SERVE_HEALTH_PATH = "/health"
+TRTLLM_SERVE_METRICS_PATH = "/prometheus/metrics"
+#: Where the pod links the checkpoint under the served model name (see :func:`trtllm_serve_args`).
+TRTLLM_SERVE_MODEL_DIR = "/tmp/trtllm-serve"
+
+
+def trtllm_serve_model_name(params: ServingParams) -> str:
+    """The ``model`` clients send to ``trtllm-serve``: ``spec.server.openai.servedModelName``, default
+    the LLMDeployment's name."""
+    return params.server.served_model_name or params.name
+
+
+def trtllm_serve_args(params: ServingParams) -> list[str]:
+    """``trtllm-serve`` for the pytorch backend's ``api: openai``.
+
+    Every flag is an option of ``serve`` in NVIDIA/TensorRT-LLM ``tensorrt_llm/commands/serve.py``,
+    declared with the same spelling in the stored versions before the 1.2 line (commit 4c05a748,
+    1.1 line) and after it (commit 00209af1, 1.3 line); tests/unit/test_render_trtllm_serve.py checks
+    each against those option lists. The 26.03 images carry TensorRT-LLM 1.2.0
+    (:mod:`trtllm_operator.decide.image_catalog`).
+
+    - ``MODEL``: the artifact's checkpoint behind a link named after the served model name:
+      trtllm-serve 1.2 has no ``--served_model_name`` (added on main in NVIDIA/TensorRT-LLM PR
+      #11711, 2026-02), and names a local model directory by its last path component
+      (``openai_server.py``: ``self.model = model_dir.name``), which ``/v1/models`` lists and
+      requests must name;
+    - ``--host 0.0.0.0`` (default ``localhost``) and ``--port`` :data:`OPENAI_PORT`;
+    - ``--backend pytorch``, ``--tokenizer`` (the artifact's tokenizer: its ``tokenizer_config.json``
+      chat template is the one ``/v1/chat/completions`` applies);
+    - ``--tp_size``, ``--pp_size``, ``--ep_size`` (only above 1: unset is TensorRT-LLM's own
+      mapping, :func:`~trtllm_operator.decide.triton_config.llm_api_parallelism`); trtllm-serve
+      starts the ranks of one node itself (its MPI session);
+    - ``--max_batch_size``, ``--max_num_tokens``, ``--max_seq_len`` (the engine's limits);
+    - ``--kv_cache_free_gpu_memory_fraction``;
+    - ``--extra_llm_api_options`` :data:`TRTLLM_SERVE_OPTIONS`: KV-cache, scheduler and chunked
+      prefill settings and ``return_perf_metrics`` (the Prometheus endpoint).
+    """
+    tensor, pipeline, expert = llm_api_parallelism(
+        params.tensor_parallelism, params.pipeline_parallelism, params.expert_parallelism
+    )
+    args = [
+        TRTLLM_SERVE,
+        f"{TRTLLM_SERVE_MODEL_DIR}/{trtllm_serve_model_name(params)}",
+        "--host",
+        "0.0.0.0",  # every address of the pod: the Service, the probes and the NetworkPolicy reach it
+        "--port",
+        str(OPENAI_PORT),
+        "--backend",
+        "pytorch",
+        "--tokenizer",
+        ARTIFACT_TOKENIZER_DIR,
+        "--tp_size",
+        str(tensor),
+        "--pp_size",
+        str(pipeline),
+    ]
+    if expert is not None:
+        args += ["--ep_size", str(expert)]
+    args += ["--max_batch_size", str(params.max_batch_size)]
+    if params.max_num_tokens is not None:
+        args += ["--max_num_tokens", str(params.max_num_tokens)]
+    if params.max_seq_len is not None:
+        args += ["--max_seq_len", str(params.max_seq_len)]
+    args += [
+        "--kv_cache_free_gpu_memory_fraction",
+        str(params.server.kv_cache_free_gpu_mem_fraction),
+        "--extra_llm_api_options",
+        f"{CONFIG_MOUNT}/model-repository/{TRTLLM_SERVE_OPTIONS}",
+    ]
     return args
