@@ -26,6 +26,7 @@ import contextlib
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -130,6 +131,9 @@ class Server:
     log_path: Path
     work_dir: Path
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    #: The ``TRITON_ADMIN_KEY`` the launch script ran with (the value of Triton's ``admin-key``
+    #: header for its restricted APIs); None for a server started without a launch script.
+    admin_key: str | None = field(default=None, repr=False)
 
     @property
     def url(self) -> str:
@@ -388,6 +392,9 @@ def run_launch_script(
         script.write_text(text.replace(port.group(0), f"{port.group(0)} --host={address}", 1))
     backends = backend_directory(rt, work)
     env = server_env(rt)
+    # A pod gets TRITON_ADMIN_KEY from its Secret <name>-credentials (secretKeyRef); here: the
+    # caller's (extra_env, e.g. PodRunner resolving the pod's reference), else a fresh random value.
+    env["TRITON_ADMIN_KEY"] = secrets.token_hex(32)
     env.update(extra_env or {})
     env["PATH"] = f"{POD_BIN}:{env['PATH']}"
     env["TRITONCPU_REAL_SERVER"] = str(rt / "bin" / "tritonserver")
@@ -398,4 +405,4 @@ def run_launch_script(
     log = log_path or work / "pod.log"
     proc = _spawn(["bash", str(script)], env, log, work)
     (work / "server.json").write_text(json.dumps({"pid": proc.pid, "address": address}))
-    return Server(proc.pid, address, 8000, 8001, 8002, log, work, proc)
+    return Server(proc.pid, address, 8000, 8001, 8002, log, work, proc, env["TRITON_ADMIN_KEY"])

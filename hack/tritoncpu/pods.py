@@ -14,6 +14,7 @@ Uses the ``kubernetes`` client (the project virtualenv); ``core_api`` is a ``Cor
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import datetime as dt
 import logging
@@ -23,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from kubernetes.client.exceptions import ApiException
 
 import tritoncpu
 from trtllm_operator.decide.serving_params import ARTIFACT_MOUNT
@@ -112,12 +115,33 @@ class PodRunner:
             raise PodSetupError("the pod mounts no model-repository ConfigMap or no artifact PVC")
         if not artifact.is_dir():
             raise PodSetupError(f"artifact directory {artifact} does not exist on this machine")
+        env = self._secret_env(container)
         self._set_ready(pod, False, "TritonStarting", "tritonserver is loading the models (hack/tritoncpu)")
         server = tritoncpu.run_launch_script(
-            configmap[0], configmap[1], artifact, address=ip, work_dir=self.work_dir / name
+            configmap[0], configmap[1], artifact, address=ip, work_dir=self.work_dir / name, extra_env=env
         )
         self.on_event(f"pod/{name}: started tritonserver on {ip} (pid {server.pid}); log {server.log_path}")
         return PodServer(name, ip, server, time.monotonic())
+
+    def _secret_env(self, container: Any) -> dict[str, str]:
+        """The container's environment variables that reference a Secret key (``secretKeyRef``,
+        e.g. ``TRITON_ADMIN_KEY`` from ``<deployment>-credentials``), resolved as the kubelet
+        resolves them; a missing Secret or key stops the pod as it would a kubelet's
+        (CreateContainerConfigError)."""
+        env: dict[str, str] = {}
+        for var in container.env or []:
+            ref = var.value_from.secret_key_ref if var.value_from is not None else None
+            if ref is None:
+                continue
+            try:
+                secret = self.core.read_namespaced_secret(ref.name, self.namespace)
+            except ApiException as exc:
+                raise PodSetupError(f"env {var.name}: Secret {ref.name}: {exc.status} {exc.reason}") from exc
+            data = secret.data or {}
+            if ref.key not in data:
+                raise PodSetupError(f"env {var.name}: Secret {ref.name} has no key {ref.key!r}")
+            env[var.name] = base64.b64decode(data[ref.key]).decode()
+        return env
 
     def _set_ready(self, pod: Any, ready: bool, reason: str, message: str) -> None:
         status = "True" if ready else "False"

@@ -146,8 +146,9 @@ def hub_repos() -> dict[str, HubRepo]:
 
 def helm_values(namespace: str, hub_url: str) -> str:
     """Values of the test release (YAML): watch ``namespace``, debug logs, the fast settings, the
-    serving NetworkPolicy, and ``settings.hfEndpoint`` at the local Hub (``hub_url``): the plan
-    check itself (``settings.hfConfigFetch``) keeps the chart's default."""
+    per-deployment serving NetworkPolicy (the chart's default, stated), and ``settings.hfEndpoint``
+    at the local Hub (``hub_url``): the plan check itself (``settings.hfConfigFetch``) keeps the
+    chart's default."""
     extra_env = [{"name": k, "value": v} for k, v in FAST_ENV.items()]
     values = {
         "watchNamespaces": [namespace],

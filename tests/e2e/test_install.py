@@ -247,12 +247,19 @@ def test_flow_passes_as_the_chart_service_account(installed: Installed, flow: Fl
     assert status["readyReplicas"] == 2 and status["engineKey"] == flow.prepared.key
     assert len(ready_pods(flow.server_pods)) == 2
     assert installed.alive(), "the operator died"
-    # the chart's serving NetworkPolicy is admitted in the watched namespace and selects the servers
+    # the operator's own NetworkPolicy for the deployment (servingNetworkPolicy.enabled, the chart's
+    # default) was created with the chart's RBAC and selects the servers
+    name = flow.deployment["metadata"]["name"]
     policy = client.NetworkingV1Api(installed.cluster.api).read_namespaced_network_policy(
-        "trtllm-serving", installed.namespace
+        name, installed.namespace
     )
     for pod in flow.server_pods:
         assert policy.spec.pod_selector.match_labels.items() <= pod["metadata"]["labels"].items()
+    # and its credentials Secret (created with the chart's secrets/create), referenced by the pods
+    secret = client.CoreV1Api(installed.cluster.api).read_namespaced_secret(
+        f"{name}-credentials", installed.namespace
+    )
+    assert secret.immutable and secret.metadata.owner_references[0].kind == "LLMDeployment"
     log = installed.log()
     denied = rbac_denials(log)
     assert not denied, "RBAC denied the operator:\n" + "\n".join(denied[:10])
@@ -331,8 +338,13 @@ def test_chart_defaults_plan_an_hf_model_from_the_hub_with_the_token_secret(
     [
         ("list", "secrets", "watched", False),
         ("watch", "secrets", "watched", False),
+        # the operator's own <name>-credentials are created once and never changed (docs/security.md)
+        ("patch", "secrets", "watched", False),
+        ("update", "secrets", "watched", False),
+        ("delete", "secrets", "watched", False),
         ("get", "secrets", "operator", False),
         ("get", "secrets", "default", False),
+        ("create", "secrets", "default", False),
         ("watch", "secrets", "all", False),
         ("delete", "nodes", "cluster", False),
         ("create", "clusterroles", "cluster", False),
@@ -353,6 +365,10 @@ def test_chart_defaults_plan_an_hf_model_from_the_hub_with_the_token_secret(
         ("get", "tokenreviews.authentication.k8s.io", "cluster", False),
         # metadata of referenced Secrets (opt-in label); the code asks for metadata only
         ("get", "secrets", "watched", True),
+        # each LLMDeployment's own credentials Secret and NetworkPolicy
+        ("create", "secrets", "watched", True),
+        ("create", "networkpolicies.networking.k8s.io", "watched", True),
+        ("delete", "networkpolicies.networking.k8s.io", "default", False),
         ("watch", "customresourcedefinitions.apiextensions.k8s.io", "cluster", True),
     ],
 )

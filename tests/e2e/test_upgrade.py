@@ -85,12 +85,15 @@ EXPECTED: dict[str, Any] = {
     # new key (its label, annotation and ENGINE_KEY, the model repository ConfigMap named and hashed
     # by it) and the new artifact's size (the startup budget, startup_budget_seconds; the S3 emptyDir
     # sized from it), and between the releases' renders: the fetch-artifact init container verifies
-    # the artifact against its manifest (issue 24 item 4) and the ConfigMap carries the verifier.
+    # the artifact against its manifest (issue 24 item 4) and the ConfigMap carries the verifier;
+    # Triton's restricted admin APIs (issue 24 item 5): TRITON_ADMIN_KEY from the deployment's
+    # credentials Secret (the launch flags themselves are in the ConfigMap: config-hash).
     "serving_template": [
         ".metadata.annotations.llm.trtllm-operator.dev/config-hash",
         ".metadata.annotations.llm.trtllm-operator.dev/engine-key",
         ".metadata.labels.llm.trtllm-operator.dev/engine-key",
         ".spec.containers[triton].env[ENGINE_KEY].value",
+        ".spec.containers[triton].env[TRITON_ADMIN_KEY]",
         ".spec.containers[triton].startupProbe.failureThreshold",
         ".spec.initContainers[fetch-artifact].command",
         ".spec.volumes[artifact].emptyDir.sizeLimit",
@@ -120,13 +123,18 @@ EXPECTED: dict[str, Any] = {
     # with the values the release has: the previous release's, then those plus the upgrade's --set):
     # - the operator Deployment: TRTLLM_OPERATOR_HF_CONFIG_FETCH (settings.hfConfigFetch, issue 25),
     #   TRTLLM_OPERATOR_HF_ENDPOINT (the --set settings.hfEndpoint, issue 25) and
-    #   TRTLLM_OPERATOR_METRICS_AUTH (metrics.auth, authenticated operator metrics, issue 24);
+    #   TRTLLM_OPERATOR_METRICS_AUTH (metrics.auth, authenticated operator metrics, issue 24),
     # - the cluster-scoped ClusterRole: nodes list → list, watch (the nodes' watch cache, #20), and
     #   create on tokenreviews and subjectaccessreviews (metrics.auth's TokenReview +
     #   SubjectAccessReview, issue 24);
     # - a new ClusterRole ``-metrics-reader`` (get on the /metrics non-resource URL, issue 24);
+    #   and TRTLLM_OPERATOR_SERVING_NETWORK_POLICY / _SERVING_MONITORING_NAMESPACES (the operator's
+    #   per-deployment NetworkPolicy, servingNetworkPolicy, issue 24 item 5);
     # - the watched namespace's Role: only the verbs the code uses (issue 24, "minimal verbs": no
-    #   pods get, no configmaps update, events create on the core group only).
+    #   pods get, no configmaps update, events create on the core group only), and secrets create
+    #   and networkpolicies get/create/patch/delete (issue 24 item 5);
+    # - the chart's own serving NetworkPolicy ``trtllm-serving`` is gone (the operator renders one
+    #   per LLMDeployment instead, issue 24 item 5).
     # The namespaced chart default (clusterWide: false, issue 24) changes nothing here: the release
     # names its watchNamespaces.
     "chart_objects": {
@@ -134,6 +142,7 @@ EXPECTED: dict[str, Any] = {
         "ClusterRole/upg-trtllm-operator-cluster",
         "ClusterRole/upg-trtllm-operator-metrics-reader",
         "Role/upg-trtllm-operator",
+        "NetworkPolicy/trtllm-serving",
     },
     # Rollouts of each serving Deployment (new ReplicaSets): one as soon as the new operator renders
     # the pod template its way (the verifier, with the old key), one when the rebuilt engine is Ready
@@ -142,8 +151,13 @@ EXPECTED: dict[str, Any] = {
     # Every (verb, resource, subresource) the new operator writes in the workload namespace (audit
     # log, by its ServiceAccount): the rebuild (Job, its build-spec ConfigMap, the new key's cache
     # entry, engine status) and the rollouts (model repository ConfigMaps, Deployments, deployment
-    # status). Nothing else — no Service, PodDisruptionBudget, NetworkPolicy or spec write, no delete.
+    # status); and, from issue 24 item 5, per LLMDeployment: its credentials Secret (Triton admin key),
+    # its NetworkPolicy, and its Service without the metrics port (client ports only). Nothing else —
+    # no PodDisruptionBudget or spec write, no delete.
     "operator_writes": {
+        ("create", "secrets", ""),
+        ("create", "networkpolicies", ""),
+        ("patch", "services", ""),
         ("patch", "llmengines", "status"),
         ("patch", "llmdeployments", "status"),
         ("create", "jobs", ""),
@@ -328,7 +342,10 @@ def upgraded(
         capture_output=True, text=True, check=True, timeout=120,
     ).stdout  # fmt: skip
     # this release's Hub setting (settings.hfEndpoint, issue 25), given at the upgrade
-    new_sets = (f"settings.hfEndpoint={hub.url}",)
+    # the previous docs/security.md had users set servingNetworkPolicy.namespaces (here: its default,
+    # the watched namespace, so the previous render is the same); this chart has no such value
+    old_sets = (f"servingNetworkPolicy.namespaces={{{ns}}}",)
+    new_sets = (f"settings.hfEndpoint={hub.url}", "servingNetworkPolicy.namespaces=null")
     api = Api(cluster, ns)
     handle = Installed(
         cluster=cluster,
@@ -344,7 +361,7 @@ def upgraded(
         cluster.kubectl("replace", "--field-manager=helm", "-f", str(previous / "crds"))
         cluster.helm(
             "install", RELEASE, str(previous / "charts" / "trtllm-operator"), "--namespace", op_ns,
-            "--wait", "--timeout", "90s", "--values", "-", input=old_values, timeout=120,
+            "--wait", "--timeout", "90s", "--values", "-", "--set", *old_sets, input=old_values, timeout=120,
         )  # fmt: skip
         start_operator(handle, tmp_path, python=old_python)
 
@@ -387,6 +404,14 @@ def upgraded(
             check=False, timeout=120,
         )  # fmt: skip
         assert reused.returncode != 0 and "--reset-then-reuse-values" in reused.stderr, reused.stderr
+        # the value the user set in the previous release, which this chart lacks: refused, naming the fix
+        kept = cluster.helm(
+            "upgrade", RELEASE, str(CHART), "--namespace", op_ns, "--reset-then-reuse-values", "--dry-run",
+            "--set", new_sets[0], check=False, timeout=120,
+        )  # fmt: skip
+        assert kept.returncode != 0 and "--set servingNetworkPolicy.namespaces=null" in kept.stderr, (
+            kept.stderr
+        )
         upgraded = cluster.helm(
             "upgrade", RELEASE, str(CHART), "--namespace", op_ns, "--reset-then-reuse-values",
             *(a for kv in new_sets for a in ("--set", kv)), "--wait", "--timeout", "90s",
@@ -429,7 +454,7 @@ def upgraded(
         after=after,
         events=events,
         log=handle.log(),
-        old_render=rendered(cluster, previous / "charts" / "trtllm-operator", op_ns, old_values),
+        old_render=rendered(cluster, previous / "charts" / "trtllm-operator", op_ns, old_values, *old_sets),
         new_render=rendered(cluster, CHART, op_ns, old_values, *new_sets),
         served=served,
     )
@@ -510,6 +535,10 @@ def test_children_kept_and_written_only_as_required(upgraded: Upgraded) -> None:
     )
     assert set(writes) == EXPECTED["operator_writes"], dict(writes)
     assert writes[("create", "jobs", "")] == (len(u.served) if EXPECTED["engine_keys_change"] else 0), writes
+    once_per_deployment = {
+        w for w in EXPECTED["operator_writes"] if w[1] in ("secrets", "networkpolicies", "services")
+    }
+    assert {w: writes[w] for w in once_per_deployment} == {w: len(FLEET) for w in once_per_deployment}, writes
 
 
 def test_specs_kept_and_statuses_changed_only_as_required(upgraded: Upgraded) -> None:

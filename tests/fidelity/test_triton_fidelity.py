@@ -396,6 +396,76 @@ def test_streaming_returns_several_responses_when_decoupled(served: Served) -> N
 #: fewer than the engine's ``maxBatchSize`` (16), so the page shows a partly used replica.
 LOAD_REQUESTS = 6
 LOAD_TOKENS = 96
+
+
+def _status(url: str, method: str = "GET", headers: dict[str, str] | None = None) -> tuple[int, str]:
+    body = b"{}" if method == "POST" else None
+    req = urllib.request.Request(url, body, headers or {}, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, resp.read().decode(errors="replace")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(errors="replace")
+
+
+def test_admin_apis_refused_without_the_pods_admin_key_inference_and_scrapes_still_open(
+    served: Served,
+) -> None:
+    """Issue 24 item 5: the rendered ``--http-restricted-api`` / ``--grpc-restricted-protocol``
+    (render.serving.restricted_api_args) as the real Triton 2.51 enforces them. Without the header
+    ``admin-key`` (or with another value) the shared-memory, model-repository, trace and logging APIs
+    answer 403 "This API is restricted, expecting header 'admin-key'" (triton-inference-server/server
+    r24.10 src/http_server.cc ``RespondIfRestricted``) and their gRPC calls fail; with the pod's value
+    (TRITON_ADMIN_KEY, from its Secret) they answer. Health, metadata, model config, statistics,
+    the metrics port and inference (test_generate_returns_text) need no header."""
+    import tritonclient.grpc as grpcclient  # noqa: PLC0415
+    from tritonclient.utils import InferenceServerException  # noqa: PLC0415
+
+    from trtllm_operator.render.serving import ADMIN_HEADER, GRPC_HEADER_PREFIX  # noqa: PLC0415
+
+    server = served.server
+    key = server.admin_key
+    assert key, "the launch script ran without TRITON_ADMIN_KEY"
+    restricted = {
+        "model-repository": ("POST", "/v2/repository/index"),
+        "logging": ("GET", "/v2/logging"),
+        "trace": ("GET", "/v2/trace/setting"),
+        "shared-memory": ("GET", "/v2/systemsharedmemory/status"),
+    }
+    for api, (method, path) in restricted.items():
+        for headers in ({}, {ADMIN_HEADER: "not-" + key}):
+            code, text = _status(server.url + path, method, headers)
+            assert code == 403, (api, headers, code, text)
+            assert "This API is restricted, expecting header 'admin-key'" in text, text
+        code, text = _status(server.url + path, method, {ADMIN_HEADER: key})
+        assert code == 200, (api, code, text)
+    model = entry(served)[0]
+    for path in (
+        "/v2/health/ready",
+        "/v2",
+        f"/v2/models/{model}",
+        f"/v2/models/{model}/config",
+        "/v2/models/stats",
+    ):
+        code, text = _status(server.url + path)
+        assert code == 200, (path, code, text)
+    with urllib.request.urlopen(server.metrics_url, timeout=10) as resp:
+        assert resp.status == 200 and b"nv_inference_request_success" in resp.read()
+
+    client = grpcclient.InferenceServerClient(f"{server.address}:{server.grpc_port}")
+    try:
+        with pytest.raises(InferenceServerException, match="restricted"):
+            client.get_model_repository_index()
+        with pytest.raises(InferenceServerException, match="restricted"):
+            client.get_log_settings(headers={GRPC_HEADER_PREFIX + ADMIN_HEADER: "not-" + key})
+        granted = {GRPC_HEADER_PREFIX + ADMIN_HEADER: key}
+        assert {m.name for m in client.get_model_repository_index(headers=granted).models} >= {model}
+        assert client.get_log_settings(headers=granted) is not None
+        assert client.is_server_ready() and client.get_model_metadata(model).name == model
+    finally:
+        client.close()
+
+
 #: Set to a path to save the page that test reads (how ``tests/fixtures/triton_metrics_cpu_standin.txt``
 #: is captured: docs/triton-cpu.md "Captured exposition").
 CAPTURE_ENV = "TRTLLM_CAPTURE_METRICS"

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client
 from support.cluster import LocalCluster
 from support.engines import EngineApi as Api
@@ -706,11 +707,21 @@ def test_imported_artifact_is_served_from_cache_without_a_job(
     assert main(["cache", "list", "-n", namespace, "-o", "json", "--kubeconfig", kubeconfig]) == 0
     (listed,) = json.loads(capsys.readouterr().out)
     assert (listed["engineKey"], listed["source"]) == (prepared.key, "import")
-    # Without --namespace it looks in "default", finds nothing and says where entries are (#25 item 6).
+    # Without --namespace it looks where kubectl would: the context's namespace (none in this
+    # kubeconfig), else "default"; finding nothing it says where entries are (#25 item 6).
     assert main(["cache", "list", "--kubeconfig", kubeconfig]) == 0
     err = capsys.readouterr().err
-    assert "no cache entries in namespace 'default' (the default: no --namespace given)" in err, err
+    assert "no cache entries in namespace 'default' (no --namespace given" in err, err
     assert namespace in err and "--all-namespaces" in err, err
+    # `kubectl config set-context --current --namespace NS` (the demo suggests it) is honoured
+    # (what that command writes: the current context's `namespace` field)
+    config = yaml.safe_load(Path(kubeconfig).read_text())
+    current = next(c for c in config["contexts"] if c["name"] == config["current-context"])
+    current["context"]["namespace"] = namespace
+    with_ns = tmp_path / "kubeconfig-with-namespace"
+    with_ns.write_text(yaml.safe_dump(config))
+    assert main(["cache", "list", "-o", "json", "--kubeconfig", str(with_ns)]) == 0
+    assert [r["engineKey"] for r in json.loads(capsys.readouterr().out)] == [prepared.key]
 
     # another storage is another cache: the same key there is not reused
     other = an_engine("elsewhere").pvc("models", "engines")

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import random
-import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -33,6 +32,7 @@ import pytest
 
 from trtllm_operator.decide.serving_params import OwnerRef, ServingParams
 from trtllm_operator.decide.triton_config import repository_files
+from trtllm_operator.handlers.credentials import new_ssh_key_pair
 from trtllm_operator.render.launch import RANK_ENV, RANK_ENV_SCRIPT, leader_script, worker_script
 from trtllm_operator.render.leaderworkerset import leaderworkerset_name
 from trtllm_operator.render.model_repository import configmap_data, volume_items
@@ -124,6 +124,8 @@ class Group:
     key: Path
     pods: dict[int, Pod]
     artifact: dict[str, str]
+    #: The private key the leader mounts: ``key`` (its own deployment's), or another's.
+    leader_key: Path
 
     @property
     def lws(self) -> str:
@@ -150,11 +152,15 @@ class Group:
                 "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
                 "SetEnv PATH=/nonexistent\n"
             ),
-            "/etc/trtllm-operator-ssh/id_ed25519": File(self.key.read_bytes(), 0o600),
-            "/etc/trtllm-operator-ssh/authorized_keys": File(
-                self.key.with_suffix(".pub").read_bytes(), 0o600
-            ),
         }
+        # the deployment's Secret <name>-credentials as the pods mount it (render.credentials,
+        # defaultMode 0400): the private key on the leader, authorized_keys on the workers
+        if index == 0:
+            files["/etc/trtllm-operator-ssh/id_ed25519"] = File(self.leader_key.read_bytes(), 0o400)
+        else:
+            files["/etc/trtllm-operator-ssh/authorized_keys"] = File(
+                self.key.with_suffix(".pub").read_bytes(), 0o400
+            )
         files |= {f"/artifact/{rel}": File(text) for rel, text in self.artifact.items()}
         return files
 
@@ -166,6 +172,7 @@ class Group:
             "LWS_LEADER_ADDRESS": self.fqdn(0),
             "LWS_GROUP_SIZE": str(len(self.names)),
             "LWS_WORKER_INDEX": str(index),
+            "TRITON_ADMIN_KEY": "admin-" + "0" * 58,  # from the Secret (secretKeyRef)
         }
 
     def start(self, index: int) -> Pod:
@@ -202,11 +209,16 @@ def group_factory(tmp_path: Path) -> Iterator[object]:
         check_host("/usr/sbin/sshd", "ssh", "ssh-keygen", "mpirun", "orted")
     except SandboxError as exc:
         pytest.fail(f"{exc}", pytrace=False)
+    # the deployment's key pair, as the operator generates it (handlers.credentials)
+    private, public = new_ssh_key_pair(f"{NAMESPACE}/llama")
     key = tmp_path / "id_ed25519"
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    key.write_text(private)
+    key.with_suffix(".pub").write_text(public)
+    other = tmp_path / "other_deployment_id_ed25519"
+    other.write_text(new_ssh_key_pair(f"{NAMESPACE}/other")[0])
     groups: list[Group] = []
 
-    def make(params: ServingParams, wait_seconds: int = 120) -> Group:
+    def make(params: ServingParams, wait_seconds: int = 120, foreign_key: bool = False) -> Group:
         net = f"127.{random.randint(16, 250)}.{random.randint(1, 250)}"
         nodes = params.nodes_per_replica
         lws = leaderworkerset_name(params.name)
@@ -225,7 +237,16 @@ def group_factory(tmp_path: Path) -> Iterator[object]:
         assert data[RANK_ENV_SCRIPT] == RANK_ENV
         names = [f"{lws}-0", *(f"{lws}-0-{i}" for i in range(1, nodes))]
         group = Group(
-            params, data, tmp_path / f"group-{len(groups)}", port, names, addresses, key, {}, artifact
+            params,
+            data,
+            tmp_path / f"group-{len(groups)}",
+            port,
+            names,
+            addresses,
+            key,
+            {},
+            artifact,
+            other if foreign_key else key,
         )
         groups.append(group)
         return group
@@ -280,6 +301,20 @@ def test_leader_gives_up_after_the_deadline_naming_the_worker(group_factory: obj
     out = leader.output()
     assert f"worker {group.fqdn(1)} is not reachable over ssh after 3 s (last error: " in out
     assert "not starting mpirun" in out and group.ranks() == {}
+
+
+def test_a_key_of_another_deployment_is_refused_by_the_workers(group_factory: object) -> None:
+    """One SSH key per deployment (issue 24 item 5): the workers' sshd accepts only their own
+    deployment's key, so a leader holding another deployment's key — or a key baked into the image —
+    never logs in; the leader gives up naming the worker."""
+    group = group_factory(a_replica(), wait_seconds=8, foreign_key=True)  # type: ignore[operator]
+    worker = group.start(1)
+    wait_for(lambda: "sshd on port" in worker.output(), 60, "the worker's sshd", group.logs())
+    leader = group.start(0)
+    assert leader.wait(60) == 1, leader.output()
+    out = leader.output()
+    assert f"worker {group.fqdn(1)} is not reachable over ssh after 8 s" in out
+    assert "Permission denied" in out and group.ranks() == {}
 
 
 def test_pytorch_replica_runs_one_tritonserver_and_mgmn_workers(group_factory: object) -> None:

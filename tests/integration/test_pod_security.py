@@ -9,7 +9,9 @@ claims, and shows the check can fail: the same pod without its security context 
 
 * one-node replicas (Deployment pods, with and without the S3 fetch init container): ``restricted``;
 * multi-node replicas (LeaderWorkerSet leader and worker pods, which run ``sshd``/``mpirun`` as the
-  image's root user): ``baseline``.
+  image's root user): ``baseline``;
+* builder pods: ``baseline`` by default (the image's root user writes the artifact volume),
+  ``restricted`` with the operator setting ``builder_run_as_non_root``.
 """
 
 from __future__ import annotations
@@ -17,17 +19,22 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client
 from support.cluster import LocalCluster
 from support.serving import serving_params
 
+from trtllm_operator.decide.engine_spec import PreparedEngine, prepare_engine
 from trtllm_operator.decide.serving_params import S3Artifact, ServingParams
+from trtllm_operator.render.builder_job import desired_builder_job
 from trtllm_operator.render.deployment import desired_deployment
 from trtllm_operator.render.leaderworkerset import desired_leaderworkerset
 from trtllm_operator.render.model_repository import desired_model_repository
+from trtllm_operator.settings import Settings
 
 pytestmark = pytest.mark.slow
 
@@ -126,3 +133,34 @@ def test_multi_node_serving_pods_meet_baseline_not_restricted(core: client.CoreV
         spec = template["spec"]
         assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
         assert spec["containers"][0]["securityContext"]["allowPrivilegeEscalation"] is False
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def builder_template(settings: Settings) -> dict[str, Any]:
+    """The builder pod of the minimal LLMEngine fixture (TinyLlama's config for the plan)."""
+    spec = yaml.safe_load((REPO / "tests/fixtures/valid/minimal-engine.yaml").read_text())["spec"]
+    spec["model"]["source"] = "hf://TinyLlama/TinyLlama-1.1B-Chat-v1.0"
+    config = REPO / "tests/fixtures/model-configs/TinyLlama__TinyLlama-1.1B-Chat-v1.0.json"
+    prepared = prepare_engine("llama", spec, hf_config=json.loads(config.read_text()))
+    assert isinstance(prepared, PreparedEngine), prepared
+    meta = {"metadata": {"name": "llama", "namespace": "ml", "uid": "uid"}}
+    return dict(desired_builder_job(meta, prepared, settings)["spec"]["template"])
+
+
+def test_builder_pods_meet_baseline_and_restricted_when_non_root(
+    core: client.CoreV1Api, enforcing: Any
+) -> None:
+    """The builder runs as the image's root user by default (it writes the artifact volume, whose
+    ownership Kubernetes manages only for some volume types): baseline, with the delivery init
+    container non-root; ``builder_run_as_non_root`` makes it restricted (docs/security.md)."""
+    baseline, restricted = enforcing("baseline"), enforcing("restricted")
+    default = builder_template(Settings())
+    assert admit(core, baseline, default, "builder-ok") is None
+    refusal = admit(core, restricted, default, "builder-root")
+    assert refusal is not None and "runAsNonRoot" in refusal, refusal
+    non_root = builder_template(Settings(builder_run_as_non_root=True))
+    assert admit(core, restricted, non_root, "builder-non-root") is None
+    refusal = admit(core, restricted, without_security_context(non_root), "builder-bare")
+    assert refusal is not None and 'violates PodSecurity "restricted' in refusal, refusal

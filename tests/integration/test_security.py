@@ -19,6 +19,7 @@ condition naming what and why, and that the attacked object is untouched:
 
 from __future__ import annotations
 
+import base64
 import http.server
 import json
 import threading
@@ -192,6 +193,123 @@ def test_foreign_service_stops_the_rollout_and_clears_once_removed(cluster: Loca
         )
         svc = wait_for(lambda: _service(api, "chat"), timeout=30)
         assert svc.metadata.owner_references[0].kind == "LLMDeployment"
+
+
+# ----------------------------------------------------------------------------- serving hardening
+def _read(fn: Any, *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except client.ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def test_serving_children_carry_the_deployments_own_credentials_and_network_policy(
+    cluster: LocalCluster, api: Api
+) -> None:
+    """Issue 24 item 5 on the real API server: the operator creates ``chat-credentials`` (Triton's
+    admin header value and the SSH key pair; immutable, controlled by the LLMDeployment) before the
+    pods that reference it, a client Service without the metrics port, and the NetworkPolicy
+    ``chat`` — admitted (validated) by the API server. NetworkPolicy is enforced only by a network
+    plugin; this control plane has none, so what the policy admits is checked on its rules
+    (tests/unit/test_serving_hardening.py), not on traffic. Turning the setting off removes it."""
+    from cryptography.hazmat.primitives.serialization import (  # noqa: PLC0415
+        Encoding,
+        PublicFormat,
+        load_ssh_private_key,
+    )
+
+    engine = an_engine("llama")
+    cache_artifact(api.core, api.ns, engine)
+    api.create(ENGINE_PLURAL, engine)
+    api.create(DEPLOYMENT_PLURAL, a_deployment("chat", "llama"))
+    net = client.NetworkingV1Api(api.core.api_client)
+    with running_operator(cluster, [api.ns], serving_client_namespaces=("gateway",)) as operator:
+        dep = wait_for(lambda: _read(api.apps.read_namespaced_deployment, "chat", api.ns), timeout=60)
+        uid = api.get(DEPLOYMENT_PLURAL, "chat")["metadata"]["uid"]
+        secret = api.core.read_namespaced_secret("chat-credentials", api.ns)
+        assert secret.immutable is True
+        (ref,) = secret.metadata.owner_references
+        assert (ref.kind, ref.uid, ref.controller) == ("LLMDeployment", uid, True)
+        data = {k: base64.b64decode(v).decode() for k, v in secret.data.items()}
+        assert len(data["triton-admin-key"]) == 64 and int(data["triton-admin-key"], 16) >= 0
+        key = load_ssh_private_key(data["id_ed25519"].encode(), password=None)
+        public = key.public_key().public_bytes(Encoding.OpenSSH, PublicFormat.OpenSSH).decode()
+        assert data["authorized_keys"].startswith(public + " ")
+        (container,) = dep.spec.template.spec.containers
+        env = {e.name: e for e in container.env}
+        assert env["TRITON_ADMIN_KEY"].value_from.secret_key_ref.name == "chat-credentials"
+        assert data["triton-admin-key"] not in json.dumps(api.san(dep))  # by reference only
+
+        svc = api.core.read_namespaced_service("chat", api.ns)
+        assert {p.port for p in svc.spec.ports} == {8000, 8001}  # no 8002 on the client Service
+        assert 8002 in {p.container_port for p in container.ports}  # scraped per pod
+
+        live = wait_for(lambda: _read(net.read_namespaced_network_policy, "chat", api.ns), timeout=30)
+        policy = api.san(live)
+        assert policy["metadata"]["ownerReferences"][0]["uid"] == uid
+        assert policy["spec"]["podSelector"] == {"matchLabels": {LABEL_DEPLOYMENT: "chat"}}
+        assert policy["spec"]["policyTypes"] == ["Ingress"]
+        clients, metrics = policy["spec"]["ingress"]
+        assert {p["port"] for p in clients["ports"]} == {8000, 8001}
+        assert clients["from"][0] == {"podSelector": {}}  # the namespace's own pods
+        assert clients["from"][1]["namespaceSelector"]["matchExpressions"][0]["values"] == ["gateway"]
+        assert {p["port"] for p in metrics["ports"]} == {8002}
+        (monitoring,) = metrics["from"]
+        assert set(monitoring["namespaceSelector"]["matchExpressions"][0]["values"]) == {
+            "monitoring",
+            operator.settings.operator_namespace,
+        }
+        # a later reconcile (a spec change) keeps the values running pods use: no rewrite
+        api.patch(DEPLOYMENT_PLURAL, "chat", {"spec": {"replicas": 2}})
+        generation = api.get(DEPLOYMENT_PLURAL, "chat")["metadata"]["generation"]
+        wait_for(
+            lambda: (
+                api.get(DEPLOYMENT_PLURAL, "chat").get("status", {}).get("observedGeneration") == generation
+            ),
+            timeout=60,
+        )
+        again = api.core.read_namespaced_secret("chat-credentials", api.ns)
+        assert again.data == secret.data
+        assert again.metadata.resource_version == secret.metadata.resource_version
+    with running_operator(cluster, [api.ns], serving_network_policy=False):
+        wait_for(
+            lambda: _read(net.read_namespaced_network_policy, "chat", api.ns) is None,
+            timeout=60,
+            desc="the NetworkPolicy the operator created is removed when the setting is off",
+        )
+
+
+def test_foreign_secret_under_the_credentials_name_is_neither_used_nor_adopted(
+    cluster: LocalCluster, api: Api
+) -> None:
+    """A Secret ``chat-credentials`` someone else created (its values chosen by them) is a
+    ChildConflict: no pod is rendered to use it, and it is not patched or adopted."""
+    engine = an_engine("llama")
+    cache_artifact(api.core, api.ns, engine)
+    api.create(ENGINE_PLURAL, engine)
+    theirs = api.core.create_namespaced_secret(
+        api.ns,
+        {"metadata": {"name": "chat-credentials"}, "stringData": {"triton-admin-key": "known-to-them"}},
+    )
+    api.create(DEPLOYMENT_PLURAL, a_deployment("chat", "llama"))
+    with running_operator(cluster, [api.ns]):
+        cond = wait_for(lambda: api.ready_reason(DEPLOYMENT_PLURAL, "chat", "ChildConflict"), timeout=60)
+        assert "Secret chat-credentials already exists" in cond["message"]
+        assert "no controller ownerReference" in cond["message"]
+        assert api.apps.list_namespaced_deployment(api.ns).items == []
+        api.core.delete_namespaced_secret("chat-credentials", api.ns)
+        wait_for(
+            lambda: api.apps.list_namespaced_deployment(api.ns).items,
+            timeout=60,
+            desc="served once the foreign Secret is gone, with a Secret of its own",
+        )
+    ours = api.core.read_namespaced_secret("chat-credentials", api.ns)
+    assert (
+        ours.metadata.uid != theirs.metadata.uid and ours.metadata.owner_references[0].kind == "LLMDeployment"
+    )
+    assert base64.b64decode(ours.data["triton-admin-key"]).decode() != "known-to-them"
 
 
 def _service(api: Api, name: str) -> Any:

@@ -56,7 +56,7 @@ VALUE_SETS: dict[str, list[str]] = {
         "--set",
         "grafanaDashboard.enabled=true",
         "--set",
-        "servingNetworkPolicy.enabled=true",
+        "servingNetworkPolicy.clientNamespaces={gateway}",
         "--set",
         "servingPodMonitor.enabled=true",
     ],
@@ -165,18 +165,44 @@ def test_values_schema_rejects_unknown_keys_and_bad_values(helm_bin: Path, helm_
         (["--set", "watchNamespace=a"], "watchNamespace"),
         (["--set", "watchNamespaces={Not_A_Namespace}"], "watchNamespaces"),
         (["--set", "settings.logFormat=xml"], "logFormat"),
-        (
-            ["--set", "servingNetworkPolicy.enabled=true", "--set", "clusterWide=true"],
-            "servingNetworkPolicy.namespaces",
-        ),
         (["--set", "clusterWide=true", "--set", "watchNamespaces={team-a}"], "leave watchNamespaces empty"),
         (["--set", "metrics.auth=yes"], "auth"),
+        (["--set", "servingNetworkPolicy.namespaces={team-a}"], "namespaces"),
+        (["--set", "servingNetworkPolicy.clientNamespaces={Bad_Name}"], "clientNamespaces"),
     ):
         proc = run_helm(
             helm_bin, helm_env, "template", "rel", str(CHART), "--kube-version", K8S_VERSION, *bad
         )
         assert proc.returncode != 0, f"{bad} was accepted"
         assert field in proc.stderr, proc.stderr
+
+
+#: The NetworkPolicy values of the previous chart (release 3898a0c, charts/trtllm-operator/values.yaml
+#: ``servingNetworkPolicy``), which this chart does not have.
+PREVIOUS_POLICY_VALUES = {
+    "namespaces": "{team-a}",
+    "clientPodSelector.matchLabels.trtllm-operator\\.dev/client": "true",
+    "monitoringNamespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name": "monitoring",
+}
+
+
+@pytest.mark.parametrize("key", sorted(PREVIOUS_POLICY_VALUES))
+def test_a_previous_charts_policy_value_is_refused_naming_both_fixes(
+    helm_bin: Path, helm_env: dict[str, str], key: str
+) -> None:
+    """Set by a user (the previous docs/security.md advised it) or brought by ``--reuse-values``:
+    refused, naming the upgrade flag and how to remove the value; removed (null), the render passes."""
+    top = key.split(".", 1)[0]
+    template = ("template", "rel", str(CHART), "--kube-version", K8S_VERSION)
+    proc = run_helm(
+        helm_bin, helm_env, *template, "--set", f"servingNetworkPolicy.{key}={PREVIOUS_POLICY_VALUES[key]}"
+    )
+    assert proc.returncode != 0, f"{key} was accepted"
+    assert f"servingNetworkPolicy.{top} is a value of the previous chart" in proc.stderr, proc.stderr
+    assert "--reset-then-reuse-values" in proc.stderr
+    assert f"--set servingNetworkPolicy.{top}=null" in proc.stderr
+    removed = run_helm(helm_bin, helm_env, *template, "--set", f"servingNetworkPolicy.{top}=null")
+    assert removed.returncode == 0, removed.stderr
 
 
 @pytest.mark.parametrize("value_set", sorted(VALUE_SETS))
@@ -483,8 +509,10 @@ def test_rbac_is_least_privilege(rendered: dict[str, list[dict[str, Any]]], valu
             assert where == "ClusterRole/rel-trtllm-operator-metrics-reader", f"{where}: {rule}"
             assert rule == METRICS_READER_RULE, f"{where}: {rule}"
             continue
-        if "secrets" in rule.get("resources", []):  # metadata of referenced Secrets (opt-in label)
-            assert rule["verbs"] == ["get"] and rule["resources"] == ["secrets"], f"{where}: {rule}"
+        if "secrets" in rule.get("resources", []):
+            # get: metadata of referenced Secrets (opt-in label); create: each LLMDeployment's own
+            # <name>-credentials, once. Never list/watch (all Secrets), patch/update/delete (any).
+            assert rule["verbs"] == ["get", "create"] and rule["resources"] == ["secrets"], f"{where}: {rule}"
         assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"]), f"{where}: {rule}"
         assert not {"clusterroles", "roles", "rolebindings", "clusterrolebindings"} & set(
             rule.get("resources", [])
@@ -544,49 +572,25 @@ def test_rbac_namespaced_mode_binds_roles_in_each_watched_namespace(
     assert crb["subjects"][0]["name"] == sa["metadata"]["name"]
 
 
-# ----------------------------------------------------------------------------- NetworkPolicy (docs)
-def network_policies() -> list[dict[str, Any]]:
-    text = SECURITY_DOC.read_text()
-    blocks = re.findall(r"```yaml\n(.*?)```", text, flags=re.DOTALL)
-    docs = [d for b in blocks for d in yaml.safe_load_all(b) if d]
-    return [d for d in docs if d.get("kind") == "NetworkPolicy"]
+# ----------------------------------------------------------------------------- NetworkPolicy
+def _operator_env(docs: list[dict[str, Any]]) -> dict[str, str]:
+    (deployment,) = only(docs, "Deployment")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    return {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
 
 
-def test_documented_network_policy_validates_and_selects_serving_pods() -> None:
-    from trtllm_operator.api.wire import LABEL_COMPONENT  # noqa: PLC0415
-    from trtllm_operator.render.serving import HTTP_PORT, METRICS_PORT, OPENAI_PORT  # noqa: PLC0415
+def test_chart_renders_no_network_policy_and_passes_its_settings_to_the_operator(
+    rendered: dict[str, list[dict[str, Any]]],
+) -> None:
+    """The operator renders one NetworkPolicy per LLMDeployment (render.network_policy), on by
+    default; the chart only passes the admin's peers on — parsed by the operator's own Settings."""
+    from trtllm_operator.settings import Settings  # noqa: PLC0415
 
-    policies = network_policies()
-    assert policies, "docs/security.md has no NetworkPolicy manifest"
-    for policy in policies:
-        kubernetes_validate.validate(policy, K8S_VERSION, strict=True)
-    serving = [
-        p
-        for p in policies
-        if p["spec"]["podSelector"].get("matchLabels", {}).get(LABEL_COMPONENT) == "server"
-    ]
-    assert serving, "no policy selects the Triton serving pods (app.kubernetes.io/component=server)"
-    (policy,) = serving
-    assert set(policy["spec"]["policyTypes"]) == {"Ingress", "Egress"}
-    ingress_ports = {p["port"] for rule in policy["spec"]["ingress"] for p in rule.get("ports", [])}
-    assert {HTTP_PORT, METRICS_PORT, OPENAI_PORT} <= ingress_ports
-    # egress: DNS, and the other serving pods (multi-node ranks talk MPI/NCCL to each other);
-    # nothing else (the engine is on a mounted volume, Triton calls no one)
-    for rule in policy["spec"]["egress"]:
-        ports = {p["port"] for p in rule.get("ports", [])}
-        peers = [t.get("podSelector", {}).get("matchLabels", {}) for t in rule.get("to", [])]
-        assert ports == {53} or (
-            rule.get("to") and all(peer.get(LABEL_COMPONENT) == "server" for peer in peers)
-        ), rule
-
-
-def test_chart_renders_the_documented_network_policy(rendered: dict[str, list[dict[str, Any]]]) -> None:
-    """servingNetworkPolicy.enabled renders exactly the manifest docs/security.md recommends, in
-    each serving namespace; off by default."""
-    (documented,) = network_policies()
-    (policy,) = only(rendered["everything"], "NetworkPolicy")
-    assert policy["metadata"]["namespace"] == "team-a"
-    assert policy["metadata"]["name"] == documented["metadata"]["name"]
-    assert policy["spec"] == documented["spec"]
-    for name in ("default", "namespaced", "peering", "no-service"):
-        assert not only(rendered[name], "NetworkPolicy"), name
+    for name, docs in rendered.items():
+        assert not only(docs, "NetworkPolicy"), name
+    default = Settings.from_env(_operator_env(rendered["default"]))
+    assert default.serving_network_policy is True
+    assert default.serving_client_namespaces == ()
+    assert default.serving_monitoring_namespaces == ("monitoring",)
+    everything = Settings.from_env(_operator_env(rendered["everything"]))
+    assert everything.serving_client_namespaces == ("gateway",)

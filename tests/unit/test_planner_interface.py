@@ -227,3 +227,16 @@ def test_cli_gpus_per_node_from_the_catalog(
     assert got == code, errtext
     if code == 2:
         assert "exceeds the 4 GPUs of one node" in errtext
+
+
+def test_cli_table_shows_json_null_as_a_dash(capsys: pytest.CaptureFixture[str]) -> None:
+    """An explicit maxSeqLen has no derived-limit rule (JSON null): the table prints "-", not Python's
+    ``None`` (a fresh-user trial saw ``max_seq_len_rule None``)."""
+    args = ["--model-config", str(LLAMA_70B), "--tp", "4", "--gpu", "NVIDIA-H200", "--max-seq-len", "8192"]
+    code, out, _ = _cli(capsys, *args, "--output", "json")
+    assert code == 0 and json.loads(out)["max_seq_len_rule"] is None
+    code, out, _ = _cli(capsys, *args, "--output", "table")
+    assert code == 0
+    rows = dict(line.split(None, 1) for line in out.splitlines() if line.strip())
+    assert rows["max_seq_len_rule"].strip() == "-"
+    assert "None" not in out

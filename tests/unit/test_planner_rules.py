@@ -87,9 +87,17 @@ def test_rules(config: str, gpu: str, request_fields: dict[str, object], expecte
 
 
 def test_fix_lists_valid_tensor_parallelism() -> None:
+    """Qwen2.5-7B's config.json: 28 attention heads, 4 KV heads. 7 divides 28 but fits neither
+    KV-head rule, so it is not offered (a fresh-user trial followed the fix to TP 7 and was refused)."""
     arch = Architecture.from_hf_config(load_hf_config(CONFIGS / QWEN_7B))
-    (issue,) = validate(arch, PlanRequest(tp=8), lookup(H100))
-    assert "[1, 2, 4, 7]" in issue.fix
+    assert (arch.num_attention_heads, arch.num_kv_heads) == (28, 4)
+    for tp in (3, 8):
+        issues = validate(arch, PlanRequest(tp=tp), lookup(H100))
+        assert issues and all("[1, 2, 4]." in i.fix for i in issues), issues
+    # every value offered passes the rules it was offered for
+    for offered in (1, 2, 4):
+        assert not [i for i in validate(arch, PlanRequest(tp=offered), lookup(H100)) if "tensor" in i.field]
+    assert [i.field for i in validate(arch, PlanRequest(tp=7), lookup(H100))] == ["spec.parallelism.tensor"]
 
 
 @pytest.mark.parametrize(

@@ -238,11 +238,15 @@ def test_replica_larger_than_a_node_renders_a_leaderworkerset() -> None:
 def test_service_pdb_and_endpoint() -> None:
     params = serving_params()
     svc = desired_service(params)
-    assert {(p["name"], p["port"]) for p in svc["spec"]["ports"]} == {
-        ("http", 8000),
-        ("grpc", 8001),
-        ("metrics", 8002),
-    }
+    # client ports only: Triton's metrics port 8002 stays on the pods (scraped per pod), never on a
+    # Service that may be a NodePort or LoadBalancer (issue 24 item 5)
+    assert {(p["name"], p["port"]) for p in svc["spec"]["ports"]} == {("http", 8000), ("grpc", 8001)}
+    for service_type in ("NodePort", "LoadBalancer"):
+        exposed = desired_service(serving_params(service_type=service_type))
+        assert exposed["spec"]["type"] == service_type
+        assert 8002 not in {p["port"] for p in exposed["spec"]["ports"]}
+    ports = container(render(params)[1])["ports"]
+    assert {"name": "metrics", "containerPort": 8002, "protocol": "TCP"} in ports
     assert svc["spec"]["selector"] == {LABEL_DEPLOYMENT: "llama"}
     pdb = desired_pdb(params)
     assert pdb["spec"] == {"maxUnavailable": 1, "selector": {"matchLabels": {LABEL_DEPLOYMENT: "llama"}}}

@@ -74,6 +74,10 @@ def params(**kw: object) -> ServingParams:
     return replace(base, **kw)  # type: ignore[arg-type]
 
 
+#: The pod's TRITON_ADMIN_KEY in these runs.
+ADMIN_KEY = "0123abcd" * 8
+
+
 def install(tmp: Path, p: ServingParams) -> tuple[Path, dict[str, str]]:
     """Lay out the pod's mounts under ``tmp`` and return (script, env)."""
     # The artifact carries model code for preprocessing only; the image has the rest.
@@ -105,7 +109,12 @@ def install(tmp: Path, p: ServingParams) -> tuple[Path, dict[str, str]]:
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(stat.S_IRWXU)
     (tmp / "logs").mkdir()
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "LOGDIR": str(tmp / "logs")}
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "LOGDIR": str(tmp / "logs"),
+        "TRITON_ADMIN_KEY": ADMIN_KEY,  # from the pod's Secret <name>-credentials
+    }
     return tmp / "launch.sh", env
 
 
@@ -127,6 +136,10 @@ def test_single_rank_assembles_repository_and_execs_triton(tmp_path: Path) -> No
     assert 'key: "gpt_model_path"' in (repo / "tensorrt_llm/config.pbtxt").read_text()
     (args,) = [p.read_text() for p in (tmp_path / "logs").iterdir()]
     assert f"--model-repository={repo}" in args and "--http-port=8000" in args
+    # the pod's admin key reaches Triton's restriction flags, expanded by the script
+    restricted = f"shared-memory,model-repository,trace,logging:admin-key={ADMIN_KEY}"
+    assert f"--http-restricted-api={restricted}" in args
+    assert f"--grpc-restricted-protocol={restricted}" in args
 
 
 def test_unfilled_placeholder_stops_the_pod(tmp_path: Path) -> None:

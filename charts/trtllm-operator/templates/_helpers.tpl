@@ -124,13 +124,21 @@ opt-in: a ClusterRole over every namespace's Jobs, ConfigMaps and Secret metadat
 # Secrets an LLMEngine references: the operator reads their metadata (PartialObjectMetadata) to
 # check the opt-in label llm.trtllm-operator.dev/usable-by-llm-resources, and the value only of an
 # opted-in spec.model.credentialsSecretRef, to fetch the model's config.json for the capacity plan
-# (settings.hfConfigFetch). Never lists or watches Secrets (docs/security.md).
+# (settings.hfConfigFetch). create: each LLMDeployment's own <name>-credentials (Triton's admin
+# header value, the multi-node SSH key), created once when its metadata GET says absent, immutable,
+# removed by garbage collection. Never lists, watches, patches, updates or deletes Secrets
+# (docs/security.md).
 - apiGroups: [""]
   resources: ["secrets"]
-  verbs: ["get"]
+  verbs: ["get", "create"]
 - apiGroups: [""]
   resources: ["services"]
   verbs: ["get", "list", "watch", "create", "patch"]
+# Each LLMDeployment's NetworkPolicy <name>; deleted by the operator only when
+# servingNetworkPolicy.enabled is false (its own child), otherwise by garbage collection.
+- apiGroups: ["networking.k8s.io"]
+  resources: ["networkpolicies"]
+  verbs: ["get", "create", "patch", "delete"]
 # Serving workloads: a Deployment (single node) or a LeaderWorkerSet (multi-node). When an engine
 # change switches between the two, the controller deletes the one it no longer uses (its own child).
 - apiGroups: ["apps"]

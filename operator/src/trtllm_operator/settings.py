@@ -102,6 +102,24 @@ class Settings(BaseModel):
         "spec.autoscaling.metrics.prometheusURL may start with; the operator pod itself queries it. "
         "Empty: the prometheus metrics source is refused.",
     )
+    serving_network_policy: bool = Field(
+        default=True,
+        description="Render a NetworkPolicy <name> for every LLMDeployment's serving pods: client ports "
+        "from the namespace (and serving_client_namespaces; from anywhere for a NodePort/LoadBalancer "
+        "Service), the metrics port from the operator's and the monitoring namespaces, multi-node pods "
+        "from the same deployment only (docs/security.md). false: none is rendered and the ones the "
+        "operator created are deleted. Enforced only by a network plugin that implements NetworkPolicy.",
+    )
+    serving_client_namespaces: tuple[str, ...] = Field(
+        default=(),
+        description="Namespaces (comma-separated) whose pods may use the serving pods' client ports besides "
+        "the deployment's own namespace: a gateway, an InferencePool's endpoint picker, clients elsewhere.",
+    )
+    serving_monitoring_namespaces: tuple[str, ...] = Field(
+        default=("monitoring",),
+        description="Namespaces (comma-separated) whose pods may scrape the serving pods' metrics port "
+        "(Prometheus); the operator's namespace always may.",
+    )
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
         default="IfNotPresent", description="imagePullPolicy of the builder container."
     )
@@ -110,6 +128,14 @@ class Settings(BaseModel):
         ge=2**26,
         description="Size limit of the builder's /dev/shm (memory-backed emptyDir), bytes. NCCL and "
         "PyTorch data loaders need more than the container runtime's 64 MiB default.",
+    )
+    builder_run_as_non_root: bool = Field(
+        default=False,
+        description="Run the builder container as the Triton images' triton-server user (uid/gid 1000, "
+        "fsGroup 1000, no capabilities: the restricted Pod Security Standard). Needs an artifact volume "
+        "that uid or gid can write: Kubernetes applies fsGroup to most ReadWriteOnce block volumes, not "
+        "to NFS, hostPath or ReadWriteMany CSI volumes with the default fsGroupPolicy (docs/security.md). "
+        "false: the image's user (root), no privilege escalation, RuntimeDefault seccomp (baseline).",
     )
     builder_service_account: str | None = Field(
         default=None,
@@ -208,6 +234,8 @@ class Settings(BaseModel):
         "allowed_image_registries",
         "allowed_s3_endpoints",
         "allowed_prometheus_urls",
+        "serving_client_namespaces",
+        "serving_monitoring_namespaces",
         mode="before",
     )
     @classmethod

@@ -502,6 +502,18 @@ def _divisors(n: int, limit: int) -> list[int]:
     return [d for d in range(1, min(n, limit) + 1) if n % d == 0]
 
 
+def _valid_tensor_parallelism(arch: Architecture, limit: int) -> list[int]:
+    """Tensor parallelism sizes ≤ ``limit`` that pass both head rules of :func:`validate`: they
+    divide the attention heads and (without MLA) divide the KV heads or are a multiple of them — so a
+    fix offered for one rule never fails the other."""
+    kv = arch.num_kv_heads
+    return [
+        d
+        for d in _divisors(arch.num_attention_heads, limit)
+        if arch.mla is not None or kv % d == 0 or d % kv == 0
+    ]
+
+
 def validate(arch: Architecture, request: PlanRequest, gpu: GPUSpec) -> list[PlanIssue]:
     """Rules that need the model and the GPU catalog; an empty list means the request is valid.
 
@@ -573,7 +585,9 @@ def validate(arch: Architecture, request: PlanRequest, gpu: GPUSpec) -> list[Pla
             PlanIssue(
                 "spec.parallelism.tensor",
                 f"tensor parallelism {tp} does not divide the {heads} attention heads.",
-                f"use a tensor parallelism that divides {heads}: {_divisors(heads, limit)}.",
+                f"use a tensor parallelism that divides {heads}"
+                + (f" and fits the {arch.num_kv_heads} KV heads" if arch.mla is None else "")
+                + f": {_valid_tensor_parallelism(arch, limit)}.",
             )
         )
     kv = arch.num_kv_heads
@@ -584,7 +598,7 @@ def validate(arch: Architecture, request: PlanRequest, gpu: GPUSpec) -> list[Pla
                 f"tensor parallelism {tp} neither divides the {kv} KV heads nor is a multiple of them "
                 "(TensorRT-LLM can only replicate KV heads evenly).",
                 f"use a tensor parallelism that divides {kv} or is a multiple of it: "
-                f"{[d for d in _divisors(heads, limit) if kv % d == 0 or d % kv == 0]}.",
+                f"{_valid_tensor_parallelism(arch, limit)}.",
             )
         )
     if pp > arch.num_layers:

@@ -43,6 +43,28 @@ def default_path(kubeconfig: str | None = None, environ: dict[str, str] | None =
     return from_env[0] if from_env else str(Path("~/.kube/config").expanduser())
 
 
+def context_namespace(kubeconfig: str | None = None) -> str:
+    """The namespace kubectl uses when none is given: the current context's ``namespace``, else
+    ``default`` (kubernetes/client-go ``tools/clientcmd`` ``DirectClientConfig.Namespace``; in a pod
+    without a kubeconfig, the service account's namespace file, as ``inClusterClientConfig`` reads
+    it). An unreadable kubeconfig gives ``default``: :func:`load_client` reports it."""
+    from kubernetes import config as kube_config  # noqa: PLC0415
+
+    config: Any = kube_config  # the kubernetes package is untyped
+    path = default_path(kubeconfig)
+    if not Path(path).expanduser().is_file():
+        sa = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+        if not kubeconfig and os.environ.get("KUBERNETES_SERVICE_HOST") and sa.is_file():
+            return sa.read_text().strip() or "default"
+        return "default"
+    try:
+        _, active = config.list_kube_config_contexts(config_file=path)
+    except Exception:  # any unreadable kubeconfig: load_client names the reason
+        return "default"
+    namespace = ((active or {}).get("context") or {}).get("namespace")
+    return str(namespace) if namespace else "default"
+
+
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= 300 else text[:297] + "..."

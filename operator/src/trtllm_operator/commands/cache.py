@@ -305,7 +305,10 @@ def _list(args: argparse.Namespace) -> int:
     kube = _kube(args.kubeconfig, "list")
     if kube is None:
         return EXIT_BAD_INPUT
-    namespace = None if args.all_namespaces else (args.namespace or "default")
+    from trtllm_operator.commands._kubeconfig import context_namespace  # noqa: PLC0415
+
+    # as kubectl: --namespace, else the current context's namespace, else "default"
+    namespace = None if args.all_namespaces else (args.namespace or context_namespace(args.kubeconfig))
     try:
         items = kube.list(CONFIG_MAP, namespace, label_selector=f"{LABEL_COMPONENT}={COMPONENT_ARTIFACT}")
     except ApiException as exc:
@@ -351,7 +354,9 @@ def _hint_other_namespaces(kube: Any, namespace: str, defaulted: bool) -> None:
     from trtllm_operator.api.wire import COMPONENT_ARTIFACT, LABEL_COMPONENT  # noqa: PLC0415
     from trtllm_operator.kube import CONFIG_MAP  # noqa: PLC0415
 
-    where = f"namespace {namespace!r}" + (" (the default: no --namespace given)" if defaulted else "")
+    where = f"namespace {namespace!r}" + (
+        " (no --namespace given: the kubeconfig context's namespace, else 'default')" if defaulted else ""
+    )
     try:
         items = kube.list(CONFIG_MAP, None, label_selector=f"{LABEL_COMPONENT}={COMPONENT_ARTIFACT}")
     except ApiException:

@@ -196,11 +196,13 @@ def _table(data: dict[str, Any]) -> str:
             shown = f"{value:,} ({value / 1024**3:.2f} GiB)"
         elif isinstance(value, int) and not isinstance(value, bool):
             shown = f"{value:,}"
+        elif value is None:
+            shown = "-"  # JSON null: not applicable (e.g. no derived-limit rule for an explicit maxSeqLen)
         else:
             shown = str(value)
         rows.append((key, shown))
     for key, value in data["recommended"].items():
-        rows.append((f"recommended.{key}", str(value)))
+        rows.append((f"recommended.{key}", "-" if value is None else str(value)))
     for i, item in enumerate(data["reasons"]):
         rows.append((f"reasons[{i}]", f"{item['field']}: {item['message']} Fix: {item['fix']}"))
     for i, item in enumerate(data["warnings"]):

@@ -92,6 +92,8 @@ def run(args: argparse.Namespace) -> int:
     from trtllm_operator.decide.engine_spec import InvalidEngine, prepare_engine  # noqa: PLC0415
     from trtllm_operator.decide.serving import ServingRefusal, plan_serving  # noqa: PLC0415
     from trtllm_operator.render.children import render_plan  # noqa: PLC0415
+    from trtllm_operator.render.network_policy import serving_network  # noqa: PLC0415
+    from trtllm_operator.settings import current  # noqa: PLC0415
 
     if args.gpus_per_node < 1:
         return _bad(f"--gpus-per-node must be >= 1 (GPUs of one node), got {args.gpus_per_node}")
@@ -179,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
                     hint = " (to render it here as on a cluster with LeaderWorkerSet installed, pass --lws)"
                 print(f"{name}: {plan.blocked[0]}: {plan.blocked[1]}{hint}", file=sys.stderr)
             return EXIT_NOT_RENDERABLE
-        manifests = render_plan(plan).manifests()
+        manifests = render_plan(plan, serving_network(current())).manifests()
         if not dep["metadata"]["uid"]:
             # A manifest from git has no uid yet: an ownerReference without one is refused by the API
             # server (apimachinery ValidateOwnerReferences: "uid must not be empty"), so the output

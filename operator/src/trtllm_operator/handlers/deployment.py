@@ -83,6 +83,7 @@ from trtllm_operator.decide.rollout import (
 from trtllm_operator.decide.serving import ServingRefusal, plan_serving
 from trtllm_operator.decide.serving_params import short_key
 from trtllm_operator.handlers import indexes
+from trtllm_operator.handlers.credentials import ensure_credentials
 from trtllm_operator.handlers.plumbing import (
     OBJECT_LOCKS,
     WORKQUEUE,
@@ -100,6 +101,7 @@ from trtllm_operator.kube.client import (
     LLM_DEPLOYMENT,
     LLM_ENGINE,
     LWS,
+    NETWORK_POLICY,
     PDB,
     REPLICA_SET,
     SECRET,
@@ -114,6 +116,7 @@ from trtllm_operator.logging import object_context
 from trtllm_operator.metrics.operator_metrics import observe_reconcile
 from trtllm_operator.render.children import Children, render_plan
 from trtllm_operator.render.leaderworkerset import replica_selector_string, workload_names
+from trtllm_operator.render.network_policy import serving_network
 from trtllm_operator.render.service import endpoint
 from trtllm_operator.render.serving import child_name
 from trtllm_operator.settings import current
@@ -325,7 +328,8 @@ def _reconcile(kube: Kube, namespace: str, name: str) -> None:
         return
 
     params = plan.params
-    workload, rolled_back, conflict = _sync_children(kube, obj, render_plan(plan))
+    children = render_plan(plan, serving_network(current()))
+    workload, rolled_back, conflict = _sync_children(kube, obj, children)
     if conflict is not None:
         blocked = (R_CHILD_CONFLICT, conflict.message(LLM_DEPLOYMENT.kind))
         _write_status(kube, obj, replace(base, desired_engine_key=params.engine_key, blocked=blocked))
@@ -432,15 +436,19 @@ def _sync_children(
     assert children.configmap and children.workload and children.service and children.pdb and children.params
     res = DEPLOYMENT if children.workload["kind"] == "Deployment" else LWS
     wname = children.workload["metadata"]["name"]
-    (live, live_service, live_pdb, live_cm), conflict = read_children(
-        kube,
-        [
-            (res, children.workload),
-            (SERVICE, children.service),
-            (PDB, children.pdb),
-            (CONFIG_MAP, children.configmap),
-        ],
-    )
+    reads = [
+        (res, children.workload),
+        (SERVICE, children.service),
+        (PDB, children.pdb),
+        (CONFIG_MAP, children.configmap),
+    ]
+    if children.network_policy is not None:
+        reads.append((NETWORK_POLICY, children.network_policy))
+    lives, conflict = read_children(kube, reads)
+    live, live_service, live_pdb, live_cm = lives[:4]
+    if conflict is None:
+        # Triton's admin header value and the SSH key: before any pod that mounts them.
+        conflict = ensure_credentials(kube, children.params)
     if conflict is not None:
         return live, None, conflict
     held: RollbackDecision | None = None
@@ -492,6 +500,12 @@ def _sync_children(
             kube.delete(other, namespace, other_name)
     apply_owned(kube, SERVICE, children.service, live=live_service)
     apply_owned(kube, PDB, children.pdb, live=live_pdb)
+    if children.network_policy is not None:
+        apply_owned(kube, NETWORK_POLICY, children.network_policy, live=lives[4])
+    else:  # TRTLLM_OPERATOR_SERVING_NETWORK_POLICY=false: remove the one this deployment controls
+        policy = kube.get(NETWORK_POLICY, namespace, child_name(name))
+        if policy is not None and is_controlled_by(policy, uid):
+            kube.delete(NETWORK_POLICY, namespace, child_name(name))
     _sync_inference_pool(kube, obj, children.inference_pool)
     _prune_configmaps(kube, namespace, uid, name, {children.configmap["metadata"]["name"]})
     return live, held, None

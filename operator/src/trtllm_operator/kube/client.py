@@ -94,6 +94,7 @@ CONFIG_MAP = Resource("", "v1", "configmaps", "ConfigMap", "config_map")
 SECRET = Resource("", "v1", "secrets", "Secret", "secret")
 POD = Resource("", "v1", "pods", "Pod", "pod")
 SERVICE = Resource("", "v1", "services", "Service", "service")
+NETWORK_POLICY = Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", "network_policy")
 PVC = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", "persistent_volume_claim")
 EVENT = Resource("", "v1", "events", "Event", "event")
 JOB = Resource("batch", "v1", "jobs", "Job", "job")
@@ -115,6 +116,7 @@ _API_CLASSES: dict[str, Any] = {
     "apps": client.AppsV1Api,
     "autoscaling": client.AutoscalingV2Api,
     "policy": client.PolicyV1Api,
+    "networking.k8s.io": client.NetworkingV1Api,
 }
 
 

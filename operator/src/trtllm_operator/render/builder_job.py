@@ -25,6 +25,12 @@ Choices, and why:
 * ``terminationMessagePolicy: FallbackToLogsOnError``: the builder writes its JSON report to
   ``/dev/termination-log``; if it dies first, the log tail becomes the message.
 * ``/dev/shm`` is a memory-backed emptyDir (NCCL, PyTorch) sized by the operator setting.
+* **Hardened** (:func:`builder_security`): ``RuntimeDefault`` seccomp and no privilege escalation on
+  every container; the delivery init container runs as the operator image's non-root user with no
+  capabilities. The builder runs as the image's user — root in NVIDIA's Triton images — because it
+  writes the artifact volume, whose ownership Kubernetes manages only for some volume types; with
+  ``builder_run_as_non_root`` it runs as the images' ``triton-server`` user (uid/gid 1000, fsGroup
+  1000, no capabilities, ``HOME=/tmp``): the ``restricted`` Pod Security Standard.
 * **Builder delivery** (setting ``builder_delivery``, on by default): the images users name are stock
   NVIDIA images (``nvcr.io/nvidia/tritonserver:<yy.mm>-trtllm-python-py3``) without engine-builder.
   An init container of ``builder_delivery_image`` (the operator image) copies the builder bundle
@@ -237,6 +243,46 @@ def _env(prepared: PreparedEngine, settings: Settings) -> list[dict[str, Any]]:
     return env
 
 
+#: The operator image's user (operator/Dockerfile ``USER 65532:65532``): the delivery init container.
+OPERATOR_IMAGE_UID = 65532
+#: The Triton images' non-root ``triton-server`` user (uid = gid = 1000; triton-inference-server/server
+#: ``build.py`` ``create_dockerfile_linux``), as :data:`trtllm_operator.render.deployment.TRITON_SERVER_UID`.
+TRITON_SERVER_UID = 1000
+#: HOME of a non-root builder: ``triton-server`` has no home directory in the image; Hugging Face and
+#: PyTorch write caches below HOME.
+NON_ROOT_HOME = "/tmp"
+
+
+def builder_security(settings: Settings) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """``(pod, builder container, delivery container)`` securityContexts (see the module docstring).
+
+    Default (``builder_run_as_non_root`` false): the ``baseline`` Pod Security Standard — the
+    image's root user with its default capabilities, ``allowPrivilegeEscalation: false``,
+    ``RuntimeDefault`` seccomp. Non-root: the ``restricted`` standard (Kubernetes docs, "Pod
+    Security Standards", v1.34)."""
+    pod: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
+    builder: dict[str, Any] = {"allowPrivilegeEscalation": False}
+    if settings.builder_run_as_non_root:
+        pod.update(
+            {
+                "runAsNonRoot": True,
+                "runAsUser": TRITON_SERVER_UID,
+                "runAsGroup": TRITON_SERVER_UID,
+                "fsGroup": TRITON_SERVER_UID,
+                "fsGroupChangePolicy": "OnRootMismatch",
+            }
+        )
+        builder["capabilities"] = {"drop": ["ALL"]}
+    delivery = {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "runAsNonRoot": True,
+        "runAsUser": OPERATOR_IMAGE_UID,
+        "runAsGroup": OPERATOR_IMAGE_UID,
+    }
+    return pod, builder, delivery
+
+
 def engine_job_pod_spec(
     spec: LLMEngineSpec,
     products: Sequence[str],
@@ -332,6 +378,9 @@ def desired_builder_job(
             claims.append(claim)
 
     env = _env(prepared, settings)
+    pod_security, builder_security_context, delivery_security = builder_security(settings)
+    if settings.builder_run_as_non_root:
+        env.append({"name": "HOME", "value": NON_ROOT_HOME})
     init_containers: list[dict[str, Any]] = []
     if settings.builder_delivery:
         init_command, entry = bundle_commands()
@@ -349,6 +398,7 @@ def desired_builder_job(
                     "limits": {"memory": "256Mi"},
                 },
                 "volumeMounts": [{"name": DELIVERY_VOLUME, "mountPath": BUNDLE_MOUNT}],
+                "securityContext": delivery_security,
             }
         )
     else:
@@ -364,8 +414,10 @@ def desired_builder_job(
         "volumeMounts": mounts,
         "terminationMessagePath": "/dev/termination-log",
         "terminationMessagePolicy": "FallbackToLogsOnError",
+        "securityContext": builder_security_context,
     }
     pod_spec = engine_job_pod_spec(spec, gpu_products(gpu_spec.product, prepared.gpu), [container], volumes)
+    pod_spec["securityContext"] = pod_security
     if init_containers:
         pod_spec["initContainers"] = init_containers
     if settings.builder_service_account:

@@ -21,6 +21,7 @@ from trtllm_operator.render.deployment import desired_deployment
 from trtllm_operator.render.inferencepool import desired_inference_pool
 from trtllm_operator.render.leaderworkerset import desired_leaderworkerset
 from trtllm_operator.render.model_repository import desired_model_repository
+from trtllm_operator.render.network_policy import ServingNetwork, desired_network_policy
 from trtllm_operator.render.pdb import desired_pdb
 from trtllm_operator.render.service import desired_service
 
@@ -40,18 +41,27 @@ class Children:
     service: dict[str, Any] | None = None
     pdb: dict[str, Any] | None = None
     inference_pool: dict[str, Any] | None = None
+    network_policy: dict[str, Any] | None = None
     incompatibilities: list[Incompatibility] = field(default_factory=list)
     blocked: tuple[str, str] | None = None
 
     def manifests(self) -> list[dict[str, Any]]:
-        found = (self.configmap, self.workload, self.service, self.pdb, self.inference_pool)
+        found = (
+            self.configmap,
+            self.workload,
+            self.service,
+            self.pdb,
+            self.inference_pool,
+            self.network_policy,
+        )
         return [m for m in found if m is not None]
 
 
-def render_plan(plan: ServingPlan) -> Children:
+def render_plan(plan: ServingPlan, network: ServingNetwork | None = None) -> Children:
     """The manifests of a settled plan: the model-repository ConfigMap, the workload its placement
-    names (Deployment or LeaderWorkerSet), the Service, the PodDisruptionBudget and, with
-    ``spec.routing.inferencePool``, the InferencePool."""
+    names (Deployment or LeaderWorkerSet), the Service, the PodDisruptionBudget, with
+    ``spec.routing.inferencePool`` the InferencePool, and with ``network`` (the operator's settings;
+    None: ``TRTLLM_OPERATOR_SERVING_NETWORK_POLICY=false``) the NetworkPolicy."""
     params = plan.params
     configmap = desired_model_repository(params, plan.files)
     if plan.placement.kind == "LeaderWorkerSet":
@@ -65,6 +75,7 @@ def render_plan(plan: ServingPlan) -> Children:
         service=desired_service(params),
         pdb=desired_pdb(params),
         inference_pool=desired_inference_pool(params),
+        network_policy=None if network is None else desired_network_policy(params, network),
     )
 
 

@@ -22,6 +22,8 @@ docs/design.md §5:
   Standard (non-root as Triton's ``triton-server`` user, no privilege escalation, no capabilities,
   ``RuntimeDefault`` seccomp); a LeaderWorkerSet pod runs the image's user (root), because its
   workers run ``sshd`` for the leader's ``mpirun``, and meets ``baseline`` (docs/security.md);
+- Triton's admin APIs behind a per-deployment header value (``TRITON_ADMIN_KEY`` from the Secret
+  ``<name>-credentials``, :mod:`trtllm_operator.render.credentials`);
 - offline: ``HF_HUB_OFFLINE=1`` — the tokenizer and every file a serving pod loads come from the
   artifact; nothing is fetched from the Hub at serving time.
 """
@@ -47,6 +49,7 @@ from trtllm_operator.api.wire import (
     SERVER_CONTAINER,
 )
 from trtllm_operator.decide.serving_params import ARTIFACT_MOUNT, ServingParams
+from trtllm_operator.render.credentials import admin_key_env
 from trtllm_operator.render.launch import WORKER_WAIT_SECONDS
 from trtllm_operator.render.model_repository import volume_items
 from trtllm_operator.render.serving import (
@@ -368,6 +371,7 @@ def pod_template(
             {"name": "ENGINE_KEY", "value": params.engine_key},
             {"name": "HF_HUB_OFFLINE", "value": "1"},
             {"name": "HOME", "value": SERVING_HOME},
+            admin_key_env(params),
             *(extra_env or []),
         ],
         "securityContext": container_security,

@@ -38,10 +38,13 @@ install the leader's ``mpirun`` belongs to (the same image on every pod); Open M
 ``--prefix``). ``plm_rsh_no_tree_spawn``: the leader starts every ``orted`` itself, so workers
 never need to SSH to each other.
 
-SSH key: ``ssh`` on the leader uses ``SSH_KEY_DIR/id_ed25519`` and ``sshd`` on the workers
-``SSH_KEY_DIR/authorized_keys`` when those files exist (:data:`SSH_KEY_DIR`, mounted by whoever
-provides the key); otherwise the image's own root keys are used. Host keys are generated per pod
-(``ssh-keygen -A``), so the leader does not pin them (``StrictHostKeyChecking=no``).
+SSH key: one ed25519 pair per LLMDeployment, in its Secret ``<name>-credentials``
+(:mod:`trtllm_operator.render.credentials`), mounted at :data:`SSH_KEY_DIR`: ``ssh`` on the leader
+uses ``id_ed25519``; ``sshd`` on the workers accepts only ``authorized_keys`` (a root-owned copy,
+``AuthorizedKeysFile``), never a key baked into the image, and a worker without it stops (exit 2).
+Host keys are generated per pod (``ssh-keygen -A``), so the leader does not pin them
+(``StrictHostKeyChecking=no``); the NetworkPolicy admits the workers' SSH port only from pods of the
+same deployment (:mod:`trtllm_operator.render.network_policy`).
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ from trtllm_operator.decide.serving_params import (
     ServingParams,
 )
 from trtllm_operator.render.serving import (
+    ADMIN_KEY_ENV,
     CONFIG_MOUNT,
     IMAGE_TEMPLATES,
     LAUNCH_SCRIPT,
@@ -95,6 +99,9 @@ SSH_PORT = 22
 SSH_KEY_DIR = "/etc/trtllm-operator-ssh"
 SSH_PRIVATE_KEY = f"{SSH_KEY_DIR}/id_ed25519"
 SSH_AUTHORIZED_KEYS = f"{SSH_KEY_DIR}/authorized_keys"
+#: Where a worker's ``sshd`` reads its copy of ``authorized_keys`` (made by ``worker.sh``).
+SSHD_KEY_DIR = "/etc/ssh/trtllm-operator"
+SSHD_AUTHORIZED_KEYS = f"{SSHD_KEY_DIR}/authorized_keys"
 
 #: How long a leader waits for its workers to accept SSH before it gives up and exits (the
 #: container restarts and LeaderWorkerSet recreates the group). Covers the workers' scheduling and
@@ -150,6 +157,18 @@ def verify_lines(params: ServingParams) -> list[str]:
     ]
 
 
+def admin_key_lines() -> list[str]:
+    """Bash lines stopping the pod (exit 2) when ``$TRITON_ADMIN_KEY`` is unset or empty: Triton's
+    restricted APIs need a value (``render.serving.restricted_api_args``), and an empty one would
+    open them to any request carrying an empty header."""
+    return [
+        f'if [ -z "${{{ADMIN_KEY_ENV}:-}}" ]; then',
+        f'  echo "{ADMIN_KEY_ENV} is not set: the pod gets it from the Secret <deployment>-credentials" >&2',
+        "  exit 2",
+        "fi",
+    ]
+
+
 def repository_lines(params: ServingParams, models: Sequence[str] | None = None) -> list[str]:
     """Bash lines assembling ``/model-repository`` (an emptyDir) for the backend's models.
 
@@ -195,7 +214,7 @@ def _rendered(cmd: Sequence[str]) -> str:
     """``cmd`` as one shell line, one app context per continuation line; ``$VAR``/``"$VAR"`` kept."""
     words = []
     for arg in cmd:
-        if arg == ":" or arg.startswith('"$'):
+        if arg == ":" or (arg.startswith('"') and arg.endswith('"')):  # "$VAR", "--flag=…${VAR}"
             words.append(arg)
         else:
             words.append(shlex.quote(arg))
@@ -292,6 +311,8 @@ def launch_script(params: ServingParams, models: Sequence[str] | None = None) ->
         return trtllm_serve_script(params)
     lines = [*_header(), *verify_lines(params), *repository_lines(params, models)]
     cmd = server_command(params)
+    if cmd[0] != "python3":  # tritonserver/mpirun: Triton's restricted APIs (not the OpenAI frontend)
+        lines += admin_key_lines()
     if cmd[0] in ("tritonserver", "python3"):
         lines.append(f"exec {_rendered(cmd)}")
     else:
@@ -351,7 +372,12 @@ def worker_hosts(params: ServingParams) -> list[str]:
 def _wait_for_workers(wait_seconds: int, port: int) -> list[str]:
     return [
         f"ssh_opts=({' '.join(ssh_options(port))})",
-        f'if [ -f "{SSH_PRIVATE_KEY}" ]; then ssh_opts+=(-i "{SSH_PRIVATE_KEY}"); fi',
+        f'if [ ! -s "{SSH_PRIVATE_KEY}" ]; then',
+        f'  echo "{SSH_PRIVATE_KEY} is missing: the pod mounts it from the Secret '
+        '<deployment>-credentials" >&2',
+        "  exit 2",
+        "fi",
+        f'ssh_opts+=(-o IdentitiesOnly=yes -i "{SSH_PRIVATE_KEY}")',
         f"deadline=$((SECONDS + {wait_seconds}))",
         'for w in "${workers[@]}"; do',
         f'  echo "waiting for worker $w (ssh port {port}; up to {wait_seconds} s for the group)"',
@@ -420,6 +446,7 @@ def leader_script(
         *verify_lines(params),
         *repository_lines(params, models),
         *_save_environment(),
+        *admin_key_lines(),
         *worker_hosts(params),
         f'hosts="$leader:{slots}"',
         f'for w in "${{workers[@]}}"; do hosts="$hosts,$w:{slots}"; done',
@@ -446,10 +473,17 @@ def worker_script(
         *verify_lines(params),
         *repository_lines(params, models),
         *_save_environment(),
-        f"sshd_opts=(-D -e -p {ssh_port})",
-        f'if [ -f "{SSH_AUTHORIZED_KEYS}" ]; then',
-        f'  sshd_opts+=(-o "AuthorizedKeysFile={SSH_AUTHORIZED_KEYS}")',
+        *admin_key_lines(),
+        f'if [ ! -s "{SSH_AUTHORIZED_KEYS}" ]; then',
+        f'  echo "{SSH_AUTHORIZED_KEYS} is missing: the pod mounts it from the Secret '
+        '<deployment>-credentials" >&2',
+        "  exit 2",
         "fi",
+        "# sshd (StrictModes) refuses a key file under a group/world-writable directory, as a Secret",
+        "# volume's may be: it reads a root-owned copy in a directory of its own.",
+        f'install -d -m 0700 "{SSHD_KEY_DIR}"',
+        f'install -m 0600 "{SSH_AUTHORIZED_KEYS}" "{SSHD_AUTHORIZED_KEYS}"',
+        f'sshd_opts=(-D -e -p {ssh_port} -o "AuthorizedKeysFile={SSHD_AUTHORIZED_KEYS}")',
         "mkdir -p /run/sshd",
         "ssh-keygen -A",
         'echo "worker ${LWS_WORKER_INDEX:-?} of ${LWS_LEADER_ADDRESS:-?}: model repository ready; '

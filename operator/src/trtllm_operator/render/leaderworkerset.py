@@ -5,8 +5,8 @@ group of ``ceil(world size / GPUs per node)`` pods: the leader (LWS worker index
 over every pod of its group and serves HTTP/gRPC/metrics; the workers host the other ranks. What
 each pod runs is :mod:`trtllm_operator.render.launch` (``launch.sh`` on the leader, ``worker.sh`` on
 the workers, ``rank-env.sh`` in front of every rank); Open MPI reaches the workers over SSH, so
-**the serving image must provide ``sshd``** (``/usr/sbin/sshd``) and the leader an SSH key the
-workers accept (docs/serving.md).
+**the serving image must provide ``sshd``** (``/usr/sbin/sshd``); the key the leader logs in with
+is the deployment's own (Secret ``<name>-credentials``, :mod:`trtllm_operator.render.credentials`).
 
 **Names.** The LeaderWorkerSet is ``<name>-lws`` (:func:`leaderworkerset_name`), not ``<name>``:
 LWS names the pods' subdomain after itself and creates a headless Service of that name only if no
@@ -31,8 +31,9 @@ from typing import Any
 
 from trtllm_operator.api.wire import ANNOTATION_ENGINE_KEY, LWS_API_VERSION, LWS_WORKER_INDEX_LABEL
 from trtllm_operator.decide.serving_params import ServingParams
+from trtllm_operator.render.credentials import ssh_key_volume
 from trtllm_operator.render.deployment import pod_template
-from trtllm_operator.render.launch import POD_ENV_DIR, SSH_PORT, WORKER_SCRIPT
+from trtllm_operator.render.launch import POD_ENV_DIR, SSH_KEY_DIR, SSH_PORT, WORKER_SCRIPT
 from trtllm_operator.render.serving import CONFIG_MOUNT, child_name, metadata, selector_labels
 
 #: Suffix of the LeaderWorkerSet's name (see the module docstring).
@@ -78,11 +79,17 @@ def replica_selector(params: ServingParams) -> dict[str, str]:
     return labels
 
 
-def _with_pod_env(template: dict[str, Any]) -> dict[str, Any]:
-    """``template`` plus the emptyDir where the pod saves its environment for its ranks."""
+def _with_pod_env(template: dict[str, Any], params: ServingParams, *, leader: bool) -> dict[str, Any]:
+    """``template`` plus the emptyDir where the pod saves its environment for its ranks, and the
+    deployment's SSH key (the leader's private key, the workers' ``authorized_keys``) from the
+    Secret ``<name>-credentials`` (:func:`~trtllm_operator.render.credentials.ssh_key_volume`)."""
     spec = template["spec"]
-    spec["volumes"].append({"name": POD_ENV_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}})
-    spec["containers"][0]["volumeMounts"].append({"name": POD_ENV_VOLUME, "mountPath": POD_ENV_DIR})
+    key = ssh_key_volume(params, leader=leader)
+    spec["volumes"] += [{"name": POD_ENV_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}, key]
+    spec["containers"][0]["volumeMounts"] += [
+        {"name": POD_ENV_VOLUME, "mountPath": POD_ENV_DIR},
+        {"name": key["name"], "mountPath": SSH_KEY_DIR, "readOnly": True},
+    ]
     return template
 
 
@@ -90,7 +97,9 @@ def worker_template(params: ServingParams, configmap: Mapping[str, Any]) -> dict
     """The workers' pod template: ``worker.sh`` (model repository, then ``sshd``), the SSH port,
     ready once ``sshd`` accepts connections (it starts after the model repository is assembled)."""
     template = _with_pod_env(
-        pod_template(params, configmap, command=["/bin/bash", f"{CONFIG_MOUNT}/{WORKER_SCRIPT}"])
+        pod_template(params, configmap, command=["/bin/bash", f"{CONFIG_MOUNT}/{WORKER_SCRIPT}"]),
+        params,
+        leader=False,
     )
     container = template["spec"]["containers"][0]
     container["ports"] = [{"name": "ssh", "containerPort": SSH_PORT, "protocol": "TCP"}]
@@ -114,7 +123,7 @@ def desired_leaderworkerset(params: ServingParams, configmap: Mapping[str, Any])
         raise ValueError(
             f"the model-repository ConfigMap has no {WORKER_SCRIPT}: render it for a multi-node replica"
         )
-    leader = _with_pod_env(pod_template(params, configmap))
+    leader = _with_pod_env(pod_template(params, configmap), params, leader=True)
     meta = metadata(params, leaderworkerset_name(params.name))
     meta["annotations"] = {ANNOTATION_ENGINE_KEY: params.engine_key}
     return {

@@ -1,9 +1,12 @@
-"""The Service in front of a deployment's Triton pods: HTTP 8000, gRPC 8001, metrics 8002
-(``api: triton``); the OpenAI frontend's 9000 (``api: openai``); 9000, 8000 and 8001 (``api: both``).
+"""The Service in front of a deployment's Triton pods: HTTP 8000, gRPC 8001 (``api: triton``); the
+OpenAI frontend's 9000 (``api: openai``); 9000, 8000 and 8001 (``api: both``).
 
-Ports are Triton's defaults (docs/reference/tensorrt-llm.md §4.5); the metrics port is named ``metrics`` so a
-ServiceMonitor or the autoscaler's pod scrape can select it by name. Only Ready pods are endpoints,
-so a pod still loading its engine receives no traffic.
+Ports are Triton's defaults (docs/reference/tensorrt-llm.md §4.5). Client ports only
+(:func:`~trtllm_operator.render.serving.client_ports`): the Service may be a NodePort or a
+LoadBalancer, and Triton's metrics port 8002 is no client's business — the pods still declare it as
+container port ``metrics``, where the autoscaler, the tuning advisor and the chart's PodMonitor
+scrape each pod (issue 24 item 5). Only Ready pods are endpoints, so a pod still loading its engine
+receives no traffic.
 """
 
 from __future__ import annotations
@@ -16,8 +19,8 @@ from trtllm_operator.render.serving import (
     HTTP_PORT,
     OPENAI_PORT,
     child_name,
+    client_ports,
     metadata,
-    serving_ports,
     uses_openai_frontend,
 )
 
@@ -44,7 +47,7 @@ def desired_service(params: ServingParams) -> dict[str, Any]:
             "selector": selector,
             "ports": [
                 {"name": name, "port": port, "targetPort": name, "protocol": "TCP"}
-                for name, port in serving_ports(params)
+                for name, port in client_ports(params)
             ],
         },
     }

@@ -64,6 +64,15 @@ def serving_ports(params: ServingParams) -> tuple[tuple[str, int], ...]:
     return API_PORTS[params.server.api]
 
 
+def client_ports(params: ServingParams) -> tuple[tuple[str, int], ...]:
+    """The ports clients use: :func:`serving_ports` without Triton's metrics port (8002). The Service
+    exposes only these (it may be a NodePort or LoadBalancer); metrics are scraped from each pod
+    directly (the autoscaler, the tuning advisor, the chart's PodMonitor select pods, not the
+    Service: a Service would hand each scrape to a different pod). With the OpenAI frontend the
+    metrics share the client port 9000 (``GET /metrics``; docs/security.md)."""
+    return tuple((name, port) for name, port in serving_ports(params) if port != METRICS_PORT)
+
+
 def uses_openai_frontend(api: str) -> bool:
     """Whether ``spec.server.api`` serves the OpenAI API (Triton's frontend or ``trtllm-serve``)."""
     return api in ("openai", "both")
@@ -148,6 +157,26 @@ def content_hash(data: Any) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+#: Environment variable of the serving container holding the admin header value (the
+#: ``triton-admin-key`` of the Secret ``<name>-credentials``, :mod:`trtllm_operator.render.credentials`).
+ADMIN_KEY_ENV = "TRITON_ADMIN_KEY"
+#: The request header Triton checks for the restricted APIs (``<restricted-key>`` of
+#: ``--http-restricted-api``; on gRPC Triton prefixes it: ``triton-grpc-protocol-admin-key``,
+#: triton-inference-server/server r24.10 ``src/grpc/grpc_server.h`` ``kRestrictedProtocolHeaderTemplate``).
+ADMIN_HEADER = "admin-key"
+GRPC_HEADER_PREFIX = "triton-grpc-protocol-"
+#: Triton's API categories behind the admin header: what no client, probe, autoscaler or dashboard
+#: of this product calls, and what can change or read the server's state beyond inference —
+#: registering system/CUDA shared-memory regions (``shared-memory``), listing, loading and unloading
+#: models (``model-repository``), changing trace settings and trace files (``trace``), changing log
+#: settings (``logging``). Left open: ``health`` (the kubelet's probes), ``metadata`` and
+#: ``model-config`` (client libraries read them before a request: tritonclient, perf_analyzer,
+#: genai-perf), ``inference``, ``statistics`` (perf_analyzer's server-side report). Category names:
+#: triton-inference-server/server r24.10 (2.51) ``src/restricted_features.h``
+#: ``RESTRICTED_CATEGORY_NAMES``; docs/customization_guide/inference_protocols.md "Limit Endpoint
+#: Access". The metrics port (8002) is not one of these categories: it is separated by the Service
+#: and the NetworkPolicy instead (docs/security.md).
+RESTRICTED_APIS = ("shared-memory", "model-repository", "trace", "logging")
 #: ``tritonserver`` flag for the TTFT histogram (``--metrics-config <setting>=<value>``, Triton
 #: docs/user_guide/metrics.md "Histograms"); see :func:`tritonserver_args`.
 TTFT_METRICS_CONFIG = "--metrics-config=histogram_latencies=true"
@@ -175,10 +204,30 @@ def tritonserver_args(params: ServingParams, *, leader: bool, rank: int) -> list
         TTFT_METRICS_CONFIG,
         "--disable-auto-complete-config",
         f"--backend-config=python,shm-region-prefix-name=prefix{rank}_",
+        *restricted_api_args(),
     ]
     if not leader:
         args[5:5] = ["--model-control-mode=explicit", "--load-model=tensorrt_llm"]
     return args
+
+
+def restricted_api_args() -> list[str]:
+    """``--http-restricted-api`` and ``--grpc-restricted-protocol`` for :data:`RESTRICTED_APIS`
+    behind the header :data:`ADMIN_HEADER` = ``$TRITON_ADMIN_KEY`` (expanded by the launch script
+    from the pod's environment: the value is in no manifest).
+
+    Format ``<api>[,<api>...]:<key>=<value>`` for both (triton-inference-server/server r24.10 = v2.51.0
+    ``src/command_line_parser.cc``: ``OPTION_HTTP_RESTRICTED_API`` "http-restricted-api" and
+    ``OPTION_GRPC_RESTRICTED_PROTOCOL`` "grpc-restricted-protocol" → ``ParseRestrictedFeatureOption``;
+    an unknown category stops the server at start). A request without the header, or with another
+    value, gets HTTP 403 "This API is restricted, expecting header 'admin-key'"
+    (``src/http_server.cc`` ``RespondIfRestricted``); over gRPC the header is
+    ``triton-grpc-protocol-admin-key``. Each word is double-quoted for the shell (``_rendered`` keeps
+    it so) so that ``$TRITON_ADMIN_KEY`` expands.
+    """
+    apis = ",".join(RESTRICTED_APIS)
+    value = f"{apis}:{ADMIN_HEADER}=${{{ADMIN_KEY_ENV}}}"
+    return [f'"--http-restricted-api={value}"', f'"--grpc-restricted-protocol={value}"']
 
 
 def openai_frontend_args(params: ServingParams) -> list[str]:
