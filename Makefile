@@ -16,8 +16,11 @@ help:
 venv:
 	@hack/venv.sh
 
+# The control plane (hack/build-testbin.sh) and the add-on controllers the tests run beside it
+# (hack/build-controllers.sh: LeaderWorkerSet), each from its Go module at a pinned version.
 testbin:
 	@bin=$$(hack/build-testbin.sh) && echo "[testbin] $$bin"
+	@addons=$$(hack/build-controllers.sh) && echo "[testbin] $$addons"
 
 # The real tritonserver 2.51 (nvidia-pytriton 0.7.0) + the Python stub's environment, cached in
 # ~/.cache/trtllm-operator/triton-2.51.0-*/ (docs/triton-cpu.md).

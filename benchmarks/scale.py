@@ -364,6 +364,9 @@ def operator_env(cp: ControlPlane, ns: str, metrics_port: int) -> dict[str, str]
         "TRTLLM_OPERATOR_STANDALONE": "true",
         "TRTLLM_OPERATOR_LIVENESS_PORT": "",
         "TRTLLM_OPERATOR_METRICS_PORT": str(metrics_port),
+        # read by this benchmark on 127.0.0.1 only; no reviews, so the API-call counts stay the
+        # operator's own (a scrape with metrics auth adds a TokenReview and a SubjectAccessReview)
+        "TRTLLM_OPERATOR_METRICS_AUTH": "false",
         "TRTLLM_OPERATOR_LISTEN_ADDRESS": "127.0.0.1",
         "TRTLLM_OPERATOR_HF_CONFIG_DIR": str(HF_CONFIG_DIR),
     }

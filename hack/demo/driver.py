@@ -43,6 +43,7 @@ from typing import IO, Any, TypeVar
 import yaml
 from kubernetes import client, config
 
+from trtllm_operator.api.signals import SIGNALS
 from trtllm_operator.api.wire import LABEL_SECRET_USABLE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -989,8 +990,8 @@ class Demo:
             say("  (the Service's ClusterIP is not routed here: no kube-proxy; send to a pod IP)")
         say("operator log: .local/demo/logs/operator.log; every step's output: .local/demo/logs/")
         say("on a real cluster with GPUs: helm install trtllm-operator charts/trtllm-operator \\")
-        say("    --namespace trtllm-operator --create-namespace")
-        say("  then kubectl apply -f examples/<scenario>.yaml (examples/README.md)")
+        say("    --namespace trtllm-operator --create-namespace --set 'watchNamespaces={default}'")
+        say("  then kubectl apply -n default -f examples/<scenario>.yaml (examples/README.md)")
         say("stop everything the demo started: make demo-down")
 
 
@@ -1028,18 +1029,31 @@ class DecisionWatcher:
         replicas = int((obj.get("spec") or {}).get("replicas") or 0)
         ready = int(status.get("readyReplicas") or 0)
         if (replicas, ready) != (self.replicas, self.ready):
-            q = auto.get("activeRequestUtilizationPercent")
-            kv = auto.get("kvCacheUtilizationPercent")
-            say(
-                f"replicas {replicas} (ready {ready}); active/max {q if q is not None else '-'}%, "
-                f"KV cache {kv if kv is not None else '-'}%"
-            )
+            targets = (((obj.get("spec") or {}).get("autoscaling") or {}).get("targets")) or {}
+            say(f"replicas {replicas} (ready {ready}); {signal_readings(targets, auto)}")
             self.replicas, self.ready = replicas, ready
             self.history.append((time.monotonic(), replicas))
         return replicas
 
     def stable(self, seconds: float) -> bool:
         return bool(self.history) and time.monotonic() - self.history[-1][0] >= seconds
+
+
+def signal_readings(targets: dict[str, Any], auto: dict[str, Any]) -> str:
+    """The autoscaler's signals as the demo prints them, from ``spec.autoscaling.targets`` and
+    ``status.autoscaling``: each targeted signal with its reading and target, "no reading yet" while
+    the status has none (no ready pod scraped yet); a signal that is not a target only when it has a
+    reading (the demo scales on kvCacheUtilization alone: no "active/max -%" for a signal nobody
+    measures)."""
+    parts: list[str] = []
+    for sig in SIGNALS:
+        percent = auto.get(sig.percent_name)
+        target = targets.get(sig.name)
+        if target is None and percent is None:
+            continue
+        reading = "no reading yet" if percent is None else f"{percent}%"
+        parts.append(f"{sig.name} {reading}" + ("" if target is None else f" (target {target * 100:g}%)"))
+    return ", ".join(parts) or "no autoscaling signals"
 
 
 def _wrap_command(argv: list[str], width: int = 88) -> list[str]:

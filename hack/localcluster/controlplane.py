@@ -133,7 +133,7 @@ def tail(path: Path, lines: int = 40) -> str:
     return "\n".join(data.splitlines()[-lines:])
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     # Linux prctl(PR_SET_PDEATHSIG, SIGTERM): a test cluster does not outlive a killed pytest.
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
@@ -266,7 +266,7 @@ class ControlPlane:
                 cwd=self.work_dir,
                 env={**os.environ, **(env or {})},
                 start_new_session=self.detach,
-                preexec_fn=None if self.detach else _die_with_parent,  # noqa: PLW1509
+                preexec_fn=None if self.detach else die_with_parent,  # noqa: PLW1509
             )
         self._procs[name] = proc
         self.pids[name] = proc.pid
@@ -431,6 +431,12 @@ class ControlPlane:
                 # not-ready taint; without it kwok nodes would stay unschedulable.
                 "--disable-admission-plugins=TaintNodesByCondition",
                 "--endpoint-reconciler-type=none",
+                # Webhooks (and aggregated APIs) are reached at their Service's EndpointSlice address,
+                # not its ClusterIP, which nothing routes here (no kube-proxy): kubernetes v1.34.4
+                # cmd/kube-apiserver/app/server.go buildServiceResolver → NewEndpointServiceResolver
+                # (k8s.io/apiserver pkg/util/proxy ResolveEndpoint). The LeaderWorkerSet controller's
+                # webhooks are served on a host address (tests/support/lws.py).
+                "--enable-aggregator-routing=true",
                 # Reach "kubelets" (kwok nodes: 127.0.0.1, nothing listening) by IP: the default
                 # order tries the node's Hostname first, a DNS lookup of e.g. "h100-0" that would
                 # leave the machine (pods/log, pods/exec requests).

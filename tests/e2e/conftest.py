@@ -34,10 +34,12 @@ from e2e_harness import (
     Installed,
     container_command,
     helm_values,
+    hub_repos,
     token_kubeconfig,
 )
 from kubernetes import client
 from support.cluster import LocalCluster
+from support.hub import LocalHub, local_hub
 from support.ports import free_port
 
 LOG_TAIL_LINES = 80
@@ -46,7 +48,16 @@ _running: dict[str, Installed] = {}
 
 
 @pytest.fixture(scope="module")
-def installed(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
+def hub() -> Iterator[LocalHub]:
+    """The local Hub (tests/support/hub.py) the release's ``settings.hfEndpoint`` points at."""
+    with local_hub(hub_repos()) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def installed(
+    cluster: LocalCluster, hub: LocalHub, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Installed]:
     """The chart installed (release ``e2e``) and the operator running as its ServiceAccount.
 
     Watches one workload namespace (``Installed.namespace``); see the module docstring for the
@@ -79,6 +90,7 @@ def installed(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -
         service_account=f"{RELEASE}-trtllm-operator",
         kubeconfig=work / "operator.kubeconfig",
         log_path=work / "operator.log",
+        hub=hub,
     )
     _running["installed"] = handle
     try:
@@ -93,7 +105,7 @@ def installed(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -
             "90s",
             "--values",
             "-",
-            input=helm_values(ns),
+            input=helm_values(ns, hub.url),
             check=False,
             timeout=120,
         )

@@ -4,6 +4,7 @@ command built from the chart's Deployment (see conftest.py for the fixture that 
 from __future__ import annotations
 
 import base64
+import os
 import signal
 import subprocess
 import sys
@@ -13,14 +14,22 @@ from typing import Any
 
 import yaml
 from support.cluster import LocalCluster
+from support.hub import HubRepo, LocalHub
 from support.operator import HF_CONFIG_DIR
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHART = REPO_ROOT / "charts" / "trtllm-operator"
 RELEASE = "e2e"
-#: Settings for a quick test (the chart passes them through ``settings.extraEnv``).
+#: The model of the flow: its real config.json (tests/fixtures/model-configs) is served by the
+#: local Hub (tests/support/hub.py) behind :data:`HF_TOKEN`, the token in the test's Secret.
+TINYLLAMA = "hf://TinyLlama/TinyLlama-1.1B-Chat-v1.0"
+#: A fake Hugging Face token, recognisable and unique per run; it may not leave its Secret (and the
+#: request to the Hub).
+HF_TOKEN = "hf_e2eFAKE" + base64.b32encode(os.urandom(15)).decode().lower()
+#: Settings for a quick test (the chart passes them through ``settings.extraEnv``). No model-config
+#: directory: the plan check runs with the chart's defaults (``hfConfigFetch: true``), only
+#: ``hfEndpoint`` points at the local Hub (:func:`helm_values`).
 FAST_ENV = {
-    "TRTLLM_OPERATOR_HF_CONFIG_DIR": str(HF_CONFIG_DIR),
     "TRTLLM_OPERATOR_ERROR_BACKOFF_SECONDS": "1",
     "TRTLLM_OPERATOR_WATCH_SERVER_TIMEOUT_SECONDS": "10",
     "TRTLLM_OPERATOR_RESYNC_SECONDS": "10",
@@ -42,6 +51,7 @@ class Installed:
     liveness_port: int = 0
     metrics_port: int = 0
     helm_output: str = ""
+    hub: LocalHub | None = None  # the local Hub at settings.hfEndpoint
     extra: dict[str, Any] = field(default_factory=dict)
 
     def log(self) -> str:
@@ -122,13 +132,21 @@ def container_command(
     return [sys.executable, "-m", "trtllm_operator.cli", *args], env
 
 
-def helm_values(namespace: str) -> str:
+def hub_repos() -> dict[str, HubRepo]:
+    """What the local Hub serves: the flow model's real config.json, gated behind :data:`HF_TOKEN`."""
+    repo = TINYLLAMA.removeprefix("hf://")
+    config = (HF_CONFIG_DIR / (repo.replace("/", "__") + ".json")).read_bytes()
+    return {repo: HubRepo({"config.json": config}, token=HF_TOKEN)}
+
+
+def helm_values(namespace: str, hub_url: str) -> str:
     """Values of the test release (YAML): watch ``namespace``, debug logs, the fast settings, the
-    serving NetworkPolicy."""
+    serving NetworkPolicy, and ``settings.hfEndpoint`` at the local Hub (``hub_url``): the plan
+    check itself (``settings.hfConfigFetch``) keeps the chart's default."""
     extra_env = [{"name": k, "value": v} for k, v in FAST_ENV.items()]
     values = {
         "watchNamespaces": [namespace],
-        "settings": {"logLevel": "DEBUG", "logFormat": "json", "extraEnv": extra_env},
+        "settings": {"logLevel": "DEBUG", "logFormat": "json", "extraEnv": extra_env, "hfEndpoint": hub_url},
         "servingNetworkPolicy": {"enabled": True},
         # the flow's engine writes to this (fake) MinIO endpoint
         "policy": {"allowedS3Endpoints": ["http://minio.storage.svc:9000"]},

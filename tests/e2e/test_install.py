@@ -15,16 +15,18 @@ import json
 import os
 import re
 import subprocess
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from e2e_harness import CHART, Installed, token_kubeconfig
+from e2e_harness import CHART, HF_TOKEN, TINYLLAMA, Installed, hub_repos, token_kubeconfig
 from kubernetes import client
 from support.cluster import LocalCluster
-from support.operator import HF_CONFIG_DIR
+from support.metrics_auth import delete_metrics_reader, metrics_tokens
 from support.wait import wait_for
 
 from engine_builder.report import build_report
@@ -35,13 +37,12 @@ from trtllm_operator.decide.engine_spec import PreparedEngine, prepare_engine
 pytestmark = pytest.mark.slow
 
 H100 = "NVIDIA-H100-80GB-HBM3"
-TINYLLAMA = "hf://TinyLlama/TinyLlama-1.1B-Chat-v1.0"
 IMAGE = "nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3"
 KWOK = "kwok.trtllm-operator.dev"
 SA_TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 
-#: Fake credentials, recognisable and unique per run; none may leave its Secret.
-HF_TOKEN = "hf_e2eFAKE" + base64.b32encode(os.urandom(15)).decode().lower()
+#: Fake credentials, recognisable and unique per run; none may leave its Secret (HF_TOKEN, in
+#: e2e_harness, goes to the local Hub too: the plan check's request).
 S3_ACCESS_KEY = "AKIAE2EFAKE" + base64.b32encode(os.urandom(5)).decode()
 S3_SECRET_KEY = "e2eFakeS3Secret/" + base64.b64encode(os.urandom(18)).decode()
 
@@ -132,11 +133,13 @@ def an_engine(name: str) -> dict[str, Any]:
     }
 
 
-def prepared_engine(body: dict[str, Any]) -> PreparedEngine:
-    """What the operator computes for ``body`` (the same pure function), for the builder report."""
-    config_path = Path(HF_CONFIG_DIR) / (TINYLLAMA.removeprefix("hf://").replace("/", "__") + ".json")
+def prepared_engine(body: dict[str, Any], namespace: str) -> PreparedEngine:
+    """What the operator computes for ``body`` in ``namespace`` (the same pure function, with the
+    config.json the local Hub serves), for the builder report (on S3 the builder publishes under
+    ``<prefix>/<namespace>``)."""
+    config = hub_repos()[TINYLLAMA.removeprefix("hf://")].files["config.json"]
     result = prepare_engine(
-        body["metadata"]["name"], body["spec"], hf_config=json.loads(config_path.read_text())
+        body["metadata"]["name"], body["spec"], hf_config=json.loads(config), namespace=namespace
     )
     assert isinstance(result, PreparedEngine), result
     return result
@@ -159,7 +162,7 @@ def flow(installed: Installed) -> Flow:
     )
 
     engine = an_engine("chat")
-    prepared = prepared_engine(engine)
+    prepared = prepared_engine(engine, ns)
     report = build_report(
         status="Succeeded",
         engine_key=prepared.key,
@@ -256,6 +259,73 @@ def test_flow_passes_as_the_chart_service_account(installed: Installed, flow: Fl
     assert flow.prepared.key in log, "the operator log does not show the build (is it the right log?)"
 
 
+def condition_of(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == kind), None)
+
+
+def test_chart_defaults_plan_an_hf_model_from_the_hub_with_the_token_secret(
+    installed: Installed, flow: Flow
+) -> None:
+    """Issue 25: with the chart's default values (``hfConfigFetch: true``, no model-config
+    directory) and only ``hfEndpoint`` at the local Hub (tests/support/hub.py, the Hub's resolve
+    API, the repository gated behind the token of the test's Secret), the operator fetches
+    config.json with that token and plans before the build. The local Hub serves the gated file only
+    for ``Bearer <HF_TOKEN>`` (401 otherwise), so a plan means the token reached it. A missing or a
+    wrong token: ``Planned=Unknown`` ``ModelConfigUnavailable`` saying why, no plan."""
+    hub = installed.hub
+    assert hub is not None
+    assert "TRTLLM_OPERATOR_HF_CONFIG_DIR" not in installed.log(), "planned from a directory?"
+    plan = flow.engine["status"].get("plan")
+    assert plan, flow.engine["status"]
+    assert plan["fits"] is True and plan["maxSeqLenRule"], plan
+    planned = condition_of(flow.engine, "Planned")
+    assert planned is not None and planned["status"] == "True", planned
+    repo = TINYLLAMA.removeprefix("hf://")
+    assert ("HEAD", f"/{repo}/resolve/main/config.json", True) in hub.requests, hub.requests
+    assert not [path for _, path, sent in hub.requests if not sent], "a request without the token"
+    # the builder downloads from the same Hub (HF_ENDPOINT, huggingface_hub 2.4.0 constants.ENDPOINT)
+    (builder,) = (c for p in flow.builder_pods for c in p["spec"]["containers"] if c["name"] == "builder")
+    assert {"name": "HF_ENDPOINT", "value": hub.url} in builder["env"], builder["env"]
+
+    api = Api(installed.cluster, installed.namespace)
+    usable = {LABEL_SECRET_USABLE: "true"}
+    api.core.create_namespaced_secret(
+        installed.namespace,
+        {"metadata": {"name": "hf-wrong", "labels": usable}, "stringData": {"token": "hf_e2eWRONG"}},
+    )
+    wrong = an_engine("wrong-token")
+    wrong["spec"]["model"]["credentialsSecretRef"] = {"name": "hf-wrong", "key": "token"}
+    missing = an_engine("no-token")
+    del missing["spec"]["model"]["credentialsSecretRef"]
+    expected = {"wrong-token": "401", "no-token": "no token was sent"}
+    try:
+        for body in (wrong, missing):
+            # never built: a GPU product no node has (the plan check runs before the build anyway)
+            body["spec"]["gpu"]["product"] = "NVIDIA-H200"
+            api.custom.create_namespaced_custom_object(GROUP, VERSION, api.ns, ENGINE_PLURAL, body)
+        for name, why in expected.items():
+
+            def unknown(name: str = name) -> dict[str, Any] | None:
+                # (Planned=Unknown FetchingModelConfig comes first, while the request is out)
+                cond = condition_of(api.get(ENGINE_PLURAL, name), "Planned")
+                return cond if cond and cond["reason"] == "ModelConfigUnavailable" else None
+
+            cond = wait_for(unknown, timeout=60, desc=f"Planned=Unknown ModelConfigUnavailable for {name}")
+            assert cond["status"] == "Unknown", cond
+            assert "not fetched from the Hub" in cond["message"] and why in cond["message"], cond
+            assert not api.status(ENGINE_PLURAL, name).get("plan")
+    finally:
+        for name in expected:
+            api.custom.delete_namespaced_custom_object(GROUP, VERSION, api.ns, ENGINE_PLURAL, name)
+        api.core.delete_namespaced_secret("hf-wrong", installed.namespace)
+
+    def gone() -> bool:
+        items = api.custom.list_namespaced_custom_object(GROUP, VERSION, api.ns, ENGINE_PLURAL)["items"]
+        return not {e["metadata"]["name"] for e in items} & expected.keys()
+
+    wait_for(gone, timeout=60, desc="the two engines gone")
+
+
 @pytest.mark.parametrize(
     ("verb", "resource", "where", "allowed"),
     [
@@ -277,6 +347,10 @@ def test_flow_passes_as_the_chart_service_account(installed: Installed, flow: Fl
         ("list", f"llmengines.{GROUP}", "watched", True),
         ("patch", f"llmdeployments.{GROUP}/scale", "watched", True),
         ("create", "jobs.batch", "watched", True),
+        # authenticated /metrics (metrics.auth): the reviews of a scraper's token, nothing else
+        ("create", "tokenreviews.authentication.k8s.io", "cluster", True),
+        ("create", "subjectaccessreviews.authorization.k8s.io", "cluster", True),
+        ("get", "tokenreviews.authentication.k8s.io", "cluster", False),
         # metadata of referenced Secrets (opt-in label); the code asks for metadata only
         ("get", "secrets", "watched", True),
         ("watch", "customresourcedefinitions.apiextensions.k8s.io", "cluster", True),
@@ -357,14 +431,56 @@ def test_builder_and_server_pods_mount_no_service_account_token(flow: Flow) -> N
                 assert not mount["mountPath"].startswith(SA_TOKEN_PATH), (name, c["name"], mount)
 
 
+def test_default_install_watches_only_its_own_namespace(installed: Installed, tmp_path: Path) -> None:
+    """No values (#24): namespaced mode in the release's namespace is the default — a Role there, no
+    namespaced grant anywhere else (a second release, own namespace)."""
+    cluster = installed.cluster
+    ns = cluster.create_namespace("e2e-def")
+    try:
+        cluster.helm("install", "e2e-def", str(CHART), "--namespace", ns, timeout=120)
+        sa = "e2e-def-trtllm-operator"
+        token = cluster.kubectl("create", "token", sa, "-n", ns, "--duration", "10m").stdout.strip()
+        kubeconfig = token_kubeconfig(cluster, token, tmp_path / "def.kubeconfig")
+
+        def can(*args: str) -> str:
+            argv = [str(cluster.bin_dir / "kubectl"), f"--kubeconfig={kubeconfig}", "auth", "can-i", *args]
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+            return proc.stdout.strip()
+
+        assert can("list", f"llmengines.{GROUP}", "-n", ns) == "yes"
+        assert can("create", "jobs.batch", "-n", ns) == "yes"
+        assert can("create", "tokenreviews.authentication.k8s.io") == "yes"
+        for args in (
+            ("list", f"llmengines.{GROUP}", "--all-namespaces"),
+            ("list", f"llmengines.{GROUP}", "-n", "default"),
+            ("create", "jobs.batch", "-n", "default"),
+            ("get", "secrets", "-n", "default"),
+            ("watch", "namespaces"),
+        ):
+            assert can(*args) == "no", args
+        objs = [
+            o for o in yaml.safe_load_all(cluster.helm("get", "manifest", "e2e-def", "-n", ns).stdout) if o
+        ]
+        roles = {(o["metadata"].get("namespace"), o["metadata"]["name"]) for o in objs if o["kind"] == "Role"}
+        assert roles == {(ns, "e2e-def-trtllm-operator")}
+        (dep,) = [o for o in objs if o["kind"] == "Deployment"]
+        assert f"--namespace={ns}" in dep["spec"]["template"]["spec"]["containers"][0]["args"]
+    finally:
+        cluster.helm("uninstall", "e2e-def", "--namespace", ns, check=False, timeout=90)
+        cluster.delete_namespace(ns)
+
+
 def test_cluster_wide_install_grants_cluster_wide_reads_and_no_secret_listing(
     installed: Installed, tmp_path: Path
 ) -> None:
-    """watchNamespaces: [] — a ClusterRole; the same limits hold (second release, own namespace)."""
+    """clusterWide: true (an opt-in since #24) — a ClusterRole; the same limits hold (second
+    release, own namespace)."""
     cluster = installed.cluster
     ns = cluster.create_namespace("e2e-cw")
     try:
-        cluster.helm("install", "e2e-cw", str(CHART), "--namespace", ns, timeout=120)
+        cluster.helm(
+            "install", "e2e-cw", str(CHART), "--namespace", ns, "--set", "clusterWide=true", timeout=120
+        )
         sa = "e2e-cw-trtllm-operator"
         token = cluster.kubectl("create", "token", sa, "-n", ns, "--duration", "10m").stdout.strip()
         kubeconfig = token_kubeconfig(cluster, token, tmp_path / "cw.kubeconfig")
@@ -395,6 +511,33 @@ def test_cluster_wide_install_grants_cluster_wide_reads_and_no_secret_listing(
     finally:
         cluster.helm("uninstall", "e2e-cw", "--namespace", ns, check=False, timeout=90)
         cluster.delete_namespace(ns)
+
+
+def test_operator_metrics_answer_only_an_authorized_token(installed: Installed) -> None:
+    """The operator, running with the chart's RBAC (TokenReview and SubjectAccessReview create),
+    serves /metrics to a ServiceAccount bound to the metrics-reader rule only; liveness needs no
+    token (the kubelet's probe has none)."""
+    cluster, ns = installed.cluster, installed.namespace
+    tokens = metrics_tokens(cluster, ns)
+    try:
+
+        def get(path: str, port: int, token: str | None = None) -> int:
+            request = urllib.request.Request(f"http://127.0.0.1:{port}{path}")
+            if token is not None:
+                request.add_header("Authorization", f"Bearer {token}")
+            try:
+                with urllib.request.urlopen(request, timeout=30) as resp:
+                    return int(resp.status)
+            except urllib.error.HTTPError as exc:
+                return exc.code
+
+        assert get("/metrics", installed.metrics_port) == 401
+        assert get("/metrics", installed.metrics_port, tokens.stranger) == 403
+        assert get("/metrics", installed.metrics_port, tokens.reader) == 200
+        assert get("/healthz", installed.liveness_port) == 200
+        assert not rbac_denials(installed.log()), rbac_denials(installed.log())
+    finally:
+        delete_metrics_reader(cluster, ns)
 
 
 #: The built-in autoscaler is wired in (its module exists and the handlers package imports it).

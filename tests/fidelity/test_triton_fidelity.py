@@ -123,6 +123,10 @@ def engine_doc(backend: str, fmt: str, tp: int, draft: bool = False) -> dict[str
         quant["awqBlockSize"] = 64
     build: dict[str, Any] = {"maxBatchSize": 16, "maxNumTokens": 1024, "maxInputLen": 256, "maxSeqLen": 512}
     if draft:
+        # The builder packages tensorrt_llm_bls with as many instances as the max batch size
+        # (upstream's rule); each is a Python stub process, and sixteen of them next to two ranks
+        # took the TP-2 draft case past its 300 s start on a loaded 2-core CI machine.
+        build["maxBatchSize"] = 4
         build["speculativeDecoding"] = {
             "mode": "draft_tokens_external",
             "maxDraftLen": 4,

@@ -8,6 +8,7 @@ the builder's JSON report (engine_builder.report.build_report) as the terminatio
 from __future__ import annotations
 
 import json
+import socket
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,7 @@ from support.manifests import (
     DELAY_MS,
     H100,
     LLAMA_8B,
+    MESSAGE,
     a_deployment,
     an_engine,
     create_token_secret,
@@ -34,6 +36,7 @@ from support.operator import HF_CONFIG_DIR, operator_process, running_operator
 from support.ports import free_port
 from support.wait import wait_for
 
+from engine_builder.contract import artifact_dir_name
 from engine_builder.package import manifest_digest
 from engine_builder.pipeline import load_spec
 from engine_builder.planner import plan_from_build_spec
@@ -113,7 +116,9 @@ def test_build_runs_on_target_gpu_and_engine_becomes_ready(api: Api, operator: N
     assert status["engineKey"] == prepared.key
     assert status["engineKeyShort"] == prepared.key[:12]
     assert status["observedGeneration"] == engine["metadata"]["generation"]
-    assert status["artifact"]["uri"] == f"s3://engines/cache/{prepared.key}"
+    # on S3 the builder publishes under the engine's namespace (#24: a bucket is shared, the cache
+    # index is per namespace)
+    assert status["artifact"]["uri"] == f"s3://engines/cache/{api.ns}/{prepared.key}"
     assert status["artifact"]["manifestDigest"] == manifest_for(prepared)["manifestDigest"]
     assert status["artifact"]["sizeBytes"] == manifest_for(prepared)["sizeBytes"]
     assert status["build"]["stageTimings"] == {
@@ -177,9 +182,11 @@ def test_exit_0_without_a_report_or_manifest_fails_and_records_nothing(api: Api,
     assert ready is not None and ready["reason"] == "EngineFailed", ready
     assert "LLMEngine 'wrote-nothing' failed: ArtifactMissing" in ready["message"], ready
     wait_for(lambda: "EngineFailed" in api.event_reasons("serves-nothing"), desc="EngineFailed Event")
-    # spec.server.decoupled defaults to false: the Streaming condition says streams are refused.
+    # nothing is served (the engine failed): Streaming is Unknown; spec.server.decoupled defaults to
+    # false, so the message says streams will be refused and the fix.
     streaming = find_condition(deployment, "Streaming")
-    assert streaming is not None and (streaming["status"], streaming["reason"]) == ("False", "NotDecoupled")
+    assert streaming is not None, deployment["status"]
+    assert (streaming["status"], streaming["reason"]) == ("Unknown", "EngineNotReady"), streaming
     assert "set spec.server.decoupled: true" in streaming["message"], streaming
 
 
@@ -301,14 +308,55 @@ def test_plan_from_the_hub_with_the_builders_token(cluster: LocalCluster, namesp
         api.create(wrong)
 
         def unknown() -> dict[str, Any] | None:
+            # Planned=Unknown FetchingModelConfig (phase Planning) while the request is out, first
             cond = find_condition(api.engine(wrong.name), "Planned")
-            return cond if cond and cond["status"] == "Unknown" else None
+            return cond if cond and cond["reason"] == "ModelConfigUnavailable" else None
 
-        cond = wait_for(unknown, timeout=60, desc="Planned=Unknown for the wrong token")
-        assert cond["reason"] == "ModelConfigUnavailable"
+        cond = wait_for(unknown, timeout=60, desc="ModelConfigUnavailable, wrong token")
+        assert cond["status"] == "Unknown"
         assert "not fetched from the Hub" in cond["message"] and "401" in cond["message"], cond["message"]
         assert "plan stage" in cond["message"]
         assert (api.engine(wrong.name).get("status") or {}).get("plan") is None
+
+
+def test_a_new_engine_says_planning_while_an_unreachable_hub_is_retried(
+    cluster: LocalCluster, namespace: str
+) -> None:
+    """Fresh-user trial: with the Hub unreachable the fetch retries for ~23 s (huggingface_hub 2.4.0:
+    ``http_backoff`` after a failed metadata request) and the engine had no phase at all meanwhile.
+    Now it is ``Planning`` with ``Planned=Unknown`` ``FetchingModelConfig`` at once, then
+    ``ModelConfigUnavailable`` saying why, and it goes on to build."""
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))  # bound, never listening: connection refused
+    try:
+        hub_url = f"http://127.0.0.1:{closed.getsockname()[1]}"
+        api = Api(cluster, namespace)
+        with running_operator(
+            cluster, [namespace], hf_config_dir=None, hf_config_fetch=True, hf_endpoint=hub_url
+        ):
+            eng = an_engine("offline").fmt("none")
+            eng.body["spec"]["model"]["source"] = LLAMA_8B
+            del eng.body["spec"]["model"]["credentialsSecretRef"]
+            api.create(eng)
+
+            def fetching() -> dict[str, Any] | None:
+                e = api.engine(eng.name)
+                cond = find_condition(e, "Planned")
+                return e if cond and cond["reason"] == "FetchingModelConfig" else None
+
+            engine = wait_for(fetching, timeout=10, interval=0.2, desc="Planned=Unknown FetchingModelConfig")
+            assert engine["status"]["phase"] == "Planning"
+            assert hub_url in condition(engine, "Planned")["message"]
+
+            def unavailable() -> dict[str, Any] | None:
+                cond = find_condition(api.engine(eng.name), "Planned")
+                return cond if cond and cond["reason"] == "ModelConfigUnavailable" else None
+
+            cond = wait_for(unavailable, timeout=90, desc="Planned=Unknown ModelConfigUnavailable")
+            assert "not fetched from the Hub" in cond["message"], cond
+            assert api.engine(eng.name)["status"]["phase"] in ("Queued", "Building", "Unschedulable")
+    finally:
+        closed.close()
 
 
 A100 = "NVIDIA-A100-SXM4-80GB"  # hack/localcluster/nodes.py DEFAULT_NODES: a100-0, a100-1, 4 GPUs each
@@ -603,6 +651,33 @@ def test_concurrent_build_limit_queues_with_position(api: Api, cluster: LocalClu
         assert len(api.jobs()) == 2
 
 
+def test_unschedulable_build_holds_no_slot_and_simultaneous_engines_get_distinct_positions(
+    api: Api, cluster: LocalCluster, namespace: str
+) -> None:
+    """Fresh-user trial (issue 25): with maxConcurrentBuilds 1, a build whose pod cannot be scheduled
+    (no NVIDIA-H200 node) does not keep the next build queued; two LLMEngines applied together wait
+    at positions 1 and 2 (creationTimestamp, then name), not both at 1."""
+    with running_operator(cluster, [namespace], max_concurrent_builds=1):
+        api.create(an_engine("stuck").on("NVIDIA-H200"))
+        api.wait_phase("stuck", "Unschedulable", timeout=60)
+        first = an_engine("first").max_batch_size(4)
+        api.create(first.succeeds(success_report(first.prepared())).runs_for(600_000))
+        api.wait_phase("first", "Building", timeout=60)
+        pair = [an_engine(name).max_batch_size(size) for name, size in (("pair-a", 8), ("pair-b", 16))]
+        for eng in pair:
+            api.create(eng)
+        for eng in pair:
+            api.wait_phase(eng.name, "Queued")
+
+        def positions() -> list[str] | None:
+            now = [api.engine(eng.name)["status"]["build"]["message"] for eng in pair]
+            return now if "position 1" in now[0] and "position 2" in now[1] else None
+
+        messages = wait_for(positions, timeout=30, desc="pair-a at position 1, pair-b at 2")
+        assert "1 of 1 concurrent builds running" in messages[0], messages
+        assert len(api.jobs()) == 2  # stuck's and first's
+
+
 def test_imported_artifact_is_served_from_cache_without_a_job(
     api: Api,
     operator: None,
@@ -618,7 +693,8 @@ def test_imported_artifact_is_served_from_cache_without_a_job(
     kubeconfig = str(cluster.kubeconfig)
     argv = ["cache", "import", "--manifest", str(manifest_path), "--namespace", namespace]
     assert main([*argv, "--storage", "s3://engines/cache", "--kubeconfig", kubeconfig]) == 0
-    assert "registered s3://engines/cache/" in capsys.readouterr().out
+    # on S3 an import is recorded where builds in that namespace publish (#24)
+    assert f"registered s3://engines/cache/{namespace}/{prepared.key}" in capsys.readouterr().out
 
     api.create(eng)
     engine = api.wait_phase("imported", "Ready")
@@ -789,3 +865,48 @@ def test_gpu_catalog_extension_from_a_configmap(api: Api, cluster: LocalCluster,
             ),
             timeout=60,
         )
+
+
+def test_a_rebuild_is_recorded_at_its_new_directory_and_never_at_the_mounted_one(
+    api: Api, operator: None
+) -> None:
+    """Write-once artifact locations (#24), through the operator: an engine is built at
+    ``<root>/<key>``; its Job and cache entry deleted, the next build reports ``<key>-<build id>`` —
+    what engine-builder publishes when ``<key>`` exists (tests/unit/test_builder_pipeline.py::
+    test_a_rebuild_on_s3_publishes_a_new_prefix) — and the cache entry and ``status.artifact.uri``
+    move there, the location serving pods read; the old one is never named again."""
+    eng = an_engine("once")
+    prepared = eng.prepared()
+    api.create(eng.succeeds(success_report(prepared)))
+    engine = api.wait_phase("once", "Ready")
+    root = f"s3://engines/cache/{api.ns}"
+    assert engine["status"]["artifact"]["uri"] == f"{root}/{prepared.key}"
+
+    rebuilt = artifact_dir_name(prepared.key, "20261202t040000z-0a1b2c")
+    report = build_report(
+        status="Succeeded",
+        engine_key=prepared.key,
+        artifact_uri=f"{root}/{rebuilt}",
+        manifest_digest=manifest_for(prepared)["manifestDigest"],
+        size_bytes=4096,
+    )
+    api.patch_engine("once", {"spec": {"gpu": {"podAnnotations": {MESSAGE: json.dumps(report)}}}})
+    wait_for(
+        lambda: (find_condition(api.engine("once"), "Ready") or {}).get("observedGeneration") == 2,
+        desc="generation 2 seen",
+    )
+    # force a rebuild: the Job (and its pods) first, then the cache entry
+    api.batch.delete_namespaced_job(prepared.job_name, api.ns, propagation_policy="Foreground")
+    wait_for(lambda: not api.jobs() and not api.pods(prepared.job_name), desc="old Job and pods gone")
+    api.core.delete_namespaced_config_map(prepared.cache_name, api.ns)
+
+    def moved() -> dict[str, Any] | None:
+        status = api.engine("once").get("status") or {}
+        uri = (status.get("artifact") or {}).get("uri")
+        return status if status.get("phase") == "Ready" and uri == f"{root}/{rebuilt}" else None
+
+    wait_for(moved, timeout=60, desc="status.artifact.uri at the rebuilt directory")
+    entry = api.configmap(prepared.cache_name)
+    assert entry is not None
+    assert json.loads(entry["data"][ARTIFACT_DATA_KEY])["uri"] == f"{root}/{rebuilt}"
+    assert len(api.jobs()) == 1

@@ -203,7 +203,7 @@ def test_sigkill_at_seeded_points_converges_without_duplicates(
     batch_b = {n: 8 * (i + 1) + 100 for i, n in enumerate(names)}  # the key change
     engines = {n: kwok_engine(n, batch_a[n], rng.randrange(1500, 6000)) for n in names}
     for n in names:
-        api.create(ENGINE_PLURAL, engines[n].manifest())
+        api.create(ENGINE_PLURAL, engines[n].manifest(api.ns))
         api.create(DEPLOYMENTS, a_deployment(f"d-{n}", n, replicas=rng.randrange(1, 3)))
 
     zygote = Zygote(cluster, [api.ns], tmp_path)
@@ -214,7 +214,7 @@ def test_sigkill_at_seeded_points_converges_without_duplicates(
                 # mid-scenario: change every engine's key → rebuilds, then rollouts of every deployment
                 for n in names:
                     changed = kwok_engine(n, batch_b[n], rng.randrange(1500, 5000))
-                    api.patch(ENGINE_PLURAL, n, {"spec": changed.spec})
+                    api.patch(ENGINE_PLURAL, n, {"spec": changed.manifest(api.ns)["spec"]})
             delay = rng.uniform(0.3, 3.0)
             pid = zygote.fork()
             time.sleep(delay)
@@ -304,7 +304,7 @@ def test_operator_recovers_on_its_own_after_etcd_and_apiserver_outage(own_cluste
     cp = cluster.control_plane
     api = Api(cluster, cluster.create_namespace("outage"))
     create_token_secret(api.core, api.ns)
-    api.create(ENGINE_PLURAL, kwok_engine("before", 8, 200).manifest())
+    api.create(ENGINE_PLURAL, kwok_engine("before", 8, 200).manifest(api.ns))
     with running_operator(cluster, [api.ns]) as op:
         wait_for(lambda: (api.get(ENGINE_PLURAL, "before").get("status") or {}).get("phase") == "Ready", 60)
         apiserver_argv = _stop_component(cp, "kube-apiserver")
@@ -318,7 +318,7 @@ def test_operator_recovers_on_its_own_after_etcd_and_apiserver_outage(own_cluste
         wait_for(lambda: _readyz(cluster.server), timeout=60, interval=0.1, desc="kube-apiserver /readyz")
         returned = time.monotonic()
         # a change right after the API is back: the operator must notice it without a restart
-        api.create(ENGINE_PLURAL, kwok_engine("after", 16, 200).manifest())
+        api.create(ENGINE_PLURAL, kwok_engine("after", 16, 200).manifest(api.ns))
         wait_for(
             lambda: (api.get(ENGINE_PLURAL, "after").get("status") or {}).get("conditions"),
             timeout=RECOVERY_BOUND_SECONDS + 60,
@@ -339,7 +339,7 @@ def test_operator_recovers_on_its_own_after_etcd_and_apiserver_outage(own_cluste
 def test_concurrent_edits_lose_no_update(cluster: LocalCluster, api: Api) -> None:
     rng = random.Random(SEED + 1)
     eng = kwok_engine("shared", 8, 200)
-    api.create(ENGINE_PLURAL, eng.manifest())
+    api.create(ENGINE_PLURAL, eng.manifest(api.ns))
     api.create(DEPLOYMENTS, a_deployment("busy", "shared", replicas=1))
     other = Api(cluster, api.ns)  # its own ApiClient: a second writer
     other.custom = client.CustomObjectsApi(cluster.api_client())
@@ -420,7 +420,7 @@ def test_drained_builder_retries_the_build_elsewhere(
     eng = kwok_engine("evictee", 8, BUILD_MS).backoff_limit(0)
     eng.body["spec"]["gpu"]["nodeSelector"] = {"trtllm-operator.dev/fault-test": api.ns}
     prepared = eng.prepared()
-    api.create(ENGINE_PLURAL, eng.manifest())
+    api.create(ENGINE_PLURAL, eng.manifest(api.ns))
     selector = f"batch.kubernetes.io/job-name={prepared.job_name}"
 
     def running_pod() -> Any:
@@ -507,7 +507,7 @@ def test_reconciling_a_settled_deployment_writes_nothing(cluster: LocalCluster, 
     writes): every reconcile used to POST the ConfigMap, Deployment, Service and
     PodDisruptionBudget again (409 AlreadyExists)."""
     eng = kwok_engine("settled", 8, 200)
-    api.create(ENGINE_PLURAL, eng.manifest())
+    api.create(ENGINE_PLURAL, eng.manifest(api.ns))
     api.create(DEPLOYMENTS, a_deployment("quiet", "settled", replicas=1))
     with running_operator(cluster, [api.ns]):
         wait_for(lambda: deployment_ready(api, "quiet", eng.prepared().key), timeout=90, desc="quiet Ready")

@@ -32,6 +32,7 @@ from support.manifests import (
     create_token_secret,
     success_report,
 )
+from support.metrics_auth import delete_metrics_reader, metrics_tokens
 from support.operator import operator_process, running_operator
 from support.ports import free_port
 from support.wait import wait_for
@@ -45,9 +46,12 @@ pytestmark = pytest.mark.slow
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
-def scrape(port: int) -> Samples:
-    """Every sample of the operator's /metrics: (name, labels) → value."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+def scrape(port: int, token: str) -> Samples:
+    """Every sample of the operator's /metrics: (name, labels) → value. ``token``: of a
+    ServiceAccount allowed to get /metrics (the exporter asks the API server, #24)."""
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/metrics")
+    request.add_header("Authorization", f"Bearer {token}")
+    with urllib.request.urlopen(request, timeout=30) as resp:
         text = resp.read().decode()
     return {
         (s.name, frozenset(s.labels.items())): s.value
@@ -69,6 +73,13 @@ def operator_metrics_port() -> int:
 
 
 @pytest.fixture
+def reader_token(cluster: LocalCluster, namespace: str) -> Iterator[str]:
+    """A token of a ServiceAccount bound to the metrics-reader rule (support.metrics_auth)."""
+    yield metrics_tokens(cluster, namespace).reader
+    delete_metrics_reader(cluster, namespace)
+
+
+@pytest.fixture
 def apis(cluster: LocalCluster, namespace: str) -> Iterator[tuple[Api, DeploymentApi]]:
     dep = DeploymentApi(cluster, namespace)
     dep.artifact_pvc()
@@ -78,7 +89,7 @@ def apis(cluster: LocalCluster, namespace: str) -> Iterator[tuple[Api, Deploymen
 
 
 def test_metrics_events_and_progress_during_build_and_rollout(
-    cluster: LocalCluster, apis: tuple[Api, DeploymentApi], operator_metrics_port: int
+    cluster: LocalCluster, apis: tuple[Api, DeploymentApi], operator_metrics_port: int, reader_token: str
 ) -> None:
     api, dep = apis
     port = operator_metrics_port
@@ -90,7 +101,7 @@ def test_metrics_events_and_progress_during_build_and_rollout(
     invalid = an_engine("invalid").on("NVIDIA-Z9000")
 
     with running_operator(cluster, [api.ns], metrics_port=port, build_progress_seconds=1.0):
-        before = scrape(port)
+        before = scrape(port, reader_token)
         api.create(built)
         api.create(failing)
         api.create(invalid)
@@ -102,7 +113,7 @@ def test_metrics_events_and_progress_during_build_and_rollout(
             desc="build stage running",
         )
         wait_for(
-            lambda: value(scrape(port), "trtllm_operator_builds", state="active") >= 1,
+            lambda: value(scrape(port, reader_token), "trtllm_operator_builds", state="active") >= 1,
             timeout=10,
             desc="builds{state=active} >= 1 while building",
         )
@@ -132,7 +143,7 @@ def test_metrics_events_and_progress_during_build_and_rollout(
             lambda: (
                 s
                 if value(
-                    s := scrape(port),
+                    s := scrape(port, reader_token),
                     "trtllm_operator_builds_finished_total",
                     result="failed",
                     reason="CompileFailed",
@@ -261,7 +272,10 @@ def scaling(
 
 
 def test_autoscaler_metrics_and_events(
-    cluster: LocalCluster, scaling: tuple[DeploymentApi, Fleet], operator_metrics_port: int
+    cluster: LocalCluster,
+    scaling: tuple[DeploymentApi, Fleet],
+    operator_metrics_port: int,
+    reader_token: str,
 ) -> None:
     """Built-in autoscaler under load (Triton metrics emulators on the kwok pods): the desired and
     current replica gauges of the LLMDeployment and the decisions by reason move; ScaledUp is posted."""
@@ -275,7 +289,7 @@ def test_autoscaler_metrics_and_events(
     port = operator_metrics_port
     with running_operator(cluster, [api.ns], metrics_port=port):
         wait_serving(api, fleet, "chat", 1)
-        before = scrape(port)
+        before = scrape(port, reader_token)
         assert value(before, "trtllm_operator_autoscaler_current_replicas", **labels) == 1
         assert value(before, "trtllm_operator_autoscaler_desired_replicas", **labels) == 1
         api.set_load(fleet, requests=80, kvCacheUtilization=0.5)  # active capped at max 64: saturated
@@ -284,7 +298,7 @@ def test_autoscaler_metrics_and_events(
             lambda: (
                 s
                 if value(
-                    s := scrape(operator_metrics_port),
+                    s := scrape(operator_metrics_port, reader_token),
                     "trtllm_operator_autoscaler_current_replicas",
                     **labels,
                 )

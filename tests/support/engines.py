@@ -26,7 +26,7 @@ class EngineApi:
     def create(self, engine: EngineBuilder) -> dict[str, Any]:
         return dict(
             self.custom.create_namespaced_custom_object(
-                GROUP, VERSION, self.ns, ENGINE_PLURAL, engine.manifest()
+                GROUP, VERSION, self.ns, ENGINE_PLURAL, engine.manifest(self.ns)
             )
         )
 

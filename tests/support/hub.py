@@ -12,16 +12,26 @@ version pinned in engine-builder/pyproject.toml) expects it to:
   unknown revision → 404 ``RevisionNotFound``; a missing file → 404 ``EntryNotFound`` (with
   ``X-Repo-Commit``, which huggingface_hub caches as "does not exist at this commit").
 
+It also serves ``GET /api/models/{repo_id}`` and ``/api/models/{repo_id}/revision/{revision}``, the
+route of ``HfApi.model_info`` (hf_api.py: ``{endpoint}/api/models/{repo_id}/revision/{revision}``,
+``params["blobs"] = True`` with ``files_metadata=True``), as JSON that ``ModelInfo(**data)`` reads:
+``id``, ``sha`` (the commit), ``gated`` and ``siblings`` (``rfilename``, and ``size``/``blobId`` only
+with ``blobs``). A gated repository's metadata is public (its files are not): without a token the
+listing is served, with a wrong one it is a 401 like every route. The builder's fetch
+(engine_builder/fetch.py) lists with ``model_info`` and downloads with ``hf_hub_download``.
+
 The token is checked as huggingface_hub sends it (``build_hf_headers``: ``authorization: Bearer
 <token>``). A stand-in for the real Hub: it serves files, nothing else (no Xet, no redirects to a CDN,
-no API routes). Point ``HF_ENDPOINT`` (or huggingface_hub's ``endpoint=``) at :attr:`LocalHub.url`.
+no other API route). Point ``HF_ENDPOINT`` (or huggingface_hub's ``endpoint=``) at :attr:`LocalHub.url`.
 Every request is recorded in :attr:`LocalHub.requests` (method, path, whether a token was sent).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
+import urllib.parse
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -35,6 +45,9 @@ class HubRepo:
     files: Mapping[str, bytes]
     commit: str = "0123456789abcdef0123456789abcdef01234567"
     token: str | None = None
+    #: Sizes the listing reports instead of the files' own (a listing that disagrees with what is
+    #: then served: a repository changed between the two, or a truncated transfer).
+    listed_sizes: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -48,7 +61,10 @@ class LocalHub:
     def respond(self, method: str, path: str, authorization: str | None) -> tuple[int, dict[str, str], bytes]:
         """Status, headers and body for one request (pure; the handler only does the I/O)."""
         self.requests.append((method, path, authorization is not None))
-        parts = path.split("?", 1)[0].lstrip("/").split("/")
+        route, _, query = path.partition("?")
+        if route.startswith("/api/models/"):
+            return self._model_info(route.removeprefix("/api/models/").split("/"), query, authorization)
+        parts = route.lstrip("/").split("/")
         if len(parts) < 5 or parts[2] != "resolve":
             return 404, {"X-Error-Code": "RepoNotFound"}, b"not a resolve URL"
         repo_id, revision, filename = "/".join(parts[:2]), parts[3], "/".join(parts[4:])
@@ -72,6 +88,45 @@ class LocalHub:
             "Content-Type": "application/octet-stream",
         }
         return 200, headers, content
+
+    def _model_info(
+        self, parts: list[str], query: str, authorization: str | None
+    ) -> tuple[int, dict[str, str], bytes]:
+        if len(parts) == 2:
+            revision = "main"
+        elif len(parts) == 4 and parts[2] == "revision":
+            revision = urllib.parse.unquote(parts[3])
+        else:
+            return 404, {"X-Error-Code": "RepoNotFound"}, b"not a model info URL"
+        repo_id = "/".join(parts[:2])
+        repo = self.repos.get(repo_id)
+        if repo is None:
+            return 404, {"X-Error-Code": "RepoNotFound"}, b"Repository not found"
+        if repo.token is not None and authorization not in (None, f"Bearer {repo.token}"):
+            return 401, {"X-Error-Message": "Invalid credentials in Authorization header"}, b""
+        if revision not in ("main", repo.commit):
+            return 404, {"X-Error-Code": "RevisionNotFound"}, b"Revision not found"
+        blobs = urllib.parse.parse_qs(query).get("blobs", [""])[0].lower() == "true"
+        siblings = [
+            {"rfilename": name, "size": repo.listed_sizes.get(name, len(data)), "blobId": _git_blob_id(data)}
+            if blobs
+            else {"rfilename": name}
+            for name, data in sorted(repo.files.items())
+        ]
+        info = {
+            "id": repo_id,
+            "sha": repo.commit,
+            "private": False,
+            "gated": "manual" if repo.token is not None else False,
+            "siblings": siblings,
+        }
+        body = json.dumps(info).encode()
+        return 200, {"Content-Type": "application/json", "Content-Length": str(len(body))}, body
+
+
+def _git_blob_id(data: bytes) -> str:
+    """The file's git object id (what the Hub reports as ``blobId``)."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
 
 
 @contextmanager

@@ -120,8 +120,28 @@ class EngineBuilder:
         assert isinstance(result, PreparedEngine), result
         return result
 
-    def manifest(self) -> dict[str, Any]:
-        return copy.deepcopy(self.body)
+    def manifest(self, namespace: str | None = None) -> dict[str, Any]:
+        """The LLMEngine body; in ``namespace``, a builder report (:meth:`succeeds`) names where the
+        builder of an engine there publishes: on S3 the artifact root ends in the namespace
+        (:meth:`~trtllm_operator.decide.storage.StorageLocation.artifact_root`)."""
+        body = copy.deepcopy(self.body)
+        annotations = body["spec"]["gpu"]["podAnnotations"]
+        if namespace is None or MESSAGE not in annotations or "s3" not in body["spec"]["storage"]:
+            return body
+        try:
+            report = json.loads(annotations[MESSAGE])
+        except ValueError:  # a failure's plain-text message (fails()): no artifact named
+            return body
+        if not isinstance(report, dict):
+            return body
+        plain = self.prepared().storage.artifact_root()
+        placed = prepare_engine(self.name, self.spec, hf_config=hf_config(TINYLLAMA), namespace=namespace)
+        assert isinstance(placed, PreparedEngine), placed
+        uri = str(report.get("artifactURI") or "")
+        if uri.startswith(plain + "/"):
+            report["artifactURI"] = placed.storage.artifact_root() + uri[len(plain) :]
+            annotations[MESSAGE] = json.dumps(report, separators=(",", ":"))
+        return body
 
 
 def an_engine(name: str) -> EngineBuilder:

@@ -77,3 +77,38 @@ def test_schema_rejects_what_the_models_reject() -> None:
     engine["spec"]["quantization"]["format"] = "fp4"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.Draft4Validator(SCHEMAS[ENGINE_KIND]).validate(engine)
+
+
+def test_max_seq_len_example_states_what_the_planner_derives() -> None:
+    """Fresh-user trial: no example showed plan.maxSeqLenRule or an explicit maxSeqLen. The example's
+    comment states the numbers; the operator's plan (same pure function, the fixture config.json of
+    Llama-3.1-8B-Instruct) must give them."""
+    import json  # noqa: PLC0415
+
+    from engine_builder.planner.plan import MAX_SEQ_LEN_RULE  # noqa: PLC0415
+    from trtllm_operator.decide.engine_spec import PreparedEngine, prepare_engine  # noqa: PLC0415
+
+    path = ROOT / "examples" / "llama-3.1-8b-max-seq-len.yaml"
+    text = path.read_text(encoding="utf-8")
+    config = json.loads(
+        (ROOT / "tests" / "fixtures" / "model-configs" / "meta-llama__Llama-3.1-8B-Instruct.json").read_text()
+    )
+    assert config["max_position_embeddings"] == 131072 and "131,072 for\n# Llama 3.1" in text
+    engines = {d["metadata"]["name"]: d for d in _docs(path)}
+    expected = {
+        # name: (maxSeqLen, full sequences at once, derived)
+        "llama-3-1-8b-derived-len": (32768, 30, True),
+        "llama-3-1-8b-full-context": (131072, 7, False),
+    }
+    assert set(engines) == set(expected)
+    for name, (seq_len, sequences, derived) in expected.items():
+        prepared = prepare_engine(name, engines[name]["spec"], hf_config=config)
+        assert isinstance(prepared, PreparedEngine), prepared
+        plan = prepared.plan
+        assert plan is not None and plan.fits
+        assert (plan.max_seq_len, plan.max_concurrent_sequences) == (seq_len, sequences), name
+        assert (plan.max_seq_len_source == "derived") is derived
+        assert ("maxSeqLen" in engines[name]["spec"].get("build", {})) is not derived
+        assert f"{sequences} full sequences at once" in text and f"{seq_len:,}" in text
+    assert plan.max_kv_tokens == 1_011_232 and "1,011,232 tokens" in text
+    assert "16 full sequences" in text and "16 full sequences" in MAX_SEQ_LEN_RULE

@@ -27,6 +27,7 @@ from support.ports import bound_socket
 
 pytest.importorskip("modelopt.torch.quantization")
 
+from engine_builder.contract import artifact_dir_key
 from engine_builder.fetch import s3_client
 from engine_builder.package import manifest_digest
 from engine_builder.pipeline import Options, run
@@ -538,3 +539,49 @@ def test_sigterm_during_quantize_reports_timeout(tmp_path: Path, tiny_model: Pat
         "quantize",
         True,
     )
+
+
+def test_a_rebuild_publishes_a_new_directory_and_never_touches_the_mounted_one(
+    tmp_path: Path, tiny_model: Path
+) -> None:
+    """Write-once artifact locations (#24): serving pods mount ``<root>/<key>`` by subPath; a second
+    build of the same key (its cache entry deleted) publishes ``<key>-<build id>`` and leaves every
+    file of the first one as it was — same inode, same bytes."""
+    spec = write_spec(tmp_path, tiny_model)
+    code, first = run_in_process(tmp_path, spec)
+    assert code == 0, first
+    key = first["engineKey"]
+    mounted = tmp_path / "artifacts" / key
+    assert first["artifactURI"] == str(mounted)
+    before = {p: (p.stat().st_ino, sha256(p)) for p in mounted.rglob("*") if p.is_file()}
+
+    code, second = run_in_process(tmp_path, spec, from_stage="package")
+    assert code == 0, second
+    rebuilt = Path(second["artifactURI"])
+    assert rebuilt.parent == mounted.parent and rebuilt != mounted
+    assert artifact_dir_key(rebuilt.name) == key and rebuilt.name.startswith(f"{key}-")
+    assert {p: (p.stat().st_ino, sha256(p)) for p in mounted.rglob("*") if p.is_file()} == before
+    check_manifest(mounted, first)
+    check_manifest(rebuilt, second)
+    assert second["manifestDigest"] == first["manifestDigest"]  # same inputs, same artifact
+    assert sorted(p.name for p in mounted.parent.iterdir()) == sorted([key, rebuilt.name])  # no staging left
+
+
+def test_a_rebuild_on_s3_publishes_a_new_prefix(tmp_path: Path, tiny_model: Path, s3_env: str) -> None:
+    client = s3_client()
+    client.create_bucket(Bucket="artifacts")
+    spec = write_spec(tmp_path, tiny_model, output={"artifact_root": "s3://artifacts/engines/team-a"})
+    code, first = run_in_process(tmp_path, spec)
+    assert code == 0, first
+    key = first["engineKey"]
+    assert first["artifactURI"] == f"s3://artifacts/engines/team-a/{key}"
+    old = client.get_object(Bucket="artifacts", Key=f"engines/team-a/{key}/manifest.json")
+    code, second = run_in_process(tmp_path, spec, from_stage="package")
+    assert code == 0, second
+    name = second["artifactURI"].rsplit("/", 1)[-1]
+    assert second["artifactURI"] == f"s3://artifacts/engines/team-a/{name}" and name.startswith(f"{key}-")
+    assert artifact_dir_key(name) == key
+    again = client.get_object(Bucket="artifacts", Key=f"engines/team-a/{key}/manifest.json")
+    assert again["ETag"] == old["ETag"] and again["LastModified"] == old["LastModified"]
+    listed = client.list_objects_v2(Bucket="artifacts", Prefix=f"engines/team-a/{name}/")
+    assert any(o["Key"].endswith("/manifest.json") for o in listed["Contents"])

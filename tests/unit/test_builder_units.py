@@ -6,14 +6,13 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import httpx2  # huggingface_hub's HTTP client
-import huggingface_hub
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
 from huggingface_hub import errors
+from support.hub import HubRepo, local_hub
 
 from engine_builder.fetch import (
     SourceRef,
@@ -328,46 +327,19 @@ def test_s3_credentials_and_endpoint_errors_are_classified() -> None:
     )
 
 
-class _FakeHub:
-    """Stands in for the Hub behind ``huggingface_hub.HfApi.model_info`` / ``hf_hub_download``:
-    records what the builder asks for and writes files of the listed sizes."""
-
-    def __init__(self, files: dict[str, int], sha: str = "0" * 40, truncate: str | None = None) -> None:
-        self.files, self.sha, self.truncate = files, sha, truncate
-        self.calls: list[tuple[str, str | None, str | None]] = []
-
-    def model_info(
-        self, repo_id: str, revision: str | None = None, token: str | None = None, **_: Any
-    ) -> Any:
-        self.calls.append(("info", revision, token))
-        siblings = [SimpleNamespace(rfilename=name, size=size) for name, size in self.files.items()]
-        return SimpleNamespace(sha=self.sha, siblings=siblings)
-
-    def download(
-        self,
-        repo_id: str,
-        filename: str,
-        revision: str | None = None,
-        token: str | None = None,
-        local_dir: Path | None = None,
-        **_: Any,
-    ) -> str:
-        assert local_dir is not None
-        self.calls.append((filename, revision, token))
-        size = self.files[filename] - (1 if filename == self.truncate else 0)
-        (Path(local_dir) / filename).write_bytes(b"x" * size)
-        return str(Path(local_dir) / filename)
+#: The builder's Hub downloads run against tests/support/hub.py (the Hub's resolve and model-info
+#: routes, token checks) through the real huggingface_hub client, at HF_ENDPOINT.
+SHA = HubRepo({}).commit
 
 
-def _use_fake_hub(monkeypatch: pytest.MonkeyPatch, hub: _FakeHub) -> None:
-    monkeypatch.setattr(huggingface_hub.HfApi, "model_info", lambda self, *a, **k: hub.model_info(*a, **k))
-    monkeypatch.setattr(huggingface_hub, "hf_hub_download", hub.download)
+def _files(sizes: dict[str, int]) -> dict[str, bytes]:
+    return {name: bytes([65 + i % 26]) * size for i, (name, size) in enumerate(sizes.items())}
 
 
 def test_hf_fetch_pins_the_revision_filters_files_and_passes_the_token(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    hub = _FakeHub(
+    files = _files(
         {
             "config.json": 10,
             "model-00001-of-00002.safetensors": 100,
@@ -376,20 +348,20 @@ def test_hf_fetch_pins_the_revision_filters_files_and_passes_the_token(
             "tokenizer.json": 20,
             "pytorch_model.bin": 150,
             "README.md": 3,
-        },
-        sha="a" * 40,
+        }
     )
-    _use_fake_hub(monkeypatch, hub)
-    monkeypatch.setenv("MY_TOKEN", "hf_secret")
-    seen: list[tuple[float, float | None]] = []
-    result = fetch(
-        "hf://org/model",
-        revision="main",
-        token_env="MY_TOKEN",
-        dest=tmp_path / "src",
-        progress=lambda done, total, unit, msg: seen.append((done, total)),
-    )
-    assert result.revision == "a" * 40
+    with local_hub({"org/model": HubRepo(files, token="hf_secret")}) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url + "/")  # a trailing slash, as users write it
+        monkeypatch.setenv("MY_TOKEN", "hf_secret")
+        seen: list[tuple[float, float | None]] = []
+        result = fetch(
+            "hf://org/model",
+            revision="main",
+            token_env="MY_TOKEN",
+            dest=tmp_path / "src",
+            progress=lambda done, total, unit, msg: seen.append((done, total)),
+        )
+    assert result.revision == SHA
     assert sorted(result.files) == [
         "config.json",
         "model-00001-of-00002.safetensors",
@@ -397,18 +369,39 @@ def test_hf_fetch_pins_the_revision_filters_files_and_passes_the_token(
         "model.safetensors.index.json",
         "tokenizer.json",
     ]
-    assert hub.calls[0] == ("info", "main", "hf_secret")
-    assert {c[1] for c in hub.calls[1:]} == {"a" * 40}  # every file at the resolved sha
-    assert {c[2] for c in hub.calls} == {"hf_secret"}
+    for name in result.files:
+        assert (tmp_path / "src" / name).read_bytes() == files[name]
+    assert hub.requests[0] == ("GET", "/api/models/org/model/revision/main?blobs=true", True)
+    downloads = {path for _, path, _ in hub.requests[1:]}
+    assert downloads == {f"/org/model/resolve/{SHA}/{name}" for name in result.files}  # pinned sha
+    assert all(token for _, _, token in hub.requests)
     assert seen[-1] == (185, 185)
 
 
+def test_hf_fetch_of_a_gated_repository_without_or_with_a_wrong_token_is_auth_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = _files({"config.json": 10, "model.safetensors": 100})
+    with local_hub({"org/gated": HubRepo(files, token="hf_right")}) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        with pytest.raises(BuildError) as info:
+            fetch("hf://org/gated", revision=None, token_env="NO_SUCH_TOKEN_VAR", dest=tmp_path / "a")
+        assert info.value.reason == "AuthFailed" and "gated" in info.value.message
+        monkeypatch.setenv("MY_TOKEN", "hf_wrong")
+        with pytest.raises(BuildError) as info:
+            fetch("hf://org/gated", revision=None, token_env="MY_TOKEN", dest=tmp_path / "b")
+        assert info.value.reason == "AuthFailed" and "401" in info.value.message
+        with pytest.raises(BuildError) as info:
+            fetch("hf://org/absent", revision=None, token_env="MY_TOKEN", dest=tmp_path / "c")
+        assert info.value.reason == "ModelNotFound"
+
+
 def test_hf_fetch_size_mismatch_is_download_failed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _use_fake_hub(
-        monkeypatch, _FakeHub({"config.json": 10, "model.safetensors": 100}, truncate="model.safetensors")
-    )
-    with pytest.raises(BuildError) as info:
-        fetch("hf://org/model", revision=None, token_env="NO_SUCH_TOKEN_VAR", dest=tmp_path / "src")
+    files = _files({"config.json": 10, "model.safetensors": 100})
+    with local_hub({"org/model": HubRepo(files, listed_sizes={"model.safetensors": 101})}) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        with pytest.raises(BuildError) as info:
+            fetch("hf://org/model", revision=None, token_env="NO_SUCH_TOKEN_VAR", dest=tmp_path / "src")
     assert info.value.reason == "DownloadFailed"
     assert "model.safetensors" in info.value.message
 
@@ -416,11 +409,14 @@ def test_hf_fetch_size_mismatch_is_download_failed(tmp_path: Path, monkeypatch: 
 def test_hf_repo_without_safetensors_is_model_not_found(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _use_fake_hub(monkeypatch, _FakeHub({"config.json": 10, "pytorch_model.bin": 100}))
-    with pytest.raises(BuildError) as info:
-        fetch("hf://org/model", revision=None, token_env="NO_SUCH_TOKEN_VAR", dest=tmp_path / "src")
+    files = _files({"config.json": 10, "pytorch_model.bin": 100})
+    with local_hub({"org/model": HubRepo(files)}) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        with pytest.raises(BuildError) as info:
+            fetch("hf://org/model", revision=None, token_env="NO_SUCH_TOKEN_VAR", dest=tmp_path / "src")
     assert info.value.reason == "ModelNotFound"
     assert "safetensors" in info.value.message
+    assert [path for _, path, _ in hub.requests] == ["/api/models/org/model?blobs=true"]
 
 
 def _published(tmp_path: Path) -> tuple[dict[str, Any], str]:

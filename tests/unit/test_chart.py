@@ -21,6 +21,7 @@ import kubernetes_validate
 import pytest
 import yaml
 from localcluster import ClusterError, find_bin_dir
+from support.metrics_auth import METRICS_READER_RULE
 from support.serving import serving_params
 
 from trtllm_operator.api.wire import FRONTEND_TRTLLM_SERVE, LABEL_FRONTEND
@@ -42,7 +43,8 @@ SECURITY_DOC = REPO / "docs" / "security.md"
 
 #: Value sets rendered by every test (name → helm --set arguments).
 VALUE_SETS: dict[str, list[str]] = {
-    "default": [],
+    "default": [],  # watches the release's namespace only (#24: namespaced is the default)
+    "cluster-wide": ["--set", "clusterWide=true"],
     "namespaced": ["--set", "watchNamespaces={team-a,team-b}"],
     "everything": [
         "--set",
@@ -59,6 +61,8 @@ VALUE_SETS: dict[str, list[str]] = {
         "servingPodMonitor.enabled=true",
     ],
     "pod-monitor-all-namespaces": [
+        "--set",
+        "clusterWide=true",
         "--set",
         "servingPodMonitor.enabled=true",
         "--set",
@@ -161,7 +165,12 @@ def test_values_schema_rejects_unknown_keys_and_bad_values(helm_bin: Path, helm_
         (["--set", "watchNamespace=a"], "watchNamespace"),
         (["--set", "watchNamespaces={Not_A_Namespace}"], "watchNamespaces"),
         (["--set", "settings.logFormat=xml"], "logFormat"),
-        (["--set", "servingNetworkPolicy.enabled=true"], "servingNetworkPolicy.namespaces"),
+        (
+            ["--set", "servingNetworkPolicy.enabled=true", "--set", "clusterWide=true"],
+            "servingNetworkPolicy.namespaces",
+        ),
+        (["--set", "clusterWide=true", "--set", "watchNamespaces={team-a}"], "leave watchNamespaces empty"),
+        (["--set", "metrics.auth=yes"], "auth"),
     ):
         proc = run_helm(
             helm_bin, helm_env, "template", "rel", str(CHART), "--kube-version", K8S_VERSION, *bad
@@ -420,8 +429,15 @@ def test_container_args_and_env_are_operator_settings(
     assert ports["metrics"] == settings.metrics_port and ports["health"] == settings.liveness_port
     probe = dep["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]["httpGet"]
     assert (probe["path"], probe["port"]) == ("/healthz", "health")
-    expected_ns = {"namespaced": ("team-a", "team-b"), "everything": ("team-a",)}.get(value_set, ())
+    expected_ns = {
+        "namespaced": ("team-a", "team-b"),
+        "everything": ("team-a",),
+        "cluster-wide": (),
+        "pod-monitor-all-namespaces": (),
+    }.get(value_set, ("trtllm-system",))  # the default: the release's own namespace
     assert settings.namespaces == expected_ns
+    assert settings.clusterwide is (expected_ns == ())
+    assert settings.metrics_auth is True  # #24: /metrics for authorized clients only
     assert settings.standalone is (dep["spec"]["replicas"] == 1)
     assert settings.log_format == ("text" if value_set == "peering" else "json")
     assert dep["spec"]["strategy"]["type"] == "Recreate"
@@ -463,7 +479,10 @@ def test_rbac_is_least_privilege(rendered: dict[str, list[dict[str, Any]]], valu
     for where, rule in rules:
         for key in ("apiGroups", "resources", "verbs"):
             assert not any("*" in item for item in rule.get(key, [])), f"wildcard in {where}: {rule}"
-        assert "nonResourceURLs" not in rule, f"{where}: {rule}"
+        if "nonResourceURLs" in rule:  # only the role a scraper is bound to (metrics.auth)
+            assert where == "ClusterRole/rel-trtllm-operator-metrics-reader", f"{where}: {rule}"
+            assert rule == METRICS_READER_RULE, f"{where}: {rule}"
+            continue
         if "secrets" in rule.get("resources", []):  # metadata of referenced Secrets (opt-in label)
             assert rule["verbs"] == ["get"] and rule["resources"] == ["secrets"], f"{where}: {rule}"
         assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"]), f"{where}: {rule}"
@@ -473,7 +492,7 @@ def test_rbac_is_least_privilege(rendered: dict[str, list[dict[str, Any]]], valu
         if "nodes" in rule.get("resources", []):  # GPU counts per node: read-only
             assert set(rule["verbs"]) <= {"get", "list", "watch"}, f"{where}: {rule}"
         assert not any(r.endswith("/exec") or r.endswith("/attach") for r in rule.get("resources", []))
-    kind = "Role" if value_set in ("namespaced", "everything") else "ClusterRole"
+    kind = "ClusterRole" if value_set in ("cluster-wide", "pod-monitor-all-namespaces") else "Role"
     # the operator never deletes its users' objects (it deletes only a builder Job of its own that
     # never started, to replace it); the scale subresource is its only way to change replicas
     assert "delete" not in grants(objs, kind, LLM_GROUP, "llmengines")
@@ -495,17 +514,33 @@ def test_rbac_namespaced_mode_binds_roles_in_each_watched_namespace(
         assert b["subjects"] == [
             {"kind": "ServiceAccount", "name": "rel-trtllm-operator", "namespace": "trtllm-system"}
         ]
-    # cluster-scoped grants in namespaced mode: what kopf needs to discover and peer, GPU nodes read
-    (cluster_role,) = only(objs, "ClusterRole")
+    # cluster-scoped grants in namespaced mode: what kopf needs to discover and peer, GPU nodes read,
+    # and the reviews of authenticated /metrics (metrics.auth)
+    roles = {o["metadata"]["name"]: o for o in only(objs, "ClusterRole")}
+    assert set(roles) == {"rel-trtllm-operator-cluster", "rel-trtllm-operator-metrics-reader"}
+    cluster_role = roles["rel-trtllm-operator-cluster"]
     resources = {r for _, rule in rules_of([cluster_role]) for r in rule["resources"]}
-    assert resources == {"customresourcedefinitions", "clusterkopfpeerings", "nodes"}
+    reviews = {"tokenreviews", "subjectaccessreviews"}
+    assert resources == {"customresourcedefinitions", "clusterkopfpeerings", "nodes"} | reviews
     for _, rule in rules_of([cluster_role]):
-        assert not {"create", "delete", "update"} & set(rule["verbs"])
-    # cluster-wide mode: one ClusterRole bound to the chart's ServiceAccount, nothing namespaced
+        if set(rule["resources"]) <= reviews:
+            assert rule["verbs"] == ["create"], rule
+        else:
+            assert not {"create", "delete", "update"} & set(rule["verbs"])
+    # the default watches the release's namespace: a Role there, no cluster-wide namespaced grants
     default = rendered["default"]
-    assert not only(default, "Role") and not only(default, "RoleBinding")
-    (crb,) = only(default, "ClusterRoleBinding")
-    (sa,) = only(default, "ServiceAccount")
+    assert {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in only(default, "Role")} == {
+        ("trtllm-system", "rel-trtllm-operator")
+    }
+    assert "jobs" not in {
+        r for _, rule in rules_of(only(default, "ClusterRole")) for r in rule.get("resources", [])
+    }
+    # cluster-wide mode (clusterWide: true, opt-in): one ClusterRole bound to the chart's
+    # ServiceAccount, nothing namespaced
+    wide = rendered["cluster-wide"]
+    assert not only(wide, "Role") and not only(wide, "RoleBinding")
+    (crb,) = only(wide, "ClusterRoleBinding")
+    (sa,) = only(wide, "ServiceAccount")
     assert crb["subjects"][0]["name"] == sa["metadata"]["name"]
 
 

@@ -297,8 +297,19 @@ def test_streaming_condition_says_what_a_streaming_request_gets() -> None:
     assert conds(off)["Streaming"] == ("False", "NotDecoupled")
     msg = next(c["message"] for c in off.conditions if c["type"] == "Streaming")
     assert "set spec.server.decoupled: true" in msg and "Streaming is only supported" in msg
-    on = deployment_status(obs(decoupled=True, engine_state="not_ready"))
+    on = deployment_status(obs(decoupled=True))
     assert conds(on)["Streaming"] == ("True", "Decoupled")
+    # fresh-user trial: before the engine is Ready nothing is served; the condition says Unknown, and
+    # what a streaming request will get once it is (not True while nothing can answer)
+    for state in ("not_ready", "failed", "missing"):
+        pending = deployment_status(obs(decoupled=True, engine_state=state))
+        assert conds(pending)["Streaming"] == ("Unknown", "EngineNotReady"), state
+        msg = next(c["message"] for c in pending.conditions if c["type"] == "Streaming")
+        assert "'llama-fp8' is not Ready" in msg and "one response per generated token" in msg
+    waiting = deployment_status(obs(decoupled=False, engine_state="not_ready"))
+    msg = next(c["message"] for c in waiting.conditions if c["type"] == "Streaming")
+    assert conds(waiting)["Streaming"] == ("Unknown", "EngineNotReady")
+    assert "set spec.server.decoupled: true" in msg
     assert "Streaming" not in conds(deployment_status(obs()))  # not observed: not written
     assert not [e for e in off.events if e.reason in ("NotDecoupled", "Decoupled")]  # status, no Event
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from support.engine_decisions import H100, LLAMA70B, NOW, TINY, good_report, job, observe, pod, prepared, spec
 
+from engine_builder.contract import artifact_dir_name
 from engine_builder.report import EXIT_CODES, build_report
 from trtllm_operator.api.engine import builder_gpus
 from trtllm_operator.decide.compatibility import NodeGPUs, node_gpus
@@ -22,13 +23,16 @@ from trtllm_operator.decide.engine import (
     EnsurePVC,
     RecordArtifact,
     ReplaceBuild,
+    build_queue_of,
     decide_engine,
+    decide_fetching,
     decide_invalid,
+    holds_build_slot,
 )
 from trtllm_operator.decide.engine_cache import artifact_record, record_from_build
 from trtllm_operator.decide.engine_failure import classify_failure, parse_report, unschedulable_message
 from trtllm_operator.decide.engine_hints import builder_claims, claim_state
-from trtllm_operator.decide.engine_spec import InvalidEngine, plan_status, prepare_engine
+from trtllm_operator.decide.engine_spec import InvalidEngine, PreparedEngine, plan_status, prepare_engine
 from trtllm_operator.decide.storage import builder_job_name, cache_entry_name
 
 
@@ -175,6 +179,88 @@ def test_queue_admits_when_slots_are_free() -> None:
     assert not BuildQueue(active=1, limit=2, ahead=1).may_start
 
 
+def _engine(name: str, created: str = "2026-12-01T10:00:00Z", phase: str | None = None) -> dict[str, Any]:
+    status = {"phase": phase} if phase else {}
+    return {"metadata": {"name": name, "namespace": "ml", "creationTimestamp": created}, "status": status}
+
+
+def _builder(name: str, pod_phase: str | None, *, unschedulable: bool = False) -> tuple[Any, list[Any]]:
+    j = job()
+    j["metadata"] = {"name": name, "namespace": "ml"}
+    if pod_phase is None:
+        return j, []
+    conditions = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/4"}]
+    p = pod(pod_phase, conditions=conditions if unschedulable else [])
+    p["metadata"].update(namespace="ml", labels={"batch.kubernetes.io/job-name": name})
+    return j, [p]
+
+
+def test_engines_created_at_once_get_distinct_deterministic_positions() -> None:
+    """Fresh-user trial: three LLMEngines applied together (the same second) all said "position 1";
+    positions follow creationTimestamp, then namespace, then name, whatever order the reconciles run
+    in and whether the others' status is written yet (no phase, or Queued)."""
+    engines = [
+        _engine("c"),
+        _engine("a", phase="Queued"),
+        _engine("b"),
+        _engine("old", "2026-12-01T09:59:59Z"),
+    ]
+    full_job, full_pods = _builder("build-running", "Running")
+    positions = {}
+    for order in (engines, list(reversed(engines))):
+        for e in order:
+            q = build_queue_of(e, order, [full_job], full_pods, limit=1)
+            positions[e["metadata"]["name"]] = q.position
+            assert not q.may_start and q.active == 1
+    assert positions == {"old": 1, "a": 2, "b": 3, "c": 4}
+    # an engine ahead without a phase yet counts for the position, not for admission (it may be
+    # served from the cache and never queue); a Queued one ahead holds the slot
+    c, a, b, first = engines
+    free = build_queue_of(c, [c, b, first], [], [], limit=1)
+    assert free.may_start and (free.ahead, free.unreconciled_ahead, free.position) == (0, 2, 3)
+    assert not build_queue_of(c, [c, a], [], [], limit=1).may_start
+    # engines that are not waiting (Ready, Building, Unschedulable, being deleted) do not count
+    others = [
+        _engine(n, "2026-12-01T09:00:00Z", phase) for n, phase in (("r", "Ready"), ("u", "Unschedulable"))
+    ]
+    gone = _engine("d", "2026-12-01T09:00:00Z")
+    gone["metadata"]["deletionTimestamp"] = "2026-12-01T10:00:01Z"
+    assert build_queue_of(engines[0], [*engines, *others, gone], [], [], limit=1).position == 4
+
+
+def test_an_unschedulable_build_frees_its_slot() -> None:
+    """Fresh-user trial: a build whose pod can never be scheduled kept its maxConcurrentBuilds slot
+    and the others queued behind it. A Job counts while it has no pod yet or its pod is scheduled;
+    not while its pod is PodScheduled=False/Unschedulable, nor when it ended."""
+    me = _engine("me")
+    stuck = _builder("build-stuck", "Pending", unschedulable=True)
+    fresh = _builder("build-fresh", None)
+    running = _builder("build-run", "Running")
+    done_job, _ = _builder("build-done", None)
+    done_job["status"]["conditions"] = [{"type": "Complete", "status": "True"}]
+    q = build_queue_of(me, [me], [stuck[0]], stuck[1], limit=1)
+    assert q.active == 0 and q.may_start
+    jobs = [stuck[0], fresh[0], running[0], done_job]
+    q = build_queue_of(me, [me], jobs, [*stuck[1], *running[1]], limit=2)
+    assert q.active == 2 and not q.may_start
+    assert holds_build_slot(running[0], running[1]) and not holds_build_slot(stuck[0], stuck[1])
+
+
+def test_a_new_engine_says_planning_while_its_config_is_fetched() -> None:
+    """Fresh-user trial: ~22 s without any phase while the Hub fetch retried offline. A new engine
+    gets phase Planning and Planned=Unknown FetchingModelConfig before the fetch; one that has a
+    phase keeps it (no flip of a Ready engine to Planning)."""
+    d = decide_fetching(2, {}, "fetching config.json of org/m from the Hub (http://hub) for the plan")
+    assert d is not None and d.status == {"phase": "Planning", "observedGeneration": 2}
+    c = {x["type"]: x for x in d.conditions}
+    assert (c["Planned"]["status"], c["Planned"]["reason"]) == ("Unknown", "FetchingModelConfig")
+    assert "org/m" in c["Planned"]["message"] and c["Ready"]["status"] == "False"
+    assert c["Progressing"]["status"] == "True" and d.actions == [] and d.event is None
+    assert decide_fetching(2, {"phase": "Pending"}, "x") is not None
+    for phase in ("Planning", "Queued", "Building", "Ready", "Failed", "Unschedulable"):
+        assert decide_fetching(2, {"phase": phase}, "x") is None, phase
+
+
 def test_running_job_is_building_and_adopted_when_another_engine_created_it() -> None:
     p = prepared()
     d = decide_engine(p, observe(job=job(), pods=[pod("Running")], owns_job=False), now=NOW)
@@ -250,6 +336,78 @@ def test_completed_job_without_a_verified_report_fails_and_records_nothing(
     assert says in d.status["build"]["message"]
     assert f"kubectl delete job {p.job_name}" in d.status["build"]["message"]
     assert d.event is not None and d.event.reason == reason and d.event.type == "Warning"
+
+
+def test_s3_artifacts_are_written_under_the_engines_namespace_with_the_same_key() -> None:
+    """#24: a bucket is global, the cache index per namespace: the builder writes under
+    ``<prefix>/<namespace>``; the engine key, job and cache entry names are unchanged."""
+    plain = prepared()
+    a = prepare_engine("e", spec(), hf_config=TINY, namespace="team-a")
+    b = prepare_engine("e", spec(), hf_config=TINY, namespace="team-b")
+    assert isinstance(a, PreparedEngine) and isinstance(b, PreparedEngine)
+    assert a.key == b.key == plain.key
+    assert (a.job_name, a.cache_name) == (b.job_name, b.cache_name) == (plain.job_name, plain.cache_name)
+    assert a.build_spec.output.artifact_root == "s3://engines/cache/team-a"
+    assert a.storage.artifact_uri(a.key) == f"s3://engines/cache/team-a/{a.key}"
+    assert b.storage.artifact_uri(b.key) == f"s3://engines/cache/team-b/{b.key}"
+    pvc = prepare_engine("e", spec(storage={"pvc": {"claimName": "m"}}), hf_config=TINY, namespace="team-a")
+    assert isinstance(pvc, PreparedEngine) and pvc.build_spec.output.artifact_root == "/artifacts"
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "s3://engines/cache/team-b/{key}",  # another namespace's location
+        "s3://engines/cache/{key}",  # the shared, pre-namespace root
+        "s3://engines/other/team-a/{key}",
+        "s3://engines/cache/team-a/x/{key}",
+        "s3://engines/cache/team-a/{key}-notabuildid",
+    ],
+)
+def test_a_report_naming_a_location_outside_the_engines_root_is_refused(where: str) -> None:
+    p = prepare_engine("e", spec(), hf_config=TINY, namespace="team-a")
+    assert isinstance(p, PreparedEngine)
+    message = json.dumps(good_report(p, artifact_uri=where.format(key=p.key)))
+    d = decide_engine(
+        p, observe(job=job(("Complete", "")), pods=[pod("Succeeded", exit_code=0, message=message)]), now=NOW
+    )
+    assert d.phase == "Failed" and conds(d)["Degraded"] == ("True", "ArtifactUnverified")
+    assert not any(isinstance(a, RecordArtifact) for a in d.actions)
+
+
+@pytest.mark.parametrize(
+    ("storage", "reported", "recorded"),
+    [
+        (
+            {"pvc": {"claimName": "models", "subPath": "engines"}},
+            "/artifacts/{d}",
+            "pvc://models/engines/{d}",
+        ),
+        (
+            {"pvc": {"claimName": "models", "subPath": "engines"}},
+            "pvc://models/engines/{d}",
+            "pvc://models/engines/{d}",
+        ),
+        ({"createPVC": {"size": "50Gi"}}, "/artifacts/{d}", "pvc://e-artifacts/{d}"),
+        (None, "s3://engines/cache/team-a/{d}", "s3://engines/cache/team-a/{d}"),
+    ],
+)
+def test_a_rebuilds_new_directory_is_what_the_cache_entry_and_status_record(
+    storage: dict[str, Any] | None, reported: str, recorded: str
+) -> None:
+    """Write-once (#24): a rebuild publishes ``<key>-<build id>`` (the builder's name for it); the
+    record and ``status.artifact.uri`` point there in the API's form, which serving pods mount."""
+    p = prepare_engine("e", spec(storage=storage) if storage else spec(), hf_config=TINY, namespace="team-a")
+    assert isinstance(p, PreparedEngine)
+    d_name = artifact_dir_name(p.key, "20261202t031700z-0a1b2c")
+    message = json.dumps(good_report(p, artifact_uri=reported.format(d=d_name)))
+    d = decide_engine(
+        p, observe(job=job(("Complete", "")), pods=[pod("Succeeded", exit_code=0, message=message)]), now=NOW
+    )
+    assert d.phase == "Ready", d.status
+    (action,) = d.actions
+    assert isinstance(action, RecordArtifact)
+    assert action.record["uri"] == d.status["artifact"]["uri"] == recorded.format(d=d_name)
 
 
 def test_nothing_built_yet_has_artifact_complete_unknown() -> None:

@@ -212,6 +212,21 @@ def test_s3_storage_and_model_secrets() -> None:
     ] == ("s3://engines/prod")
 
 
+def test_builder_gets_the_hub_endpoint_of_the_plan_check() -> None:
+    """Issue 25: the operator's hfEndpoint (the plan check's Hub) reaches the builder as HF_ENDPOINT,
+    the variable huggingface_hub 2.4.0 reads (huggingface_hub/constants.py ENDPOINT); unset: no
+    variable, huggingface_hub's default."""
+    p = prepared()
+    env = {e["name"]: e for e in container(desired_builder_job(ENGINE, p, SETTINGS))["env"]}
+    assert "HF_ENDPOINT" not in env
+    mirror = Settings(hf_endpoint="https://hub.mirror.example:8443")
+    job = desired_builder_job(ENGINE, p, mirror)
+    kubernetes_validate.validate(job, K8S_VERSION, strict=True)
+    env = {e["name"]: e for e in container(job)["env"]}
+    assert env["HF_ENDPOINT"] == {"name": "HF_ENDPOINT", "value": "https://hub.mirror.example:8443"}
+    assert env["HF_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "hf", "key": "token"}
+
+
 def test_pvc_model_source_is_mounted_read_only() -> None:
     p = prepared(model={"source": "pvc://weights/llama"}, hf=None)
     job = desired_builder_job(ENGINE, p, SETTINGS)

@@ -51,7 +51,9 @@ def test_examples_render_every_child(example: str, capsys: pytest.CaptureFixture
         if doc["kind"] == "InferencePool":  # upstream's CRD (strict: what the API server would prune fails)
             jsonschema.Draft7Validator(inference_pool_schema()).validate(doc)
         elif doc["kind"] != "LeaderWorkerSet":  # not a built-in kind
-            doc["metadata"]["ownerReferences"][0]["uid"] = "00000000-0000-0000-0000-000000000000"
+            # no uid before the LLMDeployment is created: no ownerReferences (an empty uid is refused
+            # by the API server; tests/integration/test_render_dry_run.py applies the output)
+            assert "ownerReferences" not in doc["metadata"], doc["metadata"]
             # The control plane's version is 1.34; the newest schema the validator ships is strict
             # about unknown fields, which is the point of the check.
             assert kubernetes_validate.validate(doc, K8S_SCHEMA, strict=True)
@@ -250,3 +252,22 @@ def test_model_config_runs_the_planner_checks_the_operator_runs(
 def test_lws_refusal_names_the_offline_flag(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["render", "-f", str(REPO / "examples" / "llama-3.1-405b-fp8-multinode.yaml")]) == 1
     assert "pass --lws" in capsys.readouterr().err
+
+
+def test_a_stored_deployment_renders_owner_references_with_its_uid(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``kubectl get llmd x -o yaml | trtllm-operator render -f -``-style input: the LLMDeployment has
+    a uid, so the children are owned by it as the operator's would be."""
+    docs = list(yaml.safe_load_all((REPO / "examples" / "llama-3.1-8b-fp8-h100.yaml").read_text()))
+    uid = "4f8a3c1e-0000-4000-8000-000000000001"
+    for doc in docs:
+        if doc["kind"] == "LLMDeployment":
+            doc["metadata"]["uid"] = uid
+    path = tmp_path / "stored.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    assert main(["render", "-f", str(path)]) == 0
+    out = capsys.readouterr()
+    rendered = list(yaml.safe_load_all(out.out))
+    assert rendered and all(d["metadata"]["ownerReferences"][0]["uid"] == uid for d in rendered)
+    assert "ownerReferences left out" not in out.err

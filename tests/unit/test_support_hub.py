@@ -40,3 +40,21 @@ def test_hf_hub_download_reads_a_gated_file_with_the_token_and_is_refused_withou
         with pytest.raises(RemoteEntryNotFoundError):
             get("hf_right", filename="missing.json")
         assert ("HEAD", f"/{REPO}/resolve/main/config.json", True) in hub.requests
+
+
+def test_model_info_lists_files_with_sizes_and_checks_a_sent_token() -> None:
+    from huggingface_hub import HfApi  # noqa: PLC0415
+    from huggingface_hub.errors import RepositoryNotFoundError  # noqa: PLC0415
+
+    with local_hub({REPO: HubRepo({"config.json": CONFIG}, token="hf_right")}) as hub:
+        api = HfApi(endpoint=hub.url)
+        info = api.model_info(REPO, revision="main", token="hf_right", files_metadata=True)
+        assert info.sha == HubRepo({}).commit and info.gated == "manual"
+        assert [(s.rfilename, s.size) for s in info.siblings or []] == [("config.json", len(CONFIG))]
+        assert [s.size for s in api.model_info(REPO, token=False).siblings or []] == [None]  # no blobs
+        with pytest.raises(HfHubHTTPError, match="401"):
+            api.model_info(REPO, token="hf_wrong")
+        with pytest.raises(RepositoryNotFoundError):
+            api.model_info("org/absent", token=False)
+        with pytest.raises(RevisionNotFoundError):
+            api.model_info(REPO, revision="v9", token=False)

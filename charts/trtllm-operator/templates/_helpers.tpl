@@ -36,6 +36,22 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
 
+{{/*
+The namespaces the operator watches, as a JSON list (use with fromJsonArray): watchNamespaces, or the
+release's own namespace when that list is empty; [] = cluster-wide, only with clusterWide: true (an
+opt-in: a ClusterRole over every namespace's Jobs, ConfigMaps and Secret metadata).
+*/}}
+{{- define "trtllm-operator.watchNamespaces" -}}
+{{- if .Values.clusterWide -}}
+{{- if .Values.watchNamespaces -}}
+{{- fail "clusterWide: true watches every namespace; leave watchNamespaces empty (or set clusterWide: false)" -}}
+{{- end -}}
+[]
+{{- else -}}
+{{- default (list .Release.Namespace) .Values.watchNamespaces | toJson -}}
+{{- end -}}
+{{- end -}}
+
 {{/* Cluster-scoped rules kopf needs in both watch modes. */}}
 {{- define "trtllm-operator.clusterRules" -}}
 # kopf discovers the resources it serves.
@@ -53,6 +69,16 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: ["kopf.dev"]
   resources: ["clusterkopfpeerings"]
   verbs: ["get", "list", "watch", "patch"]
+{{- if .Values.metrics.auth }}
+# Authenticated /metrics (metrics.auth): a scraper's token is checked with a TokenReview and its user
+# with a SubjectAccessReview (controller-runtime pkg/metrics/filters, WithAuthenticationAndAuthorization).
+- apiGroups: ["authentication.k8s.io"]
+  resources: ["tokenreviews"]
+  verbs: ["create"]
+- apiGroups: ["authorization.k8s.io"]
+  resources: ["subjectaccessreviews"]
+  verbs: ["create"]
+{{- end }}
 {{- end -}}
 
 {{/* Namespaced rules: exactly what the operator uses. */}}
@@ -74,18 +100,21 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: ["batch"]
   resources: ["jobs"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
-# Builder and serving pods: read their state (scheduling, termination messages).
+# Builder and serving pods: read their state (scheduling, termination messages) from lists and a
+# watch; no single-pod get.
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["get", "list", "watch"]
+  verbs: ["list", "watch"]
 # Build progress: the last lines of the running builder pod's log (the builder has no token).
 - apiGroups: [""]
   resources: ["pods/log"]
   verbs: ["get"]
-# Build specs, rendered Triton configs, engine-cache index entries.
+# Build specs, rendered Triton configs, engine-cache index entries. Written by create and merge
+# patch only (the client never PUTs, kube/client.py); deleted: a rendered model-repository
+# ConfigMap no pod template uses any more.
 - apiGroups: [""]
   resources: ["configmaps"]
-  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 # Artifact volumes the operator creates. Never deleted by the operator: with reclaimPolicy Delete
 # the LLMEngine's ownerReference (patched to follow the current policy) lets the garbage collector
 # delete it, and only while nothing else uses it.
@@ -126,9 +155,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: ["inference.networking.k8s.io"]
   resources: ["inferencepools"]
   verbs: ["get", "create", "patch", "delete"]
-- apiGroups: ["", "events.k8s.io"]
+# The operator's Events and kopf's (kopf 1.45 _cogs/clients/events.py post_event: a POST to core/v1
+# events); never patched.
+- apiGroups: [""]
   resources: ["events"]
-  verbs: ["create", "patch"]
+  verbs: ["create"]
 # Events about the PVCs a builder mounts (core/v1, field selector involvedObject.name): read only
 # while the builder pod is unschedulable, so the LLMEngine says why a claim is Pending.
 - apiGroups: [""]

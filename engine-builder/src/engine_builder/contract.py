@@ -91,6 +91,8 @@ __all__ = [
     "SpeculativeDecoding",
     "Status",
     "Target",
+    "artifact_dir_key",
+    "artifact_dir_name",
     "build_report",
     "bundle_commands",
     "bundle_env",
@@ -118,7 +120,8 @@ STAGE_HELP: dict[str, str] = {
     "quantize": "ModelOpt calibration (fp8, int8_sq, int4_awq, w4a8_awq, nvfp4, mxfp8; KV fp8/int8)",
     "convert": "TensorRT-LLM checkpoint per TP x PP rank, or unified HF checkpoint (pytorch backend)",
     "compile": "trtllm-build with flags from the spec and plan (tensorrt backend only)",
-    "package": "artifact <artifact_root>/<engine_key>/: checkpoint, engine, tokenizer, Triton repo, manifest",
+    "package": "artifact <artifact_root>/<engine_key>[-<build id>]/ (a new directory, never a replaced "
+    "one): checkpoint, engine, tokenizer, Triton repo, manifest",
     "report": "compact JSON result to the termination-message path; exit code = failure class",
 }
 
@@ -190,6 +193,26 @@ def without_bundle(environ: dict[str, str]) -> dict[str, str]:
 
 # ------------------------------------------------------------------------------------------------
 # The manifest
+
+
+#: A build id: UTC time of the publish and 6 random hex digits (``20261202t031700z-0a1b2c``).
+_ARTIFACT_DIR = re.compile(r"(?P<key>[0-9a-f]{64})(?:-[0-9]{8}t[0-9]{6}z-[0-9a-f]{6})?")
+
+
+def artifact_dir_name(engine_key: str, build_id: str | None = None) -> str:
+    """The directory a build publishes its artifact as, inside the artifact root: ``<engine_key>``,
+    or ``<engine_key>-<build id>`` when ``<engine_key>`` already exists there. Artifact directories
+    are write-once: serving pods mount them (a PVC ``subPath``) or download them, so a rebuild of the
+    same key publishes a new directory and the cache entry moves to it; the old one stays for the
+    pods that still use it."""
+    return f"{engine_key}-{build_id}" if build_id else engine_key
+
+
+def artifact_dir_key(name: str) -> str | None:
+    """The engine key of an artifact directory named by :func:`artifact_dir_name`, or None when
+    ``name`` is no such name."""
+    m = _ARTIFACT_DIR.fullmatch(name)
+    return m.group("key") if m else None
 
 
 #: A digest as the manifest and the report write it.

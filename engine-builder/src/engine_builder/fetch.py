@@ -237,7 +237,11 @@ def _fetch_hf(
 ) -> FetchResult:
     from huggingface_hub import HfApi, hf_hub_download
 
-    api = HfApi()
+    # HF_ENDPOINT (the operator passes its hfEndpoint setting; a mirror or a private Hub), read now:
+    # huggingface_hub 2.4.0 reads it once, at import (constants.py: ENDPOINT =
+    # os.getenv("HF_ENDPOINT", "https://huggingface.co").rstrip("/")); None is that default.
+    endpoint = (os.environ.get("HF_ENDPOINT") or "").rstrip("/") or None
+    api = HfApi(endpoint=endpoint)
     try:
         info = api.model_info(ref.location, revision=revision, token=token, files_metadata=True)
         sha = info.sha or revision
@@ -259,7 +263,7 @@ def _fetch_hf(
         done = 0
         for name in sorted(listing):
             progress(done, total, "bytes", f"downloading {name}")
-            hf_hub_download(ref.location, name, revision=sha, token=token, local_dir=dest)
+            hf_hub_download(ref.location, name, revision=sha, token=token, local_dir=dest, endpoint=endpoint)
             done += listing[name]
         progress(total, total, "bytes", "downloaded")
     except BuildError:

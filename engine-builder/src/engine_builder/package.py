@@ -1,5 +1,13 @@
 """``package``: assemble the artifact ``<artifact_root>/<engine_key>/`` and its ``manifest.json``.
 
+Write-once: an artifact directory is never replaced or written into once published — serving pods
+mount it (a PVC ``subPath``) or download it. The package is staged in ``.<name>.partial`` and renamed
+into place in one step; when ``<artifact_root>/<engine_key>`` already exists (a rebuild after its
+cache entry was deleted), the build publishes ``<engine_key>-<build id>`` instead
+(:func:`engine_builder.contract.artifact_dir_name`) and reports that location, so the cache entry
+moves to it and pods of the old one keep their files. On S3 the same rule holds for the
+``<engine_key>/`` prefix (any object under it counts as taken).
+
 Layout (docs/design.md §3)::
 
     <engine_key>/
@@ -37,8 +45,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import shutil
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
@@ -50,6 +60,7 @@ from engine_builder.contract import (
     DRAFT_DIR,
     MANIFEST_SCHEMA,
     RUNTIME_LIBRARIES,
+    artifact_dir_name,
     manifest_digest,
     missing_parts,
     runtime_versions,
@@ -268,8 +279,13 @@ def package(
     "size_bytes", "manifest_path"}``. ``draft``: the draft engine, placed under ``draft/``."""
     root = spec.output.artifact_root
     remote = root.startswith("s3://")
-    final = (workdir / "artifact" / engine_key) if remote else Path(root) / engine_key
-    staging = final.with_name(f".{engine_key}.partial")
+    name = artifact_dir_name(engine_key)
+    if _taken(root, name):
+        name = artifact_dir_name(engine_key, new_build_id())
+        if _taken(root, name):  # a clash of 24 random bits within one second: refuse, never overwrite
+            raise BuildError("InternalError", f"{root}/{name} exists already; run the build again")
+    final = (workdir / "artifact" / name) if remote else Path(root) / name
+    staging = final.with_name(f".{name}.partial")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     key_dir = f"{serving_root.rstrip('/')}/{engine_key}"
@@ -358,18 +374,15 @@ def package(
     manifest["manifestDigest"] = digest
     (staging / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True), encoding="utf-8")
 
-    if final.exists():
-        old = final.with_name(f".{engine_key}.old")
-        shutil.rmtree(old, ignore_errors=True)
-        final.rename(old)
-        staging.rename(final)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        final.parent.mkdir(parents=True, exist_ok=True)
-        staging.rename(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    if remote:
+        shutil.rmtree(final, ignore_errors=True)  # the local copy in the workdir, not the artifact
+    elif final.exists():  # appeared since _taken: never write into a published artifact
+        raise BuildError("InternalError", f"{final} appeared while packaging; run the build again")
+    staging.rename(final)
     uri = str(final)
     if remote:
-        uri = _upload_s3(final, root.rstrip("/") + "/" + engine_key, progress)
+        uri = _upload_s3(final, root.rstrip("/") + "/" + name, progress)
     return {
         "artifact_uri": uri,
         "manifest_digest": digest,
@@ -377,6 +390,25 @@ def package(
         "manifest_path": str(final / "manifest.json"),
         "versions": runtime_versions(manifest["versions"]),
     }
+
+
+def new_build_id() -> str:
+    """A build id for :func:`~engine_builder.contract.artifact_dir_name`: the UTC time and 6 random
+    hex digits (``20261202t031700z-0a1b2c``)."""
+    return time.strftime("%Y%m%dt%H%M%Sz", time.gmtime()) + "-" + secrets.token_hex(3)
+
+
+def _taken(root: str, name: str) -> bool:
+    """Whether ``<root>/<name>`` exists: a directory (or anything) on a mounted root, any object under
+    the ``<name>/`` prefix on S3."""
+    if not root.startswith("s3://"):
+        return os.path.lexists(Path(root) / name)
+    ref = parse_source(root.rstrip("/") + "/" + name)
+    try:
+        listed = s3_client().list_objects_v2(Bucket=ref.location, Prefix=ref.prefix, MaxKeys=1)
+    except Exception as exc:
+        raise BuildError("DownloadFailed", f"listing {root}/{name}/ before publishing: {exc}") from exc
+    return int(listed.get("KeyCount", 0)) > 0
 
 
 def _upload_s3(local: Path, uri: str, progress: ProgressFn) -> str:

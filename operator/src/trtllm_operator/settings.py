@@ -58,7 +58,8 @@ class Settings(BaseModel):
         default=2,
         ge=1,
         description="Builder Jobs running at once across all watched namespaces; further LLMEngines wait "
-        "in phase Queued with their position in status.",
+        "in phase Queued with their position in status. A builder Job whose pod cannot be scheduled "
+        "(phase Unschedulable) holds no slot.",
     )
     builder_image: str | None = Field(
         default=None,
@@ -141,7 +142,8 @@ class Settings(BaseModel):
         default=None,
         description="Hugging Face Hub endpoint for hf_config_fetch (a mirror or a private Hub, as "
         "huggingface_hub's HF_ENDPOINT); unset: huggingface_hub's default (the HF_ENDPOINT environment "
-        "variable, else https://huggingface.co).",
+        "variable, else https://huggingface.co). When set, builder Jobs get it as HF_ENDPOINT: the "
+        "builder downloads from the Hub the plan was made from.",
     )
     pvc_storage_class: str | None = Field(
         default=None,
@@ -188,6 +190,13 @@ class Settings(BaseModel):
         ge=0,
         le=65535,
         description="Port of the Prometheus /metrics endpoint; unset (empty) disables it.",
+    )
+    metrics_auth: bool = Field(
+        default=True,
+        description="Serve /metrics only to clients the API server authenticates (TokenReview) and "
+        "authorizes for get on the non-resource URL /metrics (SubjectAccessReview), as "
+        "controller-runtime's metrics filter; needs create on tokenreviews and subjectaccessreviews "
+        "(the chart grants it). false: anyone who reaches the port reads it.",
     )
     log_format: Literal["text", "json"] = Field(default="text", description="Log line format.")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(default="INFO", description="Log level.")

@@ -14,7 +14,9 @@ LLMEngine whose engine key has an entry for its storage is Ready at once, withou
 * ``import`` registers such an artifact: it reads the artifact's ``manifest.json``, checks that its
   ``engineKey`` is the sha256 of its ``keyInputs`` and that ``manifestDigest`` matches, and writes
   the index entry for ``--storage`` (``pvc://<claim>[/<subPath>]`` or ``s3://<bucket>[/<prefix>]``,
-  as the LLMEngine's ``spec.storage`` names it; the artifact must sit at ``<storage>/<engineKey>/``).
+  as the LLMEngine's ``spec.storage`` names it; the artifact must sit at ``<storage>/<engineKey>/``
+  on a PVC and at ``s3://<bucket>/<prefix>/<namespace>/<engineKey>/`` on S3, where builds in that
+  namespace publish).
   An LLMEngine created with ``storage.createPVC`` uses ``pvc://<engine name>-artifacts``.
   A partial ``tensorrt`` artifact (``engine-builder run --skip-compile``: no compiled engine, so
   Triton's TensorRT-LLM backend cannot load it) is refused unless ``--allow-partial`` is given (e.g.
@@ -50,7 +52,8 @@ whose engine key has an entry for its storage is Ready at once, without a build.
           engine-builder run --spec build.yaml --workdir /tmp/w
   import  register such an artifact from its manifest.json (the engine key and digest are
           checked) for --storage pvc://<claim>[/<subPath>] or s3://<bucket>[/<prefix>], as the
-          LLMEngine's spec.storage names it; the artifact must sit at <storage>/<engineKey>/.
+          LLMEngine's spec.storage names it; the artifact must sit at <storage>/<engineKey>/
+          (on S3: s3://<bucket>/<prefix>/<namespace>/<engineKey>/).
           An artifact without a compiled engine (engine-builder run --skip-compile) is refused
           unless --allow-partial (simulated clusters and tests only).
   list    show the index.
@@ -151,13 +154,21 @@ class PartialArtifactError(ValueError):
 
 
 def record_from_manifest(
-    manifest: dict[str, Any], storage: Any, recorded_at: str, *, allow_partial: bool = False
+    manifest: dict[str, Any],
+    storage: Any,
+    recorded_at: str,
+    *,
+    allow_partial: bool = False,
+    namespace: str | None = None,
 ) -> dict[str, Any]:
     """Validate an artifact's ``manifest.json`` and turn it into an index record.
 
     Raises ValueError naming the manifest field when the key or digest does not check out, and
     :class:`PartialArtifactError` for a ``tensorrt`` artifact without a compiled engine unless
-    ``allow_partial`` (the record then carries ``partial: true`` and ``missing``).
+    ``allow_partial`` (the record then carries ``partial: true`` and ``missing``). ``namespace``: of
+    the LLMEngines that use it; an S3 artifact is recorded at ``s3://<bucket>/<prefix>/<namespace>/<key>``
+    (where builds in that namespace publish:
+    :meth:`~trtllm_operator.decide.storage.StorageLocation.artifact_root`).
     """
     from engine_builder.contract import calibration_report, missing_parts, verify_manifest  # noqa: PLC0415
     from trtllm_operator.decide.engine_cache import artifact_record  # noqa: PLC0415
@@ -182,7 +193,7 @@ def record_from_manifest(
     versions = manifest.get("versions") or {}
     return artifact_record(
         key=key,
-        storage=storage_location("imported", storage),
+        storage=storage_location("imported", storage, namespace),
         runtime_image=str(manifest["runtimeImage"]),
         gpu_product=str(target["gpuProduct"]),
         sm=int(target["sm"]),
@@ -257,7 +268,9 @@ def _import(args: argparse.Namespace) -> int:
         manifest = json.loads(Path(args.manifest).read_text())
         storage = storage_from_uri(args.storage, args.s3_endpoint)
         now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        record = record_from_manifest(manifest, storage, now, allow_partial=args.allow_partial)
+        record = record_from_manifest(
+            manifest, storage, now, allow_partial=args.allow_partial, namespace=args.namespace
+        )
     except (OSError, ValueError) as exc:
         print(f"trtllm-operator cache import: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -152,7 +152,10 @@ def run(args: argparse.Namespace) -> int:
         status = engine.setdefault("status", {})
         if not status.get("engineKey"):
             prepared = prepare_engine(
-                engine["metadata"]["name"], engine.get("spec") or {}, hf_config=hf_config
+                engine["metadata"]["name"],
+                engine.get("spec") or {},
+                hf_config=hf_config,
+                namespace=engine["metadata"]["namespace"],
             )
             if isinstance(prepared, InvalidEngine):
                 print(f"error: LLMEngine {ref}: {prepared.text}", file=sys.stderr)
@@ -176,6 +179,24 @@ def run(args: argparse.Namespace) -> int:
                     hint = " (to render it here as on a cluster with LeaderWorkerSet installed, pass --lws)"
                 print(f"{name}: {plan.blocked[0]}: {plan.blocked[1]}{hint}", file=sys.stderr)
             return EXIT_NOT_RENDERABLE
-        out.extend(render_plan(plan).manifests())
+        manifests = render_plan(plan).manifests()
+        if not dep["metadata"]["uid"]:
+            # A manifest from git has no uid yet: an ownerReference without one is refused by the API
+            # server (apimachinery ValidateOwnerReferences: "uid must not be empty"), so the output
+            # would not apply (kubectl apply --dry-run=server). The operator sets them when it creates
+            # the children of the stored LLMDeployment.
+            for manifest in manifests:
+                meta = manifest.get("metadata") or {}
+                refs = [r for r in meta.get("ownerReferences") or [] if r.get("uid")]
+                if refs:
+                    meta["ownerReferences"] = refs
+                else:
+                    meta.pop("ownerReferences", None)
+            print(
+                f"note: LLMDeployment {name}: ownerReferences left out (no metadata.uid before it is "
+                "created); the operator sets them on the children it creates",
+                file=sys.stderr,
+            )
+        out.extend(manifests)
     sys.stdout.write(yaml.dump_all(out, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=110))
     return EXIT_OK

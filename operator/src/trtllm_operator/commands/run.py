@@ -153,7 +153,7 @@ def run_operator(
         configure_log_lines(settings.log_format, settings.log_level)
     import trtllm_operator.handlers  # noqa: F401, PLC0415 - importing registers the handlers
 
-    _start_metrics(settings.metrics_port, settings.listen_address)
+    _start_metrics(settings.metrics_port, settings.listen_address, auth=settings.metrics_auth)
     liveness = (
         f"http://{settings.listen_address}:{settings.liveness_port}/healthz"
         if settings.liveness_port
@@ -180,14 +180,18 @@ def run_operator(
     )
 
 
-def _start_metrics(port: int | None, address: str) -> None:
+def _start_metrics(port: int | None, address: str, *, auth: bool) -> None:
+    """The /metrics exporter; with ``auth`` only for clients the API server authenticates and
+    authorizes (:mod:`trtllm_operator.kube.metrics_auth`)."""
     global _metrics_started  # noqa: PLW0603 - the exporter can be started once per process
     if not port:
         return
     with _metrics_lock:
         if _metrics_started:
             return
-        from trtllm_operator.metrics.operator_metrics import serve  # noqa: PLC0415
+        from trtllm_operator.kube.client import default_kube  # noqa: PLC0415
+        from trtllm_operator.kube.metrics_auth import MetricsAuthorizer, serve_metrics  # noqa: PLC0415
+        from trtllm_operator.metrics.operator_metrics import REGISTRY  # noqa: PLC0415
 
-        serve(port, addr=address)
+        serve_metrics(port, address, REGISTRY, MetricsAuthorizer(default_kube().api_client) if auth else None)
         _metrics_started = True

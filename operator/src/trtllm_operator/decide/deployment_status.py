@@ -163,12 +163,20 @@ STREAMING_ON = (
 )
 
 
-def streaming_condition(decoupled: bool, generation: int) -> dict[str, Any]:
+def streaming_condition(decoupled: bool, generation: int, waiting_for: str | None = None) -> dict[str, Any]:
     """The ``Streaming`` condition of ``spec.server.decoupled``: ``True``/``Decoupled`` or
-    ``False``/``NotDecoupled`` (the message says what a streaming request gets and the fix)."""
+    ``False``/``NotDecoupled`` (the message says what a streaming request gets and the fix).
+
+    ``waiting_for``: the LLMEngine is not Ready (building, failed, missing), so no model is served
+    and nothing answers a request yet: ``Unknown``/``EngineNotReady``, the message saying what a
+    streaming request will get once it is."""
+    then = STREAMING_ON if decoupled else STREAMING_OFF
+    if waiting_for is not None:
+        message = f"no model is served yet (LLMEngine {waiting_for!r} is not Ready); once it is: {then}"
+        return {**_cond(STREAMING, False, "EngineNotReady", message, generation), "status": "Unknown"}
     if decoupled:
-        return _cond(STREAMING, True, "Decoupled", STREAMING_ON, generation)
-    return _cond(STREAMING, False, "NotDecoupled", STREAMING_OFF, generation)
+        return _cond(STREAMING, True, "Decoupled", then, generation)
+    return _cond(STREAMING, False, "NotDecoupled", then, generation)
 
 
 def _cond(type_: str, status: bool, reason: str, message: str, generation: int) -> dict[str, Any]:
@@ -199,7 +207,8 @@ def deployment_status(obs: Observation) -> DeploymentDecision:
     def out(phase: str, *conds: dict[str, Any]) -> DeploymentDecision:
         conditions = list(conds)
         if obs.decoupled is not None:
-            conditions.append(streaming_condition(obs.decoupled, gen))
+            waiting = None if obs.engine_state == "ready" else obs.engine_name
+            conditions.append(streaming_condition(obs.decoupled, gen, waiting))
         return Outcome(
             {**fields, "phase": phase},
             conditions,

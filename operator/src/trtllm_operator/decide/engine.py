@@ -30,6 +30,7 @@ from trtllm_operator.api import (
     CONDITION_READY,
     ENGINE_KIND,
 )
+from trtllm_operator.api.wire import JOB_NAME_LABEL
 from trtllm_operator.decide.conditions import Condition, condition
 from trtllm_operator.decide.engine_cache import (
     CONDITION_ARTIFACT_COMPLETE,
@@ -84,6 +85,7 @@ Phase = Literal["Pending", "Planning", "Queued", "Building", "Unschedulable", "R
 # come with the spec (engine_spec), Complete / CompileSkipped / NoArtifact with the cache record.
 R_PLANNED = "PlanFits"
 R_PLAN_SKIPPED = "ModelConfigUnavailable"
+R_PLAN_FETCHING = "FetchingModelConfig"
 R_QUEUED = "Queued"
 R_BUILD_STARTED = "BuildStarted"
 R_BUILDING = "Building"
@@ -140,15 +142,19 @@ Action = CreateBuild | AdoptJob | EnsurePVC | RecordArtifact | ReplaceBuild
 
 @dataclass(frozen=True)
 class BuildQueue:
-    """The operator-wide build queue as seen by one reconcile.
+    """The operator-wide build queue as seen by one reconcile (:func:`build_queue_of`).
 
-    ``active``: builder Jobs running now (all watched namespaces), ``limit``: the concurrent-build
-    setting, ``ahead``: LLMEngines waiting (phase Queued) that were created before this one.
+    ``active``: builder Jobs holding a slot now (all watched namespaces), ``limit``: the
+    concurrent-build setting, ``ahead``: LLMEngines Queued before this one, ``unreconciled_ahead``:
+    LLMEngines before this one without a phase yet (created with it, their first reconcile not
+    written). Those count for the position only: one may turn out Ready from the cache and never
+    queue, and holding this engine back for it would leave it Queued until the next queue move.
     """
 
     active: int
     limit: int
     ahead: int
+    unreconciled_ahead: int = 0
 
     @property
     def may_start(self) -> bool:
@@ -156,8 +162,67 @@ class BuildQueue:
 
     @property
     def position(self) -> int:
-        """1-based position among waiting builds."""
-        return self.ahead + 1
+        """1-based position among waiting builds (distinct for engines created together)."""
+        return self.ahead + self.unreconciled_ahead + 1
+
+
+#: Phases of an LLMEngine not reconciled yet (or still fetching its model config): ahead in the
+#: order, it counts for the position (:attr:`BuildQueue.unreconciled_ahead`), so engines created at
+#: the same moment get distinct positions whatever order their reconciles run in.
+_UNRECONCILED_PHASES = (None, "", "Pending", "Planning")
+
+
+def queue_order(engine: Mapping[str, Any]) -> tuple[str, str, str]:
+    """The build queue's order: oldest ``creationTimestamp`` first, then namespace, then name (a
+    total, deterministic order: timestamps have one-second resolution)."""
+    meta = engine.get("metadata") or {}
+    return (str(meta.get("creationTimestamp") or ""), str(meta.get("namespace") or ""), str(meta["name"]))
+
+
+def holds_build_slot(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether an active builder Job counts against ``maxConcurrentBuilds``: yes unless its pod cannot
+    be scheduled (``PodScheduled=False``, reason ``Unschedulable``; the engine is in phase
+    Unschedulable). Such a build may wait forever (no node with the product, a Pending claim); it must
+    not keep others queued behind it. When it does get a node later, more than ``limit`` builds may run
+    for a while (docs/operator.md, "The build queue")."""
+    if job_condition(job, "Complete") is not None or job_condition(job, "Failed") is not None:
+        return False
+    return unschedulable_message(pods) is None
+
+
+def build_queue_of(
+    engine: Mapping[str, Any],
+    engines: Sequence[Mapping[str, Any]],
+    jobs: Sequence[Mapping[str, Any]],
+    pods: Sequence[Mapping[str, Any]],
+    limit: int,
+) -> BuildQueue:
+    """The build queue as ``engine`` sees it: ``jobs`` are the builder Jobs and ``pods`` their pods
+    (label ``batch.kubernetes.io/job-name``), ``engines`` the LLMEngines, all watched namespaces."""
+    by_job: dict[str, list[Mapping[str, Any]]] = {}
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        key = f"{meta.get('namespace')}/{(meta.get('labels') or {}).get(JOB_NAME_LABEL)}"
+        by_job.setdefault(key, []).append(pod)
+    active = sum(
+        1
+        for job in jobs
+        if holds_build_slot(
+            job, by_job.get(f"{job['metadata'].get('namespace')}/{job['metadata']['name']}", [])
+        )
+    )
+    me = queue_order(engine)
+    before = [
+        (other.get("status") or {}).get("phase")
+        for other in engines
+        if not (other.get("metadata") or {}).get("deletionTimestamp") and queue_order(other) < me
+    ]
+    return BuildQueue(
+        active=active,
+        limit=limit,
+        ahead=before.count("Queued"),
+        unreconciled_ahead=sum(1 for phase in before if phase in _UNRECONCILED_PHASES),
+    )
 
 
 @dataclass(frozen=True)
@@ -267,6 +332,24 @@ def decide_invalid(invalid: InvalidEngine, obs: EngineObservation) -> EngineDeci
         planned=planned,
     )
     return EngineDecision(status, conds, [], _event_for(obs.status, "Failed", invalid.reason, text, True))
+
+
+def decide_fetching(generation: int, status: Mapping[str, Any], message: str) -> EngineDecision | None:
+    """Before the operator fetches the model's config.json from the Hub (seconds; about 23 more when
+    the Hub cannot be reached: huggingface_hub 2.4.0 retries a failed metadata request with
+    ``http_backoff``, waits 1, 2, 4, 8, 8 s): an LLMEngine without a phase gets phase ``Planning`` and
+    ``Planned=Unknown`` ``FetchingModelConfig`` with ``message`` at once. None when it has a phase
+    already (a later reconcile's fetch does not flip Ready, Building... to Planning)."""
+    if status.get("phase") not in (None, "", "Pending"):
+        return None
+    conds = _conds(
+        generation,
+        ready=(False, R_PLAN_FETCHING, message),
+        progressing=(True, R_PLAN_FETCHING, message),
+        degraded=(False, R_PLAN_FETCHING, ""),
+        planned=("Unknown", R_PLAN_FETCHING, message),
+    )
+    return EngineDecision({"phase": "Planning", "observedGeneration": generation}, conds, [], None)
 
 
 def decide_conflict(

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine_builder.contract import is_digest
+from engine_builder.contract import artifact_dir_key, is_digest
 from trtllm_operator.api.wire import ANNOTATION_ALLOW_PARTIAL_ARTIFACT, ARTIFACT_DATA_KEY
 from trtllm_operator.decide.engine_failure import (
     REASON_ARTIFACT_MISSING,
@@ -94,8 +94,10 @@ def verify_build(
     back the ``manifest.json`` it published and checking it with the verifier ``cache import``
     uses (:func:`engine_builder.contract.verify_manifest`: key = sha256 of the key inputs, digest,
     every listed file in place). Here the report must exist, say ``Succeeded`` or ``Partial``,
-    carry this engine's key, an artifact under ``<storage>/<key>`` and a ``sha256:`` manifest
-    digest. Reasons: ``ArtifactMissing`` (no report, or one without engine key, artifact URI or
+    carry this engine's key, an artifact ``<storage>/<key>[-<build id>]`` and a ``sha256:`` manifest
+    digest. The artifact must be a directory of this engine's key directly under the storage's
+    artifact root (on S3 the namespaced one): a report naming another prefix, namespace or key is
+    refused. Reasons: ``ArtifactMissing`` (no report, or one without engine key, artifact URI or
     manifest digest), else ``ArtifactUnverified``.
     """
     retry = f"after fixing it, delete Job {job_name} to build again (kubectl delete job {job_name})"
@@ -140,11 +142,13 @@ def verify_build(
             f"{job_name} edited?); nothing was recorded; {retry}",
             deterministic=False,
         )
-    if report.artifact_uri.rstrip("/").rsplit("/", 1)[-1] != prepared.key:
+    name = prepared.storage.artifact_dir(report.artifact_uri)
+    if name is None or artifact_dir_key(name) != prepared.key:
         return Failure(
             REASON_ARTIFACT_UNVERIFIED,
-            f"the builder report's artifactURI {report.artifact_uri} is not <storage>/{prepared.key_short}…; "
-            f"nothing was recorded; {retry}",
+            f"the builder report's artifactURI {report.artifact_uri} is not "
+            f"{prepared.storage.artifact_root()}/{prepared.key_short}…[-<build id>] (this engine's "
+            f"storage and key); nothing was recorded; {retry}",
             deterministic=False,
         )
     if not is_digest(report.manifest_digest):
@@ -170,7 +174,11 @@ def record_from_build(
         sm=prepared.gpu.sm,
         backend=prepared.build_spec.backend,
         recorded_at=recorded_at,
-        uri=report.artifact_uri,
+        # The API form of the verified location (verify_build: the report names a directory of
+        # this key in this storage); serving pods mount or download exactly this directory.
+        uri=prepared.storage.artifact_uri(
+            prepared.storage.artifact_dir(str(report.artifact_uri)) or prepared.key
+        ),
         manifest_digest=report.manifest_digest,
         size_bytes=report.size_bytes,
         stage_timings=report.stage_timings,

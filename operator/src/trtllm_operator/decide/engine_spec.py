@@ -242,6 +242,7 @@ def prepare_engine(
     hf_config: Mapping[str, Any] | None = None,
     node_gpus: NodeGPUs | None = None,
     config_note: str | None = None,
+    namespace: str | None = None,
 ) -> PreparedEngine | InvalidEngine:
     """Validate and map one LLMEngine spec. Never raises for bad input: returns :class:`InvalidEngine`.
 
@@ -252,7 +253,9 @@ def prepare_engine(
     ``gpusPerNode``); the plan's one-node rule uses it, and a builder pod that requests more GPUs
     (:func:`~trtllm_operator.api.engine.builder_gpus`) than the largest such node has is refused
     (``DoesNotFit``) — a pod can never span nodes. ``config_note``: why ``hf_config`` is None (the
-    ``Planned=Unknown`` condition says it).
+    ``Planned=Unknown`` condition says it). ``namespace``: the LLMEngine's namespace, the last segment
+    of an S3 artifact root (:meth:`~trtllm_operator.decide.storage.StorageLocation.artifact_root`);
+    the operator always passes it, None only in offline tools that never build.
     """
     try:
         spec = LLMEngineSpec.model_validate(raw_spec)
@@ -302,7 +305,7 @@ def prepare_engine(
     calibration = _calibration_problem(spec)
     if calibration is not None:
         return calibration
-    storage = storage_location(name, spec.storage)
+    storage = storage_location(name, spec.storage, namespace)
     clash = _s3_secret_clash(spec, storage)
     if clash is not None:
         return InvalidEngine("spec.build.speculativeDecoding.draftModel.credentialsSecretRef", clash)

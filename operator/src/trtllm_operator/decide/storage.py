@@ -10,7 +10,17 @@ with the same key never creates a duplicate:
 * cache index entry (ConfigMap, not owned — artifacts outlive LLMEngines):
   ``trtllm-engine-<key[:20]>-<storage-id[:8]>`` (:func:`cache_entry_name`);
 * operator-created PVC: ``<engine[:53]>-artifacts`` (:meth:`StorageLocation.created_pvc_name`,
-  the API's ``storage.createPVC``).
+  the API's ``storage.createPVC``);
+* the artifact root the builder writes under (:meth:`StorageLocation.artifact_root`): the PVC's mount
+  path, or ``s3://<bucket>/<prefix>/<namespace>`` — on S3 the LLMEngine's namespace is part of the
+  location, so an LLMEngine in one namespace never writes where another namespace's engines read (a
+  bucket is global, the cache index is per namespace). Artifacts recorded before the namespace was
+  added keep their recorded ``uri`` (serving reads the record, never recomputes it); only new builds
+  and imports use the namespaced root. The engine key and the cache entry names do not include it.
+
+Inside the root each build publishes a directory that did not exist before
+(:func:`engine_builder.contract.artifact_dir_name`: ``<key>``, or ``<key>-<build id>`` when ``<key>``
+is taken): an artifact directory is written once and never replaced, because serving pods mount it.
 """
 
 from __future__ import annotations
@@ -39,6 +49,8 @@ class StorageLocation:
     prefix: str | None = None
     endpoint: str | None = None
     s3_secret: str | None = None
+    #: The LLMEngine's namespace; on S3 the last segment of :meth:`artifact_root`.
+    namespace: str | None = None
 
     #: Mount path of the artifact volume in the builder pod (PVC storage).
     MOUNT_PATH = "/artifacts"
@@ -64,21 +76,36 @@ class StorageLocation:
         return self.create_size is not None
 
     def artifact_root(self) -> str:
-        """The builder's ``output.artifact_root``: the mount path, or ``s3://bucket/prefix``."""
+        """The builder's ``output.artifact_root``: the mount path, or ``s3://bucket/prefix/namespace``."""
         if self.kind == "s3":
-            return f"s3://{self.bucket}/{(self.prefix or '').strip('/')}".rstrip("/")
+            path = "/".join(p for p in ((self.prefix or "").strip("/"), self.namespace or "") if p)
+            return f"s3://{self.bucket}/{path}".rstrip("/")
         return self.MOUNT_PATH
 
-    def artifact_uri(self, key: str) -> str:
-        """Where the artifact of ``key`` lives, as the API reports it (``pvc://claim/path/key``)."""
+    def artifact_uri(self, name: str) -> str:
+        """Where the artifact directory ``name`` (the engine key, or ``<key>-<build id>``) lives, as the
+        API reports it (``pvc://claim/path/name``, ``s3://bucket/prefix/namespace/name``)."""
         if self.kind == "s3":
-            return f"{self.artifact_root()}/{key}"
-        path = "/".join(p for p in ((self.sub_path or "").strip("/"), key) if p)
+            return f"{self.artifact_root()}/{name}"
+        path = "/".join(p for p in ((self.sub_path or "").strip("/"), name) if p)
         return f"pvc://{self.claim_name}/{path}"
 
+    def artifact_dir(self, uri: str) -> str | None:
+        """The artifact directory name a builder report's ``artifactURI`` names in this storage: ``uri``
+        is ``<artifact_root()>/<name>`` (what the builder writes: ``/artifacts/<name>``, ``s3://…/<name>``)
+        or :meth:`artifact_uri` of it; None when ``uri`` lies elsewhere (another prefix, namespace,
+        claim) or names a nested path."""
+        name = uri.rstrip("/").rpartition("/")[2]
+        if not name or name in (".", ".."):
+            return None
+        forms = (f"{self.artifact_root()}/{name}", self.artifact_uri(name))
+        return name if uri.rstrip("/") in forms else None
 
-def storage_location(engine_name: str, storage: StorageSpec) -> StorageLocation:
-    """The :class:`StorageLocation` of ``spec.storage`` (exactly one of pvc, createPVC, s3)."""
+
+def storage_location(engine_name: str, storage: StorageSpec, namespace: str | None = None) -> StorageLocation:
+    """The :class:`StorageLocation` of ``spec.storage`` (exactly one of pvc, createPVC, s3) of an
+    LLMEngine in ``namespace`` (part of the S3 artifact root; not of ``identity``, whose cache index
+    is already per namespace)."""
     if storage.pvc is not None:
         sub = (storage.pvc.sub_path or "").strip("/") or None
         return StorageLocation(
@@ -107,6 +134,7 @@ def storage_location(engine_name: str, storage: StorageSpec) -> StorageLocation:
             prefix=prefix,
             endpoint=s3.endpoint,
             s3_secret=s3.credentials_secret_ref.name if s3.credentials_secret_ref else None,
+            namespace=namespace,
         )
     raise ValueError("spec.storage: set exactly one of pvc, createPVC or s3")
 

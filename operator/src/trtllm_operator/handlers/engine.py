@@ -29,7 +29,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from decimal import Decimal
 from typing import Any
@@ -67,9 +67,12 @@ from trtllm_operator.decide.engine import (
     EnsurePVC,
     RecordArtifact,
     ReplaceBuild,
+    build_queue_of,
     decide_conflict,
     decide_engine,
+    decide_fetching,
     decide_invalid,
+    queue_order,
 )
 from trtllm_operator.decide.engine_cache import parse_record
 from trtllm_operator.decide.engine_failure import job_condition, unschedulable_message
@@ -104,6 +107,7 @@ from trtllm_operator.kube import (
     default_kube,
     post_event,
 )
+from trtllm_operator.kube.client import ReadOnlyKube
 from trtllm_operator.logging import object_context
 from trtllm_operator.metrics.operator_metrics import (
     BUILD_STAGE_DURATION,
@@ -216,12 +220,16 @@ def hub_token(kube: Kube, namespace: str, spec: Mapping[str, Any]) -> tuple[str 
 
 
 def hf_config_for(
-    spec: Mapping[str, Any], settings: Settings, token: str | None = None
+    spec: Mapping[str, Any],
+    settings: Settings,
+    token: str | None = None,
+    before_fetch: Callable[[str], None] | None = None,
 ) -> tuple[Mapping[str, Any] | None, str | None]:
     """The model's ``config.json`` if the operator can see it (settings ``hf_config_dir``, then
     ``hf_config_fetch`` through huggingface_hub with ``token`` at ``hf_endpoint``), else None and
     why. Only hf:// sources. Successes are cached; a failed fetch is retried after
-    :data:`HF_RETRY_SECONDS`."""
+    :data:`HF_RETRY_SECONDS`. ``before_fetch`` is called with what is fetched from where just
+    before a request goes to the Hub."""
     model = spec.get("model") or {}
     source = str(model.get("source") or "")
     if not source.startswith("hf://"):
@@ -243,8 +251,11 @@ def hf_config_for(
     failed = _hf_failures.get(cache_key)
     if failed is not None and time.monotonic() - failed[0] < HF_RETRY_SECONDS:
         return None, failed[1]
-    from huggingface_hub import hf_hub_download  # noqa: PLC0415 - only with hf_config_fetch
+    from huggingface_hub import constants, hf_hub_download  # noqa: PLC0415 - only with hf_config_fetch
 
+    if before_fetch is not None:
+        where = settings.hf_endpoint or constants.ENDPOINT
+        before_fetch(f"fetching config.json of {repo} from the Hub ({where}) for the capacity plan")
     try:
         with tempfile.TemporaryDirectory(prefix="hf-config-") as cache:
             path = hf_hub_download(
@@ -295,23 +306,18 @@ def _is_active(job: Mapping[str, Any]) -> bool:
 
 
 def build_queue(kube: Kube, settings: Settings, engine: Mapping[str, Any]) -> BuildQueue:
-    """Running builds in the watched namespaces and queued LLMEngines created before ``engine``."""
-    active = 0
-    ahead = 0
-    me = (
-        engine["metadata"].get("creationTimestamp") or "",
-        engine["metadata"]["namespace"],
-        engine["metadata"]["name"],
-    )
+    """The build queue as ``engine`` sees it over the watched namespaces
+    (:func:`~trtllm_operator.decide.engine.build_queue_of`)."""
+    engines: list[Mapping[str, Any]] = []
+    jobs: list[Mapping[str, Any]] = []
+    pods: list[Mapping[str, Any]] = []
     for ns in _watched(settings):
-        active += sum(1 for j in kube.list(JOB, ns, label_selector=BUILDER_SELECTOR) if _is_active(j))
-        for other in kube.list(LLM_ENGINE, ns):
-            meta = other["metadata"]
-            if (other.get("status") or {}).get("phase") != "Queued":
-                continue
-            if (meta.get("creationTimestamp") or "", meta["namespace"], meta["name"]) < me:
-                ahead += 1
-    return BuildQueue(active=active, limit=settings.max_concurrent_builds, ahead=ahead)
+        active = [j for j in kube.list(JOB, ns, label_selector=BUILDER_SELECTOR) if _is_active(j)]
+        jobs += active
+        if active:
+            pods += kube.list(POD, ns, label_selector=BUILDER_SELECTOR)
+        engines += kube.list(LLM_ENGINE, ns)
+    return build_queue_of(engine, engines, jobs, pods, settings.max_concurrent_builds)
 
 
 # ----------------------------------------------------------------------------- reconcile
@@ -336,9 +342,8 @@ def reconcile(namespace: str, name: str, *, kube: Kube | None = None) -> EngineD
 
 def _reconcile_locked(kube: Kube, namespace: str, name: str) -> EngineDecision | None:
     with OBJECT_LOCKS.hold(LLM_ENGINE.kind, namespace, name):
-        # On the cached copy first; anything to write (a child, a build, the status, an Event) is
-        # decided again on a fresh GET: status transitions and their Events against the last status
-        # written (plumbing.cache_first).
+        # On the cached copy, proven current before any write (plumbing.cache_first): status
+        # transitions and their Events are decided against the last status written.
         return cache_first(kube, LLM_ENGINE, namespace, name, lambda k, obj: _reconcile_object(k, name, obj))
 
 
@@ -350,7 +355,21 @@ def _reconcile_object(kube: Kube, name: str, engine: dict[str, Any] | None) -> E
     spec = engine.get("spec") or {}
     catalog_extra = catalog_extension(kube, settings)
     token, no_token = hub_token(kube, namespace, spec) if settings.hf_config_fetch else (None, None)
-    hf_config, why = hf_config_for(spec, settings, token)
+
+    def fetching(message: str) -> None:
+        # the fetch may take long (an unreachable Hub: ~23 s of retries): say so first
+        early = decide_fetching(
+            int(engine["metadata"].get("generation") or 0), engine.get("status") or {}, message
+        )
+        if early is not None:
+            _write(kube, engine, early, status_extra={})
+            fresh = kube.get(LLM_ENGINE, namespace, name)
+            if fresh is not None:
+                engine.update(fresh)
+                if isinstance(kube, ReadOnlyKube):  # the copy decided on is now this one
+                    kube.version = fresh["metadata"].get("resourceVersion")
+
+    hf_config, why = hf_config_for(spec, settings, token, before_fetch=fetching)
     prepared = prepare_engine(
         name,
         spec,
@@ -358,6 +377,7 @@ def _reconcile_object(kube: Kube, name: str, engine: dict[str, Any] | None) -> E
         hf_config=hf_config,
         node_gpus=_node_gpus(kube, spec, catalog_extra),
         config_note=f"{why}; {no_token}" if why and no_token else why,
+        namespace=namespace,
     )
     generation = int(engine["metadata"].get("generation") or 0)
     status = engine.get("status") or {}
@@ -720,8 +740,7 @@ def reconcile_queued(namespace: str | None = None) -> None:
     for ns in _watched(current()) if namespace is None else [namespace]:
         for e in kube.list(LLM_ENGINE, ns):
             if (e.get("status") or {}).get("phase") == "Queued":
-                meta = e["metadata"]
-                waiting.append((meta.get("creationTimestamp") or "", meta["namespace"], meta["name"]))
+                waiting.append(queue_order(e))
     BUILDS.labels(state="queued").set(len(waiting))
     for _, ns_, name in sorted(waiting):
         try:
@@ -875,3 +894,5 @@ def builder_pod_event(*, body: kopf.Body, namespace: str | None, **_: Any) -> No
             reconcile(namespace, owner, kube=kube)
     except ApiException as exc:
         log.warning("reconcile after a pod event in %s failed: %s", namespace, exc.reason)
+    if unschedulable_message([body]) is not None:
+        reconcile_queued()  # an unschedulable build holds no slot (decide.engine.holds_build_slot)

@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -124,8 +124,3 @@ def metric_names() -> set[str]:
         for suffix in ("_total", "_created", "_bucket", "_count", "_sum"):
             names.add(family.name + suffix)
     return names
-
-
-def serve(port: int, addr: str = "0.0.0.0") -> None:
-    """Serve :data:`REGISTRY` on ``http://addr:port/metrics`` from a daemon thread."""
-    start_http_server(port, addr=addr, registry=REGISTRY)

@@ -20,7 +20,8 @@ Choices, and why:
   memory, unsupported architecture: a retry cannot help), ``Ignore`` on ``DisruptionTarget``
   (preemption, node drain: not counted against ``backoffLimit``). Requires ``restartPolicy: Never``.
 * **Secrets**: the Hugging Face token / S3 credentials come in through ``secretKeyRef``; the
-  operator never reads them. No service-account token is mounted.
+  operator never reads them. No service-account token is mounted. ``HF_ENDPOINT`` is the operator's
+  ``hf_endpoint`` setting when set (the Hub the plan check read config.json from).
 * ``terminationMessagePolicy: FallbackToLogsOnError``: the builder writes its JSON report to
   ``/dev/termination-log``; if it dies first, the log tail becomes the message.
 * ``/dev/shm`` is a memory-backed emptyDir (NCCL, PyTorch) sized by the operator setting.
@@ -189,11 +190,16 @@ def desired_artifact_pvc(
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": spec}
 
 
-def _env(prepared: PreparedEngine) -> list[dict[str, Any]]:
+def _env(prepared: PreparedEngine, settings: Settings) -> list[dict[str, Any]]:
     env: list[dict[str, Any]] = [
         {"name": "ENGINE_KEY", "value": prepared.key},
         {"name": "HF_HUB_DISABLE_TELEMETRY", "value": "1"},
     ]
+    if settings.hf_endpoint:
+        # The Hub the plan check fetches config.json from is the one the builder downloads from
+        # (model, draft model, calibration dataset): huggingface_hub 2.4.0 reads HF_ENDPOINT
+        # (huggingface_hub/constants.py: ENDPOINT = os.getenv("HF_ENDPOINT", ...).rstrip("/")).
+        env.append({"name": "HF_ENDPOINT", "value": settings.hf_endpoint})
     ref = prepared.spec.model.credentials_secret_ref
     source = prepared.spec.model.source
     if ref is not None and source.startswith("hf://"):
@@ -325,7 +331,7 @@ def desired_builder_job(
             mounts.append({"name": name, "mountPath": f"/models/{claim}", "readOnly": True})
             claims.append(claim)
 
-    env = _env(prepared)
+    env = _env(prepared, settings)
     init_containers: list[dict[str, Any]] = []
     if settings.builder_delivery:
         init_command, entry = bundle_commands()

@@ -1,0 +1,335 @@
+"""The real LeaderWorkerSet controller next to the local control plane.
+
+``hack/build-controllers.sh`` builds LWS's manager from its Go module (``sigs.k8s.io/lws/cmd`` at the
+release the operator renders for is v0.10.0; v0.9.0 is built by default, as that script explains) and copies the module's CRDs and webhook configurations
+beside it. :func:`running_lws` installs them as the release's kustomize overlay does
+(kubernetes-sigs/lws v0.10.0 ``config/default/kustomization.yaml``: namespace ``lws-system``, name
+prefix ``lws-``; ``config/webhook/kustomization.yaml``: ``mutating-patch.yaml`` and
+``validating-patch.yaml`` give the pod webhooks their ``objectSelector``) and runs the manager as a
+local process with its own certificate management (``internalCertManagement.enable``, the release
+default): it issues its serving certificate into Secret ``lws-webhook-server-cert`` and injects the
+CA into both webhook configurations; :class:`SecretVolume` copies that Secret into the manager's
+certificate directory, as the kubelet's secret volume does for the release's Deployment.
+
+**How the API server reaches the webhooks.** They are named by Service (``lws-webhook-service`` in
+``lws-system``, port 443). The local control plane runs kube-apiserver with
+``--enable-aggregator-routing=true`` (hack/localcluster/controlplane.py), so it dials the address of
+the Service's EndpointSlice instead of the ClusterIP that nothing routes here, and checks the
+certificate against ``lws-webhook-service.lws-system.svc`` (the name the manager's certificate is
+issued for, ``pkg/cert/cert.go``). The slice holds this host's first non-loopback IPv4 address (the
+API server refuses loopback addresses in EndpointSlices), where the manager's webhook server listens
+(``webhook.host``/``webhook.port`` of its Configuration).
+
+The webhooks are not optional: LWS's pod webhook (``pkg/webhooks/pod_webhook.go`` ``Default``) is
+what gives the pods their ``worker-index``/``group-index`` labels and the ``LWS_LEADER_ADDRESS``,
+``LWS_GROUP_SIZE`` and ``LWS_WORKER_INDEX`` environment the operator's launch scripts read.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import socket
+import subprocess
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+from localcluster.controlplane import die_with_parent
+
+from .cluster import LocalCluster
+from .wait import wait_for
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+BUILD_SCRIPT = REPO_ROOT / "hack" / "build-controllers.sh"
+
+#: kubernetes-sigs/lws v0.10.0: ``config/default/kustomization.yaml`` (``namespace: lws-system``,
+#: ``namePrefix: lws-``), which is also ``pkg/utils`` ``GetOperatorNamespace``'s default.
+NAMESPACE = "lws-system"
+NAME_PREFIX = "lws-"
+#: ``api/config/v1alpha1/defaults.go``: ``DefaultWebhookServiceName``, ``DefaultWebhookSecretName``.
+WEBHOOK_SERVICE = "lws-webhook-service"
+WEBHOOK_SECRET = "lws-webhook-server-cert"
+#: ``pkg/cert/cert.go``: the configurations the manager injects its CA into.
+WEBHOOK_CONFIGS = {
+    "MutatingWebhookConfiguration": "lws-mutating-webhook-configuration",
+    "ValidatingWebhookConfiguration": "lws-validating-webhook-configuration",
+}
+#: ``config/webhook/service.yaml``: port 443 (unnamed) → the manager's webhook port.
+SERVICE_PORT = 443
+
+
+class LwsError(RuntimeError):
+    """The LWS controller could not be built, installed or started; the message says why."""
+
+
+def lws_dir() -> Path:
+    """``<testbin>/lws-<version>``: ``bin/lws-controller`` and ``config/{crd,webhook}``, built by
+    ``hack/build-controllers.sh`` when missing (cold: a few minutes)."""
+    proc = subprocess.run([str(BUILD_SCRIPT)], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.splitlines()[-30:])
+        raise LwsError(f"hack/build-controllers.sh failed ({proc.returncode}):\n{tail}")
+    dirs = dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
+    path = Path(dirs["lws"])
+    if not (path / "bin" / "lws-controller").is_file():
+        raise LwsError(f"hack/build-controllers.sh printed {path}, which has no bin/lws-controller")
+    return path
+
+
+def host_address() -> str:
+    """This host's first global-scope IPv4 address (``ip -o -4 addr show scope global``)."""
+    out = subprocess.run(
+        ["ip", "-o", "-4", "addr", "show", "scope", "global"], capture_output=True, text=True, check=True
+    ).stdout
+    for line in out.splitlines():
+        fields = line.split()
+        if "inet" in fields:
+            return fields[fields.index("inet") + 1].split("/")[0]
+    raise LwsError(
+        "no global IPv4 address on this host: the API server reaches admission webhooks only at a "
+        "non-loopback EndpointSlice address"
+    )
+
+
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def kustomized_webhooks(webhook_dir: Path) -> list[dict[str, Any]]:
+    """The two webhook configurations as ``config/default`` renders them: ``manifests.yaml`` with
+    ``mutating-patch.yaml``/``validating-patch.yaml`` applied, names prefixed ``lws-``, the Service
+    reference ``lws-webhook-service.lws-system``."""
+    patches = {
+        "MutatingWebhookConfiguration": yaml.safe_load((webhook_dir / "mutating-patch.yaml").read_text()),
+        "ValidatingWebhookConfiguration": yaml.safe_load((webhook_dir / "validating-patch.yaml").read_text()),
+    }
+    out = []
+    for doc in yaml.safe_load_all((webhook_dir / "manifests.yaml").read_text()):
+        if not doc:
+            continue
+        body = copy.deepcopy(doc)
+        for op in patches[body["kind"]]:
+            # the release's patches are JSON 6902 `replace /webhooks/<i>`; anything else is a new
+            # release this harness has not been taught
+            parts = op["path"].split("/")
+            if op["op"] != "replace" or parts[:2] != ["", "webhooks"] or len(parts) != 3:
+                raise LwsError(f"unexpected patch {op['op']} {op['path']} in {webhook_dir}")
+            body["webhooks"][int(parts[2])] = op["value"]
+        body["metadata"]["name"] = NAME_PREFIX + body["metadata"]["name"]
+        for hook in body["webhooks"]:
+            svc = hook["clientConfig"]["service"]
+            svc["name"], svc["namespace"] = NAME_PREFIX + svc["name"], NAMESPACE
+        out.append(body)
+    return out
+
+
+@dataclass
+class Lws:
+    """A running LWS controller: its process, log, and the addresses the API server calls."""
+
+    proc: subprocess.Popen[bytes]
+    log: Path
+    host: str
+    port: int
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+
+def _apply(cluster: LocalCluster, docs: list[dict[str, Any]]) -> None:
+    text = yaml.safe_dump_all(docs)
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=text)
+
+
+class SecretVolume(threading.Thread):
+    """What the kubelet does for the manager's pod (``config/default/manager_webhook_patch.yaml``
+    mounts Secret ``lws-webhook-server-cert`` at the webhook's certificate directory): copies the
+    Secret's keys into ``directory`` whenever they change. The manager's certificate rotator
+    (open-policy-agent/cert-controller v0.16.0 ``pkg/rotator/rotator.go`` ``ensureCertsMounted``) fills
+    the Secret, then waits until ``tls.crt`` appears there before it starts the controllers."""
+
+    def __init__(self, core: client.CoreV1Api, directory: Path) -> None:
+        super().__init__(name="lws-secret-volume", daemon=True)
+        self.core, self.directory = core, directory
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        seen: dict[str, str] = {}
+        while not self.halt.wait(0.3):
+            try:
+                data = self.core.read_namespaced_secret(WEBHOOK_SECRET, NAMESPACE).data or {}
+            except ApiException:
+                continue
+            for key, value in data.items():
+                if seen.get(key) != value:
+                    tmp = self.directory / f".{key}.tmp"
+                    tmp.write_bytes(base64.b64decode(value))
+                    tmp.replace(self.directory / key)
+                    seen[key] = value
+
+
+@contextmanager
+def running_lws(cluster: LocalCluster, timeout: float = 120.0) -> Iterator[Lws]:
+    """Install LWS's CRDs and webhooks, run its manager until the webhooks answer; on exit stop it
+    and remove the webhook configurations and the CRDs (with every LeaderWorkerSet), so that the rest
+    of the session sees a cluster without LWS again."""
+    home = lws_dir()
+    crd_docs = [
+        d
+        for f in sorted((home / "config" / "crd").glob("*.yaml"))
+        for d in yaml.safe_load_all(f.read_text())
+        if d
+    ]
+    crd_names = [d["metadata"]["name"] for d in crd_docs]
+    host = host_address()
+    port = _free_port(host)
+    work = Path(tempfile.mkdtemp(prefix="lws-", dir=cluster.work_dir))
+    core = client.CoreV1Api(cluster.api)
+    admission = client.AdmissionregistrationV1Api(cluster.api)
+    lws: Lws | None = None
+    volume: SecretVolume | None = None
+    try:
+        _apply(cluster, crd_docs)
+        cluster.kubectl(
+            "wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{n}" for n in crd_names)
+        )
+        _apply(
+            cluster,
+            [
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+                # config/internalcert/secret.yaml: the (empty) Secret the manager fills
+                {
+                    "apiVersion": "v1",
+                    "kind": "Secret",
+                    "metadata": {"name": WEBHOOK_SECRET, "namespace": NAMESPACE},
+                },
+                {
+                    "apiVersion": "v1",
+                    "kind": "Service",
+                    "metadata": {"name": WEBHOOK_SERVICE, "namespace": NAMESPACE},
+                    # no selector: the manager is a process on this host, its endpoint is the slice below
+                    "spec": {"ports": [{"port": SERVICE_PORT, "protocol": "TCP", "targetPort": port}]},
+                },
+                {
+                    "apiVersion": "discovery.k8s.io/v1",
+                    "kind": "EndpointSlice",
+                    "metadata": {
+                        "name": f"{WEBHOOK_SERVICE}-host",
+                        "namespace": NAMESPACE,
+                        "labels": {
+                            "kubernetes.io/service-name": WEBHOOK_SERVICE,
+                            "endpointslice.kubernetes.io/managed-by": "tests.trtllm-operator.dev",
+                        },
+                    },
+                    "addressType": "IPv4",
+                    # ResolveEndpoint matches the slice port by the Service port's name ("" here)
+                    "ports": [{"name": "", "port": port, "protocol": "TCP"}],
+                    "endpoints": [{"addresses": [host], "conditions": {"ready": True}}],
+                },
+                *kustomized_webhooks(home / "config" / "webhook"),
+            ],
+        )
+        health = _free_port("127.0.0.1")
+        config = {
+            "apiVersion": "config.lws.x-k8s.io/v1alpha1",
+            "kind": "Configuration",
+            "leaderElection": {"leaderElect": False},
+            "internalCertManagement": {"enable": True},
+            "webhook": {"host": host, "port": port, "certDir": str(work / "certs")},
+            "metrics": {"bindAddress": "0"},  # controller-runtime: "0" serves no metrics
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{health}"},
+        }
+        (work / "config.yaml").write_text(yaml.safe_dump(config))
+        log = work / "lws-controller.log"
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                [
+                    str(home / "bin" / "lws-controller"),
+                    f"--config={work / 'config.yaml'}",
+                    "--zap-log-level=2",
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env={"KUBECONFIG": str(cluster.kubeconfig), "PATH": "/usr/bin:/bin"},
+                preexec_fn=die_with_parent,  # noqa: PLW1509 (as localcluster's components)
+            )
+        lws = Lws(proc, log, host, port)
+        volume = SecretVolume(core, work / "certs")
+        volume.start()
+        _wait_webhooks_served(lws, cluster, timeout)
+        yield lws
+    finally:
+        if volume is not None:
+            volume.halt.set()
+            volume.join(5)
+        # webhooks first: with failurePolicy Fail, a configuration left pointing at a stopped
+        # manager would refuse every later write to a LeaderWorkerSet (the namespace cleanup's too)
+        for kind, name in WEBHOOK_CONFIGS.items():
+            delete = (
+                admission.delete_mutating_webhook_configuration
+                if kind.startswith("Mutating")
+                else admission.delete_validating_webhook_configuration
+            )
+            try:
+                delete(name)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+        if lws is not None:
+            lws.proc.terminate()
+            try:
+                lws.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                lws.proc.kill()
+                lws.proc.wait(5)
+        cluster.kubectl(
+            "delete", "--ignore-not-found", "--wait=true", "--timeout=60s", *(f"crd/{n}" for n in crd_names)
+        )
+        try:
+            core.delete_namespace(NAMESPACE)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+
+def _wait_webhooks_served(lws: Lws, cluster: LocalCluster, timeout: float) -> None:
+    """Until a server-side dry-run create of a LeaderWorkerSet passes LWS's own mutating and
+    validating webhooks (dry runs call webhooks declaring ``sideEffects: None``): the manager has
+    written its certificate, injected its CA and serves on the host address."""
+    probe = {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": "probe", "namespace": NAMESPACE},
+        "spec": {
+            "leaderWorkerTemplate": {
+                "size": 2,
+                "workerTemplate": {"spec": {"containers": [{"name": "c", "image": "probe.invalid/none"}]}},
+            }
+        },
+    }
+    api = client.CustomObjectsApi(cluster.api)
+
+    def admitted() -> bool:
+        if lws.proc.poll() is not None:
+            raise AssertionError(f"lws-controller exited ({lws.proc.returncode}):\n{lws.log_tail()}")
+        api.create_namespaced_custom_object(
+            "leaderworkerset.x-k8s.io", "v1", NAMESPACE, "leaderworkersets", probe, dry_run="All"
+        )
+        return True
+
+    try:
+        wait_for(admitted, timeout, interval=0.5, desc="a LeaderWorkerSet admitted through LWS's webhooks")
+    except AssertionError as exc:
+        raise LwsError(f"{exc}\nlws-controller log:\n{lws.log_tail()}") from exc
