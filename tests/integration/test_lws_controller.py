@@ -1,12 +1,14 @@
 """A multi-node LLMDeployment through the real LeaderWorkerSet controller.
 
-LWS's manager (kubernetes-sigs/lws v0.9.0 by default — the proxy here refuses v0.10.0's source; hack/build-controllers.sh says what differs — built from its Go module by hack/build-controllers.sh,
-its admission webhooks reached by the API server: tests/support/lws.py) turns the operator's
-LeaderWorkerSet into StatefulSets and pods; kwok runs the pods. What the operator depends on comes
-from LWS itself, not from this test: the pods' names, the ``worker-index`` label its replica selector
-reads, the ``LWS_LEADER_ADDRESS``/``LWS_GROUP_SIZE``/``LWS_WORKER_INDEX`` environment ``launch.sh`` and
-``worker.sh`` read, the headless Service that makes the group's DNS names resolve, the status the
-LLMDeployment's status follows, the group's recreation when a pod's container restarts (the rendered
+LWS's manager (kubernetes-sigs/lws v0.9.0 by default: the module proxy here refuses the source of v0.10.0,
+the release the operator renders for; hack/build-controllers.sh says what differs), built from its Go
+module by hack/build-controllers.sh, its admission webhooks reached by the API server:
+tests/support/lws.py) turns the operator's LeaderWorkerSet into StatefulSets and pods; kwok runs the pods.
+What the operator depends on comes from LWS itself, not from this test: the pods' names, the
+``worker-index`` label its replica selector reads, the
+``LWS_LEADER_ADDRESS``/``LWS_GROUP_SIZE``/``LWS_WORKER_INDEX`` environment ``launch.sh`` and ``worker.sh``
+read, the headless Service that makes the group's DNS names resolve, the status the LLMDeployment's status
+follows, the group's recreation when a pod's container restarts (the rendered
 ``RecreateGroupOnPodRestart``), and the scale path (LLMDeployment replicas → LeaderWorkerSet groups).
 
 Expected values are LWS v0.10.0's documented behaviour (``pkg/utils/pod/pod_utils.go``

@@ -1,15 +1,15 @@
 """The real LeaderWorkerSet controller next to the local control plane.
 
-``hack/build-controllers.sh`` builds LWS's manager from its Go module (``sigs.k8s.io/lws/cmd`` at the
-release the operator renders for is v0.10.0; v0.9.0 is built by default, as that script explains) and copies the module's CRDs and webhook configurations
-beside it. :func:`running_lws` installs them as the release's kustomize overlay does
-(kubernetes-sigs/lws v0.10.0 ``config/default/kustomization.yaml``: namespace ``lws-system``, name
-prefix ``lws-``; ``config/webhook/kustomization.yaml``: ``mutating-patch.yaml`` and
-``validating-patch.yaml`` give the pod webhooks their ``objectSelector``) and runs the manager as a
-local process with its own certificate management (``internalCertManagement.enable``, the release
-default): it issues its serving certificate into Secret ``lws-webhook-server-cert`` and injects the
-CA into both webhook configurations; :class:`SecretVolume` copies that Secret into the manager's
-certificate directory, as the kubelet's secret volume does for the release's Deployment.
+``hack/build-controllers.sh`` builds LWS's manager from its Go module (``sigs.k8s.io/lws/cmd``; the
+operator renders for v0.10.0, v0.9.0 is built by default, as that script explains) and copies the module's
+CRDs and webhook configurations beside it. :func:`running_lws` installs them as the release's kustomize
+overlay does (kubernetes-sigs/lws v0.10.0 ``config/default/kustomization.yaml``: namespace ``lws-system``,
+name prefix ``lws-``; ``config/webhook/kustomization.yaml``: ``mutating-patch.yaml`` and
+``validating-patch.yaml`` give the pod webhooks their ``objectSelector``) and runs the manager as a local
+process with its own certificate management (``internalCertManagement.enable``, the release default): it
+issues its serving certificate into Secret ``lws-webhook-server-cert`` and injects the CA into both
+webhook configurations; :class:`SecretVolume` copies that Secret into the manager's certificate directory,
+as the kubelet's secret volume does for the release's Deployment.
 
 **How the API server reaches the webhooks.** They are named by Service (``lws-webhook-service`` in
 ``lws-system``, port 443). The local control plane runs kube-apiserver with
