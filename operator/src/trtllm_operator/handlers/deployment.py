@@ -523,7 +523,7 @@ def _sync_children(
     if children.network_policy is not None:
         apply_owned(kube, NETWORK_POLICY, children.network_policy, live=lives[4])
     else:  # TRTLLM_OPERATOR_SERVING_NETWORK_POLICY=false: remove the one this deployment controls
-        policy = kube.get(NETWORK_POLICY, namespace, child_name(name))
+        policy = indexes.get(kube, NETWORK_POLICY, namespace, child_name(name))
         if policy is not None and is_controlled_by(policy, uid):
             kube.delete(NETWORK_POLICY, namespace, child_name(name))
     _sync_inference_pool(kube, obj, children.inference_pool)

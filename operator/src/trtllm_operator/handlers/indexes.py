@@ -73,6 +73,7 @@ from trtllm_operator.kube.client import (
     JOB,
     LLM_DEPLOYMENT,
     LLM_ENGINE,
+    NETWORK_POLICY,
     PDB,
     POD,
     SERVICE,
@@ -125,6 +126,11 @@ async def cached_services(namespace: str | None, name: str | None, body: kopf.Bo
 
 @kopf.index(PDB.group, PDB.version, PDB.plural, labels=_MANAGED)
 async def cached_pdbs(namespace: str | None, name: str | None, body: kopf.Body, **_: Any) -> Any:
+    return _by_name(namespace, name, body)
+
+
+@kopf.index(NETWORK_POLICY.group, NETWORK_POLICY.version, NETWORK_POLICY.plural, labels=_MANAGED)
+async def cached_network_policies(namespace: str | None, name: str | None, body: kopf.Body, **_: Any) -> Any:
     return _by_name(namespace, name, body)
 
 
@@ -183,6 +189,7 @@ _BY_NAME: dict[Resource, str] = {
     PDB: "cached_pdbs",
     CONFIG_MAP: "cached_configmaps",
     JOB: "cached_jobs",
+    NETWORK_POLICY: "cached_network_policies",
 }
 _ALL = (
     *_BY_NAME.values(),
