@@ -59,11 +59,13 @@ from trtllm_operator.api.wire import (
     DEPLOYMENT_PLURAL,
     DEPLOYMENT_REVISION_ANNOTATION,
     ENGINE_PLURAL,
+    FRONTEND_TRTLLM_SERVE,
     GROUP,
     KOPF_ANNOTATION_PREFIX,
     LABEL_COMPONENT,
     LABEL_DEPLOYMENT,
     LABEL_ENGINE_KEY,
+    LABEL_FRONTEND,
     LWS_CRD_NAME,
     LWS_WORKER_INDEX_LABEL,
     POD_TEMPLATE_HASH_LABEL,
@@ -300,6 +302,7 @@ def _reconcile_object(kube: Kube, name: str, obj: dict[str, Any] | None) -> None
         if _is_replica_pod(p) and (p.get("status") or {}).get("phase") not in ("Failed", "Succeeded")
     ]
     live_pods = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+    server = spec.get("server") or {}
     base = Observation(
         generation=generation,
         spec_replicas=spec.get("replicas", 1),
@@ -313,9 +316,10 @@ def _reconcile_object(kube: Kube, name: str, obj: dict[str, Any] | None) -> None
         selector=old_status.get("selector") or selector,
         pods=len(live_pods),
         ready_pods=sum(pod_view(p).ready for p in live_pods),
-        decoupled=bool(
-            (spec.get("server") or {}).get("decoupled", ServerSpec.model_fields["decoupled"].default)
-        ),
+        decoupled=bool(server.get("decoupled", ServerSpec.model_fields["decoupled"].default)),
+        api=str(server.get("api") or ServerSpec.model_fields["api"].default),
+        backend=_served_backend(engine, live_pods),
+        unschedulable=[u for u in (pod_view(p).unschedulable for p in live_pods) if u is not None],
     )
     if state != "ready" or engine is None:
         # Pods of the previous engine keep serving; only the replica count follows spec.replicas.
@@ -438,6 +442,15 @@ def _follow_replicas(kube: Kube, namespace: str, name: str, owner_uid: str, repl
             live = kube.get(res, namespace, wname)  # about to write: ownership from a fresh copy
         if is_controlled_by(live, owner_uid) and (live or {}).get("spec", {}).get("replicas") != replicas:
             kube.patch(res, namespace, wname, {"spec": {"replicas": replicas}})
+
+
+def _served_backend(engine: Mapping[str, Any] | None, pods: list[dict[str, Any]]) -> str | None:
+    """The engine's ``spec.backend``; without the engine (deleted), ``pytorch`` when the pods are
+    trtllm-serve's (:data:`~trtllm_operator.api.wire.LABEL_FRONTEND`), else unknown (None)."""
+    if engine is not None:
+        return str((engine.get("spec") or {}).get("backend") or LLMEngineSpec.model_fields["backend"].default)
+    labels = [(p["metadata"].get("labels") or {}).get(LABEL_FRONTEND) for p in pods]
+    return "pytorch" if FRONTEND_TRTLLM_SERVE in labels else None
 
 
 def _is_replica_pod(pod: Mapping[str, Any]) -> bool:
