@@ -368,6 +368,7 @@ def test_chart_defaults_plan_an_hf_model_from_the_hub_with_the_token_secret(
         # each LLMDeployment's own credentials Secret and NetworkPolicy
         ("create", "secrets", "watched", True),
         ("create", "networkpolicies.networking.k8s.io", "watched", True),
+        ("watch", "networkpolicies.networking.k8s.io", "watched", True),  # its watch cache of its own
         ("delete", "networkpolicies.networking.k8s.io", "default", False),
         ("watch", "customresourcedefinitions.apiextensions.k8s.io", "cluster", True),
     ],

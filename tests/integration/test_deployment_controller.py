@@ -302,3 +302,76 @@ def test_auto_rollback_when_new_key_never_becomes_ready(cluster: LocalCluster, a
         assert (api.condition("chat", "Degraded") or {}).get("status") == "False"
         annotations = api.apps.read_namespaced_deployment("chat", api.ns).metadata.annotations
         assert "llm.trtllm-operator.dev/rolled-back-from" not in annotations
+
+
+def test_status_says_what_is_served_when_pods_cannot_be_placed_or_the_engine_is_gone(
+    cluster: LocalCluster, api: Api
+) -> None:
+    """Issue #25 item 5 (fresh-user trial). Replicas the scheduler cannot place are reported with its
+    message (not "starting" forever); an LLMEngine deleted while its pods serve leaves a status that
+    names the served key (phase Degraded, EngineNotFound) and a Streaming condition of what they
+    serve, not "no model is served yet"."""
+    engine = a_cached_engine("wide", tp=8)  # one pod = 8 GPUs = one whole H100 node (2 in the cluster)
+    key = api.cache_artifact(engine).key
+    api.create("llmengines", engine)
+    api.create("llmdeployments", a_deployment("big", "wide", replicas=1, server={"api": "triton"}))
+
+    with running_operator(cluster, [api.ns]):
+        wait_for(
+            lambda: api.status("big").get("phase") == "Ready" and api.status("big").get("engineKey") == key,
+            timeout=90,
+            desc="big Ready",
+        )
+        streaming = api.condition("big", "Streaming")
+        assert streaming is not None and (streaming["status"], streaming["reason"]) == (
+            "False",
+            "NotDecoupled",
+        )
+        assert "generate_stream" in streaming["message"] and "OpenAI" not in streaming["message"]
+
+        # 3 replicas of 8 GPUs on two 8-GPU H100 nodes: the third cannot be scheduled.
+        api.custom.patch_namespaced_custom_object_scale(
+            GROUP, VERSION, api.ns, "llmdeployments", "big", {"spec": {"replicas": 3}}
+        )
+        wait_for(lambda: api.unschedulable("big") == 1, timeout=60, desc="one pod Unschedulable")
+        pending = next(
+            c.message
+            for p in api.pods("big")
+            for c in p.status.conditions or []
+            if c.type == "PodScheduled" and c.reason == "Unschedulable"
+        )
+        degraded = wait_for(
+            lambda: (c := api.condition("big", "Degraded")) and c["reason"] == "ReplicasUnschedulable" and c,
+            timeout=60,
+            desc="Degraded=True ReplicasUnschedulable",
+        )
+        assert degraded["status"] == "True" and "1 pod(s) cannot be scheduled: " in degraded["message"]
+        assert pending.strip() in degraded["message"]  # the scheduler's own words
+        assert "nvidia.com/gpu" in pending, pending
+        assert api.status("big")["phase"] == "Degraded"
+        events = api.core.list_namespaced_event(api.ns, field_selector="involvedObject.name=big").items
+        assert any(e.reason == "ReplicasUnschedulable" and e.type == "Warning" for e in events)
+
+        api.custom.patch_namespaced_custom_object_scale(
+            GROUP, VERSION, api.ns, "llmdeployments", "big", {"spec": {"replicas": 1}}
+        )
+        wait_for(lambda: api.status("big").get("phase") == "Ready", timeout=60, desc="Ready at 1 replica")
+
+        # The engine is deleted while its pod serves: the pod is kept, and the status says so.
+        api.custom.delete_namespaced_custom_object(GROUP, VERSION, api.ns, "llmengines", "wide")
+        ready = wait_for(
+            lambda: (c := api.condition("big", "Ready")) and c["reason"] == "EngineNotFound" and c,
+            timeout=60,
+            desc="Ready reason EngineNotFound",
+        )
+        assert ready["status"] == "True" and f"still serving engine key {key[:16]}" in ready["message"]
+        status = api.status("big")
+        assert status["phase"] == "Degraded" and status["engineKey"] == key
+        degraded = api.condition("big", "Degraded")
+        assert degraded is not None and (degraded["status"], degraded["reason"]) == ("True", "EngineNotFound")
+        streaming = api.condition("big", "Streaming")
+        assert streaming is not None and (streaming["status"], streaming["reason"]) == (
+            "False",
+            "NotDecoupled",
+        )
+        assert len(api.pods("big")) == 1 and api.status("big")["readyReplicas"] == 1

@@ -208,7 +208,7 @@ def test_metrics_events_and_progress_during_build_and_rollout(
             "reused": {"ArtifactReused"},
             "failing": {"CompileFailed"},
             "invalid": {"InvalidSpec"},
-            "chat": {"ReplicasStarting", "AllReplicasReady", "RolloutComplete"},
+            "chat": {"ReplicasStarting", "AllReplicasReady"},
         }
         for obj, reasons in expected.items():
             assert reasons <= posted.get(obj, set()), (obj, posted.get(obj))

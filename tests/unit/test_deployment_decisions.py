@@ -17,6 +17,7 @@ from trtllm_operator.decide.compatibility import (
 )
 from trtllm_operator.decide.deployment_status import (
     Observation,
+    condition_events,
     deployment_status,
     engine_readiness,
     transitions,
@@ -498,3 +499,36 @@ def test_scaling_the_same_engine_keeps_ready_true() -> None:
     # Scaling up from zero ready pods is not "serving".
     cold = deployment_status(obs(spec_replicas=2, previous_engine_key=NEW, progress=moving, pods=2))
     assert conds(cold)["Ready"] == ("False", "ReplicasStarting")
+
+
+def test_events_tell_the_ready_story_once() -> None:
+    # Issue #20: one Event per condition and transition was 7 per LLMDeployment created; the
+    # Progressing and first EngineIncompatible Events repeated what the Ready Event says.
+    def c(type_: str, status: str, reason: str) -> dict[str, str]:
+        return {"type": type_, "status": status, "reason": reason, "message": "m"}
+
+    compatible = c("EngineIncompatible", "False", "Compatible")
+    pending = [c("Ready", "False", "EngineNotReady"), c("Progressing", "False", "EngineNotReady")]
+    starting = [
+        compatible,
+        c("Ready", "False", "ReplicasStarting"),
+        c("Progressing", "True", "ReplicasStarting"),
+    ]
+    ready = [compatible, c("Ready", "True", "AllReplicasReady"), c("Progressing", "False", "RolloutComplete")]
+    steps = [([], pending), (pending, starting), (starting, ready), (ready, ready)]
+    assert [[e.reason for e in condition_events(o, n)] for o, n in steps] == [
+        ["EngineNotReady"],
+        ["ReplicasStarting"],
+        ["AllReplicasReady"],
+        [],
+    ]
+    # Progressing moving on its own is still told.
+    moving = [compatible, ready[1], c("Progressing", "True", "Scaling")]
+    assert [(e.reason, e.type) for e in condition_events(ready, moving)] == [("Scaling", "Normal")]
+    # An incompatible engine is a Warning, and so is its Ready; back to compatible is told once.
+    bad = [c("EngineIncompatible", "True", "ImageMismatch"), c("Ready", "False", "EngineIncompatible")]
+    assert [(e.reason, e.type) for e in condition_events(ready, bad)] == [
+        ("ImageMismatch", "Warning"),
+        ("EngineIncompatible", "Warning"),
+    ]
+    assert [e.reason for e in condition_events(bad, ready)] == ["Compatible", "AllReplicasReady"]

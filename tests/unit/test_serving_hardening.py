@@ -6,6 +6,7 @@ the key in tests/integration/test_multinode_launch.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,48 @@ def test_credentials_secret_is_owned_and_immutable() -> None:
     (ref,) = secret["metadata"]["ownerReferences"]
     assert ref["controller"] is True and ref["uid"] == "uid-1" and ref["kind"] == "LLMDeployment"
     assert set(secret["stringData"]) == {"triton-admin-key", "id_ed25519", "authorized_keys"}
+
+
+class _SecretsSeen:
+    """Records the Secret calls :func:`ensure_credentials` makes (a stand-in for the operator's
+    client in a unit test; the API server's side is tests/integration/test_security.py)."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.stored: dict[str, Any] | None = None
+
+    def get_metadata(self, _res: Any, _namespace: str, _name: str) -> dict[str, Any] | None:
+        self.calls.append("get")
+        return None if self.stored is None else dict(self.stored["metadata"])
+
+    def create(self, _res: Any, _namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append("create")
+        self.stored = body
+        return body
+
+
+def test_credentials_are_checked_once_per_period_not_per_reconcile(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 20: a reconcile that changes nothing makes no request; the Secret's presence is
+    re-checked at most every CONFIRM_SECONDS (and at once for another LLMDeployment uid)."""
+    from trtllm_operator.handlers import credentials  # noqa: PLC0415
+
+    monkeypatch.setattr(credentials, "_CONFIRMED", {})
+    clock = [1000.0]
+    monkeypatch.setattr(credentials.time, "monotonic", lambda: clock[0])
+    kube = _SecretsSeen()
+    params = serving_params()
+    assert credentials.ensure_credentials(kube, params) is None  # type: ignore[arg-type]
+    assert kube.calls == ["get", "create"]
+    for _ in range(5):
+        assert credentials.ensure_credentials(kube, params) is None  # type: ignore[arg-type]
+    assert kube.calls == ["get", "create"]
+    clock[0] += credentials.CONFIRM_SECONDS
+    assert credentials.ensure_credentials(kube, params) is None  # type: ignore[arg-type]
+    assert kube.calls == ["get", "create", "get"]
+    # the same name under a recreated LLMDeployment (new uid): checked now, and it is not its Secret
+    other = dataclasses.replace(params, owner=dataclasses.replace(params.owner, uid="uid-2"))
+    conflict = credentials.ensure_credentials(kube, other)  # type: ignore[arg-type]
+    assert conflict is not None and kube.calls[-1] == "get"
 
 
 # ----------------------------------------------------------------------------- NetworkPolicy

@@ -135,10 +135,11 @@ opt-in: a ClusterRole over every namespace's Jobs, ConfigMaps and Secret metadat
   resources: ["services"]
   verbs: ["get", "list", "watch", "create", "patch"]
 # Each LLMDeployment's NetworkPolicy <name>; deleted by the operator only when
-# servingNetworkPolicy.enabled is false (its own child), otherwise by garbage collection.
+# servingNetworkPolicy.enabled is false (its own child), otherwise by garbage collection; read from
+# the operator's watch cache of the ones it labelled (list, watch: handlers/indexes.py).
 - apiGroups: ["networking.k8s.io"]
   resources: ["networkpolicies"]
-  verbs: ["get", "create", "patch", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 # Serving workloads: a Deployment (single node) or a LeaderWorkerSet (multi-node). When an engine
 # change switches between the two, the controller deletes the one it no longer uses (its own child).
 - apiGroups: ["apps"]

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from trtllm_operator.api.wire import DEPLOYMENT_KIND, ENGINE_KIND
 from trtllm_operator.decide.autoscaler import MANUAL_SCALE_REVERTED
-from trtllm_operator.decide.deployment_status import WORKLOAD_SCALE_REVERTED
+from trtllm_operator.decide.deployment_status import REPLICAS_UNSCHEDULABLE, WORKLOAD_SCALE_REVERTED
 from trtllm_operator.decide.engine import (
     R_ARTIFACT_REUSED,
     R_BUILD_REPLACED,
@@ -181,7 +181,8 @@ _DEPLOYMENT_REASONS: tuple[EventReason, ...] = (
         DEPLOYMENT,
         "Warning",
         "deployment",
-        "spec.engineRef names no LLMEngine in the namespace",
+        "spec.engineRef names no LLMEngine in the namespace (phase Pending; Degraded while pods of the "
+        "previous engine key still serve, the message naming it)",
     ),
     EventReason(
         "EngineNotReady", DEPLOYMENT, "Normal", "deployment", "waiting for the LLMEngine to become Ready"
@@ -199,7 +200,8 @@ _DEPLOYMENT_REASONS: tuple[EventReason, ...] = (
         DEPLOYMENT,
         "Warning",
         "deployment",
-        "the referenced LLMEngine is Failed (message: its name and Ready reason); phase Failed",
+        "the referenced LLMEngine is Failed (message: its name and Ready reason); phase Failed, or "
+        "Degraded while pods of the previous engine key still serve (the message names it)",
     ),
     EventReason(
         "EngineIncompatible",
@@ -285,6 +287,14 @@ _DEPLOYMENT_REASONS: tuple[EventReason, ...] = (
         "Normal",
         "deployment",
         "replicas are starting (first rollout or scale-up)",
+    ),
+    EventReason(
+        REPLICAS_UNSCHEDULABLE,
+        DEPLOYMENT,
+        "Warning",
+        "deployment",
+        "serving pods cannot be scheduled (PodScheduled=False, Unschedulable): how many and the "
+        "scheduler's message",
     ),
     EventReason(
         "Scaling",

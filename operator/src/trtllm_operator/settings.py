@@ -178,8 +178,9 @@ class Settings(BaseModel):
     resync_seconds: float = Field(
         default=300.0,
         gt=0,
-        description="Period of the drift timer that re-reconciles every LLMEngine (children changed or "
-        "deleted behind the operator's back). Read when the handlers module is first imported.",
+        description="Period of the drift loop that re-reconciles every LLMEngine (children changed or "
+        "deleted behind the operator's back), one engine at a time spread over the period. Read at "
+        "every round.",
     )
     build_progress_seconds: float = Field(
         default=15.0,

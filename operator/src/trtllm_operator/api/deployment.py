@@ -763,8 +763,9 @@ class LLMDeploymentStatus(ApiModel):
 
     phase: DeploymentPhase | None = Field(
         default=None,
-        description="Pending (engine not ready), Progressing (rolling out), Ready, Degraded (some "
-        "replicas not serving) or Failed.",
+        description="Pending (engine not ready, nothing served), Progressing (rolling out, or a new "
+        "engine pending while the previous key serves), Ready, Degraded (serving, but rolled back, the "
+        "engine failed or was deleted, or replicas cannot be scheduled) or Failed.",
     )
     observed_generation: int | None = Field(
         default=None, ge=0, description="metadata.generation this status describes."
@@ -791,8 +792,9 @@ class LLMDeploymentStatus(ApiModel):
     tuning: TuningStatus | None = None
     conditions: Conditions | None = Field(
         default=None,
-        description="Ready, Progressing, Degraded, EngineIncompatible (image or GPU does not match "
-        "the engine), ScalingLimited (e.g. not enough schedulable GPUs), Routed (the InferencePool of "
-        "spec.routing.inferencePool is applied), Streaming (spec.server.decoupled: whether streaming "
-        "requests are answered).",
+        description="Ready, Progressing, Degraded (reason ReplicasUnschedulable: pods the scheduler "
+        "cannot place, with its message), EngineIncompatible (image or GPU does not match the engine), "
+        "ScalingLimited (the autoscaler: maxReplicas reached, not enough schedulable GPUs), Routed (the "
+        "InferencePool of spec.routing.inferencePool is applied), Streaming (spec.server.decoupled: "
+        "whether streaming requests are answered, on the endpoints of spec.server.api).",
     )

@@ -152,6 +152,8 @@ KEDA_GROUP = "keda.sh"
 KEDA_VERSION = "v1alpha1"
 SCALED_OBJECT_PLURAL = "scaledobjects"
 KEDA_API_VERSION = f"{KEDA_GROUP}/{KEDA_VERSION}"
+#: A CRD is named ``<plural>.<group>`` (apiextensions.k8s.io/v1 CustomResourceDefinition ``metadata.name``).
+SCALED_OBJECT_CRD_NAME = f"{SCALED_OBJECT_PLURAL}.{KEDA_GROUP}"
 SCALED_OBJECT_KIND = "ScaledObject"
 
 #: The Gateway API Inference Extension's InferencePool (kubernetes-sigs/gateway-api-inference-extension

@@ -6,11 +6,18 @@ controller owns and the conditions it writes (``Ready``, ``Progressing``, ``Degr
 autoscaler and are never touched here. Condition times are filled in by
 :func:`trtllm_operator.decide.conditions.merge_conditions`.
 
-Phases (API ``DeploymentPhase``): ``Pending`` — waiting for the engine (``Failed`` when the engine
-itself is ``Failed``: reason ``EngineFailed`` names it and its reason); ``Progressing`` — rolling
-out or starting replicas; ``Ready`` — every replica Ready on the desired engine key; ``Degraded`` —
-serving, but a rollout failed or was rolled back; ``Failed`` — cannot be served as specified
-(incompatible engine, no LeaderWorkerSet, bad settings).
+Phases (API ``DeploymentPhase``): ``Pending`` — waiting for the engine, nothing served (``Failed``
+when the engine itself is ``Failed``: reason ``EngineFailed`` names it and its reason);
+``Progressing`` — rolling out or starting replicas (or waiting for a new engine while the previous
+key still serves); ``Ready`` — every replica Ready on the desired engine key; ``Degraded`` —
+serving, but a rollout failed or was rolled back, the engine failed or was deleted while the pods of
+the previous key still serve (reason ``EngineFailed``/``EngineNotFound``, the message naming the
+served key), or replicas cannot be scheduled (``ReplicasUnschedulable``, the scheduler's message);
+``Failed`` — cannot be served as specified (incompatible engine, no LeaderWorkerSet, bad settings).
+
+Pods of the previous engine key keep serving while the engine is not Ready (the controller does not
+render children then): the status says so — replicas Ready on key X, ``Streaming`` from what those
+pods serve — rather than "nothing is served".
 
 ``engineKey`` reports the key actually served by **every** pod: it moves to the new key only when
 the rollout is complete (:func:`trtllm_operator.decide.rollout.rollout_progress`); during a rollout
@@ -19,7 +26,7 @@ it keeps the previous value.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -101,6 +108,12 @@ class Observation:
     previous_conditions: Sequence[Mapping[str, Any]] = ()
     #: ``spec.server.decoupled`` (the ``Streaming`` condition); None: not reported.
     decoupled: bool | None = None
+    #: ``spec.server.api`` and the engine's backend (``tensorrt``/``pytorch``; None: not known, the
+    #: engine is missing): which endpoints the ``Streaming`` message names.
+    api: str = "triton"
+    backend: str | None = None
+    #: The scheduler's messages of replica pods that cannot be scheduled (PodView.unschedulable).
+    unschedulable: Sequence[str] = ()
 
 
 #: The outcome of one LLMDeployment reconcile: status fields (camelCase, ready to patch), the
@@ -110,20 +123,48 @@ DeploymentDecision = Outcome[None]
 
 #: Ready=False reasons that are expected steps, not problems (Normal events).
 _WAITING = frozenset({"EngineNotReady", "ReplicasStarting", "EngineRollout"})
+#: Ready/Progressing/Degraded reason while replica pods cannot be scheduled (Warning).
+REPLICAS_UNSCHEDULABLE = "ReplicasUnschedulable"
+#: Reasons that are problems whatever the condition's status: a failed or deleted engine while the
+#: previous key serves (Ready True), pods the scheduler cannot place (Progressing True).
+_PROBLEMS = frozenset({"EngineFailed", "EngineNotFound", REPLICAS_UNSCHEDULABLE})
 
 
 def condition_events(
     old: Sequence[Mapping[str, Any]] | None, new: Sequence[dict[str, Any]]
 ) -> list[EventToPost]:
-    """One Event per transition of ``Ready``, ``Progressing`` or ``EngineIncompatible`` from ``old``
-    to ``new``: a Warning for a problem (incompatible engine, Ready=False for a reason that is not
-    an expected step), else Normal. Message ``<type>=<status>: <message>``."""
+    """The Events of the transitions from ``old`` to ``new`` a user reads in ``kubectl describe``:
+    ``Ready`` changing status or reason (the phase story: EngineNotReady → ReplicasStarting →
+    AllReplicasReady, Scaling, EngineRollout, a problem); ``Progressing`` when ``Ready`` did not
+    change with it, or when it names a problem Ready does not (ReplicasUnschedulable while Ready
+    says Scaling); ``EngineIncompatible`` turning True,
+    or back to False after it was True (not its first "Compatible"). A Warning for a problem
+    (incompatible engine, Ready=False for a reason that is not an expected step; whatever the
+    status, a failed or deleted engine and unschedulable pods), else Normal. Message
+    ``<type>=<status>: <message>``.
+
+    One Event per condition and transition cost 7 Events per LLMDeployment created
+    (benchmarks/scale.py); this is 3."""
+    changed = transitions(old, new)
+    ready_reasons = {c["reason"] for c in changed if c["type"] == READY}
+    was_incompatible = any(
+        c.get("type") == ENGINE_INCOMPATIBLE and c.get("status") == "True" for c in old or ()
+    )
     out: list[EventToPost] = []
-    for cond in transitions(old, new):
+    for cond in changed:
+        if (
+            cond["type"] == PROGRESSING
+            and ready_reasons
+            and (cond["reason"] not in _PROBLEMS or cond["reason"] in ready_reasons)
+        ):
+            continue
+        if cond["type"] == ENGINE_INCOMPATIBLE and cond["status"] != "True" and not was_incompatible:
+            continue
         if cond["type"] not in (READY, PROGRESSING, ENGINE_INCOMPATIBLE):
             continue
         problem = cond["type"] == ENGINE_INCOMPATIBLE and cond["status"] == "True"
         problem |= cond["type"] == READY and cond["status"] == "False" and cond["reason"] not in _WAITING
+        problem |= cond["reason"] in _PROBLEMS
         message = f"{cond['type']}={cond['status']}: {cond['message']}"
         out.append(EventToPost("Warning" if problem else "Normal", cond["reason"], message))
     return out
@@ -132,35 +173,114 @@ def condition_events(
 #: What the backends answer a streaming request on a model that is not decoupled: tensorrtllm_backend
 #: ``inflight_batcher_llm/src/utils.cc`` (``createRequestsFromInputTensors``) throws "Streaming is
 #: only supported if model is deployed using decoupled mode."; the LLM-API model (TensorRT-LLM
-#: ``triton_backend/all_models/llmapi/tensorrt_llm/1/model.py``) raises "Streaming is only supported
-#: in decoupled mode."; tensorrtllm_backend ``docs/model_config.md`` (commit 7bc57da): ``decoupled_mode``
-#: "Must be set to `true` for requests setting the `stream` tensor to `true`".
-STREAMING_OFF = (
-    "spec.server.decoupled is false: requests that stream (KServe generate_stream or a stream: true "
-    'input, gRPC streaming, OpenAI stream: true) are refused by the backend with "Streaming is only '
-    'supported if model is deployed using decoupled mode"; non-streaming requests work. To stream, '
-    "set spec.server.decoupled: true (the pods roll)"
-)
-STREAMING_ON = (
-    "spec.server.decoupled is true: streaming requests get one response per generated token "
-    "(generate_stream, gRPC streaming, OpenAI stream: true); non-streaming requests one response"
-)
+#: ``triton_backend/all_models/llmapi/tensorrt_llm/1/model.py``, the pytorch backend) raises
+#: "Streaming is only supported in decoupled mode."; tensorrtllm_backend ``docs/model_config.md``
+#: (commit 7bc57da): ``decoupled_mode`` "Must be set to `true` for requests setting the `stream`
+#: tensor to `true`".
+REFUSAL_TENSORRT = "Streaming is only supported if model is deployed using decoupled mode."
+REFUSAL_PYTORCH = "Streaming is only supported in decoupled mode."
+
+#: The streaming endpoints of each frontend (docs/serving.md, "Client APIs"). KServe v2 by
+#: ``tritonserver`` (``api: triton``; ``both`` through the OpenAI frontend's KServe frontends):
+#: HTTP ``generate_stream`` on 8000 and, over gRPC, the bidirectional streaming RPC — the only gRPC
+#: call a decoupled model answers (Triton ``docs/user_guide/decoupled_models.md``, "Running
+#: Inference on Decoupled Models"). OpenAI (Triton's frontend, r26.03 ``python/openai``, or
+#: ``trtllm-serve``): ``stream: true`` on the completion routes, port 9000.
+KSERVE_STREAMING = "KServe generate_stream on port 8000, gRPC streaming (ModelStreamInfer) on port 8001"
+OPENAI_STREAMING = "OpenAI stream: true on /v1/chat/completions and /v1/completions, port 9000"
 
 
-def streaming_condition(decoupled: bool, generation: int, waiting_for: str | None = None) -> dict[str, Any]:
+def streaming_endpoints(api: str, backend: str | None) -> str:
+    """The streaming requests the frontend of ``api`` (and the engine's ``backend``) serves."""
+    if api == "openai" and backend == "pytorch":
+        return f"{OPENAI_STREAMING} (trtllm-serve)"
+    if api == "openai":
+        return OPENAI_STREAMING
+    if api == "both":
+        return f"{OPENAI_STREAMING}; {KSERVE_STREAMING}"
+    return KSERVE_STREAMING
+
+
+def streaming_message(decoupled: bool, api: str = "triton", backend: str | None = None) -> str:
+    """What a streaming request gets from this deployment's frontend, naming only its endpoints."""
+    endpoints = streaming_endpoints(api, backend)
+    if decoupled:
+        return (
+            f"spec.server.decoupled is true: streaming requests ({endpoints}) get one response per "
+            "generated token; non-streaming requests one response"
+        )
+    if api == "openai" and backend == "pytorch":
+        # trtllm_serve_refusal: trtllm-serve has no non-streaming mode, so this is refused as a whole.
+        return (
+            "spec.server.decoupled is false, which trtllm-serve (backend pytorch, api openai) cannot "
+            f"honour: it streams every request that asks ({endpoints}); set spec.server.decoupled: true"
+        )
+    refusal = REFUSAL_PYTORCH if backend == "pytorch" else REFUSAL_TENSORRT
+    return (
+        f"spec.server.decoupled is false: streaming requests ({endpoints}) are refused by the backend "
+        f'with "{refusal}"; non-streaming requests work. To stream, set spec.server.decoupled: true '
+        "(the pods roll)"
+    )
+
+
+def streaming_condition(
+    decoupled: bool,
+    generation: int,
+    waiting_for: str | None = None,
+    *,
+    api: str = "triton",
+    backend: str | None = None,
+) -> dict[str, Any]:
     """The ``Streaming`` condition of ``spec.server.decoupled``: ``True``/``Decoupled`` or
-    ``False``/``NotDecoupled`` (the message says what a streaming request gets and the fix).
+    ``False``/``NotDecoupled`` (the message names the endpoints of ``api``'s frontend, says what a
+    streaming request gets and the fix).
 
-    ``waiting_for``: the LLMEngine is not Ready (building, failed, missing), so no model is served
-    and nothing answers a request yet: ``Unknown``/``EngineNotReady``, the message saying what a
+    ``waiting_for``: the LLMEngine is not Ready (building, failed, missing) and no pod serves, so
+    nothing answers a request yet: ``Unknown``/``EngineNotReady``, the message saying what a
     streaming request will get once it is."""
-    then = STREAMING_ON if decoupled else STREAMING_OFF
+    then = streaming_message(decoupled, api, backend)
     if waiting_for is not None:
         message = f"no model is served yet (LLMEngine {waiting_for!r} is not Ready); once it is: {then}"
         return {**_cond(STREAMING, False, "EngineNotReady", message, generation), "status": "Unknown"}
     if decoupled:
         return _cond(STREAMING, True, "Decoupled", then, generation)
     return _cond(STREAMING, False, "NotDecoupled", then, generation)
+
+
+def _served_streaming(obs: Observation) -> dict[str, Any]:
+    """``Streaming`` while the pods of the previous key serve and the engine is not Ready: those
+    pods run what was rendered when the engine last was, and so did the ``Streaming`` condition
+    written then; it is kept (a spec change waits for the engine, as the pods do). Without one (a
+    status from before this rule), the spec's."""
+    assert obs.decoupled is not None
+    before = next((c for c in obs.previous_conditions if c.get("type") == STREAMING), None)
+    if before is not None and before.get("reason") in ("Decoupled", "NotDecoupled"):
+        return _cond(
+            STREAMING,
+            before.get("status") == "True",
+            str(before["reason"]),
+            str(before.get("message")),
+            obs.generation,
+        )
+    return streaming_condition(obs.decoupled, obs.generation, api=obs.api, backend=obs.backend)
+
+
+def _serving_previous_key(obs: Observation) -> bool:
+    """The engine is not Ready, yet pods of the key this deployment last served are Ready."""
+    return obs.engine_state != "ready" and obs.previous_engine_key is not None and obs.ready_pods >= 1
+
+
+def unschedulable_note(messages: Sequence[str]) -> str:
+    """``"N pod(s) cannot be scheduled: <scheduler's message>"`` and the fix; "" for none."""
+    if not messages:
+        return ""
+    distinct = sorted(set(messages))
+    more = f" (and {len(distinct) - 1} other message(s))" if len(distinct) > 1 else ""
+    return (
+        f"{len(messages)} pod(s) cannot be scheduled: {distinct[0].strip()}{more}; the scheduler's "
+        "message says which request no node meets (GPUs of the engine's product, node selectors, "
+        "tolerations): add or free such nodes, or lower spec.replicas"
+    )
 
 
 def _cond(type_: str, status: bool, reason: str, message: str, generation: int) -> dict[str, Any]:
@@ -190,15 +310,21 @@ def deployment_status(obs: Observation) -> DeploymentDecision:
 
     def out(phase: str, *conds: dict[str, Any]) -> DeploymentDecision:
         conditions = list(conds)
-        if obs.decoupled is not None:
+        if obs.decoupled is not None and _serving_previous_key(obs):
+            conditions.append(_served_streaming(obs))
+        elif obs.decoupled is not None:
             waiting = None if obs.engine_state == "ready" else obs.engine_name
-            conditions.append(streaming_condition(obs.decoupled, gen, waiting))
+            conditions.append(
+                streaming_condition(obs.decoupled, gen, waiting, api=obs.api, backend=obs.backend)
+            )
         return Outcome(
             {**fields, "phase": phase},
             conditions,
             events=condition_events(obs.previous_conditions, conditions),
         )
 
+    if _serving_previous_key(obs):
+        return _serving_while_engine_not_ready(obs, out)
     if obs.engine_state == "failed":
         # Not a wait: the engine will not become Ready without a change. Say so, naming it.
         msg = obs.engine_message or f"LLMEngine {obs.engine_name!r} failed"
@@ -215,10 +341,13 @@ def deployment_status(obs: Observation) -> DeploymentDecision:
             if obs.engine_state == "missing"
             else f"waiting for LLMEngine {obs.engine_name!r} to become Ready"
         )
+        # Degraded too, so no earlier "all replicas serve" stays behind: True when this deployment
+        # served a key before and no pod serves now.
         return out(
             "Pending",
             _cond(READY, False, reason, msg, gen),
             _cond(PROGRESSING, False, reason, msg, gen),
+            _cond(DEGRADED, obs.previous_engine_key is not None, reason, msg, gen),
         )
 
     if obs.incompatibilities:
@@ -269,6 +398,9 @@ def deployment_status(obs: Observation) -> DeploymentDecision:
         )
 
     msg = progress.message if progress is not None else "creating the workload"
+    unschedulable = unschedulable_note(obs.unschedulable)
+    if unschedulable:
+        msg = f"{msg}; {unschedulable}"
     if obs.deadline_exceeded:
         msg = f"{msg}; no progress within spec.rollout.progressDeadlineSeconds"
         return out(
@@ -283,13 +415,26 @@ def deployment_status(obs: Observation) -> DeploymentDecision:
         # Same engine, only the replica count changed (kubectl scale, the autoscaler): the
         # deployment keeps serving, so Ready stays True — a GitOps health check must not flap on
         # every autoscaling step. Progressing says what is moving.
+        # Pods that cannot be scheduled are a problem (Degraded), not a step that completes.
         scaling = f"{obs.ready_pods} Ready, {obs.spec_replicas} desired; {msg}"
         return out(
-            "Ready",
+            "Degraded" if unschedulable else "Ready",
             compatible,
             _cond(READY, True, "Scaling", scaling, gen),
-            _cond(PROGRESSING, True, "Scaling", scaling, gen),
-            _cond(DEGRADED, False, "AsExpected", msg, gen),
+            _cond(PROGRESSING, True, REPLICAS_UNSCHEDULABLE if unschedulable else "Scaling", scaling, gen),
+            _cond(DEGRADED, True, REPLICAS_UNSCHEDULABLE, msg, gen)
+            if unschedulable
+            else _cond(DEGRADED, False, "AsExpected", msg, gen),
+        )
+    if unschedulable:
+        # Not "starting": the scheduler keeps retrying (a node may be added), so Progressing stays
+        # True, but nothing will change without capacity; the builder's BuildUnschedulable twin.
+        return out(
+            "Degraded" if obs.ready_pods >= 1 else "Progressing",
+            compatible,
+            _cond(READY, False, REPLICAS_UNSCHEDULABLE, f"{ready_msg}; {msg}", gen),
+            _cond(PROGRESSING, True, REPLICAS_UNSCHEDULABLE, msg, gen),
+            _cond(DEGRADED, True, REPLICAS_UNSCHEDULABLE, msg, gen),
         )
     reason = "EngineRollout" if rolling_key else "ReplicasStarting"
     return out(
@@ -298,6 +443,48 @@ def deployment_status(obs: Observation) -> DeploymentDecision:
         _cond(READY, False, reason, f"{ready_msg}; {msg}", gen),
         _cond(PROGRESSING, True, reason, msg, gen),
         _cond(DEGRADED, False, "AsExpected", msg, gen),
+    )
+
+
+def _serving_while_engine_not_ready(
+    obs: Observation, out: Callable[..., DeploymentDecision]
+) -> DeploymentDecision:
+    """The engine is not Ready (rebuilding, failed, deleted) while pods of the previous key serve:
+    those pods are kept (nothing is rendered without a Ready engine), and the status says they
+    serve. Failed or deleted engine: phase ``Degraded``, reason ``EngineFailed``/``EngineNotFound``
+    on Ready (True while every replica is Ready), Progressing (False) and Degraded (True); a
+    rebuild in progress: phase ``Progressing``, reason ``EngineNotReady``."""
+    gen = obs.generation
+    assert obs.previous_engine_key is not None
+    serving = (
+        f"{obs.ready_pods}/{obs.spec_replicas} replicas Ready, still serving engine key "
+        f"{obs.previous_engine_key[:16]}"
+    )
+    all_ready = obs.ready_pods >= obs.spec_replicas
+    if obs.engine_state == "not_ready":
+        why = obs.engine_message or f"waiting for LLMEngine {obs.engine_name!r} to become Ready"
+        msg = f"{serving}; {why}: the pods roll to its key once it is Ready"
+        return out(
+            "Progressing",
+            _cond(READY, all_ready, "EngineNotReady", msg, gen),
+            _cond(PROGRESSING, True, "EngineNotReady", msg, gen),
+            _cond(DEGRADED, False, "AsExpected", msg, gen),
+        )
+    if obs.engine_state == "failed":
+        reason = "EngineFailed"
+        why = obs.engine_message or f"LLMEngine {obs.engine_name!r} failed"
+    else:
+        reason = "EngineNotFound"
+        why = obs.engine_message or (
+            f"LLMEngine {obs.engine_name!r} not found in this namespace: create it or fix "
+            "spec.engineRef.name (the pods keep serving the key they loaded)"
+        )
+    msg = f"{serving}; {why}"
+    return out(
+        "Degraded",
+        _cond(READY, all_ready, reason, msg, gen),
+        _cond(PROGRESSING, False, reason, msg, gen),
+        _cond(DEGRADED, True, reason, msg, gen),
     )
 
 

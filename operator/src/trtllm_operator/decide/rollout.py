@@ -31,6 +31,9 @@ class PodView:
     short_key: str
     ready: bool
     terminating: bool = False
+    #: The scheduler's message when the pod cannot be placed (``PodScheduled=False``, reason
+    #: ``Unschedulable``: e.g. "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."), else None.
+    unschedulable: str | None = None
 
 
 @dataclass(frozen=True)
@@ -46,11 +49,31 @@ class WorkloadView:
 
 
 def pod_view(pod: Mapping[str, Any]) -> PodView:
-    """A pod (raw API object) as the rollout sees it: its engine-key label, Ready, terminating."""
+    """A pod (raw API object) as the rollout sees it: its engine-key label, Ready, terminating, and
+    the scheduler's message while it cannot be scheduled (the kube-scheduler sets ``PodScheduled``
+    False with reason ``Unschedulable``: ``v1.PodReasonUnschedulable``, k8s.io/api core/v1 types.go)."""
     labels = pod["metadata"].get("labels") or {}
-    conds = (pod.get("status") or {}).get("conditions") or []
+    status = pod.get("status") or {}
+    conds = status.get("conditions") or []
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
-    return PodView(labels.get(LABEL_ENGINE_KEY, ""), ready, bool(pod["metadata"].get("deletionTimestamp")))
+    unschedulable = next(
+        (
+            str(c.get("message") or "no node satisfies the pod's requests")
+            for c in conds
+            if c.get("type") == "PodScheduled"
+            and c.get("status") == "False"
+            and c.get("reason") == "Unschedulable"
+        ),
+        None,
+    )
+    if status.get("phase") not in (None, "Pending"):
+        unschedulable = None
+    return PodView(
+        labels.get(LABEL_ENGINE_KEY, ""),
+        ready,
+        bool(pod["metadata"].get("deletionTimestamp")),
+        unschedulable,
+    )
 
 
 def workload_view(workload: Mapping[str, Any] | None) -> WorkloadView | None:

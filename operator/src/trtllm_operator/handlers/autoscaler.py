@@ -57,6 +57,7 @@ from trtllm_operator.api.wire import (
     GROUP,
     LABEL_DEPLOYMENT,
     LWS_WORKER_INDEX_LABEL,
+    SCALED_OBJECT_CRD_NAME,
     VERSION,
 )
 from trtllm_operator.decide.autoscaler import (
@@ -80,6 +81,7 @@ from trtllm_operator.decide.autoscaling import (
 from trtllm_operator.decide.conditions import rfc3339
 from trtllm_operator.decide.policy import url_refusal
 from trtllm_operator.decide.serving_params import OwnerRef
+from trtllm_operator.handlers import indexes
 from trtllm_operator.handlers.plumbing import apply_owned
 from trtllm_operator.kube.client import HPA, LLM_DEPLOYMENT, POD, SCALED_OBJECT, Kube, Resource, default_kube
 from trtllm_operator.kube.events import post_event
@@ -291,6 +293,8 @@ def _apply(kube: Kube, res: Resource, manifest: dict[str, Any], owner: Mapping[s
 
 
 def _remove(kube: Kube, res: Resource, namespace: str, child: str, uid: str) -> None:
+    if res == SCALED_OBJECT and indexes.crd_installed(SCALED_OBJECT_CRD_NAME) is False:
+        return  # no KEDA (the CRD watch cache says so): no ScaledObject to remove
     try:
         live = kube.get(res, namespace, child)
     except ApiException as exc:
@@ -305,8 +309,11 @@ def _remove(kube: Kube, res: Resource, namespace: str, child: str, uid: str) -> 
 _EXTERNAL_KINDS: dict[str, Resource] = {"hpa": HPA, "keda": SCALED_OBJECT}
 
 
-def sync_external_autoscaler(kube: Kube, obj: Mapping[str, Any]) -> None:
+def sync_external_autoscaler(kube: Kube, obj: Mapping[str, Any], *, created: bool = False) -> None:
     """Create, update or remove the HPA / ScaledObject an LLMDeployment's ``spec.autoscaling`` asks for.
+
+    ``created``: the LLMDeployment was just created, so nothing can be its HPA / ScaledObject yet (an
+    ownerReference names the owner's UID): nothing is read to be removed.
 
     Observe (the spec) → decide (:func:`~trtllm_operator.decide.autoscaler.decide_external`, then the
     render) → act (apply / delete the children) → write (the ``ScalingActive`` condition).
@@ -321,7 +328,7 @@ def sync_external_autoscaler(kube: Kube, obj: Mapping[str, Any]) -> None:
     plan = decide_external(auto)
     child = child_name(name)
     generation = _generation(obj)
-    for mode in plan.remove:
+    for mode in () if created else plan.remove:
         _remove(kube, _EXTERNAL_KINDS[mode], namespace, child, uid)
     if plan.render is None:
         return
@@ -353,21 +360,26 @@ def _external_mode(spec: Mapping[str, Any], **_: Any) -> bool:
     return _autoscaling(spec).get("mode", "builtin") in ("hpa", "keda")
 
 
-def _sync_by_name(namespace: str | None, name: str) -> None:
+def _sync_by_name(namespace: str | None, name: str, *, created: bool = False) -> None:
+    """:func:`sync_external_autoscaler` on the LLMDeployment's watch-cached copy (a GET without a
+    cache): the spec only selects what to apply or remove; every child write reads the child fresh
+    (:func:`~trtllm_operator.handlers.plumbing.apply_owned`, :func:`_remove`) and the condition write
+    reads the object fresh (:func:`~trtllm_operator.kube.status.update_conditions`). kopf runs the
+    index before the handlers of the same watch event, so an update handler sees the new spec."""
     if not namespace:
         return
     kube = default_kube()
-    obj = kube.get(LLM_DEPLOYMENT, namespace, name)
+    obj = indexes.get(kube, LLM_DEPLOYMENT, namespace, name)
     if obj is not None:
-        sync_external_autoscaler(kube, obj)
+        sync_external_autoscaler(kube, obj, created=created)
 
 
 @kopf.on.resume(GROUP, VERSION, DEPLOYMENT_PLURAL)
 @kopf.on.create(GROUP, VERSION, DEPLOYMENT_PLURAL)
 @kopf.on.update(GROUP, VERSION, DEPLOYMENT_PLURAL, field="spec.autoscaling")
-def autoscaler_mode_changed(name: str, namespace: str | None, **_: Any) -> None:
+def autoscaler_mode_changed(name: str, namespace: str | None, reason: str = "", **_: Any) -> None:
     """(Re)render or remove the HPA / ScaledObject whenever ``spec.autoscaling`` changes."""
-    _sync_by_name(namespace, name)
+    _sync_by_name(namespace, name, created=reason == "create")
 
 
 @kopf.timer(GROUP, VERSION, DEPLOYMENT_PLURAL, interval=EXTERNAL_RESYNC_SECONDS, when=_external_mode)

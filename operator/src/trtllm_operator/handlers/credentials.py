@@ -14,6 +14,7 @@ opt-in label) and ``create``; no ``patch``, ``update``, ``delete``, ``list`` or 
 from __future__ import annotations
 
 import secrets
+import time
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -41,11 +42,32 @@ def new_ssh_key_pair(comment: str) -> tuple[str, str]:
     return private, f"{public.decode()} {comment}\n"
 
 
+#: ``(namespace, Secret name) → (controller uid, monotonic seconds)`` of Secrets this process saw
+#: present and controlled by that LLMDeployment: re-checked (one metadata GET) at most this often,
+#: not on every reconcile (issue 20: requests per object). There is no watch on Secrets (no
+#: list/watch RBAC, docs/security.md), so a Secret deleted by hand is recreated within this period
+#: (its pods cannot start without it; the drift resync reconciles every deployment in that time).
+_CONFIRMED: dict[tuple[str, str], tuple[str, float]] = {}
+CONFIRM_SECONDS = 300.0
+
+
 def ensure_credentials(kube: Kube, params: ServingParams) -> ChildConflict | None:
     """Create ``<name>-credentials`` unless it exists; the conflict when it exists and this
     LLMDeployment does not control it. An existing Secret it controls is left as it is (its values
     are in use by running pods)."""
     namespace, name = params.namespace, credentials_secret_name(params.name)
+    seen = _CONFIRMED.get((namespace, name))
+    if seen is not None and seen[0] == params.owner.uid and time.monotonic() - seen[1] < CONFIRM_SECONDS:
+        return None
+    conflict = _ensure(kube, params, namespace, name)
+    if conflict is None:
+        _CONFIRMED[(namespace, name)] = (params.owner.uid, time.monotonic())
+    else:
+        _CONFIRMED.pop((namespace, name), None)
+    return conflict
+
+
+def _ensure(kube: Kube, params: ServingParams, namespace: str, name: str) -> ChildConflict | None:
     live = kube.get_metadata(SECRET, namespace, name)
     if live is None:
         private, public = new_ssh_key_pair(f"{params.namespace}/{params.name}")

@@ -6,8 +6,14 @@ One idempotent, level-based :func:`reconcile` per LLMDeployment, called from
 * every event of a Deployment (or LeaderWorkerSet) this controller labelled — the workload status
   changes whenever a pod becomes Ready or goes away, so status follows the pods within a watch
   round-trip,
-* every event of an LLMEngine (a new key or Ready) for the deployments that reference it,
-* a timer (``RESYNC_SECONDS``) for drift.
+* every event of an LLMEngine that changes what a deployment reads of it (a new key, Ready; not
+  kopf's bookkeeping or ``status.usedBy``: :func:`_serving_view`) for the deployments that
+  reference it,
+* one loop over every LLMDeployment every ``RESYNC_SECONDS`` for drift (not a kopf timer per
+  object: no finalizer, :func:`~trtllm_operator.handlers.plumbing.resync_forever`).
+
+A reconcile runs on the watch-cached LLMDeployment, proven current before any write
+(:func:`~trtllm_operator.handlers.plumbing.cache_first`).
 
 Each reconcile follows observe → decide → act → write (:mod:`trtllm_operator.handlers.plumbing`):
 read the LLMDeployment, its engine and its pods → decide how it is served
@@ -53,10 +59,13 @@ from trtllm_operator.api.wire import (
     DEPLOYMENT_PLURAL,
     DEPLOYMENT_REVISION_ANNOTATION,
     ENGINE_PLURAL,
+    FRONTEND_TRTLLM_SERVE,
     GROUP,
+    KOPF_ANNOTATION_PREFIX,
     LABEL_COMPONENT,
     LABEL_DEPLOYMENT,
     LABEL_ENGINE_KEY,
+    LABEL_FRONTEND,
     LWS_CRD_NAME,
     LWS_WORKER_INDEX_LABEL,
     POD_TEMPLATE_HASH_LABEL,
@@ -88,9 +97,13 @@ from trtllm_operator.handlers.plumbing import (
     OBJECT_LOCKS,
     WORKQUEUE,
     apply_owned,
+    cache_first,
+    is_newest,
+    known_version,
     node_gpus_of,
     read_children,
     release_claim,
+    start_resync,
     with_rendered_hash,
     write_outcome,
 )
@@ -118,7 +131,7 @@ from trtllm_operator.render.children import Children, render_plan
 from trtllm_operator.render.leaderworkerset import replica_selector_string, workload_names
 from trtllm_operator.render.network_policy import serving_network
 from trtllm_operator.render.service import endpoint
-from trtllm_operator.render.serving import child_name
+from trtllm_operator.render.serving import child_name, content_hash
 from trtllm_operator.settings import current
 
 log = logging.getLogger(__name__)
@@ -192,7 +205,11 @@ def sync_used_by(kube: Kube, namespace: str, engine_name: str, users: list[str])
         current = list((obj.get("status") or {}).get("usedBy") or [])
         return None if current == users else {"usedBy": users}
 
-    patch_status(kube, LLM_ENGINE, namespace, engine_name, mutate, current=engine)
+    # A cached copy older than this process's last write or read of the engine is sure to meet a
+    # 409: read fresh instead (plumbing.is_newest).
+    current = engine if is_newest(LLM_ENGINE, engine) else None
+    written = patch_status(kube, LLM_ENGINE, namespace, engine_name, mutate, current=current)
+    known_version(LLM_ENGINE, namespace, engine_name, written)
 
 
 def _engine_ref(body: Mapping[str, Any] | None) -> str | None:
@@ -259,11 +276,16 @@ def reconcile(kube: Kube, namespace: str, name: str) -> None:
 
 
 def _reconcile(kube: Kube, namespace: str, name: str) -> None:
-    # Fresh: status transitions (and their Events) are decided against the last written status,
-    # which a watch cache may not show yet (a stale copy re-posts Events and meets 409s).
-    obj = kube.get(LLM_DEPLOYMENT, namespace, name)
+    # On the cached copy first; anything to write (a child, the status, an Event) is decided again
+    # on a fresh GET: status transitions and their Events against the last status written
+    # (plumbing.cache_first).
+    cache_first(kube, LLM_DEPLOYMENT, namespace, name, lambda k, obj: _reconcile_object(k, name, obj))
+
+
+def _reconcile_object(kube: Kube, name: str, obj: dict[str, Any] | None) -> None:
     if obj is None or obj["metadata"].get("deletionTimestamp"):
         return
+    namespace = str(obj["metadata"]["namespace"])
     spec = obj.get("spec") or {}
     engine_name = (spec.get("engineRef") or {}).get("name")
     generation = obj["metadata"].get("generation", 0)
@@ -280,6 +302,7 @@ def _reconcile(kube: Kube, namespace: str, name: str) -> None:
         if _is_replica_pod(p) and (p.get("status") or {}).get("phase") not in ("Failed", "Succeeded")
     ]
     live_pods = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+    server = spec.get("server") or {}
     base = Observation(
         generation=generation,
         spec_replicas=spec.get("replicas", 1),
@@ -293,9 +316,10 @@ def _reconcile(kube: Kube, namespace: str, name: str) -> None:
         selector=old_status.get("selector") or selector,
         pods=len(live_pods),
         ready_pods=sum(pod_view(p).ready for p in live_pods),
-        decoupled=bool(
-            (spec.get("server") or {}).get("decoupled", ServerSpec.model_fields["decoupled"].default)
-        ),
+        decoupled=bool(server.get("decoupled", ServerSpec.model_fields["decoupled"].default)),
+        api=str(server.get("api") or ServerSpec.model_fields["api"].default),
+        backend=_served_backend(engine, live_pods),
+        unschedulable=[u for u in (pod_view(p).unschedulable for p in live_pods) if u is not None],
     )
     if state != "ready" or engine is None:
         # Pods of the previous engine keep serving; only the replica count follows spec.replicas.
@@ -420,6 +444,15 @@ def _follow_replicas(kube: Kube, namespace: str, name: str, owner_uid: str, repl
             kube.patch(res, namespace, wname, {"spec": {"replicas": replicas}})
 
 
+def _served_backend(engine: Mapping[str, Any] | None, pods: list[dict[str, Any]]) -> str | None:
+    """The engine's ``spec.backend``; without the engine (deleted), ``pytorch`` when the pods are
+    trtllm-serve's (:data:`~trtllm_operator.api.wire.LABEL_FRONTEND`), else unknown (None)."""
+    if engine is not None:
+        return str((engine.get("spec") or {}).get("backend") or LLMEngineSpec.model_fields["backend"].default)
+    labels = [(p["metadata"].get("labels") or {}).get(LABEL_FRONTEND) for p in pods]
+    return "pytorch" if FRONTEND_TRTLLM_SERVE in labels else None
+
+
 def _is_replica_pod(pod: Mapping[str, Any]) -> bool:
     """Deployment pods, and LeaderWorkerSet leaders (one per replica)."""
     labels = pod["metadata"].get("labels") or {}
@@ -503,7 +536,7 @@ def _sync_children(
     if children.network_policy is not None:
         apply_owned(kube, NETWORK_POLICY, children.network_policy, live=lives[4])
     else:  # TRTLLM_OPERATOR_SERVING_NETWORK_POLICY=false: remove the one this deployment controls
-        policy = kube.get(NETWORK_POLICY, namespace, child_name(name))
+        policy = indexes.get(kube, NETWORK_POLICY, namespace, child_name(name))
         if policy is not None and is_controlled_by(policy, uid):
             kube.delete(NETWORK_POLICY, namespace, child_name(name))
     _sync_inference_pool(kube, obj, children.inference_pool)
@@ -604,16 +637,18 @@ def on_deployment(
     _sync_refs(namespace, [_engine_ref(body), _engine_ref(old)], llmdeployments_by_engine)
 
 
-@kopf.timer(GROUP, VERSION, DEPLOYMENT_PLURAL, interval=RESYNC_SECONDS, initial_delay=RESYNC_SECONDS)
-def resync_deployment(
-    name: str,
-    namespace: str | None,
-    body: Mapping[str, Any],
-    llmdeployments_by_engine: Any = None,
-    **_: Any,
-) -> None:
-    _safe_reconcile(namespace, name)
-    _sync_refs(namespace, [_engine_ref(body)], llmdeployments_by_engine)
+@kopf.on.startup()
+async def start_deployment_resync(llmdeployments_by_engine: Any = None, **_: Any) -> None:
+    """Drift: every LLMDeployment re-reconciled once per :data:`RESYNC_SECONDS`, spread over the
+    period (:func:`~trtllm_operator.handlers.plumbing.resync_forever`: one loop, not a kopf timer
+    per object — no finalizer). A settled object costs no request (``cache_first``)."""
+
+    def resync(namespace: str, name: str) -> None:
+        _safe_reconcile(namespace, name)
+        cached = indexes.get(default_kube(), LLM_DEPLOYMENT, namespace, name)
+        _sync_refs(namespace, [_engine_ref(cached)], llmdeployments_by_engine)
+
+    start_resync(LLM_DEPLOYMENT.kind, lambda: indexes.names(LLM_DEPLOYMENT), lambda: RESYNC_SECONDS, resync)
 
 
 @kopf.on.event(GROUP, VERSION, DEPLOYMENT_PLURAL)
@@ -624,6 +659,8 @@ def on_deployment_event(event: Mapping[str, Any], llmdeployments_by_engine: Any 
     if event.get("type") == "DELETED":
         obj = event.get("object") or {}
         meta = obj.get("metadata") or {}
+        if meta.get("namespace") and meta.get("name"):
+            known_version(LLM_DEPLOYMENT, meta["namespace"], meta["name"], None)
         _sync_refs(meta.get("namespace"), [_engine_ref(obj)], llmdeployments_by_engine, meta.get("name"))
 
 
@@ -647,16 +684,52 @@ async def _queue_reconcile(namespace: str | None, name: str) -> None:
     await WORKQUEUE.run((LLM_DEPLOYMENT.kind, namespace, name), lambda: _safe_reconcile(namespace, name))
 
 
+#: (namespace, LLMEngine name) → :func:`_serving_view` of its last watch event.
+_engine_views: dict[tuple[str, str], str] = {}
+
+
+def _serving_view(engine: Mapping[str, Any]) -> str:
+    """Hash of what an LLMDeployment's reconcile reads of its engine: spec, status but
+    ``status.usedBy`` (the LLMDeployment controller's own write), uid, generation, labels,
+    annotations but kopf's bookkeeping (``KOPF_ANNOTATION_PREFIX``), deletion. An engine event that
+    leaves it unchanged — kopf's diff-base patch, a ``usedBy`` update — re-reconciles no deployment:
+    each of those events used to re-reconcile every deployment of the engine (benchmarks/scale.py)."""
+    meta = engine.get("metadata") or {}
+    return content_hash(
+        {
+            "uid": meta.get("uid"),
+            "generation": meta.get("generation"),
+            "labels": meta.get("labels") or {},
+            "annotations": {
+                k: v
+                for k, v in (meta.get("annotations") or {}).items()
+                if not k.startswith(KOPF_ANNOTATION_PREFIX)
+            },
+            "deletionTimestamp": meta.get("deletionTimestamp"),
+            "spec": engine.get("spec") or {},
+            "status": {k: v for k, v in (engine.get("status") or {}).items() if k != "usedBy"},
+        }
+    )
+
+
 @kopf.on.event(GROUP, VERSION, ENGINE_PLURAL)
 async def on_engine_event(event: Mapping[str, Any], llmdeployments_by_engine: Any = None, **_: Any) -> None:
     """A new engine key or a change of readiness re-reconciles every deployment referencing it
     (coalesced per object: :data:`~trtllm_operator.handlers.plumbing.WORKQUEUE`)."""
-    meta = (event.get("object") or {}).get("metadata") or {}
+    obj = event.get("object") or {}
+    meta = obj.get("metadata") or {}
     namespace, engine_name = meta.get("namespace"), meta.get("name")
     if not namespace or not engine_name:
         return
     users = _users(llmdeployments_by_engine, namespace, engine_name)
-    if event.get("type") != "DELETED":
+    if event.get("type") == "DELETED":
+        known_version(LLM_ENGINE, namespace, engine_name, None)
+        _engine_views.pop((namespace, engine_name), None)
+    else:
+        view = _serving_view(obj)
+        if _engine_views.get((namespace, engine_name)) == view:
+            users = []  # kopf's bookkeeping, status.usedBy: nothing a deployment reads
+        _engine_views[(namespace, engine_name)] = view
 
         def used_by() -> None:
             now = _users(llmdeployments_by_engine, namespace, engine_name)

@@ -3,11 +3,15 @@
 One idempotent :func:`reconcile` per LLMEngine, called from
 
 * ``on.create`` / ``on.update`` / ``on.resume`` (a new or changed spec, an operator restart),
-* a slow timer (``resync_seconds``: drift — a child deleted or changed behind our back),
+* a slow loop over every LLMEngine (``resync_seconds``: drift — a child deleted or changed behind
+  our back; one loop, not a kopf timer per object, so no finalizer:
+  :func:`~trtllm_operator.handlers.plumbing.resync_forever`),
 * watch events of builder Jobs and pods (progress, completion, failure, unschedulable pods): the
   owning LLMEngines are reconciled, and when a build ends, the LLMEngines waiting in the queue.
 
-It reads the world (engine, cache index entry, builder Job, pods, queue), asks
+It reads the world (engine — the watch-cached copy, proven current before any write:
+:func:`~trtllm_operator.handlers.plumbing.cache_first` —, cache index entry, builder Job, pods,
+queue), asks
 :func:`~trtllm_operator.decide.engine.decide_engine` what to do, performs the actions, writes the
 status (``update_conditions``: merge by type, optimistic concurrency) and posts an Event when the
 phase or reason changes. Reconciles of one LLMEngine are serialised by a per-object lock; starting
@@ -82,10 +86,12 @@ from trtllm_operator.handlers import indexes
 from trtllm_operator.handlers.plumbing import (
     OBJECT_LOCKS,
     add_owner,
+    cache_first,
     forget_claim,
     node_gpus_of,
     release_claim,
     set_owner,
+    start_resync,
     write_outcome,
 )
 from trtllm_operator.kube import (
@@ -101,6 +107,7 @@ from trtllm_operator.kube import (
     default_kube,
     post_event,
 )
+from trtllm_operator.kube.client import ReadOnlyKube
 from trtllm_operator.logging import object_context
 from trtllm_operator.metrics.operator_metrics import (
     BUILD_STAGE_DURATION,
@@ -335,55 +342,62 @@ def reconcile(namespace: str, name: str, *, kube: Kube | None = None) -> EngineD
 
 def _reconcile_locked(kube: Kube, namespace: str, name: str) -> EngineDecision | None:
     with OBJECT_LOCKS.hold(LLM_ENGINE.kind, namespace, name):
-        # Fresh: status transitions and their Events are decided against the last written status.
-        engine = kube.get(LLM_ENGINE, namespace, name)
-        if engine is None or engine["metadata"].get("deletionTimestamp"):
-            return None
-        settings = current()
-        spec = engine.get("spec") or {}
-        catalog_extra = catalog_extension(kube, settings)
-        token, no_token = hub_token(kube, namespace, spec) if settings.hf_config_fetch else (None, None)
+        # On the cached copy, proven current before any write (plumbing.cache_first): status
+        # transitions and their Events are decided against the last status written.
+        return cache_first(kube, LLM_ENGINE, namespace, name, lambda k, obj: _reconcile_object(k, name, obj))
 
-        def fetching(message: str) -> None:
-            # the fetch may take long (an unreachable Hub: ~23 s of retries): say so first
-            early = decide_fetching(
-                int(engine["metadata"].get("generation") or 0), engine.get("status") or {}, message
-            )
-            if early is not None:
-                _write(kube, engine, early, status_extra={})
-                fresh = kube.get(LLM_ENGINE, namespace, name)
-                if fresh is not None:
-                    engine.update(fresh)
 
-        hf_config, why = hf_config_for(spec, settings, token, before_fetch=fetching)
-        prepared = prepare_engine(
-            name,
-            spec,
-            catalog_extra=catalog_extra,
-            hf_config=hf_config,
-            node_gpus=_node_gpus(kube, spec, catalog_extra),
-            config_note=f"{why}; {no_token}" if why and no_token else why,
-            namespace=namespace,
+def _reconcile_object(kube: Kube, name: str, engine: dict[str, Any] | None) -> EngineDecision | None:
+    if engine is None or engine["metadata"].get("deletionTimestamp"):
+        return None
+    namespace = str(engine["metadata"]["namespace"])
+    settings = current()
+    spec = engine.get("spec") or {}
+    catalog_extra = catalog_extension(kube, settings)
+    token, no_token = hub_token(kube, namespace, spec) if settings.hf_config_fetch else (None, None)
+
+    def fetching(message: str) -> None:
+        # the fetch may take long (an unreachable Hub: ~23 s of retries): say so first
+        early = decide_fetching(
+            int(engine["metadata"].get("generation") or 0), engine.get("status") or {}, message
         )
-        generation = int(engine["metadata"].get("generation") or 0)
-        status = engine.get("status") or {}
-        if isinstance(prepared, PreparedEngine):
-            refusal = policy_refusal(kube, settings, namespace, prepared.spec)
-            if refusal is not None:
-                prepared = InvalidEngine(refusal.field, refusal.message, refusal.reason)
-        if not isinstance(prepared, PreparedEngine):
-            obs = EngineObservation(generation, status, None, None, [], _no_queue(settings))
-            decision = decide_invalid(prepared, obs)
-            _write(kube, engine, decision, status_extra={"engineKey": None, "engineKeyShort": None})
-            return decision
-        decision = _decide_and_act(
-            kube, settings=settings, engine=engine, prepared=prepared, generation=generation, status=status
-        )
-        # status.usedBy is written by the LLMDeployment controller (one writer per field).
-        _write(kube, engine, decision, status_extra={})
-        if "Queued" in (decision.phase, status.get("phase")):
-            update_build_gauges(kube)
+        if early is not None:
+            _write(kube, engine, early, status_extra={})
+            fresh = kube.get(LLM_ENGINE, namespace, name)
+            if fresh is not None:
+                engine.update(fresh)
+                if isinstance(kube, ReadOnlyKube):  # the copy decided on is now this one
+                    kube.version = fresh["metadata"].get("resourceVersion")
+
+    hf_config, why = hf_config_for(spec, settings, token, before_fetch=fetching)
+    prepared = prepare_engine(
+        name,
+        spec,
+        catalog_extra=catalog_extra,
+        hf_config=hf_config,
+        node_gpus=_node_gpus(kube, spec, catalog_extra),
+        config_note=f"{why}; {no_token}" if why and no_token else why,
+        namespace=namespace,
+    )
+    generation = int(engine["metadata"].get("generation") or 0)
+    status = engine.get("status") or {}
+    if isinstance(prepared, PreparedEngine):
+        refusal = policy_refusal(kube, settings, namespace, prepared.spec)
+        if refusal is not None:
+            prepared = InvalidEngine(refusal.field, refusal.message, refusal.reason)
+    if not isinstance(prepared, PreparedEngine):
+        obs = EngineObservation(generation, status, None, None, [], _no_queue(settings))
+        decision = decide_invalid(prepared, obs)
+        _write(kube, engine, decision, status_extra={"engineKey": None, "engineKeyShort": None})
         return decision
+    decision = _decide_and_act(
+        kube, settings=settings, engine=engine, prepared=prepared, generation=generation, status=status
+    )
+    # status.usedBy is written by the LLMDeployment controller (one writer per field).
+    _write(kube, engine, decision, status_extra={})
+    if "Queued" in (decision.phase, status.get("phase")):
+        update_build_gauges(kube)
+    return decision
 
 
 def _decide_and_act(
@@ -836,12 +850,18 @@ def engine_changed(*, namespace: str | None, name: str, **_: Any) -> None:
     _retrying(namespace, name)
 
 
-@kopf.timer(
-    GROUP, VERSION, ENGINE_PLURAL, interval=current().resync_seconds, initial_delay=current().resync_seconds
-)
-def engine_resync(*, namespace: str | None, name: str, **_: Any) -> None:
-    """Slow drift correction (children changed or deleted behind the operator's back)."""
-    _retrying(namespace, name)
+@kopf.on.startup()
+async def start_engine_resync(**_: Any) -> None:
+    """Slow drift correction (children changed or deleted behind the operator's back): every
+    LLMEngine re-reconciled once per ``resync_seconds``, spread over the period
+    (:func:`~trtllm_operator.handlers.plumbing.resync_forever`: one loop, not a kopf timer per
+    object — no finalizer). A settled engine costs no request (``cache_first``)."""
+    start_resync(
+        LLM_ENGINE.kind,
+        lambda: indexes.names(LLM_ENGINE),
+        lambda: current().resync_seconds,
+        _retrying,
+    )
 
 
 @kopf.on.event(JOB.group, JOB.version, JOB.plural, labels=BUILDER_LABELS)

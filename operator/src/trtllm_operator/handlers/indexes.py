@@ -25,9 +25,15 @@ by the API server itself. So:
   writing (a cached child with this parent's controller reference and the same rendered hash is
   left alone); serving pods (counts for status); nodes (GPUs per node); whether the
   LeaderWorkerSet CRD is installed;
-* fresh (a GET of the API server), always: the object being reconciled (its status transitions
-  and their Events are decided against the last status written, which a cache may not show yet;
-  a stale copy re-posted Events and met 409s in benchmarks/scale.py); every child about to be
+* the object being reconciled: from its cache, when the cached ``resourceVersion`` is the newest
+  this process wrote or read (:func:`~trtllm_operator.handlers.plumbing.cache_first`), with a
+  client that writes only once that copy is proven current — its own status write conditional on
+  the cached ``resourceVersion`` (the API server refuses it otherwise), any other write after a
+  GET shows the same ``resourceVersion``; else the reconcile starts again on the fresh object. So
+  status transitions and their Events are decided against the last status written (a stale copy
+  re-posted Events and met 409s in benchmarks/scale.py) and a spec the cache does not show yet is
+  never rendered backwards;
+* fresh (a GET of the API server), always: every child about to be
   written (ownership checked on the fresh copy before a patch,
   :func:`~trtllm_operator.handlers.plumbing.apply_owned`; a create goes through
   ``create_or_get``, 409 → read the existing object); deletion guards (``release_claim``: a PVC
@@ -67,6 +73,7 @@ from trtllm_operator.kube.client import (
     JOB,
     LLM_DEPLOYMENT,
     LLM_ENGINE,
+    NETWORK_POLICY,
     PDB,
     POD,
     SERVICE,
@@ -119,6 +126,11 @@ async def cached_services(namespace: str | None, name: str | None, body: kopf.Bo
 
 @kopf.index(PDB.group, PDB.version, PDB.plural, labels=_MANAGED)
 async def cached_pdbs(namespace: str | None, name: str | None, body: kopf.Body, **_: Any) -> Any:
+    return _by_name(namespace, name, body)
+
+
+@kopf.index(NETWORK_POLICY.group, NETWORK_POLICY.version, NETWORK_POLICY.plural, labels=_MANAGED)
+async def cached_network_policies(namespace: str | None, name: str | None, body: kopf.Body, **_: Any) -> Any:
     return _by_name(namespace, name, body)
 
 
@@ -177,6 +189,7 @@ _BY_NAME: dict[Resource, str] = {
     PDB: "cached_pdbs",
     CONFIG_MAP: "cached_configmaps",
     JOB: "cached_jobs",
+    NETWORK_POLICY: "cached_network_policies",
 }
 _ALL = (
     *_BY_NAME.values(),
@@ -221,6 +234,14 @@ def get(kube: Kube, res: Resource, namespace: str, name: str) -> dict[str, Any] 
         return kube.get(res, namespace, name)
     values = list(index.get((namespace, name), ()))  # list(): one step under the GIL
     return copy.deepcopy(values[0]) if values else None
+
+
+def names(res: Resource) -> list[tuple[str, str]]:
+    """(namespace, name) of every object of ``res`` in its watch cache; empty without a cache."""
+    index = _index(_BY_NAME[res]) if res in _BY_NAME else None
+    if index is None:
+        return []
+    return [(str(ns), str(n)) for ns, n in list(index) if ns and n]
 
 
 def serving_pods(kube: Kube, namespace: str, deployment_label: str) -> list[dict[str, Any]]:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import logging
 import threading
 import time
@@ -36,7 +37,7 @@ from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
@@ -47,7 +48,7 @@ from trtllm_operator.decide.compatibility import NodeGPUs, node_gpus
 from trtllm_operator.decide.outcome import Outcome
 from trtllm_operator.decide.ownership import ChildConflict, control_conflict
 from trtllm_operator.handlers import indexes
-from trtllm_operator.kube.client import LLM_ENGINE, PVC, Kube, Resource
+from trtllm_operator.kube.client import LLM_ENGINE, PVC, Kube, ReadOnlyKube, Resource, WriteNeeded
 from trtllm_operator.kube.events import post_event
 from trtllm_operator.kube.status import update_conditions
 from trtllm_operator.render.serving import content_hash
@@ -109,10 +110,143 @@ class Workqueue:
 WORKQUEUE = Workqueue()
 
 
+# ------------------------------------------------------------------------------ resync
+#: The running resync loops (:func:`start_resync`), cancelled by :func:`stop_resyncs`.
+_resync_tasks: list[asyncio.Task[None]] = []
+
+
+async def resync_forever(
+    kind: str,
+    keys: Callable[[], Sequence[tuple[str, str]]],
+    period: Callable[[], float],
+    reconcile: Callable[[str, str], None],
+) -> None:
+    """Re-reconcile every object of ``kind`` once per ``period()`` seconds, one at a time and spread
+    evenly over the period, through :data:`WORKQUEUE` (coalesced with a reconcile already waiting).
+    ``keys()``: the (namespace, name) of every object, from its watch cache.
+
+    One loop per kind instead of a kopf timer per object: kopf puts a finalizer on every object with
+    a timer (kopf 1.45.2 ``kopf/on.py``: ``timer(...)`` registers ``requires_finalizer=True``) — a
+    PATCH when the object is created and another when it is deleted, and deletion of every object
+    blocked on a running operator — and runs one asyncio task per object. Errors are logged and the
+    loop goes on (the next round retries)."""
+    loop = asyncio.get_running_loop()
+    await asyncio.sleep(period())
+    while True:
+        objects = list(keys())
+        if not objects:
+            await asyncio.sleep(period())
+            continue
+        step = period() / len(objects)
+        for namespace, name in objects:
+            started = loop.time()
+            try:
+                await WORKQUEUE.run((kind, namespace, name), functools.partial(reconcile, namespace, name))
+            except Exception as exc:  # a resync must never stop the loop
+                log.warning("resync of %s %s/%s failed: %s", kind, namespace, name, exc)
+            await asyncio.sleep(max(0.0, step - (loop.time() - started)))
+
+
+def start_resync(
+    kind: str,
+    keys: Callable[[], Sequence[tuple[str, str]]],
+    period: Callable[[], float],
+    reconcile: Callable[[str, str], None],
+) -> None:
+    """Start :func:`resync_forever` on the running event loop (from a ``@kopf.on.startup`` handler)."""
+    task = asyncio.get_running_loop().create_task(
+        resync_forever(kind, keys, period, reconcile), name=f"resync {kind}"
+    )
+    _resync_tasks.append(task)
+
+
+async def stop_resyncs() -> None:
+    """Cancel every resync loop (``@kopf.on.cleanup``)."""
+    tasks = list(_resync_tasks)
+    _resync_tasks.clear()
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
 #: The operator's one per-object lock registry. Keys start with the controller's kind of work
 #: (``"LLMEngine"``, ``"LLMDeployment"``, ``"benchmark"``, ``"advisor"``) so that controllers of
 #: different concerns on the same object never wait for each other.
 OBJECT_LOCKS = ObjectLocks()
+
+
+# ------------------------------------------------------------------------------ cache first
+_T = TypeVar("_T")
+
+#: (kind, namespace, name) → the ``resourceVersion`` of the newest copy of the object this process
+#: knows: read fresh from the API server, or returned by its own status write. A watch-cached copy
+#: with another version is either behind this process's own write or ahead of what it last read:
+#: :func:`cache_first` then reads fresh.
+_known_versions: dict[tuple[str, str, str], str] = {}
+
+
+def known_version(res: Resource, namespace: str, name: str, obj: Mapping[str, Any] | None) -> None:
+    """Record ``obj`` (fresh from the API server, or as a write returned it) as the newest copy of
+    the object this process knows; None forgets the object (deleted)."""
+    key = (res.kind, namespace, name)
+    version = None if obj is None else (obj.get("metadata") or {}).get("resourceVersion")
+    if version:
+        _known_versions[key] = str(version)
+    else:
+        _known_versions.pop(key, None)
+
+
+def is_newest(res: Resource, obj: Mapping[str, Any]) -> bool:
+    """Whether ``obj`` (e.g. from a watch cache) carries the newest ``resourceVersion`` this process
+    knows for it (:func:`known_version`), or nothing is known."""
+    meta = obj.get("metadata") or {}
+    known = _known_versions.get((res.kind, str(meta.get("namespace")), str(meta.get("name"))))
+    return known is None or known == meta.get("resourceVersion")
+
+
+def cache_first(
+    kube: Kube,
+    res: Resource,
+    namespace: str,
+    name: str,
+    run: Callable[[Kube, dict[str, Any] | None], _T],
+) -> _T:
+    """Run a reconcile ``run(kube, obj)`` on the watch-cached copy of its object, with a client that
+    lets a write through only once that copy is known to be the current object
+    (:class:`~trtllm_operator.kube.client.ReadOnlyKube`): its own status write conditional on the
+    cached ``resourceVersion`` (and the Events after it), or any other write after a fresh GET
+    shows the same ``resourceVersion``. When the copy turns out not to be current (that GET shows
+    another version, the status write meets a 409), the reconcile runs again on the fresh object
+    with the real client.
+
+    So a reconcile that finds everything as it should be costs no request for its object (a
+    resync, a replayed watch event, a restart), one that only moves the status costs its PATCH, and
+    every other write is decided on a copy verified current before the first write (no later than
+    the GET at the start it replaces): a spec change the cache does not show yet is never rendered
+    backwards, and status transitions and their Events are decided against the status the API
+    server holds. The cached copy is used only when its ``resourceVersion`` is the newest this
+    process knows of (:func:`known_version`: its own last status write or fresh read), so a cache
+    still behind the operator's own write — where "nothing to do" could be a stale answer — is never
+    trusted; without a cache (no running operator) the object is read fresh at once."""
+    if indexes.cached(res):
+        cached = indexes.get(kube, res, namespace, name)
+        known = _known_versions.get((res.kind, namespace, name))
+        version = None if cached is None else cached["metadata"].get("resourceVersion")
+        if cached is not None and (known is None or known == version):
+            probe = ReadOnlyKube(kube, (res, namespace, name), cached)
+            try:
+                result = run(probe, cached)
+            except WriteNeeded:
+                pass
+            else:
+                if not probe.wanted:
+                    return result
+            finally:
+                if probe.fresh is not None:
+                    known_version(res, namespace, name, probe.fresh)
+    obj = kube.get(res, namespace, name)
+    known_version(res, namespace, name, obj)
+    return run(kube, obj)
 
 
 # ------------------------------------------------------------------------------ children
@@ -174,6 +308,8 @@ def read_children(
         meta = manifest["metadata"]
         live = indexes.get(kube, res, meta["namespace"], meta["name"])
         if live is None and indexes.cached(res):
+            if isinstance(kube, ReadOnlyKube) and not kube.confirm():  # a create is due
+                raise WriteNeeded(f"create {res.kind} {meta['name']}: the cached parent is not current")
             live = kube.get(res, meta["namespace"], meta["name"])
         lives.append(live)
         if conflict is None and live is not None:
@@ -346,7 +482,7 @@ def write_outcome(
     :func:`~trtllm_operator.kube.status.update_conditions` (merge by type, 409 retry, no write when
     nothing changes), then post each of its Events."""
     meta = obj["metadata"]
-    update_conditions(
+    written = update_conditions(
         kube,
         res,
         meta["namespace"],
@@ -355,6 +491,8 @@ def write_outcome(
         status={**outcome.status, **(status_extra or {})},
         current=obj,  # as the reconcile read it: the write is conditional on its resourceVersion
     )
+    if written is not None:
+        known_version(res, meta["namespace"], meta["name"], written)  # the newest this process knows
     for event in outcome.all_events():
         post_event(kube, obj, event.reason, event.message, type_=event.type)
 

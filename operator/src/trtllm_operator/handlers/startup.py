@@ -9,8 +9,12 @@ Applied once per operator start (``@kopf.on.startup``) from :func:`trtllm_operat
   (``last-handled-configuration``) is one PATCH per object when it is created and when its spec
   changes — kopf needs it to tell creation, update and resume apart across restarts, so it stays;
   progress records cost nothing while every handler of a cause succeeds in one cycle (the operator
-  runs kopf with ``lifecycles.all_at_once``, commands/run.py) and one PATCH per retry otherwise.
-  Status storage would not save a write (it is a PATCH of the status subresource instead).
+  runs kopf with ``lifecycles.all_at_once``, commands/run.py; kopf applies a cycle's progress,
+  purge and diff-base in one PATCH) and one PATCH per retry otherwise. Status storage would not
+  save a write (it is a PATCH of the status subresource instead). kopf's finalizer is added only
+  where a handler needs one (a timer, a non-optional delete handler): the drift resyncs are loops
+  (``plumbing.resync_forever``), not per-object timers, so a plain LLMEngine or LLMDeployment
+  carries none (docs/reliability.md "kopf's writes").
 * synchronous handlers run on :class:`TimedThreadPool` (:data:`HANDLER_THREADS` threads), which
   times how long each waited for a thread; kopf waits up to 30 s for the watch event of its own
   bookkeeping patch (``persistence.consistency_timeout``).
@@ -34,7 +38,7 @@ from typing import Any, TypeVar
 import kopf
 
 from trtllm_operator.api.wire import KOPF_ANNOTATION_PREFIX
-from trtllm_operator.handlers.plumbing import WORKQUEUE
+from trtllm_operator.handlers.plumbing import WORKQUEUE, stop_resyncs
 from trtllm_operator.kube import default_kube
 from trtllm_operator.kube.client import CONNECTIONS
 from trtllm_operator.logging import redact_kopf_events
@@ -98,6 +102,12 @@ def configure_kopf(settings: kopf.OperatorSettings, **_: Any) -> None:
     # Watching listed namespaces: serve exactly those (no namespace listing/watching, which would
     # need cluster-wide RBAC on namespaces; the chart grants none in namespaced mode).
     settings.scanning.disabled = not ours.clusterwide
+
+
+@kopf.on.cleanup()
+async def stop_resync_loops(**_: Any) -> None:
+    """Stop the controllers' drift loops (:func:`~trtllm_operator.handlers.plumbing.start_resync`)."""
+    await stop_resyncs()
 
 
 @kopf.on.login()

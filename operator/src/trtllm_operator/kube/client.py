@@ -394,6 +394,112 @@ class Kube:
         return True
 
 
+class WriteNeeded(Exception):  # noqa: N818 - a signal, not an error
+    """A :class:`ReadOnlyKube` was asked to write: the caller decided on a cached copy and must
+    decide again on a fresh one before anything is written."""
+
+
+class ReadOnlyKube(Kube):
+    """A :class:`Kube` for a reconcile that decided on the watch-cached copy ``cached`` of its own
+    object ``own`` (resource, namespace, name). It reads like its parent; a write goes through only
+    once the cached copy is known to be the current object:
+
+    * the status write of ``own`` conditional on the cached ``resourceVersion``: the API server
+      accepts it only if the cached copy *is* the current object (same spec, same previous status,
+      so the same transitions); Events after it;
+    * any other write first reads ``own`` fresh (:meth:`confirm`): the same ``resourceVersion`` as
+      the cached copy — every decision so far was made on the current object, and from then on this
+      client writes like its parent (the same guarantee as a GET at the start, taken later);
+      another one — :class:`WriteNeeded` (also recorded in :attr:`wanted`, so a caller that swallowed
+      the exception still sees it), and the caller starts again on a fresh GET.
+
+    So a reconcile that finds nothing to write costs no request for its object, one that only moves
+    its status costs its PATCH, and one that writes children costs the GET it always cost — with
+    the decisions computed once (:func:`trtllm_operator.handlers.plumbing.cache_first`)."""
+
+    def __init__(self, parent: Kube, own: tuple[Resource, str, str], cached: Mapping[str, Any]) -> None:
+        super().__init__(parent.api_client, parent.field_manager)
+        self._apis = parent._apis
+        self.own = own
+        self.version = (cached.get("metadata") or {}).get("resourceVersion")
+        self.wanted = False
+        self.status_written = False
+        #: ``own`` as read by :meth:`confirm` (None: not read).
+        self.fresh: dict[str, Any] | None = None
+        self.live = False
+
+    def confirm(self) -> bool:
+        """Whether the cached copy is the current object (read fresh once); from a True answer on,
+        every write goes through. False marks :attr:`wanted`."""
+        if not self.live and self.fresh is None and self.version:
+            res, namespace, name = self.own
+            self.fresh = self.get(res, namespace, name)
+            self.live = (
+                self.fresh is not None and self.fresh["metadata"].get("resourceVersion") == self.version
+            )
+        if not self.live:
+            self.wanted = True
+        return self.live
+
+    def _refuse(self, verb: str, res: Resource, name: str) -> WriteNeeded:
+        self.wanted = True
+        return WriteNeeded(f"{verb} {res.kind} {name}: the cached {self.own[0].kind} is not current")
+
+    def create(self, res: Resource, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        if (res == EVENT and self.status_written) or self.confirm():
+            return super().create(res, namespace, body)
+        raise self._refuse("create", res, str((body.get("metadata") or {}).get("name")))
+
+    def create_or_get(
+        self, res: Resource, namespace: str, body: Mapping[str, Any], *, read_first: bool = True
+    ) -> tuple[dict[str, Any], bool]:
+        if self.confirm():
+            return super().create_or_get(res, namespace, body, read_first=read_first)
+        raise self._refuse("create", res, str((body.get("metadata") or {}).get("name")))
+
+    def patch(
+        self,
+        res: Resource,
+        namespace: str,
+        name: str,
+        body: Mapping[str, Any] | JsonPatch,
+        *,
+        subresource: str | None = None,
+        content_type: str = MERGE_PATCH,
+    ) -> dict[str, Any]:
+        if self.live:
+            return super().patch(
+                res, namespace, name, body, subresource=subresource, content_type=content_type
+            )
+        version = (body.get("metadata") or {}).get("resourceVersion") if isinstance(body, Mapping) else None
+        if (
+            subresource == "status"
+            and self.own == (res, namespace, name)
+            and version
+            and version == self.version
+        ):
+            try:
+                out = super().patch(
+                    res, namespace, name, body, subresource=subresource, content_type=content_type
+                )
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+                raise self._refuse("patch", res, name) from exc  # the cached copy was not current
+            self.status_written = True
+            return out
+        if self.confirm():
+            return super().patch(
+                res, namespace, name, body, subresource=subresource, content_type=content_type
+            )
+        raise self._refuse("patch", res, name)
+
+    def delete(self, res: Resource, namespace: str, name: str, *, propagation: str = "Background") -> bool:
+        if self.confirm():
+            return super().delete(res, namespace, name, propagation=propagation)
+        raise self._refuse("delete", res, name)
+
+
 _default: Kube | None = None
 _default_lock = threading.Lock()
 

@@ -1,0 +1,79 @@
+"""Issue #20: the reconcile's read-only first pass and the drift loop (handlers/plumbing.py)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from kubernetes import client
+
+from trtllm_operator.handlers import plumbing
+from trtllm_operator.kube.client import DEPLOYMENT, EVENT, LLM_DEPLOYMENT, Kube, ReadOnlyKube, WriteNeeded
+
+
+def _unreachable_kube() -> Kube:
+    cfg = client.Configuration()
+    cfg.host = "https://127.0.0.1:9"  # discard port: a request that were sent would fail, not hang
+    return Kube(client.ApiClient(cfg))
+
+
+def test_read_only_kube_refuses_every_write_it_cannot_prove_current_and_marks_it() -> None:
+    # A cached copy without a resourceVersion can never be confirmed current: no request is sent.
+    probe = ReadOnlyKube(_unreachable_kube(), (LLM_DEPLOYMENT, "ns", "chat"), {"metadata": {}})
+    manifest = {"metadata": {"name": "chat", "namespace": "ns"}}
+    writes = [
+        lambda: probe.create(DEPLOYMENT, "ns", manifest),
+        lambda: probe.create_or_get(DEPLOYMENT, "ns", manifest),
+        lambda: probe.patch(DEPLOYMENT, "ns", "chat", {"spec": {}}),
+        lambda: probe.delete(DEPLOYMENT, "ns", "chat"),
+        # its own status, but not conditional on the cached resourceVersion: refused
+        lambda: probe.patch(LLM_DEPLOYMENT, "ns", "chat", {"status": {}}, subresource="status"),
+        # another object's status, conditional: refused
+        lambda: probe.patch(
+            LLM_DEPLOYMENT,
+            "ns",
+            "other",
+            {"metadata": {"resourceVersion": "1"}, "status": {}},
+            subresource="status",
+        ),
+        # an Event before its status was written: refused
+        lambda: probe.create(EVENT, "ns", {"metadata": {"generateName": "chat."}}),
+    ]
+    for write in writes:
+        probe.wanted = False
+        with pytest.raises(WriteNeeded):
+            write()
+        assert probe.wanted and not probe.live and probe.fresh is None
+
+
+def test_a_cached_copy_is_trusted_only_at_the_newest_known_version() -> None:
+    obj = {"metadata": {"namespace": "ns", "name": "x", "resourceVersion": "5"}}
+    plumbing.known_version(LLM_DEPLOYMENT, "ns", "x", None)
+    assert plumbing.is_newest(LLM_DEPLOYMENT, obj)  # nothing known yet
+    plumbing.known_version(LLM_DEPLOYMENT, "ns", "x", {"metadata": {"resourceVersion": "7"}})
+    assert not plumbing.is_newest(LLM_DEPLOYMENT, obj)  # behind the operator's own write
+    plumbing.known_version(LLM_DEPLOYMENT, "ns", "x", obj)
+    assert plumbing.is_newest(LLM_DEPLOYMENT, obj)
+    plumbing.known_version(LLM_DEPLOYMENT, "ns", "x", None)  # deleted: forgotten
+
+
+def test_the_drift_loop_visits_every_object_in_turn_and_survives_errors() -> None:
+    seen: list[tuple[str, str]] = []
+
+    def reconcile(namespace: str, name: str) -> None:
+        seen.append((namespace, name))
+        if name == "b":
+            raise RuntimeError("API down")
+
+    async def run() -> None:
+        keys = [("ns", "a"), ("ns", "b"), ("ns", "c")]
+        task = asyncio.create_task(plumbing.resync_forever("test", lambda: keys, lambda: 0.01, reconcile))
+        deadline = asyncio.get_running_loop().time() + 60  # a bound for a loaded machine, not a goal
+        while len(seen) < 6 and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(run())
+    # b's error did not stop the loop; every round visits every object, in order
+    assert seen[:6] == [("ns", "a"), ("ns", "b"), ("ns", "c")] * 2
