@@ -115,6 +115,14 @@ EXPECTED: dict[str, Any] = {
         "observedGeneration",
     },
     "deployment_status": {"engineKey", "conditions", "observedGeneration", "updatedReplicas"},
+    # Successful PATCHes of each object itself (not status), all kopf's finalizer
+    # ``kopf.zalando.org/KopfFinalizerMarker`` (docs/reliability.md, "kopf's writes", #20 scale2): the
+    # previous release put it on every object (a kopf timer per object); this one has none on a plain
+    # object, so its first start removes it once per object; a running build has a progress timer, so
+    # the rebuild adds it at the build's start and removes it at its end: 3 per engine with a key
+    # change, 1 per LLMDeployment. A 422 (kopf's resourceVersion test raced a status write) is retried
+    # and not counted. Afterwards no object carries it.
+    "object_patches": {"llmengines": 3, "llmdeployments": 1},
     # Where a rebuilt engine's artifact lies (status.artifact.uri, before its key): S3 artifact roots
     # end in the engine's namespace since issue 24 (decide/storage.py, StorageLocation.artifact_root);
     # the previous release's were the bare bucket/prefix of the spec (an_engine: s3://engines/cache).
@@ -152,9 +160,12 @@ EXPECTED: dict[str, Any] = {
     # log, by its ServiceAccount): the rebuild (Job, its build-spec ConfigMap, the new key's cache
     # entry, engine status) and the rollouts (model repository ConfigMaps, Deployments, deployment
     # status); and, from issue 24 item 5, per LLMDeployment: its credentials Secret (Triton admin key),
-    # its NetworkPolicy, and its Service without the metrics port (client ports only). Nothing else —
-    # no PodDisruptionBudget or spec write, no delete.
+    # its NetworkPolicy, and its Service without the metrics port (client ports only); and kopf's
+    # finalizer patches of the objects themselves (``object_patches``). Nothing else — no
+    # PodDisruptionBudget or spec write, no delete.
     "operator_writes": {
+        ("patch", "llmengines", ""),
+        ("patch", "llmdeployments", ""),
         ("create", "secrets", ""),
         ("create", "networkpolicies", ""),
         ("patch", "services", ""),
@@ -535,6 +546,24 @@ def test_children_kept_and_written_only_as_required(upgraded: Upgraded) -> None:
     )
     assert set(writes) == EXPECTED["operator_writes"], dict(writes)
     assert writes[("create", "jobs", "")] == (len(u.served) if EXPECTED["engine_keys_change"] else 0), writes
+    patched = Counter(
+        (e["objectRef"]["resource"], e["objectRef"]["name"])
+        for e in u.events
+        if e.get("user", {}).get("username") == u.service_account_user
+        and e["verb"] == "patch"
+        and e["objectRef"].get("resource") in EXPECTED["object_patches"]
+        and not e["objectRef"].get("subresource")
+        and e["objectRef"].get("namespace") == u.api.ns
+        and e.get("responseStatus", {}).get("code", 0) < 400
+    )
+    names = {"llmengines": u.served, "llmdeployments": set(FLEET)}
+    assert patched == Counter({(r, n): c for r, c in EXPECTED["object_patches"].items() for n in names[r]}), (
+        patched
+    )
+    finalized = {
+        n: o["metadata"].get("finalizers") for k in ("engines", "deployments") for n, o in u.after[k].items()
+    }
+    assert not any(finalized.values()), finalized
     once_per_deployment = {
         w for w in EXPECTED["operator_writes"] if w[1] in ("secrets", "networkpolicies", "services")
     }
