@@ -21,26 +21,13 @@ gets the tail of the operator log as a report section.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import time
-import urllib.request
 from collections.abc import Generator, Iterator
 
 import pytest
-from e2e_harness import (
-    CHART,
-    RELEASE,
-    Installed,
-    container_command,
-    helm_values,
-    hub_repos,
-    token_kubeconfig,
-)
+from e2e_harness import CHART, RELEASE, Installed, helm_values, hub_repos, start_operator
 from kubernetes import client
 from support.cluster import LocalCluster
 from support.hub import LocalHub, local_hub
-from support.ports import free_port
 
 LOG_TAIL_LINES = 80
 LOG_LINE_CHARS = 600  # debug lines carry whole objects
@@ -66,7 +53,6 @@ def installed(
     """
     work = tmp_path_factory.mktemp("e2e")
     core = client.CoreV1Api(cluster.api)
-    apps = client.AppsV1Api(cluster.api)
     op_ns = cluster.create_namespace("e2e-op")
     ns = cluster.create_namespace("e2e")
     core.patch_namespace(
@@ -112,40 +98,7 @@ def installed(
         handle.helm_output = proc.stdout + proc.stderr
         assert proc.returncode == 0, f"helm install failed:\n{handle.helm_output}"
 
-        token = cluster.kubectl(
-            "create", "token", handle.service_account, "-n", op_ns, "--duration", "1h"
-        ).stdout.strip()
-        assert token.count(".") == 2, "kubectl create token did not return a JWT"
-        token_kubeconfig(cluster, token, handle.kubeconfig)
-
-        deployment = apps.read_namespaced_deployment(f"{RELEASE}-trtllm-operator", op_ns)
-        # the operator process binds both itself: support.ports.free_port's residual race
-        handle.liveness_port, handle.metrics_port = free_port(), free_port()
-        argv, container_env = container_command(deployment, op_ns, handle.liveness_port, handle.metrics_port)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TRTLLM_OPERATOR_")}
-        env.pop("KUBECONFIG", None)
-        env.update(container_env)
-        env["KUBECONFIG"] = str(handle.kubeconfig)
-        env["HOME"] = str(work)  # no ~/.kube/config fallback to admin credentials
-        with open(handle.log_path, "wb") as out:
-            handle.proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=work)
-        url = f"http://127.0.0.1:{handle.liveness_port}/healthz"
-
-        def healthy() -> bool:
-            if not handle.alive():
-                code = handle.proc.returncode if handle.proc else None
-                raise AssertionError(f"the operator exited ({code}):\n{handle.log()[-4000:]}")
-            try:
-                with urllib.request.urlopen(url, timeout=2) as resp:
-                    return bool(resp.status == 200)
-            except OSError:
-                return False
-
-        deadline = time.monotonic() + 60
-        while not healthy():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"the operator was not healthy within 60 s:\n{handle.log()[-4000:]}")
-            time.sleep(0.3)
+        start_operator(handle, work)
         yield handle
     finally:
         handle.stop()

@@ -8,14 +8,18 @@ import os
 import signal
 import subprocess
 import sys
+import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+from kubernetes import client
 from support.cluster import LocalCluster
 from support.hub import HubRepo, LocalHub
 from support.operator import HF_CONFIG_DIR
+from support.ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHART = REPO_ROOT / "charts" / "trtllm-operator"
@@ -107,12 +111,13 @@ def token_kubeconfig(cluster: LocalCluster, token: str, path: Path) -> Path:
 
 
 def container_command(
-    deployment: Any, pod_namespace: str, liveness_port: int, metrics_port: int
+    deployment: Any, pod_namespace: str, liveness_port: int, metrics_port: int, python: str = sys.executable
 ) -> tuple[list[str], dict[str, str]]:
     """The operator container's args and env (from the installed Deployment) as a local command.
 
     ``fieldRef: metadata.namespace`` becomes ``pod_namespace``; the liveness flag and the metrics
-    variable get the free local ports (several test sessions share this machine's ports).
+    variable get the free local ports (several test sessions share this machine's ports). ``python``:
+    the interpreter whose ``trtllm_operator`` runs (another release's virtualenv in test_upgrade.py).
     """
     (container,) = deployment.spec.template.spec.containers
     args = [
@@ -129,7 +134,7 @@ def container_command(
         else:
             raise AssertionError(f"unsupported env source in the chart: {var}")
     env["TRTLLM_OPERATOR_METRICS_PORT"] = str(metrics_port)
-    return [sys.executable, "-m", "trtllm_operator.cli", *args], env
+    return [python, "-m", "trtllm_operator.cli", *args], env
 
 
 def hub_repos() -> dict[str, HubRepo]:
@@ -153,3 +158,88 @@ def helm_values(namespace: str, hub_url: str) -> str:
         "policy": {"allowedS3Endpoints": ["http://minio.storage.svc:9000"]},
     }
     return yaml.safe_dump(values)
+
+
+def start_operator(handle: Installed, work: Path, python: str = sys.executable) -> None:
+    """Run the installed release's operator locally as its ServiceAccount, until healthy.
+
+    A token for the chart's ServiceAccount (``kubectl create token``, TokenRequest) in a kubeconfig of
+    its own (``handle.kubeconfig``), then ``python -m trtllm_operator.cli`` with the installed
+    Deployment's ``args`` and ``env`` (read back from the API server), only the two listening ports
+    moved to free local ports; ready when its liveness endpoint (the chart's probe) answers. Fails
+    with the operator log when it exits or is not healthy within 60 s.
+    """
+    cluster, op_ns = handle.cluster, handle.operator_namespace
+    token = cluster.kubectl(
+        "create", "token", handle.service_account, "-n", op_ns, "--duration", "1h"
+    ).stdout.strip()
+    assert token.count(".") == 2, "kubectl create token did not return a JWT"
+    token_kubeconfig(cluster, token, handle.kubeconfig)
+    deployment = client.AppsV1Api(cluster.api).read_namespaced_deployment(handle.service_account, op_ns)
+    # the operator process binds both itself: support.ports.free_port's residual race
+    handle.liveness_port, handle.metrics_port = free_port(), free_port()
+    argv, container_env = container_command(
+        deployment, op_ns, handle.liveness_port, handle.metrics_port, python=python
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRTLLM_OPERATOR_")}
+    env.pop("KUBECONFIG", None)
+    env.update(container_env)
+    env["KUBECONFIG"] = str(handle.kubeconfig)
+    env["HOME"] = str(work)  # no ~/.kube/config fallback to admin credentials
+    with open(handle.log_path, "ab") as out:
+        handle.proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=work)
+    url = f"http://127.0.0.1:{handle.liveness_port}/healthz"
+
+    def healthy() -> bool:
+        if not handle.alive():
+            code = handle.proc.returncode if handle.proc else None
+            raise AssertionError(f"the operator exited ({code}):\n{handle.log()[-4000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                return bool(resp.status == 200)
+        except OSError:
+            return False
+
+    deadline = time.monotonic() + 60
+    while not healthy():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the operator was not healthy within 60 s:\n{handle.log()[-4000:]}")
+        time.sleep(0.3)
+
+
+#: The release an upgrade starts from (test_upgrade.py): the commit of the last landed main, since
+#: the project has no release tags yet. Bumped at each release — set it to the commit just released
+#: (``git rev-parse main``) and update test_upgrade.py's ``EXPECTED`` from the diff of the two
+#: releases (docs/install.md, "Upgrade"). The full id, so that no later commit can shadow it.
+PREVIOUS_RELEASE = "3898a0c46fe698e6dbcf90e262af8ba5b29d827a"
+
+
+def release_tree(commit: str, dest: Path) -> Path:
+    """The tree of ``commit`` (``git archive`` of this repository's history) in ``dest``, with its
+    own virtualenv made by its own hack/venv.sh (``dest/.venv``; the shared uv cache makes it
+    seconds). Fails naming the fix when the history lacks the commit (a shallow clone)."""
+    found = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "cat-file", "-e", f"{commit}^{{commit}}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert found.returncode == 0, (
+        f"commit {commit} (the previous release) is not in this clone's history: {found.stderr.strip()}"
+        " — fetch it (git fetch --unshallow, or clone without --depth)"
+    )
+    dest.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.Popen(["git", "-C", str(REPO_ROOT), "archive", commit], stdout=subprocess.PIPE)
+    subprocess.run(["tar", "-x", "-C", str(dest)], stdin=archive.stdout, check=True)
+    assert archive.wait(60) == 0, f"git archive {commit} failed"
+    venv = subprocess.run(
+        [str(dest / "hack" / "venv.sh")],
+        cwd=dest,
+        env={**os.environ, "VENV": ".venv"},
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert venv.returncode == 0, f"the virtualenv of {commit} failed:\n{venv.stderr[-4000:]}"
+    return dest

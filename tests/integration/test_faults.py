@@ -15,6 +15,9 @@
 * **Builder disruption** — the node of a running builder pod is drained (cordon + Eviction API): the
   Job's podFailurePolicy ignores the DisruptionTarget failure (backoffLimit 0 notwithstanding) and
   runs the build on another node; the engine becomes Ready from the one Job.
+* **Quiet when settled** — a settled LLMDeployment's reconciles write nothing; the operator SIGKILLed
+  and restarted with ``SCALE`` LLMEngines + ``SCALE`` LLMDeployments converged resumes every one of
+  them without a single write (children, statuses, kopf's own annotations).
 
 Seeds: ``SEED`` (module constant) drives every random choice; a failure prints the kill schedule.
 """
@@ -41,10 +44,19 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from localcluster import ControlPlane, add_gpu_nodes, find_bin_dir, wait_nodes_ready
 from prometheus_client.parser import text_string_to_metric_families
+from support.artifacts import cache_artifact, prebound_artifact_pvc
 from support.cluster import LocalCluster
 from support.deployments import DeploymentApi
-from support.manifests import EngineBuilder, a_deployment, an_engine, create_token_secret, success_report
-from support.operator import fast_settings, running_operator
+from support.manifests import (
+    H100,
+    EngineBuilder,
+    a_cached_engine,
+    a_deployment,
+    an_engine,
+    create_token_secret,
+    success_report,
+)
+from support.operator import fast_settings, operator_process, running_operator
 from support.wait import wait_for
 
 from trtllm_operator.api import ENGINE_PLURAL, GROUP, VERSION
@@ -132,15 +144,7 @@ class Zygote:
 
 # ----------------------------------------------------------------------------- cluster helpers
 class Api(DeploymentApi):
-    """The shared custom-object wrapper plus Jobs, listing and merge patches."""
-
-    def __init__(self, cluster: LocalCluster, ns: str) -> None:
-        super().__init__(cluster, ns)
-        self.batch = client.BatchV1Api(cluster.api)
-
-    def items(self, plural: str) -> list[dict[str, Any]]:
-        listing = self.custom.list_namespaced_custom_object(GROUP, VERSION, self.ns, plural)
-        return list(listing["items"])
+    """The shared custom-object wrapper plus merge patches."""
 
     def patch(self, plural: str, name: str, body: dict[str, Any]) -> None:
         self.custom.patch_namespaced_custom_object(
@@ -541,3 +545,130 @@ def test_reconciling_a_settled_deployment_writes_nothing(cluster: LocalCluster, 
         and not e.get("userAgent", "").startswith(COMPONENT_AGENTS)
     ]
     assert writes == [], f"a settled LLMDeployment's children were written: {writes}"
+
+
+# ----------------------------------------------------------------------------- restart at scale
+SCALE = 100  # LLMEngines, and as many LLMDeployments (one replica each)
+SCALE_KEYS = 10  # distinct engine keys among them, each in the engine cache (no builder Job)
+KOPF_DIFFBASE = "kopf.trtllm-operator.dev/last-handled-configuration"
+RESTART_SETTLE_SECONDS = 10.0  # writes are still counted this long after every object resumed
+
+
+def resumed(log: str, namespace: str) -> set[str]:
+    """Objects kopf has resumed in ``log`` (its "Resuming is processed" message, logged once every
+    resume handler of an object is done; kopf 1.45.2 kopf/_core/actions/processing.py)."""
+    marker = f"[{namespace}/"
+    return {
+        line.split(marker, 1)[1].split("]", 1)[0]
+        for line in log.splitlines()
+        if "Resuming is processed" in line and marker in line
+    }
+
+
+@pytest.fixture
+def scale_nodes(cluster: LocalCluster, namespace: str) -> Iterator[list[str]]:
+    """Enough kwok H100 nodes for one serving GPU per LLMDeployment (8 GPUs each)."""
+    names = add_gpu_nodes(cluster.api, -(-SCALE // 8), product=H100, gpus=8, prefix=f"restart-{namespace}")
+    wait_nodes_ready(cluster.api, names)
+    yield names
+    core = client.CoreV1Api(cluster.api)
+    for n in names:
+        try:
+            core.delete_node(n)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+
+def test_restart_at_scale_writes_nothing(
+    cluster: LocalCluster, api: Api, scale_nodes: list[str], tmp_path: Path
+) -> None:
+    """``SCALE`` + ``SCALE`` converged objects; the operator SIGKILLed and a new one started: it resumes
+    every object (kopf's resume handlers reconcile each once) and makes no POST/PUT/PATCH/DELETE in
+    the namespace — no child, no status, no kopf annotation — as the API server's audit log records
+    every write request. The production resync period (300 s) keeps timers out of the window;
+    test_reconciling_a_settled_deployment_writes_nothing covers those."""
+    prebound_artifact_pvc(api.core, api.ns)
+    engines = [a_cached_engine(f"e-{i}", max_batch_size=8 * (i % SCALE_KEYS + 1)) for i in range(SCALE)]
+    for body in engines[:SCALE_KEYS]:  # one cache entry per key, as `cache import` records it
+        cache_artifact(api.core, api.ns, body)
+    mark = cluster.audit_mark()
+    for i, body in enumerate(engines):
+        api.create(ENGINE_PLURAL, body)
+        api.create(DEPLOYMENTS, a_deployment(f"d-{i}", f"e-{i}", replicas=1))
+    created = [
+        e
+        for e in cluster.audit_events(mark)
+        if e["verb"] == "create" and e["objectRef"].get("namespace") == api.ns
+        and e["objectRef"].get("resource") in (ENGINE_PLURAL, DEPLOYMENTS)
+    ]  # fmt: skip
+    assert len(created) == 2 * SCALE, "the audit log must show the test's own creations"  # the log works
+    settings = {"resync_seconds": 300.0}
+
+    def converged() -> bool:
+        for e in api.items(ENGINE_PLURAL):
+            if (e.get("status") or {}).get("phase") != "Ready":
+                return False
+        for d in api.items(DEPLOYMENTS):
+            s = d.get("status") or {}
+            if s.get("phase") != "Ready" or s.get("readyReplicas") != 1:
+                return False
+        # kopf has finished every creation (its diff-base annotation is written last)
+        return all(
+            KOPF_DIFFBASE in (o["metadata"].get("annotations") or {})
+            for plural in (ENGINE_PLURAL, DEPLOYMENTS)
+            for o in api.items(plural)
+        )
+
+    started = time.monotonic()
+    with operator_process(cluster, [api.ns], tmp_path / "operator-1.log", **settings) as first:
+        wait_for(converged, timeout=600, interval=2.0, desc=f"{SCALE} + {SCALE} objects converged")
+        converge_s = time.monotonic() - started
+        first.kill()
+    jobs = api.batch.list_namespaced_job(api.ns).items
+    assert jobs == [], "served from the engine cache: no builder Job"
+    before = {
+        f"{p}/{o['metadata']['name']}": o["metadata"]["resourceVersion"]
+        for p in (ENGINE_PLURAL, DEPLOYMENTS)
+        for o in api.items(p)
+    }
+
+    mark = cluster.audit_mark()
+    restarted = time.monotonic()
+    log_path = tmp_path / "operator-2.log"
+    with operator_process(cluster, [api.ns], log_path, **settings) as second:
+        wait_for(
+            lambda: len(resumed(second.log(), api.ns)) >= 2 * SCALE,
+            timeout=600,
+            interval=1.0,
+            desc=f"the restarted operator resumed all {2 * SCALE} objects",
+        )
+        resume_s = time.monotonic() - restarted
+        wait_for(
+            lambda: time.monotonic() - restarted >= resume_s + RESTART_SETTLE_SECONDS,
+            timeout=RESTART_SETTLE_SECONDS + 1,
+            desc="the settle window",
+        )
+        events = cluster.audit_events(mark)
+        log = second.log()
+    writes = Counter(
+        f"{e['verb']} {e['objectRef'].get('resource')}"
+        + (f"/{e['objectRef']['subresource']}" if e["objectRef"].get("subresource") else "")
+        + f" by {e.get('userAgent', '')!r}"
+        for e in events
+        if e["verb"] in WRITE_VERBS
+        and e["objectRef"].get("namespace") == api.ns
+        and not e.get("userAgent", "").startswith(COMPONENT_AGENTS)
+    )
+    assert not writes, f"the restarted operator wrote: {dict(writes)}"
+    after = {
+        f"{p}/{o['metadata']['name']}": o["metadata"]["resourceVersion"]
+        for p in (ENGINE_PLURAL, DEPLOYMENTS)
+        for o in api.items(p)
+    }
+    assert after == before, "LLMEngine/LLMDeployment objects changed"
+    assert "Traceback" not in log, log[-4000:]
+    print(
+        f"\n[faults] restart at scale: {SCALE} + {SCALE} converged in {converge_s:.0f} s; the restarted"
+        f" operator resumed them in {resume_s:.0f} s, 0 writes"
+    )

@@ -19,13 +19,18 @@ SELECTOR = "llm.trtllm-operator.dev/deployment={}"
 
 
 class DeploymentApi:
-    """Custom objects, pods and the engine cache of one namespace, for LLMDeployment tests."""
+    """Custom objects, pods, Jobs and the engine cache of one namespace, for LLMDeployment tests."""
 
     def __init__(self, cluster: LocalCluster, ns: str) -> None:
         self.ns = ns
         self.core = client.CoreV1Api(cluster.api)
         self.apps = client.AppsV1Api(cluster.api)
+        self.batch = client.BatchV1Api(cluster.api)
         self.custom = client.CustomObjectsApi(cluster.api)
+
+    def items(self, plural: str) -> list[dict[str, Any]]:
+        listing = self.custom.list_namespaced_custom_object(GROUP, VERSION, self.ns, plural)
+        return list(listing["items"])
 
     def create(self, plural: str, body: dict[str, Any]) -> None:
         self.custom.create_namespaced_custom_object(GROUP, VERSION, self.ns, plural, body)

@@ -191,11 +191,11 @@ def success_report(prepared: PreparedEngine) -> dict[str, Any]:
     )
 
 
-def create_token_secret(core: client.CoreV1Api, namespace: str) -> None:
-    """The Hugging Face token Secret ``an_engine`` references (``hf``/``token``), labelled usable by
-    LLM resources — without the label the operator refuses it (reason ``SecretNotAllowed``)."""
+def create_token_secret(core: client.CoreV1Api, namespace: str, token: str = "hf_x") -> None:
+    """The Hugging Face token Secret ``an_engine`` references (``hf``/``token``: ``token``), labelled
+    usable by LLM resources — without the label the operator refuses it (reason ``SecretNotAllowed``)."""
     marked = {"name": "hf", "labels": {LABEL_SECRET_USABLE: "true"}}
-    core.create_namespaced_secret(namespace, {"metadata": marked, "stringData": {"token": "hf_x"}})
+    core.create_namespaced_secret(namespace, {"metadata": marked, "stringData": {"token": token}})
 
 
 def a_cached_engine(

@@ -178,3 +178,33 @@ def test_the_operator_refuses_what_the_builder_would_refuse(
     assert isinstance(invalid, InvalidEngine), invalid
     assert invalid.field == "spec.quantization.calibration.numSamples"
     assert fragment in invalid.message
+
+
+#: What the previous release's CRD stored in an LLMEngine created without a calibration, written out
+#: from that CRD (``git show 3898a0c:crds/llm.trtllm-operator.dev_llmengines.yaml``,
+#: ``spec.quantization.default.calibration``), not taken from the operator's constant.
+PREVIOUS_RELEASE_STORED = {"dataset": "bundled", "numSamples": 512, "batchSize": 1, "maxSeqLength": 512}
+
+
+@pytest.mark.parametrize("fmt", ["fp8", "int4_awq", "none"])
+def test_the_previous_crds_stored_calibration_default_reads_as_unset(fmt: str) -> None:
+    """An engine the previous release stored with its CRD's calibration default is prepared exactly
+    like the same engine without calibration: this release's defaults, the same build and key."""
+    stored = prepare_engine(
+        "e", {**ENGINE, "quantization": {"format": fmt, "calibration": PREVIOUS_RELEASE_STORED}}
+    )
+    unset = prepare_engine("e", {**ENGINE, "quantization": {"format": fmt}})
+    assert isinstance(stored, PreparedEngine), stored
+    assert isinstance(unset, PreparedEngine), unset
+    assert stored.build_spec == unset.build_spec
+    assert stored.key == unset.key
+
+
+@pytest.mark.parametrize("change", [{"numSamples": 511}, {"batchSize": 2}, {"maxSeqLength": 256}])
+def test_a_calibration_other_than_the_previous_default_is_read_as_written(change: dict[str, int]) -> None:
+    """Only the exact previous default is read as unset: anything else the user wrote is theirs, and
+    bundled with more samples than it holds stays refused."""
+    written = {**PREVIOUS_RELEASE_STORED, **change}
+    invalid = prepare_engine("e", {**ENGINE, "quantization": {"format": "fp8", "calibration": written}})
+    assert isinstance(invalid, InvalidEngine), invalid
+    assert invalid.field == "spec.quantization.calibration.numSamples"

@@ -177,6 +177,34 @@ def test_values_schema_rejects_unknown_keys_and_bad_values(helm_bin: Path, helm_
         assert field in proc.stderr, proc.stderr
 
 
+#: The NetworkPolicy values of the previous chart (release 3898a0c, charts/trtllm-operator/values.yaml
+#: ``servingNetworkPolicy``), which this chart does not have.
+PREVIOUS_POLICY_VALUES = {
+    "namespaces": "{team-a}",
+    "clientPodSelector.matchLabels.trtllm-operator\\.dev/client": "true",
+    "monitoringNamespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name": "monitoring",
+}
+
+
+@pytest.mark.parametrize("key", sorted(PREVIOUS_POLICY_VALUES))
+def test_a_previous_charts_policy_value_is_refused_naming_both_fixes(
+    helm_bin: Path, helm_env: dict[str, str], key: str
+) -> None:
+    """Set by a user (the previous docs/security.md advised it) or brought by ``--reuse-values``:
+    refused, naming the upgrade flag and how to remove the value; removed (null), the render passes."""
+    top = key.split(".", 1)[0]
+    template = ("template", "rel", str(CHART), "--kube-version", K8S_VERSION)
+    proc = run_helm(
+        helm_bin, helm_env, *template, "--set", f"servingNetworkPolicy.{key}={PREVIOUS_POLICY_VALUES[key]}"
+    )
+    assert proc.returncode != 0, f"{key} was accepted"
+    assert f"servingNetworkPolicy.{top} is a value of the previous chart" in proc.stderr, proc.stderr
+    assert "--reset-then-reuse-values" in proc.stderr
+    assert f"--set servingNetworkPolicy.{top}=null" in proc.stderr
+    removed = run_helm(helm_bin, helm_env, *template, "--set", f"servingNetworkPolicy.{top}=null")
+    assert removed.returncode == 0, removed.stderr
+
+
 @pytest.mark.parametrize("value_set", sorted(VALUE_SETS))
 def test_rendered_objects_validate_against_kubernetes_schemas(
     rendered: dict[str, list[dict[str, Any]]], value_set: str

@@ -15,9 +15,9 @@ builds the new engine next to the old one; deployments roll over when it is read
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from engine_builder.planner.formats import (
     AWQ_FORMATS,
@@ -292,6 +292,20 @@ class CalibrationSpec(ApiModel):
     )
 
 
+#: The calibration the previous release's CRD defaulted (release 3898a0c,
+#: ``crds/llm.trtllm-operator.dev_llmengines.yaml``: ``spec.quantization.default.calibration`` and
+#: ``spec.quantization.properties.calibration.default``) and the API server therefore stored in every
+#: LLMEngine created without one. Its builders (engine-key/v1) calibrated on the bundled text whatever
+#: ``numSamples`` said; this release refuses ``bundled`` with more than its samples. A stored
+#: calibration exactly equal to it is read as not set (:meth:`QuantizationSpec._previous_crd_default`).
+PREVIOUS_CRD_CALIBRATION_DEFAULT: dict[str, Any] = {
+    "dataset": "bundled",
+    "numSamples": 512,
+    "batchSize": 1,
+    "maxSeqLength": 512,
+}
+
+
 class QuantizationSpec(ApiModel):
     """Weight/activation quantization and KV-cache precision (NVIDIA ModelOpt recipes)."""
 
@@ -337,6 +351,19 @@ class QuantizationSpec(ApiModel):
         description="Calibration data, used when format or kvCacheDtype needs calibration (format none "
         "with kvCacheDtype auto calibrates nothing).",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _previous_crd_default(cls, data: Any) -> Any:
+        """A calibration exactly equal to :data:`PREVIOUS_CRD_CALIBRATION_DEFAULT` is read as not set:
+        the previous release's CRD stored it in every LLMEngine that left calibration out, and this
+        release refuses it (``bundled`` holds fewer samples), so without this such an engine would
+        turn Failed after an upgrade. Read as unset it gets this release's defaults, like an engine
+        created now. Only the read changes: the stored object keeps its value (docs/install.md,
+        "Upgrade")."""
+        if isinstance(data, dict) and data.get("calibration") == PREVIOUS_CRD_CALIBRATION_DEFAULT:
+            return {k: v for k, v in data.items() if k != "calibration"}
+        return data
 
 
 class ParallelismSpec(ApiModel):
