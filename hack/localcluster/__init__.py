@@ -21,6 +21,7 @@ from .nodes import (
     NodeSpec,
     add_gpu_nodes,
     create_nodes,
+    delete_nodes,
     node_is_ready,
     wait_nodes_ready,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "NodeSpec",
     "add_gpu_nodes",
     "create_nodes",
+    "delete_nodes",
     "find_bin_dir",
     "free_port",
     "node_is_ready",

@@ -185,3 +185,14 @@ def wait_nodes_ready(
         if time.monotonic() > deadline:
             raise TimeoutError(f"nodes not Ready after {timeout:.0f} s: {sorted(pending)} (is kwok running?)")
         time.sleep(0.2)
+
+
+def delete_nodes(api: client.ApiClient | client.CoreV1Api, names: list[str]) -> None:
+    """Delete the named nodes (those :func:`add_gpu_nodes` made); one already gone is not an error."""
+    core = _core(api)
+    for name in names:
+        try:
+            core.delete_node(name)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise

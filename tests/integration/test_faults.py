@@ -41,8 +41,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from kubernetes.client.rest import ApiException
-from localcluster import ControlPlane, add_gpu_nodes, find_bin_dir, wait_nodes_ready
+from localcluster import ControlPlane, add_gpu_nodes, delete_nodes, find_bin_dir, wait_nodes_ready
 from prometheus_client.parser import text_string_to_metric_families
 from support.artifacts import cache_artifact, prebound_artifact_pvc
 from support.cluster import LocalCluster
@@ -410,12 +409,7 @@ def fault_nodes(cluster: LocalCluster, namespace: str) -> Iterator[list[str]]:
         core.patch_node(n, {"metadata": {"labels": {"trtllm-operator.dev/fault-test": namespace}}})
     wait_nodes_ready(cluster.api, names)
     yield names
-    for n in names:
-        try:
-            core.delete_node(n)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+    delete_nodes(cluster.api, names)
 
 
 def test_drained_builder_retries_the_build_elsewhere(
@@ -571,13 +565,7 @@ def scale_nodes(cluster: LocalCluster, namespace: str) -> Iterator[list[str]]:
     names = add_gpu_nodes(cluster.api, -(-SCALE // 8), product=H100, gpus=8, prefix=f"restart-{namespace}")
     wait_nodes_ready(cluster.api, names)
     yield names
-    core = client.CoreV1Api(cluster.api)
-    for n in names:
-        try:
-            core.delete_node(n)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+    delete_nodes(cluster.api, names)
 
 
 def test_restart_at_scale_writes_nothing(

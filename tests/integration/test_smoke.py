@@ -9,8 +9,7 @@ import socket
 from typing import Any
 
 from kubernetes import client
-from kubernetes.client.rest import ApiException
-from localcluster import add_gpu_nodes, node_is_ready
+from localcluster import add_gpu_nodes, delete_nodes, node_is_ready
 from support.cluster import LocalCluster
 from support.wait import wait_for
 
@@ -229,9 +228,4 @@ def test_add_gpu_nodes_creates_ready_labelled_nodes(cluster: LocalCluster) -> No
             assert node.metadata.labels["nvidia.com/gpu.count"] == "4"
             assert node.status.allocatable["nvidia.com/gpu"] == "4"
     finally:
-        for name in names:
-            try:
-                core.delete_node(name)
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
+        delete_nodes(core, names)
