@@ -472,6 +472,9 @@ CAPTURE_ENV = "TRTLLM_CAPTURE_METRICS"
 CAPTURE_CASE = "tensorrt-none-tp1-operator"
 
 
+KV_FAMILY = "nv_trt_llm_kv_cache_block_metrics"
+
+
 def _request_families(page: str) -> dict[str, dict[str, float]]:
     """``{family: {category: value}}`` of the ``tensorrt_llm`` model's ``nv_trt_llm_*`` gauges, read by
     prometheus-client's parser (independent of the operator's own reader)."""
@@ -517,18 +520,30 @@ def test_metrics_page_under_load_follows_upstream_relations(served: Served) -> N
     threads = [threading.Thread(target=one, daemon=True) for _ in range(LOAD_REQUESTS)]
     for t in threads:
         t.start()
+    # The backend sets each gauge on its own (tensorrtllm_backend v0.19.0 custom_metrics_reporter.cc
+    # UpdateCustomMetrics → TritonMetricGroup::UpdateGroup, one TRITONSERVER_MetricSet per category),
+    # so a scrape during an update reads a torn page: ``active`` already new, ``waiting`` still old (a
+    # CI run saw active 6, scheduled 1, waiting 0). Only a settled page, one whose request and KV-block
+    # gauges the next scrape repeats value for value, is checked.
     best: tuple[float, str] | None = None
+    previous: tuple[dict[str, dict[str, float]], str] | None = None
     while any(t.is_alive() for t in threads):
         with urllib.request.urlopen(served.server.metrics_url, timeout=10) as resp:
             page = resp.read().decode()
-        active = _request_families(page).get("nv_trt_llm_request_metrics", {}).get("active", 0.0)
-        if best is None or active > best[0]:
-            best = (active, page)
-        time.sleep(0.05)
+        every = _request_families(page)
+        fams = {k: every.get(k, {}) for k in ("nv_trt_llm_request_metrics", KV_FAMILY)}
+        if previous is not None and previous[0] == fams:
+            active = fams.get("nv_trt_llm_request_metrics", {}).get("active", 0.0)
+            if best is None or active > best[0]:
+                best = (active, previous[1])
+        previous = (fams, page)
+        time.sleep(0.02)
     for t in threads:
         t.join()
     assert not errors, errors
-    assert best is not None and best[0] >= 2, f"no page showed ≥ 2 active requests (best {best and best[0]})"
+    assert best is not None and best[0] >= 2, (
+        f"no settled page showed ≥ 2 active requests (best {best and best[0]})"
+    )
     fams = _request_families(best[1])
     req, kv = fams["nv_trt_llm_request_metrics"], fams["nv_trt_llm_kv_cache_block_metrics"]
     assert 0 < req["active"] <= req["max"], req
