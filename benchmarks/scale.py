@@ -367,6 +367,7 @@ def operator_env(cp: ControlPlane, ns: str, metrics_port: int) -> dict[str, str]
         # read by this benchmark on 127.0.0.1 only; no reviews, so the API-call counts stay the
         # operator's own (a scrape with metrics auth adds a TokenReview and a SubjectAccessReview)
         "TRTLLM_OPERATOR_METRICS_AUTH": "false",
+        "TRTLLM_OPERATOR_METRICS_SECURE": "false",  # plain HTTP on loopback, as read below
         "TRTLLM_OPERATOR_LISTEN_ADDRESS": "127.0.0.1",
         "TRTLLM_OPERATOR_HF_CONFIG_DIR": str(HF_CONFIG_DIR),
     }

@@ -26,7 +26,7 @@ import yaml
 from e2e_harness import CHART, HF_TOKEN, TINYLLAMA, Installed, hub_repos, token_kubeconfig
 from kubernetes import client
 from support.cluster import LocalCluster
-from support.metrics_auth import delete_metrics_reader, metrics_tokens
+from support.metrics_auth import delete_metrics_reader, get_metrics, metrics_tokens
 from support.wait import wait_for
 
 from engine_builder.report import build_report
@@ -532,25 +532,19 @@ def test_cluster_wide_install_grants_cluster_wide_reads_and_no_secret_listing(
 
 def test_operator_metrics_answer_only_an_authorized_token(installed: Installed) -> None:
     """The operator, running with the chart's RBAC (TokenReview and SubjectAccessReview create),
-    serves /metrics to a ServiceAccount bound to the metrics-reader rule only; liveness needs no
-    token (the kubelet's probe has none)."""
+    serves /metrics over HTTPS (metrics.secure, the chart's default) to a ServiceAccount bound to the
+    metrics-reader rule only; liveness needs no token (the kubelet's probe has none)."""
     cluster, ns = installed.cluster, installed.namespace
     tokens = metrics_tokens(cluster, ns)
     try:
+        assert get_metrics(installed.metrics_port)[0] == 401
+        assert get_metrics(installed.metrics_port, token=tokens.stranger)[0] == 403
+        assert get_metrics(installed.metrics_port, token=tokens.reader)[0] == 200
 
-        def get(path: str, port: int, token: str | None = None) -> int:
-            request = urllib.request.Request(f"http://127.0.0.1:{port}{path}")
-            if token is not None:
-                request.add_header("Authorization", f"Bearer {token}")
-            try:
-                with urllib.request.urlopen(request, timeout=30) as resp:
-                    return int(resp.status)
-            except urllib.error.HTTPError as exc:
-                return exc.code
+        def get(path: str, port: int) -> int:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as resp:
+                return int(resp.status)
 
-        assert get("/metrics", installed.metrics_port) == 401
-        assert get("/metrics", installed.metrics_port, tokens.stranger) == 403
-        assert get("/metrics", installed.metrics_port, tokens.reader) == 200
         assert get("/healthz", installed.liveness_port) == 200
         assert not rbac_denials(installed.log()), rbac_denials(installed.log())
     finally:

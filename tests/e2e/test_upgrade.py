@@ -132,6 +132,7 @@ EXPECTED: dict[str, Any] = {
     # - the operator Deployment: TRTLLM_OPERATOR_HF_CONFIG_FETCH (settings.hfConfigFetch, issue 25),
     #   TRTLLM_OPERATOR_HF_ENDPOINT (the --set settings.hfEndpoint, issue 25) and
     #   TRTLLM_OPERATOR_METRICS_AUTH (metrics.auth, authenticated operator metrics, issue 24),
+    #   TRTLLM_OPERATOR_METRICS_SECURE (metrics.secure, the operator metrics over HTTPS, issue 24),
     # - the cluster-scoped ClusterRole: nodes list → list, watch (the nodes' watch cache, #20), and
     #   create on tokenreviews and subjectaccessreviews (metrics.auth's TokenReview +
     #   SubjectAccessReview, issue 24);

@@ -4,16 +4,15 @@ controller-runtime's pkg/metrics/filters WithAuthenticationAndAuthorization)."""
 
 from __future__ import annotations
 
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
 from support.cluster import LocalCluster
-from support.metrics_auth import MetricsTokens, delete_metrics_reader, metrics_tokens
+from support.metrics_auth import MetricsTokens, delete_metrics_reader, get_metrics, metrics_tokens
 from support.ports import free_port
 
 from trtllm_operator.kube.metrics_auth import MetricsAuthorizer, serve_metrics
+from trtllm_operator.kube.metrics_tls import ServingCertificate
 from trtllm_operator.metrics.operator_metrics import REGISTRY
 
 
@@ -24,19 +23,14 @@ def tokens(cluster: LocalCluster, namespace: str) -> Iterator[MetricsTokens]:
 
 
 def get(port: int, path: str = "/metrics", token: str | None = None) -> tuple[int, str]:
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}")
-    if token is not None:
-        request.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(request, timeout=30) as resp:
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
+    return get_metrics(port, path, token)
 
 
 def test_metrics_need_a_token_the_api_server_authorizes(cluster: LocalCluster, tokens: MetricsTokens) -> None:
     port = free_port()
-    server = serve_metrics(port, "127.0.0.1", REGISTRY, MetricsAuthorizer(cluster.api))
+    server = serve_metrics(
+        port, "127.0.0.1", REGISTRY, MetricsAuthorizer(cluster.api), ServingCertificate(None)
+    )
     try:
         assert get(port)[0] == 401  # no token
         assert get(port, token="not-a-token")[0] == 401  # the API server does not authenticate it

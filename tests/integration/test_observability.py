@@ -15,7 +15,6 @@ coarse stage without crashing, and the failed log reads are counted as API error
 from __future__ import annotations
 
 import json
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,7 +31,7 @@ from support.manifests import (
     create_token_secret,
     success_report,
 )
-from support.metrics_auth import delete_metrics_reader, metrics_tokens
+from support.metrics_auth import delete_metrics_reader, get_metrics, metrics_tokens
 from support.operator import operator_process, running_operator
 from support.ports import free_port
 from support.wait import wait_for
@@ -47,12 +46,10 @@ Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
 def scrape(port: int, token: str) -> Samples:
-    """Every sample of the operator's /metrics: (name, labels) → value. ``token``: of a
-    ServiceAccount allowed to get /metrics (the exporter asks the API server, #24)."""
-    request = urllib.request.Request(f"http://127.0.0.1:{port}/metrics")
-    request.add_header("Authorization", f"Bearer {token}")
-    with urllib.request.urlopen(request, timeout=30) as resp:
-        text = resp.read().decode()
+    """Every sample of the operator's /metrics (HTTPS, the default): (name, labels) → value.
+    ``token``: of a ServiceAccount allowed to get /metrics (the exporter asks the API server, #24)."""
+    status, text = get_metrics(port, token=token)
+    assert status == 200, (status, text)
     return {
         (s.name, frozenset(s.labels.items())): s.value
         for family in text_string_to_metric_families(text)

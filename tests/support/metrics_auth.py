@@ -4,10 +4,15 @@
 to a ClusterRole with the rule the chart's ``<release>-metrics-reader`` grants
 (``nonResourceURLs: ["/metrics"], verbs: ["get"]``, charts/trtllm-operator/templates/rbac.yaml), one
 bound to nothing. Tokens come from the API server's TokenRequest (``kubectl create token``).
+:func:`get_metrics` reads the endpoint the way the chart's ServiceMonitor does (HTTPS without
+verification, the operator's default self-signed certificate; a bearer token).
 """
 
 from __future__ import annotations
 
+import ssl
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
 
 from kubernetes import client
@@ -16,6 +21,25 @@ from support.cluster import LocalCluster
 
 #: The rule of the chart's metrics-reader ClusterRole (tests/unit/test_chart.py checks they agree).
 METRICS_READER_RULE = {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}
+
+
+def get_metrics(
+    port: int, path: str = "/metrics", token: str | None = None, context: ssl.SSLContext | None = None
+) -> tuple[int, str]:
+    """``(status, body)`` of ``GET https://127.0.0.1:<port><path>``; ``context`` verifies the server
+    (default: none, as the chart's ServiceMonitor ``tlsConfig.insecureSkipVerify``)."""
+    if context is None:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    request = urllib.request.Request(f"https://127.0.0.1:{port}{path}")
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=30, context=context) as resp:
+            return int(resp.status), resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
 
 
 @dataclass(frozen=True)

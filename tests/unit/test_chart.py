@@ -59,6 +59,8 @@ VALUE_SETS: dict[str, list[str]] = {
         "servingNetworkPolicy.clientNamespaces={gateway}",
         "--set",
         "servingPodMonitor.enabled=true",
+        "--set",
+        "metrics.certSecret=operator-metrics-tls",
     ],
     "pod-monitor-all-namespaces": [
         "--set",
@@ -363,6 +365,9 @@ def test_service_monitor_scrapes_the_metrics_service(rendered: dict[str, list[di
     (endpoint,) = monitor["spec"]["endpoints"]
     assert endpoint["port"] in {p["name"] for p in service["spec"]["ports"]}
     assert re.fullmatch(r"[0-9]+(ms|s|m|h)", endpoint["interval"])
+    # metrics.secure (default): HTTPS with the self-signed certificate, unverified, as kubebuilder's
+    # config/prometheus/monitor.yaml
+    assert (endpoint["scheme"], endpoint["tlsConfig"]) == ("https", {"insecureSkipVerify": True})
     (dep,) = only(objs, "Deployment")
     container_ports = {
         p["name"]: p["containerPort"] for p in dep["spec"]["template"]["spec"]["containers"][0]["ports"]
@@ -464,6 +469,15 @@ def test_container_args_and_env_are_operator_settings(
     assert settings.namespaces == expected_ns
     assert settings.clusterwide is (expected_ns == ())
     assert settings.metrics_auth is True  # #24: /metrics for authorized clients only
+    assert settings.metrics_secure is True  # #24: over HTTPS
+    if value_set == "everything":  # metrics.certSecret: the Secret mounted where the operator reads
+        pod = dep["spec"]["template"]["spec"]
+        secret = "operator-metrics-tls"
+        (volume,) = [v for v in pod["volumes"] if v.get("secret", {}).get("secretName") == secret]
+        (mount,) = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == volume["name"]]
+        assert settings.metrics_cert_dir == mount["mountPath"] and mount["readOnly"] is True
+    else:
+        assert settings.metrics_cert_dir is None  # the self-signed certificate
     assert settings.standalone is (dep["spec"]["replicas"] == 1)
     assert settings.log_format == ("text" if value_set == "peering" else "json")
     assert dep["spec"]["strategy"]["type"] == "Recreate"

@@ -224,6 +224,18 @@ class Settings(BaseModel):
         "controller-runtime's metrics filter; needs create on tokenreviews and subjectaccessreviews "
         "(the chart grants it). false: anyone who reaches the port reads it.",
     )
+    metrics_secure: bool = Field(
+        default=True,
+        description="Serve /metrics over HTTPS, as controller-runtime's SecureServing (kubebuilder's "
+        "--metrics-secure, default true): with tls.crt and tls.key from METRICS_CERT_DIR, else a "
+        "self-signed certificate made at start (scrapers skip verification and rely on the token "
+        "check). false: plain HTTP.",
+    )
+    metrics_cert_dir: str | None = Field(
+        default=None,
+        description="Directory holding tls.crt and tls.key for the HTTPS /metrics (reloaded when they "
+        "change); unset, or either file missing: a self-signed certificate.",
+    )
     log_format: Literal["text", "json"] = Field(default="text", description="Log line format.")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(default="INFO", description="Log level.")
     field_manager: str = Field(

@@ -123,10 +123,10 @@ def settings_from_args(args: argparse.Namespace, base: Settings | None = None) -
 def _main(args: argparse.Namespace) -> int:
     try:
         settings = settings_from_args(args)
+        run_operator(settings)
     except SettingsError as exc:
         print(f"trtllm-operator run: {exc}")
         return 2
-    run_operator(settings)
     return 0
 
 
@@ -153,7 +153,7 @@ def run_operator(
         configure_log_lines(settings.log_format, settings.log_level)
     import trtllm_operator.handlers  # noqa: F401, PLC0415 - importing registers the handlers
 
-    _start_metrics(settings.metrics_port, settings.listen_address, auth=settings.metrics_auth)
+    _start_metrics(settings)
     liveness = (
         f"http://{settings.listen_address}:{settings.liveness_port}/healthz"
         if settings.liveness_port
@@ -180,18 +180,34 @@ def run_operator(
     )
 
 
-def _start_metrics(port: int | None, address: str, *, auth: bool) -> None:
-    """The /metrics exporter; with ``auth`` only for clients the API server authenticates and
-    authorizes (:mod:`trtllm_operator.kube.metrics_auth`)."""
+def _start_metrics(settings: Settings) -> None:
+    """The /metrics exporter on ``settings.metrics_port``: over HTTPS when ``metrics_secure``
+    (:mod:`trtllm_operator.kube.metrics_tls`), and with ``metrics_auth`` only for clients the API
+    server authenticates and authorizes (:mod:`trtllm_operator.kube.metrics_auth`).
+
+    Raises :class:`SettingsError` when the certificate directory's files do not load."""
     global _metrics_started  # noqa: PLW0603 - the exporter can be started once per process
-    if not port:
+    if not settings.metrics_port:
         return
     with _metrics_lock:
         if _metrics_started:
             return
         from trtllm_operator.kube.client import default_kube  # noqa: PLC0415
         from trtllm_operator.kube.metrics_auth import MetricsAuthorizer, serve_metrics  # noqa: PLC0415
+        from trtllm_operator.kube.metrics_tls import ServingCertificate  # noqa: PLC0415
         from trtllm_operator.metrics.operator_metrics import REGISTRY  # noqa: PLC0415
 
-        serve_metrics(port, address, REGISTRY, MetricsAuthorizer(default_kube().api_client) if auth else None)
+        try:
+            tls = ServingCertificate(settings.metrics_cert_dir) if settings.metrics_secure else None
+        except ValueError as exc:
+            raise SettingsError(str(exc)) from exc
+        authorizer = MetricsAuthorizer(default_kube().api_client) if settings.metrics_auth else None
+        serve_metrics(settings.metrics_port, settings.listen_address, REGISTRY, authorizer, tls)
+        log.info(
+            "serving /metrics on %s://%s:%d (certificate: %s)",
+            "https" if tls else "http",
+            settings.listen_address,
+            settings.metrics_port,
+            tls.source if tls else "none",
+        )
         _metrics_started = True

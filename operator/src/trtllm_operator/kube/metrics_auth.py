@@ -31,6 +31,8 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from kubernetes import client
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
+from trtllm_operator.kube.metrics_tls import ServingCertificate
+
 log = logging.getLogger(__name__)
 
 #: Cache lifetimes (seconds) of controller-runtime's filter: DelegatingAuthenticatorConfig.CacheTTL
@@ -188,6 +190,20 @@ def guarded_app(
 
 class _ThreadingServer(ThreadingMixIn, WSGIServer):
     daemon_threads = True
+    tls: ServingCertificate | None = None
+
+    def get_request(self) -> tuple[Any, Any]:
+        """The accepted connection, wrapped in TLS when :attr:`tls` is set; the handshake runs on
+        the first read, in the request's own thread, so a slow client never blocks accepting."""
+        sock, addr = super().get_request()
+        if self.tls is None:
+            return sock, addr
+        return self.tls.context().wrap_socket(sock, server_side=True, do_handshake_on_connect=False), addr
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that fails the TLS handshake (plain HTTP, say) or goes away: one debug line, not
+        socketserver's traceback on stderr."""
+        log.debug("metrics: request from %s failed", client_address, exc_info=True)
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -196,10 +212,17 @@ class _QuietHandler(WSGIRequestHandler):
 
 
 def serve_metrics(
-    port: int, addr: str, registry: CollectorRegistry, authorizer: MetricsAuthorizer | None
+    port: int,
+    addr: str,
+    registry: CollectorRegistry,
+    authorizer: MetricsAuthorizer | None,
+    tls: ServingCertificate | None = None,
 ) -> WSGIServer:
-    """Serve ``registry`` on ``http://addr:port/`` from a daemon thread (``authorizer``: see
-    :func:`guarded_app`). Returns the server (``shutdown()`` stops it)."""
+    """Serve ``registry`` on ``https://addr:port/`` with ``tls`` (:mod:`trtllm_operator.kube.metrics_tls`),
+    or ``http://`` without, from a daemon thread (``authorizer``: see :func:`guarded_app`). Returns the
+    server (``shutdown()`` stops it)."""
     server = make_server(addr, port, guarded_app(registry, authorizer), _ThreadingServer, _QuietHandler)
+    assert isinstance(server, _ThreadingServer)
+    server.tls = tls
     threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
     return server
