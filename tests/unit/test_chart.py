@@ -70,6 +70,8 @@ VALUE_SETS: dict[str, list[str]] = {
     ],
     "peering": ["--set", "replicaCount=2", "--set", "settings.logFormat=text"],
     "no-service": ["--set", "metrics.service.enabled=false", "--set", "serviceAccount.name=op"],
+    # the GPU catalog ConfigMap in the release's namespace, which is not watched
+    "gpu-catalog": ["--set", "watchNamespaces={team-a}", "--set", "settings.gpuCatalogConfigmap=gpus"],
     "custom-builder": [
         "--set",
         "builder.image=registry.example/engine-builder:1.2.0",
@@ -458,6 +460,7 @@ def test_container_args_and_env_are_operator_settings(
     expected_ns = {
         "namespaced": ("team-a", "team-b"),
         "everything": ("team-a",),
+        "gpu-catalog": ("team-a",),
         "cluster-wide": (),
         "pod-monitor-all-namespaces": (),
     }.get(value_set, ("trtllm-system",))  # the default: the release's own namespace
@@ -506,8 +509,17 @@ def test_rbac_is_least_privilege(rendered: dict[str, list[dict[str, Any]]], valu
         for key in ("apiGroups", "resources", "verbs"):
             assert not any("*" in item for item in rule.get(key, [])), f"wildcard in {where}: {rule}"
         if "nonResourceURLs" in rule:  # only the role a scraper is bound to (metrics.auth)
-            assert where == "ClusterRole/rel-trtllm-operator-metrics-reader", f"{where}: {rule}"
+            assert where == "ClusterRole/trtllm-system-rel-trtllm-operator-metrics-reader", f"{where}: {rule}"
             assert rule == METRICS_READER_RULE, f"{where}: {rule}"
+            continue
+        if "resourceNames" in rule:  # only the GPU catalog ConfigMap (settings.gpuCatalogConfigmap)
+            assert where == "Role/rel-trtllm-operator-gpu-catalog", f"{where}: {rule}"
+            assert rule == {
+                "apiGroups": [""],
+                "resources": ["configmaps"],
+                "resourceNames": ["gpus"],
+                "verbs": ["get"],
+            }
             continue
         if "secrets" in rule.get("resources", []):
             # get: metadata of referenced Secrets (opt-in label); create: each LLMDeployment's own
@@ -545,8 +557,12 @@ def test_rbac_namespaced_mode_binds_roles_in_each_watched_namespace(
     # cluster-scoped grants in namespaced mode: what kopf needs to discover and peer, GPU nodes read,
     # and the reviews of authenticated /metrics (metrics.auth)
     roles = {o["metadata"]["name"]: o for o in only(objs, "ClusterRole")}
-    assert set(roles) == {"rel-trtllm-operator-cluster", "rel-trtllm-operator-metrics-reader"}
-    cluster_role = roles["rel-trtllm-operator-cluster"]
+    # cluster-scoped names carry the release's namespace (test_cluster_scoped_names_are_unique_per_...)
+    assert set(roles) == {
+        "trtllm-system-rel-trtllm-operator-cluster",
+        "trtllm-system-rel-trtllm-operator-metrics-reader",
+    }
+    cluster_role = roles["trtllm-system-rel-trtllm-operator-cluster"]
     resources = {r for _, rule in rules_of([cluster_role]) for r in rule["resources"]}
     reviews = {"tokenreviews", "subjectaccessreviews"}
     assert resources == {"customresourcedefinitions", "clusterkopfpeerings", "nodes"} | reviews
@@ -570,6 +586,67 @@ def test_rbac_namespaced_mode_binds_roles_in_each_watched_namespace(
     (crb,) = only(wide, "ClusterRoleBinding")
     (sa,) = only(wide, "ServiceAccount")
     assert crb["subjects"][0]["name"] == sa["metadata"]["name"]
+
+
+def test_gpu_catalog_configmap_is_readable_by_name_in_the_operators_namespace(
+    helm_bin: Path, helm_env: dict[str, str], rendered: dict[str, list[dict[str, Any]]]
+) -> None:
+    """settings.gpuCatalogConfigmap: the operator GETs that ConfigMap in its own namespace
+    (handlers/engine.py catalog_extension, Settings.operator_namespace). A fresh-user trial found it
+    unreadable when watchNamespaces names only other namespaces (no Role there): now a Role with get
+    on exactly that name (resourceNames), bound to the chart's ServiceAccount, and the setting passed
+    to the operator (parsed by its own Settings)."""
+    objs = rendered["gpu-catalog"]
+    (dep,) = only(objs, "Deployment")
+    settings, _ = container_settings(dep, "trtllm-system")
+    assert settings.gpu_catalog_configmap == "gpus" and settings.operator_namespace == "trtllm-system"
+    assert "trtllm-system" not in settings.namespaces  # no watched-namespace Role grants it there
+    in_own_ns = [o for o in only(objs, "Role") if o["metadata"]["namespace"] == "trtllm-system"]
+    assert [r["rules"] for r in in_own_ns] == [
+        [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["gpus"], "verbs": ["get"]}]
+    ]
+    (binding,) = [o for o in only(objs, "RoleBinding") if o["metadata"]["namespace"] == "trtllm-system"]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": in_own_ns[0]["metadata"]["name"],
+    }  # fmt: skip
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "rel-trtllm-operator", "namespace": "trtllm-system"}
+    ]
+    # where a Role or the ClusterRole already grants get on ConfigMaps there, no second grant
+    for extra in (["--set", "clusterWide=true"], []):
+        others = render(helm_bin, helm_env, [*extra, "--set", "settings.gpuCatalogConfigmap=gpus"])
+        assert not [r for _, r in rules_of(others) if "resourceNames" in r], extra
+        assert "get" in grants(others, "ClusterRole" if extra else "Role", "", "configmaps")
+    # without the setting: no catalog Role, no variable
+    assert not [r for _, r in rules_of(rendered["namespaced"]) if "resourceNames" in r]
+
+
+def test_cluster_scoped_names_are_unique_per_release_namespace(
+    helm_bin: Path, helm_env: dict[str, str]
+) -> None:
+    """Release names are unique per namespace only: a second install of release ``rel`` in another
+    namespace must not name a cluster-scoped object as the first does (Helm would refuse to take over
+    the other release's object). Every cluster-scoped kind the chart renders, both watch modes."""
+    namespaced = {"Role", "RoleBinding", "Deployment", "Service", "ServiceAccount", "ConfigMap"}
+    namespaced |= CRD_KINDS
+    for values in ([], ["--set", "clusterWide=true"], ["--set", "watchNamespaces={team-a}"]):
+        names: list[set[str]] = []
+        for ns in ("trtllm-system", "other-system"):
+            proc = run_helm(
+                helm_bin, helm_env, "template", "rel", str(CHART), "--namespace", ns,
+                "--kube-version", K8S_VERSION, *values,
+            )  # fmt: skip
+            assert proc.returncode == 0, proc.stderr
+            objs = [d for d in yaml.safe_load_all(proc.stdout) if d]
+            cluster_scoped = [o for o in objs if o["kind"] not in namespaced]
+            assert {o["kind"] for o in cluster_scoped} == {"ClusterRole", "ClusterRoleBinding"}, values
+            assert all("namespace" not in o["metadata"] for o in cluster_scoped)
+            names.append({f"{o['kind']}/{o['metadata']['name']}" for o in cluster_scoped})
+            for crb in only(cluster_scoped, "ClusterRoleBinding"):  # bound to this release's role
+                assert crb["roleRef"]["name"] in {
+                    o["metadata"]["name"] for o in only(cluster_scoped, "ClusterRole")
+                }
+        assert names[0] and not names[0] & names[1], (values, names)
 
 
 # ----------------------------------------------------------------------------- NetworkPolicy
