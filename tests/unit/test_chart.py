@@ -649,6 +649,104 @@ def test_cluster_scoped_names_are_unique_per_release_namespace(
         assert names[0] and not names[0] & names[1], (values, names)
 
 
+# ----------------------------------------------------------------------------- the docs' RBAC summaries
+INSTALL_DOC = REPO / "docs" / "install.md"
+#: (API group, resource) → (verbs, scope in namespaced mode, scope with clusterWide); "" = core.
+Grants = dict[tuple[str, str], tuple[frozenset[str], str, str]]
+
+
+def rendered_grants(helm_bin: Path, helm_env: dict[str, str]) -> Grants:
+    """What the operator's ServiceAccount is granted, from the rendered chart: namespaced mode
+    (watchNamespaces) and clusterWide. Scopes: "watched namespaces" (the Role in each), "every
+    namespace" (clusterWide's ClusterRole, for a resource the namespaced Role grants), "cluster" (a
+    ClusterRole, cluster-scoped resource), "—" (not granted in that mode). The metrics-reader role is
+    the scraper's, not the operator's."""
+    per_mode: list[dict[tuple[str, str], tuple[set[str], str]]] = []
+    for values in (["--set", "watchNamespaces={team-a}"], ["--set", "clusterWide=true"]):
+        mode: dict[tuple[str, str], tuple[set[str], str]] = {}
+        for obj in render(helm_bin, helm_env, values):
+            if obj["kind"] not in ("Role", "ClusterRole") or obj["metadata"]["name"].endswith(
+                "-metrics-reader"
+            ):
+                continue
+            for rule in obj["rules"]:
+                for group in rule["apiGroups"]:
+                    for resource in rule["resources"]:
+                        verbs, _ = mode.get((group, resource), (set(), ""))
+                        mode[(group, resource)] = (verbs | set(rule["verbs"]), obj["kind"])
+        per_mode.append(mode)
+    namespaced, wide = per_mode
+    out: Grants = {}
+    for key in namespaced.keys() | wide.keys():
+        ns_verbs, ns_kind = namespaced.get(key, (set(), ""))
+        cw_verbs, _ = wide.get(key, (set(), ""))
+        assert not ns_verbs or not cw_verbs or ns_verbs == cw_verbs, (key, ns_verbs, cw_verbs)
+        ns_scope = {"Role": "watched namespaces", "ClusterRole": "cluster", "": "—"}[ns_kind]
+        cw_scope = "every namespace" if ns_kind == "Role" else "cluster" if cw_verbs else "—"
+        out[key] = (frozenset(ns_verbs or cw_verbs), ns_scope, cw_scope)
+    return out
+
+
+def doc_grants_table() -> Grants:
+    """docs/security.md's table "What the chart grants", parsed (a row per group and resource list)."""
+    text = SECURITY_DOC.read_text()
+    header = "| API group | resources | verbs | namespaced (default) | `clusterWide: true` |"
+    assert header in text
+    out: Grants = {}
+    for line in text.split(header, 1)[1].splitlines()[2:]:
+        if not line.startswith("|"):
+            break
+        group, resources, verbs, ns_scope, cw_scope = (c.strip() for c in line.strip("|").split("|"))
+        group = "" if group == "core" else group.strip("`")
+        for resource in resources.split(","):
+            key = (group, resource.strip().strip("`"))
+            assert key not in out, f"{key} twice in the table"
+            out[key] = (frozenset(v.strip() for v in verbs.split(",")), ns_scope, cw_scope)
+    return out
+
+
+def test_security_doc_grants_table_is_the_rendered_rbac(helm_bin: Path, helm_env: dict[str, str]) -> None:
+    """docs/security.md's rule-by-rule table is what the chart renders, both ways: no rule missing
+    from the doc (a fresh-user trial found the summaries understating Secret get/create in every
+    namespace and omitting clusterkopfpeerings), no claim the chart does not make."""
+    rendered_rbac, documented = rendered_grants(helm_bin, helm_env), doc_grants_table()
+    assert documented.keys() == rendered_rbac.keys(), (
+        f"not in the doc: {sorted(rendered_rbac.keys() - documented.keys())}; "
+        f"not rendered: {sorted(documented.keys() - rendered_rbac.keys())}"
+    )
+    wrong = {k: (documented[k], rendered_rbac[k]) for k in documented if documented[k] != rendered_rbac[k]}
+    assert not wrong, f"doc vs rendered: {wrong}"
+
+
+_CLAIM = re.compile(r"`([a-z./]+)` ([a-z]+(?:/[a-z]+)*)")
+
+
+def test_install_doc_watch_scope_summaries_match_the_rendered_rbac(
+    helm_bin: Path, helm_env: dict[str, str]
+) -> None:
+    """docs/install.md's "Watch scope" table: every `resource` verbs/verbs claim is the rendered
+    grant exactly; the namespaced row names every cluster-scoped grant of its ClusterRole, and the
+    clusterWide row names Secrets' get and create in every namespace."""
+    grants = rendered_grants(helm_bin, helm_env)
+    by_resource = {resource: value for (_, resource), value in grants.items()}
+    rows = {}
+    for line in INSTALL_DOC.read_text().split("### Watch scope", 1)[1].splitlines():
+        if line.startswith("| ") and not line.startswith("| values") and not line.startswith("| ---"):
+            rows[line.split("|")[1].strip()] = line.split("|")[3]
+        elif rows and not line.startswith("|"):
+            break
+    (default_row,) = (v for k, v in rows.items() if k.startswith("(default"))
+    (wide_row,) = (v for k, v in rows.items() if k.startswith("`clusterWide: true`"))
+    for row in rows.values():
+        for resource, verbs in _CLAIM.findall(row):
+            assert resource in by_resource, f"{resource}: no such grant"
+            assert set(verbs.split("/")) == by_resource[resource][0], (resource, verbs, by_resource[resource])
+    cluster_scoped = {r for r, (_, ns_scope, _) in by_resource.items() if ns_scope == "cluster"}
+    assert cluster_scoped == {r for r, _ in _CLAIM.findall(default_row)} - {"secrets"}, default_row
+    assert ("secrets", "get/create") in _CLAIM.findall(wide_row), wide_row
+    assert "every namespace" in wide_row
+
+
 # ----------------------------------------------------------------------------- NetworkPolicy
 def _operator_env(docs: list[dict[str, Any]]) -> dict[str, str]:
     (deployment,) = only(docs, "Deployment")

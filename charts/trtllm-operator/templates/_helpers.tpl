@@ -51,7 +51,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{/*
 The namespaces the operator watches, as a JSON list (use with fromJsonArray): watchNamespaces, or the
 release's own namespace when that list is empty; [] = cluster-wide, only with clusterWide: true (an
-opt-in: a ClusterRole over every namespace's Jobs, ConfigMaps and Secret metadata).
+opt-in: a ClusterRole over every namespace's Jobs, ConfigMaps and Secrets get/create).
 */}}
 {{- define "trtllm-operator.watchNamespaces" -}}
 {{- if .Values.clusterWide -}}
