@@ -540,15 +540,15 @@ def test_a_release_of_the_same_name_in_another_namespace_installs_beside_the_fir
         return {n for n in roles | bindings if n.split("/", 1)[1].startswith(f"{ns}-{RELEASE}-")}
 
     first = cluster_scoped(installed.operator_namespace)
-    assert {
-        f"ClusterRole/{installed.operator_namespace}-{RELEASE}-trtllm-operator-cluster",
-        f"ClusterRole/{installed.operator_namespace}-{RELEASE}-trtllm-operator-metrics-reader",
-        f"ClusterRoleBinding/{installed.operator_namespace}-{RELEASE}-trtllm-operator-cluster",
-    } == first
     ns = cluster.create_namespace("e2e-same")
     try:
         proc = cluster.helm("install", RELEASE, str(CHART), "--namespace", ns, check=False, timeout=120)
         assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert first == {
+            f"ClusterRole/{installed.operator_namespace}-{RELEASE}-trtllm-operator-cluster",
+            f"ClusterRole/{installed.operator_namespace}-{RELEASE}-trtllm-operator-metrics-reader",
+            f"ClusterRoleBinding/{installed.operator_namespace}-{RELEASE}-trtllm-operator-cluster",
+        }
         assert len(cluster_scoped(ns)) == len(first)
         # NOTES.txt names the metrics-reader ClusterRole to bind
         assert f"{ns}-{RELEASE}-trtllm-operator-metrics-reader" in proc.stdout, proc.stdout
