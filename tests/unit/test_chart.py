@@ -171,6 +171,7 @@ def test_values_schema_rejects_unknown_keys_and_bad_values(helm_bin: Path, helm_
         (["--set", "metrics.auth=yes"], "auth"),
         (["--set", "servingNetworkPolicy.namespaces={team-a}"], "namespaces"),
         (["--set", "servingNetworkPolicy.clientNamespaces={Bad_Name}"], "clientNamespaces"),
+        (["--set", "settings.gpuCatalogConfigmap=Bad_Name"], "gpuCatalogConfigmap"),
     ):
         proc = run_helm(
             helm_bin, helm_env, "template", "rel", str(CHART), "--kube-version", K8S_VERSION, *bad
