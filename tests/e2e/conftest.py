@@ -7,8 +7,10 @@ One installation per module (:func:`installed`):
 1. an operator namespace labelled ``pod-security.kubernetes.io/enforce=restricted`` (the real
    PodSecurity admission must accept the operator pod) and a workload namespace enforcing
    ``baseline`` (builder and Triton pods);
-2. ``helm install`` of charts/trtllm-operator into the operator namespace, watching the workload
-   namespace (``watchNamespaces``), ``--wait`` (kwok runs the operator pod);
+2. a GPU catalog ConfigMap in the operator namespace, then ``helm install`` of
+   charts/trtllm-operator into the operator namespace, watching the workload namespace
+   (``watchNamespaces``) and naming that ConfigMap (``settings.gpuCatalogConfigmap``), ``--wait``
+   (kwok runs the operator pod);
 3. a token for the chart's ServiceAccount (``kubectl create token``, TokenRequest) in a kubeconfig
    of its own: no admin credentials reach the operator;
 4. ``python -m trtllm_operator.cli`` with the installed Deployment's ``args`` and ``env`` (read
@@ -24,7 +26,16 @@ from __future__ import annotations
 from collections.abc import Generator, Iterator
 
 import pytest
-from e2e_harness import CHART, RELEASE, Installed, helm_values, hub_repos, start_operator
+from e2e_harness import (
+    CHART,
+    GPU_CATALOG,
+    GPU_CATALOG_DATA,
+    RELEASE,
+    Installed,
+    helm_values,
+    hub_repos,
+    start_operator,
+)
 from kubernetes import client
 from support.cluster import LocalCluster
 from support.hub import LocalHub, local_hub
@@ -80,6 +91,11 @@ def installed(
     )
     _running["installed"] = handle
     try:
+        # the GPU catalog extension the release names (settings.gpuCatalogConfigmap), in the
+        # operator's namespace, which it does not watch
+        core.create_namespaced_config_map(
+            op_ns, {"metadata": {"name": GPU_CATALOG}, "data": GPU_CATALOG_DATA}
+        )
         proc = cluster.helm(
             "install",
             RELEASE,

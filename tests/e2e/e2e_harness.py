@@ -41,6 +41,13 @@ FAST_ENV = {
 }
 
 
+#: The GPU catalog extension of the test release (``settings.gpuCatalogConfigmap``): a ConfigMap of
+#: this name in the operator's namespace (which the release does not watch), adding :data:`CATALOG_GPU`.
+GPU_CATALOG = "gpu-catalog"
+CATALOG_GPU = "NVIDIA-E2E-CATALOG-GPU"
+GPU_CATALOG_DATA = {"extra.yaml": f"gpus:\n  - product: {CATALOG_GPU}\n    memoryMiB: 81559\n    sm: 90\n"}
+
+
 @dataclass
 class Installed:
     """The chart installed, and the operator process running as its ServiceAccount."""
@@ -148,11 +155,17 @@ def helm_values(namespace: str, hub_url: str) -> str:
     """Values of the test release (YAML): watch ``namespace``, debug logs, the fast settings, the
     per-deployment serving NetworkPolicy (the chart's default, stated), and ``settings.hfEndpoint``
     at the local Hub (``hub_url``): the plan check itself (``settings.hfConfigFetch``) keeps the
-    chart's default."""
+    chart's default; the GPU catalog extension :data:`GPU_CATALOG` in the operator's namespace."""
     extra_env = [{"name": k, "value": v} for k, v in FAST_ENV.items()]
     values = {
         "watchNamespaces": [namespace],
-        "settings": {"logLevel": "DEBUG", "logFormat": "json", "extraEnv": extra_env, "hfEndpoint": hub_url},
+        "settings": {
+            "logLevel": "DEBUG",
+            "logFormat": "json",
+            "extraEnv": extra_env,
+            "hfEndpoint": hub_url,
+            "gpuCatalogConfigmap": GPU_CATALOG,
+        },
         "servingNetworkPolicy": {"enabled": True},
         # the flow's engine writes to this (fake) MinIO endpoint
         "policy": {"allowedS3Endpoints": ["http://minio.storage.svc:9000"]},

@@ -23,7 +23,17 @@ from typing import Any
 
 import pytest
 import yaml
-from e2e_harness import CHART, HF_TOKEN, TINYLLAMA, Installed, hub_repos, token_kubeconfig
+from e2e_harness import (
+    CATALOG_GPU,
+    CHART,
+    GPU_CATALOG,
+    HF_TOKEN,
+    RELEASE,
+    TINYLLAMA,
+    Installed,
+    hub_repos,
+    token_kubeconfig,
+)
 from kubernetes import client
 from support.cluster import LocalCluster
 from support.metrics_auth import delete_metrics_reader, get_metrics, metrics_tokens
@@ -448,6 +458,107 @@ def test_builder_and_server_pods_mount_no_service_account_token(flow: Flow) -> N
                 assert not mount["mountPath"].startswith(SA_TOKEN_PATH), (name, c["name"], mount)
 
 
+def test_gpu_catalog_configmap_is_read_in_the_operators_unwatched_namespace(
+    installed: Installed, flow: Flow
+) -> None:
+    """settings.gpuCatalogConfigmap names a ConfigMap in the operator's namespace, which this release
+    does not watch (a fresh-user trial: no Role there, the read was Forbidden). The operator, as the
+    chart's ServiceAccount, reads it (its products in the log; the flow's engine reconciled it), and
+    may get that ConfigMap only — not another one, not a list."""
+    op_ns = installed.operator_namespace
+    assert op_ns != installed.namespace
+    for args, allowed in (
+        (("get", f"configmaps/{GPU_CATALOG}"), "yes"),
+        (("get", "configmaps/another"), "no"),
+        (("list", "configmaps"), "no"),
+        (("patch", f"configmaps/{GPU_CATALOG}"), "no"),
+    ):
+        proc = installed.kubectl_as_operator("auth", "can-i", *args, "-n", op_ns)
+        assert proc.stdout.strip() == allowed, (args, proc.stdout, proc.stderr)
+    wait_for(
+        lambda: any(
+            "GPU catalog extension" in line and CATALOG_GPU in line for line in installed.log().splitlines()
+        ),
+        timeout=30,
+        desc=f"the operator's log shows {CATALOG_GPU} from ConfigMap {op_ns}/{GPU_CATALOG}",
+    )
+    assert "GPU catalog ConfigMap" not in installed.log()  # the "unreadable" warning
+
+
+def test_a_missing_watched_namespace_fails_the_install_naming_the_value_and_the_fix(
+    installed: Installed, tmp_path: Path
+) -> None:
+    """A name in watchNamespaces that does not exist: the install fails before creating anything,
+    naming the value, the namespace and the fix (the chart's lookup; Helm alone would say only
+    ``namespaces "…" not found`` while creating the Role). Without a cluster (helm template) the chart
+    cannot know, and renders."""
+    cluster = installed.cluster
+    ns = cluster.create_namespace("e2e-miss")
+    missing = f"no-such-{ns}"
+    values = ["--set", f"watchNamespaces={{{installed.namespace},{missing}}}"]
+    try:
+        proc = cluster.helm(
+            "install", "e2e-miss", str(CHART), "--namespace", ns, *values, check=False, timeout=120
+        )
+        assert proc.returncode != 0, proc.stdout
+        assert f'watchNamespaces: namespace "{missing}" does not exist' in proc.stderr, proc.stderr
+        assert f"kubectl create namespace {missing}" in proc.stderr, proc.stderr
+        listed = cluster.helm("list", "--namespace", ns, "--all", "-q").stdout.split()
+        assert "e2e-miss" not in listed  # failed at render time: no release, nothing created
+        rbac = client.RbacAuthorizationV1Api(cluster.api)
+        assert not [r for r in rbac.list_cluster_role().items if r.metadata.name.startswith(f"{ns}-")]
+        offline = cluster.helm(
+            "template",
+            "e2e-miss",
+            str(CHART),
+            "--namespace",
+            ns,
+            "--kube-version",
+            "1.34.4",
+            *values,
+            check=False,
+            timeout=60,
+        )
+        assert offline.returncode == 0, offline.stderr
+    finally:
+        cluster.helm("uninstall", "e2e-miss", "--namespace", ns, check=False, timeout=90)
+        cluster.delete_namespace(ns)
+
+
+def test_a_release_of_the_same_name_in_another_namespace_installs_beside_the_first(
+    installed: Installed,
+) -> None:
+    """Release names are unique per namespace only: a second release named like the module's
+    (``e2e``) in another namespace installs — its cluster-scoped objects carry its namespace — and
+    its uninstall leaves the first release's ClusterRoles and ClusterRoleBinding in place."""
+    cluster = installed.cluster
+    rbac = client.RbacAuthorizationV1Api(cluster.api)
+
+    def cluster_scoped(ns: str) -> set[str]:
+        roles = {f"ClusterRole/{r.metadata.name}" for r in rbac.list_cluster_role().items}
+        bindings = {f"ClusterRoleBinding/{b.metadata.name}" for b in rbac.list_cluster_role_binding().items}
+        return {n for n in roles | bindings if n.split("/", 1)[1].startswith(f"{ns}-{RELEASE}-")}
+
+    first = cluster_scoped(installed.operator_namespace)
+    ns = cluster.create_namespace("e2e-same")
+    try:
+        proc = cluster.helm("install", RELEASE, str(CHART), "--namespace", ns, check=False, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert first == {
+            f"ClusterRole/{installed.operator_namespace}-{RELEASE}-trtllm-operator-cluster",
+            f"ClusterRole/{installed.operator_namespace}-{RELEASE}-trtllm-operator-metrics-reader",
+            f"ClusterRoleBinding/{installed.operator_namespace}-{RELEASE}-trtllm-operator-cluster",
+        }
+        assert len(cluster_scoped(ns)) == len(first)
+        # NOTES.txt names the metrics-reader ClusterRole to bind
+        assert f"{ns}-{RELEASE}-trtllm-operator-metrics-reader" in proc.stdout, proc.stdout
+    finally:
+        cluster.helm("uninstall", RELEASE, "--namespace", ns, "--wait", check=False, timeout=90)
+        cluster.delete_namespace(ns)
+    assert cluster_scoped(ns) == set()
+    assert cluster_scoped(installed.operator_namespace) == first
+
+
 def test_default_install_watches_only_its_own_namespace(installed: Installed, tmp_path: Path) -> None:
     """No values (#24): namespaced mode in the release's namespace is the default — a Role there, no
     namespaced grant anywhere else (a second release, own namespace)."""
@@ -631,9 +742,9 @@ def test_uninstall_removes_the_operator_and_keeps_crds_artifacts_and_cache_index
     cluster.helm("uninstall", "e2e", "--namespace", installed.operator_namespace, "--wait", timeout=120)
     api = Api(cluster, ns)
     rbac = client.RbacAuthorizationV1Api(cluster.api)
-    assert not [
-        r for r in rbac.list_cluster_role().items if r.metadata.name.startswith("e2e-trtllm-operator")
-    ]
+    prefix = f"{installed.operator_namespace}-e2e-trtllm-operator"  # cluster-scoped names (_helpers.tpl)
+    assert not [r for r in rbac.list_cluster_role().items if r.metadata.name.startswith(prefix)]
+    assert not [b for b in rbac.list_cluster_role_binding().items if b.metadata.name.startswith(prefix)]
     assert not rbac.list_namespaced_role(ns).items
     assert (
         not client.CoreV1Api(cluster.api)

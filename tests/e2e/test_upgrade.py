@@ -146,10 +146,18 @@ EXPECTED: dict[str, Any] = {
     #   per LLMDeployment instead, issue 24 item 5).
     # The namespaced chart default (clusterWide: false, issue 24) changes nothing here: the release
     # names its watchNamespaces.
+    # - cluster-scoped names carry the release's namespace (``{release_namespace}``: two releases of
+    #   one name in different namespaces collided on them; _helpers.tpl clusterScopedName): the
+    #   previous ClusterRole and ClusterRoleBinding ``upg-trtllm-operator-cluster`` are gone (Helm
+    #   deletes them after creating the new ones), ``{release_namespace}-upg-trtllm-operator-cluster``
+    #   (both kinds) and ``-metrics-reader`` are new (so the rule changes above show up there).
     "chart_objects": {
         "Deployment/upg-trtllm-operator",
         "ClusterRole/upg-trtllm-operator-cluster",
-        "ClusterRole/upg-trtllm-operator-metrics-reader",
+        "ClusterRoleBinding/upg-trtllm-operator-cluster",
+        "ClusterRole/{release_namespace}-upg-trtllm-operator-cluster",
+        "ClusterRoleBinding/{release_namespace}-upg-trtllm-operator-cluster",
+        "ClusterRole/{release_namespace}-upg-trtllm-operator-metrics-reader",
         "Role/upg-trtllm-operator",
         "NetworkPolicy/trtllm-serving",
     },
@@ -250,6 +258,7 @@ class Upgraded:
     """What the flow saw: before and after the upgrade, and the writes in between."""
 
     api: Api
+    operator_namespace: str  # the release's namespace
     service_account_user: str
     old_keys: dict[str, str]
     keys: dict[str, str]
@@ -459,6 +468,7 @@ def upgraded(
         handle.stop()
     result = Upgraded(
         api=api,
+        operator_namespace=op_ns,
         service_account_user=f"system:serviceaccount:{op_ns}:{handle.service_account}",
         old_keys=old_keys,
         keys=keys,
@@ -594,7 +604,8 @@ def test_specs_kept_and_statuses_changed_only_as_required(upgraded: Upgraded) ->
 def test_chart_objects_change_only_where_the_releases_differ(upgraded: Upgraded) -> None:
     old, new = upgraded.old_render, upgraded.new_render
     differs = {k for k in old.keys() | new.keys() if old.get(k) != new.get(k)}
-    assert differs == EXPECTED["chart_objects"], differs
+    op_ns = upgraded.operator_namespace
+    assert differs == {k.format(release_namespace=op_ns) for k in EXPECTED["chart_objects"]}, differs
 
 
 def test_engine_on_the_previous_releases_defaults_survives_the_upgrade(upgraded: Upgraded) -> None:

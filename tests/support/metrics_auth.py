@@ -1,7 +1,7 @@
 """ServiceAccount tokens for the operator's authenticated /metrics (trtllm_operator.kube.metrics_auth).
 
 :func:`metrics_tokens` makes two ServiceAccounts in a namespace and returns a token of each: one bound
-to a ClusterRole with the rule the chart's ``<release>-metrics-reader`` grants
+to a ClusterRole with the rule the chart's ``<namespace>-<fullname>-metrics-reader`` grants
 (``nonResourceURLs: ["/metrics"], verbs: ["get"]``, charts/trtllm-operator/templates/rbac.yaml), one
 bound to nothing. Tokens come from the API server's TokenRequest (``kubectl create token``).
 :func:`get_metrics` reads the endpoint the way the chart's ServiceMonitor does (HTTPS without

@@ -72,6 +72,8 @@ VALUE_SETS: dict[str, list[str]] = {
     ],
     "peering": ["--set", "replicaCount=2", "--set", "settings.logFormat=text"],
     "no-service": ["--set", "metrics.service.enabled=false", "--set", "serviceAccount.name=op"],
+    # the GPU catalog ConfigMap in the release's namespace, which is not watched
+    "gpu-catalog": ["--set", "watchNamespaces={team-a}", "--set", "settings.gpuCatalogConfigmap=gpus"],
     "custom-builder": [
         "--set",
         "builder.image=registry.example/engine-builder:1.2.0",
@@ -171,6 +173,7 @@ def test_values_schema_rejects_unknown_keys_and_bad_values(helm_bin: Path, helm_
         (["--set", "metrics.auth=yes"], "auth"),
         (["--set", "servingNetworkPolicy.namespaces={team-a}"], "namespaces"),
         (["--set", "servingNetworkPolicy.clientNamespaces={Bad_Name}"], "clientNamespaces"),
+        (["--set", "settings.gpuCatalogConfigmap=Bad_Name"], "gpuCatalogConfigmap"),
     ):
         proc = run_helm(
             helm_bin, helm_env, "template", "rel", str(CHART), "--kube-version", K8S_VERSION, *bad
@@ -463,6 +466,7 @@ def test_container_args_and_env_are_operator_settings(
     expected_ns = {
         "namespaced": ("team-a", "team-b"),
         "everything": ("team-a",),
+        "gpu-catalog": ("team-a",),
         "cluster-wide": (),
         "pod-monitor-all-namespaces": (),
     }.get(value_set, ("trtllm-system",))  # the default: the release's own namespace
@@ -520,8 +524,17 @@ def test_rbac_is_least_privilege(rendered: dict[str, list[dict[str, Any]]], valu
         for key in ("apiGroups", "resources", "verbs"):
             assert not any("*" in item for item in rule.get(key, [])), f"wildcard in {where}: {rule}"
         if "nonResourceURLs" in rule:  # only the role a scraper is bound to (metrics.auth)
-            assert where == "ClusterRole/rel-trtllm-operator-metrics-reader", f"{where}: {rule}"
+            assert where == "ClusterRole/trtllm-system-rel-trtllm-operator-metrics-reader", f"{where}: {rule}"
             assert rule == METRICS_READER_RULE, f"{where}: {rule}"
+            continue
+        if "resourceNames" in rule:  # only the GPU catalog ConfigMap (settings.gpuCatalogConfigmap)
+            assert where == "Role/rel-trtllm-operator-gpu-catalog", f"{where}: {rule}"
+            assert rule == {
+                "apiGroups": [""],
+                "resources": ["configmaps"],
+                "resourceNames": ["gpus"],
+                "verbs": ["get"],
+            }
             continue
         if "secrets" in rule.get("resources", []):
             # get: metadata of referenced Secrets (opt-in label); create: each LLMDeployment's own
@@ -559,8 +572,12 @@ def test_rbac_namespaced_mode_binds_roles_in_each_watched_namespace(
     # cluster-scoped grants in namespaced mode: what kopf needs to discover and peer, GPU nodes read,
     # and the reviews of authenticated /metrics (metrics.auth)
     roles = {o["metadata"]["name"]: o for o in only(objs, "ClusterRole")}
-    assert set(roles) == {"rel-trtllm-operator-cluster", "rel-trtllm-operator-metrics-reader"}
-    cluster_role = roles["rel-trtllm-operator-cluster"]
+    # cluster-scoped names carry the release's namespace (test_cluster_scoped_names_are_unique_per_...)
+    assert set(roles) == {
+        "trtllm-system-rel-trtllm-operator-cluster",
+        "trtllm-system-rel-trtllm-operator-metrics-reader",
+    }
+    cluster_role = roles["trtllm-system-rel-trtllm-operator-cluster"]
     resources = {r for _, rule in rules_of([cluster_role]) for r in rule["resources"]}
     reviews = {"tokenreviews", "subjectaccessreviews"}
     assert resources == {"customresourcedefinitions", "clusterkopfpeerings", "nodes"} | reviews
@@ -584,6 +601,165 @@ def test_rbac_namespaced_mode_binds_roles_in_each_watched_namespace(
     (crb,) = only(wide, "ClusterRoleBinding")
     (sa,) = only(wide, "ServiceAccount")
     assert crb["subjects"][0]["name"] == sa["metadata"]["name"]
+
+
+def test_gpu_catalog_configmap_is_readable_by_name_in_the_operators_namespace(
+    helm_bin: Path, helm_env: dict[str, str], rendered: dict[str, list[dict[str, Any]]]
+) -> None:
+    """settings.gpuCatalogConfigmap: the operator GETs that ConfigMap in its own namespace
+    (handlers/engine.py catalog_extension, Settings.operator_namespace). A fresh-user trial found it
+    unreadable when watchNamespaces names only other namespaces (no Role there): now a Role with get
+    on exactly that name (resourceNames), bound to the chart's ServiceAccount, and the setting passed
+    to the operator (parsed by its own Settings)."""
+    objs = rendered["gpu-catalog"]
+    (dep,) = only(objs, "Deployment")
+    settings, _ = container_settings(dep, "trtllm-system")
+    assert settings.gpu_catalog_configmap == "gpus" and settings.operator_namespace == "trtllm-system"
+    assert "trtllm-system" not in settings.namespaces  # no watched-namespace Role grants it there
+    in_own_ns = [o for o in only(objs, "Role") if o["metadata"]["namespace"] == "trtllm-system"]
+    assert [r["rules"] for r in in_own_ns] == [
+        [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["gpus"], "verbs": ["get"]}]
+    ]
+    (binding,) = [o for o in only(objs, "RoleBinding") if o["metadata"]["namespace"] == "trtllm-system"]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": in_own_ns[0]["metadata"]["name"],
+    }  # fmt: skip
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "rel-trtllm-operator", "namespace": "trtllm-system"}
+    ]
+    # where a Role or the ClusterRole already grants get on ConfigMaps there, no second grant
+    for extra in (["--set", "clusterWide=true"], []):
+        others = render(helm_bin, helm_env, [*extra, "--set", "settings.gpuCatalogConfigmap=gpus"])
+        assert not [r for _, r in rules_of(others) if "resourceNames" in r], extra
+        assert "get" in grants(others, "ClusterRole" if extra else "Role", "", "configmaps")
+    # without the setting: no catalog Role, no variable
+    assert not [r for _, r in rules_of(rendered["namespaced"]) if "resourceNames" in r]
+
+
+def test_cluster_scoped_names_are_unique_per_release_namespace(
+    helm_bin: Path, helm_env: dict[str, str]
+) -> None:
+    """Release names are unique per namespace only: a second install of release ``rel`` in another
+    namespace must not name a cluster-scoped object as the first does (Helm would refuse to take over
+    the other release's object). Every cluster-scoped kind the chart renders, both watch modes."""
+    namespaced = {"Role", "RoleBinding", "Deployment", "Service", "ServiceAccount", "ConfigMap"}
+    namespaced |= CRD_KINDS
+    for values in ([], ["--set", "clusterWide=true"], ["--set", "watchNamespaces={team-a}"]):
+        names: list[set[str]] = []
+        for ns in ("trtllm-system", "other-system"):
+            proc = run_helm(
+                helm_bin, helm_env, "template", "rel", str(CHART), "--namespace", ns,
+                "--kube-version", K8S_VERSION, *values,
+            )  # fmt: skip
+            assert proc.returncode == 0, proc.stderr
+            objs = [d for d in yaml.safe_load_all(proc.stdout) if d]
+            cluster_scoped = [o for o in objs if o["kind"] not in namespaced]
+            assert {o["kind"] for o in cluster_scoped} == {"ClusterRole", "ClusterRoleBinding"}, values
+            assert all("namespace" not in o["metadata"] for o in cluster_scoped)
+            names.append({f"{o['kind']}/{o['metadata']['name']}" for o in cluster_scoped})
+            for crb in only(cluster_scoped, "ClusterRoleBinding"):  # bound to this release's role
+                assert crb["roleRef"]["name"] in {
+                    o["metadata"]["name"] for o in only(cluster_scoped, "ClusterRole")
+                }
+        assert names[0] and not names[0] & names[1], (values, names)
+
+
+# ----------------------------------------------------------------------------- the docs' RBAC summaries
+INSTALL_DOC = REPO / "docs" / "install.md"
+#: (API group, resource) → (verbs, scope in namespaced mode, scope with clusterWide); "" = core.
+Grants = dict[tuple[str, str], tuple[frozenset[str], str, str]]
+
+
+def rendered_grants(helm_bin: Path, helm_env: dict[str, str]) -> Grants:
+    """What the operator's ServiceAccount is granted, from the rendered chart: namespaced mode
+    (watchNamespaces) and clusterWide. Scopes: "watched namespaces" (the Role in each), "every
+    namespace" (clusterWide's ClusterRole, for a resource the namespaced Role grants), "cluster" (a
+    ClusterRole, cluster-scoped resource), "—" (not granted in that mode). The metrics-reader role is
+    the scraper's, not the operator's."""
+    per_mode: list[dict[tuple[str, str], tuple[set[str], str]]] = []
+    for values in (["--set", "watchNamespaces={team-a}"], ["--set", "clusterWide=true"]):
+        mode: dict[tuple[str, str], tuple[set[str], str]] = {}
+        for obj in render(helm_bin, helm_env, values):
+            if obj["kind"] not in ("Role", "ClusterRole") or obj["metadata"]["name"].endswith(
+                "-metrics-reader"
+            ):
+                continue
+            for rule in obj["rules"]:
+                for group in rule["apiGroups"]:
+                    for resource in rule["resources"]:
+                        verbs, _ = mode.get((group, resource), (set(), ""))
+                        mode[(group, resource)] = (verbs | set(rule["verbs"]), obj["kind"])
+        per_mode.append(mode)
+    namespaced, wide = per_mode
+    out: Grants = {}
+    for key in namespaced.keys() | wide.keys():
+        ns_verbs, ns_kind = namespaced.get(key, (set(), ""))
+        cw_verbs, _ = wide.get(key, (set(), ""))
+        assert not ns_verbs or not cw_verbs or ns_verbs == cw_verbs, (key, ns_verbs, cw_verbs)
+        ns_scope = {"Role": "watched namespaces", "ClusterRole": "cluster", "": "—"}[ns_kind]
+        cw_scope = "every namespace" if ns_kind == "Role" else "cluster" if cw_verbs else "—"
+        out[key] = (frozenset(ns_verbs or cw_verbs), ns_scope, cw_scope)
+    return out
+
+
+def doc_grants_table() -> Grants:
+    """docs/security.md's table "What the chart grants", parsed (a row per group and resource list)."""
+    text = SECURITY_DOC.read_text()
+    header = "| API group | resources | verbs | namespaced (default) | `clusterWide: true` |"
+    assert header in text
+    out: Grants = {}
+    for line in text.split(header, 1)[1].splitlines()[2:]:
+        if not line.startswith("|"):
+            break
+        group, resources, verbs, ns_scope, cw_scope = (c.strip() for c in line.strip("|").split("|"))
+        group = "" if group == "core" else group.strip("`")
+        for resource in resources.split(","):
+            key = (group, resource.strip().strip("`"))
+            assert key not in out, f"{key} twice in the table"
+            out[key] = (frozenset(v.strip() for v in verbs.split(",")), ns_scope, cw_scope)
+    return out
+
+
+def test_security_doc_grants_table_is_the_rendered_rbac(helm_bin: Path, helm_env: dict[str, str]) -> None:
+    """docs/security.md's rule-by-rule table is what the chart renders, both ways: no rule missing
+    from the doc (a fresh-user trial found the summaries understating Secret get/create in every
+    namespace and omitting clusterkopfpeerings), no claim the chart does not make."""
+    rendered_rbac, documented = rendered_grants(helm_bin, helm_env), doc_grants_table()
+    assert documented.keys() == rendered_rbac.keys(), (
+        f"not in the doc: {sorted(rendered_rbac.keys() - documented.keys())}; "
+        f"not rendered: {sorted(documented.keys() - rendered_rbac.keys())}"
+    )
+    wrong = {k: (documented[k], rendered_rbac[k]) for k in documented if documented[k] != rendered_rbac[k]}
+    assert not wrong, f"doc vs rendered: {wrong}"
+
+
+_CLAIM = re.compile(r"`([a-z./]+)` ([a-z]+(?:/[a-z]+)*)")
+
+
+def test_install_doc_watch_scope_summaries_match_the_rendered_rbac(
+    helm_bin: Path, helm_env: dict[str, str]
+) -> None:
+    """docs/install.md's "Watch scope" table: every `resource` verbs/verbs claim is the rendered
+    grant exactly; the namespaced row names every cluster-scoped grant of its ClusterRole, and the
+    clusterWide row names Secrets' get and create in every namespace."""
+    grants = rendered_grants(helm_bin, helm_env)
+    by_resource = {resource: value for (_, resource), value in grants.items()}
+    rows = {}
+    for line in INSTALL_DOC.read_text().split("### Watch scope", 1)[1].splitlines():
+        if line.startswith("| ") and not line.startswith("| values") and not line.startswith("| ---"):
+            rows[line.split("|")[1].strip()] = line.split("|")[3]
+        elif rows and not line.startswith("|"):
+            break
+    (default_row,) = (v for k, v in rows.items() if k.startswith("(default"))
+    (wide_row,) = (v for k, v in rows.items() if k.startswith("`clusterWide: true`"))
+    for row in rows.values():
+        for resource, verbs in _CLAIM.findall(row):
+            assert resource in by_resource, f"{resource}: no such grant"
+            assert set(verbs.split("/")) == by_resource[resource][0], (resource, verbs, by_resource[resource])
+    cluster_scoped = {r for r, (_, ns_scope, _) in by_resource.items() if ns_scope == "cluster"}
+    assert cluster_scoped == {r for r, _ in _CLAIM.findall(default_row)} - {"secrets"}, default_row
+    assert ("secrets", "get/create") in _CLAIM.findall(wide_row), wide_row
+    assert "every namespace" in wide_row
 
 
 # ----------------------------------------------------------------------------- NetworkPolicy

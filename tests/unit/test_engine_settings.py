@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import pytest
@@ -74,3 +75,31 @@ def test_docs_show_the_current_settings_table() -> None:
     assert settings_table() in docs, (
         "docs/operator.md is stale: paste trtllm_operator.settings.settings_table()"
     )
+
+
+REPO = Path(__file__).resolve().parents[2]
+#: "operator setting X" (or "settings X and Y") as the operator's messages, docstrings and docs name a
+#: setting: X in camelCase, the field of :class:`Settings` in snake_case.
+_NAMED_SETTING = re.compile(r"operator setting `?([a-z][A-Za-z0-9]+)|operator settings `([a-z][A-Za-z0-9]+)")
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def test_every_setting_a_message_or_doc_names_exists() -> None:
+    """A fresh-user report: messages sent users to an operator setting ``gpuCatalog`` that no
+    configuration has (the settings are gpu_catalog_configmap / gpu_catalog_file). Every "operator
+    setting X" in the operator's and the builder's code and in docs/ must be a field of Settings."""
+    sources = [
+        *sorted((REPO / "operator" / "src").rglob("*.py")),
+        *sorted((REPO / "engine-builder" / "src").rglob("*.py")),
+        *sorted((REPO / "docs").glob("*.md")),
+    ]
+    named: dict[str, set[str]] = {}
+    for path in sources:
+        for match in _NAMED_SETTING.finditer(path.read_text(encoding="utf-8")):
+            named.setdefault(match.group(1) or match.group(2), set()).add(str(path.relative_to(REPO)))
+    assert "gpuCatalogConfigmap" in named  # the catalog's fix names the real setting (planner/catalog.py)
+    unknown = {n: sorted(where) for n, where in named.items() if _snake(n) not in Settings.model_fields}
+    assert not unknown, f"settings named that do not exist: {unknown}"

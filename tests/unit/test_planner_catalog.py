@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engine_builder.planner import DEFAULT_CATALOG, PlanInputError, load_catalog_extension, lookup
+from engine_builder.planner.catalog import EXTENSION_FIELD
 
 MIB = 1024 * 1024
 
@@ -60,7 +61,12 @@ def test_unknown_product_lists_known_ones() -> None:
     with pytest.raises(PlanInputError) as err:
         lookup("NVIDIA-RTX-9000")
     assert err.value.field == "spec.gpu.product"
-    assert "NVIDIA-H200" in err.value.message and "gpuCatalog" in err.value.message
+    assert "NVIDIA-H200" in err.value.message
+    # the fix names settings that exist (the operator's gpu_catalog_configmap / gpu_catalog_file, the
+    # chart's settings.gpuCatalogConfigmap; tests/unit/test_engine_settings.py checks every
+    # "operator setting X" against Settings), not the "gpuCatalog" no configuration has
+    assert "operator setting gpuCatalogConfigmap" in err.value.message
+    assert "gpuCatalogFile" in err.value.message and "settings.gpuCatalogConfigmap" in err.value.message
 
 
 def test_mig_profile_is_refused_with_a_fix() -> None:
@@ -102,9 +108,9 @@ def test_extension_mapping_form() -> None:
         ({"gpus": [{"product": "X", "sm": 90}]}, "gpus[0].memoryBytes"),
         ({"gpus": [{"product": "X", "sm": 90, "memoryBytes": 1, "colour": "green"}]}, "gpus[0].colour"),
         ({"gpus": "NVIDIA-H200"}, "gpus"),
-        ("- just\n- a list\n", "gpuCatalog"),
+        ("- just\n- a list\n", EXTENSION_FIELD),
         # Not YAML at all (a Markdown file passed by mistake).
-        ("# Title\n\nA `code: span` here: and there\n  - x: [\n", "gpuCatalog"),
+        ("# Title\n\nA `code: span` here: and there\n  - x: [\n", EXTENSION_FIELD),
         ({"gpus": [{"product": "X", "sm": 90, "memoryMiB": "lots"}]}, "gpus[0].memoryMiB"),
         ({"gpus": [{"product": "X", "sm": "ninety", "memoryBytes": 1}]}, "gpus[0].sm"),
         ({"gpus": [{"product": "X", "sm": 90, "memoryBytes": -5}]}, "gpus[0].memoryBytes"),

@@ -186,6 +186,7 @@ def test_manifest_the_api_server_rejects_exits_2(
         (["--namespace", "BAD NS"], "--namespace: 'BAD NS' is not a valid namespace"),
         (["--namespace=-x"], "DNS-1123 label"),
         (["--namespace", "a" * 64], "DNS-1123 label"),
+        (["--operator-namespace", "Not_NS"], "--operator-namespace: 'Not_NS' is not a valid namespace"),
     ],
 )
 def test_bad_flags_exit_2(flags: list[str], fragment: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -271,3 +272,87 @@ def test_a_stored_deployment_renders_owner_references_with_its_uid(
     rendered = list(yaml.safe_load_all(out.out))
     assert rendered and all(d["metadata"]["ownerReferences"][0]["uid"] == uid for d in rendered)
     assert "ownerReferences left out" not in out.err
+
+
+def _secret_refs(obj: Any) -> set[str]:
+    """Names of the Secrets a manifest's pods use: ``secretKeyRef`` / ``secretRef`` and Secret volumes."""
+    found: set[str] = set()
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            if key in ("secretKeyRef", "secretRef") and isinstance(value, dict):
+                found.add(value["name"])
+            elif key == "secret" and isinstance(value, dict) and "secretName" in value:
+                found.add(value["secretName"])
+            else:
+                found |= _secret_refs(value)
+    elif isinstance(obj, list):
+        for item in obj:
+            found |= _secret_refs(item)
+    return found
+
+
+def _user_secrets(obj: Any) -> set[str]:
+    """Secrets the input manifests name themselves (``credentialsSecretRef``): the user's, not the
+    operator's."""
+    if isinstance(obj, dict):
+        own = {obj["credentialsSecretRef"]["name"]} if "credentialsSecretRef" in obj else set()
+        return own.union(*(_user_secrets(v) for v in obj.values()))
+    if isinstance(obj, list):
+        return set().union(*(_user_secrets(v) for v in obj))
+    return set()
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_output_says_which_secret_the_operator_creates_that_it_leaves_out(
+    example: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A fresh-user trial: the pods of ``render``'s output reference ``<name>-credentials``, which the
+    output did not hold and did not mention. Every Secret the pods reference that the user's
+    manifests do not name is the operator's own, and the output's head comment names it as left out."""
+    source = REPO / "examples" / example
+    assert main(["render", "-f", str(source), *_needs_lws(example)]) == 0
+    out = capsys.readouterr().out
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    assert not [d for d in docs if d["kind"] == "Secret"]
+    inputs = list(yaml.safe_load_all(source.read_text()))
+    (dep,) = [d for d in inputs if d and d["kind"] == "LLMDeployment"]
+    operators = _secret_refs(docs) - _user_secrets(inputs)
+    assert operators == {f"{dep['metadata']['name']}-credentials"}, operators
+    head = [line for line in out.splitlines() if line.startswith("#")]
+    for name in operators:
+        assert any(line.startswith(f"# - Secret {name} ") for line in head), head
+    assert any("Not rendered" in line for line in head), head
+
+
+def _metrics_peers(docs: list[dict[str, Any]]) -> list[str]:
+    """Namespaces the NetworkPolicy admits to the metrics port (the rule without a podSelector peer)."""
+    (policy,) = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    (rule,) = [
+        r for r in policy["spec"]["ingress"]
+        if r.get("from") and all("namespaceSelector" in p for p in r["from"]) and len(r["ports"]) == 1
+        and r["ports"][0]["port"] == 8002
+    ]  # fmt: skip
+    (peer,) = rule["from"]
+    (expr,) = peer["namespaceSelector"]["matchExpressions"]
+    assert expr["key"] == "kubernetes.io/metadata.name" and expr["operator"] == "In"
+    return list(expr["values"])
+
+
+def test_operator_namespace_flag_sets_the_networkpolicys_metrics_peer(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The operator admits its own namespace to the serving pods' metrics port (its autoscaler
+    scrapes it). Offline the namespace is unknown: ``--operator-namespace`` (the chart's release
+    namespace) sets it; without it the output says which namespace it assumed and how to set it."""
+    monkeypatch.delenv("TRTLLM_OPERATOR_OPERATOR_NAMESPACE", raising=False)
+    example = str(REPO / "examples" / "llama-3.1-8b-fp8-h100.yaml")
+    assert main(["render", "-f", example, "--operator-namespace", "trtllm-system"]) == 0
+    out = capsys.readouterr().out
+    assert _metrics_peers([d for d in yaml.safe_load_all(out) if d]) == ["monitoring", "trtllm-system"]
+    assert "trtllm-system (--operator-namespace)" in out
+    assert main(["render", "-f", example]) == 0
+    out = capsys.readouterr().out
+    (assumed,) = [
+        ns for ns in _metrics_peers([d for d in yaml.safe_load_all(out) if d]) if ns != "monitoring"
+    ]
+    assert f"{assumed} (the operator's default; pass --operator-namespace <the chart's namespace>)" in out

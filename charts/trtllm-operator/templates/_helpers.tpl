@@ -12,6 +12,18 @@
 {{- end -}}
 {{- end -}}
 
+{{/*
+Name of the chart's cluster-scoped objects (ClusterRoles, ClusterRoleBindings): the release's namespace,
+then the full name. Release names are unique per namespace only (helm install in another namespace
+reuses them), and cluster-scoped names are shared by the whole cluster, so without the namespace a
+second release of the same name would collide with the first's objects. No truncation: an RBAC object's
+name is a path segment name (kubernetes pkg/apis/rbac/validation ValidateRBACName), not a 63-character
+label, and a namespace (63) + full name (63) stays far below the 253 an object name may have.
+*/}}
+{{- define "trtllm-operator.clusterScopedName" -}}
+{{- printf "%s-%s" .Release.Namespace (include "trtllm-operator.fullname" .) -}}
+{{- end -}}
+
 {{- define "trtllm-operator.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{ include "trtllm-operator.selectorLabels" . }}
@@ -39,7 +51,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{/*
 The namespaces the operator watches, as a JSON list (use with fromJsonArray): watchNamespaces, or the
 release's own namespace when that list is empty; [] = cluster-wide, only with clusterWide: true (an
-opt-in: a ClusterRole over every namespace's Jobs, ConfigMaps and Secret metadata).
+opt-in: a ClusterRole over every namespace's Jobs, ConfigMaps and Secrets get/create).
 */}}
 {{- define "trtllm-operator.watchNamespaces" -}}
 {{- if .Values.clusterWide -}}

@@ -39,6 +39,17 @@ from engine_builder.planner.errors import PlanInputError
 
 MIB = 1024 * 1024
 
+#: Where a catalog extension comes from, in the fix of an unknown-product message: the operator's
+#: settings (``gpu_catalog_configmap`` / ``gpu_catalog_file``, written camelCase as the operator's
+#: messages name settings; the chart's ``settings.gpuCatalogConfigmap``) and the plan command's flag.
+EXTENSION_SOURCES = (
+    "operator setting gpuCatalogConfigmap (a ConfigMap in the operator's namespace; chart value "
+    "settings.gpuCatalogConfigmap) or gpuCatalogFile; trtllm-operator plan --gpu-catalog FILE"
+)
+#: :class:`PlanInputError` field of an extension that is not a catalog as a whole (not YAML, not a
+#: mapping): the document, whichever setting or flag named it.
+EXTENSION_FIELD = "GPU catalog extension"
+
 
 @dataclass(frozen=True)
 class GPUSpec:
@@ -166,7 +177,7 @@ def lookup(product: str, extra: Mapping[str, GPUSpec] | None = None) -> GPUSpec:
         raise PlanInputError(
             "spec.gpu.product",
             f"{product!r} is a MIG profile; the planner has no memory figure for it. Add it to the GPU "
-            "catalog extension (operator setting gpuCatalog) with its memoryBytes and sm.",
+            f"catalog extension ({EXTENSION_SOURCES}) with its memoryBytes and sm.",
         )
     if name in by_norm:
         return by_norm[name]
@@ -179,7 +190,7 @@ def lookup(product: str, extra: Mapping[str, GPUSpec] | None = None) -> GPUSpec:
         "spec.gpu.product",
         f"unknown GPU product {product!r}; known products: {', '.join(sorted(catalog))}. Use the "
         "nvidia.com/gpu.product label value of your nodes, or add the GPU to the catalog extension "
-        "(operator setting gpuCatalog).",
+        f"({EXTENSION_SOURCES}).",
     )
 
 
@@ -212,7 +223,8 @@ def load_catalog_extension(source: str | Mapping[str, Any] | None) -> dict[str, 
 
     or a mapping ``{product: {memoryBytes: ..., sm: ...}}``. Raises :class:`PlanInputError` whose
     field is the path inside the extension (``gpus[0].sm``) for a missing or invalid value, an
-    unknown key (allowed keys listed in camelCase), or text that is not YAML (field ``gpuCatalog``).
+    unknown key (allowed keys listed in camelCase), or text that is not YAML (field
+    :data:`EXTENSION_FIELD`).
     """
     if source is None:
         return {}
@@ -221,7 +233,7 @@ def load_catalog_extension(source: str | Mapping[str, Any] | None) -> dict[str, 
     except yaml.YAMLError as exc:
         reason = " ".join(str(exc).split())
         raise PlanInputError(
-            "gpuCatalog", f"not valid YAML ({reason}); expected a mapping with a 'gpus' list"
+            EXTENSION_FIELD, f"not valid YAML ({reason}); expected a mapping with a 'gpus' list"
         ) from exc
     if data is None:
         return {}
@@ -247,7 +259,7 @@ def load_catalog_extension(source: str | Mapping[str, Any] | None) -> dict[str, 
                 raise PlanInputError(str(key), "must be a mapping with memoryBytes and sm")
             entries.append((str(key), {"product": key, **item}))
     else:
-        raise PlanInputError("gpuCatalog", "expected a mapping (YAML object) with a 'gpus' list")
+        raise PlanInputError(EXTENSION_FIELD, "expected a mapping (YAML object) with a 'gpus' list")
     out: dict[str, GPUSpec] = {}
     allowed = {f.name for f in fields(GPUSpec)}
     shown_allowed = sorted({_CAMEL.get(k, k) for k in allowed} | {"memoryMiB"})

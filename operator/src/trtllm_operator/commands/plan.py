@@ -23,6 +23,7 @@ from engine_builder.planner import (
     lookup,
     plan,
 )
+from engine_builder.planner.catalog import EXTENSION_FIELD
 from engine_builder.planner.formats import KV_CACHE_DTYPES, QUANT_FORMATS
 from trtllm_operator.commands import EXIT_BAD_INPUT, plain
 
@@ -48,7 +49,7 @@ _FLAGS: dict[str, str] = {
     "typicalRequestTokens": "--typical-request-tokens",
     "gpusPerNode": "--gpus-per-node",
     "tokensPerBlock": "--tokens-per-block",
-    "gpuCatalog": "--gpu-catalog",
+    EXTENSION_FIELD: "--gpu-catalog",
 }
 
 
@@ -135,13 +136,13 @@ def run(args: argparse.Namespace) -> int:
                 text = Path(args.gpu_catalog).read_text(encoding="utf-8")
             except OSError as exc:
                 raise PlanInputError(
-                    "gpuCatalog", f"cannot read {args.gpu_catalog}: {exc} (--gpu-catalog)"
+                    EXTENSION_FIELD, f"cannot read {args.gpu_catalog}: {exc} (--gpu-catalog)"
                 ) from exc
             try:
                 extra = load_catalog_extension(text)
             except PlanInputError as exc:
-                where = "" if exc.field == "gpuCatalog" else f"{exc.field}: "
-                raise PlanInputError("gpuCatalog", f"{args.gpu_catalog}: {where}{exc.message}") from exc
+                where = "" if exc.field == EXTENSION_FIELD else f"{exc.field}: "
+                raise PlanInputError(EXTENSION_FIELD, f"{args.gpu_catalog}: {where}{exc.message}") from exc
         arch = Architecture.from_hf_config(load_hf_config(args.model_config))
         gpu = lookup(args.gpu, extra)
         request = PlanRequest(

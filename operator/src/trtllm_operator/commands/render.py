@@ -1,7 +1,7 @@
 """``trtllm-operator render``: print every child manifest of an LLMDeployment, for GitOps review.
 
     trtllm-operator render -f deployment.yaml --engine engine.yaml [--model-config config.json]
-        [--gpus-per-node 8] [--lws] [-n NAMESPACE]
+        [--gpus-per-node 8] [--lws] [-n NAMESPACE] [--operator-namespace NS]
 
 Runs exactly the code the controller runs — the decision
 (:func:`trtllm_operator.decide.serving.plan_serving`), then the rendering of its plan
@@ -20,6 +20,18 @@ Before rendering, both manifests are checked as the API server would check them
 ``fieldValidation`` get them dropped with a warning), and the CEL rules cel-python can evaluate
 (for example ``minReplicas`` ≤ ``maxReplicas``). A manifest ``kubectl apply`` would reject is bad input.
 
+What the output leaves out, said in YAML comments at the head of each LLMDeployment's manifests (so
+a review of the output sees it): the Secret ``<name>-credentials`` (Triton's admin key, the multi-node
+SSH key pair; :mod:`trtllm_operator.render.credentials`), which the operator creates itself with random
+values drawn once, immutable and controlled by the LLMDeployment — printed here it would put keys into
+a review, and applied from here it would be a Secret the LLMDeployment does not control, which the
+operator refuses (``ChildConflict``) — and the ownerReferences of a manifest without ``metadata.uid``.
+The NetworkPolicy's metrics rule admits the operator's namespace: ``--operator-namespace`` (the
+namespace the chart is installed in), else the operator's setting from the environment
+(``TRTLLM_OPERATOR_OPERATOR_NAMESPACE``), else the settings' default — the comment says which one was
+used. The other settings it renders with (the NetworkPolicy's client and monitoring namespaces, on or
+off) are the operator's, from ``TRTLLM_OPERATOR_*`` in the environment (docs/operator.md).
+
 Exit codes: 0 rendered; 1 not renderable (incompatible engine, replica needs a LeaderWorkerSet,
 bad settings — the reason is printed on stderr, as the condition would say); 2 bad input (unreadable
 file, a manifest the API server would reject, a bad flag; each message names the field or flag).
@@ -29,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -37,6 +50,7 @@ import yaml
 
 from trtllm_operator.api.wire import DEPLOYMENT_KIND, ENGINE_KIND
 from trtllm_operator.commands import EXIT_BAD_INPUT, EXIT_OK, plain
+from trtllm_operator.settings import ENV_PREFIX
 
 EXIT_NOT_RENDERABLE = 1
 
@@ -62,6 +76,12 @@ def register(subparsers: Any) -> None:
         help="nvidia.com/gpu capacity of one node of the engine's GPU product (default 8)",
     )
     parser.add_argument("--lws", action="store_true", help="assume the LeaderWorkerSet CRD is installed")
+    parser.add_argument(
+        "--operator-namespace",
+        help="namespace the operator runs in (the chart's release namespace), which the NetworkPolicy "
+        "lets scrape the metrics port (default: TRTLLM_OPERATOR_OPERATOR_NAMESPACE, else the "
+        "operator's default)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -79,6 +99,29 @@ _Dumper.add_representer(str, _str)
 
 def _docs(path: str) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(Path(path).read_text()) if isinstance(d, dict)]
+
+
+def _leftouts(name: str, namespace: str, uid: str, network: Any, namespace_source: str) -> str:
+    """The YAML comment heading one LLMDeployment's manifests: what the operator creates that the
+    output does not hold, and which operator namespace its NetworkPolicy admits."""
+    from trtllm_operator.render.credentials import credentials_secret_name  # noqa: PLC0415
+
+    lines = [
+        f"LLMDeployment {namespace}/{name}: what the operator creates for it, except:",
+        f"- Secret {credentials_secret_name(name)} (Triton's admin key, the multi-node SSH key pair;",
+        "  the pods reference it): the operator creates it itself, once, with random values, immutable",
+        "  and controlled by the LLMDeployment. Not rendered: its values would land in this output, and",
+        "  a copy applied from here is a Secret the LLMDeployment does not control (ChildConflict).",
+    ]
+    if not uid:
+        lines.append("- ownerReferences: the LLMDeployment has no metadata.uid before it is created.")
+    if network is not None:
+        monitoring = ", ".join(network.monitoring_namespaces) or "no monitoring namespace"
+        lines += [
+            f"NetworkPolicy {name}: the metrics port admits the operator's namespace",
+            f"  {network.operator_namespace} ({namespace_source}) and {monitoring}.",
+        ]
+    return "".join(f"# {line}\n" for line in lines)
 
 
 def _bad(message: str) -> int:
@@ -109,6 +152,18 @@ def run(args: argparse.Namespace) -> int:
     bad_namespace = namespace_error(args.namespace)
     if bad_namespace:
         return _bad(f"--namespace: {bad_namespace}")
+    settings = current()
+    if args.operator_namespace is not None:
+        bad_namespace = namespace_error(args.operator_namespace)
+        if bad_namespace:
+            return _bad(f"--operator-namespace: {bad_namespace}")
+        settings = settings.with_overrides(operator_namespace=args.operator_namespace)
+        namespace_source = "--operator-namespace"
+    elif os.environ.get(f"{ENV_PREFIX}OPERATOR_NAMESPACE"):
+        namespace_source = f"{ENV_PREFIX}OPERATOR_NAMESPACE"
+    else:
+        namespace_source = "the operator's default; pass --operator-namespace <the chart's namespace>"
+    network = serving_network(settings)
     try:
         docs = _docs(args.filename) + (_docs(args.engine) if args.engine else [])
     except (OSError, yaml.YAMLError) as exc:
@@ -118,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
     if not deployments:
         print(f"error: no LLMDeployment in {args.filename}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    out: list[dict[str, Any]] = []
+    out: list[str] = []
     for dep in deployments:
         if not isinstance(dep.get("metadata"), dict):
             dep["metadata"] = {}
@@ -181,8 +236,9 @@ def run(args: argparse.Namespace) -> int:
                     hint = " (to render it here as on a cluster with LeaderWorkerSet installed, pass --lws)"
                 print(f"{name}: {plan.blocked[0]}: {plan.blocked[1]}{hint}", file=sys.stderr)
             return EXIT_NOT_RENDERABLE
-        manifests = render_plan(plan, serving_network(current())).manifests()
-        if not dep["metadata"]["uid"]:
+        manifests = render_plan(plan, network).manifests()
+        uid = dep["metadata"]["uid"]
+        if not uid:
             # A manifest from git has no uid yet: an ownerReference without one is refused by the API
             # server (apimachinery ValidateOwnerReferences: "uid must not be empty"), so the output
             # would not apply (kubectl apply --dry-run=server). The operator sets them when it creates
@@ -199,6 +255,11 @@ def run(args: argparse.Namespace) -> int:
                 "created); the operator sets them on the children it creates",
                 file=sys.stderr,
             )
-        out.extend(manifests)
-    sys.stdout.write(yaml.dump_all(out, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=110))
+        out.append(_leftouts(name, dep["metadata"]["namespace"], uid, network, namespace_source))
+        out.append(
+            yaml.dump_all(
+                manifests, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=110, explicit_start=True
+            )
+        )
+    sys.stdout.write("".join(out))
     return EXIT_OK

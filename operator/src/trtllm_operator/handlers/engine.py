@@ -166,7 +166,13 @@ def catalog_extension(kube: Kube, settings: Settings) -> dict[str, GPUSpec]:
         try:
             cm = kube.get(CONFIG_MAP, settings.operator_namespace, settings.gpu_catalog_configmap)
         except ApiException as exc:
-            log.warning("GPU catalog ConfigMap unreadable: %s", exc.reason)
+            log.warning(
+                "GPU catalog ConfigMap %s/%s (operator setting gpuCatalogConfigmap) unreadable: %s %s",
+                settings.operator_namespace,
+                settings.gpu_catalog_configmap,
+                exc.status,
+                exc.reason,
+            )
             cm = None
         for key, text in sorted(((cm or {}).get("data") or {}).items()):
             sources.append((f"configmap/{settings.gpu_catalog_configmap}/{key}", text))
@@ -175,6 +181,10 @@ def catalog_extension(kube: Kube, settings: Settings) -> dict[str, GPUSpec]:
             extra.update(load_catalog_extension(text))
         except (PlanInputError, yaml.YAMLError) as exc:
             log.warning("ignoring GPU catalog extension %s: %s", where, exc)
+    if extra:
+        log.debug(
+            "GPU catalog extension: %s (%s)", ", ".join(sorted(extra)), ", ".join(w for w, _ in sources)
+        )
     _catalog_cache[cache_key] = (now, extra)
     return extra
 
