@@ -10,7 +10,7 @@
 # operator/Dockerfile runs this script; so does tests/unit/test_builder_delivery.py.
 #
 # BUNDLE_PIP: the installer command (default `python3 -m pip install`); it must accept
-# --no-deps --target DIR -r FILE PATH, as pip and `uv pip install` do.
+# --no-deps --require-hashes --target DIR -r FILE and PATH, as pip and `uv pip install` do.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEST=${1:?usage: hack/build-builder-bundle.sh DEST}
@@ -22,7 +22,10 @@ mkdir -p "$DEST/lib"
 SRC=$(mktemp -d)
 trap 'rm -rf "$SRC"' EXIT
 cp -R engine-builder/pyproject.toml engine-builder/src "$SRC/"
-"${PIP[@]}" --no-deps --target "$DEST/lib" -r engine-builder/bundle-requirements.txt "$SRC"
+# The pins with their PyPI sha256 (hash-checking mode: any file without a matching hash fails), then
+# engine-builder itself from the copy (a local directory has no hash to check, so it is a second call).
+"${PIP[@]}" --no-deps --require-hashes --target "$DEST/lib" -r engine-builder/bundle-requirements.txt
+"${PIP[@]}" --no-deps --target "$DEST/lib" "$SRC"
 # Console scripts point at the build machine's interpreter: the Job runs `python3 -m engine_builder`.
 rm -rf "$DEST/lib/bin" "$DEST/lib/.lock"  # uv leaves its lock file in the target
 find "$DEST/lib" -name '__pycache__' -type d -prune -exec rm -rf {} +
