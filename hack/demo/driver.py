@@ -976,7 +976,12 @@ class Demo:
         say(f"kubectl describe llmengine {BIG_ENGINE} -n trtllm-demo      # plan, conditions, events")
         sample = self.summary.get("sample")
         if sample:
-            address = sample["address"]
+            # A pod that still serves now: the sampled one may have gone in the scale-down (a trial's
+            # finding: the printed curl pointed at a removed pod).
+            live: list[str] = []
+            with contextlib.suppress(StepError):
+                live = self.ready_addresses()
+            address = sample["address"] if not live or sample["address"] in live else live[0]
             say(
                 f'curl -s {address}:8000/v2/models/ensemble/generate -d \'{{"text_input": "Hello", '
                 '"max_tokens": 32}\''
@@ -989,9 +994,10 @@ class Demo:
             say(f"kubectl get llmd {TINY_DEPLOYMENT} -n trtllm-demo -w")
             say("  (the Service's ClusterIP is not routed here: no kube-proxy; send to a pod IP)")
         say("operator log: .local/demo/logs/operator.log; every step's output: .local/demo/logs/")
-        say("on a real cluster with GPUs: helm install trtllm-operator charts/trtllm-operator \\")
-        say("    --namespace trtllm-operator --create-namespace --set 'watchNamespaces={default}'")
-        say("  then kubectl apply -n default -f examples/<scenario>.yaml (examples/README.md)")
+        say("on a real cluster with GPUs: kubectl create namespace llm; helm install trtllm-operator \\")
+        say("    charts/trtllm-operator --namespace trtllm-operator --create-namespace \\")
+        say("    --set 'watchNamespaces={llm}'")
+        say("  then kubectl apply -n llm -f examples/<scenario>.yaml (examples/README.md, docs/demo.md)")
         say("stop everything the demo started: make demo-down")
 
 
