@@ -28,10 +28,12 @@ further owner (``AdoptJob``). Two decisions about such Jobs live here:
   The field may be set on a Job that has already finished ("You can set the TTL seconds at any
   time … Manually set this field of existing, already finished Jobs", kubernetes.io
   docs/concepts/workloads/controllers/ttlafterfinished, "Updating TTL for finished Jobs"; the API
-  server's update validation keeps only ``completions``, ``selector``, the pod template,
-  ``completionMode``, ``podFailurePolicy``, ``backoffLimitPerIndex``, ``managedBy`` and
-  ``successPolicy`` immutable: kubernetes/kubernetes ``pkg/apis/batch/validation/validation.go``
-  ``ValidateJobSpecUpdate``, commit 3989b185). A **failed** Job never gets a TTL: under its
+  server's update validation, kubernetes/kubernetes ``pkg/apis/batch/validation/validation.go``
+  ``ValidateJobSpecUpdate``, makes ``completions``, ``selector`` and the pod template immutable
+  (commit 3989b185; later versions add ``completionMode``, ``podFailurePolicy``,
+  ``backoffLimitPerIndex``, ``managedBy``, ``successPolicy``), never ``ttlSecondsAfterFinished``;
+  tests/integration/test_builder_jobs.py patches a finished Job on the v1.34.4 API server of the
+  test control plane). A **failed** Job never gets a TTL: under its
   key-derived name it is what keeps a deterministic failure from being rebuilt in a loop (the
   LLMEngine stays ``Failed`` while it exists; deleting it is how a user asks for a retry), and a
   Job that completed without a verifiable report (``ArtifactMissing``, ``ArtifactUnverified``) has
