@@ -170,8 +170,9 @@ EXPECTED: dict[str, Any] = {
     # entry, engine status) and the rollouts (model repository ConfigMaps, Deployments, deployment
     # status); and, from issue 24 item 5, per LLMDeployment: its credentials Secret (Triton admin key),
     # its NetworkPolicy, and its Service without the metrics port (client ports only); and kopf's
-    # finalizer patches of the objects themselves (``object_patches``). Nothing else — no
-    # PodDisruptionBudget or spec write, no delete.
+    # finalizer patches of the objects themselves (``object_patches``); the rebuilt engine's Job
+    # gets its ttlSecondsAfterFinished once its artifact is recorded (builder Jobs that are no
+    # longer needed, #24). Nothing else — no PodDisruptionBudget or spec write, no delete.
     "operator_writes": {
         ("patch", "llmengines", ""),
         ("patch", "llmdeployments", ""),
@@ -181,6 +182,7 @@ EXPECTED: dict[str, Any] = {
         ("patch", "llmengines", "status"),
         ("patch", "llmdeployments", "status"),
         ("create", "jobs", ""),
+        ("patch", "jobs", ""),
         ("create", "configmaps", ""),
         ("patch", "deployments", ""),
     },

@@ -2,7 +2,8 @@
 
 * **SIGKILL at seeded points** — one long scenario (builds, then a key change that rebuilds and rolls
   every deployment) during which the operator process is SIGKILLed at ``KILL_POINTS`` seeded delays
-  and restarted; afterwards every object converges with exactly one Job per engine key, exactly one
+  and restarted; afterwards every object converges with exactly one Job per new engine key (an old
+  key's Job finished, or was stopped as superseded with a ``BuildStopped`` Event), exactly one
   Deployment per LLMDeployment, and no operator-made child without a live owner.
   Restarts are cheap: a *zygote* process imports the operator once and ``fork()``s a fresh operator
   per cycle (each child is a real OS process that gets a real SIGKILL; no shutdown code runs).
@@ -248,7 +249,15 @@ def test_sigkill_at_seeded_points_converges_without_duplicates(
         jobs = api.batch.list_namespaced_job(api.ns).items
         per_key = Counter(j.metadata.labels[LABEL_ENGINE_KEY] for j in jobs)
         assert all(c == 1 for c in per_key.values()), f"duplicate builder Jobs per key: {per_key}"
-        assert len(per_key) == 2 * len(names), f"one Job per key (old and new), got {sorted(per_key)}"
+        assert {want[n].key[:63] for n in names} <= set(per_key), f"one Job per new key: {sorted(per_key)}"
+        # An old key's Job is there (its build finished before the edit; kept: TTL after a day) or
+        # was stopped as superseded (still running at the edit; its BuildStopped Event may be lost
+        # to a SIGKILL between the delete and the Event, so Events are reported, not counted).
+        old_keys = {kwok_engine(n, batch_a[n], 0).prepared().key[:63] for n in names}
+        assert set(per_key) <= old_keys | {want[n].key[:63] for n in names}, sorted(per_key)
+        stopped = [
+            e.message for e in api.core.list_namespaced_event(api.ns).items if e.reason == "BuildStopped"
+        ]
         deps = Counter(
             (d.metadata.labels or {}).get(LABEL_DEPLOYMENT)
             for d in api.apps.list_namespaced_deployment(api.ns).items
@@ -262,6 +271,7 @@ def test_sigkill_at_seeded_points_converges_without_duplicates(
         assert owners_alive(api) == []
         assert "Traceback" not in zygote.logs(), zygote.logs()[-4000:]
         print(f"\n[faults] {KILL_POINTS} SIGKILLs (point, delay s, engine phases): {schedule}")
+        print(f"[faults] old-key Jobs kept {len(old_keys & set(per_key))}, stopped: {stopped}")
     finally:
         zygote.close()
 

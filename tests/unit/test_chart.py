@@ -454,6 +454,8 @@ def test_container_args_and_env_are_operator_settings(
     assert not unknown, f"the operator ignores {sorted(unknown)} (no such setting)"
     assert settings.operator_namespace == "trtllm-system"
     assert settings.max_concurrent_builds == 2
+    # a succeeded builder Job expires a day after it finished, once its artifact is recorded
+    assert settings.builder_succeeded_job_ttl_seconds == 86400
     # the admin's policy defaults (docs/security.md): NVIDIA's registry only, no custom S3 endpoint,
     # no Prometheus URL the operator may fetch
     assert settings.allowed_image_registries == ("nvcr.io/nvidia",)

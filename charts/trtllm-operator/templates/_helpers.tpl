@@ -108,7 +108,9 @@ opt-in: a ClusterRole over every namespace's Jobs, ConfigMaps and Secrets get/cr
   verbs: ["get", "patch"]
 # Builder Jobs (and benchmark Jobs); deleted by garbage collection through ownerReferences, and by
 # the operator only to replace a builder Job it controls whose pod was never scheduled, when
-# spec.gpu.resources changed (a Job's pod template is immutable).
+# spec.gpu.resources changed (a Job's pod template is immutable), or to stop a running build of a key
+# no LLMEngine wants any more; patched to join a build (ownerReferences) and to give a recorded
+# build its ttlSecondsAfterFinished.
 - apiGroups: ["batch"]
   resources: ["jobs"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]

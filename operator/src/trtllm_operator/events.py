@@ -44,6 +44,7 @@ from trtllm_operator.decide.engine_failure import (
     REASON_ARTIFACT_UNVERIFIED,
     REASON_UNKNOWN,
 )
+from trtllm_operator.decide.engine_jobs import R_BUILD_STOPPED
 from trtllm_operator.decide.ownership import R_CHILD_CONFLICT
 from trtllm_operator.decide.policy import R_ENDPOINT_NOT_ALLOWED, R_IMAGE_NOT_ALLOWED, R_SECRET_NOT_ALLOWED
 
@@ -145,6 +146,14 @@ _ENGINE_REASONS: tuple[EventReason, ...] = (
         "Normal",
         "engine",
         "spec.gpu.resources changed while the builder pod was never scheduled: the Job is replaced",
+    ),
+    EventReason(
+        R_BUILD_STOPPED,
+        ENGINE,
+        "Normal",
+        "engine",
+        "a running builder Job of the LLMEngine's previous engine key (an engine-defining edit, or the "
+        "spec turned invalid) was deleted: no other LLMEngine wants that key; the message names the Job",
     ),
     EventReason(
         R_BUILD_SUCCEEDED, ENGINE, "Normal", "engine", "the builder Job completed; the LLMEngine is Ready"

@@ -137,6 +137,15 @@ class Settings(BaseModel):
         "to NFS, hostPath or ReadWriteMany CSI volumes with the default fsGroupPolicy (docs/security.md). "
         "false: the image's user (root), no privilege escalation, RuntimeDefault seccomp (baseline).",
     )
+    builder_succeeded_job_ttl_seconds: int | None = Field(
+        default=86400,
+        ge=0,
+        description="ttlSecondsAfterFinished the operator sets on a builder Job that completed once its "
+        "artifact is recorded in the engine cache: Kubernetes' TTL-after-finished controller then deletes "
+        "the Job and its pods that long after it finished (0: at once). Failed builder Jobs are never "
+        "expired: while one exists its LLMEngine stays Failed instead of rebuilding a deterministic "
+        "failure (delete it to retry). Unset (empty): succeeded Jobs are kept.",
+    )
     builder_service_account: str | None = Field(
         default=None,
         description="serviceAccountName of builder pods (the token is never mounted); unset: namespace "

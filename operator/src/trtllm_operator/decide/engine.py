@@ -8,7 +8,8 @@ One reconcile is two pure steps around the handler's reads:
 2. :func:`decide_engine` — given what the handler found (cache index entry for this key and
    storage, the builder Job and its pods, the build queue), the new status, conditions, the Event
    to post and the actions to take (:class:`CreateBuild`, :class:`RecordArtifact`,
-   :class:`AdoptJob`, :class:`EnsurePVC`), as an :class:`~trtllm_operator.decide.outcome.Outcome`.
+   :class:`AdoptJob`, :class:`EnsurePVC`, :class:`~trtllm_operator.decide.engine_jobs.ExpireJob`),
+   as an :class:`~trtllm_operator.decide.outcome.Outcome`.
    :func:`decide_invalid` does the same for an invalid spec.
 
 Level-based: the decision depends only on the current state of the world, never on which event
@@ -49,6 +50,7 @@ from trtllm_operator.decide.engine_failure import (
     unschedulable_message,
 )
 from trtllm_operator.decide.engine_hints import ClaimState, pod_gpu_request, unschedulable_hint
+from trtllm_operator.decide.engine_jobs import ExpireJob, expire_job
 from trtllm_operator.decide.engine_progress import BuildProgress
 from trtllm_operator.decide.engine_spec import (
     R_DOES_NOT_FIT,
@@ -70,6 +72,7 @@ __all__ = [
     "EngineDecision",
     "EngineObservation",
     "EnsurePVC",
+    "ExpireJob",
     "Phase",
     "RecordArtifact",
     "ReplaceBuild",
@@ -137,7 +140,7 @@ class RecordArtifact:
     owned: bool = False
 
 
-Action = CreateBuild | AdoptJob | EnsurePVC | RecordArtifact | ReplaceBuild
+Action = CreateBuild | AdoptJob | EnsurePVC | RecordArtifact | ReplaceBuild | ExpireJob
 
 
 @dataclass(frozen=True)
@@ -382,11 +385,16 @@ def decide_conflict(
     return EngineDecision(status, conds, [], _event_for(obs.status, "Failed", R_CHILD_CONFLICT, text, True))
 
 
-def decide_engine(prepared: PreparedEngine, obs: EngineObservation, *, now: str) -> EngineDecision:
+def decide_engine(
+    prepared: PreparedEngine, obs: EngineObservation, *, now: str, job_ttl_seconds: int | None = None
+) -> EngineDecision:
     """Status, conditions, Event and actions for a valid LLMEngine (see the module docstring).
 
     Order of truth: a cache index entry for (key, storage) → Ready; else the builder Job's state;
     else start a build (or queue it). ``now``: RFC 3339 timestamp used for a new cache record.
+    ``job_ttl_seconds``: the ``ttlSecondsAfterFinished`` a completed builder Job gets once its
+    artifact is recorded (operator setting ``builder_succeeded_job_ttl_seconds``; None: kept —
+    :func:`~trtllm_operator.decide.engine_jobs.expire_job`).
     """
     gen = obs.generation
     base: dict[str, Any] = {
@@ -432,7 +440,11 @@ def decide_engine(prepared: PreparedEngine, obs: EngineObservation, *, now: str)
     # 1. the artifact is recorded: reuse it
     if obs.cache_entry is not None:
         record = obs.cache_entry
-        reused = job is None or record.get("builtBy") not in (None, prepared.name)
+        # Built by this LLMEngine: its Job is still there, or it is gone (expired after the record,
+        # engine_jobs.expire_job) and the status already said BuildSucceeded for this key.
+        reused = record.get("builtBy") not in (None, prepared.name) or (
+            job is None and not _succeeded_before(obs.status, prepared.key)
+        )
         reason = R_ARTIFACT_REUSED if reused else R_BUILD_SUCCEEDED
         message = f"artifact {record.get('uri')} with engine key {prepared.key_short} is ready" + (
             " (reused, no build)" if reused else ""
@@ -445,6 +457,11 @@ def decide_engine(prepared: PreparedEngine, obs: EngineObservation, *, now: str)
             build["calibration"] = record.get("calibration")
         if job is not None:
             build.update(_job_times(job))
+            expire = expire_job(job, job_ttl_seconds)
+            if expire is not None:
+                actions.append(expire)
+        elif not reused:
+            build["jobName"] = _built_by_job(record)  # the Job that built it (expired since)
         build["stage"] = "done" if not reused or job is not None else None
         build["percent"] = 100 if build["stage"] else None
         return out(
@@ -480,6 +497,9 @@ def decide_engine(prepared: PreparedEngine, obs: EngineObservation, *, now: str)
                 )
             record = record_from_build(prepared, report, job_name=prepared.job_name, recorded_at=now)
             actions.append(RecordArtifact(record, owned=prepared.deletes_with_engine))
+            expire = expire_job(job, job_ttl_seconds)  # after the record: the actions run in order
+            if expire is not None:
+                actions.append(expire)
             message = f"built artifact {record['uri']} (engine key {prepared.key_short})"
             if record.get("partial"):
                 message += "; partial artifact: compile skipped, no TensorRT engine (see ArtifactComplete)"
@@ -593,6 +613,23 @@ def decide_engine(prepared: PreparedEngine, obs: EngineObservation, *, now: str)
         event=_event_for(obs.status, "Building", R_BUILD_STARTED, message, False),
         artifact=None,
     )
+
+
+def _succeeded_before(status: Mapping[str, Any], key: str) -> bool:
+    """Whether the previous status says this LLMEngine's build of ``key`` succeeded (Progressing
+    reason BuildSucceeded): its builder Job may since have expired."""
+    if status.get("engineKey") != key:
+        return False
+    return any(
+        c.get("type") == CONDITION_PROGRESSING and c.get("reason") == R_BUILD_SUCCEEDED
+        for c in status.get("conditions") or []
+    )
+
+
+def _built_by_job(record: Mapping[str, Any]) -> str | None:
+    """The builder Job named in a cache record's ``source`` (``job/<name>``), or None."""
+    source = str(record.get("source") or "")
+    return source[len("job/") :] if source.startswith("job/") else None
 
 
 def _job_times(job: Mapping[str, Any]) -> dict[str, Any]:

@@ -14,8 +14,12 @@ It reads the world (engine — the watch-cached copy, proven current before any 
 queue), asks
 :func:`~trtllm_operator.decide.engine.decide_engine` what to do, performs the actions, writes the
 status (``update_conditions``: merge by type, optimistic concurrency) and posts an Event when the
-phase or reason changes. Reconciles of one LLMEngine are serialised by a per-object lock; starting
-builds is serialised operator-wide, so the concurrent-build limit holds.
+phase or reason changes. Before deciding, a running builder Job of a key the LLMEngine no longer
+wants is stopped when no other LLMEngine wants it (:func:`stop_superseded_builds`); a succeeded
+build's Job gets its TTL once its artifact is recorded
+(:class:`~trtllm_operator.decide.engine_jobs.ExpireJob`). Reconciles of one LLMEngine are
+serialised by a per-object lock; starting builds is serialised operator-wide, so the
+concurrent-build limit holds.
 """
 
 from __future__ import annotations
@@ -77,6 +81,13 @@ from trtllm_operator.decide.engine import (
 from trtllm_operator.decide.engine_cache import parse_record
 from trtllm_operator.decide.engine_failure import job_condition, unschedulable_message
 from trtllm_operator.decide.engine_hints import ClaimState, builder_claims, claim_state
+from trtllm_operator.decide.engine_jobs import (
+    R_BUILD_STOPPED,
+    ExpireJob,
+    is_finished,
+    superseded_builds,
+    superseded_why,
+)
 from trtllm_operator.decide.engine_progress import BuildProgress, parse_progress
 from trtllm_operator.decide.engine_spec import InvalidEngine, PreparedEngine, prepare_engine
 from trtllm_operator.decide.ownership import ChildConflict, marker_conflict
@@ -396,10 +407,14 @@ def _reconcile_object(kube: Kube, name: str, engine: dict[str, Any] | None) -> E
         if refusal is not None:
             prepared = InvalidEngine(refusal.field, refusal.message, refusal.reason)
     if not isinstance(prepared, PreparedEngine):
+        why = superseded_why(name, new_key_short=None, invalid_reason=prepared.reason)
+        stop_superseded_builds(kube, engine, wanted_job=None, why=why)
         obs = EngineObservation(generation, status, None, None, [], _no_queue(settings))
         decision = decide_invalid(prepared, obs)
         _write(kube, engine, decision, status_extra={"engineKey": None, "engineKeyShort": None})
         return decision
+    why = superseded_why(name, new_key_short=prepared.key_short)
+    stop_superseded_builds(kube, engine, wanted_job=prepared.job_name, why=why)
     decision = _decide_and_act(
         kube, settings=settings, engine=engine, prepared=prepared, generation=generation, status=status
     )
@@ -461,16 +476,17 @@ def _decide_and_act(
     )
     sync_reclaim(kube, engine, prepared, pvc=pvc, entry=entry)
     release_shared_claims(kube, engine, prepared)
+    ttl = settings.builder_succeeded_job_ttl_seconds
     if record is None and job is None:
         # Counting running builds and creating ours must not interleave with another reconcile.
         with _start_lock:
             obs = replace(obs, queue=build_queue(kube, settings, engine))
-            decision = decide_engine(prepared, obs, now=now)
+            decision = decide_engine(prepared, obs, now=now, job_ttl_seconds=ttl)
             _act(kube, settings, engine, prepared, decision)
             if any(isinstance(a, CreateBuild) for a in decision.actions):
                 ENGINE_CACHE_LOOKUPS.labels(result="miss").inc()  # no artifact: a build starts
             return decision
-    decision = decide_engine(prepared, obs, now=now)
+    decision = decide_engine(prepared, obs, now=now, job_ttl_seconds=ttl)
     if decision.phase != "Building":
         _progress.pop((ns, prepared.job_name), None)
         _progress_read_at.pop((ns, engine["metadata"]["name"]), None)
@@ -692,6 +708,8 @@ def _act(
                 log.info("deleted builder Job %s/%s to replace it (requests changed)", ns, action.job_name)
         elif isinstance(action, AdoptJob):
             _adopt(kube, engine, ns, action.job_name)
+        elif isinstance(action, ExpireJob):
+            _expire(kube, ns, action)
         elif isinstance(action, RecordArtifact):
             entry = desired_cache_entry(ns, action.record, owner=engine if action.owned else None)
             _, created = kube.create_or_get(CONFIG_MAP, ns, entry)
@@ -704,6 +722,80 @@ def _act(
                     ARTIFACT_RECORDED,
                     f"recorded {action.record.get('uri')} in the engine cache",
                 )
+
+
+def _expire(kube: Kube, ns: str, action: ExpireJob) -> None:
+    """Set ``spec.ttlSecondsAfterFinished`` of a completed builder Job whose artifact is recorded
+    (:func:`~trtllm_operator.decide.engine_jobs.expire_job`): Kubernetes' TTL-after-finished
+    controller deletes it then. Conditional on the ``resourceVersion`` it was judged at: a Job
+    changed since (409) or gone (404) is left to the reconcile its watch event starts."""
+    body = {
+        "metadata": {"resourceVersion": action.resource_version},
+        "spec": {"ttlSecondsAfterFinished": action.ttl_seconds},
+    }
+    try:
+        kube.patch(JOB, ns, action.job_name, body)
+    except ApiException as exc:
+        if exc.status not in (404, 409):
+            raise
+        log.debug("builder Job %s/%s not given its TTL now: %s", ns, action.job_name, exc.reason)
+        return
+    log.info(
+        "builder Job %s/%s: artifact recorded, ttlSecondsAfterFinished %d",
+        ns,
+        action.job_name,
+        action.ttl_seconds,
+    )
+
+
+def stop_superseded_builds(
+    kube: Kube, engine: Mapping[str, Any], *, wanted_job: str | None, why: str
+) -> None:
+    """Delete the running builder Jobs this LLMEngine owns but no longer wants (``wanted_job``: the
+    one its current spec maps to, None for an invalid or refused spec) when no other LLMEngine of
+    the namespace wants their key (:func:`~trtllm_operator.decide.engine_jobs.superseded_builds`),
+    and post a ``BuildStopped`` Event naming each Job and why.
+
+    The candidates and the other LLMEngines come from the watch caches (no request while nothing is
+    to be stopped); before a deletion the Jobs and the namespace's LLMEngines are read fresh (a
+    deletion guard) and decided on again, and the delete is
+    conditional on the Job's UID and ``resourceVersion`` (another LLMEngine joining the build
+    meanwhile changes it: 409, decided again at the next reconcile). Foreground propagation, as
+    Kubernetes' own TTL-after-finished controller deletes Jobs (kubernetes/kubernetes
+    ``pkg/controller/ttlafterfinished/ttlafterfinished_controller.go`` ``processJob``, commit
+    003e8629): the Job stays, with a deletionTimestamp, until the garbage collector has deleted its
+    pods (kubernetes.io docs/concepts/architecture/garbage-collection, "Foreground cascading
+    deletion"), so it keeps its build slot (:func:`build_queue`) until its GPU is free, and no
+    terminating pod shares its name with a new Job of the same key (as :class:`ReplaceBuild`)."""
+    ns, uid = engine["metadata"]["namespace"], engine["metadata"]["uid"]
+    candidates = [
+        j
+        for j in indexes.builder_jobs_owned_by(kube, ns, uid)
+        if j["metadata"]["name"] != wanted_job
+        and not is_finished(j)
+        and not j["metadata"].get("deletionTimestamp")
+    ]
+    if not candidates:
+        return
+    cached = indexes.in_namespace(kube, LLM_ENGINE, ns)
+    if not superseded_builds(engine, wanted_job=wanted_job, why=why, jobs=candidates, engines=cached):
+        return  # another LLMEngine wants each of them (as the caches see it): no request
+    fresh = [j for j in (kube.get(JOB, ns, c["metadata"]["name"]) for c in candidates) if j is not None]
+    engines = kube.list(LLM_ENGINE, ns)
+    for stop in superseded_builds(engine, wanted_job=wanted_job, why=why, jobs=fresh, engines=engines):
+        preconditions = {"uid": stop.uid, "resourceVersion": stop.resource_version}
+        try:
+            deleted = kube.delete(
+                JOB, ns, stop.job_name, propagation="Foreground", preconditions=preconditions
+            )
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            log.info("builder Job %s/%s changed since it was read; not stopped now", ns, stop.job_name)
+            continue
+        if deleted:
+            log.info("%s", stop.message)
+            post_event(kube, engine, R_BUILD_STOPPED, stop.message)
 
 
 def _adopt(kube: Kube, engine: Mapping[str, Any], ns: str, child_name: str) -> None:

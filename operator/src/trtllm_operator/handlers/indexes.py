@@ -24,7 +24,9 @@ by the API server itself. So:
   :func:`trtllm_operator.kube.status.patch_status`); the children, to decide that nothing needs
   writing (a cached child with this parent's controller reference and the same rendered hash is
   left alone); serving pods (counts for status); nodes (GPUs per node); whether the
-  LeaderWorkerSet CRD is installed;
+  LeaderWorkerSet CRD is installed; the builder Jobs an LLMEngine owns
+  (:func:`builder_jobs_owned_by`: candidates for a superseded build, each read fresh before any
+  deletion);
 * the object being reconciled: from its cache, when the cached ``resourceVersion`` is the newest
   this process wrote or read (:func:`~trtllm_operator.handlers.plumbing.cache_first`), with a
   client that writes only once that copy is proven current — its own status write conditional on
@@ -38,7 +40,8 @@ by the API server itself. So:
   :func:`~trtllm_operator.handlers.plumbing.apply_owned`; a create goes through
   ``create_or_get``, 409 → read the existing object); deletion guards (``release_claim``: a PVC
   in use must not keep the ownerReference that would garbage-collect it; pruning ConfigMaps lists
-  the ReplicaSets that still mount them); the engine-cache entry and builder Job before a build
+  the ReplicaSets that still mount them; a superseded builder Job and the LLMEngines that might
+  still want its key, before it is stopped); the engine-cache entry and builder Job before a build
   is started (a build is the expensive action); the build queue (``build_queue``: the
   concurrent-build limit counts running Jobs from the API server).
 
@@ -54,7 +57,9 @@ from typing import Any
 
 import kopf
 
+from trtllm_operator.api.owners import is_owned_by
 from trtllm_operator.api.wire import (
+    COMPONENT_BUILDER,
     COMPONENT_MODEL_REPOSITORY,
     DEPLOYMENT_PLURAL,
     ENGINE_PLURAL,
@@ -157,6 +162,16 @@ async def cached_jobs(namespace: str | None, name: str | None, body: kopf.Body, 
     return _by_name(namespace, name, body)
 
 
+@kopf.index(JOB.group, JOB.version, JOB.plural, labels={**_MANAGED, LABEL_COMPONENT: COMPONENT_BUILDER})
+async def cached_builder_jobs_by_owner(
+    namespace: str | None, name: str | None, body: kopf.Body, **_: Any
+) -> Any:
+    """Builder Job names by (namespace, UID of each LLMEngine owning the Job): the Jobs an LLMEngine
+    started or joined, whatever key they build (a superseded build is found here)."""
+    refs = (body.get("metadata") or {}).get("ownerReferences") or []
+    return {(namespace, r["uid"]): name for r in refs if r.get("kind") == LLM_ENGINE.kind and r.get("uid")}
+
+
 @kopf.index(POD.group, POD.version, POD.plural, labels={LABEL_DEPLOYMENT: kopf.PRESENT})
 async def cached_serving_pods(namespace: str | None, body: kopf.Body, **_: Any) -> Any:
     """Serving pods by (namespace, value of the LLMDeployment label)."""
@@ -194,6 +209,7 @@ _BY_NAME: dict[Resource, str] = {
 _ALL = (
     *_BY_NAME.values(),
     "cached_model_repositories",
+    "cached_builder_jobs_by_owner",
     "cached_serving_pods",
     "cached_gpu_nodes",
     "cached_crds",
@@ -236,6 +252,17 @@ def get(kube: Kube, res: Resource, namespace: str, name: str) -> dict[str, Any] 
     return copy.deepcopy(values[0]) if values else None
 
 
+def in_namespace(kube: Kube, res: Resource, namespace: str) -> list[dict[str, Any]]:
+    """Every object of ``res`` in ``namespace`` from its watch cache (deep copies); without a cache
+    for ``res``, a LIST."""
+    index = _index(_BY_NAME[res]) if res in _BY_NAME else None
+    if index is None:
+        return kube.list(res, namespace)
+    keys = [k for k in list(index) if k[0] == namespace]
+    found = (list(index.get(k, ())) for k in keys)
+    return [copy.deepcopy(values[0]) for values in found if values]
+
+
 def names(res: Resource) -> list[tuple[str, str]]:
     """(namespace, name) of every object of ``res`` in its watch cache; empty without a cache."""
     index = _index(_BY_NAME[res]) if res in _BY_NAME else None
@@ -251,6 +278,19 @@ def serving_pods(kube: Kube, namespace: str, deployment_label: str) -> list[dict
         pods = kube.list(POD, namespace, label_selector=f"{LABEL_DEPLOYMENT}={deployment_label}")
         return pods
     return [copy.deepcopy(p) for p in list(index.get((namespace, deployment_label), ()))]
+
+
+def builder_jobs_owned_by(kube: Kube, namespace: str, uid: str) -> list[dict[str, Any]]:
+    """The builder Jobs (labels managed-by and component ``engine-builder``) with an ownerReference to
+    the LLMEngine ``uid``, from the watch caches; without a cache, listed from the API server."""
+    index = _index("cached_builder_jobs_by_owner")
+    if index is None:
+        selector = f"{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_COMPONENT}={COMPONENT_BUILDER}"
+        jobs = kube.list(JOB, namespace, label_selector=selector)
+        return [j for j in jobs if is_owned_by(j, uid)]
+    names = sorted({str(n) for n in list(index.get((namespace, uid), ()))})
+    found = (get(kube, JOB, namespace, n) for n in names)
+    return [j for j in found if j is not None]
 
 
 def model_repositories(namespace: str, deployment_label: str) -> set[str] | None:

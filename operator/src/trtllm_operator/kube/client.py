@@ -377,17 +377,33 @@ class Kube:
             return cast(dict[str, Any], obj)
         return self._dict(self._typed("patch", res, subresource)(name, namespace, payload, **kwargs))
 
-    def delete(self, res: Resource, namespace: str, name: str, *, propagation: str = "Background") -> bool:
-        """Delete; False when it was already gone."""
+    def delete(
+        self,
+        res: Resource,
+        namespace: str,
+        name: str,
+        *,
+        propagation: str = "Background",
+        preconditions: Mapping[str, str] | None = None,
+    ) -> bool:
+        """Delete; False when it was already gone.
+
+        ``preconditions``: ``uid`` and/or ``resourceVersion`` the object must still have
+        (``DeleteOptions.preconditions``, meta/v1): the API server answers 409 Conflict otherwise,
+        which raises like any other error (the caller decides again on a fresh copy)."""
+        options: dict[str, Any] = {"propagationPolicy": propagation}
+        if preconditions:
+            options["preconditions"] = dict(preconditions)
+        body = client.V1DeleteOptions.model_validate(options)
         try:
             if res.method is None:
                 self._custom.delete_namespaced_custom_object(
-                    res.group, res.version, namespace, res.plural, name, propagation_policy=propagation
+                    res.group, res.version, namespace, res.plural, name, body=body
                 )
             else:
-                self._typed("delete", res)(name, namespace, propagation_policy=propagation)
+                self._typed("delete", res)(name, namespace, body=body)
         except ApiException as exc:
-            _count("delete", exc, expected=(404,))
+            _count("delete", exc, expected=(404, 409) if preconditions else (404,))
             if exc.status == 404:
                 return False
             raise
@@ -494,9 +510,17 @@ class ReadOnlyKube(Kube):
             )
         raise self._refuse("patch", res, name)
 
-    def delete(self, res: Resource, namespace: str, name: str, *, propagation: str = "Background") -> bool:
+    def delete(
+        self,
+        res: Resource,
+        namespace: str,
+        name: str,
+        *,
+        propagation: str = "Background",
+        preconditions: Mapping[str, str] | None = None,
+    ) -> bool:
         if self.confirm():
-            return super().delete(res, namespace, name, propagation=propagation)
+            return super().delete(res, namespace, name, propagation=propagation, preconditions=preconditions)
         raise self._refuse("delete", res, name)
 
 
