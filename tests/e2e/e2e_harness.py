@@ -218,20 +218,7 @@ def release_tree(commit: str, dest: Path) -> Path:
     """The tree of ``commit`` (``git archive`` of this repository's history) in ``dest``, with its
     own virtualenv made by its own hack/venv.sh (``dest/.venv``; the shared uv cache makes it
     seconds). Fails naming the fix when the history lacks the commit (a shallow clone)."""
-    found = subprocess.run(
-        ["git", "-C", str(REPO_ROOT), "cat-file", "-e", f"{commit}^{{commit}}"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert found.returncode == 0, (
-        f"commit {commit} (the previous release) is not in this clone's history: {found.stderr.strip()}"
-        " — fetch it (git fetch --unshallow, or clone without --depth)"
-    )
-    dest.mkdir(parents=True, exist_ok=True)
-    archive = subprocess.Popen(["git", "-C", str(REPO_ROOT), "archive", commit], stdout=subprocess.PIPE)
-    subprocess.run(["tar", "-x", "-C", str(dest)], stdin=archive.stdout, check=True)
-    assert archive.wait(60) == 0, f"git archive {commit} failed"
+    _extract(commit, dest)
     venv = subprocess.run(
         [str(dest / "hack" / "venv.sh")],
         cwd=dest,
@@ -243,3 +230,31 @@ def release_tree(commit: str, dest: Path) -> Path:
     )
     assert venv.returncode == 0, f"the virtualenv of {commit} failed:\n{venv.stderr[-4000:]}"
     return dest
+
+
+def release_chart(commit: str, dest: Path) -> Path:
+    """Only the chart of ``commit`` (``git archive`` of charts/trtllm-operator) under ``dest``; returns
+    the chart's directory. No virtualenv: for tests that install the chart and run no operator."""
+    _extract(commit, dest, "charts/trtllm-operator")
+    return dest / "charts" / "trtllm-operator"
+
+
+def _extract(commit: str, dest: Path, *paths: str) -> None:
+    """``git archive commit [paths]`` of this repository's history, extracted into ``dest``. Fails
+    naming the fix when the history lacks the commit (a shallow clone)."""
+    found = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "cat-file", "-e", f"{commit}^{{commit}}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert found.returncode == 0, (
+        f"commit {commit} (the previous release) is not in this clone's history: {found.stderr.strip()}"
+        " — fetch it (git fetch --unshallow, or clone without --depth)"
+    )
+    dest.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.Popen(
+        ["git", "-C", str(REPO_ROOT), "archive", commit, *paths], stdout=subprocess.PIPE
+    )
+    subprocess.run(["tar", "-x", "-C", str(dest)], stdin=archive.stdout, check=True)
+    assert archive.wait(60) == 0, f"git archive {commit} failed"
