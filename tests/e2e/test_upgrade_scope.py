@@ -1,10 +1,11 @@
 """Upgrade of a release that watches every namespace: refused until the user chooses its scope.
 
-The previous release's chart (``e2e_harness.PREVIOUS_RELEASE``, only its chart: no operator runs
-here) with no values rendered the operator's ``--all-namespaces``; this tree's chart is namespaced by
-default (``clusterWide: false``, issue 24). charts/trtllm-operator/templates/deployment.yaml reads the
-running operator Deployment with Helm's ``lookup`` on upgrade and fails naming ``clusterWide`` and
-``watchNamespaces`` when it finds ``--all-namespaces`` and neither is set (docs/install.md, "Upgrade").
+A release whose chart watched every namespace by default (:data:`CLUSTER_WIDE_DEFAULT_RELEASE`; only
+its chart, no operator runs here), installed with no values, runs the operator with
+``--all-namespaces``; this tree's chart is namespaced by default (``clusterWide: false``, issue 24).
+charts/trtllm-operator/templates/deployment.yaml reads the running operator Deployment with Helm's
+``lookup`` on upgrade and fails naming ``clusterWide`` and ``watchNamespaces`` when it finds
+``--all-namespaces`` and neither is set (docs/install.md, "Upgrade").
 
 ``lookup`` reads the live cluster only on a real install/upgrade or with ``--dry-run=server``;
 under ``helm template`` and a client ``--dry-run`` it returns an empty value (Helm docs, "Using the
@@ -24,19 +25,24 @@ from pathlib import Path
 
 import pytest
 import yaml
-from e2e_harness import CHART, PREVIOUS_RELEASE, release_chart
+from e2e_harness import CHART, release_chart
 from kubernetes import client
 from support.cluster import LocalCluster
 
 pytestmark = pytest.mark.slow
 
+#: A release (commit of main) whose chart ran the operator with ``--all-namespaces`` when
+#: ``watchNamespaces`` was empty: e2e_harness.PREVIOUS_RELEASE when this test was written. Pinned, not
+#: PREVIOUS_RELEASE: users may skip releases, so the refusal must hold for an upgrade from it after
+#: PREVIOUS_RELEASE moves on to a namespaced-default chart.
+CLUSTER_WIDE_DEFAULT_RELEASE = "3898a0c46fe698e6dbcf90e262af8ba5b29d827a"
 RELEASE = "scope"
 OPERATOR = f"{RELEASE}-trtllm-operator"  # the charts' fullname (both releases' _helpers.tpl)
 
 
 @pytest.fixture(scope="module")
 def previous_chart(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return release_chart(PREVIOUS_RELEASE, tmp_path_factory.mktemp("previous"))
+    return release_chart(CLUSTER_WIDE_DEFAULT_RELEASE, tmp_path_factory.mktemp("previous"))
 
 
 @pytest.fixture
