@@ -44,7 +44,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import socket
 import ssl
 import subprocess
 import sys
@@ -67,6 +66,7 @@ for _p in (REPO_ROOT / "hack", REPO_ROOT / "tests"):
 from kubernetes import client, config  # noqa: E402
 from localcluster import ControlPlane, add_gpu_nodes, find_bin_dir, wait_nodes_ready  # noqa: E402
 from support.artifacts import cache_artifact, prebound_artifact_pvc  # noqa: E402
+from support.ports import free_port  # noqa: E402  (the operator binds its metrics port itself)
 
 GROUP, VERSION = "llm.trtllm-operator.dev", "v1alpha1"
 H100 = "NVIDIA-H100-80GB-HBM3"
@@ -285,12 +285,6 @@ def wait_resumed(log_path: Path, objects: int, deadline: float, proc: subprocess
             return time.monotonic() - t0
         time.sleep(0.5)
     return -1.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def apply(cp: ControlPlane, objs: list[dict[str, Any]], ns: str) -> tuple[float, float]:

@@ -14,8 +14,9 @@ One installation per module (:func:`installed`):
 3. a token for the chart's ServiceAccount (``kubectl create token``, TokenRequest) in a kubeconfig
    of its own: no admin credentials reach the operator;
 4. ``python -m trtllm_operator.cli`` with the installed Deployment's ``args`` and ``env`` (read
-   back from the API server), only the two listening ports moved to free local ports; ready when its
-   liveness endpoint (the chart's probe) answers.
+   back from the API server), only the two listening ports moved to free local ports (and the port it
+   scrapes on serving pods, where emulators stand in for Triton's 8002); ready when its liveness
+   endpoint (the chart's probe) answers.
 
 Teardown: SIGTERM then SIGKILL of the operator, ``helm uninstall``, namespaces deleted. A failing test
 gets the tail of the operator log as a report section.
@@ -39,6 +40,7 @@ from e2e_harness import (
 from kubernetes import client
 from support.cluster import LocalCluster
 from support.hub import LocalHub, local_hub
+from support.ports import free_port
 
 LOG_TAIL_LINES = 80
 LOG_LINE_CHARS = 600  # debug lines carry whole objects
@@ -114,6 +116,9 @@ def installed(
         handle.helm_output = proc.stdout + proc.stderr
         assert proc.returncode == 0, f"helm install failed:\n{handle.helm_output}"
 
+        # emulators stand in for Triton on the pods' loopback IPs: a free port, not 8002
+        # (support.ports.free_port's residual race: the operator must know it before any pod exists)
+        handle.serving_metrics_port = free_port()
         start_operator(handle, work)
         yield handle
     finally:

@@ -61,6 +61,10 @@ class Installed:
     proc: subprocess.Popen[bytes] | None = None
     liveness_port: int = 0
     metrics_port: int = 0
+    #: Triton's metrics port the operator scrapes on every serving pod (handlers.autoscaler.METRICS_PORT,
+    #: 8002 in the product), moved to a free port where emulators stand in for Triton on the pods'
+    #: IPs (0: the product's port; see :func:`container_command`).
+    serving_metrics_port: int = 0
     helm_output: str = ""
     hub: LocalHub | None = None  # the local Hub at settings.hfEndpoint
     extra: dict[str, Any] = field(default_factory=dict)
@@ -117,14 +121,34 @@ def token_kubeconfig(cluster: LocalCluster, token: str, path: Path) -> Path:
     return path
 
 
+#: ``python -c`` program: the operator's command line (``trtllm_operator.cli``) with Triton's metrics
+#: port, the one the autoscaler scrapes on each serving pod, set to ``argv[1]`` first — what
+#: tests/integration/test_autoscaling.py does in-process with monkeypatch.
+_CLI_WITH_SERVING_METRICS_PORT = (
+    "import sys\n"
+    "from trtllm_operator.handlers import autoscaler\n"
+    "autoscaler.METRICS_PORT = int(sys.argv[1])\n"
+    "from trtllm_operator.cli import main\n"
+    "sys.exit(main(sys.argv[2:]))\n"
+)
+
+
 def container_command(
-    deployment: Any, pod_namespace: str, liveness_port: int, metrics_port: int, python: str = sys.executable
+    deployment: Any,
+    pod_namespace: str,
+    liveness_port: int,
+    metrics_port: int,
+    python: str = sys.executable,
+    serving_metrics_port: int = 0,
 ) -> tuple[list[str], dict[str, str]]:
     """The operator container's args and env (from the installed Deployment) as a local command.
 
     ``fieldRef: metadata.namespace`` becomes ``pod_namespace``; the liveness flag and the metrics
     variable get the free local ports (several test sessions share this machine's ports). ``python``:
     the interpreter whose ``trtllm_operator`` runs (another release's virtualenv in test_upgrade.py).
+    ``serving_metrics_port`` (not 0): the port the operator scrapes on serving pods instead of
+    Triton's 8002 — the pods' IPs are loopback addresses of this machine, where a fixed port could be
+    taken by another session, a demo or any wildcard listener.
     """
     (container,) = deployment.spec.template.spec.containers
     args = [
@@ -141,6 +165,8 @@ def container_command(
         else:
             raise AssertionError(f"unsupported env source in the chart: {var}")
     env["TRTLLM_OPERATOR_METRICS_PORT"] = str(metrics_port)
+    if serving_metrics_port:
+        return [python, "-c", _CLI_WITH_SERVING_METRICS_PORT, str(serving_metrics_port), *args], env
     return [python, "-m", "trtllm_operator.cli", *args], env
 
 
@@ -179,7 +205,8 @@ def start_operator(handle: Installed, work: Path, python: str = sys.executable) 
     A token for the chart's ServiceAccount (``kubectl create token``, TokenRequest) in a kubeconfig of
     its own (``handle.kubeconfig``), then ``python -m trtllm_operator.cli`` with the installed
     Deployment's ``args`` and ``env`` (read back from the API server), only the two listening ports
-    moved to free local ports; ready when its liveness endpoint (the chart's probe) answers. Fails
+    moved to free local ports (and the serving pods' metrics port, ``handle.serving_metrics_port``,
+    where set); ready when its liveness endpoint (the chart's probe) answers. Fails
     with the operator log when it exits or is not healthy within 60 s.
     """
     cluster, op_ns = handle.cluster, handle.operator_namespace
@@ -192,7 +219,12 @@ def start_operator(handle: Installed, work: Path, python: str = sys.executable) 
     # the operator process binds both itself: support.ports.free_port's residual race
     handle.liveness_port, handle.metrics_port = free_port(), free_port()
     argv, container_env = container_command(
-        deployment, op_ns, handle.liveness_port, handle.metrics_port, python=python
+        deployment,
+        op_ns,
+        handle.liveness_port,
+        handle.metrics_port,
+        python=python,
+        serving_metrics_port=handle.serving_metrics_port,
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRTLLM_OPERATOR_")}
     env.pop("KUBECONFIG", None)
@@ -231,20 +263,7 @@ def release_tree(commit: str, dest: Path) -> Path:
     """The tree of ``commit`` (``git archive`` of this repository's history) in ``dest``, with its
     own virtualenv made by its own hack/venv.sh (``dest/.venv``; the shared uv cache makes it
     seconds). Fails naming the fix when the history lacks the commit (a shallow clone)."""
-    found = subprocess.run(
-        ["git", "-C", str(REPO_ROOT), "cat-file", "-e", f"{commit}^{{commit}}"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert found.returncode == 0, (
-        f"commit {commit} (the previous release) is not in this clone's history: {found.stderr.strip()}"
-        " — fetch it (git fetch --unshallow, or clone without --depth)"
-    )
-    dest.mkdir(parents=True, exist_ok=True)
-    archive = subprocess.Popen(["git", "-C", str(REPO_ROOT), "archive", commit], stdout=subprocess.PIPE)
-    subprocess.run(["tar", "-x", "-C", str(dest)], stdin=archive.stdout, check=True)
-    assert archive.wait(60) == 0, f"git archive {commit} failed"
+    _extract(commit, dest)
     venv = subprocess.run(
         [str(dest / "hack" / "venv.sh")],
         cwd=dest,
@@ -256,3 +275,31 @@ def release_tree(commit: str, dest: Path) -> Path:
     )
     assert venv.returncode == 0, f"the virtualenv of {commit} failed:\n{venv.stderr[-4000:]}"
     return dest
+
+
+def release_chart(commit: str, dest: Path) -> Path:
+    """Only the chart of ``commit`` (``git archive`` of charts/trtllm-operator) under ``dest``; returns
+    the chart's directory. No virtualenv: for tests that install the chart and run no operator."""
+    _extract(commit, dest, "charts/trtllm-operator")
+    return dest / "charts" / "trtllm-operator"
+
+
+def _extract(commit: str, dest: Path, *paths: str) -> None:
+    """``git archive commit [paths]`` of this repository's history, extracted into ``dest``. Fails
+    naming the fix when the history lacks the commit (a shallow clone)."""
+    found = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "cat-file", "-e", f"{commit}^{{commit}}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert found.returncode == 0, (
+        f"commit {commit} (the previous release) is not in this clone's history: {found.stderr.strip()}"
+        " — fetch it (git fetch --unshallow, or clone without --depth)"
+    )
+    dest.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.Popen(
+        ["git", "-C", str(REPO_ROOT), "archive", commit, *paths], stdout=subprocess.PIPE
+    )
+    subprocess.run(["tar", "-x", "-C", str(dest)], stdin=archive.stdout, check=True)
+    assert archive.wait(60) == 0, f"git archive {commit} failed"

@@ -35,7 +35,14 @@ from e2e_harness import (
     token_kubeconfig,
 )
 from kubernetes import client
-from support.cluster import LocalCluster
+from support.deployments import DeploymentApi
+from support.manifests import (
+    EngineBuilder,
+    a_deployment,
+    an_autoscaled_deployment,
+    an_engine,
+    create_token_secret,
+)
 from support.metrics_auth import delete_metrics_reader, get_metrics, metrics_tokens
 from support.wait import wait_for
 
@@ -46,9 +53,8 @@ from trtllm_operator.decide.engine_spec import PreparedEngine, prepare_engine
 
 pytestmark = pytest.mark.slow
 
-H100 = "NVIDIA-H100-80GB-HBM3"
-IMAGE = "nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3"
-KWOK = "kwok.trtllm-operator.dev"
+#: The (fake) MinIO endpoint the flow's engine writes to (helm_values allows it).
+MINIO = "http://minio.storage.svc:9000"
 SA_TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 #: Fake credentials, recognisable and unique per run; none may leave its Secret (HF_TOKEN, in
@@ -91,23 +97,18 @@ class Flow:
     server_pods: list[dict[str, Any]] = field(default_factory=list)
 
 
-class Api:
-    def __init__(self, cluster: LocalCluster, namespace: str) -> None:
-        self.ns = namespace
-        self.core = client.CoreV1Api(cluster.api)
-        self.batch = client.BatchV1Api(cluster.api)
-        self.custom = client.CustomObjectsApi(cluster.api)
-        self.san = cluster.api.sanitize_for_serialization
+def status_of(api: DeploymentApi, plural: str, name: str) -> dict[str, Any]:
+    return dict(api.get(plural, name).get("status") or {})
 
-    def get(self, plural: str, name: str) -> dict[str, Any]:
-        return dict(self.custom.get_namespaced_custom_object(GROUP, VERSION, self.ns, plural, name))
 
-    def status(self, plural: str, name: str) -> dict[str, Any]:
-        return dict(self.get(plural, name).get("status") or {})
-
-    def pods(self, selector: str) -> list[dict[str, Any]]:
-        items = self.core.list_namespaced_pod(self.ns, label_selector=selector).items
-        return [self.san(p) for p in items if p.metadata.deletion_timestamp is None]
+def live_pods(api: DeploymentApi, selector: str) -> list[dict[str, Any]]:
+    """The pods ``selector`` matches, not being deleted, as JSON."""
+    items = api.core.list_namespaced_pod(api.ns, label_selector=selector).items
+    return [
+        api.apps.api_client.sanitize_for_serialization(p)
+        for p in items
+        if p.metadata.deletion_timestamp is None
+    ]
 
 
 def ready_pods(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -121,26 +122,10 @@ def ready_pods(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def an_engine(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "LLMEngine",
-        "metadata": {"name": name},
-        "spec": {
-            "model": {"source": TINYLLAMA, "credentialsSecretRef": {"name": "hf-token", "key": "token"}},
-            "runtime": {"image": IMAGE},
-            "quantization": {"format": "fp8", "kvCacheDtype": "fp8"},
-            "gpu": {"product": H100, "backoffLimit": 0, "podAnnotations": {f"{KWOK}/delay-ms": "500"}},
-            "storage": {
-                "s3": {
-                    "bucket": "engines",
-                    "prefix": "e2e",
-                    "endpoint": "http://minio.storage.svc:9000",
-                    "credentialsSecretRef": {"name": "s3-credentials", "key": "AWS_ACCESS_KEY_ID"},
-                }
-            },
-        },
-    }
+def an_s3_engine(name: str) -> EngineBuilder:
+    """The shared :func:`an_engine` (TinyLlama, the ``hf`` token Secret, kwok's builder pod) writing
+    to the fake MinIO with the ``s3-credentials`` Secret."""
+    return an_engine(name).runs_for(500).s3("engines", "e2e", endpoint=MINIO, credentials="s3-credentials")
 
 
 def prepared_engine(body: dict[str, Any], namespace: str) -> PreparedEngine:
@@ -158,11 +143,9 @@ def prepared_engine(body: dict[str, Any], namespace: str) -> PreparedEngine:
 @pytest.fixture(scope="module")
 def flow(installed: Installed) -> Flow:
     cluster, ns = installed.cluster, installed.namespace
-    api = Api(cluster, ns)
+    api = DeploymentApi(cluster, ns)
     usable = {LABEL_SECRET_USABLE: "true"}  # the Secrets' owner lets LLM resources use them
-    api.core.create_namespaced_secret(
-        ns, {"metadata": {"name": "hf-token", "labels": usable}, "stringData": {"token": HF_TOKEN}}
-    )
+    create_token_secret(api.core, ns, HF_TOKEN)
     api.core.create_namespaced_secret(
         ns,
         {
@@ -171,8 +154,8 @@ def flow(installed: Installed) -> Flow:
         },
     )
 
-    engine = an_engine("chat")
-    prepared = prepared_engine(engine, ns)
+    chat = an_s3_engine("chat")
+    prepared = prepared_engine(chat.manifest(), ns)
     report = build_report(
         status="Succeeded",
         engine_key=prepared.key,
@@ -181,35 +164,28 @@ def flow(installed: Installed) -> Flow:
         size_bytes=2_345_678,
         stage_timings={"fetch": 2.0, "quantize": 20.0, "compile": 40.0, "package": 1.0},
     )
-    engine["spec"]["gpu"]["podAnnotations"].update(
-        {f"{KWOK}/outcome": "succeed", f"{KWOK}/message": json.dumps(report, separators=(",", ":"))}
-    )
-    api.custom.create_namespaced_custom_object(GROUP, VERSION, ns, ENGINE_PLURAL, engine)
+    # (the report already names the namespaced artifact: the plain manifest, not manifest(ns))
+    engine = chat.succeeds(report).manifest()
+    api.create(ENGINE_PLURAL, engine)
     result = Flow(engine=engine, deployment={}, prepared=prepared)
 
     # the builder pod, read while it exists (a finished Job's pod may be collected later)
     result.builder_pods = wait_for(
-        lambda: api.pods(f"batch.kubernetes.io/job-name={prepared.job_name}"),
+        lambda: live_pods(api, f"batch.kubernetes.io/job-name={prepared.job_name}"),
         timeout=60,
         desc=f"builder pod of Job {prepared.job_name}",
     )
     wait_for(
-        lambda: api.status(ENGINE_PLURAL, "chat").get("phase") == "Ready",
+        lambda: status_of(api, ENGINE_PLURAL, "chat").get("phase") == "Ready",
         timeout=60,
         desc="LLMEngine chat Ready",
     )
     result.engine = api.get(ENGINE_PLURAL, "chat")
 
-    deployment = {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "LLMDeployment",
-        "metadata": {"name": "chat"},
-        "spec": {"engineRef": {"name": "chat"}, "replicas": 1},
-    }
-    api.custom.create_namespaced_custom_object(GROUP, VERSION, ns, DEPLOYMENT_PLURAL, deployment)
+    api.create(DEPLOYMENT_PLURAL, a_deployment("chat", "chat"))
 
     def serving(n: int) -> dict[str, Any] | None:
-        s = api.status(DEPLOYMENT_PLURAL, "chat")
+        s = status_of(api, DEPLOYMENT_PLURAL, "chat")
         return s if s.get("phase") == "Ready" and s.get("readyReplicas") == n else None
 
     wait_for(lambda: serving(1), timeout=60, desc="LLMDeployment chat Ready with 1 replica")
@@ -217,7 +193,7 @@ def flow(installed: Installed) -> Flow:
     cluster.kubectl("scale", "-n", ns, f"{DEPLOYMENT_PLURAL}.{GROUP}/chat", "--replicas=2")
     wait_for(lambda: serving(2), timeout=60, desc="LLMDeployment chat Ready with 2 replicas")
     result.deployment = api.get(DEPLOYMENT_PLURAL, "chat")
-    result.server_pods = api.pods(f"{GROUP}/deployment=chat")
+    result.server_pods = live_pods(api, f"{GROUP}/deployment=chat")
     return result
 
 
@@ -304,22 +280,21 @@ def test_chart_defaults_plan_an_hf_model_from_the_hub_with_the_token_secret(
     (builder,) = (c for p in flow.builder_pods for c in p["spec"]["containers"] if c["name"] == "builder")
     assert {"name": "HF_ENDPOINT", "value": hub.url} in builder["env"], builder["env"]
 
-    api = Api(installed.cluster, installed.namespace)
+    api = DeploymentApi(installed.cluster, installed.namespace)
     usable = {LABEL_SECRET_USABLE: "true"}
     api.core.create_namespaced_secret(
         installed.namespace,
         {"metadata": {"name": "hf-wrong", "labels": usable}, "stringData": {"token": "hf_e2eWRONG"}},
     )
-    wrong = an_engine("wrong-token")
+    # never built: a GPU product no node has (the plan check runs before the build anyway)
+    wrong = an_s3_engine("wrong-token").on("NVIDIA-H200").manifest()
     wrong["spec"]["model"]["credentialsSecretRef"] = {"name": "hf-wrong", "key": "token"}
-    missing = an_engine("no-token")
+    missing = an_s3_engine("no-token").on("NVIDIA-H200").manifest()
     del missing["spec"]["model"]["credentialsSecretRef"]
     expected = {"wrong-token": "401", "no-token": "no token was sent"}
     try:
         for body in (wrong, missing):
-            # never built: a GPU product no node has (the plan check runs before the build anyway)
-            body["spec"]["gpu"]["product"] = "NVIDIA-H200"
-            api.custom.create_namespaced_custom_object(GROUP, VERSION, api.ns, ENGINE_PLURAL, body)
+            api.create(ENGINE_PLURAL, body)
         for name, why in expected.items():
 
             def unknown(name: str = name) -> dict[str, Any] | None:
@@ -330,7 +305,7 @@ def test_chart_defaults_plan_an_hf_model_from_the_hub_with_the_token_secret(
             cond = wait_for(unknown, timeout=60, desc=f"Planned=Unknown ModelConfigUnavailable for {name}")
             assert cond["status"] == "Unknown", cond
             assert "not fetched from the Hub" in cond["message"] and why in cond["message"], cond
-            assert not api.status(ENGINE_PLURAL, name).get("plan")
+            assert not status_of(api, ENGINE_PLURAL, name).get("plan")
     finally:
         for name in expected:
             api.custom.delete_namespaced_custom_object(GROUP, VERSION, api.ns, ENGINE_PLURAL, name)
@@ -441,7 +416,7 @@ def test_no_credential_appears_anywhere(installed: Installed, flow: Flow) -> Non
         if "valueFrom" in e and "secretKeyRef" in e["valueFrom"]
     }
     assert ("AWS_SECRET_ACCESS_KEY", "s3-credentials") in refs
-    assert any(secret == "hf-token" for _, secret in refs), refs
+    assert any(secret == "hf" for _, secret in refs), refs
 
 
 def test_builder_and_server_pods_mount_no_service_account_token(flow: Flow) -> None:
@@ -676,44 +651,29 @@ AUTOSCALER = (
     not AUTOSCALER, reason="the built-in autoscaler (handlers/autoscaler.py) is not there yet"
 )
 def test_builtin_autoscaler_scales_through_the_scale_subresource(installed: Installed, flow: Flow) -> None:
-    """Load on emulated Triton metrics (the pods' IPs, port 8002) → the operator, as the chart's
-    ServiceAccount, patches ``/scale`` → more pods Ready."""
+    """Load on emulated Triton metrics (the pods' IPs, on ``installed.serving_metrics_port`` in place
+    of Triton's 8002) → the operator, as the chart's ServiceAccount, patches ``/scale`` → more pods
+    Ready."""
     from trtllm_operator.emulator import Control, Fleet, PodFollower  # noqa: PLC0415
 
-    api = Api(installed.cluster, installed.namespace)
-    deployment = {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "LLMDeployment",
-        "metadata": {"name": "auto"},
-        "spec": {
-            "engineRef": {"name": "chat"},
-            "replicas": 1,
-            "autoscaling": {
-                "enabled": True,
-                "mode": "builtin",
-                "minReplicas": 1,
-                "maxReplicas": 3,
-                "targets": {"activeRequestUtilization": 0.5},
-                "behavior": {
-                    "scaleUp": {"stabilizationWindowSeconds": 0, "maxReplicasPerStep": 4, "periodSeconds": 1},
-                    "scaleDown": {
-                        "stabilizationWindowSeconds": 300,
-                        "maxReplicasPerStep": 1,
-                        "periodSeconds": 1,
-                    },
-                },
-                "metrics": {"source": "pods", "scrapeIntervalSeconds": 1},
-            },
-        },
-    }
+    api = DeploymentApi(installed.cluster, installed.namespace)
+    # (kvCacheUtilization stays under the shared builder's 0.8 target: requests alone scale it)
+    deployment = an_autoscaled_deployment(
+        "auto",
+        "chat",
+        max_replicas=3,
+        up={"stabilizationWindowSeconds": 0, "maxReplicasPerStep": 4, "periodSeconds": 1},
+        down={"stabilizationWindowSeconds": 300, "maxReplicasPerStep": 1, "periodSeconds": 1},
+    )
     idle = Control(fixed={"requests": 0, "kvCacheUtilization": 0.2})
-    with Fleet(port=8002, control=idle) as fleet:
+    assert installed.serving_metrics_port, "the operator scrapes Triton's fixed 8002 (conftest.installed)"
+    with Fleet(port=installed.serving_metrics_port, control=idle) as fleet:
         follower = PodFollower(fleet, api.core, api.ns, f"{GROUP}/deployment=auto", poll_seconds=0.3).start()
         try:
-            api.custom.create_namespaced_custom_object(GROUP, VERSION, api.ns, DEPLOYMENT_PLURAL, deployment)
+            api.create(DEPLOYMENT_PLURAL, deployment)
 
             def reading(n: int) -> bool:
-                s = api.status(DEPLOYMENT_PLURAL, "auto")
+                s = status_of(api, DEPLOYMENT_PLURAL, "auto")
                 auto = s.get("autoscaling") or {}
                 return s.get("readyReplicas") == n and auto.get("activeRequestUtilization") is not None
 
@@ -740,7 +700,7 @@ def test_uninstall_removes_the_operator_and_keeps_crds_artifacts_and_cache_index
     cluster, ns = installed.cluster, installed.namespace
     installed.stop()
     cluster.helm("uninstall", "e2e", "--namespace", installed.operator_namespace, "--wait", timeout=120)
-    api = Api(cluster, ns)
+    api = DeploymentApi(cluster, ns)
     rbac = client.RbacAuthorizationV1Api(cluster.api)
     prefix = f"{installed.operator_namespace}-e2e-trtllm-operator"  # cluster-scoped names (_helpers.tpl)
     assert not [r for r in rbac.list_cluster_role().items if r.metadata.name.startswith(prefix)]
@@ -760,7 +720,7 @@ def test_uninstall_removes_the_operator_and_keeps_crds_artifacts_and_cache_index
     ext = client.ApiextensionsV1Api(cluster.api)
     for plural in (ENGINE_PLURAL, DEPLOYMENT_PLURAL):
         assert ext.read_custom_resource_definition(f"{plural}.{GROUP}")
-    assert api.status(ENGINE_PLURAL, "chat")["phase"] == "Ready"
+    assert status_of(api, ENGINE_PLURAL, "chat")["phase"] == "Ready"
     assert client.AppsV1Api(cluster.api).read_namespaced_deployment("chat", ns).spec.replicas == 2
     index = api.core.list_namespaced_config_map(
         ns, label_selector="app.kubernetes.io/component=engine-artifact"

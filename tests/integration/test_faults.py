@@ -8,8 +8,9 @@
   Restarts are cheap: a *zygote* process imports the operator once and ``fork()``s a fresh operator
   per cycle (each child is a real OS process that gets a real SIGKILL; no shutdown code runs).
 * **API outage** — etcd and kube-apiserver stopped (SIGTERM) for ``OUTAGE_SECONDS`` and restarted
-  with the same flags, ports and certificates; the operator (never restarted) acts on a change made
-  right after the API returns within ``RECOVERY_BOUND_SECONDS``.
+  with the same flags, ports and certificates (support/outage.py); the operator (never restarted)
+  acts on a change made right after the API returns. How soon is a benchmark's bound, not this
+  test's: benchmarks/outage.py.
 * **Concurrent writers** — another client patches labels, annotations and ``spec.replicas`` in a tight
   loop while the operator writes status; every one of the client's updates is kept and the operator
   converges on the last ``replicas``.
@@ -46,7 +47,7 @@ from localcluster import ControlPlane, add_gpu_nodes, delete_nodes, find_bin_dir
 from prometheus_client.parser import text_string_to_metric_families
 from support.artifacts import cache_artifact, prebound_artifact_pvc
 from support.cluster import LocalCluster
-from support.deployments import DeploymentApi
+from support.deployments import DeploymentApi as Api
 from support.manifests import (
     H100,
     EngineBuilder,
@@ -57,9 +58,10 @@ from support.manifests import (
     success_report,
 )
 from support.operator import fast_settings, operator_process, running_operator
+from support.outage import api_outage
 from support.wait import wait_for
 
-from trtllm_operator.api import ENGINE_PLURAL, GROUP, VERSION
+from trtllm_operator.api import ENGINE_PLURAL, GROUP
 from trtllm_operator.api.wire import LABEL_ENGINE_KEY, LABEL_MANAGED_BY, MANAGED_BY
 
 pytestmark = pytest.mark.slow
@@ -67,7 +69,9 @@ pytestmark = pytest.mark.slow
 SEED = 20261129
 KILL_POINTS = 22
 OUTAGE_SECONDS = 30.0
-RECOVERY_BOUND_SECONDS = 10.0  # retries are at most 5 s apart (handlers/startup.py)
+#: How long the operator may take to act after the outage before the test calls it stuck — a
+#: liveness guard, not a measured bound (that is benchmarks/outage.py's RECOVERY_BOUND_SECONDS).
+RECOVERY_GUARD_SECONDS = 70.0
 BUILD_MS = 8_000  # long enough to drain the node under a running build
 DEPLOYMENTS = "llmdeployments"
 LABEL_DEPLOYMENT = f"{GROUP}/deployment"
@@ -143,15 +147,6 @@ class Zygote:
 
 
 # ----------------------------------------------------------------------------- cluster helpers
-class Api(DeploymentApi):
-    """The shared custom-object wrapper plus merge patches."""
-
-    def patch(self, plural: str, name: str, body: dict[str, Any]) -> None:
-        self.custom.patch_namespaced_custom_object(
-            GROUP, VERSION, self.ns, plural, name, body, _content_type="application/merge-patch+json"
-        )
-
-
 def kwok_engine(name: str, max_batch_size: int, build_ms: int) -> EngineBuilder:
     """An engine whose kwok builder pod succeeds after ``build_ms`` with the builder's own report."""
     eng = an_engine(name).max_batch_size(max_batch_size)
@@ -277,28 +272,6 @@ def test_sigkill_at_seeded_points_converges_without_duplicates(
 
 
 # ----------------------------------------------------------------------------- API outage
-def _stop_component(cp: ControlPlane, name: str) -> list[str]:
-    """SIGTERM one control-plane component; returns its argv (without the binary) for the restart."""
-    pid = cp.pids[name]
-    argv = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
-    proc = cp._procs[name]
-    proc.terminate()
-    try:
-        proc.wait(15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(5)
-    return [a.decode() for a in argv[1:]]
-
-
-def _readyz(server: str) -> bool:
-    ctx = ssl.create_default_context()
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
-    with urllib.request.urlopen(f"{server}/readyz", timeout=2, context=ctx) as resp:
-        return bool(resp.status == 200)
-
-
 @pytest.fixture
 def own_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """A control plane of its own: stopping its etcd and apiserver cannot disturb other tests."""
@@ -320,30 +293,22 @@ def test_operator_recovers_on_its_own_after_etcd_and_apiserver_outage(own_cluste
     api.create(ENGINE_PLURAL, kwok_engine("before", 8, 200).manifest(api.ns))
     with running_operator(cluster, [api.ns]) as op:
         wait_for(lambda: (api.get(ENGINE_PLURAL, "before").get("status") or {}).get("phase") == "Ready", 60)
-        apiserver_argv = _stop_component(cp, "kube-apiserver")
-        etcd_argv = _stop_component(cp, "etcd")
-        try:
+        with api_outage(cp, cluster.server):
             time.sleep(OUTAGE_SECONDS)
             assert op.thread.is_alive() and not op.errors, "the operator died during the outage"
-        finally:  # same binaries, flags, ports, data dir and certificates as before
-            cp._spawn("etcd", etcd_argv)
-            cp._spawn("kube-apiserver", apiserver_argv)
-        wait_for(lambda: _readyz(cluster.server), timeout=60, interval=0.1, desc="kube-apiserver /readyz")
         returned = time.monotonic()
         # a change right after the API is back: the operator must notice it without a restart
         api.create(ENGINE_PLURAL, kwok_engine("after", 16, 200).manifest(api.ns))
         wait_for(
             lambda: (api.get(ENGINE_PLURAL, "after").get("status") or {}).get("conditions"),
-            timeout=RECOVERY_BOUND_SECONDS + 60,
+            timeout=RECOVERY_GUARD_SECONDS,
             interval=0.2,
             desc="the operator acting on an engine created after the outage",
         )
         recovery = time.monotonic() - returned
+        # reported, not bounded here (benchmarks/outage.py holds the bound)
         print(
             f"\n[faults] API outage {OUTAGE_SECONDS:.0f} s: operator acted {recovery:.1f} s after its return"
-        )
-        assert recovery <= RECOVERY_BOUND_SECONDS, (
-            f"the operator acted {recovery:.1f} s after the API returned"
         )
         assert op.thread.is_alive() and not op.errors
 

@@ -16,15 +16,12 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from support.artifacts import cache_artifact, prebound_artifact_pvc
 from support.cluster import LocalCluster
 from support.deployments import DeploymentApi
-from support.manifests import a_cached_engine
-from support.manifests import a_deployment as shared_deployment
+from support.manifests import a_cached_engine, a_deployment
 from support.operator import running_operator
 from support.wait import wait_for
 
-GROUP, VERSION = "llm.trtllm-operator.dev", "v1alpha1"
 POOL_GROUP, POOL_VERSION, POOLS = "inference.networking.k8s.io", "v1", "inferencepools"
 CRD = (
     Path(__file__).resolve().parents[1]
@@ -33,14 +30,6 @@ CRD = (
     / "gateway-api-inference-extension-v1.6.0"
     / "inference.networking.k8s.io_inferencepools.yaml"
 )
-
-
-def an_engine(name: str) -> dict[str, Any]:
-    return a_cached_engine(name)
-
-
-def a_deployment(name: str, engine: str, **spec: Any) -> dict[str, Any]:
-    return shared_deployment(name, engine, replicas=2, **spec)
 
 
 class Api(DeploymentApi):
@@ -59,7 +48,7 @@ class Api(DeploymentApi):
 @pytest.fixture
 def api(cluster: LocalCluster, namespace: str) -> Iterator[Api]:
     a = Api(cluster, namespace)
-    prebound_artifact_pvc(a.core, namespace)
+    a.artifact_pvc()
     yield a
     client.CoreV1Api(cluster.api).delete_persistent_volume(f"engines-{namespace}")
 
@@ -79,10 +68,13 @@ ROUTING = {
 
 
 def test_without_the_crd_routing_is_reported_not_installed(cluster: LocalCluster, api: Api) -> None:
-    engine = an_engine("llama-fp8")
-    cache_artifact(api.core, api.ns, engine)
+    engine = a_cached_engine("llama-fp8")
+    api.cache_artifact(engine)
     api.create("llmengines", engine)
-    api.create("llmdeployments", a_deployment("chat", "llama-fp8", server={"api": "openai"}, routing=ROUTING))
+    api.create(
+        "llmdeployments",
+        a_deployment("chat", "llama-fp8", replicas=2, server={"api": "openai"}, routing=ROUTING),
+    )
     with running_operator(cluster, [api.ns]):
         cond = wait_for(
             lambda: (c := api.condition("chat", "Routed")) and c["status"] == "False" and c,
@@ -107,11 +99,11 @@ def _deployment(api: Api, name: str) -> Any:
 
 
 def test_openai_deployment_and_its_inference_pool(cluster: LocalCluster, api: Api, pool_crd: None) -> None:
-    engine = an_engine("llama-fp8")
-    cache_artifact(api.core, api.ns, engine)
+    engine = a_cached_engine("llama-fp8")
+    api.cache_artifact(engine)
     api.create("llmengines", engine)
     spec = {"api": "openai", "openai": {"servedModelName": "llama-3.1-8b", "defaultMaxTokens": 256}}
-    api.create("llmdeployments", a_deployment("chat", "llama-fp8", server=spec, routing=ROUTING))
+    api.create("llmdeployments", a_deployment("chat", "llama-fp8", replicas=2, server=spec, routing=ROUTING))
 
     with running_operator(cluster, [api.ns]):
         status = wait_for(
@@ -164,9 +156,7 @@ def test_openai_deployment_and_its_inference_pool(cluster: LocalCluster, api: Ap
         assert len(api.core.list_namespaced_pod(api.ns, label_selector=selector).items) == 2
 
         # routing off: the operator deletes its pool and says so
-        api.custom.patch_namespaced_custom_object(
-            GROUP, VERSION, api.ns, "llmdeployments", "chat", {"spec": {"routing": {"inferencePool": None}}}
-        )
+        api.patch("llmdeployments", "chat", {"spec": {"routing": {"inferencePool": None}}})
         wait_for(lambda: api.pool("chat") is None, timeout=60, desc="InferencePool deleted")
         cond = wait_for(
             lambda: (c := api.condition("chat", "Routed")) and c["status"] == "False" and c,
@@ -177,7 +167,7 @@ def test_openai_deployment_and_its_inference_pool(cluster: LocalCluster, api: Ap
 
 
 def test_admission_refuses_a_pool_without_the_openai_api(api: Api) -> None:
-    body = a_deployment("kserve", "llama-fp8", routing={"inferencePool": {"enabled": True}})
+    body = a_deployment("kserve", "llama-fp8", replicas=2, routing={"inferencePool": {"enabled": True}})
     with pytest.raises(client.ApiException) as err:
         api.create("llmdeployments", body)
     assert err.value.status == 422
@@ -189,15 +179,15 @@ def test_pytorch_openai_deployment_runs_trtllm_serve(cluster: LocalCluster, api:
     """``backend: pytorch`` + ``api: openai``: the pod runs ``trtllm-serve`` (rendered flags checked
     against upstream in tests/unit/test_render_trtllm_serve.py); the API server accepts the Deployment,
     Service and ConfigMap; ``api: both`` is refused with a condition naming the fix."""
-    engine = an_engine("llama-torch")
+    engine = a_cached_engine("llama-torch")
     engine["spec"]["backend"] = "pytorch"
-    cache_artifact(api.core, api.ns, engine)
+    api.cache_artifact(engine)
     api.create("llmengines", engine)
     spec = {"api": "openai", "decoupled": True, "openai": {"servedModelName": "llama-3.1-8b"}}
-    api.create("llmdeployments", a_deployment("torch-chat", "llama-torch", server=spec))
+    api.create("llmdeployments", a_deployment("torch-chat", "llama-torch", replicas=2, server=spec))
     api.create(
         "llmdeployments",
-        a_deployment("torch-both", "llama-torch", server={"api": "both", "decoupled": True}),
+        a_deployment("torch-both", "llama-torch", replicas=2, server={"api": "both", "decoupled": True}),
     )
 
     with running_operator(cluster, [api.ns]):

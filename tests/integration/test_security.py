@@ -31,6 +31,7 @@ import pytest
 from kubernetes import client
 from support.artifacts import cache_artifact, prebound_artifact_pvc, write_manifest
 from support.cluster import LocalCluster
+from support.deployments import DeploymentApi
 from support.manifests import DELAY_MS, EXIT_CODE, H100, MESSAGE, OUTCOME, a_cached_engine, a_deployment
 from support.operator import HF_CONFIG_DIR, running_operator
 from support.ports import free_port
@@ -58,39 +59,15 @@ pytestmark = pytest.mark.slow
 KWOK_GPU = {"product": H100, "backoffLimit": 0, "podAnnotations": {DELAY_MS: "300"}}
 
 
-def an_engine(name: str, **spec: Any) -> dict[str, Any]:
-    return a_cached_engine(name, gpu=KWOK_GPU, **spec)
+class Api(DeploymentApi):
+    """The shared wrapper plus conditions of either kind and the engine's PVC."""
 
-
-class Api:
-    def __init__(self, cluster: LocalCluster, ns: str) -> None:
-        self.ns = ns
-        self.core = client.CoreV1Api(cluster.api)
-        self.apps = client.AppsV1Api(cluster.api)
-        self.batch = client.BatchV1Api(cluster.api)
-        self.custom = client.CustomObjectsApi(cluster.api)
-        self.san = cluster.api.sanitize_for_serialization
-
-    def create(self, plural: str, body: dict[str, Any]) -> None:
-        self.custom.create_namespaced_custom_object(GROUP, VERSION, self.ns, plural, body)
-
-    def get(self, plural: str, name: str) -> dict[str, Any]:
-        return dict(self.custom.get_namespaced_custom_object(GROUP, VERSION, self.ns, plural, name))
-
-    def patch(self, plural: str, name: str, body: dict[str, Any]) -> None:
-        self.custom.patch_namespaced_custom_object(
-            GROUP, VERSION, self.ns, plural, name, body, _content_type="application/merge-patch+json"
-        )
-
-    def delete(self, plural: str, name: str) -> None:
-        self.custom.delete_namespaced_custom_object(GROUP, VERSION, self.ns, plural, name)
-
-    def condition(self, plural: str, name: str, type_: str) -> dict[str, Any] | None:
+    def condition_of(self, plural: str, name: str, type_: str) -> dict[str, Any] | None:
         status = self.get(plural, name).get("status") or {}
         return next((c for c in status.get("conditions") or [] if c["type"] == type_), None)
 
     def ready_reason(self, plural: str, name: str, reason: str) -> dict[str, Any] | None:
-        cond = self.condition(plural, name, "Ready")
+        cond = self.condition_of(plural, name, "Ready")
         return cond if cond is not None and cond["reason"] == reason else None
 
     def pvc(self, name: str) -> dict[str, Any] | None:
@@ -100,9 +77,6 @@ class Api:
             if exc.status == 404:
                 return None
             raise
-
-    def jobs(self) -> list[dict[str, Any]]:
-        return [self.san(j) for j in self.batch.list_namespaced_job(self.ns).items]
 
 
 @pytest.fixture
@@ -133,7 +107,7 @@ def foreign_deployment(name: str) -> dict[str, Any]:
 def test_foreign_workload_under_the_deployment_name_is_neither_patched_nor_adopted(
     cluster: LocalCluster, api: Api
 ) -> None:
-    engine = an_engine("llama")
+    engine = a_cached_engine("llama", gpu=KWOK_GPU)
     cache_artifact(api.core, api.ns, engine)
     api.create(ENGINE_PLURAL, engine)
     theirs = api.apps.create_namespaced_deployment(api.ns, foreign_deployment("chat"))
@@ -169,7 +143,7 @@ def test_foreign_workload_under_the_deployment_name_is_neither_patched_nor_adopt
 
 
 def test_foreign_service_stops_the_rollout_and_clears_once_removed(cluster: LocalCluster, api: Api) -> None:
-    engine = an_engine("llama")
+    engine = a_cached_engine("llama", gpu=KWOK_GPU)
     cache_artifact(api.core, api.ns, engine)
     api.create(ENGINE_PLURAL, engine)
     api.core.create_namespaced_service(
@@ -220,7 +194,7 @@ def test_serving_children_carry_the_deployments_own_credentials_and_network_poli
         load_ssh_private_key,
     )
 
-    engine = an_engine("llama")
+    engine = a_cached_engine("llama", gpu=KWOK_GPU)
     cache_artifact(api.core, api.ns, engine)
     api.create(ENGINE_PLURAL, engine)
     api.create(DEPLOYMENT_PLURAL, a_deployment("chat", "llama"))
@@ -286,7 +260,7 @@ def test_foreign_secret_under_the_credentials_name_is_neither_used_nor_adopted(
 ) -> None:
     """A Secret ``chat-credentials`` someone else created (its values chosen by them) is a
     ChildConflict: no pod is rendered to use it, and it is not patched or adopted."""
-    engine = an_engine("llama")
+    engine = a_cached_engine("llama", gpu=KWOK_GPU)
     cache_artifact(api.core, api.ns, engine)
     api.create(ENGINE_PLURAL, engine)
     theirs = api.core.create_namespaced_secret(
@@ -322,7 +296,7 @@ def _service(api: Api, name: str) -> Any:
 
 
 def test_forged_cache_entry_is_not_trusted(cluster: LocalCluster, api: Api) -> None:
-    engine = an_engine("llama")
+    engine = a_cached_engine("llama", gpu=KWOK_GPU)
     prepared = prepare_engine("llama", engine["spec"])
     assert isinstance(prepared, PreparedEngine)
     # Same name and data as a real entry, pointing at a PVC the attacker controls — but without the
@@ -347,7 +321,7 @@ def test_secret_not_marked_usable_is_refused_and_marking_it_lets_the_build_start
     cluster: LocalCluster, api: Api
 ) -> None:
     api.core.create_namespaced_secret(api.ns, {"metadata": {"name": "hf"}, "stringData": {"token": "hf_x"}})
-    engine = an_engine("gated")
+    engine = a_cached_engine("gated", gpu=KWOK_GPU)
     engine["spec"]["model"]["credentialsSecretRef"] = {"name": "hf", "key": "token"}
     api.create(ENGINE_PLURAL, engine)
     with running_operator(cluster, [api.ns]):
@@ -379,7 +353,9 @@ def test_operator_reads_only_secret_metadata(cluster: LocalCluster, namespace: s
 
 # ----------------------------------------------------------------------------- reclaim
 def _delete_policy_engine(name: str) -> tuple[dict[str, Any], PreparedEngine]:
-    engine = an_engine(name, storage={"createPVC": {"size": "20Gi"}, "reclaimPolicy": "Delete"})
+    engine = a_cached_engine(
+        name, gpu=KWOK_GPU, storage={"createPVC": {"size": "20Gi"}, "reclaimPolicy": "Delete"}
+    )
     prepared = prepare_engine(name, engine["spec"])
     assert isinstance(prepared, PreparedEngine)
     return engine, prepared
@@ -492,7 +468,7 @@ def test_a_100_mb_metrics_page_is_cut_off_and_the_operator_stays_responsive(
     # port 0: support.ports.free_port's residual race applies (a lost race fails the bind loudly).
     port = free_port()
     monkeypatch.setattr(autoscaler_handlers, "METRICS_PORT", port)
-    engine = an_engine("llama")
+    engine = a_cached_engine("llama", gpu=KWOK_GPU)
     cache_artifact(api.core, api.ns, engine)
     api.create(ENGINE_PLURAL, engine)
     flood = a_deployment("flood", "llama")
@@ -554,10 +530,10 @@ def test_a_config_json_with_1e18_layers_is_refused_and_the_operator_stays_respon
     (configs / "evil__huge.json").write_text(json.dumps(config))
     for name in ("meta-llama__Llama-3.1-8B-Instruct.json",):
         (configs / name).write_text((HF_CONFIG_DIR / name).read_text())
-    huge = an_engine("huge")
+    huge = a_cached_engine("huge", gpu=KWOK_GPU)
     huge["spec"]["model"]["source"] = "hf://evil/huge"
     api.create(ENGINE_PLURAL, huge)
-    fine = an_engine("fine")
+    fine = a_cached_engine("fine", gpu=KWOK_GPU)
     cache_artifact(api.core, api.ns, fine)
     with running_operator(cluster, [api.ns], hf_config_dir=str(configs)):
         cond = wait_for(lambda: api.ready_reason(ENGINE_PLURAL, "huge", "InvalidSpec"), timeout=60)
@@ -588,7 +564,7 @@ def test_prometheus_url_outside_the_allowlist_is_never_fetched(cluster: LocalClu
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Counting)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}"
-    engine = an_engine("llama")
+    engine = a_cached_engine("llama", gpu=KWOK_GPU)
     cache_artifact(api.core, api.ns, engine)
     api.create(ENGINE_PLURAL, engine)
     body = a_deployment("ssrf", "llama")
@@ -604,7 +580,7 @@ def test_prometheus_url_outside_the_allowlist_is_never_fetched(cluster: LocalClu
         with running_operator(cluster, [api.ns]):  # no allowed_prometheus_urls
 
             def refused() -> dict[str, Any] | None:
-                c = api.condition(DEPLOYMENT_PLURAL, "ssrf", "ScalingActive")
+                c = api.condition_of(DEPLOYMENT_PLURAL, "ssrf", "ScalingActive")
                 return c if c and "not a URL the operator's admin allows" in c["message"] else None
 
             cond = wait_for(refused, timeout=60, desc="ScalingActive says the URL is not allowed")
@@ -629,7 +605,7 @@ def test_credentials_in_a_builder_log_tail_reach_neither_status_nor_events(
         f"Traceback (most recent call last):\nrequests.exceptions.HTTPError: 401 for "
         f"https://builder:pw-{hf[3:15]}@mirror.local/x with HF_TOKEN={hf}\nNGC_API_KEY={nvapi}"
     )
-    engine = an_engine("leaky")
+    engine = a_cached_engine("leaky", gpu=KWOK_GPU)
     engine["spec"]["gpu"]["podAnnotations"].update({OUTCOME: "fail", EXIT_CODE: "3", MESSAGE: tail})
     api.create(ENGINE_PLURAL, engine)
     with running_operator(cluster, [api.ns]):
@@ -693,7 +669,7 @@ def test_a_tampered_artifact_file_stops_the_pod_with_a_condition(
 
     art = tmp_path / "artifact"
     _serving_artifact(art)
-    engine = an_engine("sealed")
+    engine = a_cached_engine("sealed", gpu=KWOK_GPU)
     digest = write_manifest(art, engineKey="stand-in")
     cache_artifact(api.core, api.ns, engine, manifest_digest=digest)
     api.create(ENGINE_PLURAL, engine)

@@ -17,51 +17,24 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from support.artifacts import cache_artifact, prebound_artifact_pvc
 from support.cluster import LocalCluster
-from support.manifests import a_cached_engine
+from support.deployments import DeploymentApi
+from support.manifests import DELAY_MS, EXIT_CODE, H100, IMAGE, MESSAGE, OUTCOME, a_cached_engine
 from support.operator import running_operator
 from support.ports import free_port
 from support.wait import wait_for
 
-from trtllm_operator.decide.engine_spec import PreparedEngine
+from trtllm_operator.api import GROUP, VERSION
 from trtllm_operator.emulator import Control, Fleet, PodFollower
 from trtllm_operator.handlers import tuning as tuning_handlers
 
 pytestmark = pytest.mark.slow
 
-GROUP, VERSION = "llm.trtllm-operator.dev", "v1alpha1"
-H100 = "NVIDIA-H100-80GB-HBM3"
-IMAGE = "nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3"
 SWEEP = Path(__file__).resolve().parents[1] / "fixtures" / "trtllm-bench" / "llama-3.1-8b-fp8-h100-sweep.json"
-OUTCOME = "kwok.trtllm-operator.dev/outcome"
-EXIT_CODE = "kwok.trtllm-operator.dev/exit-code"
-MESSAGE = "kwok.trtllm-operator.dev/message"
-DELAY_MS = "kwok.trtllm-operator.dev/delay-ms"
 
 
-class Api:
-    def __init__(self, cluster: LocalCluster, ns: str) -> None:
-        self.ns = ns
-        self.core = client.CoreV1Api(cluster.api)
-        self.batch = client.BatchV1Api(cluster.api)
-        self.custom = client.CustomObjectsApi(cluster.api)
-        self.san = cluster.api.sanitize_for_serialization
-
-    def create(self, plural: str, body: dict[str, Any]) -> None:
-        self.custom.create_namespaced_custom_object(GROUP, VERSION, self.ns, plural, body)
-
-    def get(self, plural: str, name: str) -> dict[str, Any]:
-        obj: dict[str, Any] = self.custom.get_namespaced_custom_object(GROUP, VERSION, self.ns, plural, name)
-        return obj
-
-    def cache_artifact(self, engine: dict[str, Any]) -> PreparedEngine:
-        """Record an artifact for the engine's key in the engine cache (as ``cache import`` does)."""
-        return cache_artifact(self.core, self.ns, engine)
-
-    def artifact_pvc(self) -> None:
-        """A pre-bound PV/PVC pair (the local control plane has no PV binder)."""
-        prebound_artifact_pvc(self.core, self.ns)
+class Api(DeploymentApi):
+    """The shared wrapper plus the benchmark's status, Job and pod."""
 
     def benchmark(self, engine: str) -> dict[str, Any]:
         return dict((self.get("llmengines", engine).get("status") or {}).get("benchmark") or {})

@@ -19,7 +19,8 @@ SELECTOR = "llm.trtllm-operator.dev/deployment={}"
 
 
 class DeploymentApi:
-    """Custom objects, pods, Jobs and the engine cache of one namespace, for LLMDeployment tests."""
+    """Custom objects, pods, Jobs and the engine cache of one namespace: the API wrapper of the
+    integration and e2e tests (a module adds only what is its own, in a subclass)."""
 
     def __init__(self, cluster: LocalCluster, ns: str) -> None:
         self.ns = ns
@@ -27,6 +28,8 @@ class DeploymentApi:
         self.apps = client.AppsV1Api(cluster.api)
         self.batch = client.BatchV1Api(cluster.api)
         self.custom = client.CustomObjectsApi(cluster.api)
+        #: A client model object as the JSON the API server sent (dicts, camelCase keys).
+        self.san = cluster.api.sanitize_for_serialization
 
     def items(self, plural: str) -> list[dict[str, Any]]:
         listing = self.custom.list_namespaced_custom_object(GROUP, VERSION, self.ns, plural)
@@ -38,6 +41,18 @@ class DeploymentApi:
     def get(self, plural: str, name: str) -> dict[str, Any]:
         obj: dict[str, Any] = self.custom.get_namespaced_custom_object(GROUP, VERSION, self.ns, plural, name)
         return obj
+
+    def patch(self, plural: str, name: str, body: dict[str, Any]) -> None:
+        """A JSON merge patch of the object (RFC 7386)."""
+        self.custom.patch_namespaced_custom_object(
+            GROUP, VERSION, self.ns, plural, name, body, _content_type="application/merge-patch+json"
+        )
+
+    def delete(self, plural: str, name: str) -> None:
+        self.custom.delete_namespaced_custom_object(GROUP, VERSION, self.ns, plural, name)
+
+    def jobs(self) -> list[dict[str, Any]]:
+        return [self.san(j) for j in self.batch.list_namespaced_job(self.ns).items]
 
     def deployment(self, name: str) -> dict[str, Any]:
         return self.get("llmdeployments", name)

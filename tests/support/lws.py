@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import socket
 import subprocess
 import tempfile
 import threading
@@ -45,6 +44,7 @@ from kubernetes.client.rest import ApiException
 from localcluster.controlplane import die_with_parent
 
 from .cluster import LocalCluster
+from .ports import free_port
 from .wait import wait_for
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -97,13 +97,6 @@ def host_address() -> str:
         "no global IPv4 address on this host: the API server reaches admission webhooks only at a "
         "non-loopback EndpointSlice address"
     )
-
-
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def kustomized_webhooks(webhook_dir: Path) -> list[dict[str, Any]]:
@@ -194,7 +187,7 @@ def running_lws(cluster: LocalCluster, timeout: float = 120.0) -> Iterator[Lws]:
     ]
     crd_names = [d["metadata"]["name"] for d in crd_docs]
     host = host_address()
-    port = _free_port(host)
+    port = free_port(host)  # the manager binds both itself: support.ports' residual race
     work = Path(tempfile.mkdtemp(prefix="lws-", dir=cluster.work_dir))
     core = client.CoreV1Api(cluster.api)
     admission = client.AdmissionregistrationV1Api(cluster.api)
@@ -241,7 +234,7 @@ def running_lws(cluster: LocalCluster, timeout: float = 120.0) -> Iterator[Lws]:
                 *kustomized_webhooks(home / "config" / "webhook"),
             ],
         )
-        health = _free_port("127.0.0.1")
+        health = free_port()
         config = {
             "apiVersion": "config.lws.x-k8s.io/v1alpha1",
             "kind": "Configuration",

@@ -94,6 +94,19 @@ class EngineBuilder:
         self.body["spec"]["storage"] = {"pvc": pvc}
         return self
 
+    def s3(
+        self, bucket: str, prefix: str, *, endpoint: str | None = None, credentials: str | None = None
+    ) -> EngineBuilder:
+        """Storage on S3; ``credentials``: the Secret whose ``AWS_ACCESS_KEY_ID`` (and the secret key
+        beside it) the builder reads."""
+        s3: dict[str, Any] = {"bucket": bucket, "prefix": prefix}
+        if endpoint:
+            s3["endpoint"] = endpoint
+        if credentials:
+            s3["credentialsSecretRef"] = {"name": credentials, "key": "AWS_ACCESS_KEY_ID"}
+        self.body["spec"]["storage"] = {"s3": s3}
+        return self
+
     def create_pvc(self, size: str) -> EngineBuilder:
         self.body["spec"]["storage"] = {"createPVC": {"size": size}}
         return self

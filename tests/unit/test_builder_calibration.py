@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
+from support.ports import bound_socket
 
 from engine_builder.planner.formats import BUNDLED_CALIBRATION_SAMPLES, bundled_calibration_texts
 from engine_builder.quantize import calibration_batches, calibration_tokens, load_calibration_texts
 from engine_builder.report import BuildError, build_report
 from engine_builder.spec import Calibration, Quantization
 from engine_builder.tinymodel import make_tiny_model
-from tests.support.ports import bound_socket
 from trtllm_operator.decide.engine_failure import parse_report
 from trtllm_operator.decide.engine_spec import InvalidEngine, PreparedEngine, prepare_engine
 

@@ -202,18 +202,21 @@ def test_launch_script_verifies_against_the_recorded_manifest_digest(tmp_path: P
 
 def test_replica_stops_when_a_rank_exits_even_with_status_zero(tmp_path: Path) -> None:
     script, env = install(tmp_path, params(tensor_parallelism=2))
-    started = time.monotonic()
-    result = subprocess.run(
-        ["bash", str(script)],
-        env={**env, "RANK1_EXIT_AFTER": "3"},
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=False,
-    )
+    # rank 0 (the fake tritonserver) never exits by itself: only the script's reaction to rank 1's
+    # exit ends the replica, so a script that ignores it runs into the timeout (no wall-clock bound)
+    try:
+        result = subprocess.run(
+            ["bash", str(script)],
+            env={**env, "RANK1_EXIT_AFTER": "3"},
+            capture_output=True,
+            text=True,
+            timeout=90,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError(f"the replica kept running after rank 1 exited: {exc.stderr!r}") from exc
     assert result.returncode == 1, (result.stdout, result.stderr)
     assert "a tritonserver rank exited (1 of 2 alive)" in result.stderr
-    assert time.monotonic() - started < 30
     ranks = sorted(p.read_text() for p in (tmp_path / "logs").iterdir())
     assert len(ranks) == 2 and sum("--load-model=tensorrt_llm" in r for r in ranks) == 1
     alive = subprocess.run(["pgrep", "-f", str(tmp_path / "bin")], capture_output=True, check=False)
