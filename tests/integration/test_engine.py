@@ -764,6 +764,33 @@ def test_imported_artifact_is_served_from_cache_without_a_job(
     wait_for(lambda: [j for j in api.jobs() if j["metadata"]["name"] == other.prepared().job_name])
 
 
+def test_import_of_a_rebuilt_write_once_directory_is_served_from_it(
+    api: Api,
+    operator: None,
+    cluster: LocalCluster,
+    namespace: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """#24 write-once artifacts: a rebuild published <key>-<build id>/ (its <key>/ was taken);
+    ``cache import --artifact-uri`` records that directory, and the LLMEngine is Ready from it."""
+    eng = an_engine("rebuilt").pvc("models", "engines")
+    prepared = eng.prepared()
+    manifest_path = tmp_path / "manifest.json"
+    manifest_path.write_text(json.dumps(manifest_for(prepared)))
+    rebuilt = f"pvc://models/engines/{prepared.key}-20261201t100000z-3f9a1c"  # new_build_id's form
+    argv = ["cache", "import", "--manifest", str(manifest_path), "--namespace", namespace]
+    argv += ["--storage", "pvc://models/engines", "--kubeconfig", str(cluster.kubeconfig)]
+    assert main([*argv, "--artifact-uri", rebuilt]) == 0
+    assert f"registered {rebuilt} " in capsys.readouterr().out
+
+    api.create(eng)
+    engine = api.wait_phase("rebuilt", "Ready")
+    assert condition(engine, "Progressing")["reason"] == "ArtifactReused"
+    assert engine["status"]["artifact"]["uri"] == rebuilt
+    assert api.jobs() == []
+
+
 def test_partial_artifact_is_refused_or_imported_as_partial(
     api: Api,
     operator: None,
