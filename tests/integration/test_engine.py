@@ -679,6 +679,40 @@ def test_unschedulable_build_holds_no_slot_and_simultaneous_engines_get_distinct
         assert len(api.jobs()) == 2  # stuck's and first's
 
 
+def test_build_queue_takes_turns_across_namespaces(api: Api, cluster: LocalCluster, namespace: str) -> None:
+    """#24 (one global FIFO build queue): with maxConcurrentBuilds 1, one namespace builds a0 and
+    queues a1 and a2; the other namespace's b0, applied last, is next (position 1: a0's running build
+    was the first namespace's turn) and builds as soon as a0 ends, before the older a1; a1 and a2
+    follow (decide.engine.queue_ranks)."""
+    other_ns = cluster.create_namespace("t")
+    other = Api(cluster, other_ns)
+    create_token_secret(other.core, other_ns)
+    try:
+        with running_operator(cluster, [namespace, other_ns], max_concurrent_builds=1):
+            a0 = an_engine("a0")
+            api.create(a0.succeeds(success_report(a0.prepared())).runs_for(10_000))
+            api.wait_phase("a0", "Building", timeout=60)
+            for name, size in (("a1", 8), ("a2", 16)):
+                eng = an_engine(name).max_batch_size(size)
+                api.create(eng.succeeds(success_report(eng.prepared())).runs_for(3000))
+                api.wait_phase(name, "Queued")
+            b0 = an_engine("b0").max_batch_size(32)
+            other.create(b0.succeeds(success_report(b0.prepared())).runs_for(3000))
+            queued = other.wait_phase("b0", "Queued")
+            assert api.phase("a0") == "Building", "a0 ended before b0 queued: the scenario did not happen"
+            assert "position 1: 1 of 1 concurrent builds running" in queued["status"]["build"]["message"]
+
+            other.wait_phase("b0", "Building", timeout=60)
+            # a0's slot went to b0, not to a1 (older, first in a global FIFO)
+            assert api.phase("a1") == "Queued"
+            assert [j["metadata"]["name"] for j in api.jobs()] == [a0.prepared().job_name]
+            api.wait_phase("a1", "Ready", timeout=90)
+            api.wait_phase("a2", "Ready", timeout=90)
+            assert other.phase("b0") == "Ready"
+    finally:
+        cluster.delete_namespace(other_ns)
+
+
 def test_imported_artifact_is_served_from_cache_without_a_job(
     api: Api,
     operator: None,
@@ -728,6 +762,33 @@ def test_imported_artifact_is_served_from_cache_without_a_job(
     assert other.prepared().key == prepared.key
     api.create(other)
     wait_for(lambda: [j for j in api.jobs() if j["metadata"]["name"] == other.prepared().job_name])
+
+
+def test_import_of_a_rebuilt_write_once_directory_is_served_from_it(
+    api: Api,
+    operator: None,
+    cluster: LocalCluster,
+    namespace: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """#24 write-once artifacts: a rebuild published <key>-<build id>/ (its <key>/ was taken);
+    ``cache import --artifact-uri`` records that directory, and the LLMEngine is Ready from it."""
+    eng = an_engine("rebuilt").pvc("models", "engines")
+    prepared = eng.prepared()
+    manifest_path = tmp_path / "manifest.json"
+    manifest_path.write_text(json.dumps(manifest_for(prepared)))
+    rebuilt = f"pvc://models/engines/{prepared.key}-20261201t100000z-3f9a1c"  # new_build_id's form
+    argv = ["cache", "import", "--manifest", str(manifest_path), "--namespace", namespace]
+    argv += ["--storage", "pvc://models/engines", "--kubeconfig", str(cluster.kubeconfig)]
+    assert main([*argv, "--artifact-uri", rebuilt]) == 0
+    assert f"registered {rebuilt} " in capsys.readouterr().out
+
+    api.create(eng)
+    engine = api.wait_phase("rebuilt", "Ready")
+    assert condition(engine, "Progressing")["reason"] == "ArtifactReused"
+    assert engine["status"]["artifact"]["uri"] == rebuilt
+    assert api.jobs() == []
 
 
 def test_partial_artifact_is_refused_or_imported_as_partial(

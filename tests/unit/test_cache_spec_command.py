@@ -146,3 +146,79 @@ def test_cache_list_with_a_bad_kubeconfig_is_one_line_exit_2(
     err = capsys.readouterr().err
     assert err.startswith(f"trtllm-operator cache list: cannot load kubeconfig {bad}:")
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+#: A build id as engine_builder.package.new_build_id writes it (UTC time, 6 random hex digits).
+BUILD_ID = "20261201t100000z-3f9a1c"
+
+
+@pytest.mark.parametrize(
+    ("storage_uri", "namespace", "artifact_uri"),
+    [
+        ("pvc://engines", "ml", "pvc://engines/{key}-" + BUILD_ID),
+        ("pvc://engines/team/a", "ml", "pvc://engines/team/a/{key}-" + BUILD_ID),
+        ("s3://bucket/cache", "ml", "s3://bucket/cache/ml/{key}-" + BUILD_ID),
+        ("pvc://engines", "ml", "pvc://engines/{key}"),  # the plain directory, named explicitly
+    ],
+)
+def test_import_records_a_rebuilt_write_once_directory(
+    storage_uri: str, namespace: str, artifact_uri: str
+) -> None:
+    """#24 write-once artifacts: a rebuild of a key whose <key>/ was taken publishes
+    <key>-<build id>/; import records that directory (not <root>/<key>) once the manifest's key
+    matches the directory's."""
+    from trtllm_operator.commands.cache import record_from_manifest, storage_from_uri  # noqa: PLC0415
+
+    manifest = _manifest("pytorch", "skipped")
+    uri = artifact_uri.format(key=manifest["engineKey"])
+    storage = storage_from_uri(storage_uri)
+    record = record_from_manifest(
+        manifest, storage, "2026-12-01T10:05:00Z", namespace=namespace, artifact_uri=uri
+    )
+    assert record["uri"] == uri
+    assert record["engineKey"] == manifest["engineKey"]
+    # without --artifact-uri: <root>/<key>, as before
+    plain = record_from_manifest(manifest, storage, "2026-12-01T10:05:00Z", namespace=namespace)
+    assert plain["uri"] == uri.removesuffix("-" + BUILD_ID)
+
+
+@pytest.mark.parametrize(
+    ("artifact_uri", "message"),
+    [
+        ("pvc://engines/{other}-" + BUILD_ID, "names engine key"),  # another key's directory
+        ("pvc://other-claim/{key}-" + BUILD_ID, "not a directory directly under"),  # another storage
+        ("pvc://engines/nested/{key}-" + BUILD_ID, "not a directory directly under"),
+        ("pvc://engines/{key}-latest", "not an artifact directory name"),  # no build id
+        ("pvc://engines/..", "not a directory directly under"),
+        ("s3://bucket/cache/ml/{key}-" + BUILD_ID, "not a directory directly under"),  # S3 for a PVC
+    ],
+)
+def test_import_refuses_an_artifact_uri_of_another_key_or_place(artifact_uri: str, message: str) -> None:
+    from trtllm_operator.commands.cache import record_from_manifest, storage_from_uri  # noqa: PLC0415
+
+    manifest = _manifest("pytorch", "skipped")
+    uri = artifact_uri.format(key=manifest["engineKey"], other="ab" * 32)
+    with pytest.raises(ValueError, match=message) as info:
+        record_from_manifest(
+            manifest, storage_from_uri("pvc://engines"), "2026-12-01T10:05:00Z", artifact_uri=uri
+        )
+    assert "--artifact-uri" in str(info.value)
+    assert f"pvc://engines/{manifest['engineKey']}[-<build id>]" in str(info.value)
+
+
+def test_import_of_a_bad_artifact_uri_exits_2_before_any_api_call(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json  # noqa: PLC0415
+
+    manifest = _manifest("pytorch", "skipped")
+    path = tmp_path / "manifest.json"
+    path.write_text(json.dumps(manifest))
+    argv = ["cache", "import", "--manifest", str(path), "-n", "ml", "--storage", "s3://bucket/cache"]
+    other_namespace = f"s3://bucket/cache/team-b/{manifest['engineKey']}-{BUILD_ID}"
+    code = main(
+        [*argv, "--artifact-uri", other_namespace, "--kubeconfig", str(tmp_path / "missing-kubeconfig")]
+    )
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "--artifact-uri" in err and f"s3://bucket/cache/ml/{manifest['engineKey']}[-<build id>]" in err

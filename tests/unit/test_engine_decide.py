@@ -8,6 +8,8 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from support.engine_decisions import H100, LLAMA70B, NOW, TINY, good_report, job, observe, pod, prepared, spec
 
 from engine_builder.contract import artifact_dir_name
@@ -24,10 +26,12 @@ from trtllm_operator.decide.engine import (
     RecordArtifact,
     ReplaceBuild,
     build_queue_of,
+    build_slots,
     decide_engine,
     decide_fetching,
     decide_invalid,
     holds_build_slot,
+    queue_order,
 )
 from trtllm_operator.decide.engine_cache import artifact_record, record_from_build
 from trtllm_operator.decide.engine_failure import classify_failure, parse_report, unschedulable_message
@@ -179,19 +183,26 @@ def test_queue_admits_when_slots_are_free() -> None:
     assert not BuildQueue(active=1, limit=2, ahead=1).may_start
 
 
-def _engine(name: str, created: str = "2026-12-01T10:00:00Z", phase: str | None = None) -> dict[str, Any]:
+def _engine(
+    name: str, created: str = "2026-12-01T10:00:00Z", phase: str | None = None, namespace: str = "ml"
+) -> dict[str, Any]:
     status = {"phase": phase} if phase else {}
-    return {"metadata": {"name": name, "namespace": "ml", "creationTimestamp": created}, "status": status}
+    return {
+        "metadata": {"name": name, "namespace": namespace, "creationTimestamp": created},
+        "status": status,
+    }
 
 
-def _builder(name: str, pod_phase: str | None, *, unschedulable: bool = False) -> tuple[Any, list[Any]]:
+def _builder(
+    name: str, pod_phase: str | None, *, unschedulable: bool = False, namespace: str = "ml"
+) -> tuple[Any, list[Any]]:
     j = job()
-    j["metadata"] = {"name": name, "namespace": "ml"}
+    j["metadata"] = {"name": name, "namespace": namespace}
     if pod_phase is None:
         return j, []
     conditions = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/4"}]
     p = pod(pod_phase, conditions=conditions if unschedulable else [])
-    p["metadata"].update(namespace="ml", labels={"batch.kubernetes.io/job-name": name})
+    p["metadata"].update(namespace=namespace, labels={"batch.kubernetes.io/job-name": name})
     return j, [p]
 
 
@@ -226,6 +237,136 @@ def test_engines_created_at_once_get_distinct_deterministic_positions() -> None:
     gone = _engine("d", "2026-12-01T09:00:00Z")
     gone["metadata"]["deletionTimestamp"] = "2026-12-01T10:00:01Z"
     assert build_queue_of(engines[0], [*engines, *others, gone], [], [], limit=1).position == 4
+
+
+def test_one_namespace_with_many_engines_does_not_hold_back_another() -> None:
+    """#24 (one global FIFO build queue): namespace "team-a" applies 10 LLMEngines, "team-b" one a
+    minute later. With one FIFO, team-b's engine waited at position 11 behind all of team-a's; round
+    robin by namespace puts it at position 2, after team-a's first, and it starts before team-a's
+    second — also with one slot, when a0's build ends and a1 (older than b0) would be next in a FIFO."""
+    a = [_engine(f"a{i}", f"2026-12-01T10:00:0{i}Z", "Queued", "team-a") for i in range(10)]
+    b = _engine("b0", "2026-12-01T10:01:00Z", "Queued", "team-b")
+    engines = [*a, b]
+
+    def positions(jobs: list[Any], pods: list[Any]) -> dict[str, int]:
+        return {e["metadata"]["name"]: build_queue_of(e, engines, jobs, pods, 1).position for e in engines}
+
+    running, running_pods = _builder("build-other", "Running", namespace="team-c")
+    assert positions([running], running_pods) == {
+        "a0": 1, "b0": 2, "a1": 3, "a2": 4, "a3": 5, "a4": 6, "a5": 7, "a6": 8, "a7": 9, "a8": 10, "a9": 11,
+    }  # fmt: skip
+    # handlers.engine.reconcile_queued visits the waiting engines in the same order
+    assert queue_order(list(reversed(engines))) == [
+        ("team-a", "a0"),
+        ("team-b", "b0"),
+        *[("team-a", f"a{i}") for i in range(1, 10)],
+    ]
+    # a0 takes the slot: its running build is team-a's turn, b0 is next, before a1
+    a[0]["status"] = {"phase": "Building"}
+    a0_build, a0_pods = _builder("build-a0", "Running", namespace="team-a")
+    assert build_queue_of(b, engines, [a0_build], a0_pods, 1).position == 1
+    assert build_queue_of(a[1], engines, [a0_build], a0_pods, 1).position == 2
+    # with a second slot b0 starts now, a1 still waits behind it
+    assert build_queue_of(b, engines, [a0_build], a0_pods, 2).may_start
+    assert not build_queue_of(a[1], engines, [a0_build], a0_pods, 2).may_start
+    # one slot: a0's build ends at 10:05 (a0 Ready); a1's turn came then, b0 has waited since 10:01
+    a[0]["status"] = {"phase": "Ready"}
+    a0_build["status"]["conditions"] = [
+        {"type": "Complete", "status": "True", "lastTransitionTime": "2026-12-01T10:05:00Z"}
+    ]
+    assert build_queue_of(b, engines, [a0_build], [], 1).may_start
+    assert build_queue_of(a[1], engines, [a0_build], [], 1).position == 2
+    assert queue_order(engines, build_slots([a0_build], []))[:2] == [("team-b", "b0"), ("team-a", "a1")]
+    # b0 builds: team-a's a1 is next (turns alternate), and within team-a the order stays FIFO
+    b["status"] = {"phase": "Building"}
+    b0_build, b0_pods = _builder("build-b0", "Running", namespace="team-b")
+    jobs, pods = [a0_build, b0_build], b0_pods
+    assert [build_queue_of(e, engines, jobs, pods, 1).position for e in a[1:]] == list(range(1, 10))
+
+
+_NAMESPACES = ("team-a", "team-b", "team-c")
+_WAITING_PHASES = ("Queued", None, "Pending", "Planning")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(
+        st.tuples(st.sampled_from(_NAMESPACES), st.sampled_from("abcdefgh")),
+        st.tuples(
+            st.integers(0, 5),
+            st.sampled_from((*_WAITING_PHASES, "Building", "Ready", "Unschedulable", "Failed")),
+            st.booleans(),
+        ),
+        max_size=20,
+    ),
+    st.dictionaries(st.sampled_from(_NAMESPACES), st.integers(0, 2)),
+    st.dictionaries(st.sampled_from(_NAMESPACES), st.integers(0, 5)),
+)
+def test_queue_positions_are_distinct_contiguous_and_round_robin_by_namespace(
+    drawn: dict[tuple[str, str], tuple[int, str | None, bool]], held: dict[str, int], ended: dict[str, int]
+) -> None:
+    """Whatever the mix: the waiting LLMEngines (Queued or not reconciled yet, not being deleted)
+    hold positions 1..n, each once; every namespace's own engines keep their FIFO order
+    (creationTimestamp, then name); a namespace holding n build slots has had n turns, and round k
+    holds each namespace's k-th build and all of it comes before round k + 1; within a round, a
+    namespace's turn came at an engine's creation or when the namespace's latest build ended,
+    whichever is later, earliest first. Engines that are not waiting change no one's position."""
+    jobs, pods = [], []
+    for namespace, second in ended.items():
+        done, _ = _builder("build-done", None, namespace=namespace)
+        done["status"]["conditions"] = [
+            {
+                "type": "Failed" if second % 2 else "Complete",
+                "status": "True",
+                "lastTransitionTime": f"2026-12-01T10:00:0{second}Z",
+            }
+        ]
+        jobs.append(done)
+    for namespace, n in held.items():
+        for i in range(n):
+            j, p = _builder(f"build-{i}", "Running", namespace=namespace)
+            jobs.append(j)
+            pods += p
+    engines = []
+    for (namespace, name), (second, phase, deleting) in drawn.items():
+        e = _engine(name, f"2026-12-01T10:00:0{second}Z", phase, namespace)
+        if deleting:
+            e["metadata"]["deletionTimestamp"] = "2026-12-01T10:01:00Z"
+        engines.append(e)
+    waiting = [
+        e
+        for e in engines
+        if e["status"].get("phase") in _WAITING_PHASES and not e["metadata"].get("deletionTimestamp")
+    ]
+    position = {
+        (e["metadata"]["namespace"], e["metadata"]["name"]): build_queue_of(
+            e, engines, jobs, pods, 1
+        ).position
+        for e in waiting
+    }
+    assert sorted(position.values()) == list(range(1, len(waiting) + 1))
+    # the expected order, built round by round
+    fifo = {
+        ns: sorted(
+            (e["metadata"]["creationTimestamp"], e["metadata"]["name"])
+            for e in waiting
+            if e["metadata"]["namespace"] == ns
+        )
+        for ns in _NAMESPACES
+    }
+    expected: list[tuple[str, str]] = []
+    for k in range(2 + 8):  # at most 2 slots held + 8 names per namespace
+        this_round = []
+        for ns, q in fifo.items():
+            if 0 <= (i := k - held.get(ns, 0)) < len(q):
+                created, name = q[i]
+                end = f"2026-12-01T10:00:0{ended[ns]}Z" if ns in ended else ""
+                # a turn a build's end brought goes after one that was waiting by then
+                came = (end, True) if end >= created else (created, False)
+                this_round.append((came, created, ns, name))
+        expected += [(ns, name) for _, _, ns, name in sorted(this_round)]
+    assert sorted(position, key=position.__getitem__) == expected
+    assert queue_order(engines, build_slots(jobs, pods)) == expected
 
 
 def test_an_unschedulable_build_frees_its_slot() -> None:

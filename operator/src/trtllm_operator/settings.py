@@ -58,8 +58,8 @@ class Settings(BaseModel):
         default=2,
         ge=1,
         description="Builder Jobs running at once across all watched namespaces; further LLMEngines wait "
-        "in phase Queued with their position in status. A builder Job whose pod cannot be scheduled "
-        "(phase Unschedulable) holds no slot.",
+        "in phase Queued with their position in status, served round-robin by namespace. A builder Job "
+        "whose pod cannot be scheduled (phase Unschedulable) holds no slot.",
     )
     builder_image: str | None = Field(
         default=None,

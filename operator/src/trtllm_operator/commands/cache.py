@@ -2,6 +2,7 @@
 
     trtllm-operator cache spec -f ENGINE.yaml [--artifact-root DIR] [--hf-config-dir DIR]
     trtllm-operator cache import --manifest PATH --namespace NS --storage URI [--s3-endpoint URL]
+                                 [--artifact-uri URI]
     trtllm-operator cache list [--namespace NS | --all-namespaces] [-o table|json]
 
 The operator cannot look inside PVCs or buckets; it records each artifact it knows as a ConfigMap
@@ -16,7 +17,11 @@ LLMEngine whose engine key has an entry for its storage is Ready at once, withou
   the index entry for ``--storage`` (``pvc://<claim>[/<subPath>]`` or ``s3://<bucket>[/<prefix>]``,
   as the LLMEngine's ``spec.storage`` names it; the artifact must sit at ``<storage>/<engineKey>/``
   on a PVC and at ``s3://<bucket>/<prefix>/<namespace>/<engineKey>/`` on S3, where builds in that
-  namespace publish).
+  namespace publish). An artifact a rebuild published write-once as ``<engineKey>-<build id>/``
+  (:func:`engine_builder.contract.artifact_dir_name`) is imported with ``--artifact-uri`` naming
+  that directory (``pvc://<claim>[/<subPath>]/<engineKey>-<build id>``, ``s3://…/<namespace>/…``):
+  it must lie directly under the storage's artifact root and carry the manifest's ``engineKey``,
+  and the entry records that directory.
   An LLMEngine created with ``storage.createPVC`` uses ``pvc://<engine name>-artifacts``.
   A partial ``tensorrt`` artifact (``engine-builder run --skip-compile``: no compiled engine, so
   Triton's TensorRT-LLM backend cannot load it) is refused unless ``--allow-partial`` is given (e.g.
@@ -53,7 +58,8 @@ whose engine key has an entry for its storage is Ready at once, without a build.
   import  register such an artifact from its manifest.json (the engine key and digest are
           checked) for --storage pvc://<claim>[/<subPath>] or s3://<bucket>[/<prefix>], as the
           LLMEngine's spec.storage names it; the artifact must sit at <storage>/<engineKey>/
-          (on S3: s3://<bucket>/<prefix>/<namespace>/<engineKey>/).
+          (on S3: s3://<bucket>/<prefix>/<namespace>/<engineKey>/), or, for an artifact a
+          rebuild published as <engineKey>-<build id>/, at the directory --artifact-uri names.
           An artifact without a compiled engine (engine-builder run --skip-compile) is refused
           unless --allow-partial (simulated clusters and tests only).
   list    show the index.
@@ -95,6 +101,13 @@ def register(subparsers: Any) -> None:
     imp.add_argument("--namespace", "-n", required=True, help="namespace of the LLMEngines that use it")
     imp.add_argument("--storage", required=True, help="pvc://<claim>[/<subPath>] or s3://<bucket>[/<prefix>]")
     imp.add_argument("--s3-endpoint", help="S3 endpoint URL (as in spec.storage.s3.endpoint)")
+    imp.add_argument(
+        "--artifact-uri",
+        help="where the artifact lies when it is not <storage>/<engineKey>: a directory "
+        "<engineKey>-<build id> a rebuild published directly under the storage's artifact root "
+        "(pvc://<claim>[/<subPath>]/<name>, s3://<bucket>[/<prefix>]/<namespace>/<name>); the entry "
+        "records it",
+    )
     imp.add_argument(
         "--allow-partial",
         action="store_true",
@@ -160,6 +173,7 @@ def record_from_manifest(
     *,
     allow_partial: bool = False,
     namespace: str | None = None,
+    artifact_uri: str | None = None,
 ) -> dict[str, Any]:
     """Validate an artifact's ``manifest.json`` and turn it into an index record.
 
@@ -168,7 +182,11 @@ def record_from_manifest(
     ``allow_partial`` (the record then carries ``partial: true`` and ``missing``). ``namespace``: of
     the LLMEngines that use it; an S3 artifact is recorded at ``s3://<bucket>/<prefix>/<namespace>/<key>``
     (where builds in that namespace publish:
-    :meth:`~trtllm_operator.decide.storage.StorageLocation.artifact_root`).
+    :meth:`~trtllm_operator.decide.storage.StorageLocation.artifact_root`). ``artifact_uri``: the
+    artifact's directory when it is not ``<root>/<key>`` — a write-once ``<key>-<build id>`` a
+    rebuild published; it must lie directly under the storage's artifact root
+    (:meth:`~trtllm_operator.decide.storage.StorageLocation.artifact_dir`, as for a builder's report)
+    and carry the manifest's key, else ValueError naming ``--artifact-uri``.
     """
     from engine_builder.contract import calibration_report, missing_parts, verify_manifest  # noqa: PLC0415
     from trtllm_operator.decide.engine_cache import artifact_record  # noqa: PLC0415
@@ -189,11 +207,14 @@ def record_from_manifest(
             "and tests only: LLMDeployments then need the annotation "
             f'{ANNOTATION_ALLOW_PARTIAL_ARTIFACT}: "true")'
         )
+    location = storage_location("imported", storage, namespace)
+    name = key if artifact_uri is None else _artifact_dir(location, artifact_uri, key)
     target = manifest["target"]
     versions = manifest.get("versions") or {}
     return artifact_record(
         key=key,
-        storage=storage_location("imported", storage, namespace),
+        storage=location,
+        uri=location.artifact_uri(name),
         runtime_image=str(manifest["runtimeImage"]),
         gpu_product=str(target["gpuProduct"]),
         sm=int(target["sm"]),
@@ -208,6 +229,32 @@ def record_from_manifest(
         source="import",
         missing=[str(m) for m in missing],
     )
+
+
+def _artifact_dir(location: Any, uri: str, key: str) -> str:
+    """The artifact directory name ``uri`` (``--artifact-uri``) names in ``location``: directly under
+    its artifact root, ``<key>`` or ``<key>-<build id>`` of the manifest's ``key``."""
+    from engine_builder.contract import artifact_dir_key  # noqa: PLC0415
+
+    expected = f"{location.artifact_uri(key)}[-<build id>]"
+    name = location.artifact_dir(uri)
+    if name is None:
+        raise ValueError(
+            f"--artifact-uri {uri!r} is not a directory directly under the storage's artifact root: "
+            f"use {expected} (where an engine with this --storage and --namespace publishes)"
+        )
+    named = artifact_dir_key(name)
+    if named is None:
+        raise ValueError(
+            f"--artifact-uri {uri!r}: {name!r} is not an artifact directory name (<engineKey> or "
+            f"<engineKey>-<build id>, e.g. <key>-20261201t100000z-3f9a1c); use {expected}"
+        )
+    if named != key:
+        raise ValueError(
+            f"--artifact-uri {uri!r} names engine key {named[:12]}…, but the manifest's engineKey is "
+            f"{key[:12]}…: the manifest is not this artifact's; use {expected}"
+        )
+    return str(name)
 
 
 def _spec(args: argparse.Namespace) -> int:
@@ -269,7 +316,12 @@ def _import(args: argparse.Namespace) -> int:
         storage = storage_from_uri(args.storage, args.s3_endpoint)
         now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         record = record_from_manifest(
-            manifest, storage, now, allow_partial=args.allow_partial, namespace=args.namespace
+            manifest,
+            storage,
+            now,
+            allow_partial=args.allow_partial,
+            namespace=args.namespace,
+            artifact_uri=args.artifact_uri,
         )
     except (OSError, ValueError) as exc:
         print(f"trtllm-operator cache import: {exc}", file=sys.stderr)

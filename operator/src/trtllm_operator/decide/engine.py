@@ -68,6 +68,7 @@ __all__ = [
     "Action",
     "AdoptJob",
     "BuildQueue",
+    "BuildSlots",
     "CreateBuild",
     "EngineDecision",
     "EngineObservation",
@@ -148,10 +149,11 @@ class BuildQueue:
     """The operator-wide build queue as seen by one reconcile (:func:`build_queue_of`).
 
     ``active``: builder Jobs holding a slot now (all watched namespaces), ``limit``: the
-    concurrent-build setting, ``ahead``: LLMEngines Queued before this one, ``unreconciled_ahead``:
-    LLMEngines before this one without a phase yet (created with it, their first reconcile not
-    written). Those count for the position only: one may turn out Ready from the cache and never
-    queue, and holding this engine back for it would leave it Queued until the next queue move.
+    concurrent-build setting, ``ahead``: LLMEngines Queued before this one in the queue's order
+    (:func:`queue_ranks`: round-robin by namespace), ``unreconciled_ahead``: LLMEngines before this
+    one without a phase yet (created with it, their first reconcile not written). Those count for the
+    position only: one may turn out Ready from the cache and never queue, and holding this engine
+    back for it would leave it Queued until the next queue move.
     """
 
     active: int
@@ -174,12 +176,23 @@ class BuildQueue:
 #: the same moment get distinct positions whatever order their reconciles run in.
 _UNRECONCILED_PHASES = (None, "", "Pending", "Planning")
 
+#: An LLMEngine's place in the build queue (:func:`queue_ranks`): its turn in its namespace, when
+#: that turn came (and whether a build's end brought it), then ``creationTimestamp``, namespace, name.
+QueueRank = tuple[int, str, bool, str, str, str]
 
-def queue_order(engine: Mapping[str, Any]) -> tuple[str, str, str]:
-    """The build queue's order: oldest ``creationTimestamp`` first, then namespace, then name (a
-    total, deterministic order: timestamps have one-second resolution)."""
-    meta = engine.get("metadata") or {}
-    return (str(meta.get("creationTimestamp") or ""), str(meta.get("namespace") or ""), str(meta["name"]))
+
+def _ref(obj: Mapping[str, Any]) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace") or ""), str(meta["name"])
+
+
+def is_waiting(engine: Mapping[str, Any]) -> bool:
+    """Whether an LLMEngine takes part in the build queue: not being deleted, and ``Queued`` or not
+    reconciled yet (:data:`_UNRECONCILED_PHASES`)."""
+    if (engine.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    phase = (engine.get("status") or {}).get("phase")
+    return phase == "Queued" or phase in _UNRECONCILED_PHASES
 
 
 def holds_build_slot(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> bool:
@@ -193,6 +206,91 @@ def holds_build_slot(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) 
     return unschedulable_message(pods) is None
 
 
+@dataclass(frozen=True)
+class BuildSlots:
+    """What the builder Jobs say about the queue (:func:`build_slots`): ``held``: Jobs holding a slot
+    per namespace; ``last_end``: per namespace, when its latest builder Job ended (the
+    ``lastTransitionTime`` of its ``Complete`` or ``Failed`` condition, k8s.io/api batch/v1
+    ``JobCondition``)."""
+
+    held: Mapping[str, int] = field(default_factory=dict)
+    last_end: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def active(self) -> int:
+        return sum(self.held.values())
+
+
+def build_slots(jobs: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]]) -> BuildSlots:
+    """:class:`BuildSlots` from the builder ``jobs`` and their ``pods`` (label
+    ``batch.kubernetes.io/job-name``), all watched namespaces."""
+    by_job: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        key = (str(meta.get("namespace") or ""), str((meta.get("labels") or {}).get(JOB_NAME_LABEL)))
+        by_job.setdefault(key, []).append(pod)
+    held: dict[str, int] = {}
+    last_end: dict[str, str] = {}
+    for job in jobs:
+        namespace = _ref(job)[0]
+        ended = job_condition(job, "Complete") or job_condition(job, "Failed")
+        if ended is not None:
+            at = str(ended.get("lastTransitionTime") or "")
+            last_end[namespace] = max(last_end.get(namespace, ""), at)
+        elif holds_build_slot(job, by_job.get(_ref(job), [])):
+            held[namespace] = held.get(namespace, 0) + 1
+    return BuildSlots(held, last_end)
+
+
+def queue_ranks(
+    waiting: Sequence[Mapping[str, Any]], slots: BuildSlots | None = None
+) -> dict[tuple[str, str], QueueRank]:
+    """The build queue's order over the ``waiting`` LLMEngines (all watched namespaces), keyed by
+    (namespace, name): round-robin by namespace, so one namespace with many LLMEngines does not make
+    the others wait behind all of them. An LLMEngine's rank is
+
+    1. its turn: the builds its namespace holds a slot for, plus its index among its namespace's
+       waiting LLMEngines (oldest ``creationTimestamp`` first, then name) — the k-th build of every
+       namespace goes before the (k+1)-th of any, and within a namespace the order stays FIFO;
+    2. when that turn came: its ``creationTimestamp``, or when its namespace's latest build ended if
+       that is not earlier — so when a slot frees, a namespace that has just had it goes after one
+       that was already waiting, also within the same second (with one slot, namespaces take turns
+       instead of the oldest draining first);
+    3. then ``creationTimestamp``, namespace, name.
+
+    A pure function of the LLMEngines and the builder Jobs; total and deterministic (one distinct
+    rank per (namespace, name): a later entry of the same name replaces an earlier one)."""
+    slots = slots or BuildSlots()
+    by_ref = {_ref(e): str((e.get("metadata") or {}).get("creationTimestamp") or "") for e in waiting}
+    by_namespace: dict[str, list[tuple[str, str]]] = {}
+    for (namespace, name), created in by_ref.items():
+        by_namespace.setdefault(namespace, []).append((created, name))
+    ranks: dict[tuple[str, str], QueueRank] = {}
+    for namespace, members in by_namespace.items():
+        held = slots.held.get(namespace, 0)
+        since = slots.last_end.get(namespace, "")
+        for index, (created, name) in enumerate(sorted(members)):
+            after_build = bool(since) and since >= created
+            ranks[(namespace, name)] = (
+                held + index,
+                max(created, since),
+                after_build,
+                created,
+                namespace,
+                name,
+            )
+    return ranks
+
+
+def queue_order(
+    engines: Sequence[Mapping[str, Any]], slots: BuildSlots | None = None
+) -> list[tuple[str, str]]:
+    """(namespace, name) of the waiting ``engines`` (:func:`is_waiting`), first in the queue first
+    (:func:`queue_ranks`)."""
+    ranks = queue_ranks([e for e in engines if is_waiting(e)], slots)
+    return sorted(ranks, key=ranks.__getitem__)
+
+
 def build_queue_of(
     engine: Mapping[str, Any],
     engines: Sequence[Mapping[str, Any]],
@@ -201,27 +299,15 @@ def build_queue_of(
     limit: int,
 ) -> BuildQueue:
     """The build queue as ``engine`` sees it: ``jobs`` are the builder Jobs and ``pods`` their pods
-    (label ``batch.kubernetes.io/job-name``), ``engines`` the LLMEngines, all watched namespaces."""
-    by_job: dict[str, list[Mapping[str, Any]]] = {}
-    for pod in pods:
-        meta = pod.get("metadata") or {}
-        key = f"{meta.get('namespace')}/{(meta.get('labels') or {}).get(JOB_NAME_LABEL)}"
-        by_job.setdefault(key, []).append(pod)
-    active = sum(
-        1
-        for job in jobs
-        if holds_build_slot(
-            job, by_job.get(f"{job['metadata'].get('namespace')}/{job['metadata']['name']}", [])
-        )
-    )
-    me = queue_order(engine)
-    before = [
-        (other.get("status") or {}).get("phase")
-        for other in engines
-        if not (other.get("metadata") or {}).get("deletionTimestamp") and queue_order(other) < me
-    ]
+    (label ``batch.kubernetes.io/job-name``), ``engines`` the LLMEngines, all watched namespaces.
+    ``engine`` takes part in the order whatever its phase (it is the one asking)."""
+    slots = build_slots(jobs, pods)
+    me = _ref(engine)
+    others = [e for e in engines if _ref(e) != me and is_waiting(e)]
+    ranks = queue_ranks([*others, engine], slots)
+    before = [(other.get("status") or {}).get("phase") for other in others if ranks[_ref(other)] < ranks[me]]
     return BuildQueue(
-        active=active,
+        active=slots.active,
         limit=limit,
         ahead=before.count("Queued"),
         unreconciled_ahead=sum(1 for phase in before if phase in _UNRECONCILED_PHASES),

@@ -33,7 +33,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from decimal import Decimal
 from typing import Any
@@ -72,6 +72,7 @@ from trtllm_operator.decide.engine import (
     RecordArtifact,
     ReplaceBuild,
     build_queue_of,
+    build_slots,
     decide_conflict,
     decide_engine,
     decide_fetching,
@@ -326,18 +327,27 @@ def _is_active(job: Mapping[str, Any]) -> bool:
     return job_condition(job, "Complete") is None and job_condition(job, "Failed") is None
 
 
-def build_queue(kube: Kube, settings: Settings, engine: Mapping[str, Any]) -> BuildQueue:
-    """The build queue as ``engine`` sees it over the watched namespaces
-    (:func:`~trtllm_operator.decide.engine.build_queue_of`)."""
+def _queue_inputs(
+    kube: Kube, namespaces: Sequence[str | None]
+) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+    """The LLMEngines, builder Jobs (ended ones too: when a namespace's latest build ended is part of
+    the queue's order) and, where a Job is active, builder pods in ``namespaces``."""
     engines: list[Mapping[str, Any]] = []
     jobs: list[Mapping[str, Any]] = []
     pods: list[Mapping[str, Any]] = []
-    for ns in _watched(settings):
-        active = [j for j in kube.list(JOB, ns, label_selector=BUILDER_SELECTOR) if _is_active(j)]
-        jobs += active
-        if active:
+    for ns in namespaces:
+        here = kube.list(JOB, ns, label_selector=BUILDER_SELECTOR)
+        jobs += here
+        if any(_is_active(j) for j in here):
             pods += kube.list(POD, ns, label_selector=BUILDER_SELECTOR)
         engines += kube.list(LLM_ENGINE, ns)
+    return engines, jobs, pods
+
+
+def build_queue(kube: Kube, settings: Settings, engine: Mapping[str, Any]) -> BuildQueue:
+    """The build queue as ``engine`` sees it over the watched namespaces
+    (:func:`~trtllm_operator.decide.engine.build_queue_of`)."""
+    engines, jobs, pods = _queue_inputs(kube, _watched(settings))
     return build_queue_of(engine, engines, jobs, pods, settings.max_concurrent_builds)
 
 
@@ -836,15 +846,20 @@ def update_build_gauges(kube: Kube) -> None:
 
 
 def reconcile_queued(namespace: str | None = None) -> None:
-    """Reconcile every LLMEngine waiting in the queue (oldest first), e.g. after a build ended."""
+    """Reconcile every LLMEngine waiting in the queue, first in the queue first
+    (:func:`~trtllm_operator.decide.engine.queue_order`: round-robin by namespace), e.g. after a
+    build ended."""
     kube = default_kube(current().field_manager)
-    waiting: list[tuple[str, str, str]] = []
-    for ns in _watched(current()) if namespace is None else [namespace]:
-        for e in kube.list(LLM_ENGINE, ns):
-            if (e.get("status") or {}).get("phase") == "Queued":
-                waiting.append(queue_order(e))
-    BUILDS.labels(state="queued").set(len(waiting))
-    for _, ns_, name in sorted(waiting):
+    engines, jobs, pods = _queue_inputs(kube, _watched(current()) if namespace is None else [namespace])
+    queued = {
+        (e["metadata"]["namespace"], e["metadata"]["name"])
+        for e in engines
+        if (e.get("status") or {}).get("phase") == "Queued"
+    }
+    BUILDS.labels(state="queued").set(len(queued))
+    for ns_, name in queue_order(engines, build_slots(jobs, pods)):
+        if (ns_, name) not in queued:
+            continue
         try:
             reconcile(ns_, name, kube=kube)
         except ApiException as exc:
