@@ -30,7 +30,7 @@ from trtllm_operator.api import (
     CONDITION_READY,
     ENGINE_KIND,
 )
-from trtllm_operator.api.wire import JOB_NAME_LABEL
+from trtllm_operator.api.wire import BUILDER_CONTAINER, DELIVERY_CONTAINER, JOB_NAME_LABEL
 from trtllm_operator.decide.conditions import Condition, condition
 from trtllm_operator.decide.engine_cache import (
     CONDITION_ARTIFACT_COMPLETE,
@@ -59,6 +59,7 @@ from trtllm_operator.decide.engine_spec import (
 )
 from trtllm_operator.decide.outcome import EventToPost, Outcome
 from trtllm_operator.decide.ownership import R_CHILD_CONFLICT, ChildConflict
+from trtllm_operator.decide.pod_problems import Fixes, stuck_containers, stuck_summary
 
 __all__ = [
     "R_DOES_NOT_FIT",
@@ -91,11 +92,18 @@ R_BUILD_STARTED = "BuildStarted"
 R_BUILDING = "Building"
 R_BUILD_RUNNING = "BuildRunning"
 R_BUILD_UNSCHEDULABLE = "BuildUnschedulable"
+#: A builder pod's container waits on something that will not clear by itself (a bad image, a missing
+#: Secret key: :data:`~trtllm_operator.decide.pod_problems.STUCK_REASONS`).
+R_BUILDER_POD_FAILING = "BuilderPodFailing"
 R_BUILD_REPLACED = "BuildReplaced"
 R_BUILD_SUCCEEDED = "BuildSucceeded"
 R_BUILD_FAILED = "BuildFailed"
 R_ARTIFACT_REUSED = "ArtifactReused"
 R_ARTIFACT_READY = "ArtifactReady"
+#: ``StorageExpanded`` (decide.pvc_growth) True: the operator-created claim was asked to grow to
+#: ``spec.storage.createPVC.size``; False: the API server refused (a Warning Event too).
+R_PVC_EXPANSION_REQUESTED = "PVCExpansionRequested"
+R_PVC_EXPANSION_REFUSED = "PVCExpansionRefused"
 
 
 @dataclass(frozen=True)
@@ -170,6 +178,35 @@ class BuildQueue:
 #: order, it counts for the position (:attr:`BuildQueue.unreconciled_ahead`), so engines created at
 #: the same moment get distinct positions whatever order their reconciles run in.
 _UNRECONCILED_PHASES = (None, "", "Pending", "Planning")
+
+
+#: The builder's image (render.builder_job: the operator's builder_image, else spec.runtime.image).
+BUILDER_IMAGE_FIELD = (
+    "spec.runtime.image, or the operator's builder_image (chart value builder.image) when set"
+)
+#: The delivery init container's image (render.builder_job: settings.builder_delivery_image).
+DELIVERY_IMAGE_FIELD = "the operator's builder_delivery_image (chart value builder.deliveryImage)"
+
+
+def builder_fixes(prepared: PreparedEngine) -> Fixes:
+    """The fields that set the builder pod's images and name the Secrets it reads
+    (render.builder_job ``_env``): each ``credentialsSecretRef`` of the spec."""
+    spec = prepared.spec
+    secrets: dict[str, str] = {}
+    if prepared.storage.kind == "s3" and prepared.storage.s3_secret:
+        secrets[prepared.storage.s3_secret] = "spec.storage.s3.credentialsSecretRef"
+    draft = spec.build.speculative_decoding.draft_model
+    if draft is not None and draft.credentials_secret_ref is not None:
+        secrets[draft.credentials_secret_ref.name] = (
+            "spec.build.speculativeDecoding.draftModel.credentialsSecretRef"
+        )
+    if spec.model.credentials_secret_ref is not None:
+        secrets[spec.model.credentials_secret_ref.name] = "spec.model.credentialsSecretRef"
+    return Fixes(
+        images={BUILDER_CONTAINER: BUILDER_IMAGE_FIELD, DELIVERY_CONTAINER: DELIVERY_IMAGE_FIELD},
+        secrets=secrets,
+        image_default=BUILDER_IMAGE_FIELD,
+    )
 
 
 def queue_order(engine: Mapping[str, Any]) -> tuple[str, str, str]:
@@ -546,6 +583,23 @@ def decide_engine(prepared: PreparedEngine, obs: EngineObservation, *, now: str)
                 progressing=(True, R_BUILD_UNSCHEDULABLE, message),
                 degraded=(True, R_BUILD_UNSCHEDULABLE, message),
                 event=_event_for(obs.status, "Unschedulable", R_BUILD_UNSCHEDULABLE, message, True),
+            )
+        stuck = stuck_containers(obs.pods)
+        if stuck:
+            # The kubelet retries, but nothing changes until the spec (or the Secret) does: without
+            # this the build would sit in "starting" until activeDeadlineSeconds.
+            message = (
+                f"builder Job {prepared.job_name}: {stuck_summary(stuck, builder_fixes(prepared))} "
+                "[the kubelet retries a fixed Secret or image by itself; a spec field outside the engine "
+                f"key (a credentialsSecretRef) reaches the pod only if Job {prepared.job_name} is deleted]"
+            )
+            build.update(reason=R_BUILDER_POD_FAILING, message=message, stage="starting", percent=None)
+            return out(
+                "Building",
+                ready=(False, R_BUILDER_POD_FAILING, message),
+                progressing=(True, R_BUILDER_POD_FAILING, message),
+                degraded=(True, R_BUILDER_POD_FAILING, message),
+                event=_event_for(obs.status, "Building", R_BUILDER_POD_FAILING, message, True),
             )
         phases = {(p.get("status") or {}).get("phase") for p in obs.pods}
         # A pod that has finished while the Job controller has not yet marked the Job complete still
