@@ -6,6 +6,10 @@
    the kubelet writes it — a Running pod, Ready False, the container ``waiting`` with reason
    ``CrashLoopBackOff`` (Kubernetes v1.34 ``pkg/kubelet/container/sync_result.go``) and its last
    termination. kwok's stages leave it alone (hack/kwok/pod-ready.yaml matches Pending pods only).
+   Likewise a builder pod that never starts (kwok outcome ``pending``: it stays Pending) whose
+   container waits with ``CreateContainerConfigError`` and the kubelet's message for a Secret key
+   that does not exist (pkg/kubelet/kubelet_pods.go "couldn't find key %v in Secret %v/%v") is
+   explained on the LLMEngine (reason ``BuilderPodFailing``, naming spec.model.credentialsSecretRef).
 2. Raising ``spec.storage.createPVC.size`` grows the operator-created claim where the StorageClass
    allows expansion, and is reported (``StorageExpanded=False``, the API server's words) where it
    does not. The real kube-apiserver decides: its PersistentVolumeClaimResize admission plugin is on
@@ -110,6 +114,69 @@ def test_a_crash_looping_serving_pod_is_explained(cluster: LocalCluster, deploym
         )
         events = api.core.list_namespaced_event(api.ns, field_selector="involvedObject.name=chat").items
         assert any(e.reason == "ReplicasFailing" and e.type == "Warning" for e in events)
+
+
+def test_a_builder_pod_waiting_on_a_missing_secret_key_is_explained(
+    cluster: LocalCluster, namespace: str
+) -> None:
+    api = EngineApi(cluster, namespace)
+    create_token_secret(api.core, namespace)  # Secret hf with key "token"; the engine asks for "tok"
+    eng = an_engine("tok").pod(**{OUTCOME: "pending"})
+    eng.body["spec"]["model"]["credentialsSecretRef"] = {"name": "hf", "key": "tok"}
+    with running_operator(cluster, [namespace]):
+        api.create(eng)
+        job = wait_for(lambda: api.jobs() and api.jobs()[0]["metadata"]["name"], 60, desc="builder Job")
+        pod = wait_for(
+            lambda: next((p for p in api.pods(job) if (p.get("spec") or {}).get("nodeName")), None),
+            60,
+            desc="builder pod scheduled",
+        )
+        name = pod["metadata"]["name"]
+        container = pod["spec"]["containers"][0]
+        message = f"couldn't find key tok in Secret {namespace}/hf"
+        api.core.patch_namespaced_pod_status(
+            name,
+            namespace,
+            {
+                "status": {
+                    "phase": "Pending",
+                    "containerStatuses": [
+                        {
+                            "name": container["name"],
+                            "image": container["image"],
+                            "imageID": "",
+                            "ready": False,
+                            "started": False,
+                            "restartCount": 0,
+                            "state": {
+                                "waiting": {"reason": "CreateContainerConfigError", "message": message}
+                            },
+                        }
+                    ],
+                }
+            },
+        )
+        ready = wait_for(
+            lambda: (
+                (c := find_condition(api.engine("tok"), "Ready")) and c["reason"] == "BuilderPodFailing" and c
+            ),
+            60,
+            desc="Ready=False BuilderPodFailing",
+        )
+        assert ready["status"] == "False"
+        assert (
+            f"pod {name} container builder is waiting: CreateContainerConfigError: {message}; fix the "
+            "Secret reference (spec.model.credentialsSecretRef)" in ready["message"]
+        )
+        degraded = find_condition(api.engine("tok"), "Degraded")
+        assert degraded is not None and (degraded["status"], degraded["reason"]) == (
+            "True",
+            "BuilderPodFailing",
+        )
+        assert api.engine("tok")["status"]["build"]["reason"] == "BuilderPodFailing"
+        wait_for(
+            lambda: "BuilderPodFailing" in api.event_reasons("tok"), 30, desc="a BuilderPodFailing Event"
+        )
 
 
 def bind(core: client.CoreV1Api, namespace: str, claim: str, size: str, storage_class: str) -> str:
