@@ -21,7 +21,7 @@ import pytest
 from support.engine_decisions import NOW, job, observe, prepared, spec
 
 from trtllm_operator.decide.deployment_status import Observation, deployment_status, serving_fixes
-from trtllm_operator.decide.engine import decide_engine
+from trtllm_operator.decide.engine import decide_engine, holds_build_slot
 from trtllm_operator.decide.pod_problems import StuckContainer, stuck_containers
 from trtllm_operator.decide.rollout import RolloutProgress
 
@@ -135,6 +135,14 @@ def test_builder_pod_that_cannot_pull_names_the_image_setting(container: str, in
     kind = "init container" if init else "container"
     assert f"pod b-1 {kind} {container} is waiting: ImagePullBackOff: Back-off pulling image" in message
     assert f"fix the image ({field}" in message
+
+
+def test_a_builder_whose_container_cannot_start_holds_no_build_slot() -> None:
+    # The trial: the stuck build held one of maxConcurrentBuilds for activeDeadlineSeconds (4 h).
+    active = job()
+    assert not holds_build_slot(active, [a_pod("b-1", containers={"builder": NO_KEY})])
+    assert not holds_build_slot(active, [a_pod("b-1", init={"deliver-engine-builder": ERR_PULL})])
+    assert holds_build_slot(active, [a_pod("b-1", containers={"builder": CREATING})])
 
 
 def test_a_builder_pod_still_creating_is_starting() -> None:

@@ -219,12 +219,14 @@ def queue_order(engine: Mapping[str, Any]) -> tuple[str, str, str]:
 def holds_build_slot(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> bool:
     """Whether an active builder Job counts against ``maxConcurrentBuilds``: yes unless its pod cannot
     be scheduled (``PodScheduled=False``, reason ``Unschedulable``; the engine is in phase
-    Unschedulable). Such a build may wait forever (no node with the product, a Pending claim); it must
-    not keep others queued behind it. When it does get a node later, more than ``limit`` builds may run
-    for a while (docs/operator.md, "The build queue")."""
+    Unschedulable) or its container cannot start (a bad image, a missing Secret key:
+    :func:`~trtllm_operator.decide.pod_problems.stuck_containers`, reason BuilderPodFailing). Such a
+    build may wait forever (no node with the product, a Pending claim) or until
+    activeDeadlineSeconds; it must not keep others queued behind it. When it does start later, more
+    than ``limit`` builds may run for a while (docs/operator.md, "The build queue")."""
     if job_condition(job, "Complete") is not None or job_condition(job, "Failed") is not None:
         return False
-    return unschedulable_message(pods) is None
+    return unschedulable_message(pods) is None and not stuck_containers(pods)
 
 
 def build_queue_of(

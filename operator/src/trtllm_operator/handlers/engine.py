@@ -83,6 +83,7 @@ from trtllm_operator.decide.engine_hints import ClaimState, builder_claims, clai
 from trtllm_operator.decide.engine_progress import BuildProgress, parse_progress
 from trtllm_operator.decide.engine_spec import InvalidEngine, PreparedEngine, prepare_engine
 from trtllm_operator.decide.ownership import ChildConflict, marker_conflict
+from trtllm_operator.decide.pod_problems import stuck_containers
 from trtllm_operator.decide.policy import Refusal, engine_refusal, secret_references, secret_refusal
 from trtllm_operator.decide.pvc_growth import PVCGrowth, pvc_growth, refusal_message, storage_expanded
 from trtllm_operator.events import ARTIFACT_RECORDED
@@ -979,5 +980,7 @@ def builder_pod_event(*, body: kopf.Body, namespace: str | None, **_: Any) -> No
             reconcile(namespace, owner, kube=kube)
     except ApiException as exc:
         log.warning("reconcile after a pod event in %s failed: %s", namespace, exc.reason)
-    if unschedulable_message([body]) is not None:
-        reconcile_queued()  # an unschedulable build holds no slot (decide.engine.holds_build_slot)
+    if unschedulable_message([body]) is not None or stuck_containers([body]):
+        # an unschedulable build, or one whose container cannot start, holds no slot
+        # (decide.engine.holds_build_slot)
+        reconcile_queued()
