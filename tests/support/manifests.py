@@ -31,7 +31,8 @@ H100 = "NVIDIA-H100-80GB-HBM3"
 IMAGE = "nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3"
 TINYLLAMA = "hf://TinyLlama/TinyLlama-1.1B-Chat-v1.0"
 LLAMA_8B = "hf://meta-llama/Llama-3.1-8B-Instruct"
-# kwok stage annotations on builder pods (hack/kwok): outcome, exit code, termination message, run time.
+# kwok stage annotations on builder pods (hack/kwok): outcome (succeed, fail, run, pending), exit code,
+# termination message, run time.
 OUTCOME = "kwok.trtllm-operator.dev/outcome"
 EXIT_CODE = "kwok.trtllm-operator.dev/exit-code"
 MESSAGE = "kwok.trtllm-operator.dev/message"

@@ -37,9 +37,9 @@ from engine_builder.contract import (
     without_bundle,
 )
 from trtllm_operator.api import ENGINE_KIND
-from trtllm_operator.api.wire import BUILDER_CONTAINER
+from trtllm_operator.api.wire import BUILDER_CONTAINER, DELIVERY_CONTAINER
 from trtllm_operator.decide.engine_spec import PreparedEngine, prepare_engine
-from trtllm_operator.render.builder_job import DELIVERY_CONTAINER, desired_builder_job
+from trtllm_operator.render.builder_job import desired_builder_job
 from trtllm_operator.settings import DEFAULT_DELIVERY_IMAGE, Settings
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -71,6 +71,10 @@ def _resolve(
         return {"re:" + pattern}
     if isinstance(expr, ast.IfExp):
         return _resolve(expr.body, func, consts, dynamic) | _resolve(expr.orelse, func, consts, dynamic)
+    if isinstance(expr, ast.BoolOp):  # ``problem or "Scaling"``: any of its operands
+        return set().union(*(_resolve(v, func, consts, dynamic) for v in expr.values))
+    if isinstance(expr, ast.Constant) and expr.value is None:  # "no problem": no reason
+        return set()
     if isinstance(expr, ast.Name):
         if expr.id in consts:
             return {consts[expr.id]}

@@ -131,7 +131,8 @@ opt-in: a ClusterRole over every namespace's Jobs, ConfigMaps and Secrets get/cr
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
 # Artifact volumes the operator creates. Never deleted by the operator: with reclaimPolicy Delete
 # the LLMEngine's ownerReference (patched to follow the current policy) lets the garbage collector
-# delete it, and only while nothing else uses it.
+# delete it, and only while nothing else uses it. Patched too to grow its storage request to a
+# raised spec.storage.createPVC.size (PVC expansion).
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
   verbs: ["get", "create", "patch"]

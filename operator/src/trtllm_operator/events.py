@@ -27,7 +27,11 @@ from dataclasses import dataclass
 
 from trtllm_operator.api.wire import DEPLOYMENT_KIND, ENGINE_KIND
 from trtllm_operator.decide.autoscaler import MANUAL_SCALE_REVERTED
-from trtllm_operator.decide.deployment_status import REPLICAS_UNSCHEDULABLE, WORKLOAD_SCALE_REVERTED
+from trtllm_operator.decide.deployment_status import (
+    REPLICAS_FAILING,
+    REPLICAS_UNSCHEDULABLE,
+    WORKLOAD_SCALE_REVERTED,
+)
 from trtllm_operator.decide.engine import (
     R_ARTIFACT_REUSED,
     R_BUILD_REPLACED,
@@ -35,8 +39,11 @@ from trtllm_operator.decide.engine import (
     R_BUILD_STARTED,
     R_BUILD_SUCCEEDED,
     R_BUILD_UNSCHEDULABLE,
+    R_BUILDER_POD_FAILING,
     R_DOES_NOT_FIT,
     R_INVALID_SPEC,
+    R_PVC_EXPANSION_REFUSED,
+    R_PVC_EXPANSION_REQUESTED,
     R_QUEUED,
 )
 from trtllm_operator.decide.engine_failure import (
@@ -141,6 +148,15 @@ _ENGINE_REASONS: tuple[EventReason, ...] = (
     EventReason(R_BUILD_RUNNING, ENGINE, "Normal", "engine", "the builder pod runs"),
     EventReason(R_BUILD_UNSCHEDULABLE, ENGINE, "Warning", "engine", "the builder pod cannot be scheduled"),
     EventReason(
+        R_BUILDER_POD_FAILING,
+        ENGINE,
+        "Warning",
+        "engine",
+        "a builder pod container waits on what will not clear by itself (ErrImagePull, ImagePullBackOff, "
+        "InvalidImageName, CreateContainerConfigError, CreateContainerError, CrashLoopBackOff): the "
+        "kubelet's message and the field to fix",
+    ),
+    EventReason(
         R_BUILD_REPLACED,
         ENGINE,
         "Normal",
@@ -165,6 +181,21 @@ _ENGINE_REASONS: tuple[EventReason, ...] = (
         "Normal",
         "engine",
         "the engine-cache index entry of a finished build was written",
+    ),
+    EventReason(
+        R_PVC_EXPANSION_REQUESTED,
+        ENGINE,
+        "Normal",
+        "engine",
+        "spec.storage.createPVC.size was raised: the operator-created PVC's storage request was grown",
+    ),
+    EventReason(
+        R_PVC_EXPANSION_REFUSED,
+        ENGINE,
+        "Warning",
+        "engine",
+        "the API server refused to grow the operator-created PVC (no StorageClass with "
+        "allowVolumeExpansion: true, or the claim is not bound): the message and the fix",
     ),
     *(
         EventReason(reason, ENGINE, "Warning", "engine", f"the build failed: {what}")
@@ -304,6 +335,15 @@ _DEPLOYMENT_REASONS: tuple[EventReason, ...] = (
         "deployment",
         "serving pods cannot be scheduled (PodScheduled=False, Unschedulable): how many and the "
         "scheduler's message",
+    ),
+    EventReason(
+        REPLICAS_FAILING,
+        DEPLOYMENT,
+        "Warning",
+        "deployment",
+        "serving pod containers cannot start (ErrImagePull, ImagePullBackOff, InvalidImageName, "
+        "CreateContainerConfigError, CreateContainerError, CrashLoopBackOff): how many, the kubelet's "
+        "message and the field to fix",
     ),
     EventReason(
         "Scaling",

@@ -53,6 +53,9 @@ CONDITION_PROGRESSING = "Progressing"
 CONDITION_DEGRADED = "Degraded"
 #: LLMEngine: the capacity plan fits the target GPU.
 CONDITION_PLANNED = "Planned"
+#: LLMEngine (``spec.storage.createPVC``): the operator-created claim requests ``createPVC.size``
+#: (written once a growth was asked for; False with the API server's refusal).
+CONDITION_STORAGE_EXPANDED = "StorageExpanded"
 #: LLMDeployment: the runtime image or GPU does not match the engine's manifest.
 CONDITION_ENGINE_INCOMPATIBLE = "EngineIncompatible"
 #: LLMDeployment: desired replicas cannot all be scheduled (e.g. not enough GPUs) or hit maxReplicas.
@@ -73,6 +76,7 @@ __all__ = [
     "CONDITION_READY",
     "CONDITION_ROUTED",
     "CONDITION_SCALING_LIMITED",
+    "CONDITION_STORAGE_EXPANDED",
     "CONDITION_STREAMING",
     "DEPLOYMENT_KIND",
     "DEPLOYMENT_PLURAL",

@@ -33,6 +33,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from datetime import datetime
+from decimal import Decimal
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue
@@ -214,6 +215,36 @@ ClassName = Annotated[
 QUANTITY_PATTERN = re.compile(
     r"^[+-]?(\d+(\.\d*)?|\.\d+)(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?(\d+(\.\d*)?|\.\d+)))?$"
 )
+
+
+#: Quantity suffixes and their multipliers (quantity.go: binarySI 2^10n, decimalSI 10^3n, m/u/n).
+_QUANTITY_SUFFIXES: dict[str, Decimal] = {
+    **{s: Decimal(2) ** (10 * (i + 1)) for i, s in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"))},
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "": Decimal(1),
+    "k": Decimal("1e3"),
+    "M": Decimal("1e6"),
+    "G": Decimal("1e9"),
+    "T": Decimal("1e12"),
+    "P": Decimal("1e15"),
+    "E": Decimal("1e18"),
+}
+
+
+def quantity_value(value: str) -> Decimal:
+    """The value of a Kubernetes quantity (``"64Gi"`` → 68719476736, ``"1.5e3"`` → 1500); ValueError
+    for a string that is not one. For comparing quantities written in different forms (the API
+    server may store ``"1Ti"`` for a requested ``"1024Gi"``)."""
+    match = QUANTITY_PATTERN.match(value.strip())
+    if not match:
+        raise ValueError(f"{value!r} is not a Kubernetes quantity")
+    number, suffix = match.group(1), match.group(3) or ""
+    sign = Decimal(-1) if value.strip().startswith("-") else Decimal(1)
+    if suffix[:1] in ("e", "E"):
+        return sign * Decimal(number) * (Decimal(10) ** Decimal(suffix[1:]))
+    return sign * Decimal(number) * _QUANTITY_SUFFIXES[suffix]
 
 
 def _check_quantity(value: str) -> str:

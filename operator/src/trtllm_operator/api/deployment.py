@@ -793,7 +793,9 @@ class LLMDeploymentStatus(ApiModel):
     conditions: Conditions | None = Field(
         default=None,
         description="Ready, Progressing, Degraded (reason ReplicasUnschedulable: pods the scheduler "
-        "cannot place, with its message), EngineIncompatible (image or GPU does not match the engine), "
+        "cannot place, with its message; ReplicasFailing: containers that cannot start, e.g. "
+        "ImagePullBackOff, with the kubelet's message and the field to fix), EngineIncompatible (image "
+        "or GPU does not match the engine), "
         "ScalingLimited (the autoscaler: maxReplicas reached, not enough schedulable GPUs), Routed (the "
         "InferencePool of spec.routing.inferencePool is applied), Streaming (spec.server.decoupled: "
         "whether streaming requests are answered, on the endpoints of spec.server.api).",

@@ -1320,7 +1320,8 @@ class LLMEngineStatus(ApiModel):
     conditions: Conditions | None = Field(
         default=None,
         description="Ready (artifact usable), Progressing (planning/building), Degraded, "
-        "Planned (capacity plan fits).",
+        "Planned (capacity plan fits), ArtifactComplete, StorageExpanded (a raised "
+        "spec.storage.createPVC.size: the claim requests it, or the API server's refusal and the fix).",
     )
 
 

@@ -106,6 +106,8 @@ BENCHMARK_CONTAINER = "trtllm-bench"
 SERVER_CONTAINER = "triton"
 #: Init container of serving pods that downloads an S3 artifact.
 FETCH_CONTAINER = "fetch-artifact"
+#: Init container of builder pods that delivers engine-builder (render.builder_job).
+DELIVERY_CONTAINER = "deliver-engine-builder"
 
 # ------------------------------------------------------------------------------ our data keys
 #: Cache index ConfigMap: the artifact record (JSON).

@@ -12,7 +12,9 @@ when the engine itself is ``Failed``: reason ``EngineFailed`` names it and its r
 key still serves); ``Ready`` — every replica Ready on the desired engine key; ``Degraded`` —
 serving, but a rollout failed or was rolled back, the engine failed or was deleted while the pods of
 the previous key still serve (reason ``EngineFailed``/``EngineNotFound``, the message naming the
-served key), or replicas cannot be scheduled (``ReplicasUnschedulable``, the scheduler's message);
+served key), replicas cannot be scheduled (``ReplicasUnschedulable``, the scheduler's message) or
+their containers cannot start (``ReplicasFailing``, the kubelet's waiting reason and message and the
+field to fix);
 ``Failed`` — cannot be served as specified (incompatible engine, no LeaderWorkerSet, bad settings).
 
 Pods of the previous engine key keep serving while the engine is not Ready (the controller does not
@@ -27,12 +29,14 @@ it keeps the previous value.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from trtllm_operator.api import CONDITION_STREAMING
+from trtllm_operator.api.wire import FETCH_CONTAINER, SERVER_CONTAINER
 from trtllm_operator.decide.compatibility import Incompatibility
 from trtllm_operator.decide.outcome import EventToPost, Outcome
+from trtllm_operator.decide.pod_problems import Fixes, StuckContainer, stuck_summary
 from trtllm_operator.decide.rollout import RollbackDecision, RolloutProgress
 
 READY = "Ready"
@@ -114,6 +118,11 @@ class Observation:
     backend: str | None = None
     #: The scheduler's messages of replica pods that cannot be scheduled (PodView.unschedulable).
     unschedulable: Sequence[str] = ()
+    #: Containers of replica pods waiting on what will not clear by itself (a bad image, a missing
+    #: Secret key, a crash loop: :func:`~trtllm_operator.decide.pod_problems.stuck_containers`) and
+    #: the fields that fix them.
+    stuck: Sequence[StuckContainer] = ()
+    fixes: Fixes = field(default_factory=Fixes)
 
 
 #: The outcome of one LLMDeployment reconcile: status fields (camelCase, ready to patch), the
@@ -125,9 +134,13 @@ DeploymentDecision = Outcome[None]
 _WAITING = frozenset({"EngineNotReady", "ReplicasStarting", "EngineRollout"})
 #: Ready/Progressing/Degraded reason while replica pods cannot be scheduled (Warning).
 REPLICAS_UNSCHEDULABLE = "ReplicasUnschedulable"
+#: Ready/Progressing/Degraded reason while replica pods' containers cannot start (a bad image, a
+#: missing Secret key, a crash loop: decide.pod_problems), the builder's BuilderPodFailing twin.
+REPLICAS_FAILING = "ReplicasFailing"
 #: Reasons that are problems whatever the condition's status: a failed or deleted engine while the
-#: previous key serves (Ready True), pods the scheduler cannot place (Progressing True).
-_PROBLEMS = frozenset({"EngineFailed", "EngineNotFound", REPLICAS_UNSCHEDULABLE})
+#: previous key serves (Ready True), pods the scheduler cannot place or whose containers cannot
+#: start (Progressing True).
+_PROBLEMS = frozenset({"EngineFailed", "EngineNotFound", REPLICAS_UNSCHEDULABLE, REPLICAS_FAILING})
 
 
 def condition_events(
@@ -270,6 +283,26 @@ def _serving_previous_key(obs: Observation) -> bool:
     return obs.engine_state != "ready" and obs.previous_engine_key is not None and obs.ready_pods >= 1
 
 
+#: The serving pods' image (render.deployment: both containers run ServingParams.image).
+SERVING_IMAGE_FIELD = (
+    "spec.server.image, or the LLMEngine's spec.runtime.image when it is unset; a private registry "
+    "needs the LLMEngine's spec.runtime.imagePullSecrets"
+)
+
+
+def serving_fixes(engine: Mapping[str, Any] | None) -> Fixes:
+    """The fields that set the serving pods' image and name the Secret they read (the S3 artifact's
+    ``credentialsSecretRef`` of the LLMEngine, :func:`~trtllm_operator.decide.serving_params.s3_artifact`)."""
+    s3 = (((engine or {}).get("spec") or {}).get("storage") or {}).get("s3") or {}
+    secret = (s3.get("credentialsSecretRef") or {}).get("name")
+    name = ((engine or {}).get("metadata") or {}).get("name")
+    return Fixes(
+        images={SERVER_CONTAINER: SERVING_IMAGE_FIELD, FETCH_CONTAINER: SERVING_IMAGE_FIELD},
+        secrets={str(secret): f"LLMEngine {name}'s spec.storage.s3.credentialsSecretRef"} if secret else {},
+        image_default=SERVING_IMAGE_FIELD,
+    )
+
+
 def unschedulable_note(messages: Sequence[str]) -> str:
     """``"N pod(s) cannot be scheduled: <scheduler's message>"`` and the fix; "" for none."""
     if not messages:
@@ -401,6 +434,11 @@ def deployment_status(obs: Observation) -> DeploymentDecision:
     unschedulable = unschedulable_note(obs.unschedulable)
     if unschedulable:
         msg = f"{msg}; {unschedulable}"
+    failing = stuck_summary(obs.stuck, obs.fixes)
+    if failing:
+        msg = f"{msg}; {failing}"
+    # Pods the scheduler cannot place come first: they have no containers to fail.
+    problem = REPLICAS_UNSCHEDULABLE if unschedulable else REPLICAS_FAILING if failing else None
     if obs.deadline_exceeded:
         msg = f"{msg}; no progress within spec.rollout.progressDeadlineSeconds"
         return out(
@@ -418,23 +456,24 @@ def deployment_status(obs: Observation) -> DeploymentDecision:
         # Pods that cannot be scheduled are a problem (Degraded), not a step that completes.
         scaling = f"{obs.ready_pods} Ready, {obs.spec_replicas} desired; {msg}"
         return out(
-            "Degraded" if unschedulable else "Ready",
+            "Degraded" if problem else "Ready",
             compatible,
             _cond(READY, True, "Scaling", scaling, gen),
-            _cond(PROGRESSING, True, REPLICAS_UNSCHEDULABLE if unschedulable else "Scaling", scaling, gen),
-            _cond(DEGRADED, True, REPLICAS_UNSCHEDULABLE, msg, gen)
-            if unschedulable
+            _cond(PROGRESSING, True, problem or "Scaling", scaling, gen),
+            _cond(DEGRADED, True, problem, msg, gen)
+            if problem
             else _cond(DEGRADED, False, "AsExpected", msg, gen),
         )
-    if unschedulable:
-        # Not "starting": the scheduler keeps retrying (a node may be added), so Progressing stays
-        # True, but nothing will change without capacity; the builder's BuildUnschedulable twin.
+    if problem:
+        # Not "starting": the scheduler (or the kubelet) keeps retrying, so Progressing stays True,
+        # but nothing will change without capacity (or a fixed image, Secret, program); the
+        # builder's BuildUnschedulable / BuilderPodFailing twins.
         return out(
             "Degraded" if obs.ready_pods >= 1 else "Progressing",
             compatible,
-            _cond(READY, False, REPLICAS_UNSCHEDULABLE, f"{ready_msg}; {msg}", gen),
-            _cond(PROGRESSING, True, REPLICAS_UNSCHEDULABLE, msg, gen),
-            _cond(DEGRADED, True, REPLICAS_UNSCHEDULABLE, msg, gen),
+            _cond(READY, False, problem, f"{ready_msg}; {msg}", gen),
+            _cond(PROGRESSING, True, problem, msg, gen),
+            _cond(DEGRADED, True, problem, msg, gen),
         )
     reason = "EngineRollout" if rolling_key else "ReplicasStarting"
     return out(

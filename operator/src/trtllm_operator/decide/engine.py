@@ -31,7 +31,7 @@ from trtllm_operator.api import (
     CONDITION_READY,
     ENGINE_KIND,
 )
-from trtllm_operator.api.wire import JOB_NAME_LABEL
+from trtllm_operator.api.wire import BUILDER_CONTAINER, DELIVERY_CONTAINER, JOB_NAME_LABEL
 from trtllm_operator.decide.conditions import Condition, condition
 from trtllm_operator.decide.engine_cache import (
     CONDITION_ARTIFACT_COMPLETE,
@@ -61,6 +61,7 @@ from trtllm_operator.decide.engine_spec import (
 )
 from trtllm_operator.decide.outcome import EventToPost, Outcome
 from trtllm_operator.decide.ownership import R_CHILD_CONFLICT, ChildConflict
+from trtllm_operator.decide.pod_problems import Fixes, stuck_containers, stuck_summary
 
 __all__ = [
     "R_DOES_NOT_FIT",
@@ -95,11 +96,18 @@ R_BUILD_STARTED = "BuildStarted"
 R_BUILDING = "Building"
 R_BUILD_RUNNING = "BuildRunning"
 R_BUILD_UNSCHEDULABLE = "BuildUnschedulable"
+#: A builder pod's container waits on something that will not clear by itself (a bad image, a missing
+#: Secret key: :data:`~trtllm_operator.decide.pod_problems.STUCK_REASONS`).
+R_BUILDER_POD_FAILING = "BuilderPodFailing"
 R_BUILD_REPLACED = "BuildReplaced"
 R_BUILD_SUCCEEDED = "BuildSucceeded"
 R_BUILD_FAILED = "BuildFailed"
 R_ARTIFACT_REUSED = "ArtifactReused"
 R_ARTIFACT_READY = "ArtifactReady"
+#: ``StorageExpanded`` (decide.pvc_growth) True: the operator-created claim was asked to grow to
+#: ``spec.storage.createPVC.size``; False: the API server refused (a Warning Event too).
+R_PVC_EXPANSION_REQUESTED = "PVCExpansionRequested"
+R_PVC_EXPANSION_REFUSED = "PVCExpansionRefused"
 
 
 @dataclass(frozen=True)
@@ -194,16 +202,46 @@ def is_waiting(engine: Mapping[str, Any]) -> bool:
     phase = (engine.get("status") or {}).get("phase")
     return phase == "Queued" or phase in _UNRECONCILED_PHASES
 
+#: The builder's image (render.builder_job: the operator's builder_image, else spec.runtime.image).
+BUILDER_IMAGE_FIELD = (
+    "spec.runtime.image, or the operator's builder_image (chart value builder.image) when set"
+)
+#: The delivery init container's image (render.builder_job: settings.builder_delivery_image).
+DELIVERY_IMAGE_FIELD = "the operator's builder_delivery_image (chart value builder.deliveryImage)"
+
+
+def builder_fixes(prepared: PreparedEngine) -> Fixes:
+    """The fields that set the builder pod's images and name the Secrets it reads
+    (render.builder_job ``_env``): each ``credentialsSecretRef`` of the spec."""
+    spec = prepared.spec
+    secrets: dict[str, str] = {}
+    if prepared.storage.kind == "s3" and prepared.storage.s3_secret:
+        secrets[prepared.storage.s3_secret] = "spec.storage.s3.credentialsSecretRef"
+    draft = spec.build.speculative_decoding.draft_model
+    if draft is not None and draft.credentials_secret_ref is not None:
+        secrets[draft.credentials_secret_ref.name] = (
+            "spec.build.speculativeDecoding.draftModel.credentialsSecretRef"
+        )
+    if spec.model.credentials_secret_ref is not None:
+        secrets[spec.model.credentials_secret_ref.name] = "spec.model.credentialsSecretRef"
+    return Fixes(
+        images={BUILDER_CONTAINER: BUILDER_IMAGE_FIELD, DELIVERY_CONTAINER: DELIVERY_IMAGE_FIELD},
+        secrets=secrets,
+        image_default=BUILDER_IMAGE_FIELD,
+    )
+
 
 def holds_build_slot(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> bool:
     """Whether an active builder Job counts against ``maxConcurrentBuilds``: yes unless its pod cannot
     be scheduled (``PodScheduled=False``, reason ``Unschedulable``; the engine is in phase
-    Unschedulable). Such a build may wait forever (no node with the product, a Pending claim); it must
-    not keep others queued behind it. When it does get a node later, more than ``limit`` builds may run
-    for a while (docs/operator.md, "The build queue")."""
+    Unschedulable) or its container cannot start (a bad image, a missing Secret key:
+    :func:`~trtllm_operator.decide.pod_problems.stuck_containers`, reason BuilderPodFailing). Such a
+    build may wait forever (no node with the product, a Pending claim) or until
+    activeDeadlineSeconds; it must not keep others queued behind it. When it does start later, more
+    than ``limit`` builds may run for a while (docs/operator.md, "The build queue")."""
     if job_condition(job, "Complete") is not None or job_condition(job, "Failed") is not None:
         return False
-    return unschedulable_message(pods) is None
+    return unschedulable_message(pods) is None and not stuck_containers(pods)
 
 
 @dataclass(frozen=True)
@@ -652,6 +690,23 @@ def decide_engine(
                 progressing=(True, R_BUILD_UNSCHEDULABLE, message),
                 degraded=(True, R_BUILD_UNSCHEDULABLE, message),
                 event=_event_for(obs.status, "Unschedulable", R_BUILD_UNSCHEDULABLE, message, True),
+            )
+        stuck = stuck_containers(obs.pods)
+        if stuck:
+            # The kubelet retries, but nothing changes until the spec (or the Secret) does: without
+            # this the build would sit in "starting" until activeDeadlineSeconds.
+            message = (
+                f"builder Job {prepared.job_name}: {stuck_summary(stuck, builder_fixes(prepared))} "
+                "[the kubelet retries a fixed Secret or image by itself; a spec field outside the engine "
+                f"key (a credentialsSecretRef) reaches the pod only if Job {prepared.job_name} is deleted]"
+            )
+            build.update(reason=R_BUILDER_POD_FAILING, message=message, stage="starting", percent=None)
+            return out(
+                "Building",
+                ready=(False, R_BUILDER_POD_FAILING, message),
+                progressing=(True, R_BUILDER_POD_FAILING, message),
+                degraded=(True, R_BUILDER_POD_FAILING, message),
+                event=_event_for(obs.status, "Building", R_BUILDER_POD_FAILING, message, True),
             )
         phases = {(p.get("status") or {}).get("phase") for p in obs.pods}
         # A pod that has finished while the Job controller has not yet marked the Job complete still

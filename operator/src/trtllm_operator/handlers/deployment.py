@@ -78,9 +78,11 @@ from trtllm_operator.decide.deployment_status import (
     Observation,
     deployment_status,
     engine_readiness,
+    serving_fixes,
     workload_scale_reverted,
 )
 from trtllm_operator.decide.ownership import R_CHILD_CONFLICT, ChildConflict
+from trtllm_operator.decide.pod_problems import stuck_containers
 from trtllm_operator.decide.policy import Refusal, serving_refusal
 from trtllm_operator.decide.rollout import (
     RollbackDecision,
@@ -320,6 +322,8 @@ def _reconcile_object(kube: Kube, name: str, obj: dict[str, Any] | None) -> None
         api=str(server.get("api") or ServerSpec.model_fields["api"].default),
         backend=_served_backend(engine, live_pods),
         unschedulable=[u for u in (pod_view(p).unschedulable for p in live_pods) if u is not None],
+        stuck=stuck_containers(live_pods),
+        fixes=serving_fixes(engine),
     )
     if state != "ready" or engine is None:
         # Pods of the previous engine keep serving; only the replica count follows spec.replicas.

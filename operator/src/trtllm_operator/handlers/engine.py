@@ -45,6 +45,7 @@ from kubernetes.utils import parse_quantity
 
 from engine_builder.contract import BuildSpec
 from engine_builder.planner import GPUSpec, PlanInputError, load_catalog_extension, lookup
+from trtllm_operator.api import CONDITION_STORAGE_EXPANDED
 from trtllm_operator.api.engine import LLMEngineSpec
 from trtllm_operator.api.owners import is_controlled_by, is_owned_by, owner_names
 from trtllm_operator.api.wire import (
@@ -61,8 +62,10 @@ from trtllm_operator.api.wire import (
     VERSION,
 )
 from trtllm_operator.decide.compatibility import NodeGPUs, gpu_product_aliases
-from trtllm_operator.decide.conditions import rfc3339
+from trtllm_operator.decide.conditions import Condition, rfc3339
 from trtllm_operator.decide.engine import (
+    R_PVC_EXPANSION_REFUSED,
+    R_PVC_EXPANSION_REQUESTED,
     AdoptJob,
     BuildQueue,
     CreateBuild,
@@ -92,7 +95,9 @@ from trtllm_operator.decide.engine_jobs import (
 from trtllm_operator.decide.engine_progress import BuildProgress, parse_progress
 from trtllm_operator.decide.engine_spec import InvalidEngine, PreparedEngine, prepare_engine
 from trtllm_operator.decide.ownership import ChildConflict, marker_conflict
+from trtllm_operator.decide.pod_problems import stuck_containers
 from trtllm_operator.decide.policy import Refusal, engine_refusal, secret_references, secret_refusal
+from trtllm_operator.decide.pvc_growth import PVCGrowth, pvc_growth, refusal_message, storage_expanded
 from trtllm_operator.events import ARTIFACT_RECORDED
 from trtllm_operator.handlers import indexes
 from trtllm_operator.handlers.plumbing import (
@@ -487,21 +492,92 @@ def _decide_and_act(
     sync_reclaim(kube, engine, prepared, pvc=pvc, entry=entry)
     release_shared_claims(kube, engine, prepared)
     ttl = settings.builder_succeeded_job_ttl_seconds
+    storage = grow_claim(kube, engine, prepared, pvc=pvc, status=status, generation=generation)
     if record is None and job is None:
         # Counting running builds and creating ours must not interleave with another reconcile.
         with _start_lock:
             obs = replace(obs, queue=build_queue(kube, settings, engine))
             decision = decide_engine(prepared, obs, now=now, job_ttl_seconds=ttl)
+            decision.conditions.extend(storage)
             _act(kube, settings, engine, prepared, decision)
             if any(isinstance(a, CreateBuild) for a in decision.actions):
                 ENGINE_CACHE_LOOKUPS.labels(result="miss").inc()  # no artifact: a build starts
             return decision
     decision = decide_engine(prepared, obs, now=now, job_ttl_seconds=ttl)
+    decision.conditions.extend(storage)
     if decision.phase != "Building":
         _progress.pop((ns, prepared.job_name), None)
         _progress_read_at.pop((ns, engine["metadata"]["name"]), None)
     _act(kube, settings, engine, prepared, decision)
     return decision
+
+
+def grow_claim(
+    kube: Kube,
+    engine: Mapping[str, Any],
+    prepared: PreparedEngine,
+    *,
+    pvc: Mapping[str, Any] | None,
+    status: Mapping[str, Any],
+    generation: int,
+) -> list[Condition]:
+    """Raise the operator-created claim's storage request to ``spec.storage.createPVC.size`` when it
+    is smaller (decide.pvc_growth; ``pvc`` passed :func:`untrusted_child`: it is this operator's),
+    and the ``StorageExpanded`` condition saying how that went. The API server's refusal (403 from
+    the PersistentVolumeClaimResize admission plugin, 422 from validation) is reported, never raised."""
+    growth = pvc_growth(prepared, pvc)
+    refusal: str | None = None
+    previous = status.get("conditions") or []
+    if growth is not None:
+        refusal = _patch_request(kube, engine["metadata"]["namespace"], growth, pvc or {})
+        was: Mapping[str, Any] = next(
+            (c for c in previous if c.get("type") == CONDITION_STORAGE_EXPANDED), {}
+        )
+        if refusal is not None and was.get("reason") != R_PVC_EXPANSION_REFUSED:
+            post_event(kube, engine, R_PVC_EXPANSION_REFUSED, refusal, type_="Warning")
+        elif refusal is None:
+            message = f"PersistentVolumeClaim {growth.claim}: storage request {growth.have} → {growth.want}"
+            post_event(kube, engine, R_PVC_EXPANSION_REQUESTED, message)
+    cond = storage_expanded(
+        prepared,
+        pvc,
+        grown=growth is not None and refusal is None,
+        refusal=refusal,
+        previous=previous,
+        generation=generation,
+    )
+    return [cond] if cond is not None else []
+
+
+def _patch_request(kube: Kube, namespace: str, growth: PVCGrowth, pvc: Mapping[str, Any]) -> str | None:
+    """PATCH the claim's ``spec.resources.requests.storage``; the refusal message, or None."""
+    try:
+        kube.patch(
+            PVC, namespace, growth.claim, {"spec": {"resources": {"requests": {"storage": growth.want}}}}
+        )
+    except ApiException as exc:
+        if exc.status not in (403, 422):
+            raise
+        storage_class = (pvc.get("spec") or {}).get("storageClassName")
+        return refusal_message(growth, _api_message(exc), str(storage_class) if storage_class else None)
+    log.info(
+        "PersistentVolumeClaim %s/%s: storage request %s → %s",
+        namespace,
+        growth.claim,
+        growth.have,
+        growth.want,
+    )
+    return None
+
+
+def _api_message(exc: ApiException) -> str:
+    """The ``message`` of the API server's Status body, else the HTTP reason."""
+    try:
+        body = json.loads(exc.body or "")
+    except (TypeError, ValueError):
+        body = None
+    message = body.get("message") if isinstance(body, dict) else None
+    return str(message or exc.reason or exc.status)
 
 
 def _started(pods: list[dict[str, Any]]) -> bool:
@@ -1011,5 +1087,7 @@ def builder_pod_event(*, body: kopf.Body, namespace: str | None, **_: Any) -> No
             reconcile(namespace, owner, kube=kube)
     except ApiException as exc:
         log.warning("reconcile after a pod event in %s failed: %s", namespace, exc.reason)
-    if unschedulable_message([body]) is not None:
-        reconcile_queued()  # an unschedulable build holds no slot (decide.engine.holds_build_slot)
+    if unschedulable_message([body]) is not None or stuck_containers([body]):
+        # an unschedulable build, or one whose container cannot start, holds no slot
+        # (decide.engine.holds_build_slot)
+        reconcile_queued()

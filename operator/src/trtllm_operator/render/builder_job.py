@@ -61,6 +61,7 @@ from trtllm_operator.api.wire import (
     COMPONENT_ARTIFACT,
     COMPONENT_BUILDER,
     COMPONENT_STORAGE,
+    DELIVERY_CONTAINER,
     GPU_PRODUCT_LABEL,
     GPU_RESOURCE,
     LABEL_COMPONENT,
@@ -77,8 +78,7 @@ from trtllm_operator.decide.storage import cache_entry_name
 from trtllm_operator.settings import Settings
 
 SPEC_MOUNT = "/etc/engine-builder"
-#: The init container that delivers engine-builder, and the emptyDir it fills.
-DELIVERY_CONTAINER = "deliver-engine-builder"
+#: The emptyDir the init container that delivers engine-builder (DELIVERY_CONTAINER) fills.
 DELIVERY_VOLUME = "engine-builder"
 #: The bundle is ~41 MiB (hack/build-builder-bundle.sh); the limit leaves room for a larger one.
 DELIVERY_VOLUME_LIMIT = "512Mi"
