@@ -202,6 +202,7 @@ def is_waiting(engine: Mapping[str, Any]) -> bool:
     phase = (engine.get("status") or {}).get("phase")
     return phase == "Queued" or phase in _UNRECONCILED_PHASES
 
+
 #: The builder's image (render.builder_job: the operator's builder_image, else spec.runtime.image).
 BUILDER_IMAGE_FIELD = (
     "spec.runtime.image, or the operator's builder_image (chart value builder.image) when set"
