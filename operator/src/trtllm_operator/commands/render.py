@@ -52,7 +52,7 @@ import yaml
 
 from trtllm_operator.api.wire import DEPLOYMENT_KIND, ENGINE_KIND
 from trtllm_operator.commands import EXIT_BAD_INPUT, EXIT_OK, plain
-from trtllm_operator.settings import ENV_PREFIX
+from trtllm_operator.settings import ENV_PREFIX, SettingsError
 
 EXIT_NOT_RENDERABLE = 1
 
@@ -166,7 +166,10 @@ def run(args: argparse.Namespace) -> int:
     bad_namespace = namespace_error(args.namespace)
     if bad_namespace:
         return _bad(f"--namespace: {bad_namespace}")
-    settings = current()
+    try:
+        settings = current()
+    except SettingsError as exc:  # the operator's settings from TRTLLM_OPERATOR_* (render uses them)
+        return _bad(str(exc))
     if args.operator_namespace is not None:
         bad_namespace = namespace_error(args.operator_namespace)
         if bad_namespace:
