@@ -751,7 +751,8 @@ def _compute_at(
                 f"of {gpu.product}.",
                 "raise tensor (or pipeline) parallelism, quantize further (this GPU supports "
                 f"{', '.join(supported_quant_formats(gpu)) or 'no quantized format'}), or use a GPU with "
-                "more memory (see recommended).",
+                "more memory (see recommended: tensor_parallelism and gpu_product are alternatives, "
+                "each fits on its own).",
                 kind="capacity",
             )
         )
