@@ -286,3 +286,19 @@ def test_refused_speculative_mode_is_the_only_error(mode: str) -> None:
     assert errors[0].startswith(
         f"spec.build.speculativeDecoding.mode: speculativeDecoding.mode {mode} is not"
     ), errors
+
+
+@pytest.mark.parametrize(("paged", "offered"), [(True, "auto"), (False, "auto or int8")])
+def test_operator_planner_kv_fix_follows_the_engines_paged_context_fmha(paged: bool, offered: str) -> None:
+    """The operator's plan (prepare_engine → plan_from_build_spec) passes the engine's backend and
+    build.pagedContextFMHA to the planner: an FP8 KV cache on an A100 is offered int8 only where the
+    API then admits it."""
+    spec = _engine(
+        quantization={"format": "none", "kvCacheDtype": "fp8"},
+        gpu={"product": "NVIDIA-A100-SXM4-80GB"},
+        build={"pagedContextFMHA": paged},
+    )["spec"]
+    prepared = prepare_engine("llama", spec, hf_config=TINY)
+    assert not isinstance(prepared, PreparedEngine)
+    assert prepared.field == "spec.quantization.kvCacheDtype", prepared
+    assert f"use kvCacheDtype {offered} on this GPU." in prepared.text, prepared.text
