@@ -302,3 +302,12 @@ def test_operator_planner_kv_fix_follows_the_engines_paged_context_fmha(paged: b
     assert not isinstance(prepared, PreparedEngine)
     assert prepared.field == "spec.quantization.kvCacheDtype", prepared
     assert f"use kvCacheDtype {offered} on this GPU." in prepared.text, prepared.text
+
+
+def test_int8_kv_on_pytorch_offers_tensorrt_only_with_paged_context_fmha_off() -> None:
+    """ "or backend tensorrt" alone led to the pagedContextFMHA refusal (build.pagedContextFMHA defaults
+    to true); the message says what the tensorrt backend needs, and following it is admitted."""
+    (error,) = _kv_errors("none", "int8", backend="pytorch")
+    assert "or backend tensorrt with build.pagedContextFMHA: false" in error, error
+    assert "fp8 (SM 89+)" in error, error
+    assert _kv_errors("none", "int8", backend="tensorrt", paged=False) == []

@@ -997,8 +997,9 @@ class LLMEngineSpec(ApiModel):
         ),
         cel(
             f"self.backend != 'pytorch' || !(self.quantization.kvCacheDtype in {_cel_list(_PYTORCH_NO_KV)})",
-            f"kvCacheDtype {_or(_PYTORCH_NO_KV)} is not supported by the pytorch backend; use fp8 or auto, "
-            "or backend tensorrt",
+            f"kvCacheDtype {_or(_PYTORCH_NO_KV)} is not supported by the pytorch backend; use fp8 "
+            f"(SM {KV_CACHE_DTYPE_TABLE['fp8'].min_sm}+) or auto, or backend tensorrt with "
+            "build.pagedContextFMHA: false (an INT8 KV cache turns paged context FMHA off there)",
             field_path=".quantization.kvCacheDtype",
         ),
         cel(
