@@ -193,3 +193,121 @@ def test_annotations_total_size_is_bounded() -> None:
 )
 def test_pinned_images_are_admitted(image: str) -> None:
     assert manifest_errors(_engine(runtime={"image": image})) == []
+
+
+def _kv_errors(fmt: str, kv: str, *, backend: str = "tensorrt", paged: bool = True) -> list[str]:
+    """The offline admission errors about the KV cache for this format / KV dtype / backend."""
+    spec: dict[str, Any] = {"quantization": {"format": fmt, "kvCacheDtype": kv}, "backend": backend}
+    if backend == "tensorrt":
+        spec["build"] = {"pagedContextFMHA": paged}
+    errors = manifest_errors(_engine(**spec))
+    return [e for e in errors if "kvCacheDtype" in e]
+
+
+@pytest.mark.parametrize("fmt", ["none", "int8_sq", "int4_awq"])
+def test_int8_kv_refusal_offers_only_fixes_valid_for_the_format(fmt: str) -> None:
+    """A fresh-user trial went in a circle: int8 → "use kvCacheDtype fp8" → "format must be fp8 …".
+    With a format for which trtllm-build drops paged context FMHA with an FP8 KV cache too, fp8 is not
+    offered; each fix offered is admitted."""
+    (error,) = _kv_errors(fmt, "int8")
+    assert "set build.pagedContextFMHA: false or kvCacheDtype auto" in error, error
+    assert "kvCacheDtype fp8 (" not in error and "use kvCacheDtype fp8" not in error, error
+    assert _kv_errors(fmt, "int8", paged=False) == []
+    assert _kv_errors(fmt, "auto") == []
+    assert _kv_errors(fmt, "fp8"), "fp8 is refused for this format, so it must not be offered"
+
+
+@pytest.mark.parametrize("fmt", ["fp8", "w4a8_awq"])
+def test_int8_kv_refusal_offers_fp8_where_it_keeps_paged_context_fmha(fmt: str) -> None:
+    (error,) = _kv_errors(fmt, "int8")
+    assert "kvCacheDtype fp8" in error and "kvCacheDtype auto" in error, error
+    assert _kv_errors(fmt, "fp8") == []
+
+
+def test_fp8_kv_refusal_names_the_format_and_never_offers_int8() -> None:
+    (error,) = _kv_errors("none", "fp8")
+    assert "not none" in error and "kvCacheDtype auto" in error, error
+    assert "int8 turns it off too" in error and "use kvCacheDtype int8" not in error, error
+    # each fix offered is admitted
+    assert _kv_errors("none", "fp8", paged=False) == []
+    assert _kv_errors("none", "auto") == []
+    assert _kv_errors("fp8", "fp8") == []
+
+
+@pytest.mark.parametrize("gpu", ["NVIDIA-A100-SXM4-80GB", "NVIDIA-H100-80GB-HBM3", "NVIDIA-B200"])
+@pytest.mark.parametrize("backend", ["tensorrt", "pytorch"])
+@pytest.mark.parametrize("paged", [True, False])
+def test_planner_kv_fixes_pass_the_admission_rules(gpu: str, backend: str, paged: bool) -> None:
+    """The planner's KV-cache refusals (FP8 below SM 89, INT8 on SM 100–119) offer
+    kv_cache_dtype_choices; every one of those passes the planner and the API's CEL rules next to the
+    same format, backend and pagedContextFMHA (on A100 it said "use int8 or auto", and int8 was then
+    refused for pagedContextFMHA)."""
+    from engine_builder.planner import Architecture, PlanRequest, lookup, validate  # noqa: PLC0415
+    from engine_builder.planner.formats import (  # noqa: PLC0415
+        KV_CACHE_DTYPES,
+        QUANT_FORMATS,
+        format_info,
+    )
+
+    arch = Architecture.from_hf_config(TINY)
+    spec = lookup(gpu)
+    for fmt in QUANT_FORMATS:
+        if backend not in format_info(fmt).backends or spec.sm < format_info(fmt).min_sm:
+            continue
+        for kv in KV_CACHE_DTYPES:
+            req = PlanRequest(quantization=fmt, kv_cache_dtype=kv, backend=backend, paged_context_fmha=paged)
+            kv_issues = [i for i in validate(arch, req, spec) if i.field == "spec.quantization.kvCacheDtype"]
+            for issue in kv_issues:
+                offered = (
+                    issue.fix.removeprefix("use kvCacheDtype ").removesuffix(" on this GPU.").split(" or ")
+                )
+                assert offered and offered[0], issue
+                for choice in offered:
+                    again = PlanRequest(
+                        quantization=fmt, kv_cache_dtype=choice, backend=backend, paged_context_fmha=paged
+                    )
+                    assert not [i for i in validate(arch, again, spec) if "kvCacheDtype" in i.field], (
+                        fmt,
+                        choice,
+                    )
+                    assert _kv_errors(fmt, choice, backend=backend, paged=paged) == [], (fmt, kv, choice)
+    if gpu == "NVIDIA-A100-SXM4-80GB" and backend == "tensorrt" and paged:
+        req = PlanRequest(quantization="none", kv_cache_dtype="fp8")
+        (issue,) = [i for i in validate(arch, req, spec) if i.field == "spec.quantization.kvCacheDtype"]
+        assert issue.fix == "use kvCacheDtype auto on this GPU.", issue
+
+
+@pytest.mark.parametrize("mode", ["medusa", "eagle"])
+def test_refused_speculative_mode_is_the_only_error(mode: str) -> None:
+    """The trial's medusa engine was also told to set maxDraftLen and draftModel, fields of a mode
+    that is refused anyway: only the mode is named."""
+    errors = manifest_errors(_engine(build={"speculativeDecoding": {"mode": mode}}))
+    assert len(errors) == 1, errors
+    assert errors[0].startswith(
+        f"spec.build.speculativeDecoding.mode: speculativeDecoding.mode {mode} is not"
+    ), errors
+
+
+@pytest.mark.parametrize(("paged", "offered"), [(True, "auto"), (False, "auto or int8")])
+def test_operator_planner_kv_fix_follows_the_engines_paged_context_fmha(paged: bool, offered: str) -> None:
+    """The operator's plan (prepare_engine → plan_from_build_spec) passes the engine's backend and
+    build.pagedContextFMHA to the planner: an FP8 KV cache on an A100 is offered int8 only where the
+    API then admits it."""
+    spec = _engine(
+        quantization={"format": "none", "kvCacheDtype": "fp8"},
+        gpu={"product": "NVIDIA-A100-SXM4-80GB"},
+        build={"pagedContextFMHA": paged},
+    )["spec"]
+    prepared = prepare_engine("llama", spec, hf_config=TINY)
+    assert not isinstance(prepared, PreparedEngine)
+    assert prepared.field == "spec.quantization.kvCacheDtype", prepared
+    assert f"use kvCacheDtype {offered} on this GPU." in prepared.text, prepared.text
+
+
+def test_int8_kv_on_pytorch_offers_tensorrt_only_with_paged_context_fmha_off() -> None:
+    """ "or backend tensorrt" alone led to the pagedContextFMHA refusal (build.pagedContextFMHA defaults
+    to true); the message says what the tensorrt backend needs, and following it is admitted."""
+    (error,) = _kv_errors("none", "int8", backend="pytorch")
+    assert "or backend tensorrt with build.pagedContextFMHA: false" in error, error
+    assert "fp8 (SM 89+)" in error, error
+    assert _kv_errors("none", "int8", backend="tensorrt", paged=False) == []

@@ -585,3 +585,30 @@ def test_a_rebuild_on_s3_publishes_a_new_prefix(tmp_path: Path, tiny_model: Path
     assert again["ETag"] == old["ETag"] and again["LastModified"] == old["LastModified"]
     listed = client.list_objects_v2(Bucket="artifacts", Prefix=f"engines/team-a/{name}/")
     assert any(o["Key"].endswith("/manifest.json") for o in listed["Contents"])
+
+
+@pytest.mark.parametrize(
+    ("parallelism", "field"), [({"tensor": 3}, "tensor"), ({"pipeline": 64}, "pipeline")]
+)
+def test_parallelism_refusal_is_the_planners(
+    tmp_path: Path, tiny_model: Path, parallelism: dict[str, int], field: str
+) -> None:
+    """The builder said "use a divisor of 2" where the operator's planner listed the valid sizes: the
+    head and layer rules have one home (planner.validate), so the builder's BadSpec carries the
+    planner's message and fix."""
+    from engine_builder.planner import Architecture, PlanRequest, load_hf_config, lookup, validate  # noqa: PLC0415
+
+    spec = write_spec(tmp_path, tiny_model, parallelism=parallelism)
+    code, termination = run_in_process(tmp_path, spec)
+    assert (code, termination["reason"], termination["field"]) == (
+        EXIT_CODES["BadSpec"],
+        "BadSpec",
+        f"parallelism.{field}",
+    )
+    arch = Architecture.from_hf_config(load_hf_config(tiny_model / "config.json"))
+    request = PlanRequest(tp=parallelism.get("tensor", 1), pp=parallelism.get("pipeline", 1))
+    issues = validate(arch, request, lookup("NVIDIA-H100-80GB-HBM3"))
+    assert issues
+    for issue in issues:
+        assert issue.message in termination["message"] and issue.fix in termination["message"], termination
+    assert "divisor of" not in termination["message"]

@@ -227,8 +227,6 @@ def test_progress_eta_and_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("overrides", "field"),
     [
-        ({"parallelism": {"tensor": 3}}, "parallelism.tensor"),
-        ({"parallelism": {"pipeline": 3}}, "parallelism.pipeline"),
         (
             {"quantization": {"format": "int4_awq", "awq_block_size": 128}, "parallelism": {"tensor": 2}},
             "quantization.awq_block_size",

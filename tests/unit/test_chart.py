@@ -8,6 +8,7 @@ admission and the RBAC of the installed chart are exercised by tests/e2e.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -34,7 +35,7 @@ from trtllm_operator.render.deployment import desired_deployment
 from trtllm_operator.render.leaderworkerset import desired_leaderworkerset
 from trtllm_operator.render.model_repository import desired_model_repository
 from trtllm_operator.render.serving import METRICS_PORT, TRTLLM_SERVE_METRICS_PATH
-from trtllm_operator.settings import ENV_PREFIX, Settings
+from trtllm_operator.settings import ENV_PREFIX, Settings, env_names
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "trtllm-operator"
@@ -786,3 +787,118 @@ def test_chart_renders_no_network_policy_and_passes_its_settings_to_the_operator
     assert default.serving_monitoring_namespaces == ("monitoring",)
     everything = Settings.from_env(_operator_env(rendered["everything"]))
     assert everything.serving_client_namespaces == ("gateway",)
+
+
+# ----------------------------------------------------------------------------- settings.extraEnv
+TEMPLATE = (CHART / "templates" / "deployment.yaml").read_text()
+#: Container arguments of the chart that carry an operator setting (trtllm-operator run's flags).
+ARG_SETTINGS = {
+    "--namespace": "NAMESPACES",
+    "--all-namespaces": "NAMESPACES",
+    "--standalone": "STANDALONE",
+    "--peering": "STANDALONE",
+    "--liveness-port": "LIVENESS_PORT",
+}
+
+
+def chart_set_variables(rendered: dict[str, list[dict[str, Any]]]) -> set[str]:
+    """Every TRTLLM_OPERATOR_* the chart sets: the env entries of the template (also the conditional
+    ones) and the settings its container arguments carry."""
+    names = set(re.findall(r"- name: (TRTLLM_OPERATOR_[A-Z0-9_]+)", TEMPLATE))
+    for objs in rendered.values():
+        (dep,) = only(objs, "Deployment")
+        (container,) = dep["spec"]["template"]["spec"]["containers"]
+        for arg in container["args"][1:]:
+            flag = arg.split("=", 1)[0]
+            assert flag in ARG_SETTINGS, f"chart argument {arg} is not in ARG_SETTINGS"
+            names.add(ENV_PREFIX + ARG_SETTINGS[flag])
+    return names
+
+
+def _template(helm: Path, env: dict[str, str], *values: str) -> subprocess.CompletedProcess[str]:
+    return run_helm(helm, env, "template", "rel", str(CHART), "--kube-version", K8S_VERSION, *values)
+
+
+def test_extra_env_values_are_strings_in_env_var_shape(helm_bin: Path, helm_env: dict[str, str]) -> None:
+    """A fresh-user trial's number value passed the schema and failed at apply with a Go unmarshal
+    error, leaving a failed release: the schema refuses it before anything is applied."""
+    for bad in (
+        ["--set-json", 'settings.extraEnv=[{"name": "HTTPS_PROXY_PORT", "value": 3128}]'],
+        ["--set-json", 'settings.extraEnv=[{"name": "X"}]'],
+        ["--set-json", 'settings.extraEnv=[{"name": "X", "value": "a", "valueFrom": {}}]'],
+        ["--set-json", 'settings.extraEnv=[{"name": "X", "valu": "a"}]'],
+    ):
+        proc = _template(helm_bin, helm_env, *bad)
+        assert proc.returncode != 0, f"{bad} was accepted"
+        assert "/settings/extraEnv/0" in proc.stderr, proc.stderr
+    secret = {"secretKeyRef": {"name": "proxy", "key": "url"}}
+    good = json.dumps([{"name": "HTTPS_PROXY", "valueFrom": secret}, {"name": "NO_PROXY", "value": "3128"}])
+    docs = [
+        d
+        for d in yaml.safe_load_all(
+            _template(helm_bin, helm_env, "--set-json", f"settings.extraEnv={good}").stdout
+        )
+        if d
+    ]
+    (dep,) = only(docs, "Deployment")
+    env = dep["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "HTTPS_PROXY", "valueFrom": secret} in env and {
+        "name": "NO_PROXY",
+        "value": "3128",
+    } in env
+
+
+def test_extra_env_refuses_a_variable_the_chart_sets_naming_the_chart_value(
+    helm_bin: Path, helm_env: dict[str, str], rendered: dict[str, list[dict[str, Any]]]
+) -> None:
+    """TRTLLM_OPERATOR_MAX_CONCURRENT_BUILDS in extraEnv was rendered twice; every variable the chart
+    sets is refused, naming the value that sets it."""
+    names = chart_set_variables(rendered)
+    assert ENV_PREFIX + "MAX_CONCURRENT_BUILDS" in names and names <= set(env_names())
+    for name in sorted(names):
+        proc = _template(
+            helm_bin, helm_env, "--set-json", f'settings.extraEnv=[{{"name": "{name}", "value": "1"}}]'
+        )
+        assert proc.returncode != 0, f"{name} was accepted"
+        assert f"settings.extraEnv: {name} is set by the chart from " in proc.stderr, proc.stderr
+    proc = _template(
+        helm_bin,
+        helm_env,
+        "--set-json",
+        'settings.extraEnv=[{"name": "TRTLLM_OPERATOR_MAX_CONCURRENT_BUILDS", "value": "4"}]',
+    )
+    assert "from settings.concurrentBuilds; set that value instead" in proc.stderr, proc.stderr
+
+
+def test_extra_env_takes_every_other_setting_and_refuses_unknown_ones(
+    helm_bin: Path, helm_env: dict[str, str], rendered: dict[str, list[dict[str, Any]]]
+) -> None:
+    others = sorted(set(env_names()) - chart_set_variables(rendered))
+    assert ENV_PREFIX + "RESYNC_SECONDS" in others
+    for name in others:
+        extra = json.dumps([{"name": name, "value": ""}])
+        proc = _template(helm_bin, helm_env, "--set-json", f"settings.extraEnv={extra}")
+        assert proc.returncode == 0, (name, proc.stderr)
+    proc = _template(
+        helm_bin,
+        helm_env,
+        "--set-json",
+        'settings.extraEnv=[{"name": "TRTLLM_OPERATOR_BOGUS", "value": "1"}]',
+    )
+    assert proc.returncode != 0
+    assert "settings.extraEnv: TRTLLM_OPERATOR_BOGUS is not an operator setting" in proc.stderr, proc.stderr
+    listed = proc.stderr.split("The settings extraEnv may set: ", 1)[1].split(";", 1)[0].split(", ")
+    assert sorted(listed) == others
+
+
+def test_builder_delivery_off_needs_a_builder_image(helm_bin: Path, helm_env: dict[str, str]) -> None:
+    """Without delivery and without builder.image every build would run the stock serving image,
+    which has no engine-builder: refused, naming both values."""
+    proc = _template(helm_bin, helm_env, "--set", "builder.delivery=false")
+    assert proc.returncode != 0
+    assert "builder.delivery is false but builder.image is empty" in proc.stderr, proc.stderr
+    assert "builder.delivery=true" in proc.stderr and "Set builder.image" in proc.stderr
+    ok = _template(
+        helm_bin, helm_env, "--set", "builder.delivery=false", "--set", "builder.image=r.example/eb:1"
+    )
+    assert ok.returncode == 0, ok.stderr

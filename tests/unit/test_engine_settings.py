@@ -9,7 +9,17 @@ from pathlib import Path
 import pytest
 
 from trtllm_operator.commands.run import register, settings_from_args
-from trtllm_operator.settings import ENV_PREFIX, Settings, SettingsError, settings_table
+from trtllm_operator.settings import (
+    ENV_PREFIX,
+    TOOLING_VARIABLES,
+    Settings,
+    SettingsError,
+    chart_settings_file,
+    env_names,
+    settings_table,
+)
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -52,6 +62,63 @@ def test_bad_values_name_the_variable(env: dict[str, str], needle: str) -> None:
         Settings.from_env({ENV_PREFIX + k: v for k, v in env.items()})
 
 
+@pytest.mark.parametrize(
+    ("name", "hint"),
+    [
+        ("MAX_CONCURENT_BUILDS", "did you mean TRTLLM_OPERATOR_MAX_CONCURRENT_BUILDS?"),
+        ("NAMESPACE", "did you mean TRTLLM_OPERATOR_NAMESPACES?"),
+        ("BOGUS", "docs/operator.md lists the settings"),
+    ],
+)
+def test_an_unknown_variable_is_refused_naming_the_nearest_setting(name: str, hint: str) -> None:
+    """A fresh-user trial's misspelled TRTLLM_OPERATOR_* variable was ignored: the default stayed in
+    force without a word."""
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_env({ENV_PREFIX + name: "1", ENV_PREFIX + "LOG_FORMAT": "json"})
+    assert f"{ENV_PREFIX}{name} is not an operator setting ({hint})" in str(caught.value)
+
+
+def test_development_tooling_variables_are_not_refused() -> None:
+    """hack/ reads these; a developer's shell may carry them into an operator started from it."""
+    assert Settings.from_env(dict.fromkeys(TOOLING_VARIABLES, "/tmp/x")) == Settings.from_env({})
+    assert not set(TOOLING_VARIABLES) & set(env_names())
+
+
+#: The test harnesses and tooling that start operators or read their variables.
+_HARNESS = [
+    "tests/support",
+    "tests/integration",
+    "tests/e2e",
+    "tests/fidelity",
+    "hack",
+    "benchmarks",
+    "Makefile",
+]
+
+
+def test_harnesses_set_only_known_variables() -> None:
+    """Every TRTLLM_OPERATOR_* name the harnesses, hack/ and benchmarks/ write is a setting or a
+    tooling variable, so the operator they start is not refused for it."""
+    found: set[str] = set()
+    for top in _HARNESS:
+        root = REPO / top
+        for path in [root] if root.is_file() else root.rglob("*"):
+            if path.is_file() and path.suffix in ("", ".py", ".sh", ".yaml", ".md", ".mk"):
+                found |= set(
+                    re.findall(r"TRTLLM_OPERATOR_[A-Z0-9_]*[A-Z0-9]", path.read_text(errors="ignore"))
+                )
+    assert found, "the scan found nothing: the harness paths moved"
+    assert not found - set(env_names()) - set(TOOLING_VARIABLES)
+
+
+def test_chart_settings_file_is_current() -> None:
+    shipped = (REPO / "charts/trtllm-operator/files/operator-settings.json").read_text()
+    assert shipped == chart_settings_file(), (
+        "charts/trtllm-operator/files/operator-settings.json is stale: write "
+        "trtllm_operator.settings.chart_settings_file() to it"
+    )
+
+
 def test_flags_override_the_environment() -> None:
     base = Settings.from_env({ENV_PREFIX + "NAMESPACES": "x", ENV_PREFIX + "MAX_CONCURRENT_BUILDS": "3"})
     s = settings_from_args(
@@ -77,7 +144,6 @@ def test_docs_show_the_current_settings_table() -> None:
     )
 
 
-REPO = Path(__file__).resolve().parents[2]
 #: "operator setting X" (or "settings X and Y") as the operator's messages, docstrings and docs name a
 #: setting: X in camelCase, the field of :class:`Settings` in snake_case.
 _NAMED_SETTING = re.compile(r"operator setting `?([a-z][A-Za-z0-9]+)|operator settings `([a-z][A-Za-z0-9]+)")

@@ -240,3 +240,21 @@ def test_cli_table_shows_json_null_as_a_dash(capsys: pytest.CaptureFixture[str])
     rows = dict(line.split(None, 1) for line in out.splitlines() if line.strip())
     assert rows["max_seq_len_rule"].strip() == "-"
     assert "None" not in out
+
+
+def test_cli_table_labels_the_two_fixes_as_alternatives(capsys: pytest.CaptureFixture[str]) -> None:
+    """70B on one A100: more tensor parallelism on the A100, or a bigger GPU at TP 1. A fresh-user
+    trial read the two rows as one recommendation (TP 2 on an H200)."""
+    args = ["--model-config", str(LLAMA_70B), "--gpu", "NVIDIA-A100-SXM4-80GB"]
+    code, out, _ = _cli(capsys, *args, "--output", "json")
+    recommended = json.loads(out)["recommended"]
+    tp, gpu = recommended["tensor_parallelism"], recommended["gpu_product"]
+    assert code == 3 and tp and gpu
+    code, out, _ = _cli(capsys, *args, "--output", "table")
+    rows = dict(line.split(None, 1) for line in out.splitlines() if line.strip())
+    assert rows["recommended.tensor_parallelism"] == (
+        f"{tp} (alternative 1 of 2: tensor parallelism {tp} on NVIDIA-A100-SXM4-80GB)"
+    )
+    assert rows["recommended.gpu_product"] == (
+        f"{gpu} (alternative 2 of 2: that GPU at the requested tensor parallelism 1)"
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
@@ -356,3 +357,43 @@ def test_operator_namespace_flag_sets_the_networkpolicys_metrics_peer(
         ns for ns in _metrics_peers([d for d in yaml.safe_load_all(out) if d]) if ns != "monitoring"
     ]
     assert f"{assumed} (the operator's default; pass --operator-namespace <the chart's namespace>)" in out
+
+
+def test_dash_reads_the_manifests_from_stdin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``render -f -`` as ``kubectl apply -f -``: a fresh-user trial piped a manifest in and got
+    "No such file or directory: '-'"."""
+    example = REPO / "examples" / "llama-3.1-8b-fp8-h100.yaml"
+    assert main(["render", "-f", str(example)]) == 0
+    from_file = capsys.readouterr().out
+    monkeypatch.setattr("sys.stdin", io.StringIO(example.read_text()))
+    assert main(["render", "-f", "-"]) == 0
+    assert capsys.readouterr().out == from_file
+    dep, engine = _example_pair()
+    (tmp_path / "dep.yaml").write_text(yaml.safe_dump(dep))
+    monkeypatch.setattr("sys.stdin", io.StringIO(yaml.safe_dump(engine)))
+    assert main(["render", "-f", str(tmp_path / "dep.yaml"), "--engine", "-"]) == 0
+    assert "kind: Deployment" in capsys.readouterr().out
+    assert main(["render", "-f", "-", "--engine", "-"]) == 2
+    assert "both read standard input" in capsys.readouterr().err
+
+
+def test_every_invalid_object_is_reported_in_one_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The trial fixed one object's errors, re-ran, and only then saw the next object's."""
+    dep, engine = _example_pair()
+    second = yaml.safe_load(yaml.safe_dump(dep))
+    second["metadata"]["name"] = "second"
+    _set(dep, "spec.server.bogus", "x")
+    _set(second, "spec.replicas", -1)
+    _set(engine, "spec.parallelism.tensr", 2)
+    (tmp_path / "all.yaml").write_text(yaml.safe_dump_all([dep, second, engine]))
+    assert main(["render", "-f", str(tmp_path / "all.yaml")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    name, engine_name = dep["metadata"]["name"], engine["metadata"]["name"]
+    assert f"error: LLMDeployment {name}: spec.server.bogus: unknown field" in captured.err
+    assert "error: LLMDeployment second: spec.replicas" in captured.err
+    assert f"error: LLMEngine {engine_name}: spec.parallelism.tensr: unknown field" in captured.err

@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 import pytest
+import yaml
 
 from trtllm_operator.cli import main
 from trtllm_operator.simulate.engine import SimulationResult
@@ -134,3 +135,38 @@ def test_cli_table_defaults_to_no_quantization(capsys: pytest.CaptureFixture[str
     lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.strip()}
     replica = lines["replica"]
     assert "{" not in replica and "gpus=1, max_kv_tokens=" in replica
+
+
+def _autoscaled(tmp_path: Path, autoscaling: dict[str, object], *, bare: bool = False) -> Path:
+    docs = list(yaml.safe_load_all((ROOT / "examples" / "autoscaled-deployment.yaml").read_text()))
+    dep = next(d for d in docs if d["kind"] == "LLMDeployment")
+    dep["spec"]["autoscaling"].update(autoscaling)
+    out = tmp_path / "dep.yaml"
+    out.write_text(yaml.safe_dump(dep["spec"]["autoscaling"] if bare else dep))
+    return out
+
+
+@pytest.mark.parametrize("bare", [False, True], ids=["manifest", "bare-autoscaling"])
+def test_cli_deployment_with_misspelled_fields_is_refused_as_render_refuses_it(
+    tmp_path: Path, bare: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A fresh-user trial's minReplica: 3 and targets.kvCacheUtilisation were silently ignored
+    (the simulation ran with the defaults); render and kubectl apply refuse them."""
+    bad = _autoscaled(tmp_path, {"minReplica": 3, "targets": {"kvCacheUtilisation": 0.8}}, bare=bare)
+    args = ["simulate", "--trace", str(TRACE), "--model-config", str(LLAMA_8B), "--gpu", "H100"]
+    assert main([*args, "--deployment", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "spec.autoscaling.minReplica: unknown field" in err, err
+    assert "spec.autoscaling.targets.kvCacheUtilisation: unknown field" in err, err
+    if not bare:  # the same messages render prints for the manifest
+        from trtllm_operator.commands._schema import manifest_errors  # noqa: PLC0415
+
+        for message in manifest_errors(yaml.safe_load(bad.read_text())):
+            assert f"LLMDeployment chat-autoscaled: {message}" in err, (message, err)
+
+
+def test_cli_bare_autoscaling_cel_rules_apply(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = _autoscaled(tmp_path, {"minReplicas": 5, "maxReplicas": 2}, bare=True)
+    args = ["simulate", "--trace", str(TRACE), "--model-config", str(LLAMA_8B), "--gpu", "H100"]
+    assert main([*args, "--deployment", str(bad)]) == 2
+    assert "spec.autoscaling" in capsys.readouterr().err

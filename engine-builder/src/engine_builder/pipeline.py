@@ -274,29 +274,10 @@ def _check_draft_vocabulary(target: dict[str, Any], draft: dict[str, Any]) -> No
 
 def _check_spec_against_model(spec: BuildSpec, info: dict[str, Any]) -> None:
     """Builder-specific rules the planner does not know (they come from the export tools)."""
+    # The head and layer rules of tensor / pipeline parallelism are the planner's
+    # (engine_builder.planner.plan.validate, run by the plan stage right after this): one home, one
+    # message, the valid sizes listed the way the operator lists them.
     tp = spec.parallelism.tensor
-    kv_heads = int(info.get("num_key_value_heads") or 0)
-    heads = int(info.get("num_attention_heads") or 0)
-    if kv_heads and kv_heads % tp != 0 and tp % kv_heads != 0:
-        raise BuildError(
-            "BadSpec",
-            f"parallelism.tensor={tp} neither divides nor is a multiple of num_key_value_heads={kv_heads}; "
-            f"use a divisor of {kv_heads}",
-            field="parallelism.tensor",
-        )
-    if heads and heads % tp != 0:
-        raise BuildError(
-            "BadSpec",
-            f"parallelism.tensor={tp} does not divide num_attention_heads={heads}",
-            field="parallelism.tensor",
-        )
-    layers = int(info.get("num_hidden_layers") or 0)
-    if layers and spec.parallelism.pipeline > layers:
-        raise BuildError(
-            "BadSpec",
-            f"parallelism.pipeline={spec.parallelism.pipeline} exceeds num_hidden_layers={layers}",
-            field="parallelism.pipeline",
-        )
     if spec.backend == "tensorrt" and spec.parallelism.expert > 1:
         # Audit B8: ModelOpt 0.47 export_tensorrt_llm_checkpoint writes mapping.moe_ep_size 1
         # (modelopt/torch/export/tensorrt_llm_utils.py); the LLMEngine API refuses the same layout.

@@ -15,6 +15,8 @@ handlers at start-up; here it is only a name.
 
 from __future__ import annotations
 
+import difflib
+import json
 import os
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -25,6 +27,12 @@ from trtllm_operator import __version__
 from trtllm_operator.api.wire import OPERATOR
 
 ENV_PREFIX = "TRTLLM_OPERATOR_"
+#: ``TRTLLM_OPERATOR_*`` variables that are not operator settings but are read by the development
+#: tooling, so a developer's shell may carry them into an operator started from it:
+#: hack/localcluster/testbin.py (``TRTLLM_OPERATOR_TESTBIN``), hack/build-testbin.sh and
+#: hack/build-controllers.sh (``TRTLLM_OPERATOR_TESTBIN_ROOT``). :meth:`Settings.from_env` refuses
+#: every other name with the prefix that is not a setting.
+TOOLING_VARIABLES = (f"{ENV_PREFIX}TESTBIN", f"{ENV_PREFIX}TESTBIN_ROOT")
 #: The operator image the chart deploys by default (charts/trtllm-operator/values.yaml
 #: image.repository, tag = appVersion = this version); it carries the builder bundle.
 DEFAULT_DELIVERY_IMAGE = f"ghcr.io/trtllm-operator/trtllm-operator:{__version__}"
@@ -276,10 +284,26 @@ class Settings(BaseModel):
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """Settings from ``TRTLLM_OPERATOR_*`` variables (``os.environ`` when ``environ`` is None).
 
-        Raises :class:`SettingsError` naming the variable when a value is invalid. An empty value
-        means "unset" for optional fields.
+        Raises :class:`SettingsError` naming the variable when a value is invalid, and when a
+        ``TRTLLM_OPERATOR_*`` variable is no setting (a misspelled name would otherwise leave the
+        default in force without a word), with the nearest setting's name. An empty value means
+        "unset" for optional fields.
         """
         env = os.environ if environ is None else environ
+        names = env_names()
+        unknown = sorted(k for k in env if k.startswith(ENV_PREFIX) and k not in names + TOOLING_VARIABLES)
+        if unknown:
+            parts = []
+            for key in unknown:
+                # compared without the prefix, which every name shares
+                near = difflib.get_close_matches(
+                    key.removeprefix(ENV_PREFIX), [n.removeprefix(ENV_PREFIX) for n in names], n=1
+                )
+                hint = (
+                    f"did you mean {ENV_PREFIX}{near[0]}?" if near else "docs/operator.md lists the settings"
+                )
+                parts.append(f"{key} is not an operator setting ({hint})")
+            raise SettingsError("invalid operator settings: " + "; ".join(parts))
         raw: dict[str, Any] = {}
         for name, field in cls.model_fields.items():
             key = ENV_PREFIX + name.upper()
@@ -333,6 +357,18 @@ def current() -> Settings:
     if _current is None:
         _current = Settings.from_env()
     return _current
+
+
+def env_names() -> tuple[str, ...]:
+    """The environment variable of every setting, in the order of :class:`Settings`."""
+    return tuple(ENV_PREFIX + name.upper() for name in Settings.model_fields)
+
+
+def chart_settings_file() -> str:
+    """``charts/trtllm-operator/files/operator-settings.json``: :func:`env_names` as a JSON list, which
+    the chart reads to refuse a ``settings.extraEnv`` name that is no setting (checked current by
+    tests/unit/test_engine_settings.py)."""
+    return json.dumps(list(env_names()), indent=2) + "\n"
 
 
 def settings_table() -> str:

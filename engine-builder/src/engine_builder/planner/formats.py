@@ -329,6 +329,24 @@ def paged_context_fmha_kept(fmt: str, kv_cache_dtype: str) -> bool:
     return True
 
 
+def kv_cache_dtype_choices(
+    fmt: str, sm: int, backend: str = "tensorrt", paged_context_fmha: bool = True
+) -> tuple[str, ...]:
+    """The KV-cache dtypes every rule accepts next to these other fields, in the API's order: the
+    backend takes it, a GPU of compute capability ``sm`` runs it (``min_sm``; SM 100–119 refuses an
+    ``sm100_unsupported`` one), and on the tensorrt backend with ``build.pagedContextFMHA``
+    ``trtllm-build`` keeps paged context FMHA with it (:func:`paged_context_fmha_kept`). The fixes a
+    KV-cache refusal offers, so that following one never meets another refusal."""
+    return tuple(
+        k
+        for k, i in KV_CACHE_DTYPE_TABLE.items()
+        if backend in i.backends
+        and sm >= i.min_sm
+        and not (i.sm100_unsupported and sm in SM100_RANGE)
+        and (backend != "tensorrt" or not paged_context_fmha or paged_context_fmha_kept(fmt, k))
+    )
+
+
 def runtime_cannot_load(fmt: str, tensorrt_llm_version: str | None) -> str | None:
     """Why TensorRT-LLM ``tensorrt_llm_version`` cannot load checkpoints of ``fmt`` (audit A9), or
     ``None`` when it can or when the version is not known (``None`` or not a version string).

@@ -63,6 +63,7 @@ from engine_builder.planner.formats import (
     SM100_RANGE,
     bytes_per_param,
     format_info,
+    kv_cache_dtype_choices,
     kv_dtype_bytes,
     kv_info,
 )
@@ -152,6 +153,9 @@ class PlanRequest:
     ``typical_request_tokens``: prompt + output tokens of a typical request (default
     min(2048, max_seq_len)). ``multi_node``: allow TP × PP beyond one node's ``gpus_per_node``.
     ``tokens_per_block``: KV block size in tokens (TensorRT-LLM default 32; reference §7.2).
+    ``backend`` (spec.backend) and ``paged_context_fmha`` (spec.build.pagedContextFMHA): only to offer
+    KV-cache dtypes the API's rules accept next to them (:func:`~engine_builder.planner.formats.
+    kv_cache_dtype_choices`) when the GPU refuses the requested one.
     """
 
     quantization: str = "none"
@@ -170,6 +174,8 @@ class PlanRequest:
     tokens_per_block: int = 32
     max_beam_width: int = 1
     max_input_len: int | None = None
+    backend: str = "tensorrt"
+    paged_context_fmha: bool = True
 
     def __post_init__(self) -> None:
         if self.quantization not in QUANT_FORMATS:
@@ -533,12 +539,16 @@ def validate(arch: Architecture, request: PlanRequest, gpu: GPUSpec) -> list[Pla
                 f"use one of {', '.join(ok)} on this GPU, or target a GPU with SM {MIN_SM[fmt]}+.",
             )
         )
+    # The fixes offered are the KV-cache dtypes valid for this format, backend, pagedContextFMHA and
+    # GPU: an INT8 KV cache, say, only where build.pagedContextFMHA is off (the API refuses it
+    # otherwise), so that following the advice never meets another refusal.
+    kv_choices = " or ".join(kv_cache_dtype_choices(fmt, gpu.sm, request.backend, request.paged_context_fmha))
     if request.kv_cache_dtype == "fp8" and not gpu.fp8:
         issues.append(
             PlanIssue(
                 "spec.quantization.kvCacheDtype",
                 f"an FP8 KV cache needs SM 89+ but {gpu.product} is SM {gpu.sm}.",
-                "use kvCacheDtype int8 or auto on this GPU.",
+                f"use kvCacheDtype {kv_choices} on this GPU.",
             )
         )
     if format_info(fmt).awq and request.awq_block_size not in AWQ_BLOCK_SIZES:
@@ -565,7 +575,7 @@ def validate(arch: Architecture, request: PlanRequest, gpu: GPUSpec) -> list[Pla
                 PlanIssue(
                     "spec.quantization.kvCacheDtype",
                     f"an INT8 KV cache is not supported on {gpu.product} (SM {gpu.sm}).",
-                    "use kvCacheDtype fp8 or auto on this GPU.",
+                    f"use kvCacheDtype {kv_choices} on this GPU.",
                 )
             )
     if request.max_num_tokens is not None and request.max_num_tokens < request.tokens_per_block:
@@ -741,7 +751,8 @@ def _compute_at(
                 f"of {gpu.product}.",
                 "raise tensor (or pipeline) parallelism, quantize further (this GPU supports "
                 f"{', '.join(supported_quant_formats(gpu)) or 'no quantized format'}), or use a GPU with "
-                "more memory (see recommended).",
+                "more memory (see recommended: tensor_parallelism and gpu_product are alternatives, "
+                "each fits on its own).",
                 kind="capacity",
             )
         )
@@ -928,6 +939,8 @@ def plan_from_build_spec(
         max_input_len=spec.build.max_input_len,
         multi_node=spec.parallelism.multi_node,
         gpus_per_node=gpus_per_node if gpus_per_node is not None else gpu.gpus_per_node,
+        backend=spec.backend,
+        paged_context_fmha=spec.build.paged_context_fmha,
     )
     draft = None if draft_hf_config is None else Architecture.from_hf_config(draft_hf_config)
     return plan(arch, request, gpu, catalog, budget_seconds=budget_seconds, draft=draft)

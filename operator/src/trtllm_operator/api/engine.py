@@ -87,11 +87,20 @@ def _or(names: tuple[str, ...]) -> str:
     return " or ".join(names)
 
 
+def _fmt_sm(formats: tuple[str, ...]) -> str:
+    """``fp8 (SM 89+) or nvfp4 (SM 100+)``: formats with the GPU generation each needs."""
+    return " or ".join(f"{f} (SM {QUANT_FORMAT_TABLE[f].min_sm}+)" for f in formats)
+
+
 #: Formats that run only on data-centre Blackwell, and KV dtypes TensorRT-LLM refuses there.
 _BLACKWELL_ONLY = tuple(f for f, i in QUANT_FORMAT_TABLE.items() if i.min_sm >= 100)
 _NOT_ON_BLACKWELL_KV = tuple(k for k, i in KV_CACHE_DTYPE_TABLE.items() if i.sm100_unsupported)
 #: Formats with which trtllm-build keeps paged context FMHA on for an FP8 KV cache.
 _FP8_CONTEXT_FMHA = formats_where("fp8_context_fmha")
+_INT8_KV_PAGED = (
+    "kvCacheDtype int8 does not work with build.pagedContextFMHA (trtllm-build silently turns it "
+    "off, which breaks KV-cache reuse and chunked context); "
+)
 _PYTORCH_NO_FORMAT = formats_without_backend("pytorch")
 _TRTLLM_NO_FORMAT = formats_without_backend("tensorrt")
 _PYTORCH_NO_KV = kv_dtypes_without_backend("pytorch")
@@ -447,9 +456,12 @@ class SpeculativeDecodingSpec(ApiModel):
     """Speculative decoding (trtllm-build --speculative_decoding_mode / --max_draft_len)."""
 
     model_config = model_config(
+        # Only draft_tokens_external: medusa and eagle are refused by their own rule below, so
+        # asking for their maxDraftLen / draftModel would send the user to fill fields for a mode
+        # that cannot be used.
         cel(
-            "self.mode in ['none', 'lookahead_decoding'] || (has(self.maxDraftLen) && self.maxDraftLen >= 1)",
-            "maxDraftLen (>= 1) is required when mode is not none; set it, e.g. maxDraftLen: 4",
+            "self.mode != 'draft_tokens_external' || (has(self.maxDraftLen) && self.maxDraftLen >= 1)",
+            "maxDraftLen (>= 1) is required with mode draft_tokens_external; set it, e.g. maxDraftLen: 4",
             field_path=".maxDraftLen",
             reason="FieldValueRequired",
         ),
@@ -474,9 +486,8 @@ class SpeculativeDecodingSpec(ApiModel):
             field_path=".maxDraftLen",
         ),
         cel(
-            "!(self.mode in ['draft_tokens_external', 'medusa', 'eagle']) || has(self.draftModel)",
-            "draftModel is required with mode draft_tokens_external, medusa or eagle: give the "
-            "source of the draft model or of the Medusa/EAGLE heads",
+            "self.mode != 'draft_tokens_external' || has(self.draftModel)",
+            "draftModel is required with mode draft_tokens_external: give the source of the draft model",
             field_path=".draftModel",
             reason="FieldValueRequired",
         ),
@@ -986,8 +997,9 @@ class LLMEngineSpec(ApiModel):
         ),
         cel(
             f"self.backend != 'pytorch' || !(self.quantization.kvCacheDtype in {_cel_list(_PYTORCH_NO_KV)})",
-            f"kvCacheDtype {_or(_PYTORCH_NO_KV)} is not supported by the pytorch backend; use fp8 or auto, "
-            "or backend tensorrt",
+            f"kvCacheDtype {_or(_PYTORCH_NO_KV)} is not supported by the pytorch backend; use fp8 "
+            f"(SM {KV_CACHE_DTYPE_TABLE['fp8'].min_sm}+) or auto, or backend tensorrt with "
+            "build.pagedContextFMHA: false (an INT8 KV cache turns paged context FMHA off there)",
             field_path=".quantization.kvCacheDtype",
         ),
         cel(
@@ -996,12 +1008,36 @@ class LLMEngineSpec(ApiModel):
             "int4_awq, or backend tensorrt",
             field_path=".quantization.format",
         ),
+        # TensorRT-LLM 1.2 tensorrt_llm/builder.py build() turns paged context FMHA off for an INT8
+        # KV cache, and for an FP8 one unless the checkpoint is FP8, W4A8_AWQ or NVFP4
+        # (engine_builder.planner.formats.paged_context_fmha_kept). Each message offers only the
+        # fixes the other rules accept for this format: kvCacheDtype fp8 only where the format keeps
+        # paged context FMHA with it (those formats need SM 89+ themselves, so the GPU runs an FP8
+        # KV cache too); never int8 (it turns paged context FMHA off whatever the format). Formats
+        # that run only on Blackwell are left to QuantizationSpec's rule: no INT8 KV cache there at
+        # all, so build.pagedContextFMHA: false would not help.
         cel(
             "self.backend != 'tensorrt' || self.quantization.kvCacheDtype != 'int8' "
-            "|| !self.build.pagedContextFMHA",
+            f"|| !self.build.pagedContextFMHA || self.quantization.format in {_cel_list(_BLACKWELL_ONLY)}",
             "kvCacheDtype int8 does not work with build.pagedContextFMHA (trtllm-build silently "
             "turns it off, which breaks KV-cache reuse and chunked context); set "
-            "build.pagedContextFMHA: false or use kvCacheDtype fp8",
+            f"build.pagedContextFMHA: false or kvCacheDtype auto (or kvCacheDtype fp8 with format "
+            f"{_or(_FP8_CONTEXT_FMHA)})",
+            message_expression=(
+                f"self.quantization.format in {_cel_list(_FP8_CONTEXT_FMHA)} ? "
+                + mx(
+                    _INT8_KV_PAGED
+                    + "set build.pagedContextFMHA: false, kvCacheDtype fp8 (kept with format %s) "
+                    "or kvCacheDtype auto",
+                    "self.quantization.format",
+                )
+                + " : "
+                + mx(
+                    _INT8_KV_PAGED + "set build.pagedContextFMHA: false or kvCacheDtype auto (with "
+                    f"format %s an FP8 KV cache turns it off too; only {_or(_FP8_CONTEXT_FMHA)} keep it)",
+                    "self.quantization.format",
+                )
+            ),
             field_path=".quantization.kvCacheDtype",
         ),
         cel(
@@ -1010,7 +1046,15 @@ class LLMEngineSpec(ApiModel):
             f"with kvCacheDtype fp8 and build.pagedContextFMHA the format must be {_or(_FP8_CONTEXT_FMHA)}: "
             "for any other format trtllm-build silently turns paged context FMHA off (TensorRT-LLM "
             "builder.py), which breaks KV-cache reuse and chunked context; set build.pagedContextFMHA: "
-            "false, or use kvCacheDtype auto",
+            "false or kvCacheDtype auto (kvCacheDtype int8 turns it off too), or change the format",
+            message_expression=mx(
+                f"with kvCacheDtype fp8 and build.pagedContextFMHA the format must be "
+                f"{_or(_FP8_CONTEXT_FMHA)}, not %s: for any other format trtllm-build silently turns "
+                "paged context FMHA off (TensorRT-LLM builder.py), which breaks KV-cache reuse and "
+                "chunked context; set build.pagedContextFMHA: false or kvCacheDtype auto (kvCacheDtype "
+                f"int8 turns it off too), or use format {_fmt_sm(_FP8_CONTEXT_FMHA)}",
+                "self.quantization.format",
+            ),
             field_path=".quantization.format",
         ),
         cel(

@@ -93,15 +93,15 @@ def _path(base: str, parts: Any) -> str:
 _BLOCKING = {"enum", "required", "maxLength", "maxItems", "maxProperties", "type", "additionalProperties"}
 
 
-def _structural_errors(spec: Any, schema: dict[str, Any]) -> tuple[list[str], bool]:
-    """Schema errors of ``spec`` and whether one of them blocks the CEL rules."""
+def _structural_errors(spec: Any, schema: dict[str, Any], base: str = "spec") -> tuple[list[str], bool]:
+    """Schema errors of ``spec`` (found at ``base``) and whether one of them blocks the CEL rules."""
     from jsonschema import Draft202012Validator  # type: ignore[import-untyped]  # noqa: PLC0415
 
     validator = Draft202012Validator(_strict(schema))
     errors: list[str] = []
     blocking = False
     for err in sorted(validator.iter_errors(spec), key=lambda e: [str(p) for p in e.absolute_path]):
-        path = _path("spec", err.absolute_path)
+        path = _path(base, err.absolute_path)
         blocking = blocking or err.validator in _BLOCKING
         if err.validator == "additionalProperties" and isinstance(err.instance, dict):
             known = set((err.schema.get("properties") or {}).keys())
@@ -226,13 +226,13 @@ def _field_path(field_path: str) -> str:
     return field_path.replace("['", "[").replace("']", "]")
 
 
-def _cel_errors(spec: Any, schema: dict[str, Any]) -> list[str]:
+def _cel_errors(spec: Any, schema: dict[str, Any], base: str = "") -> list[str]:
     from celpy import celtypes  # noqa: PLC0415
 
     from trtllm_operator.api.common import CEL_KEY  # noqa: PLC0415
 
     errors: list[str] = []
-    for path, value, node in _cel_nodes(spec, schema, ""):
+    for path, value, node in _cel_nodes(spec, schema, base):
         for rule in node.get(CEL_KEY) or []:
             text = rule.get("rule", "")
             if "oldSelf" in text:
@@ -293,3 +293,17 @@ def manifest_errors(doc: dict[str, Any]) -> list[str]:
         whole = {k: v for k, v in doc.items() if k != "status"}
         errors.extend(_cel_errors(apply_defaults(whole, schema), schema))
     return errors
+
+
+def section_errors(kind: str, path: str, value: Any) -> list[str]:
+    """What :func:`manifest_errors` reports about one part of a ``kind`` manifest given on its own:
+    ``path`` is where it sits (``spec.autoscaling``), ``value`` its content. The same schema, unknown
+    fields, defaults and CEL rules, with the same messages and paths, for a tool that takes only that
+    part (``simulate --deployment`` with a bare ``spec.autoscaling`` mapping)."""
+    schema = _schemas()[kind]
+    for part in path.split("."):
+        schema = schema["properties"][part]
+    structural, blocking = _structural_errors(value, schema, base=path)
+    if blocking:
+        return structural
+    return structural + _cel_errors(apply_defaults(value, schema), schema, base=f".{path}")

@@ -202,8 +202,20 @@ def _table(data: dict[str, Any]) -> str:
         else:
             shown = str(value)
         rows.append((key, shown))
-    for key, value in data["recommended"].items():
-        rows.append((f"recommended.{key}", "-" if value is None else str(value)))
+    recommended = data["recommended"]
+    # When the model does not fit, tensor_parallelism (this GPU) and gpu_product (the requested
+    # parallelism) are two alternatives, each of which fits alone; said so, so that they are not
+    # read as one recommendation (a trial read "TP 2 on an H200").
+    alternatives = [k for k in ("tensor_parallelism", "gpu_product") if recommended.get(k) is not None]
+    for key, value in recommended.items():
+        shown = "-" if value is None else str(value)
+        if key in alternatives:
+            n = f"alternative {alternatives.index(key) + 1} of {len(alternatives)}"
+            if key == "tensor_parallelism":
+                shown += f" ({n}: tensor parallelism {value} on {data['gpu_product']})"
+            else:
+                shown += f" ({n}: that GPU at the requested tensor parallelism {data['tp']})"
+        rows.append((f"recommended.{key}", shown))
     for i, item in enumerate(data["reasons"]):
         rows.append((f"reasons[{i}]", f"{item['field']}: {item['message']} Fix: {item['fix']}"))
     for i, item in enumerate(data["warnings"]):

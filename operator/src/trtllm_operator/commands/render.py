@@ -18,7 +18,9 @@ Before rendering, both manifests are checked as the API server would check them
 (:mod:`trtllm_operator.commands._schema`): the CRD schema's types, ranges and enums, unknown fields
 (``kubectl apply`` refuses them — strict field validation is its default; clients that send no
 ``fieldValidation`` get them dropped with a warning), and the CEL rules cel-python can evaluate
-(for example ``minReplicas`` ≤ ``maxReplicas``). A manifest ``kubectl apply`` would reject is bad input.
+(for example ``minReplicas`` ≤ ``maxReplicas``). A manifest ``kubectl apply`` would reject is bad input;
+every object of the input is checked first and each invalid one's errors are printed. ``-f -`` (or
+``--engine -``) reads the manifests from standard input, as ``kubectl apply -f -`` does.
 
 What the output leaves out, said in YAML comments at the head of each LLMDeployment's manifests (so
 a review of the output sees it): the Secret ``<name>-credentials`` (Triton's admin key, the multi-node
@@ -50,7 +52,7 @@ import yaml
 
 from trtllm_operator.api.wire import DEPLOYMENT_KIND, ENGINE_KIND
 from trtllm_operator.commands import EXIT_BAD_INPUT, EXIT_OK, plain
-from trtllm_operator.settings import ENV_PREFIX
+from trtllm_operator.settings import ENV_PREFIX, SettingsError
 
 EXIT_NOT_RENDERABLE = 1
 
@@ -61,8 +63,10 @@ def register(subparsers: Any) -> None:
         help="print the manifests the operator would create for an LLMDeployment",
         description=plain(__doc__.split("\n\n", 1)[0]) if __doc__ else None,
     )
-    parser.add_argument("-f", "--filename", required=True, help="YAML with the LLMDeployment (may hold more)")
-    parser.add_argument("--engine", help="YAML with the LLMEngine (default: look in -f)")
+    parser.add_argument(
+        "-f", "--filename", required=True, help="YAML with the LLMDeployment (may hold more); - reads stdin"
+    )
+    parser.add_argument("--engine", help="YAML with the LLMEngine (default: look in -f); - reads stdin")
     parser.add_argument("-n", "--namespace", default="default", help="namespace when the manifests set none")
     parser.add_argument(
         "--model-config",
@@ -97,8 +101,18 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _str)
 
 
+#: ``-f -`` / ``--engine -``: read standard input, as ``kubectl apply -f -`` does.
+STDIN = "-"
+
+
 def _docs(path: str) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(Path(path).read_text()) if isinstance(d, dict)]
+    text = sys.stdin.read() if path == STDIN else Path(path).read_text()
+    return [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
+
+
+def _name(doc: dict[str, Any]) -> str:
+    meta = doc.get("metadata")
+    return str((meta.get("name") if isinstance(meta, dict) else None) or "(unnamed)")
 
 
 def _leftouts(name: str, namespace: str, uid: str, network: Any, namespace_source: str) -> str:
@@ -152,7 +166,10 @@ def run(args: argparse.Namespace) -> int:
     bad_namespace = namespace_error(args.namespace)
     if bad_namespace:
         return _bad(f"--namespace: {bad_namespace}")
-    settings = current()
+    try:
+        settings = current()
+    except SettingsError as exc:  # the operator's settings from TRTLLM_OPERATOR_* (render uses them)
+        return _bad(str(exc))
     if args.operator_namespace is not None:
         bad_namespace = namespace_error(args.operator_namespace)
         if bad_namespace:
@@ -164,6 +181,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         namespace_source = "the operator's default; pass --operator-namespace <the chart's namespace>"
     network = serving_network(settings)
+    if args.filename == STDIN and args.engine == STDIN:
+        return _bad("-f - and --engine - both read standard input: put both manifests in one stream (-f -)")
     try:
         docs = _docs(args.filename) + (_docs(args.engine) if args.engine else [])
     except (OSError, yaml.YAMLError) as exc:
@@ -173,17 +192,21 @@ def run(args: argparse.Namespace) -> int:
     if not deployments:
         print(f"error: no LLMDeployment in {args.filename}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    # Every object is checked before any is rendered, and every invalid one is reported: a run shows
+    # all that kubectl apply would refuse, not the first object's errors only.
+    invalid = False
+    for doc in [*deployments, *(d for d in docs if d.get("kind") == ENGINE_KIND)]:
+        if doc.get("kind") == DEPLOYMENT_KIND:
+            if not isinstance(doc.get("metadata"), dict):
+                doc["metadata"] = {}
+            doc["metadata"].setdefault("namespace", args.namespace)
+        for message in manifest_errors(doc):
+            print(f"error: {doc['kind']} {_name(doc)}: {message}", file=sys.stderr)
+            invalid = True
+    if invalid:
+        return EXIT_BAD_INPUT
     out: list[str] = []
     for dep in deployments:
-        if not isinstance(dep.get("metadata"), dict):
-            dep["metadata"] = {}
-        dep["metadata"].setdefault("namespace", args.namespace)
-        errors = manifest_errors(dep)
-        if errors:
-            name = dep["metadata"].get("name") or "(unnamed)"
-            for message in errors:
-                print(f"error: LLMDeployment {name}: {message}", file=sys.stderr)
-            return EXIT_BAD_INPUT
         dep["metadata"].setdefault("uid", "")
         ref = ((dep.get("spec") or {}).get("engineRef") or {}).get("name")
         engine = next(
@@ -201,11 +224,6 @@ def run(args: argparse.Namespace) -> int:
             )
             return EXIT_BAD_INPUT
         engine["metadata"].setdefault("namespace", dep["metadata"]["namespace"])
-        errors = manifest_errors(engine)
-        if errors:
-            for message in errors:
-                print(f"error: LLMEngine {ref}: {message}", file=sys.stderr)
-            return EXIT_BAD_INPUT
         status = engine.setdefault("status", {})
         if not status.get("engineKey"):
             prepared = prepare_engine(

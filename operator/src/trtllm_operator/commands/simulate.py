@@ -104,16 +104,39 @@ def _load_manifest(path: str) -> dict[str, Any]:
         except yaml.YAMLError as exc:
             reason = " ".join(str(exc).split())
             raise ValueError(f"--deployment {path}: not valid YAML ({reason})") from exc
-    for doc in docs:
-        if doc.get("kind") == DEPLOYMENT_KIND:
-            return doc
-    if len(docs) == 1:
-        return docs[0]
-    raise ValueError(f"--deployment {path}: no LLMDeployment document in the file")
+    doc = next((d for d in docs if d.get("kind") == DEPLOYMENT_KIND), None)
+    if doc is None and len(docs) == 1:
+        doc = docs[0]
+    if doc is None:
+        raise ValueError(f"--deployment {path}: no LLMDeployment document in the file")
+    _check_manifest(path, doc)
+    return doc
+
+
+def _check_manifest(path: str, doc: dict[str, Any]) -> None:
+    """Refuse what ``render`` and ``kubectl apply`` refuse (misspelled fields such as ``minReplica``,
+    values out of range, the CEL rules) with render's messages, one line per error: the autoscaling
+    model alone ignores unknown keys, so a typo would silently simulate the default instead."""
+    from trtllm_operator.commands._schema import manifest_errors, section_errors  # noqa: PLC0415
+
+    if doc.get("kind") == DEPLOYMENT_KIND:
+        name = (doc.get("metadata") or {}).get("name") or "(unnamed)"
+        where = f"LLMDeployment {name}: "
+        errors = manifest_errors(doc)
+    else:  # a bare spec, or a bare spec.autoscaling mapping
+        where = ""
+        section = doc.get("spec") if "spec" in doc else {"autoscaling": doc}
+        autoscaling = section.get("autoscaling") if isinstance(section, dict) else None
+        errors = []
+        if autoscaling is not None:
+            errors = section_errors(DEPLOYMENT_KIND, "spec.autoscaling", autoscaling)
+    if errors:
+        raise ValueError("\n".join(f"--deployment {path}: {where}{e}" for e in errors))
 
 
 def _fail(message: str) -> int:
-    print(f"trtllm-operator simulate: error: {message}", file=sys.stderr)
+    for line in message.splitlines():
+        print(f"trtllm-operator simulate: error: {line}", file=sys.stderr)
     return EXIT_BAD_INPUT
 
 

@@ -39,6 +39,8 @@ from engine_builder.planner.formats import (
     DEFAULT_CALIBRATION_DATASET,
     MIN_SM,
     default_calibration_samples,
+    kv_cache_dtype_choices,
+    kv_info,
     runtime_cannot_load,
 )
 from engine_builder.planner.plan import MAX_SEQ_LEN_RULE, supported_quant_formats
@@ -276,11 +278,16 @@ def prepare_engine(
             f"{fmt} needs compute capability {MIN_SM[fmt] / 10:.1f}+ but {gpu.product} is SM {gpu.sm}; "
             f"use one of {', '.join(ok)} or a newer GPU (spec.gpu.product).",
         )
-    if spec.quantization.kv_cache_dtype == "fp8" and gpu.sm < 89:
+    kv = spec.quantization.kv_cache_dtype
+    kv_min_sm = kv_info(kv).min_sm
+    if gpu.sm < kv_min_sm:
+        # only the KV dtypes the API admits next to this format, backend and pagedContextFMHA
+        # (an INT8 KV cache only with build.pagedContextFMHA: false on the tensorrt backend)
+        choices = kv_cache_dtype_choices(fmt, gpu.sm, spec.backend, spec.build.paged_context_fmha)
         return InvalidEngine(
             "spec.quantization.kvCacheDtype",
-            f"an FP8 KV cache needs compute capability 8.9+ but {gpu.product} is SM {gpu.sm}; "
-            "use int8 or auto.",
+            f"an {kv.upper()} KV cache needs compute capability {kv_min_sm / 10:.1f}+ but {gpu.product} "
+            f"is SM {gpu.sm}; use kvCacheDtype {' or '.join(choices)} on this GPU.",
         )
     nodes = node_gpus or NodeGPUs(gpu.gpus_per_node, 0)
     wanted = builder_gpus(spec)
