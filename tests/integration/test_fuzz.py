@@ -12,8 +12,11 @@ Properties, for every example:
   condition that is not True carries a reason and a message; a Ready=False ``InvalidSpec`` message starts
   with the field path;
 * the operator never crashes (thread alive, no ERROR log record with a traceback) and never hot-loops:
-  during a quiet window after convergence no object is written more than ``MAX_WRITES_IN_WINDOW``
-  times (counted from a watch on both kinds).
+  after convergence a quiet window comes, one in which no object is written more than
+  ``MAX_WRITES_IN_WINDOW`` times (counted from a watch on both kinds), within ``QUIET_DEADLINE_SECONDS``.
+  A hot loop never stops, so no such window comes; writes that follow a real change outside the
+  objects (the previous test's nodes and namespace going away on a loaded CI machine change the
+  scheduler's message an Unschedulable engine reports) stop once it settles.
 
 Deterministic: ``derandomize=True`` (examples derived from the test's source), no example database.
 """
@@ -50,6 +53,7 @@ DEPLOYMENTS = "llmdeployments"
 MAX_EXAMPLES = 70  # per kind; ~1 minute in all on a 2-core machine
 QUIET_WINDOW_SECONDS = 12.0
 MAX_WRITES_IN_WINDOW = 2  # a settled object is written at most this often in the window (resync is 10 s)
+QUIET_DEADLINE_SECONDS = 120.0  # windows are watched back to back until one is quiet, at most this long
 # Not fuzzed: the kwok outcome annotations keep every accepted build short (no GPU held afterwards).
 FROZEN = ("spec.gpu.podAnnotations",)
 
@@ -303,11 +307,19 @@ def test_fuzzed_specs_are_rejected_or_reported_and_the_operator_stays_calm(
             return out
 
         wait_for(lambda: not on_the_way(), timeout=180, interval=2.0, desc="every accepted build finished")
-        writes = _writes_in_window(cluster, namespace, QUIET_WINDOW_SECONDS)
-        busiest = writes.most_common(3)
-        assert not busiest or busiest[0][1] <= MAX_WRITES_IN_WINDOW, (
-            f"hot loop: writes per object in {QUIET_WINDOW_SECONDS:.0f} s: {busiest}"
-        )
+        deadline = time.monotonic() + QUIET_DEADLINE_SECONDS
+        windows: list[list[tuple[str, int]]] = []
+        while True:
+            writes, changes = _writes_in_window(cluster, namespace, QUIET_WINDOW_SECONDS)
+            busiest = writes.most_common(3)
+            if not busiest or busiest[0][1] <= MAX_WRITES_IN_WINDOW:
+                break
+            windows.append(busiest)
+            assert time.monotonic() < deadline, (
+                f"hot loop: no {QUIET_WINDOW_SECONDS:.0f} s window with at most {MAX_WRITES_IN_WINDOW} "
+                f"writes per object in {QUIET_DEADLINE_SECONDS:.0f} s; busiest per window: {windows}; "
+                f"what the last window's writes changed: {[changes[k] for k, _ in busiest]}"
+            )
         assert op.thread.is_alive() and not op.errors, op.errors
         print(
             f"\n[fuzz] accepted {dict((k, len(v)) for k, v in accepted.items())}, rejected {dict(rejected)}, "
@@ -327,17 +339,36 @@ def _reported(obj: dict[str, Any]) -> bool:
     return bool(conds) and observed == generation and any(c["type"] == "Ready" for c in conds)
 
 
-def _writes_in_window(cluster: LocalCluster, namespace: str, seconds: float) -> Counter[str]:
-    """MODIFIED events per object (both kinds) seen on a watch during ``seconds``."""
+def _status_changes(before: Any, after: Any, path: str = "status") -> list[str]:
+    """The paths (with the new values, shortened) where ``after`` differs from ``before``."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        out: list[str] = []
+        for key in sorted(set(before) | set(after)):
+            out += _status_changes(before.get(key), after.get(key), f"{path}.{key}")
+        return out
+    if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
+        out = []
+        for i, (b, a) in enumerate(zip(before, after, strict=True)):
+            out += _status_changes(b, a, f"{path}[{i}]")
+        return out
+    return [] if before == after else [f"{path}={str(after)[:160]}"]
+
+
+def _writes_in_window(
+    cluster: LocalCluster, namespace: str, seconds: float
+) -> tuple[Counter[str], dict[str, list[list[str]]]]:
+    """MODIFIED events per object (both kinds) seen on a watch during ``seconds``, and per object the
+    status paths each of them changed (metadata-only writes show as an empty list)."""
     counts: Counter[str] = Counter()
+    changes: dict[str, list[list[str]]] = {}
     threads = []
     for plural in (ENGINE_PLURAL, DEPLOYMENTS):
 
         def run(plural: str = plural) -> None:
             api = client.CustomObjectsApi(cluster.api_client())
-            rv = api.list_namespaced_custom_object(GROUP, VERSION, namespace, plural)["metadata"][
-                "resourceVersion"
-            ]
+            listed = api.list_namespaced_custom_object(GROUP, VERSION, namespace, plural)
+            last = {o["metadata"]["name"]: o.get("status") for o in listed["items"]}
+            rv = listed["metadata"]["resourceVersion"]
             w = watch.Watch()
             deadline = time.monotonic() + seconds
             for event in w.stream(
@@ -350,7 +381,11 @@ def _writes_in_window(cluster: LocalCluster, namespace: str, seconds: float) -> 
                 timeout_seconds=max(1, int(seconds)),
             ):
                 if event["type"] == "MODIFIED":
-                    counts[f"{plural}/{event['object']['metadata']['name']}"] += 1
+                    name = event["object"]["metadata"]["name"]
+                    counts[f"{plural}/{name}"] += 1
+                    status = event["object"].get("status")
+                    changes.setdefault(f"{plural}/{name}", []).append(_status_changes(last.get(name), status))
+                    last[name] = status
                 if time.monotonic() >= deadline:
                     w.stop()
 
@@ -359,4 +394,4 @@ def _writes_in_window(cluster: LocalCluster, namespace: str, seconds: float) -> 
         t.start()
     for t in threads:
         t.join(seconds + 30)
-    return counts
+    return counts, changes
