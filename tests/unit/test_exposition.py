@@ -149,7 +149,10 @@ def test_rendered_page_reads_back_as_the_samples() -> None:
         for name, labels, value in f.samples:
             m.add_sample(name, dict(labels), value)
         metrics.append(m)
-    assert signals_from_text(render(metrics)) == signals_from_samples(samples(exposition(s)))
+    from_text, from_samples = signals_from_text(render(metrics)), signals_from_samples(samples(exposition(s)))
+    assert from_text == from_samples
+    # The capacity recommendation's counters too (the text parser names the counter ``..._total``).
+    assert from_text.counters() == from_samples.counters() == {"completed": 12.0, "active": 64.0, "max": 64.0}
 
 
 def spec(**kw: int) -> ReplicaSpec:
@@ -221,6 +224,8 @@ def test_the_simulated_policy_reads_only_the_exposition() -> None:
         for view, pod in zip(obs.pods, snap.pods, strict=True):
             expected = signals_from_samples(view.metrics).values() if view.metrics is not None else {}
             assert dict(pod.values) == dict(expected)
+            counters = signals_from_samples(view.metrics).counters() if view.metrics is not None else {}
+            assert dict(pod.counters) == counters
     # A backlog beyond max: same pages, so the same snapshot and the same decision.
     a = ReplicaInternals(
         requests=16, scheduled=16, max_active=16, kv_used_blocks=10, kv_max_blocks=100, tokens_per_block=32

@@ -59,8 +59,8 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--policy",
         default="builtin",
-        help="builtin | hpa-queue-compute | kv-only | wva-saturation | static:N | oracle[:UTILIZATION] "
-        "(default builtin)",
+        help="builtin | capacity | capacity-learned | hpa-queue-compute | kv-only | wva-saturation | "
+        "static:N | oracle[:UTILIZATION] (default builtin)",
     )
     p.add_argument(
         "--deployment",

@@ -91,6 +91,7 @@ from typing import Any, Literal
 from trtllm_operator.api import deployment as api
 from trtllm_operator.api import signals as registry
 from trtllm_operator.api.signals import ACTIVE_REQUEST_UTILIZATION, KV_CACHE_UTILIZATION
+from trtllm_operator.decide import capacity as capmod
 
 __all__ = [
     "ACTIVE_REQUEST_UTILIZATION",
@@ -130,6 +131,9 @@ __all__ = [
 SIGNALS: tuple[str, ...] = registry.names()
 
 DEFAULT_TOLERANCE = 0.1
+
+#: Name of the capacity recommendation in ``Decision.desired_by_signal`` (:mod:`.capacity`).
+CAPACITY = "capacity"
 
 
 def _recommended(name: str) -> float:
@@ -288,6 +292,7 @@ class Policy:
     tolerance: float
     scale_up: ScalingRules
     scale_down: ScalingRules
+    capacity: capmod.CapacityParams | None
 
     def __init__(
         self,
@@ -298,6 +303,7 @@ class Policy:
         scale_up: ScalingRules = DEFAULT_SCALE_UP,
         scale_down: ScalingRules = DEFAULT_SCALE_DOWN,
         signal_targets: Iterable[tuple[str, float]] | None = None,
+        capacity: capmod.CapacityParams | None = None,
         **targets: float | None,
     ) -> None:
         signals = registry.SIGNALS
@@ -325,6 +331,7 @@ class Policy:
         object.__setattr__(self, "tolerance", tolerance)
         object.__setattr__(self, "scale_up", scale_up)
         object.__setattr__(self, "scale_down", scale_down)
+        object.__setattr__(self, "capacity", capacity)
         if self.min_replicas < 1:
             raise ValueError(f"spec.autoscaling.minReplicas {self.min_replicas}: must be ≥ 1")
         if self.max_replicas < self.min_replicas:
@@ -396,11 +403,15 @@ class PodSignals:
     name: str
     state: PodState = PodState.READY
     values: Mapping[str, float | None] = field(default_factory=dict)
+    counters: Mapping[str, float | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.values) - set(registry.names()))
         if unknown:
             raise ValueError(f"unknown signal(s) {', '.join(unknown)}: use {', '.join(registry.names())}")
+        extra = sorted(set(self.counters) - set(capmod.COUNTERS))
+        if extra:
+            raise ValueError(f"unknown counter(s) {', '.join(extra)}: use {', '.join(capmod.COUNTERS)}")
 
     def value(self, signal: str) -> float | None:
         """The value of ``signal`` (one of :data:`SIGNALS`)."""
@@ -455,13 +466,19 @@ class AutoscalerState:
 
     recommendations: tuple[Recommendation, ...] = ()
     scale_events: tuple[ScaleEvent, ...] = ()
+    capacity: capmod.CapacityState | None = None
 
-    def to_dict(self) -> dict[str, list[list[float]]]:
-        """Compact JSON form: ``{"recommendations": [[t, n], ...], "scaleEvents": [[t, Δ], ...]}``."""
-        return {
+    def to_dict(self) -> dict[str, Any]:
+        """Compact JSON form: ``{"recommendations": [[t, n], ...], "scaleEvents": [[t, Δ], ...]}``, plus
+        ``"capacity"`` (:meth:`~trtllm_operator.decide.capacity.CapacityState.to_dict`) when the
+        capacity recommendation is on."""
+        out: dict[str, Any] = {
             "recommendations": [[round(r.time, 3), r.replicas] for r in self.recommendations],
             "scaleEvents": [[round(e.time, 3), e.change] for e in self.scale_events],
         }
+        if self.capacity is not None:
+            out["capacity"] = self.capacity.to_dict()
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> AutoscalerState:
@@ -473,7 +490,8 @@ class AutoscalerState:
             events = tuple(ScaleEvent(float(t), int(c)) for t, c in data.get("scaleEvents", []))
         except (TypeError, ValueError) as exc:
             raise ValueError(f"autoscaler state is malformed ({exc}); expected {cls().to_dict()}") from exc
-        return cls(recs, events)
+        capacity = data.get("capacity")
+        return cls(recs, events, None if capacity is None else capmod.CapacityState.from_dict(capacity))
 
 
 # --- decision -----------------------------------------------------------------------------------
@@ -718,6 +736,12 @@ def decide(snapshot: Snapshot, state: AutoscalerState, policy: Policy, now: floa
     horizon = now - policy.history_seconds()
     events = tuple(e for e in state.scale_events if e.time > horizon)
     recs = tuple(r for r in state.recommendations if r.time > horizon)
+    estimate: capmod.CapacityEstimate | None = None
+    capacity_state = state.capacity
+    if policy.capacity is not None:
+        counters = [capmod.PodCounters.of(p.name, p.counters) for p in ready]
+        estimate = capmod.estimate(counters, state.capacity or capmod.CapacityState(), policy.capacity, now)
+        capacity_state = estimate.state
 
     def done(
         to: int,
@@ -742,7 +766,7 @@ def decide(snapshot: Snapshot, state: AutoscalerState, policy: Policy, now: floa
             ready_replicas=len(ready),
             unschedulable_replicas=unschedulable,
             limited=limited,
-            state=AutoscalerState(new_recs, new_events),
+            state=AutoscalerState(new_recs, new_events, capacity_state),
         )
 
     if current == 0:
@@ -792,6 +816,10 @@ def decide(snapshot: Snapshot, state: AutoscalerState, policy: Policy, now: floa
         else:
             desired_by_signal[name] = result.desired
     summary = ", ".join(f"{n}={_fmt(signals[n])} (target {targets[n]:g})" for n in targets)
+    if estimate is not None and policy.capacity is not None:
+        summary += "; " + estimate.summary(policy.capacity.target)
+        if estimate.desired is not None and desired_by_signal:
+            desired_by_signal[CAPACITY] = estimate.desired
     if not desired_by_signal:
         reason = Reason.MISSING_METRICS
         message = (
@@ -815,14 +843,18 @@ def decide(snapshot: Snapshot, state: AutoscalerState, policy: Policy, now: floa
         else:
             # Every signal that asks for exactly the current count says which rule held it there.
             holding = [n for n in targets if results[n].held is not None]
+            if CAPACITY in desired_by_signal and desired_by_signal[CAPACITY] == current:
+                holding.append(CAPACITY)
             rule = min(
-                (h for n in holding if (h := results[n].held) is not None),
+                (h for n in holding if n in results and (h := results[n].held) is not None),
                 key=_HELD_ORDER.index,
                 default=_Held.TOLERANCE,
             )
             reason = _HELD_REASON[rule]
             phrases = "; ".join(
-                _held_phrase(n, results[n], signals[n], targets[n], policy=policy, snapshot=snapshot)
+                f"capacity recommends {current}"
+                if n == CAPACITY
+                else _held_phrase(n, results[n], signals[n], targets[n], policy=policy, snapshot=snapshot)
                 for n in holding
             )
             message = f"holding {current}: {phrases} ({summary})"
@@ -888,7 +920,7 @@ def decide(snapshot: Snapshot, state: AutoscalerState, policy: Policy, now: floa
         final == current == policy.min_replicas
         and desired_by_signal
         and not invalid
-        and all((results[n].ratio or 0.0) < 1.0 - policy.tolerance for n in desired_by_signal)
+        and all((results[n].ratio or 0.0) < 1.0 - policy.tolerance for n in desired_by_signal if n in results)
     ):
         limited = reason = Reason.TOO_FEW_REPLICAS
         message = (

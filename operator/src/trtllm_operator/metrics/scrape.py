@@ -131,6 +131,7 @@ def scrape_pods(
             name=str((pod.get("metadata") or {}).get("name", "")),
             state=state,
             values=signals.values(),
+            counters=signals.counters(),
         )
         for pod, (state, signals) in zip(pods, scraped, strict=True)
     )

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -52,6 +52,8 @@ __all__ = [
 DEFAULT_MODEL = "tensorrt_llm"
 REQUEST_METRICS = "nv_trt_llm_request_metrics"
 KV_CACHE_BLOCKS = "nv_trt_llm_kv_cache_block_metrics"
+#: Triton core's per-model counter of successful requests (core ``src/metric_model_reporter.cc``).
+REQUEST_SUCCESS = "nv_inference_request_success"
 
 
 class MetricsParseError(ValueError):
@@ -69,6 +71,20 @@ class TritonSignals:
     kv_cache_utilization: float | None = None
     kv_source: str | None = None
     waiting: float | None = None
+    # The raw values behind the capacity recommendation; compared through :meth:`counters`.
+    completed: float | None = field(default=None, compare=False)
+    active: float | None = field(default=None, compare=False)
+    max_active: float | None = field(default=None, compare=False)
+
+    def counters(self) -> dict[str, float | None]:
+        """The raw values the capacity recommendation reads (:mod:`trtllm_operator.decide.capacity`):
+        ``completed`` (``nv_inference_request_success``), ``active`` / ``max``
+        (``nv_trt_llm_request_metrics``)."""
+        return {
+            "completed": self.completed,
+            "active": self.active,
+            "max": self.max_active,
+        }
 
     def values(self) -> dict[str, float | None]:
         """The value of every registry signal (:data:`trtllm_operator.api.signals.SIGNALS`), by name;
@@ -116,7 +132,18 @@ def signals_from_samples(samples: Iterable[Sample], model: str = DEFAULT_MODEL) 
     if active is not None and max_active:
         utilization = min(max(active / max_active, 0.0), 1.0)
     waiting = _sum(samples, REQUEST_METRICS, model, request_type="waiting")
-    return TritonSignals(utilization, kv, kv_source, None if waiting is None else max(waiting, 0.0))
+    completed = _sum(samples, REQUEST_SUCCESS, model)
+    if completed is None:  # prometheus-client's parser names a counter's sample ``<family>_total``
+        completed = _sum(samples, f"{REQUEST_SUCCESS}_total", model)
+    return TritonSignals(
+        utilization,
+        kv,
+        kv_source,
+        None if waiting is None else max(waiting, 0.0),
+        completed=completed,
+        active=active,
+        max_active=max_active,
+    )
 
 
 def signals_from_text(text: str, model: str = DEFAULT_MODEL) -> TritonSignals:

@@ -11,6 +11,8 @@
     pages 2 s old. Or the ``spec.autoscaling`` of an LLMDeployment manifest (:func:`from_deployment`).
   * ``kv-only`` — the builtin policy on KV-cache utilization alone (an HPA/KEDA on KV utilization).
 
+- ``capacity`` / ``capacity-learned`` — the operator's policy with the capacity recommendation
+  (:mod:`trtllm_operator.decide.capacity`), with a capacity prior from the performance model or none.
 - ``hpa-queue-compute`` — NVIDIA's Triton + TensorRT-LLM autoscaling tutorial: HPA defaults on
   ``triton:queue_compute:ratio``, target 1 (:class:`QueueComputeHPA`).
 - ``wva-saturation`` — a WVA-style saturation analyzer (:class:`SaturationAnalyzer`).
@@ -30,9 +32,10 @@ from typing import Any
 
 from trtllm_operator.api.deployment import AutoscalingSpec
 from trtllm_operator.decide import autoscaling as asc
+from trtllm_operator.decide.capacity import CapacityParams
 from trtllm_operator.metrics.signals import signals_from_samples
 from trtllm_operator.simulate.engine import Observation, ReplicaSpec
-from trtllm_operator.simulate.perf import steady_concurrency
+from trtllm_operator.simulate.perf import steady_concurrency, steady_state_terms
 from trtllm_operator.simulate.traces import Request
 
 _STATES = {
@@ -54,8 +57,15 @@ def snapshot_of(obs: Observation) -> asc.Snapshot:
     pods = []
     for view in obs.pods:
         page = view.metrics
-        values = signals_from_samples(page).values() if page is not None else {}
-        pods.append(asc.PodSignals(name=f"replica-{view.pod}", state=_STATES[view.state], values=values))
+        signals = signals_from_samples(page) if page is not None else None
+        pods.append(
+            asc.PodSignals(
+                name=f"replica-{view.pod}",
+                state=_STATES[view.state],
+                values=signals.values() if signals is not None else {},
+                counters=signals.counters() if signals is not None else {},
+            )
+        )
     return asc.Snapshot(replicas=obs.replicas, pods=tuple(pods))
 
 
@@ -94,6 +104,55 @@ def builtin(min_replicas: int = 1, max_replicas: int = 64, **overrides: object) 
     if overrides:
         policy = replace(policy, **overrides)  # type: ignore[arg-type]
     return SharedPolicy("builtin", policy)
+
+
+#: The capacity policy's shipped settings (chosen on the benchmark's tuning set, benchmarks/RESULTS.md):
+#: active-request utilization as the saturation check, KV 0.8, the capacity recommendation at
+#: :data:`CAPACITY_TARGET` of the estimated capacity, scale-down window :data:`CAPACITY_DOWN_WINDOW_S`.
+CAPACITY_ACTIVE_TARGET = 0.8
+CAPACITY_TARGET = 0.85
+CAPACITY_DOWN_WINDOW_S = 60
+
+
+def capacity(
+    min_replicas: int = 1,
+    max_replicas: int = 64,
+    prior_rps: float | None = None,
+    *,
+    target: float = CAPACITY_TARGET,
+    **overrides: object,
+) -> SharedPolicy:
+    """The operator's policy with the capacity recommendation on (:mod:`trtllm_operator.decide.capacity`):
+    arrivals from the completion counters over κ (``prior_rps``, corrected online; ``None``: learned
+    from the pods alone), active-request utilization (:data:`CAPACITY_ACTIVE_TARGET`) and KV 0.8 as
+    the saturation checks, scale-down window :data:`CAPACITY_DOWN_WINDOW_S`. ``overrides``: any
+    ``Policy`` field."""
+    policy = asc.Policy(
+        min_replicas=min_replicas,
+        max_replicas=max_replicas,
+        active_request_utilization=CAPACITY_ACTIVE_TARGET,
+        kv_cache_utilization=asc.DEFAULT_KV_CACHE_UTILIZATION,
+        scale_down=replace(asc.DEFAULT_SCALE_DOWN, stabilization_window_seconds=CAPACITY_DOWN_WINDOW_S),
+        capacity=CapacityParams(target=target, prior_rps=prior_rps),
+    )
+    if overrides:
+        policy = replace(policy, **overrides)  # type: ignore[arg-type]
+    return SharedPolicy("capacity", policy)
+
+
+def profiled_capacity_rps(requests: Sequence[Request], spec: ReplicaSpec) -> float:
+    """Requests/s one saturated replica completes for ``requests``' mean prompt and output lengths,
+    from the performance model (:func:`~trtllm_operator.simulate.perf.steady_concurrency` sequences in
+    flight, one token each per iteration): the profile a capacity prior comes from, as Dynamo's
+    planner profiles a deployment before serving. Raises ``ValueError`` for no requests."""
+    if not requests:
+        raise ValueError("profiled_capacity_rps: no requests to take the mean lengths from")
+    n = len(requests)
+    isl = max(1, round(sum(r.input_tokens for r in requests) / n))
+    osl = max(1, round(sum(r.output_tokens for r in requests) / n))
+    batch = steady_concurrency(isl, osl, spec.max_kv_tokens, spec.max_batch_size, spec.max_num_tokens)
+    tokens, kv_tokens = steady_state_terms(isl, osl, batch)
+    return batch / spec.model.iteration_s(round(tokens), round(kv_tokens)) / osl
 
 
 def from_deployment(manifest: dict[str, Any]) -> SharedPolicy:
@@ -388,13 +447,18 @@ def parse_policy(
     min_replicas: int = 1,
     max_replicas: int = 64,
 ) -> SharedPolicy | QueueComputeHPA | SaturationAnalyzer | StaticPolicy | OraclePolicy:
-    """``builtin | hpa-queue-compute | kv-only | wva-saturation | static:N | oracle[:UTILIZATION]`` →
-    a policy object.
+    """``builtin | capacity | capacity-learned | hpa-queue-compute | kv-only | wva-saturation | static:N |
+    oracle[:UTILIZATION]`` → a policy object (``capacity``: prior from the trace's mean lengths,
+    :func:`profiled_capacity_rps`; ``capacity-learned``: no prior).
 
     Raises ``ValueError`` naming ``--policy`` and the accepted forms.
     """
     if text == "builtin":
         return builtin(min_replicas, max_replicas)
+    if text == "capacity":
+        return capacity(min_replicas, max_replicas, profiled_capacity_rps(requests, spec))
+    if text == "capacity-learned":
+        return capacity(min_replicas, max_replicas, None)
     if text == "hpa-queue-compute":
         return hpa_queue_compute(min_replicas, max_replicas)
     if text == "wva-saturation":
@@ -413,6 +477,6 @@ def parse_policy(
     except ValueError:
         pass
     raise ValueError(
-        f"--policy {text!r}: use builtin, hpa-queue-compute, kv-only, wva-saturation, static:N (N ≥ 1) "
-        "or oracle[:UTILIZATION]"
+        f"--policy {text!r}: use builtin, capacity, capacity-learned, hpa-queue-compute, kv-only, "
+        "wva-saturation, static:N (N ≥ 1) or oracle[:UTILIZATION]"
     )

@@ -1,0 +1,210 @@
+"""Capacity-aware recommendation: arrival rate over per-replica capacity, corrected online. Pure.
+
+An opt-in addition to the HPA-style policy of :mod:`trtllm_operator.decide.autoscaling`
+(``Policy(capacity=CapacityParams(...))``): one more recommendation, named ``capacity``, that joins
+the per-signal recommendations (their maximum is taken, then the same stabilization windows, rate
+limits, min/max and pod rules apply, and the decision's message says what it saw).
+
+What it reads, per Ready pod, from the page a real Triton + TensorRT-LLM server exports
+(reference ``triton-metrics-semantics.md``; :mod:`trtllm_operator.metrics.exposition`):
+
+* ``completed`` — ``nv_inference_request_success{model="tensorrt_llm"}``, Triton core's counter of
+  requests that finished successfully (core ``src/metric_model_reporter.cc``), cumulative since the
+  pod started;
+* ``active`` / ``max`` — ``nv_trt_llm_request_metrics{request_type="active"|"max"}``: requests the
+  executor has fetched (at most ``max``) and its admission cap;
+
+Between two ticks a pod *admitted* ``Δcompleted + Δactive`` requests (Little's law bookkeeping: what
+entered its executor's active set either finished or is still active) and *completed*
+``Δcompleted``. Summed over Ready pods this is the fleet's arrival rate λ — exact while no pod is
+saturated; a saturated pod (``active / max ≥ saturated_at``) holds further requests in the
+executor's queue, which no backend exports, so λ is then a lower bound.
+
+Capacity κ (requests/s one replica completes when saturated) starts from ``prior_rps`` (the
+performance model's profile, when the caller has one) and is corrected online, as Dynamo's SLA
+planner corrects its profile with observed values: every saturated pod's completion rate is a
+measurement of κ, and κ moves by ``correction`` of the gap to their mean. Without a prior and before any
+saturation, κ is the largest ``completion rate / (active / max)`` among the pods (each pod's
+throughput extrapolated to a full batch — an over-estimate, since per-request time grows with the
+batch; the saturation correction brings it down).
+
+The recommendation is ``ceil(λ' / (κ × target))`` with ``λ' = λ × (1 + saturated share)``: when
+pods are saturated the unseen backlog is growing, and the share of saturated pods is what is known
+of it. Scale-down safety (as llm-d WVA's analyzer): the caller keeps active-request utilization
+as a signal, so no count below what keeps it under its target is ever recommended.
+
+The memory (each pod's previous counters, κ, the last λ) lives in
+:class:`~trtllm_operator.decide.autoscaling.AutoscalerState` (``status.autoscaling.policyState``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "COUNTERS",
+    "CapacityEstimate",
+    "CapacityParams",
+    "CapacityState",
+    "PodCounters",
+    "PodMemory",
+    "estimate",
+]
+
+#: Names of the per-pod values the estimate reads (``PodSignals.counters``), each an exported sample.
+COUNTERS = ("completed", "active", "max")
+
+
+@dataclass(frozen=True)
+class CapacityParams:
+    """``target``: fraction of the estimated capacity to run each replica at, in (0, 1];
+    ``prior_rps``: requests/s a saturated replica completes, from a profile (``None``: learn it);
+    ``saturated_at``: active / max at or above which a pod counts as saturated;
+    ``correction``: gain of the online correction of κ towards saturated pods' rates, in (0, 1].
+    """
+
+    target: float = 0.8
+    prior_rps: float | None = None
+    saturated_at: float = 0.95
+    correction: float = 0.5
+
+    def __post_init__(self) -> None:
+        if not 0 < self.target <= 1:
+            raise ValueError(f"capacity target {self.target}: must be a fraction in (0, 1], e.g. 0.8")
+        if self.prior_rps is not None and not (self.prior_rps > 0 and math.isfinite(self.prior_rps)):
+            raise ValueError(f"capacity prior {self.prior_rps}: must be > 0 requests/s, or unset")
+        if not 0 < self.saturated_at <= 1:
+            raise ValueError(f"saturated_at {self.saturated_at}: must be in (0, 1], e.g. 0.95")
+        if not 0 < self.correction <= 1:
+            raise ValueError(f"capacity correction {self.correction}: must be in (0, 1], e.g. 0.5")
+
+
+@dataclass(frozen=True)
+class PodCounters:
+    """One Ready pod's exported values (``None`` when its page lacks the sample)."""
+
+    name: str
+    completed: float | None
+    active: float | None
+    max: float | None
+
+    @classmethod
+    def of(cls, name: str, counters: Mapping[str, float | None]) -> PodCounters:
+        """From ``PodSignals.counters`` (keys :data:`COUNTERS`)."""
+        return cls(name, counters.get("completed"), counters.get("active"), counters.get("max"))
+
+
+@dataclass(frozen=True)
+class PodMemory:
+    """What the previous tick saw of a pod: when (the tick's time), its completed counter and active
+    gauge."""
+
+    name: str
+    time: float
+    completed: float
+    active: float
+
+
+@dataclass(frozen=True)
+class CapacityState:
+    """Memory between ticks: ``pods`` (previous counters), ``capacity_rps`` (κ, ``None`` until known),
+    ``arrival_rps`` (the last λ, ``None`` until two samples of some pod)."""
+
+    pods: tuple[PodMemory, ...] = ()
+    capacity_rps: float | None = None
+    arrival_rps: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form: ``{"pods": [[name, t, completed, active], ...], "capacityRps", "arrivalRps"}``."""
+        return {
+            "pods": [[p.name, round(p.time, 3), p.completed, p.active] for p in self.pods],
+            "capacityRps": None if self.capacity_rps is None else round(self.capacity_rps, 6),
+            "arrivalRps": None if self.arrival_rps is None else round(self.arrival_rps, 6),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> CapacityState:
+        """Inverse of :meth:`to_dict`. Raises ``ValueError`` on a malformed document."""
+        if not data:
+            return cls()
+        try:
+            pods = tuple(
+                PodMemory(str(n), float(t), float(c), float(a)) for n, t, c, a in data.get("pods", [])
+            )
+            cap, arr = data.get("capacityRps"), data.get("arrivalRps")
+            return cls(pods, None if cap is None else float(cap), None if arr is None else float(arr))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"capacity state is malformed ({exc}); expected {cls().to_dict()}") from exc
+
+
+@dataclass(frozen=True)
+class CapacityEstimate:
+    """One tick's estimate. ``desired``: replicas for λ at the target (``None``: no rate known yet)."""
+
+    arrival_rps: float | None
+    capacity_rps: float | None
+    saturated: int
+    measured: int
+    desired: int | None
+    state: CapacityState
+
+    def summary(self, target: float) -> str:
+        """For the decision's message."""
+        if self.arrival_rps is None or self.capacity_rps is None:
+            return "capacity: no request rate yet (needs two samples of a pod's counters)"
+        return (
+            f"capacity: arrivals {self.arrival_rps:.3g}/s over {self.measured} pod(s), "
+            f"{self.saturated} saturated, capacity {self.capacity_rps:.3g}/s per replica "
+            f"(target {target:g}) → {self.desired}"
+        )
+
+
+def estimate(
+    pods: Sequence[PodCounters], state: CapacityState, params: CapacityParams, now: float
+) -> CapacityEstimate:
+    """λ, κ and the replicas they need, from the Ready pods' counters and the previous tick's memory.
+
+    A pod whose counter went down (restarted) or that has no previous sample is only remembered.
+    """
+    previous = {p.name: p for p in state.pods}
+    memory: list[PodMemory] = []
+    arrivals = 0.0
+    measured = saturated = 0
+    saturated_rates: list[float] = []
+    extrapolated = 0.0
+    for pod in pods:
+        if pod.completed is None or pod.active is None or not pod.max:
+            continue
+        t = now
+        memory.append(PodMemory(pod.name, t, pod.completed, pod.active))
+        utilization = min(max(pod.active / pod.max, 0.0), 1.0)
+        before = previous.get(pod.name)
+        if before is None or t <= before.time or pod.completed < before.completed:
+            continue
+        span = t - before.time
+        done = (pod.completed - before.completed) / span
+        arrivals += max(0.0, done + (pod.active - before.active) / span)
+        measured += 1
+        was = min(max(before.active / pod.max, 0.0), 1.0)
+        if utilization >= params.saturated_at:
+            saturated += 1
+            if was >= params.saturated_at:
+                saturated_rates.append(done)
+        elif utilization > 0:
+            extrapolated = max(extrapolated, done / max(utilization, was, 1e-9))
+    capacity = state.capacity_rps if state.capacity_rps is not None else params.prior_rps
+    if capacity is None and extrapolated > 0:
+        capacity = extrapolated
+    if capacity is not None and saturated_rates:
+        mean = sum(saturated_rates) / len(saturated_rates)
+        capacity += params.correction * (mean - capacity)
+    arrival = arrivals if measured else None
+    desired: int | None = None
+    if arrival is not None and capacity is not None and capacity > 0:
+        boosted = arrival * (1.0 + saturated / measured)
+        desired = max(1, math.ceil(round(boosted / (capacity * params.target), 9)))
+    new_state = CapacityState(tuple(memory), capacity, arrival if arrival is not None else state.arrival_rps)
+    return CapacityEstimate(arrival, capacity, saturated, measured, desired, new_state)
