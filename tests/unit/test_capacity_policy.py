@@ -1,0 +1,218 @@
+"""The capacity recommendation (trtllm_operator.decide.capacity) and its place in the policy."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+
+import pytest
+
+from trtllm_operator.decide import autoscaling as asc
+from trtllm_operator.decide import capacity as cap
+from trtllm_operator.metrics.exposition import ReplicaInternals, exposition, samples
+from trtllm_operator.metrics.signals import signals_from_samples
+from trtllm_operator.simulate import policies
+from trtllm_operator.simulate.engine import Observation, PodView
+
+MAX = 100.0
+
+
+def pods(completed: list[float], active: list[float]) -> list[cap.PodCounters]:
+    return [cap.PodCounters(f"p{i}", c, a, MAX) for i, (c, a) in enumerate(zip(completed, active, strict=True))]
+
+
+def run(
+    rates: list[float],
+    active: list[float],
+    params: cap.CapacityParams,
+    ticks: int = 3,
+    state: cap.CapacityState | None = None,
+    period: float = 15.0,
+) -> cap.CapacityEstimate:
+    """``ticks`` evaluations with each pod completing ``rates[i]`` requests/s at a constant ``active``."""
+    state = state or cap.CapacityState()
+    done = [0.0] * len(rates)
+    est = None
+    for k in range(ticks):
+        est = cap.estimate(pods(done, active), state, params, 1000.0 + k * period)
+        state = est.state
+        done = [d + r * period for d, r in zip(done, rates, strict=True)]
+    assert est is not None
+    return est
+
+
+def test_no_rate_before_two_samples() -> None:
+    est = cap.estimate(pods([5.0], [10.0]), cap.CapacityState(), cap.CapacityParams(prior_rps=10.0), 0.0)
+    assert est.arrival_rps is None and est.desired is None
+    assert "no request rate yet" in est.summary(0.8)
+
+
+def test_rises_with_arrival_rate() -> None:
+    params = cap.CapacityParams(target=0.8, prior_rps=10.0)
+    desired = [run([r, r], [20.0, 20.0], params).desired for r in (2.0, 8.0, 16.0, 32.0)]
+    assert desired == sorted(desired) and desired[0] < desired[-1]
+    # λ = 2 × 16 = 32/s over 10/s × 0.8 per replica → 4 replicas.
+    assert run([16.0, 16.0], [20.0, 20.0], params).desired == 4
+
+
+def test_arrivals_count_requests_still_active() -> None:
+    """Admitted = completed + growth of active (Little's-law bookkeeping)."""
+    params = cap.CapacityParams(prior_rps=10.0)
+    state = cap.estimate(pods([0.0], [10.0]), cap.CapacityState(), params, 0.0).state
+    est = cap.estimate(pods([30.0], [40.0]), state, params, 10.0)
+    assert est.arrival_rps == pytest.approx((30.0 + 30.0) / 10.0)
+
+
+def test_holds_at_steady_state() -> None:
+    """Constant load: the same recommendation every tick, and the policy keeps the count."""
+    params = cap.CapacityParams(target=0.8, prior_rps=10.0)
+    policy = asc.Policy(1, 10, active_request_utilization=0.8, kv_cache_utilization=None, capacity=params)
+    state = asc.AutoscalerState()
+    replicas = 3
+    done = 0.0
+    seen = []
+    for k in range(40):
+        snapshot = asc.Snapshot(
+            replicas,
+            tuple(
+                asc.PodSignals(
+                    f"p{i}",
+                    values={asc.ACTIVE_REQUEST_UTILIZATION: 0.3},
+                    counters={"completed": done, "active": 30.0, "max": MAX},
+                )
+                for i in range(replicas)
+            ),
+        )
+        d = asc.decide(snapshot, state, policy, 1000.0 + 15 * k)
+        state = d.state
+        seen.append(d.desired_by_signal.get(asc.CAPACITY))
+        assert d.to_replicas == replicas, d.message
+        done += 7.0 * 15  # 3 pods × 7/s = 21/s over 10/s × 0.8 → 3 replicas
+    assert set(seen[1:]) == {3}
+
+
+def test_scale_down_only_when_the_remaining_replicas_stay_under_the_saturation_target() -> None:
+    """The capacity estimate says 1 replica, but active-request utilization says fewer would saturate:
+    the policy does not go below what keeps active / max under its target (WVA's safety check)."""
+    params = cap.CapacityParams(target=0.8, prior_rps=100.0)  # a (wrong) prior far too high
+    no_window = dataclasses.replace(asc.DEFAULT_SCALE_DOWN, stabilization_window_seconds=0)
+    fast_down = dataclasses.replace(no_window, policies=(asc.RateLimit("Percent", 100, 15),))
+    policy = asc.Policy(
+        1, 10, active_request_utilization=0.8, kv_cache_utilization=None, capacity=params, scale_down=fast_down
+    )
+
+    def tick(state: asc.AutoscalerState, now: float, done: float, util: float) -> asc.Decision:
+        snapshot = asc.Snapshot(
+            4,
+            tuple(
+                asc.PodSignals(
+                    f"p{i}",
+                    values={asc.ACTIVE_REQUEST_UTILIZATION: util},
+                    counters={"completed": done, "active": util * MAX, "max": MAX},
+                )
+                for i in range(4)
+            ),
+        )
+        return asc.decide(snapshot, state, policy, now)
+
+    first = tick(asc.AutoscalerState(), 1000.0, 0.0, 0.6)
+    busy = tick(first.state, 1015.0, 75.0, 0.6)  # 4 × 5/s = 20/s: capacity alone says 1
+    assert busy.desired_by_signal[asc.CAPACITY] == 1
+    assert busy.to_replicas == 3  # ceil(0.6 × 4 / 0.8): not 1
+    assert "capacity: arrivals 20/s" in busy.message
+    quiet = tick(first.state, 1015.0, 75.0, 0.1)
+    assert quiet.to_replicas == 1  # both agree: safe to go down to 1
+
+
+def test_online_correction_converges_from_a_wrong_prior() -> None:
+    """Saturated pods complete at the true capacity: the estimate moves there from a prior off by 2×
+    in either direction."""
+    true = 12.0
+    for prior in (6.0, 24.0):
+        params = cap.CapacityParams(prior_rps=prior, correction=0.5)
+        est = run([true, true], [MAX, MAX], params, ticks=12)
+        assert est.capacity_rps == pytest.approx(true, rel=0.01)
+        assert est.saturated == 2
+
+
+def test_saturation_raises_the_recommendation() -> None:
+    """A saturated pod hides its backlog: the share of saturated pods scales λ up."""
+    params = cap.CapacityParams(target=1.0, prior_rps=10.0, correction=1.0)
+    unsaturated = run([9.0, 9.0], [50.0, 50.0], params)
+    saturated = run([10.0, 10.0], [MAX, MAX], params)
+    assert unsaturated.desired == 2
+    assert saturated.desired == 4  # λ 20/s doubled, over κ 10/s
+
+
+def test_learned_capacity_without_a_prior() -> None:
+    """No prior: each pod's throughput extrapolated to a full batch, until saturation corrects it."""
+    est = run([5.0], [25.0], cap.CapacityParams(prior_rps=None))
+    assert est.capacity_rps == pytest.approx(20.0)
+    corrected = run([8.0], [MAX], cap.CapacityParams(prior_rps=None, correction=1.0), state=est.state)
+    assert corrected.capacity_rps == pytest.approx(8.0)
+
+
+def test_a_restarted_pod_is_only_remembered() -> None:
+    params = cap.CapacityParams(prior_rps=10.0)
+    state = cap.estimate(pods([500.0], [10.0]), cap.CapacityState(), params, 0.0).state
+    est = cap.estimate(pods([3.0], [10.0]), state, params, 15.0)  # counter went down: a new pod
+    assert est.measured == 0 and est.arrival_rps is None
+    assert est.state.pods[0].completed == 3.0
+
+
+def test_state_round_trips_through_the_status_json() -> None:
+    est = run([4.0, 6.0], [30.0, 40.0], cap.CapacityParams(prior_rps=10.0))
+    state = asc.AutoscalerState((asc.Recommendation(1.0, 2),), (), est.state)
+    text = json.dumps(state.to_dict())
+    back = asc.AutoscalerState.from_dict(json.loads(text))
+    assert back.capacity is not None and back.capacity.capacity_rps == pytest.approx(est.state.capacity_rps or 0)
+    assert [p.name for p in back.capacity.pods] == ["p0", "p1"]
+    # Without the capacity recommendation the JSON stays as before.
+    assert "capacity" not in asc.AutoscalerState().to_dict()
+    with pytest.raises(ValueError, match="capacity state is malformed"):
+        asc.AutoscalerState.from_dict({"capacity": {"pods": [["p", "x", 1]]}})
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"target": 0.0}, "capacity target 0.0"),
+        ({"target": 1.5}, "capacity target 1.5"),
+        ({"prior_rps": -1.0}, "capacity prior -1.0"),
+        ({"prior_rps": float("inf")}, "capacity prior inf"),
+        ({"saturated_at": 0.0}, "saturated_at 0.0"),
+        ({"correction": 0.0}, "capacity correction 0.0"),
+    ],
+)
+def test_bad_parameters_are_refused(kwargs: dict[str, float], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        cap.CapacityParams(**kwargs)
+
+
+def test_unknown_counter_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown counter"):
+        asc.PodSignals("p", counters={"queued": 3.0})
+
+
+def test_the_capacity_policy_reads_only_the_exposition() -> None:
+    """Two replicas whose exported pages agree but whose hidden executor queues differ get the same
+    decisions from the capacity policy, tick after tick (it reads nothing the page does not carry)."""
+    base = ReplicaInternals(
+        requests=16, scheduled=16, max_active=16, kv_used_blocks=10, kv_max_blocks=100, tokens_per_block=32
+    )
+    rng = random.Random(3)
+    a_pol = policies.capacity(1, 8, 2.0)
+    b_pol = policies.capacity(1, 8, 2.0)
+    for k in range(6):
+        a = dataclasses.replace(base, completed=10 * k)
+        b = dataclasses.replace(a, requests=16 + rng.randrange(1, 10_000))
+        t = 30.0 + 15 * k
+        obs_a = Observation(t, t, 1, (PodView(0, "Ready", tuple(samples(exposition(a)))),))
+        obs_b = Observation(t, t, 1, (PodView(0, "Ready", tuple(samples(exposition(b)))),))
+        assert policies.snapshot_of(obs_a) == policies.snapshot_of(obs_b)
+        assert a_pol.decide(obs_a) == b_pol.decide(obs_b)
+    assert a_pol.state == b_pol.state
+    assert a_pol.state.capacity is not None and a_pol.state.capacity.arrival_rps is not None
+    counters = signals_from_samples(samples(exposition(a))).counters()
+    assert counters == {"completed": 50.0, "active": 16.0, "max": 16.0}
