@@ -19,7 +19,9 @@ MAX = 100.0
 
 
 def pods(completed: list[float], active: list[float]) -> list[cap.PodCounters]:
-    return [cap.PodCounters(f"p{i}", c, a, MAX) for i, (c, a) in enumerate(zip(completed, active, strict=True))]
+    return [
+        cap.PodCounters(f"p{i}", c, a, MAX) for i, (c, a) in enumerate(zip(completed, active, strict=True))
+    ]
 
 
 def run(
@@ -99,7 +101,12 @@ def test_scale_down_only_when_the_remaining_replicas_stay_under_the_saturation_t
     no_window = dataclasses.replace(asc.DEFAULT_SCALE_DOWN, stabilization_window_seconds=0)
     fast_down = dataclasses.replace(no_window, policies=(asc.RateLimit("Percent", 100, 15),))
     policy = asc.Policy(
-        1, 10, active_request_utilization=0.8, kv_cache_utilization=None, capacity=params, scale_down=fast_down
+        1,
+        10,
+        active_request_utilization=0.8,
+        kv_cache_utilization=None,
+        capacity=params,
+        scale_down=fast_down,
     )
 
     def tick(state: asc.AutoscalerState, now: float, done: float, util: float) -> asc.Decision:
@@ -166,7 +173,9 @@ def test_state_round_trips_through_the_status_json() -> None:
     state = asc.AutoscalerState((asc.Recommendation(1.0, 2),), (), est.state)
     text = json.dumps(state.to_dict())
     back = asc.AutoscalerState.from_dict(json.loads(text))
-    assert back.capacity is not None and back.capacity.capacity_rps == pytest.approx(est.state.capacity_rps or 0)
+    assert back.capacity is not None and back.capacity.capacity_rps == pytest.approx(
+        est.state.capacity_rps or 0
+    )
     assert [p.name for p in back.capacity.pods] == ["p0", "p1"]
     # Without the capacity recommendation the JSON stays as before.
     assert "capacity" not in asc.AutoscalerState().to_dict()
