@@ -9,7 +9,7 @@ docs/simulator.md). The simulated replicas export what the real backend exports
 reactive policy reads only those pages. Protocol:
 
 1. **Tune** on the tuning set (:func:`tuning_sets`): the Azure trace's first half at each compression
-   whose scored part lasts at least two cold starts, and the first halves of the synthetic traces
+   whose scored part lasts at least one cold start, and the first halves of the synthetic traces
    with seeds 10 and 11 (the reported ones are 0–2), each replayed from its start and scored on its
    own second half. Two families are searched (:func:`tuning_grid`): the builtin policy's HPA-style
    settings and the capacity recommendation's; per family the cheapest setting (mean GPU-hours over
@@ -137,7 +137,7 @@ def tuning_sets(
 
     Each member is replayed from its start and scored on its second half (its first half is its
     warm-up, as in the evaluation): the Azure trace's first half at each compression whose scored part
-    lasts at least two cold starts (shorter, every policy's score is fixed by the initial count: no
+    lasts at least one cold start (shorter, every policy's score is fixed by the initial count: no
     setting can change it), and the first halves of the synthetic traces (``bursty``,
     ``long-prompt``) with seeds :data:`TUNING_SEEDS` — they fall as well as rise, so scale-down
     settings are tested. The reported halves are never used.
@@ -147,10 +147,10 @@ def tuning_sets(
     for k in scales:
         reqs = time_scale(first, k)
         score_from = reqs[-1].arrival_s / 2
-        if reqs[-1].arrival_s - score_from < 2 * cold_start_s:
+        if reqs[-1].arrival_s - score_from < cold_start_s:
             left_out.append(
                 f"Azure first half ×{k:g} (its scored part lasts {reqs[-1].arrival_s - score_from:.0f} s, "
-                f"under two {cold_start_s:g} s cold starts)"
+                f"less than one {cold_start_s:g} s cold start)"
             )
             continue
         sets[f"azure ×{k:g}"] = (reqs, score_from)
@@ -596,7 +596,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"(CC BY 4.0), compressed ×"
             + " and ×".join(f"{k:g}" for k in args.scales)
             + f"; scored on the second half ({len(second)} requests, the first half is the warm-up). "
-            "Replica: Llama-3.1-70B-Instruct FP8 (FP8 KV), TP {args.tp} on "
+            f"Replica: Llama-3.1-70B-Instruct FP8 (FP8 KV), TP {args.tp} on "
             f"{setup_.plan.gpu_product}, "
             f"KV cache {spec.max_kv_tokens} tokens, max_batch_size {spec.max_batch_size}, max_num_tokens "
             f"{spec.max_num_tokens} (planner). TTFT SLO {args.slo_ttft_ms:g} ms (MLPerf Llama-2-70B server "
