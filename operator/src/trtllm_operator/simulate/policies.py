@@ -106,12 +106,12 @@ def builtin(min_replicas: int = 1, max_replicas: int = 64, **overrides: object) 
     return SharedPolicy("builtin", policy)
 
 
-#: The capacity policy's shipped settings (chosen on the benchmark's tuning set, benchmarks/RESULTS.md):
-#: active-request utilization as the saturation check, KV 0.8, the capacity recommendation at
-#: :data:`CAPACITY_TARGET` of the estimated capacity, scale-down window :data:`CAPACITY_DOWN_WINDOW_S`.
+#: The capacity policy's settings for ``--policy capacity``: active-request utilization 0.8 as the
+#: saturation check, KV 0.8, and the capacity target and scale-down window the benchmark's tuning set
+#: chose (benchmarks/RESULTS.md, capacity family: target 0.8, scale-down window 120 s).
 CAPACITY_ACTIVE_TARGET = 0.8
-CAPACITY_TARGET = 0.85
-CAPACITY_DOWN_WINDOW_S = 60
+CAPACITY_TARGET = 0.8
+CAPACITY_DOWN_WINDOW_S = 120
 
 
 def capacity(
