@@ -2,6 +2,6 @@
 
 - cluster.py, operator.py, wait.py: the local control plane, the operator run against it, polling.
 - ports.py: TCP ports without a bind-release-reuse race where avoidable; prometheus.py: a real Prometheus.
-- manifests.py, engines.py, deployments.py, artifacts.py: manifest builders, API wrappers, cached engines.
+- manifests.py, api.py, artifacts.py: manifest builders, the one API wrapper, cached engines.
 - engine_decisions.py, serving.py: pure fixtures for decision and rendering unit tests.
 """
