@@ -49,12 +49,11 @@ RULES = REPO / "charts" / "trtllm-operator" / "files" / "prometheus-rules.yaml"
 @pytest.fixture
 def api(cluster: LocalCluster, namespace: str) -> Iterator[Api]:
     a = Api(cluster, namespace)
-    a.artifact_pvc()
-    engine = a_cached_engine("llama")
-    a.cache_artifact(engine)
-    a.create(engine)
-    yield a
-    client.CoreV1Api(cluster.api).delete_persistent_volume(f"engines-{namespace}")
+    with a.artifact_pvc():
+        engine = a_cached_engine("llama")
+        a.cache_artifact(engine)
+        a.create(engine)
+        yield a
 
 
 @pytest.fixture

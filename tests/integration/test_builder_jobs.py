@@ -11,13 +11,12 @@ build that would take hours), ``succeeds``/``fails`` end it with the builder's r
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from support.api import Api, condition, find_condition
 from support.cluster import LocalCluster
-from support.manifests import DELAY_MS, OUTCOME, an_engine, create_token_secret, success_report
+from support.manifests import DELAY_MS, OUTCOME, an_engine, success_report
 from support.operator import running_operator
 from support.wait import wait_for
 
@@ -26,19 +25,6 @@ from trtllm_operator.api import ENGINE_PLURAL
 from trtllm_operator.decide.engine_spec import PreparedEngine
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def api(cluster: LocalCluster, namespace: str) -> Api:
-    a = Api(cluster, namespace)
-    create_token_secret(a.core, namespace)
-    return a
-
-
-@pytest.fixture
-def operator(cluster: LocalCluster, namespace: str) -> Iterator[None]:
-    with running_operator(cluster, [namespace]):
-        yield
 
 
 def job_names(api: Api) -> set[str]:

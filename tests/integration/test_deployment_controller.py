@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kubernetes import client
 from support.api import Api
 from support.cluster import LocalCluster
 from support.manifests import H100, a_cached_engine, a_deployment
@@ -28,9 +27,8 @@ KEY_LABEL = "llm.trtllm-operator.dev/engine-key"
 @pytest.fixture
 def api(cluster: LocalCluster, namespace: str) -> Iterator[Api]:
     a = Api(cluster, namespace)
-    a.artifact_pvc()
-    yield a
-    client.CoreV1Api(cluster.api).delete_persistent_volume(f"engines-{namespace}")
+    with a.artifact_pvc():
+        yield a
 
 
 def node_product(api: Api, node: str) -> str:

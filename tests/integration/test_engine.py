@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import socket
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,19 +55,6 @@ from trtllm_operator.render.builder_job import BUILD_SPEC_DATA_KEY
 from trtllm_operator.settings import Settings
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def api(cluster: LocalCluster, namespace: str) -> Api:
-    a = Api(cluster, namespace)
-    create_token_secret(a.core, namespace)
-    return a
-
-
-@pytest.fixture
-def operator(cluster: LocalCluster, namespace: str) -> Iterator[None]:
-    with running_operator(cluster, [namespace]):
-        yield
 
 
 # ----------------------------------------------------------------------------- scenarios

@@ -185,13 +185,6 @@ def owners_alive(api: Api) -> list[str]:
     return orphans
 
 
-@pytest.fixture
-def api(cluster: LocalCluster, namespace: str) -> Api:
-    a = Api(cluster, namespace)
-    create_token_secret(a.core, namespace)
-    return a
-
-
 # ----------------------------------------------------------------------------- SIGKILL at seeded points
 def test_sigkill_at_seeded_points_converges_without_duplicates(
     cluster: LocalCluster, api: Api, tmp_path: Path

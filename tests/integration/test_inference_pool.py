@@ -48,9 +48,8 @@ class Api(SharedApi):
 @pytest.fixture
 def api(cluster: LocalCluster, namespace: str) -> Iterator[Api]:
     a = Api(cluster, namespace)
-    a.artifact_pvc()
-    yield a
-    client.CoreV1Api(cluster.api).delete_persistent_volume(f"engines-{namespace}")
+    with a.artifact_pvc():
+        yield a
 
 
 @pytest.fixture

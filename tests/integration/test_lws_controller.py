@@ -23,7 +23,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kubernetes import client
 from support.api import Api
 from support.cluster import LocalCluster
 from support.lws import Lws, running_lws
@@ -50,9 +49,8 @@ def lws(cluster: LocalCluster) -> Iterator[Lws]:
 @pytest.fixture
 def api(cluster: LocalCluster, namespace: str, lws: Lws) -> Iterator[Api]:
     a = Api(cluster, namespace)
-    a.artifact_pvc()
-    yield a
-    client.CoreV1Api(cluster.api).delete_persistent_volume(f"engines-{namespace}")
+    with a.artifact_pvc():
+        yield a
 
 
 def lws_pods(api: Api, lws_name: str) -> dict[str, Any]:

@@ -78,10 +78,9 @@ def reader_token(cluster: LocalCluster, namespace: str) -> Iterator[str]:
 @pytest.fixture
 def api(cluster: LocalCluster, namespace: str) -> Iterator[Api]:
     a = Api(cluster, namespace)
-    a.artifact_pvc()
-    create_token_secret(a.core, namespace)
-    yield a
-    a.core.delete_persistent_volume(f"engines-{namespace}")
+    with a.artifact_pvc():
+        create_token_secret(a.core, namespace)
+        yield a
 
 
 def test_metrics_events_and_progress_during_build_and_rollout(
@@ -250,20 +249,21 @@ def scaling(
     """An engine served from the cache and Triton metrics emulators on every Running pod (as in
     test_autoscaling.py), idle."""
     api = Api(cluster, namespace)
-    api.artifact_pvc()
-    engine = a_cached_engine("llama")
-    api.cache_artifact(engine)
-    api.create(engine)
     port = free_port()
     monkeypatch.setattr(autoscaler_handlers, "METRICS_PORT", port)
-    with Fleet(port=port, control=Control(fixed={"requests": 0, "kvCacheUtilization": 0.2})) as fleet:
+    with (
+        api.artifact_pvc(),
+        Fleet(port=port, control=Control(fixed={"requests": 0, "kvCacheUtilization": 0.2})) as fleet,
+    ):
+        engine = a_cached_engine("llama")
+        api.cache_artifact(engine)
+        api.create(engine)
         selector = "llm.trtllm-operator.dev/deployment"
         follower = PodFollower(fleet, api.core, namespace, selector, poll_seconds=0.3).start()
         try:
             yield api, fleet
         finally:
             follower.stop()
-            api.core.delete_persistent_volume(f"engines-{namespace}")
 
 
 def test_autoscaler_metrics_and_events(

@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 import pytest
 from kubernetes import client
 from support.api import Api as SharedApi
-from support.artifacts import cache_artifact, prebound_artifact_pvc, write_manifest
+from support.artifacts import cache_artifact, write_manifest
 from support.cluster import LocalCluster
 from support.manifests import DELAY_MS, EXIT_CODE, H100, MESSAGE, OUTCOME, a_cached_engine, a_deployment
 from support.operator import HF_CONFIG_DIR, running_operator
@@ -82,9 +82,8 @@ class Api(SharedApi):
 @pytest.fixture
 def api(cluster: LocalCluster, namespace: str) -> Iterator[Api]:
     a = Api(cluster, namespace)
-    prebound_artifact_pvc(a.core, namespace)
-    yield a
-    a.core.delete_persistent_volume(f"engines-{namespace}")
+    with a.artifact_pvc():
+        yield a
 
 
 def foreign_deployment(name: str) -> dict[str, Any]:

@@ -40,9 +40,8 @@ pytestmark = pytest.mark.slow
 @pytest.fixture
 def deployments(cluster: LocalCluster, namespace: str) -> Iterator[Api]:
     a = Api(cluster, namespace)
-    a.artifact_pvc()
-    yield a
-    client.CoreV1Api(cluster.api).delete_persistent_volume(f"engines-{namespace}")
+    with a.artifact_pvc():
+        yield a
 
 
 def crash_looping(pod: Any, container: str) -> dict[str, Any]:

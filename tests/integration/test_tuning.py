@@ -54,9 +54,8 @@ class Api(SharedApi):
 @pytest.fixture
 def api(cluster: LocalCluster, namespace: str) -> Iterator[Api]:
     a = Api(cluster, namespace)
-    a.artifact_pvc()
-    yield a
-    client.CoreV1Api(cluster.api).delete_persistent_volume(f"engines-{namespace}")
+    with a.artifact_pvc():
+        yield a
 
 
 def test_benchmark_job_on_the_engine_gpu_and_results_in_status(cluster: LocalCluster, api: Api) -> None:

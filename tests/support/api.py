@@ -7,6 +7,8 @@ A module adds only what is its own, in a subclass (``class Api(SharedApi)``).
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from kubernetes import client
@@ -148,9 +150,16 @@ class Api:
         """Record an artifact for the engine's key in the engine cache (as ``cache import`` does)."""
         return cache_artifact(self.core, self.ns, engine, missing)
 
-    def artifact_pvc(self) -> None:
-        """A pre-bound PV/PVC pair (the local control plane has no PV binder)."""
-        prebound_artifact_pvc(self.core, self.ns)
+    @contextmanager
+    def artifact_pvc(self) -> Iterator[str]:
+        """A pre-bound PV/PVC pair (the local control plane has no PV binder), the ``engines`` claim of
+        :func:`~support.manifests.a_cached_engine`; yields the PV's name and deletes the PV (cluster
+        scoped: the namespace's deletion leaves it) on exit."""
+        pv = prebound_artifact_pvc(self.core, self.ns)
+        try:
+            yield pv
+        finally:
+            self.core.delete_persistent_volume(pv)
 
 
 def find_condition(obj: dict[str, Any], type_: str) -> dict[str, Any] | None:
