@@ -10,7 +10,7 @@ Properties, for every example:
 * rejected at admission → the API's message names the offending field (``spec.…``);
 * accepted → the running operator gives it a status with conditions for its generation, and every
   condition that is not True carries a reason and a message; a Ready=False ``InvalidSpec`` message starts
-  with the field path;
+  with a field path and names the path of a mutated field (as a rejection at admission does);
 * the operator never crashes (thread alive, no ERROR log record with a traceback) and never hot-loops:
   after convergence a quiet window comes, one in which no object is written more than
   ``MAX_WRITES_IN_WINDOW`` times (counted from a watch on both kinds), within ``QUIET_DEADLINE_SECONDS``.
@@ -291,7 +291,10 @@ def test_fuzzed_specs_are_rejected_or_reported_and_the_operator_stays_calm(
                     if bad:
                         assert cond.get("reason") and cond.get("message"), (plural, name, done, cond)
                     if cond["type"] == "Ready" and cond.get("reason") == "InvalidSpec":
-                        assert cond["message"].startswith("spec."), (plural, name, done, cond)
+                        message = cond["message"]
+                        assert message.startswith("spec.") and names_a_mutated_field(message, done), (
+                            f"InvalidSpec does not name the path of a mutated field: {message} for {done}"
+                        )
 
         # Builds are real progress, not a loop: every accepted build is short (FROZEN), but the queue
         # (4 at a time) may still be working through them when every object has a status (on a

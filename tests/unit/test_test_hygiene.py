@@ -7,6 +7,8 @@
   *expected value*, e.g. the 8002 of a rendered container port, is fine); no port is chosen at import
   time.
 - One API wrapper: a class named ``*Api`` in tests/ is tests/support/api.py's ``Api`` or a subclass of it.
+- No assert on what a wait returned unless compared with a value: ``wait_for`` returns something truthy
+  or raises, so ``assert wait_for(...)`` can never fail.
 
 ``wait_for`` letting a failed assertion fail at once (not retried into a timeout) is proven by
 tests/unit/test_support_wait.py::test_a_failed_assertion_fails_at_once_not_as_a_timeout.
@@ -131,6 +133,45 @@ def import_time_ports(tree: ast.Module) -> list[str]:
     return found
 
 
+WAITS = {"wait_for", "wait_phase"}
+
+
+def tautological_waits(tree: ast.Module) -> list[str]:
+    """``assert`` on what a wait returned, bare (``assert wait_for(...)``, ``assert x`` or ``assert x is
+    not None`` for ``x = wait_for(...)``): a wait returns something truthy or raises, so the assert can
+    never fail. Comparing what it returned with a value (``== "Failed"``) is a real check."""
+
+    def is_wait(node: ast.expr) -> bool:
+        return isinstance(node, ast.Call) and _name(node.func) in WAITS
+
+    found = []
+    for fn in ast.walk(tree):
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        waited = {
+            t.id
+            for node in ast.walk(fn)
+            if isinstance(node, ast.Assign) and is_wait(node.value)
+            for t in node.targets
+            if isinstance(t, ast.Name)
+        }
+        for node in ast.walk(fn):
+            if not isinstance(node, ast.Assert):
+                continue
+            test = node.test
+            if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.IsNot):
+                right = test.comparators[0]
+                if isinstance(right, ast.Constant) and right.value is None:
+                    test = test.left
+            operands = (
+                test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+            )
+            for operand in operands:
+                if is_wait(operand) or (isinstance(operand, ast.Name) and operand.id in waited):
+                    found.append(f"line {node.lineno}: assert {ast.unparse(operand)}")
+    return sorted(set(found))
+
+
 def own_api_wrappers(tree: ast.Module) -> list[str]:
     found = []
     for node in ast.walk(tree):
@@ -168,6 +209,12 @@ def test_no_port_is_chosen_at_import_time() -> None:
     assert _violations(import_time_ports) == {}, "choose ports in a fixture or the test"
 
 
+def test_no_assert_on_a_wait_that_is_always_truthy() -> None:
+    assert _violations(tautological_waits, skip=Path(__file__)) == {}, (
+        "a wait fails on its own: drop the assert, or compare what it returned with a value"
+    )
+
+
 def test_one_api_wrapper() -> None:
     assert _violations(own_api_wrappers, skip=API_WRAPPER) == {}, (
         "use tests/support/api.py's Api (a module adds its own methods in a subclass)"
@@ -192,6 +239,10 @@ def test_one_api_wrapper() -> None:
         (fixed_port_binds, "monkeypatch.setattr(autoscaler, 'METRICS_PORT', 8002)\n"),
         (import_time_ports, "PORT = free_port()\n"),
         (own_api_wrappers, "class EngineApi:\n    pass\n"),
+        (tautological_waits, "def t():\n    assert wait_for(lambda: x() == 2, timeout=10)\n"),
+        (tautological_waits, "def t():\n    cond = wait_for(ready)\n    assert cond\n"),
+        (tautological_waits, "def t():\n    e = api.wait_phase('e', 'Ready')\n    assert e is not None\n"),
+        (tautological_waits, "def t():\n    cond = wait_for(ready)\n    assert cond and ok\n"),
     ],
 )
 def test_each_guard_catches_what_it_names(check: Check, source: str) -> None:
@@ -207,6 +258,8 @@ def test_each_guard_catches_what_it_names(check: Check, source: str) -> None:
         (fixed_port_binds, "scrape_pods(pods, port=8002, fetch=fake)\n"),  # a URL built, nothing bound
         (import_time_ports, "def f() -> int:\n    return free_port()\n"),
         (own_api_wrappers, "class Api(SharedApi):\n    pass\n"),
+        (tautological_waits, "def t():\n    assert wait_for(finished) == 'Failed'\n"),
+        (tautological_waits, "def t():\n    cond = wait_for(ready)\n    assert cond['reason'] == 'X'\n"),
     ],
 )
 def test_each_guard_passes_what_it_allows(check: Check, source: str) -> None:
