@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import re
 import threading
 import time
 from collections import Counter
@@ -41,6 +40,7 @@ from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 from support.cluster import LocalCluster
 from support.manifests import DELAY_MS, OUTCOME, an_engine
+from support.messages import names_a_mutated_field
 from support.operator import running_operator
 from support.wait import wait_for
 
@@ -201,22 +201,6 @@ def error_records() -> Iterator[ErrorRecords]:
     root.addHandler(handler)
     yield handler
     root.removeHandler(handler)
-
-
-def names_a_mutated_field(message: str, done: list[tuple[str, str]]) -> bool:
-    """Whether ``message`` names the path of one of the mutated fields: the whole path (``spec.a.b``:
-    schema type/enum/range errors, strict decoding's unknown field, a required field removed or
-    emptied below it) or, for a rule declared on an enclosing object (CEL ``x-kubernetes-validations``
-    report the path of the object that declares them), that object's path *and* the field's name."""
-    for _, path in done:
-        if path in message:
-            return True
-        parts = path.split(".")
-        field = parts[-1]
-        for n in range(len(parts) - 1, 0, -1):
-            if ".".join(parts[:n]) in message and re.search(rf"\b{re.escape(field)}\b", message):
-                return True
-    return False
 
 
 # ----------------------------------------------------------------------------- the test
