@@ -30,8 +30,8 @@ for _p in (REPO_ROOT / "hack", REPO_ROOT / "tests"):
         sys.path.insert(0, str(_p))
 
 from localcluster import ControlPlane, find_bin_dir  # noqa: E402
+from support.api import Api  # noqa: E402
 from support.cluster import LocalCluster  # noqa: E402
-from support.deployments import DeploymentApi  # noqa: E402
 from support.manifests import EngineBuilder, an_engine, create_token_secret, success_report  # noqa: E402
 from support.operator import running_operator  # noqa: E402
 from support.outage import api_outage  # noqa: E402
@@ -50,10 +50,10 @@ def built_engine(name: str, max_batch_size: int) -> EngineBuilder:
     return eng.succeeds(success_report(eng.prepared())).runs_for(200)
 
 
-def one_run(cluster: LocalCluster, api: DeploymentApi, outage_seconds: float, run: int) -> float:
+def one_run(cluster: LocalCluster, api: Api, outage_seconds: float, run: int) -> float:
     """One outage with a fresh operator; its engines are ``before-<run>`` and ``after-<run>``."""
     before, after = f"before-{run}", f"after-{run}"
-    api.create(ENGINE_PLURAL, built_engine(before, 8).manifest(api.ns))
+    api.create(built_engine(before, 8))
     with running_operator(cluster, [api.ns]) as op:
         wait_for(
             lambda: (api.get(ENGINE_PLURAL, before).get("status") or {}).get("phase") == "Ready",
@@ -63,7 +63,7 @@ def one_run(cluster: LocalCluster, api: DeploymentApi, outage_seconds: float, ru
         with api_outage(cluster.control_plane, cluster.server):
             time.sleep(outage_seconds)
         returned = time.monotonic()
-        api.create(ENGINE_PLURAL, built_engine(after, 16).manifest(api.ns))
+        api.create(built_engine(after, 16))
         wait_for(
             lambda: (api.get(ENGINE_PLURAL, after).get("status") or {}).get("conditions"),
             timeout=RECOVERY_BOUND_SECONDS + 120,
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             cluster = LocalCluster(control_plane=cp)
             # one namespace for every run, made before any outage (the controllers that complete a
             # new namespace, e.g. its default ServiceAccount, recover on their own schedule)
-            api = DeploymentApi(cluster, cluster.create_namespace("outage"))
+            api = Api(cluster, cluster.create_namespace("outage"))
             create_token_secret(api.core, api.ns)
             results = []
             for run in range(args.runs):

@@ -35,7 +35,7 @@ from e2e_harness import (
     token_kubeconfig,
 )
 from kubernetes import client
-from support.deployments import DeploymentApi
+from support.api import Api
 from support.manifests import (
     EngineBuilder,
     a_deployment,
@@ -97,11 +97,11 @@ class Flow:
     server_pods: list[dict[str, Any]] = field(default_factory=list)
 
 
-def status_of(api: DeploymentApi, plural: str, name: str) -> dict[str, Any]:
+def status_of(api: Api, plural: str, name: str) -> dict[str, Any]:
     return dict(api.get(plural, name).get("status") or {})
 
 
-def live_pods(api: DeploymentApi, selector: str) -> list[dict[str, Any]]:
+def live_pods(api: Api, selector: str) -> list[dict[str, Any]]:
     """The pods ``selector`` matches, not being deleted, as JSON."""
     items = api.core.list_namespaced_pod(api.ns, label_selector=selector).items
     return [
@@ -143,7 +143,7 @@ def prepared_engine(body: dict[str, Any], namespace: str) -> PreparedEngine:
 @pytest.fixture(scope="module")
 def flow(installed: Installed) -> Flow:
     cluster, ns = installed.cluster, installed.namespace
-    api = DeploymentApi(cluster, ns)
+    api = Api(cluster, ns)
     usable = {LABEL_SECRET_USABLE: "true"}  # the Secrets' owner lets LLM resources use them
     create_token_secret(api.core, ns, HF_TOKEN)
     api.core.create_namespaced_secret(
@@ -166,7 +166,7 @@ def flow(installed: Installed) -> Flow:
     )
     # (the report already names the namespaced artifact: the plain manifest, not manifest(ns))
     engine = chat.succeeds(report).manifest()
-    api.create(ENGINE_PLURAL, engine)
+    api.create(engine)
     result = Flow(engine=engine, deployment={}, prepared=prepared)
 
     # the builder pod, read while it exists (a finished Job's pod may be collected later)
@@ -182,7 +182,7 @@ def flow(installed: Installed) -> Flow:
     )
     result.engine = api.get(ENGINE_PLURAL, "chat")
 
-    api.create(DEPLOYMENT_PLURAL, a_deployment("chat", "chat"))
+    api.create(a_deployment("chat", "chat"))
 
     def serving(n: int) -> dict[str, Any] | None:
         s = status_of(api, DEPLOYMENT_PLURAL, "chat")
@@ -280,7 +280,7 @@ def test_chart_defaults_plan_an_hf_model_from_the_hub_with_the_token_secret(
     (builder,) = (c for p in flow.builder_pods for c in p["spec"]["containers"] if c["name"] == "builder")
     assert {"name": "HF_ENDPOINT", "value": hub.url} in builder["env"], builder["env"]
 
-    api = DeploymentApi(installed.cluster, installed.namespace)
+    api = Api(installed.cluster, installed.namespace)
     usable = {LABEL_SECRET_USABLE: "true"}
     api.core.create_namespaced_secret(
         installed.namespace,
@@ -294,7 +294,7 @@ def test_chart_defaults_plan_an_hf_model_from_the_hub_with_the_token_secret(
     expected = {"wrong-token": "401", "no-token": "no token was sent"}
     try:
         for body in (wrong, missing):
-            api.create(ENGINE_PLURAL, body)
+            api.create(body)
         for name, why in expected.items():
 
             def unknown(name: str = name) -> dict[str, Any] | None:
@@ -656,7 +656,7 @@ def test_builtin_autoscaler_scales_through_the_scale_subresource(installed: Inst
     Ready."""
     from trtllm_operator.emulator import Control, Fleet, PodFollower  # noqa: PLC0415
 
-    api = DeploymentApi(installed.cluster, installed.namespace)
+    api = Api(installed.cluster, installed.namespace)
     # (kvCacheUtilization stays under the shared builder's 0.8 target: requests alone scale it)
     deployment = an_autoscaled_deployment(
         "auto",
@@ -670,7 +670,7 @@ def test_builtin_autoscaler_scales_through_the_scale_subresource(installed: Inst
     with Fleet(port=installed.serving_metrics_port, control=idle) as fleet:
         follower = PodFollower(fleet, api.core, api.ns, f"{GROUP}/deployment=auto", poll_seconds=0.3).start()
         try:
-            api.create(DEPLOYMENT_PLURAL, deployment)
+            api.create(deployment)
 
             def reading(n: int) -> bool:
                 s = status_of(api, DEPLOYMENT_PLURAL, "auto")
@@ -700,7 +700,7 @@ def test_uninstall_removes_the_operator_and_keeps_crds_artifacts_and_cache_index
     cluster, ns = installed.cluster, installed.namespace
     installed.stop()
     cluster.helm("uninstall", "e2e", "--namespace", installed.operator_namespace, "--wait", timeout=120)
-    api = DeploymentApi(cluster, ns)
+    api = Api(cluster, ns)
     rbac = client.RbacAuthorizationV1Api(cluster.api)
     prefix = f"{installed.operator_namespace}-e2e-trtllm-operator"  # cluster-scoped names (_helpers.tpl)
     assert not [r for r in rbac.list_cluster_role().items if r.metadata.name.startswith(prefix)]

@@ -54,8 +54,8 @@ from e2e_harness import (
     release_tree,
     start_operator,
 )
+from support.api import Api
 from support.cluster import LocalCluster
-from support.deployments import DeploymentApi as Api
 from support.hub import LocalHub
 from support.manifests import TINYLLAMA, an_engine, create_token_secret, hf_config, success_report
 from support.wait import wait_for

@@ -25,9 +25,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 from localcluster.nodes import NodeSpec, create_nodes, wait_nodes_ready
+from support.api import Api, wait_serving
 from support.cluster import LocalCluster
-from support.deployments import DeploymentApi as Api
-from support.deployments import wait_serving
 from support.manifests import H100, a_cached_engine, an_autoscaled_deployment
 from support.operator import running_operator
 from support.ports import bound_socket, free_port
@@ -50,12 +49,11 @@ RULES = REPO / "charts" / "trtllm-operator" / "files" / "prometheus-rules.yaml"
 @pytest.fixture
 def api(cluster: LocalCluster, namespace: str) -> Iterator[Api]:
     a = Api(cluster, namespace)
-    a.artifact_pvc()
-    engine = a_cached_engine("llama")
-    a.cache_artifact(engine)
-    a.create("llmengines", engine)
-    yield a
-    client.CoreV1Api(cluster.api).delete_persistent_volume(f"engines-{namespace}")
+    with a.artifact_pvc():
+        engine = a_cached_engine("llama")
+        a.cache_artifact(engine)
+        a.create(engine)
+        yield a
 
 
 @pytest.fixture
@@ -135,7 +133,6 @@ def test_load_up_scales_out_within_the_window_and_back_in_after_the_scale_down_w
 ) -> None:
     up_window, down_window = 3, 10
     api.create(
-        "llmdeployments",
         an_autoscaled_deployment(
             "chat",
             "llama",
@@ -205,7 +202,6 @@ def test_arrival_rate_on_the_load_model_drives_scale_out_and_in(
     )
     fleet.set_control(Control(arrival_rate=0.0))
     api.create(
-        "llmdeployments",
         an_autoscaled_deployment(
             "model",
             "llama",
@@ -250,7 +246,7 @@ def test_active_request_utilization_alone_drives_scale_out_and_in(
         down={"stabilizationWindowSeconds": 6, "maxReplicasPerStep": 4, "periodSeconds": 1},
     )
     manifest["spec"]["autoscaling"]["targets"] = {"activeRequestUtilization": 0.5}
-    api.create("llmdeployments", manifest)
+    api.create(manifest)
     with running_operator(cluster, [api.ns]):
         wait_serving(api, fleet, "batch", 1)
         fleet.set_control(Control(arrival_rate=20.0))  # 2.5× one replica's capacity
@@ -274,7 +270,6 @@ def test_no_free_gpu_reports_scaling_limited_instead_of_piling_up_pending_pods(
     try:
         wait_nodes_ready(api.core, [pool.name])
         api.create(
-            "llmdeployments",
             an_autoscaled_deployment(
                 "tight",
                 "llama",
@@ -388,7 +383,6 @@ def test_same_flow_through_a_real_prometheus(
 ) -> None:
     down_window = 8
     api.create(
-        "llmdeployments",
         an_autoscaled_deployment(
             "prom",
             "llama",
@@ -471,7 +465,7 @@ def test_mode_hpa_renders_an_hpa_on_the_scale_subresource_and_mode_switches_clea
     )
     body["spec"]["autoscaling"]["mode"] = "hpa"
     # Every signal the built-in policy has is rendered (issue #27).
-    api.create("llmdeployments", body)
+    api.create(body)
     hpa_api = client.AutoscalingV2Api(cluster.api)
 
     def hpa() -> Any:
@@ -570,7 +564,7 @@ def _unreachable_prometheus(cluster: LocalCluster, api: Api, closed: socket.sock
         },
     )
     body["spec"]["replicas"] = 2
-    api.create("llmdeployments", body)
+    api.create(body)
     url = body["spec"]["autoscaling"]["metrics"]["prometheusURL"]
     with running_operator(cluster, [api.ns], allowed_prometheus_urls=(url,)):
         active = wait_for(
@@ -597,7 +591,6 @@ def test_a_manual_scale_the_autoscaler_reverts_posts_why(
     back, posts a ManualScaleReverted Warning naming the field that owns the count and how to change
     it, and notes the same in lastDecisions (issue #25 item 5)."""
     api.create(
-        "llmdeployments",
         an_autoscaled_deployment(
             "manual",
             "llama",

@@ -11,34 +11,20 @@ build that would take hours), ``succeeds``/``fails`` end it with the builder's r
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from support.api import Api, condition, find_condition
 from support.cluster import LocalCluster
-from support.engines import EngineApi as Api
-from support.engines import condition, find_condition
-from support.manifests import DELAY_MS, OUTCOME, an_engine, create_token_secret, success_report
+from support.manifests import DELAY_MS, OUTCOME, an_engine, success_report
 from support.operator import running_operator
 from support.wait import wait_for
 
 from engine_builder.report import EXIT_CODES, build_report
+from trtllm_operator.api import ENGINE_PLURAL
 from trtllm_operator.decide.engine_spec import PreparedEngine
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def api(cluster: LocalCluster, namespace: str) -> Api:
-    a = Api(cluster, namespace)
-    create_token_secret(a.core, namespace)
-    return a
-
-
-@pytest.fixture
-def operator(cluster: LocalCluster, namespace: str) -> Iterator[None]:
-    with running_operator(cluster, [namespace]):
-        yield
 
 
 def job_names(api: Api) -> set[str]:
@@ -48,7 +34,9 @@ def job_names(api: Api) -> set[str]:
 def running_build(api: Api, name: str, prepared: PreparedEngine) -> dict[str, Any]:
     """Wait until ``name``'s builder pod for ``prepared`` runs on a node; the Job."""
     wait_for(
-        lambda: any((p.get("status") or {}).get("phase") == "Running" for p in api.pods(prepared.job_name)),
+        lambda: any(
+            (p.get("status") or {}).get("phase") == "Running" for p in api.job_pods(prepared.job_name)
+        ),
         timeout=60,
         desc=f"builder pod of {prepared.job_name} Running",
     )
@@ -72,10 +60,10 @@ def test_an_engine_defining_edit_mid_build_stops_the_old_job_and_starts_the_new_
     new = an_engine("edited").max_batch_size(64)
     after = new.prepared()
     assert after.key != before.key, "maxBatchSize is in the engine key"
-    api.patch_engine("edited", {"spec": new.succeeds(success_report(after)).manifest(api.ns)["spec"]})
+    api.patch(ENGINE_PLURAL, "edited", {"spec": new.succeeds(success_report(after)).manifest(api.ns)["spec"]})
 
     wait_for(lambda: before.job_name not in job_names(api), timeout=60, desc="the superseded Job deleted")
-    assert api.pods(before.job_name) == [], "its pod went first (foreground deletion)"
+    assert api.job_pods(before.job_name) == [], "its pod went first (foreground deletion)"
     engine = api.wait_phase("edited", "Ready", timeout=60)
     assert engine["status"]["engineKey"] == after.key
     assert job_names(api) == {after.job_name}, "the new key's Job, and only it"
@@ -94,7 +82,9 @@ def test_an_engine_turning_invalid_mid_build_stops_its_job(api: Api, operator: N
     api.create(eng)
     running_build(api, "broken-later", prepared)
 
-    api.patch_engine("broken-later", {"spec": {"parallelism": {"tensor": 3}}})  # 32 heads: InvalidSpec
+    api.patch(
+        ENGINE_PLURAL, "broken-later", {"spec": {"parallelism": {"tensor": 3}}}
+    )  # 32 heads: InvalidSpec
     engine = api.wait_phase("broken-later", "Failed")
     assert engine["status"]["build"]["reason"] == "InvalidSpec"
     wait_for(lambda: job_names(api) == set(), timeout=60, desc="the Job of the now unwanted build deleted")
@@ -118,14 +108,16 @@ def test_a_shared_build_is_stopped_only_when_no_engine_wants_its_key(api: Api, o
 
     moved = an_engine("a").max_batch_size(64)
     elsewhere = moved.prepared()
-    api.patch_engine("a", {"spec": moved.succeeds(success_report(elsewhere)).manifest(api.ns)["spec"]})
+    api.patch(
+        ENGINE_PLURAL, "a", {"spec": moved.succeeds(success_report(elsewhere)).manifest(api.ns)["spec"]}
+    )
     api.wait_phase("a", "Ready", timeout=60)  # its new build ran and was recorded: a reconciled on it
     kept = next(j for j in api.jobs() if j["metadata"]["name"] == shared.job_name)
     assert kept["metadata"]["uid"] == job["metadata"]["uid"] and not kept["metadata"].get("deletionTimestamp")
     assert events(api, "a", "BuildStopped") == [], "b still wants the key"
 
     # b leaves the key too: nobody wants the build any more, and b (an owner) stops it
-    api.patch_engine("b", {"spec": an_engine("b").max_batch_size(16).pod(**{OUTCOME: "run"}).spec})
+    api.patch(ENGINE_PLURAL, "b", {"spec": an_engine("b").max_batch_size(16).pod(**{OUTCOME: "run"}).spec})
     wait_for(lambda: shared.job_name not in job_names(api), timeout=60, desc="the shared Job deleted")
     (message,) = wait_for(lambda: events(api, "b", "BuildStopped"), desc="BuildStopped on b")
     assert shared.job_name in message
@@ -144,7 +136,7 @@ def test_a_succeeded_job_expires_after_its_record_and_the_engine_stays_ready(
         wait_for(lambda: job_names(api) == set(), timeout=60, desc="the succeeded Job expired")
         # a reconcile after the Job is gone (a spec change outside the key: generation 2) decides
         # Ready from the record: nothing is rebuilt
-        api.patch_engine("expiring", {"spec": {"gpu": {"podAnnotations": {DELAY_MS: "100"}}}})
+        api.patch(ENGINE_PLURAL, "expiring", {"spec": {"gpu": {"podAnnotations": {DELAY_MS: "100"}}}})
         engine = wait_for(
             lambda: (
                 e
@@ -184,7 +176,7 @@ def test_a_failed_job_is_kept_and_its_engine_stays_failed(
         api.create(eng.fails(EXIT_CODES["GPUOutOfMemory"], json.dumps(report)))
         api.wait_phase("oom", "Failed", timeout=60)
         (failed,) = api.jobs()
-        api.patch_engine("oom", {"spec": {"gpu": {"podAnnotations": {DELAY_MS: "100"}}}})  # same key
+        api.patch(ENGINE_PLURAL, "oom", {"spec": {"gpu": {"podAnnotations": {DELAY_MS: "100"}}}})  # same key
         engine = wait_for(
             lambda: (
                 e
@@ -198,4 +190,4 @@ def test_a_failed_job_is_kept_and_its_engine_stays_failed(
     (job,) = api.jobs()
     assert job["metadata"]["uid"] == failed["metadata"]["uid"], "the same Job: nothing rebuilt"
     assert job["spec"].get("ttlSecondsAfterFinished") is None, "a failed builder Job never expires"
-    assert len(api.pods(job["metadata"]["name"])) == 1
+    assert len(api.job_pods(job["metadata"]["name"])) == 1

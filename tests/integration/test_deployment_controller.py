@@ -13,9 +13,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kubernetes import client
+from support.api import Api
 from support.cluster import LocalCluster
-from support.deployments import DeploymentApi as Api
 from support.manifests import H100, a_cached_engine, a_deployment
 from support.operator import running_operator
 from support.wait import wait_for
@@ -28,9 +27,8 @@ KEY_LABEL = "llm.trtllm-operator.dev/engine-key"
 @pytest.fixture
 def api(cluster: LocalCluster, namespace: str) -> Iterator[Api]:
     a = Api(cluster, namespace)
-    a.artifact_pvc()
-    yield a
-    client.CoreV1Api(cluster.api).delete_persistent_volume(f"engines-{namespace}")
+    with a.artifact_pvc():
+        yield a
 
 
 def node_product(api: Api, node: str) -> str:
@@ -44,8 +42,8 @@ def test_serves_engine_then_rolls_to_new_key_one_pod_at_a_time(cluster: LocalClu
     changed["spec"]["build"]["maxBatchSize"] = 128
     key_b = api.cache_artifact(changed).key
     assert key_a != key_b
-    api.create("llmengines", engine)
-    api.create("llmdeployments", a_deployment("chat", "llama-fp8", replicas=2))
+    api.create(engine)
+    api.create(a_deployment("chat", "llama-fp8", replicas=2))
 
     with running_operator(cluster, [api.ns]):
 
@@ -155,26 +153,26 @@ def test_serves_engine_then_rolls_to_new_key_one_pod_at_a_time(cluster: LocalClu
 def test_incompatible_or_unplaceable_is_reported_and_nothing_rolls(cluster: LocalCluster, api: Api) -> None:
     engine = a_cached_engine("llama-fp8", tp=2)
     api.cache_artifact(engine)
-    api.create("llmengines", engine)
+    api.create(engine)
     other_image = "nvcr.io/nvidia/tritonserver:25.05-trtllm-python-py3"
-    api.create("llmdeployments", a_deployment("img", "llama-fp8", replicas=2, server={"image": other_image}))
+    api.create(a_deployment("img", "llama-fp8", replicas=2, server={"image": other_image}))
     a100 = {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}}
-    api.create("llmdeployments", a_deployment("gpu", "llama-fp8", scheduling=a100, replicas=2))
+    api.create(a_deployment("gpu", "llama-fp8", scheduling=a100, replicas=2))
     # A required node affinity whose only term excludes the engine's GPU: admitted (the API server
     # cannot see the engine), refused by the operator with the term's path and the fix.
     not_h100 = {"key": "nvidia.com/gpu.product", "operator": "NotIn", "values": [H100]}
     terms = {"nodeSelectorTerms": [{"matchExpressions": [not_h100]}]}
     affinity = {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": terms}}}
-    api.create("llmdeployments", a_deployment("aff", "llama-fp8", scheduling=affinity, replicas=2))
-    api.create("llmdeployments", a_deployment("waiting", "not-built-yet", replicas=2))
+    api.create(a_deployment("aff", "llama-fp8", scheduling=affinity, replicas=2))
+    api.create(a_deployment("waiting", "not-built-yet", replicas=2))
     # 16 ranks > 8 GPUs of an H100 node, and this cluster has no LeaderWorkerSet CRD. (A model the
     # operator has no config.json for: the planner's own multi-node check is skipped.)
     big = a_cached_engine("big", tp=2)
     big["spec"]["model"]["source"] = "hf://example-org/large-model"
     big["spec"]["parallelism"] = {"tensor": 8, "pipeline": 2}
     api.cache_artifact(big)
-    api.create("llmengines", big)
-    api.create("llmdeployments", a_deployment("big", "big", replicas=2))
+    api.create(big)
+    api.create(a_deployment("big", "big", replicas=2))
 
     with running_operator(cluster, [api.ns]):
         img = wait_for(lambda: api.condition("img", "EngineIncompatible"), timeout=60, desc="img condition")
@@ -213,11 +211,11 @@ def test_incompatible_or_unplaceable_is_reported_and_nothing_rolls(cluster: Loca
 def test_partial_artifact_rolls_out_only_with_the_opt_in(cluster: LocalCluster, api: Api) -> None:
     engine = a_cached_engine("partial", tp=2)
     api.cache_artifact(engine, missing=("engine/ (compile skipped: --skip-compile)",))
-    api.create("llmengines", engine)
-    api.create("llmdeployments", a_deployment("plain", "partial", replicas=1))
+    api.create(engine)
+    api.create(a_deployment("plain", "partial", replicas=1))
     opted = a_deployment("opted", "partial", replicas=1)
     opted["metadata"]["annotations"] = {"llm.trtllm-operator.dev/allow-partial-artifact": "true"}
-    api.create("llmdeployments", opted)
+    api.create(opted)
 
     with running_operator(cluster, [api.ns]):
         refused = wait_for(
@@ -247,10 +245,10 @@ def test_auto_rollback_when_new_key_never_becomes_ready(cluster: LocalCluster, a
     progressDeadlineSeconds → the previous key's pod template is restored."""
     good, bad = a_cached_engine("llama-a", tp=2), a_cached_engine("llama-b", tp=2, product="NVIDIA-H200")
     key_a, key_b = api.cache_artifact(good).key, api.cache_artifact(bad).key
-    api.create("llmengines", good)
-    api.create("llmengines", bad)
+    api.create(good)
+    api.create(bad)
     rollout = {"progressDeadlineSeconds": 60, "autoRollback": True}
-    api.create("llmdeployments", a_deployment("chat", "llama-a", replicas=2, rollout=rollout))
+    api.create(a_deployment("chat", "llama-a", replicas=2, rollout=rollout))
 
     with running_operator(cluster, [api.ns]):
         wait_for(
@@ -313,8 +311,8 @@ def test_status_says_what_is_served_when_pods_cannot_be_placed_or_the_engine_is_
     serve, not "no model is served yet"."""
     engine = a_cached_engine("wide", tp=8)  # one pod = 8 GPUs = one whole H100 node (2 in the cluster)
     key = api.cache_artifact(engine).key
-    api.create("llmengines", engine)
-    api.create("llmdeployments", a_deployment("big", "wide", replicas=1, server={"api": "triton"}))
+    api.create(engine)
+    api.create(a_deployment("big", "wide", replicas=1, server={"api": "triton"}))
 
     with running_operator(cluster, [api.ns]):
         wait_for(

@@ -10,16 +10,14 @@ from __future__ import annotations
 import json
 import socket
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from kubernetes import client
+from support.api import Api, condition, find_condition
 from support.cluster import LocalCluster
-from support.engines import EngineApi as Api
-from support.engines import condition, find_condition
 from support.hub import HubRepo, local_hub
 from support.manifests import (
     DELAY_MS,
@@ -43,26 +41,20 @@ from engine_builder.pipeline import load_spec
 from engine_builder.planner import plan_from_build_spec
 from engine_builder.planner.plan import DEFAULT_CONCURRENT_SEQUENCES, DERIVED_LIMITS_RULE, MAX_SEQ_LEN_RULE
 from engine_builder.report import EXIT_CODES, build_report
-from trtllm_operator.api.wire import ARTIFACT_DATA_KEY, GROUP, LABEL_ENGINE_KEY, LABEL_SECRET_USABLE, VERSION
+from trtllm_operator.api.wire import (
+    ARTIFACT_DATA_KEY,
+    ENGINE_PLURAL,
+    GROUP,
+    LABEL_ENGINE_KEY,
+    LABEL_SECRET_USABLE,
+    VERSION,
+)
 from trtllm_operator.cli import main
 from trtllm_operator.decide.storage import cache_entry_name
 from trtllm_operator.render.builder_job import BUILD_SPEC_DATA_KEY
 from trtllm_operator.settings import Settings
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def api(cluster: LocalCluster, namespace: str) -> Api:
-    a = Api(cluster, namespace)
-    create_token_secret(a.core, namespace)
-    return a
-
-
-@pytest.fixture
-def operator(cluster: LocalCluster, namespace: str) -> Iterator[None]:
-    with running_operator(cluster, [namespace]):
-        yield
 
 
 # ----------------------------------------------------------------------------- scenarios
@@ -108,7 +100,9 @@ def test_build_runs_on_target_gpu_and_engine_becomes_ready(api: Api, operator: N
         and prepared.key[:63] == build_spec_cm["metadata"]["labels"][LABEL_ENGINE_KEY]
     )
 
-    pod = wait_for(lambda: next((p for p in api.pods(prepared.job_name) if p["spec"].get("nodeName")), None))
+    pod = wait_for(
+        lambda: next((p for p in api.job_pods(prepared.job_name) if p["spec"].get("nodeName")), None)
+    )
     node = api.core.read_node(pod["spec"]["nodeName"])
     assert node.metadata.labels["nvidia.com/gpu.product"] == H100
 
@@ -250,7 +244,9 @@ def test_deterministic_failure_is_not_retried(api: Api, operator: None) -> None:
     job = api.jobs()[0]
     failed = [c for c in job["status"]["conditions"] if c["type"] == "Failed"]
     assert failed and failed[0]["reason"] == "PodFailurePolicy"
-    assert len(api.pods(job["metadata"]["name"])) == 1, "backoffLimit 3 but a deterministic failure ran once"
+    assert len(api.job_pods(job["metadata"]["name"])) == 1, (
+        "backoffLimit 3 but a deterministic failure ran once"
+    )
 
 
 def test_unschedulable_build_says_why(api: Api, operator: None) -> None:
@@ -377,7 +373,7 @@ def test_tp4_pp4_engine_on_4_gpu_nodes_gets_a_builder_that_schedules(api: Api, o
     job = wait_for(lambda: next(iter(api.jobs()), None), timeout=60, desc="the builder Job")
 
     def scheduled() -> dict[str, Any] | None:
-        pods = api.pods(job["metadata"]["name"])
+        pods = api.job_pods(job["metadata"]["name"])
         return pods[0] if pods and (pods[0].get("spec") or {}).get("nodeName") else None
 
     pod = wait_for(scheduled, timeout=90, desc="the builder pod on a node")
@@ -455,7 +451,7 @@ def test_editing_gpu_resources_replaces_a_pending_builder_job(api: Api, operator
     old = api.batch.read_namespaced_job(prepared.job_name, api.ns)
     assert old.spec.template.spec.containers[0].resources.limits["memory"] == "100Ti"
 
-    api.patch_engine("resized", {"spec": {"gpu": {"resources": {"gpus": 1, "memory": "64Gi"}}}})
+    api.patch(ENGINE_PLURAL, "resized", {"spec": {"gpu": {"resources": {"gpus": 1, "memory": "64Gi"}}}})
     resized = an_engine("resized")
     resized.body["spec"]["gpu"]["resources"] = {"gpus": 1, "memory": "64Gi"}
     assert resized.prepared().key == prepared.key, "gpu.resources is outside the engine key"
@@ -475,7 +471,7 @@ def test_editing_gpu_resources_replaces_a_pending_builder_job(api: Api, operator
     engine = api.wait_phase("resized", "Ready", timeout=60)
     assert engine["status"]["artifact"]["manifestDigest"] == manifest_for(prepared)["manifestDigest"]
     assert "BuildReplaced" in api.event_reasons("resized")
-    assert [p["metadata"]["ownerReferences"][0]["uid"] for p in api.pods(prepared.job_name)] == [
+    assert [p["metadata"]["ownerReferences"][0]["uid"] for p in api.job_pods(prepared.job_name)] == [
         new.metadata.uid
     ], "only the new Job's pod is left"
 
@@ -503,7 +499,9 @@ def test_invalid_spec_fails_naming_the_field_without_a_job(
     assert "engineKey" not in engine["status"]
     assert api.jobs() == []
     # fixing the field starts a build (level-based: the next spec change is acted on)
-    api.patch_engine("bad", {"spec": {**an_engine("bad").tp(1).spec, "build": {"maxNumTokens": None}}})
+    api.patch(
+        ENGINE_PLURAL, "bad", {"spec": {**an_engine("bad").tp(1).spec, "build": {"maxNumTokens": None}}}
+    )
     wait_for(api.jobs, desc="builder Job after the fix")
 
 
@@ -547,7 +545,7 @@ def test_default_max_seq_len_for_llama_8b_on_h100_is_bounded_by_the_rule(
     assert build_spec.engine_key() == status["engineKey"]
 
     # Asked for explicitly, the full context is planned as given (and still fits a few sequences).
-    api.patch_engine(eng.name, {"spec": {"build": {"maxSeqLen": context}}})
+    api.patch(ENGINE_PLURAL, eng.name, {"spec": {"build": {"maxSeqLen": context}}})
 
     def replanned() -> dict[str, Any] | None:
         p = (api.engine(eng.name).get("status") or {}).get("plan") or {}
@@ -574,9 +572,11 @@ def test_same_key_reuses_artifact_key_change_rebuilds_label_change_does_not(api:
     assert len(api.jobs()) == 1
 
     # a label change keeps the key: nothing is built
-    api.patch_engine("first", {"metadata": {"labels": {"team": "c"}}})
+    api.patch(ENGINE_PLURAL, "first", {"metadata": {"labels": {"team": "c"}}})
     wait_for(lambda: api.engine("first")["metadata"]["labels"]["team"] == "c")
-    api.patch_engine("first", {"spec": {"gpu": {"podAnnotations": {DELAY_MS: "100"}}}})  # outside the key too
+    api.patch(
+        ENGINE_PLURAL, "first", {"spec": {"gpu": {"podAnnotations": {DELAY_MS: "100"}}}}
+    )  # outside the key too
     wait_for(
         lambda: (find_condition(api.engine("first"), "Ready") or {}).get("observedGeneration") == 2,
         desc="generation 2 seen",
@@ -584,7 +584,7 @@ def test_same_key_reuses_artifact_key_change_rebuilds_label_change_does_not(api:
     assert len(api.jobs()) == 1
 
     # a key change (maxBatchSize) builds a new engine under a new name
-    api.patch_engine("first", {"spec": {"build": {"maxBatchSize": 64}}})
+    api.patch(ENGINE_PLURAL, "first", {"spec": {"build": {"maxBatchSize": 64}}})
     jobs = wait_for(lambda: api.jobs() if len(api.jobs()) == 2 else None, desc="second Job")
     new_key = api.engine("first")["status"]["engineKey"]
     assert new_key != prepared.key
@@ -622,7 +622,7 @@ def test_operator_killed_mid_build_restarts_without_duplicates(
         engine = api.wait_phase("resilient", "Ready", timeout=60)
         assert engine["status"]["artifact"]["manifestDigest"] == manifest_for(prepared)["manifestDigest"]
     assert [j["metadata"]["name"] for j in api.jobs()] == [prepared.job_name]
-    assert len(api.pods(prepared.job_name)) == 1
+    assert len(api.job_pods(prepared.job_name)) == 1
 
 
 def test_delete_engine_collects_job_keeps_artifact_index(api: Api, operator: None) -> None:
@@ -630,7 +630,7 @@ def test_delete_engine_collects_job_keeps_artifact_index(api: Api, operator: Non
     prepared = eng.prepared()
     api.create(eng.succeeds(success_report(prepared)))
     api.wait_phase("short-lived", "Ready")
-    api.delete_engine("short-lived")
+    api.delete(ENGINE_PLURAL, "short-lived")
     wait_for(lambda: api.jobs() == [], timeout=60, desc="Job garbage-collected through ownerReferences")
     wait_for(lambda: api.configmap(prepared.job_name) is None, desc="build-spec ConfigMap collected")
     assert api.configmap(cache_entry_name(prepared.key, prepared.storage.storage_id)) is not None
@@ -881,8 +881,8 @@ def test_created_pvc_is_kept_unless_reclaim_policy_delete(api: Api, operator: No
     volumes = job["spec"]["template"]["spec"]["volumes"]
     assert {"name": "artifacts", "persistentVolumeClaim": {"claimName": "keep-artifacts"}} in volumes
 
-    api.delete_engine("keep")
-    api.delete_engine("drop")
+    api.delete(ENGINE_PLURAL, "keep")
+    api.delete(ENGINE_PLURAL, "drop")
     wait_for(
         lambda: (
             (pvc("drop-artifacts") or {}).get("metadata", {}).get("deletionTimestamp")
@@ -909,7 +909,7 @@ def test_second_engine_joins_a_running_build_and_keeps_it_alive(api: Api, operat
         return sorted(o["name"] for o in jobs[0]["metadata"].get("ownerReferences") or [])
 
     wait_for(lambda: owners() == ["a", "b"], desc="both LLMEngines own the one Job")
-    api.delete_engine("a")
+    api.delete(ENGINE_PLURAL, "a")
     engine = api.wait_phase("b", "Ready", timeout=60)
     assert engine["status"]["build"]["jobName"] == prepared.job_name
     wait_for(lambda: owners() == ["b"], timeout=90, desc="the garbage collector drops the deleted owner")
@@ -962,14 +962,14 @@ def test_a_rebuild_is_recorded_at_its_new_directory_and_never_at_the_mounted_one
         manifest_digest=manifest_for(prepared)["manifestDigest"],
         size_bytes=4096,
     )
-    api.patch_engine("once", {"spec": {"gpu": {"podAnnotations": {MESSAGE: json.dumps(report)}}}})
+    api.patch(ENGINE_PLURAL, "once", {"spec": {"gpu": {"podAnnotations": {MESSAGE: json.dumps(report)}}}})
     wait_for(
         lambda: (find_condition(api.engine("once"), "Ready") or {}).get("observedGeneration") == 2,
         desc="generation 2 seen",
     )
     # force a rebuild: the Job (and its pods) first, then the cache entry
     api.batch.delete_namespaced_job(prepared.job_name, api.ns, propagation_policy="Foreground")
-    wait_for(lambda: not api.jobs() and not api.pods(prepared.job_name), desc="old Job and pods gone")
+    wait_for(lambda: not api.jobs() and not api.job_pods(prepared.job_name), desc="old Job and pods gone")
     api.core.delete_namespaced_config_map(prepared.cache_name, api.ns)
 
     def moved() -> dict[str, Any] | None:

@@ -45,9 +45,9 @@ import pytest
 from kubernetes import client
 from localcluster import ControlPlane, add_gpu_nodes, delete_nodes, find_bin_dir, wait_nodes_ready
 from prometheus_client.parser import text_string_to_metric_families
+from support.api import Api
 from support.artifacts import cache_artifact, prebound_artifact_pvc
 from support.cluster import LocalCluster
-from support.deployments import DeploymentApi as Api
 from support.manifests import (
     H100,
     EngineBuilder,
@@ -185,13 +185,6 @@ def owners_alive(api: Api) -> list[str]:
     return orphans
 
 
-@pytest.fixture
-def api(cluster: LocalCluster, namespace: str) -> Api:
-    a = Api(cluster, namespace)
-    create_token_secret(a.core, namespace)
-    return a
-
-
 # ----------------------------------------------------------------------------- SIGKILL at seeded points
 def test_sigkill_at_seeded_points_converges_without_duplicates(
     cluster: LocalCluster, api: Api, tmp_path: Path
@@ -202,8 +195,8 @@ def test_sigkill_at_seeded_points_converges_without_duplicates(
     batch_b = {n: 8 * (i + 1) + 100 for i, n in enumerate(names)}  # the key change
     engines = {n: kwok_engine(n, batch_a[n], rng.randrange(1500, 6000)) for n in names}
     for n in names:
-        api.create(ENGINE_PLURAL, engines[n].manifest(api.ns))
-        api.create(DEPLOYMENTS, a_deployment(f"d-{n}", n, replicas=rng.randrange(1, 3)))
+        api.create(engines[n])
+        api.create(a_deployment(f"d-{n}", n, replicas=rng.randrange(1, 3)))
 
     zygote = Zygote(cluster, [api.ns], tmp_path)
     schedule: list[tuple[int, float, str]] = []
@@ -290,7 +283,7 @@ def test_operator_recovers_on_its_own_after_etcd_and_apiserver_outage(own_cluste
     cp = cluster.control_plane
     api = Api(cluster, cluster.create_namespace("outage"))
     create_token_secret(api.core, api.ns)
-    api.create(ENGINE_PLURAL, kwok_engine("before", 8, 200).manifest(api.ns))
+    api.create(kwok_engine("before", 8, 200).manifest(api.ns))
     with running_operator(cluster, [api.ns]) as op:
         wait_for(lambda: (api.get(ENGINE_PLURAL, "before").get("status") or {}).get("phase") == "Ready", 60)
         with api_outage(cp, cluster.server):
@@ -298,7 +291,7 @@ def test_operator_recovers_on_its_own_after_etcd_and_apiserver_outage(own_cluste
             assert op.thread.is_alive() and not op.errors, "the operator died during the outage"
         returned = time.monotonic()
         # a change right after the API is back: the operator must notice it without a restart
-        api.create(ENGINE_PLURAL, kwok_engine("after", 16, 200).manifest(api.ns))
+        api.create(kwok_engine("after", 16, 200).manifest(api.ns))
         wait_for(
             lambda: (api.get(ENGINE_PLURAL, "after").get("status") or {}).get("conditions"),
             timeout=RECOVERY_GUARD_SECONDS,
@@ -317,8 +310,8 @@ def test_operator_recovers_on_its_own_after_etcd_and_apiserver_outage(own_cluste
 def test_concurrent_edits_lose_no_update(cluster: LocalCluster, api: Api) -> None:
     rng = random.Random(SEED + 1)
     eng = kwok_engine("shared", 8, 200)
-    api.create(ENGINE_PLURAL, eng.manifest(api.ns))
-    api.create(DEPLOYMENTS, a_deployment("busy", "shared", replicas=1))
+    api.create(eng)
+    api.create(a_deployment("busy", "shared", replicas=1))
     other = Api(cluster, api.ns)  # its own ApiClient: a second writer
     other.custom = client.CustomObjectsApi(cluster.api_client())
     written: list[int] = []
@@ -393,7 +386,7 @@ def test_drained_builder_retries_the_build_elsewhere(
     eng = kwok_engine("evictee", 8, BUILD_MS).backoff_limit(0)
     eng.body["spec"]["gpu"]["nodeSelector"] = {"trtllm-operator.dev/fault-test": api.ns}
     prepared = eng.prepared()
-    api.create(ENGINE_PLURAL, eng.manifest(api.ns))
+    api.create(eng)
     selector = f"batch.kubernetes.io/job-name={prepared.job_name}"
 
     def running_pod() -> Any:
@@ -480,8 +473,8 @@ def test_reconciling_a_settled_deployment_writes_nothing(cluster: LocalCluster, 
     writes): every reconcile used to POST the ConfigMap, Deployment, Service and
     PodDisruptionBudget again (409 AlreadyExists)."""
     eng = kwok_engine("settled", 8, 200)
-    api.create(ENGINE_PLURAL, eng.manifest(api.ns))
-    api.create(DEPLOYMENTS, a_deployment("quiet", "settled", replicas=1))
+    api.create(eng)
+    api.create(a_deployment("quiet", "settled", replicas=1))
     with running_operator(cluster, [api.ns]):
         wait_for(lambda: deployment_ready(api, "quiet", eng.prepared().key), timeout=90, desc="quiet Ready")
         mark, gets, started = cluster.audit_mark(), _get_llmdeployments(cluster), time.monotonic()
@@ -557,8 +550,8 @@ def test_restart_at_scale_writes_nothing(
         cache_artifact(api.core, api.ns, body)
     mark = cluster.audit_mark()
     for i, body in enumerate(engines):
-        api.create(ENGINE_PLURAL, body)
-        api.create(DEPLOYMENTS, a_deployment(f"d-{i}", f"e-{i}", replicas=1))
+        api.create(body)
+        api.create(a_deployment(f"d-{i}", f"e-{i}", replicas=1))
     created = [
         e
         for e in cluster.audit_events(mark)

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from support.api import Api as SharedApi
 from support.cluster import LocalCluster
-from support.deployments import DeploymentApi
 from support.manifests import a_cached_engine, a_deployment
 from support.operator import running_operator
 from support.wait import wait_for
@@ -32,7 +32,7 @@ CRD = (
 )
 
 
-class Api(DeploymentApi):
+class Api(SharedApi):
     def pool(self, name: str) -> dict[str, Any] | None:
         try:
             obj: dict[str, Any] = self.custom.get_namespaced_custom_object(
@@ -48,9 +48,8 @@ class Api(DeploymentApi):
 @pytest.fixture
 def api(cluster: LocalCluster, namespace: str) -> Iterator[Api]:
     a = Api(cluster, namespace)
-    a.artifact_pvc()
-    yield a
-    client.CoreV1Api(cluster.api).delete_persistent_volume(f"engines-{namespace}")
+    with a.artifact_pvc():
+        yield a
 
 
 @pytest.fixture
@@ -70,9 +69,8 @@ ROUTING = {
 def test_without_the_crd_routing_is_reported_not_installed(cluster: LocalCluster, api: Api) -> None:
     engine = a_cached_engine("llama-fp8")
     api.cache_artifact(engine)
-    api.create("llmengines", engine)
+    api.create(engine)
     api.create(
-        "llmdeployments",
         a_deployment("chat", "llama-fp8", replicas=2, server={"api": "openai"}, routing=ROUTING),
     )
     with running_operator(cluster, [api.ns]):
@@ -101,9 +99,9 @@ def _deployment(api: Api, name: str) -> Any:
 def test_openai_deployment_and_its_inference_pool(cluster: LocalCluster, api: Api, pool_crd: None) -> None:
     engine = a_cached_engine("llama-fp8")
     api.cache_artifact(engine)
-    api.create("llmengines", engine)
+    api.create(engine)
     spec = {"api": "openai", "openai": {"servedModelName": "llama-3.1-8b", "defaultMaxTokens": 256}}
-    api.create("llmdeployments", a_deployment("chat", "llama-fp8", replicas=2, server=spec, routing=ROUTING))
+    api.create(a_deployment("chat", "llama-fp8", replicas=2, server=spec, routing=ROUTING))
 
     with running_operator(cluster, [api.ns]):
         status = wait_for(
@@ -169,7 +167,7 @@ def test_openai_deployment_and_its_inference_pool(cluster: LocalCluster, api: Ap
 def test_admission_refuses_a_pool_without_the_openai_api(api: Api) -> None:
     body = a_deployment("kserve", "llama-fp8", replicas=2, routing={"inferencePool": {"enabled": True}})
     with pytest.raises(client.ApiException) as err:
-        api.create("llmdeployments", body)
+        api.create(body)
     assert err.value.status == 422
     assert "spec.routing.inferencePool.enabled" in err.value.body
     assert "needs server.api openai or both" in err.value.body
@@ -182,11 +180,10 @@ def test_pytorch_openai_deployment_runs_trtllm_serve(cluster: LocalCluster, api:
     engine = a_cached_engine("llama-torch")
     engine["spec"]["backend"] = "pytorch"
     api.cache_artifact(engine)
-    api.create("llmengines", engine)
+    api.create(engine)
     spec = {"api": "openai", "decoupled": True, "openai": {"servedModelName": "llama-3.1-8b"}}
-    api.create("llmdeployments", a_deployment("torch-chat", "llama-torch", replicas=2, server=spec))
+    api.create(a_deployment("torch-chat", "llama-torch", replicas=2, server=spec))
     api.create(
-        "llmdeployments",
         a_deployment("torch-both", "llama-torch", replicas=2, server={"api": "both", "decoupled": True}),
     )
 

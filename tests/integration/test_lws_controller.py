@@ -23,9 +23,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kubernetes import client
+from support.api import Api
 from support.cluster import LocalCluster
-from support.deployments import DeploymentApi as Api
 from support.lws import Lws, running_lws
 from support.manifests import a_cached_engine, a_deployment
 from support.operator import running_operator
@@ -50,9 +49,8 @@ def lws(cluster: LocalCluster) -> Iterator[Lws]:
 @pytest.fixture
 def api(cluster: LocalCluster, namespace: str, lws: Lws) -> Iterator[Api]:
     a = Api(cluster, namespace)
-    a.artifact_pvc()
-    yield a
-    client.CoreV1Api(cluster.api).delete_persistent_volume(f"engines-{namespace}")
+    with a.artifact_pvc():
+        yield a
 
 
 def lws_pods(api: Api, lws_name: str) -> dict[str, Any]:
@@ -77,8 +75,8 @@ def test_multi_node_replicas_become_lws_groups_with_the_environment_the_launch_s
     engine["spec"]["model"]["source"] = "hf://example-org/large-model"
     engine["spec"]["parallelism"] = {"tensor": 8, "pipeline": 2, "multiNode": True}
     api.cache_artifact(engine)
-    api.create("llmengines", engine)
-    api.create("llmdeployments", a_deployment("big", "big", replicas=1))
+    api.create(engine)
+    api.create(a_deployment("big", "big", replicas=1))
     ns = api.ns
     name = "big-lws"  # the operator's LeaderWorkerSet (render.leaderworkerset: <deployment>-lws)
 

@@ -20,9 +20,8 @@ from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from support.api import Api, wait_serving
 from support.cluster import LocalCluster
-from support.deployments import DeploymentApi, wait_serving
-from support.engines import EngineApi as Api
 from support.manifests import (
     a_cached_engine,
     a_deployment,
@@ -77,18 +76,16 @@ def reader_token(cluster: LocalCluster, namespace: str) -> Iterator[str]:
 
 
 @pytest.fixture
-def apis(cluster: LocalCluster, namespace: str) -> Iterator[tuple[Api, DeploymentApi]]:
-    dep = DeploymentApi(cluster, namespace)
-    dep.artifact_pvc()
-    create_token_secret(dep.core, namespace)
-    yield Api(cluster, namespace), dep
-    dep.core.delete_persistent_volume(f"engines-{namespace}")
+def api(cluster: LocalCluster, namespace: str) -> Iterator[Api]:
+    a = Api(cluster, namespace)
+    with a.artifact_pvc():
+        create_token_secret(a.core, namespace)
+        yield a
 
 
 def test_metrics_events_and_progress_during_build_and_rollout(
-    cluster: LocalCluster, apis: tuple[Api, DeploymentApi], operator_metrics_port: int, reader_token: str
+    cluster: LocalCluster, api: Api, operator_metrics_port: int, reader_token: str
 ) -> None:
-    api, dep = apis
     port = operator_metrics_port
     built = an_engine("built").pvc("engines", "trtllm")
     prepared = built.prepared()
@@ -126,10 +123,10 @@ def test_metrics_events_and_progress_during_build_and_rollout(
         row = cluster.kubectl("get", "llmengine", "built", "-n", api.ns, "--no-headers").stdout.split()
         assert row[1:4] == ["Ready", "done", "100"], row
 
-        dep.create("llmdeployments", a_deployment("chat", "built", replicas=2))
+        api.create(a_deployment("chat", "built", replicas=2))
         wait_for(
             lambda: (
-                dep.status("chat").get("phase") == "Ready" and dep.status("chat").get("readyReplicas") == 2
+                api.status("chat").get("phase") == "Ready" and api.status("chat").get("readyReplicas") == 2
             ),
             timeout=60,
             desc="chat Ready with 2 replicas",
@@ -248,29 +245,30 @@ def test_trtllm_operator_run_logs_json_keyed_by_object(
 @pytest.fixture
 def scaling(
     cluster: LocalCluster, namespace: str, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[tuple[DeploymentApi, Fleet]]:
+) -> Iterator[tuple[Api, Fleet]]:
     """An engine served from the cache and Triton metrics emulators on every Running pod (as in
     test_autoscaling.py), idle."""
-    api = DeploymentApi(cluster, namespace)
-    api.artifact_pvc()
-    engine = a_cached_engine("llama")
-    api.cache_artifact(engine)
-    api.create("llmengines", engine)
+    api = Api(cluster, namespace)
     port = free_port()
     monkeypatch.setattr(autoscaler_handlers, "METRICS_PORT", port)
-    with Fleet(port=port, control=Control(fixed={"requests": 0, "kvCacheUtilization": 0.2})) as fleet:
+    with (
+        api.artifact_pvc(),
+        Fleet(port=port, control=Control(fixed={"requests": 0, "kvCacheUtilization": 0.2})) as fleet,
+    ):
+        engine = a_cached_engine("llama")
+        api.cache_artifact(engine)
+        api.create(engine)
         selector = "llm.trtllm-operator.dev/deployment"
         follower = PodFollower(fleet, api.core, namespace, selector, poll_seconds=0.3).start()
         try:
             yield api, fleet
         finally:
             follower.stop()
-            api.core.delete_persistent_volume(f"engines-{namespace}")
 
 
 def test_autoscaler_metrics_and_events(
     cluster: LocalCluster,
-    scaling: tuple[DeploymentApi, Fleet],
+    scaling: tuple[Api, Fleet],
     operator_metrics_port: int,
     reader_token: str,
 ) -> None:
@@ -279,9 +277,7 @@ def test_autoscaler_metrics_and_events(
     api, fleet = scaling
     fast = {"stabilizationWindowSeconds": 1, "maxReplicasPerStep": 4, "periodSeconds": 1}
     slow = {"stabilizationWindowSeconds": 600, "maxReplicasPerStep": 1, "periodSeconds": 60}
-    api.create(
-        "llmdeployments", an_autoscaled_deployment("chat", "llama", max_replicas=2, up=fast, down=slow)
-    )
+    api.create(an_autoscaled_deployment("chat", "llama", max_replicas=2, up=fast, down=slow))
     labels = {"namespace": api.ns, "name": "chat"}
     port = operator_metrics_port
     with running_operator(cluster, [api.ns], metrics_port=port):

@@ -29,9 +29,9 @@ from typing import Any, ClassVar
 
 import pytest
 from kubernetes import client
-from support.artifacts import cache_artifact, prebound_artifact_pvc, write_manifest
+from support.api import Api as SharedApi
+from support.artifacts import cache_artifact, write_manifest
 from support.cluster import LocalCluster
-from support.deployments import DeploymentApi
 from support.manifests import DELAY_MS, EXIT_CODE, H100, MESSAGE, OUTCOME, a_cached_engine, a_deployment
 from support.operator import HF_CONFIG_DIR, running_operator
 from support.ports import free_port
@@ -59,7 +59,7 @@ pytestmark = pytest.mark.slow
 KWOK_GPU = {"product": H100, "backoffLimit": 0, "podAnnotations": {DELAY_MS: "300"}}
 
 
-class Api(DeploymentApi):
+class Api(SharedApi):
     """The shared wrapper plus conditions of either kind and the engine's PVC."""
 
     def condition_of(self, plural: str, name: str, type_: str) -> dict[str, Any] | None:
@@ -82,9 +82,8 @@ class Api(DeploymentApi):
 @pytest.fixture
 def api(cluster: LocalCluster, namespace: str) -> Iterator[Api]:
     a = Api(cluster, namespace)
-    prebound_artifact_pvc(a.core, namespace)
-    yield a
-    a.core.delete_persistent_volume(f"engines-{namespace}")
+    with a.artifact_pvc():
+        yield a
 
 
 def foreign_deployment(name: str) -> dict[str, Any]:
@@ -109,9 +108,9 @@ def test_foreign_workload_under_the_deployment_name_is_neither_patched_nor_adopt
 ) -> None:
     engine = a_cached_engine("llama", gpu=KWOK_GPU)
     cache_artifact(api.core, api.ns, engine)
-    api.create(ENGINE_PLURAL, engine)
+    api.create(engine)
     theirs = api.apps.create_namespaced_deployment(api.ns, foreign_deployment("chat"))
-    api.create(DEPLOYMENT_PLURAL, a_deployment("chat", "llama", replicas=3))
+    api.create(a_deployment("chat", "llama", replicas=3))
 
     with running_operator(cluster, [api.ns]):
         cond = wait_for(
@@ -145,12 +144,12 @@ def test_foreign_workload_under_the_deployment_name_is_neither_patched_nor_adopt
 def test_foreign_service_stops_the_rollout_and_clears_once_removed(cluster: LocalCluster, api: Api) -> None:
     engine = a_cached_engine("llama", gpu=KWOK_GPU)
     cache_artifact(api.core, api.ns, engine)
-    api.create(ENGINE_PLURAL, engine)
+    api.create(engine)
     api.core.create_namespaced_service(
         api.ns,
         {"metadata": {"name": "chat"}, "spec": {"selector": {"app": "theirs"}, "ports": [{"port": 80}]}},
     )
-    api.create(DEPLOYMENT_PLURAL, a_deployment("chat", "llama"))
+    api.create(a_deployment("chat", "llama"))
 
     with running_operator(cluster, [api.ns]):
         cond = wait_for(lambda: api.ready_reason(DEPLOYMENT_PLURAL, "chat", "ChildConflict"), timeout=60)
@@ -196,8 +195,8 @@ def test_serving_children_carry_the_deployments_own_credentials_and_network_poli
 
     engine = a_cached_engine("llama", gpu=KWOK_GPU)
     cache_artifact(api.core, api.ns, engine)
-    api.create(ENGINE_PLURAL, engine)
-    api.create(DEPLOYMENT_PLURAL, a_deployment("chat", "llama"))
+    api.create(engine)
+    api.create(a_deployment("chat", "llama"))
     net = client.NetworkingV1Api(api.core.api_client)
     with running_operator(cluster, [api.ns], serving_client_namespaces=("gateway",)) as operator:
         dep = wait_for(lambda: _read(api.apps.read_namespaced_deployment, "chat", api.ns), timeout=60)
@@ -262,12 +261,12 @@ def test_foreign_secret_under_the_credentials_name_is_neither_used_nor_adopted(
     ChildConflict: no pod is rendered to use it, and it is not patched or adopted."""
     engine = a_cached_engine("llama", gpu=KWOK_GPU)
     cache_artifact(api.core, api.ns, engine)
-    api.create(ENGINE_PLURAL, engine)
+    api.create(engine)
     theirs = api.core.create_namespaced_secret(
         api.ns,
         {"metadata": {"name": "chat-credentials"}, "stringData": {"triton-admin-key": "known-to-them"}},
     )
-    api.create(DEPLOYMENT_PLURAL, a_deployment("chat", "llama"))
+    api.create(a_deployment("chat", "llama"))
     with running_operator(cluster, [api.ns]):
         cond = wait_for(lambda: api.ready_reason(DEPLOYMENT_PLURAL, "chat", "ChildConflict"), timeout=60)
         assert "Secret chat-credentials already exists" in cond["message"]
@@ -306,7 +305,7 @@ def test_forged_cache_entry_is_not_trusted(cluster: LocalCluster, api: Api) -> N
         api.ns,
         {"metadata": {"name": prepared.cache_name}, "data": {ARTIFACT_DATA_KEY: json.dumps(record)}},
     )
-    api.create(ENGINE_PLURAL, engine)
+    api.create(engine)
     with running_operator(cluster, [api.ns]):
         cond = wait_for(lambda: api.ready_reason(ENGINE_PLURAL, "llama", "ChildConflict"), timeout=60)
     assert f"ConfigMap {prepared.cache_name} already exists" in cond["message"]
@@ -323,7 +322,7 @@ def test_secret_not_marked_usable_is_refused_and_marking_it_lets_the_build_start
     api.core.create_namespaced_secret(api.ns, {"metadata": {"name": "hf"}, "stringData": {"token": "hf_x"}})
     engine = a_cached_engine("gated", gpu=KWOK_GPU)
     engine["spec"]["model"]["credentialsSecretRef"] = {"name": "hf", "key": "token"}
-    api.create(ENGINE_PLURAL, engine)
+    api.create(engine)
     with running_operator(cluster, [api.ns]):
         cond = wait_for(lambda: api.ready_reason(ENGINE_PLURAL, "gated", "SecretNotAllowed"), timeout=60)
         assert cond["message"].startswith("spec.model.credentialsSecretRef.name: Secret")
@@ -367,7 +366,7 @@ def _owners(api: Api, claim: str) -> list[str]:
 
 def test_reclaim_policy_delete_then_retain_keeps_the_artifact(cluster: LocalCluster, api: Api) -> None:
     engine, _ = _delete_policy_engine("drop")
-    api.create(ENGINE_PLURAL, engine)
+    api.create(engine)
     with running_operator(cluster, [api.ns]):
         # The operator creates the PVC with the build (it stays Pending: no PV binder here; the
         # ownerReference follows the policy whatever the build does).
@@ -402,10 +401,10 @@ def test_pvc_an_llmdeployment_serves_from_is_not_deleted_with_its_engine(
             "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "20Gi"}}},
         },
     )
-    api.create(ENGINE_PLURAL, engine)
+    api.create(engine)
     with running_operator(cluster, [api.ns]):
         wait_for(lambda: _owners(api, "drop-artifacts") == ["drop"], timeout=60, desc="Delete: owned")
-        api.create(DEPLOYMENT_PLURAL, a_deployment("chat", "drop"))
+        api.create(a_deployment("chat", "drop"))
         wait_for(lambda: api.apps.list_namespaced_deployment(api.ns).items, timeout=60)
         assert _owners(api, "drop-artifacts") == [], "served claim released before the pods were created"
         uid = api.get(ENGINE_PLURAL, "drop")["metadata"]["uid"]
@@ -470,7 +469,7 @@ def test_a_100_mb_metrics_page_is_cut_off_and_the_operator_stays_responsive(
     monkeypatch.setattr(autoscaler_handlers, "METRICS_PORT", port)
     engine = a_cached_engine("llama", gpu=KWOK_GPU)
     cache_artifact(api.core, api.ns, engine)
-    api.create(ENGINE_PLURAL, engine)
+    api.create(engine)
     flood = a_deployment("flood", "llama")
     flood["spec"]["autoscaling"] = {
         "enabled": True,
@@ -479,7 +478,7 @@ def test_a_100_mb_metrics_page_is_cut_off_and_the_operator_stays_responsive(
         "targets": {"activeRequestUtilization": 0.7},
         "metrics": {"source": "pods", "scrapeIntervalSeconds": 1},
     }
-    api.create(DEPLOYMENT_PLURAL, flood)
+    api.create(flood)
     servers: list[http.server.ThreadingHTTPServer] = []
     with running_operator(cluster, [api.ns]):
         pod = wait_for(
@@ -506,7 +505,7 @@ def test_a_100_mb_metrics_page_is_cut_off_and_the_operator_stays_responsive(
             decisions = (api.get(DEPLOYMENT_PLURAL, "flood").get("status") or {}).get("autoscaling") or {}
             assert decisions.get("activeRequestUtilization") is None  # no data: nothing was parsed
             # Meanwhile the operator serves everything else: a new deployment rolls out.
-            api.create(DEPLOYMENT_PLURAL, a_deployment("other", "llama"))
+            api.create(a_deployment("other", "llama"))
             wait_for(
                 lambda: (
                     api.apps.list_namespaced_deployment(api.ns, field_selector="metadata.name=other").items
@@ -532,13 +531,13 @@ def test_a_config_json_with_1e18_layers_is_refused_and_the_operator_stays_respon
         (configs / name).write_text((HF_CONFIG_DIR / name).read_text())
     huge = a_cached_engine("huge", gpu=KWOK_GPU)
     huge["spec"]["model"]["source"] = "hf://evil/huge"
-    api.create(ENGINE_PLURAL, huge)
+    api.create(huge)
     fine = a_cached_engine("fine", gpu=KWOK_GPU)
     cache_artifact(api.core, api.ns, fine)
     with running_operator(cluster, [api.ns], hf_config_dir=str(configs)):
         cond = wait_for(lambda: api.ready_reason(ENGINE_PLURAL, "huge", "InvalidSpec"), timeout=60)
         assert cond["message"].startswith("num_hidden_layers: 1000000000000000000 is larger than")
-        api.create(ENGINE_PLURAL, fine)
+        api.create(fine)
         wait_for(
             lambda: (api.get(ENGINE_PLURAL, "fine").get("status") or {}).get("phase") == "Ready",
             timeout=30,
@@ -566,7 +565,7 @@ def test_prometheus_url_outside_the_allowlist_is_never_fetched(cluster: LocalClu
     url = f"http://127.0.0.1:{server.server_address[1]}"
     engine = a_cached_engine("llama", gpu=KWOK_GPU)
     cache_artifact(api.core, api.ns, engine)
-    api.create(ENGINE_PLURAL, engine)
+    api.create(engine)
     body = a_deployment("ssrf", "llama")
     body["spec"]["autoscaling"] = {
         "enabled": True,
@@ -575,7 +574,7 @@ def test_prometheus_url_outside_the_allowlist_is_never_fetched(cluster: LocalClu
         "targets": {"activeRequestUtilization": 0.7},
         "metrics": {"source": "prometheus", "prometheusURL": url, "scrapeIntervalSeconds": 1},
     }
-    api.create(DEPLOYMENT_PLURAL, body)
+    api.create(body)
     try:
         with running_operator(cluster, [api.ns]):  # no allowed_prometheus_urls
 
@@ -607,7 +606,7 @@ def test_credentials_in_a_builder_log_tail_reach_neither_status_nor_events(
     )
     engine = a_cached_engine("leaky", gpu=KWOK_GPU)
     engine["spec"]["gpu"]["podAnnotations"].update({OUTCOME: "fail", EXIT_CODE: "3", MESSAGE: tail})
-    api.create(ENGINE_PLURAL, engine)
+    api.create(engine)
     with running_operator(cluster, [api.ns]):
         status = wait_for(
             lambda: (s := api.get(ENGINE_PLURAL, "leaky").get("status") or {}).get("phase") == "Failed" and s,
@@ -672,9 +671,9 @@ def test_a_tampered_artifact_file_stops_the_pod_with_a_condition(
     engine = a_cached_engine("sealed", gpu=KWOK_GPU)
     digest = write_manifest(art, engineKey="stand-in")
     cache_artifact(api.core, api.ns, engine, manifest_digest=digest)
-    api.create(ENGINE_PLURAL, engine)
+    api.create(engine)
     with running_operator(cluster, [api.ns]):
-        api.create(DEPLOYMENT_PLURAL, a_deployment("chat", "sealed"))
+        api.create(a_deployment("chat", "sealed"))
         pod = wait_for(
             lambda: next(
                 (

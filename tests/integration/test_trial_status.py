@@ -26,22 +26,22 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from support.api import Api, find_condition
 from support.cluster import LocalCluster
-from support.deployments import DeploymentApi
-from support.engines import EngineApi, find_condition
 from support.manifests import OUTCOME, a_cached_engine, a_deployment, an_engine, create_token_secret
 from support.operator import running_operator
 from support.wait import wait_for
+
+from trtllm_operator.api import ENGINE_PLURAL
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def deployments(cluster: LocalCluster, namespace: str) -> Iterator[DeploymentApi]:
-    a = DeploymentApi(cluster, namespace)
-    a.artifact_pvc()
-    yield a
-    client.CoreV1Api(cluster.api).delete_persistent_volume(f"engines-{namespace}")
+def deployments(cluster: LocalCluster, namespace: str) -> Iterator[Api]:
+    a = Api(cluster, namespace)
+    with a.artifact_pvc():
+        yield a
 
 
 def crash_looping(pod: Any, container: str) -> dict[str, Any]:
@@ -85,12 +85,12 @@ def crash_looping(pod: Any, container: str) -> dict[str, Any]:
     return {"status": {"phase": "Running", "conditions": conditions, "containerStatuses": statuses}}
 
 
-def test_a_crash_looping_serving_pod_is_explained(cluster: LocalCluster, deployments: DeploymentApi) -> None:
+def test_a_crash_looping_serving_pod_is_explained(cluster: LocalCluster, deployments: Api) -> None:
     api = deployments
     engine = a_cached_engine("llama")
     api.cache_artifact(engine)
-    api.create("llmengines", engine)
-    api.create("llmdeployments", a_deployment("chat", "llama", replicas=1, server={"api": "triton"}))
+    api.create(engine)
+    api.create(a_deployment("chat", "llama", replicas=1, server={"api": "triton"}))
     with running_operator(cluster, [api.ns]):
         wait_for(lambda: api.status("chat").get("phase") == "Ready", timeout=90, desc="chat Ready")
         (pod,) = api.pods("chat")
@@ -119,7 +119,7 @@ def test_a_crash_looping_serving_pod_is_explained(cluster: LocalCluster, deploym
 def test_a_builder_pod_waiting_on_a_missing_secret_key_is_explained(
     cluster: LocalCluster, namespace: str
 ) -> None:
-    api = EngineApi(cluster, namespace)
+    api = Api(cluster, namespace)
     create_token_secret(api.core, namespace)  # Secret hf with key "token"; the engine asks for "tok"
     eng = an_engine("tok").pod(**{OUTCOME: "pending"})
     eng.body["spec"]["model"]["credentialsSecretRef"] = {"name": "hf", "key": "tok"}
@@ -127,7 +127,7 @@ def test_a_builder_pod_waiting_on_a_missing_secret_key_is_explained(
         api.create(eng)
         job = wait_for(lambda: api.jobs() and api.jobs()[0]["metadata"]["name"], 60, desc="builder Job")
         pod = wait_for(
-            lambda: next((p for p in api.pods(job) if (p.get("spec") or {}).get("nodeName")), None),
+            lambda: next((p for p in api.job_pods(job) if (p.get("spec") or {}).get("nodeName")), None),
             60,
             desc="builder pod scheduled",
         )
@@ -216,7 +216,7 @@ def bind(core: client.CoreV1Api, namespace: str, claim: str, size: str, storage_
 def test_raising_create_pvc_size_grows_the_claim_or_says_why_not(
     cluster: LocalCluster, namespace: str, expandable: bool
 ) -> None:
-    api = EngineApi(cluster, namespace)
+    api = Api(cluster, namespace)
     create_token_secret(api.core, namespace)
     storage = client.StorageV1Api(cluster.api)
     sc = f"{'grows' if expandable else 'fixed'}-{namespace}"
@@ -247,7 +247,7 @@ def test_raising_create_pvc_size_grows_the_claim_or_says_why_not(
             )
             assert claim.spec.resources.requests["storage"] == "1Gi"
             pv = bind(api.core, namespace, "e-artifacts", "1Gi", sc)
-            api.patch_engine("e", {"spec": {"storage": {"createPVC": {"size": "2Gi"}}}})
+            api.patch(ENGINE_PLURAL, "e", {"spec": {"storage": {"createPVC": {"size": "2Gi"}}}})
 
             expanded = wait_for(
                 lambda: find_condition(api.engine("e"), "StorageExpanded"),

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from support.api import Api as SharedApi
 from support.cluster import LocalCluster
-from support.deployments import DeploymentApi
 from support.manifests import DELAY_MS, EXIT_CODE, H100, IMAGE, MESSAGE, OUTCOME, a_cached_engine
 from support.operator import running_operator
 from support.ports import free_port
@@ -33,7 +33,7 @@ pytestmark = pytest.mark.slow
 SWEEP = Path(__file__).resolve().parents[1] / "fixtures" / "trtllm-bench" / "llama-3.1-8b-fp8-h100-sweep.json"
 
 
-class Api(DeploymentApi):
+class Api(SharedApi):
     """The shared wrapper plus the benchmark's status, Job and pod."""
 
     def benchmark(self, engine: str) -> dict[str, Any]:
@@ -48,22 +48,14 @@ class Api(DeploymentApi):
             raise
 
     def job_pod(self, job: str) -> dict[str, Any] | None:
-        pods = self.core.list_namespaced_pod(
-            self.ns, label_selector=f"batch.kubernetes.io/job-name={job}"
-        ).items
-        return dict(self.san(pods[0])) if pods else None
-
-    def event_reasons(self, name: str) -> list[str]:
-        items = self.core.list_namespaced_event(self.ns, field_selector=f"involvedObject.name={name}").items
-        return [e.reason for e in items]
+        return next(iter(self.job_pods(job)), None)
 
 
 @pytest.fixture
 def api(cluster: LocalCluster, namespace: str) -> Iterator[Api]:
     a = Api(cluster, namespace)
-    a.artifact_pvc()
-    yield a
-    client.CoreV1Api(cluster.api).delete_persistent_volume(f"engines-{namespace}")
+    with a.artifact_pvc():
+        yield a
 
 
 def test_benchmark_job_on_the_engine_gpu_and_results_in_status(cluster: LocalCluster, api: Api) -> None:
@@ -87,7 +79,7 @@ def test_benchmark_job_on_the_engine_gpu_and_results_in_status(cluster: LocalClu
     plain = a_cached_engine("plain", max_batch_size=16)  # no spec.benchmark: no Job
     for e in (good, bad, plain):
         api.cache_artifact(e)
-        api.create("llmengines", e)
+        api.create(e)
 
     with running_operator(cluster, [api.ns]):
         status = wait_for(
@@ -173,9 +165,8 @@ def test_advisor_recommends_after_sustained_high_kv_through_the_emulator(
 ) -> None:
     engine = a_cached_engine("llama")
     api.cache_artifact(engine)
-    api.create("llmengines", engine)
+    api.create(engine)
     api.create(
-        "llmdeployments",
         {
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": "LLMDeployment",

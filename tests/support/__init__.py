@@ -2,6 +2,7 @@
 
 - cluster.py, operator.py, wait.py: the local control plane, the operator run against it, polling.
 - ports.py: TCP ports without a bind-release-reuse race where avoidable; prometheus.py: a real Prometheus.
-- manifests.py, engines.py, deployments.py, artifacts.py: manifest builders, API wrappers, cached engines.
+- manifests.py, api.py, artifacts.py: manifest builders, the one API wrapper, cached engines.
+- messages.py: what a test asks of an error message (that it names the mutated field).
 - engine_decisions.py, serving.py: pure fixtures for decision and rendering unit tests.
 """

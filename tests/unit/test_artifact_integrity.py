@@ -136,3 +136,24 @@ def test_a_tampered_artifact_fails_the_deployment_with_a_warning() -> None:
     assert decision.status["phase"] == "Failed"
     assert ready["status"] == "False" and ready["reason"] == "ArtifactTampered" and msg == ready["message"]
     assert any(e.type == "Warning" and e.reason == "ArtifactTampered" for e in decision.events)
+
+
+def test_manifest_digest_is_the_documented_hash_pinned_as_a_literal() -> None:
+    """docs/engine-builder.md: ``manifestDigest`` = ``sha256:`` of the canonical JSON of the manifest
+    without ``stageTimings`` and itself. The expected value is a literal from coreutils, not from the
+    function under test: ``printf '%s' '{"files":[{"path":"engine/rank0.engine","sha256":"e3b0c442…",
+    "size":0}],"partial":false,"schema":"engine-builder.trtllm-operator.dev/manifest/v1","sizeBytes":0}'
+    | sha256sum`` (keys sorted, no whitespace)."""
+    empty = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"  # sha256 of no bytes
+    manifest = {
+        "schema": "engine-builder.trtllm-operator.dev/manifest/v1",
+        "sizeBytes": 0,
+        "partial": False,
+        "files": [{"size": 0, "sha256": empty, "path": "engine/rank0.engine"}],
+        "stageTimings": {"fetch": 1.5},  # wall clock: left out
+        "manifestDigest": "sha256:" + "0" * 64,  # itself: left out
+    }
+    expected = "sha256:fc67fcb73b1537505ba2e17f10622984efd26c46c26104d144b280e751efa61c"
+    assert manifest_digest(manifest) == expected
+    assert manifest_digest({**manifest, "stageTimings": {"fetch": 99.0}}) == expected
+    assert manifest_digest({**manifest, "sizeBytes": 1}) != expected

@@ -113,8 +113,15 @@ def test_keda_renders_every_builtin_signal() -> None:
     assert list(triggers) == ["active-request-utilization", "kv-cache-utilization"]
     active = triggers["active-request-utilization"]
     assert active["threshold"] == "0.7"
-    matchers = 'namespace="ns", pod=~"llama-[a-z0-9]+-[a-z0-9]{5}|llama-lws-[0-9]+"'
-    assert active["query"] == f"sum({prometheus.active_request_utilization_expr(matchers)})"
+    # A literal, not the operator's own expression builder: the series and labels are the TensorRT-LLM
+    # backend's (custom_metrics_reporter.cc, tensorrtllm_backend v0.19.0: nv_trt_llm_request_metrics,
+    # request_type "active" / "max", model "tensorrt_llm"; docs/reference/tensorrt-llm.md §5), the pods
+    # those of the LLMDeployment "llama" (its Deployment's ReplicaSet pods and its LWS groups).
+    pods = 'namespace="ns", pod=~"llama-[a-z0-9]+-[a-z0-9]{5}|llama-lws-[0-9]+"'
+    series = 'nv_trt_llm_request_metrics{model="tensorrt_llm", request_type="%s", ' + pods + "}"
+    assert active["query"] == (
+        f"sum(sum by (namespace, pod) ({series % 'active'}) / sum by (namespace, pod) ({series % 'max'} > 0))"
+    )
 
 
 # --- retired targets: refused with what replaced them ---------------------------------------------

@@ -12,8 +12,6 @@ from trtllm_operator.simulate.fleet import calibration_replicas
 from trtllm_operator.simulate.perf import (
     BENCH_MAX_BATCH_SIZE,
     CALIBRATION,
-    CALIBRATION_MEDIAN_TOLERANCE,
-    CALIBRATION_TOLERANCE,
     DEFAULT_EFFICIENCY,
     IterationModel,
     bench_max_num_tokens,
@@ -24,6 +22,13 @@ from trtllm_operator.simulate.perf import (
 from trtllm_operator.simulate.traces import Request
 
 POINTS = calibration_replicas()
+# The accuracy docs/simulator.md ("Calibration") states, held here and not taken from the simulator, so
+# that loosening the model cannot loosen its own check: every published point within 40 % (the model
+# has 4 constants for 40 points across two model sizes and two GPUs; the worst point is Llama 70B TP2
+# at 20000/2000, where tensor-parallel communication, which the model leaves out, weighs most), the
+# median within 10 %.
+POINT_TOLERANCE = 0.40
+MEDIAN_TOLERANCE = 0.10
 
 
 def _predicted(index: int) -> float:
@@ -59,12 +64,12 @@ def _point_id(index: int) -> str:
 @pytest.mark.parametrize("index", range(len(POINTS)), ids=_point_id)
 def test_each_published_point_within_tolerance(index: int) -> None:
     point = POINTS[index][0]
-    assert _predicted(index) == pytest.approx(point.output_tokens_per_s, rel=CALIBRATION_TOLERANCE)
+    assert _predicted(index) == pytest.approx(point.output_tokens_per_s, rel=POINT_TOLERANCE)
 
 
 def test_median_error_within_tolerance() -> None:
     errors = [abs(_predicted(i) / p.output_tokens_per_s - 1) for i, (p, _) in enumerate(POINTS)]
-    assert statistics.median(errors) <= CALIBRATION_MEDIAN_TOLERANCE
+    assert statistics.median(errors) <= MEDIAN_TOLERANCE
 
 
 def _simulate_saturated(index: int) -> float:
@@ -103,6 +108,6 @@ def test_event_simulation_reproduces_the_steady_state_and_the_published_numbers(
     for i, measured in enumerate(simulated):
         point = POINTS[i][0]
         assert measured == pytest.approx(_predicted(i), rel=0.10), point
-        assert measured == pytest.approx(point.output_tokens_per_s, rel=CALIBRATION_TOLERANCE), point
+        assert measured == pytest.approx(point.output_tokens_per_s, rel=POINT_TOLERANCE), point
         errors.append(abs(measured / point.output_tokens_per_s - 1))
-    assert statistics.median(errors) <= CALIBRATION_MEDIAN_TOLERANCE
+    assert statistics.median(errors) <= MEDIAN_TOLERANCE

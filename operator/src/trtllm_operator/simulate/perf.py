@@ -15,8 +15,8 @@ four unknowns ``overhead_s, 1/eta_weights, 1/eta_compute, 1/eta_kv`` enter linea
 fitted by least squares on relative error against :data:`CALIBRATION` — NVIDIA's
 TensorRT-LLM "Performance Overview" throughput tables — using the steady state of a saturated
 replica (:func:`steady_state_throughput`). The fitted constants are :data:`DEFAULT_EFFICIENCY`;
-``tests/unit/test_simulator_calibration.py`` re-fits and checks every published point within
-:data:`CALIBRATION_TOLERANCE`.
+``tests/unit/test_simulator_calibration.py`` re-fits and checks every published point within the
+accuracy docs/simulator.md states (its tolerances are the test's own, not the model's).
 
 GPU rates come from the planner's GPU catalog (``engine_builder.planner.catalog``: dense datasheet
 HBM bandwidth and FP16/FP8/FP4 tensor TFLOPS), so the model extends to every GPU in the catalog; the
@@ -204,14 +204,6 @@ CALIBRATION: tuple[CalibrationPoint, ...] = tuple(
     for (model, gpu, tp), values in _TABLES.items()
     for (isl, osl), tput in zip(_ISL_OSL, values, strict=True)
 )
-
-#: Each published point must be reproduced within this relative error, by the analytic steady state
-#: and by the event simulation of a saturated replica (the model has 4 constants for 40 points
-#: across two model sizes and two GPUs; the worst point is Llama 70B TP2 at 20000/2000, where
-#: tensor-parallel communication, which the model leaves out, weighs most).
-CALIBRATION_TOLERANCE = 0.40
-#: The median relative error over all points must be within this.
-CALIBRATION_MEDIAN_TOLERANCE = 0.10
 
 
 def steady_concurrency(

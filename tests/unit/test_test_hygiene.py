@@ -1,0 +1,266 @@
+"""Guards that keep the test suite's hygiene (issue 23, items 4 and 5), read from the tests' own source.
+
+- No test module imports another test module (``from tests.integration.test_x import ...``,
+  ``from test_x import ...``): shared code lives in tests/support (or a conftest).
+- One port helper: no module but tests/support/ports.py defines ``free_port``; no test binds a fixed
+  port (a literal like Triton's 8002 given to a bind, a server or a port setting — a literal as an
+  *expected value*, e.g. the 8002 of a rendered container port, is fine); no port is chosen at import
+  time.
+- One API wrapper: a class named ``*Api`` in tests/ is tests/support/api.py's ``Api`` or a subclass of it.
+- No assert on what a wait returned unless compared with a value: ``wait_for`` returns something truthy
+  or raises, so ``assert wait_for(...)`` can never fail.
+
+``wait_for`` letting a failed assertion fail at once (not retried into a timeout) is proven by
+tests/unit/test_support_wait.py::test_a_failed_assertion_fails_at_once_not_as_a_timeout.
+Each guard is also run over a snippet that breaks it, so a guard that can no longer fail fails here.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parents[1]
+PORT_HELPER = TESTS / "support" / "ports.py"
+API_WRAPPER = TESTS / "support" / "api.py"
+#: The names tests/support/api.py's Api goes by as a base class (``from support.api import Api
+#: as SharedApi``), and the name itself.
+API_BASES = {"SharedApi", "Api"}
+#: Calls whose first argument is an address tuple ``(host, port)`` that gets bound.
+BINDERS = {"bind", "HTTPServer", "ThreadingHTTPServer", "TCPServer", "ThreadingTCPServer", "create_server"}
+#: Calls whose first positional argument is a port they bind.
+PORT_FIRST = {"start_http_server", "start_wsgi_server"}
+
+#: Calls (product and tests/support) that bind the port given as a ``*port`` keyword.
+KEYWORD_BINDERS = {
+    "Fleet",
+    "ControlServer",
+    "running_operator",
+    "operator_process",
+    "ThreadedMotoServer",
+    *PORT_FIRST,
+}
+
+Check = Callable[[ast.Module], list[str]]
+
+
+def sources() -> list[Path]:
+    return sorted(p for p in TESTS.rglob("*.py") if "fixtures" not in p.relative_to(TESTS).parts)
+
+
+def _name(func: ast.expr) -> str:
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else ""
+
+
+def _fixed_port(node: ast.expr | None) -> int | None:
+    """The port an int literal names (0 means "the kernel picks": not fixed)."""
+    if isinstance(node, ast.Constant) and type(node.value) is int and node.value > 0:
+        return node.value
+    return None
+
+
+def imports_of_test_modules(tree: ast.Module) -> list[str]:
+    """Imports of a test module (``test_*``) or a conftest."""
+
+    def is_test_module(dotted: str) -> bool:
+        return any(part.startswith("test_") or part == "conftest" for part in dotted.split("."))
+
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if any(is_test_module(f"{module}.{a.name}".strip(".")) for a in node.names):
+                found.append(f"line {node.lineno}: from {'.' * node.level}{module} import ...")
+        elif isinstance(node, ast.Import):
+            found += [f"line {node.lineno}: import {a.name}" for a in node.names if is_test_module(a.name)]
+    return found
+
+
+def own_port_helpers(tree: ast.Module) -> list[str]:
+    return [
+        f"line {node.lineno}: def {node.name}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "free_port"
+    ]
+
+
+def fixed_port_binds(tree: ast.Module) -> list[str]:
+    """Fixed port literals given to something that binds or listens on them."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        name = _name(node.func)
+        if (
+            name in BINDERS
+            and node.args
+            and isinstance(node.args[0], ast.Tuple)
+            and len(node.args[0].elts) >= 2
+        ):
+            port = _fixed_port(node.args[0].elts[1])
+            if port is not None:
+                found.append(f"line {node.lineno}: {name}((…, {port}))")
+        if name in PORT_FIRST and node.args and (port := _fixed_port(node.args[0])) is not None:
+            found.append(f"line {node.lineno}: {name}({port})")
+        if name in KEYWORD_BINDERS:
+            for kw in node.keywords:
+                if kw.arg and kw.arg.endswith("port") and (port := _fixed_port(kw.value)) is not None:
+                    found.append(f"line {node.lineno}: {name}({kw.arg}={port})")
+        if name == "Fleet" and not any(kw.arg == "port" for kw in node.keywords):
+            found.append(f"line {node.lineno}: Fleet() without port= (it binds Triton's 8002 by default)")
+        if name == "setattr" and len(node.args) == 3:
+            attr = node.args[1]
+            port = _fixed_port(node.args[2])
+            if isinstance(attr, ast.Constant) and "PORT" in str(attr.value).upper() and port is not None:
+                found.append(f"line {node.lineno}: setattr(…, {attr.value!r}, {port})")
+    return found
+
+
+def import_time_ports(tree: ast.Module) -> list[str]:
+    """A port helper called at module level (outside any function or class body)."""
+    found = []
+    for stmt in tree.body:
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            continue
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Call) and _name(node.func) in {"free_port", "bound_socket"}:
+                found.append(f"line {node.lineno}: {_name(node.func)}() at import time")
+    return found
+
+
+WAITS = {"wait_for", "wait_phase"}
+
+
+def tautological_waits(tree: ast.Module) -> list[str]:
+    """``assert`` on what a wait returned, bare (``assert wait_for(...)``, ``assert x`` or ``assert x is
+    not None`` for ``x = wait_for(...)``): a wait returns something truthy or raises, so the assert can
+    never fail. Comparing what it returned with a value (``== "Failed"``) is a real check."""
+
+    def is_wait(node: ast.expr) -> bool:
+        return isinstance(node, ast.Call) and _name(node.func) in WAITS
+
+    found = []
+    for fn in ast.walk(tree):
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        waited = {
+            t.id
+            for node in ast.walk(fn)
+            if isinstance(node, ast.Assign) and is_wait(node.value)
+            for t in node.targets
+            if isinstance(t, ast.Name)
+        }
+        for node in ast.walk(fn):
+            if not isinstance(node, ast.Assert):
+                continue
+            test = node.test
+            if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.IsNot):
+                right = test.comparators[0]
+                if isinstance(right, ast.Constant) and right.value is None:
+                    test = test.left
+            operands = (
+                test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+            )
+            for operand in operands:
+                if is_wait(operand) or (isinstance(operand, ast.Name) and operand.id in waited):
+                    found.append(f"line {node.lineno}: assert {ast.unparse(operand)}")
+    return sorted(set(found))
+
+
+def own_api_wrappers(tree: ast.Module) -> list[str]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name.endswith("Api"):
+            bases = {_name(b) for b in node.bases}
+            if not bases & API_BASES:
+                found.append(f"line {node.lineno}: class {node.name}({', '.join(sorted(bases))})")
+    return found
+
+
+def _violations(check: Check, skip: Path | None = None) -> dict[str, list[str]]:
+    out = {}
+    for path in sources():
+        if path == skip:
+            continue
+        hits = check(ast.parse(path.read_text(), filename=str(path)))
+        if hits:
+            out[str(path.relative_to(TESTS))] = hits
+    return out
+
+
+def test_no_imports_of_test_modules_another() -> None:
+    assert _violations(imports_of_test_modules) == {}, "move what is shared to tests/support or a conftest"
+
+
+def test_free_port_lives_only_in_the_port_helper() -> None:
+    assert _violations(own_port_helpers, skip=PORT_HELPER) == {}, "use support.ports"
+
+
+def test_no_fixed_port_is_bound() -> None:
+    assert _violations(fixed_port_binds) == {}, "bind port 0 and read it back, or use support.ports"
+
+
+def test_no_port_is_chosen_at_import_time() -> None:
+    assert _violations(import_time_ports) == {}, "choose ports in a fixture or the test"
+
+
+def test_no_assert_on_a_wait_that_is_always_truthy() -> None:
+    assert _violations(tautological_waits, skip=Path(__file__)) == {}, (
+        "a wait fails on its own: drop the assert, or compare what it returned with a value"
+    )
+
+
+def test_one_api_wrapper() -> None:
+    assert _violations(own_api_wrappers, skip=API_WRAPPER) == {}, (
+        "use tests/support/api.py's Api (a module adds its own methods in a subclass)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("check", "source"),
+    [
+        (imports_of_test_modules, "from tests.integration.test_engine import running_build\n"),
+        (imports_of_test_modules, "from test_engine import running_build\n"),
+        (imports_of_test_modules, "from .test_engine import running_build\n"),
+        (imports_of_test_modules, "from integration import test_engine\n"),
+        (imports_of_test_modules, "import tests.integration.test_engine\n"),
+        (own_port_helpers, "def free_port() -> int:\n    return 1\n"),
+        (fixed_port_binds, "sock.bind(('127.0.0.1', 8002))\n"),
+        (fixed_port_binds, "ThreadingHTTPServer(('127.0.0.1', 8002), Handler)\n"),
+        (fixed_port_binds, "start_http_server(8002)\n"),
+        (fixed_port_binds, "Fleet(port=8002)\n"),
+        (fixed_port_binds, "Fleet(control=Control())\n"),
+        (fixed_port_binds, "running_operator(cluster, [ns], metrics_port=9100)\n"),
+        (fixed_port_binds, "monkeypatch.setattr(autoscaler, 'METRICS_PORT', 8002)\n"),
+        (import_time_ports, "PORT = free_port()\n"),
+        (own_api_wrappers, "class EngineApi:\n    pass\n"),
+        (tautological_waits, "def t():\n    assert wait_for(lambda: x() == 2, timeout=10)\n"),
+        (tautological_waits, "def t():\n    cond = wait_for(ready)\n    assert cond\n"),
+        (tautological_waits, "def t():\n    e = api.wait_phase('e', 'Ready')\n    assert e is not None\n"),
+        (tautological_waits, "def t():\n    cond = wait_for(ready)\n    assert cond and ok\n"),
+    ],
+)
+def test_each_guard_catches_what_it_names(check: Check, source: str) -> None:
+    assert check(ast.parse(source))
+
+
+@pytest.mark.parametrize(
+    ("check", "source"),
+    [
+        (imports_of_test_modules, "from support.api import Api\nfrom e2e_harness import Installed\n"),
+        (fixed_port_binds, "sock.bind(('127.0.0.1', 0))\nFleet(port=0)\nFleet(port=port)\n"),
+        (fixed_port_binds, "assert metrics_port(api) == 8002\n"),  # an expected value, not a bind
+        (fixed_port_binds, "scrape_pods(pods, port=8002, fetch=fake)\n"),  # a URL built, nothing bound
+        (import_time_ports, "def f() -> int:\n    return free_port()\n"),
+        (own_api_wrappers, "class Api(SharedApi):\n    pass\n"),
+        (tautological_waits, "def t():\n    assert wait_for(finished) == 'Failed'\n"),
+        (tautological_waits, "def t():\n    cond = wait_for(ready)\n    assert cond['reason'] == 'X'\n"),
+    ],
+)
+def test_each_guard_passes_what_it_allows(check: Check, source: str) -> None:
+    assert not check(ast.parse(source))
