@@ -127,8 +127,10 @@ build_prometheus() {
 }
 
 # prometheus-operator's go.mod replaces its own pkg/apis/monitoring and pkg/client modules with the
-# directories beside it (`=> ./pkg/...`), which a wrapper module would not honour, so it is built inside
-# a copy of its module source, as its Makefile does (`go build -ldflags=... ./cmd/operator/`).
+# directories beside it (`=> ./pkg/...`); those are separate modules, absent from the root module's zip,
+# and a dependency's replace directives do not apply anyway. So a wrapper module requires the root
+# module at the version, which requires both at the same version (tagged on the same release commit),
+# and builds its Makefile's main package (`go build -ldflags=... ./cmd/operator/`).
 build_prometheus_operator() {
   local dir="$ROOT/prometheus-operator-$PROMETHEUS_OPERATOR_VERSION"
   [ -x "$dir/bin/operator" ] && [ -f "$dir/config/.complete" ] && return 0
@@ -138,19 +140,19 @@ build_prometheus_operator() {
   local start src
   start=$(date +%s)
   log "building prometheus-operator $PROMETHEUS_OPERATOR_VERSION (cmd/operator)"
-  src=$(cd /tmp && GOFLAGS=-mod=mod go mod download -json \
-    "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION" \
-    | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
-  rm -rf "$dir/src" && mkdir -p "$dir/bin" && cp -r "$src" "$dir/src" && chmod -R u+w "$dir/src"
+  mkdir -p "$dir/bin" "$dir/src"
   (
     cd "$dir/src"
+    [ -f go.mod ] || go mod init example.invalid/prometheusoperatorbin >/dev/null 2>&1
+    GOFLAGS=-mod=mod go get "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION" >&2
     GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath \
       -ldflags "-s -w -X github.com/prometheus/common/version.Version=${PROMETHEUS_OPERATOR_VERSION#v}" \
-      -o "$dir/bin/operator" ./cmd/operator/
+      -o "$dir/bin/operator.tmp" github.com/prometheus-operator/prometheus-operator/cmd/operator
+    mv "$dir/bin/operator.tmp" "$dir/bin/operator"
   )
+  src=$(cd "$dir/src" && GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' github.com/prometheus-operator/prometheus-operator)
   rm -rf "$dir/config" && mkdir -p "$dir/config/crd"
   cp "$src"/example/prometheus-operator-crd/*.yaml "$dir/config/crd/"
-  rm -rf "$dir/src"
   touch "$dir/config/.complete"
   log "prometheus-operator built in $(( $(date +%s) - start )) s"
 }

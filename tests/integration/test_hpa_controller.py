@@ -216,7 +216,7 @@ def test_hpa_scales_an_llmdeployment_on_adapter_metrics(
 
     with (
         running_prometheus_operator(cluster, ns),
-        Fleet(port=TRITON_METRICS_PORT, control=idle) as fleet,
+        Fleet(PROFILE, port=TRITON_METRICS_PORT, control=idle) as fleet,
     ):
         follower = PodFollower(
             fleet, api.core, ns, "llm.trtllm-operator.dev/deployment", poll_seconds=0.3
