@@ -54,6 +54,7 @@ from support.monitoring import (
     custom_metric,
     generated_config,
     mounted_config,
+    reloader_env,
     running_adapter,
     running_hpa_controller,
     running_prometheus_operator,
@@ -235,7 +236,8 @@ def test_hpa_scales_an_llmdeployment_on_adapter_metrics(
                 prometheus_object(ns, cluster, token_file, ca_file),
             )
             generated = generated_config(cluster, ns, PROMETHEUS, want_job=f"podMonitor/{ns}/{pod_monitor}/")
-            config = mounted_config(generated, tmp_path / "prometheus")
+            env = reloader_env(cluster, ns, PROMETHEUS)
+            config = mounted_config(generated, tmp_path / "prometheus", env)
             print(f"[hpa] monitoring configured in {time.monotonic() - t0:.1f} s")
             with (
                 running_prometheus(

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import re
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -125,7 +126,14 @@ def running_prometheus_operator(cluster: LocalCluster, namespace: str) -> Iterat
     ``namespace``; on exit it is stopped and the CRDs removed (with every object of them)."""
     home = component_dirs("prometheus-operator")["prometheus-operator"]
     crd_files = sorted((home / "config" / "crd").glob("*.yaml"))
-    names = [d["metadata"]["name"] for f in crd_files for d in yaml.safe_load_all(f.read_text()) if d]
+    # BaseLoader: the CRDs' schemas hold a bare `=` (an enum value), which YAML 1.1's value tag makes
+    # SafeLoader refuse; only the names are read here, kubectl applies the files as they are.
+    names = [
+        d["metadata"]["name"]
+        for f in crd_files
+        for d in yaml.load_all(f.read_text(), Loader=yaml.BaseLoader)
+        if d
+    ]
     work = Path(tempfile.mkdtemp(prefix="prometheus-operator-", dir=cluster.work_dir))
     operator: Process | None = None
     try:
@@ -206,11 +214,55 @@ def _read_configmap(core: client.CoreV1Api, namespace: str, name: str) -> Any:
         raise
 
 
-def mounted_config(generated: GeneratedConfig, work: Path) -> dict[str, Any]:
-    """The generated configuration with the rule ConfigMaps written under ``work/rules/<configmap>/``
-    and ``rule_files`` pointing there: what the Prometheus pod's volume mounts do. Fails if the
-    configuration names any other path under /etc/prometheus (a mount this harness does not play)."""
-    config = dict(generated.config)
+def reloader_env(cluster: LocalCluster, namespace: str, name: str, timeout: float = 60.0) -> dict[str, str]:
+    """The environment of the ``config-reloader`` container of the operator's StatefulSet
+    ``prometheus-<name>``, as the kubelet resolves it for pod ``prometheus-<name>-0``: plain values
+    (``SHARD``, pkg/operator/config_reloader.go ``ShardEnvVar``) and ``fieldRef: metadata.name``."""
+    apps = client.AppsV1Api(cluster.api)
+    sts = wait_for(
+        lambda: apps.read_namespaced_stateful_set(f"prometheus-{name}", namespace),
+        timeout,
+        desc=f"StatefulSet prometheus-{name}",
+    )
+    pod_name = f"prometheus-{name}-0"
+    env: dict[str, str] = {}
+    for c in sts.spec.template.spec.containers:
+        if c.name != "config-reloader":
+            continue
+        for e in c.env or []:
+            if e.value is not None:
+                env[e.name] = e.value
+            elif (
+                e.value_from
+                and e.value_from.field_ref
+                and e.value_from.field_ref.field_path == "metadata.name"
+            ):
+                env[e.name] = pod_name
+    if not env:
+        raise MonitoringError(f"StatefulSet prometheus-{name} has no config-reloader environment: {sts.spec}")
+    return env
+
+
+def envsubst(text: str, env: dict[str, str]) -> str:
+    """``$(VAR)`` replaced by ``env[VAR]``, what prometheus-config-reloader does to the generated file
+    before Prometheus reads it (prometheus-operator v0.85.0 cmd/prometheus-config-reloader
+    ``--config-envsubst-file``; the generated sharding rule is ``regex: $(SHARD);|.+;.+``). An unknown
+    variable is an error, not left in place."""
+
+    def one(m: re.Match[str]) -> str:
+        if m.group(1) not in env:
+            raise MonitoringError(f"the generated configuration uses $({m.group(1)}), not in {sorted(env)}")
+        return env[m.group(1)]
+
+    return re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", one, text)
+
+
+def mounted_config(generated: GeneratedConfig, work: Path, env: dict[str, str]) -> dict[str, Any]:
+    """The generated configuration as the Prometheus pod sees it: ``$(VAR)`` substituted from the
+    config reloader's ``env`` (:func:`envsubst`), the rule ConfigMaps written under
+    ``work/rules/<configmap>/`` and ``rule_files`` pointing there (the pod's volume mounts). Fails if
+    the configuration names any other path under /etc/prometheus (a mount this harness does not play)."""
+    config: dict[str, Any] = yaml.safe_load(envsubst(yaml.safe_dump(generated.config), env))
     rules_root = work / "rules"
     for cm_name, files in generated.rule_files.items():
         d = rules_root / cm_name
