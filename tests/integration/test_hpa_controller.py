@@ -21,8 +21,9 @@ What is real (each built from its Go module at a pinned version, hack/build-cont
   LLMDeployment's ``/scale``; the operator (in-process) turns ``spec.replicas`` into pods.
 
 What stands in: the kubelet. kwok runs no containers, so this test plays the kubelet of the
-Prometheus pod (it runs the Prometheus binary with the generated configuration, the rule ConfigMaps
-written where the pod mounts them) and of the Triton pods (the project's Triton metrics emulator,
+Prometheus pod (it runs the Prometheus binary with the generated configuration, ``$(SHARD)`` and the
+like substituted from the StatefulSet's config-reloader environment as that sidecar does, the rule
+ConfigMaps written where the pod mounts them) and of the Triton pods (the project's Triton metrics emulator,
 docs/autoscaling.md "Triton metrics emulator", bound to each Running pod's IP on port 8002, the
 ``metrics`` port the operator renders, which is where Prometheus's pod discovery points).
 
@@ -260,6 +261,9 @@ def test_hpa_scales_an_llmdeployment_on_adapter_metrics(
                     interval=0.5,
                     desc="the recording rule evaluated on the scraped pod",
                 )
+                # adapter_rules() is the prometheus-adapter chart's `rules.custom` value; the chart's
+                # ConfigMap puts that list under the config file's `rules:` (prometheus-community/
+                # helm-charts charts/prometheus-adapter/templates/configmap.yaml).
                 rules = yaml.safe_load(registry.adapter_rules())["rules"]["custom"]
                 with running_adapter(cluster, ns, prom, rules), running_hpa_controller(cluster):
                     selector = SELECTOR.format("chat")

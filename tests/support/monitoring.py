@@ -11,8 +11,9 @@ prometheus-adapter (``sigs.k8s.io/prometheus-adapter`` ``cmd/adapter``). This mo
   ``prometheus-<name>-rulefiles-<i>`` (``pkg/prometheus/server/rules.go``), from the PodMonitors and
   PrometheusRules its selectors match.
 - :func:`running_generated_prometheus` plays the kubelet of the Prometheus pod that the operator's
-  StatefulSet asks for (kwok runs no containers): it runs the Prometheus binary with exactly the
-  generated configuration, the rule ConfigMaps written where the pod mounts them
+  StatefulSet asks for (kwok runs no containers) and of its config-reloader sidecar (``$(VAR)``
+  substitution, :func:`envsubst`): it runs the Prometheus binary with exactly the generated
+  configuration, the rule ConfigMaps written where the pod mounts them
   (``RulesDir`` = ``/etc/prometheus/rules/<configmap>/``, ``pkg/prometheus/common.go``) — the one path
   rewritten, as a volume mount would place them.
 - :func:`running_adapter` runs prometheus-adapter as an aggregated API server (``APIService``
