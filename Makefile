@@ -17,7 +17,8 @@ venv:
 	@hack/venv.sh
 
 # The control plane (hack/build-testbin.sh) and the add-on controllers the tests run beside it
-# (hack/build-controllers.sh: LeaderWorkerSet), each from its Go module at a pinned version.
+# (hack/build-controllers.sh: LeaderWorkerSet, Prometheus, prometheus-operator, prometheus-adapter),
+# each from its Go module at a pinned version.
 testbin:
 	@bin=$$(hack/build-testbin.sh) && echo "[testbin] $$bin"
 	@addons=$$(hack/build-controllers.sh) && echo "[testbin] $$addons"

@@ -5,7 +5,20 @@
 #   $ROOT/lws-$LWS_VERSION/bin/lws-controller     LeaderWorkerSet's manager (sigs.k8s.io/lws cmd/)
 #   $ROOT/lws-$LWS_VERSION/config/                its CRDs and webhook configurations, same module
 #
-#   hack/build-controllers.sh       # builds what is missing, prints one `<component>=<dir>` line each
+#   $ROOT/prometheus-$PROMETHEUS_VERSION/bin/prometheus
+#                                                 Prometheus server (github.com/prometheus/prometheus
+#                                                 cmd/prometheus), service discovery cut to kubernetes_sd
+#   $ROOT/prometheus-operator-$PROMETHEUS_OPERATOR_VERSION/bin/operator
+#                                                 prometheus-operator (cmd/operator)
+#   $ROOT/prometheus-operator-$PROMETHEUS_OPERATOR_VERSION/config/crd/
+#                                                 its monitoring.coreos.com CRDs, same module
+#   $ROOT/prometheus-adapter-$PROMETHEUS_ADAPTER_VERSION/bin/adapter
+#                                                 prometheus-adapter (sigs.k8s.io/prometheus-adapter
+#                                                 cmd/adapter), custom.metrics.k8s.io
+#
+#   hack/build-controllers.sh             # builds what is missing, prints one `<component>=<dir>` line each
+#   hack/build-controllers.sh lws ...     # only the named components (lws, prometheus,
+#                                         # prometheus-operator, prometheus-adapter)
 #
 # LWS_VERSION: v0.9.0 by default, one release before the one the operator renders for
 # (trtllm_operator.render.leaderworkerset cites kubernetes-sigs/lws v0.10.0): the Go module proxy these
@@ -19,6 +32,12 @@
 set -euo pipefail
 
 LWS_VERSION=${LWS_VERSION:-v0.9.0}
+# Prometheus 3.16.0: Go module github.com/prometheus/prometheus v0.316.0 (the module's VERSION file
+# says 3.16.0; Prometheus tags its Go module as v0.3XX.Y for release 3.XX.Y).
+PROMETHEUS_VERSION=${PROMETHEUS_VERSION:-v0.316.0}
+# prometheus-operator: the newest version of the root module the Go module proxy here lists (v0.85.0).
+PROMETHEUS_OPERATOR_VERSION=${PROMETHEUS_OPERATOR_VERSION:-v0.85.0}
+PROMETHEUS_ADAPTER_VERSION=${PROMETHEUS_ADAPTER_VERSION:-v0.12.0}
 
 ROOT=${TRTLLM_OPERATOR_TESTBIN_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/trtllm-operator/testbin}
 mkdir -p "$ROOT"
@@ -76,5 +95,103 @@ build_lws() {
   log "LeaderWorkerSet built in $(( $(date +%s) - start )) s"
 }
 
-build_lws
-echo "lws=$ROOT/lws-$LWS_VERSION"
+# Prometheus, built the way its .promu.yml does (`./cmd/prometheus`, -X github.com/prometheus/common/
+# version.*) with two differences that cut the build: no `builtinassets` tag (the web UI's assets are
+# not embedded; the HTTP API the tests use is unaffected, web/ui/ui.go serves assets from disk without
+# the tag) and the build tags `remove_all_sd enable_kubernetes_sd`, which plugins/plugin_*.go define
+# (`//go:build !remove_all_sd || enable_<name>_sd`): every service discovery but kubernetes_sd (and
+# file/http, plugins/minimum.go, always in) is left out. prometheus-operator's generated configuration
+# uses kubernetes_sd_configs only.
+build_prometheus() {
+  local dir="$ROOT/prometheus-$PROMETHEUS_VERSION"
+  [ -x "$dir/bin/prometheus" ] && return 0
+  locked "$dir"
+  [ -x "$dir/bin/prometheus" ] && return 0
+  need_go
+  local start
+  start=$(date +%s)
+  log "building Prometheus $PROMETHEUS_VERSION (github.com/prometheus/prometheus/cmd/prometheus)"
+  mkdir -p "$dir/bin" "$dir/src"
+  (
+    cd "$dir/src"
+    [ -f go.mod ] || go mod init example.invalid/prometheusbin >/dev/null 2>&1
+    GOFLAGS=-mod=mod go get "github.com/prometheus/prometheus@$PROMETHEUS_VERSION" >&2
+    local release
+    release=$(cat "$(GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' github.com/prometheus/prometheus)/VERSION")
+    GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -tags "netgo remove_all_sd enable_kubernetes_sd" \
+      -ldflags "-s -w -X github.com/prometheus/common/version.Version=$release" \
+      -o "$dir/bin/prometheus.tmp" github.com/prometheus/prometheus/cmd/prometheus
+    mv "$dir/bin/prometheus.tmp" "$dir/bin/prometheus"
+  )
+  log "Prometheus built in $(( $(date +%s) - start )) s"
+}
+
+# prometheus-operator's go.mod replaces its own pkg/apis/monitoring and pkg/client modules with the
+# directories beside it (`=> ./pkg/...`); those are separate modules, absent from the root module's zip,
+# and a dependency's replace directives do not apply anyway. So a wrapper module requires the root
+# module at the version, which requires both at the same version (tagged on the same release commit),
+# and builds its Makefile's main package (`go build -ldflags=... ./cmd/operator/`).
+build_prometheus_operator() {
+  local dir="$ROOT/prometheus-operator-$PROMETHEUS_OPERATOR_VERSION"
+  [ -x "$dir/bin/operator" ] && [ -f "$dir/config/.complete" ] && return 0
+  locked "$dir"
+  [ -x "$dir/bin/operator" ] && [ -f "$dir/config/.complete" ] && return 0
+  need_go
+  local start src
+  start=$(date +%s)
+  log "building prometheus-operator $PROMETHEUS_OPERATOR_VERSION (cmd/operator)"
+  mkdir -p "$dir/bin" "$dir/src"
+  (
+    cd "$dir/src"
+    [ -f go.mod ] || go mod init example.invalid/prometheusoperatorbin >/dev/null 2>&1
+    GOFLAGS=-mod=mod go get "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION" >&2
+    GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath \
+      -ldflags "-s -w -X github.com/prometheus/common/version.Version=${PROMETHEUS_OPERATOR_VERSION#v}" \
+      -o "$dir/bin/operator.tmp" github.com/prometheus-operator/prometheus-operator/cmd/operator
+    mv "$dir/bin/operator.tmp" "$dir/bin/operator"
+  )
+  src=$(cd "$dir/src" && GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' github.com/prometheus-operator/prometheus-operator)
+  rm -rf "$dir/config" && mkdir -p "$dir/config/crd"
+  cp "$src"/example/prometheus-operator-crd/*.yaml "$dir/config/crd/"
+  touch "$dir/config/.complete"
+  log "prometheus-operator built in $(( $(date +%s) - start )) s"
+}
+
+# prometheus-adapter: a wrapper module like LWS's (its go.mod has no replace directives); the Makefile
+# builds `CGO_ENABLED=0 go build sigs.k8s.io/prometheus-adapter/cmd/adapter`.
+build_prometheus_adapter() {
+  local dir="$ROOT/prometheus-adapter-$PROMETHEUS_ADAPTER_VERSION"
+  [ -x "$dir/bin/adapter" ] && return 0
+  locked "$dir"
+  [ -x "$dir/bin/adapter" ] && return 0
+  need_go
+  local start
+  start=$(date +%s)
+  log "building prometheus-adapter $PROMETHEUS_ADAPTER_VERSION (sigs.k8s.io/prometheus-adapter/cmd/adapter)"
+  mkdir -p "$dir/bin" "$dir/src"
+  (
+    cd "$dir/src"
+    [ -f go.mod ] || go mod init example.invalid/adapterbin >/dev/null 2>&1
+    GOFLAGS=-mod=mod go get "sigs.k8s.io/prometheus-adapter@$PROMETHEUS_ADAPTER_VERSION" >&2
+    GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" \
+      -o "$dir/bin/adapter.tmp" sigs.k8s.io/prometheus-adapter/cmd/adapter
+    mv "$dir/bin/adapter.tmp" "$dir/bin/adapter"
+  )
+  log "prometheus-adapter built in $(( $(date +%s) - start )) s"
+}
+
+components=("$@")
+[ ${#components[@]} -gt 0 ] || components=(lws prometheus prometheus-operator prometheus-adapter)
+for c in "${components[@]}"; do
+  case $c in
+    lws) build_lws; echo "lws=$ROOT/lws-$LWS_VERSION" ;;
+    prometheus) build_prometheus; echo "prometheus=$ROOT/prometheus-$PROMETHEUS_VERSION" ;;
+    prometheus-operator)
+      build_prometheus_operator
+      echo "prometheus-operator=$ROOT/prometheus-operator-$PROMETHEUS_OPERATOR_VERSION" ;;
+    prometheus-adapter)
+      build_prometheus_adapter
+      echo "prometheus-adapter=$ROOT/prometheus-adapter-$PROMETHEUS_ADAPTER_VERSION" ;;
+    *) log "ERROR: unknown component '$c' (lws, prometheus, prometheus-operator, prometheus-adapter)"; exit 2 ;;
+  esac
+done

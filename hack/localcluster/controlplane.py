@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import ctypes
+import datetime
 import functools
 import json
 import os
@@ -35,8 +36,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from kubernetes import client, config
 
 from .nodes import DEFAULT_NODES, create_nodes, wait_nodes_ready
@@ -53,6 +56,8 @@ POD_CIDR = "127.1.0.0/16"
 # benchmark's 1,000 LLMDeployment Services (a /24 ran out at 254).
 SERVICE_CIDR = "10.0.0.0/16"
 SA_ISSUER = "https://kubernetes.default.svc.cluster.local"
+#: kubernetes v1.34.4 cmd/kubeadm/app/constants/constants.go FrontProxyClientCertCommonName
+FRONT_PROXY_CLIENT_CN = "front-proxy-client"
 # Controllers the tests and the operator need (canonical names, cmd/kube-controller-manager/names).
 # No node-lifecycle controller: kwok nodes never heartbeat, so nothing evicts their pods.
 CONTROLLERS = (
@@ -324,6 +329,63 @@ class ControlPlane:
         tokens.write_text(f'{self.token},admin,admin-uid,"system:masters"\n')
         tokens.chmod(0o600)
 
+    def _write_front_proxy_pki(self) -> None:
+        """The aggregation layer's front-proxy PKI, as kubeadm lays it out (kubernetes v1.34.4
+        cmd/kubeadm/app/constants/constants.go: ``front-proxy-ca.crt``, ``front-proxy-client.crt``
+        with CN ``front-proxy-client``): a CA, and a client certificate it signs that kube-apiserver
+        presents when it proxies a request to an aggregated API server (e.g. prometheus-adapter's
+        custom.metrics.k8s.io); that server trusts the forwarded X-Remote-* headers only from a client
+        certificate of this CA with an allowed name (read from ConfigMap
+        kube-system/extension-apiserver-authentication, which kube-apiserver publishes)."""
+        now = datetime.datetime.now(datetime.UTC)
+        ca_key = ec.generate_private_key(ec.SECP256R1())
+        ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "front-proxy-ca")])
+        ca = (
+            x509.CertificateBuilder()
+            .subject_name(ca_name)
+            .issuer_name(ca_name)
+            .public_key(ca_key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=365))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=True,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
+            .sign(ca_key, hashes.SHA256())
+        )
+        key = ec.generate_private_key(ec.SECP256R1())
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, FRONT_PROXY_CLIENT_CN)]))
+            .issuer_name(ca_name)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=365))
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+            .sign(ca_key, hashes.SHA256())
+        )
+        pem = serialization.Encoding.PEM
+        (self.pki_dir / "front-proxy-ca.crt").write_bytes(ca.public_bytes(pem))
+        (self.pki_dir / "front-proxy-client.crt").write_bytes(cert.public_bytes(pem))
+        client_key = self.pki_dir / "front-proxy-client.key"
+        client_key.write_bytes(
+            key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        )
+        client_key.chmod(0o600)
+
     def _write_audit_policy(self) -> Path:
         path = self.work_dir / "audit-policy.yaml"
         path.write_text(self.audit_policy)
@@ -392,6 +454,7 @@ class ControlPlane:
 
     def _start(self, timeout: float) -> None:
         self._write_keys_and_tokens()
+        self._write_front_proxy_pki()
         self.ports = {"etcd": free_port(), "etcd-peer": free_port()}
         etcd_url = f"http://127.0.0.1:{self.ports['etcd']}"
         peer_url = f"http://127.0.0.1:{self.ports['etcd-peer']}"
@@ -437,6 +500,17 @@ class ControlPlane:
                 # (k8s.io/apiserver pkg/util/proxy ResolveEndpoint). The LeaderWorkerSet controller's
                 # webhooks are served on a host address (tests/support/lws.py).
                 "--enable-aggregator-routing=true",
+                # The aggregation layer's front proxy, with kubeadm's values (kubernetes v1.34.4
+                # cmd/kubeadm/app/phases/controlplane/manifests.go getAPIServerCommand): how
+                # kube-apiserver authenticates itself to an aggregated API server (APIService, e.g.
+                # prometheus-adapter's custom.metrics.k8s.io) and passes on the requesting user.
+                f"--requestheader-client-ca-file={pki / 'front-proxy-ca.crt'}",
+                f"--requestheader-allowed-names={FRONT_PROXY_CLIENT_CN}",
+                "--requestheader-username-headers=X-Remote-User",
+                "--requestheader-group-headers=X-Remote-Group",
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
+                f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
                 # Reach "kubelets" (kwok nodes: 127.0.0.1, nothing listening) by IP: the default
                 # order tries the node's Hostname first, a DNS lookup of e.g. "h100-0" that would
                 # leave the machine (pods/log, pods/exec requests).

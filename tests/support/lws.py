@@ -73,7 +73,7 @@ class LwsError(RuntimeError):
 def lws_dir() -> Path:
     """``<testbin>/lws-<version>``: ``bin/lws-controller`` and ``config/{crd,webhook}``, built by
     ``hack/build-controllers.sh`` when missing (cold: a few minutes)."""
-    proc = subprocess.run([str(BUILD_SCRIPT)], capture_output=True, text=True, check=False)
+    proc = subprocess.run([str(BUILD_SCRIPT), "lws"], capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.splitlines()[-30:])
         raise LwsError(f"hack/build-controllers.sh failed ({proc.returncode}):\n{tail}")

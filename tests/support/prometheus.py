@@ -35,10 +35,14 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextmanager
-def running_prometheus(config: dict[str, Any], work: Path, ready_timeout: float = 60.0) -> Iterator[str]:
+def running_prometheus(
+    config: dict[str, Any], work: Path, ready_timeout: float = 60.0, binary: str | None = None
+) -> Iterator[str]:
     """Prometheus with ``config`` (written to ``work/prometheus.yml``; TSDB and log in ``work``), ready;
-    yields its base URL ``http://127.0.0.1:<port>``. Fails the test if it exits or never gets ready."""
-    binary = shutil.which("prometheus")
+    yields its base URL ``http://127.0.0.1:<port>``. Fails the test if it exits or never gets ready.
+    ``binary``: Debian's by default; tests/support/monitoring.py passes the Go-built one
+    (hack/build-controllers.sh), which has kubernetes_sd."""
+    binary = binary or shutil.which("prometheus")
     if binary is None:
         pytest.fail(
             "prometheus is not installed: run hack/ci-deps.sh (Debian package 'prometheus')", pytrace=False

@@ -1,0 +1,321 @@
+"""``mode: hpa`` end to end through the real controllers: the operator's HPA, scaled by Kubernetes' HPA
+controller on custom metrics that prometheus-adapter serves from a Prometheus configured by
+prometheus-operator from the chart's PodMonitor and PrometheusRule.
+
+What is real (each built from its Go module at a pinned version, hack/build-controllers.sh):
+
+- the chart's ``PodMonitor`` (templates/servingpodmonitor.yaml) and ``PrometheusRule``
+  (templates/prometheusrule.yaml, files/prometheus-rules.yaml), rendered by ``helm template``;
+- prometheus-operator, which turns them and a ``Prometheus`` object into its generated configuration
+  (Secret ``prometheus-<name>``, the scrape job with kubernetes_sd pod discovery and the
+  PodMonitor's relabelling) and rule ConfigMaps;
+- Prometheus 3.16 running exactly that configuration: it discovers the kwok pods through the API
+  server (``spec.apiserverConfig``: this cluster's address, a token file and its CA file, the
+  operator's way to point kubernetes_sd at an API server from outside), scrapes them and evaluates the
+  recording rules;
+- prometheus-adapter with the rules ``trtllm_operator.api.signals.adapter_rules`` generates (what
+  docs/autoscaling.md tells users to install), as the aggregated API ``custom.metrics.k8s.io/v1beta2``
+  behind kube-apiserver's front proxy;
+- kube-controller-manager's HPA controller (the control plane's binary, a second instance that runs
+  only that controller, every second), which reads the metrics through the aggregator and writes the
+  LLMDeployment's ``/scale``; the operator (in-process) turns ``spec.replicas`` into pods.
+
+What stands in: the kubelet. kwok runs no containers, so this test plays the kubelet of the
+Prometheus pod (it runs the Prometheus binary with the generated configuration, ``$(SHARD)`` and the
+like substituted from the StatefulSet's config-reloader environment as that sidecar does, the rule
+ConfigMaps written where the pod mounts them) and of the Triton pods (the project's Triton metrics emulator,
+docs/autoscaling.md "Triton metrics emulator", bound to each Running pod's IP on port 8002, the
+``metrics`` port the operator renders, which is where Prometheus's pod discovery points).
+
+The expected gauges come from the emulator's load model (``ServingProfile`` and the pinned
+``Control``), not from the code under test: active-request utilization = min(requests,
+max_batch_size) / max_batch_size, KV-cache utilization = round(k · kv_blocks) / kv_blocks.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+from kubernetes.utils import parse_quantity
+from localcluster import find_bin_dir
+from support.cluster import LocalCluster
+from support.deployments import SELECTOR, DeploymentApi
+from support.manifests import a_cached_engine, an_autoscaled_deployment
+from support.monitoring import (
+    component_dirs,
+    custom_metric,
+    generated_config,
+    mounted_config,
+    reloader_env,
+    running_adapter,
+    running_hpa_controller,
+    running_prometheus_operator,
+)
+from support.operator import running_operator
+from support.prometheus import promql, running_prometheus
+from support.wait import wait_for
+
+from trtllm_operator.api import GROUP, VERSION
+from trtllm_operator.api import signals as registry
+from trtllm_operator.emulator import Control, Fleet, PodFollower
+from trtllm_operator.emulator.model import ServingProfile
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "charts" / "trtllm-operator"
+#: The Triton metrics port the operator renders on every serving pod (render.serving, "metrics").
+TRITON_METRICS_PORT = 8002
+PROMETHEUS = "hpa"
+MONITOR_LABELS = {"prometheus": PROMETHEUS}
+PROFILE = ServingProfile()
+
+
+def chart_monitoring(namespace: str, tmp: Path) -> list[dict[str, Any]]:
+    """The chart's PodMonitor and PrometheusRule (``helm template``), scraping every second and
+    labelled for the test's ``Prometheus`` (``servingPodMonitor.labels``, ``prometheusRule.labels``)."""
+    env = {
+        "PATH": "/usr/bin:/bin",
+        **{k: str(tmp / "helm") for k in ("HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME")},
+    }
+    sets = [
+        "servingPodMonitor.enabled=true",
+        "servingPodMonitor.interval=1s",
+        f"servingPodMonitor.namespaces[0]={namespace}",
+        "prometheusRule.enabled=true",
+        *(f"servingPodMonitor.labels.{k}={v}" for k, v in MONITOR_LABELS.items()),
+        *(f"prometheusRule.labels.{k}={v}" for k, v in MONITOR_LABELS.items()),
+    ]
+    out = subprocess.run(
+        [
+            str(find_bin_dir() / "helm"),
+            "template",
+            "rel",
+            str(CHART),
+            "--namespace",
+            namespace,
+            "--kube-version",
+            "1.34.4",
+            *(a for s in sets for a in ("--set", s)),
+            "--show-only",
+            "templates/servingpodmonitor.yaml",
+            "--show-only",
+            "templates/prometheusrule.yaml",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    ).stdout
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    assert sorted(d["kind"] for d in docs) == ["PodMonitor", "PrometheusRule"], out
+    return docs
+
+
+def prometheus_object(
+    namespace: str, cluster: LocalCluster, token_file: Path, ca_file: Path
+) -> dict[str, Any]:
+    """A ``Prometheus`` (prometheus-operator v0.85.0 ``pkg/apis/monitoring/v1/prometheus_types.go``)
+    selecting the chart's PodMonitor and PrometheusRule by label, evaluating rules every second."""
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "Prometheus",
+        "metadata": {"name": PROMETHEUS, "namespace": namespace},
+        "spec": {
+            "version": "v3.16.0",  # what hack/build-controllers.sh builds (module v0.316.0)
+            "replicas": 1,
+            "podMonitorSelector": {"matchLabels": MONITOR_LABELS},
+            "ruleSelector": {"matchLabels": MONITOR_LABELS},
+            "scrapeInterval": "1s",
+            "evaluationInterval": "1s",
+            # No external labels: prometheus_replica's "$(POD_NAME)" is expanded by the config
+            # reloader sidecar, which this harness does not run (empty name = no label, CRD docs).
+            "replicaExternalLabelName": "",
+            "prometheusExternalLabelName": "",
+            # kubernetes_sd against this API server (api_server, authorization, tls_config in each
+            # kubernetes_sd_config: pkg/prometheus/promcfg.go generateK8SSDConfig)
+            "apiserverConfig": {
+                "host": cluster.server,
+                "authorization": {"credentialsFile": str(token_file)},
+                "tlsConfig": {"caFile": str(ca_file)},
+            },
+        },
+    }
+
+
+@pytest.fixture
+def api(cluster: LocalCluster, namespace: str) -> Iterator[DeploymentApi]:
+    a = DeploymentApi(cluster, namespace)
+    a.artifact_pvc()
+    engine = a_cached_engine("llama")
+    a.cache_artifact(engine)
+    a.create("llmengines", engine)
+    yield a
+    client.CoreV1Api(cluster.api).delete_persistent_volume(f"engines-{namespace}")
+
+
+def load(requests: int, kv: float) -> Control:
+    return Control(fixed={"requests": requests, "kvCacheUtilization": kv})
+
+
+def expected(control: Control) -> dict[str, Decimal]:
+    """The per-pod values of both HPA metrics under ``control``, from the emulator's load model, as
+    the HPA controller reports them (milli-units)."""
+    requests, kv = control.fixed["requests"], control.fixed["kvCacheUtilization"]
+    active = min(requests, PROFILE.max_batch_size) / PROFILE.max_batch_size
+    kv_ratio = round(kv * PROFILE.kv_blocks) / PROFILE.kv_blocks
+    return {
+        "trtllm_active_request_utilization": Decimal(round(active * 1000)) / 1000,
+        "trtllm_kv_cache_utilization": Decimal(round(kv_ratio * 1000)) / 1000,
+    }
+
+
+def observed(hpa: Any) -> dict[str, Decimal]:
+    """The HPA controller's ``status.currentMetrics`` (Pods metrics): name → average value."""
+    return {
+        m.pods.metric.name: Decimal(str(parse_quantity(m.pods.current.average_value)))
+        for m in hpa.status.current_metrics or []
+        if m.type == "Pods" and m.pods and m.pods.current
+    }
+
+
+def test_hpa_scales_an_llmdeployment_on_adapter_metrics(
+    cluster: LocalCluster, api: DeploymentApi, tmp_path: Path
+) -> None:
+    t0 = time.monotonic()
+    ns = api.ns
+    homes = component_dirs("prometheus")
+    # Prometheus scrapes the pods at <pod IP>:8002; the IPs are this session's own 127.N.0.0/16
+    with socket.socket() as probe:
+        if probe.connect_ex(("127.0.0.1", TRITON_METRICS_PORT)) == 0:
+            pytest.fail(f"something listens on 127.0.0.1:{TRITON_METRICS_PORT} (a wildcard listener?)")
+    # The token and CA the generated kubernetes_sd_configs read (apiserverConfig above).
+    token_file, ca_file = tmp_path / "token", tmp_path / "ca.crt"
+    token_file.write_text(cluster.control_plane.token)
+    ca_file.write_bytes((cluster.control_plane.pki_dir / "apiserver.crt").read_bytes())
+
+    down_window = 6
+    body = an_autoscaled_deployment(
+        "chat",
+        "llama",
+        max_replicas=2,
+        up={"stabilizationWindowSeconds": 0, "maxReplicasPerStep": 4, "periodSeconds": 1},
+        down={"stabilizationWindowSeconds": down_window, "maxReplicasPerStep": 1, "periodSeconds": 1},
+    )
+    body["spec"]["autoscaling"]["mode"] = "hpa"
+    hpa_api = client.AutoscalingV2Api(cluster.api)
+    custom = client.CustomObjectsApi(cluster.api)
+    idle = load(16, 0.2)  # 16/64 = 0.25 active, 0.2 KV: below both targets (0.5, 0.8)
+
+    with (
+        running_prometheus_operator(cluster, ns),
+        Fleet(PROFILE, port=TRITON_METRICS_PORT, control=idle) as fleet,
+    ):
+        follower = PodFollower(
+            fleet, api.core, ns, "llm.trtllm-operator.dev/deployment", poll_seconds=0.3
+        ).start()
+        try:
+            docs = chart_monitoring(ns, tmp_path)
+            for doc in docs:
+                plural = {"PodMonitor": "podmonitors", "PrometheusRule": "prometheusrules"}[doc["kind"]]
+                custom.create_namespaced_custom_object("monitoring.coreos.com", "v1", ns, plural, doc)
+            pod_monitor = next(d["metadata"]["name"] for d in docs if d["kind"] == "PodMonitor")
+            custom.create_namespaced_custom_object(
+                "monitoring.coreos.com",
+                "v1",
+                ns,
+                "prometheuses",
+                prometheus_object(ns, cluster, token_file, ca_file),
+            )
+            generated = generated_config(cluster, ns, PROMETHEUS, want_job=f"podMonitor/{ns}/{pod_monitor}/")
+            env = reloader_env(cluster, ns, PROMETHEUS)
+            config = mounted_config(generated, tmp_path / "prometheus", env)
+            print(f"[hpa] monitoring configured in {time.monotonic() - t0:.1f} s")
+            with (
+                running_prometheus(
+                    config, tmp_path, binary=str(homes["prometheus"] / "bin" / "prometheus")
+                ) as prom,
+                running_operator(cluster, [ns]),
+            ):
+                api.create("llmdeployments", body)
+                hpa = wait_for(
+                    lambda: hpa_api.read_namespaced_horizontal_pod_autoscaler("chat", ns),
+                    60,
+                    desc="HPA rendered",
+                )
+                # The recording rule per pod, from Prometheus's own scrape of the pod's emulator.
+                wait_for(
+                    lambda: promql(
+                        prom, f'namespace_pod:trtllm_active_request_utilization:ratio{{namespace="{ns}"}}'
+                    ),
+                    90,
+                    interval=0.5,
+                    desc="the recording rule evaluated on the scraped pod",
+                )
+                # adapter_rules() is the prometheus-adapter chart's `rules.custom` value; the chart's
+                # ConfigMap puts that list under the config file's `rules:` (prometheus-community/
+                # helm-charts charts/prometheus-adapter/templates/configmap.yaml).
+                rules = yaml.safe_load(registry.adapter_rules())["rules"]["custom"]
+                with running_adapter(cluster, ns, prom, rules), running_hpa_controller(cluster):
+                    selector = SELECTOR.format("chat")
+                    for metric, value in expected(idle).items():
+                        items = wait_for(
+                            lambda m=metric: custom_metric(cluster, ns, m, selector),
+                            60,
+                            desc=f"{metric} served",
+                        )
+                        assert [Decimal(str(parse_quantity(i["value"]))) for i in items] == [value], items
+
+                    def hpa_sees(values: dict[str, Decimal]) -> Any:
+                        h = hpa_api.read_namespaced_horizontal_pod_autoscaler("chat", ns)
+                        return h if observed(h) == values else None
+
+                    hpa = wait_for(
+                        lambda: hpa_sees(expected(idle)), 60, interval=0.5, desc="HPA observes idle load"
+                    )
+                    assert hpa.status.desired_replicas == 1 and api.replicas("chat") == 1
+
+                    busy = load(64, 0.5)  # 64/64 = 1.0 active: twice the 0.5 target → 2 replicas
+                    fleet.set_control(busy)
+                    wait_for(lambda: hpa_sees(expected(busy)), 60, interval=0.5, desc="HPA observes the load")
+                    wait_for(
+                        lambda: api.replicas("chat") == 2, 60, interval=0.5, desc="HPA scales chat up to 2"
+                    )
+                    wait_for(
+                        lambda: api.status("chat").get("readyReplicas") == 2,
+                        60,
+                        desc="the operator rolls out the second replica",
+                    )
+
+                    fleet.set_control(idle)
+                    dropped = time.monotonic()
+                    # Within the scale-down stabilization window the HPA sees the low load and keeps 2.
+                    held = wait_for(
+                        lambda: hpa_sees(expected(idle)), 60, interval=0.3, desc="HPA observes the drop"
+                    )
+                    if time.monotonic() - dropped < down_window - 1:
+                        assert held.status.desired_replicas == 2 and api.replicas("chat") == 2, held.status
+                    wait_for(
+                        lambda: api.replicas("chat") == 1, 60, interval=0.5, desc="HPA scales chat down to 1"
+                    )
+                    down = hpa_api.read_namespaced_horizontal_pod_autoscaler("chat", ns)
+                    assert down.status.last_scale_time is not None
+                    assert time.monotonic() - dropped >= down_window, (
+                        "scaled down inside the stabilization window"
+                    )
+                    scale = custom.get_namespaced_custom_object_scale(
+                        GROUP, VERSION, ns, "llmdeployments", "chat"
+                    )
+                    assert scale["spec"]["replicas"] == 1
+        finally:
+            follower.stop()
+    print(f"[hpa] done in {time.monotonic() - t0:.1f} s")

@@ -1,0 +1,432 @@
+"""The real monitoring chain of ``mode: hpa`` next to the local control plane.
+
+``hack/build-controllers.sh`` builds, from their Go modules at pinned versions (versions there):
+Prometheus (``github.com/prometheus/prometheus`` ``cmd/prometheus``, service discovery cut to
+kubernetes_sd), prometheus-operator (``cmd/operator``, with its ``monitoring.coreos.com`` CRDs) and
+prometheus-adapter (``sigs.k8s.io/prometheus-adapter`` ``cmd/adapter``). This module runs them:
+
+- :func:`running_prometheus_operator` installs the CRDs and runs the real operator, which reconciles a
+  ``Prometheus`` object into its configuration Secret ``prometheus-<name>`` (``prometheus.yaml.gz``,
+  prometheus-operator v0.85.0 ``pkg/prometheus/common.go`` ``ConfigFilename``) and its rule ConfigMaps
+  ``prometheus-<name>-rulefiles-<i>`` (``pkg/prometheus/server/rules.go``), from the PodMonitors and
+  PrometheusRules its selectors match.
+- :func:`running_generated_prometheus` plays the kubelet of the Prometheus pod that the operator's
+  StatefulSet asks for (kwok runs no containers) and of its config-reloader sidecar (``$(VAR)``
+  substitution, :func:`envsubst`): it runs the Prometheus binary with exactly the generated
+  configuration, the rule ConfigMaps written where the pod mounts them
+  (``RulesDir`` = ``/etc/prometheus/rules/<configmap>/``, ``pkg/prometheus/common.go``) — the one path
+  rewritten, as a volume mount would place them.
+- :func:`running_adapter` runs prometheus-adapter as an aggregated API server (``APIService``
+  ``v1beta2.custom.metrics.k8s.io`` as prometheus-adapter v0.12.0 ``docs/walkthrough.md`` registers
+  it) reached by kube-apiserver on this host's address through a Service's EndpointSlice (as
+  tests/support/lws.py does for LWS's webhooks; the local control plane has
+  ``--enable-aggregator-routing=true`` and the front-proxy flags, hack/localcluster/controlplane.py).
+- :func:`running_hpa_controller` runs a second kube-controller-manager (the same binary as the
+  control plane's) with only ``horizontal-pod-autoscaler-controller`` and a short sync period, so the
+  shared control plane does not act on the HPAs other tests render, and the test need not wait the
+  default 15 s per sync (kubernetes v1.34.4 ``pkg/controller/podautoscaler/config/v1alpha1/defaults.go``).
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import re
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+from localcluster.controlplane import die_with_parent
+
+from .cluster import LocalCluster
+from .lws import host_address
+from .ports import free_port
+from .wait import wait_for
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+BUILD_SCRIPT = REPO_ROOT / "hack" / "build-controllers.sh"
+
+#: prometheus-operator v0.85.0 pkg/prometheus/common.go
+RULES_DIR = "/etc/prometheus/rules"
+CONFIG_FILENAME = "prometheus.yaml.gz"
+#: prometheus-adapter v0.12.0 docs/walkthrough.md "The Registered API"
+CUSTOM_METRICS_GROUP = "custom.metrics.k8s.io"
+CUSTOM_METRICS_VERSION = "v1beta2"
+ADAPTER_SERVICE = "prometheus-adapter"
+
+
+class MonitoringError(RuntimeError):
+    """A monitoring component could not be built, started or reached; the message says why."""
+
+
+def component_dirs(*components: str) -> dict[str, Path]:
+    """``component → <testbin>/<component>-<version>``, built by ``hack/build-controllers.sh`` when
+    missing (cold: minutes, see docs/local-cluster.md)."""
+    proc = subprocess.run([str(BUILD_SCRIPT), *components], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.splitlines()[-30:])
+        raise MonitoringError(
+            f"hack/build-controllers.sh {' '.join(components)} failed ({proc.returncode}):\n{tail}"
+        )
+    return {k: Path(v) for k, v in (line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)}
+
+
+@dataclass
+class Process:
+    """A component run as a local process, with its log."""
+
+    name: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+    def check(self) -> None:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"{self.name} exited ({self.proc.returncode}):\n{self.log_tail()}")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
+def _start(name: str, argv: list[str], work: Path, env: dict[str, str] | None = None) -> Process:
+    log = work / f"{name}.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            argv,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={"PATH": "/usr/bin:/bin", **(env or {})},
+            cwd=work,
+            preexec_fn=die_with_parent,  # noqa: PLW1509 (as localcluster's components)
+        )
+    return Process(name, proc, log)
+
+
+def _apply(cluster: LocalCluster, docs: list[dict[str, Any]]) -> None:
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=yaml.safe_dump_all(docs))
+
+
+# ---- prometheus-operator -----------------------------------------------------------------------
+@contextmanager
+def running_prometheus_operator(cluster: LocalCluster, namespace: str) -> Iterator[Process]:
+    """The monitoring.coreos.com CRDs installed and the real prometheus-operator running, watching
+    ``namespace``; on exit it is stopped and the CRDs removed (with every object of them)."""
+    home = component_dirs("prometheus-operator")["prometheus-operator"]
+    crd_files = sorted((home / "config" / "crd").glob("*.yaml"))
+    # BaseLoader: the CRDs' schemas hold a bare `=` (an enum value), which YAML 1.1's value tag makes
+    # SafeLoader refuse; only the names are read here, kubectl applies the files as they are.
+    names = [
+        d["metadata"]["name"]
+        for f in crd_files
+        for d in yaml.load_all(f.read_text(), Loader=yaml.BaseLoader)
+        if d
+    ]
+    work = Path(tempfile.mkdtemp(prefix="prometheus-operator-", dir=cluster.work_dir))
+    operator: Process | None = None
+    try:
+        for f in crd_files:
+            cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(f))
+        cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{n}" for n in names))
+        operator = _start(
+            "prometheus-operator",
+            [
+                str(home / "bin" / "operator"),
+                f"--namespaces={namespace}",
+                f"--web.listen-address=127.0.0.1:{free_port()}",
+                "--log-level=info",
+            ],
+            work,
+            # pkg/k8sutil/k8sutil.go NewClusterConfig: the KUBECONFIG environment variable
+            env={"KUBECONFIG": str(cluster.kubeconfig)},
+        )
+        yield operator
+    finally:
+        if operator is not None:
+            operator.stop()
+        cluster.kubectl(
+            "delete", "--ignore-not-found", "--wait=true", "--timeout=60s", *(f"crd/{n}" for n in names)
+        )
+
+
+@dataclass
+class GeneratedConfig:
+    """What prometheus-operator generated for one ``Prometheus``: the configuration and the rule files
+    (ConfigMap name → file name → content)."""
+
+    config: dict[str, Any]
+    rule_files: dict[str, dict[str, str]]
+
+
+def generated_config(
+    cluster: LocalCluster, namespace: str, name: str, *, want_job: str, timeout: float = 60.0
+) -> GeneratedConfig:
+    """Wait until the operator's configuration Secret for Prometheus ``name`` has a scrape job whose
+    name starts with ``want_job`` and its rule ConfigMaps exist; return both."""
+    core = client.CoreV1Api(cluster.api)
+
+    def config() -> dict[str, Any] | None:
+        try:
+            secret = core.read_namespaced_secret(f"prometheus-{name}", namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        raw = (secret.data or {}).get(CONFIG_FILENAME)
+        if not raw:
+            return None
+        doc: dict[str, Any] = yaml.safe_load(gzip.decompress(base64.b64decode(raw)))
+        jobs = [j["job_name"] for j in doc.get("scrape_configs") or []]
+        return doc if any(j.startswith(want_job) for j in jobs) else None
+
+    doc = wait_for(config, timeout, interval=0.5, desc=f"prometheus-operator's config with job {want_job}*")
+    rule_files: dict[str, dict[str, str]] = {}
+    for pattern in doc.get("rule_files") or []:
+        # RulesDir/<configmap>/*.yaml (pkg/prometheus/server/rules.go, common.go)
+        cm_name = Path(pattern).parent.name
+        if not pattern.startswith(f"{RULES_DIR}/"):
+            raise MonitoringError(f"rule_files entry {pattern!r} is not under {RULES_DIR}")
+        cm = wait_for(
+            lambda n=cm_name: _read_configmap(core, namespace, n), timeout, desc=f"ConfigMap {cm_name}"
+        )
+        rule_files[cm_name] = dict(cm.data or {})
+    return GeneratedConfig(doc, rule_files)
+
+
+def _read_configmap(core: client.CoreV1Api, namespace: str, name: str) -> Any:
+    try:
+        return core.read_namespaced_config_map(name, namespace)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def reloader_env(cluster: LocalCluster, namespace: str, name: str, timeout: float = 60.0) -> dict[str, str]:
+    """The environment of the ``config-reloader`` container of the operator's StatefulSet
+    ``prometheus-<name>``, as the kubelet resolves it for pod ``prometheus-<name>-0``: plain values
+    (``SHARD``, pkg/operator/config_reloader.go ``ShardEnvVar``) and ``fieldRef: metadata.name``."""
+    apps = client.AppsV1Api(cluster.api)
+    sts = wait_for(
+        lambda: apps.read_namespaced_stateful_set(f"prometheus-{name}", namespace),
+        timeout,
+        desc=f"StatefulSet prometheus-{name}",
+    )
+    pod_name = f"prometheus-{name}-0"
+    env: dict[str, str] = {}
+    for c in sts.spec.template.spec.containers:
+        if c.name != "config-reloader":
+            continue
+        for e in c.env or []:
+            if e.value is not None:
+                env[e.name] = e.value
+            elif (
+                e.value_from
+                and e.value_from.field_ref
+                and e.value_from.field_ref.field_path == "metadata.name"
+            ):
+                env[e.name] = pod_name
+    if not env:
+        raise MonitoringError(f"StatefulSet prometheus-{name} has no config-reloader environment: {sts.spec}")
+    return env
+
+
+def envsubst(text: str, env: dict[str, str]) -> str:
+    """``$(VAR)`` replaced by ``env[VAR]``, what prometheus-config-reloader does to the generated file
+    before Prometheus reads it (prometheus-operator v0.85.0 cmd/prometheus-config-reloader
+    ``--config-envsubst-file``; the generated sharding rule is ``regex: $(SHARD);|.+;.+``). An unknown
+    variable is an error, not left in place."""
+
+    def one(m: re.Match[str]) -> str:
+        if m.group(1) not in env:
+            raise MonitoringError(f"the generated configuration uses $({m.group(1)}), not in {sorted(env)}")
+        return env[m.group(1)]
+
+    return re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", one, text)
+
+
+def mounted_config(generated: GeneratedConfig, work: Path, env: dict[str, str]) -> dict[str, Any]:
+    """The generated configuration as the Prometheus pod sees it: ``$(VAR)`` substituted from the
+    config reloader's ``env`` (:func:`envsubst`), the rule ConfigMaps written under
+    ``work/rules/<configmap>/`` and ``rule_files`` pointing there (the pod's volume mounts). Fails if
+    the configuration names any other path under /etc/prometheus (a mount this harness does not play)."""
+    config: dict[str, Any] = yaml.safe_load(envsubst(yaml.safe_dump(generated.config), env))
+    rules_root = work / "rules"
+    for cm_name, files in generated.rule_files.items():
+        d = rules_root / cm_name
+        d.mkdir(parents=True, exist_ok=True)
+        for fname, text in files.items():
+            (d / fname).write_text(text)
+    config["rule_files"] = [
+        str(rules_root / Path(p).relative_to(RULES_DIR)) for p in generated.config.get("rule_files") or []
+    ]
+    leftover = "/etc/prometheus" in yaml.safe_dump(config)
+    if leftover:
+        raise MonitoringError(
+            "the generated configuration names a path under /etc/prometheus besides the rule files: "
+            + yaml.safe_dump(config)
+        )
+    return config
+
+
+# ---- prometheus-adapter -------------------------------------------------------------------------
+@contextmanager
+def running_adapter(
+    cluster: LocalCluster,
+    namespace: str,
+    prometheus_url: str,
+    rules: list[dict[str, Any]],
+    timeout: float = 120.0,
+) -> Iterator[Process]:
+    """prometheus-adapter serving ``rules`` (its config file's ``rules`` list, prometheus-adapter
+    v0.12.0 docs/config.md) from ``prometheus_url`` as ``custom.metrics.k8s.io/v1beta2``, registered
+    with the aggregator; yields once the APIService is Available. On exit the APIService goes first
+    (an unavailable aggregated API would fail every later discovery, namespace deletion's included),
+    then the adapter and its Service."""
+    home = component_dirs("prometheus-adapter")["prometheus-adapter"]
+    work = Path(tempfile.mkdtemp(prefix="prometheus-adapter-", dir=cluster.work_dir))
+    (work / "config.yaml").write_text(yaml.safe_dump({"rules": rules}))
+    host = host_address()
+    port = free_port(host)  # the adapter binds it itself: support.ports' residual race
+    kc = str(cluster.kubeconfig)
+    registration = client.ApiregistrationV1Api(cluster.api)
+    apiservice = f"{CUSTOM_METRICS_VERSION}.{CUSTOM_METRICS_GROUP}"
+    adapter: Process | None = None
+    try:
+        _apply(
+            cluster,
+            [
+                {
+                    "apiVersion": "v1",
+                    "kind": "Service",
+                    "metadata": {"name": ADAPTER_SERVICE, "namespace": namespace},
+                    # no selector: the adapter is a process on this host, its endpoint is the slice below
+                    "spec": {"ports": [{"port": 443, "protocol": "TCP", "targetPort": port}]},
+                },
+                {
+                    "apiVersion": "discovery.k8s.io/v1",
+                    "kind": "EndpointSlice",
+                    "metadata": {
+                        "name": f"{ADAPTER_SERVICE}-host",
+                        "namespace": namespace,
+                        "labels": {
+                            "kubernetes.io/service-name": ADAPTER_SERVICE,
+                            "endpointslice.kubernetes.io/managed-by": "tests.trtllm-operator.dev",
+                        },
+                    },
+                    "addressType": "IPv4",
+                    "ports": [{"name": "", "port": port, "protocol": "TCP"}],
+                    "endpoints": [{"addresses": [host], "conditions": {"ready": True}}],
+                },
+            ],
+        )
+        adapter = _start(
+            "prometheus-adapter",
+            [
+                str(home / "bin" / "adapter"),
+                f"--bind-address={host}",
+                f"--secure-port={port}",
+                f"--cert-dir={work / 'certs'}",  # self-signed; the APIService skips TLS verification
+                f"--config={work / 'config.yaml'}",
+                f"--prometheus-url={prometheus_url}/",
+                "--metrics-relist-interval=2s",
+                f"--lister-kubeconfig={kc}",
+                f"--authentication-kubeconfig={kc}",
+                f"--authorization-kubeconfig={kc}",
+                "--v=2",
+            ],
+            work,
+        )
+        # docs/walkthrough.md's APIService (insecureSkipTLSVerify, as deploy/manifests/api-service.yaml)
+        _apply(
+            cluster,
+            [
+                {
+                    "apiVersion": "apiregistration.k8s.io/v1",
+                    "kind": "APIService",
+                    "metadata": {"name": apiservice},
+                    "spec": {
+                        "group": CUSTOM_METRICS_GROUP,
+                        "version": CUSTOM_METRICS_VERSION,
+                        "groupPriorityMinimum": 100,
+                        "versionPriority": 100,
+                        "insecureSkipTLSVerify": True,
+                        "service": {"name": ADAPTER_SERVICE, "namespace": namespace, "port": 443},
+                    },
+                }
+            ],
+        )
+
+        def available() -> bool:
+            assert adapter is not None
+            adapter.check()
+            svc = registration.read_api_service(apiservice)
+            return any(c.type == "Available" and c.status == "True" for c in svc.status.conditions or [])
+
+        try:
+            wait_for(available, timeout, interval=0.5, desc=f"APIService {apiservice} Available")
+        except AssertionError as exc:
+            svc = registration.read_api_service(apiservice)
+            raise MonitoringError(
+                f"{exc}\nconditions: {svc.status.conditions}\nadapter log:\n{adapter.log_tail()}"
+            ) from exc
+        yield adapter
+    finally:
+        try:
+            registration.delete_api_service(apiservice)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+        if adapter is not None:
+            adapter.stop()
+
+
+def custom_metric(cluster: LocalCluster, namespace: str, metric: str, selector: str) -> list[dict[str, Any]]:
+    """``items`` of ``GET /apis/custom.metrics.k8s.io/v1beta2/namespaces/<ns>/pods/*/<metric>`` (what
+    the HPA controller asks for a Pods metric)."""
+    out = cluster.kubectl(
+        "get",
+        "--raw",
+        f"/apis/{CUSTOM_METRICS_GROUP}/{CUSTOM_METRICS_VERSION}/namespaces/{namespace}/pods/*/{metric}"
+        f"?labelSelector={selector}",
+    ).stdout
+    items: list[dict[str, Any]] = yaml.safe_load(out)["items"]
+    return items
+
+
+# ---- the HPA controller -------------------------------------------------------------------------
+@contextmanager
+def running_hpa_controller(cluster: LocalCluster, sync_period: str = "1s") -> Iterator[Process]:
+    """kube-controller-manager running only ``horizontal-pod-autoscaler-controller`` (canonical name,
+    kubernetes v1.34.4 cmd/kube-controller-manager/names), every ``sync_period``."""
+    work = Path(tempfile.mkdtemp(prefix="hpa-controller-", dir=cluster.work_dir))
+    proc = _start(
+        "kube-controller-manager-hpa",
+        [
+            str(cluster.bin_dir / "kube-controller-manager"),
+            f"--kubeconfig={cluster.kubeconfig}",
+            "--leader-elect=false",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={free_port()}",
+            "--controllers=horizontal-pod-autoscaler-controller",
+            f"--horizontal-pod-autoscaler-sync-period={sync_period}",
+        ],
+        work,
+    )
+    try:
+        yield proc
+    finally:
+        proc.stop()
