@@ -47,8 +47,8 @@ import yaml
 from kubernetes import client
 from kubernetes.utils import parse_quantity
 from localcluster import find_bin_dir
+from support.api import SELECTOR, Api
 from support.cluster import LocalCluster
-from support.deployments import SELECTOR, DeploymentApi
 from support.manifests import a_cached_engine, an_autoscaled_deployment
 from support.monitoring import (
     component_dirs,
@@ -153,14 +153,13 @@ def prometheus_object(
 
 
 @pytest.fixture
-def api(cluster: LocalCluster, namespace: str) -> Iterator[DeploymentApi]:
-    a = DeploymentApi(cluster, namespace)
-    a.artifact_pvc()
-    engine = a_cached_engine("llama")
-    a.cache_artifact(engine)
-    a.create("llmengines", engine)
-    yield a
-    client.CoreV1Api(cluster.api).delete_persistent_volume(f"engines-{namespace}")
+def api(cluster: LocalCluster, namespace: str) -> Iterator[Api]:
+    a = Api(cluster, namespace)
+    with a.artifact_pvc():
+        engine = a_cached_engine("llama")
+        a.cache_artifact(engine)
+        a.create(engine)
+        yield a
 
 
 def load(requests: int, kv: float) -> Control:
@@ -189,7 +188,7 @@ def observed(hpa: Any) -> dict[str, Decimal]:
 
 
 def test_hpa_scales_an_llmdeployment_on_adapter_metrics(
-    cluster: LocalCluster, api: DeploymentApi, tmp_path: Path
+    cluster: LocalCluster, api: Api, tmp_path: Path
 ) -> None:
     t0 = time.monotonic()
     ns = api.ns
@@ -246,7 +245,7 @@ def test_hpa_scales_an_llmdeployment_on_adapter_metrics(
                 ) as prom,
                 running_operator(cluster, [ns]),
             ):
-                api.create("llmdeployments", body)
+                api.create(body)
                 hpa = wait_for(
                     lambda: hpa_api.read_namespaced_horizontal_pod_autoscaler("chat", ns),
                     60,
