@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from kubernetes import client
 
-from trtllm_operator.handlers import plumbing
+from trtllm_operator.handlers import indexes, plumbing
 from trtllm_operator.kube.client import DEPLOYMENT, EVENT, LLM_DEPLOYMENT, Kube, ReadOnlyKube, WriteNeeded
 
 
@@ -55,6 +55,18 @@ def test_a_cached_copy_is_trusted_only_at_the_newest_known_version() -> None:
     plumbing.known_version(LLM_DEPLOYMENT, "ns", "x", obj)
     assert plumbing.is_newest(LLM_DEPLOYMENT, obj)
     plumbing.known_version(LLM_DEPLOYMENT, "ns", "x", None)  # deleted: forgotten
+
+
+def test_a_known_version_is_forgotten_once_the_watch_cache_shows_it() -> None:
+    """After the operator's own write (version 7), a cached copy at 5 is behind it; once the watch
+    delivered 7, a later copy (8: kopf's bookkeeping PATCH) is newer and trusted without a GET."""
+    plumbing.known_version(LLM_DEPLOYMENT, "ns", "x", {"metadata": {"resourceVersion": "7"}})
+    at = {v: {"metadata": {"namespace": "ns", "name": "x", "resourceVersion": v}} for v in ("5", "7", "8")}
+    assert not plumbing.is_newest(LLM_DEPLOYMENT, at["8"])  # 7 not shown yet: 8 cannot be told from 5
+    indexes.shown(LLM_DEPLOYMENT, at["5"])  # an older event: still waiting for 7
+    assert not plumbing.is_newest(LLM_DEPLOYMENT, at["5"])
+    indexes.shown(LLM_DEPLOYMENT, at["7"])
+    assert plumbing.is_newest(LLM_DEPLOYMENT, at["8"])
 
 
 def test_the_drift_loop_visits_every_object_in_turn_and_survives_errors() -> None:
