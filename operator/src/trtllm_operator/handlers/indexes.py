@@ -9,7 +9,8 @@ has been filled by the first listing (kopf docs, "Indexing" → "Readiness": han
 until all indexes are populated), so a restarted operator never decides from an empty cache.
 
 The indexes here are keyed by ``(namespace, name)`` (one value) or by a label (several values) and
-hold the object without ``metadata.managedFields``. They are ``async`` functions, so kopf runs them
+hold a slim copy: without ``metadata.managedFields`` and kopf's annotations, and for children only
+what the reconciles read (:func:`_trim`, :func:`_workload`). They are ``async`` functions, so kopf runs them
 on its event loop, never in the thread pool that runs the (synchronous) handlers.
 
 **What may be read from a cache, and what is read fresh.** A cache can lag the API server by a
@@ -38,9 +39,9 @@ by the API server itself. So:
 * fresh (a GET of the API server), always: every child about to be
   written (ownership checked on the fresh copy before a patch,
   :func:`~trtllm_operator.handlers.plumbing.apply_owned`; a create goes through
-  ``create_or_get``, 409 → read the existing object); deletion guards (``release_claim``: a PVC
-  in use must not keep the ownerReference that would garbage-collect it; pruning ConfigMaps lists
-  the ReplicaSets that still mount them; a superseded builder Job and the LLMEngines that might
+  ``create_or_get``, 409 → read the existing object and check its ownership); deletion guards
+  (``release_claim``: a PVC in use must not keep the ownerReference that would garbage-collect
+  it; pruning ConfigMaps lists the ReplicaSets that still mount them; a superseded builder Job and the LLMEngines that might
   still want its key, before it is stopped); the engine-cache entry and builder Job before a build
   is started (a build is the expensive action); the build queue (``build_queue``: the
   concurrent-build limit counts running Jobs from the API server).
@@ -155,10 +156,18 @@ def known_version(res: Resource, namespace: str, name: str, obj: Mapping[str, An
     key = (res.kind, namespace, name)
     version = None if obj is None else (obj.get("metadata") or {}).get("resourceVersion")
     with _known_lock:
-        if version:
+        if version and _cached_version(res, namespace, name) != version:
             _known_versions[key] = str(version)
         else:
             _known_versions.pop(key, None)
+
+
+def _cached_version(res: Resource, namespace: str, name: str) -> str | None:
+    """The ``resourceVersion`` of the cached copy (None: no cache, not cached): when the cache shows
+    a version already, every later cached copy is at least as new — nothing to remember."""
+    index = _index(_BY_NAME[res]) if res in _BY_NAME else None
+    values = list(index.get((namespace, name), ())) if index is not None else []
+    return values[0]["metadata"].get("resourceVersion") if values else None
 
 
 def is_newest(res: Resource, obj: Mapping[str, Any]) -> bool:
