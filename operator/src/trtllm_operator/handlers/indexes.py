@@ -36,15 +36,15 @@ by the API server itself. So:
   status transitions and their Events are decided against the last status written (a stale copy
   re-posted Events and met 409s in benchmarks/scale.py) and a spec the cache does not show yet is
   never rendered backwards;
-* fresh (a GET of the API server), always: every child about to be
-  written (ownership checked on the fresh copy before a patch,
-  :func:`~trtllm_operator.handlers.plumbing.apply_owned`; a create goes through
-  ``create_or_get``, 409 → read the existing object and check its ownership); deletion guards
-  (``release_claim``: a PVC in use must not keep the ownerReference that would garbage-collect
-  it; pruning ConfigMaps lists the ReplicaSets that still mount them; a superseded builder Job and the LLMEngines that might
-  still want its key, before it is stopped); the engine-cache entry and builder Job before a build
-  is started (a build is the expensive action); the build queue (``build_queue``: the
-  concurrent-build limit counts running Jobs from the API server).
+* fresh (a GET of the API server), always: every child about to be written (ownership checked on
+  the fresh copy before a patch, :func:`~trtllm_operator.handlers.plumbing.apply_owned`; a create
+  goes through ``create_or_get``, 409 → read the existing object and check its ownership);
+  deletion guards (``release_claim``: a PVC in use must not keep the ownerReference that would
+  garbage-collect it; pruning ConfigMaps lists the ReplicaSets that still mount them; a superseded
+  builder Job and the LLMEngines that might still want its key, before it is stopped); the
+  engine-cache entry and builder Job before a build is started (a build is the expensive action);
+  the build queue (``build_queue``: the concurrent-build limit counts running Jobs from the API
+  server).
 
 Outside a running operator (a reconcile called directly, e.g. from a test without kopf) nothing is
 bound and every read falls back to the API server.
