@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from kubernetes import client
 
-from trtllm_operator.handlers import plumbing
+from trtllm_operator.handlers import indexes, plumbing
 from trtllm_operator.kube.client import DEPLOYMENT, EVENT, LLM_DEPLOYMENT, Kube, ReadOnlyKube, WriteNeeded
 
 
@@ -57,6 +57,18 @@ def test_a_cached_copy_is_trusted_only_at_the_newest_known_version() -> None:
     plumbing.known_version(LLM_DEPLOYMENT, "ns", "x", None)  # deleted: forgotten
 
 
+def test_a_known_version_is_forgotten_once_the_watch_cache_shows_it() -> None:
+    """After the operator's own write (version 7), a cached copy at 5 is behind it; once the watch
+    delivered 7, a later copy (8: kopf's bookkeeping PATCH) is newer and trusted without a GET."""
+    plumbing.known_version(LLM_DEPLOYMENT, "ns", "x", {"metadata": {"resourceVersion": "7"}})
+    at = {v: {"metadata": {"namespace": "ns", "name": "x", "resourceVersion": v}} for v in ("5", "7", "8")}
+    assert not plumbing.is_newest(LLM_DEPLOYMENT, at["8"])  # 7 not shown yet: 8 cannot be told from 5
+    indexes.shown(LLM_DEPLOYMENT, at["5"])  # an older event: still waiting for 7
+    assert not plumbing.is_newest(LLM_DEPLOYMENT, at["5"])
+    indexes.shown(LLM_DEPLOYMENT, at["7"])
+    assert plumbing.is_newest(LLM_DEPLOYMENT, at["8"])
+
+
 def test_the_drift_loop_visits_every_object_in_turn_and_survives_errors() -> None:
     seen: list[tuple[str, str]] = []
 
@@ -77,3 +89,39 @@ def test_the_drift_loop_visits_every_object_in_turn_and_survives_errors() -> Non
     asyncio.run(run())
     # b's error did not stop the loop; every round visits every object, in order
     assert seen[:6] == [("ns", "a"), ("ns", "b"), ("ns", "c")] * 2
+
+
+def test_the_caches_hold_what_the_reconciles_read_and_no_more() -> None:
+    """Issue 20 (RSS): a cached workload keeps its metadata, ``spec.replicas`` and ``status`` — not its
+    pod template; a Service only its metadata; a model-repository ConfigMap no data; an LLMDeployment
+    no kopf annotations (its diff-base repeats the spec) and no managedFields."""
+    meta = {
+        "name": "chat",
+        "namespace": "ns",
+        "uid": "u",
+        "resourceVersion": "3",
+        "labels": {"app.kubernetes.io/component": "model-repository"},
+        "annotations": {"kopf.trtllm-operator.dev/last-handled-configuration": "{}", "keep": "me"},
+        "ownerReferences": [{"kind": "LLMDeployment", "uid": "p", "controller": True}],
+        "managedFields": [{"manager": "x"}],
+    }
+    template = {"spec": {"containers": [{"name": "triton"}]}}
+    workload = {"kind": "Deployment", "metadata": meta, "spec": {"replicas": 2, "template": template}}
+    workload["status"] = {"readyReplicas": 2}
+    (cached,) = asyncio.run(indexes.cached_deployments(namespace="ns", name="chat", body=workload)).values()
+    assert cached["spec"] == {"replicas": 2} and cached["status"] == {"readyReplicas": 2}
+    assert cached["metadata"]["annotations"] == {"keep": "me"} and "managedFields" not in cached["metadata"]
+    assert cached["metadata"]["ownerReferences"] == meta["ownerReferences"]
+    service = {"kind": "Service", "metadata": meta, "spec": {"ports": [{"port": 8000}]}}
+    (cached,) = asyncio.run(indexes.cached_services(namespace="ns", name="chat", body=service)).values()
+    assert set(cached) == {"kind", "metadata"}
+    cm = {"kind": "ConfigMap", "metadata": meta, "data": {"config.pbtxt": "x" * 1000}}
+    (cached,) = asyncio.run(indexes.cached_configmaps(namespace="ns", name="chat", body=cm)).values()
+    assert "data" not in cached
+    entry = {**cm, "metadata": {**meta, "labels": {}}}
+    (cached,) = asyncio.run(indexes.cached_configmaps(namespace="ns", name="chat", body=entry)).values()
+    assert cached["data"] == cm["data"]  # a cache entry's record is read from the cache
+    llmd = {"kind": "LLMDeployment", "metadata": meta, "spec": {"replicas": 2}, "status": {"phase": "Ready"}}
+    (cached,) = asyncio.run(indexes.cached_llmdeployments(namespace="ns", name="chat", body=llmd)).values()
+    assert cached["spec"] == llmd["spec"] and cached["status"] == llmd["status"]
+    assert cached["metadata"]["annotations"] == {"keep": "me"}

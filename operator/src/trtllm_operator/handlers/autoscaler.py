@@ -378,8 +378,20 @@ def _sync_by_name(namespace: str | None, name: str, *, created: bool = False) ->
 @kopf.on.create(GROUP, VERSION, DEPLOYMENT_PLURAL)
 @kopf.on.update(GROUP, VERSION, DEPLOYMENT_PLURAL, field="spec.autoscaling")
 def autoscaler_mode_changed(name: str, namespace: str | None, reason: str = "", **_: Any) -> None:
-    """(Re)render or remove the HPA / ScaledObject whenever ``spec.autoscaling`` changes."""
+    """(Re)render or remove the HPA / ScaledObject whenever ``spec.autoscaling`` changes.
+
+    On a resume with the built-in autoscaler (no external child wanted), nothing is read: kopf
+    resumes an object only when its spec is what it last handled with every handler done (kopf
+    1.45.2 ``kopf/_core/intents/causes.py`` ``detect_changing_cause``), so a removal this handler
+    owed was done before; the HPA GET per LLMDeployment made a restart at scale slower (issue 20)."""
+    if reason == kopf.Reason.RESUME and not _external_mode(_cached_spec(namespace, name)):
+        return
     _sync_by_name(namespace, name, created=reason == "create")
+
+
+def _cached_spec(namespace: str | None, name: str) -> Mapping[str, Any]:
+    obj = indexes.get(default_kube(), LLM_DEPLOYMENT, namespace, name) if namespace else None
+    return (obj or {}).get("spec") or {}
 
 
 @kopf.timer(GROUP, VERSION, DEPLOYMENT_PLURAL, interval=EXTERNAL_RESYNC_SECONDS, when=_external_mode)

@@ -467,7 +467,14 @@ def _sync_children(
     kube: Kube, obj: Mapping[str, Any], children: Children
 ) -> tuple[dict[str, Any] | None, RollbackDecision | None, ChildConflict | None]:
     """Create/patch the children; returns the live workload, a rollback still in force, and the
-    first child this deployment does not control (then nothing was written)."""
+    first child this deployment does not control (then the workload was not written).
+
+    The workload is read fresh when the cache lacks it (a foreign one under its name stops the
+    reconcile before anything is written); the other children — the credentials Secret,
+    NetworkPolicy, Service, PodDisruptionBudget, model-repository ConfigMap — are created first
+    when the cache lacks them, a 409 reading the object there and refusing it when it is not
+    this deployment's (:func:`~trtllm_operator.handlers.plumbing.read_children` ``create_first``).
+    They are applied before the workload, so its pods never start next to a foreign one."""
     namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
     uid = obj["metadata"]["uid"]
     assert children.configmap and children.workload and children.service and children.pdb and children.params
@@ -481,17 +488,29 @@ def _sync_children(
     ]
     if children.network_policy is not None:
         reads.append((NETWORK_POLICY, children.network_policy))
-    lives, conflict = read_children(kube, reads)
+    lives, conflict = read_children(kube, reads, create_first=(SERVICE, PDB, CONFIG_MAP, NETWORK_POLICY))
     live, live_service, live_pdb, live_cm = lives[:4]
     if conflict is None:
-        # Triton's admin header value and the SSH key: before any pod that mounts them.
-        conflict = ensure_credentials(kube, children.params)
+        # Triton's admin header value and the SSH key: before any pod that mounts them. A new
+        # deployment (no workload yet) creates it first: a 409 reads the one that is there.
+        conflict = ensure_credentials(kube, children.params, create_first=live is None)
     if conflict is not None:
         return live, None, conflict
+    passive: list[tuple[Resource, Mapping[str, Any], dict[str, Any] | None]] = []
+    if children.network_policy is not None:
+        passive.append((NETWORK_POLICY, children.network_policy, lives[4]))
+    passive += [(SERVICE, children.service, live_service), (PDB, children.pdb, live_pdb)]
     held: RollbackDecision | None = None
     annotations = (live or {}).get("metadata", {}).get("annotations") or {}
     held_hash = annotations.get(ANNOTATION_ROLLED_BACK_HASH)
-    if live is not None and held_hash and held_hash == with_rendered_hash(children.workload)[1]:
+    held_now = live is not None and bool(held_hash) and held_hash == with_rendered_hash(children.workload)[1]
+    if not held_now:
+        passive.append((CONFIG_MAP, children.configmap, live_cm))
+    for child_res, manifest, child_live in passive:
+        applied = apply_owned(kube, child_res, manifest, live=child_live)
+        if applied.conflict is not None:
+            return live, None, applied.conflict
+    if live is not None and held_now:
         # This exact rendering failed and was rolled back: keep the restored template until the
         # engine key or a setting changes; only the replica count follows spec.replicas.
         held = RollbackDecision(
@@ -501,7 +520,6 @@ def _sync_children(
         if (live.get("spec") or {}).get("replicas") != want:
             live = kube.patch(res, namespace, wname, {"spec": {"replicas": want}})
     else:
-        apply_owned(kube, CONFIG_MAP, children.configmap, live=live_cm)
         reverted = workload_scale_reverted(
             name,
             f"{children.workload['kind']}/{wname}",
@@ -528,18 +546,18 @@ def _sync_children(
                     }
                 },
             )
-        live = apply_owned(kube, res, children.workload, live=live).live
+        applied = apply_owned(kube, res, children.workload, live=live)
+        if applied.conflict is not None:
+            return applied.live, None, applied.conflict
+        live = applied.live
     for other, other_name in _workloads(kube, name):
         if (other, other_name) == (res, wname):
             continue
         stale = kube.get(other, namespace, other_name)
         if stale is not None and is_controlled_by(stale, uid):
             kube.delete(other, namespace, other_name)
-    apply_owned(kube, SERVICE, children.service, live=live_service)
-    apply_owned(kube, PDB, children.pdb, live=live_pdb)
-    if children.network_policy is not None:
-        apply_owned(kube, NETWORK_POLICY, children.network_policy, live=lives[4])
-    else:  # TRTLLM_OPERATOR_SERVING_NETWORK_POLICY=false: remove the one this deployment controls
+    if children.network_policy is None:
+        # TRTLLM_OPERATOR_SERVING_NETWORK_POLICY=false: remove the one this deployment controls
         policy = indexes.get(kube, NETWORK_POLICY, namespace, child_name(name))
         if policy is not None and is_controlled_by(policy, uid):
             kube.delete(NETWORK_POLICY, namespace, child_name(name))
@@ -606,6 +624,61 @@ def _write_status(kube: Kube, obj: Mapping[str, Any], observation: Observation) 
     write_outcome(kube, LLM_DEPLOYMENT, obj, deployment_status(observation))
 
 
+# ------------------------------------------------------------------------------ settled
+def settled(namespace: str, name: str) -> bool:
+    """Whether the watch caches show LLMDeployment ``name`` converged, so a reconcile on them would
+    find nothing to do: its status is ``Ready`` for its current generation, on the key its engine
+    (cached, ``Ready``) reports, and its Deployment (cached) has rolled out that generation with
+    every replica updated and ready, as many as the status reports. False without the caches.
+
+    Used where a reconcile would only confirm what is there — kopf's resume of every object at
+    operator start, and the replayed first listing of the watches (``type`` None) — so that a
+    restart at 1,000 + 1,000 costs a look at the cache per object, not a reconcile (issue 20). What
+    this does not see (a child changed or deleted behind the operator's back, a new operator
+    version rendering differently) is drift: the resync loop reconciles every LLMDeployment within
+    :data:`RESYNC_SECONDS`."""
+    if not indexes.cached(LLM_DEPLOYMENT) or not indexes.cached(DEPLOYMENT):
+        return False
+    kube = default_kube()
+    obj = indexes.get(kube, LLM_DEPLOYMENT, namespace, name)
+    if obj is None:
+        return False
+    meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
+    generation = meta.get("generation")
+    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+    if (
+        meta.get("deletionTimestamp")
+        or status.get("phase") != "Ready"
+        or status.get("observedGeneration") != generation
+        or ready is None
+        or ready.get("status") != "True"
+        or ready.get("observedGeneration", generation) != generation
+    ):
+        return False
+    engine_name = _engine_ref(obj)
+    engine = indexes.get(kube, LLM_ENGINE, namespace, engine_name) if engine_name else None
+    estatus = (engine or {}).get("status") or {}
+    if (
+        estatus.get("phase") != "Ready"
+        or not status.get("engineKey")
+        or estatus.get("engineKey") != status.get("engineKey")
+    ):
+        return False
+    workload = indexes.get(kube, DEPLOYMENT, namespace, child_name(name))
+    if workload is None or workload["metadata"].get("deletionTimestamp"):
+        return False
+    wstatus = workload.get("status") or {}
+    replicas = spec.get("replicas", 1)
+    return bool(
+        is_controlled_by(workload, meta.get("uid"))
+        and wstatus.get("observedGeneration") == workload["metadata"].get("generation")
+        and (workload.get("spec") or {}).get("replicas") == replicas
+        and (wstatus.get("readyReplicas") or 0) == (wstatus.get("updatedReplicas") or 0) == replicas
+        and (wstatus.get("replicas") or 0) == replicas
+        and status.get("readyReplicas") == replicas
+    )
+
+
 # ------------------------------------------------------------------------------ kopf wiring
 def _safe_reconcile(namespace: str | None, name: str | None) -> None:
     if not namespace or not name:
@@ -629,14 +702,21 @@ async def llmdeployments_by_engine(
 @kopf.on.create(GROUP, VERSION, DEPLOYMENT_PLURAL)
 @kopf.on.update(GROUP, VERSION, DEPLOYMENT_PLURAL)
 def on_deployment(
+    *,
     name: str,
     namespace: str | None,
     body: Mapping[str, Any],
     old: Mapping[str, Any] | None = None,
     llmdeployments_by_engine: Any = None,
+    reason: str = "",
     **_: Any,
 ) -> None:
-    _safe_reconcile(namespace, name)
+    # kopf resumes an object only when its spec is what it last handled with every handler done
+    # (kopf 1.45.2 kopf/_core/intents/causes.py detect_changing_cause: RESUME only ``if not diff and
+    # initial``; a change is an UPDATE with the resume handlers mixed in): a settled one needs no
+    # reconcile here, drift is the resync loop's.
+    if not (reason == kopf.Reason.RESUME and namespace and settled(namespace, name)):
+        _safe_reconcile(namespace, name)
     # The engine it serves, and the one it served before an engineRef change, list it (or not).
     _sync_refs(namespace, [_engine_ref(body), _engine_ref(old)], llmdeployments_by_engine)
 
@@ -660,6 +740,8 @@ def on_deployment_event(event: Mapping[str, Any], llmdeployments_by_engine: Any 
     """A deleted LLMDeployment leaves its engine's ``status.usedBy`` (no finalizer needed: the watch
     reports the deletion; a deletion missed while the operator was down is healed by the engine's
     next event, which recomputes ``usedBy`` from the index)."""
+    if event.get("type") != "DELETED":
+        indexes.shown(LLM_DEPLOYMENT, event.get("object") or {})
     if event.get("type") == "DELETED":
         obj = event.get("object") or {}
         meta = obj.get("metadata") or {}
@@ -681,6 +763,8 @@ async def on_workload_event(event: Mapping[str, Any], **_: Any) -> None:
     obj = event.get("object") or {}
     namespace = (obj.get("metadata") or {}).get("namespace")
     for owner in owner_names(obj, LLM_DEPLOYMENT.kind)[:1]:
+        if event.get("type") is None and namespace and settled(namespace, owner):
+            continue  # the watch's (re)listing (kopf: type None) of a workload its owner reports as is
         await _queue_reconcile(namespace, owner)
 
 
@@ -730,9 +814,12 @@ async def on_engine_event(event: Mapping[str, Any], llmdeployments_by_engine: An
         known_version(LLM_ENGINE, namespace, engine_name, None)
         _engine_views.pop((namespace, engine_name), None)
     else:
+        indexes.shown(LLM_ENGINE, obj)
         view = _serving_view(obj)
         if _engine_views.get((namespace, engine_name)) == view:
             users = []  # kopf's bookkeeping, status.usedBy: nothing a deployment reads
+        elif event.get("type") is None:  # the watch's (re)listing: only deployments not settled on it
+            users = [d for d in users if not settled(namespace, d)]
         _engine_views[(namespace, engine_name)] = view
 
         def used_by() -> None:

@@ -9,7 +9,8 @@ has been filled by the first listing (kopf docs, "Indexing" → "Readiness": han
 until all indexes are populated), so a restarted operator never decides from an empty cache.
 
 The indexes here are keyed by ``(namespace, name)`` (one value) or by a label (several values) and
-hold the object without ``metadata.managedFields``. They are ``async`` functions, so kopf runs them
+hold a slim copy: without ``metadata.managedFields`` and kopf's annotations, and for children only
+what the reconciles read (:func:`_trim`, :func:`_workload`). They are ``async`` functions, so kopf runs them
 on its event loop, never in the thread pool that runs the (synchronous) handlers.
 
 **What may be read from a cache, and what is read fresh.** A cache can lag the API server by a
@@ -35,15 +36,15 @@ by the API server itself. So:
   status transitions and their Events are decided against the last status written (a stale copy
   re-posted Events and met 409s in benchmarks/scale.py) and a spec the cache does not show yet is
   never rendered backwards;
-* fresh (a GET of the API server), always: every child about to be
-  written (ownership checked on the fresh copy before a patch,
-  :func:`~trtllm_operator.handlers.plumbing.apply_owned`; a create goes through
-  ``create_or_get``, 409 → read the existing object); deletion guards (``release_claim``: a PVC
-  in use must not keep the ownerReference that would garbage-collect it; pruning ConfigMaps lists
-  the ReplicaSets that still mount them; a superseded builder Job and the LLMEngines that might
-  still want its key, before it is stopped); the engine-cache entry and builder Job before a build
-  is started (a build is the expensive action); the build queue (``build_queue``: the
-  concurrent-build limit counts running Jobs from the API server).
+* fresh (a GET of the API server), always: every child about to be written (ownership checked on
+  the fresh copy before a patch, :func:`~trtllm_operator.handlers.plumbing.apply_owned`; a create
+  goes through ``create_or_get``, 409 → read the existing object and check its ownership);
+  deletion guards (``release_claim``: a PVC in use must not keep the ownerReference that would
+  garbage-collect it; pruning ConfigMaps lists the ReplicaSets that still mount them; a superseded
+  builder Job and the LLMEngines that might still want its key, before it is stopped); the
+  engine-cache entry and builder Job before a build is started (a build is the expensive action);
+  the build queue (``build_queue``: the concurrent-build limit counts running Jobs from the API
+  server).
 
 Outside a running operator (a reconcile called directly, e.g. from a test without kopf) nothing is
 bound and every read falls back to the API server.
@@ -52,6 +53,7 @@ bound and every read falls back to the API server.
 from __future__ import annotations
 
 import copy
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -66,6 +68,7 @@ from trtllm_operator.api.wire import (
     GPU_PRODUCT_LABEL,
     GPU_RESOURCE,
     GROUP,
+    KOPF_ANNOTATION_PREFIX,
     LABEL_COMPONENT,
     LABEL_DEPLOYMENT,
     LABEL_MANAGED_BY,
@@ -94,17 +97,97 @@ _MANAGED = {LABEL_MANAGED_BY: MANAGED_BY}
 _indices: dict[str, Any] | None = None
 
 
-def _trim(body: Mapping[str, Any]) -> dict[str, Any]:
-    """The object without ``metadata.managedFields`` (half of a small object's size)."""
-    out = {k: v for k, v in body.items()}
+def _trim(body: Mapping[str, Any], *, keep: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """The object without ``metadata.managedFields`` (half of a small object's size) and kopf's
+    bookkeeping annotations (its diff-base repeats the whole spec); ``keep``: only these top-level
+    fields besides ``apiVersion``, ``kind`` and ``metadata`` (None: all)."""
+    out = {
+        k: v for k, v in body.items() if keep is None or k in keep or k in ("apiVersion", "kind", "metadata")
+    }
     meta = dict(out.get("metadata") or {})
     meta.pop("managedFields", None)
+    annotations = meta.get("annotations")
+    if annotations and any(k.startswith(KOPF_ANNOTATION_PREFIX) for k in annotations):
+        meta["annotations"] = {
+            k: v for k, v in annotations.items() if not k.startswith(KOPF_ANNOTATION_PREFIX)
+        }
     out["metadata"] = meta
     return out
 
 
-def _by_name(namespace: str | None, name: str | None, body: Mapping[str, Any]) -> dict[Any, Any]:
-    return {(namespace, name): _trim(body)}
+def _by_name(
+    namespace: str | None, name: str | None, body: Mapping[str, Any], *, keep: tuple[str, ...] | None = None
+) -> dict[Any, Any]:
+    return {(namespace, name): _trim(body, keep=keep)}
+
+
+#: What the reconciles read of a cached child (issue 20: the caches held whole objects — pod
+#: templates, Triton configs — 665 MiB at 1,000 + 1,000). Every child is written only after a fresh
+#: GET (``plumbing.apply_owned``), so a slim cached copy decides only "unchanged" (ownership, the
+#: rendered-hash annotation, ``spec.replicas``) and what the status reports (a workload's ``status``,
+#: a pod's ``status`` and labels).
+_METADATA_ONLY: tuple[str, ...] = ()
+
+
+def _workload(body: Mapping[str, Any]) -> dict[str, Any]:
+    """A Deployment: metadata, ``status``, and of its spec only ``replicas`` (no pod template)."""
+    out = _trim(body, keep=("status",))
+    replicas = (body.get("spec") or {}).get("replicas")
+    out["spec"] = {} if replicas is None else {"replicas": replicas}
+    return out
+
+
+# ----------------------------------------------------------------------------- newest known
+#: (kind, namespace, name) → the ``resourceVersion`` of the newest copy of an LLMEngine or
+#: LLMDeployment this process knows and its watch cache has not shown yet: read fresh from the API
+#: server, or returned by the operator's own write. A cached copy with another version may be behind
+#: that write (:func:`~trtllm_operator.handlers.plumbing.cache_first` then reads fresh). The entry is
+#: dropped once the cache holds that version (:func:`shown`, called from the kind's ``@kopf.on.event``
+#: handler: kopf 1.45.2 ``kopf/_core/reactor/processing.py`` ``process_resource_event`` updates the
+#: indexes before it runs the event handlers): the watch delivers an object's versions in order, so
+#: every copy the cache holds from then on is at least as new.
+_known_versions: dict[tuple[str, str, str], str] = {}
+_known_lock = threading.Lock()
+
+
+def known_version(res: Resource, namespace: str, name: str, obj: Mapping[str, Any] | None) -> None:
+    """Record ``obj`` (fresh from the API server, or as a write returned it) as the newest copy of
+    the object this process knows; None forgets the object (deleted)."""
+    key = (res.kind, namespace, name)
+    version = None if obj is None else (obj.get("metadata") or {}).get("resourceVersion")
+    with _known_lock:
+        if version and _cached_version(res, namespace, name) != version:
+            _known_versions[key] = str(version)
+        else:
+            _known_versions.pop(key, None)
+
+
+def _cached_version(res: Resource, namespace: str, name: str) -> str | None:
+    """The ``resourceVersion`` of the cached copy (None: no cache, not cached): when the cache shows
+    a version already, every later cached copy is at least as new — nothing to remember."""
+    index = _index(_BY_NAME[res]) if res in _BY_NAME else None
+    values = list(index.get((namespace, name), ())) if index is not None else []
+    return values[0]["metadata"].get("resourceVersion") if values else None
+
+
+def is_newest(res: Resource, obj: Mapping[str, Any]) -> bool:
+    """Whether ``obj`` (e.g. from a watch cache) carries the newest ``resourceVersion`` this process
+    knows for it (:func:`known_version`), or the cache has shown that version already (nothing
+    pending)."""
+    meta = obj.get("metadata") or {}
+    known = _known_versions.get((res.kind, str(meta.get("namespace")), str(meta.get("name"))))
+    return known is None or known == meta.get("resourceVersion")
+
+
+def shown(res: Resource, body: Mapping[str, Any]) -> None:
+    """The watch cache of ``res`` now holds ``body`` (called from a watch-event handler, after kopf
+    indexed the event): forget a known version equal to its own."""
+    meta = body.get("metadata") or {}
+    key = (res.kind, str(meta.get("namespace")), str(meta.get("name")))
+    version = meta.get("resourceVersion")
+    with _known_lock:
+        if version and _known_versions.get(key) == version:
+            del _known_versions[key]
 
 
 # ----------------------------------------------------------------------------- the indexes
@@ -121,27 +204,31 @@ async def cached_llmdeployments(namespace: str | None, name: str | None, body: k
 
 @kopf.index(DEPLOYMENT.group, DEPLOYMENT.version, DEPLOYMENT.plural, labels=_MANAGED)
 async def cached_deployments(namespace: str | None, name: str | None, body: kopf.Body, **_: Any) -> Any:
-    return _by_name(namespace, name, body)
+    return {(namespace, name): _workload(body)}
 
 
 @kopf.index(SERVICE.group, SERVICE.version, SERVICE.plural, labels=_MANAGED)
 async def cached_services(namespace: str | None, name: str | None, body: kopf.Body, **_: Any) -> Any:
-    return _by_name(namespace, name, body)
+    return _by_name(namespace, name, body, keep=_METADATA_ONLY)
 
 
 @kopf.index(PDB.group, PDB.version, PDB.plural, labels=_MANAGED)
 async def cached_pdbs(namespace: str | None, name: str | None, body: kopf.Body, **_: Any) -> Any:
-    return _by_name(namespace, name, body)
+    return _by_name(namespace, name, body, keep=_METADATA_ONLY)
 
 
 @kopf.index(NETWORK_POLICY.group, NETWORK_POLICY.version, NETWORK_POLICY.plural, labels=_MANAGED)
 async def cached_network_policies(namespace: str | None, name: str | None, body: kopf.Body, **_: Any) -> Any:
-    return _by_name(namespace, name, body)
+    return _by_name(namespace, name, body, keep=_METADATA_ONLY)
 
 
 @kopf.index(CONFIG_MAP.group, CONFIG_MAP.version, CONFIG_MAP.plural, labels=_MANAGED)
 async def cached_configmaps(namespace: str | None, name: str | None, body: kopf.Body, **_: Any) -> Any:
-    return _by_name(namespace, name, body)
+    """ConfigMaps the operator manages; a model-repository ConfigMap (Triton's files, only ever
+    compared by its rendered hash) without its data. Cache entries and build specs keep theirs."""
+    component = ((body.get("metadata") or {}).get("labels") or {}).get(LABEL_COMPONENT)
+    keep = _METADATA_ONLY if component == COMPONENT_MODEL_REPOSITORY else None
+    return _by_name(namespace, name, body, keep=keep)
 
 
 @kopf.index(
@@ -174,8 +261,9 @@ async def cached_builder_jobs_by_owner(
 
 @kopf.index(POD.group, POD.version, POD.plural, labels={LABEL_DEPLOYMENT: kopf.PRESENT})
 async def cached_serving_pods(namespace: str | None, body: kopf.Body, **_: Any) -> Any:
-    """Serving pods by (namespace, value of the LLMDeployment label)."""
-    return {(namespace, body["metadata"]["labels"][LABEL_DEPLOYMENT]): _trim(body)}
+    """Serving pods by (namespace, value of the LLMDeployment label): metadata and ``status`` (what
+    the status is decided from), not the pod spec."""
+    return {(namespace, body["metadata"]["labels"][LABEL_DEPLOYMENT]): _trim(body, keep=("status",))}
 
 
 @kopf.index("", "v1", "nodes", labels={GPU_PRODUCT_LABEL: kopf.PRESENT})

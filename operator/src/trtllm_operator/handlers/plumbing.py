@@ -33,7 +33,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -178,30 +178,10 @@ OBJECT_LOCKS = ObjectLocks()
 # ------------------------------------------------------------------------------ cache first
 _T = TypeVar("_T")
 
-#: (kind, namespace, name) → the ``resourceVersion`` of the newest copy of the object this process
-#: knows: read fresh from the API server, or returned by its own status write. A watch-cached copy
-#: with another version is either behind this process's own write or ahead of what it last read:
-#: :func:`cache_first` then reads fresh.
-_known_versions: dict[tuple[str, str, str], str] = {}
-
-
-def known_version(res: Resource, namespace: str, name: str, obj: Mapping[str, Any] | None) -> None:
-    """Record ``obj`` (fresh from the API server, or as a write returned it) as the newest copy of
-    the object this process knows; None forgets the object (deleted)."""
-    key = (res.kind, namespace, name)
-    version = None if obj is None else (obj.get("metadata") or {}).get("resourceVersion")
-    if version:
-        _known_versions[key] = str(version)
-    else:
-        _known_versions.pop(key, None)
-
-
-def is_newest(res: Resource, obj: Mapping[str, Any]) -> bool:
-    """Whether ``obj`` (e.g. from a watch cache) carries the newest ``resourceVersion`` this process
-    knows for it (:func:`known_version`), or nothing is known."""
-    meta = obj.get("metadata") or {}
-    known = _known_versions.get((res.kind, str(meta.get("namespace")), str(meta.get("name"))))
-    return known is None or known == meta.get("resourceVersion")
+#: The newest copy of an object this process knows (its own writes, its fresh reads): one home,
+#: :mod:`trtllm_operator.handlers.indexes`, whose watch caches forget an entry once they show it.
+known_version = indexes.known_version
+is_newest = indexes.is_newest
 
 
 def cache_first(
@@ -227,12 +207,14 @@ def cache_first(
     server holds. The cached copy is used only when its ``resourceVersion`` is the newest this
     process knows of (:func:`known_version`: its own last status write or fresh read), so a cache
     still behind the operator's own write — where "nothing to do" could be a stale answer — is never
-    trusted; without a cache (no running operator) the object is read fresh at once."""
+    trusted. Once the watch cache shows that newest version, the process forgets it
+    (:func:`~trtllm_operator.handlers.indexes.known_version`): every later cached copy is newer (a
+    watch delivers versions in order), so kopf's own bookkeeping PATCH after the operator's status
+    write no longer forces a fresh GET. Without a cache (no running operator) the object is read
+    fresh at once."""
     if indexes.cached(res):
         cached = indexes.get(kube, res, namespace, name)
-        known = _known_versions.get((res.kind, namespace, name))
-        version = None if cached is None else cached["metadata"].get("resourceVersion")
-        if cached is not None and (known is None or known == version):
+        if cached is not None and indexes.is_newest(res, cached):
             probe = ReadOnlyKube(kube, (res, namespace, name), cached)
             try:
                 result = run(probe, cached)
@@ -291,7 +273,10 @@ def controller_uid(manifest: Mapping[str, Any]) -> str:
 
 
 def read_children(
-    kube: Kube, children: Sequence[tuple[Resource, Mapping[str, Any]]]
+    kube: Kube,
+    children: Sequence[tuple[Resource, Mapping[str, Any]]],
+    *,
+    create_first: Collection[Resource] = (),
 ) -> tuple[list[dict[str, Any] | None], ChildConflict | None]:
     """The live object under each child's name (None: absent), and the first one the parent does
     not control (:func:`~trtllm_operator.decide.ownership.control_conflict`), read before anything
@@ -301,13 +286,19 @@ def read_children(
     there stops the reconcile before any write; a child the cache shows outdated is read fresh by
     :func:`apply_owned` before it is written. The caches hold only objects carrying the operator's
     managed-by label, so a name the cache lacks is read from the API server: a foreign object under
-    the child's name (no label) must be found here, before anything is written (issue 24 item 1)."""
+    the child's name (no label) must be found here, before anything is written (issue 24 item 1) —
+    except for the resources in ``create_first``: their absence from the cache is taken as it is
+    (None), and :func:`apply_owned` creates them at once; a foreign object under the name answers
+    that create with 409 AlreadyExists, and the object read then is refused by the same
+    :func:`~trtllm_operator.decide.ownership.control_conflict` (result ``not_owned``). The caller
+    applies those before anything that must not exist next to a foreign object (the workload whose
+    pods would use them) and stops at the first ``not_owned`` (issue 20: one GET per child saved)."""
     lives: list[dict[str, Any] | None] = []
     conflict: ChildConflict | None = None
     for res, manifest in children:
         meta = manifest["metadata"]
         live = indexes.get(kube, res, meta["namespace"], meta["name"])
-        if live is None and indexes.cached(res):
+        if live is None and indexes.cached(res) and res not in create_first:
             if isinstance(kube, ReadOnlyKube) and not kube.confirm():  # a create is due
                 raise WriteNeeded(f"create {res.kind} {meta['name']}: the cached parent is not current")
             live = kube.get(res, meta["namespace"], meta["name"])
