@@ -6,6 +6,8 @@ import importlib.util
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 DRIVER = Path(__file__).resolve().parents[2] / "hack" / "demo" / "driver.py"
 
 
@@ -30,3 +32,36 @@ def test_signal_readings_print_only_what_is_measured_or_targeted() -> None:
     assert readings(targets, auto) == "activeRequestUtilization 12%, kvCacheUtilization 45% (target 60%)"
     assert readings({}, {}) == "no autoscaling signals"
     assert "-%" not in readings(targets, {})
+
+
+def test_down_names_the_demo_directory_only_when_it_exists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial: ``make demo-down`` after an interrupted demo said its files stay in a
+    directory that was never created."""
+    module = driver()
+    work = tmp_path / "demo"
+    for name, path in {
+        "WORK": work,
+        "CLUSTER_DIR": work / "cluster",
+        "PIDS": work / "pids",
+        "POD_STATE": work / "triton-pods.json",
+    }.items():
+        monkeypatch.setattr(module, name, path)
+    assert module.down() == 0
+    out = capsys.readouterr().out
+    assert "nothing of the demo is running" in out
+    assert "files stay" not in out
+    work.mkdir()
+    assert module.down() == 0
+    assert f"its files stay in {work}" in capsys.readouterr().out
+
+
+def test_local_cluster_use_hint_keeps_the_work_dir(tmp_path: Path) -> None:
+    """Fresh-user trial: ``hack/local-cluster --work-dir X up`` printed ``hack/local-cluster env``,
+    which reads the default directory instead of X."""
+    from localcluster.__main__ import env_command
+    from localcluster.controlplane import DEFAULT_WORK_DIR
+
+    assert env_command(tmp_path / "c") == f"hack/local-cluster --work-dir {tmp_path / 'c'} env"
+    assert env_command(DEFAULT_WORK_DIR) == "hack/local-cluster env"
