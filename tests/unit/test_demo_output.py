@@ -7,6 +7,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from localcluster.__main__ import env_command
+from localcluster.controlplane import DEFAULT_WORK_DIR
 
 DRIVER = Path(__file__).resolve().parents[2] / "hack" / "demo" / "driver.py"
 
@@ -60,8 +62,5 @@ def test_down_names_the_demo_directory_only_when_it_exists(
 def test_local_cluster_use_hint_keeps_the_work_dir(tmp_path: Path) -> None:
     """Fresh-user trial: ``hack/local-cluster --work-dir X up`` printed ``hack/local-cluster env``,
     which reads the default directory instead of X."""
-    from localcluster.__main__ import env_command
-    from localcluster.controlplane import DEFAULT_WORK_DIR
-
     assert env_command(tmp_path / "c") == f"hack/local-cluster --work-dir {tmp_path / 'c'} env"
     assert env_command(DEFAULT_WORK_DIR) == "hack/local-cluster env"
