@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 from pathlib import Path
 from types import ModuleType
 
@@ -64,3 +65,20 @@ def test_local_cluster_use_hint_keeps_the_work_dir(tmp_path: Path) -> None:
     which reads the default directory instead of X."""
     assert env_command(tmp_path / "c") == f"hack/local-cluster --work-dir {tmp_path / 'c'} env"
     assert env_command(DEFAULT_WORK_DIR) == "hack/local-cluster env"
+
+
+def _make_dry_run(target: str) -> str:
+    repo = DRIVER.parents[2]
+    return subprocess.run(
+        ["make", "-n", "-C", str(repo), target], capture_output=True, text=True, check=True
+    ).stdout
+
+
+def test_make_demo_builds_only_the_control_plane() -> None:
+    """Fresh-user trial: ``make demo`` built the LeaderWorkerSet controller, which only the tests
+    use; ``make testbin`` still builds both for them."""
+    demo = _make_dry_run("demo")
+    assert "hack/build-testbin.sh" in demo
+    assert "hack/build-controllers.sh" not in demo
+    testbin = _make_dry_run("testbin")
+    assert "hack/build-testbin.sh" in testbin and "hack/build-controllers.sh" in testbin
