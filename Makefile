@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST := $(PY) -m pytest
 
-.PHONY: help venv testbin triton-runtime lint unit integration fidelity e2e test crds demo demo-down cluster-up cluster-down
+.PHONY: help venv testbin control-plane triton-runtime lint unit integration fidelity e2e test crds demo demo-down cluster-up cluster-down
 
 help:
 	@echo "make demo       run the main job on a local control plane with kwok GPU nodes"
@@ -19,9 +19,12 @@ venv:
 # The control plane (hack/build-testbin.sh) and the add-on controllers the tests run beside it
 # (hack/build-controllers.sh: LeaderWorkerSet, Prometheus, prometheus-operator, prometheus-adapter),
 # each from its Go module at a pinned version.
-testbin:
-	@bin=$$(hack/build-testbin.sh) && echo "[testbin] $$bin"
+testbin: control-plane
 	@addons=$$(hack/build-controllers.sh) && echo "[testbin] $$addons"
+
+# The control plane alone (etcd, Kubernetes, kwok, helm): what the demo and the local cluster run.
+control-plane:
+	@bin=$$(hack/build-testbin.sh) && echo "[testbin] $$bin"
 
 # The real tritonserver 2.51 (nvidia-pytriton 0.7.0) + the Python stub's environment, cached in
 # ~/.cache/trtllm-operator/triton-2.51.0-*/ (docs/triton-cpu.md).
@@ -59,7 +62,7 @@ cluster-up: venv testbin
 cluster-down:
 	hack/local-cluster down
 
-demo: venv testbin triton-runtime
+demo: venv control-plane triton-runtime
 	hack/demo.sh
 
 demo-down:

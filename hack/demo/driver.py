@@ -1163,9 +1163,8 @@ def down(*, quiet: bool = False) -> int:
         print(f"[demo] ERROR: still running: {', '.join(left)}", file=sys.stderr, flush=True)
         return 1
     if not quiet:
-        print(
-            f"[demo] nothing of the demo is running; its files stay in {WORK} (rm -rf to delete)", flush=True
-        )
+        kept = f"; its files stay in {WORK} (rm -rf to delete)" if WORK.exists() else ""
+        print(f"[demo] nothing of the demo is running{kept}", flush=True)
     return 0
 
 

@@ -44,8 +44,16 @@ def cmd_up(args: argparse.Namespace) -> int:
     out = cp.kubectl("get", "nodes", "-L", "nvidia.com/gpu.product", "-L", "nvidia.com/gpu.count")
     print(out.stdout, end="")
     print(f"[local-cluster] logs in {cp.logs_dir}")
-    print(f'[local-cluster] use it: eval "$(hack/local-cluster env)"  (export KUBECONFIG={cp.kubeconfig})')
+    print(f'[local-cluster] use it: eval "$({env_command(work_dir)})"  (export KUBECONFIG={cp.kubeconfig})')
     return 0
+
+
+def env_command(work_dir: Path) -> str:
+    """The ``env`` command for the cluster in ``work_dir``: with ``--work-dir`` unless it is the default
+    (``env`` without it reads the default directory)."""
+    if work_dir.resolve() == DEFAULT_WORK_DIR.resolve():
+        return "hack/local-cluster env"
+    return f"hack/local-cluster --work-dir {shlex.quote(str(work_dir))} env"
 
 
 def cmd_down(args: argparse.Namespace) -> int:

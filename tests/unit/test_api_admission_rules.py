@@ -288,6 +288,15 @@ def test_refused_speculative_mode_is_the_only_error(mode: str) -> None:
     ), errors
 
 
+@pytest.mark.parametrize("parallelism", [{"tensor": -2}, {"pipeline": 0}])
+def test_a_refused_parallelism_does_not_also_blame_workers(parallelism: dict[str, int]) -> None:
+    """Fresh-user trial: ``tensor: -2`` also got ``build.workers must be at most tensor × pipeline``
+    although workers was never set."""
+    errors = manifest_errors(_engine(parallelism=parallelism))
+    assert errors, parallelism
+    assert not [e for e in errors if e.startswith("spec.build.workers")], errors
+
+
 @pytest.mark.parametrize(("paged", "offered"), [(True, "auto"), (False, "auto or int8")])
 def test_operator_planner_kv_fix_follows_the_engines_paged_context_fmha(paged: bool, offered: str) -> None:
     """The operator's plan (prepare_engine → plan_from_build_spec) passes the engine's backend and

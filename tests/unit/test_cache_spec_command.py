@@ -222,3 +222,21 @@ def test_import_of_a_bad_artifact_uri_exits_2_before_any_api_call(
     err = capsys.readouterr().err
     assert code == 2
     assert "--artifact-uri" in err and f"s3://bucket/cache/ml/{manifest['engineKey']}[-<build id>]" in err
+
+
+REPO = Path(__file__).resolve().parents[2]
+INVALID_ENGINES = sorted((REPO / "tests" / "fixtures" / "invalid").glob("engine-*.yaml"))
+
+
+@pytest.mark.parametrize("path", INVALID_ENGINES, ids=lambda p: p.name)
+def test_a_manifest_the_api_server_refuses_is_refused(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Fresh-user trial: ``cache spec`` printed a build spec (exit 0) for manifests ``render`` and the
+    API server refuse (``:latest`` images, maxInputLen = maxSeqLen, ...): it runs render's checks."""
+    text = path.read_text(encoding="utf-8")
+    expects = [line[len("# expect: ") :] for line in text.splitlines() if line.startswith("# expect: ")]
+    code = main(["cache", "spec", "-f", str(path)])
+    out, err = capsys.readouterr()
+    assert code == 2, (path.name, out)
+    assert out == ""
+    for fragment in expects:
+        assert fragment in err, (fragment, err)

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 from pathlib import Path
 from types import ModuleType
+
+import pytest
+from localcluster.__main__ import env_command
+from localcluster.controlplane import DEFAULT_WORK_DIR
 
 DRIVER = Path(__file__).resolve().parents[2] / "hack" / "demo" / "driver.py"
 
@@ -30,3 +35,50 @@ def test_signal_readings_print_only_what_is_measured_or_targeted() -> None:
     assert readings(targets, auto) == "activeRequestUtilization 12%, kvCacheUtilization 45% (target 60%)"
     assert readings({}, {}) == "no autoscaling signals"
     assert "-%" not in readings(targets, {})
+
+
+def test_down_names_the_demo_directory_only_when_it_exists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial: ``make demo-down`` after an interrupted demo said its files stay in a
+    directory that was never created."""
+    module = driver()
+    work = tmp_path / "demo"
+    for name, path in {
+        "WORK": work,
+        "CLUSTER_DIR": work / "cluster",
+        "PIDS": work / "pids",
+        "POD_STATE": work / "triton-pods.json",
+    }.items():
+        monkeypatch.setattr(module, name, path)
+    assert module.down() == 0
+    out = capsys.readouterr().out
+    assert "nothing of the demo is running" in out
+    assert "files stay" not in out
+    work.mkdir()
+    assert module.down() == 0
+    assert f"its files stay in {work}" in capsys.readouterr().out
+
+
+def test_local_cluster_use_hint_keeps_the_work_dir(tmp_path: Path) -> None:
+    """Fresh-user trial: ``hack/local-cluster --work-dir X up`` printed ``hack/local-cluster env``,
+    which reads the default directory instead of X."""
+    assert env_command(tmp_path / "c") == f"hack/local-cluster --work-dir {tmp_path / 'c'} env"
+    assert env_command(DEFAULT_WORK_DIR) == "hack/local-cluster env"
+
+
+def _make_dry_run(target: str) -> str:
+    repo = DRIVER.parents[2]
+    return subprocess.run(
+        ["make", "-n", "-C", str(repo), target], capture_output=True, text=True, check=True
+    ).stdout
+
+
+def test_make_demo_builds_only_the_control_plane() -> None:
+    """Fresh-user trial: ``make demo`` built the LeaderWorkerSet controller, which only the tests
+    use; ``make testbin`` still builds both for them."""
+    demo = _make_dry_run("demo")
+    assert "hack/build-testbin.sh" in demo
+    assert "hack/build-controllers.sh" not in demo
+    testbin = _make_dry_run("testbin")
+    assert "hack/build-testbin.sh" in testbin and "hack/build-controllers.sh" in testbin

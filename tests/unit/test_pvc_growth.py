@@ -34,6 +34,14 @@ ADMISSION = (
         ("2e3", Decimal(2000)),
         ("500m", Decimal("0.5")),
         ("12", Decimal(12)),
+        # E and Ei are suffixes (exa, exbi), not exponents (apimachinery suffix.go interpret).
+        ("2E", Decimal(2 * 10**18)),
+        ("1Ei", Decimal(2**60)),
+        ("1.5Ei", Decimal(3 * 2**59)),
+        ("3E2", Decimal(300)),
+        ("1e999999999", Decimal("1e999999999")),
+        # ParseQuantity caps binary-SI amounts at math.MaxInt64.
+        ("999999Ei", Decimal(2**63 - 1)),
     ],
 )
 def test_quantities_are_read_as_kubernetes_writes_them(text: str, value: Decimal) -> None:
@@ -43,6 +51,12 @@ def test_quantities_are_read_as_kubernetes_writes_them(text: str, value: Decimal
 def test_a_non_quantity_is_refused() -> None:
     with pytest.raises(ValueError, match="not a Kubernetes quantity"):
         quantity_value("ten gigs")
+
+
+@pytest.mark.parametrize("text", ["1e1.5", "1Ei5", "1EE"])
+def test_an_exponent_must_be_an_integer(text: str) -> None:
+    with pytest.raises(ValueError, match="not a Kubernetes quantity"):
+        quantity_value(text)
 
 
 def created(size: str) -> Any:
@@ -70,6 +84,12 @@ def test_a_smaller_claim_is_grown_to_the_spec_size() -> None:
 def test_a_claim_as_large_or_larger_is_left_alone(request_: str) -> None:
     # 20Gi written in another form is the same size; never shrink (Kubernetes refuses it anyway).
     assert pvc_growth(created("20Gi"), claim(request_)) is None
+
+
+def test_an_absurd_size_is_compared_as_the_api_server_caps_it() -> None:
+    # The API server stores 999999Ei as int64 max: the claim is then as large as the spec asks.
+    assert pvc_growth(created("999999Ei"), claim("9223372036854775807")) is None
+    assert pvc_growth(created("1e999999999"), claim("1Gi")) == PVCGrowth("e-artifacts", "1Gi", "1e999999999")
 
 
 def test_only_the_operator_created_claim_is_grown() -> None:

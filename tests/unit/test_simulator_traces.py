@@ -133,3 +133,18 @@ def test_time_scale_and_window() -> None:
     assert window(reqs, 5.0, 20.0) == [Request(5.0, 2, 2)]
     with pytest.raises(TraceError, match="--time-scale"):
         time_scale(reqs, 0)
+
+
+@pytest.mark.parametrize("spec", ["poisson:rate=1e9,duration=10", "gamma:rate=1,duration=1e12,cv=2"])
+def test_a_synthetic_trace_too_large_to_hold_is_refused(spec: str) -> None:
+    """Fresh-user trial: ``--trace poisson:rate=1e9,duration=10`` ran until out of memory."""
+    with pytest.raises(TraceError) as exc:
+        load_trace(spec)
+    message = str(exc.value)
+    assert message.startswith(f"--trace {spec!r}: rate × duration = ")
+    assert "1e+" in message and "1,000,000" in message and "lower 'rate' or 'duration'" in message
+
+
+def test_a_synthetic_trace_duration_must_be_finite() -> None:
+    with pytest.raises(TraceError, match="'duration' must be > 0 s, got inf"):
+        load_trace("poisson:rate=0.000001,duration=inf")

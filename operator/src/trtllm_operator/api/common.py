@@ -211,10 +211,11 @@ ClassName = Annotated[
 
 # --- quantities --------------------------------------------------------------------------------
 
-# Kubernetes resource.Quantity grammar (k8s.io/apimachinery/pkg/api/resource/quantity.go).
-QUANTITY_PATTERN = re.compile(
-    r"^[+-]?(\d+(\.\d*)?|\.\d+)(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?(\d+(\.\d*)?|\.\d+)))?$"
-)
+# Kubernetes resource.Quantity grammar (k8s.io/apimachinery/pkg/api/resource/quantity.go): a signed
+# number, then a binary-SI suffix (Ki..Ei), a decimal-SI suffix (n u m k M G T P E) or a decimal exponent
+# ``e``/``E`` followed by a signed integer (suffix.go ``interpret`` looks the suffix tables up first, so
+# ``E`` is exa, and parses an exponent with ``strconv.ParseInt``).
+QUANTITY_PATTERN = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?\d+))?$")
 
 
 #: Quantity suffixes and their multipliers (quantity.go: binarySI 2^10n, decimalSI 10^3n, m/u/n).
@@ -232,19 +233,28 @@ _QUANTITY_SUFFIXES: dict[str, Decimal] = {
     "E": Decimal("1e18"),
 }
 
+#: ParseQuantity caps a binary-SI amount at ``maxAllowed`` (math.MaxInt64, quantity.go: "The max is
+#: just a simple cap"), so the API server stores ``999999Ei`` as 9223372036854775807.
+_QUANTITY_BINARY_MAX = Decimal(2**63 - 1)
+
 
 def quantity_value(value: str) -> Decimal:
-    """The value of a Kubernetes quantity (``"64Gi"`` → 68719476736, ``"1.5e3"`` → 1500); ValueError
-    for a string that is not one. For comparing quantities written in different forms (the API
-    server may store ``"1Ti"`` for a requested ``"1024Gi"``)."""
+    """The value of a Kubernetes quantity (``"64Gi"`` → 68719476736, ``"1.5e3"`` → 1500, ``"2E"`` →
+    2×10^18); ValueError for a string that is not one. For comparing quantities written in different
+    forms (the API server may store ``"1Ti"`` for a requested ``"1024Gi"``). Binary-SI values are capped
+    at the int64 maximum as the API server caps them; a decimal exponent of any size stays exact (no
+    arithmetic: the exponent goes into the Decimal's own)."""
     match = QUANTITY_PATTERN.match(value.strip())
     if not match:
         raise ValueError(f"{value!r} is not a Kubernetes quantity")
     number, suffix = match.group(1), match.group(3) or ""
-    sign = Decimal(-1) if value.strip().startswith("-") else Decimal(1)
-    if suffix[:1] in ("e", "E"):
-        return sign * Decimal(number) * (Decimal(10) ** Decimal(suffix[1:]))
-    return sign * Decimal(number) * _QUANTITY_SUFFIXES[suffix]
+    if suffix in _QUANTITY_SUFFIXES:
+        amount = Decimal(number) * _QUANTITY_SUFFIXES[suffix]
+        if match.group(4):
+            amount = min(amount, _QUANTITY_BINARY_MAX)
+    else:
+        amount = Decimal(f"{number}e{suffix[1:]}")
+    return amount.copy_negate() if value.strip().startswith("-") else amount
 
 
 def _check_quantity(value: str) -> str:

@@ -1088,6 +1088,8 @@ class LLMEngineSpec(ApiModel):
             field_path=".parallelism.expert",
         ),
         cel(
+            # Not when tensor or pipeline is itself refused (below 1): that error alone is the fix.
+            "self.parallelism.tensor < 1 || self.parallelism.pipeline < 1 || "
             "self.build.workers <= self.parallelism.tensor * self.parallelism.pipeline",
             "build.workers must be at most tensor × pipeline (one worker per rank); lower workers",
             field_path=".build.workers",

@@ -15,11 +15,7 @@ from typing import Any
 
 from celpy import celtypes
 
-from trtllm_operator.api.common import QUANTITY_PATTERN
-
-#: Suffix multipliers of ``resource.Quantity`` (k8s.io/apimachinery/pkg/api/resource/suffix.go).
-_BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
-_DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+from trtllm_operator.api.common import quantity_value
 
 
 class Quantity:
@@ -31,21 +27,7 @@ class Quantity:
 
 def _parse_quantity(text: str) -> Decimal:
     """The exact value of a quantity string; ``ValueError`` when it is not one (``isQuantity``)."""
-    if not QUANTITY_PATTERN.match(text):
-        raise ValueError(f"{text!r} is not a quantity")
-    number = text.lstrip("+-")
-    sign = -1 if text.startswith("-") else 1
-    for suffix, power in _BINARY.items():
-        if number.endswith(suffix):
-            return Decimal(sign) * Decimal(number[: -len(suffix)]) * Decimal(2**power)
-    if "e" in number.lower() and not number.lower().endswith("e"):
-        try:
-            return Decimal(sign) * Decimal(number)
-        except InvalidOperation as exc:
-            raise ValueError(text) from exc
-    suffix = number[-1] if number and number[-1] in _DECIMAL else ""
-    digits = number[: -len(suffix)] if suffix else number
-    return Decimal(sign) * Decimal(digits) * (Decimal(10) ** _DECIMAL[suffix])
+    return quantity_value(text)
 
 
 def is_quantity(text: Any) -> celtypes.BoolType:

@@ -258,6 +258,8 @@ def _artifact_dir(location: Any, uri: str, key: str) -> str:
 
 
 def _spec(args: argparse.Namespace) -> int:
+    from trtllm_operator.commands._schema import manifest_errors  # noqa: PLC0415
+    from trtllm_operator.commands.render import _name  # noqa: PLC0415
     from trtllm_operator.decide.engine_spec import PreparedEngine, prepare_engine  # noqa: PLC0415
 
     try:
@@ -279,6 +281,12 @@ def _spec(args: argparse.Namespace) -> int:
         print(f"{args.filename}: {what}{hint} in the file{fix}", file=sys.stderr)
         return EXIT_BAD_INPUT
     doc = engines[0]
+    # What the API server and ``render`` refuse is refused here too, with render's messages.
+    errors = manifest_errors(doc)
+    for message in errors:
+        print(f"error: {ENGINE_KIND} {_name(doc)}: {message}", file=sys.stderr)
+    if errors:
+        return EXIT_BAD_INPUT
     hf_config = None
     source = str(((doc.get("spec") or {}).get("model") or {}).get("source") or "")
     if args.hf_config_dir and source.startswith("hf://"):

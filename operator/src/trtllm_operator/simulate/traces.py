@@ -143,6 +143,12 @@ def _lengths(
     return isl, osl
 
 
+#: The most requests a synthetic trace may be asked for (rate × duration): the generator keeps every
+#: request in memory, so ``rate=1e9,duration=10`` would run until the machine is out of it. The
+#: largest trace in benchmarks/ is about 20,000 requests.
+MAX_SYNTHETIC_REQUESTS = 1_000_000
+
+
 def synthetic_poisson(
     rate_per_s: float,
     duration_s: float,
@@ -184,8 +190,15 @@ def synthetic_gamma(
     """
     if rate_per_s <= 0 or not math.isfinite(rate_per_s):
         raise TraceError(f"synthetic trace: 'rate' must be > 0 requests/s, got {rate_per_s}")
-    if duration_s <= 0:
+    if duration_s <= 0 or not math.isfinite(duration_s):
         raise TraceError(f"synthetic trace: 'duration' must be > 0 s, got {duration_s}")
+    expected = rate_per_s * duration_s
+    if expected > MAX_SYNTHETIC_REQUESTS:
+        raise TraceError(
+            f"synthetic trace: rate × duration = {rate_per_s:g} × {duration_s:g} = {expected:.3g} requests, "
+            f"more than the {MAX_SYNTHETIC_REQUESTS:,} a synthetic trace may hold (each is kept in memory); "
+            "lower 'rate' or 'duration' so that their product is at most that"
+        )
     if cv <= 0:
         raise TraceError(f"synthetic trace: 'cv' must be > 0, got {cv}")
     rng = random.Random(seed)
@@ -219,15 +232,18 @@ def _parse_synthetic(spec: str, lengths: Sequence[tuple[int, int]] | None) -> li
         raise TraceError(f"synthetic trace {spec!r}: unknown key(s) {unknown}; known: {sorted(known)}")
     if "rate" not in params or "duration" not in params:
         raise TraceError(f"synthetic trace {spec!r}: 'rate' (requests/s) and 'duration' (s) are required")
-    return synthetic_gamma(
-        params["rate"],
-        params["duration"],
-        cv=params.get("cv", 1.0 if kind == "poisson" else 2.0),
-        seed=int(params.get("seed", 0)),
-        input_tokens=int(params.get("isl", 1000)),
-        output_tokens=int(params.get("osl", 250)),
-        lengths=lengths,
-    )
+    try:
+        return synthetic_gamma(
+            params["rate"],
+            params["duration"],
+            cv=params.get("cv", 1.0 if kind == "poisson" else 2.0),
+            seed=int(params.get("seed", 0)),
+            input_tokens=int(params.get("isl", 1000)),
+            output_tokens=int(params.get("osl", 250)),
+            lengths=lengths,
+        )
+    except TraceError as exc:
+        raise TraceError(f"--trace {spec!r}: {str(exc).removeprefix('synthetic trace: ')}") from None
 
 
 def load_trace(spec: str | Path) -> list[Request]:
