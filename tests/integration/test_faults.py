@@ -527,8 +527,8 @@ def test_restart_at_scale_writes_nothing(
     cluster: LocalCluster, api: Api, scale_nodes: list[str], tmp_path: Path
 ) -> None:
     """``SCALE`` + ``SCALE`` converged objects; the operator SIGKILLed and a new one started: it
-    resumes every object (kopf's resume handlers run for each; a settled one is not reconciled,
-    issue 20) and makes no POST/PUT/PATCH/DELETE in the namespace — no child, no status, no kopf
+    resumes every object (kopf's resume handlers reconcile each once, on the watch-cached copy)
+    and makes no POST/PUT/PATCH/DELETE in the namespace — no child, no status, no kopf
     annotation — as the API server's audit log records every write request. The production resync
     period (300 s) keeps timers out of the window;
     test_reconciling_a_settled_deployment_writes_nothing covers those."""

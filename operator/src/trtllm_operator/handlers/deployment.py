@@ -631,12 +631,11 @@ def settled(namespace: str, name: str) -> bool:
     (cached, ``Ready``) reports, and its Deployment (cached) has rolled out that generation with
     every replica updated and ready, as many as the status reports. False without the caches.
 
-    Used where a reconcile would only confirm what is there — kopf's resume of every object at
-    operator start, and the replayed first listing of the watches (``type`` None) — so that a
-    restart at 1,000 + 1,000 costs a look at the cache per object, not a reconcile (issue 20). What
-    this does not see (a child changed or deleted behind the operator's back, a new operator
-    version rendering differently) is drift: the resync loop reconciles every LLMDeployment within
-    :data:`RESYNC_SECONDS`."""
+    Used where a reconcile would only confirm what is there: the replayed listing of the watches
+    (``type`` None) does not re-queue a settled deployment through its workload or engine. kopf's
+    resume still reconciles every object (an upgraded operator may render differently). What this
+    does not see (a child changed or deleted behind the operator's back) is drift: the resync loop
+    reconciles every LLMDeployment within :data:`RESYNC_SECONDS`."""
     if not indexes.cached(LLM_DEPLOYMENT) or not indexes.cached(DEPLOYMENT):
         return False
     kube = default_kube()
@@ -708,15 +707,12 @@ def on_deployment(
     body: Mapping[str, Any],
     old: Mapping[str, Any] | None = None,
     llmdeployments_by_engine: Any = None,
-    reason: str = "",
     **_: Any,
 ) -> None:
-    # kopf resumes an object only when its spec is what it last handled with every handler done
-    # (kopf 1.45.2 kopf/_core/intents/causes.py detect_changing_cause: RESUME only ``if not diff and
-    # initial``; a change is an UPDATE with the resume handlers mixed in): a settled one needs no
-    # reconcile here, drift is the resync loop's.
-    if not (reason == kopf.Reason.RESUME and namespace and settled(namespace, name)):
-        _safe_reconcile(namespace, name)
+    # A resume reconciles even a settled deployment (:func:`settled`): its status may have been
+    # written by an earlier release that renders differently, and an upgrade must act at once
+    # (tests/e2e/test_upgrade.py), not after the resync period.
+    _safe_reconcile(namespace, name)
     # The engine it serves, and the one it served before an engineRef change, list it (or not).
     _sync_refs(namespace, [_engine_ref(body), _engine_ref(old)], llmdeployments_by_engine)
 

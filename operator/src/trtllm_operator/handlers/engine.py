@@ -1038,34 +1038,12 @@ def _retrying(namespace: str | None, name: str) -> None:
 @kopf.on.resume(GROUP, VERSION, ENGINE_PLURAL)
 @kopf.on.create(GROUP, VERSION, ENGINE_PLURAL)
 @kopf.on.update(GROUP, VERSION, ENGINE_PLURAL)
-def engine_changed(*, namespace: str | None, name: str, reason: str = "", **_: Any) -> None:
-    """A new or changed LLMEngine, or the operator (re)started: reconcile it — on a restart not when
-    its cached status shows it ``Ready`` for its current generation (:func:`settled`; kopf resumes an
-    object only when its spec is what it last handled with every handler done: kopf 1.45.2
-    ``kopf/_core/intents/causes.py`` ``detect_changing_cause``). Drift is the resync loop's."""
-    if reason == kopf.Reason.RESUME and namespace and settled(namespace, name):
-        return
+def engine_changed(*, namespace: str | None, name: str, **_: Any) -> None:
+    """A new or changed LLMEngine, or the operator (re)started: reconcile it. A resume reconciles
+    even an engine its cached status shows ``Ready``: the status may have been
+    written by an earlier release that derives keys or renders differently, and an upgrade must
+    act at once (tests/e2e/test_upgrade.py), not after the resync period."""
     _retrying(namespace, name)
-
-
-def settled(namespace: str, name: str) -> bool:
-    """Whether the watch-cached LLMEngine ``name`` is ``Ready`` for its current generation, with a
-    ``Ready`` condition of that generation and no deletion under way (False without the cache)."""
-    if not indexes.cached(LLM_ENGINE):
-        return False
-    engine = indexes.get(default_kube(), LLM_ENGINE, namespace, name)
-    if engine is None or engine["metadata"].get("deletionTimestamp"):
-        return False
-    generation = engine["metadata"].get("generation")
-    status = engine.get("status") or {}
-    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
-    return bool(
-        status.get("phase") == "Ready"
-        and status.get("observedGeneration") == generation
-        and ready is not None
-        and ready.get("status") == "True"
-        and ready.get("observedGeneration", generation) == generation
-    )
 
 
 @kopf.on.startup()
