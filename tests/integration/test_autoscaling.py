@@ -27,7 +27,7 @@ from kubernetes import client
 from localcluster.nodes import NodeSpec, create_nodes, wait_nodes_ready
 from support.api import Api, wait_serving
 from support.cluster import LocalCluster
-from support.manifests import H100, a_cached_engine, an_autoscaled_deployment
+from support.manifests import H100, an_autoscaled_deployment
 from support.operator import running_operator
 from support.ports import bound_socket, free_port
 from support.prometheus import promql, running_prometheus
@@ -48,11 +48,7 @@ RULES = REPO / "charts" / "trtllm-operator" / "files" / "prometheus-rules.yaml"
 
 @pytest.fixture
 def api(cluster: LocalCluster, namespace: str) -> Iterator[Api]:
-    a = Api(cluster, namespace)
-    with a.artifact_pvc():
-        engine = a_cached_engine("llama")
-        a.cache_artifact(engine)
-        a.create(engine)
+    with Api(cluster, namespace).with_cached_engine("llama") as a:
         yield a
 
 

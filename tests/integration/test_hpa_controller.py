@@ -49,7 +49,7 @@ from kubernetes.utils import parse_quantity
 from localcluster import find_bin_dir
 from support.api import SELECTOR, Api
 from support.cluster import LocalCluster
-from support.manifests import a_cached_engine, an_autoscaled_deployment
+from support.manifests import an_autoscaled_deployment
 from support.monitoring import (
     component_dirs,
     custom_metric,
@@ -154,11 +154,7 @@ def prometheus_object(
 
 @pytest.fixture
 def api(cluster: LocalCluster, namespace: str) -> Iterator[Api]:
-    a = Api(cluster, namespace)
-    with a.artifact_pvc():
-        engine = a_cached_engine("llama")
-        a.cache_artifact(engine)
-        a.create(engine)
+    with Api(cluster, namespace).with_cached_engine("llama") as a:
         yield a
 
 

@@ -19,7 +19,7 @@ from trtllm_operator.emulator import Control, Fleet
 
 from .artifacts import cache_artifact, prebound_artifact_pvc
 from .cluster import LocalCluster
-from .manifests import EngineBuilder
+from .manifests import EngineBuilder, a_cached_engine
 from .wait import wait_for
 
 SELECTOR = "llm.trtllm-operator.dev/deployment={}"
@@ -160,6 +160,17 @@ class Api:
             yield pv
         finally:
             self.core.delete_persistent_volume(pv)
+
+    @contextmanager
+    def with_cached_engine(self, name: str = "llama") -> Iterator[Api]:
+        """LLMEngine ``name`` (:func:`~support.manifests.a_cached_engine`) created Ready-able from an
+        artifact recorded in the engine cache on :meth:`artifact_pvc`'s claim; yields this wrapper and
+        deletes the PV on exit."""
+        with self.artifact_pvc():
+            engine = a_cached_engine(name)
+            self.cache_artifact(engine)
+            self.create(engine)
+            yield self
 
 
 def find_condition(obj: dict[str, Any], type_: str) -> dict[str, Any] | None:
