@@ -63,13 +63,19 @@ class CapacityParams:
     """``target``: fraction of the estimated capacity to run each replica at, in (0, 1];
     ``prior_rps``: requests/s a saturated replica completes, from a profile (``None``: learn it);
     ``saturated_at``: active / max at or above which a pod counts as saturated;
-    ``correction``: gain of the online correction of κ towards saturated pods' rates, in (0, 1].
+    ``correction``: gain of the online correction of κ towards saturated pods' rates, in (0, 1];
+    ``smoothing_s``: time constant of the arrival rate's level and trend (Holt's linear smoothing;
+    0: the level is the last tick's rate and the trend is off);
+    ``forecast_s``: how far ahead the rising trend is projected for a scale-up (typically the pods'
+    cold start; 0: no forecast). A falling trend is never projected: the forecast only adds.
     """
 
     target: float = 0.8
     prior_rps: float | None = None
     saturated_at: float = 0.95
     correction: float = 0.5
+    smoothing_s: float = 0.0
+    forecast_s: float = 0.0
 
     def __post_init__(self) -> None:
         if not 0 < self.target <= 1:
@@ -80,6 +86,10 @@ class CapacityParams:
             raise ValueError(f"saturated_at {self.saturated_at}: must be in (0, 1], e.g. 0.95")
         if not 0 < self.correction <= 1:
             raise ValueError(f"capacity correction {self.correction}: must be in (0, 1], e.g. 0.5")
+        if not (self.smoothing_s >= 0 and math.isfinite(self.smoothing_s)):
+            raise ValueError(f"capacity smoothing {self.smoothing_s} s: must be ≥ 0 seconds, e.g. 60")
+        if not (self.forecast_s >= 0 and math.isfinite(self.forecast_s)):
+            raise ValueError(f"capacity forecast {self.forecast_s} s: must be ≥ 0 seconds, e.g. 60")
 
 
 @dataclass(frozen=True)
@@ -111,38 +121,54 @@ class PodMemory:
 @dataclass(frozen=True)
 class CapacityState:
     """Memory between ticks: ``pods`` (previous counters), ``capacity_rps`` (κ, ``None`` until known),
-    ``arrival_rps`` (the last λ, ``None`` until two samples of some pod)."""
+    ``arrival_rps`` (the arrival rate's level λ, ``None`` until two samples of some pod), ``trend_rps``
+    (its smoothed change, requests/s per second; 0 without smoothing) and ``time`` (when λ was
+    last measured)."""
 
     pods: tuple[PodMemory, ...] = ()
     capacity_rps: float | None = None
     arrival_rps: float | None = None
+    trend_rps: float = 0.0
+    time: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form: ``{"pods": [[name, t, completed, active], ...], "capacityRps", "arrivalRps"}``."""
+        """JSON form: ``{"pods": [[name, t, completed, active], ...], "capacityRps", "arrivalRps",
+        "trendRps", "time"}``."""
         return {
             "pods": [[p.name, round(p.time, 3), p.completed, p.active] for p in self.pods],
             "capacityRps": None if self.capacity_rps is None else round(self.capacity_rps, 6),
             "arrivalRps": None if self.arrival_rps is None else round(self.arrival_rps, 6),
+            "trendRps": round(self.trend_rps, 6),
+            "time": None if self.time is None else round(self.time, 3),
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> CapacityState:
-        """Inverse of :meth:`to_dict`. Raises ``ValueError`` on a malformed document."""
+        """Inverse of :meth:`to_dict` (a document without ``trendRps`` / ``time``, as earlier releases
+        wrote, reads as no trend). Raises ``ValueError`` on a malformed document."""
         if not data:
             return cls()
         try:
             pods = tuple(
                 PodMemory(str(n), float(t), float(c), float(a)) for n, t, c, a in data.get("pods", [])
             )
-            cap, arr = data.get("capacityRps"), data.get("arrivalRps")
-            return cls(pods, None if cap is None else float(cap), None if arr is None else float(arr))
+            cap, arr, when = data.get("capacityRps"), data.get("arrivalRps"), data.get("time")
+            return cls(
+                pods,
+                None if cap is None else float(cap),
+                None if arr is None else float(arr),
+                float(data.get("trendRps") or 0.0),
+                None if when is None else float(when),
+            )
         except (TypeError, ValueError) as exc:
             raise ValueError(f"capacity state is malformed ({exc}); expected {cls().to_dict()}") from exc
 
 
 @dataclass(frozen=True)
 class CapacityEstimate:
-    """One tick's estimate. ``desired``: replicas for λ at the target (``None``: no rate known yet)."""
+    """One tick's estimate. ``arrival_rps``: this tick's measured λ; ``level_rps`` / ``forecast_rps``:
+    its smoothed level and the level plus the rising trend over ``forecast_s`` (what the count is
+    sized for); ``desired``: replicas for it at the target (``None``: no rate known yet)."""
 
     arrival_rps: float | None
     capacity_rps: float | None
@@ -150,13 +176,20 @@ class CapacityEstimate:
     measured: int
     desired: int | None
     state: CapacityState
+    level_rps: float | None = None
+    forecast_rps: float | None = None
 
     def summary(self, target: float) -> str:
         """For the decision's message."""
         if self.arrival_rps is None or self.capacity_rps is None:
             return "capacity: no request rate yet (needs two samples of a pod's counters)"
+        sized = ""
+        if self.forecast_rps is not None and self.level_rps is not None and self.forecast_rps > self.level_rps:
+            sized = f", rising: forecast {self.forecast_rps:.3g}/s"
+        elif self.level_rps is not None and self.level_rps != self.arrival_rps:
+            sized = f", smoothed {self.level_rps:.3g}/s"
         return (
-            f"capacity: arrivals {self.arrival_rps:.3g}/s over {self.measured} pod(s), "
+            f"capacity: arrivals {self.arrival_rps:.3g}/s over {self.measured} pod(s){sized}, "
             f"{self.saturated} saturated, capacity {self.capacity_rps:.3g}/s per replica "
             f"(target {target:g}) → {self.desired}"
         )
@@ -202,9 +235,28 @@ def estimate(
         mean = sum(saturated_rates) / len(saturated_rates)
         capacity += params.correction * (mean - capacity)
     arrival = arrivals if measured else None
+    level, trend, when = state.arrival_rps, state.trend_rps, state.time
+    if arrival is not None:
+        level, trend = _smooth(arrival, state, params, now)
+        when = now
+    forecast = None if level is None else level + max(0.0, trend) * params.forecast_s
     desired: int | None = None
-    if arrival is not None and capacity is not None and capacity > 0:
-        boosted = arrival * (1.0 + saturated / measured)
+    if arrival is not None and forecast is not None and capacity is not None and capacity > 0:
+        boosted = forecast * (1.0 + saturated / measured)
         desired = max(1, math.ceil(round(boosted / (capacity * params.target), 9)))
-    new_state = CapacityState(tuple(memory), capacity, arrival if arrival is not None else state.arrival_rps)
-    return CapacityEstimate(arrival, capacity, saturated, measured, desired, new_state)
+    new_state = CapacityState(tuple(memory), capacity, level, trend, when)
+    return CapacityEstimate(arrival, capacity, saturated, measured, desired, new_state, level, forecast)
+
+
+def _smooth(arrival: float, state: CapacityState, params: CapacityParams, now: float) -> tuple[float, float]:
+    """Holt's linear smoothing of the arrival rate (level, trend) with gain ``1 − exp(−Δt / τ)``
+    per tick, ``τ`` = ``smoothing_s``. Without smoothing, or without a previous level, the level is
+    this tick's rate and the trend 0."""
+    if params.smoothing_s <= 0 or state.arrival_rps is None or state.time is None or now <= state.time:
+        return arrival, 0.0
+    span = now - state.time
+    gain = 1.0 - math.exp(-span / params.smoothing_s)
+    predicted = state.arrival_rps + state.trend_rps * span
+    level = max(0.0, predicted + gain * (arrival - predicted))
+    trend = state.trend_rps + gain * ((level - state.arrival_rps) / span - state.trend_rps)
+    return level, trend
