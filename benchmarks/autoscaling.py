@@ -164,7 +164,7 @@ def tuning_sets(
 def tuning_grid(quick: bool = False) -> list[dict[str, Any]]:
     """Settings explored on the tuning set (all within the Policy API), in two families: ``builtin``
     (the HPA-style targets, windows and rates) and ``capacity`` (the capacity recommendation's
-    target and the windows)."""
+    target, scale-down window, arrival-rate smoothing and upward forecast horizon)."""
     shipped_up, hpa_up = asc.DEFAULT_SCALE_UP, asc.HPA_DEFAULT_SCALE_UP
     grid = []
     actives = (0.4, 0.5, 0.6)
@@ -184,16 +184,25 @@ def tuning_grid(quick: bool = False) -> list[dict[str, Any]]:
             }
         )
     targets = (0.8, 0.85, 0.9)
-    cap_up = (0,) if quick else (0, 15)
     cap_down = (60, 120)
-    for target, up_window, down_window in itertools.product(targets, cap_up, cap_down):
+    # Arrival-rate smoothing (s) and the rising trend's forecast horizon (s; one cold start of the
+    # benchmark's pods); a forecast needs a trend, so it comes only with smoothing.
+    cap_rate = (
+        ((0.0, 0.0), (30.0, 0.0), (60.0, 0.0))
+        if quick
+        else ((0.0, 0.0), (30.0, 0.0), (30.0, 60.0), (60.0, 0.0), (60.0, 60.0))
+    )
+    for target, down_window, (smoothing, forecast) in itertools.product(targets, cap_down, cap_rate):
         grid.append(
             {
                 "_target": target,
-                "scale_up": replace(shipped_up, stabilization_window_seconds=up_window),
+                "_smoothing_s": smoothing,
+                "_forecast_s": forecast,
+                "scale_up": replace(shipped_up, stabilization_window_seconds=0),
                 "scale_down": replace(asc.DEFAULT_SCALE_DOWN, stabilization_window_seconds=down_window),
                 "_family": "capacity",
-                "_label": f"capacity target={target} up={up_window}s down={down_window}s",
+                "_label": f"capacity target={target} up=0s down={down_window}s "
+                f"smoothing={smoothing:g}s forecast={forecast:g}s",
             }
         )
     return grid
@@ -203,7 +212,15 @@ def make_policy(params: dict[str, Any], prior_rps: float | None) -> Any:
     """The simulator policy of one grid setting (``prior_rps``: the capacity family's prior)."""
     overrides = {k: v for k, v in params.items() if not k.startswith("_")}
     if params["_family"] == "capacity":
-        return policies.capacity(1, MAX_REPLICAS, prior_rps, target=params["_target"], **overrides)
+        return policies.capacity(
+            1,
+            MAX_REPLICAS,
+            prior_rps,
+            target=params["_target"],
+            smoothing_s=params["_smoothing_s"],
+            forecast_s=params["_forecast_s"],
+            **overrides,
+        )
     return policies.builtin(1, MAX_REPLICAS, **overrides)
 
 
@@ -633,7 +650,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "",
             "`capacity-tuned` is the capacity recommendation (`trtllm_operator.decide.capacity`: "
             "arrivals from the completion counter `nv_inference_request_success` plus the change of "
-            "`active`, over a per-replica capacity with a prior from the performance model for the "
+            "`active`, smoothed (Holt level and trend with the chosen time constant; a forecast "
+            "projects a rising trend ahead for scale-ups only), over a per-replica capacity with a "
+            "prior from the performance model for the "
             "mean lengths of the requests before the scored half, corrected online from saturated "
             "pods' completion rates) with active-request utilization 0.8 and KV 0.8 as saturation "
             "checks; `capacity-learned` the same setting with no prior (capacity learned from the pods "

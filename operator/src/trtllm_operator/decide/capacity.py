@@ -184,7 +184,11 @@ class CapacityEstimate:
         if self.arrival_rps is None or self.capacity_rps is None:
             return "capacity: no request rate yet (needs two samples of a pod's counters)"
         sized = ""
-        if self.forecast_rps is not None and self.level_rps is not None and self.forecast_rps > self.level_rps:
+        if (
+            self.forecast_rps is not None
+            and self.level_rps is not None
+            and self.forecast_rps > self.level_rps
+        ):
             sized = f", rising: forecast {self.forecast_rps:.3g}/s"
         elif self.level_rps is not None and self.level_rps != self.arrival_rps:
             sized = f", smoothed {self.level_rps:.3g}/s"

@@ -107,11 +107,15 @@ def builtin(min_replicas: int = 1, max_replicas: int = 64, **overrides: object) 
 
 
 #: The capacity policy's settings for ``--policy capacity``: active-request utilization 0.8 as the
-#: saturation check, KV 0.8, and the capacity target and scale-down window the benchmark's tuning set
-#: chose (benchmarks/RESULTS.md, capacity family: target 0.8, scale-down window 120 s).
+#: saturation check, KV 0.8, and the capacity target, scale-down window, arrival-rate smoothing and
+#: forecast horizon the benchmark's tuning set chose (benchmarks/RESULTS.md, capacity family: target
+#: 0.8, scale-down window 120 s, smoothing 30 s, no forecast — a 60 s forecast cost more there without
+#: raising the worst member's attainment).
 CAPACITY_ACTIVE_TARGET = 0.8
 CAPACITY_TARGET = 0.8
 CAPACITY_DOWN_WINDOW_S = 120
+CAPACITY_SMOOTHING_S = 30.0
+CAPACITY_FORECAST_S = 0.0
 
 
 def capacity(
@@ -120,20 +124,24 @@ def capacity(
     prior_rps: float | None = None,
     *,
     target: float = CAPACITY_TARGET,
+    smoothing_s: float = CAPACITY_SMOOTHING_S,
+    forecast_s: float = CAPACITY_FORECAST_S,
     **overrides: object,
 ) -> SharedPolicy:
     """The operator's policy with the capacity recommendation on (:mod:`trtllm_operator.decide.capacity`):
-    arrivals from the completion counters over κ (``prior_rps``, corrected online; ``None``: learned
-    from the pods alone), active-request utilization (:data:`CAPACITY_ACTIVE_TARGET`) and KV 0.8 as
-    the saturation checks, scale-down window :data:`CAPACITY_DOWN_WINDOW_S`. ``overrides``: any
-    ``Policy`` field."""
+    arrivals from the completion counters (smoothed over ``smoothing_s``, the rising trend projected
+    ``forecast_s`` ahead) over κ (``prior_rps``, corrected online; ``None``: learned from the pods
+    alone), active-request utilization (:data:`CAPACITY_ACTIVE_TARGET`) and KV 0.8 as the saturation
+    checks, scale-down window :data:`CAPACITY_DOWN_WINDOW_S`. ``overrides``: any ``Policy`` field."""
     policy = asc.Policy(
         min_replicas=min_replicas,
         max_replicas=max_replicas,
         active_request_utilization=CAPACITY_ACTIVE_TARGET,
         kv_cache_utilization=asc.DEFAULT_KV_CACHE_UTILIZATION,
         scale_down=replace(asc.DEFAULT_SCALE_DOWN, stabilization_window_seconds=CAPACITY_DOWN_WINDOW_S),
-        capacity=CapacityParams(target=target, prior_rps=prior_rps),
+        capacity=CapacityParams(
+            target=target, prior_rps=prior_rps, smoothing_s=smoothing_s, forecast_s=forecast_s
+        ),
     )
     if overrides:
         policy = replace(policy, **overrides)  # type: ignore[arg-type]
