@@ -183,6 +183,62 @@ def test_state_round_trips_through_the_status_json() -> None:
         asc.AutoscalerState.from_dict({"capacity": {"pods": [["p", "x", 1]]}})
 
 
+def ramp(rates: list[float], params: cap.CapacityParams, period: float = 15.0) -> list[cap.CapacityEstimate]:
+    """One pod, below saturation (active constant), completing ``rates[k]`` requests/s in tick k."""
+    state, done, out = cap.CapacityState(), 0.0, []
+    for k, rate in enumerate([0.0, *rates]):
+        done += rate * period
+        est = cap.estimate(pods([done], [20.0]), state, params, 1000.0 + k * period)
+        state = est.state
+        out.append(est)
+    return out[1:]
+
+
+def test_smoothing_follows_a_step_gradually() -> None:
+    rates = [10.0] * 8 + [30.0] * 12
+    raw = ramp(rates, cap.CapacityParams(prior_rps=10.0))
+    smooth = ramp(rates, cap.CapacityParams(prior_rps=10.0, smoothing_s=30.0))
+    assert [e.level_rps for e in raw] == pytest.approx(rates)  # no smoothing: the tick's rate
+    after_step = [e.level_rps or 0.0 for e in smooth[8:]]
+    assert 10.0 < after_step[0] < 30.0  # one tick after the step: part of the way
+    assert after_step[-1] == pytest.approx(30.0, rel=0.05)  # settles on the new rate
+    assert all(e.arrival_rps == pytest.approx(r) for e, r in zip(smooth, rates, strict=True))
+    assert "smoothed" in smooth[8].summary(0.8)  # no forecast: the level is what is sized for
+
+
+def test_the_trend_tracks_a_ramp_and_the_forecast_sizes_for_it() -> None:
+    rates = [10.0 + 2.0 * k for k in range(30)]  # +2 requests/s per 15 s tick
+    params = cap.CapacityParams(target=1.0, prior_rps=10.0, smoothing_s=30.0, forecast_s=60.0)
+    last = ramp(rates, params)[-1]
+    assert last.state.trend_rps == pytest.approx(2.0 / 15.0, rel=0.1)
+    assert last.forecast_rps == pytest.approx((last.level_rps or 0) + last.state.trend_rps * 60.0)
+    without = ramp(rates, dataclasses.replace(params, forecast_s=0.0))[-1]
+    assert last.desired is not None and without.desired is not None
+    assert last.desired > without.desired  # 60 s of the rise ahead: more replicas, earlier
+    assert "rising: forecast" in last.summary(1.0)
+
+
+def test_a_falling_trend_never_lowers_the_count() -> None:
+    rates = [70.0 - 2.0 * k for k in range(30)]
+    params = cap.CapacityParams(target=1.0, prior_rps=10.0, smoothing_s=30.0, forecast_s=120.0)
+    with_forecast = ramp(rates, params)
+    without = ramp(rates, dataclasses.replace(params, forecast_s=0.0))
+    assert with_forecast[-1].state.trend_rps < 0
+    assert [e.desired for e in with_forecast] == [e.desired for e in without]
+    assert all(e.forecast_rps == e.level_rps for e in with_forecast)
+
+
+def test_trend_state_round_trips_and_older_documents_read_as_no_trend() -> None:
+    est = ramp([10.0, 12.0, 14.0], cap.CapacityParams(prior_rps=10.0, smoothing_s=30.0))[-1]
+    back = cap.CapacityState.from_dict(json.loads(json.dumps(est.state.to_dict())))
+    assert back.trend_rps == pytest.approx(est.state.trend_rps, abs=1e-6)
+    assert back.time == pytest.approx(est.state.time or 0)
+    old = {"pods": [["p0", 1.0, 3.0, 2.0]], "capacityRps": 9.0, "arrivalRps": 4.0}  # before the trend
+    assert cap.CapacityState.from_dict(old) == cap.CapacityState(
+        (cap.PodMemory("p0", 1.0, 3.0, 2.0),), 9.0, 4.0, 0.0, None
+    )
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
@@ -192,6 +248,8 @@ def test_state_round_trips_through_the_status_json() -> None:
         ({"prior_rps": float("inf")}, "capacity prior inf"),
         ({"saturated_at": 0.0}, "saturated_at 0.0"),
         ({"correction": 0.0}, "capacity correction 0.0"),
+        ({"smoothing_s": -1.0}, "capacity smoothing -1.0 s"),
+        ({"forecast_s": float("nan")}, "capacity forecast nan s"),
     ],
 )
 def test_bad_parameters_are_refused(kwargs: dict[str, float], match: str) -> None:
