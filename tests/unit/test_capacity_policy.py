@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+from pathlib import Path
 
 import pytest
 
@@ -12,8 +13,10 @@ from trtllm_operator.decide import autoscaling as asc
 from trtllm_operator.decide import capacity as cap
 from trtllm_operator.metrics.exposition import ReplicaInternals, exposition, samples
 from trtllm_operator.metrics.signals import signals_from_samples
-from trtllm_operator.simulate import policies
+from trtllm_operator.simulate import perf, policies
 from trtllm_operator.simulate.engine import Observation, PodView
+from trtllm_operator.simulate.fleet import replica_setup
+from trtllm_operator.simulate.traces import Request
 
 MAX = 100.0
 
@@ -283,3 +286,23 @@ def test_the_capacity_policy_reads_only_the_exposition() -> None:
     assert a_pol.state.capacity is not None and a_pol.state.capacity.arrival_rps is not None
     counters = signals_from_samples(samples(exposition(a))).counters()
     assert counters == {"completed": 50.0, "active": 16.0, "max": 16.0}
+
+
+def test_the_simulators_prior_is_the_performance_models_saturated_rate() -> None:
+    """One formula for κ's prior: the simulator's profile is ``perf.saturated_request_rate`` at the
+    requests' mean lengths, output tokens/s of a saturated replica over the mean output."""
+    config = Path(__file__).parents[1] / "fixtures/model-configs/meta-llama__Llama-3.1-70B-Instruct.json"
+    spec = replica_setup(config, "H100", quantization="fp8", kv_cache_dtype="fp8", tp=2).spec
+    reqs = [Request(0.0, 1000, 200), Request(1.0, 3000, 400)]  # means 2000 / 300
+    limits = {
+        "max_kv_tokens": spec.max_kv_tokens,
+        "max_batch_size": spec.max_batch_size,
+        "max_num_tokens": spec.max_num_tokens,
+    }
+    rate = perf.saturated_request_rate(spec.model, 2000, 300, **limits)
+    assert policies.profiled_capacity_rps(reqs, spec) == rate
+    tput = perf.steady_state_throughput(spec.model, 2000, 300, **limits)
+    assert rate == pytest.approx(tput / 300)
+    assert perf.saturated_request_rate(spec.model, 2000, 100, **limits) > rate  # shorter answers: more/s
+    with pytest.raises(ValueError, match="osl 0"):
+        perf.saturated_request_rate(spec.model, 2000, 0, **limits)

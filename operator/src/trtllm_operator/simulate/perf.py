@@ -256,6 +256,20 @@ def steady_state_throughput(
     return b / model.iteration_s(round(tokens), round(kv_tokens))
 
 
+def saturated_request_rate(
+    model: IterationModel, isl: int, osl: int, *, max_kv_tokens: int, max_batch_size: int, max_num_tokens: int
+) -> float:
+    """Requests/s one saturated replica completes at mean prompt ``isl`` and output ``osl`` tokens:
+    :func:`steady_state_throughput` (output tokens/s at the replica's own limits) over ``osl``. The
+    capacity prior κ of :mod:`trtllm_operator.decide.capacity` (``CapacityParams.prior_rps``)."""
+    if isl < 1 or osl < 1:
+        raise ValueError(f"saturated_request_rate: isl {isl} and osl {osl} must be ≥ 1 token")
+    tput = steady_state_throughput(
+        model, isl, osl, max_kv_tokens, max_batch_size=max_batch_size, max_num_tokens=max_num_tokens
+    )
+    return tput / osl
+
+
 @dataclass(frozen=True, slots=True)
 class Replica:
     """What the fit needs about one calibration configuration."""

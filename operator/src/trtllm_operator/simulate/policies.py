@@ -35,7 +35,7 @@ from trtllm_operator.decide import autoscaling as asc
 from trtllm_operator.decide.capacity import CapacityParams
 from trtllm_operator.metrics.signals import signals_from_samples
 from trtllm_operator.simulate.engine import Observation, ReplicaSpec
-from trtllm_operator.simulate.perf import steady_concurrency, steady_state_terms
+from trtllm_operator.simulate.perf import saturated_request_rate, steady_concurrency
 from trtllm_operator.simulate.traces import Request
 
 _STATES = {
@@ -149,18 +149,22 @@ def capacity(
 
 
 def profiled_capacity_rps(requests: Sequence[Request], spec: ReplicaSpec) -> float:
-    """Requests/s one saturated replica completes for ``requests``' mean prompt and output lengths,
-    from the performance model (:func:`~trtllm_operator.simulate.perf.steady_concurrency` sequences in
-    flight, one token each per iteration): the profile a capacity prior comes from, as Dynamo's
+    """The capacity prior for ``requests``' mean prompt and output lengths
+    (:func:`~trtllm_operator.simulate.perf.saturated_request_rate`, the one formula), as Dynamo's
     planner profiles a deployment before serving. Raises ``ValueError`` for no requests."""
     if not requests:
         raise ValueError("profiled_capacity_rps: no requests to take the mean lengths from")
     n = len(requests)
     isl = max(1, round(sum(r.input_tokens for r in requests) / n))
     osl = max(1, round(sum(r.output_tokens for r in requests) / n))
-    batch = steady_concurrency(isl, osl, spec.max_kv_tokens, spec.max_batch_size, spec.max_num_tokens)
-    tokens, kv_tokens = steady_state_terms(isl, osl, batch)
-    return batch / spec.model.iteration_s(round(tokens), round(kv_tokens)) / osl
+    return saturated_request_rate(
+        spec.model,
+        isl,
+        osl,
+        max_kv_tokens=spec.max_kv_tokens,
+        max_batch_size=spec.max_batch_size,
+        max_num_tokens=spec.max_num_tokens,
+    )
 
 
 def from_deployment(manifest: dict[str, Any]) -> SharedPolicy:
