@@ -28,13 +28,17 @@ saturation, κ is the largest ``completion rate / (active / max)`` among the pod
 throughput extrapolated to a full batch — an over-estimate, since per-request time grows with the
 batch; the saturation correction brings it down).
 
-The recommendation is ``ceil(λ' / (κ × target))`` with ``λ' = λ × (1 + saturated share)``: when
-pods are saturated the unseen backlog is growing, and the share of saturated pods is what is known
-of it. Scale-down safety (as llm-d WVA's analyzer): the caller keeps active-request utilization
-as a signal, so no count below what keeps it under its target is ever recommended.
+λ is optionally smoothed (``smoothing_s``: Holt's linear method, a level and a trend with gain
+``1 − exp(−Δt / τ)`` per tick), and a rising trend is projected ``forecast_s`` ahead (a pod's cold
+start) so that a scale-up starts before the load arrives; a falling trend is never projected, so the
+forecast only ever adds replicas. The recommendation is ``ceil(λ' / (κ × target))`` with
+``λ' = max(level, level + trend × forecast_s) × (1 + saturated share)``: when pods are saturated the
+unseen backlog is growing, and the share of saturated pods is what is known of it. Scale-down
+safety (as llm-d WVA's analyzer): the caller keeps active-request utilization as a signal, so no
+count below what keeps it under its target is ever recommended.
 
-The memory (each pod's previous counters, κ, the last λ) lives in
-:class:`~trtllm_operator.decide.autoscaling.AutoscalerState` (``status.autoscaling.policyState``).
+The memory (each pod's previous counters, κ, λ's level and trend and when they were measured) lives
+in :class:`~trtllm_operator.decide.autoscaling.AutoscalerState` (``status.autoscaling.policyState``).
 """
 
 from __future__ import annotations
