@@ -1,0 +1,52 @@
+"""The capacity recommendation's upward forecast, reported on the scored halves (issue 19).
+
+The tuning set (``benchmarks/autoscaling.py``) did not choose a forecast; this prints what the
+tuned capacity setting (target 0.8, scale-down window 120 s, smoothing 30 s) scores with and without
+a 60 s forecast on the Azure trace's second half at ×10 and ×20, 60 s cold start — reporting only:
+nothing here feeds a choice. Same setup, prior, initial count and oracle as ``autoscaling.py``.
+
+    .venv/bin/python benchmarks/autoscaling_forecast.py
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import autoscaling as bench
+
+from trtllm_operator.decide import autoscaling as asc
+from trtllm_operator.simulate import policies
+from trtllm_operator.simulate.fleet import replica_setup
+from trtllm_operator.simulate.traces import read_azure_csv, time_scale
+
+
+def main() -> None:
+    path = bench.SHARED_TRACE if bench.SHARED_TRACE.exists() else bench.BUNDLED_TRACE
+    trace = read_azure_csv(path)
+    half = trace[-1].arrival_s / 2
+    replica = replica_setup(bench.MODEL_CONFIG, "H100", quantization="fp8", kv_cache_dtype="fp8", tp=2)
+    setup = bench.Setup(replica.spec, 2000.0, 60.0, 0)
+    for k in (10.0, 20.0):
+        reqs = time_scale(trace, k)
+        u, oracle = bench.best_oracle(reqs, setup, half / k)
+        initial = policies.OraclePolicy(reqs, setup.spec, utilization=u).desired_at(0.0)
+        prior = bench.prior_of(reqs, half / k, setup.spec)
+        for forecast in (0.0, 60.0):
+            params = {
+                "_family": "capacity",
+                "_target": 0.8,
+                "_smoothing_s": 30.0,
+                "_forecast_s": forecast,
+                "scale_up": replace(asc.DEFAULT_SCALE_UP, stabilization_window_seconds=0),
+                "scale_down": replace(asc.DEFAULT_SCALE_DOWN, stabilization_window_seconds=120),
+            }
+            s = bench.simulate(reqs, setup, bench.make_policy(params, prior), initial, half / k)
+            print(
+                f"×{k:g} forecast {forecast:g} s: SLO attainment {s['slo_attainment']:.2%}, "
+                f"{s['gpu_hours']:.2f} GPU-h = {s['gpu_hours'] / oracle['gpu_hours']:.2f}× the oracle "
+                f"({oracle['gpu_hours']:.2f} GPU-h)"
+            )
+
+
+if __name__ == "__main__":
+    main()
