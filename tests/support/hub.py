@@ -23,7 +23,12 @@ listing is served, with a wrong one it is a 401 like every route. The builder's 
 The token is checked as huggingface_hub sends it (``build_hf_headers``: ``authorization: Bearer
 <token>``). A stand-in for the real Hub: it serves files, nothing else (no Xet, no redirects to a CDN,
 no other API route). Point ``HF_ENDPOINT`` (or huggingface_hub's ``endpoint=``) at :attr:`LocalHub.url`.
-Every request is recorded in :attr:`LocalHub.requests` (method, path, whether a token was sent).
+Every request is recorded in :attr:`LocalHub.requests` (method, path, whether a token was sent), except
+one: huggingface_hub 2.4.0 builds its user agent with ``utils/_detect_agent.py`` ``detect_agent()``, which
+fetches ``GET {endpoint}/api/agent-harnesses`` once per process (then caches it in
+``$HF_HOME/.agent_harnesses.json`` for 24 hours). That request belongs to the library, not to the
+builder's fetch, and comes first only in the first test of a process that talks to a hub; it is served
+as an empty registry (what ``_EMPTY_REGISTRY`` holds) and counted in :attr:`LocalHub.registry_requests`.
 """
 
 from __future__ import annotations
@@ -57,11 +62,16 @@ class LocalHub:
     repos: Mapping[str, HubRepo]
     url: str = ""
     requests: list[tuple[str, str, bool]] = field(default_factory=list)
+    registry_requests: int = 0
 
     def respond(self, method: str, path: str, authorization: str | None) -> tuple[int, dict[str, str], bytes]:
         """Status, headers and body for one request (pure; the handler only does the I/O)."""
-        self.requests.append((method, path, authorization is not None))
         route, _, query = path.partition("?")
+        if route == "/api/agent-harnesses":
+            self.registry_requests += 1
+            body = json.dumps({"standardEnvVars": [], "harnesses": {}}).encode()
+            return 200, {"Content-Type": "application/json", "Content-Length": str(len(body))}, body
+        self.requests.append((method, path, authorization is not None))
         if route.startswith("/api/models/"):
             return self._model_info(route.removeprefix("/api/models/").split("/"), query, authorization)
         parts = route.lstrip("/").split("/")
