@@ -45,14 +45,18 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from trtllm_operator.api.wire import DEPLOYMENT_KIND, ENGINE_KIND
 from trtllm_operator.commands import EXIT_BAD_INPUT, EXIT_OK, plain
 from trtllm_operator.settings import ENV_PREFIX, SettingsError
+
+if TYPE_CHECKING:
+    from trtllm_operator.decide.serving import ServingPlan
 
 EXIT_NOT_RENDERABLE = 1
 
@@ -136,6 +140,30 @@ def _leftouts(name: str, namespace: str, uid: str, network: Any, namespace_sourc
             f"  {network.operator_namespace} ({namespace_source}) and {monitoring}.",
         ]
     return "".join(f"# {line}\n" for line in lines)
+
+
+def _autoscaled(name: str, dep: dict[str, Any], plan: ServingPlan) -> ServingPlan:
+    """The plan with ``replicas`` as the autoscaler sets it before reading any metric
+    (:func:`~trtllm_operator.decide.autoscaling.autoscaled_replicas`: ``spec.replicas`` brought into
+    ``[minReplicas, maxReplicas]``), with a note on stderr when that differs from ``spec.replicas``:
+    the output shows the count the workload is scaled to, not one the autoscaler undoes at once."""
+    from trtllm_operator.api.deployment import LLMDeploymentSpec  # noqa: PLC0415
+    from trtllm_operator.decide.autoscaling import autoscaled_replicas  # noqa: PLC0415
+
+    auto = LLMDeploymentSpec.model_validate(dep.get("spec") or {}).autoscaling
+    written = plan.params.replicas
+    bounded = autoscaled_replicas(written, auto)
+    if bounded == written:
+        return plan
+    bound = "maxReplicas" if bounded < written else "minReplicas"
+    print(
+        f"note: LLMDeployment {name}: spec.replicas {written} is outside spec.autoscaling [minReplicas "
+        f"{auto.min_replicas}, maxReplicas {auto.max_replicas}]: the autoscaler (mode {auto.mode}) sets "
+        f"it to {bound} {bounded} at its first evaluation, before reading any metric; rendered with "
+        f"replicas: {bounded} (write spec.replicas: {bounded} to keep git and the cluster in step)",
+        file=sys.stderr,
+    )
+    return replace(plan, params=replace(plan.params, replicas=bounded))
 
 
 def _bad(message: str) -> int:
@@ -254,6 +282,7 @@ def run(args: argparse.Namespace) -> int:
                     hint = " (to render it here as on a cluster with LeaderWorkerSet installed, pass --lws)"
                 print(f"{name}: {plan.blocked[0]}: {plan.blocked[1]}{hint}", file=sys.stderr)
             return EXIT_NOT_RENDERABLE
+        plan = _autoscaled(name, dep, plan)
         manifests = render_plan(plan, network).manifests()
         uid = dep["metadata"]["uid"]
         if not uid:
