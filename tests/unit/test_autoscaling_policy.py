@@ -919,10 +919,14 @@ def test_a_hold_whose_counts_changed_replaces_the_recorded_one() -> None:
     ("current", "low", "high", "expected"),
     [(5, 1, 2, 2), (1, 3, 4, 3), (3, 1, 4, 3), (0, 1, 4, 0), (4, 4, 4, 4)],
 )
-def test_replicas_in_range_is_the_clamp_decide_applies(current: int, low: int, high: int, expected: int) -> None:
+def test_replicas_in_range_is_the_clamp_decide_applies(
+    current: int, low: int, high: int, expected: int
+) -> None:
     """The one clamp ``render`` shows and :func:`decide` applies before any metric (HPA's order:
     0 pauses, then above max, then below min)."""
     assert replicas_in_range(current, low, high) == expected
-    decision = decide(Snapshot(current, ()), AutoscalerState(), fast(min_replicas=low, max_replicas=high), NOW)
+    decision = decide(
+        Snapshot(current, ()), AutoscalerState(), fast(min_replicas=low, max_replicas=high), NOW
+    )
     if expected != current:
         assert decision.to_replicas == expected

@@ -430,7 +430,12 @@ def test_render_shows_the_replicas_the_autoscaler_sets(
         **autoscaling,
         "targets": {"activeRequestUtilization": 0.5},
         **(
-            {"metrics": {"source": "prometheus", "prometheusURL": "http://prometheus-operated.monitoring:9090"}}
+            {
+                "metrics": {
+                    "source": "prometheus",
+                    "prometheusURL": "http://prometheus-operated.monitoring:9090",
+                }
+            }
             if autoscaling.get("mode") == "hpa"
             else {}
         ),

@@ -174,7 +174,7 @@ def _bad(message: str) -> int:
 def run(args: argparse.Namespace) -> int:
     # Heavier imports (planner, pydantic models, templates) only when the command runs.
     from trtllm_operator.commands._schema import manifest_errors, namespace_error  # noqa: PLC0415
-    from trtllm_operator.decide.engine_spec import InvalidEngine, prepare_engine  # noqa: PLC0415
+    from trtllm_operator.decide.engine_spec import InvalidEngine, plan_status, prepare_engine  # noqa: PLC0415
     from trtllm_operator.decide.serving import ServingRefusal, plan_serving  # noqa: PLC0415
     from trtllm_operator.render.children import render_plan  # noqa: PLC0415
     from trtllm_operator.render.network_policy import serving_network  # noqa: PLC0415
@@ -270,6 +270,8 @@ def run(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
             status["engineKey"] = prepared.key
+            if prepared.plan is not None:  # as the LLMEngine controller writes it (--model-config)
+                status.setdefault("plan", plan_status(prepared.plan))
             status.setdefault("artifact", {"uri": prepared.storage.artifact_uri(prepared.key)})
         plan = plan_serving(dep, engine, gpus_per_node=args.gpus_per_node, lws_installed=args.lws)
         name = dep["metadata"]["name"]
