@@ -120,6 +120,8 @@ def test_engine_deleted_while_serving_names_the_served_key() -> None:
     assert state(s, "Degraded") == ("True", "EngineNotFound")
     msg = conds(s)["Ready"]["message"]
     assert "still serving engine key oooooooooooooooo" in msg and "spec.engineRef.name" in msg
+    # What to do, and that nothing of the user's was deleted (fresh-user trial, last session).
+    assert "apply the LLMEngine again" in msg and "never removes" in msg
     # No Streaming condition from before: the spec's (the pods were rendered from it), determinate.
     assert state(s, "Streaming") == ("False", "NotDecoupled")
     assert ("Warning", "EngineNotFound") in [(e.type, e.reason) for e in s.events]

@@ -515,8 +515,11 @@ def _serving_while_engine_not_ready(
     else:
         reason = "EngineNotFound"
         why = obs.engine_message or (
-            f"LLMEngine {obs.engine_name!r} not found in this namespace: create it or fix "
-            "spec.engineRef.name (the pods keep serving the key they loaded)"
+            f"LLMEngine {obs.engine_name!r} not found in this namespace (deleted?): the pods keep serving "
+            "the key they loaded, whose artifact deleting an LLMEngine never removes; apply the "
+            "LLMEngine again (the same spec has the same key: Ready from the engine cache, no rebuild "
+            "and no pod restarted), or set spec.engineRef.name to another LLMEngine (the pods roll to "
+            "its key once it is Ready)"
         )
     msg = f"{serving}; {why}"
     return out(
