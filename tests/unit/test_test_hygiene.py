@@ -7,6 +7,9 @@
   *expected value*, e.g. the 8002 of a rendered container port, is fine); no port is chosen at import
   time.
 - One API wrapper: a class named ``*Api`` in tests/ is tests/support/api.py's ``Api`` or a subclass of it.
+- A pre-bound artifact PV (cluster scoped, so a test namespace's deletion leaves it) is made only through
+  ``Api.artifact_pvc()``, which deletes it: no test calls ``prebound_artifact_pvc`` itself (a fresh-user
+  trial found test_faults.py's scale test leaving its PV behind).
 - No assert on what a wait returned unless compared with a value: ``wait_for`` returns something truthy
   or raises, so ``assert wait_for(...)`` can never fail.
 
@@ -182,6 +185,15 @@ def own_api_wrappers(tree: ast.Module) -> list[str]:
     return found
 
 
+def leaked_persistent_volumes(tree: ast.Module) -> list[str]:
+    """Calls of ``prebound_artifact_pvc``: its PV outlives the namespace unless deleted."""
+    return [
+        f"line {node.lineno}: {ast.unparse(node)}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and _name(node.func) == "prebound_artifact_pvc"
+    ]
+
+
 def _violations(check: Check, skip: Path | None = None) -> dict[str, list[str]]:
     out = {}
     for path in sources():
@@ -215,6 +227,12 @@ def test_no_assert_on_a_wait_that_is_always_truthy() -> None:
     )
 
 
+def test_artifact_pvs_are_made_only_by_the_helper_that_deletes_them() -> None:
+    assert _violations(leaked_persistent_volumes, skip=API_WRAPPER) == {}, (
+        "use `with api.artifact_pvc():` (tests/support/api.py), which deletes the PV"
+    )
+
+
 def test_one_api_wrapper() -> None:
     assert _violations(own_api_wrappers, skip=API_WRAPPER) == {}, (
         "use tests/support/api.py's Api (a module adds its own methods in a subclass)"
@@ -239,6 +257,7 @@ def test_one_api_wrapper() -> None:
         (fixed_port_binds, "monkeypatch.setattr(autoscaler, 'METRICS_PORT', 8002)\n"),
         (import_time_ports, "PORT = free_port()\n"),
         (own_api_wrappers, "class EngineApi:\n    pass\n"),
+        (leaked_persistent_volumes, "def t(api):\n    prebound_artifact_pvc(api.core, api.ns)\n"),
         (tautological_waits, "def t():\n    assert wait_for(lambda: x() == 2, timeout=10)\n"),
         (tautological_waits, "def t():\n    cond = wait_for(ready)\n    assert cond\n"),
         (tautological_waits, "def t():\n    e = api.wait_phase('e', 'Ready')\n    assert e is not None\n"),
