@@ -38,6 +38,7 @@ def _wait(lock: Path) -> str:
         capture_output=True,
         text=True,
         timeout=30,
+        check=False,
     )
     assert done.returncode == 0 and done.stdout == "got\n", done.stderr
     return done.stderr
