@@ -99,3 +99,15 @@ def test_render_refuses_what_the_operator_refuses(tmp_path: Path, capsys: pytest
     assert "KVCacheTooSmall: spec.server.kvCacheFreeGpuMemFraction 0.0001 gives a KV cache of" in err
     path.write_text(yaml.safe_dump_all(_docs(0.5)))
     assert main(["render", "-f", str(path), "--model-config", str(LLAMA_8B)]) == 0
+
+
+def test_simulate_says_why_a_tiny_kv_cache_drops_everything(capsys: pytest.CaptureFixture[str]) -> None:
+    """Fresh-user trial: ``simulate --kv-cache-free-gpu-mem-fraction 0.0001`` dropped all 800 requests
+    and exited 0 with no word on why; the plan's warnings now go to stderr."""
+    args = ["simulate", "--trace", "poisson:rate=2,duration=5", "--model-config", str(LLAMA_8B)]
+    assert main([*args, "--gpu", "H100", "--kv-cache-free-gpu-mem-fraction", "0.0001"]) == 0
+    err = capsys.readouterr().err
+    assert "trtllm-operator simulate: warning: spec.build.maxSeqLen: maxSeqLen was derived as" in err
+    assert "raise kvCacheFreeGpuMemFraction (now 0.0001" in err
+    assert main([*args, "--gpu", "H100"]) == 0
+    assert "warning" not in capsys.readouterr().err
