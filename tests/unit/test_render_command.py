@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 from typing import Any
 
@@ -449,3 +450,18 @@ def test_render_shows_the_replicas_the_autoscaler_sets(
     else:
         assert f"spec.replicas {replicas} is outside spec.autoscaling" in captured.err
         assert note in captured.err
+
+
+def test_a_directory_is_read_as_kubectl_apply_reads_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial: ``render -f manifests/`` (as ``kubectl apply -f manifests/``) failed with
+    "Is a directory". Its .yaml/.yml/.json files are read, sorted, not recursively; others ignored."""
+    dep, engine = _example_pair()
+    (tmp_path / "b-deployment.yml").write_text(yaml.safe_dump(dep))
+    (tmp_path / "a-engine.json").write_text(json.dumps(engine))
+    (tmp_path / "README.md").write_text("not: [yaml")
+    (tmp_path / "nested").mkdir()
+    (tmp_path / "nested" / "x.yaml").write_text("not: [yaml")
+    assert main(["render", "-f", str(tmp_path)]) == 0, capsys.readouterr().err
+    assert "kind: Deployment" in capsys.readouterr().out

@@ -20,7 +20,8 @@ Before rendering, both manifests are checked as the API server would check them
 ``fieldValidation`` get them dropped with a warning), and the CEL rules cel-python can evaluate
 (for example ``minReplicas`` ≤ ``maxReplicas``). A manifest ``kubectl apply`` would reject is bad input;
 every object of the input is checked first and each invalid one's errors are printed. ``-f -`` (or
-``--engine -``) reads the manifests from standard input, as ``kubectl apply -f -`` does.
+``--engine -``) reads the manifests from standard input, as ``kubectl apply -f -`` does; a directory,
+its ``.yaml``/``.yml``/``.json`` files, as ``kubectl apply -f DIR`` does (not recursively).
 
 What the output leaves out, said in YAML comments at the head of each LLMDeployment's manifests (so
 a review of the output sees it): the Secret ``<name>-credentials`` (Triton's admin key, the multi-node
@@ -68,7 +69,11 @@ def register(subparsers: Any) -> None:
         description=plain(__doc__.split("\n\n", 1)[0]) if __doc__ else None,
     )
     parser.add_argument(
-        "-f", "--filename", required=True, help="YAML with the LLMDeployment (may hold more); - reads stdin"
+        "-f",
+        "--filename",
+        required=True,
+        help="YAML with the LLMDeployment (may hold more), or a directory of .yaml/.yml/.json files as "
+        "kubectl apply -f DIR reads them; - reads stdin",
     )
     parser.add_argument("--engine", help="YAML with the LLMEngine (default: look in -f); - reads stdin")
     parser.add_argument("-n", "--namespace", default="default", help="namespace when the manifests set none")
@@ -109,9 +114,21 @@ _Dumper.add_representer(str, _str)
 STDIN = "-"
 
 
+#: Files of a directory given to ``-f``/``--engine`` that are read, as ``kubectl apply -f DIR`` reads
+#: them (kubernetes/cli-runtime ``pkg/resource/builder.go`` ``FileExtensions``; not recursive, as
+#: kubectl without ``-R``).
+FILE_EXTENSIONS = (".json", ".yaml", ".yml")
+
+
 def _docs(path: str) -> list[dict[str, Any]]:
-    text = sys.stdin.read() if path == STDIN else Path(path).read_text()
-    return [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
+    if path == STDIN:
+        texts = [sys.stdin.read()]
+    elif Path(path).is_dir():
+        files = sorted(p for p in Path(path).iterdir() if p.is_file() and p.suffix in FILE_EXTENSIONS)
+        texts = [p.read_text() for p in files]
+    else:
+        texts = [Path(path).read_text()]
+    return [d for text in texts for d in yaml.safe_load_all(text) if isinstance(d, dict)]
 
 
 def _name(doc: dict[str, Any]) -> str:
