@@ -56,7 +56,8 @@ test: lint unit integration fidelity e2e
 crds: venv
 	$(VENV)/bin/trtllm-operator crds --output-dir crds --chart-dir charts/trtllm-operator/crds
 
-cluster-up: venv testbin
+# hack/local-cluster runs the control plane and kwok only: the add-on controllers are the tests' own.
+cluster-up: venv control-plane
 	hack/local-cluster up
 
 cluster-down:

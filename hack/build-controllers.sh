@@ -43,16 +43,15 @@ ROOT=${TRTLLM_OPERATOR_TESTBIN_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/trtllm-oper
 mkdir -p "$ROOT"
 
 log() { echo "[build-controllers] $*" >&2; }
+# shellcheck source=hack/lib/lock.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/lock.sh"
 
 # One build per component directory at a time (another worktree's test run may be building it).
 locked() {
   local dir=$1
   mkdir -p "$dir"
   exec 8>"$dir/.build.lock"
-  if ! flock -n 8; then
-    log "another build is building $dir; waiting for it"
-    flock 8
-  fi
+  take_lock 8 "$dir/.build.lock" "$dir" build-controllers
 }
 
 need_go() {

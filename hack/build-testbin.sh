@@ -24,11 +24,10 @@ log() { echo "[build-testbin] $*" >&2; }
 
 # One build at a time per version set: a second caller (another test process, another worktree) waits
 # for the first and then finds everything built, instead of compiling the same binaries in parallel.
+# shellcheck source=hack/lib/lock.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/lock.sh"
 exec 9>"$W/.build.lock"
-if ! flock -n 9; then
-  log "another build-testbin is building $W; waiting for it"
-  flock 9
-fi
+take_lock 9 "$W/.build.lock" "the control-plane binaries in $BIN" build-testbin
 
 all_built=1
 for b in kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok helm; do

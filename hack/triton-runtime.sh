@@ -57,7 +57,9 @@ ldlib=$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_config_var("LDLIBRAR
 # concurrent second install waits on the lock.
 mkdir -p "$CACHE"
 exec 9>"$CACHE/.triton-$TRITON_VERSION.lock"
-flock 9
+# shellcheck source=hack/lib/lock.sh
+. hack/lib/lock.sh  # the working directory is the repository root (cd above)
+take_lock 9 "$CACHE/.triton-$TRITON_VERSION.lock" "tritonserver $TRITON_VERSION in $DEST" triton-runtime
 if [ -f "$DEST/.complete" ]; then
   echo "$DEST"
   exit 0

@@ -373,3 +373,17 @@ def test_status_says_what_is_served_when_pods_cannot_be_placed_or_the_engine_is_
             "NotDecoupled",
         )
         assert len(api.pods("big")) == 1 and api.status("big")["readyReplicas"] == 1
+        assert "apply the LLMEngine again" in ready["message"], ready["message"]
+
+        # What the message tells the user to do: the same LLMEngine applied again is Ready from the
+        # engine cache (no builder Job), and the serving pod is the same pod (nothing rolled).
+        pod_uid = api.pods("big")[0].metadata.uid
+        api.create(copy.deepcopy(engine))
+        wait_for(
+            lambda: (c := api.condition("big", "Ready")) and c["reason"] != "EngineNotFound" and c,
+            timeout=60,
+            desc="Ready no longer EngineNotFound",
+        )
+        wait_for(lambda: api.status("big").get("phase") == "Ready", timeout=60, desc="big Ready again")
+        assert [p.metadata.uid for p in api.pods("big")] == [pod_uid]
+        assert not api.batch.list_namespaced_job(api.ns).items

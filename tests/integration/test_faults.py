@@ -43,7 +43,7 @@ import pytest
 from kubernetes import client
 from localcluster import ControlPlane, add_gpu_nodes, delete_nodes, find_bin_dir, wait_nodes_ready
 from support.api import Api
-from support.artifacts import cache_artifact, prebound_artifact_pvc
+from support.artifacts import cache_artifact
 from support.cluster import LocalCluster
 from support.manifests import (
     H100,
@@ -532,87 +532,87 @@ def test_restart_at_scale_writes_nothing(
     annotation — as the API server's audit log records every write request. The production resync
     period (300 s) keeps timers out of the window;
     test_reconciling_a_settled_deployment_writes_nothing covers those."""
-    prebound_artifact_pvc(api.core, api.ns)
-    engines = [a_cached_engine(f"e-{i}", max_batch_size=8 * (i % SCALE_KEYS + 1)) for i in range(SCALE)]
-    for body in engines[:SCALE_KEYS]:  # one cache entry per key, as `cache import` records it
-        cache_artifact(api.core, api.ns, body)
-    mark = cluster.audit_mark()
-    for i, body in enumerate(engines):
-        api.create(body)
-        api.create(a_deployment(f"d-{i}", f"e-{i}", replicas=1))
-    created = [
-        e
-        for e in cluster.audit_events(mark)
-        if e["verb"] == "create" and e["objectRef"].get("namespace") == api.ns
-        and e["objectRef"].get("resource") in (ENGINE_PLURAL, DEPLOYMENTS)
-    ]  # fmt: skip
-    assert len(created) == 2 * SCALE, "the audit log must show the test's own creations"  # the log works
-    settings = {"resync_seconds": 300.0}
+    with api.artifact_pvc():  # deletes the PV (cluster scoped: the namespace leaves it) at the end
+        engines = [a_cached_engine(f"e-{i}", max_batch_size=8 * (i % SCALE_KEYS + 1)) for i in range(SCALE)]
+        for body in engines[:SCALE_KEYS]:  # one cache entry per key, as `cache import` records it
+            cache_artifact(api.core, api.ns, body)
+        mark = cluster.audit_mark()
+        for i, body in enumerate(engines):
+            api.create(body)
+            api.create(a_deployment(f"d-{i}", f"e-{i}", replicas=1))
+        created = [
+            e
+            for e in cluster.audit_events(mark)
+            if e["verb"] == "create" and e["objectRef"].get("namespace") == api.ns
+            and e["objectRef"].get("resource") in (ENGINE_PLURAL, DEPLOYMENTS)
+        ]  # fmt: skip
+        assert len(created) == 2 * SCALE, "the audit log must show the test's own creations"  # the log works
+        settings = {"resync_seconds": 300.0}
 
-    def converged() -> bool:
-        for e in api.items(ENGINE_PLURAL):
-            if (e.get("status") or {}).get("phase") != "Ready":
-                return False
-        for d in api.items(DEPLOYMENTS):
-            s = d.get("status") or {}
-            if s.get("phase") != "Ready" or s.get("readyReplicas") != 1:
-                return False
-        # kopf has finished every creation (its diff-base annotation is written last)
-        return all(
-            KOPF_DIFFBASE in (o["metadata"].get("annotations") or {})
-            for plural in (ENGINE_PLURAL, DEPLOYMENTS)
-            for o in api.items(plural)
-        )
+        def converged() -> bool:
+            for e in api.items(ENGINE_PLURAL):
+                if (e.get("status") or {}).get("phase") != "Ready":
+                    return False
+            for d in api.items(DEPLOYMENTS):
+                s = d.get("status") or {}
+                if s.get("phase") != "Ready" or s.get("readyReplicas") != 1:
+                    return False
+            # kopf has finished every creation (its diff-base annotation is written last)
+            return all(
+                KOPF_DIFFBASE in (o["metadata"].get("annotations") or {})
+                for plural in (ENGINE_PLURAL, DEPLOYMENTS)
+                for o in api.items(plural)
+            )
 
-    started = time.monotonic()
-    with operator_process(cluster, [api.ns], tmp_path / "operator-1.log", **settings) as first:
-        wait_for(converged, timeout=600, interval=2.0, desc=f"{SCALE} + {SCALE} objects converged")
-        converge_s = time.monotonic() - started
-        first.kill()
-    jobs = api.batch.list_namespaced_job(api.ns).items
-    assert jobs == [], "served from the engine cache: no builder Job"
-    before = {
-        f"{p}/{o['metadata']['name']}": o["metadata"]["resourceVersion"]
-        for p in (ENGINE_PLURAL, DEPLOYMENTS)
-        for o in api.items(p)
-    }
+        started = time.monotonic()
+        with operator_process(cluster, [api.ns], tmp_path / "operator-1.log", **settings) as first:
+            wait_for(converged, timeout=600, interval=2.0, desc=f"{SCALE} + {SCALE} objects converged")
+            converge_s = time.monotonic() - started
+            first.kill()
+        jobs = api.batch.list_namespaced_job(api.ns).items
+        assert jobs == [], "served from the engine cache: no builder Job"
+        before = {
+            f"{p}/{o['metadata']['name']}": o["metadata"]["resourceVersion"]
+            for p in (ENGINE_PLURAL, DEPLOYMENTS)
+            for o in api.items(p)
+        }
 
-    mark = cluster.audit_mark()
-    restarted = time.monotonic()
-    log_path = tmp_path / "operator-2.log"
-    with operator_process(cluster, [api.ns], log_path, **settings) as second:
-        wait_for(
-            lambda: len(resumed(second.log(), api.ns)) >= 2 * SCALE,
-            timeout=600,
-            interval=1.0,
-            desc=f"the restarted operator resumed all {2 * SCALE} objects",
+        mark = cluster.audit_mark()
+        restarted = time.monotonic()
+        log_path = tmp_path / "operator-2.log"
+        with operator_process(cluster, [api.ns], log_path, **settings) as second:
+            wait_for(
+                lambda: len(resumed(second.log(), api.ns)) >= 2 * SCALE,
+                timeout=600,
+                interval=1.0,
+                desc=f"the restarted operator resumed all {2 * SCALE} objects",
+            )
+            resume_s = time.monotonic() - restarted
+            wait_for(
+                lambda: time.monotonic() - restarted >= resume_s + RESTART_SETTLE_SECONDS,
+                timeout=RESTART_SETTLE_SECONDS + 1,
+                desc="the settle window",
+            )
+            events = cluster.audit_events(mark)
+            log = second.log()
+        writes = Counter(
+            f"{e['verb']} {e['objectRef'].get('resource')}"
+            + (f"/{e['objectRef']['subresource']}" if e["objectRef"].get("subresource") else "")
+            + f" by {e.get('userAgent', '')!r}"
+            for e in events
+            if e["verb"] in WRITE_VERBS
+            and e["objectRef"].get("namespace") == api.ns
+            and not e.get("userAgent", "").startswith(COMPONENT_AGENTS)
         )
-        resume_s = time.monotonic() - restarted
-        wait_for(
-            lambda: time.monotonic() - restarted >= resume_s + RESTART_SETTLE_SECONDS,
-            timeout=RESTART_SETTLE_SECONDS + 1,
-            desc="the settle window",
+        assert not writes, f"the restarted operator wrote: {dict(writes)}"
+        after = {
+            f"{p}/{o['metadata']['name']}": o["metadata"]["resourceVersion"]
+            for p in (ENGINE_PLURAL, DEPLOYMENTS)
+            for o in api.items(p)
+        }
+        assert after == before, "LLMEngine/LLMDeployment objects changed"
+        assert "Traceback" not in log, log[-4000:]
+        print(
+            f"\n[faults] restart at scale: {SCALE} + {SCALE} converged in {converge_s:.0f} s; the restarted"
+            f" operator resumed them in {resume_s:.0f} s, 0 writes"
         )
-        events = cluster.audit_events(mark)
-        log = second.log()
-    writes = Counter(
-        f"{e['verb']} {e['objectRef'].get('resource')}"
-        + (f"/{e['objectRef']['subresource']}" if e["objectRef"].get("subresource") else "")
-        + f" by {e.get('userAgent', '')!r}"
-        for e in events
-        if e["verb"] in WRITE_VERBS
-        and e["objectRef"].get("namespace") == api.ns
-        and not e.get("userAgent", "").startswith(COMPONENT_AGENTS)
-    )
-    assert not writes, f"the restarted operator wrote: {dict(writes)}"
-    after = {
-        f"{p}/{o['metadata']['name']}": o["metadata"]["resourceVersion"]
-        for p in (ENGINE_PLURAL, DEPLOYMENTS)
-        for o in api.items(p)
-    }
-    assert after == before, "LLMEngine/LLMDeployment objects changed"
-    assert "Traceback" not in log, log[-4000:]
-    print(
-        f"\n[faults] restart at scale: {SCALE} + {SCALE} converged in {converge_s:.0f} s; the restarted"
-        f" operator resumed them in {resume_s:.0f} s, 0 writes"
-    )

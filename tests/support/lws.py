@@ -44,6 +44,7 @@ from kubernetes.client.rest import ApiException
 from localcluster.controlplane import die_with_parent
 
 from .cluster import LocalCluster
+from .host_service import host_address, host_service
 from .ports import free_port
 from .wait import wait_for
 
@@ -82,21 +83,6 @@ def lws_dir() -> Path:
     if not (path / "bin" / "lws-controller").is_file():
         raise LwsError(f"hack/build-controllers.sh printed {path}, which has no bin/lws-controller")
     return path
-
-
-def host_address() -> str:
-    """This host's first global-scope IPv4 address (``ip -o -4 addr show scope global``)."""
-    out = subprocess.run(
-        ["ip", "-o", "-4", "addr", "show", "scope", "global"], capture_output=True, text=True, check=True
-    ).stdout
-    for line in out.splitlines():
-        fields = line.split()
-        if "inet" in fields:
-            return fields[fields.index("inet") + 1].split("/")[0]
-    raise LwsError(
-        "no global IPv4 address on this host: the API server reaches admission webhooks only at a "
-        "non-loopback EndpointSlice address"
-    )
 
 
 def kustomized_webhooks(webhook_dir: Path) -> list[dict[str, Any]]:
@@ -208,29 +194,7 @@ def running_lws(cluster: LocalCluster, timeout: float = 120.0) -> Iterator[Lws]:
                     "kind": "Secret",
                     "metadata": {"name": WEBHOOK_SECRET, "namespace": NAMESPACE},
                 },
-                {
-                    "apiVersion": "v1",
-                    "kind": "Service",
-                    "metadata": {"name": WEBHOOK_SERVICE, "namespace": NAMESPACE},
-                    # no selector: the manager is a process on this host, its endpoint is the slice below
-                    "spec": {"ports": [{"port": SERVICE_PORT, "protocol": "TCP", "targetPort": port}]},
-                },
-                {
-                    "apiVersion": "discovery.k8s.io/v1",
-                    "kind": "EndpointSlice",
-                    "metadata": {
-                        "name": f"{WEBHOOK_SERVICE}-host",
-                        "namespace": NAMESPACE,
-                        "labels": {
-                            "kubernetes.io/service-name": WEBHOOK_SERVICE,
-                            "endpointslice.kubernetes.io/managed-by": "tests.trtllm-operator.dev",
-                        },
-                    },
-                    "addressType": "IPv4",
-                    # ResolveEndpoint matches the slice port by the Service port's name ("" here)
-                    "ports": [{"name": "", "port": port, "protocol": "TCP"}],
-                    "endpoints": [{"addresses": [host], "conditions": {"ready": True}}],
-                },
+                *host_service(WEBHOOK_SERVICE, NAMESPACE, port=SERVICE_PORT, host=host, host_port=port),
                 *kustomized_webhooks(home / "config" / "webhook"),
             ],
         )

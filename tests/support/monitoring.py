@@ -46,7 +46,7 @@ from kubernetes.client.rest import ApiException
 from localcluster.controlplane import die_with_parent
 
 from .cluster import LocalCluster
-from .lws import host_address
+from .host_service import host_address, host_service
 from .ports import free_port
 from .wait import wait_for
 
@@ -309,28 +309,7 @@ def running_adapter(
         _apply(
             cluster,
             [
-                {
-                    "apiVersion": "v1",
-                    "kind": "Service",
-                    "metadata": {"name": ADAPTER_SERVICE, "namespace": namespace},
-                    # no selector: the adapter is a process on this host, its endpoint is the slice below
-                    "spec": {"ports": [{"port": 443, "protocol": "TCP", "targetPort": port}]},
-                },
-                {
-                    "apiVersion": "discovery.k8s.io/v1",
-                    "kind": "EndpointSlice",
-                    "metadata": {
-                        "name": f"{ADAPTER_SERVICE}-host",
-                        "namespace": namespace,
-                        "labels": {
-                            "kubernetes.io/service-name": ADAPTER_SERVICE,
-                            "endpointslice.kubernetes.io/managed-by": "tests.trtllm-operator.dev",
-                        },
-                    },
-                    "addressType": "IPv4",
-                    "ports": [{"name": "", "port": port, "protocol": "TCP"}],
-                    "endpoints": [{"addresses": [host], "conditions": {"ready": True}}],
-                },
+                *host_service(ADAPTER_SERVICE, namespace, port=443, host=host, host_port=port),
             ],
         )
         adapter = _start(

@@ -157,3 +157,21 @@ def test_manifest_digest_is_the_documented_hash_pinned_as_a_literal() -> None:
     assert manifest_digest(manifest) == expected
     assert manifest_digest({**manifest, "stageTimings": {"fetch": 99.0}}) == expected
     assert manifest_digest({**manifest, "sizeBytes": 1}) != expected
+
+
+def test_one_canonical_json_for_the_key_and_the_manifest_digest() -> None:
+    """The engine key and the manifest digest hash the same canonical JSON: one function, in the
+    standard-library-only module the serving pod runs (two copies could drift apart and make the
+    builder's digest differ from the one the pod checks)."""
+    import ast  # noqa: PLC0415
+
+    import engine_builder  # noqa: PLC0415
+
+    src = Path(engine_builder.__file__).parent
+    defined = [
+        str(path.relative_to(src))
+        for path in sorted(src.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef) and node.name == "canonical_json"
+    ]
+    assert defined == ["artifact_check.py"]

@@ -27,6 +27,7 @@ from trtllm_operator.decide.autoscaling import (
     Snapshot,
     decide,
     record_decision,
+    replicas_in_range,
 )
 
 NOW = 1_800_000_000.0
@@ -912,3 +913,20 @@ def test_a_hold_whose_counts_changed_replaces_the_recorded_one() -> None:
     assert log2 is not None and len(log2) == 2
     assert "1 of 1 replica(s) Ready" in log2[-1]["message"], log2[-1]
     assert record_decision(log2, after) is None
+
+
+@pytest.mark.parametrize(
+    ("current", "low", "high", "expected"),
+    [(5, 1, 2, 2), (1, 3, 4, 3), (3, 1, 4, 3), (0, 1, 4, 0), (4, 4, 4, 4)],
+)
+def test_replicas_in_range_is_the_clamp_decide_applies(
+    current: int, low: int, high: int, expected: int
+) -> None:
+    """The one clamp ``render`` shows and :func:`decide` applies before any metric (HPA's order:
+    0 pauses, then above max, then below min)."""
+    assert replicas_in_range(current, low, high) == expected
+    decision = decide(
+        Snapshot(current, ()), AutoscalerState(), fast(min_replicas=low, max_replicas=high), NOW
+    )
+    if expected != current:
+        assert decision.to_replicas == expected

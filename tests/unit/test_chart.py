@@ -657,12 +657,21 @@ def test_cluster_scoped_names_are_unique_per_release_namespace(
             assert proc.returncode == 0, proc.stderr
             objs = [d for d in yaml.safe_load_all(proc.stdout) if d]
             cluster_scoped = [o for o in objs if o["kind"] not in namespaced]
-            assert {o["kind"] for o in cluster_scoped} == {"ClusterRole", "ClusterRoleBinding"}, values
+            assert {o["kind"] for o in cluster_scoped} == {
+                "ClusterRole",
+                "ClusterRoleBinding",
+                "ValidatingAdmissionPolicy",  # engineInUseWarning
+                "ValidatingAdmissionPolicyBinding",
+            }, values
             assert all("namespace" not in o["metadata"] for o in cluster_scoped)
             names.append({f"{o['kind']}/{o['metadata']['name']}" for o in cluster_scoped})
             for crb in only(cluster_scoped, "ClusterRoleBinding"):  # bound to this release's role
                 assert crb["roleRef"]["name"] in {
                     o["metadata"]["name"] for o in only(cluster_scoped, "ClusterRole")
+                }
+            for binding in only(cluster_scoped, "ValidatingAdmissionPolicyBinding"):  # this release's
+                assert binding["spec"]["policyName"] in {
+                    o["metadata"]["name"] for o in only(cluster_scoped, "ValidatingAdmissionPolicy")
                 }
         assert names[0] and not names[0] & names[1], (values, names)
 
@@ -902,3 +911,29 @@ def test_builder_delivery_off_needs_a_builder_image(helm_bin: Path, helm_env: di
         helm_bin, helm_env, "--set", "builder.delivery=false", "--set", "builder.image=r.example/eb:1"
     )
     assert ok.returncode == 0, ok.stderr
+
+
+def test_engine_in_use_warning_warns_only_in_the_watched_namespaces(
+    helm_bin: Path, helm_env: dict[str, str]
+) -> None:
+    """The policy of tests/integration/test_engine_in_use_warning.py: Warn, never Deny; bound to the
+    namespaces the release watches (every namespace when cluster-wide); off with the value."""
+    base = ["template", "rel", str(CHART), "--namespace", "trtllm-system", "--kube-version", K8S_VERSION]
+
+    def binding(*values: str) -> list[dict[str, Any]]:
+        proc = run_helm(helm_bin, helm_env, *base, *values)
+        assert proc.returncode == 0, proc.stderr
+        return only([d for d in yaml.safe_load_all(proc.stdout) if d], "ValidatingAdmissionPolicyBinding")
+
+    (default,) = binding()
+    assert default["spec"]["validationActions"] == ["Warn"]
+    (term,) = default["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
+    assert term == {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["trtllm-system"]}
+    (teams,) = binding("--set", "watchNamespaces={team-a,team-b}")
+    assert teams["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"][0]["values"] == [
+        "team-a",
+        "team-b",
+    ]
+    (everywhere,) = binding("--set", "clusterWide=true")
+    assert "matchResources" not in everywhere["spec"]
+    assert binding("--set", "engineInUseWarning=false") == []

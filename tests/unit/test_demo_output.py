@@ -82,3 +82,12 @@ def test_make_demo_builds_only_the_control_plane() -> None:
     assert "hack/build-controllers.sh" not in demo
     testbin = _make_dry_run("testbin")
     assert "hack/build-testbin.sh" in testbin and "hack/build-controllers.sh" in testbin
+
+
+def test_make_cluster_up_builds_only_the_control_plane() -> None:
+    """Fresh-user trial: ``make cluster-up`` built the LeaderWorkerSet controller and the Prometheus
+    stack, which ``hack/local-cluster up`` never starts (hack/localcluster runs etcd, the Kubernetes
+    control plane and kwok; the tests start the add-ons themselves)."""
+    up = _make_dry_run("cluster-up")
+    assert "hack/build-testbin.sh" in up and "hack/local-cluster up" in up
+    assert "hack/build-controllers.sh" not in up

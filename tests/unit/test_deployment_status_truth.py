@@ -120,6 +120,8 @@ def test_engine_deleted_while_serving_names_the_served_key() -> None:
     assert state(s, "Degraded") == ("True", "EngineNotFound")
     msg = conds(s)["Ready"]["message"]
     assert "still serving engine key oooooooooooooooo" in msg and "spec.engineRef.name" in msg
+    # What to do, and that nothing of the user's was deleted (fresh-user trial, last session).
+    assert "apply the LLMEngine again" in msg and "never removes" in msg
     # No Streaming condition from before: the spec's (the pods were rendered from it), determinate.
     assert state(s, "Streaming") == ("False", "NotDecoupled")
     assert ("Warning", "EngineNotFound") in [(e.type, e.reason) for e in s.events]
@@ -339,3 +341,23 @@ def test_streaming_condition_from_the_observation_uses_api_and_backend() -> None
     waiting = deployment_status(obs(api="triton", decoupled=False, engine_state="not_ready"))
     msg = conds(waiting)["Streaming"]["message"]
     assert msg.startswith("no model is served yet") and "OpenAI" not in msg and "generate_stream" in msg
+
+
+def test_a_refused_change_says_the_pods_keep_serving() -> None:
+    """Fresh-user trial: spec.server.image edited to another image on a serving deployment gave phase
+    Failed, Ready=False "nothing was rolled out" while its pod still served; the message now says so."""
+    from trtllm_operator.decide.compatibility import Incompatibility  # noqa: PLC0415
+
+    wrong = Incompatibility("spec.server.image", "nvcr.io/nvidia/tritonserver:25.01", "nvcr.io/x:26.03")
+    serving = obs(previous_engine_key=OLD, pods=1, ready_pods=1, incompatibilities=[wrong])
+    msg = conds(deployment_status(serving))["Ready"]["message"]
+    assert msg.endswith(
+        "the 1 Ready replica(s) keep serving engine key oooooooooooooooo as rendered before this change"
+    )
+    blocked = obs(previous_engine_key=OLD, pods=1, ready_pods=1, blocked=("KVCacheTooSmall", "too small"))
+    assert (
+        "too small; the 1 Ready replica(s) keep serving"
+        in conds(deployment_status(blocked))["Ready"]["message"]
+    )
+    nothing = conds(deployment_status(obs(incompatibilities=[wrong])))["Ready"]["message"]
+    assert "keep serving" not in nothing

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 from typing import Any
 
@@ -397,3 +398,70 @@ def test_every_invalid_object_is_reported_in_one_run(
     assert f"error: LLMDeployment {name}: spec.server.bogus: unknown field" in captured.err
     assert "error: LLMDeployment second: spec.replicas" in captured.err
     assert f"error: LLMEngine {engine_name}: spec.parallelism.tensr: unknown field" in captured.err
+
+
+def _workload_replicas(out: str) -> int:
+    (workload,) = [d for d in yaml.safe_load_all(out) if d and d["kind"] == "Deployment"]
+    return int(workload["spec"]["replicas"])
+
+
+@pytest.mark.parametrize(
+    ("replicas", "autoscaling", "rendered", "note"),
+    [
+        # The fresh-user trial: replicas 5, maxReplicas 2 rendered "replicas: 5"; the operator then
+        # scaled the deployment to 2 at its autoscaler's first tick.
+        (5, {"enabled": True, "mode": "builtin", "maxReplicas": 2}, 2, "sets it to maxReplicas 2"),
+        (1, {"enabled": True, "mode": "hpa", "minReplicas": 3, "maxReplicas": 4}, 3, "to minReplicas 3"),
+        (5, {"enabled": False, "maxReplicas": 2}, 5, None),  # nothing scales it
+        (0, {"enabled": True, "minReplicas": 1, "maxReplicas": 2}, 0, None),  # 0: paused, as HPA
+        (2, {"enabled": True, "maxReplicas": 2}, 2, None),
+    ],
+)
+def test_render_shows_the_replicas_the_autoscaler_sets(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    replicas: int,
+    autoscaling: dict[str, Any],
+    rendered: int,
+    note: str | None,
+) -> None:
+    dep, engine = _example_pair()
+    dep["spec"]["replicas"] = replicas
+    dep["spec"]["autoscaling"] = {
+        **autoscaling,
+        "targets": {"activeRequestUtilization": 0.5},
+        **(
+            {
+                "metrics": {
+                    "source": "prometheus",
+                    "prometheusURL": "http://prometheus-operated.monitoring:9090",
+                }
+            }
+            if autoscaling.get("mode") == "hpa"
+            else {}
+        ),
+    }
+    (tmp_path / "all.yaml").write_text(yaml.safe_dump_all([engine, dep]))
+    assert main(["render", "-f", str(tmp_path / "all.yaml")]) == 0, capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert _workload_replicas(captured.out) == rendered
+    if note is None:
+        assert "spec.replicas" not in captured.err
+    else:
+        assert f"spec.replicas {replicas} is outside spec.autoscaling" in captured.err
+        assert note in captured.err
+
+
+def test_a_directory_is_read_as_kubectl_apply_reads_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial: ``render -f manifests/`` (as ``kubectl apply -f manifests/``) failed with
+    "Is a directory". Its .yaml/.yml/.json files are read, sorted, not recursively; others ignored."""
+    dep, engine = _example_pair()
+    (tmp_path / "b-deployment.yml").write_text(yaml.safe_dump(dep))
+    (tmp_path / "a-engine.json").write_text(json.dumps(engine))
+    (tmp_path / "README.md").write_text("not: [yaml")
+    (tmp_path / "nested").mkdir()
+    (tmp_path / "nested" / "x.yaml").write_text("not: [yaml")
+    assert main(["render", "-f", str(tmp_path)]) == 0, capsys.readouterr().err
+    assert "kind: Deployment" in capsys.readouterr().out

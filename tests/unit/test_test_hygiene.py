@@ -7,6 +7,11 @@
   *expected value*, e.g. the 8002 of a rendered container port, is fine); no port is chosen at import
   time.
 - One API wrapper: a class named ``*Api`` in tests/ is tests/support/api.py's ``Api`` or a subclass of it.
+- A pre-bound artifact PV (cluster scoped, so a test namespace's deletion leaves it) is made only through
+  ``Api.artifact_pvc()``, which deletes it: no test calls ``prebound_artifact_pvc`` itself (a fresh-user
+  trial found test_faults.py's scale test leaving its PV behind).
+- One helper publishes a process on this host as a Service (tests/support/host_service.py): no other
+  module writes an ``EndpointSlice`` manifest (tests/support/lws.py and monitoring.py had a copy each).
 - No assert on what a wait returned unless compared with a value: ``wait_for`` returns something truthy
   or raises, so ``assert wait_for(...)`` can never fail.
 
@@ -182,6 +187,34 @@ def own_api_wrappers(tree: ast.Module) -> list[str]:
     return found
 
 
+def leaked_persistent_volumes(tree: ast.Module) -> list[str]:
+    """Calls of ``prebound_artifact_pvc``: its PV outlives the namespace unless deleted."""
+    return [
+        f"line {node.lineno}: {ast.unparse(node)}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and _name(node.func) == "prebound_artifact_pvc"
+    ]
+
+
+HOST_SERVICE = TESTS / "support" / "host_service.py"
+
+
+def own_endpoint_slices(tree: ast.Module) -> list[str]:
+    """Dict literals with ``"kind": "EndpointSlice"``: a Service endpoint written by hand."""
+    return [
+        f"line {node.lineno}: an EndpointSlice manifest"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Dict)
+        and any(
+            isinstance(k, ast.Constant)
+            and k.value == "kind"
+            and isinstance(v, ast.Constant)
+            and v.value == "EndpointSlice"
+            for k, v in zip(node.keys, node.values, strict=True)
+        )
+    ]
+
+
 def _violations(check: Check, skip: Path | None = None) -> dict[str, list[str]]:
     out = {}
     for path in sources():
@@ -215,6 +248,18 @@ def test_no_assert_on_a_wait_that_is_always_truthy() -> None:
     )
 
 
+def test_artifact_pvs_are_made_only_by_the_helper_that_deletes_them() -> None:
+    assert _violations(leaked_persistent_volumes, skip=API_WRAPPER) == {}, (
+        "use `with api.artifact_pvc():` (tests/support/api.py), which deletes the PV"
+    )
+
+
+def test_one_helper_publishes_a_host_process_as_a_service() -> None:
+    assert _violations(own_endpoint_slices, skip=HOST_SERVICE) == {}, (
+        "use support.host_service.host_service(name, namespace, port=…, host=…, host_port=…)"
+    )
+
+
 def test_one_api_wrapper() -> None:
     assert _violations(own_api_wrappers, skip=API_WRAPPER) == {}, (
         "use tests/support/api.py's Api (a module adds its own methods in a subclass)"
@@ -239,6 +284,8 @@ def test_one_api_wrapper() -> None:
         (fixed_port_binds, "monkeypatch.setattr(autoscaler, 'METRICS_PORT', 8002)\n"),
         (import_time_ports, "PORT = free_port()\n"),
         (own_api_wrappers, "class EngineApi:\n    pass\n"),
+        (own_endpoint_slices, "docs = [{'apiVersion': 'discovery.k8s.io/v1', 'kind': 'EndpointSlice'}]\n"),
+        (leaked_persistent_volumes, "def t(api):\n    prebound_artifact_pvc(api.core, api.ns)\n"),
         (tautological_waits, "def t():\n    assert wait_for(lambda: x() == 2, timeout=10)\n"),
         (tautological_waits, "def t():\n    cond = wait_for(ready)\n    assert cond\n"),
         (tautological_waits, "def t():\n    e = api.wait_phase('e', 'Ready')\n    assert e is not None\n"),

@@ -61,7 +61,11 @@ class TamperedError(Exception):
 
 
 def canonical_json(data: Any) -> str:
-    """JSON with sorted keys, no whitespace, UTF-8 kept: identical input → identical bytes."""
+    """JSON with sorted keys, no whitespace, UTF-8 kept: identical input → identical bytes.
+
+    The one copy: the engine key (:func:`engine_builder.spec.engine_key`), the builder's stage
+    fingerprints and the manifest digest all hash it. It lives here because this module runs alone
+    in the serving pod (standard library only); :mod:`engine_builder.spec` imports it."""
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 

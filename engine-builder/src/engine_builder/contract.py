@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from engine_builder.artifact_check import EXIT_TAMPERED, TAMPERED, manifest_digest
+from engine_builder.artifact_check import EXIT_TAMPERED, TAMPERED, canonical_json, manifest_digest
 from engine_builder.release import same_release, version_tuple
 from engine_builder.report import (
     DETERMINISTIC_REASONS,
@@ -53,7 +53,6 @@ from engine_builder.spec import (
     Quantization,
     SpeculativeDecoding,
     Target,
-    canonical_json,
     engine_key,
     lookahead_max_draft_len,
 )

@@ -51,6 +51,7 @@ import yaml
 from pydantic import ValidationError
 
 from engine_builder import tinymodel
+from engine_builder.artifact_check import canonical_json
 from engine_builder.contract import STAGE_HELP, STAGES, runtime_versions, verify_manifest
 from engine_builder.convert import convert, copy_tokenizer
 from engine_builder.fetch import fetch
@@ -68,7 +69,7 @@ from engine_builder.progress import Progress
 from engine_builder.quantize import STATE_FILE, needs_quantization, quantize
 from engine_builder.redaction import redact
 from engine_builder.report import BuildError, build_report, calibration_report, write_termination_log
-from engine_builder.spec import BuildSpec, canonical_json
+from engine_builder.spec import BuildSpec
 from engine_builder.trtllm_build import run_build, trtllm_build_command
 
 PVC_ROOT_ENV = "ENGINE_BUILDER_PVC_ROOT"

@@ -17,11 +17,11 @@ camelCase and is mapped by the operator.
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from engine_builder.artifact_check import canonical_json
 from engine_builder.planner.formats import (
     AWQ_MAX_SAMPLES,
     BUNDLED_CALIBRATION_DATASET,
@@ -301,11 +301,6 @@ class BuildSpec(_Model):
                 ),
             }
         )
-
-
-def canonical_json(data: Any) -> str:
-    """JSON with sorted keys, no whitespace, UTF-8 kept: identical input → identical bytes."""
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def engine_key(key_inputs: dict[str, Any]) -> str:

@@ -124,6 +124,14 @@ _ENGINE_REASONS: tuple[EventReason, ...] = (
         "the capacity plan does not fit the GPUs (before any build)",
     ),
     EventReason(
+        "KVCacheTooSmall",
+        DEPLOYMENT,
+        "Warning",
+        "deployment",
+        "spec.server.kvCacheFreeGpuMemFraction leaves a KV cache smaller than one sequence of the "
+        "engine's maxSeqLen (message: the tokens, and the smallest fraction that holds one)",
+    ),
+    EventReason(
         R_CHILD_CONFLICT,
         ENGINE,
         "Warning",

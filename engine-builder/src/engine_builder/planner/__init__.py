@@ -24,12 +24,16 @@ from engine_builder.planner.formats import (
     quantized_bytes_per_param,
 )
 from engine_builder.planner.plan import (
+    DEFAULT_KV_CACHE_FREE_GPU_MEM_FRACTION,
+    DEFAULT_TOKENS_PER_BLOCK,
     DraftLoad,
     Plan,
     PlanRequest,
     activation_bytes_per_gpu,
     draft_kv_tokens,
     kv_bytes_per_token_per_gpu,
+    kv_pool_tokens,
+    one_sequence_kv_tokens,
     plan,
     plan_from_build_spec,
     runtime_reserve_bytes_per_gpu,
@@ -40,6 +44,8 @@ from engine_builder.planner.weights import WeightsCheck, cross_check_safetensors
 
 __all__ = [
     "DEFAULT_CATALOG",
+    "DEFAULT_KV_CACHE_FREE_GPU_MEM_FRACTION",
+    "DEFAULT_TOKENS_PER_BLOCK",
     "KV_CACHE_DTYPES",
     "MLA",
     "QUANT_FORMATS",
@@ -61,9 +67,11 @@ __all__ = [
     "draft_kv_tokens",
     "kv_bytes_per_token_per_gpu",
     "kv_dtype_bytes",
+    "kv_pool_tokens",
     "load_catalog_extension",
     "load_hf_config",
     "lookup",
+    "one_sequence_kv_tokens",
     "plan",
     "plan_from_build_spec",
     "quantized_bytes_per_param",

@@ -140,6 +140,14 @@ def rotary_factor(arch: Architecture) -> float:
 MAX_ROPE_FACTOR = 1024.0
 
 
+#: ``kv_cache_free_gpu_mem_fraction`` when none is given: TensorRT-LLM's and Triton's default
+#: (reference §7.2: "KV cache will by default allocate 90% of the remaining free GPU memory").
+DEFAULT_KV_CACHE_FREE_GPU_MEM_FRACTION = 0.9
+
+#: KV block size the planner assumes (``--tokens_per_block``; reference §7.2, TensorRT-LLM's default 32).
+DEFAULT_TOKENS_PER_BLOCK = 32
+
+
 @dataclass(frozen=True)
 class PlanRequest:
     """What the user asks for. API paths are given for each field (used in errors).
@@ -166,12 +174,12 @@ class PlanRequest:
     max_seq_len: int | None = None
     max_batch_size: int | None = None
     max_num_tokens: int | None = None
-    kv_cache_free_gpu_mem_fraction: float = 0.9
+    kv_cache_free_gpu_mem_fraction: float = DEFAULT_KV_CACHE_FREE_GPU_MEM_FRACTION
     typical_request_tokens: int | None = None
     multi_node: bool = False
     gpus_per_node: int = 8
     awq_block_size: int = DEFAULT_AWQ_BLOCK_SIZE
-    tokens_per_block: int = 32
+    tokens_per_block: int = DEFAULT_TOKENS_PER_BLOCK
     max_beam_width: int = 1
     max_input_len: int | None = None
     backend: str = "tensorrt"
@@ -432,6 +440,27 @@ def runtime_reserve_bytes_per_gpu(arch: Architecture, request: PlanRequest, max_
 
 def _round_blocks(tokens: int, block: int) -> int:
     return ceil_div(tokens, block) * block
+
+
+def kv_pool_tokens(
+    free_bytes_per_gpu: int, fraction: float, kv_bytes_per_token_per_gpu: int, tokens_per_block: int
+) -> int:
+    """Tokens the paged KV pool holds per GPU: ``fraction`` (``kv_cache_free_gpu_mem_fraction``) of
+    the free bytes, divided by the KV bytes of one token, in whole blocks of ``tokens_per_block``
+    (reference §7.2: "90% of the remaining free GPU memory"; ``num_blocks = tokens /
+    tokens_per_block``). 0 when nothing is free. The one home of this formula: the plan, and the
+    LLMDeployment's check of its own ``spec.server.kvCacheFreeGpuMemFraction`` against the engine."""
+    pool = int(free_bytes_per_gpu * fraction) if free_bytes_per_gpu > 0 else 0
+    return (pool // kv_bytes_per_token_per_gpu) // tokens_per_block * tokens_per_block
+
+
+def one_sequence_kv_tokens(max_seq_len: int, tokens_per_block: int, max_beam_width: int = 1) -> int:
+    """KV tokens TensorRT-LLM needs to run one sequence of ``max_seq_len`` to completion:
+    ``beam_width × tokensPerBlock × maxBlocksPerSeq`` (reference §7.2: "maxTokensInPagedKvCache (1664)
+    must be large enough to process at least 1 sequence to completion (i.e. must be larger than
+    beam_width (1) * tokensPerBlock (128) * maxBlocksPerSeq (20))", triton-inference-server/
+    tensorrtllm_backend#168). A smaller pool is refused at start."""
+    return max_beam_width * _round_blocks(max_seq_len, tokens_per_block)
 
 
 def model_context(arch: Architecture) -> int:
@@ -706,8 +735,7 @@ def _compute_at(
         load = draft_for(batch)
         free = gpu.memory_bytes - weights - activation - reserve - (load.total_bytes_per_gpu if load else 0)
         pool = int(free * fraction) if free > 0 else 0
-        tokens = (pool // kv_per_token) // block * block
-        return reserve, free, pool, tokens
+        return reserve, free, pool, kv_pool_tokens(free, fraction, kv_per_token, block)
 
     def concurrency(batch: int) -> int:
         return kv_for(batch)[3] // _round_blocks(typical, block)
@@ -756,13 +784,19 @@ def _compute_at(
                 kind="capacity",
             )
         )
-    elif max_kv_tokens < _round_blocks(max_seq_len, block):
+    elif max_kv_tokens < one_sequence_kv_tokens(max_seq_len, block, request.max_beam_width):
+        beams = f" × beam width {request.max_beam_width}" if request.max_beam_width > 1 else ""
+        low_fraction = (
+            f"raise kvCacheFreeGpuMemFraction (now {fraction:g}; the default is 0.9), "
+            if fraction < DEFAULT_KV_CACHE_FREE_GPU_MEM_FRACTION
+            else ""
+        )
         reasons.append(
             PlanIssue(
                 "spec.build.maxSeqLen",
                 f"the KV cache holds {max_kv_tokens} tokens per GPU, less than one sequence of maxSeqLen "
-                f"{max_seq_len}; TensorRT-LLM refuses to start.",
-                f"lower maxSeqLen to at most {max_kv_tokens}, "
+                f"{max_seq_len}{beams}; TensorRT-LLM refuses to start.",
+                f"{low_fraction}lower maxSeqLen to at most {max_kv_tokens // request.max_beam_width}, "
                 f"{kv_fix}or raise tensor parallelism (see recommended).",
                 kind="capacity",
             )
@@ -782,6 +816,26 @@ def _compute_at(
             )
         )
     model_limit = model_context(arch)
+    floor = min(model_limit, DEFAULT_TYPICAL_REQUEST_TOKENS)
+    if fits and source == "derived" and max_seq_len < floor:
+        # The derivation settled on a length shorter than any request it is meant for: the pool is
+        # the problem, not maxSeqLen (a fresh-user trial's kvCacheFreeGpuMemFraction 0.0001).
+        low_fraction = (
+            f"raise kvCacheFreeGpuMemFraction (now {fraction:g}; the default is "
+            f"{DEFAULT_KV_CACHE_FREE_GPU_MEM_FRACTION:g}), "
+            if fraction < DEFAULT_KV_CACHE_FREE_GPU_MEM_FRACTION
+            else ""
+        )
+        warnings.append(
+            PlanIssue(
+                "spec.build.maxSeqLen",
+                f"maxSeqLen was derived as {max_seq_len} tokens, below {floor}: the KV cache holds only "
+                f"{max_kv_tokens} tokens per GPU (kvCacheFreeGpuMemFraction {fraction:g}); longer "
+                "requests are refused.",
+                f"{low_fraction}{kv_fix}raise tensor parallelism, or set maxSeqLen to see what it needs.",
+                kind="capacity",
+            )
+        )
     if max_seq_len > model_limit:
         warnings.append(
             PlanIssue(
@@ -907,7 +961,7 @@ def plan_from_build_spec(
     spec: BuildSpec,
     hf_config: Mapping[str, Any],
     catalog: Mapping[str, GPUSpec] | None = None,
-    kv_cache_free_gpu_mem_fraction: float = 0.9,
+    kv_cache_free_gpu_mem_fraction: float = DEFAULT_KV_CACHE_FREE_GPU_MEM_FRACTION,
     *,
     budget_seconds: float | None = None,
     gpus_per_node: int | None = None,

@@ -159,7 +159,8 @@ class ServerSpec(ApiModel):
         gt=0,
         le=1,
         description="Fraction of GPU memory left free after loading the engine that the KV cache "
-        "takes (kv_cache_free_gpu_mem_fraction), in (0, 1].",
+        "takes (kv_cache_free_gpu_mem_fraction), in (0, 1]. A fraction whose KV cache cannot hold one "
+        "sequence of the engine's maxSeqLen is refused (condition reason KVCacheTooSmall).",
     )
     enable_kv_cache_reuse: bool = Field(
         default=True,

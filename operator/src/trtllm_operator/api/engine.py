@@ -1199,6 +1199,13 @@ class PlanStatus(ApiModel):
         ge=0,
         description="Activation workspace bytes per GPU (from maxNumTokens).",
     )
+    free_bytes_per_gpu: int | None = Field(
+        default=None,
+        alias="freeBytesPerGPU",
+        description="GPU bytes left per GPU after weights, activations and runtime buffers; the KV "
+        "pool is kvCacheFreeGpuMemFraction of it (a deployment's fraction is checked against it). "
+        "Negative when they do not fit.",
+    )
     kv_bytes_per_token_per_gpu: int | None = Field(
         default=None, alias="kvBytesPerTokenPerGPU", ge=0, description="KV-cache bytes per token per GPU."
     )

@@ -219,6 +219,7 @@ def _table(data: dict[str, Any]) -> str:
     for i, item in enumerate(data["reasons"]):
         rows.append((f"reasons[{i}]", f"{item['field']}: {item['message']} Fix: {item['fix']}"))
     for i, item in enumerate(data["warnings"]):
-        rows.append((f"warnings[{i}]", f"{item['field']}: {item['message']}"))
+        fix = f" Fix: {item['fix']}" if item.get("fix") else ""
+        rows.append((f"warnings[{i}]", f"{item['field']}: {item['message']}{fix}"))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)

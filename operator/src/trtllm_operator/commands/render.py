@@ -20,7 +20,8 @@ Before rendering, both manifests are checked as the API server would check them
 ``fieldValidation`` get them dropped with a warning), and the CEL rules cel-python can evaluate
 (for example ``minReplicas`` ≤ ``maxReplicas``). A manifest ``kubectl apply`` would reject is bad input;
 every object of the input is checked first and each invalid one's errors are printed. ``-f -`` (or
-``--engine -``) reads the manifests from standard input, as ``kubectl apply -f -`` does.
+``--engine -``) reads the manifests from standard input, as ``kubectl apply -f -`` does; a directory,
+its ``.yaml``/``.yml``/``.json`` files, as ``kubectl apply -f DIR`` does (not recursively).
 
 What the output leaves out, said in YAML comments at the head of each LLMDeployment's manifests (so
 a review of the output sees it): the Secret ``<name>-credentials`` (Triton's admin key, the multi-node
@@ -45,14 +46,18 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from trtllm_operator.api.wire import DEPLOYMENT_KIND, ENGINE_KIND
 from trtllm_operator.commands import EXIT_BAD_INPUT, EXIT_OK, plain
 from trtllm_operator.settings import ENV_PREFIX, SettingsError
+
+if TYPE_CHECKING:
+    from trtllm_operator.decide.serving import ServingPlan
 
 EXIT_NOT_RENDERABLE = 1
 
@@ -64,7 +69,11 @@ def register(subparsers: Any) -> None:
         description=plain(__doc__.split("\n\n", 1)[0]) if __doc__ else None,
     )
     parser.add_argument(
-        "-f", "--filename", required=True, help="YAML with the LLMDeployment (may hold more); - reads stdin"
+        "-f",
+        "--filename",
+        required=True,
+        help="YAML with the LLMDeployment (may hold more), or a directory of .yaml/.yml/.json files as "
+        "kubectl apply -f DIR reads them; - reads stdin",
     )
     parser.add_argument("--engine", help="YAML with the LLMEngine (default: look in -f); - reads stdin")
     parser.add_argument("-n", "--namespace", default="default", help="namespace when the manifests set none")
@@ -105,9 +114,21 @@ _Dumper.add_representer(str, _str)
 STDIN = "-"
 
 
+#: Files of a directory given to ``-f``/``--engine`` that are read, as ``kubectl apply -f DIR`` reads
+#: them (kubernetes/cli-runtime ``pkg/resource/builder.go`` ``FileExtensions``; not recursive, as
+#: kubectl without ``-R``).
+FILE_EXTENSIONS = (".json", ".yaml", ".yml")
+
+
 def _docs(path: str) -> list[dict[str, Any]]:
-    text = sys.stdin.read() if path == STDIN else Path(path).read_text()
-    return [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
+    if path == STDIN:
+        texts = [sys.stdin.read()]
+    elif Path(path).is_dir():
+        files = sorted(p for p in Path(path).iterdir() if p.is_file() and p.suffix in FILE_EXTENSIONS)
+        texts = [p.read_text() for p in files]
+    else:
+        texts = [Path(path).read_text()]
+    return [d for text in texts for d in yaml.safe_load_all(text) if isinstance(d, dict)]
 
 
 def _name(doc: dict[str, Any]) -> str:
@@ -138,6 +159,30 @@ def _leftouts(name: str, namespace: str, uid: str, network: Any, namespace_sourc
     return "".join(f"# {line}\n" for line in lines)
 
 
+def _autoscaled(name: str, dep: dict[str, Any], plan: ServingPlan) -> ServingPlan:
+    """The plan with ``replicas`` as the autoscaler sets it before reading any metric
+    (:func:`~trtllm_operator.decide.autoscaling.autoscaled_replicas`: ``spec.replicas`` brought into
+    ``[minReplicas, maxReplicas]``), with a note on stderr when that differs from ``spec.replicas``:
+    the output shows the count the workload is scaled to, not one the autoscaler undoes at once."""
+    from trtllm_operator.api.deployment import LLMDeploymentSpec  # noqa: PLC0415
+    from trtllm_operator.decide.autoscaling import autoscaled_replicas  # noqa: PLC0415
+
+    auto = LLMDeploymentSpec.model_validate(dep.get("spec") or {}).autoscaling
+    written = plan.params.replicas
+    bounded = autoscaled_replicas(written, auto)
+    if bounded == written:
+        return plan
+    bound = "maxReplicas" if bounded < written else "minReplicas"
+    print(
+        f"note: LLMDeployment {name}: spec.replicas {written} is outside spec.autoscaling [minReplicas "
+        f"{auto.min_replicas}, maxReplicas {auto.max_replicas}]: the autoscaler (mode {auto.mode}) sets "
+        f"it to {bound} {bounded} at its first evaluation, before reading any metric; rendered with "
+        f"replicas: {bounded} (write spec.replicas: {bounded} to keep git and the cluster in step)",
+        file=sys.stderr,
+    )
+    return replace(plan, params=replace(plan.params, replicas=bounded))
+
+
 def _bad(message: str) -> int:
     print(f"error: {message}", file=sys.stderr)
     return EXIT_BAD_INPUT
@@ -146,7 +191,7 @@ def _bad(message: str) -> int:
 def run(args: argparse.Namespace) -> int:
     # Heavier imports (planner, pydantic models, templates) only when the command runs.
     from trtllm_operator.commands._schema import manifest_errors, namespace_error  # noqa: PLC0415
-    from trtllm_operator.decide.engine_spec import InvalidEngine, prepare_engine  # noqa: PLC0415
+    from trtllm_operator.decide.engine_spec import InvalidEngine, plan_status, prepare_engine  # noqa: PLC0415
     from trtllm_operator.decide.serving import ServingRefusal, plan_serving  # noqa: PLC0415
     from trtllm_operator.render.children import render_plan  # noqa: PLC0415
     from trtllm_operator.render.network_policy import serving_network  # noqa: PLC0415
@@ -242,6 +287,8 @@ def run(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
             status["engineKey"] = prepared.key
+            if prepared.plan is not None:  # as the LLMEngine controller writes it (--model-config)
+                status.setdefault("plan", plan_status(prepared.plan))
             status.setdefault("artifact", {"uri": prepared.storage.artifact_uri(prepared.key)})
         plan = plan_serving(dep, engine, gpus_per_node=args.gpus_per_node, lws_installed=args.lws)
         name = dep["metadata"]["name"]
@@ -254,6 +301,7 @@ def run(args: argparse.Namespace) -> int:
                     hint = " (to render it here as on a cluster with LeaderWorkerSet installed, pass --lws)"
                 print(f"{name}: {plan.blocked[0]}: {plan.blocked[1]}{hint}", file=sys.stderr)
             return EXIT_NOT_RENDERABLE
+        plan = _autoscaled(name, dep, plan)
         manifests = render_plan(plan, network).manifests()
         uid = dep["metadata"]["uid"]
         if not uid:

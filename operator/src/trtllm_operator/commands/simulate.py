@@ -220,6 +220,8 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     except (ValueError, OSError) as exc:
         return _fail(str(exc))
+    for warning in setup.plan.warnings:  # e.g. a KV cache so small that maxSeqLen shrank (plan's own)
+        print(f"trtllm-operator simulate: warning: {warning}", file=sys.stderr)
     if args.reserve_output_tokens:
         spec = dataclasses.replace(setup.spec, reserve_output_tokens=args.reserve_output_tokens)
         setup = dataclasses.replace(setup, spec=spec)

@@ -779,24 +779,19 @@ def decide(snapshot: Snapshot, state: AutoscalerState, policy: Policy, now: floa
             limited=None,
             new_recs=recs,
         )
-    if current > policy.max_replicas:
-        msg = f"current replicas {current} above maxReplicas {policy.max_replicas}"
-        return done(
-            policy.max_replicas,
-            Reason.TOO_MANY_REPLICAS,
-            msg,
-            recommendation=policy.max_replicas,
-            desired_by_signal={},
-            limited=None,
-            new_recs=recs,
+    bounded = replicas_in_range(current, policy.min_replicas, policy.max_replicas)
+    if bounded != current:
+        above = bounded < current
+        msg = (
+            f"current replicas {current} above maxReplicas {policy.max_replicas}"
+            if above
+            else f"current replicas {current} below minReplicas {policy.min_replicas}"
         )
-    if current < policy.min_replicas:
-        msg = f"current replicas {current} below minReplicas {policy.min_replicas}"
         return done(
-            policy.min_replicas,
-            Reason.TOO_FEW_REPLICAS,
+            bounded,
+            Reason.TOO_MANY_REPLICAS if above else Reason.TOO_FEW_REPLICAS,
             msg,
-            recommendation=policy.min_replicas,
+            recommendation=bounded,
             desired_by_signal={},
             limited=None,
             new_recs=recs,
@@ -1030,6 +1025,32 @@ def refuse_scale_to_zero(spec: api.AutoscalingSpec) -> None:
     ScaledObject ever takes a deployment to zero replicas it cannot leave."""
     if spec.min_replicas < 1:
         raise ValueError(f"spec.autoscaling.minReplicas: {api.SCALE_TO_ZERO_REFUSAL}")
+
+
+def replicas_in_range(current: int, min_replicas: int, max_replicas: int) -> int:
+    """``spec.replicas`` as an autoscaler sets it before it looks at any metric: above
+    ``max_replicas`` → ``max_replicas``, below ``min_replicas`` → ``min_replicas``, 0 stays 0
+    (autoscaling paused). Counts of replicas in, a count out.
+
+    The one home of this clamp: :func:`decide` applies it at the built-in autoscaler's first tick,
+    and ``trtllm-operator render`` shows its result. It is also the HorizontalPodAutoscaler's (modes
+    hpa, keda): kubernetes/kubernetes ``pkg/controller/podautoscaler/horizontal.go``
+    ``reconcileAutoscaler`` (v1.34) — ``scale.Spec.Replicas == 0 && minReplicas != 0``: scaling
+    disabled; ``currentReplicas > MaxReplicas``: "Current number of replicas above
+    Spec.MaxReplicas"; ``currentReplicas < minReplicas``: "… below Spec.MinReplicas".
+    """
+    if current == 0:
+        return 0
+    return max(min_replicas, min(current, max_replicas))
+
+
+def autoscaled_replicas(replicas: int, spec: api.AutoscalingSpec) -> int:
+    """What an autoscaler sets an LLMDeployment's ``spec.replicas`` (``replicas``) to before it
+    reads any metric, in every mode (:func:`replicas_in_range`); ``replicas`` itself when autoscaling
+    is off or has no ``maxReplicas`` (then nothing scales it)."""
+    if not spec.enabled or spec.max_replicas is None:
+        return replicas
+    return replicas_in_range(replicas, spec.min_replicas, spec.max_replicas)
 
 
 def refuse_retired_targets(spec: api.AutoscalingSpec) -> None:

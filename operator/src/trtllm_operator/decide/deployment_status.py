@@ -383,8 +383,16 @@ def deployment_status(obs: Observation) -> DeploymentDecision:
             _cond(DEGRADED, obs.previous_engine_key is not None, reason, msg, gen),
         )
 
+    # A refused change leaves the children as they were: pods rendered before it keep serving, and
+    # the message says so (a fresh-user trial read Ready=False as "the service is down").
+    still = (
+        f"; the {obs.ready_pods} Ready replica(s) keep serving engine key {obs.previous_engine_key[:16]} "
+        "as rendered before this change"
+        if obs.previous_engine_key is not None and obs.ready_pods >= 1
+        else ""
+    )
     if obs.incompatibilities:
-        msg = "; ".join(i.message() for i in obs.incompatibilities) + ": nothing was rolled out"
+        msg = "; ".join(i.message() for i in obs.incompatibilities) + f": nothing was rolled out{still}"
         reason = "ImageMismatch" if obs.incompatibilities[0].field == "spec.server.image" else "GPUMismatch"
         return out(
             "Failed",
@@ -397,6 +405,7 @@ def deployment_status(obs: Observation) -> DeploymentDecision:
 
     if obs.blocked is not None:
         reason, msg = obs.blocked
+        msg += still
         return out(
             "Failed",
             compatible,
@@ -515,8 +524,11 @@ def _serving_while_engine_not_ready(
     else:
         reason = "EngineNotFound"
         why = obs.engine_message or (
-            f"LLMEngine {obs.engine_name!r} not found in this namespace: create it or fix "
-            "spec.engineRef.name (the pods keep serving the key they loaded)"
+            f"LLMEngine {obs.engine_name!r} not found in this namespace (deleted?): the pods keep serving "
+            "the key they loaded, whose artifact deleting an LLMEngine never removes; apply the "
+            "LLMEngine again (the same spec has the same key: Ready from the engine cache, no rebuild "
+            "and no pod restarted), or set spec.engineRef.name to another LLMEngine (the pods roll to "
+            "its key once it is Ready)"
         )
     msg = f"{serving}; {why}"
     return out(

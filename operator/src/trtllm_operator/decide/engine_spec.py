@@ -396,6 +396,7 @@ def plan_status(plan: Plan | None) -> dict[str, Any] | None:
         "gpuMemoryBytes": plan.gpu_memory_bytes,
         "weightBytesPerGPU": plan.weight_bytes_per_gpu,
         "activationBytesPerGPU": plan.activation_bytes_per_gpu,
+        "freeBytesPerGPU": plan.free_bytes_per_gpu,
         "kvBytesPerTokenPerGPU": plan.kv_bytes_per_token_per_gpu,
         "kvCacheBytesPerGPU": plan.kv_cache_bytes_per_gpu,
         "maxKVTokens": plan.max_kv_tokens,

@@ -13,11 +13,18 @@ container (:data:`ARTIFACT_MOUNT` and the directories inside it).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from engine_builder.contract import DRAFT_DIR
+from engine_builder.planner import (
+    DEFAULT_KV_CACHE_FREE_GPU_MEM_FRACTION,
+    DEFAULT_TOKENS_PER_BLOCK,
+    kv_pool_tokens,
+    one_sequence_kv_tokens,
+)
 from engine_builder.planner.formats import engine_paged_context_fmha
 from trtllm_operator.api.deployment import LLMDeploymentSpec
 from trtllm_operator.api.engine import LLMEngineSpec
@@ -210,6 +217,55 @@ class ServingInputError(ValueError):
         self.reason = reason
 
 
+def kv_cache_refusal(
+    engine_name: str,
+    engine_plan: Mapping[str, Any] | None,
+    fraction: float,
+    max_seq_len: int | None,
+    max_beam_width: int = 1,
+) -> str | None:
+    """The message (condition reason ``KVCacheTooSmall``) when
+    ``spec.server.kvCacheFreeGpuMemFraction`` = ``fraction`` leaves a KV cache smaller than one
+    sequence of the engine's ``max_seq_len`` (× ``max_beam_width``), which TensorRT-LLM refuses at
+    start (:func:`engine_builder.planner.one_sequence_kv_tokens`). None when it holds one, or when
+    the engine's ``status.plan`` (``engine_plan``) lacks the free bytes or the bytes per token (no
+    plan, or one written by an older operator): then nothing is known to check.
+
+    The pool is the planner's (:func:`engine_builder.planner.kv_pool_tokens`) at the deployment's
+    fraction over the engine plan's ``freeBytesPerGPU``. The message names the field, the value, the
+    tokens it gives and the smallest fraction (rounded up to 0.01) that holds one sequence.
+    """
+    plan = engine_plan or {}
+    free, per_token = plan.get("freeBytesPerGPU"), plan.get("kvBytesPerTokenPerGPU")
+    if not max_seq_len or not isinstance(free, int) or not isinstance(per_token, int) or per_token <= 0:
+        return None
+    if free <= 0:  # the engine's plan does not fit at all: its own condition says so
+        return None
+    block = DEFAULT_TOKENS_PER_BLOCK
+    tokens = kv_pool_tokens(free, fraction, per_token, block)
+    need = one_sequence_kv_tokens(max_seq_len, block, max_beam_width)
+    if tokens >= need:
+        return None
+    smallest = max(0.01, math.ceil(need * per_token / free * 100) / 100)
+    while smallest <= 1 and kv_pool_tokens(free, smallest, per_token, block) < need:
+        smallest = round(smallest + 0.01, 2)
+    beams = f" × beam width {max_beam_width}" if max_beam_width > 1 else ""
+    fix = (
+        f"set spec.server.kvCacheFreeGpuMemFraction to at least {smallest:g} (the default is "
+        f"{DEFAULT_KV_CACHE_FREE_GPU_MEM_FRACTION:g}), or serve an engine built with a lower "
+        "spec.build.maxSeqLen"
+        if smallest <= 1
+        else "even all of the free memory does not hold one; serve an engine built with a lower "
+        "spec.build.maxSeqLen, an FP8 KV cache or more tensor parallelism"
+    )
+    return (
+        f"spec.server.kvCacheFreeGpuMemFraction {fraction:g} gives a KV cache of {tokens} tokens per GPU "
+        f"({fraction:g} × {free / 2**30:.2f} GiB free after LLMEngine {engine_name!r}'s weights, "
+        f"{per_token} bytes per token), less than one sequence of its maxSeqLen {max_seq_len}{beams} "
+        f"({need} tokens); TensorRT-LLM refuses to start. Nothing was rolled out: {fix}"
+    )
+
+
 def artifact_location(engine: Mapping[str, Any]) -> tuple[str, str]:
     """``(claim name, sub path)`` of a Ready engine's artifact directory ``<root>/<engineKey>``.
 
@@ -297,6 +353,17 @@ def serving_params(
             "context off for such an engine; set enableChunkedContext: false, or serve an engine built "
             "with build.pagedContextFMHA: true",
         )
+    max_seq_len = espec.build.max_seq_len or recommended.get("maxSeqLen")
+    if espec.backend == "tensorrt":
+        short = kv_cache_refusal(
+            emeta["name"],
+            estatus.get("plan"),
+            server.kv_cache_free_gpu_mem_fraction,
+            max_seq_len,
+            espec.build.max_beam_width,
+        )
+        if short is not None:
+            raise ServingInputError("KVCacheTooSmall", short)
     return ServingParams(
         name=dmeta["name"],
         namespace=dmeta["namespace"],
@@ -320,7 +387,7 @@ def serving_params(
         max_batch_size=espec.build.max_batch_size or recommended.get("maxBatchSize") or 64,
         max_beam_width=espec.build.max_beam_width,
         max_num_tokens=espec.build.max_num_tokens or recommended.get("maxNumTokens"),
-        max_seq_len=espec.build.max_seq_len or recommended.get("maxSeqLen"),
+        max_seq_len=max_seq_len,
         kv_cache_dtype=espec.quantization.kv_cache_dtype,
         speculative_mode=espec.build.speculative_decoding.mode,
         lookahead=(la.window_size, la.ngram_size, la.verification_set_size) if la is not None else None,

@@ -1,0 +1,113 @@
+"""A KV cache that cannot hold one sequence of maxSeqLen, found before anything is scheduled.
+
+TensorRT-LLM refuses to start when its paged KV pool is smaller than ``beam_width × tokensPerBlock ×
+maxBlocksPerSeq`` ("maxTokensInPagedKvCache (1664) must be large enough to process at least 1
+sequence to completion", triton-inference-server/tensorrtllm_backend#168; docs/reference/
+tensorrt-llm.md §7.2). The pool is ``kvCacheFreeGpuMemFraction`` of the memory left after the
+weights — a deployment field, while maxSeqLen is the engine's. A fresh-user trial set
+``kvCacheFreeGpuMemFraction: 0.0001`` on a deployment: the operator rolled it out and ``plan``
+derived a 96-token maxSeqLen without a word.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from engine_builder.planner import (
+    Architecture,
+    PlanRequest,
+    kv_pool_tokens,
+    lookup,
+    one_sequence_kv_tokens,
+    plan,
+)
+from trtllm_operator.cli import main
+from trtllm_operator.decide.engine_spec import plan_status
+from trtllm_operator.decide.serving_params import kv_cache_refusal
+
+REPO = Path(__file__).resolve().parents[2]
+LLAMA_8B = REPO / "tests" / "fixtures" / "model-configs" / "meta-llama__Llama-3.1-8B-Instruct.json"
+EXAMPLE = REPO / "examples" / "llama-3.1-8b-fp8-h100.yaml"
+
+
+def llama_plan(**request: Any) -> Any:
+    arch = Architecture.from_hf_config(json.loads(LLAMA_8B.read_text()))
+    return plan(arch, PlanRequest(quantization="fp8", kv_cache_dtype="fp8", **request), lookup("H100"))
+
+
+def test_one_sequence_is_whole_blocks_times_beams() -> None:
+    assert one_sequence_kv_tokens(2048, 32) == 2048
+    assert one_sequence_kv_tokens(2049, 32) == 2080
+    assert one_sequence_kv_tokens(100, 32, max_beam_width=4) == 4 * 128
+    assert kv_pool_tokens(0, 0.9, 10, 32) == 0
+    assert kv_pool_tokens(1000 * 64, 0.5, 10, 32) == 3200
+
+
+def test_the_plan_names_the_fraction_when_it_is_the_cause() -> None:
+    short = llama_plan(max_seq_len=16384, kv_cache_free_gpu_mem_fraction=0.0001)
+    assert not short.fits
+    (reason,) = short.reasons
+    assert reason.field == "spec.build.maxSeqLen"
+    assert "less than one sequence of maxSeqLen 16384" in reason.message
+    assert "raise kvCacheFreeGpuMemFraction (now 0.0001; the default is 0.9)" in reason.fix
+    # At the default fraction the same engine fits, and the fix does not blame the fraction.
+    assert llama_plan(max_seq_len=16384).fits
+
+
+def test_a_derived_max_seq_len_below_the_floor_is_a_warning() -> None:
+    derived = llama_plan(kv_cache_free_gpu_mem_fraction=0.0001)
+    assert derived.fits and derived.max_seq_len_source == "derived" and derived.max_seq_len < 2048
+    (warning,) = [w for w in derived.warnings if w.field == "spec.build.maxSeqLen"]
+    assert f"derived as {derived.max_seq_len} tokens, below 2048" in warning.message
+    assert "raise kvCacheFreeGpuMemFraction" in warning.fix
+    assert not [w for w in llama_plan().warnings if "derived as" in w.message]
+
+
+def test_deployment_fraction_checked_against_the_engine_plan() -> None:
+    engine_plan = plan_status(llama_plan(max_seq_len=16384))
+    assert engine_plan is not None and engine_plan["freeBytesPerGPU"] > 0
+    assert kv_cache_refusal("llama", engine_plan, 0.9, 16384) is None
+    message = kv_cache_refusal("llama", engine_plan, 0.0001, 16384)
+    assert message is not None
+    assert message.startswith("spec.server.kvCacheFreeGpuMemFraction 0.0001 gives a KV cache of ")
+    assert "less than one sequence of its maxSeqLen 16384 (16384 tokens)" in message
+    smallest = float(message.split("to at least ")[1].split(" ")[0])
+    assert kv_cache_refusal("llama", engine_plan, smallest, 16384) is None
+    assert kv_cache_refusal("llama", engine_plan, round(smallest - 0.01, 2), 16384) is not None
+    # Nothing to check against: no plan, or one written before freeBytesPerGPU existed.
+    assert kv_cache_refusal("llama", None, 0.0001, 16384) is None
+    assert kv_cache_refusal("llama", {"kvBytesPerTokenPerGPU": 65536}, 0.0001, 16384) is None
+
+
+def _docs(fraction: float) -> list[dict[str, Any]]:
+    docs = [d for d in yaml.safe_load_all(EXAMPLE.read_text()) if d]
+    dep = next(d for d in docs if d["kind"] == "LLMDeployment")
+    dep["spec"]["server"]["kvCacheFreeGpuMemFraction"] = fraction
+    return docs
+
+
+def test_render_refuses_what_the_operator_refuses(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "all.yaml"
+    path.write_text(yaml.safe_dump_all(_docs(0.0001)))
+    assert main(["render", "-f", str(path), "--model-config", str(LLAMA_8B)]) == 1
+    err = capsys.readouterr().err
+    assert "KVCacheTooSmall: spec.server.kvCacheFreeGpuMemFraction 0.0001 gives a KV cache of" in err
+    path.write_text(yaml.safe_dump_all(_docs(0.5)))
+    assert main(["render", "-f", str(path), "--model-config", str(LLAMA_8B)]) == 0
+
+
+def test_simulate_says_why_a_tiny_kv_cache_drops_everything(capsys: pytest.CaptureFixture[str]) -> None:
+    """Fresh-user trial: ``simulate --kv-cache-free-gpu-mem-fraction 0.0001`` dropped all 800 requests
+    and exited 0 with no word on why; the plan's warnings now go to stderr."""
+    args = ["simulate", "--trace", "poisson:rate=2,duration=5", "--model-config", str(LLAMA_8B)]
+    assert main([*args, "--gpu", "H100", "--kv-cache-free-gpu-mem-fraction", "0.0001"]) == 0
+    err = capsys.readouterr().err
+    assert "trtllm-operator simulate: warning: spec.build.maxSeqLen: maxSeqLen was derived as" in err
+    assert "raise kvCacheFreeGpuMemFraction (now 0.0001" in err
+    assert main([*args, "--gpu", "H100"]) == 0
+    assert "warning" not in capsys.readouterr().err
