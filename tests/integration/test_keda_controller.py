@@ -155,11 +155,11 @@ def test_keda_scales_an_llmdeployment_through_its_hpa(
                         so: dict[str, Any] = custom.get_namespaced_custom_object(
                             KEDA_GROUP, KEDA_VERSION, ns, "scaledobjects", NAME
                         )
-                        ready = find_condition(so.get("status") or {}, "Ready")
+                        ready = find_condition(so, "Ready")
                         return so if ready and ready["status"] == "True" else None
 
                     so = wait_for(scaled_object, 90, interval=0.5, desc="KEDA reports the ScaledObject Ready")
-                    ready = find_condition(so["status"], "Ready")
+                    ready = find_condition(so, "Ready")
                     assert ready is not None and ready["reason"] == "ScaledObjectReady", so["status"]
                     status = so["status"]
                     assert status["externalMetricNames"] == [ACTIVE, KV], status
@@ -203,7 +203,7 @@ def test_keda_scales_an_llmdeployment_through_its_hpa(
 
                     def active_condition() -> dict[str, Any] | None:
                         got = scaled_object()
-                        return find_condition(got["status"], "Active") if got else None
+                        return find_condition(got, "Active") if got else None
 
                     active = wait_for(
                         lambda: (c := active_condition()) and c["status"] == "True" and c,

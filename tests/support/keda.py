@@ -206,7 +206,9 @@ def running_keda(cluster: LocalCluster, watch_namespace: str, timeout: float = 1
                 )
             if operator.proc.returncode == 0 and RESTART_MESSAGE in operator.log.read_text(errors="replace"):
                 return True
-            raise AssertionError(f"KEDA's operator exited ({operator.proc.returncode}):\n{operator.log_tail()}")
+            raise AssertionError(
+                f"KEDA's operator exited ({operator.proc.returncode}):\n{operator.log_tail()}"
+            )
 
         wait_for(issued_or_serving, timeout, interval=0.3, desc="KEDA's certificates issued")
         if operator.proc.poll() is not None:
