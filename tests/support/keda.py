@@ -36,6 +36,7 @@ What is left out: KEDA's admission webhooks (``cmd/webhooks``, a separate option
 
 from __future__ import annotations
 
+import base64
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -257,6 +258,11 @@ def running_keda(cluster: LocalCluster, watch_namespace: str, timeout: float = 1
                 f"{exc}\nconditions: {svc.status.conditions}\nadapter log:\n{adapter.log_tail()}"
                 f"\noperator log:\n{operator.log_tail()}"
             ) from exc
+        # Available without insecureSkipTLSVerify: kube-apiserver verified the adapter's certificate
+        # against the CA the rotator injected, the one in Secret kedaorg-certs.
+        ca_bundle = registration.read_api_service(APISERVICE).spec.ca_bundle
+        if not ca_bundle or base64.b64decode(ca_bundle) != (certs / "ca.crt").read_bytes():
+            raise KedaError(f"APIService {APISERVICE} has no caBundle from {CERT_SECRET}: {ca_bundle!r}")
         yield Keda(operator, adapter)
     finally:
         if operator is not None and operator.proc.poll() is None:
