@@ -17,7 +17,7 @@ venv:
 	@hack/venv.sh
 
 # The control plane (hack/build-testbin.sh) and the add-on controllers the tests run beside it
-# (hack/build-controllers.sh: LeaderWorkerSet, Prometheus, prometheus-operator, prometheus-adapter),
+# (hack/build-controllers.sh: LeaderWorkerSet, Prometheus, prometheus-operator, prometheus-adapter, KEDA),
 # each from its Go module at a pinned version.
 testbin: control-plane
 	@addons=$$(hack/build-controllers.sh) && echo "[testbin] $$addons"

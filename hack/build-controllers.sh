@@ -15,10 +15,14 @@
 #   $ROOT/prometheus-adapter-$PROMETHEUS_ADAPTER_VERSION/bin/adapter
 #                                                 prometheus-adapter (sigs.k8s.io/prometheus-adapter
 #                                                 cmd/adapter), custom.metrics.k8s.io
+#   $ROOT/keda-$KEDA_VERSION/bin/keda             KEDA's operator (github.com/kedacore/keda/v2 cmd/operator)
+#   $ROOT/keda-$KEDA_VERSION/bin/keda-adapter     KEDA's metrics API server (cmd/adapter),
+#                                                 external.metrics.k8s.io
+#   $ROOT/keda-$KEDA_VERSION/config/crd/          its keda.sh and eventing.keda.sh CRDs, same module
 #
 #   hack/build-controllers.sh             # builds what is missing, prints one `<component>=<dir>` line each
 #   hack/build-controllers.sh lws ...     # only the named components (lws, prometheus,
-#                                         # prometheus-operator, prometheus-adapter)
+#                                         # prometheus-operator, prometheus-adapter, keda)
 #
 # LWS_VERSION: v0.9.0 by default, one release before the one the operator renders for
 # (trtllm_operator.render.leaderworkerset cites kubernetes-sigs/lws v0.10.0): the Go module proxy these
@@ -38,6 +42,9 @@ PROMETHEUS_VERSION=${PROMETHEUS_VERSION:-v0.316.0}
 # prometheus-operator: the newest version of the root module the Go module proxy here lists (v0.85.0).
 PROMETHEUS_OPERATOR_VERSION=${PROMETHEUS_OPERATOR_VERSION:-v0.85.0}
 PROMETHEUS_ADAPTER_VERSION=${PROMETHEUS_ADAPTER_VERSION:-v0.12.0}
+# KEDA: the release the operator renders ScaledObjects for (tests/fixtures/upstream/keda-v2.20.2, the
+# ScaledObject CRD its unit tests validate against; docs/autoscaling.md).
+KEDA_VERSION=${KEDA_VERSION:-v2.20.2}
 
 ROOT=${TRTLLM_OPERATOR_TESTBIN_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/trtllm-operator/testbin}
 mkdir -p "$ROOT"
@@ -61,6 +68,38 @@ need_go() {
   fi
 }
 
+# A throw-away wrapper module in $dir/src that requires only <module>@<version>, so the build list is that
+# module's own go.mod (a dependency's replace directives do not apply: only for modules without any, or
+# whose replaced modules the root module requires at the same version, as prometheus-operator's). `go
+# install pkg@version` would do the same but also asks the proxy for the module's version list
+# (deprecation check), which some proxies refuse.
+#   wrapper_module DIR MODULE VERSION
+#   wrapper_build DIR PACKAGE BINARY [go build flags...]   -> DIR/bin/BINARY
+wrapper_module() {
+  local dir=$1 module=$2 version=$3
+  mkdir -p "$dir/bin" "$dir/src"
+  (
+    cd "$dir/src"
+    [ -f go.mod ] || go mod init "example.invalid/$(basename "$dir" | tr -c 'a-z0-9\n' '_')bin" >/dev/null 2>&1
+    GOFLAGS=-mod=mod go get "$module@$version" >&2
+  )
+}
+
+wrapper_build() {
+  local dir=$1 pkg=$2 binary=$3
+  shift 3
+  (
+    cd "$dir/src"
+    GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath "$@" -o "$dir/bin/$binary.tmp" "$pkg"
+    mv "$dir/bin/$binary.tmp" "$dir/bin/$binary"
+  )
+}
+
+# <module>'s directory in the module cache as the wrapper module in DIR resolved it.
+wrapper_module_dir() {
+  (cd "$1/src" && GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' "$2")
+}
+
 build_lws() {
   local dir="$ROOT/lws-$LWS_VERSION"
   [ -x "$dir/bin/lws-controller" ] && [ -f "$dir/config/.complete" ] && return 0
@@ -70,23 +109,14 @@ build_lws() {
   local start
   start=$(date +%s)
   log "building LeaderWorkerSet $LWS_VERSION (sigs.k8s.io/lws/cmd)"
-  mkdir -p "$dir/bin" "$dir/src"
-  # A throw-away wrapper module that requires only LWS, so the build list is LWS's own go.mod
-  # (it has no replace directives). `go install pkg@version` would do the same but also asks the
-  # proxy for the module's version list (deprecation check), which some proxies refuse.
-  # The main package is sigs.k8s.io/lws/cmd (the release Makefile: `go build -o bin/manager
-  # cmd/main.go` with -X sigs.k8s.io/lws/pkg/version.GitVersion=<tag>).
-  (
-    cd "$dir/src"
-    [ -f go.mod ] || go mod init example.invalid/lwsbin >/dev/null 2>&1
-    GOFLAGS=-mod=mod go get "sigs.k8s.io/lws@$LWS_VERSION" >&2
-    GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath \
-      -ldflags "-s -w -X sigs.k8s.io/lws/pkg/version.GitVersion=$LWS_VERSION" \
-      -o "$dir/bin/lws-controller" sigs.k8s.io/lws/cmd
-  )
+  # LWS's go.mod has no replace directives. The main package is sigs.k8s.io/lws/cmd (the release
+  # Makefile: `go build -o bin/manager cmd/main.go` with -X sigs.k8s.io/lws/pkg/version.GitVersion=<tag>).
+  wrapper_module "$dir" sigs.k8s.io/lws "$LWS_VERSION"
+  wrapper_build "$dir" sigs.k8s.io/lws/cmd lws-controller \
+    -ldflags "-s -w -X sigs.k8s.io/lws/pkg/version.GitVersion=$LWS_VERSION"
   # CRDs and webhook configurations from the same module version
   local src
-  src=$(GOFLAGS=-mod=mod go mod download -json "sigs.k8s.io/lws@$LWS_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+  src=$(wrapper_module_dir "$dir" sigs.k8s.io/lws)
   rm -rf "$dir/config" && mkdir -p "$dir/config/crd" "$dir/config/webhook"
   cp "$src"/config/crd/bases/*.yaml "$dir/config/crd/"
   cp "$src"/config/webhook/*.yaml "$dir/config/webhook/"
@@ -110,18 +140,12 @@ build_prometheus() {
   local start
   start=$(date +%s)
   log "building Prometheus $PROMETHEUS_VERSION (github.com/prometheus/prometheus/cmd/prometheus)"
-  mkdir -p "$dir/bin" "$dir/src"
-  (
-    cd "$dir/src"
-    [ -f go.mod ] || go mod init example.invalid/prometheusbin >/dev/null 2>&1
-    GOFLAGS=-mod=mod go get "github.com/prometheus/prometheus@$PROMETHEUS_VERSION" >&2
-    local release
-    release=$(cat "$(GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' github.com/prometheus/prometheus)/VERSION")
-    GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -tags "netgo remove_all_sd enable_kubernetes_sd" \
-      -ldflags "-s -w -X github.com/prometheus/common/version.Version=$release" \
-      -o "$dir/bin/prometheus.tmp" github.com/prometheus/prometheus/cmd/prometheus
-    mv "$dir/bin/prometheus.tmp" "$dir/bin/prometheus"
-  )
+  wrapper_module "$dir" github.com/prometheus/prometheus "$PROMETHEUS_VERSION"
+  local release
+  release=$(cat "$(wrapper_module_dir "$dir" github.com/prometheus/prometheus)/VERSION")
+  wrapper_build "$dir" github.com/prometheus/prometheus/cmd/prometheus prometheus \
+    -tags "netgo remove_all_sd enable_kubernetes_sd" \
+    -ldflags "-s -w -X github.com/prometheus/common/version.Version=$release"
   log "Prometheus built in $(( $(date +%s) - start )) s"
 }
 
@@ -139,17 +163,10 @@ build_prometheus_operator() {
   local start src
   start=$(date +%s)
   log "building prometheus-operator $PROMETHEUS_OPERATOR_VERSION (cmd/operator)"
-  mkdir -p "$dir/bin" "$dir/src"
-  (
-    cd "$dir/src"
-    [ -f go.mod ] || go mod init example.invalid/prometheusoperatorbin >/dev/null 2>&1
-    GOFLAGS=-mod=mod go get "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION" >&2
-    GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath \
-      -ldflags "-s -w -X github.com/prometheus/common/version.Version=${PROMETHEUS_OPERATOR_VERSION#v}" \
-      -o "$dir/bin/operator.tmp" github.com/prometheus-operator/prometheus-operator/cmd/operator
-    mv "$dir/bin/operator.tmp" "$dir/bin/operator"
-  )
-  src=$(cd "$dir/src" && GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' github.com/prometheus-operator/prometheus-operator)
+  wrapper_module "$dir" github.com/prometheus-operator/prometheus-operator "$PROMETHEUS_OPERATOR_VERSION"
+  wrapper_build "$dir" github.com/prometheus-operator/prometheus-operator/cmd/operator operator \
+    -ldflags "-s -w -X github.com/prometheus/common/version.Version=${PROMETHEUS_OPERATOR_VERSION#v}"
+  src=$(wrapper_module_dir "$dir" github.com/prometheus-operator/prometheus-operator)
   rm -rf "$dir/config" && mkdir -p "$dir/config/crd"
   cp "$src"/example/prometheus-operator-crd/*.yaml "$dir/config/crd/"
   touch "$dir/config/.complete"
@@ -167,20 +184,49 @@ build_prometheus_adapter() {
   local start
   start=$(date +%s)
   log "building prometheus-adapter $PROMETHEUS_ADAPTER_VERSION (sigs.k8s.io/prometheus-adapter/cmd/adapter)"
-  mkdir -p "$dir/bin" "$dir/src"
-  (
-    cd "$dir/src"
-    [ -f go.mod ] || go mod init example.invalid/adapterbin >/dev/null 2>&1
-    GOFLAGS=-mod=mod go get "sigs.k8s.io/prometheus-adapter@$PROMETHEUS_ADAPTER_VERSION" >&2
-    GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" \
-      -o "$dir/bin/adapter.tmp" sigs.k8s.io/prometheus-adapter/cmd/adapter
-    mv "$dir/bin/adapter.tmp" "$dir/bin/adapter"
-  )
+  wrapper_module "$dir" sigs.k8s.io/prometheus-adapter "$PROMETHEUS_ADAPTER_VERSION"
+  wrapper_build "$dir" sigs.k8s.io/prometheus-adapter/cmd/adapter adapter -ldflags "-s -w"
   log "prometheus-adapter built in $(( $(date +%s) - start )) s"
 }
 
+# KEDA: built inside a copy of its module, not in a wrapper: its go.mod pins Kubernetes, controller-runtime,
+# the Prometheus libraries and cel-go with `replace` directives (kedacore/keda v2.20.2 go.mod, "pin k8s.io
+# to v0.35.5 & sigs.k8s.io/controller-runtime to v0.23.3"), which apply only when KEDA is the main module;
+# all of them replace by version (no local paths), so the module zip is a complete main module and its
+# go.sum checks every download. The main packages and -X flags are its Makefile's `manager` and `adapter`
+# targets (`go build -ldflags "-X=github.com/kedacore/keda/v2/version.Version=$(VERSION) ..." -o
+# bin/keda cmd/operator/main.go`, `-o bin/keda-adapter cmd/adapter/main.go`; they build with
+# -mod=vendor after `go mod vendor`, the same module versions). The CRDs are its config/crd/bases.
+build_keda() {
+  local dir="$ROOT/keda-$KEDA_VERSION"
+  [ -x "$dir/bin/keda" ] && [ -x "$dir/bin/keda-adapter" ] && [ -f "$dir/config/.complete" ] && return 0
+  locked "$dir"
+  [ -x "$dir/bin/keda" ] && [ -x "$dir/bin/keda-adapter" ] && [ -f "$dir/config/.complete" ] && return 0
+  need_go
+  local start src
+  start=$(date +%s)
+  log "building KEDA $KEDA_VERSION (github.com/kedacore/keda/v2 cmd/operator, cmd/adapter)"
+  src=$(cd "$ROOT" && GOFLAGS=-mod=mod go mod download -json "github.com/kedacore/keda/v2@$KEDA_VERSION" \
+    | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+  [ -n "$src" ] || { log "ERROR: go mod download github.com/kedacore/keda/v2@$KEDA_VERSION failed"; exit 1; }
+  rm -rf "$dir/src" && cp -r "$src" "$dir/src" && chmod -R u+w "$dir/src"
+  mkdir -p "$dir/bin"
+  (
+    cd "$dir/src"
+    CGO_ENABLED=0 go build -trimpath \
+      -ldflags "-s -w -X=github.com/kedacore/keda/v2/version.Version=$KEDA_VERSION" \
+      -o "$dir/bin/" ./cmd/operator ./cmd/adapter
+    mv "$dir/bin/operator" "$dir/bin/keda"
+    mv "$dir/bin/adapter" "$dir/bin/keda-adapter"
+  )
+  rm -rf "$dir/config" && mkdir -p "$dir/config/crd"
+  cp "$dir"/src/config/crd/bases/*.yaml "$dir/config/crd/"
+  touch "$dir/config/.complete"
+  log "KEDA built in $(( $(date +%s) - start )) s"
+}
+
 components=("$@")
-[ ${#components[@]} -gt 0 ] || components=(lws prometheus prometheus-operator prometheus-adapter)
+[ ${#components[@]} -gt 0 ] || components=(lws prometheus prometheus-operator prometheus-adapter keda)
 for c in "${components[@]}"; do
   case $c in
     lws) build_lws; echo "lws=$ROOT/lws-$LWS_VERSION" ;;
@@ -191,6 +237,7 @@ for c in "${components[@]}"; do
     prometheus-adapter)
       build_prometheus_adapter
       echo "prometheus-adapter=$ROOT/prometheus-adapter-$PROMETHEUS_ADAPTER_VERSION" ;;
-    *) log "ERROR: unknown component '$c' (lws, prometheus, prometheus-operator, prometheus-adapter)"; exit 2 ;;
+    keda) build_keda; echo "keda=$ROOT/keda-$KEDA_VERSION" ;;
+    *) log "ERROR: unknown component '$c' (lws, prometheus, prometheus-operator, prometheus-adapter, keda)"; exit 2 ;;
   esac
 done

@@ -35,7 +35,6 @@ max_batch_size) / max_batch_size, KV-cache utilization = round(k · kv_blocks) /
 from __future__ import annotations
 
 import socket
-import subprocess
 import time
 from collections.abc import Iterator
 from decimal import Decimal
@@ -46,22 +45,17 @@ import pytest
 import yaml
 from kubernetes import client
 from kubernetes.utils import parse_quantity
-from localcluster import find_bin_dir
 from support.api import SELECTOR, Api
 from support.cluster import LocalCluster
 from support.manifests import an_autoscaled_deployment
 from support.monitoring import (
-    component_dirs,
     custom_metric,
-    generated_config,
-    mounted_config,
-    reloader_env,
     running_adapter,
+    running_chart_monitoring,
     running_hpa_controller,
-    running_prometheus_operator,
 )
 from support.operator import running_operator
-from support.prometheus import promql, running_prometheus
+from support.prometheus import promql
 from support.wait import wait_for
 
 from trtllm_operator.api import GROUP, VERSION
@@ -71,85 +65,10 @@ from trtllm_operator.emulator.model import ServingProfile
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[2]
-CHART = REPO / "charts" / "trtllm-operator"
 #: The Triton metrics port the operator renders on every serving pod (render.serving, "metrics").
 TRITON_METRICS_PORT = 8002
 PROMETHEUS = "hpa"
-MONITOR_LABELS = {"prometheus": PROMETHEUS}
 PROFILE = ServingProfile()
-
-
-def chart_monitoring(namespace: str, tmp: Path) -> list[dict[str, Any]]:
-    """The chart's PodMonitor and PrometheusRule (``helm template``), scraping every second and
-    labelled for the test's ``Prometheus`` (``servingPodMonitor.labels``, ``prometheusRule.labels``)."""
-    env = {
-        "PATH": "/usr/bin:/bin",
-        **{k: str(tmp / "helm") for k in ("HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME")},
-    }
-    sets = [
-        "servingPodMonitor.enabled=true",
-        "servingPodMonitor.interval=1s",
-        f"servingPodMonitor.namespaces[0]={namespace}",
-        "prometheusRule.enabled=true",
-        *(f"servingPodMonitor.labels.{k}={v}" for k, v in MONITOR_LABELS.items()),
-        *(f"prometheusRule.labels.{k}={v}" for k, v in MONITOR_LABELS.items()),
-    ]
-    out = subprocess.run(
-        [
-            str(find_bin_dir() / "helm"),
-            "template",
-            "rel",
-            str(CHART),
-            "--namespace",
-            namespace,
-            "--kube-version",
-            "1.34.4",
-            *(a for s in sets for a in ("--set", s)),
-            "--show-only",
-            "templates/servingpodmonitor.yaml",
-            "--show-only",
-            "templates/prometheusrule.yaml",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=True,
-    ).stdout
-    docs = [d for d in yaml.safe_load_all(out) if d]
-    assert sorted(d["kind"] for d in docs) == ["PodMonitor", "PrometheusRule"], out
-    return docs
-
-
-def prometheus_object(
-    namespace: str, cluster: LocalCluster, token_file: Path, ca_file: Path
-) -> dict[str, Any]:
-    """A ``Prometheus`` (prometheus-operator v0.85.0 ``pkg/apis/monitoring/v1/prometheus_types.go``)
-    selecting the chart's PodMonitor and PrometheusRule by label, evaluating rules every second."""
-    return {
-        "apiVersion": "monitoring.coreos.com/v1",
-        "kind": "Prometheus",
-        "metadata": {"name": PROMETHEUS, "namespace": namespace},
-        "spec": {
-            "version": "v3.16.0",  # what hack/build-controllers.sh builds (module v0.316.0)
-            "replicas": 1,
-            "podMonitorSelector": {"matchLabels": MONITOR_LABELS},
-            "ruleSelector": {"matchLabels": MONITOR_LABELS},
-            "scrapeInterval": "1s",
-            "evaluationInterval": "1s",
-            # No external labels: prometheus_replica's "$(POD_NAME)" is expanded by the config
-            # reloader sidecar, which this harness does not run (empty name = no label, CRD docs).
-            "replicaExternalLabelName": "",
-            "prometheusExternalLabelName": "",
-            # kubernetes_sd against this API server (api_server, authorization, tls_config in each
-            # kubernetes_sd_config: pkg/prometheus/promcfg.go generateK8SSDConfig)
-            "apiserverConfig": {
-                "host": cluster.server,
-                "authorization": {"credentialsFile": str(token_file)},
-                "tlsConfig": {"caFile": str(ca_file)},
-            },
-        },
-    }
 
 
 @pytest.fixture
@@ -188,15 +107,10 @@ def test_hpa_scales_an_llmdeployment_on_adapter_metrics(
 ) -> None:
     t0 = time.monotonic()
     ns = api.ns
-    homes = component_dirs("prometheus")
     # Prometheus scrapes the pods at <pod IP>:8002; the IPs are this session's own 127.N.0.0/16
     with socket.socket() as probe:
         if probe.connect_ex(("127.0.0.1", TRITON_METRICS_PORT)) == 0:
             pytest.fail(f"something listens on 127.0.0.1:{TRITON_METRICS_PORT} (a wildcard listener?)")
-    # The token and CA the generated kubernetes_sd_configs read (apiserverConfig above).
-    token_file, ca_file = tmp_path / "token", tmp_path / "ca.crt"
-    token_file.write_text(cluster.control_plane.token)
-    ca_file.write_bytes((cluster.control_plane.pki_dir / "apiserver.crt").read_bytes())
 
     down_window = 6
     body = an_autoscaled_deployment(
@@ -212,35 +126,15 @@ def test_hpa_scales_an_llmdeployment_on_adapter_metrics(
     idle = load(16, 0.2)  # 16/64 = 0.25 active, 0.2 KV: below both targets (0.5, 0.8)
 
     with (
-        running_prometheus_operator(cluster, ns),
+        running_chart_monitoring(cluster, ns, PROMETHEUS, tmp_path) as prom,
         Fleet(PROFILE, port=TRITON_METRICS_PORT, control=idle) as fleet,
     ):
+        print(f"[hpa] monitoring configured in {time.monotonic() - t0:.1f} s")
         follower = PodFollower(
             fleet, api.core, ns, "llm.trtllm-operator.dev/deployment", poll_seconds=0.3
         ).start()
         try:
-            docs = chart_monitoring(ns, tmp_path)
-            for doc in docs:
-                plural = {"PodMonitor": "podmonitors", "PrometheusRule": "prometheusrules"}[doc["kind"]]
-                custom.create_namespaced_custom_object("monitoring.coreos.com", "v1", ns, plural, doc)
-            pod_monitor = next(d["metadata"]["name"] for d in docs if d["kind"] == "PodMonitor")
-            custom.create_namespaced_custom_object(
-                "monitoring.coreos.com",
-                "v1",
-                ns,
-                "prometheuses",
-                prometheus_object(ns, cluster, token_file, ca_file),
-            )
-            generated = generated_config(cluster, ns, PROMETHEUS, want_job=f"podMonitor/{ns}/{pod_monitor}/")
-            env = reloader_env(cluster, ns, PROMETHEUS)
-            config = mounted_config(generated, tmp_path / "prometheus", env)
-            print(f"[hpa] monitoring configured in {time.monotonic() - t0:.1f} s")
-            with (
-                running_prometheus(
-                    config, tmp_path, binary=str(homes["prometheus"] / "bin" / "prometheus")
-                ) as prom,
-                running_operator(cluster, [ns]),
-            ):
+            with running_operator(cluster, [ns]):
                 api.create(body)
                 hpa = wait_for(
                     lambda: hpa_api.read_namespaced_horizontal_pod_autoscaler("chat", ns),

@@ -132,15 +132,17 @@ def _apply(cluster: LocalCluster, docs: list[dict[str, Any]]) -> None:
 
 
 class SecretVolume(threading.Thread):
-    """What the kubelet does for the manager's pod (``config/default/manager_webhook_patch.yaml``
-    mounts Secret ``lws-webhook-server-cert`` at the webhook's certificate directory): copies the
-    Secret's keys into ``directory`` whenever they change. The manager's certificate rotator
-    (open-policy-agent/cert-controller v0.16.0 ``pkg/rotator/rotator.go`` ``ensureCertsMounted``) fills
-    the Secret, then waits until ``tls.crt`` appears there before it starts the controllers."""
+    """What the kubelet does for a Secret volume: copies Secret ``namespace/name``'s keys into
+    ``directory`` whenever they change (atomically, file by file). For LWS: its manager's pod
+    (``config/default/manager_webhook_patch.yaml``) mounts Secret ``lws-webhook-server-cert`` at the
+    webhook's certificate directory; the manager's certificate rotator (open-policy-agent/cert-controller
+    v0.16.0 ``pkg/rotator/rotator.go`` ``ensureCertsMounted``) fills the Secret, then waits until
+    ``tls.crt`` appears there before it starts the controllers. KEDA's operator uses the same rotator
+    (tests/support/keda.py)."""
 
-    def __init__(self, core: client.CoreV1Api, directory: Path) -> None:
-        super().__init__(name="lws-secret-volume", daemon=True)
-        self.core, self.directory = core, directory
+    def __init__(self, core: client.CoreV1Api, directory: Path, name: str, namespace: str) -> None:
+        super().__init__(name=f"secret-volume-{namespace}-{name}", daemon=True)
+        self.core, self.directory, self.secret, self.namespace = core, directory, name, namespace
         self.halt = threading.Event()
 
     def run(self) -> None:
@@ -148,7 +150,7 @@ class SecretVolume(threading.Thread):
         seen: dict[str, str] = {}
         while not self.halt.wait(0.3):
             try:
-                data = self.core.read_namespaced_secret(WEBHOOK_SECRET, NAMESPACE).data or {}
+                data = self.core.read_namespaced_secret(self.secret, self.namespace).data or {}
             except ApiException:
                 continue
             for key, value in data.items():
@@ -223,7 +225,7 @@ def running_lws(cluster: LocalCluster, timeout: float = 120.0) -> Iterator[Lws]:
                 preexec_fn=die_with_parent,  # noqa: PLW1509 (as localcluster's components)
             )
         lws = Lws(proc, log, host, port)
-        volume = SecretVolume(core, work / "certs")
+        volume = SecretVolume(core, work / "certs", WEBHOOK_SECRET, NAMESPACE)
         volume.start()
         _wait_webhooks_served(lws, cluster, timeout)
         yield lws

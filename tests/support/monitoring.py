@@ -5,6 +5,10 @@ Prometheus (``github.com/prometheus/prometheus`` ``cmd/prometheus``, service dis
 kubernetes_sd), prometheus-operator (``cmd/operator``, with its ``monitoring.coreos.com`` CRDs) and
 prometheus-adapter (``sigs.k8s.io/prometheus-adapter`` ``cmd/adapter``). This module runs them:
 
+- :func:`running_chart_monitoring` is the whole chain up to a running Prometheus: prometheus-operator,
+  the chart's PodMonitor and PrometheusRule (``helm template``), a ``Prometheus`` object, and the
+  Prometheus binary running what the operator generated for it; ``mode: hpa``
+  (tests/integration/test_hpa_controller.py) and ``mode: keda`` (test_keda_controller.py) scale on it.
 - :func:`running_prometheus_operator` installs the CRDs and runs the real operator, which reconciles a
   ``Prometheus`` object into its configuration Secret ``prometheus-<name>`` (``prometheus.yaml.gz``,
   prometheus-operator v0.85.0 ``pkg/prometheus/common.go`` ``ConfigFilename``) and its rule ConfigMaps
@@ -43,11 +47,13 @@ from typing import Any
 import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
+from localcluster import find_bin_dir
 from localcluster.controlplane import die_with_parent
 
 from .cluster import LocalCluster
 from .host_service import host_address, host_service
 from .ports import free_port
+from .prometheus import running_prometheus
 from .wait import wait_for
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -60,6 +66,7 @@ CONFIG_FILENAME = "prometheus.yaml.gz"
 CUSTOM_METRICS_GROUP = "custom.metrics.k8s.io"
 CUSTOM_METRICS_VERSION = "v1beta2"
 ADAPTER_SERVICE = "prometheus-adapter"
+CHART = REPO_ROOT / "charts" / "trtllm-operator"
 
 
 class MonitoringError(RuntimeError):
@@ -160,6 +167,116 @@ def running_prometheus_operator(cluster: LocalCluster, namespace: str) -> Iterat
         cluster.kubectl(
             "delete", "--ignore-not-found", "--wait=true", "--timeout=60s", *(f"crd/{n}" for n in names)
         )
+
+
+def chart_monitoring(namespace: str, labels: dict[str, str], work: Path) -> list[dict[str, Any]]:
+    """The chart's PodMonitor and PrometheusRule (``helm template``), scraping every second and
+    labelled ``labels`` (``servingPodMonitor.labels``, ``prometheusRule.labels``)."""
+    env = {
+        "PATH": "/usr/bin:/bin",
+        **{k: str(work / "helm") for k in ("HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME")},
+    }
+    sets = [
+        "servingPodMonitor.enabled=true",
+        "servingPodMonitor.interval=1s",
+        f"servingPodMonitor.namespaces[0]={namespace}",
+        "prometheusRule.enabled=true",
+        *(f"servingPodMonitor.labels.{k}={v}" for k, v in labels.items()),
+        *(f"prometheusRule.labels.{k}={v}" for k, v in labels.items()),
+    ]
+    out = subprocess.run(
+        [
+            str(find_bin_dir() / "helm"),
+            "template",
+            "rel",
+            str(CHART),
+            "--namespace",
+            namespace,
+            "--kube-version",
+            "1.34.4",
+            *(a for s in sets for a in ("--set", s)),
+            "--show-only",
+            "templates/servingpodmonitor.yaml",
+            "--show-only",
+            "templates/prometheusrule.yaml",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    ).stdout
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    if sorted(d["kind"] for d in docs) != ["PodMonitor", "PrometheusRule"]:
+        raise MonitoringError(f"helm template gave no PodMonitor and PrometheusRule:\n{out}")
+    return docs
+
+
+def prometheus_object(
+    name: str, namespace: str, labels: dict[str, str], cluster: LocalCluster, token_file: Path, ca_file: Path
+) -> dict[str, Any]:
+    """A ``Prometheus`` (prometheus-operator v0.85.0 ``pkg/apis/monitoring/v1/prometheus_types.go``)
+    selecting the chart's PodMonitor and PrometheusRule by ``labels``, evaluating rules every second."""
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "Prometheus",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "version": "v3.16.0",  # what hack/build-controllers.sh builds (module v0.316.0)
+            "replicas": 1,
+            "podMonitorSelector": {"matchLabels": labels},
+            "ruleSelector": {"matchLabels": labels},
+            "scrapeInterval": "1s",
+            "evaluationInterval": "1s",
+            # No external labels: prometheus_replica's "$(POD_NAME)" is expanded by the config
+            # reloader sidecar, which this harness does not run (empty name = no label, CRD docs).
+            "replicaExternalLabelName": "",
+            "prometheusExternalLabelName": "",
+            # kubernetes_sd against this API server (api_server, authorization, tls_config in each
+            # kubernetes_sd_config: pkg/prometheus/promcfg.go generateK8SSDConfig)
+            "apiserverConfig": {
+                "host": cluster.server,
+                "authorization": {"credentialsFile": str(token_file)},
+                "tlsConfig": {"caFile": str(ca_file)},
+            },
+        },
+    }
+
+
+@contextmanager
+def running_chart_monitoring(cluster: LocalCluster, namespace: str, name: str, work: Path) -> Iterator[str]:
+    """The chain from the chart to a running Prometheus, for the serving pods of ``namespace``:
+    prometheus-operator (:func:`running_prometheus_operator`), the chart's PodMonitor and PrometheusRule
+    (:func:`chart_monitoring`) and a ``Prometheus`` ``name`` selecting them (:func:`prometheus_object`),
+    and the Prometheus binary playing that object's pod with exactly the generated configuration
+    (:func:`generated_config`, :func:`reloader_env`, :func:`mounted_config`). Yields Prometheus's URL."""
+    labels = {"prometheus": name}
+    home = component_dirs("prometheus")["prometheus"]
+    custom = client.CustomObjectsApi(cluster.api)
+    # The token and CA the generated kubernetes_sd_configs read (prometheus_object's apiserverConfig).
+    work.mkdir(parents=True, exist_ok=True)
+    token_file, ca_file = work / "token", work / "ca.crt"
+    token_file.write_text(cluster.control_plane.token)
+    ca_file.write_bytes((cluster.control_plane.pki_dir / "apiserver.crt").read_bytes())
+    with running_prometheus_operator(cluster, namespace):
+        docs = chart_monitoring(namespace, labels, work)
+        for doc in docs:
+            plural = {"PodMonitor": "podmonitors", "PrometheusRule": "prometheusrules"}[doc["kind"]]
+            custom.create_namespaced_custom_object("monitoring.coreos.com", "v1", namespace, plural, doc)
+        pod_monitor = next(d["metadata"]["name"] for d in docs if d["kind"] == "PodMonitor")
+        custom.create_namespaced_custom_object(
+            "monitoring.coreos.com",
+            "v1",
+            namespace,
+            "prometheuses",
+            prometheus_object(name, namespace, labels, cluster, token_file, ca_file),
+        )
+        generated = generated_config(
+            cluster, namespace, name, want_job=f"podMonitor/{namespace}/{pod_monitor}/"
+        )
+        env = reloader_env(cluster, namespace, name)
+        config = mounted_config(generated, work / "prometheus", env)
+        with running_prometheus(config, work, binary=str(home / "bin" / "prometheus")) as url:
+            yield url
 
 
 @dataclass
