@@ -10,8 +10,9 @@ at the ClusterIP that nothing routes here. So the Service has no selector and th
 EndpointSlice itself, at this host's first non-loopback IPv4 address (the API server refuses
 loopback addresses in EndpointSlices): :func:`host_address`.
 
-Used by tests/support/lws.py (the LeaderWorkerSet manager's admission webhooks) and
-tests/support/monitoring.py (prometheus-adapter's ``custom.metrics.k8s.io``).
+Used by tests/support/lws.py (the LeaderWorkerSet manager's admission webhooks),
+tests/support/monitoring.py (prometheus-adapter's ``custom.metrics.k8s.io``), and tests/support/keda.py
+(KEDA's ``external.metrics.k8s.io``).
 """
 
 from __future__ import annotations

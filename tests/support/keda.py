@@ -24,8 +24,9 @@ default), with KEDA's own certificate management:
   which kube-apiserver verifies against the injected CA for ``keda-metrics-apiserver.keda.svc``.
 
 Reaching the adapter: as prometheus-adapter's (tests/support/monitoring.py) — a selector-less Service
-``keda-metrics-apiserver`` and an EndpointSlice with this host's address; the local control plane
-runs kube-apiserver with ``--enable-aggregator-routing=true`` and the front-proxy flags. The adapter
+``keda-metrics-apiserver`` and an EndpointSlice with this host's address
+(tests/support/host_service.py); the local control plane runs kube-apiserver with
+``--enable-aggregator-routing=true`` and the front-proxy flags. The adapter
 reaches the operator at ``127.0.0.1:<port>`` with ``--metrics-service-grpc-authority`` set to the
 operator's Service name, which the certificate names (the flag exists for exactly this:
 "if the Host Authority is not the same as the address used").
@@ -49,7 +50,8 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from .cluster import LocalCluster
-from .lws import SecretVolume, host_address
+from .host_service import host_address, host_service
+from .lws import SecretVolume
 from .monitoring import Process, _apply, _start, component_dirs
 from .ports import free_port
 from .wait import wait_for
@@ -156,28 +158,7 @@ def running_keda(cluster: LocalCluster, watch_namespace: str, timeout: float = 1
             cluster,
             [
                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
-                {
-                    "apiVersion": "v1",
-                    "kind": "Service",
-                    "metadata": {"name": METRICS_SERVICE, "namespace": NAMESPACE},
-                    # no selector: the adapter is a process on this host, its endpoint is the slice below
-                    "spec": {"ports": [{"port": 443, "protocol": "TCP", "targetPort": adapter_port}]},
-                },
-                {
-                    "apiVersion": "discovery.k8s.io/v1",
-                    "kind": "EndpointSlice",
-                    "metadata": {
-                        "name": f"{METRICS_SERVICE}-host",
-                        "namespace": NAMESPACE,
-                        "labels": {
-                            "kubernetes.io/service-name": METRICS_SERVICE,
-                            "endpointslice.kubernetes.io/managed-by": "tests.trtllm-operator.dev",
-                        },
-                    },
-                    "addressType": "IPv4",
-                    "ports": [{"name": "", "port": adapter_port, "protocol": "TCP"}],
-                    "endpoints": [{"addresses": [host], "conditions": {"ready": True}}],
-                },
+                *host_service(METRICS_SERVICE, NAMESPACE, port=443, host=host, host_port=adapter_port),
                 # No caBundle and no insecureSkipTLSVerify: the operator's rotator injects its CA.
                 {
                     "apiVersion": "apiregistration.k8s.io/v1",
