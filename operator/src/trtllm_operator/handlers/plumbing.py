@@ -214,7 +214,11 @@ def cache_first(
     fresh at once."""
     if indexes.cached(res):
         cached = indexes.get(kube, res, namespace, name)
-        if cached is not None and indexes.is_newest(res, cached):
+        if cached is not None and not indexes.is_newest(res, cached):
+            # the cache is behind the operator's own write (or fresh read): decide on what that
+            # write returned, which is at least as new — under the same guarded client
+            cached = indexes.newest_known(res, namespace, name)
+        if cached is not None:
             probe = ReadOnlyKube(kube, (res, namespace, name), cached)
             try:
                 result = run(probe, cached)
