@@ -207,7 +207,9 @@ def cache_first(
     server holds. The cached copy is used only when its ``resourceVersion`` is the newest this
     process knows of (:func:`known_version`: its own last status write or fresh read), so a cache
     still behind the operator's own write — where "nothing to do" could be a stale answer — is never
-    trusted. Once the watch cache shows that newest version, the process forgets it
+    trusted: the reconcile runs on the copy that write or read returned instead
+    (:func:`~trtllm_operator.handlers.indexes.newest_known`, under the same guarded client), not on
+    a fresh GET. Once the watch cache shows that newest version, the process forgets it
     (:func:`~trtllm_operator.handlers.indexes.known_version`): every later cached copy is newer (a
     watch delivers versions in order), so kopf's own bookkeeping PATCH after the operator's status
     write no longer forces a fresh GET. Without a cache (no running operator) the object is read
