@@ -153,3 +153,32 @@ def test_a_deployment_without_its_cached_workload_is_not_settled(
     del caches["cached_deployments"][("ns", "d")]
     assert not deployment.resumed_settled("ns", "d")
     assert indexes.cached(DEPLOYMENT) and indexes.cached(LLM_ENGINE)
+
+
+def test_a_confirming_read_that_shows_another_version_is_reused_not_read_again(
+    caches: dict[str, dict[Any, list[dict[str, Any]]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cached copy (5) is not the current object (6: kopf's bookkeeping PATCH the watch has not
+    delivered yet): the GET before a child write shows it, the reconcile starts again on that copy
+    with the real client — one GET in all, not a second one."""
+    meta = {"namespace": "ns", "name": "x", "uid": "u"}
+    caches["cached_llmdeployments"][("ns", "x")] = [{"metadata": {**meta, "resourceVersion": "5"}}]
+    current = {"metadata": {**meta, "resourceVersion": "6"}}
+    gets: list[str] = []
+
+    def get(self: Kube, res: Any, namespace: str, name: str, **_: Any) -> dict[str, Any]:
+        gets.append(name)
+        return dict(current)
+
+    monkeypatch.setattr(Kube, "get", get)
+    seen: list[str] = []
+
+    def run(kube: Kube, obj: dict[str, Any] | None) -> None:
+        assert obj is not None
+        seen.append(obj["metadata"]["resourceVersion"])
+        if obj["metadata"]["resourceVersion"] == "5":  # decided on the cached copy: a child to create
+            kube.create(DEPLOYMENT, "ns", {"metadata": {"name": "child"}})
+
+    plumbing.cache_first(_unreachable_kube(), LLM_DEPLOYMENT, "ns", "x", run)
+    assert seen == ["5", "6"] and gets == ["x"]
+    plumbing.known_version(LLM_DEPLOYMENT, "ns", "x", None)

@@ -232,6 +232,10 @@ def cache_first(
             finally:
                 if probe.fresh is not None:
                     known_version(res, namespace, name, probe.fresh)
+            if probe.fresh is not None and not probe.live:
+                # its confirming GET showed another version and nothing was written since: that
+                # copy is as fresh as a second GET would be
+                return run(kube, probe.fresh)
     obj = kube.get(res, namespace, name)
     known_version(res, namespace, name, obj)
     return run(kube, obj)
