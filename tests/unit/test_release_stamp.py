@@ -182,3 +182,25 @@ def test_a_confirming_read_that_shows_another_version_is_reused_not_read_again(
     plumbing.cache_first(_unreachable_kube(), LLM_DEPLOYMENT, "ns", "x", run)
     assert seen == ["5", "6"] and gets == ["x"]
     plumbing.known_version(LLM_DEPLOYMENT, "ns", "x", None)
+
+
+def test_used_by_is_written_alone_from_the_cache_and_unconditionally(
+    caches: dict[str, dict[Any, list[dict[str, Any]]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``status.usedBy`` (this controller its only writer, the value from the index): no GET, a merge
+    patch of that field alone without a ``resourceVersion`` (kopf's diff-base PATCH the cache has
+    not shown yet must not make it a 409), and nothing when the cached copy already says so."""
+    caches["cached_llmengines"][("ns", "e")] = [_ready_engine(usedBy=["a"])]
+    patches: list[tuple[str, Any, str | None]] = []
+
+    def patch(self: Kube, res: Any, namespace: str, name: str, body: Any, **kw: Any) -> dict[str, Any]:
+        patches.append((name, body, kw.get("subresource")))
+        return _ready_engine(usedBy=body["status"]["usedBy"])
+
+    monkeypatch.setattr(Kube, "patch", patch)
+    kube = _unreachable_kube()  # a GET would fail
+    deployment.sync_used_by(kube, "ns", "e", ["a"])
+    assert patches == []
+    deployment.sync_used_by(kube, "ns", "e", ["a", "b"])
+    assert patches == [("e", {"status": {"usedBy": ["a", "b"]}}, "status")]
+    plumbing.known_version(LLM_ENGINE, "ns", "e", None)

@@ -127,7 +127,7 @@ from trtllm_operator.kube.client import (
     default_kube,
 )
 from trtllm_operator.kube.events import post_event
-from trtllm_operator.kube.status import patch_status, update_conditions
+from trtllm_operator.kube.status import update_conditions
 from trtllm_operator.logging import object_context
 from trtllm_operator.metrics.operator_metrics import observe_reconcile
 from trtllm_operator.render.children import Children, render_plan
@@ -195,23 +195,35 @@ def sync_used_by(kube: Kube, namespace: str, engine_name: str, users: list[str])
     """Set one engine's ``status.usedBy`` to ``users`` (sorted LLMDeployment names), if different.
 
     ``users`` comes from the :func:`llmdeployments_by_engine` index (kept by kopf from the watch), so
-    this costs one GET per call instead of listing every deployment and engine of the namespace —
-    which made each reconcile O(objects) and a burst of N objects O(N²) (benchmarks/scale.py).
-    Level-based: every event of the deployment or of the engine recomputes it from the index, so an
-    entry cannot stay stale. Writes only on change; :func:`patch_status` keeps other writers' fields.
-    """
+    this costs no read: the engine is the watch-cached copy, or — while that cache is behind the
+    operator's own last write of the engine — the copy that write returned
+    (:func:`~trtllm_operator.handlers.indexes.newest_known`). Listing every deployment and engine
+    of the namespace instead made each reconcile O(objects) and a burst of N objects O(N²)
+    (benchmarks/scale.py). Level-based: every event of the deployment or of the engine recomputes
+    it from the index, so an entry cannot stay stale.
+
+    The write is a merge patch of ``status.usedBy`` alone, **not** conditional on the engine's
+    ``resourceVersion``: this controller is the field's only writer (the LLMEngine controller never
+    writes it), the value comes from the index and not from the engine's status, and a merge patch
+    leaves every other status field as it is — so a newer version of the engine (kopf's diff-base
+    PATCH, which the watch delivers seconds later under load) changes nothing it decides. A
+    conditional write met a 409 and a fresh GET for every engine in a burst (benchmarks/RESULTS.md
+    "Load"). A deleted engine (404) is left alone."""
     engine = indexes.get(kube, LLM_ENGINE, namespace, engine_name)
-    if engine is None or list((engine.get("status") or {}).get("usedBy") or []) == users:
+    if engine is not None and not is_newest(LLM_ENGINE, engine):
+        engine = indexes.newest_known(LLM_ENGINE, namespace, engine_name) or engine
+    if engine is None or engine["metadata"].get("deletionTimestamp"):
         return
-
-    def mutate(obj: dict[str, Any]) -> dict[str, Any] | None:
-        current = list((obj.get("status") or {}).get("usedBy") or [])
-        return None if current == users else {"usedBy": users}
-
-    # A cached copy older than this process's last write or read of the engine is sure to meet a
-    # 409: read fresh instead (plumbing.is_newest).
-    current = engine if is_newest(LLM_ENGINE, engine) else None
-    written = patch_status(kube, LLM_ENGINE, namespace, engine_name, mutate, current=current)
+    if list((engine.get("status") or {}).get("usedBy") or []) == users:
+        return
+    try:
+        written = kube.patch(
+            LLM_ENGINE, namespace, engine_name, {"status": {"usedBy": users}}, subresource="status"
+        )
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        return
     known_version(LLM_ENGINE, namespace, engine_name, written)
 
 
