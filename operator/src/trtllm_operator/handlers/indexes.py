@@ -20,11 +20,11 @@ by the API server itself. So:
 
 * from the caches (:func:`get`, :func:`serving_pods`, :func:`gpus_per_node`,
   :func:`crd_installed`): the engine an LLMDeployment serves and the engine whose
-  ``status.usedBy`` is kept (that status write carries the cached ``resourceVersion``: a stale
-  copy costs a 409 and a fresh retry, never a lost update —
-  :func:`trtllm_operator.kube.status.patch_status`); the children, to decide that nothing needs
-  writing (a cached child with this parent's controller reference and the same rendered hash is
-  left alone); serving pods (counts for status); nodes (GPUs per node); whether the
+  ``status.usedBy`` is kept (a merge patch of that field alone, whose only writer is the
+  LLMDeployment controller and whose value comes from an index: a stale copy can only delay it
+  to the next event — :func:`trtllm_operator.handlers.deployment.sync_used_by`); the children,
+  to decide that nothing needs writing (a cached child with this parent's controller reference and
+  the same rendered hash is left alone); serving pods (counts for status); nodes (GPUs per node); whether the
   LeaderWorkerSet CRD is installed; the builder Jobs an LLMEngine owns
   (:func:`builder_jobs_owned_by`: candidates for a superseded build, each read fresh before any
   deletion);
