@@ -442,6 +442,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 stderr=subprocess.STDOUT,
             )
         time.sleep(args.operator_warmup)
+        if args.tracemalloc:
+            proc.send_signal(signal.SIGUSR1)  # trace from the burst on (memprofile/sitecustomize.py)
         before = metrics.requests()
         audit_start = cp.audit_log.stat().st_size
         result["load_avg_start"] = os.getloadavg()[0]
@@ -661,7 +663,8 @@ def profile_lines(r: dict[str, Any]) -> list[str]:
         mib = 1024 * 1024
         lines += [
             "",
-            "Live Python allocations after the idle window (tracemalloc, --tracemalloc): "
+            "Live Python allocations made since the burst began, after the idle window (tracemalloc, "
+            "--tracemalloc; imports and start-up not traced): "
             f"{top[0]['traced_bytes'] / mib:.0f} MiB traced, "
             f"peak {top[0]['peak_traced_bytes'] / mib:.0f} MiB",
             "",

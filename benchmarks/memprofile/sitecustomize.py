@@ -1,9 +1,10 @@
 """Memory profile of the operator process for benchmarks/scale.py ``--tracemalloc`` (not part of the
 operator): on the path only when that flag is given (``PYTHONPATH``), so Python imports it at start
-(the ``site`` module imports ``sitecustomize``). It starts :mod:`tracemalloc` with
-``TRTLLM_BENCH_TRACEMALLOC_FRAMES`` frames and, on SIGUSR2, writes the live allocations grouped by
-the innermost frame of the operator's or kopf's own code (else the innermost frame) as JSON lines
-to ``TRTLLM_BENCH_TRACEMALLOC``: what holds the memory at that moment."""
+(the ``site`` module imports ``sitecustomize``). On SIGUSR1 it starts :mod:`tracemalloc` with
+``TRTLLM_BENCH_TRACEMALLOC_FRAMES`` frames (the benchmark sends it just before the burst: tracing
+the imports made the operator's start take minutes); on SIGUSR2 it writes the live allocations
+made since, grouped by the innermost frame of the operator's or kopf's own code (else the innermost
+frame), as JSON lines to ``TRTLLM_BENCH_TRACEMALLOC``: what holds the memory the objects cost."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ def _site(frames: tracemalloc.Traceback) -> str:
 
 def _dump(_signum: int, _frame: FrameType | None) -> None:
     assert _OUT
+    if not tracemalloc.is_tracing():
+        return
     snapshot = tracemalloc.take_snapshot()
     sizes: Counter[str] = Counter()
     counts: Counter[str] = Counter()
@@ -43,6 +46,11 @@ def _dump(_signum: int, _frame: FrameType | None) -> None:
             out.write(json.dumps({"site": site, "bytes": size, "blocks": counts[site]}) + "\n")
 
 
+def _start(_signum: int, _frame: FrameType | None) -> None:
+    if not tracemalloc.is_tracing():
+        tracemalloc.start(int(os.environ.get("TRTLLM_BENCH_TRACEMALLOC_FRAMES", "12")))
+
+
 if _OUT:
-    tracemalloc.start(int(os.environ.get("TRTLLM_BENCH_TRACEMALLOC_FRAMES", "12")))
+    signal.signal(signal.SIGUSR1, _start)
     signal.signal(signal.SIGUSR2, _dump)
