@@ -21,10 +21,10 @@ _OURS = ("trtllm_operator", "engine_builder", "kopf")
 
 def _site(frames: tracemalloc.Traceback) -> str:
     """The first (innermost) frame in the operator's, the builder's or kopf's code, else the innermost."""
-    for frame in frames:  # most recent first (tracemalloc's default order)
+    for frame in reversed(frames):  # tracemalloc orders a traceback from the oldest frame
         if any(f"/{p}/" in frame.filename for p in _OURS):
             return f"{frame.filename.split('site-packages/')[-1].split('/src/')[-1]}:{frame.lineno}"
-    frame = frames[0]
+    frame = frames[-1]
     return f"{frame.filename.split('site-packages/')[-1]}:{frame.lineno}"
 
 
