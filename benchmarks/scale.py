@@ -44,6 +44,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import signal
 import ssl
 import subprocess
 import sys
@@ -349,9 +350,40 @@ def vm_hwm_mib(pid: int) -> float:
     raise RuntimeError("no VmHWM")
 
 
-def operator_env(cp: ControlPlane, ns: str, metrics_port: int) -> dict[str, str]:
+#: ``--tracemalloc``: the operator runs with benchmarks/memprofile/sitecustomize.py on its path.
+MEMPROFILE = Path(__file__).resolve().parent / "memprofile"
+
+
+def memory_top(proc: subprocess.Popen[bytes], path: Path) -> list[dict[str, Any]]:
+    """What holds the operator's memory now (``--tracemalloc``): SIGUSR2 makes it write the live
+    allocations by site (benchmarks/memprofile/sitecustomize.py); the lines of that file."""
+    path.unlink(missing_ok=True)
+    proc.send_signal(signal.SIGUSR2)
+    deadline = time.monotonic() + 300  # a snapshot of a large heap takes a while on a loaded machine
+    while time.monotonic() < deadline:
+        time.sleep(2)
+        try:
+            lines = [json.loads(x) for x in path.read_text().splitlines()]
+        except (FileNotFoundError, json.JSONDecodeError):
+            continue
+        if len(lines) > 1:
+            return list(lines)
+    return []
+
+
+def operator_env(
+    cp: ControlPlane, ns: str, metrics_port: int, tracemalloc_out: Path | None = None
+) -> dict[str, str]:
+    extra: dict[str, str] = {}
+    if tracemalloc_out is not None:
+        path = os.environ.get("PYTHONPATH")
+        extra = {
+            "PYTHONPATH": f"{MEMPROFILE}{os.pathsep}{path}" if path else str(MEMPROFILE),
+            "TRTLLM_BENCH_TRACEMALLOC": str(tracemalloc_out),
+        }
     return {
         **os.environ,
+        **extra,
         "KUBECONFIG": str(cp.kubeconfig),
         "TRTLLM_OPERATOR_NAMESPACES": ns,
         "TRTLLM_OPERATOR_OPERATOR_NAMESPACE": ns,
@@ -403,11 +435,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         with open(log_path, "wb") as out:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "trtllm_operator.cli", "run"],
-                env=operator_env(cp, "bench", metrics_port),
+                env=operator_env(
+                    cp, "bench", metrics_port, work / "tracemalloc.jsonl" if args.tracemalloc else None
+                ),
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
         time.sleep(args.operator_warmup)
+        if args.tracemalloc:
+            # trace from the burst on (memprofile/sitecustomize.py), once the operator has started:
+            # tracing its imports on a loaded machine made the start take minutes
+            while proc.poll() is None and "Activity 'bind_indexes' succeeded" not in log_path.read_text():
+                time.sleep(1)
+            proc.send_signal(signal.SIGUSR1)
         before = metrics.requests()
         audit_start = cp.audit_log.stat().st_size
         result["load_avg_start"] = os.getloadavg()[0]
@@ -464,6 +504,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         result["idle_changed_objects"] = sum(1 for k, v in rv_after.items() if rv_before.get(k) != v)
         result["idle_events"] = event_sources(core, "bench", since=idle_start)
         result["rss_mib"] = vm_hwm_mib(proc.pid)
+        if args.tracemalloc:
+            result["memory_top"] = memory_top(proc, work / "tracemalloc.jsonl")
         log(
             f"idle {args.idle_seconds:.0f} s: {result['idle_writes']} writes "
             f"{result['idle_writes_by_resource']}"
@@ -620,6 +662,20 @@ def profile_lines(r: dict[str, Any]) -> list[str]:
         lines.append(f"| {who} | {count} | {count / total:.1f} | {prof['api_seconds'].get(who, 0.0):.1f} |")
     lines += ["", "| client verb resource | requests |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in list(prof["requests"].items())[:30]]
+    top = r.get("memory_top") or []
+    if top:
+        mib = 1024 * 1024
+        lines += [
+            "",
+            "Live Python allocations made since the burst began, after the idle window (tracemalloc, "
+            "--tracemalloc; imports and start-up not traced): "
+            f"{top[0]['traced_bytes'] / mib:.0f} MiB traced, "
+            f"peak {top[0]['peak_traced_bytes'] / mib:.0f} MiB",
+            "",
+            "| allocated at (innermost operator/kopf frame) | MiB | blocks |",
+            "|---|---|---|",
+        ]
+        lines += [f"| {t['site']} | {t['bytes'] / mib:.1f} | {t['blocks']} |" for t in top[1:16]]
     m = r.get("operator_metrics") or {}
     lines += ["", "Operator time (its /metrics at convergence):", ""]
     for key in sorted({k.rsplit(" ", 1)[0] for k in m}):
@@ -653,6 +709,11 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=20.0,
         help="seconds to keep counting writes after the restarted operator resumed everything",
+    )
+    p.add_argument(
+        "--tracemalloc",
+        action="store_true",
+        help="profile what holds the operator's memory after the idle window (slower; its RSS grows)",
     )
     p.add_argument("--keep", action="store_true", help="keep the work dir (logs)")
     p.add_argument("--write-results", action="store_true", help="replace the Load section of RESULTS.md")

@@ -105,7 +105,10 @@ EXPECTED: dict[str, Any] = {
     "spec_read_back": {},
     # Status fields the rebuild rewrites (engine) and the roll rewrites (deployment); any other
     # status field must read as before. The rebuilt artifact lies under ``artifact_root``.
+    # ``reconciledBy``: the release that last reconciled the object (handlers/release.py, #20): new
+    # in this release, and every release stamps the objects it reconciles.
     "engine_status": {
+        "reconciledBy",
         "engineKey",
         "engineKeyShort",
         "artifact",
@@ -114,7 +117,7 @@ EXPECTED: dict[str, Any] = {
         "plan",
         "observedGeneration",
     },
-    "deployment_status": {"engineKey", "conditions", "observedGeneration", "updatedReplicas"},
+    "deployment_status": {"engineKey", "conditions", "observedGeneration", "updatedReplicas", "reconciledBy"},
     # Successful PATCHes of each object itself (not status), all kopf's finalizer
     # ``kopf.zalando.org/KopfFinalizerMarker`` (docs/reliability.md, "kopf's writes", #20 scale2): the
     # previous release put it on every object (a kopf timer per object); this one has none on a plain

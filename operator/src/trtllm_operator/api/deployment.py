@@ -786,6 +786,12 @@ class LLMDeploymentStatus(ApiModel):
         description="In-cluster endpoint: http://<svc>.<ns>.svc:8000 (api: triton, KServe v2) or the "
         "OpenAI base URL http://<svc>.<ns>.svc:9000/v1 (api: openai or both).",
     )
+    reconciled_by: str | None = Field(
+        default=None,
+        max_length=64,
+        description="The operator release (version+digest of its code and deciding settings) that last "
+        "reconciled this object: a restarted operator of the same release skips it when it is settled.",
+    )
     autoscaling: AutoscalingStatus | None = None
     recommendations: Annotated[list[Recommendation], Field(max_length=8)] | None = Field(
         default=None, description="The tuning advisor's current recommendations (spec.tuning)."

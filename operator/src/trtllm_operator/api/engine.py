@@ -1370,6 +1370,12 @@ class LLMEngineStatus(ApiModel):
     used_by: Annotated[list[str], Field(max_length=256)] | None = Field(
         default=None, description="Names of LLMDeployments in this namespace serving this engine."
     )
+    reconciled_by: str | None = Field(
+        default=None,
+        max_length=64,
+        description="The operator release (version+digest of its code and deciding settings) that last "
+        "reconciled this object: a restarted operator of the same release skips it when it is settled.",
+    )
     conditions: Conditions | None = Field(
         default=None,
         description="Ready (artifact usable), Progressing (planning/building), Degraded, "

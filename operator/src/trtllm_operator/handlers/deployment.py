@@ -109,6 +109,7 @@ from trtllm_operator.handlers.plumbing import (
     with_rendered_hash,
     write_outcome,
 )
+from trtllm_operator.handlers.release import stamp_field, stamped
 from trtllm_operator.kube.client import (
     CONFIG_MAP,
     DEPLOYMENT,
@@ -126,7 +127,7 @@ from trtllm_operator.kube.client import (
     default_kube,
 )
 from trtllm_operator.kube.events import post_event
-from trtllm_operator.kube.status import patch_status, update_conditions
+from trtllm_operator.kube.status import update_conditions
 from trtllm_operator.logging import object_context
 from trtllm_operator.metrics.operator_metrics import observe_reconcile
 from trtllm_operator.render.children import Children, render_plan
@@ -194,23 +195,35 @@ def sync_used_by(kube: Kube, namespace: str, engine_name: str, users: list[str])
     """Set one engine's ``status.usedBy`` to ``users`` (sorted LLMDeployment names), if different.
 
     ``users`` comes from the :func:`llmdeployments_by_engine` index (kept by kopf from the watch), so
-    this costs one GET per call instead of listing every deployment and engine of the namespace —
-    which made each reconcile O(objects) and a burst of N objects O(N²) (benchmarks/scale.py).
-    Level-based: every event of the deployment or of the engine recomputes it from the index, so an
-    entry cannot stay stale. Writes only on change; :func:`patch_status` keeps other writers' fields.
-    """
+    this costs no read: the engine is the watch-cached copy, or — while that cache is behind the
+    operator's own last write of the engine — the copy that write returned
+    (:func:`~trtllm_operator.handlers.indexes.newest_known`). Listing every deployment and engine
+    of the namespace instead made each reconcile O(objects) and a burst of N objects O(N²)
+    (benchmarks/scale.py). Level-based: every event of the deployment or of the engine recomputes
+    it from the index, so an entry cannot stay stale.
+
+    The write is a merge patch of ``status.usedBy`` alone, **not** conditional on the engine's
+    ``resourceVersion``: this controller is the field's only writer (the LLMEngine controller never
+    writes it), the value comes from the index and not from the engine's status, and a merge patch
+    leaves every other status field as it is — so a newer version of the engine (kopf's diff-base
+    PATCH, which the watch delivers seconds later under load) changes nothing it decides. A
+    conditional write met a 409 and a fresh GET for every engine in a burst (benchmarks/RESULTS.md
+    "Load"). A deleted engine (404) is left alone."""
     engine = indexes.get(kube, LLM_ENGINE, namespace, engine_name)
-    if engine is None or list((engine.get("status") or {}).get("usedBy") or []) == users:
+    if engine is not None and not is_newest(LLM_ENGINE, engine):
+        engine = indexes.newest_known(LLM_ENGINE, namespace, engine_name) or engine
+    if engine is None or engine["metadata"].get("deletionTimestamp"):
         return
-
-    def mutate(obj: dict[str, Any]) -> dict[str, Any] | None:
-        current = list((obj.get("status") or {}).get("usedBy") or [])
-        return None if current == users else {"usedBy": users}
-
-    # A cached copy older than this process's last write or read of the engine is sure to meet a
-    # 409: read fresh instead (plumbing.is_newest).
-    current = engine if is_newest(LLM_ENGINE, engine) else None
-    written = patch_status(kube, LLM_ENGINE, namespace, engine_name, mutate, current=current)
+    if list((engine.get("status") or {}).get("usedBy") or []) == users:
+        return
+    try:
+        written = kube.patch(
+            LLM_ENGINE, namespace, engine_name, {"status": {"usedBy": users}}, subresource="status"
+        )
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        return
     known_version(LLM_ENGINE, namespace, engine_name, written)
 
 
@@ -621,7 +634,8 @@ def _sync_inference_pool(kube: Kube, obj: Mapping[str, Any], desired: Mapping[st
 
 
 def _write_status(kube: Kube, obj: Mapping[str, Any], observation: Observation) -> None:
-    write_outcome(kube, LLM_DEPLOYMENT, obj, deployment_status(observation))
+    # every outcome of a whole reconcile, stamped with this release (handlers/release.py)
+    write_outcome(kube, LLM_DEPLOYMENT, obj, deployment_status(observation), status_extra=stamp_field())
 
 
 # ------------------------------------------------------------------------------ settled
@@ -678,6 +692,17 @@ def settled(namespace: str, name: str) -> bool:
     )
 
 
+def resumed_settled(namespace: str, name: str) -> bool:
+    """Whether kopf's resume of LLMDeployment ``name`` needs no reconcile: :func:`settled`, and its
+    cached status stamped by this release (:func:`~trtllm_operator.handlers.release.stamped`)."""
+    cached = (
+        indexes.get(default_kube(), LLM_DEPLOYMENT, namespace, name)
+        if indexes.cached(LLM_DEPLOYMENT)
+        else None
+    )
+    return cached is not None and stamped(cached) and settled(namespace, name)
+
+
 # ------------------------------------------------------------------------------ kopf wiring
 def _safe_reconcile(namespace: str | None, name: str | None) -> None:
     if not namespace or not name:
@@ -707,12 +732,17 @@ def on_deployment(
     body: Mapping[str, Any],
     old: Mapping[str, Any] | None = None,
     llmdeployments_by_engine: Any = None,
+    reason: str = "",
     **_: Any,
 ) -> None:
-    # A resume reconciles even a settled deployment (:func:`settled`): its status may have been
-    # written by an earlier release that renders differently, and an upgrade must act at once
-    # (tests/e2e/test_upgrade.py), not after the resync period.
-    _safe_reconcile(namespace, name)
+    # kopf resumes an object only when its spec is what it last handled with every handler done
+    # (kopf 1.45.2 kopf/_core/intents/causes.py detect_changing_cause: RESUME only ``if not diff and
+    # initial``; a change is an UPDATE with the resume handlers mixed in). A resumed deployment the
+    # caches show settled and that this same release last reconciled (handlers/release.py) needs
+    # nothing; one of an earlier release (or other settings) is reconciled at once: that release may
+    # have rendered differently (tests/e2e/test_upgrade.py). Drift is the resync loop's.
+    if not (reason == kopf.Reason.RESUME and namespace and resumed_settled(namespace, name)):
+        _safe_reconcile(namespace, name)
     # The engine it serves, and the one it served before an engineRef change, list it (or not).
     _sync_refs(namespace, [_engine_ref(body), _engine_ref(old)], llmdeployments_by_engine)
 

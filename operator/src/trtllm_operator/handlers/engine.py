@@ -111,6 +111,7 @@ from trtllm_operator.handlers.plumbing import (
     start_resync,
     write_outcome,
 )
+from trtllm_operator.handlers.release import stamp_field, stamped
 from trtllm_operator.kube import (
     CONFIG_MAP,
     EVENT,
@@ -426,15 +427,18 @@ def _reconcile_object(kube: Kube, name: str, engine: dict[str, Any] | None) -> E
         stop_superseded_builds(kube, engine, wanted_job=None, why=why)
         obs = EngineObservation(generation, status, None, None, [], _no_queue(settings))
         decision = decide_invalid(prepared, obs)
-        _write(kube, engine, decision, status_extra={"engineKey": None, "engineKeyShort": None})
+        _write(
+            kube, engine, decision, status_extra={"engineKey": None, "engineKeyShort": None, **stamp_field()}
+        )
         return decision
     why = superseded_why(name, new_key_short=prepared.key_short)
     stop_superseded_builds(kube, engine, wanted_job=prepared.job_name, why=why)
     decision = _decide_and_act(
         kube, settings=settings, engine=engine, prepared=prepared, generation=generation, status=status
     )
-    # status.usedBy is written by the LLMDeployment controller (one writer per field).
-    _write(kube, engine, decision, status_extra={})
+    # status.usedBy is written by the LLMDeployment controller (one writer per field). A whole
+    # reconcile's outcome carries this release's stamp (handlers/release.py).
+    _write(kube, engine, decision, status_extra=stamp_field())
     if "Queued" in (decision.phase, status.get("phase")):
         update_build_gauges(kube)
     return decision
@@ -1038,12 +1042,38 @@ def _retrying(namespace: str | None, name: str) -> None:
 @kopf.on.resume(GROUP, VERSION, ENGINE_PLURAL)
 @kopf.on.create(GROUP, VERSION, ENGINE_PLURAL)
 @kopf.on.update(GROUP, VERSION, ENGINE_PLURAL)
-def engine_changed(*, namespace: str | None, name: str, **_: Any) -> None:
-    """A new or changed LLMEngine, or the operator (re)started: reconcile it. A resume reconciles
-    even an engine its cached status shows ``Ready``: the status may have been
-    written by an earlier release that derives keys or renders differently, and an upgrade must
-    act at once (tests/e2e/test_upgrade.py), not after the resync period."""
+def engine_changed(*, namespace: str | None, name: str, reason: str = "", **_: Any) -> None:
+    """A new or changed LLMEngine, or the operator (re)started: reconcile it — on a restart not when
+    its cached status shows it settled (:func:`settled`) and stamped by this same release
+    (:func:`~trtllm_operator.handlers.release.stamped`; kopf resumes an object only when its spec is
+    what it last handled with every handler done: kopf 1.45.2 ``kopf/_core/intents/causes.py``
+    ``detect_changing_cause``). An engine an earlier release (or other settings) last reconciled is
+    reconciled at once: that release may derive keys or render differently
+    (tests/e2e/test_upgrade.py). Drift is the resync loop's."""
+    if reason == kopf.Reason.RESUME and namespace and settled(namespace, name):
+        return
     _retrying(namespace, name)
+
+
+def settled(namespace: str, name: str) -> bool:
+    """Whether the watch-cached LLMEngine ``name`` is ``Ready`` for its current generation, with a
+    ``Ready`` condition of that generation, no deletion under way, and this release's stamp (False
+    without the cache)."""
+    if not indexes.cached(LLM_ENGINE):
+        return False
+    engine = indexes.get(default_kube(), LLM_ENGINE, namespace, name)
+    if engine is None or engine["metadata"].get("deletionTimestamp") or not stamped(engine):
+        return False
+    generation = engine["metadata"].get("generation")
+    status = engine.get("status") or {}
+    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+    return bool(
+        status.get("phase") == "Ready"
+        and status.get("observedGeneration") == generation
+        and ready is not None
+        and ready.get("status") == "True"
+        and ready.get("observedGeneration", generation) == generation
+    )
 
 
 @kopf.on.startup()

@@ -20,11 +20,11 @@ by the API server itself. So:
 
 * from the caches (:func:`get`, :func:`serving_pods`, :func:`gpus_per_node`,
   :func:`crd_installed`): the engine an LLMDeployment serves and the engine whose
-  ``status.usedBy`` is kept (that status write carries the cached ``resourceVersion``: a stale
-  copy costs a 409 and a fresh retry, never a lost update —
-  :func:`trtllm_operator.kube.status.patch_status`); the children, to decide that nothing needs
-  writing (a cached child with this parent's controller reference and the same rendered hash is
-  left alone); serving pods (counts for status); nodes (GPUs per node); whether the
+  ``status.usedBy`` is kept (a merge patch of that field alone, whose only writer is the
+  LLMDeployment controller and whose value comes from an index: a stale copy can only delay it
+  to the next event — :func:`trtllm_operator.handlers.deployment.sync_used_by`); the children,
+  to decide that nothing needs writing (a cached child with this parent's controller reference and
+  the same rendered hash is left alone); serving pods (counts for status); nodes (GPUs per node); whether the
   LeaderWorkerSet CRD is installed; the builder Jobs an LLMEngine owns
   (:func:`builder_jobs_owned_by`: candidates for a superseded build, each read fresh before any
   deletion);
@@ -138,15 +138,16 @@ def _workload(body: Mapping[str, Any]) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------- newest known
-#: (kind, namespace, name) → the ``resourceVersion`` of the newest copy of an LLMEngine or
-#: LLMDeployment this process knows and its watch cache has not shown yet: read fresh from the API
-#: server, or returned by the operator's own write. A cached copy with another version may be behind
-#: that write (:func:`~trtllm_operator.handlers.plumbing.cache_first` then reads fresh). The entry is
-#: dropped once the cache holds that version (:func:`shown`, called from the kind's ``@kopf.on.event``
-#: handler: kopf 1.45.2 ``kopf/_core/reactor/processing.py`` ``process_resource_event`` updates the
-#: indexes before it runs the event handlers): the watch delivers an object's versions in order, so
-#: every copy the cache holds from then on is at least as new.
-_known_versions: dict[tuple[str, str, str], str] = {}
+#: (kind, namespace, name) → the newest copy of an LLMEngine or LLMDeployment this process knows and
+#: its watch cache has not shown yet: read fresh from the API server, or returned by the operator's
+#: own write (slim, as the cache holds it: :func:`_trim`). A cached copy with another version may be
+#: behind that write (:func:`~trtllm_operator.handlers.plumbing.cache_first` then reconciles on this
+#: copy instead). The entry is dropped once the cache holds that version (:func:`shown`, called from
+#: the kind's ``@kopf.on.event`` handler: kopf 1.45.2 ``kopf/_core/reactor/processing.py``
+#: ``process_resource_event`` updates the indexes before it runs the event handlers): the watch
+#: delivers an object's versions in order, so every copy the cache holds from then on is at least as
+#: new. Entries live only between a write and its watch event, so this holds few objects.
+_known_versions: dict[tuple[str, str, str], dict[str, Any]] = {}
 _known_lock = threading.Lock()
 
 
@@ -156,10 +157,19 @@ def known_version(res: Resource, namespace: str, name: str, obj: Mapping[str, An
     key = (res.kind, namespace, name)
     version = None if obj is None else (obj.get("metadata") or {}).get("resourceVersion")
     with _known_lock:
-        if version and _cached_version(res, namespace, name) != version:
-            _known_versions[key] = str(version)
+        if obj is not None and version and _cached_version(res, namespace, name) != version:
+            _known_versions[key] = _trim(copy.deepcopy(dict(obj)))
         else:
             _known_versions.pop(key, None)
+
+
+def newest_known(res: Resource, namespace: str, name: str) -> dict[str, Any] | None:
+    """The copy :func:`known_version` recorded and the watch cache has not shown yet (a deep copy),
+    or None. As much the newest this process knows as a cached copy at that version would be: it is
+    what the API server returned for the operator's own write or fresh read."""
+    with _known_lock:
+        known = _known_versions.get((res.kind, namespace, name))
+        return copy.deepcopy(known) if known is not None else None
 
 
 def _cached_version(res: Resource, namespace: str, name: str) -> str | None:
@@ -176,7 +186,7 @@ def is_newest(res: Resource, obj: Mapping[str, Any]) -> bool:
     pending)."""
     meta = obj.get("metadata") or {}
     known = _known_versions.get((res.kind, str(meta.get("namespace")), str(meta.get("name"))))
-    return known is None or known == meta.get("resourceVersion")
+    return known is None or known["metadata"].get("resourceVersion") == meta.get("resourceVersion")
 
 
 def shown(res: Resource, body: Mapping[str, Any]) -> None:
@@ -186,7 +196,8 @@ def shown(res: Resource, body: Mapping[str, Any]) -> None:
     key = (res.kind, str(meta.get("namespace")), str(meta.get("name")))
     version = meta.get("resourceVersion")
     with _known_lock:
-        if version and _known_versions.get(key) == version:
+        known = _known_versions.get(key)
+        if version and known is not None and known["metadata"].get("resourceVersion") == version:
             del _known_versions[key]
 
 

@@ -207,14 +207,20 @@ def cache_first(
     server holds. The cached copy is used only when its ``resourceVersion`` is the newest this
     process knows of (:func:`known_version`: its own last status write or fresh read), so a cache
     still behind the operator's own write — where "nothing to do" could be a stale answer — is never
-    trusted. Once the watch cache shows that newest version, the process forgets it
+    trusted: the reconcile runs on the copy that write or read returned instead
+    (:func:`~trtllm_operator.handlers.indexes.newest_known`, under the same guarded client), not on
+    a fresh GET. Once the watch cache shows that newest version, the process forgets it
     (:func:`~trtllm_operator.handlers.indexes.known_version`): every later cached copy is newer (a
     watch delivers versions in order), so kopf's own bookkeeping PATCH after the operator's status
     write no longer forces a fresh GET. Without a cache (no running operator) the object is read
     fresh at once."""
     if indexes.cached(res):
         cached = indexes.get(kube, res, namespace, name)
-        if cached is not None and indexes.is_newest(res, cached):
+        if cached is not None and not indexes.is_newest(res, cached):
+            # the cache is behind the operator's own write (or fresh read): decide on what that
+            # write returned, which is at least as new — under the same guarded client
+            cached = indexes.newest_known(res, namespace, name)
+        if cached is not None:
             probe = ReadOnlyKube(kube, (res, namespace, name), cached)
             try:
                 result = run(probe, cached)
@@ -226,6 +232,10 @@ def cache_first(
             finally:
                 if probe.fresh is not None:
                     known_version(res, namespace, name, probe.fresh)
+            if probe.fresh is not None and not probe.live:
+                # its confirming GET showed another version and nothing was written since: that
+                # copy is as fresh as a second GET would be
+                return run(kube, probe.fresh)
     obj = kube.get(res, namespace, name)
     known_version(res, namespace, name, obj)
     return run(kube, obj)

@@ -1,0 +1,206 @@
+"""Issue #20: a restart skips settled objects only when this release last reconciled them
+(handlers/release.py ``status.reconciledBy``), and a reconcile decides on the operator's own last
+write while the watch cache is behind it (handlers/plumbing.py ``cache_first``)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import kopf
+import pytest
+from kubernetes import client
+
+from trtllm_operator.handlers import deployment, engine, indexes, plumbing
+from trtllm_operator.handlers.release import release_stamp, stamp_field, stamped
+from trtllm_operator.kube.client import DEPLOYMENT, LLM_DEPLOYMENT, LLM_ENGINE, Kube, set_default_kube
+from trtllm_operator.settings import Settings, configure, current
+
+
+def _unreachable_kube() -> Kube:
+    cfg = client.Configuration()
+    cfg.host = "https://127.0.0.1:9"  # discard port: a request that were sent would fail, not hang
+    return Kube(client.ApiClient(cfg))
+
+
+@pytest.fixture
+def caches(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, dict[Any, list[dict[str, Any]]]]]:
+    """Bound watch caches (what kopf fills in a running operator), empty, and a client that fails
+    any request: everything these tests decide comes from the caches."""
+    bound: dict[str, dict[Any, list[dict[str, Any]]]] = {name: {} for name in indexes._ALL}
+    monkeypatch.setattr(indexes, "_indices", bound)
+    set_default_kube(_unreachable_kube())
+    saved = current()
+    configure(Settings())
+    yield bound
+    configure(saved)
+    set_default_kube(None)
+
+
+def test_the_stamp_names_the_version_and_changes_with_deciding_settings_only() -> None:
+    base = Settings()
+    stamp = release_stamp(base)
+    assert re.fullmatch(r"0\.1\.0\+[0-9a-f]{12}", stamp), stamp  # trtllm_operator.__version__
+    assert release_stamp(Settings()) == stamp  # deterministic
+    # the process's plumbing: a restart with another metrics port or log level reconciles nothing
+    assert release_stamp(Settings(metrics_port=9999, log_level="DEBUG")) == stamp
+    # what reaches the rendered children or the decisions: every object is reconciled again
+    assert release_stamp(Settings(image_pull_policy="Always")) != stamp
+    assert release_stamp(Settings(serving_network_policy=not base.serving_network_policy)) != stamp
+
+
+def _engine(status: dict[str, Any]) -> dict[str, Any]:
+    meta = {"namespace": "ns", "name": "e", "uid": "ue", "generation": 2, "resourceVersion": "10"}
+    return {"metadata": meta, "spec": {}, "status": status}
+
+
+def _ready_engine(**extra: Any) -> dict[str, Any]:
+    ready = {"type": "Ready", "status": "True", "observedGeneration": 2}
+    return _engine(
+        {"phase": "Ready", "observedGeneration": 2, "engineKey": "k", "conditions": [ready], **extra}
+    )
+
+
+def test_a_resumed_engine_is_skipped_only_when_settled_and_stamped_by_this_release(
+    caches: dict[str, dict[Any, list[dict[str, Any]]]],
+) -> None:
+    index = caches["cached_llmengines"]
+    index[("ns", "e")] = [_ready_engine(**stamp_field())]
+    assert stamped(index[("ns", "e")][0]) and engine.settled("ns", "e")
+    index[("ns", "e")] = [_ready_engine()]  # an earlier release wrote it: no stamp
+    assert not engine.settled("ns", "e")
+    index[("ns", "e")] = [_ready_engine(reconciledBy="0.1.0+000000000000")]  # another release
+    assert not engine.settled("ns", "e")
+    index[("ns", "e")] = [_engine({"phase": "Building", **stamp_field()})]  # stamped, not settled
+    assert not engine.settled("ns", "e")
+
+
+def _settled_deployment(caches: dict[str, dict[Any, list[dict[str, Any]]]], **extra: Any) -> None:
+    meta = {"namespace": "ns", "name": "d", "uid": "ud", "generation": 1, "resourceVersion": "20"}
+    ready = {"type": "Ready", "status": "True", "observedGeneration": 1}
+    status = {"phase": "Ready", "observedGeneration": 1, "engineKey": "k", "readyReplicas": 1, **extra}
+    caches["cached_llmdeployments"][("ns", "d")] = [
+        {
+            "metadata": meta,
+            "spec": {"engineRef": {"name": "e"}, "replicas": 1},
+            "status": {**status, "conditions": [ready]},
+        }
+    ]
+    caches["cached_llmengines"][("ns", "e")] = [_ready_engine()]
+    owner = {"kind": "LLMDeployment", "uid": "ud", "controller": True}
+    workload_meta = {"namespace": "ns", "name": "d", "generation": 3, "ownerReferences": [owner]}
+    workload_status = {"observedGeneration": 3, "replicas": 1, "readyReplicas": 1, "updatedReplicas": 1}
+    caches["cached_deployments"][("ns", "d")] = [
+        {"metadata": workload_meta, "spec": {"replicas": 1}, "status": workload_status}
+    ]
+
+
+@pytest.mark.parametrize("stamp", ["this", None, "other"])
+def test_a_resumed_deployment_is_reconciled_unless_settled_and_stamped_by_this_release(
+    caches: dict[str, dict[Any, list[dict[str, Any]]]], monkeypatch: pytest.MonkeyPatch, stamp: str | None
+) -> None:
+    extra = {"this": stamp_field(), None: {}, "other": {"reconciledBy": "0.1.0+000000000000"}}[stamp]
+    _settled_deployment(caches, **extra)
+    assert deployment.settled("ns", "d")  # what the caches show, whoever reconciled it
+    reconciled: list[tuple[str | None, str | None]] = []
+    monkeypatch.setattr(deployment, "_safe_reconcile", lambda ns, name: reconciled.append((ns, name)))
+    body = caches["cached_llmdeployments"][("ns", "d")][0]
+    deployment.on_deployment(name="d", namespace="ns", body=body, reason=kopf.Reason.RESUME)
+    assert reconciled == ([] if stamp == "this" else [("ns", "d")])
+    reconciled.clear()
+    # a creation or change is always reconciled
+    deployment.on_deployment(name="d", namespace="ns", body=body, reason=kopf.Reason.UPDATE)
+    assert reconciled == [("ns", "d")]
+
+
+def test_a_reconcile_decides_on_the_operators_own_write_while_the_cache_is_behind_it(
+    caches: dict[str, dict[Any, list[dict[str, Any]]]],
+) -> None:
+    """The cache still shows version 5; the operator's own status write returned 7: the reconcile
+    runs on 7 with no GET (the client would fail any request), and on the cache once it shows 7."""
+    meta = {"namespace": "ns", "name": "x", "uid": "u"}
+    caches["cached_llmdeployments"][("ns", "x")] = [
+        {"metadata": {**meta, "resourceVersion": "5"}, "status": {"phase": "Pending"}}
+    ]
+    written = {
+        "metadata": {**meta, "resourceVersion": "7", "managedFields": [{}]},
+        "status": {"phase": "Ready"},
+    }
+    plumbing.known_version(LLM_DEPLOYMENT, "ns", "x", written)
+    seen: list[tuple[str, str]] = []
+
+    def run(kube: Kube, obj: dict[str, Any] | None) -> None:
+        assert obj is not None
+        seen.append((obj["metadata"]["resourceVersion"], obj["status"]["phase"]))
+
+    kube = _unreachable_kube()
+    plumbing.cache_first(kube, LLM_DEPLOYMENT, "ns", "x", run)
+    assert seen == [("7", "Ready")]
+    assert "managedFields" not in (indexes.newest_known(LLM_DEPLOYMENT, "ns", "x") or {})["metadata"]
+    caches["cached_llmdeployments"][("ns", "x")][0] = written
+    indexes.shown(LLM_DEPLOYMENT, written)  # the watch delivered 7: forgotten, the cache serves
+    assert indexes.newest_known(LLM_DEPLOYMENT, "ns", "x") is None
+    plumbing.cache_first(kube, LLM_DEPLOYMENT, "ns", "x", run)
+    assert seen[-1] == ("7", "Ready")
+
+
+def test_a_deployment_without_its_cached_workload_is_not_settled(
+    caches: dict[str, dict[Any, list[dict[str, Any]]]],
+) -> None:
+    # The skip reads only the caches: no workload cached, not settled (and no request).
+    _settled_deployment(caches, **stamp_field())
+    del caches["cached_deployments"][("ns", "d")]
+    assert not deployment.resumed_settled("ns", "d")
+    assert indexes.cached(DEPLOYMENT) and indexes.cached(LLM_ENGINE)
+
+
+def test_a_confirming_read_that_shows_another_version_is_reused_not_read_again(
+    caches: dict[str, dict[Any, list[dict[str, Any]]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cached copy (5) is not the current object (6: kopf's bookkeeping PATCH the watch has not
+    delivered yet): the GET before a child write shows it, the reconcile starts again on that copy
+    with the real client — one GET in all, not a second one."""
+    meta = {"namespace": "ns", "name": "x", "uid": "u"}
+    caches["cached_llmdeployments"][("ns", "x")] = [{"metadata": {**meta, "resourceVersion": "5"}}]
+    current = {"metadata": {**meta, "resourceVersion": "6"}}
+    gets: list[str] = []
+
+    def get(self: Kube, res: Any, namespace: str, name: str, **_: Any) -> dict[str, Any]:
+        gets.append(name)
+        return dict(current)
+
+    monkeypatch.setattr(Kube, "get", get)
+    seen: list[str] = []
+
+    def run(kube: Kube, obj: dict[str, Any] | None) -> None:
+        assert obj is not None
+        seen.append(obj["metadata"]["resourceVersion"])
+        if obj["metadata"]["resourceVersion"] == "5":  # decided on the cached copy: a child to create
+            kube.create(DEPLOYMENT, "ns", {"metadata": {"name": "child"}})
+
+    plumbing.cache_first(_unreachable_kube(), LLM_DEPLOYMENT, "ns", "x", run)
+    assert seen == ["5", "6"] and gets == ["x"]
+    plumbing.known_version(LLM_DEPLOYMENT, "ns", "x", None)
+
+
+def test_used_by_is_written_alone_from_the_cache_and_unconditionally(
+    caches: dict[str, dict[Any, list[dict[str, Any]]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``status.usedBy`` (this controller its only writer, the value from the index): no GET, a merge
+    patch of that field alone without a ``resourceVersion`` (kopf's diff-base PATCH the cache has
+    not shown yet must not make it a 409), and nothing when the cached copy already says so."""
+    caches["cached_llmengines"][("ns", "e")] = [_ready_engine(usedBy=["a"])]
+    patches: list[tuple[str, Any, str | None]] = []
+
+    def patch(self: Kube, res: Any, namespace: str, name: str, body: Any, **kw: Any) -> dict[str, Any]:
+        patches.append((name, body, kw.get("subresource")))
+        return _ready_engine(usedBy=body["status"]["usedBy"])
+
+    monkeypatch.setattr(Kube, "patch", patch)
+    kube = _unreachable_kube()  # a GET would fail
+    deployment.sync_used_by(kube, "ns", "e", ["a"])
+    assert patches == []
+    deployment.sync_used_by(kube, "ns", "e", ["a", "b"])
+    assert patches == [("e", {"status": {"usedBy": ["a", "b"]}}, "status")]
+    plumbing.known_version(LLM_ENGINE, "ns", "e", None)
