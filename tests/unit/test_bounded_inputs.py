@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import http.server
+import importlib
 import json
 import re
 import threading
@@ -19,7 +20,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from engine_builder.planner import Architecture, PlanInputError
+from engine_builder.planner import Architecture, PlanInputError, PlanRequest, load_hf_config, lookup, plan
 from engine_builder.planner.architecture import CONFIG_LIMITS
 from engine_builder.planner.plan import rotary_factor
 from trtllm_operator.metrics.http import (
@@ -165,3 +166,28 @@ def test_rope_factor_is_bounded() -> None:
     config["rope_scaling"] = {"rope_type": "linear", "factor": 1e300}
     with pytest.raises(PlanInputError, match=r"rope_scaling\.factor"):
         rotary_factor(Architecture.from_hf_config(config))
+
+
+def test_the_plan_budget_is_cpu_time_not_wall_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plan that waits (the operator's thread kept off the CPU by a loaded machine) does not spend
+    the budget: before, a wall-clock budget failed a Ready engine re-planned under load."""
+    # the module, not the function ``engine_builder.planner.plan`` that the package exports
+    plan_module = importlib.import_module("engine_builder.planner.plan")
+    computed = plan_module._compute
+
+    def slow_compute(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(0.3)  # off the CPU, as a thread waiting for the GIL or a core
+        return computed(*args, **kwargs)
+
+    monkeypatch.setattr(plan_module, "_compute", slow_compute)
+    arch = Architecture.from_hf_config(load_hf_config(CONFIGS / "meta-llama__Llama-3.1-8B-Instruct.json"))
+    request = PlanRequest(quantization="fp8", tp=1, max_seq_len=8192, max_batch_size=64)
+    assert plan_module.plan(arch, request, lookup("H200"), budget_seconds=0.2).fits
+
+
+def test_a_spent_plan_budget_names_the_field() -> None:
+    arch = Architecture.from_hf_config(load_hf_config(CONFIGS / "meta-llama__Llama-3.1-8B-Instruct.json"))
+    request = PlanRequest(quantization="fp8", tp=1, max_seq_len=8192, max_batch_size=64)
+    with pytest.raises(PlanInputError, match="budget") as info:
+        plan(arch, request, lookup("H200"), budget_seconds=0.0)
+    assert info.value.field == "plan"

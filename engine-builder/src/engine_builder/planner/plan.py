@@ -917,13 +917,16 @@ def plan(
 
     ``budget_seconds``: a time budget (the operator plans inside a reconcile). Each candidate is
     bounded by the config limits (:data:`~engine_builder.planner.architecture.CONFIG_LIMITS`); the
-    search stops with :class:`PlanInputError` (field ``plan``) once the budget is spent. Reads a
-    monotonic clock only when a budget is given.
+    search stops with :class:`PlanInputError` (field ``plan``) once the budget is spent. The budget
+    is the planning thread's CPU time (``time.thread_time``), not the wall clock: an operator
+    short of CPU (other threads holding the GIL, a loaded node) waits without spending it, so the
+    same spec never turns invalid because the machine was busy — a Ready engine re-planned under
+    load was failed by the wall-clock budget. Reads the clock only when a budget is given.
     """
-    deadline = None if budget_seconds is None else time.monotonic() + budget_seconds
+    deadline = None if budget_seconds is None else time.thread_time() + budget_seconds
 
     def check_budget() -> None:
-        if deadline is not None and time.monotonic() > deadline:
+        if deadline is not None and time.thread_time() > deadline:
             raise PlanInputError(
                 "plan",
                 f"planning took longer than its {budget_seconds:g} s budget; check the model's config.json",

@@ -60,9 +60,10 @@ from trtllm_operator.decide.storage import (
 R_INVALID_SPEC = "InvalidSpec"
 #: ``InvalidEngine.reason`` when the model does not fit the target GPU's memory.
 R_DOES_NOT_FIT = "DoesNotFit"
-#: Time budget of one capacity plan inside a reconcile (seconds). A plan of a real model takes
-#: milliseconds (the planner bounds every config.json integer); the budget keeps a pathological
-#: config from holding a reconcile thread.
+#: Time budget of one capacity plan inside a reconcile (seconds of the planning thread's CPU time,
+#: not wall clock: engine_builder.planner.plan.plan). A plan of a real model takes milliseconds
+#: (the planner bounds every config.json integer); the budget keeps a pathological config from
+#: holding a reconcile thread.
 PLAN_BUDGET_SECONDS = 2.0
 
 
