@@ -34,7 +34,6 @@ max_batch_size) / max_batch_size, KV-cache utilization = round(k · kv_blocks) /
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Iterator
 from decimal import Decimal
@@ -49,7 +48,9 @@ from support.api import SELECTOR, Api
 from support.cluster import LocalCluster
 from support.manifests import an_autoscaled_deployment
 from support.monitoring import (
+    TRITON_METRICS_PORT,
     custom_metric,
+    require_triton_metrics_port_free,
     running_adapter,
     running_chart_monitoring,
     running_hpa_controller,
@@ -65,8 +66,6 @@ from trtllm_operator.emulator.model import ServingProfile
 
 pytestmark = pytest.mark.slow
 
-#: The Triton metrics port the operator renders on every serving pod (render.serving, "metrics").
-TRITON_METRICS_PORT = 8002
 PROMETHEUS = "hpa"
 PROFILE = ServingProfile()
 
@@ -107,10 +106,7 @@ def test_hpa_scales_an_llmdeployment_on_adapter_metrics(
 ) -> None:
     t0 = time.monotonic()
     ns = api.ns
-    # Prometheus scrapes the pods at <pod IP>:8002; the IPs are this session's own 127.N.0.0/16
-    with socket.socket() as probe:
-        if probe.connect_ex(("127.0.0.1", TRITON_METRICS_PORT)) == 0:
-            pytest.fail(f"something listens on 127.0.0.1:{TRITON_METRICS_PORT} (a wildcard listener?)")
+    require_triton_metrics_port_free()
 
     down_window = 6
     body = an_autoscaled_deployment(

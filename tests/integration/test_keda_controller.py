@@ -43,7 +43,6 @@ controller wants ceil(sum / threshold) replicas (kubernetes v1.34.4
 from __future__ import annotations
 
 import math
-import socket
 import time
 from collections.abc import Iterator
 from decimal import Decimal
@@ -57,7 +56,12 @@ from support.api import Api, find_condition
 from support.cluster import LocalCluster
 from support.keda import KEDA_GROUP, KEDA_VERSION, external_metric, running_keda
 from support.manifests import an_autoscaled_deployment
-from support.monitoring import running_chart_monitoring, running_hpa_controller
+from support.monitoring import (
+    TRITON_METRICS_PORT,
+    require_triton_metrics_port_free,
+    running_chart_monitoring,
+    running_hpa_controller,
+)
 from support.operator import running_operator
 from support.wait import wait_for
 
@@ -67,8 +71,6 @@ from trtllm_operator.emulator.model import ServingProfile
 
 pytestmark = pytest.mark.slow
 
-#: The Triton metrics port the operator renders on every serving pod (render.serving, "metrics").
-TRITON_METRICS_PORT = 8002
 PROMETHEUS = "keda"
 PROFILE = ServingProfile()
 NAME = "chat"
@@ -110,10 +112,7 @@ def test_keda_scales_an_llmdeployment_through_its_hpa(
 ) -> None:
     t0 = time.monotonic()
     ns = api.ns
-    # Prometheus scrapes the pods at <pod IP>:8002; the IPs are this session's own 127.N.0.0/16
-    with socket.socket() as probe:
-        if probe.connect_ex(("127.0.0.1", TRITON_METRICS_PORT)) == 0:
-            pytest.fail(f"something listens on 127.0.0.1:{TRITON_METRICS_PORT} (a wildcard listener?)")
+    require_triton_metrics_port_free()
     hpa_api = client.AutoscalingV2Api(cluster.api)
     custom = client.CustomObjectsApi(cluster.api)
     down_window = 6

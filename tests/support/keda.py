@@ -49,10 +49,11 @@ import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from .addons import apply, delete_crds, wait_api_service_available, wait_established
 from .cluster import LocalCluster
 from .host_service import host_address, host_service
 from .lws import SecretVolume
-from .monitoring import Process, _apply, _start, component_dirs
+from .monitoring import Process, _start, component_dirs
 from .ports import free_port
 from .wait import wait_for
 
@@ -150,11 +151,9 @@ def running_keda(cluster: LocalCluster, watch_namespace: str, timeout: float = 1
     adapter: Process | None = None
     volume = SecretVolume(core, certs, CERT_SECRET, NAMESPACE)
     try:
-        _apply(cluster, crds)
-        cluster.kubectl(
-            "wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{n}" for n in crd_names)
-        )
-        _apply(
+        apply(cluster, crds)
+        wait_established(cluster, crd_names)
+        apply(
             cluster,
             [
                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
@@ -224,21 +223,8 @@ def running_keda(cluster: LocalCluster, watch_namespace: str, timeout: float = 1
             env,
         )
 
-        def available() -> bool:
-            assert operator is not None and adapter is not None
-            operator.check()
-            adapter.check()
-            svc = registration.read_api_service(APISERVICE)
-            return any(c.type == "Available" and c.status == "True" for c in svc.status.conditions or [])
-
-        try:
-            wait_for(available, timeout, interval=0.5, desc=f"APIService {APISERVICE} Available")
-        except AssertionError as exc:
-            svc = registration.read_api_service(APISERVICE)
-            raise KedaError(
-                f"{exc}\nconditions: {svc.status.conditions}\nadapter log:\n{adapter.log_tail()}"
-                f"\noperator log:\n{operator.log_tail()}"
-            ) from exc
+        assert operator is not None and adapter is not None
+        wait_api_service_available(registration, APISERVICE, timeout, [adapter, operator], KedaError)
         # Available without insecureSkipTLSVerify: kube-apiserver verified the adapter's certificate
         # against the CA the rotator injected, the one in Secret kedaorg-certs.
         ca_bundle = registration.read_api_service(APISERVICE).spec.ca_bundle
@@ -268,9 +254,7 @@ def running_keda(cluster: LocalCluster, watch_namespace: str, timeout: float = 1
         volume.halt.set()
         if volume.is_alive():
             volume.join(5)
-        cluster.kubectl(
-            "delete", "--ignore-not-found", "--wait=true", "--timeout=60s", *(f"crd/{n}" for n in crd_names)
-        )
+        delete_crds(cluster, crd_names)
         try:
             core.delete_namespace(NAMESPACE)
         except ApiException as exc:

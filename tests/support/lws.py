@@ -43,6 +43,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from localcluster.controlplane import die_with_parent
 
+from .addons import apply, delete_crds, wait_established
 from .cluster import LocalCluster
 from .host_service import host_address, host_service
 from .ports import free_port
@@ -126,11 +127,6 @@ class Lws:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
 
-def _apply(cluster: LocalCluster, docs: list[dict[str, Any]]) -> None:
-    text = yaml.safe_dump_all(docs)
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=text)
-
-
 class SecretVolume(threading.Thread):
     """What the kubelet does for a Secret volume: copies Secret ``namespace/name``'s keys into
     ``directory`` whenever they change (atomically, file by file). For LWS: its manager's pod
@@ -182,11 +178,9 @@ def running_lws(cluster: LocalCluster, timeout: float = 120.0) -> Iterator[Lws]:
     lws: Lws | None = None
     volume: SecretVolume | None = None
     try:
-        _apply(cluster, crd_docs)
-        cluster.kubectl(
-            "wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{n}" for n in crd_names)
-        )
-        _apply(
+        apply(cluster, crd_docs)
+        wait_established(cluster, crd_names)
+        apply(
             cluster,
             [
                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
@@ -253,9 +247,7 @@ def running_lws(cluster: LocalCluster, timeout: float = 120.0) -> Iterator[Lws]:
             except subprocess.TimeoutExpired:
                 lws.proc.kill()
                 lws.proc.wait(5)
-        cluster.kubectl(
-            "delete", "--ignore-not-found", "--wait=true", "--timeout=60s", *(f"crd/{n}" for n in crd_names)
-        )
+        delete_crds(cluster, crd_names)
         try:
             core.delete_namespace(NAMESPACE)
         except ApiException as exc:

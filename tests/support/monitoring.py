@@ -36,6 +36,7 @@ from __future__ import annotations
 import base64
 import gzip
 import re
+import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -50,6 +51,7 @@ from kubernetes.client.rest import ApiException
 from localcluster import find_bin_dir
 from localcluster.controlplane import die_with_parent
 
+from .addons import apply, delete_crds, wait_api_service_available, wait_established
 from .cluster import LocalCluster
 from .host_service import host_address, host_service
 from .ports import free_port
@@ -83,6 +85,21 @@ def component_dirs(*components: str) -> dict[str, Path]:
             f"hack/build-controllers.sh {' '.join(components)} failed ({proc.returncode}):\n{tail}"
         )
     return {k: Path(v) for k, v in (line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)}
+
+
+#: The Triton metrics port the operator renders on every serving pod (render.serving, "metrics"):
+#: Prometheus scrapes ``<pod IP>:8002``, so emulated pods bind it on their own IPs.
+TRITON_METRICS_PORT = 8002
+
+
+def require_triton_metrics_port_free() -> None:
+    """Fail at once when something listens on 127.0.0.1:8002: the emulated pods bind port 8002 on
+    this session's own pod IPs (127.N.0.0/16), and a wildcard listener would answer the scrapes."""
+    with socket.socket() as probe:
+        if probe.connect_ex(("127.0.0.1", TRITON_METRICS_PORT)) == 0:
+            raise AssertionError(
+                f"something listens on 127.0.0.1:{TRITON_METRICS_PORT} (a wildcard listener?)"
+            )
 
 
 @dataclass
@@ -123,10 +140,6 @@ def _start(name: str, argv: list[str], work: Path, env: dict[str, str] | None = 
     return Process(name, proc, log)
 
 
-def _apply(cluster: LocalCluster, docs: list[dict[str, Any]]) -> None:
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=yaml.safe_dump_all(docs))
-
-
 # ---- prometheus-operator -----------------------------------------------------------------------
 @contextmanager
 def running_prometheus_operator(cluster: LocalCluster, namespace: str) -> Iterator[Process]:
@@ -147,7 +160,7 @@ def running_prometheus_operator(cluster: LocalCluster, namespace: str) -> Iterat
     try:
         for f in crd_files:
             cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(f))
-        cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{n}" for n in names))
+        wait_established(cluster, names)
         operator = _start(
             "prometheus-operator",
             [
@@ -164,9 +177,7 @@ def running_prometheus_operator(cluster: LocalCluster, namespace: str) -> Iterat
     finally:
         if operator is not None:
             operator.stop()
-        cluster.kubectl(
-            "delete", "--ignore-not-found", "--wait=true", "--timeout=60s", *(f"crd/{n}" for n in names)
-        )
+        delete_crds(cluster, names)
 
 
 def chart_monitoring(namespace: str, labels: dict[str, str], work: Path) -> list[dict[str, Any]]:
@@ -423,7 +434,7 @@ def running_adapter(
     apiservice = f"{CUSTOM_METRICS_VERSION}.{CUSTOM_METRICS_GROUP}"
     adapter: Process | None = None
     try:
-        _apply(
+        apply(
             cluster,
             [
                 *host_service(ADAPTER_SERVICE, namespace, port=443, host=host, host_port=port),
@@ -447,7 +458,7 @@ def running_adapter(
             work,
         )
         # docs/walkthrough.md's APIService (insecureSkipTLSVerify, as deploy/manifests/api-service.yaml)
-        _apply(
+        apply(
             cluster,
             [
                 {
@@ -466,19 +477,8 @@ def running_adapter(
             ],
         )
 
-        def available() -> bool:
-            assert adapter is not None
-            adapter.check()
-            svc = registration.read_api_service(apiservice)
-            return any(c.type == "Available" and c.status == "True" for c in svc.status.conditions or [])
-
-        try:
-            wait_for(available, timeout, interval=0.5, desc=f"APIService {apiservice} Available")
-        except AssertionError as exc:
-            svc = registration.read_api_service(apiservice)
-            raise MonitoringError(
-                f"{exc}\nconditions: {svc.status.conditions}\nadapter log:\n{adapter.log_tail()}"
-            ) from exc
+        assert adapter is not None
+        wait_api_service_available(registration, apiservice, timeout, [adapter], MonitoringError)
         yield adapter
     finally:
         try:
