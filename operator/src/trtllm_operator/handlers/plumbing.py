@@ -207,20 +207,21 @@ def cache_first(
     server holds. The cached copy is used only when its ``resourceVersion`` is the newest this
     process knows of (:func:`known_version`: its own last status write or fresh read), so a cache
     still behind the operator's own write — where "nothing to do" could be a stale answer — is never
-    trusted: the reconcile runs on the copy that write or read returned instead
-    (:func:`~trtllm_operator.handlers.indexes.newest_known`, under the same guarded client), not on
-    a fresh GET. Once the watch cache shows that newest version, the process forgets it
+    trusted: the object is read fresh. Once the watch cache shows that newest version, the process forgets it
     (:func:`~trtllm_operator.handlers.indexes.known_version`): every later cached copy is newer (a
     watch delivers versions in order), so kopf's own bookkeeping PATCH after the operator's status
     write no longer forces a fresh GET. Without a cache (no running operator) the object is read
     fresh at once."""
     if indexes.cached(res):
         cached = indexes.get(kube, res, namespace, name)
-        if cached is not None and not indexes.is_newest(res, cached):
-            # the cache is behind the operator's own write (or fresh read): decide on what that
-            # write returned, which is at least as new — under the same guarded client
-            cached = indexes.newest_known(res, namespace, name)
-        if cached is not None:
+        # A cached copy at another version than the newest this process knows may be behind that
+        # version or ahead of it (a user's change the watch delivered while the remembered version
+        # was not yet forgotten), and resource versions are opaque (Kubernetes API concepts,
+        # "Resource versions": clients must not compare them for order). So such a copy is read
+        # fresh below, never replaced by the remembered one: doing that decided "nothing to do" on
+        # generation 1 while generation 2 waited (CI, tests/integration/test_engine.py and
+        # test_builder_jobs.py; which sequence left the old version remembered was not established).
+        if cached is not None and indexes.is_newest(res, cached):
             probe = ReadOnlyKube(kube, (res, namespace, name), cached)
             try:
                 result = run(probe, cached)
