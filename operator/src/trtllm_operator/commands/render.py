@@ -205,11 +205,11 @@ def run(args: argparse.Namespace) -> int:
     from trtllm_operator.api.deployment import LLMDeploymentSpec  # noqa: PLC0415
     from trtllm_operator.commands._schema import manifest_errors, namespace_error  # noqa: PLC0415
     from trtllm_operator.decide.autoscaler import KEDA_NOT_INSTALLED  # noqa: PLC0415
-    from trtllm_operator.decide.serving_params import OwnerRef  # noqa: PLC0415
-    from trtllm_operator.render.external_autoscaler import desired_external_autoscaler  # noqa: PLC0415
     from trtllm_operator.decide.engine_spec import InvalidEngine, plan_status, prepare_engine  # noqa: PLC0415
     from trtllm_operator.decide.serving import ServingRefusal, plan_serving  # noqa: PLC0415
+    from trtllm_operator.decide.serving_params import OwnerRef  # noqa: PLC0415
     from trtllm_operator.render.children import render_plan  # noqa: PLC0415
+    from trtllm_operator.render.external_autoscaler import desired_external_autoscaler  # noqa: PLC0415
     from trtllm_operator.render.network_policy import serving_network  # noqa: PLC0415
     from trtllm_operator.settings import current  # noqa: PLC0415
 
