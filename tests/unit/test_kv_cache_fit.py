@@ -108,7 +108,10 @@ def test_simulate_says_why_a_tiny_kv_cache_drops_everything(capsys: pytest.Captu
     assert main([*args, "--gpu", "H100", "--kv-cache-free-gpu-mem-fraction", "0.0001"]) == 0
     err = capsys.readouterr().err
     assert "trtllm-operator simulate: warning: spec.build.maxSeqLen: maxSeqLen was derived as" in err
-    assert "raise kvCacheFreeGpuMemFraction (now 0.0001" in err
+    assert "raise --kv-cache-free-gpu-mem-fraction (now 0.0001" in err
+    # The fix names simulate's flags, not the spec fields it has no flag for (fresh-user trial).
+    assert "(--kv-cache-dtype)" in err and "raise tensor parallelism (--tp)" in err
+    assert "set maxSeqLen" not in err and "trtllm-operator plan --max-seq-len" in err
     assert main([*args, "--gpu", "H100"]) == 0
     assert "warning" not in capsys.readouterr().err
 
@@ -146,7 +149,8 @@ def test_simulate_deployment_uses_the_manifests_kv_cache_fraction(
     assert main([*args, "--deployment", str(_autoscaled_deployment(tmp_path, 0.001))]) == 0
     captured = capsys.readouterr()
     tiny = _simulated_kv_tokens(captured.out)
-    assert "raise kvCacheFreeGpuMemFraction (now 0.001" in captured.err
+    assert "raise spec.server.kvCacheFreeGpuMemFraction of --deployment" in captured.err
+    assert "(now 0.001" in captured.err
     assert main([*args, "--kv-cache-free-gpu-mem-fraction", "0.001"]) == 0
     assert _simulated_kv_tokens(capsys.readouterr().out) == tiny
     assert main([*args, "--deployment", str(_autoscaled_deployment(tmp_path, None))]) == 0

@@ -162,6 +162,36 @@ def _server_fraction(manifest: dict[str, Any] | None) -> float:
     return ServerSpec.model_validate(server or {}).kv_cache_free_gpu_mem_fraction
 
 
+#: The planner's fix wording (engine_builder.planner.plan, its warnings) → what to pass to this command:
+#: the warnings name LLMEngine / LLMDeployment fields; simulate sets some of them by flags.
+_FIX_FLAGS: tuple[tuple[str, str], ...] = (
+    (r"\(spec\.quantization\.kvCacheDtype\)", "(--kv-cache-dtype)"),
+    (r"raise tensor parallelism", "raise tensor parallelism (--tp)"),
+    (
+        r"set maxSeqLen to see what it needs",
+        "see what a fixed maxSeqLen needs with trtllm-operator plan --max-seq-len "
+        "(simulate has no flag for it: it derives maxSeqLen from the KV cache, as the planner does)",
+    ),
+)
+
+
+def with_flags(text: str, deployment: str | None) -> str:
+    """A plan warning with simulate's flags named where the planner names a field simulate sets by a
+    flag (``kvCacheFreeGpuMemFraction`` is the manifest's field with ``--deployment``, which refuses
+    the flag)."""
+    import re  # noqa: PLC0415
+
+    fraction = (
+        f"spec.server.kvCacheFreeGpuMemFraction of --deployment {deployment}"
+        if deployment
+        else "--kv-cache-free-gpu-mem-fraction"
+    )
+    text = re.sub(r"\b(raise )kvCacheFreeGpuMemFraction\b", rf"\1{fraction}", text)
+    for pattern, flag in _FIX_FLAGS:
+        text = re.sub(pattern, flag, text)
+    return text
+
+
 def argument_errors(args: argparse.Namespace) -> list[str]:
     """Problems with the flags alone (no files read), each naming the flag and the fix; empty = fine."""
     errors: list[str] = []
@@ -271,7 +301,9 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as exc:
         return _fail(str(exc))
     for warning in setup.plan.warnings:  # e.g. a KV cache so small that maxSeqLen shrank (plan's own)
-        print(f"trtllm-operator simulate: warning: {warning}", file=sys.stderr)
+        print(
+            f"trtllm-operator simulate: warning: {with_flags(str(warning), args.deployment)}", file=sys.stderr
+        )
     if args.reserve_output_tokens:
         spec = dataclasses.replace(setup.spec, reserve_output_tokens=args.reserve_output_tokens)
         setup = dataclasses.replace(setup, spec=spec)
