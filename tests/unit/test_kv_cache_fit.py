@@ -108,6 +108,81 @@ def test_simulate_says_why_a_tiny_kv_cache_drops_everything(capsys: pytest.Captu
     assert main([*args, "--gpu", "H100", "--kv-cache-free-gpu-mem-fraction", "0.0001"]) == 0
     err = capsys.readouterr().err
     assert "trtllm-operator simulate: warning: spec.build.maxSeqLen: maxSeqLen was derived as" in err
-    assert "raise kvCacheFreeGpuMemFraction (now 0.0001" in err
+    assert "raise --kv-cache-free-gpu-mem-fraction (now 0.0001" in err
+    # The fix names simulate's flags, not the spec fields it has no flag for (fresh-user trial).
+    assert "(--kv-cache-dtype)" in err and "raise tensor parallelism (--tp)" in err
+    assert "set maxSeqLen" not in err and "trtllm-operator plan --max-seq-len" in err
     assert main([*args, "--gpu", "H100"]) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+def _autoscaled_deployment(tmp_path: Path, fraction: float | None) -> Path:
+    docs = list(yaml.safe_load_all((REPO / "examples" / "autoscaled-deployment.yaml").read_text()))
+    dep = next(d for d in docs if d and d["kind"] == "LLMDeployment")
+    if fraction is not None:
+        dep["spec"].setdefault("server", {})["kvCacheFreeGpuMemFraction"] = fraction
+    path = tmp_path / "dep.yaml"
+    path.write_text(yaml.safe_dump(dep))
+    return path
+
+
+def _simulated_kv_tokens(out: str) -> int:
+    return int(json.loads(out)["replica"]["max_kv_tokens"])
+
+
+def test_simulate_deployment_uses_the_manifests_kv_cache_fraction(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial: ``simulate --deployment`` with spec.server.kvCacheFreeGpuMemFraction 0.001
+    simulated the default 0.9 pool (no warning, nothing dropped). The manifest's fraction is used, as
+    ``--kv-cache-free-gpu-mem-fraction`` would be without --deployment."""
+    args = [
+        "simulate",
+        "--trace",
+        "poisson:rate=2,duration=5",
+        "--model-config",
+        str(LLAMA_8B),
+        "--gpu",
+        "H100",
+    ]
+    args += ["--quantization", "fp8", "--output", "json"]
+    assert main([*args, "--deployment", str(_autoscaled_deployment(tmp_path, 0.001))]) == 0
+    captured = capsys.readouterr()
+    tiny = _simulated_kv_tokens(captured.out)
+    assert "raise spec.server.kvCacheFreeGpuMemFraction of --deployment" in captured.err
+    assert "(now 0.001" in captured.err
+    assert main([*args, "--kv-cache-free-gpu-mem-fraction", "0.001"]) == 0
+    assert _simulated_kv_tokens(capsys.readouterr().out) == tiny
+    assert main([*args, "--deployment", str(_autoscaled_deployment(tmp_path, None))]) == 0
+    default = _simulated_kv_tokens(capsys.readouterr().out)
+    assert main(args) == 0  # no manifest, no flag: the field's default 0.9 on both paths
+    assert _simulated_kv_tokens(capsys.readouterr().out) == default > 100 * tiny
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "field"),
+    [
+        ("--min-replicas", "3", "spec.autoscaling.minReplicas"),
+        ("--max-replicas", "8", "spec.autoscaling.maxReplicas"),
+        ("--policy", "capacity", "spec.autoscaling"),
+        ("--kv-cache-free-gpu-mem-fraction", "0.5", "spec.server.kvCacheFreeGpuMemFraction"),
+    ],
+)
+def test_simulate_refuses_flags_the_deployment_sets(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, value: str, field: str
+) -> None:
+    """Fresh-user trial: ``simulate --deployment base.yaml --min-replicas 3`` ran with the manifest's
+    minReplicas, the flag silently ignored. A flag the manifest sets is refused, naming both."""
+    path = _autoscaled_deployment(tmp_path, None)
+    args = [
+        "simulate",
+        "--trace",
+        "poisson:rate=2,duration=5",
+        "--model-config",
+        str(LLAMA_8B),
+        "--gpu",
+        "H100",
+    ]
+    assert main([*args, "--deployment", str(path), flag, value]) == 2
+    err = capsys.readouterr().err
+    assert f"{flag} cannot be combined with --deployment {path}, which sets {field}" in err

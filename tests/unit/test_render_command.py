@@ -465,3 +465,76 @@ def test_a_directory_is_read_as_kubectl_apply_reads_it(
     (tmp_path / "nested" / "x.yaml").write_text("not: [yaml")
     assert main(["render", "-f", str(tmp_path)]) == 0, capsys.readouterr().err
     assert "kind: Deployment" in capsys.readouterr().out
+
+
+_PROMETHEUS = {"source": "prometheus", "prometheusURL": "http://prometheus-operated.monitoring:9090"}
+
+
+@pytest.mark.parametrize(
+    ("mode", "kind"), [("hpa", "HorizontalPodAutoscaler"), ("keda", "ScaledObject"), ("builtin", None)]
+)
+def test_render_prints_the_autoscaler_object_the_operator_applies(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: str, kind: str | None
+) -> None:
+    """Fresh-user trial: ``render`` printed no HPA (mode hpa) nor ScaledObject (mode keda) though the
+    operator creates them. It prints the object the autoscaler handler applies: the same function
+    (render.external_autoscaler.desired_external_autoscaler) from the same spec and owner."""
+    from trtllm_operator.api.deployment import LLMDeploymentSpec  # noqa: PLC0415
+    from trtllm_operator.decide.serving_params import OwnerRef  # noqa: PLC0415
+    from trtllm_operator.handlers import autoscaler as handler  # noqa: PLC0415
+    from trtllm_operator.render.external_autoscaler import desired_external_autoscaler  # noqa: PLC0415
+
+    dep, engine = _example_pair()
+    dep["metadata"]["uid"] = "0b7a5f3e-1111-4222-8333-444455556666"  # stored: ownerReferences kept
+    dep["metadata"]["namespace"] = "team-a"
+    dep["spec"]["autoscaling"] = {
+        "enabled": True,
+        "mode": mode,
+        "minReplicas": 1,
+        "maxReplicas": 4,
+        "targets": {"activeRequestUtilization": 0.5},
+        "metrics": _PROMETHEUS,
+    }
+    (tmp_path / "all.yaml").write_text(yaml.safe_dump_all([engine, dep]))
+    assert main(["render", "-f", str(tmp_path / "all.yaml")]) == 0, capsys.readouterr().err
+    captured = capsys.readouterr()
+    docs = [d for d in yaml.safe_load_all(captured.out) if d]
+    printed = [d for d in docs if d["kind"] in ("HorizontalPodAutoscaler", "ScaledObject")]
+    # The handler applies what this function returns (handlers.autoscaler.sync_external_autoscaler).
+    assert handler.desired_external_autoscaler is desired_external_autoscaler
+    expected = desired_external_autoscaler(
+        dep["metadata"]["name"],
+        "team-a",
+        OwnerRef(dep["metadata"]["name"], dep["metadata"]["uid"]),
+        LLMDeploymentSpec.model_validate(dep["spec"]).autoscaling,
+    )
+    if kind is None:
+        assert printed == [] and expected is None
+        return
+    assert [d["kind"] for d in printed] == [kind]
+    assert printed == [expected]
+    assert printed[0]["metadata"]["ownerReferences"][0]["uid"] == dep["metadata"]["uid"]
+    assert ("KEDANotInstalled" in captured.err) == (mode == "keda")
+
+
+def test_replicas_note_for_an_unset_replicas_follows_docs_gitops(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial: with spec.replicas unset the note said "spec.replicas 1" and advised writing
+    spec.replicas into git; docs/gitops.md says leave it out of autoscaled manifests."""
+    dep, engine = _example_pair()
+    dep["spec"].pop("replicas", None)
+    dep["spec"]["autoscaling"] = {
+        "enabled": True,
+        "mode": "builtin",
+        "minReplicas": 3,
+        "maxReplicas": 4,
+        "targets": {"activeRequestUtilization": 0.5},
+    }
+    (tmp_path / "all.yaml").write_text(yaml.safe_dump_all([engine, dep]))
+    assert main(["render", "-f", str(tmp_path / "all.yaml")]) == 0, capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert _workload_replicas(captured.out) == 3
+    assert "spec.replicas (unset: the CRD default 1) is outside spec.autoscaling" in captured.err
+    assert "write spec.replicas" not in captured.err
+    assert "leave it out of the manifest in git" in captured.err

@@ -12,7 +12,11 @@ Both files may hold several YAML documents; the LLMEngine named by ``spec.engine
 (``--engine`` may be left out when ``-f`` holds it). The planner's checks of the engine (attention
 heads divisible by tensor parallelism, memory fit) need the model's ``config.json``: pass it with
 ``--model-config`` (the operator reads it from the model source when it can); without it they are
-skipped, and a note on stderr says so.
+skipped, and a note on stderr says so. In ``spec.autoscaling.mode`` ``hpa`` / ``keda`` the output holds
+the HorizontalPodAutoscaler / KEDA ScaledObject the operator's autoscaler handler applies, rendered by
+the same function (:func:`trtllm_operator.render.external_autoscaler.desired_external_autoscaler`);
+whether KEDA is installed is a fact of the cluster render does not read: a note on stderr says what
+the operator does without it.
 
 Before rendering, both manifests are checked as the API server would check them
 (:mod:`trtllm_operator.commands._schema`): the CRD schema's types, ranges and enums, unknown fields
@@ -173,11 +177,19 @@ def _autoscaled(name: str, dep: dict[str, Any], plan: ServingPlan) -> ServingPla
     if bounded == written:
         return plan
     bound = "maxReplicas" if bounded < written else "minReplicas"
+    # docs/gitops.md: spec.replicas of an autoscaled LLMDeployment belongs to the autoscaler; leave it
+    # out of git (the CRD defaults it) or have the GitOps tool ignore it. The note says the same.
+    given = (
+        f"spec.replicas {written}"
+        if "replicas" in (dep.get("spec") or {})
+        else f"spec.replicas (unset: the CRD default {written})"
+    )
     print(
-        f"note: LLMDeployment {name}: spec.replicas {written} is outside spec.autoscaling [minReplicas "
+        f"note: LLMDeployment {name}: {given} is outside spec.autoscaling [minReplicas "
         f"{auto.min_replicas}, maxReplicas {auto.max_replicas}]: the autoscaler (mode {auto.mode}) sets "
         f"it to {bound} {bounded} at its first evaluation, before reading any metric; rendered with "
-        f"replicas: {bounded} (write spec.replicas: {bounded} to keep git and the cluster in step)",
+        f"replicas: {bounded}. The autoscaler owns spec.replicas: leave it out of the manifest in git, "
+        "or have your GitOps tool ignore it (docs/gitops.md)",
         file=sys.stderr,
     )
     return replace(plan, params=replace(plan.params, replicas=bounded))
@@ -190,10 +202,14 @@ def _bad(message: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     # Heavier imports (planner, pydantic models, templates) only when the command runs.
+    from trtllm_operator.api.deployment import LLMDeploymentSpec  # noqa: PLC0415
     from trtllm_operator.commands._schema import manifest_errors, namespace_error  # noqa: PLC0415
+    from trtllm_operator.decide.autoscaler import KEDA_NOT_INSTALLED  # noqa: PLC0415
     from trtllm_operator.decide.engine_spec import InvalidEngine, plan_status, prepare_engine  # noqa: PLC0415
     from trtllm_operator.decide.serving import ServingRefusal, plan_serving  # noqa: PLC0415
+    from trtllm_operator.decide.serving_params import OwnerRef  # noqa: PLC0415
     from trtllm_operator.render.children import render_plan  # noqa: PLC0415
+    from trtllm_operator.render.external_autoscaler import desired_external_autoscaler  # noqa: PLC0415
     from trtllm_operator.render.network_policy import serving_network  # noqa: PLC0415
     from trtllm_operator.settings import current  # noqa: PLC0415
 
@@ -304,6 +320,30 @@ def run(args: argparse.Namespace) -> int:
         plan = _autoscaled(name, dep, plan)
         manifests = render_plan(plan, network).manifests()
         uid = dep["metadata"]["uid"]
+        # The HPA / ScaledObject of mode hpa / keda: the operator's autoscaler handler renders it with
+        # this function from the same spec (handlers.autoscaler.sync_external_autoscaler).
+        auto = LLMDeploymentSpec.model_validate(dep.get("spec") or {}).autoscaling
+        try:
+            external = desired_external_autoscaler(
+                name, dep["metadata"]["namespace"], OwnerRef(name, uid), auto
+            )
+        except ValueError as exc:
+            print(
+                f"{name}: InvalidSpec: {exc} (the operator sets ScalingActive=False and creates no "
+                f"{auto.mode} object)",
+                file=sys.stderr,
+            )
+            return EXIT_NOT_RENDERABLE
+        if external is not None:
+            manifests.append(external)
+            if auto.mode == "keda":
+                # Whether KEDA is installed is a fact of the cluster, which render does not read.
+                print(
+                    f"note: LLMDeployment {name}: the ScaledObject is created only where KEDA is "
+                    "installed (the keda.sh/v1alpha1 ScaledObject kind); without it the operator creates "
+                    f"the other children and sets ScalingActive=False KEDANotInstalled: {KEDA_NOT_INSTALLED}",
+                    file=sys.stderr,
+                )
         if not uid:
             # A manifest from git has no uid yet: an ownerReference without one is refused by the API
             # server (apimachinery ValidateOwnerReferences: "uid must not be empty"), so the output

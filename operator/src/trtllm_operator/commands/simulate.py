@@ -48,7 +48,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--pp", type=int, default=1, help="pipeline parallelism (default 1)")
     p.add_argument("--max-batch-size", type=int, default=None, help="default: the planner's recommendation")
     p.add_argument("--max-num-tokens", type=int, default=None, help="default: the planner's recommendation")
-    p.add_argument("--kv-cache-free-gpu-mem-fraction", type=float, default=0.9)
+    p.add_argument(
+        "--kv-cache-free-gpu-mem-fraction",
+        type=float,
+        default=None,
+        help="spec.server.kvCacheFreeGpuMemFraction of the replica (default 0.9, the field's default; "
+        "with --deployment the manifest's value, and this flag is refused)",
+    )
     p.add_argument(
         "--reserve-output-tokens",
         type=int,
@@ -58,7 +64,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--policy",
-        default="builtin",
+        default=None,
         help="builtin | capacity | capacity-learned | hpa-queue-compute | kv-only | wva-saturation | "
         "static:N | oracle[:UTILIZATION] (default builtin)",
     )
@@ -66,10 +72,12 @@ def register(subparsers: Any) -> None:
         "--deployment",
         metavar="YAML",
         help="an LLMDeployment manifest (or its spec.autoscaling): simulate the builtin autoscaler with "
-        "exactly these settings (overrides --policy, --min-replicas, --max-replicas)",
+        "exactly these settings, and the replica with its spec.server.kvCacheFreeGpuMemFraction; "
+        "--policy, --min-replicas, --max-replicas and --kv-cache-free-gpu-mem-fraction are then "
+        "refused (edit the manifest instead)",
     )
-    p.add_argument("--min-replicas", type=int, default=1)
-    p.add_argument("--max-replicas", type=int, default=64)
+    p.add_argument("--min-replicas", type=int, default=None, help="default 1 (with --deployment: refused)")
+    p.add_argument("--max-replicas", type=int, default=None, help="default 64 (with --deployment: refused)")
     p.add_argument(
         "--initial-replicas",
         type=int,
@@ -140,6 +148,50 @@ def _fail(message: str) -> int:
     return EXIT_BAD_INPUT
 
 
+#: ``--max-replicas`` when not given.
+DEFAULT_MAX_REPLICAS = 64
+
+
+def _server_fraction(manifest: dict[str, Any] | None) -> float:
+    """``spec.server.kvCacheFreeGpuMemFraction`` of a ``--deployment`` manifest (a bare
+    ``spec.autoscaling`` mapping has none), else the field's default (api.deployment.ServerSpec)."""
+    from trtllm_operator.api.deployment import ServerSpec  # noqa: PLC0415
+
+    spec = (manifest or {}).get("spec")
+    server = spec.get("server") if isinstance(spec, dict) else None
+    return ServerSpec.model_validate(server or {}).kv_cache_free_gpu_mem_fraction
+
+
+#: The planner's fix wording (engine_builder.planner.plan, its warnings) → what to pass to this command:
+#: the warnings name LLMEngine / LLMDeployment fields; simulate sets some of them by flags.
+_FIX_FLAGS: tuple[tuple[str, str], ...] = (
+    (r"\(spec\.quantization\.kvCacheDtype\)", "(--kv-cache-dtype)"),
+    (r"raise tensor parallelism", "raise tensor parallelism (--tp)"),
+    (
+        r"set maxSeqLen to see what it needs",
+        "see what a fixed maxSeqLen needs with trtllm-operator plan --max-seq-len "
+        "(simulate has no flag for it: it derives maxSeqLen from the KV cache, as the planner does)",
+    ),
+)
+
+
+def with_flags(text: str, deployment: str | None) -> str:
+    """A plan warning with simulate's flags named where the planner names a field simulate sets by a
+    flag (``kvCacheFreeGpuMemFraction`` is the manifest's field with ``--deployment``, which refuses
+    the flag)."""
+    import re  # noqa: PLC0415
+
+    fraction = (
+        f"spec.server.kvCacheFreeGpuMemFraction of --deployment {deployment}"
+        if deployment
+        else "--kv-cache-free-gpu-mem-fraction"
+    )
+    text = re.sub(r"\b(raise )kvCacheFreeGpuMemFraction\b", rf"\1{fraction}", text)
+    for pattern, flag in _FIX_FLAGS:
+        text = re.sub(pattern, flag, text)
+    return text
+
+
 def argument_errors(args: argparse.Namespace) -> list[str]:
     """Problems with the flags alone (no files read), each naming the flag and the fix; empty = fine."""
     errors: list[str] = []
@@ -151,7 +203,26 @@ def argument_errors(args: argparse.Namespace) -> list[str]:
         errors.append(f"--time-scale must be > 0, got {args.time_scale}")
     if args.reserve_output_tokens < 0:
         errors.append(f"--reserve-output-tokens must be >= 0, got {args.reserve_output_tokens}")
-    if args.min_replicas < 1 or args.max_replicas < args.min_replicas:
+    if args.deployment:
+        # --deployment sets these from the manifest; a flag beside it would be silently overridden.
+        for flag, value, field in (
+            ("--policy", args.policy, "spec.autoscaling (the builtin autoscaler)"),
+            ("--min-replicas", args.min_replicas, "spec.autoscaling.minReplicas"),
+            ("--max-replicas", args.max_replicas, "spec.autoscaling.maxReplicas"),
+            (
+                "--kv-cache-free-gpu-mem-fraction",
+                args.kv_cache_free_gpu_mem_fraction,
+                "spec.server.kvCacheFreeGpuMemFraction",
+            ),
+        ):
+            if value is not None:
+                errors.append(
+                    f"{flag} cannot be combined with --deployment {args.deployment}, which sets {field}: "
+                    f"edit it in the manifest, or drop --deployment to use {flag}"
+                )
+    low = 1 if args.min_replicas is None else args.min_replicas
+    high = DEFAULT_MAX_REPLICAS if args.max_replicas is None else args.max_replicas
+    if low < 1 or high < low:
         errors.append("--min-replicas must be >= 1 and --max-replicas >= --min-replicas")
     if args.initial_replicas is not None and args.initial_replicas < 0:
         errors.append(f"--initial-replicas must be >= 0, got {args.initial_replicas}")
@@ -204,6 +275,15 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     if not requests:
         return _fail(f"--trace {args.trace!r} has no requests")
+    manifest: dict[str, Any] | None = None
+    if args.deployment:
+        try:
+            manifest = _load_manifest(args.deployment)
+        except (ValueError, OSError) as exc:
+            return _fail(str(exc))
+    fraction = args.kv_cache_free_gpu_mem_fraction
+    if fraction is None:
+        fraction = _server_fraction(manifest)
     try:
         setup = replica_setup(
             args.model_config,
@@ -214,19 +294,21 @@ def run(args: argparse.Namespace) -> int:
             pp=args.pp,
             max_batch_size=args.max_batch_size,
             max_num_tokens=args.max_num_tokens,
-            kv_cache_free_gpu_mem_fraction=args.kv_cache_free_gpu_mem_fraction,
+            kv_cache_free_gpu_mem_fraction=fraction,
         )
     except PlanInputError as exc:
         return _fail(str(exc))
     except (ValueError, OSError) as exc:
         return _fail(str(exc))
     for warning in setup.plan.warnings:  # e.g. a KV cache so small that maxSeqLen shrank (plan's own)
-        print(f"trtllm-operator simulate: warning: {warning}", file=sys.stderr)
+        print(
+            f"trtllm-operator simulate: warning: {with_flags(str(warning), args.deployment)}", file=sys.stderr
+        )
     if args.reserve_output_tokens:
         spec = dataclasses.replace(setup.spec, reserve_output_tokens=args.reserve_output_tokens)
         setup = dataclasses.replace(setup, spec=spec)
     try:
-        if args.deployment:
+        if manifest is not None:
             policy: (
                 policies.SharedPolicy
                 | policies.QueueComputeHPA
@@ -234,15 +316,16 @@ def run(args: argparse.Namespace) -> int:
                 | policies.StaticPolicy
                 | policies.OraclePolicy
             )
-            policy = policies.from_deployment(_load_manifest(args.deployment))
+            policy = policies.from_deployment(manifest)
             args.policy = f"builtin ({args.deployment})"
         else:
+            args.policy = args.policy or "builtin"
             policy = policies.parse_policy(
                 args.policy,
                 requests,
                 setup.spec,
-                min_replicas=args.min_replicas,
-                max_replicas=args.max_replicas,
+                min_replicas=1 if args.min_replicas is None else args.min_replicas,
+                max_replicas=DEFAULT_MAX_REPLICAS if args.max_replicas is None else args.max_replicas,
             )
     except (ValueError, OSError) as exc:
         return _fail(str(exc))

@@ -75,8 +75,6 @@ from trtllm_operator.decide.autoscaling import (
     Snapshot,
     decide,
     policy_from_spec,
-    refuse_retired_targets,
-    refuse_scale_to_zero,
 )
 from trtllm_operator.decide.conditions import rfc3339
 from trtllm_operator.decide.policy import url_refusal
@@ -89,8 +87,7 @@ from trtllm_operator.kube.status import update_conditions
 from trtllm_operator.metrics import operator_metrics as om
 from trtllm_operator.metrics.prometheus import PrometheusError, prometheus_pods
 from trtllm_operator.metrics.scrape import DEFAULT_PORT, pod_state, scrape_pods
-from trtllm_operator.render.hpa import desired_hpa
-from trtllm_operator.render.keda import desired_scaled_object
+from trtllm_operator.render.external_autoscaler import desired_external_autoscaler
 from trtllm_operator.render.serving import OPENAI_PORT, child_name, uses_openai_frontend
 from trtllm_operator.settings import current
 
@@ -334,13 +331,9 @@ def sync_external_autoscaler(kube: Kube, obj: Mapping[str, Any], *, created: boo
         return
     owner = OwnerRef(name, uid)
     try:
-        refuse_scale_to_zero(auto)
-        refuse_retired_targets(auto)
-        if plan.render == "hpa":
-            manifest = desired_hpa(name, namespace, owner, auto)
-        else:
-            manifest = desired_scaled_object(name, namespace, owner, auto)
-        _apply(kube, _EXTERNAL_KINDS[plan.render], manifest, obj)
+        manifest = desired_external_autoscaler(name, namespace, owner, auto)
+        if manifest is not None:  # plan.render is set: it is the mode's child
+            _apply(kube, _EXTERNAL_KINDS[plan.render], manifest, obj)
     except ValueError as exc:
         conditions, warning = external_failed("InvalidSpec", str(exc), generation)
     except ApiException as exc:
