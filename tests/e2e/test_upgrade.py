@@ -163,6 +163,10 @@ EXPECTED: dict[str, Any] = {
         "ClusterRole/{release_namespace}-upg-trtllm-operator-metrics-reader",
         "Role/upg-trtllm-operator",
         "NetworkPolicy/trtllm-serving",
+        # new in this release: the chart's engineInUseWarning (default on), a ValidatingAdmissionPolicy
+        # with validationActions [Warn] on deleting an LLMEngine whose status.usedBy lists deployments
+        "ValidatingAdmissionPolicy/{release_namespace}-upg-trtllm-operator-engine-in-use",
+        "ValidatingAdmissionPolicyBinding/{release_namespace}-upg-trtllm-operator-engine-in-use",
     },
     # Rollouts of each serving Deployment (new ReplicaSets): one as soon as the new operator renders
     # the pod template its way (the verifier, with the old key), one when the rebuilt engine is Ready
