@@ -130,22 +130,18 @@ def _simulated_kv_tokens(out: str) -> int:
     return int(json.loads(out)["replica"]["max_kv_tokens"])
 
 
+#: A short simulate run of Llama 3.1 8B on an H100 (what both simulate tests below vary).
+SIMULATE_SMALL = ["simulate", "--trace", "poisson:rate=2,duration=5"]
+SIMULATE_SMALL += ["--model-config", str(LLAMA_8B), "--gpu", "H100"]
+
+
 def test_simulate_deployment_uses_the_manifests_kv_cache_fraction(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Fresh-user trial: ``simulate --deployment`` with spec.server.kvCacheFreeGpuMemFraction 0.001
     simulated the default 0.9 pool (no warning, nothing dropped). The manifest's fraction is used, as
     ``--kv-cache-free-gpu-mem-fraction`` would be without --deployment."""
-    args = [
-        "simulate",
-        "--trace",
-        "poisson:rate=2,duration=5",
-        "--model-config",
-        str(LLAMA_8B),
-        "--gpu",
-        "H100",
-    ]
-    args += ["--quantization", "fp8", "--output", "json"]
+    args = [*SIMULATE_SMALL, "--quantization", "fp8", "--output", "json"]
     assert main([*args, "--deployment", str(_autoscaled_deployment(tmp_path, 0.001))]) == 0
     captured = capsys.readouterr()
     tiny = _simulated_kv_tokens(captured.out)
@@ -174,15 +170,7 @@ def test_simulate_refuses_flags_the_deployment_sets(
     """Fresh-user trial: ``simulate --deployment base.yaml --min-replicas 3`` ran with the manifest's
     minReplicas, the flag silently ignored. A flag the manifest sets is refused, naming both."""
     path = _autoscaled_deployment(tmp_path, None)
-    args = [
-        "simulate",
-        "--trace",
-        "poisson:rate=2,duration=5",
-        "--model-config",
-        str(LLAMA_8B),
-        "--gpu",
-        "H100",
-    ]
+    args = SIMULATE_SMALL
     assert main([*args, "--deployment", str(path), flag, value]) == 2
     err = capsys.readouterr().err
     assert f"{flag} cannot be combined with --deployment {path}, which sets {field}" in err
