@@ -3,6 +3,7 @@ item 5): conditions and reasons for a tick, an invalid spec and the external mod
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from typing import Any
 
@@ -12,11 +13,13 @@ from trtllm_operator.api.deployment import AutoscalingSpec
 from trtllm_operator.decide.autoscaler import (
     KEDA_NOT_INSTALLED,
     ExternalPlan,
+    Remembered,
     decide_external,
     decide_invalid,
     decide_tick,
     external_failed,
     external_rendered,
+    state_for_tick,
 )
 from trtllm_operator.decide.autoscaling import (
     AutoscalerState,
@@ -25,10 +28,15 @@ from trtllm_operator.decide.autoscaling import (
     Policy,
     RateLimit,
     Reason,
+    Recommendation,
+    ScaleEvent,
     ScalingRules,
     Snapshot,
     decide,
+    resume,
+    same_memory,
 )
+from trtllm_operator.decide.conditions import merge_conditions
 
 NOW = 1_800_000_000.0
 FAST = {
@@ -200,3 +208,163 @@ def test_the_autoscalers_own_scale_is_no_manual_scale() -> None:
     assert out.scale_to == 6 and out.warnings == []
     first = outcome(tick(4, 0.2, max_replicas=2))  # no previous decision: nothing to compare with
     assert first.scale_to == 2 and first.warnings == []
+
+
+# --- writes once per change (issue #20) ---------------------------------------------------------
+#: Targets as the integration tests' deployments have them; windows longer than the 15 s interval.
+QUIET = Policy(
+    min_replicas=1,
+    max_replicas=4,
+    active_request_utilization=0.5,
+    kv_cache_utilization=0.8,
+    scale_up=ScalingRules(60, (RateLimit("Pods", 4, 15),)),
+    scale_down=ScalingRules(120, (RateLimit("Pods", 4, 15),)),
+)
+INTERVAL = 15.0  # spec.autoscaling.metrics.scrapeIntervalSeconds' default
+
+
+def serving(replicas: int, active: float, kv: float) -> Snapshot:
+    values = {"activeRequestUtilization": active, "kvCacheUtilization": kv}
+    return Snapshot(replicas, tuple(PodSignals(f"p{i}", PodState.READY, values) for i in range(replicas)))
+
+
+class Object:
+    """An LLMDeployment's ``status.autoscaling`` and conditions as the API server keeps them, and the
+    writes each tick decides: the fields whose value it changes (what a merge patch of
+    ``outcome.status`` would change; the status writer skips a patch that changes nothing)."""
+
+    def __init__(self) -> None:
+        self.autoscaling: dict[str, Any] = {}
+        self.conditions: list[dict[str, Any]] = []
+
+    def write(self, out: Any, now: float) -> list[str]:
+        changed = sorted(k for k, v in out.status.items() if self.autoscaling.get(k) != v)
+        merged = merge_conditions(self.conditions, out.conditions, dt.datetime.fromtimestamp(now, dt.UTC))
+        if merged != self.conditions:
+            changed.append("conditions")
+        self.autoscaling = {k: v for k, v in {**self.autoscaling, **out.status}.items() if v is not None}
+        self.conditions = merged
+        return changed
+
+
+def evaluate(obj: Object, snapshot: Snapshot, state: AutoscalerState, now: float) -> tuple[Any, list[str]]:
+    d = decide(snapshot, state, QUIET, now)
+    out = outcome(d, autoscaling_status=obj.autoscaling, conditions=obj.conditions)
+    return d, obj.write(out, now)
+
+
+def test_an_idle_settled_deployment_decides_no_write_per_evaluation() -> None:
+    """Issue #20: 1 replica at 0 % KV and no request, evaluated every 15 s. The first evaluation
+    writes status; every later one leaves every field as it is (before the fix ``policyState``
+    gained a timestamped recommendation at each, a status write per evaluation)."""
+    obj, state, writes = Object(), AutoscalerState(), []
+    for i in range(8):
+        d, changed = evaluate(obj, serving(1, 0.0, 0.0), state, NOW + i * INTERVAL)
+        assert (d.to_replicas, d.reason) == (1, Reason.TOO_FEW_REPLICAS), d.message
+        writes.append(changed)
+        state = d.state
+    assert "policyState" in writes[0] and "kvCacheUtilizationPercent" in writes[0], writes
+    assert writes[1:] == [[]] * 7, writes
+
+
+def test_a_new_recommendation_or_a_scale_is_written_once() -> None:
+    obj, state = Object(), AutoscalerState()
+    changes = []
+    for i, (replicas, active) in enumerate([(1, 0.0), (1, 0.0), (1, 0.9), (1, 0.9), (1, 0.9)]):
+        d, changed = evaluate(obj, serving(replicas, active, 0.0), state, NOW + i * INTERVAL)
+        changes.append("policyState" in changed)
+        state = d.state
+    # the load arrives at the third evaluation: a new count (2), held by the 60 s scale-up window
+    assert changes == [True, False, True, False, False], changes
+    assert d.reason == Reason.SCALE_UP_STABILIZED, d.message
+
+
+def test_the_persisted_state_carries_every_decision_across_restarts() -> None:
+    """The operator writes ``policyState`` only when ``same_memory`` says so; a restart at any
+    evaluation carries the persisted copy over with ``resume``. With windows longer than the
+    evaluation interval, a restart between two evaluations changes no decision: the replica counts
+    are those of an operator that never restarts, tick for tick (load up, the scale-up window, the
+    scale-up, load gone, the scale-down window, the scale-down, idle)."""
+    load = [0.0] * 6 + [0.9] * 12 + [0.0] * 20 + [0.3] * 4 + [0.0] * 14
+    for restart_every in (None, 1, 2, 3, 7):
+        obj, replicas, counts = Object(), 1, []
+        remembered: Remembered | None = None
+        for i, active in enumerate(load):
+            now = NOW + i * INTERVAL
+            if restart_every is not None and i % restart_every == 0:
+                remembered = None  # the process restarted: nothing in memory
+            state, problem = state_for_tick(remembered, obj.autoscaling.get("policyState"), now, INTERVAL)
+            assert problem is None
+            d = decide(serving(replicas, active, 0.0), state, QUIET, now)
+            out = outcome(d, autoscaling_status=obj.autoscaling, conditions=obj.conditions)
+            obj.write(out, now)
+            remembered = Remembered(obj.autoscaling.get("policyState"), d.state)
+            replicas = d.to_replicas
+            counts.append(replicas)
+        if restart_every is None:
+            never = counts
+            assert max(counts) == 4 and counts[-1] == 1, counts  # the scenario scales both ways
+        else:
+            assert counts == never, (restart_every, counts, never)
+
+
+def test_a_restart_after_a_quiet_spell_waits_the_scale_up_window_again() -> None:
+    # Idle for an hour, persisted an hour ago; the restarted operator sees load at once: the last
+    # recommendation (1) is taken to have held until the evaluation before, so the 60 s window holds
+    # the scale-up as an operator that never restarted would (HPA seeds a new HPA the same way).
+    persisted = AutoscalerState((Recommendation(NOW - 3600, 1),))
+    later = NOW + 3600
+    d = decide(serving(1, 0.9, 0.0), resume(persisted, later - INTERVAL), QUIET, later)
+    assert (d.to_replicas, d.reason) == (1, Reason.SCALE_UP_STABILIZED), d.message
+    d = decide(serving(1, 0.9, 0.0), persisted, QUIET, later)  # without resume: scaled at once
+    assert d.to_replicas == 2
+
+
+@pytest.mark.parametrize(
+    ("persisted", "state", "same"),
+    [
+        # a run of equal recommendations: only its last time counts, the persisted one runs to now
+        ([(NOW - 30, 1)], [(NOW - 30, 1), (NOW - 15, 1), (NOW, 1)], True),
+        ([(NOW - 30, 1)], [(NOW - 30, 1), (NOW, 2)], False),  # a new count
+        # a closed run must end where it ended: 2 until NOW - 15, not NOW - 30
+        ([(NOW - 30, 2), (NOW - 15, 1)], [(NOW - 30, 2), (NOW - 15, 1), (NOW, 1)], True),
+        ([(NOW - 45, 2), (NOW - 30, 1)], [(NOW - 45, 2), (NOW - 30, 2), (NOW - 15, 1), (NOW, 1)], False),
+        # entries past the horizon (NOW - 120) are read by nothing: they cost no write
+        ([(NOW - 200, 3), (NOW - 100, 1)], [(NOW - 100, 1), (NOW, 1)], True),
+        ([], [(NOW, 1)], False),  # nothing persisted yet
+    ],
+)
+def test_same_memory(persisted: list[tuple[float, int]], state: list[tuple[float, int]], same: bool) -> None:
+    def of(recs: list[tuple[float, int]]) -> AutoscalerState:
+        return AutoscalerState(tuple(Recommendation(t, n) for t, n in recs))
+
+    assert same_memory(of(persisted), of(state), now=NOW, horizon=NOW - 120) is same
+
+
+def test_same_memory_counts_scale_events() -> None:
+    recs = (Recommendation(NOW, 2),)
+    before = AutoscalerState(recs)
+    assert not same_memory(before, AutoscalerState(recs, (ScaleEvent(NOW, 1),)), now=NOW, horizon=NOW - 120)
+    old = AutoscalerState(recs, (ScaleEvent(NOW - 130, 1),))  # past the horizon: read by nothing
+    assert same_memory(old, before, now=NOW, horizon=NOW - 120)
+
+
+def test_state_for_tick_uses_memory_only_while_the_persisted_copy_is_its_own() -> None:
+    mine = AutoscalerState((Recommendation(NOW - 15, 1), Recommendation(NOW - 5, 1)))
+    remembered = Remembered('{"recommendations":[[1,1]]}', mine)
+    assert state_for_tick(remembered, '{"recommendations":[[1,1]]}', NOW, INTERVAL) == (mine, None)
+    # another string (cleared by a mode switch, written elsewhere) or nothing remembered: carried over
+    # until the evaluation before this one
+    other = '{"recommendations":[[1799999900,3]]}'
+    resumed = AutoscalerState((Recommendation(NOW - 100, 3), Recommendation(NOW - INTERVAL, 3)))
+    assert state_for_tick(remembered, other, NOW, INTERVAL) == (resumed, None)
+    assert state_for_tick(None, other, NOW, INTERVAL) == (resumed, None)
+    assert state_for_tick(None, None, NOW, INTERVAL) == (AutoscalerState(), None)
+    state, problem = state_for_tick(None, "{not json", NOW, INTERVAL)
+    assert state == AutoscalerState() and problem is not None and "policyState unreadable" in problem
+
+
+def test_an_unreadable_policy_state_is_written_over() -> None:
+    d = decide(serving(1, 0.0, 0.0), AutoscalerState(), QUIET, NOW)
+    out = outcome(d, autoscaling_status={"policyState": "{not json"})
+    assert json.loads(out.status["policyState"]) == d.state.to_dict()

@@ -30,19 +30,33 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from trtllm_operator.api.deployment import AutoscalingSpec
-from trtllm_operator.decide.autoscaling import Decision, Reason, record_decision, signal_status
+from trtllm_operator.decide.autoscaling import (
+    AutoscalerState,
+    Decision,
+    Reason,
+    record_decision,
+    resume,
+    same_memory,
+    signal_status,
+)
 from trtllm_operator.decide.conditions import condition, find
 
 __all__ = [
+    "AUTOSCALING_DISABLED",
     "KEDA_NOT_INSTALLED",
     "MANUAL_SCALE_REVERTED",
+    "SCALING_DELEGATED",
     "ExternalPlan",
+    "Remembered",
     "TickOutcome",
     "decide_external",
     "decide_invalid",
     "decide_tick",
     "external_failed",
     "external_rendered",
+    "load_state",
+    "retire_builtin",
+    "state_for_tick",
 ]
 
 Condition = dict[str, Any]
@@ -152,6 +166,46 @@ def _limited(decision: Decision, generation: int | None) -> Condition:
     )
 
 
+def load_state(policy_state: str | None) -> tuple[AutoscalerState, str | None]:
+    """The :class:`~trtllm_operator.decide.autoscaling.AutoscalerState` in
+    ``status.autoscaling.policyState`` (JSON, ``AutoscalerState.to_dict``), and why it could not be
+    read (then an empty state: the policy starts afresh, seeded with the current count), else
+    ``None``."""
+    if not policy_state:
+        return AutoscalerState(), None
+    try:
+        return AutoscalerState.from_dict(json.loads(policy_state)), None
+    except ValueError as exc:  # json.JSONDecodeError is a ValueError
+        return AutoscalerState(), f"status.autoscaling.policyState unreadable ({exc}): starting afresh"
+
+
+@dataclass(frozen=True)
+class Remembered:
+    """What the operator keeps in memory of one LLMDeployment between built-in evaluations: the
+    ``state`` its last evaluation left, and the ``status.autoscaling.policyState`` it left persisted
+    (``policy_state``, the exact string; ``None``: none)."""
+
+    policy_state: str | None
+    state: AutoscalerState
+
+
+def state_for_tick(
+    remembered: Remembered | None, policy_state: str | None, now: float, interval: float
+) -> tuple[AutoscalerState, str | None]:
+    """The state to decide with at ``now`` (epoch seconds), and why the persisted one was unreadable
+    (else ``None``). ``interval``: seconds between evaluations (``metrics.scrapeIntervalSeconds``).
+
+    The remembered state while ``status.autoscaling.policyState`` is still the string this operator
+    left there; otherwise (a restart, nothing remembered; or the field changed behind it: cleared by
+    a mode switch, written by another process) the persisted state carried over with
+    :func:`~trtllm_operator.decide.autoscaling.resume` until the evaluation before this one.
+    """
+    if remembered is not None and remembered.policy_state == policy_state:
+        return remembered.state, None
+    persisted, problem = load_state(policy_state)
+    return resume(persisted, now - interval), problem
+
+
 def decide_tick(
     decision: Decision,
     *,
@@ -168,13 +222,24 @@ def decide_tick(
     ``None``; ``autoscaling_status`` / ``conditions``: the object's current ``status.autoscaling`` and
     ``status.conditions``; ``scale_time``: RFC 3339 time of this tick (``lastScaleTime`` when it
     scales); ``max_decisions``: entries kept in ``lastDecisions``.
+
+    ``status`` holds ``policyState`` only when the one in ``autoscaling_status`` no longer carries
+    ``decision.state`` (:func:`~trtllm_operator.decide.autoscaling.same_memory`: a new
+    recommendation count, a scale event), so an evaluation that changes nothing a later decision
+    reads leaves every field as it is and costs no write — as Kubernetes' HPA controller, which keeps
+    its recommendations in memory and skips a status write equal to the last (kubernetes v1.34.4
+    ``pkg/controller/podautoscaler/horizontal.go`` ``updateStatusIfNeeded``).
     """
     status: dict[str, Any] = {
         **signal_status(decision.signals),
         "desiredReplicas": decision.to_replicas,
         "lastScaleTime": scale_time if decision.scaled else autoscaling_status.get("lastScaleTime"),
-        "policyState": json.dumps(decision.state.to_dict(), separators=(",", ":")),
     }
+    persisted, problem = load_state(autoscaling_status.get("policyState"))
+    if problem is not None or not same_memory(
+        persisted, decision.state, now=decision.time, horizon=decision.horizon
+    ):
+        status["policyState"] = json.dumps(decision.state.to_dict(), separators=(",", ":"))
     manual = _manual_scale(decision, autoscaling_status)
     recorded = decision if manual is None else replace(decision, message=f"{manual}: {decision.message}")
     decisions = record_decision(list(autoscaling_status.get("lastDecisions") or []), recorded, max_decisions)
@@ -242,3 +307,75 @@ def external_failed(reason: str, message: str, generation: int | None) -> tuple[
         [condition("ScalingActive", False, reason, message, observed_generation=generation)],
         Event(reason, message, "Warning"),
     )
+
+
+# --- leaving mode builtin -----------------------------------------------------------------------
+
+#: Reason of ``ScalingActive`` / ``ScalingLimited`` once ``spec.autoscaling.enabled`` is false.
+AUTOSCALING_DISABLED = "AutoscalingDisabled"
+#: Reason of ``ScalingLimited`` in modes hpa / keda: the HPA's own conditions say it.
+SCALING_DELEGATED = "ScalingDelegated"
+
+
+def _changed(existing: Mapping[str, Any] | None, new: Condition) -> bool:
+    return existing is None or any(existing.get(k) != v for k, v in new.items())
+
+
+def retire_builtin(
+    spec: AutoscalingSpec,
+    status: Mapping[str, Any],
+    *,
+    hpa: str,
+    generation: int | None,
+) -> tuple[list[Condition], dict[str, Any]]:
+    """What the built-in autoscaler left in ``status`` that is stale once ``spec`` is no longer
+    ``mode: builtin`` with autoscaling enabled: the conditions to set and a ``status`` merge patch
+    (both empty when nothing is left, or in mode builtin).
+
+    * ``status.autoscaling`` (the built-in's signals for the printer columns, ``desiredReplicas``,
+      ``lastDecisions``, ``policyState``) is removed: nothing updates it any more, and a switch back
+      to builtin starts afresh (seeded with the current count, as a new HPA is).
+    * ``ScalingLimited``, where the built-in left one: in modes hpa / keda ``Unknown``
+      :data:`SCALING_DELEGATED`, the message naming the HorizontalPodAutoscaler ``hpa`` that decides
+      now (the one the operator renders, or KEDA's for its ScaledObject), whose own
+      ``ScalingLimited`` / ``AbleToScale`` conditions say what holds it back; with autoscaling off
+      ``False`` :data:`AUTOSCALING_DISABLED`.
+    * ``ScalingActive``, where one is left, with autoscaling off: ``False`` :data:`AUTOSCALING_DISABLED`
+      (in modes hpa / keda :func:`external_rendered` / :func:`external_failed` set it).
+
+    Conditions are only updated, never added: an LLMDeployment that was never autoscaled gets none.
+    Only what differs from ``status`` is returned.
+    """
+    mode = spec.mode if spec.enabled else None
+    if mode == "builtin":
+        return [], {}
+    patch: dict[str, Any] = {"autoscaling": None} if status.get("autoscaling") is not None else {}
+    existing = status.get("conditions")
+    wanted: list[Condition] = []
+    if mode in ("hpa", "keda"):
+        owner = "the operator's" if mode == "hpa" else "KEDA's, for the ScaledObject the operator renders,"
+        wanted.append(
+            condition(
+                "ScalingLimited",
+                "Unknown",
+                SCALING_DELEGATED,
+                f"mode {mode}: {owner} HorizontalPodAutoscaler {hpa} decides the replica count; its own "
+                f"conditions say whether a limit holds it back: kubectl describe hpa {hpa}",
+                observed_generation=generation,
+            )
+        )
+    else:
+        off = (
+            "spec.autoscaling.enabled is false: nothing scales this deployment; spec.replicas is the "
+            "count (kubectl scale)"
+        )
+        wanted.append(
+            condition("ScalingLimited", False, AUTOSCALING_DISABLED, off, observed_generation=generation)
+        )
+        wanted.append(
+            condition("ScalingActive", False, AUTOSCALING_DISABLED, off, observed_generation=generation)
+        )
+    conditions = [
+        c for c in wanted if (before := find(existing, c["type"])) is not None and _changed(before, c)
+    ]
+    return conditions, patch

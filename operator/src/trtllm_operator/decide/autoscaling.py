@@ -6,8 +6,10 @@ One call of :func:`decide` is one autoscaler tick. It takes
   state and its value of each signal of the registry (:mod:`trtllm_operator.api.signals`:
   active-request utilization, KV-cache utilization; ``None`` when missing);
 * an :class:`AutoscalerState` — the recommendation history and recent scale events, the only memory
-  the policy has (JSON-serialisable: the operator keeps it in ``status.autoscaling.policyState``,
-  the simulator in memory);
+  the policy has (JSON-serialisable: the simulator keeps it in memory; so does the operator, which
+  also writes it to ``status.autoscaling.policyState`` when :func:`same_memory` says a restart
+  would otherwise lose what a later decision reads, and picks it up after a restart with
+  :func:`resume`);
 * a :class:`Policy` — targets, tolerance, min/max, and per-direction stabilization windows and rate
   limits (the ``spec.autoscaling`` of an LLMDeployment, see :func:`policy_from_spec`);
 * ``now`` — seconds since the epoch (a float; the policy never reads a clock),
@@ -121,7 +123,9 @@ __all__ = [
     "record_decision",
     "refuse_retired_targets",
     "refuse_scale_to_zero",
+    "resume",
     "rules_manifest",
+    "same_memory",
     "scaling_rules_from_spec",
     "signal_status",
 ]
@@ -461,7 +465,10 @@ class AutoscalerState:
     """The policy's memory between ticks. Serialise with :meth:`to_dict` / :meth:`from_dict`.
 
     Persist the state returned in a :class:`Decision` only once the decision has been applied
-    (the scale patch succeeded): it records the scale event that rate limits count.
+    (the scale patch succeeded): it records the scale event that rate limits count. A caller that
+    keeps the state in memory between ticks (the operator) needs to persist it only when
+    :func:`same_memory` says the persisted copy no longer carries it, and carries a persisted copy
+    into a tick with :func:`resume`.
     """
 
     recommendations: tuple[Recommendation, ...] = ()
@@ -494,6 +501,68 @@ class AutoscalerState:
         return cls(recs, events, None if capacity is None else capmod.CapacityState.from_dict(capacity))
 
 
+def resume(persisted: AutoscalerState, until: float) -> AutoscalerState:
+    """The state to carry into an evaluation when all there is of the previous ones is ``persisted``
+    (an operator restart): the last recommendation is taken to have been made until ``until`` (epoch
+    seconds; pass the time of the evaluation before this one, ``now`` − the evaluation interval).
+
+    The operator writes its state only when :func:`same_memory` says a restart would read it
+    differently, so the persisted copy ends where the last *change* of recommendation began, not at
+    the last evaluation: every evaluation since recommended that same count, the last one at most one
+    interval before ``now``. With no downtime that is exact; after downtime the run is taken to have
+    lasted through it, as Kubernetes' HPA controller treats a history it does not have (kubernetes
+    v1.34.4 ``pkg/controller/podautoscaler/horizontal.go`` ``recordInitialRecommendation`` seeds
+    the current count at the time it first sees the HPA): a restart never scales down early, and a
+    scale-up after a quiet spell waits its scale-up window. An empty state stays empty
+    (:func:`decide` seeds it with the current count).
+    """
+    if not persisted.recommendations:
+        return persisted
+    last = persisted.recommendations[-1]
+    if until <= last.time:
+        return persisted
+    return AutoscalerState(
+        (*persisted.recommendations, Recommendation(until, last.replicas)),
+        persisted.scale_events,
+        persisted.capacity,
+    )
+
+
+def _memory(state: AutoscalerState, horizon: float) -> tuple[Any, ...]:
+    """What any decision after ``horizon`` reads of ``state``, times at the persisted precision
+    (:meth:`AutoscalerState.to_dict`): the stabilization windows take the minimum / maximum of the
+    recommendations after a cutoff, so of a run of consecutive equal recommendations only the last
+    one's time matters (the run is in a window exactly while that one is); entries at or before
+    ``horizon`` are read by nothing."""
+    runs: list[tuple[float, int]] = []
+    for r in state.recommendations:
+        if r.time <= horizon:
+            continue
+        if runs and runs[-1][1] == r.replicas:
+            runs[-1] = (round(r.time, 3), r.replicas)
+        else:
+            runs.append((round(r.time, 3), r.replicas))
+    events = tuple((round(e.time, 3), e.change) for e in state.scale_events if e.time > horizon)
+    capacity = None if state.capacity is None else state.capacity.to_dict()
+    return tuple(runs), events, capacity
+
+
+def same_memory(persisted: AutoscalerState, state: AutoscalerState, *, now: float, horizon: float) -> bool:
+    """Whether an operator restarted after the evaluation at ``now`` would carry ``persisted`` (what
+    ``status.autoscaling.policyState`` holds) into its next evaluation as the same memory as
+    ``state`` (the one it has in memory after deciding at ``now``), so ``state`` needs no write.
+
+    Same memory: ``persisted`` after :func:`resume` until ``now`` and ``state`` give every later
+    :func:`decide` the same
+    stabilization minima and maxima, rate-limit counts and capacity state — the same recommendation
+    runs (each up to its last time) and scale events after ``horizon`` (:attr:`Decision.horizon`),
+    times compared to the millisecond the JSON form keeps. An idle deployment that recommends the
+    same count at every evaluation therefore has nothing new to persist; a new count or a scale
+    event is written once; entries that leave the horizon cost no write (neither copy is read there).
+    """
+    return _memory(resume(persisted, now), horizon) == _memory(state, horizon)
+
+
 # --- decision -----------------------------------------------------------------------------------
 
 
@@ -505,7 +574,7 @@ class Decision:
     max-over-signals count before windows and limits; ``signals``: mean value per enabled signal over
     Ready pods (``None`` = no data); ``desired_by_signal``: each valid signal's own count;
     ``limited``: the ``ScalingLimited`` reason when a limit (rate, min/max, GPU) held the count back,
-    else ``None``; ``state``: carry into the next call.
+    else ``None``; ``state``: carry into the next call; ``horizon``: see the field.
     """
 
     time: float
@@ -520,6 +589,9 @@ class Decision:
     unschedulable_replicas: int
     limited: Reason | None
     state: AutoscalerState = field(repr=False, default_factory=AutoscalerState)
+    #: Epoch seconds: ``state`` entries at or before it are read by no later decision (``time`` − the
+    #: policy's :meth:`Policy.history_seconds`); :func:`same_memory` compares states above it.
+    horizon: float = 0.0
 
     @property
     def scaled(self) -> bool:
@@ -767,6 +839,7 @@ def decide(snapshot: Snapshot, state: AutoscalerState, policy: Policy, now: floa
             unschedulable_replicas=unschedulable,
             limited=limited,
             state=AutoscalerState(new_recs, new_events, capacity_state),
+            horizon=horizon,
         )
 
     if current == 0:

@@ -9,23 +9,31 @@ every :data:`TICK_SECONDS` and evaluating once per ``spec.autoscaling.metrics.sc
 2. list its pods with ``status.selector`` (LeaderWorkerSet workers left out: only a group's leader
    serves the model's metrics), read the signals — scrape each Ready pod's ``:8002/metrics``
    (:mod:`trtllm_operator.metrics.scrape`) or query Prometheus (:mod:`trtllm_operator.metrics.prometheus`);
-3. :func:`~trtllm_operator.decide.autoscaling.decide` with the state kept in
-   ``status.autoscaling.policyState``;
+3. :func:`~trtllm_operator.decide.autoscaling.decide` with the policy state this process keeps in
+   memory per object (by UID, as Kubernetes' HPA controller keeps its recommendations), or, after a
+   restart or when ``status.autoscaling.policyState`` is no longer what this process left there,
+   the persisted one carried over (:func:`~trtllm_operator.decide.autoscaler.state_for_tick`);
 4. on a change, patch ``spec.replicas`` through the ``/scale`` subresource with the object's
    ``resourceVersion`` as precondition (a concurrent ``kubectl scale`` wins; the tick is retried);
 5. write ``status.autoscaling`` (current signals for the printer columns, ``desiredReplicas``,
    ``lastScaleTime``, the last :data:`MAX_DECISIONS` decisions — every scale, and before each the
    last reason it was held for (:func:`~trtllm_operator.decide.autoscaling.record_decision`) — and
-   the policy state) and the conditions ``ScalingActive`` (signals readable) and ``ScalingLimited``
-   (a limit held the count back: ``InsufficientGPU``, ``TooManyReplicas``, ``ScaleUpLimit`` …)
-   through the shared optimistic-concurrency status writer; post an Event per scale and a Warning
-   when ``InsufficientGPU`` starts.
+   the policy state when a restart would otherwise lose what a later decision reads
+   (:func:`~trtllm_operator.decide.autoscaling.same_memory`)) and the conditions ``ScalingActive``
+   (signals readable) and ``ScalingLimited`` (a limit held the count back: ``InsufficientGPU``,
+   ``TooManyReplicas``, ``ScaleUpLimit`` …) through the shared optimistic-concurrency status writer,
+   which skips a write that changes nothing — so an idle, settled deployment costs no write per
+   evaluation (issue #20) — and writes nothing once the object, read fresh, is no longer in mode
+   builtin; post an Event per scale and a Warning when ``InsufficientGPU`` starts.
 
 **mode hpa / keda** — the autoscaler renders an autoscaling/v2 HorizontalPodAutoscaler
 (:mod:`trtllm_operator.render.hpa`) or a KEDA ScaledObject (:mod:`trtllm_operator.render.keda`) owned
 by the LLMDeployment, keeps it up to date (patched only when its rendered hash changes), and deletes
 the one it owns when the mode changes or autoscaling is turned off. It never touches an object of
-the same name that it does not own (a Warning Event says so).
+the same name that it does not own (a Warning Event says so). Leaving mode builtin (or turning
+autoscaling off) removes the built-in's ``status.autoscaling`` and moves its ``ScalingLimited`` (and,
+when off, ``ScalingActive``) to a reason that says who decides now
+(:func:`~trtllm_operator.decide.autoscaler.retire_builtin`).
 
 Both modes reconcile as the engine controller does — observe → decide → act → write: what to write
 (conditions and their reasons, ``status.autoscaling``, Events, which child to render or remove) is
@@ -39,7 +47,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import json
 import logging
 import threading
 import time
@@ -62,14 +69,16 @@ from trtllm_operator.api.wire import (
 )
 from trtllm_operator.decide.autoscaler import (
     KEDA_NOT_INSTALLED,
+    Remembered,
     decide_external,
     decide_invalid,
     decide_tick,
     external_failed,
     external_rendered,
+    retire_builtin,
+    state_for_tick,
 )
 from trtllm_operator.decide.autoscaling import (
-    AutoscalerState,
     Decision,
     PodSignals,
     Snapshot,
@@ -88,6 +97,7 @@ from trtllm_operator.metrics import operator_metrics as om
 from trtllm_operator.metrics.prometheus import PrometheusError, prometheus_pods
 from trtllm_operator.metrics.scrape import DEFAULT_PORT, pod_state, scrape_pods
 from trtllm_operator.render.external_autoscaler import desired_external_autoscaler
+from trtllm_operator.render.keda import keda_hpa_name
 from trtllm_operator.render.serving import OPENAI_PORT, child_name, uses_openai_frontend
 from trtllm_operator.settings import current
 
@@ -110,6 +120,10 @@ OPENAI_METRICS_PORT = OPENAI_PORT
 
 _last_tick: dict[str, float] = {}
 _last_tick_lock = threading.Lock()
+#: The policy state of each built-in-mode LLMDeployment (by UID) after its last evaluation, and the
+#: ``status.autoscaling.policyState`` it left. Written only by that object's timer (kopf runs one at a
+#: time per object); dropped when the object is deleted or leaves mode builtin.
+_remembered: dict[str, Remembered] = {}
 
 
 # ------------------------------------------------------------------------------ built-in mode
@@ -140,17 +154,6 @@ def _signals(
     return scrape_pods(pods, port=port, timeout=timeout), None
 
 
-def _load_state(autoscaling_status: Mapping[str, Any]) -> AutoscalerState:
-    raw = autoscaling_status.get("policyState")
-    if not raw:
-        return AutoscalerState()
-    try:
-        return AutoscalerState.from_dict(json.loads(raw))
-    except ValueError as exc:  # json.JSONDecodeError is a ValueError
-        log.warning("status.autoscaling.policyState unreadable (%s): starting afresh", exc)
-        return AutoscalerState()
-
-
 def autoscale_once(kube: Kube, namespace: str, name: str, now: float | None = None) -> Decision | None:
     """One built-in autoscaler evaluation of LLMDeployment ``namespace/name``; returns the decision.
 
@@ -170,7 +173,9 @@ def autoscale_once(kube: Kube, namespace: str, name: str, now: float | None = No
     except ValidationError as exc:
         log.warning("%s/%s: spec unreadable, not autoscaling: %s", namespace, name, exc)
         return None
+    uid = obj["metadata"]["uid"]
     if not spec.autoscaling.enabled or spec.autoscaling.mode != "builtin":
+        _remembered.pop(uid, None)
         return None
     status = obj.get("status") or {}
     auto_status = status.get("autoscaling") or {}
@@ -185,7 +190,12 @@ def autoscale_once(kube: Kube, namespace: str, name: str, now: float | None = No
     current = int((obj.get("spec") or {}).get("replicas", 1))
 
     # decide
-    decision = decide(Snapshot(current, signals), _load_state(auto_status), policy, now)
+    persisted = auto_status.get("policyState")
+    interval = float(spec.autoscaling.metrics.scrape_interval_seconds)
+    state, problem = state_for_tick(_remembered.get(uid), persisted, now, interval)
+    if problem is not None:
+        log.warning("%s/%s: %s", namespace, name, problem)
+    decision = decide(Snapshot(current, signals), state, policy, now)
     outcome = decide_tick(
         decision,
         source_error=source_error,
@@ -217,10 +227,21 @@ def autoscale_once(kube: Kube, namespace: str, name: str, now: float | None = No
     if outcome.scale_event is not None:
         post_event(kube, obj, outcome.scale_event.reason, outcome.scale_event.message)
 
-    # write
-    update_conditions(
-        kube, LLM_DEPLOYMENT, namespace, name, outcome.conditions, status={"autoscaling": outcome.status}
+    # write (nothing once the object, read fresh, has left mode builtin: retire_builtin cleared it)
+    written = update_conditions(
+        kube,
+        LLM_DEPLOYMENT,
+        namespace,
+        name,
+        outcome.conditions,
+        status={"autoscaling": outcome.status},
+        only_if=lambda fresh: _builtin_enabled(fresh.get("spec") or {}),
     )
+    left = ((written or {}).get("status") or {}).get("autoscaling") or {}
+    if written is not None and left.get("policyState") == outcome.status.get("policyState", persisted):
+        _remembered[uid] = Remembered(left.get("policyState"), decision.state)
+    else:  # not written, or another writer's policyState: the next tick carries over what is there
+        _remembered.pop(uid, None)
     for warning in outcome.warnings:
         post_event(kube, obj, warning.reason, warning.message, type_=warning.type)
     om.AUTOSCALER_CURRENT_REPLICAS.labels(namespace, name).set(decision.from_replicas)
@@ -265,9 +286,11 @@ def autoscaler_tick(name: str, namespace: str | None, uid: str, spec: Mapping[st
 
 @kopf.on.delete(GROUP, VERSION, DEPLOYMENT_PLURAL, optional=True)
 def autoscaler_forget(name: str, namespace: str | None, uid: str, **_: Any) -> None:
-    """Drop the in-memory tick time and the per-object metric series of a deleted LLMDeployment."""
+    """Drop the in-memory tick time, policy state and per-object metric series of a deleted
+    LLMDeployment."""
     with _last_tick_lock:
         _last_tick.pop(uid, None)
+    _remembered.pop(uid, None)
     for gauge in (om.AUTOSCALER_CURRENT_REPLICAS, om.AUTOSCALER_DESIRED_REPLICAS):
         with contextlib.suppress(KeyError):
             gauge.remove(namespace or "", name)
@@ -313,7 +336,9 @@ def sync_external_autoscaler(kube: Kube, obj: Mapping[str, Any], *, created: boo
     ownerReference names the owner's UID): nothing is read to be removed.
 
     Observe (the spec) → decide (:func:`~trtllm_operator.decide.autoscaler.decide_external`, then the
-    render) → act (apply / delete the children) → write (the ``ScalingActive`` condition).
+    render; :func:`~trtllm_operator.decide.autoscaler.retire_builtin` on ``obj``'s status) → act
+    (apply / delete the children) → write (the ``ScalingActive`` condition, and what the built-in
+    autoscaler left: ``status.autoscaling`` removed, ``ScalingLimited`` / ``ScalingActive`` moved on).
     """
     meta = obj["metadata"]
     namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
@@ -325,9 +350,18 @@ def sync_external_autoscaler(kube: Kube, obj: Mapping[str, Any], *, created: boo
     plan = decide_external(auto)
     child = child_name(name)
     generation = _generation(obj)
+    if not (auto.enabled and auto.mode == "builtin"):
+        _remembered.pop(uid, None)
+    # What the built-in autoscaler left (decided on this copy: a fresh object has nothing to retire).
+    hpa = keda_hpa_name(name) if plan.render == "keda" else child
+    retired, stale = (
+        ([], {}) if created else retire_builtin(auto, obj.get("status") or {}, hpa=hpa, generation=generation)
+    )
     for mode in () if created else plan.remove:
         _remove(kube, _EXTERNAL_KINDS[mode], namespace, child, uid)
     if plan.render is None:
+        if retired or stale:
+            update_conditions(kube, LLM_DEPLOYMENT, namespace, name, retired, status=stale)
         return
     owner = OwnerRef(name, uid)
     try:
@@ -341,11 +375,10 @@ def sync_external_autoscaler(kube: Kube, obj: Mapping[str, Any], *, created: boo
             raise
         conditions, warning = external_failed("KEDANotInstalled", KEDA_NOT_INSTALLED, generation)
     else:
-        update_conditions(
-            kube, LLM_DEPLOYMENT, namespace, name, external_rendered(plan.render, child, generation)
-        )
+        rendered = external_rendered(plan.render, child, generation)
+        update_conditions(kube, LLM_DEPLOYMENT, namespace, name, rendered + retired, status=stale)
         return
-    update_conditions(kube, LLM_DEPLOYMENT, namespace, name, conditions)
+    update_conditions(kube, LLM_DEPLOYMENT, namespace, name, conditions + retired, status=stale)
     post_event(kube, obj, warning.reason, warning.message, type_=warning.type)
 
 

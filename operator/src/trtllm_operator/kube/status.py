@@ -115,12 +115,15 @@ def update_conditions(
     status: Mapping[str, Any] | None = None,
     now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
     current: Mapping[str, Any] | None = None,
+    only_if: Callable[[Mapping[str, Any]], bool] | None = None,
 ) -> dict[str, Any] | None:
     """Merge ``conditions`` (by type) and the top-level ``status`` fields into the object's status.
 
     Condition types not listed are left as they are (another writer's). ``status`` is a merge patch
     (``None`` values delete keys); it must not contain ``conditions``. ``current``: as for
-    :func:`patch_status`.
+    :func:`patch_status`. ``only_if``: called with the object as read for each attempt; ``False``
+    writes nothing (a writer whose decision no longer applies to the object, e.g. the built-in
+    autoscaler after its mode changed).
     """
     updates = list(conditions)
     extra = dict(status or {})
@@ -128,6 +131,8 @@ def update_conditions(
         raise ValueError("pass conditions through the 'conditions' argument, not inside 'status'")
 
     def mutate(obj: dict[str, Any]) -> dict[str, Any]:
+        if only_if is not None and not only_if(obj):
+            return {}
         current = (obj.get("status") or {}).get("conditions") or []
         patch = dict(extra)
         merged = merge_conditions(current, updates, now())

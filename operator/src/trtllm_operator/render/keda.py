@@ -35,7 +35,13 @@ from trtllm_operator.render.hpa import autoscaler_metadata, behavior, enabled_si
 from trtllm_operator.render.leaderworkerset import leaderworkerset_name
 from trtllm_operator.render.serving import child_name
 
-__all__ = ["desired_scaled_object", "pod_name_regex"]
+__all__ = ["desired_scaled_object", "keda_hpa_name", "pod_name_regex"]
+
+
+def keda_hpa_name(name: str) -> str:
+    """The HorizontalPodAutoscaler KEDA creates for LLMDeployment ``name``'s ScaledObject: the
+    ScaledObject's ``advanced.horizontalPodAutoscalerConfig.name``, ``<name>-keda``."""
+    return child_name(name, "keda")
 
 
 def pod_name_regex(name: str) -> str:
@@ -82,7 +88,7 @@ def desired_scaled_object(
             "maxReplicaCount": spec.max_replicas,
             "advanced": {
                 "horizontalPodAutoscalerConfig": {
-                    "name": child_name(name, "keda"),
+                    "name": keda_hpa_name(name),
                     "behavior": behavior(spec, tolerance=False),
                 }
             },
