@@ -55,7 +55,7 @@ from e2e_harness import (
     start_operator,
 )
 from support.api import Api
-from support.cluster import LocalCluster
+from support.cluster import WRITE_VERBS, LocalCluster
 from support.hub import LocalHub
 from support.manifests import TINYLLAMA, an_engine, create_token_secret, hf_config, success_report
 from support.wait import wait_for
@@ -194,8 +194,6 @@ EXPECTED: dict[str, Any] = {
         ("patch", "deployments", ""),
     },
 }
-
-WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 
 #: Run by the previous release's interpreter: record an engine-cache entry for each engine with that
 #: release's own test helper (its ``trtllm-operator cache import`` record); prints name → key.

@@ -26,7 +26,7 @@ import pytest
 from kubernetes import client
 from localcluster.nodes import NodeSpec, create_nodes, wait_nodes_ready
 from support.api import Api, wait_serving
-from support.cluster import LocalCluster
+from support.cluster import WRITE_VERBS, LocalCluster
 from support.manifests import H100, an_autoscaled_deployment
 from support.operator import running_operator
 from support.ports import bound_socket, free_port
@@ -37,6 +37,7 @@ from trtllm_operator.api.deployment import AutoscalingSpec
 from trtllm_operator.decide.serving_params import OwnerRef
 from trtllm_operator.emulator import Control, Fleet, PodFollower, ServingProfile
 from trtllm_operator.handlers import autoscaler as autoscaler_handlers
+from trtllm_operator.metrics import operator_metrics as om
 from trtllm_operator.metrics.prometheus import ACTIVE_REQUEST_UTILIZATION_RECORD, KV_CACHE_RECORD
 from trtllm_operator.render.keda import desired_scaled_object
 
@@ -117,6 +118,29 @@ def explain(api: Api, name: str) -> str:
     return "\n".join(lines)
 
 
+def evaluations() -> float:
+    """Built-in autoscaler evaluations of the in-process operator so far
+    (``trtllm_operator_autoscaler_decisions_total``, every reason)."""
+    return sum(
+        sample.value
+        for metric in om.AUTOSCALER_DECISIONS.collect()
+        for sample in metric.samples
+        if sample.name.endswith("_total")
+    )
+
+
+def writes_to(events: list[dict[str, Any]], namespace: str, name: str) -> list[str]:
+    """The write requests on LLMDeployment ``name`` (any subresource) among audit ``events``."""
+    return [
+        f"{e['verb']} {e['objectRef'].get('subresource', '')} by {e.get('userAgent', '')!r}"
+        for e in events
+        if e["verb"] in WRITE_VERBS
+        and e["objectRef"].get("resource") == "llmdeployments"
+        and e["objectRef"].get("namespace") == namespace
+        and e["objectRef"].get("name") == name
+    ]
+
+
 def first_time(api: Api, name: str, predicate: Any, timeout: float, desc: str) -> float:
     """Poll spec.replicas; the monotonic time when ``predicate(replicas)`` first held."""
     wait_for(lambda: predicate(api.replicas(name)), timeout=timeout, interval=0.1, desc=desc)
@@ -181,6 +205,57 @@ def test_load_up_scales_out_within_the_window_and_back_in_after_the_scale_down_w
         assert len(log) <= 10
         limited = api.condition("chat", "ScalingLimited")
         assert limited is not None and limited["reason"] in ("DesiredWithinRange", "TooFewReplicas"), limited
+
+
+#: Evaluations in the quiet window of the idle test (``scrapeIntervalSeconds: 1``: about 1 s each).
+QUIET_EVALUATIONS = 6
+
+
+def test_an_idle_deployment_writes_nothing_per_evaluation(
+    cluster: LocalCluster, api: Api, fleet: Fleet
+) -> None:
+    """Issue #20: 1 replica, no request, 0 % KV cache, settled: several evaluations of the built-in
+    autoscaler in a row make no write to the LLMDeployment (status, scale or otherwise), as the API
+    server's audit log records every write request. Before the fix every evaluation wrote
+    ``status.autoscaling.policyState`` (a new timestamped recommendation): a write per evaluation."""
+    api.set_load(fleet, requests=0, kvCacheUtilization=0.0)
+    api.create(
+        an_autoscaled_deployment(
+            "idle",
+            "llama",
+            max_replicas=3,
+            up={"stabilizationWindowSeconds": 3},
+            down={"stabilizationWindowSeconds": 10},
+        ),
+    )
+    created = cluster.audit_mark()
+    with running_operator(cluster, [api.ns]):
+        wait_serving(api, fleet, "idle", 1)
+
+        def settled() -> bool:
+            active = api.condition("idle", "ScalingActive") or {}
+            log = decisions(api, "idle")
+            return (
+                api.status("idle").get("phase") == "Ready"
+                and active.get("reason") == "ValidMetricFound"
+                and bool(log)
+                and log[-1]["reason"] == "TooFewReplicas"
+                and api.autoscaling("idle").get("kvCacheUtilizationPercent") == 0
+            )
+
+        wait_for(settled, timeout=60, desc="an idle, settled deployment")
+        mark, start = cluster.audit_mark(), evaluations()
+        wait_for(
+            lambda: evaluations() - start >= QUIET_EVALUATIONS,
+            timeout=60,
+            desc=f"{QUIET_EVALUATIONS} evaluations",
+        )
+        since_created, quiet = cluster.audit_events(created), cluster.audit_events(mark)
+    assert any(w.startswith("patch status") for w in writes_to(since_created, api.ns, "idle")), (
+        "the audit log must show the operator's first status writes"  # the log works
+    )
+    assert writes_to(quiet, api.ns, "idle") == [], explain(api, "idle")
+    assert api.replicas("idle") == 1
 
 
 def test_arrival_rate_on_the_load_model_drives_scale_out_and_in(
@@ -538,6 +613,61 @@ def test_mode_hpa_renders_an_hpa_on_the_scale_subresource_and_mode_switches_clea
             GROUP, VERSION, api.ns, "llmdeployments", "ext", {"spec": {"autoscaling": {"enabled": False}}}
         )
         wait_for(lambda: hpa() is None, timeout=30, desc="HPA removed when autoscaling is off")
+
+
+def test_leaving_mode_builtin_clears_its_status_and_says_who_decides(
+    cluster: LocalCluster, api: Api, fleet: Fleet
+) -> None:
+    """Issue #20 item 2: after a switch from builtin to hpa, the built-in autoscaler's
+    ``status.autoscaling`` (the KV% / ACTIVE% printer columns, lastDecisions, the policy state) is
+    removed and ``ScalingLimited`` says the HPA decides now and where to look; with autoscaling
+    then turned off, ``ScalingActive`` / ``ScalingLimited`` say so. Before, both stayed as the last
+    built-in evaluation left them."""
+    api.create(
+        an_autoscaled_deployment(
+            "moved", "llama", max_replicas=3, up={"stabilizationWindowSeconds": 0}, down={}
+        ),
+    )
+    hpa_api = client.AutoscalingV2Api(cluster.api)
+    with running_operator(cluster, [api.ns]):
+        wait_serving(api, fleet, "moved", 1)
+        wait_for(lambda: api.condition("moved", "ScalingLimited"), timeout=30, desc="ScalingLimited")
+        api.patch("llmdeployments", "moved", {"spec": {"autoscaling": {"mode": "hpa"}}})
+        wait_for(
+            lambda: hpa_api.read_namespaced_horizontal_pod_autoscaler("moved", api.ns),
+            timeout=30,
+            desc="the HPA",
+        )
+        limited = wait_for(
+            lambda: (
+                (c := api.condition("moved", "ScalingLimited")) and c["reason"] == "ScalingDelegated" and c
+            ),
+            timeout=30,
+            desc="ScalingLimited ScalingDelegated",
+        )
+        assert limited["status"] == "Unknown", limited
+        assert "HorizontalPodAutoscaler moved" in limited["message"], limited
+        assert "kubectl describe hpa moved" in limited["message"], limited
+        assert "autoscaling" not in api.status("moved"), api.status("moved")
+        active = api.condition("moved", "ScalingActive")
+        assert active is not None and active["reason"] == "HPARendered", active
+        header, row = cluster.kubectl("get", "llmdeployments", "moved", "-n", api.ns).stdout.splitlines()[:2]
+        assert (column(header, row, "ACTIVE%"), column(header, row, "KV%")) == ("", ""), (header, row)
+
+        api.patch("llmdeployments", "moved", {"spec": {"autoscaling": {"enabled": False}}})
+        active = wait_for(
+            lambda: (
+                (c := api.condition("moved", "ScalingActive")) and c["reason"] == "AutoscalingDisabled" and c
+            ),
+            timeout=30,
+            desc="ScalingActive AutoscalingDisabled",
+        )
+        assert active["status"] == "False" and "spec.autoscaling.enabled is false" in active["message"]
+        limited = api.condition("moved", "ScalingLimited")
+        assert limited is not None and (limited["status"], limited["reason"]) == (
+            "False",
+            "AutoscalingDisabled",
+        ), limited
 
 
 def test_unreachable_prometheus_holds_replicas_and_says_why(cluster: LocalCluster, api: Api) -> None:

@@ -44,7 +44,7 @@ from kubernetes import client
 from localcluster import ControlPlane, add_gpu_nodes, delete_nodes, find_bin_dir, wait_nodes_ready
 from support.api import Api
 from support.artifacts import cache_artifact
-from support.cluster import LocalCluster
+from support.cluster import WRITE_VERBS, LocalCluster
 from support.manifests import (
     H100,
     EngineBuilder,
@@ -430,9 +430,6 @@ def test_drained_builder_retries_the_build_elsewhere(
 
 
 # ----------------------------------------------------------------------------- quiet when settled
-#: Write verbs as the audit log names them (POST create, PUT update, PATCH and server-side apply
-#: patch, DELETE delete/deletecollection): k8s.io/apiserver pkg/endpoints/request/requestinfo.go.
-WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 #: Not the operator's children: the custom resources themselves (the test touches them), the pods
 #: (the ReplicaSet's and kwok's) and the ReplicaSets (the Deployment controller's).
 NOT_CHILDREN = frozenset({"llmdeployments", "llmengines", "pods", "replicasets"})

@@ -20,6 +20,10 @@ from localcluster import ControlPlane
 
 from .wait import wait_for
 
+#: Write verbs as the audit log names them (POST create, PUT update, PATCH and server-side apply
+#: patch, DELETE delete/deletecollection): k8s.io/apiserver pkg/endpoints/request/requestinfo.go.
+WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+
 
 class CommandError(subprocess.CalledProcessError):
     """A kubectl/helm call failed; str() includes its stderr."""

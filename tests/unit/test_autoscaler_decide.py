@@ -19,6 +19,7 @@ from trtllm_operator.decide.autoscaler import (
     decide_tick,
     external_failed,
     external_rendered,
+    retire_builtin,
     state_for_tick,
 )
 from trtllm_operator.decide.autoscaling import (
@@ -368,3 +369,76 @@ def test_an_unreadable_policy_state_is_written_over() -> None:
     d = decide(serving(1, 0.0, 0.0), AutoscalerState(), QUIET, NOW)
     out = outcome(d, autoscaling_status={"policyState": "{not json"})
     assert json.loads(out.status["policyState"]) == d.state.to_dict()
+
+
+# --- leaving mode builtin -----------------------------------------------------------------------
+BUILTIN_LEFT = {
+    "autoscaling": {"kvCacheUtilizationPercent": 20, "desiredReplicas": 1, "policyState": "{}"},
+    "conditions": [
+        {"type": "Ready", "status": "True", "reason": "Serving", "message": ""},
+        {"type": "ScalingActive", "status": "True", "reason": "ValidMetricFound", "message": "m"},
+        {"type": "ScalingLimited", "status": "True", "reason": "TooFewReplicas", "message": "m"},
+    ],
+}
+
+
+def autoscaling(**doc: Any) -> AutoscalingSpec:
+    return AutoscalingSpec.model_validate({"maxReplicas": 4, "targets": {"kvCacheUtilization": 0.8}, **doc})
+
+
+@pytest.mark.parametrize(
+    ("doc", "expected"),
+    [
+        (
+            {"enabled": True, "mode": "hpa"},
+            {"ScalingLimited": ("Unknown", "ScalingDelegated", "HorizontalPodAutoscaler chat decides")},
+        ),
+        (
+            {"enabled": True, "mode": "keda"},
+            {"ScalingLimited": ("Unknown", "ScalingDelegated", "KEDA's, for the ScaledObject")},
+        ),
+        (
+            {"enabled": False, "mode": "builtin"},
+            {
+                "ScalingLimited": ("False", "AutoscalingDisabled", "spec.autoscaling.enabled is false"),
+                "ScalingActive": ("False", "AutoscalingDisabled", "spec.replicas is the count"),
+            },
+        ),
+        (
+            {"enabled": False, "mode": "hpa"},
+            {
+                "ScalingLimited": ("False", "AutoscalingDisabled", ""),
+                "ScalingActive": ("False", "AutoscalingDisabled", ""),
+            },
+        ),
+    ],
+)
+def test_leaving_mode_builtin_clears_its_status_and_says_who_decides(
+    doc: dict[str, Any], expected: dict[str, tuple[str, str, str]]
+) -> None:
+    """Issue #20 item 2: the built-in's status.autoscaling (printer columns, lastDecisions, policy
+    state) would stay frozen after a switch to hpa / keda or autoscaling off, and its
+    ScalingLimited / ScalingActive with them."""
+    conditions, patch = retire_builtin(autoscaling(**doc), BUILTIN_LEFT, hpa="chat", generation=8)
+    assert patch == {"autoscaling": None}
+    got = {c["type"]: c for c in conditions}
+    assert set(got) == set(expected)  # in hpa / keda, ScalingActive is the rendered child's
+    for type_, (status, reason, text) in expected.items():
+        c = got[type_]
+        assert (c["status"], c["reason"], c["observedGeneration"]) == (status, reason, 8), c
+        assert text in c["message"], c["message"]
+
+
+def test_retire_builtin_touches_nothing_in_builtin_mode_nor_what_the_builtin_never_wrote() -> None:
+    on = autoscaling(enabled=True, mode="builtin")
+    assert retire_builtin(on, BUILTIN_LEFT, hpa="chat", generation=8) == ([], {})
+    never = {"conditions": [{"type": "Ready", "status": "True", "reason": "Serving", "message": ""}]}
+    assert retire_builtin(autoscaling(enabled=True, mode="hpa"), never, hpa="chat", generation=8) == ([], {})
+    assert retire_builtin(autoscaling(enabled=False), {}, hpa="chat", generation=8) == ([], {})
+
+
+def test_retire_builtin_is_done_once() -> None:
+    spec = autoscaling(enabled=False)
+    conditions, _ = retire_builtin(spec, BUILTIN_LEFT, hpa="chat", generation=8)
+    after = {"conditions": merge_conditions(BUILTIN_LEFT["conditions"], conditions, dt.datetime.now(dt.UTC))}
+    assert retire_builtin(spec, after, hpa="chat", generation=8) == ([], {})

@@ -679,7 +679,10 @@ def autoscaling_status_model(signals: Sequence[Signal]) -> type[ApiModel]:
                 max_length=65536,
                 description="The built-in autoscaler's memory (JSON: recent recommendations and scale "
                 "events as [epoch seconds, replicas] pairs), so stabilization windows and rate limits "
-                "survive an operator restart. Written by the operator only.",
+                "survive an operator restart. Written by the operator only, and only when what a later "
+                "decision reads changes (a new recommended count, a scale), not at every evaluation: "
+                "the last recommendation held until the operator's last evaluation "
+                "(docs/autoscaling.md).",
             ),
         ),
     )
@@ -803,7 +806,8 @@ class LLMDeploymentStatus(ApiModel):
         "cannot place, with its message; ReplicasFailing: containers that cannot start, e.g. "
         "ImagePullBackOff, with the kubelet's message and the field to fix), EngineIncompatible (image "
         "or GPU does not match the engine), "
-        "ScalingLimited (the autoscaler: maxReplicas reached, not enough schedulable GPUs), Routed (the "
+        "ScalingLimited (the autoscaler: maxReplicas reached, not enough schedulable GPUs; Unknown "
+        "ScalingDelegated in modes hpa / keda, where the HPA's own conditions say it), Routed (the "
         "InferencePool of spec.routing.inferencePool is applied), Streaming (spec.server.decoupled: "
         "whether streaming requests are answered, on the endpoints of spec.server.api).",
     )

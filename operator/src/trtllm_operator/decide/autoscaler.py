@@ -8,18 +8,35 @@ Built-in mode, one tick:
   ``InvalidSpec`` with the policy's message (field, value, fix);
 * :func:`decide_tick` — from the policy's :class:`~trtllm_operator.decide.autoscaling.Decision`
   (and whether reading the signals failed): the ``spec.replicas`` to patch, the ``ScaledUp`` /
-  ``ScaledDown`` Event, the ``status.autoscaling`` fields, ``ScalingActive`` (``ValidMetricFound``,
+  ``ScaledDown`` Event, the ``status.autoscaling`` fields (``policyState`` only when a restart would
+  otherwise read the policy's memory differently: an idle tick changes no field and costs no
+  write), ``ScalingActive`` (``ValidMetricFound``,
   ``MissingMetrics``, ``FailedGetMetrics``) and ``ScalingLimited`` (the limit's reason, else
   ``DesiredWithinRange``), the Warning when ``InsufficientGPU`` starts, and the Warning
   ``ManualScaleReverted`` (also noted in the ``lastDecisions`` entry) when it changes a
   ``spec.replicas`` someone else set. The condition types are
   autoscaling/v2's HPA conditions, ``ValidMetricFound`` and ``DesiredWithinRange`` the reasons
-  Kubernetes' HPA controller uses (``pkg/controller/podautoscaler/horizontal.go``).
+  Kubernetes' HPA controller uses (``pkg/controller/podautoscaler/horizontal.go``);
+* :func:`state_for_tick` — the policy state to decide with: the one the operator remembers
+  (:class:`Remembered`) while ``policyState`` is still what it left, else the persisted one carried
+  over (:func:`load_state`, :func:`~trtllm_operator.decide.autoscaling.resume`).
+
+Why the state is kept in memory and written only on change: Kubernetes' HPA controller keeps its
+recommendations in memory (``a.recommendations``, keyed by HPA) and writes an HPA's status only when
+it differs from the last (kubernetes v1.34.4 ``pkg/controller/podautoscaler/horizontal.go``
+``updateStatusIfNeeded``). Writing ``policyState`` at every evaluation cost an idle deployment a
+write per ``scrapeIntervalSeconds`` (issue #20) for a field only a restart reads; losing it at a
+restart, as HPA does, would let a restarted operator scale down before its window. The middle way
+writes it when what a later decision reads changes
+(:func:`~trtllm_operator.decide.autoscaling.same_memory`) — docs/autoscaling.md, "Writes".
 
 Modes hpa / keda:
 
 * :func:`decide_external` — which child kind to render and which to remove for ``spec.autoscaling``;
-* :func:`external_rendered` / :func:`external_failed` — the condition (and Warning) after rendering.
+* :func:`external_rendered` / :func:`external_failed` — the condition (and Warning) after rendering;
+* :func:`retire_builtin` — what the built-in autoscaler left in status once the mode is no longer
+  builtin or autoscaling is off: ``status.autoscaling`` removed, ``ScalingLimited`` (and, when off,
+  ``ScalingActive``) moved to ``ScalingDelegated`` / ``AutoscalingDisabled``.
 """
 
 from __future__ import annotations
