@@ -227,7 +227,9 @@ def autoscale_once(kube: Kube, namespace: str, name: str, now: float | None = No
     if outcome.scale_event is not None:
         post_event(kube, obj, outcome.scale_event.reason, outcome.scale_event.message)
 
-    # write (nothing once the object, read fresh, has left mode builtin: retire_builtin cleared it)
+    # write (nothing once the object, read fresh, has left mode builtin: retire_builtin cleared it).
+    # The decision is applied: its state is the memory now, whether or not the write gets through.
+    _remembered[uid] = Remembered(persisted, decision.state)
     written = update_conditions(
         kube,
         LLM_DEPLOYMENT,
