@@ -248,6 +248,17 @@ class Object:
         return changed
 
 
+#: Windows at and below the interval: scale up at once, down after two quiet evaluations.
+BRISK = Policy(
+    min_replicas=1,
+    max_replicas=4,
+    active_request_utilization=0.5,
+    kv_cache_utilization=0.8,
+    scale_up=ScalingRules(0, (RateLimit("Pods", 1, 15),)),
+    scale_down=ScalingRules(30, (RateLimit("Pods", 1, 15),)),
+)
+
+
 def evaluate(obj: Object, snapshot: Snapshot, state: AutoscalerState, now: float) -> tuple[Any, list[str]]:
     d = decide(snapshot, state, QUIET, now)
     out = outcome(d, autoscaling_status=obj.autoscaling, conditions=obj.conditions)
@@ -280,12 +291,13 @@ def test_a_new_recommendation_or_a_scale_is_written_once() -> None:
     assert d.reason == Reason.SCALE_UP_STABILIZED, d.message
 
 
-def test_the_persisted_state_carries_every_decision_across_restarts() -> None:
+@pytest.mark.parametrize("policy", [QUIET, BRISK], ids=["windows-above-interval", "windows-at-or-below"])
+def test_the_persisted_state_carries_every_decision_across_restarts(policy: Policy) -> None:
     """The operator writes ``policyState`` only when ``same_memory`` says so; a restart at any
-    evaluation carries the persisted copy over with ``resume``. With windows longer than the
-    evaluation interval, a restart between two evaluations changes no decision: the replica counts
-    are those of an operator that never restarts, tick for tick (load up, the scale-up window, the
-    scale-up, load gone, the scale-down window, the scale-down, idle)."""
+    evaluation carries the persisted copy over with ``resume``. A restart between two evaluations
+    (no downtime) changes no decision: the replica counts are those of an operator that never
+    restarts, tick for tick (load up, the scale-up window, the scale-ups, load gone, the scale-down
+    window, the scale-downs, a blip, idle)."""
     load = [0.0] * 6 + [0.9] * 12 + [0.0] * 20 + [0.3] * 4 + [0.0] * 14
     for restart_every in (None, 1, 2, 3, 7):
         obj, replicas, counts = Object(), 1, []
@@ -296,7 +308,7 @@ def test_the_persisted_state_carries_every_decision_across_restarts() -> None:
                 remembered = None  # the process restarted: nothing in memory
             state, problem = state_for_tick(remembered, obj.autoscaling.get("policyState"), now, INTERVAL)
             assert problem is None
-            d = decide(serving(replicas, active, 0.0), state, QUIET, now)
+            d = decide(serving(replicas, active, 0.0), state, policy, now)
             out = outcome(d, autoscaling_status=obj.autoscaling, conditions=obj.conditions)
             obj.write(out, now)
             remembered = Remembered(obj.autoscaling.get("policyState"), d.state)
