@@ -680,9 +680,9 @@ def autoscaling_status_model(signals: Sequence[Signal]) -> type[ApiModel]:
                 description="The built-in autoscaler's memory (JSON: recent recommendations and scale "
                 "events as [epoch seconds, replicas] pairs), so stabilization windows and rate limits "
                 "survive an operator restart. Written by the operator only, and only when what a later "
-                "decision reads changes (a new recommended count, a scale), not at every evaluation: "
-                "the last recommendation held until the operator's last evaluation "
-                "(docs/autoscaling.md).",
+                "decision reads changes (a new recommended count, a scale), not at every evaluation; a "
+                "restarted operator takes its last recommendation to have held until the evaluation "
+                "before its first (docs/autoscaling.md, Writes).",
             ),
         ),
     )
