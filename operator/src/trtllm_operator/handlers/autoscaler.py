@@ -238,6 +238,9 @@ def autoscale_once(kube: Kube, namespace: str, name: str, now: float | None = No
         outcome.conditions,
         status={"autoscaling": outcome.status},
         only_if=lambda fresh: _builtin_enabled(fresh.get("spec") or {}),
+        # this tick's copy: an evaluation that changes nothing costs no second GET; a write carries
+        # its resourceVersion, so a copy gone stale costs a 409 and a fresh read (only_if re-checked)
+        current=obj,
     )
     left = ((written or {}).get("status") or {}).get("autoscaling") or {}
     if written is not None and left.get("policyState") == outcome.status.get("policyState", persisted):
