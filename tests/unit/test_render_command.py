@@ -538,3 +538,54 @@ def test_replicas_note_for_an_unset_replicas_follows_docs_gitops(
     assert "spec.replicas (unset: the CRD default 1) is outside spec.autoscaling" in captured.err
     assert "write spec.replicas" not in captured.err
     assert "leave it out of the manifest in git" in captured.err
+
+
+def _as_kubectl_get(*objects: dict[str, Any]) -> dict[str, Any]:
+    """``kubectl get … -o yaml``'s shape: a ``v1`` ``List`` of stored objects (uid, resourceVersion,
+    managedFields and status included)."""
+    stored = []
+    for i, obj in enumerate(objects):
+        copy = yaml.safe_load(yaml.safe_dump(obj))
+        copy["metadata"].update(
+            namespace="default",
+            uid=f"0000000{i}-1111-2222-3333-444444444444",
+            resourceVersion=str(100 + i),
+            creationTimestamp="2026-12-02T19:00:00Z",
+            generation=1,
+            managedFields=[{"manager": "kubectl-client-side-apply", "operation": "Update"}],
+        )
+        stored.append(copy)
+    return {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": stored}
+
+
+def test_a_kind_list_is_expanded_as_kubectl_apply_expands_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial: ``kubectl get llmengine,llmdeployment -o yaml | render -f -`` said "no
+    LLMDeployment in -"; kubectl apply takes that List (cli-runtime FlattenListVisitor)."""
+    dep, engine = _example_pair()
+    monkeypatch.setattr("sys.stdin", io.StringIO(yaml.safe_dump(_as_kubectl_get(engine, dep))))
+    assert main(["render", "-f", "-"]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    (workload,) = [d for d in yaml.safe_load_all(out) if d and d["kind"] == "Deployment"]
+    # the stored LLMDeployment's uid makes the ownerReferences, as on the cluster
+    assert workload["metadata"]["ownerReferences"][0]["uid"] == "00000001-1111-2222-3333-444444444444"
+    # a typed list (LLMDeploymentList), nested in a List, in a file: items without apiVersion/kind take
+    # the list's apiVersion and kind less "List" (unstructuredJSONScheme.decodeToList)
+    bare = {k: v for k, v in dep.items() if k not in ("apiVersion", "kind")}
+    typed = {"apiVersion": dep["apiVersion"], "kind": "LLMDeploymentList", "items": [bare]}
+    nested = {"apiVersion": "v1", "kind": "List", "items": [engine, typed]}
+    (tmp_path / "list.yaml").write_text(yaml.safe_dump(nested))
+    assert main(["render", "-f", str(tmp_path / "list.yaml")]) == 0, capsys.readouterr().err
+    assert "kind: Deployment" in capsys.readouterr().out
+
+
+def test_a_list_item_that_is_not_an_object_is_named(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dep, engine = _example_pair()
+    monkeypatch.setattr(
+        "sys.stdin", io.StringIO(yaml.safe_dump({"kind": "List", "items": [engine, "x", dep]}))
+    )
+    assert main(["render", "-f", "-"]) == 2
+    assert "standard input: items[1] is not an object" in capsys.readouterr().err
