@@ -589,3 +589,43 @@ def test_a_list_item_that_is_not_an_object_is_named(
     )
     assert main(["render", "-f", "-"]) == 2
     assert "standard input: items[1] is not an object" in capsys.readouterr().err
+
+
+def test_one_object_in_two_files_of_a_directory_is_refused_naming_both(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial: two files of ``-f DIR`` held the same LLMEngine and LLMDeployment with
+    different specs; render printed the children twice, both from the first engine. kubectl apply
+    would apply both copies in order (the last wins): what to render is ambiguous, so it is refused."""
+    dep, engine = _example_pair()
+    other_engine, other_dep = yaml.safe_load(yaml.safe_dump(engine)), yaml.safe_load(yaml.safe_dump(dep))
+    other_engine["spec"]["parallelism"] = {"tensor": 2}
+    other_dep["spec"]["replicas"] = 3
+    (tmp_path / "a.yaml").write_text(yaml.safe_dump_all([engine, dep]))
+    (tmp_path / "b.yaml").write_text(yaml.safe_dump_all([other_engine, other_dep]))
+    assert main(["render", "-f", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    name, engine_name = dep["metadata"]["name"], engine["metadata"]["name"]
+    for kind, obj in (("LLMEngine", engine_name), ("LLMDeployment", name)):
+        index = 1 if kind == "LLMEngine" else 2
+        assert (
+            f"error: {kind} default/{obj} is in the input twice, with different contents: "
+            f"{tmp_path / 'a.yaml'}: document {index} and {tmp_path / 'b.yaml'}: document {index}"
+        ) in captured.err
+    assert "only the last would exist; keep one of them" in captured.err
+    # another namespace is another object; an identical copy (-f DIR and --engine DIR/file) is one
+    other_dep["metadata"]["namespace"] = "staging"
+    other_engine["metadata"]["namespace"] = "staging"
+    (tmp_path / "b.yaml").write_text(yaml.safe_dump_all([other_engine, other_dep]))
+    (tmp_path / "engine.yaml").write_text(yaml.safe_dump(engine))
+    (tmp_path / "a.yaml").write_text(yaml.safe_dump(dep))
+    assert main(["render", "-f", str(tmp_path), "--engine", str(tmp_path / "engine.yaml")]) == 0
+    captured = capsys.readouterr()
+    assert f"note: LLMEngine default/{engine_name} is in the input twice" in captured.err
+    assert "identical; rendered once" in captured.err
+    workloads = [d for d in yaml.safe_load_all(captured.out) if d and d["kind"] == "Deployment"]
+    assert sorted((w["metadata"]["namespace"], w["spec"]["replicas"]) for w in workloads) == [
+        ("default", dep["spec"].get("replicas", 1)),
+        ("staging", 3),
+    ]

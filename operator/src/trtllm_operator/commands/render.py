@@ -27,7 +27,8 @@ every object of the input is checked first and each invalid one's errors are pri
 ``--engine -``) reads the manifests from standard input, as ``kubectl apply -f -`` does; a directory,
 its ``.yaml``/``.yml``/``.json`` files, as ``kubectl apply -f DIR`` does (not recursively). A list
 (``kind: List``, what ``kubectl get -o yaml`` prints) is expanded into its items as ``kubectl apply``
-expands it (:func:`_flatten`).
+expands it (:func:`_flatten`). One LLMEngine or LLMDeployment given twice with different contents is
+bad input naming both places (``kubectl apply`` would keep only the last; :func:`_unique`).
 
 What the output leaves out, said in YAML comments at the head of each LLMDeployment's manifests (so
 a review of the output sees it): the Secret ``<name>-credentials`` (Triton's admin key, the multi-node
@@ -180,6 +181,51 @@ def _docs(path: str) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
+def _identity(doc: dict[str, Any], namespace: str) -> tuple[str, str, str, str]:
+    """What names one object to the API server: API group, kind, namespace (``namespace`` when the
+    manifest sets none, as ``kubectl apply -n``), name. Two versions of one group name the same object."""
+    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    group = str(doc.get("apiVersion") or "").rpartition("/")[0]
+    return group, str(doc.get("kind")), str(meta.get("namespace") or namespace), str(meta.get("name"))
+
+
+def _unique(
+    sourced: list[tuple[str, dict[str, Any]]], namespace: str, kinds: tuple[str, ...]
+) -> list[dict[str, Any]]:
+    """The objects of ``kinds``, each once. ``kubectl apply`` applies every copy of one object in
+    order, so the last copy wins and the others never exist; render would print children for each
+    copy, or pick one silently. Copies that differ raise :class:`_BadInputError` naming where both are
+    (what the output would show is ambiguous: keep one); identical copies (``-f dir`` and
+    ``--engine dir/engine.yaml``) are the same object, kept once with a note on stderr."""
+    seen: dict[tuple[str, str, str, str], tuple[str, dict[str, Any]]] = {}
+    out: list[dict[str, Any]] = []
+    conflicts: list[str] = []
+    for where, doc in sourced:
+        if doc.get("kind") not in kinds:
+            continue
+        ident = _identity(doc, namespace)
+        if ident not in seen:
+            seen[ident] = (where, doc)
+            out.append(doc)
+            continue
+        first, kept = seen[ident]
+        what = f"{ident[1]} {ident[2]}/{ident[3]}"
+        if kept != doc:
+            conflicts.append(
+                f"{what} is in the input twice, with different contents: {first} and {where}. "
+                "kubectl apply would apply both, in that order, and only the last would exist; "
+                "keep one of them"
+            )
+        else:
+            print(
+                f"note: {what} is in the input twice ({first} and {where}), identical; rendered once",
+                file=sys.stderr,
+            )
+    if conflicts:  # every one in one run, as the schema errors
+        raise _BadInputError("\nerror: ".join(conflicts))
+    return out
+
+
 def _name(doc: dict[str, Any]) -> str:
     meta = doc.get("metadata")
     return str((meta.get("name") if isinstance(meta, dict) else None) or "(unnamed)")
@@ -291,7 +337,7 @@ def run(args: argparse.Namespace) -> int:
         return _bad("-f - and --engine - both read standard input: put both manifests in one stream (-f -)")
     try:
         sourced = _docs(args.filename) + (_docs(args.engine) if args.engine else [])
-        docs = [doc for _, doc in sourced]
+        docs = _unique(sourced, args.namespace, (DEPLOYMENT_KIND, ENGINE_KIND))
     except (OSError, yaml.YAMLError) as exc:
         print(f"error: cannot read input: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
