@@ -629,3 +629,16 @@ def test_one_object_in_two_files_of_a_directory_is_refused_naming_both(
         ("default", dep["spec"].get("replicas", 1)),
         ("staging", 3),
     ]
+
+
+def test_unquoted_integer_quantities_are_accepted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Fresh-user trial: ``cpu: 8`` (unquoted, as in a Pod) was refused "must be of type string";
+    Kubernetes quantities are int-or-string (apimachinery resource.Quantity)."""
+    dep, engine = _example_pair()
+    _set(engine, "spec.gpu.resources", {"cpu": 8, "memory": 68719476736})
+    _set(dep, "spec.server.resources", {"cpu": 4, "memory": 34359738368})
+    (tmp_path / "all.yaml").write_text(yaml.safe_dump_all([engine, dep]))
+    assert main(["render", "-f", str(tmp_path / "all.yaml")]) == 0, capsys.readouterr().err
+    (workload,) = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d and d["kind"] == "Deployment"]
+    requests = workload["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]
+    assert (requests["cpu"], requests["memory"]) == ("4", "34359738368")
