@@ -184,7 +184,8 @@ def _docs(path: str) -> list[tuple[str, dict[str, Any]]]:
 def _identity(doc: dict[str, Any], namespace: str) -> tuple[str, str, str, str]:
     """What names one object to the API server: API group, kind, namespace (``namespace`` when the
     manifest sets none, as ``kubectl apply -n``), name. Two versions of one group name the same object."""
-    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    meta = doc.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
     group = str(doc.get("apiVersion") or "").rpartition("/")[0]
     return group, str(doc.get("kind")), str(meta.get("namespace") or namespace), str(meta.get("name"))
 
