@@ -89,8 +89,18 @@ def _path(base: str, parts: Any) -> str:
 
 
 #: jsonschema keywords whose failure the API server reports as a blocking error (NotSupported,
-#: Required, TooLong, TooMany, TypeInvalid): CEL rules are then not evaluated.
-_BLOCKING = {"enum", "required", "maxLength", "maxItems", "maxProperties", "type", "additionalProperties"}
+#: Required, TooLong, TooMany, TypeInvalid — an int-or-string's ``anyOf`` is its type): CEL rules are
+#: then not evaluated.
+_BLOCKING = {
+    "enum",
+    "required",
+    "maxLength",
+    "maxItems",
+    "maxProperties",
+    "type",
+    "additionalProperties",
+    "anyOf",
+}
 
 
 def _structural_errors(spec: Any, schema: dict[str, Any], base: str = "spec") -> tuple[list[str], bool]:
@@ -138,8 +148,8 @@ def _message(path: str, validator: Any, expected: Any, instance: Any, default: s
     if validator == "type":
         return f"{path}: Invalid value: {instance!r}: must be of type {expected}"
     if validator == "anyOf" and expected == INT_OR_STRING_BRANCHES:  # a quantity written as 0.5
-        return (
-            f"{path}: Invalid value: {instance!r}: must be an integer or a string; write a fractional "
+        return (  # the API server: 'in body must be of type integer,string: "number"'
+            f"{path}: Invalid value: {instance!r}: must be of type integer,string; write a fractional "
             f'quantity as a string, e.g. "{instance}" or "500m"'
         )
     if validator == "maxLength":
