@@ -642,3 +642,26 @@ def test_unquoted_integer_quantities_are_accepted(tmp_path: Path, capsys: pytest
     (workload,) = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d and d["kind"] == "Deployment"]
     requests = workload["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]
     assert (requests["cpu"], requests["memory"]) == ("4", "34359738368")
+
+
+@pytest.mark.parametrize("example", ["llama-3.1-8b-fp8-h100.yaml", "llama-3.1-405b-fp8-multinode.yaml"])
+def test_a_percentage_rollout_reaches_the_workload_as_written(
+    example: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial: ``maxSurge: "25%"`` (as in a Deployment) was refused "must be of type integer".
+    The Deployment and the LeaderWorkerSet take IntOrString there; the value passes through."""
+    docs = list(yaml.safe_load_all((REPO / "examples" / example).read_text()))
+    dep = next(d for d in docs if d["kind"] == "LLMDeployment")
+    dep["spec"]["rollout"] = {"maxSurge": "25%", "maxUnavailable": 0}
+    (tmp_path / "all.yaml").write_text(yaml.safe_dump_all(docs))
+    assert main(["render", "-f", str(tmp_path / "all.yaml"), *_needs_lws(example)]) == 0, (
+        capsys.readouterr().err
+    )
+    out = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d]
+    workload = next(d for d in out if d["kind"] in ("Deployment", "LeaderWorkerSet"))
+    if workload["kind"] == "Deployment":
+        assert workload["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": "25%", "maxUnavailable": 0}
+        assert kubernetes_validate.validate(workload, K8S_SCHEMA, strict=True)
+    else:
+        rolling = workload["spec"]["rolloutStrategy"]["rollingUpdateConfiguration"]
+        assert (rolling["maxSurge"], rolling["maxUnavailable"]) == ("25%", 0)
