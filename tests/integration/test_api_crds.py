@@ -257,6 +257,13 @@ def test_engine_edits_are_accepted_but_storage_location_is_immutable(
     assert (
         proc.returncode != 0 and "spec.storage.createPVC.size" in proc.stderr and "only grow" in proc.stderr
     )
+    # Both int-or-string forms of a quantity compare by value: 80Gi as bytes is the same size; fewer
+    # bytes as an integer are a shrink; a string after an integer is compared with it.
+    patch({"storage": {"createPVC": {"size": 80 * 2**30}}})
+    for smaller in (10 * 2**30, "10Gi"):
+        proc = patch({"storage": {"createPVC": {"size": smaller}}}, check=False)
+        assert proc.returncode != 0 and "only grow" in proc.stderr, (smaller, proc.stderr)
+    patch({"storage": {"createPVC": {"size": "81Gi"}}})
     proc = patch({"storage": {"createPVC": {"storageClassName": "other"}}}, check=False)
     assert proc.returncode != 0 and "storageClassName is immutable" in proc.stderr
     proc = patch({"storage": {"createPVC": None, "pvc": {"claimName": "shared"}}}, check=False)

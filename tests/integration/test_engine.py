@@ -24,6 +24,7 @@ from support.manifests import (
     H100,
     LLAMA_8B,
     MESSAGE,
+    TINYLLAMA,
     a_deployment,
     an_engine,
     create_token_secret,
@@ -50,8 +51,9 @@ from trtllm_operator.api.wire import (
     VERSION,
 )
 from trtllm_operator.cli import main
+from trtllm_operator.decide.engine_spec import InvalidEngine, PreparedEngine, prepare_engine
 from trtllm_operator.decide.storage import cache_entry_name
-from trtllm_operator.render.builder_job import BUILD_SPEC_DATA_KEY
+from trtllm_operator.render.builder_job import BUILD_SPEC_DATA_KEY, desired_build_spec_configmap
 from trtllm_operator.settings import Settings
 
 pytestmark = pytest.mark.slow
@@ -503,6 +505,59 @@ def test_invalid_spec_fails_naming_the_field_without_a_job(
         ENGINE_PLURAL, "bad", {"spec": {**an_engine("bad").tp(1).spec, "build": {"maxNumTokens": None}}}
     )
     wait_for(api.jobs, desc="builder Job after the fix")
+
+
+def test_a_pvc_model_the_spec_does_not_fit_fails_at_the_model_check(
+    api: Api, operator: None, tmp_path: Path
+) -> None:
+    """Fresh-user trial: tensor parallelism 3 for a model on a PVC (32 attention heads) got a builder
+    Job that failed only in the builder, after the TensorRT-LLM image; the same spec on a hub model is
+    refused before any Job. The operator cannot read a pvc:// model, so the Job's first step is
+    ``engine-builder check`` (init container ``check-model``, the small delivery image): its report is
+    the engine's condition, naming the field and the fix, and the Job controller fails the Job on its
+    exit code (podFailurePolicy FailJob on the init container) — no retry, the builder never runs."""
+    import numpy as np  # noqa: PLC0415
+    from safetensors.numpy import save_file  # noqa: PLC0415
+
+    from engine_builder.pipeline import Options, check  # noqa: PLC0415
+
+    # The report engine-builder check writes for this spec, on a model laid out like the claim's.
+    model = tmp_path / "models" / "models" / "tiny"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text(json.dumps(hf_config(TINYLLAMA)))
+    (model / "tokenizer.json").write_text("{}")
+    save_file(
+        {"model.embed_tokens.weight": np.zeros((4, 4), dtype=np.float16)}, str(model / "model.safetensors")
+    )
+    eng = an_engine("on-pvc").model("pvc://models/tiny").tp(3)
+    on_hub = {**eng.spec, "model": {"source": TINYLLAMA}}  # the same spec, config.json readable: no Job
+    assert isinstance(prepare_engine("x", on_hub, hf_config=hf_config(TINYLLAMA)), InvalidEngine)
+    prepared = prepare_engine(eng.name, eng.spec, hf_config=None)  # what the operator does for pvc://
+    assert isinstance(prepared, PreparedEngine) and prepared.plan is None
+    build_spec = yaml.safe_load(
+        desired_build_spec_configmap(
+            {"metadata": {"name": eng.name, "namespace": "x", "uid": "u"}}, prepared
+        )["data"][BUILD_SPEC_DATA_KEY]
+    )
+    build_spec["output"]["termination_log"] = str(tmp_path / "termination-log")
+    spec = tmp_path / "build.yaml"
+    spec.write_text(yaml.safe_dump(build_spec))
+    code = check(spec, Options(pvc_root=str(tmp_path / "models")))
+    report = (tmp_path / "termination-log").read_text()
+    assert code == EXIT_CODES["BadSpec"], report
+    with api.artifact_pvc("models"):  # the model's claim, bound
+        api.create(eng.fails_check(code, report).body)  # a failure report: no artifact to place
+        engine = api.wait_phase("on-pvc", "Failed", timeout=60)
+    (job,) = api.jobs()
+    pod_spec = job["spec"]["template"]["spec"]
+    assert [c["name"] for c in pod_spec["initContainers"]] == ["deliver-engine-builder", "check-model"]
+    failed = [c for c in job["status"]["conditions"] if c["type"] == "Failed"]
+    assert failed and failed[0]["reason"] == "PodFailurePolicy", job["status"]
+    assert job["status"].get("failed") == 1  # no retry
+    assert engine["status"]["build"]["reason"] == "BadSpec"
+    message = condition(engine, "Ready")["message"]
+    assert "parallelism.tensor: tensor parallelism 3 does not divide the 32 attention heads" in message
+    assert "Fix: use a tensor parallelism that divides 32" in message
 
 
 def test_default_max_seq_len_for_llama_8b_on_h100_is_bounded_by_the_rule(

@@ -78,3 +78,33 @@ def test_an_owner_reference_without_uid_is_what_the_server_refused(
     }
     proc = cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump(cm), check=False)
     assert proc.returncode != 0 and "uid" in proc.stderr, proc.stderr
+
+
+def test_a_kubectl_list_with_int_or_string_values_renders_children_the_server_admits(
+    cluster: LocalCluster, namespace: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fresh-user trial's inputs together: a ``kind: List`` on stdin (what ``kubectl get -o yaml``
+    prints), ``rollout.maxSurge: "25%"`` and unquoted ``cpu: 4``. The API server admits the
+    LLMEngine and LLMDeployment as written, and the rendered children (the Deployment's percentage
+    surge, the container's quantity) pass its server-side dry run."""
+    import io  # noqa: PLC0415
+
+    docs = list(yaml.safe_load_all((REPO / "examples" / "llama-3.1-8b-fp8-h100.yaml").read_text()))
+    dep = next(d for d in docs if d["kind"] == "LLMDeployment")
+    dep["spec"]["rollout"] = {"maxSurge": "25%", "maxUnavailable": 0}
+    dep["spec"].setdefault("server", {})["resources"] = {"cpu": 4, "memory": 34359738368}
+    listed = {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": docs}
+    proc = cluster.kubectl(
+        "apply", "--dry-run=server", "-n", namespace, "-f", "-", input=yaml.safe_dump(listed), check=False
+    )
+    assert proc.returncode == 0, proc.stderr  # kubectl expands the List; the CRDs take both forms
+    monkeypatch.setattr("sys.stdin", io.StringIO(yaml.safe_dump(listed)))
+    assert main(["render", "-f", "-", "-n", namespace]) == 0
+    out = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d]
+    (workload,) = [d for d in out if d["kind"] == "Deployment"]
+    assert workload["spec"]["strategy"]["rollingUpdate"]["maxSurge"] == "25%"
+    applied = [d for d in out if d["kind"] in BUILT_IN]
+    proc = cluster.kubectl(
+        "apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump_all(applied), check=False
+    )
+    assert proc.returncode == 0, proc.stderr

@@ -151,11 +151,11 @@ class Api:
         return cache_artifact(self.core, self.ns, engine, missing)
 
     @contextmanager
-    def artifact_pvc(self) -> Iterator[str]:
-        """A pre-bound PV/PVC pair (the local control plane has no PV binder), the ``engines`` claim of
-        :func:`~support.manifests.a_cached_engine`; yields the PV's name and deletes the PV (cluster
-        scoped: the namespace's deletion leaves it) on exit."""
-        pv = prebound_artifact_pvc(self.core, self.ns)
+    def artifact_pvc(self, claim: str = "engines") -> Iterator[str]:
+        """A pre-bound PV/PVC pair (the local control plane has no PV binder), by default the ``engines``
+        claim of :func:`~support.manifests.a_cached_engine`; yields the PV's name and deletes the PV
+        (cluster scoped: the namespace's deletion leaves it) on exit."""
+        pv = prebound_artifact_pvc(self.core, self.ns, claim)
         try:
             yield pv
         finally:

@@ -31,8 +31,8 @@ H100 = "NVIDIA-H100-80GB-HBM3"
 IMAGE = "nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3"
 TINYLLAMA = "hf://TinyLlama/TinyLlama-1.1B-Chat-v1.0"
 LLAMA_8B = "hf://meta-llama/Llama-3.1-8B-Instruct"
-# kwok stage annotations on builder pods (hack/kwok): outcome (succeed, fail, run, pending), exit code,
-# termination message, run time.
+# kwok stage annotations on builder pods (hack/kwok): outcome (succeed, fail, fail-check, run, pending),
+# exit code, termination message, run time.
 OUTCOME = "kwok.trtllm-operator.dev/outcome"
 EXIT_CODE = "kwok.trtllm-operator.dev/exit-code"
 MESSAGE = "kwok.trtllm-operator.dev/message"
@@ -127,6 +127,15 @@ class EngineBuilder:
 
     def fails(self, exit_code: int, message: str) -> EngineBuilder:
         return self.pod(**{OUTCOME: "fail", EXIT_CODE: str(exit_code), MESSAGE: message})
+
+    def fails_check(self, exit_code: int, message: str) -> EngineBuilder:
+        """The builder pod's model check (init container ``check-model``) fails; the builder never runs."""
+        return self.pod(**{OUTCOME: "fail-check", EXIT_CODE: str(exit_code), MESSAGE: message})
+
+    def model(self, source: str) -> EngineBuilder:
+        """The model source; a pvc:// one without credentials (the API refuses them together)."""
+        self.body["spec"]["model"] = {"source": source}
+        return self
 
     def prepared(self) -> PreparedEngine:
         """What the operator will compute for this spec (the pure function it uses)."""

@@ -103,6 +103,21 @@ def test_unknown_keys_are_ignored_not_fatal() -> None:
     assert not hasattr(spec, "futureField")
 
 
+def test_integer_quantities_are_read_as_their_strings() -> None:
+    """The API server keeps ``cpu: 8`` an integer (x-kubernetes-int-or-string); the operator reads
+    the same string as for ``"8"``, so what it renders and compares does not depend on the quoting."""
+    gpu = {"product": "NVIDIA-H100-80GB-HBM3", "resources": {"cpu": 8, "memory": 68719476736}}
+    spec = LLMEngineSpec.model_validate(
+        {**MINIMAL_ENGINE, "gpu": gpu, "storage": {"createPVC": {"size": 10**11}}}
+    )
+    assert (spec.gpu.resources.cpu, spec.gpu.resources.memory) == ("8", "68719476736")
+    assert spec.storage.create_pvc is not None and spec.storage.create_pvc.size == "100000000000"
+    dep = LLMDeploymentSpec.model_validate({"engineRef": {"name": "e"}, "server": {"resources": {"cpu": 4}}})
+    assert dep.server.resources.cpu == "4"
+    with pytest.raises(ValidationError):  # YAML true is not a quantity (bool is an int in Python)
+        LLMEngineSpec.model_validate({**MINIMAL_ENGINE, "gpu": {**gpu, "resources": {"cpu": True}}})
+
+
 @pytest.mark.parametrize(
     ("patch", "field"),
     [

@@ -37,7 +37,7 @@ from engine_builder.contract import (
     without_bundle,
 )
 from trtllm_operator.api import ENGINE_KIND
-from trtllm_operator.api.wire import BUILDER_CONTAINER, DELIVERY_CONTAINER
+from trtllm_operator.api.wire import BUILDER_CONTAINER, CHECK_CONTAINER, DELIVERY_CONTAINER
 from trtllm_operator.decide.engine_spec import PreparedEngine, prepare_engine
 from trtllm_operator.render.builder_job import desired_builder_job
 from trtllm_operator.settings import DEFAULT_DELIVERY_IMAGE, Settings
@@ -155,9 +155,14 @@ class Pod:
 
 def _containers(job: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     pod = job["spec"]["template"]["spec"]
-    (init,) = pod["initContainers"]
+    init, *check = pod["initContainers"]
     (main,) = pod["containers"]
     assert (init["name"], main["name"]) == (DELIVERY_CONTAINER, BUILDER_CONTAINER)
+    # a pvc:// model's model check, from the delivery image: the operator image's own engine-builder
+    # (operator/Dockerfile installs the distribution, whose console script is engine-builder)
+    for c in check:
+        assert (c["name"], c["image"], c["command"][0]) == (CHECK_CONTAINER, init["image"], "engine-builder")
+        assert "./engine-builder" in (ROOT / "operator" / "Dockerfile").read_text()
     return init, main
 
 

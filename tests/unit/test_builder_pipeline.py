@@ -612,3 +612,36 @@ def test_parallelism_refusal_is_the_planners(
     for issue in issues:
         assert issue.message in termination["message"] and issue.fix in termination["message"], termination
     assert "divisor of" not in termination["message"]
+
+
+def test_check_refuses_what_the_plan_stage_refuses_without_building(tmp_path: Path, tiny_model: Path) -> None:
+    """``engine-builder check`` (the builder Job's first step for a pvc:// model, whose config.json the
+    operator cannot read): the plan stage's refusal, its report and exit code, in seconds; nothing
+    written to the artifact root, and no disk preflight (the check container has no work volume)."""
+    from engine_builder.pipeline import check, main  # noqa: PLC0415
+
+    pvc_root = tmp_path / "models"
+    (pvc_root / "models").mkdir(parents=True)
+    (pvc_root / "models" / "tiny").symlink_to(tiny_model, target_is_directory=True)
+    spec = write_spec(tmp_path, "pvc://models/tiny", parallelism={"tensor": 3})
+    code = check(spec, Options(pvc_root=str(pvc_root)))
+    termination = json.loads((tmp_path / "termination-log").read_text())
+    assert (code, termination["reason"], termination["stage"], termination["field"]) == (
+        EXIT_CODES["BadSpec"],
+        "BadSpec",
+        "plan",
+        "parallelism.tensor",
+    )
+    assert termination["status"] == "Failed" and "Fix:" in termination["message"]
+    assert not (tmp_path / "artifacts").exists()
+    # a spec the model takes: 0, no report; a missing model: the fetch stage's ModelNotFound
+    (tmp_path / "termination-log").unlink()
+    ok = write_spec(tmp_path, "pvc://models/tiny", parallelism={"tensor": 2})
+    assert main(["check", "--spec", str(ok), "--pvc-root", str(pvc_root)]) == 0
+    assert not (tmp_path / "termination-log").exists()
+    gone = write_spec(tmp_path, "pvc://models/gone")
+    assert main(["check", "--spec", str(gone), "--pvc-root", str(pvc_root)]) == EXIT_CODES["ModelNotFound"]
+    assert json.loads((tmp_path / "termination-log").read_text())["stage"] == "fetch"
+    # a model that is downloaded is the build's to check: nothing fetched here
+    hub = write_spec(tmp_path, "hf://meta-llama/Llama-3.1-8B-Instruct", parallelism={"tensor": 3})
+    assert main(["check", "--spec", str(hub)]) == 0

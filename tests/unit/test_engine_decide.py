@@ -714,6 +714,49 @@ def test_failures_are_classified(
     assert ("deterministic" in d.status["build"]["message"]) == deterministic
 
 
+def test_a_failed_model_check_is_the_builds_failure() -> None:
+    """A pvc:// model's builder pod runs ``engine-builder check`` as an init container first; when it
+    refuses the spec, the builder container never ran, and the check's report is the failure."""
+    report = build_report(
+        status="Failed",
+        reason="BadSpec",
+        stage="plan",
+        field="parallelism.tensor",
+        message="parallelism.tensor: tensor parallelism 3 does not divide the 32 attention heads. "
+        "Fix: use 1, 2, 4",
+    )
+    checked = pod("Failed")
+    checked["status"]["initContainerStatuses"] = [
+        {"name": "deliver-engine-builder", "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}},
+        {
+            "name": "check-model",
+            "state": {
+                "terminated": {
+                    "exitCode": EXIT_CODES["BadSpec"],
+                    "reason": "Error",
+                    "message": json.dumps(report),
+                }
+            },
+        },
+    ]
+    checked["status"]["containerStatuses"] = [
+        {"name": "builder", "state": {"waiting": {"reason": "PodInitializing"}}}
+    ]
+    failure = classify_failure(job(("Failed", "PodFailurePolicy")), [checked])
+    assert (failure.reason, failure.deterministic) == ("BadSpec", True)
+    assert failure.message.startswith("parallelism.tensor: tensor parallelism 3 does not divide")
+    assert "(stage plan, parallelism.tensor)" in failure.message
+    # a check that passed (exit 0) leaves the builder's own outcome to speak
+    checked["status"]["initContainerStatuses"][1]["state"]["terminated"] = {
+        "exitCode": 0,
+        "reason": "Completed",
+    }
+    checked["status"]["containerStatuses"] = pod("Failed", exit_code=137, message="")["status"][
+        "containerStatuses"
+    ]
+    assert classify_failure(job(("Failed", "BackoffLimitExceeded")), [checked]).reason == "Unknown"
+
+
 def test_oom_killed_container_is_host_out_of_memory() -> None:
     p = pod("Failed", exit_code=137)
     p["status"]["containerStatuses"][0]["state"]["terminated"]["reason"] = "OOMKilled"

@@ -237,6 +237,38 @@ def test_pvc_model_source_is_mounted_read_only() -> None:
     ]["template"]["spec"]["volumes"]
 
 
+def test_a_pvc_model_is_checked_first_from_the_delivery_image() -> None:
+    """Fresh-user trial: tensor parallelism that does not divide the heads of a pvc:// model got a
+    builder Job (the operator cannot read the model to plan) that failed only after the TensorRT-LLM
+    image was pulled. ``engine-builder check`` runs first, from the small delivery image, on the same
+    read-only claim; its deterministic exit codes fail the Job as the builder's do."""
+    job = desired_builder_job(ENGINE, prepared(model={"source": "pvc://weights/llama"}, hf=None), SETTINGS)
+    pod = job["spec"]["template"]["spec"]
+    deliver, check = pod["initContainers"]
+    assert (deliver["name"], check["name"]) == ("deliver-engine-builder", "check-model")
+    assert check["image"] == SETTINGS.builder_delivery_image != container(job)["image"]
+    assert check["command"] == ["engine-builder", "check", "--spec", "/etc/engine-builder/build.yaml"]
+    assert {m["name"]: m.get("readOnly") for m in check["volumeMounts"]} == {
+        "build-spec": True,
+        "model": True,
+    }
+    assert check["securityContext"] == deliver["securityContext"]
+    assert kubernetes_validate.validate(job, K8S_VERSION, strict=True)
+    rules = job["spec"]["podFailurePolicy"]["rules"]
+    assert [r["onExitCodes"]["containerName"] for r in rules if "onExitCodes" in r] == [
+        "builder",
+        "check-model",
+    ]
+    assert rules[0]["onExitCodes"]["values"] == rules[1]["onExitCodes"]["values"]
+    # a model the operator planned (hf:// with its config.json), or no delivery: no check container
+    hub = desired_builder_job(ENGINE, prepared(), SETTINGS)["spec"]["template"]["spec"]
+    assert [c["name"] for c in hub["initContainers"]] == ["deliver-engine-builder"]
+    plain = desired_builder_job(
+        ENGINE, prepared(model={"source": "pvc://weights/llama"}, hf=None), Settings(builder_delivery=False)
+    )
+    assert "initContainers" not in plain["spec"]["template"]["spec"]
+
+
 def test_build_spec_configmap_round_trips_to_the_same_key() -> None:
     p = prepared()
     cm = desired_build_spec_configmap(ENGINE, p)

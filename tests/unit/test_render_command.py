@@ -538,3 +538,130 @@ def test_replicas_note_for_an_unset_replicas_follows_docs_gitops(
     assert "spec.replicas (unset: the CRD default 1) is outside spec.autoscaling" in captured.err
     assert "write spec.replicas" not in captured.err
     assert "leave it out of the manifest in git" in captured.err
+
+
+def _as_kubectl_get(*objects: dict[str, Any]) -> dict[str, Any]:
+    """``kubectl get … -o yaml``'s shape: a ``v1`` ``List`` of stored objects (uid, resourceVersion,
+    managedFields and status included)."""
+    stored = []
+    for i, obj in enumerate(objects):
+        copy = yaml.safe_load(yaml.safe_dump(obj))
+        copy["metadata"].update(
+            namespace="default",
+            uid=f"0000000{i}-1111-2222-3333-444444444444",
+            resourceVersion=str(100 + i),
+            creationTimestamp="2026-12-02T19:00:00Z",
+            generation=1,
+            managedFields=[{"manager": "kubectl-client-side-apply", "operation": "Update"}],
+        )
+        stored.append(copy)
+    return {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": stored}
+
+
+def test_a_kind_list_is_expanded_as_kubectl_apply_expands_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial: ``kubectl get llmengine,llmdeployment -o yaml | render -f -`` said "no
+    LLMDeployment in -"; kubectl apply takes that List (cli-runtime FlattenListVisitor)."""
+    dep, engine = _example_pair()
+    monkeypatch.setattr("sys.stdin", io.StringIO(yaml.safe_dump(_as_kubectl_get(engine, dep))))
+    assert main(["render", "-f", "-"]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    (workload,) = [d for d in yaml.safe_load_all(out) if d and d["kind"] == "Deployment"]
+    # the stored LLMDeployment's uid makes the ownerReferences, as on the cluster
+    assert workload["metadata"]["ownerReferences"][0]["uid"] == "00000001-1111-2222-3333-444444444444"
+    # a typed list (LLMDeploymentList), nested in a List, in a file: items without apiVersion/kind take
+    # the list's apiVersion and kind less "List" (unstructuredJSONScheme.decodeToList)
+    bare = {k: v for k, v in dep.items() if k not in ("apiVersion", "kind")}
+    typed = {"apiVersion": dep["apiVersion"], "kind": "LLMDeploymentList", "items": [bare]}
+    nested = {"apiVersion": "v1", "kind": "List", "items": [engine, typed]}
+    (tmp_path / "list.yaml").write_text(yaml.safe_dump(nested))
+    assert main(["render", "-f", str(tmp_path / "list.yaml")]) == 0, capsys.readouterr().err
+    assert "kind: Deployment" in capsys.readouterr().out
+
+
+def test_a_list_item_that_is_not_an_object_is_named(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dep, engine = _example_pair()
+    monkeypatch.setattr(
+        "sys.stdin", io.StringIO(yaml.safe_dump({"kind": "List", "items": [engine, "x", dep]}))
+    )
+    assert main(["render", "-f", "-"]) == 2
+    assert "standard input: items[1] is not an object" in capsys.readouterr().err
+
+
+def test_one_object_in_two_files_of_a_directory_is_refused_naming_both(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial: two files of ``-f DIR`` held the same LLMEngine and LLMDeployment with
+    different specs; render printed the children twice, both from the first engine. kubectl apply
+    would apply both copies in order (the last wins): what to render is ambiguous, so it is refused."""
+    dep, engine = _example_pair()
+    other_engine, other_dep = yaml.safe_load(yaml.safe_dump(engine)), yaml.safe_load(yaml.safe_dump(dep))
+    other_engine["spec"]["parallelism"] = {"tensor": 2}
+    other_dep["spec"]["replicas"] = 3
+    (tmp_path / "a.yaml").write_text(yaml.safe_dump_all([engine, dep]))
+    (tmp_path / "b.yaml").write_text(yaml.safe_dump_all([other_engine, other_dep]))
+    assert main(["render", "-f", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    name, engine_name = dep["metadata"]["name"], engine["metadata"]["name"]
+    for kind, obj in (("LLMEngine", engine_name), ("LLMDeployment", name)):
+        index = 1 if kind == "LLMEngine" else 2
+        assert (
+            f"error: {kind} default/{obj} is in the input twice, with different contents: "
+            f"{tmp_path / 'a.yaml'}: document {index} and {tmp_path / 'b.yaml'}: document {index}"
+        ) in captured.err
+    assert "only the last would exist; keep one of them" in captured.err
+    # another namespace is another object; an identical copy (-f DIR and --engine DIR/file) is one
+    other_dep["metadata"]["namespace"] = "staging"
+    other_engine["metadata"]["namespace"] = "staging"
+    (tmp_path / "b.yaml").write_text(yaml.safe_dump_all([other_engine, other_dep]))
+    (tmp_path / "engine.yaml").write_text(yaml.safe_dump(engine))
+    (tmp_path / "a.yaml").write_text(yaml.safe_dump(dep))
+    assert main(["render", "-f", str(tmp_path), "--engine", str(tmp_path / "engine.yaml")]) == 0
+    captured = capsys.readouterr()
+    assert f"note: LLMEngine default/{engine_name} is in the input twice" in captured.err
+    assert "identical; rendered once" in captured.err
+    workloads = [d for d in yaml.safe_load_all(captured.out) if d and d["kind"] == "Deployment"]
+    assert sorted((w["metadata"]["namespace"], w["spec"]["replicas"]) for w in workloads) == [
+        ("default", dep["spec"].get("replicas", 1)),
+        ("staging", 3),
+    ]
+
+
+def test_unquoted_integer_quantities_are_accepted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Fresh-user trial: ``cpu: 8`` (unquoted, as in a Pod) was refused "must be of type string";
+    Kubernetes quantities are int-or-string (apimachinery resource.Quantity)."""
+    dep, engine = _example_pair()
+    _set(engine, "spec.gpu.resources", {"cpu": 8, "memory": 68719476736})
+    _set(dep, "spec.server.resources", {"cpu": 4, "memory": 34359738368})
+    (tmp_path / "all.yaml").write_text(yaml.safe_dump_all([engine, dep]))
+    assert main(["render", "-f", str(tmp_path / "all.yaml")]) == 0, capsys.readouterr().err
+    (workload,) = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d and d["kind"] == "Deployment"]
+    requests = workload["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]
+    assert (requests["cpu"], requests["memory"]) == ("4", "34359738368")
+
+
+@pytest.mark.parametrize("example", ["llama-3.1-8b-fp8-h100.yaml", "llama-3.1-405b-fp8-multinode.yaml"])
+def test_a_percentage_rollout_reaches_the_workload_as_written(
+    example: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial: ``maxSurge: "25%"`` (as in a Deployment) was refused "must be of type integer".
+    The Deployment and the LeaderWorkerSet take IntOrString there; the value passes through."""
+    docs = list(yaml.safe_load_all((REPO / "examples" / example).read_text()))
+    dep = next(d for d in docs if d["kind"] == "LLMDeployment")
+    dep["spec"]["rollout"] = {"maxSurge": "25%", "maxUnavailable": 0}
+    (tmp_path / "all.yaml").write_text(yaml.safe_dump_all(docs))
+    assert main(["render", "-f", str(tmp_path / "all.yaml"), *_needs_lws(example)]) == 0, (
+        capsys.readouterr().err
+    )
+    out = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d]
+    workload = next(d for d in out if d["kind"] in ("Deployment", "LeaderWorkerSet"))
+    if workload["kind"] == "Deployment":
+        assert workload["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": "25%", "maxUnavailable": 0}
+        assert kubernetes_validate.validate(workload, K8S_SCHEMA, strict=True)
+    else:
+        rolling = workload["spec"]["rolloutStrategy"]["rollingUpdateConfiguration"]
+        assert (rolling["maxSurge"], rolling["maxUnavailable"]) == ("25%", 0)

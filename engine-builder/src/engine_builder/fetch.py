@@ -193,14 +193,17 @@ def fetch(
     ref = parse_source(uri, pvc_root)
     report: ProgressFn = progress or (lambda done, total, unit, msg: None)
     if ref.scheme in ("pvc", "local"):
-        return _locate(ref, dest, pvc_root)
+        return locate(ref, dest, pvc_root)
     dest.mkdir(parents=True, exist_ok=True)
     if ref.scheme == "hf":
         return _fetch_hf(ref, revision, os.environ.get(token_env) or None, dest, report)
     return _fetch_s3(ref, dest, report)
 
 
-def _locate(ref: SourceRef, dest: Path, pvc_root: str) -> FetchResult:
+def locate(ref: SourceRef, dest: Path | None, pvc_root: str) -> FetchResult:
+    """The model directory of a pvc:// or local source, checked (``config.json`` present, links
+    inside the claim) where it lies; ``dest``: where the build will write (its free disk is checked),
+    None for a check that writes nothing (``engine-builder check``)."""
     root = Path(ref.location)
     if not (root / "config.json").is_file():
         what = "mounted claim path" if ref.scheme == "pvc" else "directory"
@@ -217,7 +220,8 @@ def _locate(ref: SourceRef, dest: Path, pvc_root: str) -> FetchResult:
         for p in sorted(root.rglob("*"))
         if p.is_file() and wanted(str(p.relative_to(root)))
     }
-    check_disk(required_disk_bytes(sum(files.values()), downloads=False), _free(dest), str(dest))
+    if dest is not None:
+        check_disk(required_disk_bytes(sum(files.values()), downloads=False), _free(dest), str(dest))
     return FetchResult(root, files, None, downloaded=False)
 
 

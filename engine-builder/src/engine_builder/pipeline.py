@@ -4,6 +4,7 @@
 
     engine-builder run --spec build.yaml --workdir DIR [--from-stage STAGE] [--skip-compile]
                        [--pvc-root /models] [--serving-root PATH]
+    engine-builder check --spec build.yaml [--pvc-root /models]
     engine-builder stages
     engine-builder make-tiny-model DIR [--layers N ...]
 
@@ -27,6 +28,14 @@ The ``report`` stage always runs, also after a failure: it writes the compact JS
 prints it, and the process exits with the failure class's code. SIGTERM (the Job's
 ``activeDeadlineSeconds`` or a deleted pod) becomes reason ``Timeout`` so the report is still
 written within the grace period.
+
+``check`` runs the plan stage's checks only, on a model that lies on a mounted volume (``pvc://``,
+a local directory): it locates the model, inspects ``config.json`` and the safetensors headers, and
+plans — no download, no GPU, no TensorRT-LLM, nothing written but the failure report. The operator
+cannot read a ``pvc://`` model before a build, so the builder Job runs it first, as an init container
+of the small delivery image: a spec the model refuses (tensor parallelism that does not divide the
+attention heads, a model that does not fit) fails the Job in seconds with the report the plan stage
+would write, before the multi-GB TensorRT-LLM image is pulled (:func:`check`).
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ import os
 import shutil
 import signal
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -54,7 +64,7 @@ from engine_builder import tinymodel
 from engine_builder.artifact_check import canonical_json
 from engine_builder.contract import STAGE_HELP, STAGES, runtime_versions, verify_manifest
 from engine_builder.convert import convert, copy_tokenizer
-from engine_builder.fetch import fetch
+from engine_builder.fetch import fetch, locate, parse_source
 from engine_builder.inspection import inspect_model, read_hf_config
 from engine_builder.package import DraftPart, package, versions
 from engine_builder.planner import PlanInputError, lookup, plan_from_build_spec
@@ -682,6 +692,53 @@ def run(spec_path: Path, workdir: Path, from_stage: str | None, options: Options
     return _report(ctx, failure, termination_log, progress, workdir)
 
 
+#: What ``check`` runs after locating the model: the stages that read only its config and headers.
+CHECK_STAGES: tuple[str, ...] = ("inspect", "plan")
+
+
+def check(spec_path: Path, options: Options) -> int:
+    """The plan stage's checks of a model on a mounted volume, in a scratch directory; returns the
+    exit code ``run`` would return for the same classified failure (0 when the plan holds, when the
+    model is not on a volume — a download is the build's —, or when the check itself fails
+    unexpectedly: it never stops a build the plan stage would let through). A failure writes the
+    same report as ``run``'s report stage (reason, message naming the build-spec field, stage) to
+    ``spec.output.termination_log``, which the operator reads as it reads the builder's."""
+    termination_log = termination_log_of(spec_path)
+    failure: BuildError | None = None
+    ctx: Context | None = None
+    with tempfile.TemporaryDirectory(prefix="engine-builder-check-") as tmp:
+        workdir = Path(tmp)
+        progress = Progress(workdir / "progress.json", STAGES)
+        try:
+            spec = load_spec(spec_path)
+            termination_log = spec.output.termination_log
+            ref = parse_source(spec.model.uri, options.pvc_root)
+            if ref.scheme not in ("pvc", "local"):
+                print(
+                    f"[check] {spec.model.uri} is not on a mounted volume: the build's plan stage checks it"
+                )
+                return 0
+            ctx = Context(spec, spec.engine_key(), workdir, options, progress)
+            ctx.state_dir.mkdir(parents=True, exist_ok=True)
+            ctx.current = "fetch"
+            _record(ctx, "fetch", ("done", locate(ref, None, options.pvc_root).to_json_dict(), None), 0.0)
+            for stage in CHECK_STAGES:
+                ctx.current = stage
+                _record(ctx, stage, STAGE_FUNCS[stage](ctx), 0.0)
+        except BuildError as exc:
+            failure = exc
+        except Exception:  # the check's own trouble (e.g. a file it may not read) never stops a build
+            print(redact(traceback.format_exc()), file=sys.stderr, end="", flush=True)
+            print("[check] could not check; the build's plan stage checks the model", flush=True)
+            return 0
+        if failure is None:
+            print(f"[check] {spec.model.uri}: the plan holds (tp={spec.parallelism.tensor})", flush=True)
+            return 0
+        if failure.stage is None:
+            failure.stage = ctx.current if ctx is not None else "fetch"
+        return _report(ctx, failure, termination_log, progress, workdir)
+
+
 def _run_stages(ctx: Context, stages: Sequence[str], reran: set[str]) -> None:
     """Run ``stages`` in order, make-style (module docstring); ``reran`` collects what re-ran."""
     progress = ctx.progress
@@ -875,6 +932,16 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="where serving pods mount the artifact root (Triton paths); default: output.artifact_root",
     )
+    c = sub.add_parser(
+        "check",
+        help="the plan stage's checks of a model on a mounted volume (pvc://, a directory); writes nothing",
+    )
+    c.add_argument("--spec", type=Path, required=True, help="build spec (YAML or JSON)")
+    c.add_argument(
+        "--pvc-root",
+        default=os.environ.get(PVC_ROOT_ENV, "/models"),
+        help=f"where pvc://<claim>/ is mounted (default /models, env {PVC_ROOT_ENV})",
+    )
     sub.add_parser("stages", help="list the stages")
     tinymodel.register(sub)
     return parser
@@ -886,6 +953,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for i, stage in enumerate(STAGES, start=1):
             print(f"{i}. {stage:9s} {STAGE_HELP[stage]}")
         return 0
+    if args.command == "check":
+        return check(args.spec, Options(pvc_root=args.pvc_root))
     if args.command == "run":
         options = Options(
             skip_compile=args.skip_compile, pvc_root=args.pvc_root, serving_root=args.serving_root

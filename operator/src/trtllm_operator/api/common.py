@@ -36,7 +36,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
 
 from trtllm_operator.api.wire import (
@@ -263,8 +263,24 @@ def _check_quantity(value: str) -> str:
     return value
 
 
+def _int_as_quantity(value: object) -> object:
+    """An integer quantity (YAML ``cpu: 8``) as the string the rest of the operator reads (``"8"``)."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+#: Kubernetes quantities are int-or-string: a manifest may write ``cpu: 8`` unquoted.
+#: k8s.io/apimachinery@v0.34.4 ``pkg/api/resource/quantity.go``: ``Quantity.UnmarshalJSON`` parses a
+#: JSON number as well as a string, and ``OpenAPIV3OneOfTypes`` is ``string`` or ``number``; a CRD
+#: cannot declare that union, so CRDs embedding quantities declare ``x-kubernetes-int-or-string: true``
+#: (controller-gen's ``resource.Quantity`` schema: ``anyOf: [{type: integer}, {type: string}]``). The
+#: API server keeps the integer as written; the models turn it into the string (:func:`_int_as_quantity`).
+#: The CEL rules guard on ``type(self)`` as apiserver@v0.34.4 ``pkg/cel/common/schemas.go`` asks for an
+#: int-or-string value (``quantity()`` takes only a string; ``string(self)`` would be estimated
+#: unbounded: mx's docstring). ``maxLength`` bounds the string form for the cost estimate.
+INT_OR_STRING = "x-kubernetes-int-or-string"
+
 _QUANTITY_SYNTAX = cel(
-    "isQuantity(self)",
+    "type(self) != string || isQuantity(self)",
     "must be a Kubernetes quantity such as 500m, 8, 64Gi or 1.5Ti",
     message_expression=mx(
         '"%s" is not a Kubernetes quantity: use a number with an optional suffix such as 500m, 8, 64Gi '
@@ -273,50 +289,132 @@ _QUANTITY_SYNTAX = cel(
     ),
 )
 
-#: CPU cores as a Kubernetes quantity (``"8"``, ``"500m"``). Container resource values must not be
-#: negative (``ValidateResourceQuantityValue``, core validation.go); zero is refused too (leave the
-#: field unset for no request).
+#: CPU cores as a Kubernetes quantity (``"8"``, ``"500m"``, or an integer ``8``). Container resource
+#: values must not be negative (``ValidateResourceQuantityValue``, core validation.go); zero is refused
+#: too (leave the field unset for no request).
 CPUQuantity = Annotated[
     str,
+    BeforeValidator(_int_as_quantity),
     AfterValidator(_check_quantity),
     Field(
         max_length=64,
         json_schema_extra={
+            INT_OR_STRING: True,
             CEL_KEY: [
                 _QUANTITY_SYNTAX,
                 cel(
-                    "!isQuantity(self) || quantity(self).isGreaterThan(quantity('0'))",
+                    "type(self) == int ? self > 0 : "
+                    "(!isQuantity(self) || quantity(self).isGreaterThan(quantity('0')))",
                     "must be greater than 0; leave the field unset for no CPU request",
                     message_expression=mx(
                         'CPU "%s" must be greater than 0; leave the field unset for no CPU request', "self"
                     ),
                 ),
-            ]
+            ],
         },
     ),
 ]
 
-#: Bytes as a Kubernetes quantity (``"64Gi"``). Besides ``ValidateResourceQuantityValue`` (not
-#: negative; PVC storage and emptyDir ``sizeLimit`` likewise), values below 1Mi are refused: no
-#: container starts with less, and ``m`` is milli (``500m`` is half a byte), a common slip for ``Mi``.
+#: Bytes as a Kubernetes quantity (``"64Gi"``, or an integer count of bytes). Not negative
+#: (``ValidateResourceQuantityValue``, core validation.go; PVC storage and emptyDir ``sizeLimit``
+#: likewise; the message says so and how to write it), and values below 1Mi are refused: no container
+#: starts with less, and ``m`` is milli (``500m`` is half a byte), a common slip for ``Mi``; a bare
+#: integer is bytes (``memory: 64`` is 64 bytes).
 Quantity = Annotated[
     str,
+    BeforeValidator(_int_as_quantity),
     AfterValidator(_check_quantity),
     Field(
         max_length=64,
         json_schema_extra={
+            INT_OR_STRING: True,
             CEL_KEY: [
                 _QUANTITY_SYNTAX,
                 cel(
-                    "!isQuantity(self) || quantity(self).compareTo(quantity('1Mi')) >= 0",
+                    "type(self) == int ? self >= 0 : "
+                    "(!isQuantity(self) || !quantity(self).isLessThan(quantity('0')))",
+                    "must not be negative: a size is a positive amount of bytes such as 64Gi",
+                    message_expression="type(self) == int ? "
+                    + mx("%d is negative: a size is a positive amount of bytes, e.g. 64Gi", "self")
+                    + " : "
+                    + mx(
+                        '"%s" is negative: a size is a positive amount of bytes; drop the minus sign, '
+                        "e.g. 64Gi",
+                        "self",
+                    ),
+                ),
+                cel(  # negative values: the rule above speaks
+                    "type(self) == int ? (self < 0 || self >= 1048576) : (!isQuantity(self) || "
+                    "quantity(self).isLessThan(quantity('0')) || "
+                    "quantity(self).compareTo(quantity('1Mi')) >= 0)",
                     "must be at least 1Mi; the suffix m means milli (500m is half a byte): write Mi or Gi",
-                    message_expression=mx(
+                    message_expression="type(self) == int ? "
+                    + mx(
+                        "%d bytes is less than 1Mi (a number without a suffix counts bytes): write e.g. 64Gi",
+                        "self",
+                    )
+                    + " : "
+                    + mx(
                         '"%s" is less than 1Mi of bytes; the suffix m means milli (500m is half a byte): '
                         "write Mi or Gi, e.g. 64Gi",
                         "self",
                     ),
                 ),
-            ]
+            ],
+        },
+    ),
+]
+
+
+# --- counts or percentages of pods ---------------------------------------------------------------
+
+#: A percentage of replicas, 0% to 100%, as ``IsValidPercent`` (apimachinery@v0.34.4
+#: ``pkg/util/validation/validation.go``: digits then ``%``) narrowed to at most 100% without leading zeros.
+PERCENT = r"^(100|[1-9]?[0-9])%$"
+
+
+def _check_pods_or_percent(value: int | str) -> int | str:
+    if isinstance(value, bool) or (isinstance(value, int) and not 0 <= value <= 100):
+        raise ValueError(f"{value!r} is not a count of pods from 0 to 100")
+    if isinstance(value, str) and not re.match(PERCENT, value):
+        raise ValueError(f"{value!r} is not a percentage of replicas from 0% to 100% such as 25%")
+    return value
+
+
+#: ``maxSurge`` / ``maxUnavailable``: a count of pods or a percentage of replicas (``1``, ``"25%"``),
+#: int-or-string as in a Deployment's ``spec.strategy.rollingUpdate`` (k8s.io/api@v0.34.4 apps/v1
+#: ``RollingUpdateDeployment``: ``intstr.IntOrString``; validated by kubernetes@v1.34.4
+#: ``pkg/apis/apps/validation`` ``ValidatePositiveIntOrPercent``) and a LeaderWorkerSet's
+#: ``rollingUpdateConfiguration`` (kubernetes-sigs/lws ``api/leaderworkerset/v1/leaderworkerset_types.go``,
+#: ``+kubebuilder:validation:XIntOrString``). Both take the value as written (a percentage of surge
+#: rounds up, of unavailable down). Bounded at 100 pods / 100% (a Deployment allows more surge; a
+#: GPU fleet rarely has the spare GPUs). ``maxLength`` bounds the string for the CEL cost estimate.
+PodsOrPercent = Annotated[
+    int | str,
+    AfterValidator(_check_pods_or_percent),
+    Field(
+        json_schema_extra={
+            INT_OR_STRING: True,
+            "maxLength": 16,
+            CEL_KEY: [
+                cel(
+                    f"type(self) == int ? self >= 0 && self <= 100 : self.matches({lit(PERCENT)})",
+                    "must be a count of pods from 0 to 100 or a percentage of replicas from 0% to 100%, "
+                    "e.g. 1 or 25%",
+                    message_expression="type(self) == int ? "
+                    + mx(
+                        "%d is not a count of pods from 0 to 100: write e.g. 1, or a percentage of replicas "
+                        'such as "25%%"',
+                        "self",
+                    )
+                    + " : "
+                    + mx(
+                        '"%s" is not a percentage of replicas from 0%% to 100%% such as "25%%"; a count of '
+                        "pods is an unquoted integer from 0 to 100, e.g. 1",
+                        "self",
+                    ),
+                )
+            ],
         },
     ),
 ]

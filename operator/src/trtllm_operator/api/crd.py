@@ -64,6 +64,7 @@ _KEEP = {
     "x-kubernetes-list-map-keys",
     "x-kubernetes-map-type",
     "x-kubernetes-int-or-string",
+    "anyOf",  # only [integer, string] beside x-kubernetes-int-or-string
 }
 
 
@@ -107,6 +108,8 @@ def _resolve(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
         if len(parts) != 1:
             raise ValueError(f"allOf with {len(parts)} parts is not structural: {parts}")
         node = _merge(node, _resolve(parts[0], defs))
+    if "anyOf" in node and node.get("x-kubernetes-int-or-string"):
+        node.pop("anyOf")  # int | str: _convert writes the int-or-string anyOf
     if "anyOf" in node:
         branches = [b for b in node.pop("anyOf") if b.get("type") != "null"]
         if len(branches) != 1:
@@ -128,6 +131,11 @@ def _convert(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
         if value is not None and not isinstance(value, bool):
             node[flag] = value
             node[key] = True
+    if node.get("x-kubernetes-int-or-string"):
+        # An int-or-string value (a Kubernetes quantity): the model declares the string form; the CRD
+        # takes both, as controller-gen's schema for resource.Quantity (common.INT_OR_STRING).
+        node.pop("type", None)
+        node["anyOf"] = [{"type": "integer"}, {"type": "string"}]
     if node.get("x-kubernetes-preserve-unknown-fields"):
         node.pop("additionalProperties", None)
         node["type"] = "object"
@@ -142,7 +150,7 @@ def _convert(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
     if unknown - {"title"}:
         raise ValueError(f"schema keys not supported in a CRD: {sorted(unknown)} in {node}")
     out = {k: node[k] for k in sorted(node, key=_key_order) if k in _KEEP}
-    if "type" not in out:
+    if "type" not in out and not out.get("x-kubernetes-int-or-string"):
         raise ValueError(f"schema node without a type is not structural: {node}")
     return out
 

@@ -29,6 +29,7 @@ from trtllm_operator.api.common import (
     Labels,
     ObjectName,
     PodAnnotations,
+    PodsOrPercent,
     Quantity,
     Tolerations,
     apparmor_containers_rule,
@@ -458,18 +459,25 @@ class RolloutSpec(ApiModel):
 
     model_config = model_config(
         cel(
-            "self.maxSurge > 0 || self.maxUnavailable > 0",
+            # int-or-string: 0 or "0%" is zero, as apps validation's getIntOrPercentValue(...) == 0 (a
+            # list [0, '0%'] would not compile: the API server's CEL wants homogeneous literals)
+            "!((type(self.maxSurge) == int ? self.maxSurge == 0 : self.maxSurge == '0%') && "
+            "(type(self.maxUnavailable) == int ? self.maxUnavailable == 0 : self.maxUnavailable == '0%'))",
             "maxSurge and maxUnavailable cannot both be 0 (the rollout could never progress); set "
             "maxUnavailable: 1 or maxSurge: 1",
             field_path=".maxUnavailable",
         ),
     )
 
-    max_surge: int = Field(
-        default=0, ge=0, le=100, description="Extra pods (each needs its own GPUs) during a rollout."
+    max_surge: PodsOrPercent = Field(
+        default=0,
+        description="Extra pods (each needs its own GPUs) during a rollout: a count, or a percentage of "
+        "replicas rounded up (e.g. 25%), as a Deployment's maxSurge.",
     )
-    max_unavailable: int = Field(
-        default=1, ge=0, le=100, description="Pods that may be down during a rollout."
+    max_unavailable: PodsOrPercent = Field(
+        default=1,
+        description="Pods that may be down during a rollout: a count, or a percentage of replicas "
+        "rounded down (e.g. 25%), as a Deployment's maxUnavailable.",
     )
     progress_deadline_seconds: int = Field(
         default=1800,

@@ -17,6 +17,8 @@ END = "<!-- END GENERATED REFERENCE -->"
 
 
 def _type(node: dict[str, Any]) -> str:
+    if node.get("x-kubernetes-int-or-string"):
+        return "int or string"
     kind = str(node.get("type", ""))
     if kind == "array":
         return f"[]{_type(node['items'])}"

@@ -807,7 +807,12 @@ class CreatePVCStorage(ApiModel):
             field_path=".accessMode",
         ),
         cel(
-            "quantity(self.size).compareTo(quantity(oldSelf.size)) >= 0",
+            # size is int-or-string (common.INT_OR_STRING): integers compare as integers, a string
+            # as a quantity; across forms through asApproximateFloat (exact below 2^53 bytes).
+            "type(self.size) == int ? (type(oldSelf.size) == int ? self.size >= oldSelf.size : "
+            "double(self.size) >= quantity(oldSelf.size).asApproximateFloat()) : "
+            "(type(oldSelf.size) == int ? quantity(self.size).asApproximateFloat() >= double(oldSelf.size) : "
+            "quantity(self.size).compareTo(quantity(oldSelf.size)) >= 0)",
             "storage.createPVC.size can only grow (PVC expansion); keep it or raise it",
             field_path=".size",
         ),

@@ -108,6 +108,8 @@ SERVER_CONTAINER = "triton"
 FETCH_CONTAINER = "fetch-artifact"
 #: Init container of builder pods that delivers engine-builder (render.builder_job).
 DELIVERY_CONTAINER = "deliver-engine-builder"
+#: Init container of builder pods of a ``pvc://`` model: ``engine-builder check`` (render.builder_job).
+CHECK_CONTAINER = "check-model"
 
 # ------------------------------------------------------------------------------ our data keys
 #: Cache index ConfigMap: the artifact record (JSON).

@@ -89,8 +89,18 @@ def _path(base: str, parts: Any) -> str:
 
 
 #: jsonschema keywords whose failure the API server reports as a blocking error (NotSupported,
-#: Required, TooLong, TooMany, TypeInvalid): CEL rules are then not evaluated.
-_BLOCKING = {"enum", "required", "maxLength", "maxItems", "maxProperties", "type", "additionalProperties"}
+#: Required, TooLong, TooMany, TypeInvalid — an int-or-string's ``anyOf`` is its type): CEL rules are
+#: then not evaluated.
+_BLOCKING = {
+    "enum",
+    "required",
+    "maxLength",
+    "maxItems",
+    "maxProperties",
+    "type",
+    "additionalProperties",
+    "anyOf",
+}
 
 
 def _structural_errors(spec: Any, schema: dict[str, Any], base: str = "spec") -> tuple[list[str], bool]:
@@ -116,6 +126,10 @@ def _structural_errors(spec: Any, schema: dict[str, Any], base: str = "spec") ->
     return errors, blocking
 
 
+#: The ``anyOf`` of an ``x-kubernetes-int-or-string`` node (api/crd.py).
+INT_OR_STRING_BRANCHES = [{"type": "integer"}, {"type": "string"}]
+
+
 def _message(path: str, validator: Any, expected: Any, instance: Any, default: str) -> str:
     """The API server's wording for the common schema failures (``kubectl apply`` says the same)."""
     if validator == "required" and isinstance(instance, dict):
@@ -133,6 +147,11 @@ def _message(path: str, validator: Any, expected: Any, instance: Any, default: s
         return f"{path}: Invalid value: {instance!r}: should be {words[validator]} {expected}"
     if validator == "type":
         return f"{path}: Invalid value: {instance!r}: must be of type {expected}"
+    if validator == "anyOf" and expected == INT_OR_STRING_BRANCHES:  # a quantity written as 0.5
+        return (  # the API server: 'in body must be of type integer,string: "number"'
+            f"{path}: Invalid value: {instance!r}: must be of type integer,string; write a fractional "
+            f'quantity as a string, e.g. "{instance}" or "500m"'
+        )
     if validator == "maxLength":
         return f"{path}: Too long: may not be more than {expected} bytes"
     if validator in ("maxItems", "maxProperties"):

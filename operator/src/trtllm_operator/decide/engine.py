@@ -31,7 +31,7 @@ from trtllm_operator.api import (
     CONDITION_READY,
     ENGINE_KIND,
 )
-from trtllm_operator.api.wire import BUILDER_CONTAINER, DELIVERY_CONTAINER, JOB_NAME_LABEL
+from trtllm_operator.api.wire import BUILDER_CONTAINER, CHECK_CONTAINER, DELIVERY_CONTAINER, JOB_NAME_LABEL
 from trtllm_operator.decide.conditions import Condition, condition
 from trtllm_operator.decide.engine_cache import (
     CONDITION_ARTIFACT_COMPLETE,
@@ -226,7 +226,11 @@ def builder_fixes(prepared: PreparedEngine) -> Fixes:
     if spec.model.credentials_secret_ref is not None:
         secrets[spec.model.credentials_secret_ref.name] = "spec.model.credentialsSecretRef"
     return Fixes(
-        images={BUILDER_CONTAINER: BUILDER_IMAGE_FIELD, DELIVERY_CONTAINER: DELIVERY_IMAGE_FIELD},
+        images={
+            BUILDER_CONTAINER: BUILDER_IMAGE_FIELD,
+            DELIVERY_CONTAINER: DELIVERY_IMAGE_FIELD,
+            CHECK_CONTAINER: DELIVERY_IMAGE_FIELD,
+        },
         secrets=secrets,
         image_default=BUILDER_IMAGE_FIELD,
     )

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine_builder import contract as builder_report
-from trtllm_operator.api.wire import BUILDER_CONTAINER
+from trtllm_operator.api.wire import BUILDER_CONTAINER, CHECK_CONTAINER
 
 #: Reasons the operator adds to the builder's own (not produced by the builder process).
 REASON_TIMEOUT = "Timeout"
@@ -151,7 +151,13 @@ def _str(value: Any) -> str | None:
 
 # --------------------------------------------------------------------------- pod and Job views
 def builder_terminated(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """``state.terminated`` (or ``lastState.terminated``) of the builder container, if any."""
+    """``state.terminated`` (or ``lastState.terminated``) of the builder container, if any; the
+    model check's (init container :data:`CHECK_CONTAINER`, ``engine-builder check``) when it failed:
+    then the builder never ran, and the check's report is the build's."""
+    for cs in (pod.get("status") or {}).get("initContainerStatuses") or []:
+        term = (cs.get("state") or {}).get("terminated") or {}
+        if cs.get("name") == CHECK_CONTAINER and term.get("exitCode"):
+            return dict(term)
     for cs in (pod.get("status") or {}).get("containerStatuses") or []:
         if cs.get("name") != BUILDER_CONTAINER:
             continue

@@ -17,7 +17,8 @@ Choices, and why:
 * **Node affinity** on ``nvidia.com/gpu.product``: an engine only runs on the GPU it was built
   for (reference tensorrt-llm.md §3.3).
 * **podFailurePolicy**: ``FailJob`` on the builder's deterministic exit codes (bad spec, out of
-  memory, unsupported architecture: a retry cannot help), ``Ignore`` on ``DisruptionTarget``
+  memory, unsupported architecture: a retry cannot help) — the builder's and the model check's —,
+  ``Ignore`` on ``DisruptionTarget``
   (preemption, node drain: not counted against ``backoffLimit``). Requires ``restartPolicy: Never``.
 * **Secrets**: the Hugging Face token / S3 credentials come in through ``secretKeyRef``; the
   operator never reads them. No service-account token is mounted. ``HF_ENDPOINT`` is the operator's
@@ -38,6 +39,14 @@ Choices, and why:
   interpreter, torch and TensorRT-LLM — with the bundle on ``PYTHONPATH``
   (:func:`engine_builder.contract.bundle_commands`; docs/engine-builder.md "Running on a stock
   image"). Off: the builder image runs its own ``engine-builder`` command.
+* **Model check** (a ``pvc://`` model, with builder delivery): the operator cannot read the model's
+  ``config.json`` before the build, so it could not plan; an init container of the delivery image
+  runs ``engine-builder check`` on the mounted claim first (the plan stage's checks: heads divisible by
+  tensor parallelism, fit). A refusal fails the Job within seconds of the pod starting, with the plan
+  stage's report, before the TensorRT-LLM image is pulled (kubelet starts init containers one by one
+  and pulls a container's image when it starts it: kubernetes@v1.34.4
+  ``pkg/kubelet/kuberuntime/kuberuntime_container.go`` ``startContainer``, "Step 1: pull the image").
+  The pod still waits for a node with the GPUs free (it requests them for the builder).
 """
 
 from __future__ import annotations
@@ -58,6 +67,7 @@ from trtllm_operator.api.wire import (
     ARTIFACT_DATA_KEY,
     BUILD_SPEC_DATA_KEY,
     BUILDER_CONTAINER,
+    CHECK_CONTAINER,
     COMPONENT_ARTIFACT,
     COMPONENT_BUILDER,
     COMPONENT_STORAGE,
@@ -401,6 +411,28 @@ def desired_builder_job(
                 "securityContext": delivery_security,
             }
         )
+        if spec.model.source.startswith("pvc://"):
+            # The operator cannot read a pvc:// model's config.json, so it could not plan: the model's
+            # own checks (heads divisible by tensor parallelism, fit) run first, from the small
+            # delivery image (which has engine-builder installed), before the TensorRT-LLM image is
+            # pulled; a refusal fails the Job in seconds with the plan stage's report
+            # (engine_builder.pipeline.check; decide.engine_failure.builder_terminated reads it).
+            init_containers.append(
+                {
+                    "name": CHECK_CONTAINER,
+                    "image": settings.builder_delivery_image,
+                    "imagePullPolicy": settings.image_pull_policy,
+                    "command": ["engine-builder", "check", "--spec", f"{SPEC_MOUNT}/{BUILD_SPEC_DATA_KEY}"],
+                    "resources": {
+                        "requests": {"cpu": "100m", "memory": "256Mi"},
+                        "limits": {"memory": "1Gi"},
+                    },
+                    "volumeMounts": [m for m in mounts if m["name"] in ("build-spec", "model")],
+                    "terminationMessagePath": "/dev/termination-log",
+                    "terminationMessagePolicy": "FallbackToLogsOnError",
+                    "securityContext": delivery_security,
+                }
+            )
     else:
         entry = ["engine-builder"]
 
@@ -427,12 +459,13 @@ def desired_builder_job(
     rules: list[dict[str, Any]] = []
     codes = deterministic_exit_codes()
     if codes:
-        rules.append(
-            {
-                "action": "FailJob",
-                "onExitCodes": {"containerName": BUILDER_CONTAINER, "operator": "In", "values": codes},
-            }
-        )
+        rules += [
+            {"action": "FailJob", "onExitCodes": {"containerName": name, "operator": "In", "values": codes}}
+            for name in (
+                BUILDER_CONTAINER,
+                *(c["name"] for c in init_containers if c["name"] == CHECK_CONTAINER),
+            )
+        ]
     rules.append({"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]})
     return {
         "apiVersion": "batch/v1",
