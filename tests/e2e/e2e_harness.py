@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from support.cluster import LocalCluster
 from support.hub import HubRepo, LocalHub
 from support.operator import HF_CONFIG_DIR
 from support.ports import free_port
+from support.process import stop_process
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHART = REPO_ROOT / "charts" / "trtllm-operator"
@@ -91,12 +91,7 @@ class Installed:
     def stop(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
             return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
+        stop_process(self.proc, grace=10, kill_wait=10)
 
 
 def token_kubeconfig(cluster: LocalCluster, token: str, path: Path) -> Path:

@@ -1,5 +1,5 @@
 """Fixtures shared by the integration modules (one copy; a module that needs another ``api`` defines its
-own, which pytest prefers to this one)."""
+own, which pytest prefers to this one, or marks what it needs: ``cached_engine``)."""
 
 from __future__ import annotations
 
@@ -13,12 +13,22 @@ from support.operator import running_operator
 
 
 @pytest.fixture
-def api(cluster: LocalCluster, namespace: str) -> Api:
+def api(request: pytest.FixtureRequest, cluster: LocalCluster, namespace: str) -> Iterator[Api]:
     """The API wrapper of the test's namespace, with the Hugging Face token Secret
-    :func:`~support.manifests.an_engine` references."""
+    :func:`~support.manifests.an_engine` references.
+
+    Marked ``@pytest.mark.cached_engine(name)`` (a test, or a module's ``pytestmark``): instead, with
+    LLMEngine ``name`` created from an artifact recorded in the engine cache
+    (:meth:`~support.api.Api.with_cached_engine`: no build, no token Secret), its PV deleted after the test.
+    """
     a = Api(cluster, namespace)
-    create_token_secret(a.core, namespace)
-    return a
+    marker = request.node.get_closest_marker("cached_engine")
+    if marker is None:
+        create_token_secret(a.core, namespace)
+        yield a
+    else:
+        with a.with_cached_engine(*marker.args) as cached:
+            yield cached
 
 
 @pytest.fixture

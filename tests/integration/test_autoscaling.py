@@ -35,7 +35,7 @@ from support.wait import wait_for
 
 from trtllm_operator.api.deployment import AutoscalingSpec
 from trtllm_operator.decide.serving_params import OwnerRef
-from trtllm_operator.emulator import Control, Fleet, PodFollower, ServingProfile
+from trtllm_operator.emulator import Control, Fleet, ServingProfile
 from trtllm_operator.handlers import autoscaler as autoscaler_handlers
 from trtllm_operator.metrics import operator_metrics as om
 from trtllm_operator.metrics.prometheus import ACTIVE_REQUEST_UTILIZATION_RECORD, KV_CACHE_RECORD
@@ -46,11 +46,7 @@ SELECTOR = "llm.trtllm-operator.dev/deployment={}"
 REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "charts" / "trtllm-operator" / "files" / "prometheus-rules.yaml"
 
-
-@pytest.fixture
-def api(cluster: LocalCluster, namespace: str) -> Iterator[Api]:
-    with Api(cluster, namespace).with_cached_engine("llama") as a:
-        yield a
+pytestmark = pytest.mark.cached_engine("llama")
 
 
 @pytest.fixture
@@ -70,14 +66,11 @@ def metrics_port(monkeypatch: pytest.MonkeyPatch) -> int:
 @pytest.fixture
 def fleet(api: Api, metrics_port: int) -> Iterator[Fleet]:
     """Emulated Triton metrics on every Running pod of the namespace (its IP, ``metrics_port``), idle."""
-    with Fleet(port=metrics_port, control=Control(fixed={"requests": 0, "kvCacheUtilization": 0.2})) as f:
-        follower = PodFollower(
-            f, api.core, api.ns, "llm.trtllm-operator.dev/deployment", poll_seconds=0.3
-        ).start()
-        try:
-            yield f
-        finally:
-            follower.stop()
+    with (
+        Fleet(port=metrics_port, control=Control(fixed={"requests": 0, "kvCacheUtilization": 0.2})) as f,
+        api.follow_pods(f),
+    ):
+        yield f
 
 
 def decisions(api: Api, name: str) -> list[dict[str, Any]]:

@@ -8,7 +8,6 @@ the builder's JSON report (engine_builder.report.build_report) as the terminatio
 from __future__ import annotations
 
 import json
-import socket
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,7 @@ from support.manifests import (
     success_report,
 )
 from support.operator import HF_CONFIG_DIR, operator_process, running_operator
-from support.ports import free_port
+from support.ports import bound_socket, free_port
 from support.wait import wait_for
 
 from engine_builder.contract import artifact_dir_name
@@ -325,8 +324,7 @@ def test_a_new_engine_says_planning_while_an_unreachable_hub_is_retried(
     ``http_backoff`` after a failed metadata request) and the engine had no phase at all meanwhile.
     Now it is ``Planning`` with ``Planned=Unknown`` ``FetchingModelConfig`` at once, then
     ``ModelConfigUnavailable`` saying why, and it goes on to build."""
-    closed = socket.socket()
-    closed.bind(("127.0.0.1", 0))  # bound, never listening: connection refused
+    closed = bound_socket()  # held, never listening: connections to its port are refused
     try:
         hub_url = f"http://127.0.0.1:{closed.getsockname()[1]}"
         api = Api(cluster, namespace)

@@ -35,7 +35,6 @@ max_batch_size) / max_batch_size, KV-cache utilization = round(k · kv_blocks) /
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -54,6 +53,7 @@ from support.monitoring import (
     running_adapter,
     running_chart_monitoring,
     running_hpa_controller,
+    triton_load,
 )
 from support.operator import running_operator
 from support.prometheus import promql
@@ -61,23 +61,13 @@ from support.wait import wait_for
 
 from trtllm_operator.api import GROUP, VERSION
 from trtllm_operator.api import signals as registry
-from trtllm_operator.emulator import Control, Fleet, PodFollower
+from trtllm_operator.emulator import Control, Fleet
 from trtllm_operator.emulator.model import ServingProfile
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.cached_engine("llama")]
 
 PROMETHEUS = "hpa"
 PROFILE = ServingProfile()
-
-
-@pytest.fixture
-def api(cluster: LocalCluster, namespace: str) -> Iterator[Api]:
-    with Api(cluster, namespace).with_cached_engine("llama") as a:
-        yield a
-
-
-def load(requests: int, kv: float) -> Control:
-    return Control(fixed={"requests": requests, "kvCacheUtilization": kv})
 
 
 def expected(control: Control) -> dict[str, Decimal]:
@@ -119,88 +109,81 @@ def test_hpa_scales_an_llmdeployment_on_adapter_metrics(
     body["spec"]["autoscaling"]["mode"] = "hpa"
     hpa_api = client.AutoscalingV2Api(cluster.api)
     custom = client.CustomObjectsApi(cluster.api)
-    idle = load(16, 0.2)  # 16/64 = 0.25 active, 0.2 KV: below both targets (0.5, 0.8)
+    idle = triton_load(16, 0.2)  # 16/64 = 0.25 active, 0.2 KV: below both targets (0.5, 0.8)
 
     with (
         running_chart_monitoring(cluster, ns, PROMETHEUS, tmp_path) as prom,
         Fleet(PROFILE, port=TRITON_METRICS_PORT, control=idle) as fleet,
+        api.follow_pods(fleet),
     ):
         print(f"[hpa] monitoring configured in {time.monotonic() - t0:.1f} s")
-        follower = PodFollower(
-            fleet, api.core, ns, "llm.trtllm-operator.dev/deployment", poll_seconds=0.3
-        ).start()
-        try:
-            with running_operator(cluster, [ns]):
-                api.create(body)
-                hpa = wait_for(
-                    lambda: hpa_api.read_namespaced_horizontal_pod_autoscaler("chat", ns),
-                    60,
-                    desc="HPA rendered",
-                )
-                # The recording rule per pod, from Prometheus's own scrape of the pod's emulator.
-                wait_for(
-                    lambda: promql(
-                        prom, f'namespace_pod:trtllm_active_request_utilization:ratio{{namespace="{ns}"}}'
-                    ),
-                    90,
-                    interval=0.5,
-                    desc="the recording rule evaluated on the scraped pod",
-                )
-                # adapter_rules() is the prometheus-adapter chart's `rules.custom` value; the chart's
-                # ConfigMap puts that list under the config file's `rules:` (prometheus-community/
-                # helm-charts charts/prometheus-adapter/templates/configmap.yaml).
-                rules = yaml.safe_load(registry.adapter_rules())["rules"]["custom"]
-                with running_adapter(cluster, ns, prom, rules), running_hpa_controller(cluster):
-                    selector = SELECTOR.format("chat")
-                    for metric, value in expected(idle).items():
-                        items = wait_for(
-                            lambda m=metric: custom_metric(cluster, ns, m, selector),
-                            60,
-                            desc=f"{metric} served",
-                        )
-                        assert [Decimal(str(parse_quantity(i["value"]))) for i in items] == [value], items
-
-                    def hpa_sees(values: dict[str, Decimal]) -> Any:
-                        h = hpa_api.read_namespaced_horizontal_pod_autoscaler("chat", ns)
-                        return h if observed(h) == values else None
-
-                    hpa = wait_for(
-                        lambda: hpa_sees(expected(idle)), 60, interval=0.5, desc="HPA observes idle load"
-                    )
-                    assert hpa.status.desired_replicas == 1 and api.replicas("chat") == 1
-
-                    busy = load(64, 0.5)  # 64/64 = 1.0 active: twice the 0.5 target → 2 replicas
-                    fleet.set_control(busy)
-                    wait_for(lambda: hpa_sees(expected(busy)), 60, interval=0.5, desc="HPA observes the load")
-                    wait_for(
-                        lambda: api.replicas("chat") == 2, 60, interval=0.5, desc="HPA scales chat up to 2"
-                    )
-                    wait_for(
-                        lambda: api.status("chat").get("readyReplicas") == 2,
+        with running_operator(cluster, [ns]):
+            api.create(body)
+            hpa = wait_for(
+                lambda: hpa_api.read_namespaced_horizontal_pod_autoscaler("chat", ns),
+                60,
+                desc="HPA rendered",
+            )
+            # The recording rule per pod, from Prometheus's own scrape of the pod's emulator.
+            wait_for(
+                lambda: promql(
+                    prom, f'namespace_pod:trtllm_active_request_utilization:ratio{{namespace="{ns}"}}'
+                ),
+                90,
+                interval=0.5,
+                desc="the recording rule evaluated on the scraped pod",
+            )
+            # adapter_rules() is the prometheus-adapter chart's `rules.custom` value; the chart's
+            # ConfigMap puts that list under the config file's `rules:` (prometheus-community/
+            # helm-charts charts/prometheus-adapter/templates/configmap.yaml).
+            rules = yaml.safe_load(registry.adapter_rules())["rules"]["custom"]
+            with running_adapter(cluster, ns, prom, rules), running_hpa_controller(cluster):
+                selector = SELECTOR.format("chat")
+                for metric, value in expected(idle).items():
+                    items = wait_for(
+                        lambda m=metric: custom_metric(cluster, ns, m, selector),
                         60,
-                        desc="the operator rolls out the second replica",
+                        desc=f"{metric} served",
                     )
+                    assert [Decimal(str(parse_quantity(i["value"]))) for i in items] == [value], items
 
-                    fleet.set_control(idle)
-                    dropped = time.monotonic()
-                    # Within the scale-down stabilization window the HPA sees the low load and keeps 2.
-                    held = wait_for(
-                        lambda: hpa_sees(expected(idle)), 60, interval=0.3, desc="HPA observes the drop"
-                    )
-                    if time.monotonic() - dropped < down_window - 1:
-                        assert held.status.desired_replicas == 2 and api.replicas("chat") == 2, held.status
-                    wait_for(
-                        lambda: api.replicas("chat") == 1, 60, interval=0.5, desc="HPA scales chat down to 1"
-                    )
-                    down = hpa_api.read_namespaced_horizontal_pod_autoscaler("chat", ns)
-                    assert down.status.last_scale_time is not None
-                    assert time.monotonic() - dropped >= down_window, (
-                        "scaled down inside the stabilization window"
-                    )
-                    scale = custom.get_namespaced_custom_object_scale(
-                        GROUP, VERSION, ns, "llmdeployments", "chat"
-                    )
-                    assert scale["spec"]["replicas"] == 1
-        finally:
-            follower.stop()
+                def hpa_sees(values: dict[str, Decimal]) -> Any:
+                    h = hpa_api.read_namespaced_horizontal_pod_autoscaler("chat", ns)
+                    return h if observed(h) == values else None
+
+                hpa = wait_for(
+                    lambda: hpa_sees(expected(idle)), 60, interval=0.5, desc="HPA observes idle load"
+                )
+                assert hpa.status.desired_replicas == 1 and api.replicas("chat") == 1
+
+                busy = triton_load(64, 0.5)  # 64/64 = 1.0 active: twice the 0.5 target → 2 replicas
+                fleet.set_control(busy)
+                wait_for(lambda: hpa_sees(expected(busy)), 60, interval=0.5, desc="HPA observes the load")
+                wait_for(lambda: api.replicas("chat") == 2, 60, interval=0.5, desc="HPA scales chat up to 2")
+                wait_for(
+                    lambda: api.status("chat").get("readyReplicas") == 2,
+                    60,
+                    desc="the operator rolls out the second replica",
+                )
+
+                fleet.set_control(idle)
+                dropped = time.monotonic()
+                # Within the scale-down stabilization window the HPA sees the low load and keeps 2.
+                held = wait_for(
+                    lambda: hpa_sees(expected(idle)), 60, interval=0.3, desc="HPA observes the drop"
+                )
+                if time.monotonic() - dropped < down_window - 1:
+                    assert held.status.desired_replicas == 2 and api.replicas("chat") == 2, held.status
+                wait_for(
+                    lambda: api.replicas("chat") == 1, 60, interval=0.5, desc="HPA scales chat down to 1"
+                )
+                down = hpa_api.read_namespaced_horizontal_pod_autoscaler("chat", ns)
+                assert down.status.last_scale_time is not None
+                assert time.monotonic() - dropped >= down_window, (
+                    "scaled down inside the stabilization window"
+                )
+                scale = custom.get_namespaced_custom_object_scale(
+                    GROUP, VERSION, ns, "llmdeployments", "chat"
+                )
+                assert scale["spec"]["replicas"] == 1
     print(f"[hpa] done in {time.monotonic() - t0:.1f} s")

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -61,15 +60,16 @@ from support.monitoring import (
     require_triton_metrics_port_free,
     running_chart_monitoring,
     running_hpa_controller,
+    triton_load,
 )
 from support.operator import running_operator
 from support.wait import wait_for
 
 from trtllm_operator.api import GROUP, VERSION
-from trtllm_operator.emulator import Control, Fleet, PodFollower
+from trtllm_operator.emulator import Control, Fleet
 from trtllm_operator.emulator.model import ServingProfile
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.cached_engine("llama")]
 
 PROMETHEUS = "keda"
 PROFILE = ServingProfile()
@@ -77,16 +77,6 @@ NAME = "chat"
 #: the two triggers, in the order the operator renders them (trigger index → KEDA's metric name)
 ACTIVE, KV = "s0-prometheus", "s1-prometheus"
 ACTIVE_TARGET = 0.5
-
-
-@pytest.fixture
-def api(cluster: LocalCluster, namespace: str) -> Iterator[Api]:
-    with Api(cluster, namespace).with_cached_engine("llama") as a:
-        yield a
-
-
-def load(requests: int, kv: float) -> Control:
-    return Control(fixed={"requests": requests, "kvCacheUtilization": kv})
 
 
 def active_per_pod(control: Control) -> float:
@@ -116,149 +106,138 @@ def test_keda_scales_an_llmdeployment_through_its_hpa(
     hpa_api = client.AutoscalingV2Api(cluster.api)
     custom = client.CustomObjectsApi(cluster.api)
     down_window = 6
-    idle = load(16, 0.2)  # 16/64 = 0.25 active per pod: below the 0.5 target
-    busy = load(64, 0.5)  # 64/64 = 1.0 active per pod: twice the target
+    idle = triton_load(16, 0.2)  # 16/64 = 0.25 active per pod: below the 0.5 target
+    busy = triton_load(64, 0.5)  # 64/64 = 1.0 active per pod: twice the target
 
     with (
         running_chart_monitoring(cluster, ns, PROMETHEUS, tmp_path) as prom,
         Fleet(PROFILE, port=TRITON_METRICS_PORT, control=idle) as fleet,
+        api.follow_pods(fleet),
+        running_keda(cluster, ns),
     ):
-        follower = PodFollower(
-            fleet, api.core, ns, "llm.trtllm-operator.dev/deployment", poll_seconds=0.3
-        ).start()
-        try:
-            with running_keda(cluster, ns):
-                print(f"[keda] Prometheus and KEDA running in {time.monotonic() - t0:.1f} s")
-                body = an_autoscaled_deployment(
-                    NAME,
-                    "llama",
-                    max_replicas=2,
-                    up={"stabilizationWindowSeconds": 0, "maxReplicasPerStep": 4, "periodSeconds": 1},
-                    down={
-                        "stabilizationWindowSeconds": down_window,
-                        "maxReplicasPerStep": 1,
-                        "periodSeconds": 1,
-                    },
-                    metrics={"source": "prometheus", "prometheusURL": prom, "scrapeIntervalSeconds": 1},
+        print(f"[keda] Prometheus and KEDA running in {time.monotonic() - t0:.1f} s")
+        body = an_autoscaled_deployment(
+            NAME,
+            "llama",
+            max_replicas=2,
+            up={"stabilizationWindowSeconds": 0, "maxReplicasPerStep": 4, "periodSeconds": 1},
+            down={
+                "stabilizationWindowSeconds": down_window,
+                "maxReplicasPerStep": 1,
+                "periodSeconds": 1,
+            },
+            metrics={"source": "prometheus", "prometheusURL": prom, "scrapeIntervalSeconds": 1},
+        )
+        body["spec"]["autoscaling"]["mode"] = "keda"
+        body["spec"]["autoscaling"]["targets"] = {
+            "activeRequestUtilization": ACTIVE_TARGET,
+            "kvCacheUtilization": 0.8,
+        }
+        with running_operator(cluster, [ns]), running_hpa_controller(cluster):
+            api.create(body)
+
+            def scaled_object() -> dict[str, Any] | None:
+                """The ScaledObject once KEDA reports it Ready."""
+                so: dict[str, Any] = custom.get_namespaced_custom_object(
+                    KEDA_GROUP, KEDA_VERSION, ns, "scaledobjects", NAME
                 )
-                body["spec"]["autoscaling"]["mode"] = "keda"
-                body["spec"]["autoscaling"]["targets"] = {
-                    "activeRequestUtilization": ACTIVE_TARGET,
-                    "kvCacheUtilization": 0.8,
-                }
-                with running_operator(cluster, [ns]), running_hpa_controller(cluster):
-                    api.create(body)
+                ready = find_condition(so, "Ready")
+                return so if ready and ready["status"] == "True" else None
 
-                    def scaled_object() -> dict[str, Any] | None:
-                        """The ScaledObject once KEDA reports it Ready."""
-                        so: dict[str, Any] = custom.get_namespaced_custom_object(
-                            KEDA_GROUP, KEDA_VERSION, ns, "scaledobjects", NAME
-                        )
-                        ready = find_condition(so, "Ready")
-                        return so if ready and ready["status"] == "True" else None
+            so = wait_for(scaled_object, 90, interval=0.5, desc="KEDA reports the ScaledObject Ready")
+            ready = find_condition(so, "Ready")
+            assert ready is not None and ready["reason"] == "ScaledObjectReady", so["status"]
+            status = so["status"]
+            assert status["externalMetricNames"] == [ACTIVE, KV], status
+            # apis/keda/v1alpha1/gvkr_types.go GVKString: <group>/<version>.<kind>
+            assert status["scaleTargetKind"] == f"{GROUP}/{VERSION}.LLMDeployment", status
+            hpa_name = so["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["name"]
+            assert status["hpaName"] == hpa_name, status
 
-                    so = wait_for(scaled_object, 90, interval=0.5, desc="KEDA reports the ScaledObject Ready")
-                    ready = find_condition(so, "Ready")
-                    assert ready is not None and ready["reason"] == "ScaledObjectReady", so["status"]
-                    status = so["status"]
-                    assert status["externalMetricNames"] == [ACTIVE, KV], status
-                    # apis/keda/v1alpha1/gvkr_types.go GVKString: <group>/<version>.<kind>
-                    assert status["scaleTargetKind"] == f"{GROUP}/{VERSION}.LLMDeployment", status
-                    hpa_name = so["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["name"]
-                    assert status["hpaName"] == hpa_name, status
+            # The HPA KEDA created from it
+            hpa = hpa_api.read_namespaced_horizontal_pod_autoscaler(hpa_name, ns)
+            (owner,) = hpa.metadata.owner_references
+            assert (owner.kind, owner.name, owner.controller) == ("ScaledObject", NAME, True)
+            ref = hpa.spec.scale_target_ref
+            assert (ref.api_version, ref.kind, ref.name) == (
+                f"{GROUP}/{VERSION}",
+                "LLMDeployment",
+                NAME,
+            )
+            assert (hpa.spec.min_replicas, hpa.spec.max_replicas) == (1, 2)
+            assert hpa.spec.behavior.scale_down.stabilization_window_seconds == down_window
+            specs = {m.external.metric.name: m.external for m in hpa.spec.metrics}
+            assert sorted(specs) == [ACTIVE, KV]
+            for m in specs.values():
+                assert m.metric.selector.match_labels == {"scaledobject.keda.sh/name": NAME}
+                assert m.target.type == "AverageValue"
+            assert milli(specs[ACTIVE].target.average_value) == Decimal(str(ACTIVE_TARGET))
+            assert milli(specs[KV].target.average_value) == Decimal("0.8")
 
-                    # The HPA KEDA created from it
-                    hpa = hpa_api.read_namespaced_horizontal_pod_autoscaler(hpa_name, ns)
-                    (owner,) = hpa.metadata.owner_references
-                    assert (owner.kind, owner.name, owner.controller) == ("ScaledObject", NAME, True)
-                    ref = hpa.spec.scale_target_ref
-                    assert (ref.api_version, ref.kind, ref.name) == (
-                        f"{GROUP}/{VERSION}",
-                        "LLMDeployment",
-                        NAME,
-                    )
-                    assert (hpa.spec.min_replicas, hpa.spec.max_replicas) == (1, 2)
-                    assert hpa.spec.behavior.scale_down.stabilization_window_seconds == down_window
-                    specs = {m.external.metric.name: m.external for m in hpa.spec.metrics}
-                    assert sorted(specs) == [ACTIVE, KV]
-                    for m in specs.values():
-                        assert m.metric.selector.match_labels == {"scaledobject.keda.sh/name": NAME}
-                        assert m.target.type == "AverageValue"
-                    assert milli(specs[ACTIVE].target.average_value) == Decimal(str(ACTIVE_TARGET))
-                    assert milli(specs[KV].target.average_value) == Decimal("0.8")
+            # KEDA's metrics API server answers what the HPA controller asks: the sum over
+            # the one pod, from KEDA's Prometheus scaler querying Prometheus
+            def served(metric: str, value: float) -> bool:
+                items = external_metric(cluster, ns, metric, NAME)
+                return len(items) == 1 and milli(items[0]["value"]) == Decimal(str(value))
 
-                    # KEDA's metrics API server answers what the HPA controller asks: the sum over
-                    # the one pod, from KEDA's Prometheus scaler querying Prometheus
-                    def served(metric: str, value: float) -> bool:
-                        items = external_metric(cluster, ns, metric, NAME)
-                        return len(items) == 1 and milli(items[0]["value"]) == Decimal(str(value))
+            wait_for(
+                lambda: served(ACTIVE, active_per_pod(idle)),
+                90,
+                interval=0.5,
+                desc="s0 served (idle)",
+            )
 
-                    wait_for(
-                        lambda: served(ACTIVE, active_per_pod(idle)),
-                        90,
-                        interval=0.5,
-                        desc="s0 served (idle)",
-                    )
+            def active_condition() -> dict[str, Any] | None:
+                got = scaled_object()
+                return find_condition(got, "Active") if got else None
 
-                    def active_condition() -> dict[str, Any] | None:
-                        got = scaled_object()
-                        return find_condition(got, "Active") if got else None
+            active = wait_for(
+                lambda: (c := active_condition()) and c["status"] == "True" and c,
+                60,
+                desc="KEDA reports the ScaledObject Active (a trigger above activationThreshold 0)",
+            )
+            assert active["status"] == "True"
 
-                    active = wait_for(
-                        lambda: (c := active_condition()) and c["status"] == "True" and c,
-                        60,
-                        desc="KEDA reports the ScaledObject Active (a trigger above activationThreshold 0)",
-                    )
-                    assert active["status"] == "True"
+            def hpa_sees(value: float) -> Any:
+                h = hpa_api.read_namespaced_horizontal_pod_autoscaler(hpa_name, ns)
+                return h if external(h).get(ACTIVE) == Decimal(str(value)) else None
 
-                    def hpa_sees(value: float) -> Any:
-                        h = hpa_api.read_namespaced_horizontal_pod_autoscaler(hpa_name, ns)
-                        return h if external(h).get(ACTIVE) == Decimal(str(value)) else None
+            # AverageValue: the HPA shows the sum divided by the current replicas
+            h = wait_for(lambda: hpa_sees(active_per_pod(idle)), 60, interval=0.5, desc="HPA observes idle")
+            assert h.status.desired_replicas == 1 and api.replicas(NAME) == 1
 
-                    # AverageValue: the HPA shows the sum divided by the current replicas
-                    h = wait_for(
-                        lambda: hpa_sees(active_per_pod(idle)), 60, interval=0.5, desc="HPA observes idle"
-                    )
-                    assert h.status.desired_replicas == 1 and api.replicas(NAME) == 1
+            fleet.set_control(busy)
+            # ceil(1.0 / 0.5) = 2 replicas
+            assert math.ceil(active_per_pod(busy) / ACTIVE_TARGET) == 2
+            wait_for(
+                lambda: api.replicas(NAME) == 2,
+                90,
+                interval=0.5,
+                desc="KEDA's HPA scales chat up to 2",
+            )
+            wait_for(
+                lambda: api.status(NAME).get("readyReplicas") == 2,
+                60,
+                desc="the operator rolls out the second replica",
+            )
+            # both pods scraped: the trigger's sum covers both
+            wait_for(
+                lambda: served(ACTIVE, 2 * active_per_pod(busy)),
+                60,
+                interval=0.5,
+                desc="s0 sums both pods",
+            )
 
-                    fleet.set_control(busy)
-                    # ceil(1.0 / 0.5) = 2 replicas
-                    assert math.ceil(active_per_pod(busy) / ACTIVE_TARGET) == 2
-                    wait_for(
-                        lambda: api.replicas(NAME) == 2,
-                        90,
-                        interval=0.5,
-                        desc="KEDA's HPA scales chat up to 2",
-                    )
-                    wait_for(
-                        lambda: api.status(NAME).get("readyReplicas") == 2,
-                        60,
-                        desc="the operator rolls out the second replica",
-                    )
-                    # both pods scraped: the trigger's sum covers both
-                    wait_for(
-                        lambda: served(ACTIVE, 2 * active_per_pod(busy)),
-                        60,
-                        interval=0.5,
-                        desc="s0 sums both pods",
-                    )
-
-                    fleet.set_control(idle)
-                    dropped = time.monotonic()
-                    # ceil(2 × 0.25 / 0.5) = 1, after the scale-down stabilization window
-                    wait_for(
-                        lambda: api.replicas(NAME) == 1,
-                        90,
-                        interval=0.5,
-                        desc="KEDA's HPA scales chat down to 1",
-                    )
-                    assert time.monotonic() - dropped >= down_window, (
-                        "scaled down inside the stabilization window"
-                    )
-                    scale = custom.get_namespaced_custom_object_scale(
-                        GROUP, VERSION, ns, "llmdeployments", NAME
-                    )
-                    assert scale["spec"]["replicas"] == 1
-        finally:
-            follower.stop()
+            fleet.set_control(idle)
+            dropped = time.monotonic()
+            # ceil(2 × 0.25 / 0.5) = 1, after the scale-down stabilization window
+            wait_for(
+                lambda: api.replicas(NAME) == 1,
+                90,
+                interval=0.5,
+                desc="KEDA's HPA scales chat down to 1",
+            )
+            assert time.monotonic() - dropped >= down_window, "scaled down inside the stabilization window"
+            scale = custom.get_namespaced_custom_object_scale(GROUP, VERSION, ns, "llmdeployments", NAME)
+            assert scale["spec"]["replicas"] == 1
     print(f"[keda] done in {time.monotonic() - t0:.1f} s")

@@ -14,15 +14,13 @@ gives, and the dashboard's own queries are evaluated with ``$namespace`` set to 
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from localcluster import find_bin_dir
 from prometheus_client import start_http_server
+from support.monitoring import CHART, chart_service_monitor
 from support.prometheus import promql, running_prometheus
 from support.wait import wait_for
 
@@ -32,42 +30,9 @@ from trtllm_operator.metrics.operator_metrics import (
     REGISTRY,
 )
 
-REPO = Path(__file__).resolve().parents[2]
-CHART = REPO / "charts" / "trtllm-operator"
 DASHBOARD = CHART / "files" / "grafana-dashboard.json"
 OPERATOR_NAMESPACE = "trtllm-system"
 DEPLOYMENT_NAMESPACE = "team-a"
-
-
-def chart_service_monitor(tmp: Path) -> dict[str, Any]:
-    """The ServiceMonitor ``helm template`` renders with ``metrics.serviceMonitor.enabled``."""
-    env = {
-        "HELM_CACHE_HOME": str(tmp / "h"),
-        "HELM_CONFIG_HOME": str(tmp / "h"),
-        "HELM_DATA_HOME": str(tmp / "h"),
-    }
-    out = subprocess.run(
-        [
-            str(find_bin_dir() / "helm"),
-            "template",
-            "rel",
-            str(CHART),
-            "--namespace",
-            OPERATOR_NAMESPACE,
-            "--kube-version",
-            "1.34.4",
-            "--set",
-            "metrics.serviceMonitor.enabled=true",
-            "--show-only",
-            "templates/servicemonitor.yaml",
-        ],
-        capture_output=True,
-        text=True,
-        env={"PATH": "/usr/bin:/bin", **env},
-        check=True,
-    ).stdout
-    monitor: dict[str, Any] = yaml.safe_load(out)
-    return monitor
 
 
 def scrape_config(monitor: dict[str, Any], target: str) -> dict[str, Any]:
@@ -114,7 +79,7 @@ def autoscaler_panel_queries() -> list[str]:
 def test_dashboard_autoscaler_panels_see_the_deployments_namespace(
     tmp_path: Path, operator_exporter: int, honor: str
 ) -> None:
-    monitor = chart_service_monitor(tmp_path)
+    monitor = chart_service_monitor(OPERATOR_NAMESPACE, tmp_path)
     job = scrape_config(monitor, f"127.0.0.1:{operator_exporter}")
     if honor == "false":  # what the chart shipped before: the clash renames the label
         job["honor_labels"] = False

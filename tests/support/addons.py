@@ -1,27 +1,47 @@
 """What every add-on controller harness (support/lws.py, support/monitoring.py, support/keda.py)
-does with the local control plane: apply manifests server-side, install and remove CRDs, and wait
-for an aggregated APIService to be Available with its server's logs at hand when it is not."""
+does with the local control plane: build its components (``hack/build-controllers.sh``), apply
+manifests server-side, install and remove CRDs with the component's namespace, read an aggregated
+API, and wait for an aggregated APIService to be Available with its server's logs at hand when it is
+not. The components themselves run as :class:`support.process.Process`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any, Protocol
+import subprocess
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 import yaml
 from kubernetes import client
 
 from .cluster import LocalCluster
+from .process import Process
 from .wait import wait_for
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
+BUILD_SCRIPT = REPO_ROOT / "hack" / "build-controllers.sh"
 
-class LoggedProcess(Protocol):
-    """A component run as a local process (support/monitoring.py ``Process``)."""
 
-    name: str
+def component_dirs(*components: str, error: type[Exception]) -> dict[str, Path]:
+    """``component → <testbin>/<component>-<version>``, built by ``hack/build-controllers.sh`` when
+    missing (cold: minutes, see docs/local-cluster.md); ``error`` with the script's stderr tail when
+    it fails."""
+    proc = subprocess.run([str(BUILD_SCRIPT), *components], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.splitlines()[-30:])
+        raise error(f"hack/build-controllers.sh {' '.join(components)} failed ({proc.returncode}):\n{tail}")
+    return {k: Path(v) for k, v in (line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)}
 
-    def check(self) -> None: ...
 
-    def log_tail(self, lines: int = 40) -> str: ...
+def crd_docs(home: Path) -> list[dict[str, Any]]:
+    """The CRDs ``hack/build-controllers.sh`` copied into ``<home>/config/crd/*.yaml``, file by file."""
+    return [
+        d
+        for f in sorted((home / "config" / "crd").glob("*.yaml"))
+        for d in yaml.safe_load_all(f.read_text())
+        if d
+    ]
 
 
 def apply(cluster: LocalCluster, docs: list[dict[str, Any]]) -> None:
@@ -40,11 +60,44 @@ def delete_crds(cluster: LocalCluster, names: Iterable[str]) -> None:
     cluster.kubectl("delete", "--ignore-not-found", "--wait=true", "--timeout=60s", *crds)
 
 
+def ignore_not_found(delete: Callable[..., Any], *args: Any) -> None:
+    """``delete(*args)``, an object already gone (404) being fine (kubectl's ``--ignore-not-found``)."""
+    try:
+        delete(*args)
+    except client.ApiException as exc:
+        if exc.status != 404:
+            raise
+
+
+@contextmanager
+def crds_and_namespace(cluster: LocalCluster, crds: list[dict[str, Any]], namespace: str) -> Iterator[None]:
+    """``crds`` applied and Established and Namespace ``namespace`` applied, the component's own (as its
+    release installs them); on exit, also when the block or the install fails, the CRDs deleted (and
+    with them every object of theirs, :func:`delete_crds`), then the namespace (not waited for)."""
+    names = [d["metadata"]["name"] for d in crds]
+    try:
+        apply(cluster, crds)
+        wait_established(cluster, names)
+        apply(cluster, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}])
+        yield
+    finally:
+        delete_crds(cluster, names)
+        ignore_not_found(client.CoreV1Api(cluster.api).delete_namespace, namespace)
+
+
+def raw_items(cluster: LocalCluster, path: str) -> list[dict[str, Any]]:
+    """``items`` of ``kubectl get --raw <path>``: a list an aggregated API (custom or external
+    metrics) serves, as the HPA controller asks for it."""
+    out = cluster.kubectl("get", "--raw", path).stdout
+    items: list[dict[str, Any]] = yaml.safe_load(out)["items"]
+    return items
+
+
 def wait_api_service_available(
     registration: client.ApiregistrationV1Api,
     name: str,
     timeout: float,
-    servers: Sequence[LoggedProcess],
+    servers: Sequence[Process],
     error: type[Exception],
 ) -> None:
     """Wait until APIService ``name`` is Available, checking that each of ``servers`` still runs;

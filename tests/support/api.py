@@ -15,14 +15,16 @@ from kubernetes import client
 
 from trtllm_operator.api import DEPLOYMENT_KIND, DEPLOYMENT_PLURAL, ENGINE_KIND, ENGINE_PLURAL, GROUP, VERSION
 from trtllm_operator.decide.engine_spec import PreparedEngine
-from trtllm_operator.emulator import Control, Fleet
+from trtllm_operator.emulator import Control, Fleet, PodFollower
 
 from .artifacts import cache_artifact, prebound_artifact_pvc
 from .cluster import LocalCluster
 from .manifests import EngineBuilder, a_cached_engine
 from .wait import wait_for
 
-SELECTOR = "llm.trtllm-operator.dev/deployment={}"
+#: The label an LLMDeployment's pods carry (its name the value); :data:`SELECTOR` selects one's pods.
+DEPLOYMENT_LABEL = "llm.trtllm-operator.dev/deployment"
+SELECTOR = DEPLOYMENT_LABEL + "={}"
 #: The plural :meth:`Api.create` posts a body of each kind to.
 PLURALS = {ENGINE_KIND: ENGINE_PLURAL, DEPLOYMENT_KIND: DEPLOYMENT_PLURAL}
 
@@ -104,6 +106,17 @@ class Api:
     def set_load(self, fleet: Fleet, **fixed: float) -> float:
         fleet.set_control(Control(fixed=fixed))
         return time.monotonic()
+
+    @contextmanager
+    def follow_pods(self, fleet: Fleet) -> Iterator[Fleet]:
+        """``fleet``'s Triton metrics emulators kept on the IPs of this namespace's Running LLMDeployment
+        pods (:class:`~trtllm_operator.emulator.PodFollower`, polling every 0.3 s) until the block ends;
+        yields ``fleet``."""
+        follower = PodFollower(fleet, self.core, self.ns, DEPLOYMENT_LABEL, poll_seconds=0.3).start()
+        try:
+            yield fleet
+        finally:
+            follower.stop()
 
     def pods(self, name: str) -> list[Any]:
         """The LLMDeployment's pods not being deleted (client model objects)."""

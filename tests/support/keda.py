@@ -45,16 +45,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from kubernetes import client
-from kubernetes.client.rest import ApiException
 
-from .addons import apply, delete_crds, wait_api_service_available, wait_established
+from .addons import (
+    apply,
+    component_dirs,
+    crd_docs,
+    crds_and_namespace,
+    ignore_not_found,
+    raw_items,
+    wait_api_service_available,
+)
 from .cluster import LocalCluster
 from .host_service import host_address, host_service
 from .lws import SecretVolume
-from .monitoring import Process, _start, component_dirs
 from .ports import free_port
+from .process import Process, start_process
 from .wait import wait_for
 
 #: kedacore/keda v2.20.2 pkg/util/env_resolver.go GetPodNamespace: "keda" when POD_NAMESPACE is unset.
@@ -86,29 +92,17 @@ class Keda:
     adapter: Process
 
 
-def _crd_docs(home: Path) -> list[dict[str, Any]]:
-    return [
-        d
-        for f in sorted((home / "config" / "crd").glob("*.yaml"))
-        for d in yaml.safe_load_all(f.read_text())
-        if d
-    ]
-
-
 def external_metric(
     cluster: LocalCluster, namespace: str, metric: str, scaled_object: str
 ) -> list[dict[str, Any]]:
     """``items`` of ``GET /apis/external.metrics.k8s.io/v1beta1/namespaces/<ns>/<metric>`` with the
     selector KEDA puts on its HPA's External metrics (controllers/keda/hpa.go: label
     ``scaledobject.keda.sh/name`` = the ScaledObject), i.e. what the HPA controller asks."""
-    out = cluster.kubectl(
-        "get",
-        "--raw",
+    return raw_items(
+        cluster,
         f"/apis/{EXTERNAL_METRICS_GROUP}/{EXTERNAL_METRICS_VERSION}/namespaces/{namespace}/{metric}"
         f"?labelSelector=scaledobject.keda.sh%2Fname%3D{scaled_object}",
-    ).stdout
-    items: list[dict[str, Any]] = yaml.safe_load(out)["items"]
-    return items
+    )
 
 
 @contextmanager
@@ -117,9 +111,7 @@ def running_keda(cluster: LocalCluster, watch_namespace: str, timeout: float = 1
     ``watch_namespace``: ``WATCH_NAMESPACE``, pkg/util/watch.go), the APIService Available. On exit:
     the ScaledObjects deleted while the operator still runs (it removes its finalizer), the APIService
     (an unavailable aggregated API fails every discovery), both processes, the CRDs and namespace ``keda``."""
-    home = component_dirs("keda")["keda"]
-    crds = _crd_docs(home)
-    crd_names = [d["metadata"]["name"] for d in crds]
+    home = component_dirs("keda", error=KedaError)["keda"]
     work = Path(tempfile.mkdtemp(prefix="keda-", dir=cluster.work_dir))
     certs = work / "certs"
     (work / "ca").mkdir()
@@ -150,113 +142,106 @@ def running_keda(cluster: LocalCluster, watch_namespace: str, timeout: float = 1
     operator: Process | None = None
     adapter: Process | None = None
     volume = SecretVolume(core, certs, CERT_SECRET, NAMESPACE)
-    try:
-        apply(cluster, crds)
-        wait_established(cluster, crd_names)
-        apply(
-            cluster,
-            [
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
-                *host_service(METRICS_SERVICE, NAMESPACE, port=443, host=host, host_port=adapter_port),
-                # No caBundle and no insecureSkipTLSVerify: the operator's rotator injects its CA.
-                {
-                    "apiVersion": "apiregistration.k8s.io/v1",
-                    "kind": "APIService",
-                    "metadata": {"name": APISERVICE},
-                    "spec": {
-                        "group": EXTERNAL_METRICS_GROUP,
-                        "version": EXTERNAL_METRICS_VERSION,
-                        "groupPriorityMinimum": 100,
-                        "versionPriority": 100,
-                        "service": {"name": METRICS_SERVICE, "namespace": NAMESPACE, "port": 443},
+    with crds_and_namespace(cluster, crd_docs(home), NAMESPACE):
+        try:
+            apply(
+                cluster,
+                [
+                    *host_service(METRICS_SERVICE, NAMESPACE, port=443, host=host, host_port=adapter_port),
+                    # No caBundle and no insecureSkipTLSVerify: the operator's rotator injects its CA.
+                    {
+                        "apiVersion": "apiregistration.k8s.io/v1",
+                        "kind": "APIService",
+                        "metadata": {"name": APISERVICE},
+                        "spec": {
+                            "group": EXTERNAL_METRICS_GROUP,
+                            "version": EXTERNAL_METRICS_VERSION,
+                            "groupPriorityMinimum": 100,
+                            "versionPriority": 100,
+                            "service": {"name": METRICS_SERVICE, "namespace": NAMESPACE, "port": 443},
+                        },
                     },
-                },
-            ],
-        )
-        volume.start()
-        operator = _start("keda-operator", operator_argv, work, env)
+                ],
+            )
+            volume.start()
+            operator = start_process("keda-operator", operator_argv, work, env)
 
-        # First start: the rotator fills the empty Secret and exits 0 for a restart with it mounted.
-        def issued_or_serving() -> bool:
-            assert operator is not None
-            if operator.proc.poll() is None:
-                return (
-                    certs / "tls.crt"
-                ).exists() and "Starting Metrics Service gRPC Server" in operator.log.read_text(
+            # First start: the rotator fills the empty Secret and exits 0 for a restart with it mounted.
+            def issued_or_serving() -> bool:
+                assert operator is not None
+                if operator.proc.poll() is None:
+                    return (
+                        certs / "tls.crt"
+                    ).exists() and "Starting Metrics Service gRPC Server" in operator.log.read_text(
+                        errors="replace"
+                    )
+                if operator.proc.returncode == 0 and RESTART_MESSAGE in operator.log.read_text(
                     errors="replace"
+                ):
+                    return True
+                raise AssertionError(
+                    f"KEDA's operator exited ({operator.proc.returncode}):\n{operator.log_tail()}"
                 )
-            if operator.proc.returncode == 0 and RESTART_MESSAGE in operator.log.read_text(errors="replace"):
-                return True
-            raise AssertionError(
-                f"KEDA's operator exited ({operator.proc.returncode}):\n{operator.log_tail()}"
+
+            wait_for(issued_or_serving, timeout, interval=0.3, desc="KEDA's certificates issued")
+            if operator.proc.poll() is not None:
+                wait_for((certs / "tls.crt").exists, 30, interval=0.2, desc="kedaorg-certs mounted")
+                operator = start_process("keda-operator-restarted", operator_argv, work, env)
+            wait_for(
+                issued_or_serving,
+                timeout,
+                interval=0.3,
+                desc="KEDA's operator serving its gRPC metrics service",
             )
 
-        wait_for(issued_or_serving, timeout, interval=0.3, desc="KEDA's certificates issued")
-        if operator.proc.poll() is not None:
-            wait_for((certs / "tls.crt").exists, 30, interval=0.2, desc="kedaorg-certs mounted")
-            operator = _start("keda-operator-restarted", operator_argv, work, env)
-        wait_for(
-            issued_or_serving, timeout, interval=0.3, desc="KEDA's operator serving its gRPC metrics service"
-        )
-
-        adapter = _start(
-            "keda-adapter",
-            [
-                str(home / "bin" / "keda-adapter"),
-                # cmd/adapter/main.go (v2.20.2) flags
-                f"--metrics-service-address=127.0.0.1:{grpc_port}",
-                f"--metrics-service-grpc-authority={OPERATOR_SERVICE}.{NAMESPACE}.svc",
-                f"--port={free_port()}",  # its own /metrics listener (default 8080)
-                # sigs.k8s.io/custom-metrics-apiserver v1.35.0 (AdapterBase) and k8s.io/apiserver
-                # serving / delegated authn-authz flags
-                f"--bind-address={host}",
-                f"--secure-port={adapter_port}",
-                f"--cert-dir={certs}",
-                f"--tls-cert-file={certs / 'tls.crt'}",
-                f"--tls-private-key-file={certs / 'tls.key'}",
-                f"--lister-kubeconfig={cluster.kubeconfig}",
-                f"--authentication-kubeconfig={cluster.kubeconfig}",
-                f"--authorization-kubeconfig={cluster.kubeconfig}",
-                "--zap-log-level=info",
-            ],
-            work,
-            env,
-        )
-
-        assert operator is not None and adapter is not None
-        wait_api_service_available(registration, APISERVICE, timeout, [adapter, operator], KedaError)
-        # Available without insecureSkipTLSVerify: kube-apiserver verified the adapter's certificate
-        # against the CA the rotator injected, the one in Secret kedaorg-certs.
-        ca_bundle = registration.read_api_service(APISERVICE).spec.ca_bundle
-        if not ca_bundle or base64.b64decode(ca_bundle) != (certs / "ca.crt").read_bytes():
-            raise KedaError(f"APIService {APISERVICE} has no caBundle from {CERT_SECRET}: {ca_bundle!r}")
-        yield Keda(operator, adapter)
-    finally:
-        if operator is not None and operator.proc.poll() is None:
-            cluster.kubectl(
-                "delete",
-                "scaledobjects.keda.sh",
-                "--all",
-                "-n",
-                watch_namespace,
-                "--ignore-not-found",
-                "--wait=true",
-                "--timeout=60s",
+            adapter = start_process(
+                "keda-adapter",
+                [
+                    str(home / "bin" / "keda-adapter"),
+                    # cmd/adapter/main.go (v2.20.2) flags
+                    f"--metrics-service-address=127.0.0.1:{grpc_port}",
+                    f"--metrics-service-grpc-authority={OPERATOR_SERVICE}.{NAMESPACE}.svc",
+                    f"--port={free_port()}",  # its own /metrics listener (default 8080)
+                    # sigs.k8s.io/custom-metrics-apiserver v1.35.0 (AdapterBase) and k8s.io/apiserver
+                    # serving / delegated authn-authz flags
+                    f"--bind-address={host}",
+                    f"--secure-port={adapter_port}",
+                    f"--cert-dir={certs}",
+                    f"--tls-cert-file={certs / 'tls.crt'}",
+                    f"--tls-private-key-file={certs / 'tls.key'}",
+                    f"--lister-kubeconfig={cluster.kubeconfig}",
+                    f"--authentication-kubeconfig={cluster.kubeconfig}",
+                    f"--authorization-kubeconfig={cluster.kubeconfig}",
+                    "--zap-log-level=info",
+                ],
+                work,
+                env,
             )
-        try:
-            registration.delete_api_service(APISERVICE)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-        for p in (adapter, operator):
-            if p is not None:
-                p.stop()
-        volume.halt.set()
-        if volume.is_alive():
-            volume.join(5)
-        delete_crds(cluster, crd_names)
-        try:
-            core.delete_namespace(NAMESPACE)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+
+            assert operator is not None and adapter is not None
+            wait_api_service_available(registration, APISERVICE, timeout, [adapter, operator], KedaError)
+            # Available without insecureSkipTLSVerify: kube-apiserver verified the adapter's certificate
+            # against the CA the rotator injected, the one in Secret kedaorg-certs.
+            ca_bundle = registration.read_api_service(APISERVICE).spec.ca_bundle
+            if not ca_bundle or base64.b64decode(ca_bundle) != (certs / "ca.crt").read_bytes():
+                raise KedaError(f"APIService {APISERVICE} has no caBundle from {CERT_SECRET}: {ca_bundle!r}")
+            yield Keda(operator, adapter)
+        finally:
+            if operator is not None and operator.proc.poll() is None:
+                cluster.kubectl(
+                    "delete",
+                    "scaledobjects.keda.sh",
+                    "--all",
+                    "-n",
+                    watch_namespace,
+                    "--ignore-not-found",
+                    "--wait=true",
+                    "--timeout=60s",
+                )
+            ignore_not_found(registration.delete_api_service, APISERVICE)
+            for p in (adapter, operator):
+                if p is not None:
+                    p.stop()
+            volume.halt.set()
+            if volume.is_alive():
+                volume.join(5)

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import subprocess
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -41,16 +40,13 @@ from typing import Any
 import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
-from localcluster.controlplane import die_with_parent
 
-from .addons import apply, delete_crds, wait_established
+from .addons import apply, component_dirs, crd_docs, crds_and_namespace, ignore_not_found
 from .cluster import LocalCluster
 from .host_service import host_address, host_service
 from .ports import free_port
+from .process import Process, start_process
 from .wait import wait_for
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-BUILD_SCRIPT = REPO_ROOT / "hack" / "build-controllers.sh"
 
 #: kubernetes-sigs/lws v0.10.0: ``config/default/kustomization.yaml`` (``namespace: lws-system``,
 #: ``namePrefix: lws-``), which is also ``pkg/utils`` ``GetOperatorNamespace``'s default.
@@ -75,12 +71,7 @@ class LwsError(RuntimeError):
 def lws_dir() -> Path:
     """``<testbin>/lws-<version>``: ``bin/lws-controller`` and ``config/{crd,webhook}``, built by
     ``hack/build-controllers.sh`` when missing (cold: a few minutes)."""
-    proc = subprocess.run([str(BUILD_SCRIPT), "lws"], capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        tail = "\n".join(proc.stderr.splitlines()[-30:])
-        raise LwsError(f"hack/build-controllers.sh failed ({proc.returncode}):\n{tail}")
-    dirs = dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
-    path = Path(dirs["lws"])
+    path = component_dirs("lws", error=LwsError)["lws"]
     if not (path / "bin" / "lws-controller").is_file():
         raise LwsError(f"hack/build-controllers.sh printed {path}, which has no bin/lws-controller")
     return path
@@ -115,16 +106,11 @@ def kustomized_webhooks(webhook_dir: Path) -> list[dict[str, Any]]:
 
 
 @dataclass
-class Lws:
-    """A running LWS controller: its process, log, and the addresses the API server calls."""
+class Lws(Process):
+    """A running LWS controller: its process and log, and the address the API server calls."""
 
-    proc: subprocess.Popen[bytes]
-    log: Path
     host: str
     port: int
-
-    def log_tail(self, lines: int = 40) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
 
 class SecretVolume(threading.Thread):
@@ -163,13 +149,6 @@ def running_lws(cluster: LocalCluster, timeout: float = 120.0) -> Iterator[Lws]:
     and remove the webhook configurations and the CRDs (with every LeaderWorkerSet), so that the rest
     of the session sees a cluster without LWS again."""
     home = lws_dir()
-    crd_docs = [
-        d
-        for f in sorted((home / "config" / "crd").glob("*.yaml"))
-        for d in yaml.safe_load_all(f.read_text())
-        if d
-    ]
-    crd_names = [d["metadata"]["name"] for d in crd_docs]
     host = host_address()
     port = free_port(host)  # the manager binds both itself: support.ports' residual race
     work = Path(tempfile.mkdtemp(prefix="lws-", dir=cluster.work_dir))
@@ -177,82 +156,62 @@ def running_lws(cluster: LocalCluster, timeout: float = 120.0) -> Iterator[Lws]:
     admission = client.AdmissionregistrationV1Api(cluster.api)
     lws: Lws | None = None
     volume: SecretVolume | None = None
-    try:
-        apply(cluster, crd_docs)
-        wait_established(cluster, crd_names)
-        apply(
-            cluster,
-            [
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
-                # config/internalcert/secret.yaml: the (empty) Secret the manager fills
-                {
-                    "apiVersion": "v1",
-                    "kind": "Secret",
-                    "metadata": {"name": WEBHOOK_SECRET, "namespace": NAMESPACE},
-                },
-                *host_service(WEBHOOK_SERVICE, NAMESPACE, port=SERVICE_PORT, host=host, host_port=port),
-                *kustomized_webhooks(home / "config" / "webhook"),
-            ],
-        )
-        health = free_port()
-        config = {
-            "apiVersion": "config.lws.x-k8s.io/v1alpha1",
-            "kind": "Configuration",
-            "leaderElection": {"leaderElect": False},
-            "internalCertManagement": {"enable": True},
-            "webhook": {"host": host, "port": port, "certDir": str(work / "certs")},
-            "metrics": {"bindAddress": "0"},  # controller-runtime: "0" serves no metrics
-            "health": {"healthProbeBindAddress": f"127.0.0.1:{health}"},
-        }
-        (work / "config.yaml").write_text(yaml.safe_dump(config))
-        log = work / "lws-controller.log"
-        with log.open("wb") as out:
-            proc = subprocess.Popen(
+    with crds_and_namespace(cluster, crd_docs(home), NAMESPACE):
+        try:
+            apply(
+                cluster,
+                [
+                    # config/internalcert/secret.yaml: the (empty) Secret the manager fills
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Secret",
+                        "metadata": {"name": WEBHOOK_SECRET, "namespace": NAMESPACE},
+                    },
+                    *host_service(WEBHOOK_SERVICE, NAMESPACE, port=SERVICE_PORT, host=host, host_port=port),
+                    *kustomized_webhooks(home / "config" / "webhook"),
+                ],
+            )
+            health = free_port()
+            config = {
+                "apiVersion": "config.lws.x-k8s.io/v1alpha1",
+                "kind": "Configuration",
+                "leaderElection": {"leaderElect": False},
+                "internalCertManagement": {"enable": True},
+                "webhook": {"host": host, "port": port, "certDir": str(work / "certs")},
+                "metrics": {"bindAddress": "0"},  # controller-runtime: "0" serves no metrics
+                "health": {"healthProbeBindAddress": f"127.0.0.1:{health}"},
+            }
+            (work / "config.yaml").write_text(yaml.safe_dump(config))
+            manager = start_process(
+                "lws-controller",
                 [
                     str(home / "bin" / "lws-controller"),
                     f"--config={work / 'config.yaml'}",
                     "--zap-log-level=2",
                 ],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env={"KUBECONFIG": str(cluster.kubeconfig), "PATH": "/usr/bin:/bin"},
-                preexec_fn=die_with_parent,  # noqa: PLW1509 (as localcluster's components)
+                work,
+                {"KUBECONFIG": str(cluster.kubeconfig)},
             )
-        lws = Lws(proc, log, host, port)
-        volume = SecretVolume(core, work / "certs", WEBHOOK_SECRET, NAMESPACE)
-        volume.start()
-        _wait_webhooks_served(lws, cluster, timeout)
-        yield lws
-    finally:
-        if volume is not None:
-            volume.halt.set()
-            volume.join(5)
-        # webhooks first: with failurePolicy Fail, a configuration left pointing at a stopped
-        # manager would refuse every later write to a LeaderWorkerSet (the namespace cleanup's too)
-        for kind, name in WEBHOOK_CONFIGS.items():
-            delete = (
-                admission.delete_mutating_webhook_configuration
-                if kind.startswith("Mutating")
-                else admission.delete_validating_webhook_configuration
-            )
-            try:
-                delete(name)
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
-        if lws is not None:
-            lws.proc.terminate()
-            try:
-                lws.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                lws.proc.kill()
-                lws.proc.wait(5)
-        delete_crds(cluster, crd_names)
-        try:
-            core.delete_namespace(NAMESPACE)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+            lws = Lws(manager.name, manager.proc, manager.log, host, port)
+            volume = SecretVolume(core, work / "certs", WEBHOOK_SECRET, NAMESPACE)
+            volume.start()
+            _wait_webhooks_served(lws, cluster, timeout)
+            yield lws
+        finally:
+            if volume is not None:
+                volume.halt.set()
+                volume.join(5)
+            # webhooks first: with failurePolicy Fail, a configuration left pointing at a stopped
+            # manager would refuse every later write to a LeaderWorkerSet (the namespace cleanup's too)
+            for kind, name in WEBHOOK_CONFIGS.items():
+                delete = (
+                    admission.delete_mutating_webhook_configuration
+                    if kind.startswith("Mutating")
+                    else admission.delete_validating_webhook_configuration
+                )
+                ignore_not_found(delete, name)
+            if lws is not None:
+                lws.stop()
 
 
 def _wait_webhooks_served(lws: Lws, cluster: LocalCluster, timeout: float) -> None:
@@ -273,8 +232,7 @@ def _wait_webhooks_served(lws: Lws, cluster: LocalCluster, timeout: float) -> No
     api = client.CustomObjectsApi(cluster.api)
 
     def admitted() -> bool:
-        if lws.proc.poll() is not None:
-            raise AssertionError(f"lws-controller exited ({lws.proc.returncode}):\n{lws.log_tail()}")
+        lws.check()
         api.create_namespaced_custom_object(
             "leaderworkerset.x-k8s.io", "v1", NAMESPACE, "leaderworkersets", probe, dry_run="All"
         )

@@ -49,17 +49,25 @@ import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 from localcluster import find_bin_dir
-from localcluster.controlplane import die_with_parent
 
-from .addons import apply, delete_crds, wait_api_service_available, wait_established
+from trtllm_operator.emulator import Control
+
+from .addons import (
+    REPO_ROOT,
+    apply,
+    component_dirs,
+    delete_crds,
+    ignore_not_found,
+    raw_items,
+    wait_api_service_available,
+    wait_established,
+)
 from .cluster import LocalCluster
 from .host_service import host_address, host_service
 from .ports import free_port
+from .process import Process, start_process
 from .prometheus import running_prometheus
 from .wait import wait_for
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-BUILD_SCRIPT = REPO_ROOT / "hack" / "build-controllers.sh"
 
 #: prometheus-operator v0.85.0 pkg/prometheus/common.go
 RULES_DIR = "/etc/prometheus/rules"
@@ -73,18 +81,6 @@ CHART = REPO_ROOT / "charts" / "trtllm-operator"
 
 class MonitoringError(RuntimeError):
     """A monitoring component could not be built, started or reached; the message says why."""
-
-
-def component_dirs(*components: str) -> dict[str, Path]:
-    """``component → <testbin>/<component>-<version>``, built by ``hack/build-controllers.sh`` when
-    missing (cold: minutes, see docs/local-cluster.md)."""
-    proc = subprocess.run([str(BUILD_SCRIPT), *components], capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        tail = "\n".join(proc.stderr.splitlines()[-30:])
-        raise MonitoringError(
-            f"hack/build-controllers.sh {' '.join(components)} failed ({proc.returncode}):\n{tail}"
-        )
-    return {k: Path(v) for k, v in (line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)}
 
 
 #: The Triton metrics port the operator renders on every serving pod (render.serving, "metrics"):
@@ -102,42 +98,10 @@ def require_triton_metrics_port_free() -> None:
             )
 
 
-@dataclass
-class Process:
-    """A component run as a local process, with its log."""
-
-    name: str
-    proc: subprocess.Popen[bytes]
-    log: Path
-
-    def log_tail(self, lines: int = 40) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-
-    def check(self) -> None:
-        if self.proc.poll() is not None:
-            raise AssertionError(f"{self.name} exited ({self.proc.returncode}):\n{self.log_tail()}")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
-
-
-def _start(name: str, argv: list[str], work: Path, env: dict[str, str] | None = None) -> Process:
-    log = work / f"{name}.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            argv,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={"PATH": "/usr/bin:/bin", **(env or {})},
-            cwd=work,
-            preexec_fn=die_with_parent,  # noqa: PLW1509 (as localcluster's components)
-        )
-    return Process(name, proc, log)
+def triton_load(requests: int, kv_cache_utilization: float) -> Control:
+    """The emulated Triton pods' load, pinned: ``requests`` active requests each and KV-cache
+    utilization ``kv_cache_utilization`` (a fraction), for ``Fleet(control=...)`` / ``set_control``."""
+    return Control(fixed={"requests": requests, "kvCacheUtilization": kv_cache_utilization})
 
 
 # ---- prometheus-operator -----------------------------------------------------------------------
@@ -145,7 +109,7 @@ def _start(name: str, argv: list[str], work: Path, env: dict[str, str] | None = 
 def running_prometheus_operator(cluster: LocalCluster, namespace: str) -> Iterator[Process]:
     """The monitoring.coreos.com CRDs installed and the real prometheus-operator running, watching
     ``namespace``; on exit it is stopped and the CRDs removed (with every object of them)."""
-    home = component_dirs("prometheus-operator")["prometheus-operator"]
+    home = component_dirs("prometheus-operator", error=MonitoringError)["prometheus-operator"]
     crd_files = sorted((home / "config" / "crd").glob("*.yaml"))
     # BaseLoader: the CRDs' schemas hold a bare `=` (an enum value), which YAML 1.1's value tag makes
     # SafeLoader refuse; only the names are read here, kubectl applies the files as they are.
@@ -161,7 +125,7 @@ def running_prometheus_operator(cluster: LocalCluster, namespace: str) -> Iterat
         for f in crd_files:
             cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(f))
         wait_established(cluster, names)
-        operator = _start(
+        operator = start_process(
             "prometheus-operator",
             [
                 str(home / "bin" / "operator"),
@@ -180,21 +144,15 @@ def running_prometheus_operator(cluster: LocalCluster, namespace: str) -> Iterat
         delete_crds(cluster, names)
 
 
-def chart_monitoring(namespace: str, labels: dict[str, str], work: Path) -> list[dict[str, Any]]:
-    """The chart's PodMonitor and PrometheusRule (``helm template``), scraping every second and
-    labelled ``labels`` (``servingPodMonitor.labels``, ``prometheusRule.labels``)."""
+def _chart_template(
+    namespace: str, work: Path, sets: list[str], show_only: list[str]
+) -> list[dict[str, Any]]:
+    """The chart's ``show_only`` templates as ``helm template`` renders them (release ``rel`` in
+    ``namespace``, Kubernetes 1.34.4, each of ``sets`` a ``--set``; helm's homes under ``work/helm``)."""
     env = {
         "PATH": "/usr/bin:/bin",
         **{k: str(work / "helm") for k in ("HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME")},
     }
-    sets = [
-        "servingPodMonitor.enabled=true",
-        "servingPodMonitor.interval=1s",
-        f"servingPodMonitor.namespaces[0]={namespace}",
-        "prometheusRule.enabled=true",
-        *(f"servingPodMonitor.labels.{k}={v}" for k, v in labels.items()),
-        *(f"prometheusRule.labels.{k}={v}" for k, v in labels.items()),
-    ]
     out = subprocess.run(
         [
             str(find_bin_dir() / "helm"),
@@ -206,20 +164,42 @@ def chart_monitoring(namespace: str, labels: dict[str, str], work: Path) -> list
             "--kube-version",
             "1.34.4",
             *(a for s in sets for a in ("--set", s)),
-            "--show-only",
-            "templates/servingpodmonitor.yaml",
-            "--show-only",
-            "templates/prometheusrule.yaml",
+            *(a for t in show_only for a in ("--show-only", t)),
         ],
         capture_output=True,
         text=True,
         env=env,
         check=True,
     ).stdout
-    docs = [d for d in yaml.safe_load_all(out) if d]
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def chart_monitoring(namespace: str, labels: dict[str, str], work: Path) -> list[dict[str, Any]]:
+    """The chart's PodMonitor and PrometheusRule (``helm template``), scraping every second and
+    labelled ``labels`` (``servingPodMonitor.labels``, ``prometheusRule.labels``)."""
+    sets = [
+        "servingPodMonitor.enabled=true",
+        "servingPodMonitor.interval=1s",
+        f"servingPodMonitor.namespaces[0]={namespace}",
+        "prometheusRule.enabled=true",
+        *(f"servingPodMonitor.labels.{k}={v}" for k, v in labels.items()),
+        *(f"prometheusRule.labels.{k}={v}" for k, v in labels.items()),
+    ]
+    docs = _chart_template(
+        namespace, work, sets, ["templates/servingpodmonitor.yaml", "templates/prometheusrule.yaml"]
+    )
     if sorted(d["kind"] for d in docs) != ["PodMonitor", "PrometheusRule"]:
-        raise MonitoringError(f"helm template gave no PodMonitor and PrometheusRule:\n{out}")
+        raise MonitoringError(f"helm template gave no PodMonitor and PrometheusRule: {docs}")
     return docs
+
+
+def chart_service_monitor(namespace: str, work: Path) -> dict[str, Any]:
+    """The operator's ServiceMonitor as the chart renders it with ``metrics.serviceMonitor.enabled``
+    (``helm template``, release in ``namespace``)."""
+    (monitor,) = _chart_template(
+        namespace, work, ["metrics.serviceMonitor.enabled=true"], ["templates/servicemonitor.yaml"]
+    )
+    return monitor
 
 
 def prometheus_object(
@@ -261,7 +241,7 @@ def running_chart_monitoring(cluster: LocalCluster, namespace: str, name: str, w
     and the Prometheus binary playing that object's pod with exactly the generated configuration
     (:func:`generated_config`, :func:`reloader_env`, :func:`mounted_config`). Yields Prometheus's URL."""
     labels = {"prometheus": name}
-    home = component_dirs("prometheus")["prometheus"]
+    home = component_dirs("prometheus", error=MonitoringError)["prometheus"]
     custom = client.CustomObjectsApi(cluster.api)
     # The token and CA the generated kubernetes_sd_configs read (prometheus_object's apiserverConfig).
     work.mkdir(parents=True, exist_ok=True)
@@ -424,7 +404,7 @@ def running_adapter(
     with the aggregator; yields once the APIService is Available. On exit the APIService goes first
     (an unavailable aggregated API would fail every later discovery, namespace deletion's included),
     then the adapter and its Service."""
-    home = component_dirs("prometheus-adapter")["prometheus-adapter"]
+    home = component_dirs("prometheus-adapter", error=MonitoringError)["prometheus-adapter"]
     work = Path(tempfile.mkdtemp(prefix="prometheus-adapter-", dir=cluster.work_dir))
     (work / "config.yaml").write_text(yaml.safe_dump({"rules": rules}))
     host = host_address()
@@ -440,7 +420,7 @@ def running_adapter(
                 *host_service(ADAPTER_SERVICE, namespace, port=443, host=host, host_port=port),
             ],
         )
-        adapter = _start(
+        adapter = start_process(
             "prometheus-adapter",
             [
                 str(home / "bin" / "adapter"),
@@ -481,11 +461,7 @@ def running_adapter(
         wait_api_service_available(registration, apiservice, timeout, [adapter], MonitoringError)
         yield adapter
     finally:
-        try:
-            registration.delete_api_service(apiservice)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+        ignore_not_found(registration.delete_api_service, apiservice)
         if adapter is not None:
             adapter.stop()
 
@@ -493,14 +469,11 @@ def running_adapter(
 def custom_metric(cluster: LocalCluster, namespace: str, metric: str, selector: str) -> list[dict[str, Any]]:
     """``items`` of ``GET /apis/custom.metrics.k8s.io/v1beta2/namespaces/<ns>/pods/*/<metric>`` (what
     the HPA controller asks for a Pods metric)."""
-    out = cluster.kubectl(
-        "get",
-        "--raw",
+    return raw_items(
+        cluster,
         f"/apis/{CUSTOM_METRICS_GROUP}/{CUSTOM_METRICS_VERSION}/namespaces/{namespace}/pods/*/{metric}"
         f"?labelSelector={selector}",
-    ).stdout
-    items: list[dict[str, Any]] = yaml.safe_load(out)["items"]
-    return items
+    )
 
 
 # ---- the HPA controller -------------------------------------------------------------------------
@@ -509,7 +482,7 @@ def running_hpa_controller(cluster: LocalCluster, sync_period: str = "1s") -> It
     """kube-controller-manager running only ``horizontal-pod-autoscaler-controller`` (canonical name,
     kubernetes v1.34.4 cmd/kube-controller-manager/names), every ``sync_period``."""
     work = Path(tempfile.mkdtemp(prefix="hpa-controller-", dir=cluster.work_dir))
-    proc = _start(
+    proc = start_process(
         "kube-controller-manager-hpa",
         [
             str(cluster.bin_dir / "kube-controller-manager"),

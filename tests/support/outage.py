@@ -6,7 +6,6 @@ benchmarks/outage.py (how soon it acts afterwards)."""
 from __future__ import annotations
 
 import ssl
-import subprocess
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,6 +13,7 @@ from pathlib import Path
 
 from localcluster import ControlPlane
 
+from .process import stop_process
 from .wait import wait_for
 
 
@@ -21,13 +21,7 @@ def stop_component(cp: ControlPlane, name: str) -> list[str]:
     """SIGTERM one control-plane component; returns its argv (without the binary) for the restart."""
     pid = cp.pids[name]
     argv = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
-    proc = cp._procs[name]
-    proc.terminate()
-    try:
-        proc.wait(15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(5)
+    stop_process(cp._procs[name])
     return [a.decode() for a in argv[1:]]
 
 

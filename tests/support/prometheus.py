@@ -23,15 +23,10 @@ import pytest
 import yaml
 
 from .ports import ADDRESS_IN_USE_TEXT, address_in_use_error, retry_on_address_in_use
+from .process import stop_process
 
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(10)
+#: Seconds Prometheus gets to exit after SIGTERM before it is killed, and to exit after SIGKILL.
+STOP_GRACE, KILL_WAIT = 20.0, 10.0
 
 
 @contextmanager
@@ -79,7 +74,7 @@ def running_prometheus(
             except OSError:
                 pass  # not listening yet
             if time.monotonic() >= deadline:
-                _stop(proc)
+                stop_process(proc, STOP_GRACE, KILL_WAIT)
                 text = log.read_text(errors="replace")[-2000:]
                 raise AssertionError(f"prometheus not ready within {ready_timeout:.0f} s: {text}")
             time.sleep(0.2)
@@ -88,7 +83,7 @@ def running_prometheus(
     try:
         yield url
     finally:
-        _stop(proc)
+        stop_process(proc, STOP_GRACE, KILL_WAIT)
 
 
 def promql(url: str, query: str) -> list[dict[str, Any]]:

@@ -12,6 +12,9 @@
   trial found test_faults.py's scale test leaving its PV behind).
 - One helper publishes a process on this host as a Service (tests/support/host_service.py): no other
   module writes an ``EndpointSlice`` manifest (tests/support/lws.py and monitoring.py had a copy each).
+- One helper stops a process (tests/support/process.py ``stop_process``): no other module kills a process
+  after its wait timed out (``except subprocess.TimeoutExpired: proc.kill()``; lws.py, monitoring.py,
+  prometheus.py, outage.py and e2e_harness.py had a copy each).
 - No assert on what a wait returned unless compared with a value: ``wait_for`` returns something truthy
   or raises, so ``assert wait_for(...)`` can never fail.
 
@@ -215,6 +218,23 @@ def own_endpoint_slices(tree: ast.Module) -> list[str]:
     ]
 
 
+PROCESS_HELPER = TESTS / "support" / "process.py"
+
+
+def own_process_stops(tree: ast.Module) -> list[str]:
+    """``except ...TimeoutExpired:`` handlers that call ``.kill()``: terminate, wait, kill written again."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ExceptHandler) or node.type is None:
+            continue
+        caught = node.type.elts if isinstance(node.type, ast.Tuple) else [node.type]
+        if not any(_name(t) == "TimeoutExpired" for t in caught):
+            continue
+        if any(isinstance(n, ast.Call) and _name(n.func) == "kill" for s in node.body for n in ast.walk(s)):
+            found.append(f"line {node.lineno}: kill() after a TimeoutExpired")
+    return found
+
+
 def _violations(check: Check, skip: Path | None = None) -> dict[str, list[str]]:
     out = {}
     for path in sources():
@@ -260,6 +280,12 @@ def test_one_helper_publishes_a_host_process_as_a_service() -> None:
     )
 
 
+def test_one_helper_stops_a_process() -> None:
+    assert _violations(own_process_stops, skip=PROCESS_HELPER) == {}, (
+        "use support.process.stop_process(proc, grace, kill_wait) (or Process.stop)"
+    )
+
+
 def test_one_api_wrapper() -> None:
     assert _violations(own_api_wrappers, skip=API_WRAPPER) == {}, (
         "use tests/support/api.py's Api (a module adds its own methods in a subclass)"
@@ -286,6 +312,10 @@ def test_one_api_wrapper() -> None:
         (own_api_wrappers, "class EngineApi:\n    pass\n"),
         (own_endpoint_slices, "docs = [{'apiVersion': 'discovery.k8s.io/v1', 'kind': 'EndpointSlice'}]\n"),
         (leaked_persistent_volumes, "def t(api):\n    prebound_artifact_pvc(api.core, api.ns)\n"),
+        (
+            own_process_stops,
+            "try:\n    p.wait(15)\nexcept subprocess.TimeoutExpired:\n    p.kill()\n    p.wait(5)\n",
+        ),
         (tautological_waits, "def t():\n    assert wait_for(lambda: x() == 2, timeout=10)\n"),
         (tautological_waits, "def t():\n    cond = wait_for(ready)\n    assert cond\n"),
         (tautological_waits, "def t():\n    e = api.wait_phase('e', 'Ready')\n    assert e is not None\n"),
@@ -305,6 +335,10 @@ def test_each_guard_catches_what_it_names(check: Check, source: str) -> None:
         (fixed_port_binds, "scrape_pods(pods, port=8002, fetch=fake)\n"),  # a URL built, nothing bound
         (import_time_ports, "def f() -> int:\n    return free_port()\n"),
         (own_api_wrappers, "class Api(SharedApi):\n    pass\n"),
+        (
+            own_process_stops,
+            "try:\n    p.wait(15)\nexcept subprocess.TimeoutExpired as exc:\n    raise X from exc\n",
+        ),
         (tautological_waits, "def t():\n    assert wait_for(finished) == 'Failed'\n"),
         (tautological_waits, "def t():\n    cond = wait_for(ready)\n    assert cond['reason'] == 'X'\n"),
     ],
