@@ -70,6 +70,8 @@ def test_a_known_version_is_forgotten_once_the_watch_cache_shows_it() -> None:
 
 
 def test_the_drift_loop_visits_every_object_in_turn_and_survives_errors() -> None:
+    from trtllm_operator.metrics.operator_metrics import RESYNCS
+
     seen: list[tuple[str, str]] = []
 
     def reconcile(namespace: str, name: str) -> None:
@@ -89,6 +91,8 @@ def test_the_drift_loop_visits_every_object_in_turn_and_survives_errors() -> Non
     asyncio.run(run())
     # b's error did not stop the loop; every round visits every object, in order
     assert seen[:6] == [("ns", "a"), ("ns", "b"), ("ns", "c")] * 2
+    # each visit is counted (trtllm_operator_resyncs_total: what a restart's reconciles came from)
+    assert RESYNCS.labels(kind="test")._value.get() == len(seen)
 
 
 def test_the_caches_hold_what_the_reconciles_read_and_no_more() -> None:

@@ -51,6 +51,7 @@ from trtllm_operator.handlers import indexes
 from trtllm_operator.kube.client import LLM_ENGINE, PVC, Kube, ReadOnlyKube, Resource, WriteNeeded
 from trtllm_operator.kube.events import post_event
 from trtllm_operator.kube.status import update_conditions
+from trtllm_operator.metrics.operator_metrics import RESYNCS
 from trtllm_operator.render.serving import content_hash
 
 log = logging.getLogger(__name__)
@@ -131,6 +132,11 @@ async def resync_forever(
     blocked on a running operator — and runs one asyncio task per object. Errors are logged and the
     loop goes on (the next round retries)."""
     loop = asyncio.get_running_loop()
+
+    def resynced(namespace: str, name: str) -> None:
+        RESYNCS.labels(kind=kind).inc()
+        reconcile(namespace, name)
+
     await asyncio.sleep(period())
     while True:
         objects = list(keys())
@@ -141,7 +147,7 @@ async def resync_forever(
         for namespace, name in objects:
             started = loop.time()
             try:
-                await WORKQUEUE.run((kind, namespace, name), functools.partial(reconcile, namespace, name))
+                await WORKQUEUE.run((kind, namespace, name), functools.partial(resynced, namespace, name))
             except Exception as exc:  # a resync must never stop the loop
                 log.warning("resync of %s %s/%s failed: %s", kind, namespace, name, exc)
             await asyncio.sleep(max(0.0, step - (loop.time() - started)))
