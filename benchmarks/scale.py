@@ -703,7 +703,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         time.sleep(args.restart_settle)
         result["restart_settle_s"] = args.restart_settle
         result["restart_timeline"] = restart_timeline(restart_log, t1_epoch)
-        result["restart_operator_metrics"] = operator_metrics(restart_port)
+        try:
+            result["restart_operator_metrics"] = operator_metrics(restart_port)
+        except OSError as exc:  # the restarted operator not serving /metrics: the rest still counts
+            log(f"restarted operator's /metrics unreadable: {exc}")
         result["restart_handler_requests"] = handler_requests_by_phase(
             cp.audit_log, audit_start, t1_epoch, result["restart_timeline"]
         )
