@@ -378,9 +378,9 @@ def handler_requests_by_phase(
 
 
 def start_py_spy(py_spy: str, pid: int, out: Path) -> subprocess.Popen[bytes] | None:
-    """``py-spy record`` of process ``pid`` (raw collapsed stacks into ``out``, 50 samples/s,
-    without pausing it); stopped with SIGINT (py-spy writes its file then). None if it never
-    attached (the interpreter not up within 10 s)."""
+    """``py-spy record`` of process ``pid`` (raw collapsed stacks of its running threads, each
+    stack under its thread, into ``out``, 50 samples/s, without pausing it); stopped with SIGINT
+    (py-spy writes its file then). None if it never attached (the interpreter not up within 10 s)."""
     for _ in range(20):
         spy = subprocess.Popen(
             [
@@ -391,6 +391,7 @@ def start_py_spy(py_spy: str, pid: int, out: Path) -> subprocess.Popen[bytes] | 
                 "--rate",
                 "50",
                 "--nonblocking",
+                "--threads",
                 "--format",
                 "raw",
                 "--output",
@@ -434,7 +435,10 @@ def stop_py_spy(spy: subprocess.Popen[bytes], out: Path, top: int = 25) -> dict[
 
 
 def _frame(frame: str) -> str:
-    """``function (file)`` of a py-spy frame ``function (path/to/file.py:line)``."""
+    """``function (file)`` of a py-spy frame ``function (path/to/file.py:line)``; a thread's or
+    process's own entry as it is."""
+    if frame.startswith(("thread (", "process ")):
+        return frame
     function, _, where = frame.partition(" (")
     return f"{function} ({where.split(':')[0].rsplit('/', 1)[-1]})" if where else function
 
