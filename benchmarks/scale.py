@@ -377,6 +377,31 @@ def handler_requests_by_phase(
     }
 
 
+def kopf_listings(path: Path, start: int, started: float) -> dict[str, list[float]]:
+    """kopf's initial LIST of each watched resource in the audit log from byte offset ``start``:
+    resource → [request received, response sent] in seconds after ``started`` (epoch seconds); the
+    watch that follows starts from the list's resourceVersion."""
+    with path.open("rb") as f:
+        f.seek(start)
+        data = f.read()
+    out: dict[str, list[float]] = {}
+    for line in data.splitlines():
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            continue
+        if client_of(ev.get("userAgent") or "") != "kopf" or ev.get("verb") != "list":
+            continue
+        res = (ev.get("objectRef") or {}).get("resource") or "?"
+        if res in out or not ev.get("requestReceivedTimestamp") or not ev.get("stageTimestamp"):
+            continue
+        out[res] = [
+            round(_ts(ev["requestReceivedTimestamp"]) - started, 2),
+            round(_ts(ev["stageTimestamp"]) - started, 2),
+        ]
+    return out
+
+
 def start_py_spy(py_spy: str, pid: int, out: Path) -> subprocess.Popen[bytes] | None:
     """``py-spy record`` of process ``pid`` (raw collapsed stacks of its running threads, each
     stack under its thread, into ``out``, 50 samples/s, without pausing it); stopped with SIGINT
@@ -714,6 +739,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         result["restart_handler_requests"] = handler_requests_by_phase(
             cp.audit_log, audit_start, t1_epoch, result["restart_timeline"]
         )
+        result["restart_kopf_lists"] = kopf_listings(cp.audit_log, audit_start, t1_epoch)
         result["restart_profile"] = audit_breakdown(cp.audit_log, audit_start)
         rv_after = versions(custom, "bench")
         result["restart_changed_objects"] = sum(1 for k, v in rv_after.items() if rv_before.get(k) != v)
@@ -856,6 +882,11 @@ def restart_breakdown_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
             f"first log line (interpreter, imports) {at('first_log_line_s')}; startup handlers done "
             f"{at('startup_done_s')}; first resource handler (every watched resource listed and indexed) "
             f"{at('first_resume_s')}; last resume {at('last_resume_s')}",
+        ),
+        (
+            "restart: kopf's initial LISTs (received → answered, seconds after the process started)",
+            ", ".join(f"{k} {v[0]:.1f} → {v[1]:.1f}" for k, v in (r.get("restart_kopf_lists") or {}).items())
+            or "—",
         ),
         (f"restart: objects the resume reconciled ({t['resume_reconciled']}), by reason", reasons),
         ("restart: the restarted operator's counters", counters or "—"),
