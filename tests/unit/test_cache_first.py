@@ -9,6 +9,7 @@ from kubernetes import client
 
 from trtllm_operator.handlers import indexes, plumbing
 from trtllm_operator.kube.client import DEPLOYMENT, EVENT, LLM_DEPLOYMENT, Kube, ReadOnlyKube, WriteNeeded
+from trtllm_operator.metrics.operator_metrics import RESYNCS
 
 
 def _unreachable_kube() -> Kube:
@@ -70,8 +71,6 @@ def test_a_known_version_is_forgotten_once_the_watch_cache_shows_it() -> None:
 
 
 def test_the_drift_loop_visits_every_object_in_turn_and_survives_errors() -> None:
-    from trtllm_operator.metrics.operator_metrics import RESYNCS
-
     seen: list[tuple[str, str]] = []
 
     def reconcile(namespace: str, name: str) -> None:

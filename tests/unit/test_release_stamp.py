@@ -15,6 +15,7 @@ from kubernetes import client
 from trtllm_operator.handlers import deployment, engine, indexes, plumbing
 from trtllm_operator.handlers.release import release_stamp, stamp_field, stamped
 from trtllm_operator.kube.client import DEPLOYMENT, LLM_DEPLOYMENT, LLM_ENGINE, Kube, set_default_kube
+from trtllm_operator.metrics.operator_metrics import RESUMES
 from trtllm_operator.settings import Settings, configure, current
 
 
@@ -251,8 +252,6 @@ def test_a_resume_logs_why_it_reconciles_and_counts_both_outcomes(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from trtllm_operator.metrics.operator_metrics import RESUMES
-
     def count(result: str) -> float:
         return RESUMES.labels(kind="LLMDeployment", result=result)._value.get()
 
