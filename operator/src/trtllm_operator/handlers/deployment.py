@@ -100,6 +100,7 @@ from trtllm_operator.handlers.plumbing import (
     WORKQUEUE,
     apply_owned,
     cache_first,
+    handled_by_kopf,
     is_newest,
     known_version,
     node_gpus_of,
@@ -771,6 +772,8 @@ def on_deployment(
     # caches show settled and that this same release last reconciled (handlers/release.py) needs
     # nothing; one of an earlier release (or other settings) is reconciled at once: that release may
     # have rendered differently (tests/e2e/test_upgrade.py). Drift is the resync loop's.
+    if namespace:
+        handled_by_kopf(LLM_DEPLOYMENT.kind, namespace, name)  # the drift loop may visit it now
     if reason != kopf.Reason.RESUME or not namespace:
         _safe_reconcile(namespace, name)
     else:
@@ -788,7 +791,9 @@ def on_deployment(
 async def start_deployment_resync(llmdeployments_by_engine: Any = None, **_: Any) -> None:
     """Drift: every LLMDeployment re-reconciled once per :data:`RESYNC_SECONDS`, spread over the
     period (:func:`~trtllm_operator.handlers.plumbing.resync_forever`: one loop, not a kopf timer
-    per object — no finalizer). A settled object costs no request (``cache_first``)."""
+    per object — no finalizer). A settled object costs no request for itself (``cache_first``); its
+    credentials Secret's metadata is read at most once per ``credentials.CONFIRM_SECONDS`` (no watch
+    on Secrets), so the first visit after a start costs one GET."""
 
     def resync(namespace: str, name: str) -> None:
         _safe_reconcile(namespace, name)
@@ -810,6 +815,7 @@ def on_deployment_event(event: Mapping[str, Any], llmdeployments_by_engine: Any 
         meta = obj.get("metadata") or {}
         if meta.get("namespace") and meta.get("name"):
             known_version(LLM_DEPLOYMENT, meta["namespace"], meta["name"], None)
+            handled_by_kopf(LLM_DEPLOYMENT.kind, meta["namespace"], meta["name"], gone=True)
         _sync_refs(meta.get("namespace"), [_engine_ref(obj)], llmdeployments_by_engine, meta.get("name"))
 
 
@@ -875,6 +881,7 @@ async def on_engine_event(event: Mapping[str, Any], llmdeployments_by_engine: An
     users = _users(llmdeployments_by_engine, namespace, engine_name)
     if event.get("type") == "DELETED":
         known_version(LLM_ENGINE, namespace, engine_name, None)
+        handled_by_kopf(LLM_ENGINE.kind, namespace, engine_name, gone=True)
         _engine_views.pop((namespace, engine_name), None)
     else:
         indexes.shown(LLM_ENGINE, obj)

@@ -105,6 +105,7 @@ from trtllm_operator.handlers.plumbing import (
     add_owner,
     cache_first,
     forget_claim,
+    handled_by_kopf,
     node_gpus_of,
     release_claim,
     set_owner,
@@ -1051,6 +1052,8 @@ def engine_changed(*, namespace: str | None, name: str, reason: str = "", **_: A
     ``detect_changing_cause``). An engine an earlier release (or other settings) last reconciled is
     reconciled at once: that release may derive keys or render differently
     (tests/e2e/test_upgrade.py). Drift is the resync loop's."""
+    if namespace:
+        handled_by_kopf(LLM_ENGINE.kind, namespace, name)  # the drift loop may visit it now
     if reason == kopf.Reason.RESUME and namespace:
         why = unsettled(namespace, name)
         observe_resume(LLM_ENGINE.kind, reconciled=why is not None)
