@@ -19,6 +19,13 @@ Steps, in one run:
    (POST/PUT/PATCH/DELETE) by resource, and how many LLMEngine/LLMDeployment objects changed
    resourceVersion.
 4. Operator peak RSS: ``VmHWM`` from /proc/<pid>/status.
+5. **Restart** — the operator killed and started again with everything converged: time until kopf
+   logged "Resuming is processed" for every object, the operator's writes until ``--restart-settle``
+   seconds after that, and where the time went: its log's first line (interpreter and imports),
+   startup handlers, first resource handler (kopf holds every handler until every index is filled
+   from the first listing), last resume; the objects the resume reconciled by the reason logged
+   (``resumed, reconciling: …``); the restarted operator's resume / resync / reconcile counters; the
+   handlers' requests by phase; with ``--py-spy PATH``, py-spy's samples of the restarted process.
 
 Profile of the burst: the control plane audits every request (:data:`AUDIT_EVERY_REQUEST`, Metadata
 level: who, verb, resource, timestamps), so the requests are broken down per client (kopf's own
@@ -253,23 +260,212 @@ def audit_breakdown(path: Path, start: int, end: int | None = None) -> dict[str,
     }
 
 
+#: Histograms read from the operator's /metrics (their _sum and _count), and counters (per label set).
+OPERATOR_HISTOGRAMS = ("trtllm_operator_reconcile_duration_seconds", "trtllm_operator_handler_queue_seconds")
+OPERATOR_COUNTERS = ("trtllm_operator_reconciles", "trtllm_operator_resumes", "trtllm_operator_resyncs")
+
+
 def operator_metrics(port: int) -> dict[str, float]:
-    """The operator's reconcile and handler-queue histograms (sum and count) from its /metrics."""
+    """The operator's reconcile and handler-queue histograms (sum and count) and its reconcile,
+    resume and resync counters (``name{labels} total``) from its /metrics."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as resp:
         text = resp.read().decode()
     out: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
-        if family.name not in (
-            "trtllm_operator_reconcile_duration_seconds",
-            "trtllm_operator_handler_queue_seconds",
-        ):
-            continue
-        for sample in family.samples:
-            if sample.name.endswith(("_sum", "_count")):
-                kind = sample.labels.get("kind", "")
-                key = f"{family.name.removeprefix('trtllm_operator_')}{'{' + kind + '}' if kind else ''}"
-                out[f"{key} {sample.name.rsplit('_', 1)[1]}"] = sample.value
+        if family.name in OPERATOR_HISTOGRAMS:
+            for sample in family.samples:
+                if sample.name.endswith(("_sum", "_count")):
+                    kind = sample.labels.get("kind", "")
+                    key = f"{family.name.removeprefix('trtllm_operator_')}{'{' + kind + '}' if kind else ''}"
+                    out[f"{key} {sample.name.rsplit('_', 1)[1]}"] = sample.value
+        elif family.name in OPERATOR_COUNTERS:
+            for sample in family.samples:
+                if sample.name.endswith("_total"):
+                    labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()))
+                    out[f"{family.name.removeprefix('trtllm_operator_')}{{{labels}}} total"] = sample.value
     return out
+
+
+def _log_time(line: str) -> float | None:
+    """Epoch seconds of an operator text-log line (``[2026-12-02 19:05:05,123] …``, the machine's
+    local time, as ``logging`` writes it); None for other lines."""
+    if not line.startswith("[") or "]" not in line:
+        return None
+    try:
+        return dt.datetime.strptime(line[1 : line.index("]")], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+    except ValueError:
+        return None
+
+
+def restart_timeline(log_path: Path, started: float) -> dict[str, Any]:
+    """Where the restarted operator's time went, from its log (seconds after ``started``, the epoch
+    time the benchmark started the process): its first line (interpreter and imports), the last
+    startup activity (kopf's ``Activity '…' succeeded``: settings, index binding, resync loops), the
+    first resource handler's line (kopf runs no resource handler before every index is filled from
+    the first listing of every watched resource — kopf 1.45.2 ``kopf/_core/reactor/processing.py``
+    ``process_resource_event``, ``operator_indexed.wait_for`` — so it marks the end of the listing and
+    indexing), the last "Resuming is processed", and the objects the resume
+    reconciled, by the reason the operator logged (``resumed, reconciling: …``)."""
+    first = startup = first_resume = last_resume = None
+    reasons: Counter[str] = Counter()
+    reconciling: list[float] = []
+    for line in log_path.read_text(errors="replace").splitlines():
+        at = _log_time(line)
+        if at is None:
+            continue
+        rel = round(at - started, 2)
+        first = rel if first is None else first
+        if "Activity '" in line and "succeeded" in line and first_resume is None:
+            startup = rel
+        if any(m in line for m in ("Resuming is processed", "resumed, reconciling: ", "Handler '")):
+            first_resume = rel if first_resume is None else first_resume  # the first resource handler
+        if "Resuming is processed" in line:
+            last_resume = rel
+        elif "resumed, reconciling: " in line:
+            reason = line.split("resumed, reconciling: ", 1)[1]
+            # one bucket per test, not per object: drop the names and numbers in the reason
+            reasons[" ".join(w for w in reason.split() if not any(c.isdigit() for c in w))] += 1
+            reconciling.append(rel)
+    return {
+        "first_log_line_s": first,
+        "startup_done_s": startup,
+        "first_resume_s": first_resume,
+        "last_resume_s": last_resume,
+        "resume_reconciled": sum(reasons.values()),
+        "resume_reasons": dict(reasons.most_common(10)),
+    }
+
+
+def handler_requests_by_phase(
+    path: Path, start: int, started: float, timeline: dict[str, Any]
+) -> dict[str, Any]:
+    """The operator's handlers' requests (user agent ``OpenAPI-Generator/…``) in the audit log from
+    byte offset ``start``: per phase of the restart (before the first resume, until the last, after)
+    × verb × resource, and the first and last request of each verb × resource, in seconds after
+    ``started`` (epoch seconds)."""
+    with path.open("rb") as f:
+        f.seek(start)
+        data = f.read()
+    first, last = timeline.get("first_resume_s"), timeline.get("last_resume_s")
+    phases: Counter[str] = Counter()
+    span: dict[str, list[float]] = {}
+    for line in data.splitlines():
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            continue
+        if client_of(ev.get("userAgent") or "") != "handlers" or not ev.get("requestReceivedTimestamp"):
+            continue
+        at = _ts(ev["requestReceivedTimestamp"]) - started
+        ref = ev.get("objectRef") or {}
+        what = f"{ev.get('verb', '?')} {ref.get('resource', '?')}"
+        code = (ev.get("responseStatus") or {}).get("code")
+        what += f" ({code})" if code and code >= 400 else ""
+        phase = (
+            "before the first resume"
+            if first is None or at < first
+            else "until the last resume"
+            if last is None or at <= last
+            else "after the last resume"
+        )
+        phases[f"{phase}: {what}"] += 1
+        lo_hi = span.setdefault(what, [at, at])
+        lo_hi[0], lo_hi[1] = min(lo_hi[0], at), max(lo_hi[1], at)
+    return {
+        "by_phase": dict(phases.most_common()),
+        "span_s": {k: [round(v[0], 1), round(v[1], 1)] for k, v in span.items()},
+    }
+
+
+def kopf_listings(path: Path, start: int, started: float) -> dict[str, list[float]]:
+    """kopf's initial LIST of each watched resource in the audit log from byte offset ``start``:
+    resource → [request received, response sent] in seconds after ``started`` (epoch seconds); the
+    watch that follows starts from the list's resourceVersion."""
+    with path.open("rb") as f:
+        f.seek(start)
+        data = f.read()
+    out: dict[str, list[float]] = {}
+    for line in data.splitlines():
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            continue
+        if client_of(ev.get("userAgent") or "") != "kopf" or ev.get("verb") != "list":
+            continue
+        res = (ev.get("objectRef") or {}).get("resource") or "?"
+        if res in out or not ev.get("requestReceivedTimestamp") or not ev.get("stageTimestamp"):
+            continue
+        out[res] = [
+            round(_ts(ev["requestReceivedTimestamp"]) - started, 2),
+            round(_ts(ev["stageTimestamp"]) - started, 2),
+        ]
+    return out
+
+
+def start_py_spy(py_spy: str, pid: int, out: Path) -> subprocess.Popen[bytes] | None:
+    """``py-spy record`` of process ``pid`` (raw collapsed stacks of its running threads, each
+    stack under its thread, into ``out``, 50 samples/s, without pausing it); stopped with SIGINT
+    (py-spy writes its file then). None if it never attached (the interpreter not up within 10 s)."""
+    for _ in range(20):
+        spy = subprocess.Popen(
+            [
+                py_spy,
+                "record",
+                "--pid",
+                str(pid),
+                "--rate",
+                "50",
+                "--nonblocking",
+                "--threads",
+                "--format",
+                "raw",
+                "--output",
+                str(out),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(0.5)
+        if spy.poll() is None:
+            return spy
+    return None
+
+
+def stop_py_spy(spy: subprocess.Popen[bytes], out: Path, top: int = 25) -> dict[str, Any]:
+    """Stop ``spy`` and summarise ``out``: samples, and the functions most often on the stack
+    (inclusive) and at its top (self), each as a share of the samples."""
+    spy.send_signal(signal.SIGINT)
+    try:
+        spy.wait(120)
+    except subprocess.TimeoutExpired:
+        spy.kill()
+        spy.wait(30)
+    total = 0
+    inclusive: Counter[str] = Counter()
+    leaf: Counter[str] = Counter()
+    for line in out.read_text(errors="replace").splitlines() if out.exists() else []:
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        total += int(count)
+        frames = [_frame(f) for f in stack.split(";")]
+        for frame in set(frames):
+            inclusive[frame] += int(count)
+        leaf[frames[-1]] += int(count)
+
+    def share(counts: Counter[str]) -> dict[str, float]:
+        return {k: round(v / total, 3) for k, v in counts.most_common(top)}
+
+    return {"samples": total, "inclusive": share(inclusive), "self": share(leaf)}
+
+
+def _frame(frame: str) -> str:
+    """``function (file)`` of a py-spy frame ``function (path/to/file.py:line)``; a thread's or
+    process's own entry as it is."""
+    if frame.startswith(("thread (", "process ")):
+        return frame
+    function, _, where = frame.partition(" (")
+    return f"{function} ({where.split(':')[0].rsplit('/', 1)[-1]})" if where else function
 
 
 def wait_resumed(log_path: Path, objects: int, deadline: float, proc: subprocess.Popen[bytes]) -> float:
@@ -518,18 +714,32 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         restart_log = work / "operator-restart.log"
         audit_start = cp.audit_log.stat().st_size
         rv_before = versions(custom, "bench")
-        t1 = time.monotonic()
+        restart_port = free_port()
+        result["restart_load_avg"] = os.getloadavg()[0]
+        t1, t1_epoch = time.monotonic(), time.time()
         with open(restart_log, "wb") as out:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "trtllm_operator.cli", "run"],
-                env=operator_env(cp, "bench", free_port()),
+                env=operator_env(cp, "bench", restart_port),
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
+        spy = start_py_spy(args.py_spy, proc.pid, work / "restart-py-spy.txt") if args.py_spy else None
         result["restart_resumed_s"] = wait_resumed(restart_log, 2 * n, t1 + args.timeout, proc)
         log(f"restarted operator resumed all {2 * n} objects after {result['restart_resumed_s']:.1f} s")
+        if spy is not None:
+            result["restart_py_spy"] = stop_py_spy(spy, work / "restart-py-spy.txt")
         time.sleep(args.restart_settle)
         result["restart_settle_s"] = args.restart_settle
+        result["restart_timeline"] = restart_timeline(restart_log, t1_epoch)
+        try:
+            result["restart_operator_metrics"] = operator_metrics(restart_port)
+        except OSError as exc:  # the restarted operator not serving /metrics: the rest still counts
+            log(f"restarted operator's /metrics unreadable: {exc}")
+        result["restart_handler_requests"] = handler_requests_by_phase(
+            cp.audit_log, audit_start, t1_epoch, result["restart_timeline"]
+        )
+        result["restart_kopf_lists"] = kopf_listings(cp.audit_log, audit_start, t1_epoch)
         result["restart_profile"] = audit_breakdown(cp.audit_log, audit_start)
         rv_after = versions(custom, "bench")
         result["restart_changed_objects"] = sum(1 for k, v in rv_after.items() if rv_before.get(k) != v)
@@ -645,7 +855,51 @@ def restart_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
             f"{reads} GET/LIST; {r['restart_changed_objects']} LLMEngine/LLMDeployment objects changed",
         ),
         ("restart: operator peak RSS", f"{r['restart_rss_mib']:.0f} MiB"),
+        *restart_breakdown_rows(r),
     ]
+
+
+def restart_breakdown_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
+    """Where the restart's time went (its log), what the resume reconciled and why, what the
+    handlers requested in which phase, and (``--py-spy``) where the process spent its samples."""
+    t = r.get("restart_timeline")
+    if not t:
+        return []
+
+    def at(key: str) -> str:
+        return "—" if t.get(key) is None else f"{t[key]:.1f} s"
+
+    m = r.get("restart_operator_metrics") or {}
+    counters = ", ".join(
+        f"{k.removesuffix(' total')}: {v:.0f}" for k, v in sorted(m.items()) if k.endswith(" total")
+    )
+    reasons = ", ".join(f"{k}: {v}" for k, v in t["resume_reasons"].items()) or "none"
+    phases = r["restart_handler_requests"]["by_phase"]
+    rows = [
+        (
+            "restart: where the time went (operator log, seconds after the process started; load "
+            f"{r.get('restart_load_avg', 0.0):.1f} at the start)",
+            f"first log line (interpreter, imports) {at('first_log_line_s')}; startup handlers done "
+            f"{at('startup_done_s')}; first resource handler (every watched resource listed and indexed) "
+            f"{at('first_resume_s')}; last resume {at('last_resume_s')}",
+        ),
+        (
+            "restart: kopf's initial LISTs (received → answered, seconds after the process started)",
+            ", ".join(f"{k} {v[0]:.1f} → {v[1]:.1f}" for k, v in (r.get("restart_kopf_lists") or {}).items())
+            or "—",
+        ),
+        (f"restart: objects the resume reconciled ({t['resume_reconciled']}), by reason", reasons),
+        ("restart: the restarted operator's counters", counters or "—"),
+        (
+            "restart: handlers' requests by phase",
+            ", ".join(f"{k}: {v}" for k, v in phases.items()) or "none",
+        ),
+    ]
+    spy = r.get("restart_py_spy")
+    if spy:
+        top = ", ".join(f"{k} {v:.0%}" for k, v in list(spy["inclusive"].items())[:12])
+        rows.append((f"restart: py-spy, {spy['samples']} samples; share of samples on the stack", top))
+    return rows
 
 
 def profile_lines(r: dict[str, Any]) -> list[str]:
@@ -714,6 +968,12 @@ def main(argv: list[str] | None = None) -> int:
         "--tracemalloc",
         action="store_true",
         help="profile what holds the operator's memory after the idle window (slower; its RSS grows)",
+    )
+    p.add_argument(
+        "--py-spy",
+        metavar="PATH",
+        help="sample the restarted operator with this py-spy executable from its start until every "
+        "object resumed (restart-py-spy.txt in the work dir; the top frames in the result)",
     )
     p.add_argument("--keep", action="store_true", help="keep the work dir (logs)")
     p.add_argument("--write-results", action="store_true", help="replace the Load section of RESULTS.md")

@@ -9,6 +9,7 @@ from kubernetes import client
 
 from trtllm_operator.handlers import indexes, plumbing
 from trtllm_operator.kube.client import DEPLOYMENT, EVENT, LLM_DEPLOYMENT, Kube, ReadOnlyKube, WriteNeeded
+from trtllm_operator.metrics.operator_metrics import RESYNCS
 
 
 def _unreachable_kube() -> Kube:
@@ -79,6 +80,8 @@ def test_the_drift_loop_visits_every_object_in_turn_and_survives_errors() -> Non
 
     async def run() -> None:
         keys = [("ns", "a"), ("ns", "b"), ("ns", "c")]
+        for _, name in keys:
+            plumbing.handled_by_kopf("test", "ns", name)
         task = asyncio.create_task(plumbing.resync_forever("test", lambda: keys, lambda: 0.01, reconcile))
         deadline = asyncio.get_running_loop().time() + 60  # a bound for a loaded machine, not a goal
         while len(seen) < 6 and asyncio.get_running_loop().time() < deadline:
@@ -89,6 +92,8 @@ def test_the_drift_loop_visits_every_object_in_turn_and_survives_errors() -> Non
     asyncio.run(run())
     # b's error did not stop the loop; every round visits every object, in order
     assert seen[:6] == [("ns", "a"), ("ns", "b"), ("ns", "c")] * 2
+    # each visit is counted (trtllm_operator_resyncs_total: what a restart's reconciles came from)
+    assert RESYNCS.labels(kind="test")._value.get() == len(seen)
 
 
 def test_the_caches_hold_what_the_reconciles_read_and_no_more() -> None:
@@ -125,3 +130,35 @@ def test_the_caches_hold_what_the_reconciles_read_and_no_more() -> None:
     (cached,) = asyncio.run(indexes.cached_llmdeployments(namespace="ns", name="chat", body=llmd)).values()
     assert cached["spec"] == llmd["spec"] and cached["status"] == llmd["status"]
     assert cached["metadata"]["annotations"] == {"keep": "me"}
+
+
+def test_the_drift_loop_leaves_an_object_to_kopf_until_kopf_has_handled_it() -> None:
+    """Issue #20, restart at 1,000 + 1,000: kopf resumed objects for minutes and the drift loop's
+    first round (one period after start) reconciled hundreds of them ahead of their resume, each a
+    metadata GET of its credentials Secret. The loop now visits only objects kopf has handled in
+    this process (a create, update or resume handler ran: ``plumbing.handled_by_kopf``), and forgets
+    a deleted one."""
+    seen: list[str] = []
+
+    async def run() -> None:
+        keys = [("ns", "resumed"), ("ns", "waiting")]
+        plumbing.handled_by_kopf("kopf-test", "ns", "resumed")
+        plumbing.handled_by_kopf("kopf-test", "ns", "gone")
+        plumbing.handled_by_kopf("kopf-test", "ns", "gone", gone=True)
+        task = asyncio.create_task(
+            plumbing.resync_forever(
+                "kopf-test", lambda: [*keys, ("ns", "gone")], lambda: 0.01, lambda ns, n: seen.append(n)
+            )
+        )
+        deadline = asyncio.get_running_loop().time() + 60  # a bound for a loaded machine, not a goal
+        while len(seen) < 3 and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
+        assert set(seen) == {"resumed"}  # not the one kopf has not resumed yet, nor the deleted one
+        plumbing.handled_by_kopf("kopf-test", "ns", "waiting")  # kopf resumed it
+        while "waiting" not in seen and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(run())
+    assert "waiting" in seen and "gone" not in seen

@@ -15,6 +15,7 @@ from kubernetes import client
 from trtllm_operator.handlers import deployment, engine, indexes, plumbing
 from trtllm_operator.handlers.release import release_stamp, stamp_field, stamped
 from trtllm_operator.kube.client import DEPLOYMENT, LLM_DEPLOYMENT, LLM_ENGINE, Kube, set_default_kube
+from trtllm_operator.metrics.operator_metrics import RESUMES
 from trtllm_operator.settings import Settings, configure, current
 
 
@@ -208,3 +209,63 @@ def test_used_by_is_written_alone_from_the_cache_and_unconditionally(
     deployment.sync_used_by(kube, "ns", "e", ["a", "b"])
     assert patches == [("e", {"status": {"usedBy": ["a", "b"]}}, "status")]
     plumbing.known_version(LLM_ENGINE, "ns", "e", None)
+
+
+def _mutate(caches: dict[str, dict[Any, list[dict[str, Any]]]], path: str, value: Any) -> None:
+    """Set ``value`` at ``cache_name:key.key…`` in the one cached object of that index."""
+    index, dotted = path.split(":")
+    obj = next(iter(caches[index].values()))[0]
+    *parents, last = dotted.split(".")
+    for part in parents:
+        obj = obj[int(part)] if isinstance(obj, list) else obj[part]
+    obj[last] = value
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "reason"),
+    [
+        ("cached_llmdeployments:status.phase", "Progressing", "status.phase is 'Progressing'"),
+        ("cached_llmdeployments:metadata.generation", 2, "status.observedGeneration 1 != generation 2"),
+        ("cached_llmdeployments:status.conditions.0.status", "False", "condition Ready is 'False'"),
+        ("cached_llmdeployments:status.engineKey", "old", "status.engineKey 'old' is not engine e's"),
+        ("cached_llmengines:status.phase", "Building", "engine e status.phase is 'Building'"),
+        ("cached_deployments:status.observedGeneration", 2, "Deployment d status.observedGeneration 2"),
+        ("cached_deployments:status.readyReplicas", 0, "Deployment d status replicas 1, updatedReplicas 1, "),
+        ("cached_llmdeployments:status.readyReplicas", 0, "status.readyReplicas 0 != spec.replicas 1"),
+    ],
+)
+def test_unsettled_names_the_first_test_that_fails(
+    caches: dict[str, dict[Any, list[dict[str, Any]]]], path: str, value: Any, reason: str
+) -> None:
+    """What a restart reconciles, and why, is read from the log (benchmarks/scale.py counts the
+    reasons): :func:`deployment.unsettled` names the failing test; settled() agrees with it."""
+    _settled_deployment(caches, **stamp_field())
+    assert deployment.unsettled("ns", "d") is None and deployment.resume_unsettled("ns", "d") is None
+    _mutate(caches, path, value)
+    why = deployment.unsettled("ns", "d")
+    assert why is not None and why.startswith(reason), why
+    assert not deployment.settled("ns", "d") and deployment.resume_unsettled("ns", "d") == why
+
+
+def test_a_resume_logs_why_it_reconciles_and_counts_both_outcomes(
+    caches: dict[str, dict[Any, list[dict[str, Any]]]],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def count(result: str) -> float:
+        return RESUMES.labels(kind="LLMDeployment", result=result)._value.get()
+
+    settled_before, reconciled_before = count("settled"), count("reconciled")
+    monkeypatch.setattr(deployment, "_safe_reconcile", lambda ns, name: None)
+    _settled_deployment(caches)  # no stamp: an earlier release
+    body = caches["cached_llmdeployments"][("ns", "d")][0]
+    with caplog.at_level("INFO", logger=deployment.log.name):
+        deployment.on_deployment(name="d", namespace="ns", body=body, reason=kopf.Reason.RESUME)
+    assert [r.getMessage() for r in caplog.records] == [
+        "resumed, reconciling: no status.reconciledBy (last reconciled by an earlier release)"
+    ]
+    _settled_deployment(caches, **stamp_field())
+    body = caches["cached_llmdeployments"][("ns", "d")][0]
+    deployment.on_deployment(name="d", namespace="ns", body=body, reason=kopf.Reason.RESUME)
+    assert (count("settled") - settled_before, count("reconciled") - reconciled_before) == (1, 1)
+    assert engine.unsettled("ns", "e") == "no status.reconciledBy (last reconciled by an earlier release)"

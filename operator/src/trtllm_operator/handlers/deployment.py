@@ -100,6 +100,7 @@ from trtllm_operator.handlers.plumbing import (
     WORKQUEUE,
     apply_owned,
     cache_first,
+    handled_by_kopf,
     is_newest,
     known_version,
     node_gpus_of,
@@ -109,7 +110,7 @@ from trtllm_operator.handlers.plumbing import (
     with_rendered_hash,
     write_outcome,
 )
-from trtllm_operator.handlers.release import stamp_field, stamped
+from trtllm_operator.handlers.release import stamp_field, stamped, unstamped_reason
 from trtllm_operator.kube.client import (
     CONFIG_MAP,
     DEPLOYMENT,
@@ -129,7 +130,7 @@ from trtllm_operator.kube.client import (
 from trtllm_operator.kube.events import post_event
 from trtllm_operator.kube.status import update_conditions
 from trtllm_operator.logging import object_context
-from trtllm_operator.metrics.operator_metrics import observe_reconcile
+from trtllm_operator.metrics.operator_metrics import observe_reconcile, observe_resume
 from trtllm_operator.render.children import Children, render_plan
 from trtllm_operator.render.leaderworkerset import replica_selector_string, workload_names
 from trtllm_operator.render.network_policy import serving_network
@@ -643,64 +644,94 @@ def settled(namespace: str, name: str) -> bool:
     """Whether the watch caches show LLMDeployment ``name`` converged, so a reconcile on them would
     find nothing to do: its status is ``Ready`` for its current generation, on the key its engine
     (cached, ``Ready``) reports, and its Deployment (cached) has rolled out that generation with
-    every replica updated and ready, as many as the status reports. False without the caches.
+    every replica updated and ready, as many as the status reports. False without the caches
+    (:func:`unsettled` says which test failed).
 
     Used where a reconcile would only confirm what is there: the replayed listing of the watches
-    (``type`` None) does not re-queue a settled deployment through its workload or engine. kopf's
-    resume still reconciles every object (an upgraded operator may render differently). What this
+    (``type`` None) does not re-queue a settled deployment through its workload or engine, and
+    kopf's resume does not reconcile one this release stamped (:func:`resumed_settled`). What this
     does not see (a child changed or deleted behind the operator's back) is drift: the resync loop
     reconciles every LLMDeployment within :data:`RESYNC_SECONDS`."""
+    return unsettled(namespace, name) is None
+
+
+def unsettled(namespace: str, name: str) -> str | None:
+    """Why :func:`settled` is False for LLMDeployment ``name``: the first of its tests that fails on
+    the cached objects, as a short sentence naming the object and field; None when settled."""
     if not indexes.cached(LLM_DEPLOYMENT) or not indexes.cached(DEPLOYMENT):
-        return False
+        return "no watch cache"
     kube = default_kube()
     obj = indexes.get(kube, LLM_DEPLOYMENT, namespace, name)
     if obj is None:
-        return False
+        return "not in the LLMDeployment cache"
     meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
     generation = meta.get("generation")
     ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
-    if (
-        meta.get("deletionTimestamp")
-        or status.get("phase") != "Ready"
-        or status.get("observedGeneration") != generation
-        or ready is None
-        or ready.get("status") != "True"
-        or ready.get("observedGeneration", generation) != generation
-    ):
-        return False
+    if meta.get("deletionTimestamp"):
+        return "being deleted"
+    if status.get("phase") != "Ready":
+        return f"status.phase is {status.get('phase')!r}"
+    if status.get("observedGeneration") != generation:
+        return f"status.observedGeneration {status.get('observedGeneration')} != generation {generation}"
+    if ready is None or ready.get("status") != "True":
+        return f"condition Ready is {(ready or {}).get('status')!r}"
+    if ready.get("observedGeneration", generation) != generation:
+        return (
+            f"condition Ready observedGeneration {ready.get('observedGeneration')} != generation {generation}"
+        )
     engine_name = _engine_ref(obj)
     engine = indexes.get(kube, LLM_ENGINE, namespace, engine_name) if engine_name else None
     estatus = (engine or {}).get("status") or {}
-    if (
-        estatus.get("phase") != "Ready"
-        or not status.get("engineKey")
-        or estatus.get("engineKey") != status.get("engineKey")
-    ):
-        return False
+    if engine is None:
+        return f"engine {engine_name!r} not in the LLMEngine cache"
+    if estatus.get("phase") != "Ready":
+        return f"engine {engine_name} status.phase is {estatus.get('phase')!r}"
+    if not status.get("engineKey") or estatus.get("engineKey") != status.get("engineKey"):
+        return f"status.engineKey {status.get('engineKey')!r} is not engine {engine_name}'s"
     workload = indexes.get(kube, DEPLOYMENT, namespace, child_name(name))
-    if workload is None or workload["metadata"].get("deletionTimestamp"):
-        return False
-    wstatus = workload.get("status") or {}
+    if workload is None:
+        return f"Deployment {child_name(name)} not in the Deployment cache"
+    if workload["metadata"].get("deletionTimestamp"):
+        return f"Deployment {child_name(name)} being deleted"
+    if not is_controlled_by(workload, meta.get("uid")):
+        return f"Deployment {child_name(name)} not controlled by this LLMDeployment"
+    wstatus, wgeneration = workload.get("status") or {}, workload["metadata"].get("generation")
     replicas = spec.get("replicas", 1)
-    return bool(
-        is_controlled_by(workload, meta.get("uid"))
-        and wstatus.get("observedGeneration") == workload["metadata"].get("generation")
-        and (workload.get("spec") or {}).get("replicas") == replicas
-        and (wstatus.get("readyReplicas") or 0) == (wstatus.get("updatedReplicas") or 0) == replicas
-        and (wstatus.get("replicas") or 0) == replicas
-        and status.get("readyReplicas") == replicas
-    )
+    if wstatus.get("observedGeneration") != wgeneration:
+        return (
+            f"Deployment {child_name(name)} status.observedGeneration "
+            f"{wstatus.get('observedGeneration')} != generation {wgeneration}"
+        )
+    if (workload.get("spec") or {}).get("replicas") != replicas:
+        return f"Deployment {child_name(name)} spec.replicas != spec.replicas {replicas}"
+    counts = {k: wstatus.get(k) or 0 for k in ("replicas", "updatedReplicas", "readyReplicas")}
+    if any(v != replicas for v in counts.values()):
+        shown = ", ".join(f"{k} {v}" for k, v in counts.items())
+        return f"Deployment {child_name(name)} status {shown}, spec.replicas {replicas}"
+    if status.get("readyReplicas") != replicas:
+        return f"status.readyReplicas {status.get('readyReplicas')} != spec.replicas {replicas}"
+    return None
 
 
 def resumed_settled(namespace: str, name: str) -> bool:
     """Whether kopf's resume of LLMDeployment ``name`` needs no reconcile: :func:`settled`, and its
     cached status stamped by this release (:func:`~trtllm_operator.handlers.release.stamped`)."""
+    return resume_unsettled(namespace, name) is None
+
+
+def resume_unsettled(namespace: str, name: str) -> str | None:
+    """Why kopf's resume of LLMDeployment ``name`` reconciles it (:func:`resumed_settled` False):
+    another release's stamp, or :func:`unsettled`'s reason; None when it needs no reconcile."""
     cached = (
         indexes.get(default_kube(), LLM_DEPLOYMENT, namespace, name)
         if indexes.cached(LLM_DEPLOYMENT)
         else None
     )
-    return cached is not None and stamped(cached) and settled(namespace, name)
+    if cached is None:
+        return "not in the LLMDeployment cache"
+    if not stamped(cached):
+        return unstamped_reason(cached)
+    return unsettled(namespace, name)
 
 
 # ------------------------------------------------------------------------------ kopf wiring
@@ -741,8 +772,17 @@ def on_deployment(
     # caches show settled and that this same release last reconciled (handlers/release.py) needs
     # nothing; one of an earlier release (or other settings) is reconciled at once: that release may
     # have rendered differently (tests/e2e/test_upgrade.py). Drift is the resync loop's.
-    if not (reason == kopf.Reason.RESUME and namespace and resumed_settled(namespace, name)):
+    if namespace:
+        handled_by_kopf(LLM_DEPLOYMENT.kind, namespace, name)  # the drift loop may visit it now
+    if reason != kopf.Reason.RESUME or not namespace:
         _safe_reconcile(namespace, name)
+    else:
+        why = resume_unsettled(namespace, name)
+        observe_resume(LLM_DEPLOYMENT.kind, reconciled=why is not None)
+        if why is not None:
+            with object_context(LLM_DEPLOYMENT.kind, namespace, name):
+                log.info("resumed, reconciling: %s", why)
+            _safe_reconcile(namespace, name)
     # The engine it serves, and the one it served before an engineRef change, list it (or not).
     _sync_refs(namespace, [_engine_ref(body), _engine_ref(old)], llmdeployments_by_engine)
 
@@ -751,7 +791,9 @@ def on_deployment(
 async def start_deployment_resync(llmdeployments_by_engine: Any = None, **_: Any) -> None:
     """Drift: every LLMDeployment re-reconciled once per :data:`RESYNC_SECONDS`, spread over the
     period (:func:`~trtllm_operator.handlers.plumbing.resync_forever`: one loop, not a kopf timer
-    per object — no finalizer). A settled object costs no request (``cache_first``)."""
+    per object — no finalizer). A settled object costs no request for itself (``cache_first``); its
+    credentials Secret's metadata is read at most once per ``credentials.CONFIRM_SECONDS`` (no watch
+    on Secrets), so the first visit after a start costs one GET."""
 
     def resync(namespace: str, name: str) -> None:
         _safe_reconcile(namespace, name)
@@ -773,6 +815,7 @@ def on_deployment_event(event: Mapping[str, Any], llmdeployments_by_engine: Any 
         meta = obj.get("metadata") or {}
         if meta.get("namespace") and meta.get("name"):
             known_version(LLM_DEPLOYMENT, meta["namespace"], meta["name"], None)
+            handled_by_kopf(LLM_DEPLOYMENT.kind, meta["namespace"], meta["name"], gone=True)
         _sync_refs(meta.get("namespace"), [_engine_ref(obj)], llmdeployments_by_engine, meta.get("name"))
 
 
@@ -838,6 +881,7 @@ async def on_engine_event(event: Mapping[str, Any], llmdeployments_by_engine: An
     users = _users(llmdeployments_by_engine, namespace, engine_name)
     if event.get("type") == "DELETED":
         known_version(LLM_ENGINE, namespace, engine_name, None)
+        handled_by_kopf(LLM_ENGINE.kind, namespace, engine_name, gone=True)
         _engine_views.pop((namespace, engine_name), None)
     else:
         indexes.shown(LLM_ENGINE, obj)

@@ -105,13 +105,14 @@ from trtllm_operator.handlers.plumbing import (
     add_owner,
     cache_first,
     forget_claim,
+    handled_by_kopf,
     node_gpus_of,
     release_claim,
     set_owner,
     start_resync,
     write_outcome,
 )
-from trtllm_operator.handlers.release import stamp_field, stamped
+from trtllm_operator.handlers.release import stamp_field, unstamped_reason
 from trtllm_operator.kube import (
     CONFIG_MAP,
     EVENT,
@@ -134,6 +135,7 @@ from trtllm_operator.metrics.operator_metrics import (
     ENGINE_CACHE_LOOKUPS,
     RECONCILE_DURATION,
     RECONCILES,
+    observe_resume,
 )
 from trtllm_operator.render.builder_job import (
     builder_identity,
@@ -1050,30 +1052,52 @@ def engine_changed(*, namespace: str | None, name: str, reason: str = "", **_: A
     ``detect_changing_cause``). An engine an earlier release (or other settings) last reconciled is
     reconciled at once: that release may derive keys or render differently
     (tests/e2e/test_upgrade.py). Drift is the resync loop's."""
-    if reason == kopf.Reason.RESUME and namespace and settled(namespace, name):
-        return
+    if namespace:
+        handled_by_kopf(LLM_ENGINE.kind, namespace, name)  # the drift loop may visit it now
+    if reason == kopf.Reason.RESUME and namespace:
+        why = unsettled(namespace, name)
+        observe_resume(LLM_ENGINE.kind, reconciled=why is not None)
+        if why is None:
+            return
+        with object_context(LLM_ENGINE.kind, namespace, name):
+            log.info("resumed, reconciling: %s", why)
     _retrying(namespace, name)
 
 
 def settled(namespace: str, name: str) -> bool:
     """Whether the watch-cached LLMEngine ``name`` is ``Ready`` for its current generation, with a
     ``Ready`` condition of that generation, no deletion under way, and this release's stamp (False
-    without the cache)."""
+    without the cache; :func:`unsettled` says which test failed)."""
+    return unsettled(namespace, name) is None
+
+
+def unsettled(namespace: str, name: str) -> str | None:
+    """Why :func:`settled` is False for LLMEngine ``name`` (the first test that fails on the cached
+    copy, a short sentence); None when settled."""
     if not indexes.cached(LLM_ENGINE):
-        return False
+        return "no watch cache"
     engine = indexes.get(default_kube(), LLM_ENGINE, namespace, name)
-    if engine is None or engine["metadata"].get("deletionTimestamp") or not stamped(engine):
-        return False
+    if engine is None:
+        return "not in the LLMEngine cache"
+    if engine["metadata"].get("deletionTimestamp"):
+        return "being deleted"
+    unstamped = unstamped_reason(engine)
+    if unstamped is not None:
+        return unstamped
     generation = engine["metadata"].get("generation")
     status = engine.get("status") or {}
     ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
-    return bool(
-        status.get("phase") == "Ready"
-        and status.get("observedGeneration") == generation
-        and ready is not None
-        and ready.get("status") == "True"
-        and ready.get("observedGeneration", generation) == generation
-    )
+    if status.get("phase") != "Ready":
+        return f"status.phase is {status.get('phase')!r}"
+    if status.get("observedGeneration") != generation:
+        return f"status.observedGeneration {status.get('observedGeneration')} != generation {generation}"
+    if ready is None or ready.get("status") != "True":
+        return f"condition Ready is {(ready or {}).get('status')!r}"
+    if ready.get("observedGeneration", generation) != generation:
+        return (
+            f"condition Ready observedGeneration {ready.get('observedGeneration')} != generation {generation}"
+        )
+    return None
 
 
 @kopf.on.startup()

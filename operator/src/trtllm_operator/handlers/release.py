@@ -82,5 +82,16 @@ def stamp_field() -> dict[str, str]:
 
 def stamped(obj: Mapping[str, Any]) -> bool:
     """Whether ``obj``'s status says this release (and these settings) last reconciled it."""
+    return unstamped_reason(obj) is None
+
+
+def unstamped_reason(obj: Mapping[str, Any]) -> str | None:
+    """Why ``obj`` is not :func:`stamped` (no ``status.reconciledBy``, or another release's), as a
+    short sentence; None when it is."""
     status: Any = obj.get("status") or {}
-    return bool(status.get("reconciledBy") == release_stamp())
+    stamp, ours = status.get("reconciledBy"), release_stamp()
+    if stamp == ours:
+        return None
+    if not stamp:
+        return "no status.reconciledBy (last reconciled by an earlier release)"
+    return f"status.reconciledBy {stamp} is not this release's {ours}"

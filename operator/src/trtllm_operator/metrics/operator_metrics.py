@@ -97,6 +97,24 @@ API_ERRORS = Counter(
     ["verb", "code"],
     registry=REGISTRY,
 )
+RESUMES = Counter(
+    "trtllm_operator_resumes",
+    "Objects kopf resumed at an operator start, by kind and result: settled (the caches show it "
+    "converged and this release's stamp, not reconciled) or reconciled.",
+    ["kind", "result"],
+    registry=REGISTRY,
+)
+RESYNCS = Counter(
+    "trtllm_operator_resyncs",
+    "Reconciles started by the drift resync loops (every object once per period), by kind.",
+    ["kind"],
+    registry=REGISTRY,
+)
+
+
+def observe_resume(kind: str, *, reconciled: bool) -> None:
+    """Count one object of ``kind`` resumed by kopf at start (``trtllm_operator_resumes_total``)."""
+    RESUMES.labels(kind=kind, result="reconciled" if reconciled else "settled").inc()
 
 
 @contextmanager
