@@ -381,3 +381,8 @@ def test_errors_raise_the_typed_clients_exception(stub: StubServer, status: int)
     else:
         with pytest.raises(type(typed.value)):
             kube.get(POD, "ns", "p")
+
+
+def test_an_empty_answer_is_an_empty_object(stub: StubServer) -> None:
+    stub.answer = (200, b"")
+    assert Kube(stub.api_client(), FM).delete(CONFIG_MAP, "ns", "c") is True

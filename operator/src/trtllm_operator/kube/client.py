@@ -197,8 +197,10 @@ def call_json(
     path_params: Mapping[str, str] | None = None,
     **kwargs: Any,
 ) -> Any:
-    """:func:`call`, its JSON answer decoded (dicts and lists, as the API server sent them)."""
-    return json.loads(call(api_client, method, resource_path, path_params, **kwargs))
+    """:func:`call`, its JSON answer decoded (dicts and lists, as the API server sent them; an empty
+    answer is ``{}``)."""
+    data = call(api_client, method, resource_path, path_params, **kwargs)
+    return json.loads(data) if data.strip() else {}
 
 
 def _count(verb: str, exc: ApiException, *, expected: tuple[int, ...] = ()) -> None:
