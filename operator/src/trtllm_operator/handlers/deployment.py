@@ -41,7 +41,6 @@ from dataclasses import replace
 from typing import Any
 
 import kopf
-from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
@@ -113,6 +112,7 @@ from trtllm_operator.handlers.plumbing import (
 from trtllm_operator.handlers.release import stamp_field, stamped, unstamped_reason
 from trtllm_operator.kube.client import (
     CONFIG_MAP,
+    CRD,
     DEPLOYMENT,
     INFERENCE_POOL,
     LLM_DEPLOYMENT,
@@ -161,13 +161,7 @@ def lws_installed(kube: Kube) -> bool:
     cached = indexes.crd_installed(LWS_CRD_NAME)
     if cached is not None:
         return cached
-    try:
-        k8s.ApiextensionsV1Api(kube.api_client).read_custom_resource_definition(LWS_CRD_NAME)
-    except ApiException as exc:
-        if exc.status == 404:
-            return False
-        raise
-    return True
+    return kube.get(CRD, None, LWS_CRD_NAME) is not None
 
 
 # ------------------------------------------------------------------------------ writes

@@ -39,7 +39,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
-from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from trtllm_operator.api.owners import controller_of, is_owned_by
@@ -48,7 +47,7 @@ from trtllm_operator.decide.compatibility import NodeGPUs, node_gpus
 from trtllm_operator.decide.outcome import Outcome
 from trtllm_operator.decide.ownership import ChildConflict, control_conflict
 from trtllm_operator.handlers import indexes
-from trtllm_operator.kube.client import LLM_ENGINE, PVC, Kube, ReadOnlyKube, Resource, WriteNeeded
+from trtllm_operator.kube.client import LLM_ENGINE, NODE, PVC, Kube, ReadOnlyKube, Resource, WriteNeeded
 from trtllm_operator.kube.events import post_event
 from trtllm_operator.kube.status import update_conditions
 from trtllm_operator.metrics.operator_metrics import RESYNCS
@@ -534,15 +533,13 @@ def node_gpus_of(kube: Kube, products: Sequence[str], catalog_gpus_per_node: int
     cached = indexes.gpu_allocatable(list(products))
     if cached is not None:  # the nodes' watch (handlers/indexes.py) in a running operator
         return node_gpus(list(cached), catalog_gpus_per_node)
-    core = k8s.CoreV1Api(kube.api_client)
     allocatable: list[str | int | None] = []
     seen: set[str] = set()
     for product in dict.fromkeys(products):
-        for node in core.list_node(label_selector=f"{GPU_PRODUCT_LABEL}={product}").items:
-            name = str(node.metadata.name if node.metadata else "")
+        for node in kube.list(NODE, None, label_selector=f"{GPU_PRODUCT_LABEL}={product}"):
+            name = str((node.get("metadata") or {}).get("name") or "")
             if name in seen:
                 continue
             seen.add(name)
-            alloc = (node.status.allocatable or {}) if node.status else {}
-            allocatable.append(alloc.get(GPU_RESOURCE))
+            allocatable.append(((node.get("status") or {}).get("allocatable") or {}).get(GPU_RESOURCE))
     return node_gpus(allocatable, catalog_gpus_per_node)

@@ -1,10 +1,22 @@
-"""Dict-in, dict-out access to the API server over the official ``kubernetes`` client.
+"""Dict-in, dict-out access to the API server over the official ``kubernetes`` client's generic calls.
 
 The rest of the operator speaks plain manifests (camelCase dicts, as ``render/`` produces them and
-as ``kubectl get -o json`` shows them). :class:`Kube` maps a :class:`Resource` onto the typed
-client method (``read_namespaced_job``, ``patch_namespaced_custom_object_status`` …) and converts
-typed results back to dicts with ``ApiClient.sanitize_for_serialization``, so callers never see
-client model classes.
+as ``kubectl get -o json`` shows them). :class:`Kube` maps a :class:`Resource` onto its REST path
+(``/apis/batch/v1/namespaces/{namespace}/jobs/{name}``) and sends the request through the client's
+generic ``ApiClient.param_serialize`` + ``ApiClient.call_api`` (kubernetes-client/python 37.0.1,
+``kubernetes/client/api_client.py``: the two calls every generated ``*Api`` method makes), so the
+JSON the API server answers is the dict the caller gets. The typed API classes (``CoreV1Api`` …)
+and their model classes are never imported: loading them cost the operator ≈ 96 MiB of its
+resident memory (issue #20, benchmarks/RESULTS.md "What holds the memory");
+tests/unit/test_kube_generic.py keeps them out.
+
+Each request is built as the generated method for the same operation builds it (same client,
+37.0.1, ``kubernetes/client/api/core_v1_api.py`` and ``custom_objects_api.py``): path parameters
+quoted by ``param_serialize``, ``Accept: application/json``, the ``BearerToken`` auth setting,
+``fieldManager`` as a query parameter, the body as JSON (``rest.py`` turns a JSON-patch content
+type with a non-list body into a strategic merge patch, as before); a non-2xx answer raises
+``ApiException.from_response`` — the same :class:`~kubernetes.client.exceptions.ApiException`
+subclasses (``NotFoundException``, ``ConflictException`` …) the generated methods raise.
 
 Error handling follows the three 409 cases of docs/reference/local-control-plane.md §D5:
 
@@ -26,7 +38,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -73,36 +85,57 @@ JSON_PATCH = "application/json-patch+json"
 
 @dataclass(frozen=True)
 class Resource:
-    """An API resource: group ("" for core), version, plural, kind; ``method`` is the typed suffix.
-
-    ``method`` is the snake-case suffix of the typed client methods (``config_map`` for
-    ``read_namespaced_config_map``); None for custom resources (served by CustomObjectsApi).
-    """
+    """An API resource: group ("" for core), version, plural, kind; ``namespaced`` False for a
+    cluster-scoped one (Node, CustomResourceDefinition, TokenReview)."""
 
     group: str
     version: str
     plural: str
     kind: str
-    method: str | None = None
+    namespaced: bool = True
 
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
 
+    def path(self, namespace: str | None, *, named: bool = False, subresource: str | None = None) -> str:
+        """The REST path template (Kubernetes API concepts, "Resource URIs"): ``/api/v1`` for the
+        core group, else ``/apis/<group>/<version>``; ``/namespaces/{namespace}`` for a namespaced
+        resource unless ``namespace`` is None (a list across all namespaces); ``/{name}`` when
+        ``named``; then the subresource. ``{namespace}`` and ``{name}`` are filled in (and quoted)
+        by ``ApiClient.param_serialize``, as in the generated methods.
 
-CONFIG_MAP = Resource("", "v1", "configmaps", "ConfigMap", "config_map")
-SECRET = Resource("", "v1", "secrets", "Secret", "secret")
-POD = Resource("", "v1", "pods", "Pod", "pod")
-SERVICE = Resource("", "v1", "services", "Service", "service")
-NETWORK_POLICY = Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", "network_policy")
-PVC = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", "persistent_volume_claim")
-EVENT = Resource("", "v1", "events", "Event", "event")
-JOB = Resource("batch", "v1", "jobs", "Job", "job")
-DEPLOYMENT = Resource("apps", "v1", "deployments", "Deployment", "deployment")
-REPLICA_SET = Resource("apps", "v1", "replicasets", "ReplicaSet", "replica_set")
-PDB = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", "pod_disruption_budget")
-HPA = Resource(
-    "autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", "horizontal_pod_autoscaler"
+        Raises ValueError for a named path of a namespaced resource without a namespace."""
+        root = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace is not None:
+            root += "/namespaces/{namespace}"
+        elif self.namespaced and named:
+            raise ValueError(f"{self.kind} is namespaced: a namespace is needed to address one by name")
+        path = f"{root}/{self.plural}"
+        if named:
+            path += "/{name}"
+        return f"{path}/{subresource}" if subresource else path
+
+
+CONFIG_MAP = Resource("", "v1", "configmaps", "ConfigMap")
+SECRET = Resource("", "v1", "secrets", "Secret")
+POD = Resource("", "v1", "pods", "Pod")
+SERVICE = Resource("", "v1", "services", "Service")
+NODE = Resource("", "v1", "nodes", "Node", namespaced=False)
+NETWORK_POLICY = Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy")
+PVC = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
+EVENT = Resource("", "v1", "events", "Event")
+JOB = Resource("batch", "v1", "jobs", "Job")
+DEPLOYMENT = Resource("apps", "v1", "deployments", "Deployment")
+REPLICA_SET = Resource("apps", "v1", "replicasets", "ReplicaSet")
+PDB = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
+HPA = Resource("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
+CRD = Resource(
+    "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False
+)
+TOKEN_REVIEW = Resource("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", namespaced=False)
+SUBJECT_ACCESS_REVIEW = Resource(
+    "authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", namespaced=False
 )
 LWS = Resource(LWS_GROUP, LWS_VERSION, LWS_PLURAL, LWS_KIND)
 SCALED_OBJECT = Resource(KEDA_GROUP, KEDA_VERSION, SCALED_OBJECT_PLURAL, SCALED_OBJECT_KIND)
@@ -110,14 +143,64 @@ INFERENCE_POOL = Resource(INFERENCE_GROUP, INFERENCE_VERSION, INFERENCE_POOL_PLU
 LLM_ENGINE = Resource(GROUP, VERSION, ENGINE_PLURAL, ENGINE_KIND)
 LLM_DEPLOYMENT = Resource(GROUP, VERSION, DEPLOYMENT_PLURAL, DEPLOYMENT_KIND)
 
-_API_CLASSES: dict[str, Any] = {
-    "": client.CoreV1Api,
-    "batch": client.BatchV1Api,
-    "apps": client.AppsV1Api,
-    "autoscaling": client.AutoscalingV2Api,
-    "policy": client.PolicyV1Api,
-    "networking.k8s.io": client.NetworkingV1Api,
-}
+#: The ``Accept`` header of every JSON request: the one the generated methods choose
+#: (``ApiClient.select_header_accept`` takes the first JSON type of the operation's list).
+JSON = "application/json"
+
+
+def call(
+    api_client: client.ApiClient,
+    method: str,
+    resource_path: str,
+    path_params: Mapping[str, str] | None = None,
+    *,
+    query: Sequence[tuple[str, Any]] = (),
+    body: Any = None,
+    content_type: str | None = None,
+    accept: str = JSON,
+    timeout: float | None = None,
+) -> bytes:
+    """One request through the client's generic API (kubernetes-client/python 37.0.1,
+    ``kubernetes/client/api_client.py``: ``param_serialize`` builds the URL — quoting
+    ``path_params`` into ``resource_path`` and ``query`` into the query string — adds the default
+    headers and the ``BearerToken`` credentials; ``call_api`` sends it through ``rest.py``, which
+    JSON-encodes ``body``): the response body, bytes.
+
+    ``timeout``: seconds for the whole request (urllib3 ``Timeout(total=...)``), None for none.
+    Raises :class:`~kubernetes.client.exceptions.ApiException` (the subclass for the status, as
+    ``ApiException.from_response`` picks it) for a non-2xx answer, with ``status``, ``reason``,
+    ``body`` (the response text) and ``headers`` set as the generated methods set them."""
+    headers = {"Accept": accept}
+    if content_type:
+        headers["Content-Type"] = content_type
+    api: Any = api_client  # the generic calls are untyped
+    request = api.param_serialize(
+        method=method,
+        resource_path=resource_path,
+        path_params=dict(path_params or {}),
+        query_params=list(query),
+        header_params=headers,
+        body=body,
+        auth_settings=["BearerToken"],
+    )
+    response = api.call_api(*request, _request_timeout=timeout)
+    data = response.read()
+    if not 200 <= response.status <= 299:
+        raise ApiException.from_response(http_resp=response, body=None, data=None)
+    return cast(bytes, data)
+
+
+def call_json(
+    api_client: client.ApiClient,
+    method: str,
+    resource_path: str,
+    path_params: Mapping[str, str] | None = None,
+    **kwargs: Any,
+) -> Any:
+    """:func:`call`, its JSON answer decoded (dicts and lists, as the API server sent them; an empty
+    answer is ``{}``)."""
+    data = call(api_client, method, resource_path, path_params, **kwargs)
+    return json.loads(data) if data.strip() else {}
 
 
 def _count(verb: str, exc: ApiException, *, expected: tuple[int, ...] = ()) -> None:
@@ -156,46 +239,37 @@ def load_api_client(kubeconfig: str | None = None) -> client.ApiClient:
 
 
 class Kube:
-    """Thin dict-based facade over the typed client. Thread-safe (one urllib3 pool)."""
+    """Thin dict-based facade over the client's generic API. Thread-safe (one urllib3 pool)."""
 
     def __init__(self, api_client: client.ApiClient, field_manager: str = OPERATOR) -> None:
         self.api_client = api_client
         self.field_manager = field_manager
-        self._apis: dict[str, Any] = {}
-        self._custom = client.CustomObjectsApi(api_client)
 
     # -- plumbing -----------------------------------------------------------------------------
-    def _api(self, res: Resource) -> Any:
-        api = self._apis.get(res.group)
-        if api is None:
-            api = self._apis[res.group] = _API_CLASSES[res.group](self.api_client)
-        return api
-
-    def _dict(self, obj: Any) -> dict[str, Any]:
-        api_client: Any = self.api_client
-        return cast(dict[str, Any], api_client.sanitize_for_serialization(obj))
-
-    def _typed(self, verb: str, res: Resource, subresource: str | None = None) -> Any:
-        suffix = f"_{subresource}" if subresource else ""
-        return getattr(self._api(res), f"{verb}_namespaced_{res.method}{suffix}")
+    def _call(
+        self,
+        method: str,
+        res: Resource,
+        namespace: str | None,
+        name: str | None = None,
+        *,
+        subresource: str | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        params = {"namespace": namespace} if res.namespaced and namespace is not None else {}
+        if name is not None:
+            params["name"] = name
+        path = res.path(namespace, named=name is not None, subresource=subresource)
+        return call_json(self.api_client, method, path, params, **kwargs)
 
     # -- reads --------------------------------------------------------------------------------
     def get(
-        self, res: Resource, namespace: str, name: str, *, subresource: str | None = None
+        self, res: Resource, namespace: str | None, name: str, *, subresource: str | None = None
     ) -> dict[str, Any] | None:
-        """The object, or None when it does not exist."""
+        """The object, or None when it does not exist (``namespace`` None for a cluster-scoped
+        resource)."""
         try:
-            if res.method is None:
-                if subresource == "status":
-                    obj = self._custom.get_namespaced_custom_object_status(
-                        res.group, res.version, namespace, res.plural, name
-                    )
-                else:
-                    obj = self._custom.get_namespaced_custom_object(
-                        res.group, res.version, namespace, res.plural, name
-                    )
-                return cast(dict[str, Any], obj)
-            return self._dict(self._typed("read", res, subresource)(name, namespace))
+            return cast(dict[str, Any], self._call("GET", res, namespace, name, subresource=subresource))
         except ApiException as exc:
             _count("get", exc, expected=(404,))
             if exc.status == 404:
@@ -208,18 +282,15 @@ class Kube:
         Asks the API server for ``PartialObjectMetadata`` (``Accept: application/json;as=
         PartialObjectMetadata;g=meta.k8s.io;v=v1``, Kubernetes API concepts "Receiving resources as
         metadata only"), so a Secret's values never reach the operator: used to check the opt-in
-        label of a Secret an LLMEngine references. Core-group (typed) resources only.
+        label of a Secret an LLMEngine references.
         """
         try:
-            raw = self._typed("read", res)(
-                name, namespace, _headers={"Accept": METADATA_ONLY}, _preload_content=False
-            )
+            doc = self._call("GET", res, namespace, name, accept=METADATA_ONLY)
         except ApiException as exc:
             _count("get", exc, expected=(404,))
             if exc.status == 404:
                 return None
             raise
-        doc = json.loads(raw.data)
         if doc.get("kind") != "PartialObjectMetadata":  # never hand full content to the caller
             raise ApiException(status=0, reason=f"expected PartialObjectMetadata, got {doc.get('kind')!r}")
         return cast(dict[str, Any], doc.get("metadata") or {})
@@ -232,38 +303,22 @@ class Kube:
         label_selector: str | None = None,
         field_selector: str | None = None,
     ) -> Manifests:
-        """Items in ``namespace`` (all namespaces when None), each with apiVersion/kind filled in."""
-        kwargs: dict[str, Any] = {}
-        if label_selector:
-            kwargs["label_selector"] = label_selector
+        """Items in ``namespace`` (all namespaces, or a cluster-scoped resource, when None), each
+        with apiVersion/kind filled in (a list's items carry neither)."""
+        query: list[tuple[str, str]] = []
         if field_selector:
-            kwargs["field_selector"] = field_selector
+            query.append(("fieldSelector", field_selector))
+        if label_selector:
+            query.append(("labelSelector", label_selector))
         try:
-            items = self._list(res, namespace, kwargs)
+            raw = self._call("GET", res, namespace, query=query)
         except ApiException as exc:
             _count("list", exc)
             raise
+        items = cast(Manifests, raw.get("items") or [])
         for item in items:
             item.setdefault("apiVersion", res.api_version)
             item.setdefault("kind", res.kind)
-        return items
-
-    def _list(self, res: Resource, namespace: str | None, kwargs: dict[str, Any]) -> Manifests:
-        if res.method is None:
-            if namespace is None:
-                raw = self._custom.list_cluster_custom_object(res.group, res.version, res.plural, **kwargs)
-            else:
-                raw = self._custom.list_namespaced_custom_object(
-                    res.group, res.version, namespace, res.plural, **kwargs
-                )
-            items = cast(list[Manifest], cast(dict[str, Any], raw).get("items", []))
-        else:
-            api = self._api(res)
-            if namespace is None:
-                result = getattr(api, f"list_{res.method}_for_all_namespaces")(**kwargs)
-            else:
-                result = getattr(api, f"list_namespaced_{res.method}")(namespace, **kwargs)
-            items = self._dict(result).get("items", [])
         return items
 
     def pod_log(
@@ -276,34 +331,38 @@ class Kube:
         timeout_seconds: float = 5.0,
     ) -> str:
         """The last ``tail_lines`` lines of a container's log (``GET pods/log``; RBAC ``pods/log``
-        get). Raises ApiException (counted as verb ``log``) when the kubelet has no log to give
-        (pod not started, a node without a kubelet such as kwok's) or after ``timeout_seconds``."""
-        kwargs: dict[str, Any] = {"tail_lines": tail_lines, "_request_timeout": timeout_seconds}
-        if container:
-            kwargs["container"] = container
+        get), decoded as UTF-8 (an undecodable byte becomes U+FFFD). Raises ApiException (counted
+        as verb ``log``) when the kubelet has no log to give (pod not started, a node without a
+        kubelet such as kwok's) or after ``timeout_seconds``."""
+        query: list[tuple[str, Any]] = [("container", container)] if container else []
+        query.append(("tailLines", tail_lines))
         try:
-            api: Any = self._api(POD)
-            return str(api.read_namespaced_pod_log(name, namespace, **kwargs))
+            data = call(
+                self.api_client,
+                "GET",
+                POD.path(namespace, named=True, subresource="log"),
+                {"namespace": namespace, "name": name},
+                query=query,
+                timeout=timeout_seconds,
+            )
         except ApiException as exc:
             _count("log", exc)
             raise
+        return data.decode("utf-8", errors="replace")
 
     # -- writes -------------------------------------------------------------------------------
     def create(self, res: Resource, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
         """Create; raises ApiException (409 when the name is taken)."""
         try:
-            return self._create(res, namespace, body)
+            return cast(
+                dict[str, Any],
+                self._call(
+                    "POST", res, namespace, query=[("fieldManager", self.field_manager)], body=dict(body)
+                ),
+            )
         except ApiException as exc:
             _count("create", exc, expected=(409,))
             raise
-
-    def _create(self, res: Resource, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        if res.method is None:
-            obj = self._custom.create_namespaced_custom_object(
-                res.group, res.version, namespace, res.plural, dict(body), field_manager=self.field_manager
-            )
-            return cast(dict[str, Any], obj)
-        return self._dict(self._typed("create", res)(namespace, dict(body), field_manager=self.field_manager))
 
     def create_or_get(
         self, res: Resource, namespace: str, body: Mapping[str, Any], *, read_first: bool = True
@@ -365,17 +424,19 @@ class Kube:
         content_type: str,
     ) -> dict[str, Any]:
         payload: Any = body if isinstance(body, list) else dict(body)
-        kwargs: dict[str, Any] = {"field_manager": self.field_manager, "_content_type": content_type}
-        if res.method is None:
-            if subresource == "status":
-                fn = self._custom.patch_namespaced_custom_object_status
-            elif subresource == "scale":
-                fn = self._custom.patch_namespaced_custom_object_scale
-            else:
-                fn = self._custom.patch_namespaced_custom_object
-            obj = fn(res.group, res.version, namespace, res.plural, name, payload, **kwargs)
-            return cast(dict[str, Any], obj)
-        return self._dict(self._typed("patch", res, subresource)(name, namespace, payload, **kwargs))
+        return cast(
+            dict[str, Any],
+            self._call(
+                "PATCH",
+                res,
+                namespace,
+                name,
+                subresource=subresource,
+                query=[("fieldManager", self.field_manager)],
+                body=payload,
+                content_type=content_type,
+            ),
+        )
 
     def delete(
         self,
@@ -394,14 +455,8 @@ class Kube:
         options: dict[str, Any] = {"propagationPolicy": propagation}
         if preconditions:
             options["preconditions"] = dict(preconditions)
-        body = client.V1DeleteOptions.model_validate(options)
         try:
-            if res.method is None:
-                self._custom.delete_namespaced_custom_object(
-                    res.group, res.version, namespace, res.plural, name, body=body
-                )
-            else:
-                self._typed("delete", res)(name, namespace, body=body)
+            self._call("DELETE", res, namespace, name, body=options)
         except ApiException as exc:
             _count("delete", exc, expected=(404, 409) if preconditions else (404,))
             if exc.status == 404:
@@ -435,7 +490,6 @@ class ReadOnlyKube(Kube):
 
     def __init__(self, parent: Kube, own: tuple[Resource, str, str], cached: Mapping[str, Any]) -> None:
         super().__init__(parent.api_client, parent.field_manager)
-        self._apis = parent._apis
         self.own = own
         self.version = (cached.get("metadata") or {}).get("resourceVersion")
         self.wanted = False

@@ -31,6 +31,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from kubernetes import client
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
+from trtllm_operator.kube.client import SUBJECT_ACCESS_REVIEW, TOKEN_REVIEW, call_json
 from trtllm_operator.kube.metrics_tls import ServingCertificate
 
 log = logging.getLogger(__name__)
@@ -71,8 +72,7 @@ class MetricsAuthorizer:
     ``clock`` is monotonic seconds (tests pass their own to step past a TTL)."""
 
     def __init__(self, api_client: client.ApiClient, clock: Callable[[], float] = time.monotonic) -> None:
-        self._authn = client.AuthenticationV1Api(api_client)
-        self._authz = client.AuthorizationV1Api(api_client)
+        self._api_client = api_client
         self._clock = clock
         self._lock = threading.Lock()
         self._users: dict[str, tuple[float, User | None]] = {}
@@ -109,19 +109,25 @@ class MetricsAuthorizer:
             cached = self._users.get(key)
             if cached is not None and cached[0] > now:
                 return cached[1]
-        review = self._authn.create_token_review(
-            client.V1TokenReview(spec=client.V1TokenReviewSpec(token=token)),
-            _request_timeout=REVIEW_TIMEOUT_SECONDS,
+        # POST tokenreviews with the body the typed client sent (V1TokenReview without
+        # apiVersion/kind, None fields left out): the client's generic call keeps its typed API
+        # classes unloaded (trtllm_operator.kube.client).
+        review = call_json(
+            self._api_client,
+            "POST",
+            TOKEN_REVIEW.path(None),
+            body={"spec": {"token": token}},
+            timeout=REVIEW_TIMEOUT_SECONDS,
         )
-        status = review.status
+        status = review.get("status") or {}
+        u = status.get("user")
         user = None
-        if status is not None and status.authenticated and status.user is not None:
-            u = status.user
+        if status.get("authenticated") and u is not None:
             user = User(
-                name=u.username or "",
-                uid=u.uid,
-                groups=tuple(u.groups or ()),
-                extra=tuple(sorted((k, tuple(v or ())) for k, v in (u.extra or {}).items())),
+                name=u.get("username") or "",
+                uid=u.get("uid"),
+                groups=tuple(u.get("groups") or ()),
+                extra=tuple(sorted((k, tuple(v or ())) for k, v in (u.get("extra") or {}).items())),
             )
         with self._lock:
             self._users[key] = (now + AUTHN_TTL_SECONDS, user)
@@ -135,19 +141,22 @@ class MetricsAuthorizer:
             cached = self._decisions.get(key)
             if cached is not None and cached[0] > now:
                 return cached[1]
-        review = self._authz.create_subject_access_review(
-            client.V1SubjectAccessReview(
-                spec=client.V1SubjectAccessReviewSpec(
-                    user=user.name,
-                    uid=user.uid,
-                    groups=list(user.groups),
-                    extra={k: list(v) for k, v in user.extra},
-                    non_resource_attributes=client.V1NonResourceAttributes(path=path, verb=verb),
-                )
-            ),
-            _request_timeout=REVIEW_TIMEOUT_SECONDS,
+        spec: dict[str, Any] = {
+            "user": user.name,
+            "groups": list(user.groups),
+            "extra": {k: list(v) for k, v in user.extra},
+            "nonResourceAttributes": {"path": path, "verb": verb},
+        }
+        if user.uid is not None:
+            spec["uid"] = user.uid
+        review = call_json(
+            self._api_client,
+            "POST",
+            SUBJECT_ACCESS_REVIEW.path(None),
+            body={"spec": spec},
+            timeout=REVIEW_TIMEOUT_SECONDS,
         )
-        allowed = bool(review.status is not None and review.status.allowed)
+        allowed = bool((review.get("status") or {}).get("allowed"))
         with self._lock:
             self._decisions[key] = (now + (ALLOW_TTL_SECONDS if allowed else DENY_TTL_SECONDS), allowed)
             _expire(self._decisions, now)
