@@ -109,7 +109,7 @@ from trtllm_operator.handlers.plumbing import (
     with_rendered_hash,
     write_outcome,
 )
-from trtllm_operator.handlers.release import stamp_field, stamped, unstamped_reason
+from trtllm_operator.handlers.release import stamp_field, stamped, unready_reason, unstamped_reason
 from trtllm_operator.kube.client import (
     CONFIG_MAP,
     CRD,
@@ -659,20 +659,11 @@ def unsettled(namespace: str, name: str) -> str | None:
     if obj is None:
         return "not in the LLMDeployment cache"
     meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
-    generation = meta.get("generation")
-    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
     if meta.get("deletionTimestamp"):
         return "being deleted"
-    if status.get("phase") != "Ready":
-        return f"status.phase is {status.get('phase')!r}"
-    if status.get("observedGeneration") != generation:
-        return f"status.observedGeneration {status.get('observedGeneration')} != generation {generation}"
-    if ready is None or ready.get("status") != "True":
-        return f"condition Ready is {(ready or {}).get('status')!r}"
-    if ready.get("observedGeneration", generation) != generation:
-        return (
-            f"condition Ready observedGeneration {ready.get('observedGeneration')} != generation {generation}"
-        )
+    unready = unready_reason(obj)
+    if unready is not None:
+        return unready
     engine_name = _engine_ref(obj)
     engine = indexes.get(kube, LLM_ENGINE, namespace, engine_name) if engine_name else None
     estatus = (engine or {}).get("status") or {}

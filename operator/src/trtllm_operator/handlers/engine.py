@@ -112,7 +112,7 @@ from trtllm_operator.handlers.plumbing import (
     start_resync,
     write_outcome,
 )
-from trtllm_operator.handlers.release import stamp_field, unstamped_reason
+from trtllm_operator.handlers.release import stamp_field, unready_reason, unstamped_reason
 from trtllm_operator.kube import (
     CONFIG_MAP,
     EVENT,
@@ -1084,20 +1084,7 @@ def unsettled(namespace: str, name: str) -> str | None:
     unstamped = unstamped_reason(engine)
     if unstamped is not None:
         return unstamped
-    generation = engine["metadata"].get("generation")
-    status = engine.get("status") or {}
-    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
-    if status.get("phase") != "Ready":
-        return f"status.phase is {status.get('phase')!r}"
-    if status.get("observedGeneration") != generation:
-        return f"status.observedGeneration {status.get('observedGeneration')} != generation {generation}"
-    if ready is None or ready.get("status") != "True":
-        return f"condition Ready is {(ready or {}).get('status')!r}"
-    if ready.get("observedGeneration", generation) != generation:
-        return (
-            f"condition Ready observedGeneration {ready.get('observedGeneration')} != generation {generation}"
-        )
-    return None
+    return unready_reason(engine)
 
 
 @kopf.on.startup()

@@ -95,3 +95,24 @@ def unstamped_reason(obj: Mapping[str, Any]) -> str | None:
     if not stamp:
         return "no status.reconciledBy (last reconciled by an earlier release)"
     return f"status.reconciledBy {stamp} is not this release's {ours}"
+
+
+def unready_reason(obj: Mapping[str, Any]) -> str | None:
+    """Why ``obj`` (an LLMEngine or LLMDeployment as cached) is not Ready at its own generation —
+    ``status.phase`` not ``Ready``, ``status.observedGeneration`` or the Ready condition's
+    ``observedGeneration`` behind ``metadata.generation``, or the Ready condition not ``True`` — as a
+    short sentence; None when it is."""
+    generation = obj["metadata"].get("generation")
+    status: Any = obj.get("status") or {}
+    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+    if status.get("phase") != "Ready":
+        return f"status.phase is {status.get('phase')!r}"
+    if status.get("observedGeneration") != generation:
+        return f"status.observedGeneration {status.get('observedGeneration')} != generation {generation}"
+    if ready is None or ready.get("status") != "True":
+        return f"condition Ready is {(ready or {}).get('status')!r}"
+    if ready.get("observedGeneration", generation) != generation:
+        return (
+            f"condition Ready observedGeneration {ready.get('observedGeneration')} != generation {generation}"
+        )
+    return None
