@@ -564,7 +564,8 @@ def test_default_max_seq_len_for_llama_8b_on_h100_is_bounded_by_the_rule(
     """Issue 25 item 4: no maxSeqLen in the spec → the operator's plan (the real Llama-3.1-8B config.json)
     derives the length by the documented rule, never the model's 131,072 tokens; the build spec the
     builder reads leaves it unset, its own plan stage derives the same length, and the engine key names
-    the rule."""
+    the rule. Above the model's context the planner's warning reaches status.plan.warnings and one
+    PlanWarnings Event (trial 34 F4)."""
     eng = an_engine("llama-default-len").fmt("none")
     eng.body["spec"]["model"]["source"] = LLAMA_8B
     api.create(eng)
@@ -606,6 +607,25 @@ def test_default_max_seq_len_for_llama_8b_on_h100_is_bounded_by_the_rule(
 
     full = wait_for(replanned, timeout=60, desc="the plan at the full context")
     assert full.get("maxSeqLenRule") is None and full["maxConcurrentSequences"] < sequences
+    assert full.get("warnings") is None
+
+    # Trial 34 F4: above the model's context it still fits, and the planner's warning reaches the
+    # status, the Planned message and one PlanWarnings Warning Event (it was dropped before).
+    beyond = 2 * context
+    api.patch(ENGINE_PLURAL, eng.name, {"spec": {"build": {"maxSeqLen": beyond}}})
+
+    def warned() -> dict[str, Any] | None:
+        p = (api.engine(eng.name).get("status") or {}).get("plan") or {}
+        return p if (p.get("recommended") or {}).get("maxSeqLen") == beyond and p.get("warnings") else None
+
+    long = wait_for(warned, timeout=60, desc="status.plan.warnings above the model's context")
+    assert long["fits"] is True
+    assert any(
+        w.startswith("spec.build.maxSeqLen: ") and f"max_position_embeddings {context}" in w
+        for w in long["warnings"]
+    )
+    assert "(status.plan.warnings)" in condition(api.engine(eng.name), "Planned")["message"]
+    wait_for(lambda: api.event_reasons(eng.name).count("PlanWarnings") == 1, timeout=30, desc="the Event")
 
 
 def test_same_key_reuses_artifact_key_change_rebuilds_label_change_does_not(api: Api, operator: None) -> None:

@@ -1089,3 +1089,35 @@ def test_a_builder_larger_than_any_node_is_refused_naming_the_field(
     assert "the largest of 3 node(s) labelled nvidia.com/gpu.product=" in refused.message
     # Without a node of the product, the catalog's gpusPerNode plans; the scheduler has the last word.
     assert not isinstance(prepare_engine("e", s, hf_config=TINY, node_gpus=NodeGPUs(8, 0)), InvalidEngine)
+
+
+def test_planner_warnings_reach_status_plan_and_one_warning_event() -> None:
+    """Trial 34 F4: the planner's warnings (maxSeqLen above TinyLlama's 2048-token
+    max_position_embeddings, maxBatchSize above the sequences the KV cache holds) were dropped: no
+    status field, no Event. Now in ``status.plan.warnings`` and the Planned message, and one Warning
+    Event per change of them (a reconcile of the unchanged engine posts none); a plan without
+    warnings removes them (the status is merge-patched)."""
+    p = prepared(spec(build__maxSeqLen=1_000_000, build__maxBatchSize=4096))
+    assert p.plan is not None
+    fields = [w.field for w in p.plan.warnings]
+    assert fields == ["spec.build.maxBatchSize", "spec.build.maxSeqLen"]
+    first = decide_engine(p, observe(), now=NOW)
+    warnings = first.status["plan"]["warnings"]
+    assert warnings == [str(w) for w in p.plan.warnings]
+    assert "exceeds the model's max_position_embeddings 2048" in warnings[1] and "Fix: " in warnings[1]
+    planned = next(c for c in first.conditions if c["type"] == "Planned")
+    assert (
+        "warnings on spec.build.maxBatchSize, spec.build.maxSeqLen (status.plan.warnings)"
+        in planned["message"]
+    )
+    warned = [e for e in first.all_events() if e.reason == "PlanWarnings"]
+    assert [(e.type, e.message.split(": ", 1)[0]) for e in warned] == [
+        ("Warning", "the plan fits, with warnings (status.plan.warnings)")
+    ]
+    assert all(w in warned[0].message for w in warnings)
+    status = {**first.status, "conditions": merge_conditions([], first.conditions, dt.datetime(2026, 1, 1))}
+    again = decide_engine(p, observe(status=status), now=NOW)
+    assert [e for e in again.all_events() if e.reason == "PlanWarnings"] == []
+    clean = decide_engine(prepared(), observe(status=status), now=NOW)
+    assert "warnings" in clean.status["plan"] and clean.status["plan"]["warnings"] is None
+    assert [e for e in clean.all_events() if e.reason == "PlanWarnings"] == []

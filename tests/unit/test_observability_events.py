@@ -150,6 +150,10 @@ def _engine_event_reasons() -> set[str]:
     out: set[str] = set()
     for expr, func in _calls(tree, "_event_for", 2):
         out |= _resolve(expr, func, consts, lambda e: dynamic.get(e) or _no_dynamic(e))
+    # Events built directly (the plan's warnings); _event_for's own EventToPost passes its argument.
+    for expr, func in _calls(tree, "EventToPost", 1):
+        if func.name != "_event_for":
+            out |= _resolve(expr, func, consts, lambda e: dynamic.get(e) or _no_dynamic(e))
     return out
 
 

@@ -252,6 +252,25 @@ def test_model_config_runs_the_planner_checks_the_operator_runs(
     assert "--model-config: cannot read" in capsys.readouterr().err
 
 
+def test_model_config_prints_the_planners_warnings_the_operator_records(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Trial 34 F4: ``render --model-config`` dropped the planner's warnings (maxSeqLen above
+    Llama-3.1-8B's 131,072-token context; maxBatchSize above the sequences the KV cache holds), which
+    the operator records in status.plan.warnings: each is a ``warning:`` line on stderr, exit 0."""
+    dep, engine = _example_pair()
+    engine["spec"]["build"] = {"maxSeqLen": 1_000_000, "maxBatchSize": 256}
+    (tmp_path / "all.yaml").write_text(yaml.safe_dump_all([engine, dep]))
+    config = REPO / "tests" / "fixtures" / "model-configs" / "meta-llama__Llama-3.1-8B-Instruct.json"
+    assert main(["render", "-f", str(tmp_path / "all.yaml"), "--model-config", str(config)]) == 0
+    warned = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning: ")]
+    name = engine["metadata"]["name"]
+    assert [w.split(": ", 3)[2] for w in warned] == ["spec.build.maxBatchSize", "spec.build.maxSeqLen"]
+    assert all(w.startswith(f"warning: LLMEngine {name}: ") for w in warned)
+    assert "exceeds the model's max_position_embeddings 131072" in warned[1]
+    assert warned[1].endswith("Fix: use maxSeqLen ≤ 131072.")
+
+
 def test_lws_refusal_names_the_offline_flag(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["render", "-f", str(REPO / "examples" / "llama-3.1-405b-fp8-multinode.yaml")]) == 1
     assert "pass --lws" in capsys.readouterr().err

@@ -42,6 +42,7 @@ from trtllm_operator.decide.engine import (
     R_BUILDER_POD_FAILING,
     R_DOES_NOT_FIT,
     R_INVALID_SPEC,
+    R_PLAN_WARNINGS,
     R_PVC_EXPANSION_REFUSED,
     R_PVC_EXPANSION_REQUESTED,
     R_QUEUED,
@@ -122,6 +123,15 @@ _ENGINE_REASONS: tuple[EventReason, ...] = (
         "Warning",
         "engine",
         "the capacity plan does not fit the GPUs (before any build)",
+    ),
+    EventReason(
+        R_PLAN_WARNINGS,
+        ENGINE,
+        "Warning",
+        "engine",
+        "the capacity plan fits but the planner warns (maxSeqLen above the model's context, maxBatchSize "
+        "above the sequences the KV cache holds, maxNumTokens below the longest prompt): posted when "
+        "the warnings change; they stay in status.plan.warnings",
     ),
     EventReason(
         "KVCacheTooSmall",

@@ -1236,6 +1236,12 @@ class PlanStatus(ApiModel):
     reasons: Annotated[list[str], Field(max_length=32)] | None = Field(
         default=None, description="Why it does not fit, or the assumptions made."
     )
+    warnings: Annotated[list[str], Field(max_length=32)] | None = Field(
+        default=None,
+        description="What the planner warns about while the plan fits (docs/planner.md, 'Warnings'): "
+        "maxSeqLen above the model's context, maxBatchSize above the sequences the KV cache holds, "
+        "maxNumTokens below the longest prompt; each names the field and the fix.",
+    )
 
 
 class CalibrationStatus(ApiModel):

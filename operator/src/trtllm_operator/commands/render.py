@@ -12,9 +12,11 @@ Both files may hold several YAML documents; the LLMEngine named by ``spec.engine
 (``--engine`` may be left out when ``-f`` holds it). The planner's checks of the engine (attention
 heads divisible by tensor parallelism, memory fit) need the model's ``config.json``: pass it with
 ``--model-config`` (the operator reads it from the model source when it can); without it they are
-skipped, and a note on stderr says so. In ``spec.autoscaling.mode`` ``hpa`` / ``keda`` the output holds
-the HorizontalPodAutoscaler / KEDA ScaledObject the operator's autoscaler handler applies, rendered by
-the same function (:func:`trtllm_operator.render.external_autoscaler.desired_external_autoscaler`);
+skipped, and a note on stderr says so. With it, the planner's warnings (``status.plan.warnings`` on the
+cluster) are printed on stderr as ``warning:`` lines; they do not change the exit code. In
+``spec.autoscaling.mode`` ``hpa`` / ``keda`` the output holds the HorizontalPodAutoscaler / KEDA
+ScaledObject the operator's autoscaler handler applies, rendered by the same function
+(:func:`trtllm_operator.render.external_autoscaler.desired_external_autoscaler`);
 whether KEDA is installed is a fact of the cluster render does not read: a note on stderr says what
 the operator does without it.
 
@@ -297,7 +299,12 @@ def run(args: argparse.Namespace) -> int:
     from trtllm_operator.api.deployment import LLMDeploymentSpec  # noqa: PLC0415
     from trtllm_operator.commands._schema import manifest_errors, namespace_error  # noqa: PLC0415
     from trtllm_operator.decide.autoscaler import KEDA_NOT_INSTALLED  # noqa: PLC0415
-    from trtllm_operator.decide.engine_spec import InvalidEngine, plan_status, prepare_engine  # noqa: PLC0415
+    from trtllm_operator.decide.engine_spec import (  # noqa: PLC0415
+        InvalidEngine,
+        plan_status,
+        plan_warnings,
+        prepare_engine,
+    )
     from trtllm_operator.decide.serving import ServingRefusal, plan_serving  # noqa: PLC0415
     from trtllm_operator.decide.serving_params import OwnerRef  # noqa: PLC0415
     from trtllm_operator.render.children import render_plan  # noqa: PLC0415
@@ -404,6 +411,10 @@ def run(args: argparse.Namespace) -> int:
             status["engineKey"] = prepared.key
             if prepared.plan is not None:  # as the LLMEngine controller writes it (--model-config)
                 status.setdefault("plan", plan_status(prepared.plan))
+                # what the operator puts in status.plan.warnings (and a PlanWarnings Event): valid, but
+                # worth knowing before it is applied (docs/planner.md "Warnings")
+                for warning in plan_warnings(prepared.plan):
+                    print(f"warning: LLMEngine {ref}: {warning}", file=sys.stderr)
             status.setdefault("artifact", {"uri": prepared.storage.artifact_uri(prepared.key)})
         plan = plan_serving(dep, engine, gpus_per_node=args.gpus_per_node, lws_installed=args.lws)
         name = dep["metadata"]["name"]

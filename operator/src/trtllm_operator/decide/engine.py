@@ -58,6 +58,7 @@ from trtllm_operator.decide.engine_spec import (
     InvalidEngine,
     PreparedEngine,
     plan_status,
+    plan_warnings,
 )
 from trtllm_operator.decide.outcome import EventToPost, Outcome
 from trtllm_operator.decide.ownership import R_CHILD_CONFLICT, ChildConflict
@@ -91,6 +92,8 @@ Phase = Literal["Pending", "Planning", "Queued", "Building", "Unschedulable", "R
 R_PLANNED = "PlanFits"
 R_PLAN_SKIPPED = "ModelConfigUnavailable"
 R_PLAN_FETCHING = "FetchingModelConfig"
+#: The plan fits and the planner warns (``status.plan.warnings``): a Warning Event when they change.
+R_PLAN_WARNINGS = "PlanWarnings"
 R_QUEUED = "Queued"
 R_BUILD_STARTED = "BuildStarted"
 R_BUILDING = "Building"
@@ -411,11 +414,27 @@ def _planned(prepared: PreparedEngine) -> tuple[bool | str, str, str]:
     if prepared.plan is None:
         return "Unknown", R_PLAN_SKIPPED, prepared.plan_note or ""
     p = prepared.plan
+    warned = f"; warnings on {', '.join(dict.fromkeys(w.field for w in p.warnings))} (status.plan.warnings)"
     return (
         True,
         R_PLANNED,
         f"{p.weight_bytes_per_gpu / 2**30:.1f} GiB weights per GPU, KV cache {p.max_kv_tokens} tokens "
-        f"({p.max_concurrent_sequences} sequences of {p.max_seq_len} tokens) on {p.gpu_product}",
+        f"({p.max_concurrent_sequences} sequences of {p.max_seq_len} tokens) on {p.gpu_product}"
+        + (warned if p.warnings else ""),
+    )
+
+
+def _plan_warnings_event(previous: Mapping[str, Any], prepared: PreparedEngine) -> EventToPost | None:
+    """A Warning Event with the planner's warnings (docs/planner.md "Warnings") when they differ from
+    the ``status.plan.warnings`` the previous status shows: once per change of the plan's warnings, so
+    a reconcile of an unchanged engine posts nothing; None for a plan without warnings."""
+    warnings = plan_warnings(prepared.plan)
+    if not warnings or warnings == ((previous.get("plan") or {}).get("warnings") or []):
+        return None
+    return EventToPost(
+        "Warning",
+        R_PLAN_WARNINGS,
+        "the plan fits, with warnings (status.plan.warnings): " + " ".join(warnings),
     )
 
 
@@ -561,7 +580,8 @@ def decide_engine(
         conds = _conds(
             gen, ready=ready, progressing=progressing, degraded=degraded, planned=planned, artifact=complete
         )
-        return EngineDecision(status, conds, actions, event)
+        warned = _plan_warnings_event(obs.status, prepared)
+        return EngineDecision(status, conds, actions, event, [warned] if warned else [])
 
     if job is not None and not obs.owns_job:
         actions.append(AdoptJob(prepared.job_name))

@@ -418,4 +418,12 @@ def plan_status(plan: Plan | None) -> dict[str, Any] | None:
     out["maxSeqLenRule"] = MAX_SEQ_LEN_RULE if plan.max_seq_len_source == "derived" else None
     if plan.reasons:
         out["reasons"] = [str(r) for r in plan.reasons][:32]
+    # Explicit None, as maxSeqLenRule: a plan without warnings removes an earlier plan's.
+    out["warnings"] = plan_warnings(plan) or None
     return out
+
+
+def plan_warnings(plan: Plan | None) -> list[str]:
+    """``status.plan.warnings``: the planner's warnings (:attr:`Plan.warnings`, each
+    ``"<field>: <message> Fix: <fix>"``; docs/planner.md "Warnings"), at most 32; empty without a plan."""
+    return [str(w) for w in plan.warnings][:32] if plan is not None else []
