@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 from pathlib import Path
@@ -170,3 +171,61 @@ def test_cli_bare_autoscaling_cel_rules_apply(tmp_path: Path, capsys: pytest.Cap
     args = ["simulate", "--trace", str(TRACE), "--model-config", str(LLAMA_8B), "--gpu", "H100"]
     assert main([*args, "--deployment", str(bad)]) == 2
     assert "spec.autoscaling" in capsys.readouterr().err
+
+
+def _example_docs() -> list[dict[str, object]]:
+    return list(yaml.safe_load_all((ROOT / "examples" / "autoscaled-deployment.yaml").read_text()))
+
+
+def test_cli_deployment_reads_a_kind_list_and_stdin_as_render_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Trial 34 F3: a ``kind: List`` holding the LLMEngine and the LLMDeployment (which ``render -f``
+    expands) was read as a bare spec.autoscaling ("spec.autoscaling.apiVersion: unknown field", ...),
+    and ``--deployment -`` was a file named '-'. Now both are read as render reads them: the List's
+    LLMDeployment is checked as a manifest (its own typo named), and stdin simulates it."""
+    docs = _example_docs()
+    dep = next(d for d in docs if d["kind"] == "LLMDeployment")
+    typo = {**dep, "spec": {**dep["spec"], "autoscaling": {**dep["spec"]["autoscaling"], "minReplica": 2}}}  # type: ignore[dict-item]
+    listed = tmp_path / "list.yaml"
+    listed.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [docs[0], typo]}))
+    args = ["simulate", "--trace", str(TRACE), "--time-scale", "5", "--model-config", str(LLAMA_8B)]
+    args += ["--gpu", "H100", "--output", "json"]
+    assert main([*args, "--deployment", str(listed)]) == 2
+    err = capsys.readouterr().err
+    assert "LLMDeployment chat-autoscaled: spec.autoscaling.minReplica: unknown field" in err, err
+    assert "apiVersion" not in err and "items" not in err, err
+    monkeypatch.setattr(
+        "sys.stdin", io.StringIO(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": docs}))
+    )
+    assert main([*args, "--deployment", "-"]) == 0
+    assert json.loads(capsys.readouterr().out)["policy"] == "builtin (-)"
+
+
+@pytest.mark.parametrize(
+    ("kinds", "message"),
+    [
+        (["LLMEngine"], "no LLMDeployment (it holds LLMEngine llama-3-1-8b-fp8-autoscaled)"),
+        (["LLMDeployment", "LLMDeployment"], "2 LLMDeployments (LLMDeployment chat-autoscaled, "),
+    ],
+    ids=["engine-only", "two-deployments"],
+)
+def test_cli_deployment_without_exactly_one_llmdeployment_says_what_it_found(
+    tmp_path: Path, kinds: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Trial 34 F3: a file holding only the LLMEngine said "the manifest has no spec.autoscaling"
+    (it took the LLMEngine for the deployment)."""
+    docs = _example_docs()
+    chosen = []
+    for i, kind in enumerate(kinds):
+        doc = dict(next(d for d in docs if d["kind"] == kind))
+        if i:
+            doc["metadata"] = {"name": f"other-{i}"}
+        chosen.append(doc)
+    path = tmp_path / "some.yaml"
+    path.write_text(yaml.safe_dump_all(chosen))
+    args = ["simulate", "--trace", str(TRACE), "--model-config", str(LLAMA_8B), "--gpu", "H100"]
+    assert main([*args, "--deployment", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"--deployment {path}: {message}" in err, err
+    assert "spec.autoscaling; add one" not in err

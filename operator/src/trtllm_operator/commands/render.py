@@ -29,8 +29,9 @@ every object of the input is checked first and each invalid one's errors are pri
 ``--engine -``) reads the manifests from standard input, as ``kubectl apply -f -`` does; a directory,
 its ``.yaml``/``.yml``/``.json`` files, as ``kubectl apply -f DIR`` does (not recursively). A list
 (``kind: List``, what ``kubectl get -o yaml`` prints) is expanded into its items as ``kubectl apply``
-expands it (:func:`_flatten`). One LLMEngine or LLMDeployment given twice with different contents is
-bad input naming both places (``kubectl apply`` would keep only the last; :func:`_unique`).
+expands it (:func:`trtllm_operator.commands._manifests.flatten`). One LLMEngine or LLMDeployment
+given twice with different contents is bad input naming both places (``kubectl apply`` would keep
+only the last; :func:`_unique`).
 
 What the output leaves out, said in YAML comments at the head of each LLMDeployment's manifests (so
 a review of the output sees it): the Secret ``<name>-credentials`` (Triton's admin key, the multi-node
@@ -63,6 +64,7 @@ import yaml
 
 from trtllm_operator.api.wire import DEPLOYMENT_KIND, ENGINE_KIND
 from trtllm_operator.commands import EXIT_BAD_INPUT, EXIT_OK, plain
+from trtllm_operator.commands._manifests import STDIN, BadInputError, read_objects
 from trtllm_operator.settings import ENV_PREFIX, SettingsError
 
 if TYPE_CHECKING:
@@ -119,70 +121,6 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _str)
 
 
-#: ``-f -`` / ``--engine -``: read standard input, as ``kubectl apply -f -`` does.
-STDIN = "-"
-
-
-#: Files of a directory given to ``-f``/``--engine`` that are read, as ``kubectl apply -f DIR`` reads
-#: them (kubernetes/cli-runtime ``pkg/resource/builder.go`` ``FileExtensions``; not recursive, as
-#: kubectl without ``-R``).
-FILE_EXTENSIONS = (".json", ".yaml", ".yml")
-
-
-class _BadInputError(ValueError):
-    """Input that cannot be read as kubectl would read it; the message names where and why."""
-
-
-def _texts(path: str) -> list[tuple[str, str]]:
-    """(where, text) of each file ``path`` names: standard input, a directory's files, or the file."""
-    if path == STDIN:
-        return [("standard input", sys.stdin.read())]
-    if Path(path).is_dir():
-        files = sorted(p for p in Path(path).iterdir() if p.is_file() and p.suffix in FILE_EXTENSIONS)
-        return [(str(p), p.read_text()) for p in files]
-    return [(path, Path(path).read_text())]
-
-
-def _flatten(doc: dict[str, Any], where: str) -> list[tuple[str, dict[str, Any]]]:
-    """``doc``, or the objects of a list (what ``kubectl get -o yaml`` prints: ``kind: List``,
-    ``items: [...]``) as ``kubectl apply`` expands it: kubernetes/cli-runtime@v0.34.4
-    ``pkg/resource/visitor.go`` ``FlattenListVisitor`` (``kubectl apply`` builds with ``Flatten()``,
-    kubectl@v0.34.4 ``pkg/cmd/apply/apply.go``) expands every object that ``meta.IsListType`` calls a
-    list — for the unstructured objects apply decodes, any object whose ``items`` is an array
-    (apimachinery@v0.34.4 ``Unstructured.IsList``), whatever its kind —, lists inside lists too; an
-    item with neither ``apiVersion`` nor ``kind`` takes the list's ``apiVersion`` and its kind less the
-    ``List`` suffix (``unstructuredJSONScheme.decodeToList``). An item that is not an object is an error,
-    as there. Returns (where, object) pairs; ``where`` names the item (``standard input: items[1]``)."""
-    items = doc.get("items")
-    if not isinstance(items, list):
-        return [(where, doc)]
-    api_version, kind = doc.get("apiVersion"), str(doc.get("kind") or "")
-    out: list[tuple[str, dict[str, Any]]] = []
-    for i, item in enumerate(items):
-        at = f"{where}: items[{i}]"
-        if not isinstance(item, dict):
-            raise _BadInputError(
-                f"{at} is not an object (a {type(item).__name__}): a list's items are manifests"
-            )
-        typed = item
-        if "apiVersion" not in item and "kind" not in item:
-            typed = {"apiVersion": api_version, "kind": kind.removesuffix("List"), **item}
-        out += _flatten(typed, at)
-    return out
-
-
-def _docs(path: str) -> list[tuple[str, dict[str, Any]]]:
-    """The objects in ``path`` (a file, a directory as ``kubectl apply -f DIR`` reads it, or ``-``),
-    lists expanded (:func:`_flatten`), each with where it came from (``file``, ``file: document 2``)."""
-    out: list[tuple[str, dict[str, Any]]] = []
-    for where, text in _texts(path):
-        docs = list(yaml.safe_load_all(text))
-        for i, doc in enumerate(docs):
-            if isinstance(doc, dict):
-                out += _flatten(doc, f"{where}: document {i + 1}" if len(docs) > 1 else where)
-    return out
-
-
 def _identity(doc: dict[str, Any], namespace: str) -> tuple[str, str, str, str]:
     """What names one object to the API server: API group, kind, namespace (``namespace`` when the
     manifest sets none, as ``kubectl apply -n``), name. Two versions of one group name the same object."""
@@ -197,7 +135,7 @@ def _unique(
 ) -> list[dict[str, Any]]:
     """The objects of ``kinds``, each once. ``kubectl apply`` applies every copy of one object in
     order, so the last copy wins and the others never exist; render would print children for each
-    copy, or pick one silently. Copies that differ raise :class:`_BadInputError` naming where both are
+    copy, or pick one silently. Copies that differ raise :class:`BadInputError` naming where both are
     (what the output would show is ambiguous: keep one); identical copies (``-f dir`` and
     ``--engine dir/engine.yaml``) are the same object, kept once with a note on stderr."""
     seen: dict[tuple[str, str, str, str], tuple[str, dict[str, Any]]] = {}
@@ -225,7 +163,7 @@ def _unique(
                 file=sys.stderr,
             )
     if conflicts:  # every one in one run, as the schema errors
-        raise _BadInputError("\nerror: ".join(conflicts))
+        raise BadInputError("\nerror: ".join(conflicts))
     return out
 
 
@@ -344,12 +282,12 @@ def run(args: argparse.Namespace) -> int:
     if args.filename == STDIN and args.engine == STDIN:
         return _bad("-f - and --engine - both read standard input: put both manifests in one stream (-f -)")
     try:
-        sourced = _docs(args.filename) + (_docs(args.engine) if args.engine else [])
+        sourced = read_objects(args.filename) + (read_objects(args.engine) if args.engine else [])
         docs = _unique(sourced, args.namespace, (DEPLOYMENT_KIND, ENGINE_KIND))
     except (OSError, yaml.YAMLError) as exc:
         print(f"error: cannot read input: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except _BadInputError as exc:
+    except BadInputError as exc:
         return _bad(str(exc))
     deployments = [d for d in docs if d.get("kind") == DEPLOYMENT_KIND]
     if not deployments:

@@ -71,7 +71,8 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--deployment",
         metavar="YAML",
-        help="an LLMDeployment manifest (or its spec.autoscaling): simulate the builtin autoscaler with "
+        help="an LLMDeployment manifest, read as render -f reads it (several documents, kind: List, a "
+        "directory; - reads stdin), or its bare spec.autoscaling: simulate the builtin autoscaler with "
         "exactly these settings, and the replica with its spec.server.kvCacheFreeGpuMemFraction; "
         "--policy, --min-replicas, --max-replicas and --kv-cache-free-gpu-mem-fraction are then "
         "refused (edit the manifest instead)",
@@ -99,26 +100,53 @@ def register(subparsers: Any) -> None:
 
 
 def _load_manifest(path: str) -> dict[str, Any]:
-    """The LLMDeployment document of a YAML file (the first one of that kind, or the only one).
+    """The LLMDeployment of ``path``, read as ``render -f`` reads it
+    (:func:`~trtllm_operator.commands._manifests.read_objects`: a file, a directory, ``-`` for
+    standard input, several documents, ``kind: List`` expanded); or, when it holds one document with
+    neither ``kind`` nor ``apiVersion``, that document as a bare ``spec`` or ``spec.autoscaling``.
 
-    Raises :class:`ValueError` naming ``--deployment`` when the file is not YAML or holds no
-    LLMDeployment, :class:`OSError` when it cannot be read.
+    Raises :class:`ValueError` naming ``--deployment`` when the input is not YAML, holds no
+    LLMDeployment (naming what it holds instead) or more than one, :class:`OSError` when it cannot
+    be read.
     """
     import yaml  # noqa: PLC0415
 
-    with open(path, encoding="utf-8") as handle:
-        try:
-            docs = [d for d in yaml.safe_load_all(handle) if isinstance(d, dict)]
-        except yaml.YAMLError as exc:
-            reason = " ".join(str(exc).split())
-            raise ValueError(f"--deployment {path}: not valid YAML ({reason})") from exc
-    doc = next((d for d in docs if d.get("kind") == DEPLOYMENT_KIND), None)
-    if doc is None and len(docs) == 1:
-        doc = docs[0]
-    if doc is None:
-        raise ValueError(f"--deployment {path}: no LLMDeployment document in the file")
+    from trtllm_operator.commands._manifests import BadInputError, read_objects  # noqa: PLC0415
+
+    try:
+        objects = read_objects(path)
+    except yaml.YAMLError as exc:
+        reason = " ".join(str(exc).split())
+        raise ValueError(f"--deployment {path}: not valid YAML ({reason})") from exc
+    except BadInputError as exc:
+        raise ValueError(f"--deployment {exc}") from exc
+    found = [doc for _, doc in objects if doc.get("kind") == DEPLOYMENT_KIND]
+    if len(found) > 1:
+        names = ", ".join(_named(doc) for doc in found)
+        raise ValueError(
+            f"--deployment {path}: {len(found)} LLMDeployments ({names}); simulate takes one: "
+            "put the one to simulate in its own file"
+        )
+    if found:
+        doc = found[0]
+    elif len(objects) == 1 and not {"kind", "apiVersion"} & objects[0][1].keys():
+        doc = objects[0][1]  # a bare spec, or a bare spec.autoscaling mapping
+    else:
+        held = ", ".join(_named(d) for _, d in objects) or "no object"
+        raise ValueError(
+            f"--deployment {path}: no LLMDeployment (it holds {held}); give an LLMDeployment manifest "
+            "(kind: LLMDeployment, alone, among other documents or in a kind: List) or its bare "
+            "spec.autoscaling mapping"
+        )
     _check_manifest(path, doc)
     return doc
+
+
+def _named(doc: dict[str, Any]) -> str:
+    """``Kind name`` of a manifest, for messages."""
+    meta = doc.get("metadata")
+    name = (meta.get("name") if isinstance(meta, dict) else None) or "(unnamed)"
+    return f"{doc.get('kind') or '(no kind)'} {name}"
 
 
 def _check_manifest(path: str, doc: dict[str, Any]) -> None:
