@@ -100,3 +100,19 @@ def test_nested_defaults_match_the_models() -> None:
         by_alias=True, exclude_none=True, mode="json"
     )
     assert LLMEngineSpec.model_fields["backend"].default == spec["properties"]["backend"]["default"]
+
+
+def test_last_decisions_count_is_the_one_the_operator_keeps_in_every_doc() -> None:
+    """Trial 34: docs/autoscaling.md said "the last 10 decisions", docs/api.md (from the schema) only
+    "≤ 20 items, recent decisions": the field's description and both docs name the count the
+    autoscaler keeps (handlers.autoscaler.MAX_DECISIONS) and the schema's bound."""
+    from trtllm_operator.api.deployment import LLMDeploymentStatus  # noqa: PLC0415
+    from trtllm_operator.handlers.autoscaler import MAX_DECISIONS  # noqa: PLC0415
+
+    schema = LLMDeploymentStatus.model_json_schema(by_alias=True)
+    field = schema["$defs"]["AutoscalingStatus"]["properties"]["lastDecisions"]
+    bound = next(v["maxItems"] for v in field["anyOf"] if v.get("type") == "array")
+    assert f"The last {MAX_DECISIONS} decisions" in field["description"]
+    assert f"the schema admits {bound}" in field["description"]
+    assert f"the last {MAX_DECISIONS} decisions" in (ROOT / "docs" / "autoscaling.md").read_text()
+    assert f"The last {MAX_DECISIONS} decisions" in (ROOT / "docs" / "api.md").read_text()

@@ -157,7 +157,7 @@ _DELETE = object()
             "LLMDeployment",
             "spec.autoscaling",
             {"mode": "builtin", "minReplicas": 5, "maxReplicas": 2},
-            ["spec.autoscaling.minReplicas", "less than or equal to maxReplicas"],
+            ["spec.autoscaling.minReplicas", "minReplicas 5 must be less than or equal to maxReplicas 2"],
         ),
         ("LLMEngine", "spec.quantization.format", "fp4", ["spec.quantization.format", "Unsupported value"]),
         ("LLMEngine", "spec.parallelism.tensr", 2, ["spec.parallelism.tensr: unknown field"]),

@@ -408,6 +408,15 @@ class AutoscalingSpec(ApiModel):
         cel(
             "!has(self.maxReplicas) || self.minReplicas <= self.maxReplicas",
             "minReplicas must be less than or equal to maxReplicas; raise maxReplicas or lower minReplicas",
+            # both values in the message (apiextensions.k8s.io/v1 ValidationRule.messageExpression,
+            # kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/
+            # "The messageExpression field"); the static message is its fallback
+            message_expression=mx(
+                "minReplicas %d must be less than or equal to maxReplicas %d; raise maxReplicas or lower "
+                "minReplicas",
+                "self.minReplicas",
+                "self.maxReplicas",
+            ),
             field_path=".minReplicas",
         ),
         cel(
@@ -678,7 +687,11 @@ def autoscaling_status_model(signals: Sequence[Signal]) -> type[ApiModel]:
         last_scale_time=(datetime | None, Field(default=None, description="When replicas last changed.")),
         last_decisions=(
             Annotated[list[ScalingDecision], Field(max_length=20)] | None,
-            Field(default=None, description="Recent decisions, newest last."),
+            Field(
+                default=None,
+                description="The last 10 decisions, newest last (the operator keeps 10; the schema "
+                "admits 20). Every scale; a hold replaces the hold before it (docs/autoscaling.md).",
+            ),
         ),
         policy_state=(
             str | None,
