@@ -684,3 +684,34 @@ def test_a_percentage_rollout_reaches_the_workload_as_written(
     else:
         rolling = workload["spec"]["rolloutStrategy"]["rollingUpdateConfiguration"]
         assert (rolling["maxSurge"], rolling["maxUnavailable"]) == ("25%", 0)
+
+
+@pytest.mark.parametrize("example", ["llama-3.1-8b-fp8-h100.yaml", "llama-3.1-405b-fp8-multinode.yaml"])
+def test_a_surge_above_100_percent_reaches_a_deployment_and_is_refused_for_a_leaderworkerset(
+    example: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Trial 34: ``maxSurge: "150%"`` was refused, though a Deployment admits any surge percentage
+    (kubernetes@v1.34.4 pkg/apis/apps/validation ValidateRollingUpdateDeployment caps maxUnavailable
+    only). A LeaderWorkerSet's webhook caps maxSurge at 100% too (sigs.k8s.io/lws@v0.9.0
+    pkg/webhooks/leaderworkerset_webhook.go): the multi-node replica is refused naming the field."""
+    docs = list(yaml.safe_load_all((REPO / "examples" / example).read_text()))
+    dep = next(d for d in docs if d["kind"] == "LLMDeployment")
+    dep["spec"]["rollout"] = {"maxSurge": "150%", "maxUnavailable": 0}
+    (tmp_path / "all.yaml").write_text(yaml.safe_dump_all(docs))
+    code = main(["render", "-f", str(tmp_path / "all.yaml"), *_needs_lws(example)])
+    captured = capsys.readouterr()
+    if _needs_lws(example):
+        assert code == 1
+        assert "InvalidSpec: spec.rollout.maxSurge 150%: a replica of 16 GPUs spans 2 nodes" in captured.err
+        assert "set maxSurge to 100% or less" in captured.err
+        return
+    assert code == 0, captured.err
+    (workload,) = [d for d in yaml.safe_load_all(captured.out) if d and d["kind"] == "Deployment"]
+    assert workload["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": "150%", "maxUnavailable": 0}
+    assert kubernetes_validate.validate(workload, K8S_SCHEMA, strict=True)
+    dep["spec"]["rollout"] = {"maxSurge": 1, "maxUnavailable": "150%"}
+    (tmp_path / "all.yaml").write_text(yaml.safe_dump_all(docs))
+    assert main(["render", "-f", str(tmp_path / "all.yaml")]) == 2
+    assert 'spec.rollout.maxUnavailable: "150%" is not a percentage of replicas from 0% to 100%' in (
+        capsys.readouterr().err
+    )

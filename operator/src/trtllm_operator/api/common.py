@@ -371,35 +371,34 @@ Quantity = Annotated[
 #: A percentage of replicas, 0% to 100%, as ``IsValidPercent`` (apimachinery@v0.34.4
 #: ``pkg/util/validation/validation.go``: digits then ``%``) narrowed to at most 100% without leading zeros.
 PERCENT = r"^(100|[1-9]?[0-9])%$"
+#: A percentage of replicas of any size (``maxSurge``: 150% is a valid Deployment surge), no leading zeros.
+ANY_PERCENT = r"^(0|[1-9][0-9]{0,4})%$"
 
 
-def _check_pods_or_percent(value: int | str) -> int | str:
-    if isinstance(value, bool) or (isinstance(value, int) and not 0 <= value <= 100):
-        raise ValueError(f"{value!r} is not a count of pods from 0 to 100")
-    if isinstance(value, str) and not re.match(PERCENT, value):
-        raise ValueError(f"{value!r} is not a percentage of replicas from 0% to 100% such as 25%")
-    return value
+def _pods_or_percent_check(percent: str, words: str) -> Callable[[int | str], int | str]:
+    """pydantic's check of a count of pods 0–100 or a percentage of replicas matching ``percent`` (a
+    regex, described by ``words``)."""
+
+    def check(value: int | str) -> int | str:
+        if isinstance(value, bool) or (isinstance(value, int) and not 0 <= value <= 100):
+            raise ValueError(f"{value!r} is not a count of pods from 0 to 100")
+        if isinstance(value, str) and not re.match(percent, value):
+            raise ValueError(f"{value!r} is not a percentage of replicas {words} such as 25%")
+        return value
+
+    return check
 
 
-#: ``maxSurge`` / ``maxUnavailable``: a count of pods or a percentage of replicas (``1``, ``"25%"``),
-#: int-or-string as in a Deployment's ``spec.strategy.rollingUpdate`` (k8s.io/api@v0.34.4 apps/v1
-#: ``RollingUpdateDeployment``: ``intstr.IntOrString``; validated by kubernetes@v1.34.4
-#: ``pkg/apis/apps/validation`` ``ValidatePositiveIntOrPercent``) and a LeaderWorkerSet's
-#: ``rollingUpdateConfiguration`` (kubernetes-sigs/lws ``api/leaderworkerset/v1/leaderworkerset_types.go``,
-#: ``+kubebuilder:validation:XIntOrString``). Both take the value as written (a percentage of surge
-#: rounds up, of unavailable down). Bounded at 100 pods / 100% (a Deployment allows more surge; a
-#: GPU fleet rarely has the spare GPUs). ``maxLength`` bounds the string for the CEL cost estimate.
-PodsOrPercent = Annotated[
-    int | str,
-    AfterValidator(_check_pods_or_percent),
-    Field(
-        json_schema_extra={
-            INT_OR_STRING: True,
-            "maxLength": 16,
-            CEL_KEY: [
+def _pods_or_percent_schema(percent: str, words: str) -> dict[str, JsonValue]:
+    """The same check for the CRD schema: int-or-string and one CEL rule whose message shows the value."""
+    return {
+        INT_OR_STRING: True,
+        "maxLength": 16,
+        CEL_KEY: [
+            dict(
                 cel(
-                    f"type(self) == int ? self >= 0 && self <= 100 : self.matches({lit(PERCENT)})",
-                    "must be a count of pods from 0 to 100 or a percentage of replicas from 0% to 100%, "
+                    f"type(self) == int ? self >= 0 && self <= 100 : self.matches({lit(percent)})",
+                    f"must be a count of pods from 0 to 100 or a percentage of replicas {words}, "
                     "e.g. 1 or 25%",
                     message_expression="type(self) == int ? "
                     + mx(
@@ -409,14 +408,38 @@ PodsOrPercent = Annotated[
                     )
                     + " : "
                     + mx(
-                        '"%s" is not a percentage of replicas from 0%% to 100%% such as "25%%"; a count of '
-                        "pods is an unquoted integer from 0 to 100, e.g. 1",
+                        f'"%s" is not a percentage of replicas {words.replace("%", "%%")} such as "25%%"; a '
+                        "count of pods is an unquoted integer from 0 to 100, e.g. 1",
                         "self",
                     ),
                 )
-            ],
-        },
-    ),
+            )
+        ],
+    }
+
+
+#: ``maxSurge`` / ``maxUnavailable``: a count of pods or a percentage of replicas (``1``, ``"25%"``),
+#: int-or-string as in a Deployment's ``spec.strategy.rollingUpdate`` (k8s.io/api@v0.34.4 apps/v1
+#: ``RollingUpdateDeployment``: ``intstr.IntOrString``; validated by kubernetes@v1.34.4
+#: ``pkg/apis/apps/validation/validation.go`` ``ValidateRollingUpdateDeployment``:
+#: ``ValidatePositiveIntOrPercent`` for both, ``IsNotMoreThan100Percent`` for ``maxUnavailable`` only)
+#: and a LeaderWorkerSet's ``rollingUpdateConfiguration`` (kubernetes-sigs/lws
+#: ``api/leaderworkerset/v1/leaderworkerset_types.go``, ``+kubebuilder:validation:XIntOrString``). Both
+#: take the value as written (a percentage of surge rounds up, of unavailable down). Counts are
+#: bounded at 100 pods (a Deployment allows more; a GPU fleet rarely has the spare GPUs). ``maxLength``
+#: bounds the string for the CEL cost estimate. :data:`PodsOrPercent`: at most 100%, as
+#: ``maxUnavailable``; :data:`SurgePodsOrPercent`: any percentage, as a Deployment's ``maxSurge`` (a
+#: LeaderWorkerSet's webhook caps it at 100%: the multi-node path checks that,
+#: :func:`trtllm_operator.decide.serving.plan_serving`).
+PodsOrPercent = Annotated[
+    int | str,
+    AfterValidator(_pods_or_percent_check(PERCENT, "from 0% to 100%")),
+    Field(json_schema_extra=_pods_or_percent_schema(PERCENT, "from 0% to 100%")),
+]
+SurgePodsOrPercent = Annotated[
+    int | str,
+    AfterValidator(_pods_or_percent_check(ANY_PERCENT, "(0% or more)")),
+    Field(json_schema_extra=_pods_or_percent_schema(ANY_PERCENT, "(0% or more)")),
 ]
 
 

@@ -31,6 +31,7 @@ from trtllm_operator.api.common import (
     PodAnnotations,
     PodsOrPercent,
     Quantity,
+    SurgePodsOrPercent,
     Tolerations,
     apparmor_containers_rule,
     cel,
@@ -478,10 +479,11 @@ class RolloutSpec(ApiModel):
         ),
     )
 
-    max_surge: PodsOrPercent = Field(
+    max_surge: SurgePodsOrPercent = Field(
         default=0,
         description="Extra pods (each needs its own GPUs) during a rollout: a count, or a percentage of "
-        "replicas rounded up (e.g. 25%), as a Deployment's maxSurge.",
+        "replicas rounded up (e.g. 25%), as a Deployment's maxSurge (above 100% too; a replica that spans "
+        "nodes, a LeaderWorkerSet, takes at most 100%).",
     )
     max_unavailable: PodsOrPercent = Field(
         default=1,

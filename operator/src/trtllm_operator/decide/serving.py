@@ -13,7 +13,8 @@ deployment: an incompatible engine is never rolled out):
    OpenAI frontend (tensorrt backend) or ``trtllm-serve`` (pytorch backend, ``api: openai``)
    (:func:`openai_frontend_refusal`);
 5. placement — Deployment, LeaderWorkerSet, or blocked
-   (:func:`~trtllm_operator.decide.compatibility.decide_placement`);
+   (:func:`~trtllm_operator.decide.compatibility.decide_placement`); a LeaderWorkerSet takes a
+   ``maxSurge`` of at most 100% (:func:`lws_max_surge_refusal`);
 6. the Triton configuration files from the server settings
    (:func:`~trtllm_operator.decide.triton_config.model_repository_files`).
 
@@ -176,6 +177,23 @@ def trtllm_serve_refusal(params: ServingParams, *, autoscaling: bool) -> tuple[s
     return None
 
 
+def lws_max_surge_refusal(params: ServingParams, placement: Placement) -> str | None:
+    """Why ``spec.rollout.maxSurge`` cannot go to this replica's LeaderWorkerSet, or None. The API
+    admits a percentage above 100% because a Deployment does (kubernetes@v1.34.4
+    ``pkg/apis/apps/validation/validation.go`` ``ValidateRollingUpdateDeployment`` caps only
+    ``maxUnavailable``), but LeaderWorkerSet's webhook refuses it (sigs.k8s.io/lws@v0.9.0
+    ``pkg/webhooks/leaderworkerset_webhook.go``: ``isNotMoreThan100Percent`` on ``maxSurge`` as on
+    ``maxUnavailable``): refused here, naming the field, instead of a create the API server rejects."""
+    surge = params.rollout.max_surge
+    if placement.kind != "LeaderWorkerSet" or not isinstance(surge, str) or int(surge.rstrip("%")) <= 100:
+        return None
+    return (
+        f"spec.rollout.maxSurge {surge}: a replica of {params.world_size} GPUs spans "
+        f"{placement.nodes_per_replica} nodes and is served as a LeaderWorkerSet, which takes a maxSurge of "
+        "at most 100% (its webhook refuses more; a Deployment would take it); set maxSurge to 100% or less"
+    )
+
+
 def plan_serving(
     deployment: Mapping[str, Any], engine: Mapping[str, Any], *, gpus_per_node: int, lws_installed: bool
 ) -> ServingPlan | ServingRefusal:
@@ -209,6 +227,9 @@ def plan_serving(
     placement = decide_placement(params.world_size, gpus_per_node, lws_installed=lws_installed)
     if placement.blocked:
         return ServingRefusal(params=params, blocked=("LeaderWorkerSetRequired", placement.blocked))
+    surge = lws_max_surge_refusal(params, placement)
+    if surge is not None:
+        return ServingRefusal(params=params, blocked=("InvalidSpec", surge))
     try:
         files = model_repository_files(params)
     except ValueError as exc:
