@@ -1043,7 +1043,7 @@ def test_an_invalid_plan_says_to_fix_the_reasons() -> None:
 def test_a_plan_that_fits_has_no_note() -> None:
     p = prepared()
     rec = plan_status(p.plan)["recommended"]  # type: ignore[index]
-    assert "note" not in rec and rec["maxBatchSize"]
+    assert rec.get("note") is None and rec["maxBatchSize"]  # None: the merge patch removes an old note
 
 
 # ------------------------------------------------------------- sizing from the real cluster (issue 25 item 3)
@@ -1121,3 +1121,32 @@ def test_planner_warnings_reach_status_plan_and_one_warning_event() -> None:
     clean = decide_engine(prepared(), observe(status=status), now=NOW)
     assert "warnings" in clean.status["plan"] and clean.status["plan"]["warnings"] is None
     assert [e for e in clean.all_events() if e.reason == "PlanWarnings"] == []
+
+
+def _merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch, as the API server applies the operator's status writes."""
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = _merge_patch(out.get(key), value)
+    return out
+
+
+def test_a_plan_that_fits_after_a_refusal_leaves_no_stale_reasons_or_note() -> None:
+    """Found with trial 34 F4: status.plan is merge-patched, so the keys a fitting plan leaves out
+    (reasons, recommended.note / tensorParallelism / gpuProduct) kept the refused plan's values — a
+    Ready engine whose status.plan still said "does not fit". Each is written as None to remove it."""
+    refused = prepare_engine(
+        "e", spec(quantization__format="none", quantization__kvCacheDtype="auto"), hf_config=LLAMA70B
+    )
+    assert isinstance(refused, InvalidEngine) and refused.plan is not None and not refused.plan.fits
+    before = plan_status(refused.plan)
+    assert before is not None and before["reasons"] and before["recommended"]["note"]
+    after = _merge_patch(before, plan_status(prepared().plan))
+    assert "reasons" not in after and "warnings" not in after
+    assert not {"note", "tensorParallelism", "gpuProduct"} & after["recommended"].keys()
+    assert after["fits"] is True

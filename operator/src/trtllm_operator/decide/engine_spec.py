@@ -408,17 +408,15 @@ def plan_status(plan: Plan | None) -> dict[str, Any] | None:
             "maxSeqLen": rec.get("max_seq_len"),
         },
     }
-    if not plan.fits:
-        out["recommended"].update(
-            tensorParallelism=rec.get("tensor_parallelism"),
-            gpuProduct=rec.get("gpu_product"),
-            note=_not_fit_note(plan),
-        )
-    # Explicit None: the status is merge-patched, so a rule from an earlier plan is removed.
+    # Explicit None for every key a plan may leave out: the status is merge-patched, so a rule, a
+    # refusal's reasons and alternatives, or warnings of an earlier plan are removed, not kept.
+    out["recommended"].update(
+        tensorParallelism=None if plan.fits else rec.get("tensor_parallelism"),
+        gpuProduct=None if plan.fits else rec.get("gpu_product"),
+        note=None if plan.fits else _not_fit_note(plan),
+    )
     out["maxSeqLenRule"] = MAX_SEQ_LEN_RULE if plan.max_seq_len_source == "derived" else None
-    if plan.reasons:
-        out["reasons"] = [str(r) for r in plan.reasons][:32]
-    # Explicit None, as maxSeqLenRule: a plan without warnings removes an earlier plan's.
+    out["reasons"] = [str(r) for r in plan.reasons][:32] or None
     out["warnings"] = plan_warnings(plan) or None
     return out
 
