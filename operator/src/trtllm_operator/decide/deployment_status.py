@@ -462,8 +462,8 @@ def deployment_status(obs: Observation) -> DeploymentDecision:
             _cond(DEGRADED, True, "ProgressDeadlineExceeded", msg, gen),
         )
     rolling_key = obs.previous_engine_key not in (None, obs.desired_engine_key)
-    scaling = obs.ready_pods >= 1 or obs.spec_replicas == 0
-    if not rolling_key and obs.previous_engine_key is not None and scaling:
+    serving_or_stopping = obs.ready_pods >= 1 or obs.spec_replicas == 0
+    if not rolling_key and obs.previous_engine_key is not None and serving_or_stopping:
         # Same engine, only the replica count changed (kubectl scale, the autoscaler): the
         # deployment keeps serving, so Ready stays True — a GitOps health check must not flap on
         # every autoscaling step. Progressing says what is moving. Scaling to 0 too: nothing is to
