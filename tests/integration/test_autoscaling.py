@@ -795,3 +795,29 @@ def test_a_manual_scale_the_autoscaler_reverts_posts_why(
             if e.reason == "WorkloadScaleReverted"
         ]
         assert blamed == [], blamed
+
+        # Scaled to 0 (trial 34 F2): the autoscaler pauses and says so as HPA does
+        # (ScalingActive=False ScalingDisabled), and Ready stays True on the way to ScaledToZero.
+        def reasons() -> list[str]:
+            items = api.core.list_namespaced_event(api.ns, field_selector="involvedObject.name=manual").items
+            return [e.reason for e in items]
+
+        starting = reasons().count("ReplicasStarting")
+        api.custom.patch_namespaced_custom_object_scale(
+            GROUP, VERSION, api.ns, "llmdeployments", "manual", {"spec": {"replicas": 0}}
+        )
+        paused = wait_for(
+            lambda: (
+                (c := api.condition("manual", "ScalingActive")) and c["reason"] == "ScalingDisabled" and c
+            ),
+            timeout=30,
+            desc="ScalingActive ScalingDisabled",
+        )
+        assert paused["status"] == "False", paused
+        wait_for(
+            lambda: (api.condition("manual", "Ready") or {}).get("reason") == "ScaledToZero",
+            timeout=60,
+            desc="Ready ScaledToZero",
+        )
+        assert reasons().count("ReplicasStarting") == starting, explain(api, "manual")
+        assert api.replicas("manual") == 0
