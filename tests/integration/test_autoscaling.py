@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client
+from kubernetes import client, watch
 from localcluster.nodes import NodeSpec, create_nodes, wait_nodes_ready
 from support.api import Api, wait_serving
 from support.cluster import WRITE_VERBS, LocalCluster
@@ -606,6 +606,30 @@ def test_mode_hpa_renders_an_hpa_on_the_scale_subresource_and_mode_switches_clea
             GROUP, VERSION, api.ns, "llmdeployments", "ext", {"spec": {"autoscaling": {"enabled": False}}}
         )
         wait_for(lambda: hpa() is None, timeout=30, desc="HPA removed when autoscaling is off")
+        # Each deletion says so, as each creation does (fresh-user trial 34: the create had an Event,
+        # the delete none). The HPA is deleted before the Event is posted: wait for it.
+        deleted = wait_for(
+            lambda: (
+                msgs
+                if len(
+                    msgs := [
+                        e.message
+                        for e in api.core.list_namespaced_event(
+                            api.ns, field_selector="involvedObject.name=ext"
+                        ).items
+                        if e.reason == "HorizontalPodAutoscalerDeleted"
+                    ]
+                )
+                == 2
+                else None
+            ),
+            timeout=30,
+            desc="two HorizontalPodAutoscalerDeleted Events",
+        )
+        assert sorted(deleted) == [
+            "deleted HorizontalPodAutoscaler ext: spec.autoscaling.enabled is false",
+            "deleted HorizontalPodAutoscaler ext: spec.autoscaling.mode is keda",
+        ], deleted
 
 
 def test_leaving_mode_builtin_clears_its_status_and_says_who_decides(
@@ -721,6 +745,7 @@ def test_a_manual_scale_the_autoscaler_reverts_posts_why(
     with running_operator(cluster, [api.ns]):
         wait_serving(api, fleet, "manual", 1)
         wait_for(lambda: api.autoscaling("manual").get("desiredReplicas") == 1, timeout=30, desc="a decision")
+        before = api.apps.read_namespaced_deployment("manual", api.ns).metadata.resource_version
         # What `kubectl scale llmd manual --replicas 4` does: a patch of the scale subresource.
         api.custom.patch_namespaced_custom_object_scale(
             GROUP, VERSION, api.ns, "llmdeployments", "manual", {"spec": {"replicas": 4}}
@@ -744,3 +769,55 @@ def test_a_manual_scale_the_autoscaler_reverts_posts_why(
         step = scale_step(api, "manual", up=False)
         assert (step["fromReplicas"], step["toReplicas"], step["reason"]) == (4, 2, "TooManyReplicas"), step
         assert step["message"].startswith("spec.replicas was set to 4 outside the autoscaler"), step
+        # Fresh-user trial 34 F1: the Deployment ran 4 pods (above maxReplicas 2) until the
+        # autoscaler's evaluation, and ~8 WorkloadScaleReverted Warnings blamed a direct scale of the
+        # Deployment that nobody made. Every version of the Deployment since the scale (a watch from
+        # a resourceVersion delivers each change after it, in order) stays within maxReplicas.
+        wait_for(
+            lambda: api.apps.read_namespaced_deployment("manual", api.ns).spec.replicas == 2,
+            timeout=30,
+            desc="the Deployment at 2",
+        )
+        seen = [
+            event["object"].spec.replicas
+            for event in watch.Watch().stream(
+                api.apps.list_namespaced_deployment,
+                api.ns,
+                field_selector="metadata.name=manual",
+                resource_version=before,
+                timeout_seconds=3,
+            )
+        ]
+        assert seen and max(seen) == 2, seen
+        blamed = [
+            e.message
+            for e in api.core.list_namespaced_event(api.ns, field_selector="involvedObject.name=manual").items
+            if e.reason == "WorkloadScaleReverted"
+        ]
+        assert blamed == [], blamed
+
+        # Scaled to 0 (trial 34 F2): the autoscaler pauses and says so as HPA does
+        # (ScalingActive=False ScalingDisabled), and Ready stays True on the way to ScaledToZero.
+        def reasons() -> list[str]:
+            items = api.core.list_namespaced_event(api.ns, field_selector="involvedObject.name=manual").items
+            return [e.reason for e in items]
+
+        starting = reasons().count("ReplicasStarting")
+        api.custom.patch_namespaced_custom_object_scale(
+            GROUP, VERSION, api.ns, "llmdeployments", "manual", {"spec": {"replicas": 0}}
+        )
+        paused = wait_for(
+            lambda: (
+                (c := api.condition("manual", "ScalingActive")) and c["reason"] == "ScalingDisabled" and c
+            ),
+            timeout=30,
+            desc="ScalingActive ScalingDisabled",
+        )
+        assert paused["status"] == "False", paused
+        wait_for(
+            lambda: (api.condition("manual", "Ready") or {}).get("reason") == "ScaledToZero",
+            timeout=60,
+            desc="Ready ScaledToZero",
+        )
+        assert reasons().count("ReplicasStarting") == starting, explain(api, "manual")
+        assert api.replicas("manual") == 0

@@ -136,6 +136,16 @@ def test_serves_engine_then_rolls_to_new_key_one_pod_at_a_time(cluster: LocalClu
             timeout=30,
             desc="the Deployment back at 3",
         )
+        # One direct scale, one Warning: each Deployment event after the revert (the ReplicaSet
+        # scaling, pod status) reconciles again, and a watch-cached copy from before the revert
+        # posted it again (fresh-user trial 34: 8 in one second).
+        wait_for(
+            lambda: api.apps.read_namespaced_deployment("chat", api.ns).status.replicas == 3,
+            timeout=30,
+            desc="the extra pods gone",
+        )
+        events = api.core.list_namespaced_event(api.ns, field_selector="involvedObject.name=chat").items
+        assert [e.reason for e in events].count("WorkloadScaleReverted") == 1, [e.message for e in events]
         cms = api.core.list_namespaced_config_map(
             api.ns, label_selector="app.kubernetes.io/component=model-repository"
         ).items

@@ -112,6 +112,27 @@ def test_missing_metrics_and_a_failed_source() -> None:
     )
 
 
+def test_zero_replicas_report_scaling_disabled_as_hpa_does() -> None:
+    """Fresh-user trial 34 F2: at spec.replicas 0 the decision was ScalingDisabled but ScalingActive
+    stayed True/ValidMetricFound with no pod to read. Kubernetes' HPA sets ScalingActive=False
+    ScalingDisabled "scaling is disabled since the replica count of the target is zero"
+    (pkg/controller/podautoscaler/horizontal.go reconcileAutoscaler)."""
+    paused = decide(Snapshot(0, ()), AutoscalerState(), Policy(**FAST), NOW)
+    assert paused.reason == Reason.SCALING_DISABLED
+    out = outcome(paused)
+    assert out.scale_to is None
+    active = out.conditions[0]
+    assert (active["type"], active["status"], active["reason"]) == (
+        "ScalingActive",
+        "False",
+        "ScalingDisabled",
+    )
+    assert active["message"].startswith("scaling is disabled since the replica count of the target is zero")
+    # A failed source at 0 replicas changes nothing: there is nothing to read anyway.
+    failed = outcome(paused, source_error="query http://prom failed: refused")
+    assert by_type(failed.conditions)["ScalingActive"] == ("False", "ScalingDisabled")
+
+
 def test_pods_without_data_among_pods_with_data_keep_scaling_active() -> None:
     # 1 of 2 Ready pods has no data: filled in at target (HPA's rule), the hold is MissingMetrics but
     # the signal is read, so ScalingActive stays True.

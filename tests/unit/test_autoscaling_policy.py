@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from trtllm_operator.api.deployment import AutoscalingSpec
 from trtllm_operator.decide.autoscaling import (
     ACTIVE_REQUEST_UTILIZATION,
     DEFAULT_SCALE_DOWN,
@@ -28,6 +29,7 @@ from trtllm_operator.decide.autoscaling import (
     decide,
     record_decision,
     replicas_in_range,
+    workload_replicas,
 )
 
 NOW = 1_800_000_000.0
@@ -930,3 +932,20 @@ def test_replicas_in_range_is_the_clamp_decide_applies(
     )
     if expected != current:
         assert decision.to_replicas == expected
+
+
+def test_the_workload_gets_spec_replicas_within_the_builtin_autoscalers_range() -> None:
+    """Fresh-user trial 34 F1: `kubectl scale llmd tiny-chat --replicas=5` with maxReplicas 3 ran 5
+    pods for one evaluation before the autoscaler set 3. Under the built-in autoscaler the workload
+    gets at once what its next evaluation sets (HPA's clamp, no metric read); 0 pauses; nothing is
+    clamped where no built-in evaluation would correct spec.replicas."""
+    base = {"enabled": True, "minReplicas": 2, "maxReplicas": 3, "targets": {"activeRequestUtilization": 0.5}}
+    on = AutoscalingSpec.model_validate(base)
+    assert [workload_replicas(n, on) for n in (5, 3, 2, 1, 0)] == [3, 3, 2, 2, 0]
+    for other in (
+        {"enabled": False},
+        {"mode": "hpa"},
+        {"mode": "keda", "metrics": {"prometheusURL": "http://prom:9090"}},
+        {"targets": {}},  # refused by policy_from_spec (no target): InvalidSpec, the autoscaler idles
+    ):
+        assert workload_replicas(5, AutoscalingSpec.model_validate({**base, **other})) == 5, other

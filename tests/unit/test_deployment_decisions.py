@@ -316,24 +316,76 @@ def test_streaming_condition_says_what_a_streaming_request_gets() -> None:
 
 def test_a_workload_scaled_directly_is_reported_when_set_back() -> None:
     # kubectl scale deployment chat --replicas 5 while the LLMDeployment says 2 (issue #25 item 5).
-    kw = {"spec_replicas": 2, "last_desired": 2, "autoscaled": False}
-    event = workload_scale_reverted("chat", "Deployment/chat", live_replicas=5, **kw)  # type: ignore[arg-type]
-    assert event is not None and (event.type, event.reason) == ("Warning", "WorkloadScaleReverted")
-    assert "Deployment/chat was scaled to 5 directly" in event.message
-    assert "kubectl scale llmdeployment chat --replicas N" in event.message
-    auto = workload_scale_reverted("chat", "Deployment/chat", live_replicas=5, **{**kw, "autoscaled": True})  # type: ignore[arg-type]
+    kw = {"spec_replicas": 2, "target_replicas": 2, "last_desired": 2, "autoscaled": False}
+    for written in (2, None):  # the operator's annotation says 2; or a workload from before it
+        event = workload_scale_reverted(
+            "chat", "Deployment/chat", live_replicas=5, written_replicas=written, **kw
+        )  # type: ignore[arg-type]
+        assert event is not None and (event.type, event.reason) == ("Warning", "WorkloadScaleReverted")
+        assert "Deployment/chat was scaled to 5 directly" in event.message
+        assert "spec.replicas (2) and was set back" in event.message
+        assert "kubectl scale llmdeployment chat --replicas N" in event.message
+    auto = workload_scale_reverted(
+        "chat", "Deployment/chat", live_replicas=5, written_replicas=2, **{**kw, "autoscaled": True}
+    )  # type: ignore[arg-type]
     assert auto is not None and "spec.autoscaling.enabled: false" in auto.message
-    # A spec.replicas change on its way to the workload (live = what it was last given) is no manual
-    # scale; nor is a workload already at spec.replicas, or one never reconciled.
+    # Without the annotation: a spec.replicas change on its way to the workload (live = what it was
+    # last given) is no manual scale; nor is a workload already at its count, or one never reconciled.
+    old = {**kw, "written_replicas": None}
     assert (
-        workload_scale_reverted("chat", "Deployment/chat", live_replicas=2, **{**kw, "spec_replicas": 3})
+        workload_scale_reverted("chat", "Deployment/chat", live_replicas=2, **{**old, "target_replicas": 3})
         is None
     )  # type: ignore[arg-type]
-    assert workload_scale_reverted("chat", "Deployment/chat", live_replicas=2, **kw) is None  # type: ignore[arg-type]
+    assert workload_scale_reverted("chat", "Deployment/chat", live_replicas=2, **old) is None  # type: ignore[arg-type]
     assert (
-        workload_scale_reverted("chat", "Deployment/chat", live_replicas=5, **{**kw, "last_desired": None})
+        workload_scale_reverted("chat", "Deployment/chat", live_replicas=5, **{**old, "last_desired": None})
         is None
     )  # type: ignore[arg-type]
+
+
+def test_the_operators_own_earlier_count_is_no_direct_scale() -> None:
+    """Fresh-user trial 34 F1: `kubectl scale llmd tiny-chat --replicas=5` (maxReplicas 3) was copied
+    to the Deployment, then the autoscaler set spec.replicas to 3 before status.desiredReplicas
+    recorded 5: live 5 ∉ {spec 3, last desired 1} posted "Deployment/tiny-chat was scaled to 5
+    directly" though nobody had. The workload's annotation says the operator wrote 5 itself."""
+    mine = workload_scale_reverted(
+        "tiny-chat",
+        "Deployment/tiny-chat",
+        live_replicas=5,
+        written_replicas=5,
+        target_replicas=3,
+        spec_replicas=3,
+        last_desired=1,
+        autoscaled=True,
+    )
+    assert mine is None
+    # The annotation, not status.desiredReplicas, decides: the same live count that the operator did
+    # not write (kubectl scale deployment after its write of 1) is a direct scale.
+    theirs = workload_scale_reverted(
+        "tiny-chat",
+        "Deployment/tiny-chat",
+        live_replicas=5,
+        written_replicas=1,
+        target_replicas=3,
+        spec_replicas=5,
+        last_desired=5,
+        autoscaled=True,
+    )
+    assert theirs is not None and "brought into the autoscaler's range: 3" in theirs.message, theirs
+    # Already at the count this reconcile gives it: nothing to set back, whoever wrote it.
+    assert (
+        workload_scale_reverted(
+            "tiny-chat",
+            "Deployment/tiny-chat",
+            live_replicas=3,
+            written_replicas=1,
+            target_replicas=3,
+            spec_replicas=5,
+            last_desired=1,
+            autoscaled=True,
+        )
+        is None
+    )
 
 
 def test_status_engine_failed_is_failed_not_pending() -> None:
@@ -477,6 +529,29 @@ def test_scaled_to_zero_is_ready_and_complete() -> None:
     # Scaling to zero while a pod of the old key still drains is not complete.
     draining = rollout_progress(NEW[:16], 0, wl(replicas=0, updated=0, ready=0), pods(old_terminating=1))
     assert not draining.complete
+
+
+def test_scaling_to_zero_keeps_ready_true_and_says_each_count_once() -> None:
+    """Fresh-user trial 34 F2: `kubectl scale llmd tiny-chat --replicas=0` posted Ready=True
+    Scaling, then "ReplicasStarting Ready=False: 0/0 replicas Ready; 0/0 replicas Ready on engine
+    key …", then ScaledToZero: the last pod gone before the Deployment controller observed the new
+    generation is no replica starting, and the count was printed twice."""
+    unobserved = rollout_progress(NEW[:16], 0, wl(obs=1, replicas=1, updated=1, ready=1), [])
+    assert not unobserved.complete
+    gone = deployment_status(obs(spec_replicas=0, previous_engine_key=NEW, progress=unobserved))
+    assert conds(gone)["Ready"] == ("True", "Scaling"), gone.conditions
+    assert gone.phase == "Ready"
+    # Never served and created at 0: no key to keep, the rollout message alone (no duplicate count).
+    first = deployment_status(obs(spec_replicas=0, progress=unobserved))
+    ready = next(c for c in first.conditions if c["type"] == "Ready")
+    assert ready["message"].count("0/0 replicas Ready") == 1, ready["message"]
+    # Pods of another key still serving: both counts say something, both stay.
+    rolling = RolloutProgress(False, 2, 0, 0, 2, "0/2 replicas Ready on engine key n; 2 on o still running")
+    both = deployment_status(
+        obs(spec_replicas=2, previous_engine_key="o" * 64, progress=rolling, pods=2, ready_pods=2)
+    )
+    msg = next(c["message"] for c in both.conditions if c["type"] == "Ready")
+    assert msg.startswith("2/2 replicas Ready; 0/2 replicas Ready on engine key"), msg
 
 
 def test_scaling_the_same_engine_keeps_ready_true() -> None:

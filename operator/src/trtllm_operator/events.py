@@ -422,6 +422,20 @@ _DEPLOYMENT_REASONS: tuple[EventReason, ...] = (
         "ScaledObjectCreated", DEPLOYMENT, "Normal", "autoscaler", "mode keda: the ScaledObject was created"
     ),
     EventReason(
+        "HorizontalPodAutoscalerDeleted",
+        DEPLOYMENT,
+        "Normal",
+        "autoscaler",
+        "the HPA the operator rendered was deleted: mode no longer hpa, or autoscaling turned off",
+    ),
+    EventReason(
+        "ScaledObjectDeleted",
+        DEPLOYMENT,
+        "Normal",
+        "autoscaler",
+        "the ScaledObject the operator rendered was deleted: mode no longer keda, or autoscaling turned off",
+    ),
+    EventReason(
         "HorizontalPodAutoscalerConflict",
         DEPLOYMENT,
         "Warning",

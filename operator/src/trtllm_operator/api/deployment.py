@@ -802,7 +802,14 @@ class LLMDeploymentStatus(ApiModel):
     updated_replicas: int | None = Field(
         default=None, ge=0, description="Pods serving the current engine key."
     )
-    desired_replicas: int | None = Field(default=None, ge=0, description="spec.replicas observed.")
+    desired_replicas: int | None = Field(
+        default=None,
+        ge=0,
+        description=(
+            "The replica count the workload is given: spec.replicas, brought into [minReplicas, maxReplicas] "
+            "under the built-in autoscaler."
+        ),
+    )
     selector: str | None = Field(
         default=None, description="Label selector of the pods (for the scale subresource and HPA)."
     )

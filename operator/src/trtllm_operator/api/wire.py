@@ -82,6 +82,13 @@ ANNOTATION_ENGINE_KEY = f"{GROUP}/engine-key"
 ANNOTATION_CONFIG_HASH = f"{GROUP}/config-hash"
 #: A child: sha256 of the manifest the operator rendered for it (patched only when it changes).
 ANNOTATION_RENDERED_HASH = f"{GROUP}/rendered-hash"
+#: Workload: the ``spec.replicas`` the operator last wrote to it, set in the same request as that
+#: count and never hashed (an older workload without it gets it with its next scale, not by a write
+#: of its own). A live count that differs from it was written by someone else: a write through the
+#: ``/scale`` subresource (``kubectl scale``, an HPA) changes ``spec.replicas`` and nothing of
+#: ``metadata.annotations`` (kubernetes ``pkg/registry/apps/deployment/storage/storage.go``
+#: ``scaleUpdatedObjectInfo.UpdatedObject``: "move replicas/resourceVersion fields to object").
+ANNOTATION_REPLICAS_WRITTEN = f"{GROUP}/replicas-written"
 #: Workload: the engine key whose rollout failed and was rolled back, why, and the rendered hash
 #: of the failed rendering (held back until it changes).
 ANNOTATION_ROLLED_BACK_FROM = f"{GROUP}/rolled-back-from"

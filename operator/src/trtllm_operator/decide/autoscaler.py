@@ -63,6 +63,7 @@ __all__ = [
     "KEDA_NOT_INSTALLED",
     "MANUAL_SCALE_REVERTED",
     "SCALING_DELEGATED",
+    "SCALING_DISABLED",
     "ExternalPlan",
     "Remembered",
     "TickOutcome",
@@ -149,7 +150,25 @@ def _manual_scale(decision: Decision, autoscaling_status: Mapping[str, Any]) -> 
     )
 
 
+#: ``ScalingActive=False`` reason while ``spec.replicas`` is 0: Kubernetes' HPA's, with its words
+#: (kubernetes/kubernetes ``pkg/controller/podautoscaler/horizontal.go`` ``reconcileAutoscaler``:
+#: ``scale.Spec.Replicas == 0 && minReplicas != 0`` → ``setCondition(hpa, ScalingActive,
+#: ConditionFalse, "ScalingDisabled", "scaling is disabled since the replica count of the target is
+#: zero")``).
+SCALING_DISABLED = "ScalingDisabled"
+
+
 def _active(decision: Decision, source_error: str | None, generation: int | None) -> Condition:
+    if decision.reason == Reason.SCALING_DISABLED:
+        # Nothing is read at 0 replicas (no pod), so no signal is valid: not ValidMetricFound.
+        return condition(
+            "ScalingActive",
+            False,
+            SCALING_DISABLED,
+            "scaling is disabled since the replica count of the target is zero (spec.replicas 0); "
+            "setting it to 1 or more (kubectl scale llmdeployment) resumes autoscaling",
+            observed_generation=generation,
+        )
     if source_error is not None:
         return condition(
             "ScalingActive", False, "FailedGetMetrics", source_error, observed_generation=generation

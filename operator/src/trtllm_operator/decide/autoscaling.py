@@ -1126,6 +1126,29 @@ def autoscaled_replicas(replicas: int, spec: api.AutoscalingSpec) -> int:
     return replicas_in_range(replicas, spec.min_replicas, spec.max_replicas)
 
 
+def workload_replicas(replicas: int, spec: api.AutoscalingSpec) -> int:
+    """The replica count the LLMDeployment controller gives the workload (Deployment /
+    LeaderWorkerSet) for ``spec.replicas`` = ``replicas``.
+
+    Under the built-in autoscaler (enabled, mode ``builtin``, a spec its policy accepts), a count
+    outside ``[minReplicas, maxReplicas]`` is brought into range (:func:`autoscaled_replicas`): the
+    autoscaler's next evaluation sets ``spec.replicas`` to exactly that, before reading any metric,
+    as Kubernetes' HPA does with a target scaled outside its bounds (kubernetes/kubernetes
+    ``pkg/controller/podautoscaler/horizontal.go`` ``reconcileAutoscaler``: "Current number of
+    replicas above Spec.MaxReplicas" → ``desiredReplicas = MaxReplicas``, no metric read). Copying
+    the count first started pods above ``maxReplicas`` for one evaluation (fresh-user trial 34: 1 → 5
+    → 3 with ``maxReplicas`` 3). 0 stays 0 (autoscaling paused). Otherwise (autoscaling off, modes
+    hpa / keda, whose HorizontalPodAutoscaler decides, or a spec the built-in refuses: nothing
+    corrects the count) ``replicas`` itself."""
+    if not (spec.enabled and spec.mode == "builtin"):
+        return replicas
+    try:
+        policy_from_spec(spec)
+    except ValueError:
+        return replicas
+    return autoscaled_replicas(replicas, spec)
+
+
 def refuse_retired_targets(spec: api.AutoscalingSpec) -> None:
     """Raise ``ValueError`` naming the field, why it was removed and what replaced it when
     ``spec.autoscaling.targets`` sets a retired target (:data:`trtllm_operator.api.signals.RETIRED`).

@@ -417,6 +417,10 @@ def deployment_status(obs: Observation) -> DeploymentDecision:
     progress = obs.progress
     ready_msg = f"{obs.ready_pods}/{obs.spec_replicas} replicas Ready"
     all_ready = obs.ready_pods >= obs.spec_replicas
+    # The rollout message counts the Ready pods of the desired key ("N/M replicas Ready on engine
+    # key K"): the count of all Ready pods goes before it only when it says more (pods of another
+    # key serve); trial 34 read "0/0 replicas Ready; 0/0 replicas Ready on engine key …".
+    counted = f"{ready_msg}; " if progress is None or progress.ready_new != obs.ready_pods else ""
 
     if obs.rolled_back is not None:
         msg = obs.rolled_back.reason
@@ -458,10 +462,13 @@ def deployment_status(obs: Observation) -> DeploymentDecision:
             _cond(DEGRADED, True, "ProgressDeadlineExceeded", msg, gen),
         )
     rolling_key = obs.previous_engine_key not in (None, obs.desired_engine_key)
-    if not rolling_key and obs.previous_engine_key is not None and obs.ready_pods >= 1:
+    serving_or_stopping = obs.ready_pods >= 1 or obs.spec_replicas == 0
+    if not rolling_key and obs.previous_engine_key is not None and serving_or_stopping:
         # Same engine, only the replica count changed (kubectl scale, the autoscaler): the
         # deployment keeps serving, so Ready stays True — a GitOps health check must not flap on
-        # every autoscaling step. Progressing says what is moving.
+        # every autoscaling step. Progressing says what is moving. Scaling to 0 too: nothing is to
+        # start, so no pod Ready is no reason for Ready=False (trial 34 saw True → False → True on
+        # the way to ScaledToZero).
         # Pods that cannot be scheduled are a problem (Degraded), not a step that completes.
         scaling = f"{obs.ready_pods} Ready, {obs.spec_replicas} desired; {msg}"
         return out(
@@ -480,7 +487,7 @@ def deployment_status(obs: Observation) -> DeploymentDecision:
         return out(
             "Degraded" if obs.ready_pods >= 1 else "Progressing",
             compatible,
-            _cond(READY, False, problem, f"{ready_msg}; {msg}", gen),
+            _cond(READY, False, problem, f"{counted}{msg}", gen),
             _cond(PROGRESSING, True, problem, msg, gen),
             _cond(DEGRADED, True, problem, msg, gen),
         )
@@ -488,7 +495,7 @@ def deployment_status(obs: Observation) -> DeploymentDecision:
     return out(
         "Progressing",
         compatible,
-        _cond(READY, False, reason, f"{ready_msg}; {msg}", gen),
+        _cond(READY, False, reason, f"{counted}{msg}", gen),
         _cond(PROGRESSING, True, reason, msg, gen),
         _cond(DEGRADED, False, "AsExpected", msg, gen),
     )
@@ -549,18 +556,41 @@ def workload_scale_reverted(
     workload: str,
     *,
     live_replicas: int | None,
+    written_replicas: int | None,
+    target_replicas: int,
     spec_replicas: int,
     last_desired: int | None,
     autoscaled: bool,
 ) -> EventToPost | None:
     """The Warning to post when the workload (Deployment / LeaderWorkerSet ``workload``, e.g.
-    ``Deployment/chat``) was scaled directly and is about to be set back to ``spec_replicas``.
+    ``Deployment/chat``) was scaled directly and is about to be set back to ``target_replicas`` (the
+    count this reconcile gives it: ``spec_replicas``, within the built-in autoscaler's range,
+    :func:`~trtllm_operator.decide.autoscaling.workload_replicas`).
 
-    ``last_desired``: ``status.desiredReplicas`` of the previous reconcile (what the workload was
-    last given). A live count equal to it is a pending ``spec.replicas`` change, not a manual scale;
-    ``None`` (never reconciled) says nothing.
+    Who wrote the live count is read from the workload itself, so it holds across operator
+    restarts: ``written_replicas`` is its
+    :data:`~trtllm_operator.api.wire.ANNOTATION_REPLICAS_WRITTEN` annotation, the count the operator
+    wrote with it in the same request. A write through ``/scale`` (``kubectl scale deployment``, an
+    HPA on the workload) changes ``spec.replicas`` and leaves the annotations as they are
+    (kubernetes ``pkg/registry/apps/deployment/storage/storage.go``
+    ``scaleUpdatedObjectInfo.UpdatedObject``), so a live count equal to it is the operator's own
+    earlier write — e.g. ``kubectl scale llmdeployment`` copied, then changed again by the
+    autoscaler before the workload caught up (fresh-user trial 34 F1) — and one that differs is a
+    direct scale. A workload written before the annotation existed (``written_replicas`` None)
+    falls back to ``last_desired``, ``status.desiredReplicas`` of the previous reconcile: a live
+    count equal to it is a pending change, not a manual scale; ``None`` (never reconciled) says
+    nothing.
+
+    Decide it on a fresh copy of the workload: a watch-cached copy can still show the count from
+    before the operator's own revert, and an Event per such copy repeated the Warning at every
+    workload event (trial 34: 8 in one second).
     """
-    if live_replicas is None or last_desired is None or live_replicas in (spec_replicas, last_desired):
+    if live_replicas is None or live_replicas == target_replicas:
+        return None
+    if written_replicas is not None:
+        if live_replicas == written_replicas:
+            return None
+    elif last_desired is None or live_replicas in (spec_replicas, last_desired):
         return None
     owner = (
         "spec.autoscaling is enabled, so the autoscaler sets spec.replicas: change "
@@ -569,11 +599,16 @@ def workload_scale_reverted(
         if autoscaled
         else f"scale the LLMDeployment instead: kubectl scale llmdeployment {name} --replicas N"
     )
+    follows = (
+        f"spec.replicas ({spec_replicas})"
+        if target_replicas == spec_replicas
+        else f"spec.replicas ({spec_replicas}, brought into the autoscaler's range: {target_replicas})"
+    )
     return EventToPost(
         "Warning",
         WORKLOAD_SCALE_REVERTED,
         f"{workload} was scaled to {live_replicas} directly; its replica count follows LLMDeployment "
-        f"{name} spec.replicas ({spec_replicas}) and was set back. {owner}",
+        f"{name} {follows} and was set back. {owner}",
     )
 
 

@@ -317,7 +317,11 @@ def _apply(kube: Kube, res: Resource, manifest: dict[str, Any], owner: Mapping[s
         )
 
 
-def _remove(kube: Kube, res: Resource, namespace: str, child: str, uid: str) -> None:
+def _remove(kube: Kube, res: Resource, owner: Mapping[str, Any], child: str) -> None:
+    """Delete the HPA / ScaledObject ``child`` when ``owner`` owns it, with a Normal
+    ``<Kind>Deleted`` Event (the twin of ``<Kind>Created``: the mode changed or autoscaling was
+    turned off, and ``kubectl describe`` says where the object went)."""
+    namespace, uid = owner["metadata"]["namespace"], owner["metadata"]["uid"]
     if res == SCALED_OBJECT and indexes.crd_installed(SCALED_OBJECT_CRD_NAME) is False:
         return  # no KEDA (the CRD watch cache says so): no ScaledObject to remove
     try:
@@ -328,6 +332,17 @@ def _remove(kube: Kube, res: Resource, namespace: str, child: str, uid: str) -> 
         raise
     if live is not None and is_owned_by(live, uid):
         kube.delete(res, namespace, child)
+        post_event(kube, owner, f"{res.kind}Deleted", _deleted_message(res.kind, child, owner))
+
+
+def _deleted_message(kind: str, child: str, owner: Mapping[str, Any]) -> str:
+    auto = _autoscaling(owner.get("spec") or {})
+    why = (
+        f"spec.autoscaling.mode is {auto.get('mode', 'builtin')}"
+        if auto.get("enabled")
+        else "spec.autoscaling.enabled is false"
+    )
+    return f"deleted {kind} {child}: {why}"
 
 
 #: The child kind of each external mode.
@@ -363,7 +378,7 @@ def sync_external_autoscaler(kube: Kube, obj: Mapping[str, Any], *, created: boo
         ([], {}) if created else retire_builtin(auto, obj.get("status") or {}, hpa=hpa, generation=generation)
     )
     for mode in () if created else plan.remove:
-        _remove(kube, _EXTERNAL_KINDS[mode], namespace, child, uid)
+        _remove(kube, _EXTERNAL_KINDS[mode], obj, child)
     if plan.render is None:
         if retired or stale:
             update_conditions(kube, LLM_DEPLOYMENT, namespace, name, retired, status=stale)

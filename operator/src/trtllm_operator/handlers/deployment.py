@@ -46,7 +46,7 @@ from pydantic import ValidationError
 
 from engine_builder.planner import PlanInputError, lookup
 from trtllm_operator.api import CONDITION_ROUTED
-from trtllm_operator.api.deployment import ServerSpec
+from trtllm_operator.api.deployment import AutoscalingSpec, ServerSpec
 from trtllm_operator.api.engine import LLMEngineSpec
 from trtllm_operator.api.owners import is_controlled_by, owner_names
 from trtllm_operator.api.wire import (
@@ -71,6 +71,7 @@ from trtllm_operator.api.wire import (
     VERSION,
 )
 from trtllm_operator.decide.artifact_integrity import R_ARTIFACT_TAMPERED, tampered_artifact
+from trtllm_operator.decide.autoscaling import workload_replicas
 from trtllm_operator.decide.compatibility import gpu_product_aliases
 from trtllm_operator.decide.conditions import condition
 from trtllm_operator.decide.deployment_status import (
@@ -80,6 +81,7 @@ from trtllm_operator.decide.deployment_status import (
     serving_fixes,
     workload_scale_reverted,
 )
+from trtllm_operator.decide.outcome import EventToPost
 from trtllm_operator.decide.ownership import R_CHILD_CONFLICT, ChildConflict
 from trtllm_operator.decide.pod_problems import stuck_containers
 from trtllm_operator.decide.policy import Refusal, serving_refusal
@@ -105,9 +107,11 @@ from trtllm_operator.handlers.plumbing import (
     node_gpus_of,
     read_children,
     release_claim,
+    replicas_patch,
     start_resync,
     with_rendered_hash,
     write_outcome,
+    written_replicas,
 )
 from trtllm_operator.handlers.release import stamp_field, stamped, unready_reason, unstamped_reason
 from trtllm_operator.kube.client import (
@@ -315,7 +319,8 @@ def _reconcile_object(kube: Kube, name: str, obj: dict[str, Any] | None) -> None
     server = spec.get("server") or {}
     base = Observation(
         generation=generation,
-        spec_replicas=spec.get("replicas", 1),
+        # what the workload is given: spec.replicas, within the built-in autoscaler's range
+        spec_replicas=_workload_replicas(spec),
         engine_name=engine_name or "",
         engine_state=state,
         engine_message=message,
@@ -363,6 +368,7 @@ def _reconcile_object(kube: Kube, name: str, obj: dict[str, Any] | None) -> None
         _write_status(kube, obj, refused)
         return
 
+    plan = replace(plan, params=replace(plan.params, replicas=base.spec_replicas))
     params = plan.params
     children = render_plan(plan, serving_network(current()))
     workload, rolled_back, conflict = _sync_children(kube, obj, children)
@@ -429,6 +435,18 @@ def _policy_refusal(
     )
 
 
+def _workload_replicas(spec: Mapping[str, Any]) -> int:
+    """The replica count the workload is given for this LLMDeployment ``spec``
+    (:func:`~trtllm_operator.decide.autoscaling.workload_replicas`); ``spec.replicas`` when
+    ``spec.autoscaling`` cannot be read (the autoscaler reports that itself)."""
+    replicas = int(spec.get("replicas", 1))
+    try:
+        auto = AutoscalingSpec.model_validate(spec.get("autoscaling") or {})
+    except ValidationError:
+        return replicas
+    return workload_replicas(replicas, auto)
+
+
 def _workloads(kube: Kube, name: str) -> list[tuple[Resource, str]]:
     """Every (resource, name) the workload may have (render.leaderworkerset.workload_names)."""
     kinds = {"Deployment": DEPLOYMENT, "LeaderWorkerSet": LWS}
@@ -453,7 +471,7 @@ def _follow_replicas(kube: Kube, namespace: str, name: str, owner_uid: str, repl
         if indexes.cached(res):
             live = kube.get(res, namespace, wname)  # about to write: ownership from a fresh copy
         if is_controlled_by(live, owner_uid) and (live or {}).get("spec", {}).get("replicas") != replicas:
-            kube.patch(res, namespace, wname, {"spec": {"replicas": replicas}})
+            kube.patch(res, namespace, wname, replicas_patch(replicas))
 
 
 def _served_backend(engine: Mapping[str, Any] | None, pods: list[dict[str, Any]]) -> str | None:
@@ -526,16 +544,14 @@ def _sync_children(
         )
         want = children.params.replicas
         if (live.get("spec") or {}).get("replicas") != want:
-            live = kube.patch(res, namespace, wname, {"spec": {"replicas": want}})
+            live = kube.patch(res, namespace, wname, replicas_patch(want))
     else:
-        reverted = workload_scale_reverted(
-            name,
-            f"{children.workload['kind']}/{wname}",
-            live_replicas=None if live is None else (live.get("spec") or {}).get("replicas"),
-            spec_replicas=children.params.replicas,
-            last_desired=(obj.get("status") or {}).get("desiredReplicas"),
-            autoscaled=bool(((obj.get("spec") or {}).get("autoscaling") or {}).get("enabled")),
-        )
+        reverted = _scale_reverted(obj, children, live)
+        if reverted is not None and indexes.cached(res):
+            # The cached copy may predate the operator's own revert (the watch lags by a round-trip):
+            # decide on the workload as it is before posting, so one direct scale is one Warning.
+            live = kube.get(res, namespace, wname)
+            reverted = _scale_reverted(obj, children, live)
         if reverted is not None:
             post_event(kube, obj, reverted.reason, reverted.message, type_=reverted.type)
         if live is not None and annotations.get(ANNOTATION_ROLLED_BACK_FROM):
@@ -572,6 +588,25 @@ def _sync_children(
     _sync_inference_pool(kube, obj, children.inference_pool)
     _prune_configmaps(kube, namespace, uid, name, {children.configmap["metadata"]["name"]})
     return live, held, None
+
+
+def _scale_reverted(
+    obj: Mapping[str, Any], children: Children, live: Mapping[str, Any] | None
+) -> EventToPost | None:
+    """:func:`~trtllm_operator.decide.deployment_status.workload_scale_reverted` for the live
+    workload ``live`` and the rendered ``children``."""
+    assert children.workload is not None and children.params is not None
+    spec = obj.get("spec") or {}
+    return workload_scale_reverted(
+        obj["metadata"]["name"],
+        f"{children.workload['kind']}/{children.workload['metadata']['name']}",
+        live_replicas=None if live is None else (live.get("spec") or {}).get("replicas"),
+        written_replicas=written_replicas(live),
+        target_replicas=children.params.replicas,
+        spec_replicas=int(spec.get("replicas", 1)),
+        last_desired=(obj.get("status") or {}).get("desiredReplicas"),
+        autoscaled=bool((spec.get("autoscaling") or {}).get("enabled")),
+    )
 
 
 #: Condition type of ``spec.routing.inferencePool`` (written only while a pool is asked for or was).

@@ -42,7 +42,12 @@ from typing import Any, Literal, TypeVar
 from kubernetes.client.exceptions import ApiException
 
 from trtllm_operator.api.owners import controller_of, is_owned_by
-from trtllm_operator.api.wire import ANNOTATION_RENDERED_HASH, GPU_PRODUCT_LABEL, GPU_RESOURCE
+from trtllm_operator.api.wire import (
+    ANNOTATION_RENDERED_HASH,
+    ANNOTATION_REPLICAS_WRITTEN,
+    GPU_PRODUCT_LABEL,
+    GPU_RESOURCE,
+)
 from trtllm_operator.decide.compatibility import NodeGPUs, node_gpus
 from trtllm_operator.decide.outcome import Outcome
 from trtllm_operator.decide.ownership import ChildConflict, control_conflict
@@ -277,6 +282,27 @@ def with_rendered_hash(manifest: Mapping[str, Any]) -> tuple[dict[str, Any], str
     return body, digest
 
 
+def replicas_patch(replicas: int) -> dict[str, Any]:
+    """The merge patch that sets a workload's ``spec.replicas`` to ``replicas``, with
+    :data:`~trtllm_operator.api.wire.ANNOTATION_REPLICAS_WRITTEN` in the same request: how the
+    LLMDeployment controller later tells its own count from one written through ``/scale`` by
+    someone else (:func:`~trtllm_operator.decide.deployment_status.workload_scale_reverted`)."""
+    return {
+        "metadata": {"annotations": {ANNOTATION_REPLICAS_WRITTEN: str(replicas)}},
+        "spec": {"replicas": replicas},
+    }
+
+
+def written_replicas(live: Mapping[str, Any] | None) -> int | None:
+    """The count :func:`replicas_patch` (or :func:`apply_owned`) last wrote to ``live``; None when it
+    carries none (written before the annotation existed) or an unreadable one."""
+    value = (((live or {}).get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_REPLICAS_WRITTEN)
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
 Applied = Literal["created", "patched", "unchanged", "not_owned"]
 
 
@@ -357,7 +383,9 @@ def apply_owned(
     The hash of the rendered manifest is kept in an annotation, so an unchanged rendering costs one
     GET and no write. ``spec.replicas`` is compared to the live object on its own: a scale through
     the parent's scale subresource reaches the child even when nothing else changed. The patch
-    carries ``labels``, ``annotations``, ``ownerReferences`` and ``spec``.
+    carries ``labels``, ``annotations``, ``ownerReferences`` and ``spec``. Every write of a
+    ``spec.replicas`` carries :data:`~trtllm_operator.api.wire.ANNOTATION_REPLICAS_WRITTEN` (not part
+    of the hash: a child without it is not written just to add it).
 
     Ownership: a live object whose controller ownerReference is not the parent's (``owner_uid``,
     default the manifest's own controller reference) is neither patched nor adopted: the result is
@@ -372,6 +400,9 @@ def apply_owned(
     name = manifest["metadata"]["name"]
     uid = owner_uid or controller_uid(manifest)
     body, digest = with_rendered_hash(manifest)
+    want = (body.get("spec") or {}).get("replicas")
+    if want is not None:
+        body["metadata"]["annotations"][ANNOTATION_REPLICAS_WRITTEN] = str(want)
     from_cache = not isinstance(live, _Unread) and indexes.cached(res)
     if isinstance(live, _Unread):
         current = kube.get(res, namespace, name)
@@ -391,10 +422,9 @@ def apply_owned(
         return ApplyResult(current, "not_owned", conflict)
     live_hash = (current["metadata"].get("annotations") or {}).get(ANNOTATION_RENDERED_HASH)
     if live_hash == digest:
-        want = (body.get("spec") or {}).get("replicas")
         if want is None or (current.get("spec") or {}).get("replicas") == want:
             return ApplyResult(current, "unchanged")
-        return ApplyResult(kube.patch(res, namespace, name, {"spec": {"replicas": want}}), "patched")
+        return ApplyResult(kube.patch(res, namespace, name, replicas_patch(want)), "patched")
     patch: dict[str, Any] = {
         "metadata": {k: body["metadata"][k] for k in ("labels", "annotations", "ownerReferences")}
     }

@@ -75,7 +75,7 @@ AUTOSCALER_DESIRED_REPLICAS = Gauge(
 )
 AUTOSCALER_CURRENT_REPLICAS = Gauge(
     "trtllm_operator_autoscaler_current_replicas",
-    "Replicas of an LLMDeployment when the autoscaler last looked (spec.replicas).",
+    "spec.replicas of an LLMDeployment when the built-in autoscaler last evaluated (not its pods).",
     ["namespace", "name"],
     registry=REGISTRY,
 )
