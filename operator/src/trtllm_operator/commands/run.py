@@ -152,6 +152,10 @@ def run_operator(
 
         configure_log_lines(settings.log_format, settings.log_level)
     import trtllm_operator.handlers  # noqa: F401, PLC0415 - importing registers the handlers
+    from trtllm_operator.handlers import readiness  # noqa: PLC0415
+
+    # kopf's index-readiness gate without its quadratic wake-ups at a restart (handlers/readiness.py).
+    readiness.install()
 
     _start_metrics(settings)
     liveness = (
