@@ -346,10 +346,10 @@ def test_no_free_gpu_reports_scaling_limited_instead_of_piling_up_pending_pods(
         with running_operator(cluster, [api.ns]):
             wait_serving(api, fleet, "tight", 1)
             api.set_load(fleet, requests=80, kvCacheUtilization=0.9)
-            limited = wait_for(
-                lambda: (
-                    (c := api.condition("tight", "ScalingLimited")) and c["reason"] == "InsufficientGPU" and c
-                ),
+            limited = api.wait_condition(
+                "tight",
+                "ScalingLimited",
+                reason="InsufficientGPU",
                 timeout=60,
                 desc="ScalingLimited InsufficientGPU",
             )
@@ -369,10 +369,8 @@ def test_no_free_gpu_reports_scaling_limited_instead_of_piling_up_pending_pods(
             api.set_load(fleet, requests=0, kvCacheUtilization=0.1)
             first_time(api, "tight", lambda r: r == 1, timeout=40, desc="scale-down with a Pending pod")
             wait_for(lambda: api.unschedulable("tight") == 0, timeout=30, desc="Pending pod removed")
-            cleared = wait_for(
-                lambda: (c := api.condition("tight", "ScalingLimited")) and c["status"] == "False" and c,
-                timeout=20,
-                desc="ScalingLimited cleared",
+            cleared = api.wait_condition(
+                "tight", "ScalingLimited", status="False", timeout=20, desc="ScalingLimited cleared"
             )
             assert cleared["reason"] in ("DesiredWithinRange", "TooFewReplicas")
     finally:
@@ -590,10 +588,8 @@ def test_mode_hpa_renders_an_hpa_on_the_scale_subresource_and_mode_switches_clea
             },
         )
         wait_for(lambda: hpa() is None, timeout=30, desc="HPA removed")
-        missing = wait_for(
-            lambda: (c := api.condition("ext", "ScalingActive")) and c["reason"] == "KEDANotInstalled" and c,
-            timeout=30,
-            desc="KEDANotInstalled",
+        missing = api.wait_condition(
+            "ext", "ScalingActive", reason="KEDANotInstalled", timeout=30, desc="KEDANotInstalled"
         )
         assert missing["status"] == "False" and "install KEDA" in missing["message"]
 
@@ -655,10 +651,10 @@ def test_leaving_mode_builtin_clears_its_status_and_says_who_decides(
             timeout=30,
             desc="the HPA",
         )
-        limited = wait_for(
-            lambda: (
-                (c := api.condition("moved", "ScalingLimited")) and c["reason"] == "ScalingDelegated" and c
-            ),
+        limited = api.wait_condition(
+            "moved",
+            "ScalingLimited",
+            reason="ScalingDelegated",
             timeout=30,
             desc="ScalingLimited ScalingDelegated",
         )
@@ -672,10 +668,10 @@ def test_leaving_mode_builtin_clears_its_status_and_says_who_decides(
         assert (column(header, row, "ACTIVE%"), column(header, row, "KV%")) == ("", ""), (header, row)
 
         api.patch("llmdeployments", "moved", {"spec": {"autoscaling": {"enabled": False}}})
-        active = wait_for(
-            lambda: (
-                (c := api.condition("moved", "ScalingActive")) and c["reason"] == "AutoscalingDisabled" and c
-            ),
+        active = api.wait_condition(
+            "moved",
+            "ScalingActive",
+            reason="AutoscalingDisabled",
             timeout=30,
             desc="ScalingActive AutoscalingDisabled",
         )
@@ -710,10 +706,10 @@ def _unreachable_prometheus(cluster: LocalCluster, api: Api, closed: socket.sock
     api.create(body)
     url = body["spec"]["autoscaling"]["metrics"]["prometheusURL"]
     with running_operator(cluster, [api.ns], allowed_prometheus_urls=(url,)):
-        active = wait_for(
-            lambda: (
-                (c := api.condition("blind", "ScalingActive")) and c["reason"] == "FailedGetMetrics" and c
-            ),
+        active = api.wait_condition(
+            "blind",
+            "ScalingActive",
+            reason="FailedGetMetrics",
             timeout=60,
             desc="ScalingActive FailedGetMetrics",
         )
@@ -806,10 +802,10 @@ def test_a_manual_scale_the_autoscaler_reverts_posts_why(
         api.custom.patch_namespaced_custom_object_scale(
             GROUP, VERSION, api.ns, "llmdeployments", "manual", {"spec": {"replicas": 0}}
         )
-        paused = wait_for(
-            lambda: (
-                (c := api.condition("manual", "ScalingActive")) and c["reason"] == "ScalingDisabled" and c
-            ),
+        paused = api.wait_condition(
+            "manual",
+            "ScalingActive",
+            reason="ScalingDisabled",
             timeout=30,
             desc="ScalingActive ScalingDisabled",
         )

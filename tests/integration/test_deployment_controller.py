@@ -206,10 +206,8 @@ def test_incompatible_or_unplaceable_is_reported_and_nothing_rolls(cluster: Loca
         waiting = wait_for(lambda: api.condition("waiting", "Ready"), timeout=60, desc="waiting condition")
         assert waiting["status"] == "False" and waiting["reason"] == "EngineNotFound"
         assert api.status("img")["phase"] == "Failed"
-        lws = wait_for(
-            lambda: (c := api.condition("big", "Ready")) and c["reason"] == "LeaderWorkerSetRequired" and c,
-            timeout=60,
-            desc="big: LeaderWorkerSetRequired",
+        lws = api.wait_condition(
+            "big", "Ready", reason="LeaderWorkerSetRequired", timeout=60, desc="big: LeaderWorkerSetRequired"
         )
         assert lws["status"] == "False" and "install LeaderWorkerSet" in lws["message"]
         names = {d.metadata.name for d in api.apps.list_namespaced_deployment(api.ns).items}
@@ -228,10 +226,8 @@ def test_partial_artifact_rolls_out_only_with_the_opt_in(cluster: LocalCluster, 
     api.create(opted)
 
     with running_operator(cluster, [api.ns]):
-        refused = wait_for(
-            lambda: (c := api.condition("plain", "Ready")) and c["reason"] == "PartialArtifact" and c,
-            timeout=60,
-            desc="plain: PartialArtifact",
+        refused = api.wait_condition(
+            "plain", "Ready", reason="PartialArtifact", timeout=60, desc="plain: PartialArtifact"
         )
         assert refused["status"] == "False" and "allow-partial-artifact" in refused["message"]
         assert api.status("plain")["phase"] == "Failed"
@@ -277,10 +273,8 @@ def test_auto_rollback_when_new_key_never_becomes_ready(cluster: LocalCluster, a
             "chat",
             {"spec": {"engineRef": {"name": "llama-b"}}},
         )
-        degraded = wait_for(
-            lambda: (c := api.condition("chat", "Degraded")) and c["reason"] == "RolledBack" and c,
-            timeout=150,
-            desc="Degraded=True RolledBack",
+        degraded = api.wait_condition(
+            "chat", "Degraded", reason="RolledBack", timeout=150, desc="Degraded=True RolledBack"
         )
         assert (
             degraded["status"] == "True"
@@ -348,8 +342,10 @@ def test_status_says_what_is_served_when_pods_cannot_be_placed_or_the_engine_is_
             for c in p.status.conditions or []
             if c.type == "PodScheduled" and c.reason == "Unschedulable"
         )
-        degraded = wait_for(
-            lambda: (c := api.condition("big", "Degraded")) and c["reason"] == "ReplicasUnschedulable" and c,
+        degraded = api.wait_condition(
+            "big",
+            "Degraded",
+            reason="ReplicasUnschedulable",
             timeout=60,
             desc="Degraded=True ReplicasUnschedulable",
         )
@@ -367,10 +363,8 @@ def test_status_says_what_is_served_when_pods_cannot_be_placed_or_the_engine_is_
 
         # The engine is deleted while its pod serves: the pod is kept, and the status says so.
         api.custom.delete_namespaced_custom_object(GROUP, VERSION, api.ns, "llmengines", "wide")
-        ready = wait_for(
-            lambda: (c := api.condition("big", "Ready")) and c["reason"] == "EngineNotFound" and c,
-            timeout=60,
-            desc="Ready reason EngineNotFound",
+        ready = api.wait_condition(
+            "big", "Ready", reason="EngineNotFound", timeout=60, desc="Ready reason EngineNotFound"
         )
         assert ready["status"] == "True" and f"still serving engine key {key[:16]}" in ready["message"]
         status = api.status("big")

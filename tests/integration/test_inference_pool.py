@@ -74,11 +74,7 @@ def test_without_the_crd_routing_is_reported_not_installed(cluster: LocalCluster
         a_deployment("chat", "llama-fp8", replicas=2, server={"api": "openai"}, routing=ROUTING),
     )
     with running_operator(cluster, [api.ns]):
-        cond = wait_for(
-            lambda: (c := api.condition("chat", "Routed")) and c["status"] == "False" and c,
-            timeout=90,
-            desc="Routed=False",
-        )
+        cond = api.wait_condition("chat", "Routed", status="False", timeout=90, desc="Routed=False")
         assert cond["reason"] == "InferencePoolNotInstalled"
         assert "inference.networking.k8s.io/v1" in cond["message"]
         # serving itself goes on: the OpenAI Deployment exists
@@ -110,11 +106,7 @@ def test_openai_deployment_and_its_inference_pool(cluster: LocalCluster, api: Ap
             desc="chat Ready",
         )
         assert status["endpoint"] == f"http://chat.{api.ns}.svc:9000/v1"
-        cond = wait_for(
-            lambda: (c := api.condition("chat", "Routed")) and c["status"] == "True" and c,
-            timeout=60,
-            desc="Routed=True",
-        )
+        cond = api.wait_condition("chat", "Routed", status="True", timeout=60, desc="Routed=True")
         assert cond["reason"] == "InferencePoolApplied"
 
         # the Deployment the API server accepted: the frontend's command, port, probes, picker label
@@ -156,11 +148,7 @@ def test_openai_deployment_and_its_inference_pool(cluster: LocalCluster, api: Ap
         # routing off: the operator deletes its pool and says so
         api.patch("llmdeployments", "chat", {"spec": {"routing": {"inferencePool": None}}})
         wait_for(lambda: api.pool("chat") is None, timeout=60, desc="InferencePool deleted")
-        cond = wait_for(
-            lambda: (c := api.condition("chat", "Routed")) and c["status"] == "False" and c,
-            timeout=60,
-            desc="Routed=False",
-        )
+        cond = api.wait_condition("chat", "Routed", status="False", timeout=60, desc="Routed=False")
         assert cond["reason"] == "RoutingDisabled"
 
 
@@ -214,14 +202,8 @@ def test_pytorch_openai_deployment_runs_trtllm_serve(cluster: LocalCluster, api:
         assert "return_perf_metrics: true" in cm.data["trtllm-serve__extra-llm-api-options.yaml"]
         assert not [k for k in cm.data if k.endswith("config.pbtxt")]  # no Triton model repository
 
-        cond = wait_for(
-            lambda: (
-                (c := api.condition("torch-both", "Ready"))
-                and c["reason"] == "OpenAIFrontendUnsupported"
-                and c
-            ),
-            timeout=60,
-            desc="torch-both refused",
+        cond = api.wait_condition(
+            "torch-both", "Ready", reason="OpenAIFrontendUnsupported", timeout=60, desc="torch-both refused"
         )
         assert cond["status"] == "False"
         assert "no KServe v2 frontend" in cond["message"] and "api: openai" in cond["message"]

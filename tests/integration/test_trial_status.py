@@ -96,10 +96,8 @@ def test_a_crash_looping_serving_pod_is_explained(cluster: LocalCluster, deploym
         (pod,) = api.pods("chat")
         api.core.patch_namespaced_pod_status(pod.metadata.name, api.ns, crash_looping(pod, "triton"))
 
-        ready = wait_for(
-            lambda: (c := api.condition("chat", "Ready")) and c["reason"] == "ReplicasFailing" and c,
-            timeout=60,
-            desc="Ready=False ReplicasFailing",
+        ready = api.wait_condition(
+            "chat", "Ready", reason="ReplicasFailing", timeout=60, desc="Ready=False ReplicasFailing"
         )
         assert ready["status"] == "False"
         assert (

@@ -103,6 +103,20 @@ class Api:
         """The LLMDeployment's ``type_`` condition, or None."""
         return next((c for c in self.status(name).get("conditions") or [] if c["type"] == type_), None)
 
+    def wait_condition(
+        self, name: str, type_: str, *, timeout: float = 30.0, desc: str = "", **fields: str
+    ) -> dict[str, Any]:
+        """Wait until the LLMDeployment's ``type_`` condition has every ``fields`` value (e.g.
+        ``reason="ScalingDisabled"``, ``status="False"``); return that condition.
+        :func:`~tests.support.wait.wait_for` with ``desc`` (default: the condition looked for)."""
+
+        def matching() -> dict[str, Any] | None:
+            c = self.condition(name, type_)
+            return c if c is not None and all(c.get(k) == v for k, v in fields.items()) else None
+
+        wanted = " ".join(f"{k}={v}" for k, v in fields.items())
+        return wait_for(matching, timeout=timeout, desc=desc or f"{name} {type_} {wanted}")
+
     def set_load(self, fleet: Fleet, **fixed: float) -> float:
         fleet.set_control(Control(fixed=fixed))
         return time.monotonic()
