@@ -4,6 +4,7 @@ write while the watch cache is behind it (handlers/plumbing.py ``cache_first``).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -269,3 +270,31 @@ def test_a_resume_logs_why_it_reconciles_and_counts_both_outcomes(
     deployment.on_deployment(name="d", namespace="ns", body=body, reason=kopf.Reason.RESUME)
     assert (count("settled") - settled_before, count("reconciled") - reconciled_before) == (1, 1)
     assert engine.unsettled("ns", "e") == "no status.reconciledBy (last reconciled by an earlier release)"
+
+
+def test_the_source_digest_is_read_once_when_threads_ask_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kopf's handler threads all ask for the stamp when the operator starts: one reads the sources,
+    the others wait for its answer (functools.cache alone let every thread read them)."""
+    import threading  # noqa: PLC0415
+    import time  # noqa: PLC0415
+
+    from trtllm_operator.handlers import release  # noqa: PLC0415
+
+    reads: list[int] = []
+    real = release._code_digest.__wrapped__
+
+    def slow_digest() -> str:
+        reads.append(1)
+        time.sleep(0.05)  # long enough for every thread to arrive while the first one reads
+        return str(real())
+
+    cached = functools.cache(slow_digest)
+    monkeypatch.setattr(release, "_code_digest", cached)
+    results: list[str] = []
+    threads = [threading.Thread(target=lambda: results.append(release.code_digest())) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(reads) == 1
+    assert len(set(results)) == 1 and len(results) == 8

@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -51,10 +52,21 @@ PLUMBING_SETTINGS = frozenset(
 )
 
 
-@functools.cache
+#: Held while :func:`code_digest` reads the sources: kopf's handler threads all ask for the stamp at
+#: once when the operator starts, and ``functools.cache`` alone let each of them read every source
+#: file (20 % of a restart's samples at 300 + 300, py-spy; benchmarks/scale.py, issue #20).
+_DIGEST_LOCK = threading.Lock()
+
+
 def code_digest() -> str:
     """sha256 over the Python sources of the operator and builder packages as installed (relative
-    path and content of every ``*.py``, in path order)."""
+    path and content of every ``*.py``, in path order); read once per process, by one thread."""
+    with _DIGEST_LOCK:
+        return _code_digest()
+
+
+@functools.cache
+def _code_digest() -> str:
     digest = hashlib.sha256()
     for package in (trtllm_operator, engine_builder):
         root = Path(next(iter(package.__path__)))
