@@ -628,6 +628,54 @@ def test_mode_hpa_renders_an_hpa_on_the_scale_subresource_and_mode_switches_clea
         ], deleted
 
 
+def test_a_foreign_hpa_of_the_same_name_is_left_alone_and_reported(cluster: LocalCluster, api: Api) -> None:
+    """Fresh-user trial 35 F1: a user's own HPA named like the LLMDeployment, then mode hpa. The
+    operator leaves it alone (not its object), and the status said ``ScalingActive=True
+    HPARendered``, "scaling delegated", while nothing it rendered scaled anything."""
+    hpa_api = client.AutoscalingV2Api(cluster.api)
+    target = client.V2CrossVersionObjectReference(api_version="apps/v1", kind="Deployment", name="taken")
+    cpu = client.V2MetricTarget(type="Utilization", average_utilization=50)
+    foreign = client.V2HorizontalPodAutoscaler(
+        metadata=client.V1ObjectMeta(name="taken"),
+        spec=client.V2HorizontalPodAutoscalerSpec(
+            scale_target_ref=target,
+            min_replicas=1,
+            max_replicas=2,
+            metrics=[
+                client.V2MetricSpec(
+                    type="Resource", resource=client.V2ResourceMetricSource(name="cpu", target=cpu)
+                )
+            ],
+        ),
+    )
+    hpa_api.create_namespaced_horizontal_pod_autoscaler(api.ns, foreign)
+    body = an_autoscaled_deployment("taken", "llama", max_replicas=3, up={}, down={})
+    body["spec"]["autoscaling"]["mode"] = "hpa"
+    api.create(body)
+    with running_operator(cluster, [api.ns]):
+        active = api.wait_condition(
+            "taken", "ScalingActive", reason="HorizontalPodAutoscalerConflict", timeout=60
+        )
+        assert active["status"] == "False", active
+        assert (
+            "HorizontalPodAutoscaler taken exists but is not owned by this LLMDeployment" in active["message"]
+        )
+        warnings = wait_for(
+            lambda: [
+                e
+                for e in api.core.list_namespaced_event(
+                    api.ns, field_selector="involvedObject.name=taken"
+                ).items
+                if e.reason == "HorizontalPodAutoscalerConflict"
+            ],
+            timeout=30,
+            desc="HorizontalPodAutoscalerConflict Event",
+        )
+        assert warnings[0].type == "Warning"
+        live = hpa_api.read_namespaced_horizontal_pod_autoscaler("taken", api.ns)
+        assert not live.metadata.owner_references and live.spec.max_replicas == 2  # left as the user wrote it
+
+
 def test_leaving_mode_builtin_clears_its_status_and_says_who_decides(
     cluster: LocalCluster, api: Api, fleet: Fleet
 ) -> None:

@@ -17,10 +17,13 @@ from trtllm_operator.decide.autoscaler import (
     decide_external,
     decide_invalid,
     decide_tick,
+    external_conflict,
     external_failed,
     external_rendered,
+    failure_is_new,
     retire_builtin,
     state_for_tick,
+    undelegated,
 )
 from trtllm_operator.decide.autoscaling import (
     AutoscalerState,
@@ -475,3 +478,29 @@ def test_retire_builtin_is_done_once() -> None:
     conditions, _ = retire_builtin(spec, BUILTIN_LEFT, hpa="chat", generation=8)
     after = {"conditions": merge_conditions(BUILTIN_LEFT["conditions"], conditions, dt.datetime.now(dt.UTC))}
     assert retire_builtin(spec, after, hpa="chat", generation=8) == ([], {})
+
+
+def test_a_foreign_hpa_of_the_same_name_is_reported_and_nothing_claims_to_delegate() -> None:
+    """Fresh-user trial 35 F1: a user's own HPA named like the LLMDeployment, then mode hpa: the
+    operator leaves it alone (not its object), but the status said ScalingActive=True HPARendered
+    and ScalingLimited "the operator's HorizontalPodAutoscaler decides", and the Warning came twice."""
+    conditions, warning = external_conflict("HorizontalPodAutoscaler", "chat", 8)
+    (active,) = conditions
+    assert (active["type"], active["status"], active["reason"]) == (
+        "ScalingActive",
+        "False",
+        "HorizontalPodAutoscalerConflict",
+    )
+    assert "HorizontalPodAutoscaler chat exists but is not owned by this LLMDeployment" in active["message"]
+    assert (warning.reason, warning.type) == ("HorizontalPodAutoscalerConflict", "Warning")
+    # the ScalingLimited that retire_builtin would write, and the one already written, both corrected
+    retired, _ = retire_builtin(autoscaling(enabled=True, mode="hpa"), BUILTIN_LEFT, hpa="chat", generation=8)
+    for status, pending in ((BUILTIN_LEFT, retired), ({"conditions": retired}, [])):
+        (limited,) = [c for c in undelegated(pending, status, active) if c["type"] == "ScalingLimited"]
+        assert (limited["status"], limited["reason"]) == ("Unknown", "HorizontalPodAutoscalerConflict")
+        assert limited["message"].startswith("no autoscaler decides the replica count: ")
+    # nothing delegated: nothing to correct
+    assert undelegated([], BUILTIN_LEFT, active) == []
+    # the Warning once per change
+    assert failure_is_new(BUILTIN_LEFT, active)
+    assert not failure_is_new({"conditions": [dict(active, lastTransitionTime="t")]}, active)

@@ -21,6 +21,7 @@ from engine_builder.report import EXIT_CODES
 from trtllm_operator import events
 from trtllm_operator.decide import engine as decide_engine
 from trtllm_operator.decide import engine_failure, ownership, policy
+from trtllm_operator.decide.autoscaler import CONFLICT_REASONS
 from trtllm_operator.decide.autoscaling import Reason
 from trtllm_operator.decide.deployment_status import WORKLOAD_SCALE_REVERTED
 
@@ -208,6 +209,8 @@ def _autoscaler_event_reasons() -> set[str]:
     for expr, _ in _calls(handler, "external_failed", 0):
         assert isinstance(expr, ast.Constant), ast.unparse(expr)
         failed.add(expr.value)
+    if list(_calls(handler, "external_conflict", 0)):  # external_failed with CONFLICT_REASONS
+        failed |= set(CONFLICT_REASONS.values())
     dynamic = {
         # posted only when decision.limited == Reason.INSUFFICIENT_GPU
         "str(decision.limited)": {str(Reason.INSUFFICIENT_GPU)},

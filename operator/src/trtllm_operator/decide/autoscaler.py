@@ -345,6 +345,59 @@ def external_failed(reason: str, message: str, generation: int | None) -> tuple[
     )
 
 
+#: ``ScalingActive`` reason (and Warning) per external child kind whose name is taken by an object
+#: this LLMDeployment does not own (:func:`external_conflict`).
+CONFLICT_REASONS = {
+    "HorizontalPodAutoscaler": "HorizontalPodAutoscalerConflict",
+    "ScaledObject": "ScaledObjectConflict",
+}
+
+
+def external_conflict(kind: str, child: str, generation: int | None) -> tuple[list[Condition], Event]:
+    """``ScalingActive=False`` ``<kind>Conflict`` and its Warning: the HPA / ScaledObject ``child``
+    exists but another owner's (the operator never writes an object it does not control,
+    :func:`~trtllm_operator.decide.ownership.control_conflict`), so nothing the operator rendered
+    scales this LLMDeployment."""
+    return external_failed(
+        CONFLICT_REASONS[kind],
+        f"{kind} {child} exists but is not owned by this LLMDeployment, so the operator's {kind} is not "
+        f"applied and nothing it rendered scales this deployment: delete or rename that {kind}",
+        generation,
+    )
+
+
+def undelegated(retired: list[Condition], status: Mapping[str, Any], failure: Condition) -> list[Condition]:
+    """:func:`retire_builtin`'s conditions once the external mode's child could not be applied
+    (``failure``: the ``ScalingActive=False`` condition of :func:`external_failed`). A
+    ``ScalingLimited`` :data:`SCALING_DELEGATED` — about to be written (in ``retired``) or already in
+    ``status`` — would name an HPA that does not decide, so it reads ``Unknown`` with the failure's
+    reason and message instead."""
+
+    def delegated(c: Mapping[str, Any]) -> bool:
+        return c.get("type") == "ScalingLimited" and c.get("reason") == SCALING_DELEGATED
+
+    kept = [c for c in retired if not delegated(c)]
+    if len(kept) == len(retired) and not any(delegated(c) for c in status.get("conditions") or []):
+        return kept
+    return [
+        *kept,
+        condition(
+            "ScalingLimited",
+            "Unknown",
+            str(failure["reason"]),
+            f"no autoscaler decides the replica count: {failure['message']}",
+            observed_generation=failure.get("observedGeneration"),
+        ),
+    ]
+
+
+def failure_is_new(status: Mapping[str, Any], failure: Condition) -> bool:
+    """Whether ``failure`` (``ScalingActive=False``) differs from the ``ScalingActive`` condition in
+    ``status``: its Warning is posted once per change, not on every resync of the external mode."""
+    existing = next((c for c in status.get("conditions") or [] if c.get("type") == "ScalingActive"), None)
+    return existing is None or any(existing.get(k) != failure.get(k) for k in ("status", "reason", "message"))
+
+
 # --- leaving mode builtin -----------------------------------------------------------------------
 
 #: Reason of ``ScalingActive`` / ``ScalingLimited`` once ``spec.autoscaling.enabled`` is false.

@@ -73,10 +73,13 @@ from trtllm_operator.decide.autoscaler import (
     decide_external,
     decide_invalid,
     decide_tick,
+    external_conflict,
     external_failed,
     external_rendered,
+    failure_is_new,
     retire_builtin,
     state_for_tick,
+    undelegated,
 )
 from trtllm_operator.decide.autoscaling import (
     Decision,
@@ -302,19 +305,14 @@ def autoscaler_forget(name: str, namespace: str | None, uid: str, **_: Any) -> N
 
 
 # ------------------------------------------------------------------------------ hpa / keda modes
-def _apply(kube: Kube, res: Resource, manifest: dict[str, Any], owner: Mapping[str, Any]) -> None:
+def _apply(kube: Kube, res: Resource, manifest: dict[str, Any], owner: Mapping[str, Any]) -> bool:
+    """Create or update the HPA / ScaledObject; False when one of that name exists that this
+    LLMDeployment does not own (left alone: the caller reports the conflict)."""
     child = manifest["metadata"]["name"]
     applied = apply_owned(kube, res, manifest, owner_uid=owner["metadata"]["uid"])
     if applied.result == "created":
         post_event(kube, owner, f"{res.kind}Created", f"created {res.kind} {child}")
-    elif applied.result == "not_owned":
-        post_event(
-            kube,
-            owner,
-            f"{res.kind}Conflict",
-            f"{res.kind} {child} exists but is not owned by this LLMDeployment: delete or rename it",
-            type_="Warning",
-        )
+    return applied.result != "not_owned"
 
 
 def _remove(kube: Kube, res: Resource, owner: Mapping[str, Any], child: str) -> None:
@@ -384,10 +382,11 @@ def sync_external_autoscaler(kube: Kube, obj: Mapping[str, Any], *, created: boo
             update_conditions(kube, LLM_DEPLOYMENT, namespace, name, retired, status=stale)
         return
     owner = OwnerRef(name, uid)
+    kind = _EXTERNAL_KINDS[plan.render]
     try:
         manifest = desired_external_autoscaler(name, namespace, owner, auto)
-        if manifest is not None:  # plan.render is set: it is the mode's child
-            _apply(kube, _EXTERNAL_KINDS[plan.render], manifest, obj)
+        # plan.render is set: the manifest is the mode's child
+        owned = manifest is None or _apply(kube, kind, manifest, obj)
     except ValueError as exc:
         conditions, warning = external_failed("InvalidSpec", str(exc), generation)
     except ApiException as exc:
@@ -395,11 +394,19 @@ def sync_external_autoscaler(kube: Kube, obj: Mapping[str, Any], *, created: boo
             raise
         conditions, warning = external_failed("KEDANotInstalled", KEDA_NOT_INSTALLED, generation)
     else:
-        rendered = external_rendered(plan.render, child, generation)
-        update_conditions(kube, LLM_DEPLOYMENT, namespace, name, rendered + retired, status=stale)
-        return
-    update_conditions(kube, LLM_DEPLOYMENT, namespace, name, conditions + retired, status=stale)
-    post_event(kube, obj, warning.reason, warning.message, type_=warning.type)
+        if owned:
+            rendered = external_rendered(plan.render, child, generation)
+            update_conditions(kube, LLM_DEPLOYMENT, namespace, name, rendered + retired, status=stale)
+            return
+        conditions, warning = external_conflict(kind.kind, child, generation)
+    # Nothing the operator rendered scales it: ScalingLimited must not name an HPA that decides, and
+    # the Warning goes out once per change, not on every resync (fresh-user trial 35).
+    status = obj.get("status") or {}
+    new = failure_is_new(status, conditions[0])
+    limited = undelegated(retired, status, conditions[0])
+    update_conditions(kube, LLM_DEPLOYMENT, namespace, name, conditions + limited, status=stale)
+    if new:
+        post_event(kube, obj, warning.reason, warning.message, type_=warning.type)
 
 
 def _external_mode(spec: Mapping[str, Any], **_: Any) -> bool:
