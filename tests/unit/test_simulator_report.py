@@ -199,7 +199,11 @@ def test_cli_deployment_reads_a_kind_list_and_stdin_as_render_does(
         "sys.stdin", io.StringIO(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": docs}))
     )
     assert main([*args, "--deployment", "-"]) == 0
-    assert json.loads(capsys.readouterr().out)["policy"] == "builtin (-)"
+    out, err = capsys.readouterr()
+    assert json.loads(out)["policy"] == "builtin (-)"
+    # Trial 35: the LLMEngine beside it was silently not used; now a note says so, naming the flags.
+    assert "note: --deployment -: LLMEngine llama-3-1-8b-fp8-autoscaled is not read (nor checked)" in err, err
+    assert "--max-batch-size" in err
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from trtllm_operator.api.wire import DEPLOYMENT_KIND
+from trtllm_operator.api.wire import DEPLOYMENT_KIND, ENGINE_KIND
 from trtllm_operator.commands import EXIT_BAD_INPUT, EXIT_OK, add_format_arguments, plain
 
 
@@ -139,6 +139,15 @@ def _load_manifest(path: str) -> dict[str, Any]:
             "spec.autoscaling mapping"
         )
     _check_manifest(path, doc)
+    for _, other in objects:
+        if other.get("kind") == ENGINE_KIND:
+            # Fresh-user trial 35: the engine beside the deployment was silently not used.
+            print(
+                f"trtllm-operator simulate: note: --deployment {path}: {_named(other)} is not read (nor "
+                "checked): the replica is the one the flags describe (--model-config, --gpu, --tp, --pp, "
+                "--quantization, --kv-cache-dtype, --max-batch-size, --max-num-tokens)",
+                file=sys.stderr,
+            )
     return doc
 
 
