@@ -233,3 +233,13 @@ def test_cli_deployment_without_exactly_one_llmdeployment_says_what_it_found(
     err = capsys.readouterr().err
     assert f"--deployment {path}: {message}" in err, err
     assert "spec.autoscaling; add one" not in err
+
+
+def test_cli_deployment_that_cannot_be_read_names_the_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Trial 35: ``--deployment nope.yaml`` printed ``[Errno 2] No such file or directory: …`` alone."""
+    missing = tmp_path / "nope.yaml"
+    args = ["simulate", "--trace", str(TRACE), "--model-config", str(LLAMA_8B), "--gpu", "H100"]
+    assert main([*args, "--deployment", str(missing)]) == 2
+    assert f"error: --deployment {missing}: No such file or directory" in capsys.readouterr().err

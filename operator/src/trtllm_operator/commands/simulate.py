@@ -316,8 +316,10 @@ def run(args: argparse.Namespace) -> int:
     if args.deployment:
         try:
             manifest = _load_manifest(args.deployment)
-        except (ValueError, OSError) as exc:
+        except ValueError as exc:
             return _fail(str(exc))
+        except OSError as exc:  # the message names the flag, as every other --deployment error does
+            return _fail(f"--deployment {args.deployment}: {exc.strerror or exc}")
     fraction = args.kv_cache_free_gpu_mem_fraction
     if fraction is None:
         fraction = _server_fraction(manifest)
