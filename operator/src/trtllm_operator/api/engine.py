@@ -1239,8 +1239,8 @@ class PlanStatus(ApiModel):
     warnings: Annotated[list[str], Field(max_length=32)] | None = Field(
         default=None,
         description="What the planner warns about, whether or not the plan fits (docs/planner.md, "
-        "'Warnings'): maxSeqLen above the model's context, maxBatchSize above the sequences the KV cache holds, "
-        "maxNumTokens below the longest prompt; each names the field and the fix.",
+        "'Warnings'): maxSeqLen above the model's context, maxBatchSize above the sequences the KV "
+        "cache holds, maxNumTokens below the longest prompt; each names the field and the fix.",
     )
 
 
