@@ -607,16 +607,7 @@ def test_mode_hpa_renders_an_hpa_on_the_scale_subresource_and_mode_switches_clea
         deleted = wait_for(
             lambda: (
                 msgs
-                if len(
-                    msgs := [
-                        e.message
-                        for e in api.core.list_namespaced_event(
-                            api.ns, field_selector="involvedObject.name=ext"
-                        ).items
-                        if e.reason == "HorizontalPodAutoscalerDeleted"
-                    ]
-                )
-                == 2
+                if len(msgs := [e.message for e in api.events("ext", "HorizontalPodAutoscalerDeleted")]) == 2
                 else None
             ),
             timeout=30,
@@ -661,13 +652,7 @@ def test_a_foreign_hpa_of_the_same_name_is_left_alone_and_reported(cluster: Loca
             "HorizontalPodAutoscaler taken exists but is not owned by this LLMDeployment" in active["message"]
         )
         warnings = wait_for(
-            lambda: [
-                e
-                for e in api.core.list_namespaced_event(
-                    api.ns, field_selector="involvedObject.name=taken"
-                ).items
-                if e.reason == "HorizontalPodAutoscalerConflict"
-            ],
+            lambda: api.events("taken", "HorizontalPodAutoscalerConflict"),
             timeout=30,
             desc="HorizontalPodAutoscalerConflict Event",
         )
@@ -833,20 +818,12 @@ def test_a_manual_scale_the_autoscaler_reverts_posts_why(
             )
         ]
         assert seen and max(seen) == 2, seen
-        blamed = [
-            e.message
-            for e in api.core.list_namespaced_event(api.ns, field_selector="involvedObject.name=manual").items
-            if e.reason == "WorkloadScaleReverted"
-        ]
+        blamed = [e.message for e in api.events("manual", "WorkloadScaleReverted")]
         assert blamed == [], blamed
 
         # Scaled to 0 (trial 34 F2): the autoscaler pauses and says so as HPA does
         # (ScalingActive=False ScalingDisabled), and Ready stays True on the way to ScaledToZero.
-        def reasons() -> list[str]:
-            items = api.core.list_namespaced_event(api.ns, field_selector="involvedObject.name=manual").items
-            return [e.reason for e in items]
-
-        starting = reasons().count("ReplicasStarting")
+        starting = api.event_reasons("manual").count("ReplicasStarting")
         api.custom.patch_namespaced_custom_object_scale(
             GROUP, VERSION, api.ns, "llmdeployments", "manual", {"spec": {"replicas": 0}}
         )
@@ -863,5 +840,5 @@ def test_a_manual_scale_the_autoscaler_reverts_posts_why(
             timeout=60,
             desc="Ready ScaledToZero",
         )
-        assert reasons().count("ReplicasStarting") == starting, explain(api, "manual")
+        assert api.event_reasons("manual").count("ReplicasStarting") == starting, explain(api, "manual")
         assert api.replicas("manual") == 0

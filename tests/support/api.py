@@ -169,9 +169,13 @@ class Api:
                 return None
             raise
 
-    def event_reasons(self, name: str) -> list[str]:
+    def events(self, name: str, reason: str | None = None) -> list[Any]:
+        """The core/v1 Events of the object ``name`` in this namespace (of ``reason`` only, if given)."""
         items = self.core.list_namespaced_event(self.ns, field_selector=f"involvedObject.name={name}").items
-        return [e.reason for e in items]
+        return [e for e in items if reason is None or e.reason == reason]
+
+    def event_reasons(self, name: str) -> list[str]:
+        return [e.reason for e in self.events(name)]
 
     def cache_artifact(self, engine: dict[str, Any], missing: tuple[str, ...] = ()) -> PreparedEngine:
         """Record an artifact for the engine's key in the engine cache (as ``cache import`` does)."""
