@@ -44,9 +44,12 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import multiprocessing
+import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -79,7 +82,7 @@ class Run:
     note: str = ""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Setup:
     spec: ReplicaSpec
     slo_ttft_ms: float
@@ -103,13 +106,18 @@ def simulate(
 
 
 def best_oracle(
-    reqs: Sequence[Request], setup: Setup, measure_from_s: float = 0.0
+    reqs: Sequence[Request], setup: Setup, measure_from_s: float = 0.0, cold_start_s: float | None = None
 ) -> tuple[float, dict[str, Any]]:
-    """Largest oracle utilization (cheapest plan) whose run meets the SLO target, by bisection."""
+    """Largest oracle utilization (cheapest plan) whose run meets the SLO target, by bisection.
+
+    ``cold_start_s``: the cold start the oracle's replicas obey (default the setup's, the same physics
+    as every other policy; 0 for the instant lower bound), see ``policies.OraclePolicy``.
+    """
+    cold = setup.cold_start_s if cold_start_s is None else cold_start_s
     lo, hi = 0.1, 1.0
 
     def run(u: float) -> dict[str, Any]:
-        oracle = policies.OraclePolicy(reqs, setup.spec, utilization=u)
+        oracle = policies.OraclePolicy(reqs, setup.spec, utilization=u, cold_start_s=cold)
         return simulate(reqs, setup, oracle, oracle.desired_at(0.0), measure_from_s)
 
     top = run(hi)
@@ -124,6 +132,80 @@ def best_oracle(
         else:
             hi = mid
     return best_u, best
+
+
+# -- running many simulations at once ------------------------------------------------------------
+#: The requests of every trace a job names, filled by the parent before a pool forks its workers
+#: (they inherit the dict, so no job pickles a trace).
+_TRACES: dict[str, list[Request]] = {}
+
+
+def register(key: str, reqs: Sequence[Request]) -> str:
+    """Make ``reqs`` available to jobs (and forked workers) under ``key``; returns the key."""
+    _TRACES[key] = list(reqs)
+    return key
+
+
+@dataclass(frozen=True)
+class OracleJob:
+    """Search the cheapest oracle for one window (:func:`best_oracle`)."""
+
+    trace: str
+    setup: Setup
+    measure_from_s: float
+    cold_start_s: float
+
+
+@dataclass(frozen=True)
+class PolicyJob:
+    """One simulation of a policy described by ``policy`` (:func:`build_policy`)."""
+
+    trace: str
+    setup: Setup
+    policy: tuple[Any, ...]
+    initial: int
+    measure_from_s: float
+    rows: bool = True
+
+
+def build_policy(desc: tuple[Any, ...]) -> Any:
+    """A fresh simulator policy from its description: ``("builtin",)``, ``("grid", params, prior)``,
+    ``("hpa-queue-compute",)``, ``("kv-only",)``, ``("wva-saturation",)`` or ``("static", n)``."""
+    kind = desc[0]
+    if kind == "builtin":
+        return policies.builtin(1, MAX_REPLICAS)
+    if kind == "grid":
+        return make_policy(desc[1], desc[2])
+    if kind == "hpa-queue-compute":
+        return policies.hpa_queue_compute(1, MAX_REPLICAS)
+    if kind == "kv-only":
+        return policies.kv_only(1, MAX_REPLICAS)
+    if kind == "wva-saturation":
+        return policies.SaturationAnalyzer(1, MAX_REPLICAS)
+    if kind == "static":
+        return policies.StaticPolicy(desc[1])
+    raise ValueError(f"unknown policy description {desc!r}")
+
+
+def _run_oracle_job(job: OracleJob) -> tuple[float, dict[str, Any], list[TimelineRow]]:
+    u, s = best_oracle(_TRACES[job.trace], job.setup, job.measure_from_s, job.cold_start_s)
+    return u, s, timeline(s.pop("_result"), job.setup.slo_ttft_ms, 10.0)
+
+
+def _run_policy_job(job: PolicyJob) -> tuple[dict[str, Any], list[TimelineRow]]:
+    s = simulate(_TRACES[job.trace], job.setup, build_policy(job.policy), job.initial, job.measure_from_s)
+    result = s.pop("_result")
+    return s, timeline(result, job.setup.slo_ttft_ms, 10.0) if job.rows else []
+
+
+def parallel_map(fn: Callable[[Any], Any], items: Sequence[Any], jobs: int) -> list[Any]:
+    """``[fn(x) for x in items]`` on ``jobs`` forked worker processes (in this process when 1).
+    Results are identical either way: every simulation is seeded and independent."""
+    if jobs <= 1 or len(items) <= 1:
+        return [fn(x) for x in items]
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=min(jobs, len(items)), mp_context=context) as pool:
+        return list(pool.map(fn, items, chunksize=1))
 
 
 #: Routing/trace seeds of the synthetic traces in the tuning set (the reported ones are 0–2).
@@ -164,27 +246,32 @@ def tuning_sets(
 def tuning_grid(quick: bool = False) -> list[dict[str, Any]]:
     """Settings explored on the tuning set (all within the Policy API), in two families: ``builtin``
     (the HPA-style targets, windows and rates) and ``capacity`` (the capacity recommendation's
-    target, scale-down window, arrival-rate smoothing and upward forecast horizon)."""
+    target, scale-down window and rate limit, arrival-rate smoothing and upward forecast horizon)."""
     shipped_up, hpa_up = asc.DEFAULT_SCALE_UP, asc.HPA_DEFAULT_SCALE_UP
+    # Scale-down rate limits: the shipped ones (max of 1 pod and 10 % per 60 s) or Kubernetes' HPA
+    # default (100 % per 15 s), both expressible in spec.autoscaling.behavior.scaleDown.
+    down_rates = {"shipped": asc.DEFAULT_SCALE_DOWN, "hpa": asc.HPA_DEFAULT_SCALE_DOWN}
     grid = []
     actives = (0.4, 0.5, 0.6)
     windows = (0,) if quick else (0, 15)
     rates = ("shipped",)
     downs = (60, 300)
-    for active, up_window, up_rate, down_window in itertools.product(actives, windows, rates, downs):
+    for active, up_window, up_rate, down_window, down_rate in itertools.product(
+        actives, windows, rates, downs, down_rates
+    ):
         up = shipped_up if up_rate == "shipped" else hpa_up
         grid.append(
             {
                 "active_request_utilization": active,
                 "kv_cache_utilization": 0.8,
                 "scale_up": replace(up, stabilization_window_seconds=up_window),
-                "scale_down": replace(asc.DEFAULT_SCALE_DOWN, stabilization_window_seconds=down_window),
+                "scale_down": replace(down_rates[down_rate], stabilization_window_seconds=down_window),
                 "_family": "builtin",
-                "_label": f"active={active} kv=0.8 up={up_window}s/{up_rate} down={down_window}s/shipped",
+                "_label": f"active={active} kv=0.8 up={up_window}s/{up_rate} down={down_window}s/{down_rate}",
             }
         )
     targets = (0.8, 0.85, 0.9)
-    cap_down = (60, 120)
+    cap_down = (60, 120) if quick else (30, 60, 120)
     # Arrival-rate smoothing (s) and the rising trend's forecast horizon (s; one cold start of the
     # benchmark's pods); a forecast needs a trend, so it comes only with smoothing.
     cap_rate = (
@@ -192,16 +279,18 @@ def tuning_grid(quick: bool = False) -> list[dict[str, Any]]:
         if quick
         else ((0.0, 0.0), (30.0, 0.0), (30.0, 60.0), (60.0, 0.0), (60.0, 60.0))
     )
-    for target, down_window, (smoothing, forecast) in itertools.product(targets, cap_down, cap_rate):
+    for target, down_window, down_rate, (smoothing, forecast) in itertools.product(
+        targets, cap_down, down_rates, cap_rate
+    ):
         grid.append(
             {
                 "_target": target,
                 "_smoothing_s": smoothing,
                 "_forecast_s": forecast,
                 "scale_up": replace(shipped_up, stabilization_window_seconds=0),
-                "scale_down": replace(asc.DEFAULT_SCALE_DOWN, stabilization_window_seconds=down_window),
+                "scale_down": replace(down_rates[down_rate], stabilization_window_seconds=down_window),
                 "_family": "capacity",
-                "_label": f"capacity target={target} up=0s down={down_window}s "
+                "_label": f"capacity target={target} up=0s down={down_window}s/{down_rate} "
                 f"smoothing={smoothing:g}s forecast={forecast:g}s",
             }
         )
@@ -232,22 +321,36 @@ def prior_of(reqs: Sequence[Request], score_from_s: float, spec: ReplicaSpec) ->
 
 
 def tune(
-    sets: dict[str, tuple[list[Request], float]], setup: Setup, quick: bool = False
+    sets: dict[str, tuple[list[Request], float]], setup: Setup, quick: bool = False, jobs: int = 1
 ) -> tuple[dict[str, dict[str, Any]], dict[str, list[str]]]:
     """Per family, the setting chosen on the tuning set (rule in the comment below)."""
-    oracle_cost = {}
-    initial = {}
-    priors = {}
-    for k, (reqs, score_from) in sets.items():
-        _, o = best_oracle(reqs, setup, score_from)
-        oracle_cost[k] = o["gpu_hours"]
-        initial[k] = policies.OraclePolicy(reqs, setup.spec).desired_at(0.0)
-        priors[k] = prior_of(reqs, score_from, setup.spec)
+    keys = {k: register(f"tune/{k}", reqs) for k, (reqs, _) in sets.items()}
+    oracles = parallel_map(
+        _run_oracle_job,
+        [OracleJob(keys[k], setup, score_from, setup.cold_start_s) for k, (_, score_from) in sets.items()],
+        jobs,
+    )
+    oracle_cost = {k: o[1]["gpu_hours"] for k, o in zip(sets, oracles, strict=True)}
+    initial = {
+        k: policies.OraclePolicy(reqs, setup.spec, cold_start_s=setup.cold_start_s).desired_at(0.0)
+        for k, (reqs, _) in sets.items()
+    }
+    priors = {k: prior_of(reqs, score_from, setup.spec) for k, (reqs, score_from) in sets.items()}
+    grid = tuning_grid(quick)
+    runs = parallel_map(
+        _run_policy_job,
+        [
+            PolicyJob(keys[k], setup, ("grid", params, priors[k]), initial[k], score_from, rows=False)
+            for params in grid
+            for k, (_, score_from) in sets.items()
+        ],
+        jobs,
+    )
     scored: dict[str, list[tuple[dict[str, Any], float, float, float]]] = {}
-    for params in tuning_grid(quick):
+    for i, params in enumerate(grid):
         attainments, cost = [], 0.0
-        for k, (reqs, score_from) in sets.items():
-            s = simulate(reqs, setup, make_policy(params, priors[k]), initial[k], score_from)
+        for j, k in enumerate(sets):
+            s = runs[i * len(sets) + j][0]
             attainments.append(s["slo_attainment"])
             cost += s["gpu_hours"] / oracle_cost[k] / len(sets)
         scored.setdefault(params["_family"], []).append(
@@ -281,78 +384,117 @@ def tune(
     return chosen, notes
 
 
-def evaluate(
-    reqs: Sequence[Request], setup: Setup, tuned: dict[str, dict[str, Any]], measure_from_s: float
-) -> list[Run]:
-    """Run every policy over the whole trace; report only the second half (the first is warm-up)."""
-    u, oracle_summary = best_oracle(reqs, setup, measure_from_s)
-    oracle = policies.OraclePolicy(reqs, setup.spec, utilization=u)
-    initial = oracle.desired_at(0.0)
-    end = reqs[-1].arrival_s
-    peak = oracle.peak(end, measure_from_s)
-    prior = prior_of(reqs, measure_from_s, setup.spec)
-    cap = tuned["capacity"]
-    candidates: list[tuple[str, Any, int, str]] = [
-        ("builtin", policies.builtin(1, MAX_REPLICAS), initial, "shipped: active/max 0.5 + KV 0.8"),
-        ("builtin-tuned", make_policy(tuned["builtin"], None), initial, "tuned on the tuning set"),
-        (
-            "capacity-tuned",
-            make_policy(cap, prior),
-            initial,
-            f"{cap['_label']}, prior {prior:.2f} req/s (first half's profile)",
-        ),
-        ("capacity-learned", make_policy(cap, None), initial, "the same with no prior (learned online)"),
-        (
-            "hpa-queue-compute",
-            policies.hpa_queue_compute(1, MAX_REPLICAS),
-            initial,
-            "NVIDIA tutorial: HPA defaults, queue/compute ratio target 1",
-        ),
-        ("kv-only", policies.kv_only(1, MAX_REPLICAS), initial, "builtin on KV utilization only"),
-        ("wva-saturation", policies.SaturationAnalyzer(1, MAX_REPLICAS), initial, "WVA-style analyzer"),
-        ("static-peak", policies.StaticPolicy(peak), peak, f"{peak} replicas"),
-    ]
-    runs = []
-    for name, pol, start, note in candidates:
-        s = simulate(reqs, setup, pol, start, measure_from_s)
-        runs.append(Run(name, s, timeline(s.pop("_result"), setup.slo_ttft_ms, 10.0), note))
-    result = oracle_summary.pop("_result")
-    runs.append(
-        Run("oracle", oracle_summary, timeline(result, setup.slo_ttft_ms, 10.0), f"utilization {u:.3f}")
-    )
-    return runs
+@dataclass(frozen=True)
+class Window:
+    """One evaluation: a trace (a key of ``_TRACES``), its setup, and where scoring starts (s)."""
+
+    trace: str
+    setup: Setup
+    measure_from_s: float
 
 
-def seed_table(
-    trace: Sequence[Request],
-    setup: Setup,
-    scales: Sequence[float],
-    half: float,
+#: Every policy of an evaluation, in table order (the oracles come last).
+EVALUATED = (
+    "builtin",
+    "builtin-tuned",
+    "capacity-tuned",
+    "capacity-learned",
+    "hpa-queue-compute",
+    "kv-only",
+    "wva-saturation",
+    "static-peak",
+)
+
+
+def evaluate_windows(
+    windows: Sequence[Window],
+    names: Sequence[Sequence[str]],
     tuned: dict[str, dict[str, Any]],
-) -> str:
-    """builtin, builtin-tuned, capacity-tuned and wva-saturation on the second half with other
-    routing seeds."""
+    jobs: int = 1,
+) -> list[list[Run]]:
+    """Run the policies ``names[i]`` (of :data:`EVALUATED`) over window i's whole trace, reporting
+    only from its ``measure_from_s`` on (the first half is warm-up), plus two oracles: ``oracle``
+    (its replicas obey the window's cold start, the same physics as every policy: the reference of
+    the goals) and ``oracle-instant`` (cold start 0: a lower bound that no schedule under a cold
+    start reaches)."""
+    oracle_jobs: dict[OracleJob, int] = {}
+    for w in windows:
+        for job in (
+            OracleJob(w.trace, w.setup, w.measure_from_s, w.setup.cold_start_s),
+            OracleJob(w.trace, replace(w.setup, cold_start_s=0.0), w.measure_from_s, 0.0),
+        ):
+            oracle_jobs.setdefault(job, len(oracle_jobs))
+    oracle_out = parallel_map(_run_oracle_job, list(oracle_jobs), jobs)
+    policy_jobs: list[PolicyJob] = []
+    notes: list[list[tuple[str, str]]] = []
+    for w, window_names in zip(windows, names, strict=True):
+        reqs = _TRACES[w.trace]
+        u = oracle_out[oracle_jobs[OracleJob(w.trace, w.setup, w.measure_from_s, w.setup.cold_start_s)]][0]
+        oracle = policies.OraclePolicy(reqs, w.setup.spec, utilization=u, cold_start_s=w.setup.cold_start_s)
+        initial = oracle.desired_at(0.0)
+        peak = oracle.peak(reqs[-1].arrival_s, w.measure_from_s)
+        prior = prior_of(reqs, w.measure_from_s, w.setup.spec)
+        cap = tuned["capacity"]
+        candidates: dict[str, tuple[tuple[Any, ...], int, str]] = {
+            "builtin": (("builtin",), initial, "shipped: active/max 0.5 + KV 0.8"),
+            "builtin-tuned": (("grid", tuned["builtin"], None), initial, "tuned on the tuning set"),
+            "capacity-tuned": (
+                ("grid", cap, prior),
+                initial,
+                f"{cap['_label']}, prior {prior:.2f} req/s (first half's profile)",
+            ),
+            "capacity-learned": (("grid", cap, None), initial, "the same with no prior (learned online)"),
+            "hpa-queue-compute": (
+                ("hpa-queue-compute",),
+                initial,
+                "NVIDIA tutorial: HPA defaults, queue/compute ratio target 1",
+            ),
+            "kv-only": (("kv-only",), initial, "builtin on KV utilization only"),
+            "wva-saturation": (("wva-saturation",), initial, "WVA-style analyzer"),
+            "static-peak": (("static", peak), peak, f"{peak} replicas (the oracle's peak)"),
+        }
+        chosen = [(n, candidates[n]) for n in window_names]
+        notes.append([(n, note) for n, (_, _, note) in chosen])
+        policy_jobs += [
+            PolicyJob(w.trace, w.setup, desc, start, w.measure_from_s) for _, (desc, start, _) in chosen
+        ]
+    policy_out = parallel_map(_run_policy_job, policy_jobs, jobs)
+    out: list[list[Run]] = []
+    at = 0
+    for w, window_notes in zip(windows, notes, strict=True):
+        runs = []
+        for name, note in window_notes:
+            summary, rows = policy_out[at]
+            at += 1
+            runs.append(Run(name, summary, rows, note))
+        for name, cold, what in (
+            ("oracle", w.setup.cold_start_s, f"cold start {w.setup.cold_start_s:g} s obeyed"),
+            ("oracle-instant", 0.0, "cold start 0: lower bound"),
+        ):
+            setup = w.setup if cold else replace(w.setup, cold_start_s=0.0)
+            u, summary, rows = oracle_out[oracle_jobs[OracleJob(w.trace, setup, w.measure_from_s, cold)]]
+            runs.append(Run(name, dict(summary), rows, f"{what}, utilization {u:.3f}"))
+        out.append(runs)
+    return out
+
+
+#: The policies of the routing-seed table.
+SEED_TABLE_POLICIES = ("builtin", "builtin-tuned", "capacity-tuned", "wva-saturation")
+
+
+def seed_table(evaluated: Sequence[tuple[int, float, list[Run]]]) -> str:
+    """:data:`SEED_TABLE_POLICIES` on the second half with other routing seeds: ``evaluated`` holds
+    ``(seed, compression, runs)``."""
     lines = [
-        "| seed | compression | builtin | builtin-tuned | capacity-tuned | wva-saturation "
-        "| oracle GPU-hours |",
-        "|---|---|---|---|---|---|---|",
+        "| seed | compression | " + " | ".join(SEED_TABLE_POLICIES) + " | oracle GPU-hours |",
+        "|---|---|" + "---|" * len(SEED_TABLE_POLICIES) + "---|",
     ]
-    for seed in (1, 2, 3):
-        s_setup = replace(setup, seed=seed)
-        for k in scales:
-            reqs = time_scale(trace, k)
-            u, o = best_oracle(reqs, s_setup, half / k)
-            initial = policies.OraclePolicy(reqs, s_setup.spec, utilization=u).desired_at(0.0)
-            cells = []
-            for pol in (
-                policies.builtin(1, MAX_REPLICAS),
-                make_policy(tuned["builtin"], None),
-                make_policy(tuned["capacity"], prior_of(reqs, half / k, s_setup.spec)),
-                policies.SaturationAnalyzer(1, MAX_REPLICAS),
-            ):
-                s = simulate(reqs, s_setup, pol, initial, half / k)
-                cells.append(f"{s['slo_attainment']:.2%} / {s['gpu_hours']:.2f} GPU-h")
-            lines.append(f"| {seed} | ×{k:g} | {' | '.join(cells)} | {o['gpu_hours']:.2f} |")
+    for seed, k, runs in evaluated:
+        by = {r.name: r.summary for r in runs}
+        cells = [
+            f"{by[n]['slo_attainment']:.2%} / {by[n]['gpu_hours']:.2f} GPU-h" for n in SEED_TABLE_POLICIES
+        ]
+        lines.append(f"| {seed} | ×{k:g} | {' | '.join(cells)} | {by['oracle']['gpu_hours']:.2f} |")
     return "\n".join(lines)
 
 
@@ -429,29 +571,29 @@ def synthetic_traces(trace: Sequence[Request], seed: int) -> dict[str, list[Requ
     }
 
 
-def synthetic_table(trace: Sequence[Request], setup: Setup, tuned: dict[str, dict[str, Any]]) -> str:
-    """Every policy on the synthetic traces, three seeds, scored on each trace's second half."""
+def synthetic_table(evaluated: Sequence[tuple[str, int, list[Run]]]) -> str:
+    """Every policy on the synthetic traces, scored on each trace's second half: ``evaluated`` holds
+    ``(trace name, seed, runs)``."""
     lines = [
         "| trace | seed | builtin | builtin-tuned | capacity-tuned | capacity-learned "
-        "| cheapest baseline at ≥ capacity-tuned's attainment | capacity-tuned × oracle | oracle |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| cheapest baseline at ≥ capacity-tuned's attainment | capacity-tuned × oracle | oracle "
+        "| oracle-instant |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
 
     def cell(s: dict[str, Any]) -> str:
         return f"{s['slo_attainment']:.2%} / {s['gpu_hours']:.2f} GPU-h"
 
-    for seed in (0, 1, 2):
-        for name, reqs in synthetic_traces(trace, seed).items():
-            runs = evaluate(reqs, replace(setup, seed=seed), tuned, reqs[-1].arrival_s / 2)
-            by = {r.name: r.summary for r in runs}
-            base = best_baseline(by, by["capacity-tuned"]["slo_attainment"])
-            base_text = "none reaches it" if base is None else f"{base[0]}: {cell(base[1])}"
-            ratio = by["capacity-tuned"]["gpu_hours"] / by["oracle"]["gpu_hours"]
-            lines.append(
-                f"| {name} | {seed} | {cell(by['builtin'])} | {cell(by['builtin-tuned'])} "
-                f"| {cell(by['capacity-tuned'])} | {cell(by['capacity-learned'])} | {base_text} "
-                f"| {ratio:.2f} | {cell(by['oracle'])} |"
-            )
+    for name, seed, runs in evaluated:
+        by = {r.name: r.summary for r in runs}
+        base = best_baseline(by, by["capacity-tuned"]["slo_attainment"])
+        base_text = "none reaches it" if base is None else f"{base[0]}: {cell(base[1])}"
+        ratio = by["capacity-tuned"]["gpu_hours"] / by["oracle"]["gpu_hours"]
+        lines.append(
+            f"| {name} | {seed} | {cell(by['builtin'])} | {cell(by['builtin-tuned'])} "
+            f"| {cell(by['capacity-tuned'])} | {cell(by['capacity-learned'])} | {base_text} "
+            f"| {ratio:.2f} | {cell(by['oracle'])} | {cell(by['oracle-instant'])} |"
+        )
     return "\n".join(lines)
 
 
@@ -555,6 +697,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-write", action="store_true", help="print only; leave RESULTS.md and the PNG")
     parser.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="simulations run at once, on forked processes (default: the CPUs; results do not depend on it)",
+    )
+    parser.add_argument(
         "--quick", action="store_true", help="reduced configuration: small tuning grid, no seed table"
     )
     args = parser.parse_args(argv)
@@ -573,17 +721,45 @@ def main(argv: Sequence[str] | None = None) -> int:
         file=sys.stderr,
     )
     sets, left_out = tuning_sets(first, trace, args.scales, args.cold_start_s)
-    tuned, top = tune(sets, setup, args.quick)
+    tuned, top = tune(sets, setup, args.quick, args.jobs)
     print(
         f"tuned ({time.monotonic() - started:.0f} s): "
         + "; ".join(f"{f}: {p['_label']}" for f, p in tuned.items()),
         file=sys.stderr,
     )
-    by_scale = {k: evaluate(time_scale(trace, k), setup, tuned, half / k) for k in args.scales}
-    sensitivity = ""
+    # Every evaluation at once (one pool): the main table, the cold-start tables, the routing seeds
+    # and the synthetic traces.
+    azure = {k: register(f"azure ×{k:g}", time_scale(trace, k)) for k in args.scales}
+    cold_starts = {"main": setup, "slow": replace(setup, cold_start_s=180.0)}
     if args.sensitivity_cold_start_s > 0:
-        fast = replace(setup, cold_start_s=args.sensitivity_cold_start_s)
-        by_fast = {k: evaluate(time_scale(trace, k), fast, tuned, half / k) for k in args.scales}
+        cold_starts["fast"] = replace(setup, cold_start_s=args.sensitivity_cold_start_s)
+    windows = [Window(azure[k], s, half / k) for s in cold_starts.values() for k in args.scales]
+    labels: list[tuple[str, Any, Any]] = [(c, k, None) for c in cold_starts for k in args.scales]
+    if not args.quick:
+        for seed in (1, 2, 3):
+            windows += [Window(azure[k], replace(setup, seed=seed), half / k) for k in args.scales]
+            labels += [("seed", k, seed) for k in args.scales]
+        for seed in (0, 1, 2):
+            for name, reqs in synthetic_traces(trace, seed).items():
+                key = register(f"{name} seed {seed}", reqs)
+                windows.append(Window(key, replace(setup, seed=seed), reqs[-1].arrival_s / 2))
+                labels.append(("synthetic", name, seed))
+    names = [SEED_TABLE_POLICIES if label[0] == "seed" else EVALUATED for label in labels]
+    evaluated = evaluate_windows(windows, names, tuned, args.jobs)
+    by_cold: dict[str, dict[float, list[Run]]] = {c: {} for c in cold_starts}
+    seeds_rows: list[tuple[int, float, list[Run]]] = []
+    synthetic_rows: list[tuple[str, int, list[Run]]] = []
+    for (what, a, b), runs in zip(labels, evaluated, strict=True):
+        if what == "seed":
+            seeds_rows.append((b, a, runs))
+        elif what == "synthetic":
+            synthetic_rows.append((a, b, runs))
+        else:
+            by_cold[what][a] = runs
+    by_scale, by_slow = by_cold["main"], by_cold["slow"]
+    sensitivity = ""
+    if "fast" in by_cold:
+        by_fast = by_cold["fast"]
         sensitivity = "\n".join(
             [
                 f"Sensitivity: the same evaluation with a {args.sensitivity_cold_start_s:g} s cold start "
@@ -596,10 +772,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     mean_tokens = sum(r.input_tokens + r.output_tokens for r in trace) / len(trace)
     kv_at_full_batch = spec.max_batch_size * mean_tokens / spec.max_kv_tokens
-    seeds = "(skipped: --quick)" if args.quick else seed_table(trace, setup, args.scales, half, tuned)
-    synthetic = "(skipped: --quick)" if args.quick else synthetic_table(trace, setup, tuned)
-    slow = replace(setup, cold_start_s=180.0)
-    by_slow = {k: evaluate(time_scale(trace, k), slow, tuned, half / k) for k in args.scales}
+    seeds = "(skipped: --quick)" if args.quick else seed_table(seeds_rows)
+    synthetic = "(skipped: --quick)" if args.quick else synthetic_table(synthetic_rows)
     elapsed = time.monotonic() - started
     result_table = table(by_scale)
     verdicts = verdict(by_scale)

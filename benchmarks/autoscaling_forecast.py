@@ -29,7 +29,9 @@ def main() -> None:
     for k in (10.0, 20.0):
         reqs = time_scale(trace, k)
         u, oracle = bench.best_oracle(reqs, setup, half / k)
-        initial = policies.OraclePolicy(reqs, setup.spec, utilization=u).desired_at(0.0)
+        initial = policies.OraclePolicy(
+            reqs, setup.spec, utilization=u, cold_start_s=setup.cold_start_s
+        ).desired_at(0.0)
         prior = bench.prior_of(reqs, half / k, setup.spec)
         for forecast in (0.0, 60.0):
             params = {

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -127,13 +129,71 @@ def test_oracle_demand_accounts_for_all_the_work() -> None:
     assert half.desired_at(30.0) >= 2 * oracle.desired_at(30.0) - 1
 
 
-def test_oracle_runs_without_cold_start() -> None:
+def test_the_instant_oracle_ignores_the_fleets_cold_start() -> None:
     reqs = synthetic_poisson(20.0, 120.0, seed=4, input_tokens=800, output_tokens=50)
     oracle = policies.OraclePolicy(reqs, SPEC, utilization=0.6)
     start = oracle.desired_at(0.0)
     result = Simulation(reqs, SPEC, oracle, initial_replicas=start, cold_start_s=300.0).run()
     summary = summarize(result, 2000)
     assert summary["slo_attainment"] > 0.9  # a 300 s cold start would have sunk any reactive policy
+
+
+def _step_trace() -> list[Request]:
+    """2 requests/s for 180 s, then 30 requests/s for 120 s."""
+    calm = synthetic_poisson(2.0, 180.0, seed=5, input_tokens=800, output_tokens=50)
+    busy = synthetic_poisson(30.0, 120.0, seed=6, input_tokens=800, output_tokens=50)
+    return calm + [Request(180.0 + r.arrival_s, r.input_tokens, r.output_tokens) for r in busy]
+
+
+def test_an_oracle_under_a_cold_start_starts_replicas_that_long_before_the_work() -> None:
+    reqs = _step_trace()
+    instant = policies.OraclePolicy(reqs, SPEC, utilization=0.5)
+    timely = policies.OraclePolicy(reqs, SPEC, utilization=0.5, cold_start_s=60.0)
+    busy_count = instant.desired_at(200.0)
+    assert busy_count > instant.desired_at(60.0)  # the step needs more replicas
+    # The instant oracle reacts 30 s (its horizon) before the step; the timely one 60 s earlier.
+    assert instant.desired_at(100.0) < busy_count
+    assert timely.desired_at(100.0) >= busy_count
+    assert timely.desired_at(100.0) == instant.desired_at(160.0)  # the lead is the cold start
+
+    def run(oracle: policies.OraclePolicy) -> dict[str, Any]:
+        result = Simulation(
+            reqs, SPEC, oracle, initial_replicas=oracle.desired_at(0.0), cold_start_s=60.0
+        ).run()
+        return summarize(result, 2000)
+
+    # The same plan without the lead, under the same 60 s cold start, misses the step's first minute;
+    # with the lead the replicas are Ready when it comes, and the warm-up is paid for in GPU-hours.
+    unbounded = run(instant)  # cold start 0: the lower bound
+    lagged = Simulation(
+        reqs, SPEC, _Obeying(instant), initial_replicas=instant.desired_at(0.0), cold_start_s=60.0
+    ).run()
+    on_time = run(timely)
+    assert summarize(lagged, 2000)["slo_attainment"] < 0.9
+    assert on_time["slo_attainment"] >= 0.99
+    assert on_time["gpu_hours"] > unbounded["gpu_hours"]
+
+
+@dataclass
+class _Obeying:
+    """An instant oracle's plan, carried out by replicas that obey the fleet's cold start."""
+
+    oracle: policies.OraclePolicy
+    name: str = "instant plan, cold start obeyed"
+    sync_period_s: float = 5.0
+    metrics_lag_s: float = 0.0
+    cold_start_s: float | None = None
+
+    def decide(self, obs: Observation) -> int:
+        return self.oracle.desired_at(obs.time_s)
+
+
+def test_parse_policy_gives_the_oracle_the_fleets_cold_start() -> None:
+    oracle = policies.parse_policy("oracle:0.7", [Request(0, 1, 1)], SPEC, cold_start_s=45.0)
+    assert isinstance(oracle, policies.OraclePolicy)
+    assert oracle.cold_start_s == 45.0
+    with pytest.raises(ValueError, match="cold_start_s"):
+        policies.OraclePolicy([Request(0, 1, 1)], SPEC, cold_start_s=-1.0)
 
 
 @pytest.mark.parametrize("text", ["static:0", "static:x", "oracle:abc", "hpa", "static"])

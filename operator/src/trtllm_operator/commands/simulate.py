@@ -365,6 +365,7 @@ def run(args: argparse.Namespace) -> int:
                 setup.spec,
                 min_replicas=1 if args.min_replicas is None else args.min_replicas,
                 max_replicas=DEFAULT_MAX_REPLICAS if args.max_replicas is None else args.max_replicas,
+                cold_start_s=args.cold_start_s,
             )
     except (ValueError, OSError) as exc:
         return _fail(str(exc))

@@ -140,7 +140,12 @@ class Policy(Protocol):
     name: str
     sync_period_s: float
     metrics_lag_s: float
-    cold_start_s: float | None  # overrides the fleet's cold start (the oracle uses 0)
+
+    @property
+    def cold_start_s(self) -> float | None:
+        """The cold start this policy's replicas obey instead of the fleet's (None: the fleet's; the
+        oracle brings its own, see :class:`~trtllm_operator.simulate.policies.OraclePolicy`)."""
+        ...
 
     def decide(self, obs: Observation) -> int:
         """Return the desired replica count."""

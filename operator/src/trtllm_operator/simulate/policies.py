@@ -382,18 +382,25 @@ def request_work_s(req: Request, spec: ReplicaSpec, batch: float) -> float:
 
 @dataclass
 class OraclePolicy:
-    """Clairvoyant fluid sizing: the replicas the *future* work needs, with instant cold starts.
+    """Clairvoyant fluid sizing: the replicas the *future* work needs, started in time for it.
 
     Definition. Let B* be the steady-state batch of a saturated replica for the trace's mean input
     and output length (:func:`~trtllm_operator.simulate.perf.steady_concurrency`) and w(r) the
     replica-seconds request r needs at that batch (:func:`request_work_s`). The demand at time t is
     ``D(t) = Σ_{r arriving in [t, t + window_s)} w(r) / window_s`` replicas. At every tick t (every
-    ``sync_period_s``) the oracle sets ``ceil(max_{t ≤ t' ≤ t + horizon_s} D(t') / utilization)``
-    replicas (at least 1). It has perfect foresight of arrivals, replicas serve the moment they
-    are created (cold start 0), metrics lag is irrelevant (it reads no metrics) and it scales down
-    at once. ``utilization`` = 1 is the fluid lower bound, which queues at the peaks; the benchmark
-    picks the largest utilization (cheapest plan) whose run still meets the SLO target, so the
-    oracle is "the cheapest clairvoyant plan of this family that meets the SLO".
+    ``sync_period_s``) the oracle sets ``ceil(max_{t − lookback_s ≤ t' ≤ t + cold_start_s + horizon_s}
+    D(t') / utilization)`` replicas (at least 1). It has perfect foresight of arrivals, reads no
+    metrics and scales down at once.
+
+    ``cold_start_s`` is the cold start its replicas obey (the simulation uses it instead of the
+    fleet's): with the fleet's value the oracle lives under the same physics as every other policy —
+    a replica holds its GPUs from creation and serves ``cold_start_s`` later — and uses its foresight
+    to create each replica that long before the work it is for arrives (the lead is in the window
+    above), so its GPU-hours include the warm-up it needs. With 0 (the default) replicas serve the
+    moment they are created: a lower bound that no schedule under a real cold start can reach.
+    ``utilization`` = 1 is the fluid bound, which queues at the peaks; the benchmark picks the
+    largest utilization (cheapest plan) whose run still meets the SLO target, so the oracle is "the
+    cheapest clairvoyant plan of this family that meets the SLO".
     """
 
     requests: Sequence[Request]
@@ -405,13 +412,15 @@ class OraclePolicy:
     name: str = "oracle"
     sync_period_s: float = 5.0
     metrics_lag_s: float = 0.0
-    cold_start_s: float | None = 0.0
+    cold_start_s: float = 0.0
     _times: list[float] = field(default_factory=list, repr=False)
     _prefix: list[float] = field(default_factory=list, repr=False)
 
     def __post_init__(self) -> None:
         if not 0 < self.utilization <= 1.5:
             raise ValueError(f"oracle utilization must be in (0, 1.5], got {self.utilization}")
+        if self.cold_start_s < 0:
+            raise ValueError(f"oracle cold_start_s must be ≥ 0, got {self.cold_start_s}")
         n = max(1, len(self.requests))
         mean_in = sum(r.input_tokens for r in self.requests) / n
         mean_out = sum(r.output_tokens for r in self.requests) / n
@@ -434,8 +443,8 @@ class OraclePolicy:
         return (self._prefix[hi] - self._prefix[lo]) / self.window_s
 
     def desired_at(self, t: float) -> int:
-        """The oracle's replica count at time t."""
-        span = self.lookback_s + self.horizon_s
+        """The oracle's replica count at time t (its lead of ``cold_start_s`` included)."""
+        span = self.lookback_s + self.cold_start_s + self.horizon_s
         steps = max(1, int(span / self.sync_period_s))
         start = t - self.lookback_s
         peak = max(self.demand(start + k * span / steps) for k in range(steps + 1))
@@ -458,10 +467,12 @@ def parse_policy(
     *,
     min_replicas: int = 1,
     max_replicas: int = 64,
+    cold_start_s: float = 0.0,
 ) -> SharedPolicy | QueueComputeHPA | SaturationAnalyzer | StaticPolicy | OraclePolicy:
     """``builtin | capacity | capacity-learned | hpa-queue-compute | kv-only | wva-saturation | static:N |
     oracle[:UTILIZATION]`` → a policy object (``capacity``: prior from the trace's mean lengths,
-    :func:`profiled_capacity_rps`; ``capacity-learned``: no prior).
+    :func:`profiled_capacity_rps`; ``capacity-learned``: no prior; ``oracle``: its replicas obey
+    ``cold_start_s``, the fleet's cold start in seconds, see :class:`OraclePolicy`).
 
     Raises ``ValueError`` naming ``--policy`` and the accepted forms.
     """
@@ -485,7 +496,9 @@ def parse_policy(
                 raise ValueError
             return StaticPolicy(n, name=f"static:{n}")
         if kind == "oracle":
-            return OraclePolicy(requests, spec, utilization=float(arg) if arg else 1.0)
+            return OraclePolicy(
+                requests, spec, utilization=float(arg) if arg else 1.0, cold_start_s=cold_start_s
+            )
     except ValueError:
         pass
     raise ValueError(
