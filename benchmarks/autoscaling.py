@@ -30,7 +30,8 @@ reactive policy reads only those pages. Protocol:
 4. Repeat step 2 with a short cold start (``--sensitivity-cold-start-s``, default 15 s) to show how
    much of the gap to the oracle is the cold start rather than the policy.
 
-Every policy starts (at the beginning of the warm-up) with the oracle's count at t = 0, Ready, and
+Every policy starts (at the beginning of the warm-up) with the fluid demand at t = 0 Ready
+(``policies.starting_replicas``; the oracles with their own plan, they foresaw the start), and
 routing is random (a Kubernetes Service) with the same seed. GPU-hours are in simulated
 (compressed) time. Writes the tables and the plot into benchmarks/RESULTS.md (the section between
 the autoscaling markers) and benchmarks/autoscaling.png, and prints the main table last.
@@ -111,7 +112,7 @@ def best_oracle(
     """Largest oracle utilization (cheapest plan) whose run meets the SLO target, by bisection.
 
     ``cold_start_s``: the cold start the oracle's replicas obey (default the setup's, the same physics
-    as every other policy; 0 for the instant lower bound), see ``policies.OraclePolicy``.
+    as every other policy; 0: replicas serve at creation), see ``policies.OraclePolicy``.
     """
     cold = setup.cold_start_s if cold_start_s is None else cold_start_s
     lo, hi = 0.1, 1.0
@@ -331,10 +332,7 @@ def tune(
         jobs,
     )
     oracle_cost = {k: o[1]["gpu_hours"] for k, o in zip(sets, oracles, strict=True)}
-    initial = {
-        k: policies.OraclePolicy(reqs, setup.spec, cold_start_s=setup.cold_start_s).desired_at(0.0)
-        for k, (reqs, _) in sets.items()
-    }
+    initial = {k: policies.starting_replicas(reqs, setup.spec) for k, (reqs, _) in sets.items()}
     priors = {k: prior_of(reqs, score_from, setup.spec) for k, (reqs, score_from) in sets.items()}
     grid = tuning_grid(quick)
     runs = parallel_map(
@@ -415,8 +413,9 @@ def evaluate_windows(
     """Run the policies ``names[i]`` (of :data:`EVALUATED`) over window i's whole trace, reporting
     only from its ``measure_from_s`` on (the first half is warm-up), plus two oracles: ``oracle``
     (its replicas obey the window's cold start, the same physics as every policy: the reference of
-    the goals) and ``oracle-instant`` (cold start 0: a lower bound that no schedule under a cold
-    start reaches)."""
+    the goals) and ``oracle-instant`` (the same plan family with replicas that serve at creation,
+    the reference of earlier results; not a bound: its cheapest plan meeting the SLO can cost more,
+    as the family is a heuristic)."""
     oracle_jobs: dict[OracleJob, int] = {}
     for w in windows:
         for job in (
@@ -431,7 +430,7 @@ def evaluate_windows(
         reqs = _TRACES[w.trace]
         u = oracle_out[oracle_jobs[OracleJob(w.trace, w.setup, w.measure_from_s, w.setup.cold_start_s)]][0]
         oracle = policies.OraclePolicy(reqs, w.setup.spec, utilization=u, cold_start_s=w.setup.cold_start_s)
-        initial = oracle.desired_at(0.0)
+        initial = policies.starting_replicas(reqs, w.setup.spec)  # the oracles: their own plan
         peak = oracle.peak(reqs[-1].arrival_s, w.measure_from_s)
         prior = prior_of(reqs, w.measure_from_s, w.setup.spec)
         cap = tuned["capacity"]
@@ -469,7 +468,7 @@ def evaluate_windows(
             runs.append(Run(name, summary, rows, note))
         for name, cold, what in (
             ("oracle", w.setup.cold_start_s, f"cold start {w.setup.cold_start_s:g} s obeyed"),
-            ("oracle-instant", 0.0, "cold start 0: lower bound"),
+            ("oracle-instant", 0.0, "cold start 0 (replicas serve at creation)"),
         ):
             setup = w.setup if cold else replace(w.setup, cold_start_s=0.0)
             u, summary, rows = oracle_out[oracle_jobs[OracleJob(w.trace, setup, w.measure_from_s, cold)]]
@@ -783,7 +782,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "",
             "Produced by `.venv/bin/python benchmarks/autoscaling.py"
             + (" --quick` (reduced configuration: small tuning grid, no seed table) " if args.quick else "` ")
-            + f"({elapsed:.0f} s on this machine). Trace: Azure LLM inference 2023, conversation "
+            + f"({elapsed:.0f} s with --jobs {args.jobs} on a machine with {os.cpu_count()} CPUs). "
+            "Trace: Azure LLM inference 2023, conversation "
             f"(CC BY 4.0), compressed ×"
             + " and ×".join(f"{k:g}" for k in args.scales)
             + f"; scored on the second half ({len(second)} requests, the first half is the warm-up). "

@@ -376,7 +376,7 @@ def run(args: argparse.Namespace) -> int:
     elif isinstance(policy, policies.OraclePolicy):
         initial = policy.desired_at(0.0)
     else:
-        initial = policies.OraclePolicy(requests, setup.spec).desired_at(0.0)
+        initial = policies.starting_replicas(requests, setup.spec)
         if isinstance(policy, policies.SharedPolicy):
             low, high = policy.policy.min_replicas, policy.policy.max_replicas
         else:

@@ -397,7 +397,8 @@ class OraclePolicy:
     a replica holds its GPUs from creation and serves ``cold_start_s`` later — and uses its foresight
     to create each replica that long before the work it is for arrives (the lead is in the window
     above), so its GPU-hours include the warm-up it needs. With 0 (the default) replicas serve the
-    moment they are created: a lower bound that no schedule under a real cold start can reach.
+    moment they are created (no schedule under a real cold start can do that; within this plan
+    family it is not a bound, since its cheapest plan that meets the SLO can cost more).
     ``utilization`` = 1 is the fluid bound, which queues at the peaks; the benchmark picks the
     largest utilization (cheapest plan) whose run still meets the SLO target, so the oracle is "the
     cheapest clairvoyant plan of this family that meets the SLO".
@@ -458,6 +459,12 @@ class OraclePolicy:
     def decide(self, obs: Observation) -> int:
         """Replicas for the work arriving around now (see the class docstring)."""
         return self.desired_at(obs.time_s)
+
+
+def starting_replicas(requests: Sequence[Request], spec: ReplicaSpec) -> int:
+    """Replicas Ready at t = 0 for a policy that has no plan of its own: the fluid demand of the work
+    arriving around t = 0 (:class:`OraclePolicy` at utilization 1 with no look-ahead), at least 1."""
+    return OraclePolicy(requests, spec).desired_at(0.0)
 
 
 def parse_policy(
