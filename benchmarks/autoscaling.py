@@ -23,9 +23,11 @@ reactive policy reads only those pages. Protocol:
    lengths of the first half), ``capacity-learned`` (the same with no prior),
    ``hpa-queue-compute`` (NVIDIA's Triton + TensorRT-LLM tutorial: HPA defaults on
    ``triton:queue_compute:ratio``, target 1), ``kv-only``, ``wva-saturation`` (a WVA-style
-   saturation analyzer), ``static-peak`` (the oracle's peak count over the scored half) and
-   ``oracle`` (clairvoyant, no cold start: the cheapest utilization of its fluid plan that meets the
-   SLO on this very window).
+   saturation analyzer), ``static-peak`` (the oracle's peak count over the scored half),
+   ``oracle`` (clairvoyant, its replicas obeying the same cold start, started that long before their
+   work: the cheapest utilization of its fluid plan that meets the SLO on this very window; every
+   ratio and goal is relative to it) and ``oracle-instant`` (the same with replicas that serve at
+   creation, the reference of earlier results).
 3. builtin, builtin-tuned, capacity-tuned and wva-saturation with routing seeds 1–3 (robustness).
 4. Repeat step 2 with a short cold start (``--sensitivity-cold-start-s``, default 15 s) to show how
    much of the gap to the oracle is the cold start rather than the policy.
@@ -38,7 +40,10 @@ the autoscaling markers) and benchmarks/autoscaling.png, and prints the main tab
 ``--quick`` runs a reduced configuration (a smaller tuning grid, no seed table) and says so in the
 section it writes.
 
-    .venv/bin/python benchmarks/autoscaling.py [--trace PATH] [--no-write] [--quick]
+The simulations run on ``--jobs`` forked worker processes (default: the CPUs); every run is seeded,
+so the results do not depend on the count.
+
+    .venv/bin/python benchmarks/autoscaling.py [--trace PATH] [--no-write] [--quick] [--jobs N]
 """
 
 from __future__ import annotations
@@ -271,8 +276,8 @@ def tuning_grid(quick: bool = False) -> list[dict[str, Any]]:
                 "_label": f"active={active} kv=0.8 up={up_window}s/{up_rate} down={down_window}s/{down_rate}",
             }
         )
-    targets = (0.8, 0.85, 0.9)
-    cap_down = (60, 120) if quick else (30, 60, 120)
+    targets = (0.8, 0.85, 0.9) if quick else (0.8, 0.85, 0.9, 0.95)
+    cap_down = (60, 120) if quick else (0, 30, 60, 120)
     # Arrival-rate smoothing (s) and the rising trend's forecast horizon (s; one cold start of the
     # benchmark's pods); a forecast needs a trend, so it comes only with smoothing.
     cap_rate = (
