@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import json
 import random
 from pathlib import Path
@@ -207,6 +208,19 @@ def test_smoothing_follows_a_step_gradually() -> None:
     assert after_step[-1] == pytest.approx(30.0, rel=0.05)  # settles on the new rate
     assert all(e.arrival_rps == pytest.approx(r) for e, r in zip(smooth, rates, strict=True))
     assert "smoothed" in smooth[8].summary(0.8)  # no forecast: the level is what is sized for
+
+
+def test_up_on_the_measured_rate_down_on_the_smoothed_one() -> None:
+    # A step up: the count follows the measured rate at once, though the level lags it. A step down:
+    # the count follows the level, which stays above the measured rate for a while.
+    params = cap.CapacityParams(target=1.0, prior_rps=10.0, smoothing_s=60.0)
+    up = ramp([10.0] * 8 + [40.0] * 4, params)
+    assert (up[8].level_rps or 0.0) < 40.0
+    assert up[8].desired == 4  # 40 requests/s over 10 per replica, not the lagging level's count
+    assert "sized for the measured rate" in up[8].summary(1.0)
+    down = ramp([40.0] * 8 + [10.0] * 4, params)
+    assert (down[8].level_rps or 0.0) > 10.0
+    assert down[8].desired == math.ceil((down[8].level_rps or 0.0) / 10.0) > 1
 
 
 def test_the_trend_tracks_a_ramp_and_the_forecast_sizes_for_it() -> None:

@@ -32,8 +32,11 @@ batch; the saturation correction brings it down).
 ``1 − exp(−Δt / τ)`` per tick), and a rising trend is projected ``forecast_s`` ahead (a pod's cold
 start) so that a scale-up starts before the load arrives; a falling trend is never projected, so the
 forecast only ever adds replicas. The recommendation is ``ceil(λ' / (κ × target))`` with
-``λ' = max(level, level + trend × forecast_s) × (1 + saturated share)``: when pods are saturated the
-unseen backlog is growing, and the share of saturated pods is what is known of it. Scale-down
+``λ' = max(level + max(trend, 0) × forecast_s, λ) × (1 + saturated share)``: up on the measured
+rate, down on the smoothed one — smoothing delays a scale-down (a falling rate's level stays above it)
+and never a scale-up (a rising rate's level lags it: sizing for the level scaled a fleet down in the
+middle of a rise, then saturated it; benchmarks/RESULTS.md); when pods are saturated the unseen
+backlog is growing, and the share of saturated pods is what is known of it. Scale-down
 safety (as llm-d WVA's analyzer): the caller keeps active-request utilization as a signal, so no
 count below what keeps it under its target is ever recommended.
 
@@ -196,6 +199,8 @@ class CapacityEstimate:
             sized = f", rising: forecast {self.forecast_rps:.3g}/s"
         elif self.level_rps is not None and self.level_rps != self.arrival_rps:
             sized = f", smoothed {self.level_rps:.3g}/s"
+        if self.arrival_rps > max(self.level_rps or 0.0, self.forecast_rps or 0.0):
+            sized += " (sized for the measured rate: it is higher)"
         return (
             f"capacity: arrivals {self.arrival_rps:.3g}/s over {self.measured} pod(s){sized}, "
             f"{self.saturated} saturated, capacity {self.capacity_rps:.3g}/s per replica "
@@ -250,7 +255,8 @@ def estimate(
     forecast = None if level is None else level + max(0.0, trend) * params.forecast_s
     desired: int | None = None
     if arrival is not None and forecast is not None and capacity is not None and capacity > 0:
-        boosted = forecast * (1.0 + saturated / measured)
+        # Up on the measured rate, down on the smoothed one (the module's docstring).
+        boosted = max(forecast, arrival) * (1.0 + saturated / measured)
         desired = max(1, math.ceil(round(boosted / (capacity * params.target), 9)))
     new_state = CapacityState(tuple(memory), capacity, level, trend, when)
     return CapacityEstimate(arrival, capacity, saturated, measured, desired, new_state, level, forecast)
