@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 import json
+import math
 import random
 from pathlib import Path
 
