@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import random
 from pathlib import Path
 
@@ -210,17 +209,28 @@ def test_smoothing_follows_a_step_gradually() -> None:
     assert "smoothed" in smooth[8].summary(0.8)  # no forecast: the level is what is sized for
 
 
-def test_up_on_the_measured_rate_down_on_the_smoothed_one() -> None:
-    # A step up: the count follows the measured rate at once, though the level lags it. A step down:
-    # the count follows the level, which stays above the measured rate for a while.
+def test_no_scale_down_while_the_measured_rate_needs_the_ready_replicas() -> None:
+    # Four pods serve 10 requests/s each (κ 10); the rate dips for a while and comes back. With 60 s
+    # smoothing the level lags the return: sized for the level alone the count would fall below
+    # four while the measured rate already needs all four again.
     params = cap.CapacityParams(target=1.0, prior_rps=10.0, smoothing_s=60.0)
-    up = ramp([10.0] * 8 + [40.0] * 4, params)
-    assert (up[8].level_rps or 0.0) < 40.0
-    assert up[8].desired == 4  # 40 requests/s over 10 per replica, not the lagging level's count
-    assert "sized for the measured rate" in up[8].summary(1.0)
-    down = ramp([40.0] * 8 + [10.0] * 4, params)
-    assert (down[8].level_rps or 0.0) > 10.0
-    assert down[8].desired == math.ceil((down[8].level_rps or 0.0) / 10.0) > 1
+    per_pod = [10.0] * 6 + [5.0] * 6 + [10.0] * 4
+    state, done, out = cap.CapacityState(), [0.0] * 4, []
+    for k, rate in enumerate([0.0, *per_pod]):
+        done = [d + rate * 15.0 for d in done]
+        est = cap.estimate(pods(done, [20.0] * 4), state, params, 1000.0 + k * 15.0)
+        state = est.state
+        out.append(est)
+    back = out[13]  # the first tick after the rate came back
+    assert back.arrival_rps == pytest.approx(40.0)
+    assert (back.level_rps or 0.0) < 30.0  # the level lags the return: sized for it alone, 3
+    assert back.desired == 4 and back.held
+    assert "held: the measured rate needs the Ready replicas" in back.summary(1.0)
+    dip = out[11]  # at the end of the dip both agree on fewer replicas: a scale-down is allowed
+    assert dip.desired is not None and dip.desired < 4 and not dip.held
+    # A spike is still filtered on the way up: never more than the Ready pods from the floor.
+    spike = ramp([10.0] * 8 + [40.0], params)[-1]
+    assert spike.desired is not None and spike.desired < 4
 
 
 def test_the_trend_tracks_a_ramp_and_the_forecast_sizes_for_it() -> None:

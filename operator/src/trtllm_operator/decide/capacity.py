@@ -32,11 +32,12 @@ batch; the saturation correction brings it down).
 ``1 − exp(−Δt / τ)`` per tick), and a rising trend is projected ``forecast_s`` ahead (a pod's cold
 start) so that a scale-up starts before the load arrives; a falling trend is never projected, so the
 forecast only ever adds replicas. The recommendation is ``ceil(λ' / (κ × target))`` with
-``λ' = max(level + max(trend, 0) × forecast_s, λ) × (1 + saturated share)``: up on the measured
-rate, down on the smoothed one — smoothing delays a scale-down (a falling rate's level stays above it)
-and never a scale-up (a rising rate's level lags it: sizing for the level scaled a fleet down in the
-middle of a rise, then saturated it; benchmarks/RESULTS.md); when pods are saturated the unseen
-backlog is growing, and the share of saturated pods is what is known of it. Scale-down
+``λ' = (level + max(trend, 0) × forecast_s) × (1 + saturated share)``: when pods are saturated the
+unseen backlog is growing, and the share of saturated pods is what is known of it. Smoothing filters
+a spike on the way up, but it must not scale down in the middle of a rise (a rising rate's level
+lags it: on the benchmark's tuning set that scaled a fleet down, saturated it, then over-scaled it):
+the count is never below ``min(Ready pods with data, ceil(λ × (1 + saturated share) / (κ × target)))``,
+what this tick's measured rate needs of the replicas already serving. Scale-down
 safety (as llm-d WVA's analyzer): the caller keeps active-request utilization as a signal, so no
 count below what keeps it under its target is ever recommended.
 
@@ -175,7 +176,8 @@ class CapacityState:
 class CapacityEstimate:
     """One tick's estimate. ``arrival_rps``: this tick's measured λ; ``level_rps`` / ``forecast_rps``:
     its smoothed level and the level plus the rising trend over ``forecast_s`` (what the count is
-    sized for); ``desired``: replicas for it at the target (``None``: no rate known yet)."""
+    sized for); ``desired``: replicas for it at the target (``None``: no rate known yet); ``held``:
+    whether this tick's measured rate kept ``desired`` up (no scale-down in the middle of a rise)."""
 
     arrival_rps: float | None
     capacity_rps: float | None
@@ -185,6 +187,7 @@ class CapacityEstimate:
     state: CapacityState
     level_rps: float | None = None
     forecast_rps: float | None = None
+    held: bool = False
 
     def summary(self, target: float) -> str:
         """For the decision's message."""
@@ -199,8 +202,8 @@ class CapacityEstimate:
             sized = f", rising: forecast {self.forecast_rps:.3g}/s"
         elif self.level_rps is not None and self.level_rps != self.arrival_rps:
             sized = f", smoothed {self.level_rps:.3g}/s"
-        if self.arrival_rps > max(self.level_rps or 0.0, self.forecast_rps or 0.0):
-            sized += " (sized for the measured rate: it is higher)"
+        if self.held:
+            sized += ", held: the measured rate needs the Ready replicas"
         return (
             f"capacity: arrivals {self.arrival_rps:.3g}/s over {self.measured} pod(s){sized}, "
             f"{self.saturated} saturated, capacity {self.capacity_rps:.3g}/s per replica "
@@ -254,12 +257,16 @@ def estimate(
         when = now
     forecast = None if level is None else level + max(0.0, trend) * params.forecast_s
     desired: int | None = None
+    held = False
     if arrival is not None and forecast is not None and capacity is not None and capacity > 0:
-        # Up on the measured rate, down on the smoothed one (the module's docstring).
-        boosted = max(forecast, arrival) * (1.0 + saturated / measured)
-        desired = max(1, math.ceil(round(boosted / (capacity * params.target), 9)))
+        boost = (1.0 + saturated / measured) / (capacity * params.target)
+        desired = max(1, math.ceil(round(forecast * boost, 9)))
+        # No scale-down below what this tick's measured rate needs (the module's docstring).
+        needed_now = min(len(memory), max(1, math.ceil(round(arrival * boost, 9))))
+        held = needed_now > desired
+        desired = max(desired, needed_now)
     new_state = CapacityState(tuple(memory), capacity, level, trend, when)
-    return CapacityEstimate(arrival, capacity, saturated, measured, desired, new_state, level, forecast)
+    return CapacityEstimate(arrival, capacity, saturated, measured, desired, new_state, level, forecast, held)
 
 
 def _smooth(arrival: float, state: CapacityState, params: CapacityParams, now: float) -> tuple[float, float]:
