@@ -1,9 +1,10 @@
 """The capacity recommendation's upward forecast, reported on the scored halves (issue 19).
 
 The tuning set (``benchmarks/autoscaling.py``) did not choose a forecast; this prints what the
-tuned capacity setting (target 0.8, scale-down window 120 s, smoothing 30 s) scores with and without
-a 60 s forecast on the Azure trace's second half at ×10 and ×20, 60 s cold start — reporting only:
-nothing here feeds a choice. Same setup, prior, initial count and oracle as ``autoscaling.py``.
+tuned capacity setting (``policies.CAPACITY_*``: target, scale-down window, smoothing) scores with
+and without a 60 s forecast on the Azure trace's second half at ×10 and ×20, 60 s cold start —
+reporting only: nothing here feeds a choice. Same setup, prior, initial count and oracle as
+``autoscaling.py``.
 
     .venv/bin/python benchmarks/autoscaling_forecast.py
 """
@@ -28,19 +29,19 @@ def main() -> None:
     setup = bench.Setup(replica.spec, 2000.0, 60.0, 0)
     for k in (10.0, 20.0):
         reqs = time_scale(trace, k)
-        u, oracle = bench.best_oracle(reqs, setup, half / k)
-        initial = policies.OraclePolicy(
-            reqs, setup.spec, utilization=u, cold_start_s=setup.cold_start_s
-        ).desired_at(0.0)
+        _, oracle = bench.best_oracle(reqs, setup, half / k)
+        initial = policies.starting_replicas(reqs, setup.spec)
         prior = bench.prior_of(reqs, half / k, setup.spec)
         for forecast in (0.0, 60.0):
             params = {
                 "_family": "capacity",
-                "_target": 0.8,
-                "_smoothing_s": 30.0,
+                "_target": policies.CAPACITY_TARGET,
+                "_smoothing_s": policies.CAPACITY_SMOOTHING_S,
                 "_forecast_s": forecast,
                 "scale_up": replace(asc.DEFAULT_SCALE_UP, stabilization_window_seconds=0),
-                "scale_down": replace(asc.DEFAULT_SCALE_DOWN, stabilization_window_seconds=120),
+                "scale_down": replace(
+                    asc.DEFAULT_SCALE_DOWN, stabilization_window_seconds=policies.CAPACITY_DOWN_WINDOW_S
+                ),
             }
             s = bench.simulate(reqs, setup, bench.make_policy(params, prior), initial, half / k)
             print(

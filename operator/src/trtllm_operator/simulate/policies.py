@@ -108,13 +108,13 @@ def builtin(min_replicas: int = 1, max_replicas: int = 64, **overrides: object) 
 
 #: The capacity policy's settings for ``--policy capacity``: active-request utilization 0.8 as the
 #: saturation check, KV 0.8, and the capacity target, scale-down window, arrival-rate smoothing and
-#: forecast horizon the benchmark's tuning set chose (benchmarks/RESULTS.md, capacity family: target
-#: 0.8, scale-down window 120 s, smoothing 30 s, no forecast — a 60 s forecast cost more there without
-#: raising the worst member's attainment).
+#: forecast horizon the benchmark's tuning set chose (benchmarks/RESULTS.md, capacity family, run of
+#: 2026-12-03: target 0.8, scale-down window 120 s with the shipped rate limits, smoothing 60 s, no
+#: forecast — a 60 s forecast cost more there without raising the worst member's attainment).
 CAPACITY_ACTIVE_TARGET = 0.8
 CAPACITY_TARGET = 0.8
 CAPACITY_DOWN_WINDOW_S = 120
-CAPACITY_SMOOTHING_S = 30.0
+CAPACITY_SMOOTHING_S = 60.0
 CAPACITY_FORECAST_S = 0.0
 
 
