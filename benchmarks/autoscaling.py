@@ -606,15 +606,7 @@ def why(
 ) -> list[str]:
     """Computed facts behind the misses (no judgement that the numbers do not carry)."""
     out = []
-    reactive = (
-        "builtin",
-        "builtin-tuned",
-        "capacity-tuned",
-        "capacity-learned",
-        "hpa-queue-compute",
-        "kv-only",
-        "wva-saturation",
-    )
+    reactive = tuple(n for n in EVALUATED if n != "static-peak")
     for k, runs in by_scale.items():
         by = {r.name: r.summary for r in runs}
         window_s = half / k
