@@ -510,5 +510,5 @@ def parse_policy(
         pass
     raise ValueError(
         f"--policy {text!r}: use builtin, capacity, capacity-learned, hpa-queue-compute, kv-only, "
-        "wva-saturation, static:N (N ≥ 1) or oracle[:UTILIZATION]"
+        "wva-saturation, static:N (N ≥ 1) or oracle[:UTILIZATION] (0 < UTILIZATION ≤ 1.5)"
     )
