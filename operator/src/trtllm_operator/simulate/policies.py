@@ -18,7 +18,8 @@
 - ``wva-saturation`` — a WVA-style saturation analyzer (:class:`SaturationAnalyzer`).
 - ``static:N`` — N replicas for the whole run.
 - ``oracle`` — a clairvoyant reference (:class:`OraclePolicy`): it sees the future arrivals, its
-  replicas start instantly and it is evaluated without metric lag. See its docstring.
+  replicas obey the run's cold start (created that long before their work; with 0 they serve at
+  creation) and it is evaluated without metric lag. See its docstring.
 """
 
 from __future__ import annotations
