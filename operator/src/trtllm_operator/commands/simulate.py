@@ -84,7 +84,8 @@ def register(subparsers: Any) -> None:
         "--initial-replicas",
         type=int,
         default=None,
-        help="replicas Ready at t=0 (default: the oracle's fluid demand of the first 30 s, at least 1)",
+        help="replicas Ready at t=0 (default: the fluid demand of the work arriving around t=0, at least 1; "
+        "the oracle's default is its own plan; static:N always starts with N)",
     )
     p.add_argument("--max-gpus", type=int, default=None, help="GPUs available; extra pods stay Pending")
     p.add_argument("--slo-ttft-ms", type=float, default=2000.0, help="TTFT target in ms (default 2000)")
