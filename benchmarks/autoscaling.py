@@ -29,15 +29,17 @@ reactive policy reads only those pages. Protocol:
    ratio and goal is relative to it) and ``oracle-instant`` (the same with replicas that serve at
    creation, the reference of earlier results).
 3. builtin, builtin-tuned, capacity-tuned and wva-saturation with routing seeds 1–3 (robustness).
-4. Repeat step 2 with a short cold start (``--sensitivity-cold-start-s``, default 15 s) to show how
-   much of the gap to the oracle is the cold start rather than the policy.
+4. Repeat step 2 with a 180 s cold start and with a short one (``--sensitivity-cold-start-s``,
+   default 15 s) to show how much of the gap to the oracle is the cold start rather than the policy.
+5. The synthetic traces (``bursty``, ``long-prompt``; trace seeds 0–2), scored on their second half
+   as in step 2.
 
 Every policy starts (at the beginning of the warm-up) with the fluid demand at t = 0 Ready
 (``policies.starting_replicas``; the oracles with their own plan, they foresaw the start), and
 routing is random (a Kubernetes Service) with the same seed. GPU-hours are in simulated
 (compressed) time. Writes the tables and the plot into benchmarks/RESULTS.md (the section between
 the autoscaling markers) and benchmarks/autoscaling.png, and prints the main table last.
-``--quick`` runs a reduced configuration (a smaller tuning grid, no seed table) and says so in the
+``--quick`` runs a reduced configuration (a smaller tuning grid, no steps 3 and 5) and says so in the
 section it writes.
 
 The simulations run on ``--jobs`` forked worker processes (default: the CPUs); every run is seeded,
@@ -699,7 +701,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="simulations run at once, on forked processes (default: the CPUs; results do not depend on it)",
     )
     parser.add_argument(
-        "--quick", action="store_true", help="reduced configuration: small tuning grid, no seed table"
+        "--quick",
+        action="store_true",
+        help="reduced configuration: small tuning grid, no seed and synthetic tables",
     )
     args = parser.parse_args(argv)
     started = time.monotonic()
@@ -778,7 +782,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             "## Autoscaling (trtllm-operator simulate)",
             "",
             "Produced by `.venv/bin/python benchmarks/autoscaling.py"
-            + (" --quick` (reduced configuration: small tuning grid, no seed table) " if args.quick else "` ")
+            + (
+                " --quick` (reduced configuration: small tuning grid, no seed and synthetic tables) "
+                if args.quick
+                else "` "
+            )
             + f"({elapsed:.0f} s with --jobs {args.jobs} on a machine with {os.cpu_count()} CPUs). "
             "Trace: Azure LLM inference 2023, conversation "
             f"(CC BY 4.0), compressed ×"

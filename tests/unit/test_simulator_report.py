@@ -109,6 +109,13 @@ def test_cli_json_has_the_stable_keys(tmp_path: Path, capsys: pytest.CaptureFixt
         (["--max-gpus", "1", "--tp", "2"], "--max-gpus 1 is below the 2 GPUs"),
         (["--time-scale", "0"], "--time-scale must be > 0"),
         (["--tp", "0"], "--tp and --pp must be >= 1"),
+        # nan and inf passed the range checks (nan < 0 is False) and crashed the oracle (trial 36).
+        (["--policy", "oracle", "--cold-start-s", "nan"], "--cold-start-s must be a finite number >= 0"),
+        (["--policy", "oracle", "--cold-start-s", "inf"], "--cold-start-s must be a finite number >= 0"),
+        (["--slo-ttft-ms", "nan"], "--slo-ttft-ms must be a finite number > 0"),
+        (["--time-scale", "inf"], "--time-scale must be a finite number > 0"),
+        (["--timeline-interval-s", "nan", "--timeline", "x.csv"], "--timeline-interval-s must be a finite"),
+        (["--policy", "oracle:2"], "0 < UTILIZATION ≤ 1.5"),
     ],
 )
 def test_cli_bad_input_exits_2_naming_the_flag(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -66,7 +67,7 @@ def register(subparsers: Any) -> None:
         "--policy",
         default=None,
         help="builtin | capacity | capacity-learned | hpa-queue-compute | kv-only | wva-saturation | "
-        "static:N | oracle[:UTILIZATION] (default builtin)",
+        "static:N | oracle[:UTILIZATION] (0 < UTILIZATION ≤ 1.5; default builtin)",
     )
     p.add_argument(
         "--deployment",
@@ -83,7 +84,8 @@ def register(subparsers: Any) -> None:
         "--initial-replicas",
         type=int,
         default=None,
-        help="replicas Ready at t=0 (default: the oracle's fluid demand of the first 30 s, at least 1)",
+        help="replicas Ready at t=0 (default: the fluid demand of the work arriving around t=0, at least 1; "
+        "the oracle's default is its own plan; static:N always starts with N)",
     )
     p.add_argument("--max-gpus", type=int, default=None, help="GPUs available; extra pods stay Pending")
     p.add_argument("--slo-ttft-ms", type=float, default=2000.0, help="TTFT target in ms (default 2000)")
@@ -232,12 +234,18 @@ def with_flags(text: str, deployment: str | None) -> str:
 def argument_errors(args: argparse.Namespace) -> list[str]:
     """Problems with the flags alone (no files read), each naming the flag and the fix; empty = fine."""
     errors: list[str] = []
-    if args.slo_ttft_ms <= 0:
-        errors.append(f"--slo-ttft-ms must be > 0, got {args.slo_ttft_ms}")
-    if args.cold_start_s < 0:
-        errors.append(f"--cold-start-s must be >= 0, got {args.cold_start_s}")
-    if args.time_scale <= 0:
-        errors.append(f"--time-scale must be > 0, got {args.time_scale}")
+    # argparse's float() takes "nan" and "inf", which pass a plain range check (nan < 0 is False).
+    for flag, value, positive in (
+        ("--slo-ttft-ms", args.slo_ttft_ms, True),
+        ("--cold-start-s", args.cold_start_s, False),
+        ("--time-scale", args.time_scale, True),
+        ("--timeline-interval-s", args.timeline_interval_s, True),
+    ):
+        bound = "> 0" if positive else ">= 0"
+        if not math.isfinite(value):
+            errors.append(f"{flag} must be a finite number {bound}, got {value}")
+        elif value < 0 or (positive and value == 0):
+            errors.append(f"{flag} must be {bound}, got {value}")
     if args.reserve_output_tokens < 0:
         errors.append(f"--reserve-output-tokens must be >= 0, got {args.reserve_output_tokens}")
     if args.deployment:
@@ -271,8 +279,6 @@ def argument_errors(args: argparse.Namespace) -> list[str]:
             f"(--tp {args.tp} × --pp {args.pp}); no replica could ever start. "
             "Raise --max-gpus or leave it out."
         )
-    if args.timeline_interval_s <= 0:
-        errors.append(f"--timeline-interval-s must be > 0, got {args.timeline_interval_s}")
     for flag, path in (("--timeline", args.timeline), ("--plot", args.plot)):
         if path:
             parent = Path(path).parent

@@ -18,7 +18,8 @@
 - ``wva-saturation`` — a WVA-style saturation analyzer (:class:`SaturationAnalyzer`).
 - ``static:N`` — N replicas for the whole run.
 - ``oracle`` — a clairvoyant reference (:class:`OraclePolicy`): it sees the future arrivals, its
-  replicas start instantly and it is evaluated without metric lag. See its docstring.
+  replicas obey the run's cold start (created that long before their work; with 0 they serve at
+  creation) and it is evaluated without metric lag. See its docstring.
 """
 
 from __future__ import annotations
@@ -510,5 +511,5 @@ def parse_policy(
         pass
     raise ValueError(
         f"--policy {text!r}: use builtin, capacity, capacity-learned, hpa-queue-compute, kv-only, "
-        "wva-saturation, static:N (N ≥ 1) or oracle[:UTILIZATION]"
+        "wva-saturation, static:N (N ≥ 1) or oracle[:UTILIZATION] (0 < UTILIZATION ≤ 1.5)"
     )
