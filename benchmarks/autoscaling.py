@@ -35,7 +35,8 @@ reactive policy reads only those pages. Protocol:
    as in step 2.
 
 Every policy starts (at the beginning of the warm-up) with the fluid demand at t = 0 Ready
-(``policies.starting_replicas``; the oracles with their own plan, they foresaw the start), and
+(``policies.starting_replicas``; the oracles with their own plan for the work around t = 0,
+``OraclePolicy.ready_at_start``: what their lead asks for beyond it warms up from their first tick), and
 routing is random (a Kubernetes Service) with the same seed. GPU-hours are in simulated
 (compressed) time. Writes the tables and the plot into benchmarks/RESULTS.md (the section between
 the autoscaling markers) and benchmarks/autoscaling.png, and prints the main table last.
@@ -126,7 +127,7 @@ def best_oracle(
 
     def run(u: float) -> dict[str, Any]:
         oracle = policies.OraclePolicy(reqs, setup.spec, utilization=u, cold_start_s=cold)
-        return simulate(reqs, setup, oracle, oracle.desired_at(0.0), measure_from_s)
+        return simulate(reqs, setup, oracle, oracle.ready_at_start(), measure_from_s)
 
     top = run(hi)
     if top["slo_attainment"] >= SLO_TARGET:
@@ -437,7 +438,7 @@ def evaluate_windows(
         reqs = _TRACES[w.trace]
         u = oracle_out[oracle_jobs[OracleJob(w.trace, w.setup, w.measure_from_s, w.setup.cold_start_s)]][0]
         oracle = policies.OraclePolicy(reqs, w.setup.spec, utilization=u, cold_start_s=w.setup.cold_start_s)
-        initial = policies.starting_replicas(reqs, w.setup.spec)  # the oracles: their own plan
+        initial = policies.starting_replicas(reqs, w.setup.spec)  # the oracles: ready_at_start()
         peak = oracle.peak(reqs[-1].arrival_s, w.measure_from_s)
         prior = prior_of(reqs, w.measure_from_s, w.setup.spec)
         cap = tuned["capacity"]

@@ -158,7 +158,7 @@ def test_an_oracle_under_a_cold_start_starts_replicas_that_long_before_the_work(
 
     def run(oracle: policies.OraclePolicy) -> dict[str, Any]:
         result = Simulation(
-            reqs, SPEC, oracle, initial_replicas=oracle.desired_at(0.0), cold_start_s=60.0
+            reqs, SPEC, oracle, initial_replicas=oracle.ready_at_start(), cold_start_s=60.0
         ).run()
         return summarize(result, 2000)
 
@@ -172,6 +172,22 @@ def test_an_oracle_under_a_cold_start_starts_replicas_that_long_before_the_work(
     assert summarize(lagged, 2000)["slo_attainment"] < 0.9
     assert on_time["slo_attainment"] >= 0.99
     assert on_time["gpu_hours"] > unbounded["gpu_hours"]
+
+
+def test_an_oracle_under_a_cold_start_starts_with_only_the_work_around_t0_ready() -> None:
+    # The step comes at 180 s: with a 180 s cold start the oracle's lead reaches it from t = 0, but
+    # only the replicas for the work around t = 0 can be Ready then; the rest warm up and are paid.
+    reqs = _step_trace()
+    instant = policies.OraclePolicy(reqs, SPEC, utilization=0.5)
+    slow = policies.OraclePolicy(reqs, SPEC, utilization=0.5, cold_start_s=180.0)
+    assert slow.ready_at_start() == instant.desired_at(0.0) < slow.desired_at(0.0)
+
+    def gpu_hours(oracle: policies.OraclePolicy) -> float:
+        result = Simulation(reqs, SPEC, oracle, initial_replicas=oracle.ready_at_start()).run()
+        return float(summarize(result, 2000)["gpu_hours"])
+
+    # A longer cold start never makes the oracle cheaper (it did when the whole plan started Ready).
+    assert gpu_hours(slow) > gpu_hours(policies.OraclePolicy(reqs, SPEC, utilization=0.5, cold_start_s=60.0))
 
 
 @dataclass

@@ -380,7 +380,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.initial_replicas is not None:
         initial = args.initial_replicas
     elif isinstance(policy, policies.OraclePolicy):
-        initial = policy.desired_at(0.0)
+        initial = policy.ready_at_start()
     else:
         initial = policies.starting_replicas(requests, setup.spec)
         if isinstance(policy, policies.SharedPolicy):

@@ -444,13 +444,21 @@ class OraclePolicy:
         hi = bisect.bisect_left(self._times, t + self.window_s)
         return (self._prefix[hi] - self._prefix[lo]) / self.window_s
 
-    def desired_at(self, t: float) -> int:
-        """The oracle's replica count at time t (its lead of ``cold_start_s`` included)."""
-        span = self.lookback_s + self.cold_start_s + self.horizon_s
+    def desired_at(self, t: float, lead_s: float | None = None) -> int:
+        """The oracle's replica count at time t, looking ``lead_s`` further ahead than its horizon
+        (default its ``cold_start_s``)."""
+        lead = self.cold_start_s if lead_s is None else lead_s
+        span = self.lookback_s + lead + self.horizon_s
         steps = max(1, int(span / self.sync_period_s))
         start = t - self.lookback_s
         peak = max(self.demand(start + k * span / steps) for k in range(steps + 1))
         return max(1, math.ceil(round(peak / self.utilization, 9)))
+
+    def ready_at_start(self) -> int:
+        """Replicas Ready at t = 0: the plan for the work around t = 0 without the lead. The replicas
+        for later work are created at its first tick and serve ``cold_start_s`` after it, like
+        everyone's; starting them Ready would be warm-up nobody pays for."""
+        return self.desired_at(0.0, lead_s=0.0)
 
     def peak(self, end_s: float, start_s: float = 0.0) -> int:
         """The largest count the oracle uses in [start_s, end_s] (static provisioning at peak)."""
@@ -465,7 +473,7 @@ class OraclePolicy:
 def starting_replicas(requests: Sequence[Request], spec: ReplicaSpec) -> int:
     """Replicas Ready at t = 0 for a policy that has no plan of its own: the fluid demand of the work
     arriving around t = 0 (:class:`OraclePolicy` at utilization 1 with no look-ahead), at least 1."""
-    return OraclePolicy(requests, spec).desired_at(0.0)
+    return OraclePolicy(requests, spec).ready_at_start()
 
 
 def parse_policy(
