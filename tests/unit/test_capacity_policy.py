@@ -163,6 +163,16 @@ def test_learned_capacity_without_a_prior() -> None:
     assert corrected.capacity_rps == pytest.approx(8.0)
 
 
+def test_a_pod_without_a_previous_sample_counts_at_the_measured_pods_mean_share() -> None:
+    # Two pods measured at 10 requests/s each; two more just became Ready (first sample): their
+    # traffic is not in the sum, and with random routing each takes the mean share.
+    params = cap.CapacityParams(prior_rps=10.0)
+    state = cap.estimate(pods([0.0, 0.0], [20.0, 20.0]), cap.CapacityState(), params, 0.0).state
+    est = cap.estimate(pods([150.0, 150.0, 40.0, 40.0], [20.0] * 4), state, params, 15.0)
+    assert est.measured == 2
+    assert est.arrival_rps == pytest.approx(40.0)
+
+
 def test_a_restarted_pod_is_only_remembered() -> None:
     params = cap.CapacityParams(prior_rps=10.0)
     state = cap.estimate(pods([500.0], [10.0]), cap.CapacityState(), params, 0.0).state
@@ -225,7 +235,7 @@ def test_no_scale_down_while_the_measured_rate_needs_the_ready_replicas() -> Non
     assert back.arrival_rps == pytest.approx(40.0)
     assert (back.level_rps or 0.0) < 30.0  # the level lags the return: sized for it alone, 3
     assert back.desired == 4 and back.held
-    assert "held: the measured rate needs the Ready replicas" in back.summary(1.0)
+    assert "held at 4: this tick's rate needs them" in back.summary(1.0)
     dip = out[11]  # at the end of the dip both agree on fewer replicas: a scale-down is allowed
     assert dip.desired is not None and dip.desired < 4 and not dip.held
     # A spike is still filtered on the way up: never more than the Ready pods from the floor.

@@ -16,9 +16,11 @@ What it reads, per Ready pod, from the page a real Triton + TensorRT-LLM server 
 
 Between two ticks a pod *admitted* ``Δcompleted + Δactive`` requests (Little's law bookkeeping: what
 entered its executor's active set either finished or is still active) and *completed*
-``Δcompleted``. Summed over Ready pods this is the fleet's arrival rate λ — exact while no pod is
-saturated; a saturated pod (``active / max ≥ saturated_at``) holds further requests in the
-executor's queue, which no backend exports, so λ is then a lower bound.
+``Δcompleted``. Summed over the pods measured at both ticks, and scaled by (Ready pods with data /
+pods measured) — a pod that has no previous sample (just Ready, or restarted) already takes its
+share of a Service's random routing — this is the fleet's arrival rate λ: exact while no pod is
+saturated and the traffic is spread evenly; a saturated pod (``active / max ≥ saturated_at``) holds
+further requests in the executor's queue, which no backend exports, so λ is then a lower bound.
 
 Capacity κ (requests/s one replica completes when saturated) starts from ``prior_rps`` (the
 performance model's profile, when the caller has one) and is corrected online, as Dynamo's SLA
@@ -203,7 +205,7 @@ class CapacityEstimate:
         elif self.level_rps is not None and self.level_rps != self.arrival_rps:
             sized = f", smoothed {self.level_rps:.3g}/s"
         if self.held:
-            sized += ", held: the measured rate needs the Ready replicas"
+            sized += f", held at {self.desired}: this tick's rate needs them (no scale-down mid-rise)"
         return (
             f"capacity: arrivals {self.arrival_rps:.3g}/s over {self.measured} pod(s){sized}, "
             f"{self.saturated} saturated, capacity {self.capacity_rps:.3g}/s per replica "
@@ -250,7 +252,10 @@ def estimate(
     if capacity is not None and saturated_rates:
         mean = sum(saturated_rates) / len(saturated_rates)
         capacity += params.correction * (mean - capacity)
-    arrival = arrivals if measured else None
+    # A pod with data but no previous sample (just Ready, or restarted) already takes traffic that
+    # the sum misses: with a Service's random routing its share is the measured pods' mean.
+    with_data = len(memory)
+    arrival = arrivals * with_data / measured if measured else None
     level, trend, when = state.arrival_rps, state.trend_rps, state.time
     if arrival is not None:
         level, trend = _smooth(arrival, state, params, now)
