@@ -707,6 +707,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="reduced configuration: small tuning grid, no seed and synthetic tables",
     )
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs must be at least 1, got {args.jobs}")
     started = time.monotonic()
 
     trace = read_azure_csv(args.trace)
