@@ -116,6 +116,8 @@ def test_cli_json_has_the_stable_keys(tmp_path: Path, capsys: pytest.CaptureFixt
         (["--time-scale", "inf"], "--time-scale must be a finite number > 0"),
         (["--timeline-interval-s", "nan", "--timeline", "x.csv"], "--timeline-interval-s must be a finite"),
         (["--policy", "oracle:2"], "0 < UTILIZATION ≤ 1.5"),
+        # An autoscaler at 0 replicas never scales: the run served nothing with rc 0 (trial 36 F6).
+        (["--initial-replicas", "0"], "--initial-replicas 0 with --policy builtin: an autoscaler does not"),
     ],
 )
 def test_cli_bad_input_exits_2_naming_the_flag(

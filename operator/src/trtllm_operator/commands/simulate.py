@@ -375,6 +375,14 @@ def run(args: argparse.Namespace) -> int:
             )
     except (ValueError, OSError) as exc:
         return _fail(str(exc))
+    if args.initial_replicas == 0 and not isinstance(policy, policies.StaticPolicy | policies.OraclePolicy):
+        # An autoscaler at 0 replicas has no pod to measure and does not scale (Kubernetes' HPA:
+        # ScalingDisabled, decide/autoscaler.py SCALING_DISABLED); the run would serve nothing.
+        return _fail(
+            f"--initial-replicas 0 with --policy {args.policy}: an autoscaler does not scale up from "
+            "0 replicas (HPA's ScalingDisabled; the operator's minReplicas is at least 1), so no "
+            "request would be served. Give --initial-replicas 1 or more, or --policy oracle or static:N"
+        )
     if isinstance(policy, policies.StaticPolicy):
         initial = policy.replicas
     elif args.initial_replicas is not None:
