@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from trtllm_operator.cli import main
+from trtllm_operator.decide import autoscaling as asc
 from trtllm_operator.simulate.engine import SimulationResult
 from trtllm_operator.simulate.report import percentile, summarize, timeline, write_timeline_csv
 from trtllm_operator.simulate.traces import Request
@@ -92,6 +93,35 @@ def test_cli_json_has_the_stable_keys(tmp_path: Path, capsys: pytest.CaptureFixt
     assert json.loads(capsys.readouterr().out) == out
 
 
+def test_cli_writes_the_operators_decisions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The decision messages (what status.autoscaling.lastDecisions shows in the operator) were not
+    # in any output: the capacity policy's "held at N" could not be seen (fresh-user trial 36 F3).
+    args = ["simulate", "--trace", str(TRACE), "--time-scale", "5", "--model-config", str(LLAMA_8B)]
+    args += [
+        "--gpu",
+        "H100",
+        "--quantization",
+        "fp8",
+        "--tp",
+        "1",
+        "--policy",
+        "capacity",
+        "--output",
+        "json",
+    ]
+    args += ["--decisions", str(tmp_path / "d.csv"), "--cold-start-s", "45"]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["cold_start_s"] == 45.0
+    rows = list(csv.DictReader((tmp_path / "d.csv").open()))
+    assert rows and list(rows[0]) == ["time_s", "from_replicas", "to_replicas", "reason", "message"]
+    times = [float(r["time_s"]) for r in rows]
+    assert times == sorted(times) and times[1] - times[0] == pytest.approx(15.0)  # the policy's sync period
+    assert {r["reason"] for r in rows} <= {str(reason) for reason in asc.Reason}
+    assert any("capacity:" in r["message"] for r in rows)  # the capacity recommendation explains itself
+    assert all(int(r["to_replicas"]) >= 1 for r in rows)
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
@@ -116,6 +146,8 @@ def test_cli_json_has_the_stable_keys(tmp_path: Path, capsys: pytest.CaptureFixt
         (["--time-scale", "inf"], "--time-scale must be a finite number > 0"),
         (["--timeline-interval-s", "nan", "--timeline", "x.csv"], "--timeline-interval-s must be a finite"),
         (["--policy", "oracle:2"], "0 < UTILIZATION ≤ 1.5"),
+        (["--policy", "wva-saturation", "--decisions", "d.csv"], "--decisions with --policy wva-saturation"),
+        (["--decisions", "/nonexistent/dir/d.csv"], "--decisions /nonexistent/dir/d.csv: directory"),
         # An autoscaler at 0 replicas never scales: the run served nothing with rc 0 (trial 36 F6).
         (["--initial-replicas", "0"], "--initial-replicas 0 with --policy builtin: an autoscaler does not"),
     ],

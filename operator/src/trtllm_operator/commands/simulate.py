@@ -12,6 +12,7 @@ Exit codes: 0 done, 2 bad input (the message names the flag).
 from __future__ import annotations
 
 import argparse
+import csv
 import dataclasses
 import json
 import math
@@ -97,6 +98,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--output", choices=("json", "table"), default="table")
     p.add_argument("--timeline", metavar="CSV", help="write a per-interval timeline CSV here")
     p.add_argument("--timeline-interval-s", type=float, default=60.0, help="timeline interval (default 60 s)")
+    p.add_argument(
+        "--decisions",
+        metavar="CSV",
+        help="write every decision of the operator's policy here (time_s, from_replicas, to_replicas, "
+        "reason, message: status.autoscaling.lastDecisions' fields); builtin, capacity, "
+        "capacity-learned, kv-only and --deployment",
+    )
     p.add_argument("--plot", metavar="PNG", help="write a plot of load, replicas and TTFT here (matplotlib)")
     p.set_defaults(func=run)
 
@@ -279,7 +287,7 @@ def argument_errors(args: argparse.Namespace) -> list[str]:
             f"(--tp {args.tp} × --pp {args.pp}); no replica could ever start. "
             "Raise --max-gpus or leave it out."
         )
-    for flag, path in (("--timeline", args.timeline), ("--plot", args.plot)):
+    for flag, path in (("--timeline", args.timeline), ("--plot", args.plot), ("--decisions", args.decisions)):
         if path:
             parent = Path(path).parent
             if not parent.is_dir():
@@ -383,6 +391,12 @@ def run(args: argparse.Namespace) -> int:
             "0 replicas (HPA's ScalingDisabled; the operator's minReplicas is at least 1), so no "
             "request would be served. Give --initial-replicas 1 or more, or --policy oracle or static:N"
         )
+    if args.decisions and not isinstance(policy, policies.SharedPolicy):
+        return _fail(
+            f"--decisions with --policy {args.policy}: only the operator's policy (builtin, capacity, "
+            "capacity-learned, kv-only, --deployment) explains its decisions; the baselines, static:N "
+            "and the oracle have none to write"
+        )
     if isinstance(policy, policies.StaticPolicy):
         initial = policy.replicas
     elif args.initial_replicas is not None:
@@ -409,6 +423,7 @@ def run(args: argparse.Namespace) -> int:
     result = sim.run()
     summary = report.summarize(result, args.slo_ttft_ms)
     summary["policy"] = args.policy
+    summary["cold_start_s"] = args.cold_start_s
     summary["replica"] = {
         "gpus": setup.spec.gpus,
         "max_kv_tokens": setup.spec.max_kv_tokens,
@@ -423,6 +438,14 @@ def run(args: argparse.Namespace) -> int:
             report.write_timeline_csv(rows, args.timeline)
         except OSError as exc:
             return _fail(f"--timeline {args.timeline}: cannot write: {exc}")
+    if args.decisions and isinstance(policy, policies.SharedPolicy):
+        try:
+            with Path(args.decisions).open("w", newline="", encoding="utf-8") as handle:
+                writer = csv.writer(handle)
+                writer.writerow(["time_s", "from_replicas", "to_replicas", "reason", "message"])
+                writer.writerows(policy.decisions)
+        except OSError as exc:
+            return _fail(f"--decisions {args.decisions}: cannot write: {exc}")
     if args.plot and rows is not None:
         try:
             report.plot_runs({args.policy: rows}, args.plot, slo_ttft_ms=args.slo_ttft_ms, title=args.policy)

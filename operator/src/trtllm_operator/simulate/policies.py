@@ -81,12 +81,18 @@ class SharedPolicy:
     cold_start_s: float | None = None
     state: asc.AutoscalerState = field(default_factory=asc.AutoscalerState)
     reasons: Counter[str] = field(default_factory=Counter)
+    #: Every decision as ``(time_s, from_replicas, to_replicas, reason, message)``, the fields of
+    #: ``status.autoscaling.lastDecisions`` in the operator (``simulate --decisions`` writes them).
+    decisions: list[tuple[float, int, int, str, str]] = field(default_factory=list)
 
     def decide(self, obs: Observation) -> int:
         """One tick of :func:`~trtllm_operator.decide.autoscaling.decide`; the decision is applied."""
         decision = asc.decide(snapshot_of(obs), self.state, self.policy, obs.time_s)
         self.state = decision.state
         self.reasons[str(decision.reason)] += 1
+        self.decisions.append(
+            (obs.time_s, decision.from_replicas, decision.to_replicas, str(decision.reason), decision.message)
+        )
         return decision.to_replicas
 
 
