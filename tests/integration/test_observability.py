@@ -36,7 +36,7 @@ from support.ports import free_port
 from support.wait import wait_for
 
 from trtllm_operator import events
-from trtllm_operator.emulator import Control, Fleet, PodFollower
+from trtllm_operator.emulator import Control, Fleet
 from trtllm_operator.handlers import autoscaler as autoscaler_handlers
 
 pytestmark = pytest.mark.slow
@@ -258,12 +258,8 @@ def scaling(
         engine = a_cached_engine("llama")
         api.cache_artifact(engine)
         api.create(engine)
-        selector = "llm.trtllm-operator.dev/deployment"
-        follower = PodFollower(fleet, api.core, namespace, selector, poll_seconds=0.3).start()
-        try:
+        with api.follow_pods(fleet):
             yield api, fleet
-        finally:
-            follower.stop()
 
 
 def test_autoscaler_metrics_and_events(

@@ -25,7 +25,7 @@ from support.ports import free_port
 from support.wait import wait_for
 
 from trtllm_operator.api import GROUP, VERSION
-from trtllm_operator.emulator import Control, Fleet, PodFollower
+from trtllm_operator.emulator import Control, Fleet
 from trtllm_operator.handlers import tuning as tuning_handlers
 
 pytestmark = pytest.mark.slow
@@ -185,26 +185,21 @@ def test_advisor_recommends_after_sustained_high_kv_through_the_emulator(
     # be known first): free_port's residual race.
     port = free_port()
     monkeypatch.setattr(tuning_handlers, "metrics_port", lambda api: port)
-    with Fleet(port=port, control=Control(fixed={"requests": 0, "kvCacheUtilization": 0.93})) as fleet:
-        follower = PodFollower(
-            fleet, api.core, api.ns, "llm.trtllm-operator.dev/deployment", poll_seconds=0.3
-        ).start()
-        try:
-            with running_operator(cluster, [api.ns]):
-                wait_for(
-                    lambda: len(fleet.addresses()) == 2, timeout=90, desc="2 serving pods with emulators"
-                )
+    with (
+        Fleet(port=port, control=Control(fixed={"requests": 0, "kvCacheUtilization": 0.93})) as fleet,
+        api.follow_pods(fleet),
+        running_operator(cluster, [api.ns]),
+    ):
+        wait_for(lambda: len(fleet.addresses()) == 2, timeout=90, desc="2 serving pods with emulators")
 
-                def recommended() -> list[dict[str, Any]] | None:
-                    status = api.get("llmdeployments", "chat").get("status") or {}
-                    return status.get("recommendations") or None
+        def recommended() -> list[dict[str, Any]] | None:
+            status = api.get("llmdeployments", "chat").get("status") or {}
+            return status.get("recommendations") or None
 
-                # nothing before the window has enough evidence
-                status = api.get("llmdeployments", "chat").get("status") or {}
-                assert not status.get("recommendations")
-                recs = wait_for(recommended, timeout=150, interval=1.0, desc="a tuning recommendation")
-        finally:
-            follower.stop()
+        # nothing before the window has enough evidence
+        status = api.get("llmdeployments", "chat").get("status") or {}
+        assert not status.get("recommendations")
+        recs = wait_for(recommended, timeout=150, interval=1.0, desc="a tuning recommendation")
     assert [r["type"] for r in recs] == ["KVCacheHigh", "RaiseKVCacheFraction"]
     high, capacity = recs
     ev = high["evidence"]
