@@ -74,11 +74,11 @@ for _p in (REPO_ROOT / "hack", REPO_ROOT / "tests"):
 from kubernetes import client, config  # noqa: E402
 from localcluster import ControlPlane, add_gpu_nodes, find_bin_dir, wait_nodes_ready  # noqa: E402
 from support.artifacts import cache_artifact, prebound_artifact_pvc  # noqa: E402
+from support.manifests import H100, IMAGE  # noqa: E402
 from support.ports import free_port  # noqa: E402  (the operator binds its metrics port itself)
 
-GROUP, VERSION = "llm.trtllm-operator.dev", "v1alpha1"
-H100 = "NVIDIA-H100-80GB-HBM3"
-IMAGE = "nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3"
+from trtllm_operator.api import GROUP, VERSION  # noqa: E402
+
 HF_CONFIG_DIR = REPO_ROOT / "tests" / "fixtures" / "model-configs"
 RESULTS = REPO_ROOT / "benchmarks" / "RESULTS.md"
 BEGIN, END = "<!-- load:begin -->", "<!-- load:end -->"

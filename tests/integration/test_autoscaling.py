@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from kubernetes import client, watch
 from localcluster.nodes import NodeSpec, create_nodes, wait_nodes_ready
-from support.api import Api, wait_serving
+from support.api import SELECTOR, Api, wait_serving
 from support.cluster import WRITE_VERBS, LocalCluster
 from support.manifests import H100, an_autoscaled_deployment
 from support.operator import running_operator
@@ -33,6 +33,7 @@ from support.ports import bound_socket, free_port
 from support.prometheus import promql, running_prometheus
 from support.wait import wait_for
 
+from trtllm_operator.api import GROUP, VERSION
 from trtllm_operator.api.deployment import AutoscalingSpec
 from trtllm_operator.decide.serving_params import OwnerRef
 from trtllm_operator.emulator import Control, Fleet, ServingProfile
@@ -41,8 +42,6 @@ from trtllm_operator.metrics import operator_metrics as om
 from trtllm_operator.metrics.prometheus import ACTIVE_REQUEST_UTILIZATION_RECORD, KV_CACHE_RECORD
 from trtllm_operator.render.keda import desired_scaled_object
 
-GROUP, VERSION = "llm.trtllm-operator.dev", "v1alpha1"
-SELECTOR = "llm.trtllm-operator.dev/deployment={}"
 REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "charts" / "trtllm-operator" / "files" / "prometheus-rules.yaml"
 

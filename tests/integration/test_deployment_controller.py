@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 from support.api import Api
 from support.cluster import LocalCluster
-from support.manifests import H100, a_cached_engine, a_deployment
+from support.manifests import H100, IMAGE, a_cached_engine, a_deployment
 from support.operator import running_operator
 from support.wait import wait_for
 
-GROUP, VERSION = "llm.trtllm-operator.dev", "v1alpha1"
-IMAGE = "nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3"
+from trtllm_operator.api import GROUP, VERSION
+
 KEY_LABEL = "llm.trtllm-operator.dev/engine-key"
 
 

@@ -30,9 +30,10 @@ from support.manifests import a_cached_engine, a_deployment
 from support.operator import running_operator
 from support.wait import wait_for
 
+from trtllm_operator.api import GROUP, VERSION
+
 pytestmark = pytest.mark.slow
 
-GROUP, VERSION = "llm.trtllm-operator.dev", "v1alpha1"
 #: kubernetes-sigs/lws v0.10.0 ``api/leaderworkerset/v1/leaderworkerset_types.go``
 SET_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
