@@ -44,6 +44,24 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 {{- end -}}
 
+{{/* The subjects of every RoleBinding and ClusterRoleBinding of the chart: the operator's ServiceAccount. */}}
+{{- define "trtllm-operator.subjects" -}}
+- kind: ServiceAccount
+  name: {{ include "trtllm-operator.serviceAccountName" . }}
+  namespace: {{ .Release.Namespace }}
+{{- end -}}
+
+{{/*
+Where the operator's pod mounts the Secret metrics.certSecret (and TRTLLM_OPERATOR_METRICS_CERT_DIR
+names), or "" when nothing is mounted: only a secure metrics endpoint (metrics.secure) with a
+certSecret uses it.
+*/}}
+{{- define "trtllm-operator.metricsCertDir" -}}
+{{- if and .Values.metrics.secure .Values.metrics.certSecret -}}
+/etc/trtllm-operator/metrics-tls
+{{- end -}}
+{{- end -}}
+
 {{- define "trtllm-operator.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
