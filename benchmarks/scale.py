@@ -59,6 +59,7 @@ import tempfile
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -226,21 +227,28 @@ def _ts(text: str) -> float:
     return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
-def audit_breakdown(path: Path, start: int, end: int | None = None) -> dict[str, Any]:
-    """Requests in the audit log between byte offsets ``start`` and ``end``: per client × verb ×
-    resource (a write answered 409 counted apart) and per client the requests and API-server seconds
-    (sum of requestReceived → response; watches left out of the seconds: they stay open)."""
+def audit_events(path: Path, start: int, end: int | None = None) -> Iterator[dict[str, Any]]:
+    """The events of the API server's audit log ``path`` (JSON lines) between byte offsets ``start``
+    and ``end`` (None: the end of the file); a line that is not JSON (one cut at an offset) is skipped."""
     with path.open("rb") as f:
         f.seek(start)
         data = f.read() if end is None else f.read(end - start)
-    by_key: Counter[tuple[str, str, str]] = Counter()
-    seconds: Counter[str] = Counter()
-    per_client: Counter[str] = Counter()
     for line in data.splitlines():
         try:
             ev = json.loads(line)
         except ValueError:
             continue
+        yield ev
+
+
+def audit_breakdown(path: Path, start: int, end: int | None = None) -> dict[str, Any]:
+    """Requests in the audit log between byte offsets ``start`` and ``end``: per client × verb ×
+    resource (a write answered 409 counted apart) and per client the requests and API-server seconds
+    (sum of requestReceived → response; watches left out of the seconds: they stay open)."""
+    by_key: Counter[tuple[str, str, str]] = Counter()
+    seconds: Counter[str] = Counter()
+    per_client: Counter[str] = Counter()
+    for ev in audit_events(path, start, end):
         who = client_of(ev.get("userAgent") or "")
         ref = ev.get("objectRef") or {}
         res = ref.get("resource") or ev.get("requestURI", "?").split("?")[0]
@@ -343,17 +351,10 @@ def handler_requests_by_phase(
     byte offset ``start``: per phase of the restart (before the first resume, until the last, after)
     × verb × resource, and the first and last request of each verb × resource, in seconds after
     ``started`` (epoch seconds)."""
-    with path.open("rb") as f:
-        f.seek(start)
-        data = f.read()
     first, last = timeline.get("first_resume_s"), timeline.get("last_resume_s")
     phases: Counter[str] = Counter()
     span: dict[str, list[float]] = {}
-    for line in data.splitlines():
-        try:
-            ev = json.loads(line)
-        except ValueError:
-            continue
+    for ev in audit_events(path, start):
         if client_of(ev.get("userAgent") or "") != "handlers" or not ev.get("requestReceivedTimestamp"):
             continue
         at = _ts(ev["requestReceivedTimestamp"]) - started
@@ -381,15 +382,8 @@ def kopf_listings(path: Path, start: int, started: float) -> dict[str, list[floa
     """kopf's initial LIST of each watched resource in the audit log from byte offset ``start``:
     resource → [request received, response sent] in seconds after ``started`` (epoch seconds); the
     watch that follows starts from the list's resourceVersion."""
-    with path.open("rb") as f:
-        f.seek(start)
-        data = f.read()
     out: dict[str, list[float]] = {}
-    for line in data.splitlines():
-        try:
-            ev = json.loads(line)
-        except ValueError:
-            continue
+    for ev in audit_events(path, start):
         if client_of(ev.get("userAgent") or "") != "kopf" or ev.get("verb") != "list":
             continue
         res = (ev.get("objectRef") or {}).get("resource") or "?"
