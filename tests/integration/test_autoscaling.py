@@ -139,6 +139,30 @@ def first_time(api: Api, name: str, predicate: Any, timeout: float, desc: str) -
     return time.monotonic()
 
 
+#: The emulators' load model of the arrival-rate tests: 4 sequences of 0.5 s each per replica (a 0.1 s
+#: prefill, then 64 tokens at 160 tokens/s) → 8 requests/s per replica; KV 0.5 when saturated.
+QUEUEING = ServingProfile(
+    max_batch_size=4,
+    kv_blocks=40,
+    input_tokens=256,
+    output_tokens=64,
+    decode_tokens_per_second=160.0,
+    prefill_seconds=0.1,
+)
+
+
+def a_fast_stepping_deployment(name: str) -> dict[str, Any]:
+    """An autoscaled deployment ``name`` of engine llama, 1 to 3 replicas, that steps fast: up to 4
+    replicas a 1 s period, stabilization windows 2 s up and 6 s down."""
+    return an_autoscaled_deployment(
+        name,
+        "llama",
+        max_replicas=3,
+        up={"stabilizationWindowSeconds": 2, "maxReplicasPerStep": 4, "periodSeconds": 1},
+        down={"stabilizationWindowSeconds": 6, "maxReplicasPerStep": 4, "periodSeconds": 1},
+    )
+
+
 # ------------------------------------------------------------------------------ tests
 def test_load_up_scales_out_within_the_window_and_back_in_after_the_scale_down_window(
     cluster: LocalCluster, api: Api, fleet: Fleet
@@ -254,25 +278,9 @@ def test_arrival_rate_on_the_load_model_drives_scale_out_and_in(
     cluster: LocalCluster, api: Api, fleet: Fleet
 ) -> None:
     """Requests/s instead of pinned gauges: the emulators' fluid queue model makes the signals."""
-    # 4 sequences of 0.5 s each per replica → 8 requests/s per replica; KV 0.5 when saturated.
-    fleet.profile = ServingProfile(
-        max_batch_size=4,
-        kv_blocks=40,
-        input_tokens=256,
-        output_tokens=64,
-        decode_tokens_per_second=160.0,
-        prefill_seconds=0.1,
-    )
+    fleet.profile = QUEUEING
     fleet.set_control(Control(arrival_rate=0.0))
-    api.create(
-        an_autoscaled_deployment(
-            "model",
-            "llama",
-            max_replicas=3,
-            up={"stabilizationWindowSeconds": 2, "maxReplicasPerStep": 4, "periodSeconds": 1},
-            down={"stabilizationWindowSeconds": 6, "maxReplicasPerStep": 4, "periodSeconds": 1},
-        ),
-    )
+    api.create(a_fast_stepping_deployment("model"))
     with running_operator(cluster, [api.ns]):
         wait_serving(api, fleet, "model", 1)
         fleet.set_control(Control(arrival_rate=20.0))  # 2.5× one replica's capacity: the queue grows
@@ -291,23 +299,9 @@ def test_active_request_utilization_alone_drives_scale_out_and_in(
 ) -> None:
     """targets.activeRequestUtilization only: active / max from the emulators' load model (active
     capped at max, the rest queued in the executor where no series shows it)."""
-    # 4 sequences of 0.5 s each per replica → 8 requests/s per replica.
-    fleet.profile = ServingProfile(
-        max_batch_size=4,
-        kv_blocks=40,
-        input_tokens=256,
-        output_tokens=64,
-        decode_tokens_per_second=160.0,
-        prefill_seconds=0.1,
-    )
+    fleet.profile = QUEUEING
     fleet.set_control(Control(arrival_rate=0.0))
-    manifest = an_autoscaled_deployment(
-        "batch",
-        "llama",
-        max_replicas=3,
-        up={"stabilizationWindowSeconds": 2, "maxReplicasPerStep": 4, "periodSeconds": 1},
-        down={"stabilizationWindowSeconds": 6, "maxReplicasPerStep": 4, "periodSeconds": 1},
-    )
+    manifest = a_fast_stepping_deployment("batch")
     manifest["spec"]["autoscaling"]["targets"] = {"activeRequestUtilization": 0.5}
     api.create(manifest)
     with running_operator(cluster, [api.ns]):
