@@ -18,7 +18,7 @@ from kubernetes import client
 
 from engine_builder.artifact_check import sha256_file
 from engine_builder.contract import manifest_digest
-from trtllm_operator.decide.engine_cache import artifact_record
+from trtllm_operator.decide.engine_cache import prepared_record
 from trtllm_operator.decide.engine_spec import PreparedEngine, prepare_engine
 from trtllm_operator.render.builder_job import desired_cache_entry
 
@@ -50,13 +50,8 @@ def cache_artifact(
     ``cache import --allow-partial``). Returns the prepared engine (key, storage, GPU)."""
     prepared = prepare_engine(engine["metadata"]["name"], engine["spec"])
     assert isinstance(prepared, PreparedEngine), prepared
-    record = artifact_record(
-        key=prepared.key,
-        storage=prepared.storage,
-        runtime_image=prepared.build_spec.runtime_image,
-        gpu_product=prepared.gpu.product,
-        sm=prepared.gpu.sm,
-        backend=prepared.build_spec.backend,
+    record = prepared_record(
+        prepared,
         recorded_at="2026-11-29T20:00:00Z",
         size_bytes=9 * 10**9,
         missing=missing,

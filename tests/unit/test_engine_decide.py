@@ -33,7 +33,7 @@ from trtllm_operator.decide.engine import (
     holds_build_slot,
     queue_order,
 )
-from trtllm_operator.decide.engine_cache import artifact_record, record_from_build
+from trtllm_operator.decide.engine_cache import prepared_record, record_from_build
 from trtllm_operator.decide.engine_failure import classify_failure, parse_report, unschedulable_message
 from trtllm_operator.decide.engine_hints import builder_claims, claim_state
 from trtllm_operator.decide.engine_spec import InvalidEngine, PreparedEngine, plan_status, prepare_engine
@@ -560,13 +560,8 @@ def test_nothing_built_yet_has_artifact_complete_unknown() -> None:
 
 def test_partial_import_is_ready_but_says_the_engine_is_missing() -> None:
     p = prepared()
-    record = artifact_record(
-        key=p.key,
-        storage=p.storage,
-        runtime_image=p.build_spec.runtime_image,
-        gpu_product=p.gpu.product,
-        sm=p.gpu.sm,
-        backend="tensorrt",
+    record = prepared_record(
+        p,
         recorded_at=NOW,
         missing=["engine/ (compile skipped: --skip-compile): no engine"],
     )
@@ -602,13 +597,8 @@ def test_build_record_is_partial_when_the_report_is(status: str, backend: str, p
 
 def test_recorded_artifact_is_reused_without_a_job() -> None:
     p = prepared()
-    record = artifact_record(
-        key=p.key,
-        storage=p.storage,
-        runtime_image=p.build_spec.runtime_image,
-        gpu_product=p.gpu.product,
-        sm=p.gpu.sm,
-        backend="tensorrt",
+    record = prepared_record(
+        p,
         recorded_at=NOW,
         built_by="other",
     )

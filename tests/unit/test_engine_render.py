@@ -14,7 +14,7 @@ import yaml
 from engine_builder.report import DETERMINISTIC_REASONS, EXIT_CODES
 from engine_builder.spec import BuildSpec
 from trtllm_operator.api.crd import engine_crd
-from trtllm_operator.decide.engine_cache import artifact_record
+from trtllm_operator.decide.engine_cache import prepared_record
 from trtllm_operator.decide.engine_hints import unschedulable_hint
 from trtllm_operator.decide.engine_spec import PreparedEngine, prepare_engine
 from trtllm_operator.render.builder_job import (
@@ -296,13 +296,8 @@ def test_created_pvc_is_owned_only_with_reclaim_policy_delete(policy: str, owned
 
 def test_cache_entry_is_unowned_and_labelled_by_key_and_storage() -> None:
     p = prepared()
-    record = artifact_record(
-        key=p.key,
-        storage=p.storage,
-        runtime_image=p.build_spec.runtime_image,
-        gpu_product=p.gpu.product,
-        sm=p.gpu.sm,
-        backend=p.build_spec.backend,
+    record = prepared_record(
+        p,
         recorded_at="2026-11-29T19:00:00Z",
         source=f"job/{p.job_name}",
     )

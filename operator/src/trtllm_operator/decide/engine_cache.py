@@ -3,9 +3,10 @@
 The operator cannot look inside PVCs or buckets, so "an artifact with this key exists in this
 storage" is recorded in a ConfigMap (:func:`trtllm_operator.render.builder_job.desired_cache_entry`)
 when a build completes or ``trtllm-operator cache import`` registers one built elsewhere. This
-module builds those records (:func:`artifact_record`, :func:`record_from_build`), reads them back
-(:func:`parse_record`) and derives what the LLMEngine's status says about them
-(:func:`artifact_status`, the ``ArtifactComplete`` condition :func:`artifact_complete`).
+module builds those records (:func:`artifact_record`, :func:`prepared_record`,
+:func:`record_from_build`), reads them back (:func:`parse_record`) and derives what the LLMEngine's
+status says about them (:func:`artifact_status`, the ``ArtifactComplete`` condition
+:func:`artifact_complete`).
 """
 
 from __future__ import annotations
@@ -161,11 +162,11 @@ def verify_build(
     return None
 
 
-def record_from_build(
-    prepared: PreparedEngine, report: BuilderReport, *, job_name: str, recorded_at: str
-) -> dict[str, Any]:
-    """The record of a completed builder Job whose report :func:`verify_build` accepted: URI,
-    digest, size, timings and the TensorRT-LLM / TensorRT versions from the builder's report."""
+def prepared_record(prepared: PreparedEngine, *, recorded_at: str, **fields: Any) -> dict[str, Any]:
+    """:func:`artifact_record` of ``prepared``'s artifact: its key, storage, runtime image, GPU
+    (product, SM) and backend, recorded at ``recorded_at`` (RFC 3339); ``fields``: the rest of
+    :func:`artifact_record`'s keywords (``uri``, ``missing``, ``source``, …). TypeError for a keyword
+    it does not take."""
     return artifact_record(
         key=prepared.key,
         storage=prepared.storage,
@@ -173,6 +174,18 @@ def record_from_build(
         gpu_product=prepared.gpu.product,
         sm=prepared.gpu.sm,
         backend=prepared.build_spec.backend,
+        recorded_at=recorded_at,
+        **fields,
+    )
+
+
+def record_from_build(
+    prepared: PreparedEngine, report: BuilderReport, *, job_name: str, recorded_at: str
+) -> dict[str, Any]:
+    """The record of a completed builder Job whose report :func:`verify_build` accepted: URI,
+    digest, size, timings and the TensorRT-LLM / TensorRT versions from the builder's report."""
+    return prepared_record(
+        prepared,
         recorded_at=recorded_at,
         # The API form of the verified location (verify_build: the report names a directory of
         # this key in this storage); serving pods mount or download exactly this directory.
