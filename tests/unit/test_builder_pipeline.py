@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -95,6 +94,27 @@ def run_in_process(
     code = run(spec, workdir or tmp / "work", from_stage, options)
     termination = json.loads((tmp / "termination-log").read_text())
     return code, termination
+
+
+def signalled_in_quantize(
+    cmd: list[str], workdir: Path, sig: signal.Signals
+) -> tuple[subprocess.Popen[bytes], bool]:
+    """Start ``cmd`` (``engine-builder run --workdir workdir …``) and send it ``sig`` once its
+    ``progress.json`` says the quantize stage has done a step (polled every 20 ms, for up to 240 s, while
+    it runs). Returns the process (not waited for) and whether the signal was sent."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    progress_file = workdir / "progress.json"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            state = json.loads(progress_file.read_text())
+        except (OSError, ValueError):
+            state = {}
+        if state.get("stage") == "quantize" and state.get("done", 0) > 0:
+            proc.send_signal(sig)
+            return proc, True
+        time.sleep(0.02)
+    return proc, False
 
 
 def sha256(path: Path) -> str:
@@ -456,20 +476,7 @@ def test_sigkill_during_quantize_then_resume_gives_the_same_manifest(
         "--serving-root",
         "/artifacts",
     ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    progress_file = run_dir / "work" / "progress.json"
-    deadline = time.monotonic() + 240
-    killed = False
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            state = json.loads(progress_file.read_text())
-        except (OSError, ValueError):
-            state = {}
-        if state.get("stage") == "quantize" and state.get("done", 0) > 0:
-            os.kill(proc.pid, signal.SIGKILL)
-            killed = True
-            break
-        time.sleep(0.02)
+    proc, killed = signalled_in_quantize(cmd, run_dir / "work", signal.SIGKILL)
     proc.wait(timeout=30)
     assert killed, "the builder finished before it could be killed in quantize"
     state_dir = run_dir / "work" / "state"
@@ -516,20 +523,7 @@ def test_sigterm_during_quantize_reports_timeout(tmp_path: Path, tiny_model: Pat
         "--workdir",
         str(tmp_path / "work"),
     ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    progress_file = tmp_path / "work" / "progress.json"
-    deadline = time.monotonic() + 240
-    sent = False
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            state = json.loads(progress_file.read_text())
-        except (OSError, ValueError):
-            state = {}
-        if state.get("stage") == "quantize" and state.get("done", 0) > 0:
-            proc.send_signal(signal.SIGTERM)
-            sent = True
-            break
-        time.sleep(0.02)
+    proc, sent = signalled_in_quantize(cmd, tmp_path / "work", signal.SIGTERM)
     code = proc.wait(timeout=60)
     assert sent, "the builder finished before SIGTERM could be sent in quantize"
     termination = json.loads((tmp_path / "termination-log").read_text())
