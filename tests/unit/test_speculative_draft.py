@@ -194,8 +194,10 @@ def test_renderer_wires_the_draft_model_as_upstream() -> None:
         TritonModelParams(engine_dir="/a/engine", tokenizer_dir="/t", draft_engine_dir="/a/draft/engine")
 
 
-def test_operator_serves_the_draft_engine_behind_the_bls() -> None:
-    base = ServingParams(
+def served(**fields: Any) -> ServingParams:
+    """The ServingParams of deployment ``d`` serving engine ``e`` (key ``c…c``, TensorRT, one H100)
+    from claim ``pvc``, with ``fields``."""
+    return ServingParams(
         name="d",
         namespace="ns",
         owner=OwnerRef("d", "u"),
@@ -206,10 +208,12 @@ def test_operator_serves_the_draft_engine_behind_the_bls() -> None:
         gpu_product="NVIDIA-H100-80GB-HBM3",
         artifact_claim="pvc",
         artifact_sub_path="c" * 64,
-        max_batch_size=8,
-        max_seq_len=4096,
-        speculative_mode="draft_tokens_external",
+        **fields,
     )
+
+
+def test_operator_serves_the_draft_engine_behind_the_bls() -> None:
+    base = served(max_batch_size=8, max_seq_len=4096, speculative_mode="draft_tokens_external")
     files = repository_files(base)
     draft = params_of(files["tensorrt_llm_draft/config.pbtxt"])
     assert draft["gpt_model_path"] == "/artifact/draft/engine"
@@ -293,22 +297,7 @@ def test_lookahead_reaches_the_engine_and_the_runtime() -> None:
     assert build.draft_spec() is None
     for files in (
         render_trtllm_repository(triton_params(build, {"max_batch_size": 8}, "/a")),
-        repository_files(
-            ServingParams(
-                name="d",
-                namespace="ns",
-                owner=OwnerRef("d", "u"),
-                engine_name="e",
-                engine_key="c" * 64,
-                backend="tensorrt",
-                image="img",
-                gpu_product="NVIDIA-H100-80GB-HBM3",
-                artifact_claim="pvc",
-                artifact_sub_path="c" * 64,
-                speculative_mode="lookahead_decoding",
-                lookahead=(7, 7, 7),
-            )
-        ),
+        repository_files(served(speculative_mode="lookahead_decoding", lookahead=(7, 7, 7))),
     ):
         p = params_of(files["tensorrt_llm/config.pbtxt"])
         assert p["decoding_mode"] == "lookahead"
