@@ -96,6 +96,13 @@ def run_in_process(
     return code, termination
 
 
+def cli_run(spec: Path, workdir: Path, *flags: str) -> list[str]:
+    """The command line of ``engine-builder run`` of ``spec`` in ``workdir`` (this interpreter's
+    ``-m engine_builder.cli``), then ``flags``."""
+    cli = [sys.executable, "-m", "engine_builder.cli"]
+    return [*cli, "run", "--spec", str(spec), "--workdir", str(workdir), *flags]
+
+
 def signalled_in_quantize(
     cmd: list[str], workdir: Path, sig: signal.Signals
 ) -> tuple[subprocess.Popen[bytes], bool]:
@@ -345,16 +352,7 @@ def test_bad_specs_fail_at_the_right_stage(
 def test_unknown_format_fails_before_fetch_via_cli(tmp_path: Path, tiny_model: Path) -> None:
     spec = write_spec(tmp_path, tiny_model, quantization={"format": "fp16"})
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "engine_builder.cli",
-            "run",
-            "--spec",
-            str(spec),
-            "--workdir",
-            str(tmp_path / "w"),
-        ],
+        cli_run(spec, tmp_path / "w"),
         check=False,
         capture_output=True,
         text=True,
@@ -463,19 +461,7 @@ def test_sigkill_during_quantize_then_resume_gives_the_same_manifest(
     run_dir = tmp_path / "killed"
     run_dir.mkdir()
     spec = write_spec(run_dir, tiny_model, quantization=quant)
-    cmd = [
-        sys.executable,
-        "-m",
-        "engine_builder.cli",
-        "run",
-        "--spec",
-        str(spec),
-        "--workdir",
-        str(run_dir / "work"),
-        "--skip-compile",
-        "--serving-root",
-        "/artifacts",
-    ]
+    cmd = cli_run(spec, run_dir / "work", "--skip-compile", "--serving-root", "/artifacts")
     proc, killed = signalled_in_quantize(cmd, run_dir / "work", signal.SIGKILL)
     proc.wait(timeout=30)
     assert killed, "the builder finished before it could be killed in quantize"
@@ -513,16 +499,7 @@ def test_sigterm_during_quantize_reports_timeout(tmp_path: Path, tiny_model: Pat
         "calibration": {"dataset": str(calib), "num_samples": 200, "max_seq_length": 16},
     }
     spec = write_spec(tmp_path, tiny_model, quantization=quant)
-    cmd = [
-        sys.executable,
-        "-m",
-        "engine_builder.cli",
-        "run",
-        "--spec",
-        str(spec),
-        "--workdir",
-        str(tmp_path / "work"),
-    ]
+    cmd = cli_run(spec, tmp_path / "work")
     proc, sent = signalled_in_quantize(cmd, tmp_path / "work", signal.SIGTERM)
     code = proc.wait(timeout=60)
     assert sent, "the builder finished before SIGTERM could be sent in quantize"
