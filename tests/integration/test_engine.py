@@ -786,6 +786,14 @@ def test_build_queue_takes_turns_across_namespaces(api: Api, cluster: LocalClust
         cluster.delete_namespace(other_ns)
 
 
+def cache_import(tmp_path: Path, manifest: dict[str, Any], namespace: str, storage: str) -> list[str]:
+    """The arguments of ``trtllm-operator cache import`` of ``manifest`` (written to
+    ``tmp_path/manifest.json``) into ``namespace`` on ``storage``; more flags may follow."""
+    path = tmp_path / "manifest.json"
+    path.write_text(json.dumps(manifest))
+    return ["cache", "import", "--manifest", str(path), "--namespace", namespace, "--storage", storage]
+
+
 def test_imported_artifact_is_served_from_cache_without_a_job(
     api: Api,
     operator: None,
@@ -796,11 +804,9 @@ def test_imported_artifact_is_served_from_cache_without_a_job(
 ) -> None:
     eng = an_engine("imported")
     prepared = eng.prepared()
-    manifest_path = tmp_path / "manifest.json"
-    manifest_path.write_text(json.dumps(manifest_for(prepared)))
     kubeconfig = str(cluster.kubeconfig)
-    argv = ["cache", "import", "--manifest", str(manifest_path), "--namespace", namespace]
-    assert main([*argv, "--storage", "s3://engines/cache", "--kubeconfig", kubeconfig]) == 0
+    argv = cache_import(tmp_path, manifest_for(prepared), namespace, "s3://engines/cache")
+    assert main([*argv, "--kubeconfig", kubeconfig]) == 0
     # on S3 an import is recorded where builds in that namespace publish (#24)
     assert f"registered s3://engines/cache/{namespace}/{prepared.key}" in capsys.readouterr().out
 
@@ -849,11 +855,9 @@ def test_import_of_a_rebuilt_write_once_directory_is_served_from_it(
     ``cache import --artifact-uri`` records that directory, and the LLMEngine is Ready from it."""
     eng = an_engine("rebuilt").pvc("models", "engines")
     prepared = eng.prepared()
-    manifest_path = tmp_path / "manifest.json"
-    manifest_path.write_text(json.dumps(manifest_for(prepared)))
     rebuilt = f"pvc://models/engines/{prepared.key}-20261201t100000z-3f9a1c"  # new_build_id's form
-    argv = ["cache", "import", "--manifest", str(manifest_path), "--namespace", namespace]
-    argv += ["--storage", "pvc://models/engines", "--kubeconfig", str(cluster.kubeconfig)]
+    argv = cache_import(tmp_path, manifest_for(prepared), namespace, "pvc://models/engines")
+    argv += ["--kubeconfig", str(cluster.kubeconfig)]
     assert main([*argv, "--artifact-uri", rebuilt]) == 0
     assert f"registered {rebuilt} " in capsys.readouterr().out
 
@@ -881,18 +885,7 @@ def test_partial_artifact_is_refused_or_imported_as_partial(
         missing=["engine/ (compile skipped: --skip-compile): Triton's TensorRT-LLM backend has no engine"],
     )
     manifest["manifestDigest"] = manifest_digest(manifest)
-    path = tmp_path / "manifest.json"
-    path.write_text(json.dumps(manifest))
-    argv = [
-        "cache",
-        "import",
-        "--manifest",
-        str(path),
-        "--namespace",
-        namespace,
-        "--storage",
-        "s3://engines/cache",
-    ]
+    argv = cache_import(tmp_path, manifest, namespace, "s3://engines/cache")
     argv += ["--kubeconfig", str(cluster.kubeconfig)]
     assert main(argv) == 2
     assert "--allow-partial" in capsys.readouterr().err
@@ -912,19 +905,7 @@ def test_partial_artifact_is_refused_or_imported_as_partial(
 def test_tampered_manifest_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     manifest = manifest_for(an_engine("x").prepared())
     manifest["keyInputs"]["parallelism"]["tensor"] = 2
-    path = tmp_path / "manifest.json"
-    path.write_text(json.dumps(manifest))
-    argv = [
-        "cache",
-        "import",
-        "--manifest",
-        str(path),
-        "--namespace",
-        "default",
-        "--storage",
-        "s3://bucket1/p",
-    ]
-    assert main(argv) == 2
+    assert main(cache_import(tmp_path, manifest, "default", "s3://bucket1/p")) == 2
     assert "manifest.engineKey" in capsys.readouterr().err
 
 
