@@ -318,6 +318,61 @@ def test_active_request_utilization_alone_drives_scale_out_and_in(
         assert down["signals"]["activeRequestUtilization"] < 0.5, down
 
 
+def test_capacity_drives_scale_out_beyond_what_saturation_asks_and_back_in(
+    cluster: LocalCluster, api: Api, fleet: Fleet
+) -> None:
+    """spec.autoscaling.capacity through the real API server and the operator: arrivals from the
+    emulators' success counters and active requests, over a prior of 8 requests/s per replica at
+    target 0.5, ask for 3 replicas at 10 requests/s (10 / (8 × 0.5) = 2.5), where saturation alone
+    (target 0.95) settles at 2 (5 requests/s each: active / max 0.625). The first pod is saturated
+    when the load starts, so the first step sizes for arrivals × (1 + saturated share) — the backlog
+    no series shows — and may overshoot to 4 before the 6 s scale-down window brings it to 3."""
+    # 4 sequences of 0.5 s each per replica → 8 requests/s per replica when saturated.
+    fleet.profile = ServingProfile(
+        max_batch_size=4,
+        kv_blocks=40,
+        input_tokens=256,
+        output_tokens=64,
+        decode_tokens_per_second=160.0,
+        prefill_seconds=0.1,
+    )
+    fleet.set_control(Control(arrival_rate=0.0))
+    manifest = an_autoscaled_deployment(
+        "cap",
+        "llama",
+        max_replicas=4,
+        up={"stabilizationWindowSeconds": 0, "maxReplicasPerStep": 4, "periodSeconds": 1},
+        down={"stabilizationWindowSeconds": 6, "maxReplicasPerStep": 4, "periodSeconds": 1},
+    )
+    manifest["spec"]["autoscaling"]["targets"] = {"activeRequestUtilization": 0.95}
+    manifest["spec"]["autoscaling"]["capacity"] = {
+        "requestsPerSecond": 8,
+        "target": 0.5,
+        "smoothingSeconds": 0,
+    }
+    api.create(manifest)
+    with running_operator(cluster, [api.ns]):
+        wait_serving(api, fleet, "cap", 1)
+        fleet.set_control(Control(arrival_rate=10.0))
+        try:
+            first_time(api, "cap", lambda r: r == 3, timeout=60, desc="scale-out to what the arrivals need")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{explain(api, 'cap')}") from exc
+        # the status write follows the scale patch by a moment
+        step = wait_for(
+            lambda: next((d for d in reversed(decisions(api, "cap")) if d["toReplicas"] == 3), None),
+            timeout=15,
+            desc="the recorded decision to 3",
+        )
+        assert "capacity: arrivals" in step["message"] and "→ 3" in step["message"], step
+        assert step["signals"]["activeRequestUtilization"] < 0.95, step  # saturation did not ask for it
+        # the capacity memory is persisted for a restart (status.autoscaling.policyState, key capacity)
+        state = json.loads(api.autoscaling("cap")["policyState"])
+        assert state["capacity"]["capacityRps"] > 0, state
+        fleet.set_control(Control(arrival_rate=0.0))
+        first_time(api, "cap", lambda r: r == 1, timeout=60, desc="scale-in once the arrivals stop")
+
+
 def test_no_free_gpu_reports_scaling_limited_instead_of_piling_up_pending_pods(
     cluster: LocalCluster, api: Api, fleet: Fleet
 ) -> None:

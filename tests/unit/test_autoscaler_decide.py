@@ -3,6 +3,7 @@ item 5): conditions and reasons for a tick, an invalid spec and the external mod
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 from typing import Any
@@ -40,6 +41,7 @@ from trtllm_operator.decide.autoscaling import (
     resume,
     same_memory,
 )
+from trtllm_operator.decide.capacity import CapacityParams
 from trtllm_operator.decide.conditions import merge_conditions
 
 NOW = 1_800_000_000.0
@@ -384,6 +386,73 @@ def test_same_memory_counts_scale_events() -> None:
     assert not same_memory(before, AutoscalerState(recs, (ScaleEvent(NOW, 1),)), now=NOW, horizon=NOW - 120)
     old = AutoscalerState(recs, (ScaleEvent(NOW - 130, 1),))  # past the horizon: read by nothing
     assert same_memory(old, before, now=NOW, horizon=NOW - 120)
+
+
+#: QUIET with the capacity recommendation on (a prior of 8 requests/s per replica, smoothing 60 s).
+CAPACITY = dataclasses.replace(QUIET, capacity=CapacityParams(prior_rps=8.0, smoothing_s=60.0))
+
+
+def counted(per_pod: list[tuple[float, float]], max_active: float = 64.0) -> Snapshot:
+    """Ready pods with the counters the capacity recommendation reads: ``(completed, active)`` each."""
+    return Snapshot(
+        len(per_pod),
+        tuple(
+            PodSignals(
+                f"p{i}",
+                PodState.READY,
+                {"activeRequestUtilization": active / max_active, "kvCacheUtilization": 0.1},
+                {"completed": completed, "active": active, "max": max_active},
+            )
+            for i, (completed, active) in enumerate(per_pod)
+        ),
+    )
+
+
+def test_an_idle_deployment_with_the_capacity_recommendation_decides_no_write_per_evaluation() -> None:
+    """The capacity memory keeps each pod's sample time and the rate's time; an idle pod's counters
+    do not move, so only those times would (before: a ``policyState`` write at every evaluation)."""
+    obj, state, writes = Object(), AutoscalerState(), []
+    for i in range(8):
+        d = decide(counted([(500.0, 0.0)]), state, CAPACITY, NOW + i * INTERVAL)
+        writes.append(
+            obj.write(outcome(d, autoscaling_status=obj.autoscaling, conditions=obj.conditions), NOW)
+        )
+        state = d.state
+    assert "capacity" in d.desired_by_signal, d.message
+    # the first evaluation has one sample (no rate yet), the second the first rate (0/s); then nothing
+    assert "policyState" in writes[0] and "policyState" in writes[1], writes
+    assert writes[2:] == [[]] * 6, writes
+
+
+def test_the_capacity_memory_carries_every_decision_across_restarts() -> None:
+    """As test_the_persisted_state_carries_every_decision_across_restarts, with the capacity
+    recommendation deciding: a rise to 3 replicas' worth of arrivals and back, idle stretches whose
+    capacity memory is not rewritten among them. A restart between two evaluations makes the same
+    decisions."""
+    rates = [0.0] * 4 + [6.0] * 4 + [18.0] * 12 + [4.0] * 20 + [0.0] * 12
+    for restart_every in (None, 1, 2, 3, 7):
+        obj, replicas, counts = Object(), 1, []
+        completed = [0.0] * 4
+        remembered: Remembered | None = None
+        for i, rate in enumerate(rates):
+            now = NOW + i * INTERVAL
+            if restart_every is not None and i % restart_every == 0:
+                remembered = None
+            share = rate / replicas
+            completed = [c + min(share, 8.0) * INTERVAL for c in completed]
+            snapshot = counted([(completed[p], min(64.0, share * 4)) for p in range(replicas)])
+            state, problem = state_for_tick(remembered, obj.autoscaling.get("policyState"), now, INTERVAL)
+            assert problem is None
+            d = decide(snapshot, state, CAPACITY, now)
+            obj.write(outcome(d, autoscaling_status=obj.autoscaling, conditions=obj.conditions), now)
+            remembered = Remembered(obj.autoscaling.get("policyState"), d.state)
+            replicas = d.to_replicas
+            counts.append(replicas)
+        if restart_every is None:
+            never = counts
+            assert max(counts) >= 3 and counts[-1] < max(counts), counts
+        else:
+            assert counts == never, (restart_every, counts, never)
 
 
 def test_state_for_tick_uses_memory_only_while_the_persisted_copy_is_its_own() -> None:

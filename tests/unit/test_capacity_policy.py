@@ -8,7 +8,9 @@ import random
 from pathlib import Path
 
 import pytest
+import yaml
 
+from trtllm_operator.api.deployment import AutoscalingSpec
 from trtllm_operator.decide import autoscaling as asc
 from trtllm_operator.decide import capacity as cap
 from trtllm_operator.metrics.exposition import ReplicaInternals, exposition, samples
@@ -340,3 +342,45 @@ def test_the_simulators_prior_is_the_performance_models_saturated_rate() -> None
     assert perf.saturated_request_rate(spec.model, 2000, 100, **limits) > rate  # shorter answers: more/s
     with pytest.raises(ValueError, match="osl 0"):
         perf.saturated_request_rate(spec.model, 2000, 0, **limits)
+
+
+# --- spec.autoscaling.capacity ------------------------------------------------------------------
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "capacity-autoscaled-deployment.yaml"
+
+
+def _autoscaling(capacity: dict[str, float] | None = None) -> AutoscalingSpec:
+    section: dict[str, object] = {
+        "enabled": True,
+        "maxReplicas": 8,
+        "targets": {"activeRequestUtilization": 0.8},
+    }
+    if capacity is not None:
+        section["capacity"] = capacity
+    return AutoscalingSpec.model_validate(section)
+
+
+def test_the_field_turns_the_recommendation_on_with_the_benchmarks_defaults() -> None:
+    assert asc.policy_from_spec(_autoscaling()).capacity is None
+    on = asc.policy_from_spec(_autoscaling({})).capacity
+    assert on is not None
+    assert on == cap.CapacityParams(
+        target=policies.CAPACITY_TARGET,
+        prior_rps=None,
+        smoothing_s=policies.CAPACITY_SMOOTHING_S,
+        forecast_s=policies.CAPACITY_FORECAST_S,
+    )
+    assert (on.target, on.smoothing_s, on.forecast_s) == (0.8, 60.0, 0.0)  # benchmarks/RESULTS.md's pick
+    set_ = asc.policy_from_spec(
+        _autoscaling({"requestsPerSecond": 9.4, "target": 0.7, "smoothingSeconds": 30, "forecastSeconds": 60})
+    ).capacity
+    assert set_ == cap.CapacityParams(target=0.7, prior_rps=9.4, smoothing_s=30.0, forecast_s=60.0)
+
+
+def test_the_example_manifest_is_the_simulators_capacity_policy() -> None:
+    """examples/capacity-autoscaled-deployment.yaml, read as ``simulate --deployment`` reads it, is
+    exactly ``--policy capacity`` with its prior: what the benchmark reports is what the field does."""
+    docs = [d for d in yaml.safe_load_all(EXAMPLE.read_text()) if d and d["kind"] == "LLMDeployment"]
+    (manifest,) = docs
+    from_manifest = policies.from_deployment(manifest).policy
+    prior = manifest["spec"]["autoscaling"]["capacity"]["requestsPerSecond"]
+    assert from_manifest == policies.capacity(1, 64, prior).policy

@@ -402,8 +402,56 @@ def mode_refusal_rules(signals: Sequence[Signal]) -> list[dict[str, str]]:
     return rules
 
 
+#: Defaults of ``spec.autoscaling.capacity``: the setting benchmarks/autoscaling.py's tuning set chose
+#: for the capacity recommendation (benchmarks/RESULTS.md "Autoscaling"; the simulator's
+#: ``--policy capacity`` reads the same values, so what the benchmark reports is what the field does).
+CAPACITY_TARGET = 0.8
+CAPACITY_SMOOTHING_SECONDS = 60
+CAPACITY_FORECAST_SECONDS = 0
+
+
+class CapacitySpec(ApiModel):
+    """The capacity recommendation (built-in mode; docs/autoscaling.md "Capacity recommendation"):
+    replicas = ceil(arrivals / (requestsPerSecond × target)), arrivals measured per pod from Triton's
+    success counter and the executor's active requests, the capacity corrected online from
+    saturated pods. It joins the targets' recommendations (the largest wins), so the targets stay on
+    as saturation checks."""
+
+    target: float = Field(
+        default=CAPACITY_TARGET,
+        gt=0,
+        le=1,
+        description="Fraction of a replica's estimated capacity to run it at, in (0, 1]; lower leaves "
+        "more headroom for load that rises during a cold start.",
+    )
+    requests_per_second: float | None = Field(
+        default=None,
+        gt=0,
+        le=1_000_000,
+        description="Requests/s one replica completes when saturated, for this deployment's typical "
+        "prompt and output lengths (a profile: trtllm-bench, genai-perf, or `trtllm-operator simulate` "
+        "with your traffic); corrected online from saturated pods. Unset: learned from the pods alone, "
+        "which reacts later (docs/autoscaling.md).",
+    )
+    smoothing_seconds: int = Field(
+        default=CAPACITY_SMOOTHING_SECONDS,
+        ge=0,
+        le=3600,
+        description="Time constant of the arrival rate's smoothing (level and trend); 0: the last "
+        "evaluation's rate. A rise is never smoothed below what the Ready replicas' measured rate needs.",
+    )
+    forecast_seconds: int = Field(
+        default=CAPACITY_FORECAST_SECONDS,
+        ge=0,
+        le=3600,
+        description="How far ahead a rising arrival trend is projected for a scale-up (e.g. the pods' "
+        "cold start); 0: no forecast. A falling trend is never projected.",
+    )
+
+
 class AutoscalingSpec(ApiModel):
-    """Autoscaling on active-request utilization (admission saturation) and KV-cache utilization."""
+    """Autoscaling on active-request utilization (admission saturation) and KV-cache utilization, and
+    optionally on arrivals over capacity (``capacity``, built-in mode)."""
 
     model_config = model_config(
         cel(
@@ -435,6 +483,26 @@ class AutoscalingSpec(ApiModel):
             "metrics.prometheusURL",
             field_path=".metrics.source",
         ),
+        cel(
+            "!has(self.capacity) || self.mode == 'builtin'",
+            "capacity is computed by the operator's own autoscaler (mode builtin); an "
+            "HorizontalPodAutoscaler or a KEDA ScaledObject cannot carry it: set mode: builtin or "
+            "remove capacity",
+            message_expression=mx(
+                "capacity is computed by the operator's own autoscaler (mode builtin), not mode %s: an "
+                "HorizontalPodAutoscaler or a KEDA ScaledObject cannot carry it; set mode: builtin or "
+                "remove capacity",
+                "self.mode",
+            ),
+            field_path=".capacity",
+        ),
+        cel(
+            "!has(self.capacity) || self.metrics.source == 'pods'",
+            "capacity reads each pod's request counters from its metrics endpoint (metrics.source: "
+            "pods); the Prometheus source does not query them: set metrics.source: pods or remove "
+            "capacity",
+            field_path=".capacity",
+        ),
     )
 
     enabled: bool = Field(default=False, description="Turn autoscaling on.")
@@ -462,6 +530,11 @@ class AutoscalingSpec(ApiModel):
     )
     behavior: ScalingBehavior = Field(default_factory=ScalingBehavior)
     metrics: MetricsSpec = Field(default_factory=MetricsSpec)
+    capacity: CapacitySpec | None = Field(
+        default=None,
+        description="Also scale on arrivals over per-replica capacity (mode builtin, metrics.source "
+        "pods); unset: off. An empty object ({}) turns it on with the defaults.",
+    )
 
 
 class RolloutSpec(ApiModel):

@@ -429,6 +429,9 @@ def run(args: argparse.Namespace) -> int:
         "max_kv_tokens": setup.spec.max_kv_tokens,
         "max_batch_size": setup.spec.max_batch_size,
         "max_num_tokens": setup.spec.max_num_tokens,
+        # the performance model's κ for this trace's mean lengths: a first value for
+        # spec.autoscaling.capacity.requestsPerSecond (docs/autoscaling.md)
+        "saturated_requests_per_second": round(policies.profiled_capacity_rps(requests, setup.spec), 3),
     }
     rows = None
     if args.timeline or args.plot:

@@ -117,6 +117,7 @@ __all__ = [
     "ScaleEvent",
     "ScalingRules",
     "Snapshot",
+    "capacity_from_spec",
     "decide",
     "policy_from_spec",
     "quantity",
@@ -543,8 +544,22 @@ def _memory(state: AutoscalerState, horizon: float) -> tuple[Any, ...]:
         else:
             runs.append((round(r.time, 3), r.replicas))
     events = tuple((round(e.time, 3), e.change) for e in state.scale_events if e.time > horizon)
-    capacity = None if state.capacity is None else state.capacity.to_dict()
-    return tuple(runs), events, capacity
+    return tuple(runs), events, _capacity_memory(state.capacity)
+
+
+def _capacity_memory(capacity: capmod.CapacityState | None) -> dict[str, Any] | None:
+    """What of the capacity memory a later decision reads differently, times aside: each pod's
+    counters and the rate's level and trend, κ. The times alone move at every evaluation of an idle
+    deployment (no request: the same counters, level 0, trend 0), and a restarted operator that reads
+    an older copy with the same values measures the same rate (no change of the counters over a
+    longer span is still 0) and smooths the same level — so an idle deployment with the capacity
+    recommendation on costs no write per evaluation either."""
+    if capacity is None:
+        return None
+    memory = capacity.to_dict()
+    memory["pods"] = [[name, completed, active] for name, _, completed, active in memory["pods"]]
+    del memory["time"]
+    return memory
 
 
 def same_memory(persisted: AutoscalerState, state: AutoscalerState, *, now: float, horizon: float) -> bool:
@@ -559,6 +574,7 @@ def same_memory(persisted: AutoscalerState, state: AutoscalerState, *, now: floa
     times compared to the millisecond the JSON form keeps. An idle deployment that recommends the
     same count at every evaluation therefore has nothing new to persist; a new count or a scale
     event is written once; entries that leave the horizon cost no write (neither copy is read there).
+    The capacity memory is compared without its times (:func:`_capacity_memory`).
     """
     return _memory(resume(persisted, now), horizon) == _memory(state, horizon)
 
@@ -1178,6 +1194,21 @@ def policy_from_spec(spec: api.AutoscalingSpec) -> Policy:
         scale_up=scaling_rules_from_spec(spec.behavior.scale_up, DEFAULT_SCALE_UP),
         scale_down=scaling_rules_from_spec(spec.behavior.scale_down, DEFAULT_SCALE_DOWN),
         signal_targets=tuple((name, value) for name, value in targets.items() if value is not None),
+        capacity=capacity_from_spec(spec.capacity),
+    )
+
+
+def capacity_from_spec(spec: api.CapacitySpec | None) -> capmod.CapacityParams | None:
+    """The :class:`~trtllm_operator.decide.capacity.CapacityParams` of ``spec.autoscaling.capacity``
+    (``None``: the capacity recommendation is off). ``requestsPerSecond`` is the prior κ, and the
+    saturation threshold and correction gain keep their defaults."""
+    if spec is None:
+        return None
+    return capmod.CapacityParams(
+        target=spec.target,
+        prior_rps=spec.requests_per_second,
+        smoothing_s=float(spec.smoothing_seconds),
+        forecast_s=float(spec.forecast_seconds),
     )
 
 

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from trtllm_operator.api import deployment as api_deployment
 from trtllm_operator.api.deployment import AutoscalingSpec
 from trtllm_operator.decide import autoscaling as asc
 from trtllm_operator.decide.capacity import CapacityParams
@@ -116,13 +117,20 @@ def builtin(min_replicas: int = 1, max_replicas: int = 64, **overrides: object) 
 #: The capacity policy's settings for ``--policy capacity``: active-request utilization 0.8 as the
 #: saturation check, KV 0.8, and the capacity target, scale-down window, arrival-rate smoothing and
 #: forecast horizon the benchmark's tuning set chose (benchmarks/RESULTS.md, capacity family, run of
-#: 2026-12-03: target 0.8, scale-down window 120 s with the shipped rate limits, smoothing 60 s, no
-#: forecast — a 60 s forecast cost more there without raising the worst member's attainment).
+#: 2026-12-03: target 0.8, scale-up window 0 s, scale-down window 120 s with the shipped rate limits,
+#: smoothing 60 s, no forecast — a 60 s forecast cost more there without raising the worst member's
+#: attainment).
+#: The capacity target, smoothing and forecast are ``spec.autoscaling.capacity``'s defaults (their one
+#: home, :mod:`trtllm_operator.api.deployment`), so ``--policy capacity`` is what that field does with
+#: ``targets`` ``activeRequestUtilization: 0.8`` and ``kvCacheUtilization: 0.8``, and ``behavior``
+#: ``scaleUp.stabilizationWindowSeconds: 0`` and ``scaleDown.stabilizationWindowSeconds: 120``
+#: (examples/capacity-autoscaled-deployment.yaml; a unit test builds both and compares them).
 CAPACITY_ACTIVE_TARGET = 0.8
-CAPACITY_TARGET = 0.8
+CAPACITY_UP_WINDOW_S = 0
+CAPACITY_TARGET = api_deployment.CAPACITY_TARGET
 CAPACITY_DOWN_WINDOW_S = 120
-CAPACITY_SMOOTHING_S = 60.0
-CAPACITY_FORECAST_S = 0.0
+CAPACITY_SMOOTHING_S = float(api_deployment.CAPACITY_SMOOTHING_SECONDS)
+CAPACITY_FORECAST_S = float(api_deployment.CAPACITY_FORECAST_SECONDS)
 
 
 def capacity(
@@ -145,6 +153,7 @@ def capacity(
         max_replicas=max_replicas,
         active_request_utilization=CAPACITY_ACTIVE_TARGET,
         kv_cache_utilization=asc.DEFAULT_KV_CACHE_UTILIZATION,
+        scale_up=replace(asc.DEFAULT_SCALE_UP, stabilization_window_seconds=CAPACITY_UP_WINDOW_S),
         scale_down=replace(asc.DEFAULT_SCALE_DOWN, stabilization_window_seconds=CAPACITY_DOWN_WINDOW_S),
         capacity=CapacityParams(
             target=target, prior_rps=prior_rps, smoothing_s=smoothing_s, forecast_s=forecast_s
