@@ -12,7 +12,6 @@ Exit codes: 0 done, 2 bad input (the message names the flag).
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import json
 import math
@@ -443,10 +442,7 @@ def run(args: argparse.Namespace) -> int:
             return _fail(f"--timeline {args.timeline}: cannot write: {exc}")
     if args.decisions and isinstance(policy, policies.SharedPolicy):
         try:
-            with Path(args.decisions).open("w", newline="", encoding="utf-8") as handle:
-                writer = csv.writer(handle)
-                writer.writerow(["time_s", "from_replicas", "to_replicas", "reason", "message"])
-                writer.writerows(policy.decisions)
+            report.write_decisions_csv(policy.decisions, args.decisions)
         except OSError as exc:
             return _fail(f"--decisions {args.decisions}: cannot write: {exc}")
     if args.plot and rows is not None:

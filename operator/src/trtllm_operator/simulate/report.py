@@ -182,6 +182,20 @@ def write_timeline_csv(rows: Sequence[TimelineRow], path: str | Path) -> None:
             writer.writerow(["" if getattr(row, f) is None else getattr(row, f) for f in fields])
 
 
+#: The columns of ``simulate --decisions``: the fields of ``status.autoscaling.lastDecisions``.
+DECISION_FIELDS = ("time_s", "from_replicas", "to_replicas", "reason", "message")
+
+
+def write_decisions_csv(decisions: Sequence[tuple[float, int, int, str, str]], path: str | Path) -> None:
+    """Write the operator's policy decisions (``SharedPolicy.decisions``: one tuple per tick, in
+    :data:`DECISION_FIELDS` order) as CSV with a header. Raises ``OSError`` when ``path`` cannot be
+    written."""
+    with Path(path).open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(DECISION_FIELDS)
+        writer.writerows(decisions)
+
+
 def plot_runs(
     runs: Mapping[str, Sequence[TimelineRow]],
     path: str | Path,
