@@ -175,6 +175,57 @@ def test_a_pod_without_a_previous_sample_counts_at_the_measured_pods_mean_share(
     assert est.arrival_rps == pytest.approx(40.0)
 
 
+def test_the_message_gives_every_number_the_count_is_computed_from() -> None:
+    """Fresh-user trial 37 F3: the saturated pods' boost and the scaling to pods without a previous
+    sample were applied but not shown, so the count could not be checked from the message."""
+    params = cap.CapacityParams(prior_rps=10.0)
+    state = cap.estimate(pods([0.0] * 3, [20.0, 20.0, 100.0]), cap.CapacityState(), params, 0.0).state
+    est = cap.estimate(pods([150.0, 150.0, 150.0, 40.0], [20.0, 20.0, 100.0, 20.0]), state, params, 15.0)
+    text = est.summary(params.target)
+    assert "over 4 pods (3 measured at both samples, scaled to all)" in text, text
+    assert "1 saturated (rate × 1.33: their backlog is not exported)" in text, text
+    # 30 requests/s measured × 4/3 pods = 40, × (1 + 1/3) over 10 × 0.8 = 6.7 → 7
+    assert est.arrival_rps == pytest.approx(40.0)
+    assert "arrivals 40/s" in text and "capacity 10/s" in text, text
+    assert est.desired == 7 and text.endswith("→ 7"), text
+
+
+def test_a_page_without_the_samples_says_which_are_missing() -> None:
+    """Trial 37 F7: a pod whose page lacks the counters (not a tensorrt_llm model) left the message at
+    'no request rate yet (needs two samples…)' for ever, as if waiting would help."""
+    none = [cap.PodCounters("p0", None, None, None)]
+    state = cap.CapacityState()
+    for t in (0.0, 15.0, 30.0):
+        est = cap.estimate(none, state, cap.CapacityParams(prior_rps=10.0), t)
+        state = est.state
+    text = est.summary(0.8)
+    assert "no Ready pod's page has the samples it reads" in text and "nv_inference_request_success" in text
+
+
+def test_an_edited_prior_starts_the_correction_again() -> None:
+    """Fresh-user trial 37 F1 (High): κ learned from a prior stayed when the user edited
+    spec.autoscaling.capacity.requestsPerSecond, so the edit was accepted and ignored. κ now belongs to
+    the prior it started from; a new prior (through the status JSON, as the operator carries it)
+    starts it again."""
+    old = cap.CapacityParams(prior_rps=9.4)
+    state = cap.CapacityState()
+    for k in range(3):  # one pod saturated at 9 requests/s: κ corrected towards 9
+        state = cap.estimate(pods([9.0 * 15 * k], [100.0]), state, old, 15.0 * k).state
+    assert state.capacity_rps is not None and state.capacity_rps < 9.4
+    carried = cap.CapacityState.from_dict(json.loads(json.dumps(state.to_dict())))
+    assert carried.prior_rps == 9.4
+    new = cap.CapacityParams(prior_rps=40.0)
+    est = cap.estimate(pods([9.0 * 45], [100.0]), carried, new, 45.0)
+    assert est.capacity_rps == pytest.approx(40.0 + new.correction * (9.0 - 40.0))
+    assert est.state.prior_rps == 40.0
+    # unset: learned from the pods again (the extrapolated rate), not the old κ
+    learned = cap.estimate(pods([9.0 * 60], [50.0]), est.state, cap.CapacityParams(), 60.0)
+    assert learned.capacity_rps == pytest.approx(9.0)  # 9/s over max(active/max now 0.5, before 1)
+    # unchanged prior: κ carries on
+    same = cap.estimate(pods([9.0 * 60], [100.0]), carried, old, 60.0)
+    assert same.capacity_rps is not None and same.capacity_rps < carried.capacity_rps + 1e-9
+
+
 def test_a_restarted_pod_is_only_remembered() -> None:
     params = cap.CapacityParams(prior_rps=10.0)
     state = cap.estimate(pods([500.0], [10.0]), cap.CapacityState(), params, 0.0).state
@@ -289,6 +340,8 @@ def test_trend_state_round_trips_and_older_documents_read_as_no_trend() -> None:
         ({"correction": 0.0}, "capacity correction 0.0"),
         ({"smoothing_s": -1.0}, "capacity smoothing -1.0 s"),
         ({"forecast_s": float("nan")}, "capacity forecast nan s"),
+        # the forecast projects the smoothed trend; without smoothing it would do nothing (trial 37 F2)
+        ({"forecast_s": 60.0, "smoothing_s": 0.0}, "capacity forecast 60 s with smoothing 0"),
     ],
 )
 def test_bad_parameters_are_refused(kwargs: dict[str, float], match: str) -> None:

@@ -417,6 +417,15 @@ class CapacitySpec(ApiModel):
     saturated pods. It joins the targets' recommendations (the largest wins), so the targets stay on
     as saturation checks."""
 
+    model_config = model_config(
+        cel(
+            "self.forecastSeconds == 0 || self.smoothingSeconds > 0",
+            "forecastSeconds projects the smoothed arrival trend, and with smoothingSeconds 0 there is "
+            "none; set smoothingSeconds (e.g. 60) or forecastSeconds: 0",
+            field_path=".forecastSeconds",
+        ),
+    )
+
     target: float = Field(
         default=CAPACITY_TARGET,
         gt=0,
@@ -430,8 +439,9 @@ class CapacitySpec(ApiModel):
         le=1_000_000,
         description="Requests/s one replica completes when saturated, for this deployment's typical "
         "prompt and output lengths (a profile: trtllm-bench, genai-perf, or `trtllm-operator simulate` "
-        "with your traffic); corrected online from saturated pods. Unset: learned from the pods alone, "
-        "which reacts later (docs/autoscaling.md).",
+        "with your traffic); corrected online from saturated pods, and an edit starts the correction "
+        "again from the new value. Unset: learned from the pods alone, which reacts later "
+        "(docs/autoscaling.md).",
     )
     smoothing_seconds: int = Field(
         default=CAPACITY_SMOOTHING_SECONDS,
@@ -445,7 +455,8 @@ class CapacitySpec(ApiModel):
         ge=0,
         le=3600,
         description="How far ahead a rising arrival trend is projected for a scale-up (e.g. the pods' "
-        "cold start); 0: no forecast. A falling trend is never projected.",
+        "cold start); 0: no forecast. A falling trend is never projected. Needs smoothingSeconds > 0 "
+        "(the trend is the smoothed one).",
     )
 
 

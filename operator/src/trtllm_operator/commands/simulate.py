@@ -369,7 +369,7 @@ def run(args: argparse.Namespace) -> int:
                 | policies.OraclePolicy
             )
             policy = policies.from_deployment(manifest)
-            args.policy = f"builtin ({args.deployment})"
+            args.policy = f"{policy.name} ({args.deployment})"
         else:
             args.policy = args.policy or "builtin"
             policy = policies.parse_policy(

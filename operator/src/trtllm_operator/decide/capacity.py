@@ -100,6 +100,11 @@ class CapacityParams:
             raise ValueError(f"capacity smoothing {self.smoothing_s} s: must be ≥ 0 seconds, e.g. 60")
         if not (self.forecast_s >= 0 and math.isfinite(self.forecast_s)):
             raise ValueError(f"capacity forecast {self.forecast_s} s: must be ≥ 0 seconds, e.g. 60")
+        if self.forecast_s > 0 and self.smoothing_s <= 0:
+            raise ValueError(
+                f"capacity forecast {self.forecast_s:g} s with smoothing 0: the forecast projects the "
+                "smoothed trend, and without smoothing there is none; set a smoothing time or forecast 0"
+            )
 
 
 @dataclass(frozen=True)
@@ -132,24 +137,27 @@ class PodMemory:
 class CapacityState:
     """Memory between ticks: ``pods`` (previous counters), ``capacity_rps`` (κ, ``None`` until known),
     ``arrival_rps`` (the arrival rate's level λ, ``None`` until two samples of some pod), ``trend_rps``
-    (its smoothed change, requests/s per second; 0 without smoothing) and ``time`` (when λ was
-    last measured)."""
+    (its smoothed change, requests/s per second; 0 without smoothing), ``time`` (when λ was
+    last measured) and ``prior_rps`` (the prior κ started from: when the parameters' prior differs —
+    the user edited ``requestsPerSecond`` — κ starts again from the new one)."""
 
     pods: tuple[PodMemory, ...] = ()
     capacity_rps: float | None = None
     arrival_rps: float | None = None
     trend_rps: float = 0.0
     time: float | None = None
+    prior_rps: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form: ``{"pods": [[name, t, completed, active], ...], "capacityRps", "arrivalRps",
-        "trendRps", "time"}``."""
+        "trendRps", "time", "priorRps"}``."""
         return {
             "pods": [[p.name, round(p.time, 3), p.completed, p.active] for p in self.pods],
             "capacityRps": None if self.capacity_rps is None else round(self.capacity_rps, 6),
             "arrivalRps": None if self.arrival_rps is None else round(self.arrival_rps, 6),
             "trendRps": round(self.trend_rps, 6),
             "time": None if self.time is None else round(self.time, 3),
+            "priorRps": self.prior_rps,
         }
 
     @classmethod
@@ -163,12 +171,14 @@ class CapacityState:
                 PodMemory(str(n), float(t), float(c), float(a)) for n, t, c, a in data.get("pods", [])
             )
             cap, arr, when = data.get("capacityRps"), data.get("arrivalRps"), data.get("time")
+            prior = data.get("priorRps")
             return cls(
                 pods,
                 None if cap is None else float(cap),
                 None if arr is None else float(arr),
                 float(data.get("trendRps") or 0.0),
                 None if when is None else float(when),
+                None if prior is None else float(prior),
             )
         except (TypeError, ValueError) as exc:
             raise ValueError(f"capacity state is malformed ({exc}); expected {cls().to_dict()}") from exc
@@ -192,7 +202,13 @@ class CapacityEstimate:
     held: bool = False
 
     def summary(self, target: float) -> str:
-        """For the decision's message."""
+        """For the decision's message: every number the count is computed from."""
+        if not self.state.pods:
+            return (
+                "capacity: no Ready pod's page has the samples it reads ("
+                'nv_inference_request_success{model="tensorrt_llm"}, nv_trt_llm_request_metrics '
+                "active and max): no request rate"
+            )
         if self.arrival_rps is None or self.capacity_rps is None:
             return "capacity: no request rate yet (needs two samples of a pod's counters)"
         sized = ""
@@ -206,9 +222,19 @@ class CapacityEstimate:
             sized = f", smoothed {self.level_rps:.3g}/s"
         if self.held:
             sized += f", held at {self.desired}: this tick's rate needs them (no scale-down mid-rise)"
+        boost = ""
+        if self.saturated and self.measured:
+            # the hidden backlog of saturated pods (the module's docstring): the rate is scaled up
+            boost = f" (rate × {1 + self.saturated / self.measured:.3g}: their backlog is not exported)"
+        pods = len(self.state.pods)
+        over = (
+            f"over {self.measured} pod(s)"
+            if self.measured == pods
+            else f"over {pods} pods ({self.measured} measured at both samples, scaled to all)"
+        )
         return (
-            f"capacity: arrivals {self.arrival_rps:.3g}/s over {self.measured} pod(s){sized}, "
-            f"{self.saturated} saturated, capacity {self.capacity_rps:.3g}/s per replica "
+            f"capacity: arrivals {self.arrival_rps:.3g}/s {over}{sized}, "
+            f"{self.saturated} saturated{boost}, capacity {self.capacity_rps:.3g}/s per replica "
             f"(target {target:g}) → {self.desired}"
         )
 
@@ -246,7 +272,10 @@ def estimate(
                 saturated_rates.append(done)
         elif utilization > 0:
             extrapolated = max(extrapolated, done / max(utilization, was, 1e-9))
-    capacity = state.capacity_rps if state.capacity_rps is not None else params.prior_rps
+    # κ learned online belongs to the prior it started from: a new prior (an edited
+    # requestsPerSecond, or one set or unset) starts it again, so the edit takes effect.
+    learned = state.capacity_rps if state.prior_rps == params.prior_rps else None
+    capacity = learned if learned is not None else params.prior_rps
     if capacity is None and extrapolated > 0:
         capacity = extrapolated
     if capacity is not None and saturated_rates:
@@ -270,7 +299,7 @@ def estimate(
         needed_now = min(len(memory), max(1, math.ceil(round(arrival * boost, 9))))
         held = needed_now > desired
         desired = max(desired, needed_now)
-    new_state = CapacityState(tuple(memory), capacity, level, trend, when)
+    new_state = CapacityState(tuple(memory), capacity, level, trend, when, params.prior_rps)
     return CapacityEstimate(arrival, capacity, saturated, measured, desired, new_state, level, forecast, held)
 
 

@@ -184,7 +184,8 @@ def profiled_capacity_rps(requests: Sequence[Request], spec: ReplicaSpec) -> flo
 
 
 def from_deployment(manifest: dict[str, Any]) -> SharedPolicy:
-    """The builtin policy of an LLMDeployment manifest (or of a bare ``spec.autoscaling`` mapping).
+    """The builtin policy of an LLMDeployment manifest (or of a bare ``spec.autoscaling`` mapping),
+    named ``capacity`` when ``spec.autoscaling.capacity`` turns the capacity recommendation on.
 
     Uses the operator's own mapping (``policy_from_spec``) and evaluates every
     ``metrics.scrapeIntervalSeconds``. Raises ``ValueError`` naming the field when the manifest
@@ -207,7 +208,8 @@ def from_deployment(manifest: dict[str, Any]) -> SharedPolicy:
         policy = asc.policy_from_spec(spec)
     except ValueError as exc:
         raise ValueError(f"--deployment: {exc}") from None
-    return SharedPolicy("builtin", policy, sync_period_s=float(spec.metrics.scrape_interval_seconds))
+    name = "builtin" if policy.capacity is None else "capacity"
+    return SharedPolicy(name, policy, sync_period_s=float(spec.metrics.scrape_interval_seconds))
 
 
 #: Sample names of the Triton core counters NVIDIA's tutorial rule divides.
