@@ -437,3 +437,15 @@ def test_the_example_manifest_is_the_simulators_capacity_policy() -> None:
     from_manifest = policies.from_deployment(manifest).policy
     prior = manifest["spec"]["autoscaling"]["capacity"]["requestsPerSecond"]
     assert from_manifest == policies.capacity(1, 64, prior).policy
+
+
+def test_turning_the_recommendation_off_drops_its_memory() -> None:
+    """Trial 37 F1: removing spec.autoscaling.capacity and adding it back kept the old κ."""
+    on = asc.Policy(min_replicas=1, max_replicas=8, capacity=cap.CapacityParams(prior_rps=9.4))
+    snap = asc.Snapshot(
+        1, (asc.PodSignals("p0", asc.PodState.READY, {}, {"completed": 0.0, "active": 1.0, "max": 4.0}),)
+    )
+    state = asc.decide(snap, asc.AutoscalerState(), on, 0.0).state
+    assert state.capacity is not None
+    off = dataclasses.replace(on, capacity=None)
+    assert asc.decide(snap, state, off, 15.0).state.capacity is None

@@ -825,7 +825,9 @@ def decide(snapshot: Snapshot, state: AutoscalerState, policy: Policy, now: floa
     events = tuple(e for e in state.scale_events if e.time > horizon)
     recs = tuple(r for r in state.recommendations if r.time > horizon)
     estimate: capmod.CapacityEstimate | None = None
-    capacity_state = state.capacity
+    # With the capacity recommendation off its memory is dropped: turned on again later, it starts
+    # afresh (fresh-user trial 37 F1: a removed and re-added `capacity` kept the old κ).
+    capacity_state: capmod.CapacityState | None = None
     if policy.capacity is not None:
         counters = [capmod.PodCounters.of(p.name, p.counters) for p in ready]
         estimate = capmod.estimate(counters, state.capacity or capmod.CapacityState(), policy.capacity, now)
