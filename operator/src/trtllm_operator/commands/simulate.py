@@ -17,10 +17,13 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trtllm_operator.api.wire import DEPLOYMENT_KIND, ENGINE_KIND
 from trtllm_operator.commands import EXIT_BAD_INPUT, EXIT_OK, add_format_arguments, plain
+
+if TYPE_CHECKING:
+    from trtllm_operator.api.deployment import ServerSpec
 
 
 def register(subparsers: Any) -> None:
@@ -57,6 +60,14 @@ def register(subparsers: Any) -> None:
         "with --deployment the manifest's value, and this flag is refused)",
     )
     p.add_argument(
+        "--chunked-context",
+        action="store_true",
+        default=None,
+        help="serve prompts longer than max_num_tokens in chunks, as spec.server.enableChunkedContext "
+        "does (default off: such prompts are rejected, counted as dropped; with --deployment the "
+        "manifest's value, and this flag is refused)",
+    )
+    p.add_argument(
         "--reserve-output-tokens",
         type=int,
         default=0,
@@ -74,9 +85,9 @@ def register(subparsers: Any) -> None:
         metavar="YAML",
         help="an LLMDeployment manifest, read as render -f reads it (several documents, kind: List, a "
         "directory; - reads stdin), or its bare spec.autoscaling: simulate the builtin autoscaler with "
-        "exactly these settings, and the replica with its spec.server.kvCacheFreeGpuMemFraction; "
-        "--policy, --min-replicas, --max-replicas and --kv-cache-free-gpu-mem-fraction are then "
-        "refused (edit the manifest instead)",
+        "exactly these settings, and the replica with its spec.server.kvCacheFreeGpuMemFraction and "
+        "enableChunkedContext; --policy, --min-replicas, --max-replicas, --kv-cache-free-gpu-mem-fraction "
+        "and --chunked-context are then refused (edit the manifest instead)",
     )
     p.add_argument("--min-replicas", type=int, default=None, help="default 1 (with --deployment: refused)")
     p.add_argument("--max-replicas", type=int, default=None, help="default 64 (with --deployment: refused)")
@@ -198,14 +209,15 @@ def _fail(message: str) -> int:
 DEFAULT_MAX_REPLICAS = 64
 
 
-def _server_fraction(manifest: dict[str, Any] | None) -> float:
-    """``spec.server.kvCacheFreeGpuMemFraction`` of a ``--deployment`` manifest (a bare
-    ``spec.autoscaling`` mapping has none), else the field's default (api.deployment.ServerSpec)."""
+def _server_spec(manifest: dict[str, Any] | None) -> ServerSpec:
+    """``spec.server`` of a ``--deployment`` manifest (a bare ``spec.autoscaling`` mapping has none),
+    else the fields' defaults (api.deployment.ServerSpec): the replica's KV free-memory fraction and
+    chunked context come from it."""
     from trtllm_operator.api.deployment import ServerSpec  # noqa: PLC0415
 
     spec = (manifest or {}).get("spec")
     server = spec.get("server") if isinstance(spec, dict) else None
-    return ServerSpec.model_validate(server or {}).kv_cache_free_gpu_mem_fraction
+    return ServerSpec.model_validate(server or {})
 
 
 #: The planner's fix wording (engine_builder.planner.plan, its warnings) → what to pass to this command:
@@ -266,6 +278,7 @@ def argument_errors(args: argparse.Namespace) -> list[str]:
                 args.kv_cache_free_gpu_mem_fraction,
                 "spec.server.kvCacheFreeGpuMemFraction",
             ),
+            ("--chunked-context", args.chunked_context, "spec.server.enableChunkedContext"),
         ):
             if value is not None:
                 errors.append(
@@ -333,9 +346,11 @@ def run(args: argparse.Namespace) -> int:
             return _fail(str(exc))
         except OSError as exc:  # the message names the flag, as every other --deployment error does
             return _fail(f"--deployment {args.deployment}: {exc.strerror or exc}")
+    server = _server_spec(manifest)
     fraction = args.kv_cache_free_gpu_mem_fraction
     if fraction is None:
-        fraction = _server_fraction(manifest)
+        fraction = server.kv_cache_free_gpu_mem_fraction
+    chunked = server.enable_chunked_context if args.chunked_context is None else args.chunked_context
     try:
         setup = replica_setup(
             args.model_config,
@@ -347,6 +362,7 @@ def run(args: argparse.Namespace) -> int:
             max_batch_size=args.max_batch_size,
             max_num_tokens=args.max_num_tokens,
             kv_cache_free_gpu_mem_fraction=fraction,
+            chunked_context=chunked,
         )
     except PlanInputError as exc:
         return _fail(str(exc))
@@ -431,6 +447,7 @@ def run(args: argparse.Namespace) -> int:
         # the performance model's κ for this trace's mean lengths: a first value for
         # spec.autoscaling.capacity.requestsPerSecond (docs/autoscaling.md)
         "saturated_requests_per_second": round(policies.profiled_capacity_rps(requests, setup.spec), 3),
+        "chunked_context": setup.spec.chunked_context,
     }
     rows = None
     if args.timeline or args.plot:

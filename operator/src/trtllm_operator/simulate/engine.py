@@ -6,7 +6,7 @@ Nothing happens per token: an iteration is one event, and every sequence in it a
 (finish iterations are known at admission, so finishing is a heap pop).
 
 Replica model (TensorRT-LLM inflight batching with the default ``GUARANTEED_NO_EVICT`` capacity
-scheduler and FCFS order; paged KV cache; no chunked context):
+scheduler and FCFS order; paged KV cache; chunked context when :attr:`ReplicaSpec.chunked_context`):
 
 - Requests join at iteration boundaries. At the start of an iteration the scheduler admits waiting
   requests in arrival order while (a) the batch holds fewer than ``max_batch_size`` sequences,
@@ -18,8 +18,25 @@ scheduler and FCFS order; paged KV cache; no chunked context):
   The reservation is ``input + output`` tokens, or ``input + max(output, reserve_output_tokens)``
   when clients send a larger ``max_tokens`` than they use.
 - Iteration time comes from :class:`~trtllm_operator.simulate.perf.IterationModel`.
-- A prompt longer than ``max_num_tokens`` or a request whose reservation exceeds the whole KV cache
-  can never be scheduled: it is counted as dropped (TensorRT-LLM rejects it).
+- Without chunked context a prompt longer than ``max_num_tokens`` is rejected by the server
+  (``maxInputLen = min(maxSequenceLen - 1, maxNumTokens)``, see :data:`UPSTREAM_MAX_INPUT_LEN`) and a
+  request whose reservation exceeds the whole KV cache can never be scheduled: both are counted as
+  dropped.
+
+With chunked context (``spec.server.enableChunkedContext``, Triton's ``enable_chunked_context``) a
+prompt of any length is accepted (the server's limit becomes ``maxSequenceLen - 1``; a reservation
+beyond the whole KV cache is still dropped) and its context runs over several iterations, as
+TensorRT-LLM's micro-batch scheduler with its default ``FIRST_COME_FIRST_SERVED`` chunking policy
+does (:data:`UPSTREAM_CHUNKING`): each iteration the decoding sequences take one token each of
+``max_num_tokens``; the rest is shared by the sequences in their context phase in arrival order
+(those already chunking first, then new admissions), each taking its whole remaining context when
+it fits, else the largest multiple of ``tokens_per_block`` (the chunk unit) that fits. A sequence
+emits its first token at the end of the iteration of its last chunk. Admission (a) and (b) are
+unchanged (the whole ``input + output`` is reserved at admission); (c) becomes "gets a chunk of at
+least one token", and the first request that gets none stops admission (upstream would still
+schedule a later prompt shorter than the leftover, under one chunk unit: not modelled). A later
+chunk attends the KV of the earlier ones, so those count as cached tokens attended in the
+iteration time.
 
 Fleet model: arrivals are routed to Ready replicas (``random``: what a Kubernetes Service's
 kube-proxy does, seeded; or ``least-outstanding``); with no Ready replica they wait in a front queue.
@@ -38,7 +55,11 @@ exports for that state — ``active`` capped at the executor's ``max``, ``waitin
 KV blocks, success counters and (with ``histogram_latencies``) the TTFT histogram. The executor's own
 queue beyond ``max`` is not on the page, so no policy can read it. Mapping: the replica's queue plus its
 running sequences are the executor's requests; the running sequences (decoding, plus those admitted
-at this iteration's start) are ``scheduled``; ``max`` is ``max_batch_size`` (pipeline parallelism 1).
+at this iteration's start, plus those with a context chunk in this iteration) are ``scheduled``, those
+with context tokens in this iteration are ``context`` (upstream counts a chunked context request in
+``numScheduledRequests`` / ``numContextRequests`` only in the iterations that run one of its chunks:
+the micro-batch scheduler puts it in ``contextRequests`` only when its chunk size is > 0); ``max`` is
+``max_batch_size`` (pipeline parallelism 1).
 """
 
 from __future__ import annotations
@@ -67,6 +88,28 @@ _SAMPLE = 3
 _TICK = 4
 _START = 5
 
+#: Where the server rejects a long prompt (read at NVIDIA/TensorRT-LLM blob commits, main branch 2025;
+#: not pinned to a release tag): ``cpp/tensorrt_llm/batch_manager/trtGptModel.h`` (commit 2e2327b9)
+#: sets ``mMaxInputLen = mMaxSequenceLen - 1`` "since chunked context is enabled", else (context FMHA
+#: with packed input, what the operator's engines use) ``min(mMaxSequenceLen - 1, maxNumTokens)``;
+#: ``cpp/tensorrt_llm/batch_manager/llmRequest.cpp`` (commit 119c6e60) ``LlmRequest::validate`` throws
+#: "Prompt length (%d) exceeds maximum input length (%d)" for ``mPromptLen > maxInputLen``.
+UPSTREAM_MAX_INPUT_LEN = "TensorRT-LLM trtGptModel.h (2e2327b9) maxInputLen; llmRequest.cpp (119c6e60) validate"
+
+#: How a context is chunked (NVIDIA/TensorRT-LLM, same caveat): ``cpp/tensorrt_llm/batch_manager/
+#: trtGptModelInflightBatching.cpp`` (commit 00825c4e): with ``enableChunkedContext`` the chunk unit is
+#: the KV cache's tokens per block (256 at least under sliding-window attention: not modelled) and the
+#: policy ``ContextChunkingPolicy::kFIRST_COME_FIRST_SERVED`` unless configured; the micro-batch
+#: scheduler's ``maxContextLength`` is ``maxNumTokens``. ``microBatchScheduler.cpp`` (commit 0a949d31)
+#: ``operator()``: generation requests each take their beam width (1) of ``maxNumTokensRuntime`` first;
+#: when the contexts' remaining lengths do not fit the rest, ``setCtxRequestsChunkSize<kFIRST_COME_
+#: FIRST_SERVED>`` gives each context, in order, ``min(capacity, remaining)``, rounded down to a
+#: multiple of the chunk unit when that is less than its remaining length, and lowers the capacity by
+#: it; a context with chunk size 0 is not scheduled this iteration. ``capacityScheduler.cpp`` (commit
+#: 02a10fed) ``GuaranteedNoEvictScheduler``: generation-in-progress requests first, then the
+#: context-phase ones (chunking already started or not) in the active list's (arrival) order.
+UPSTREAM_CHUNKING = "TensorRT-LLM microBatchScheduler.cpp (0a949d31) setCtxRequestsChunkSize FCFS"
+
 
 @dataclass(frozen=True, slots=True)
 class ReplicaSpec:
@@ -86,6 +129,10 @@ class ReplicaSpec:
     #: reservation is ``max(output, reserve_output_tokens)`` (generation still stops at the actual
     #: length, as at an end-of-sequence token).
     reserve_output_tokens: int = 0
+    #: Chunked context (the deployment's ``spec.server.enableChunkedContext``, rendered as Triton's
+    #: ``enable_chunked_context``): prompts longer than ``max_num_tokens`` are served in chunks of
+    #: ``tokens_per_block`` multiples (:data:`UPSTREAM_CHUNKING`) instead of being rejected.
+    chunked_context: bool = False
 
     def reservation(self, req: Request) -> int:
         """KV tokens ``GUARANTEED_NO_EVICT`` reserves for a request: prompt + max new tokens."""
@@ -98,6 +145,25 @@ class ReplicaSpec:
             raise ValueError("gpus, max_batch_size and max_num_tokens must be > 0")
         if self.reserve_output_tokens < 0:
             raise ValueError(f"reserve_output_tokens must be >= 0, got {self.reserve_output_tokens}")
+        if self.tokens_per_block <= 0:
+            raise ValueError(f"tokens_per_block must be > 0, got {self.tokens_per_block}")
+        if self.chunked_context and self.max_num_tokens < self.tokens_per_block:
+            # Every partial chunk is a multiple of tokens_per_block (UPSTREAM_CHUNKING): a prompt longer
+            # than max_num_tokens would never get a chunk.
+            raise ValueError(
+                f"max_num_tokens {self.max_num_tokens} is below tokens_per_block {self.tokens_per_block}: "
+                "with chunked context every partial chunk is a multiple of tokens_per_block, so a longer "
+                "prompt would never be scheduled; raise max_num_tokens to at least tokens_per_block"
+            )
+
+    def accepts(self, req: Request) -> bool:
+        """Whether the server accepts ``req`` and can ever schedule it: its prompt is within the
+        server's maximum input length (``max_num_tokens`` without chunked context,
+        :data:`UPSTREAM_MAX_INPUT_LEN`; with it the limit is ``maxSequenceLen - 1``, which the
+        reservation check covers) and its reservation within the whole KV cache."""
+        if not self.chunked_context and req.input_tokens > self.max_num_tokens:
+            return False
+        return self.reservation(req) <= self.max_kv_tokens
 
 
 #: One exported sample: (sample name, labels, value), as a Prometheus text parser returns it.
@@ -163,6 +229,10 @@ class _Replica:
     queue: deque[int] = field(default_factory=deque)
     heap: list[tuple[int, int]] = field(default_factory=list)
     new: list[int] = field(default_factory=list)
+    # Sequences admitted with a chunked context still in progress: [request index, context tokens
+    # done], in admission order; and how many of them run a (not last) chunk in this iteration.
+    chunking: list[list[int]] = field(default_factory=list)
+    mid_chunks: int = 0
     busy: bool = False
     start_pending: bool = False
     iteration: int = 0
@@ -317,7 +387,7 @@ class Simulation:
                     return (0, -r.created_s)
                 if not r.ready:
                     return (1, -r.created_s)
-                return (2, len(r.queue) + len(r.heap))
+                return (2, len(r.queue) + len(r.heap) + len(r.chunking))
 
             for r in sorted(live, key=order)[: len(live) - desired]:
                 self._retire(r, now)
@@ -334,7 +404,7 @@ class Simulation:
         self.waiting -= len(requeue)
         for idx in requeue:
             self._route(idx, now)
-        if not r.heap and not r.busy:
+        if not r.heap and not r.chunking and not r.busy:
             self._stop(r, now)
 
     # -- requests ---------------------------------------------------------------------------------
@@ -347,7 +417,7 @@ class Simulation:
         if self.routing == "random":
             r = self.ready_list[self.rng.randrange(len(self.ready_list))]
         else:
-            r = min(self.ready_list, key=lambda x: (len(x.queue) + len(x.heap), x.rid))
+            r = min(self.ready_list, key=lambda x: (len(x.queue) + len(x.heap) + len(x.chunking), x.rid))
         self._enqueue(r, idx, now)
 
     def _track_queue(self, now: float) -> None:
@@ -371,26 +441,86 @@ class Simulation:
         decoding = len(r.heap)
         kv_tokens = r.ctx_tokens
         budget = spec.max_num_tokens - decoding
-        prefill = 0
-        queue = r.queue
-        while queue and len(r.heap) < spec.max_batch_size:
-            req = reqs[queue[0]]
-            need = spec.reservation(req)
-            if r.kv_reserved + need > spec.max_kv_tokens or prefill + req.input_tokens > budget:
-                break
-            idx = queue.popleft()
-            self.waiting -= 1
-            prefill += req.input_tokens
-            r.kv_reserved += need
-            r.ctx_tokens += req.input_tokens
-            r.new_tokens += req.input_tokens
-            heapq.heappush(r.heap, (r.iteration + req.output_tokens - 1, idx))
-            r.new.append(idx)
-        if not r.heap:
+        if spec.chunked_context:
+            prefill, kv_tokens = self._schedule_chunks(r, budget)
+        else:
+            prefill = 0
+            queue = r.queue
+            while queue and len(r.heap) < spec.max_batch_size:
+                req = reqs[queue[0]]
+                need = spec.reservation(req)
+                if r.kv_reserved + need > spec.max_kv_tokens or prefill + req.input_tokens > budget:
+                    break
+                idx = queue.popleft()
+                self.waiting -= 1
+                prefill += req.input_tokens
+                r.kv_reserved += need
+                r.ctx_tokens += req.input_tokens
+                r.new_tokens += req.input_tokens
+                heapq.heappush(r.heap, (r.iteration + req.output_tokens - 1, idx))
+                r.new.append(idx)
+        if not r.heap and not r.chunking:
             r.busy = False
             return
         r.busy = True
         self._push(now + spec.model.iteration_s(prefill + decoding, kv_tokens), _ITER_END, r.rid)
+
+    def _schedule_chunks(self, r: _Replica, capacity: int) -> tuple[int, int]:
+        """Chunked context (:data:`UPSTREAM_CHUNKING`): give this iteration's ``capacity`` context
+        tokens (``max_num_tokens`` minus one per decoding sequence) to the sequences in their context
+        phase, first those already chunking, then new admissions, in arrival order; each takes its
+        whole remaining context when it fits, else the largest multiple of ``tokens_per_block`` that
+        does. A sequence whose last chunk runs joins the decoding heap and emits its first token at
+        this iteration's end. Returns (context tokens scheduled, cached tokens attended: those of the
+        decoding sequences plus the earlier chunks of the sequences chunking now)."""
+        spec = self.spec
+        reqs = self.requests
+        unit = spec.tokens_per_block
+        kv_tokens = r.ctx_tokens - sum(done for _, done in r.chunking)
+        prefill = 0
+        r.mid_chunks = 0
+
+        def chunk_of(remaining: int) -> int:
+            return remaining if remaining <= capacity else max(0, capacity) // unit * unit
+
+        def run_chunk(idx: int, done: int, chunk: int) -> bool:
+            """Schedule ``chunk`` tokens of ``idx``'s context; True when it was the last one."""
+            nonlocal capacity, prefill
+            capacity -= chunk
+            prefill += chunk
+            r.ctx_tokens += chunk
+            r.new_tokens += chunk
+            if done + chunk < reqs[idx].input_tokens:
+                r.mid_chunks += 1
+                return False
+            heapq.heappush(r.heap, (r.iteration + reqs[idx].output_tokens - 1, idx))
+            r.new.append(idx)
+            return True
+
+        still: list[list[int]] = []
+        for entry in r.chunking:
+            idx, done = entry
+            chunk = chunk_of(reqs[idx].input_tokens - done)
+            if chunk > 0:
+                kv_tokens += done
+                if run_chunk(idx, done, chunk):
+                    continue
+                entry[1] = done + chunk
+            still.append(entry)
+        r.chunking = still
+        queue = r.queue
+        while queue and len(r.heap) + len(r.chunking) < spec.max_batch_size:
+            req = reqs[queue[0]]
+            need = spec.reservation(req)
+            chunk = chunk_of(req.input_tokens)
+            if r.kv_reserved + need > spec.max_kv_tokens or chunk == 0:
+                break
+            idx = queue.popleft()
+            self.waiting -= 1
+            r.kv_reserved += need
+            if not run_chunk(idx, 0, chunk):
+                r.chunking.append([idx, chunk])
+        return prefill, kv_tokens
 
     def _end_iteration(self, r: _Replica, now: float) -> None:
         for idx in r.new:
@@ -411,7 +541,7 @@ class Simulation:
             r.completed += 1
             r.latency_s += now - self.arrived_s[idx]
         r.iteration += 1
-        if r.draining and not heap and not r.queue:
+        if r.draining and not heap and not r.chunking and not r.queue:
             r.busy = False
             self._stop(r, now)
             return
@@ -424,14 +554,16 @@ class Simulation:
         tpb = spec.tokens_per_block
         max_blocks = spec.max_kv_tokens // tpb
         return ReplicaInternals(
-            requests=len(r.queue) + len(r.heap),
-            scheduled=len(r.heap),
-            context=len(r.new),
+            requests=len(r.queue) + len(r.heap) + len(r.chunking),
+            scheduled=len(r.heap) + r.mid_chunks,
+            context=len(r.new) + r.mid_chunks,
             context_tokens=r.new_tokens,
             max_active=spec.max_batch_size,
             # Each sequence holds ceil(ctx / tokens_per_block) blocks; half a block of rounding
             # per sequence on average.
-            kv_used_blocks=min(max_blocks, (r.ctx_tokens + len(r.heap) * tpb // 2) // tpb),
+            kv_used_blocks=min(
+                max_blocks, (r.ctx_tokens + (len(r.heap) + len(r.chunking)) * tpb // 2) // tpb
+            ),
             kv_max_blocks=max_blocks,
             tokens_per_block=tpb,
             completed=r.completed,
@@ -494,7 +626,7 @@ class Simulation:
                     self._end_iteration(r, now)
             elif kind == _ARRIVAL:
                 req = self.requests[arg]
-                if req.input_tokens > spec.max_num_tokens or spec.reservation(req) > spec.max_kv_tokens:
+                if not spec.accepts(req):
                     self.dropped += 1
                 else:
                     self._route(arg, now)

@@ -62,11 +62,13 @@ def replica_setup(
     max_num_tokens: int | None = None,
     kv_cache_free_gpu_mem_fraction: float = 0.9,
     efficiency: Efficiency = DEFAULT_EFFICIENCY,
+    chunked_context: bool = False,
 ) -> ReplicaSetup:
     """Plan one replica and build its :class:`ReplicaSpec`.
 
     ``hf_config``: a Hugging Face ``config.json`` (path or parsed). Unset ``max_batch_size`` /
-    ``max_num_tokens`` take the planner's values. Raises ``engine_builder.planner.PlanInputError`` for
+    ``max_num_tokens`` take the planner's values; ``chunked_context`` is the deployment's
+    ``spec.server.enableChunkedContext`` (:attr:`ReplicaSpec.chunked_context`). Raises ``engine_builder.planner.PlanInputError`` for
     bad inputs and ``ValueError`` when the model does not fit (naming the planner's reasons).
     """
     config = hf_config if isinstance(hf_config, dict) else load_hf_config(str(hf_config))
@@ -97,6 +99,7 @@ def replica_setup(
         max_num_tokens=max_num_tokens or p.max_num_tokens,
         model=model,
         tokens_per_block=p.tokens_per_block,
+        chunked_context=chunked_context,
     )
     return ReplicaSetup(spec=spec, plan=p, rates=rates, costs=costs)
 
