@@ -94,7 +94,9 @@ _START = 5
 #: with packed input, what the operator's engines use) ``min(mMaxSequenceLen - 1, maxNumTokens)``;
 #: ``cpp/tensorrt_llm/batch_manager/llmRequest.cpp`` (commit 119c6e60) ``LlmRequest::validate`` throws
 #: "Prompt length (%d) exceeds maximum input length (%d)" for ``mPromptLen > maxInputLen``.
-UPSTREAM_MAX_INPUT_LEN = "TensorRT-LLM trtGptModel.h (2e2327b9) maxInputLen; llmRequest.cpp (119c6e60) validate"
+UPSTREAM_MAX_INPUT_LEN = (
+    "TensorRT-LLM trtGptModel.h (2e2327b9) maxInputLen; llmRequest.cpp (119c6e60) LlmRequest::validate"
+)
 
 #: How a context is chunked (NVIDIA/TensorRT-LLM, same caveat): ``cpp/tensorrt_llm/batch_manager/
 #: trtGptModelInflightBatching.cpp`` (commit 00825c4e): with ``enableChunkedContext`` the chunk unit is

@@ -68,8 +68,9 @@ def replica_setup(
 
     ``hf_config``: a Hugging Face ``config.json`` (path or parsed). Unset ``max_batch_size`` /
     ``max_num_tokens`` take the planner's values; ``chunked_context`` is the deployment's
-    ``spec.server.enableChunkedContext`` (:attr:`ReplicaSpec.chunked_context`). Raises ``engine_builder.planner.PlanInputError`` for
-    bad inputs and ``ValueError`` when the model does not fit (naming the planner's reasons).
+    ``spec.server.enableChunkedContext`` (:attr:`ReplicaSpec.chunked_context`). Raises
+    ``engine_builder.planner.PlanInputError`` for bad inputs and ``ValueError`` when the model does not
+    fit (naming the planner's reasons).
     """
     config = hf_config if isinstance(hf_config, dict) else load_hf_config(str(hf_config))
     arch = Architecture.from_hf_config(config)
