@@ -125,6 +125,17 @@ def test_chunked_context_still_drops_a_reservation_beyond_the_kv_cache() -> None
     assert not math.isnan(sim.done[1])
 
 
+def test_chunked_context_rejects_a_prompt_beyond_max_seq_len_minus_one() -> None:
+    # With chunked context TensorRT-LLM's maximum input length is maxSequenceLen - 1 (trtGptModel.h).
+    reqs = [Request(0.0, 4096, 10), Request(0.0, 4095, 10)]
+    sim = run(reqs, ReplicaSpec(1, 100_000, 256, 1024, MODEL, chunked_context=True, max_seq_len=4096))
+    assert sim.result.dropped == 1 and math.isnan(sim.first_token[0])  # type: ignore[attr-defined]
+    assert not math.isnan(sim.done[1])
+    # Without chunked context max_num_tokens is the limit, max_seq_len as before not applied.
+    off = run([Request(0.0, 1000, 10)], ReplicaSpec(1, 100_000, 256, 1024, MODEL, max_seq_len=512))
+    assert off.result.dropped == 0  # type: ignore[attr-defined]
+
+
 def test_a_budget_below_one_chunk_unit_is_refused() -> None:
     with pytest.raises(ValueError, match="max_num_tokens 16 is below tokens_per_block 32"):
         a_replica(chunked=True, max_num_tokens=16, tokens_per_block=32)
@@ -156,8 +167,9 @@ def _deployment(tmp_path: Path, chunked: bool | None) -> Path:
     return path
 
 
-#: Ten 20,000-token prompts: longer than the planner's max_num_tokens (8192) for Llama 3.1 8B on H100.
-LONG = ["simulate", "--trace", "poisson:rate=2,duration=5,isl=20000,osl=10", "--model-config", str(LLAMA_8B)]
+#: Ten 12,000-token prompts: longer than the planner's max_num_tokens (8192) for Llama 3.1 8B on H100,
+#: shorter than its max_seq_len (16384).
+LONG = ["simulate", "--trace", "poisson:rate=2,duration=5,isl=12000,osl=10", "--model-config", str(LLAMA_8B)]
 LONG += ["--gpu", "H100", "--quantization", "fp8", "--output", "json"]
 
 
@@ -180,6 +192,10 @@ def test_cli_chunked_context_flag_and_the_manifests_field(
     off = _run_json(capsys, [*LONG, "--deployment", str(_deployment(tmp_path, None))])
     assert off["replica"]["chunked_context"] is False  # type: ignore[index]
     assert off["dropped"] == off["requests"]
+    # 20,000-token prompts exceed the plan's max_seq_len - 1: the server rejects them even chunked.
+    beyond = [a.replace("isl=12000", "isl=20000") for a in LONG]
+    too_long = _run_json(capsys, [*beyond, "--policy", "static:1", "--chunked-context"])
+    assert too_long["dropped"] == too_long["requests"]
 
 
 def test_cli_refuses_chunked_context_beside_a_deployment(

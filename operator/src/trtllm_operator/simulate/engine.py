@@ -24,19 +24,19 @@ scheduler and FCFS order; paged KV cache; chunked context when :attr:`ReplicaSpe
   dropped.
 
 With chunked context (``spec.server.enableChunkedContext``, Triton's ``enable_chunked_context``) a
-prompt of any length is accepted (the server's limit becomes ``maxSequenceLen - 1``; a reservation
-beyond the whole KV cache is still dropped) and its context runs over several iterations, as
-TensorRT-LLM's micro-batch scheduler with its default ``FIRST_COME_FIRST_SERVED`` chunking policy
-does (:data:`UPSTREAM_CHUNKING`): each iteration the decoding sequences take one token each of
-``max_num_tokens``; the rest is shared by the sequences in their context phase in arrival order
-(those already chunking first, then new admissions), each taking its whole remaining context when
-it fits, else the largest multiple of ``tokens_per_block`` (the chunk unit) that fits. A sequence
-emits its first token at the end of the iteration of its last chunk. Admission (a) and (b) are
-unchanged (the whole ``input + output`` is reserved at admission); (c) becomes "gets a chunk of at
-least one token", and the first request that gets none stops admission (upstream would still
-schedule a later prompt shorter than the leftover, under one chunk unit: not modelled). A later
-chunk attends the KV of the earlier ones, so those count as cached tokens attended in the
-iteration time.
+prompt up to ``max_seq_len - 1`` tokens is accepted (the server's limit becomes
+``maxSequenceLen - 1``; a reservation beyond the whole KV cache is still dropped) and its context
+runs over several iterations, as TensorRT-LLM's micro-batch scheduler with its default
+``FIRST_COME_FIRST_SERVED`` chunking policy does (:data:`UPSTREAM_CHUNKING`): each iteration the
+decoding sequences take one token each of ``max_num_tokens``; the rest is shared by the sequences
+in their context phase in arrival order (those already chunking first, then new admissions), each
+taking its whole remaining context when it fits, else the largest multiple of ``tokens_per_block``
+(the chunk unit) that fits. A sequence emits its first token at the end of the iteration of its
+last chunk. Admission (a) and (b) are unchanged (the whole ``input + output`` is reserved at
+admission); (c) becomes "gets a chunk of at least one token", and the first request that gets none
+stops admission (upstream would still schedule a later prompt shorter than the leftover, under one
+chunk unit: not modelled). A later chunk attends the KV of the earlier ones, so those count as
+cached tokens attended in the iteration time.
 
 Fleet model: arrivals are routed to Ready replicas (``random``: what a Kubernetes Service's
 kube-proxy does, seeded; or ``least-outstanding``); with no Ready replica they wait in a front queue.
@@ -135,6 +135,12 @@ class ReplicaSpec:
     #: ``enable_chunked_context``): prompts longer than ``max_num_tokens`` are served in chunks of
     #: ``tokens_per_block`` multiples (:data:`UPSTREAM_CHUNKING`) instead of being rejected.
     chunked_context: bool = False
+    #: The engine's ``maxSequenceLen`` (the plan's ``max_seq_len``): with chunked context the server
+    #: rejects a prompt longer than ``max_seq_len - 1`` (:data:`UPSTREAM_MAX_INPUT_LEN`). None: no
+    #: such limit (a hand-built spec). Without chunked context ``max_num_tokens`` is the limit
+    #: modelled (``min(max_seq_len - 1, max_num_tokens)`` upstream; the smaller ``max_seq_len - 1`` is
+    #: not applied there, as before).
+    max_seq_len: int | None = None
 
     def reservation(self, req: Request) -> int:
         """KV tokens ``GUARANTEED_NO_EVICT`` reserves for a request: prompt + max new tokens."""
@@ -160,10 +166,12 @@ class ReplicaSpec:
 
     def accepts(self, req: Request) -> bool:
         """Whether the server accepts ``req`` and can ever schedule it: its prompt is within the
-        server's maximum input length (``max_num_tokens`` without chunked context,
-        :data:`UPSTREAM_MAX_INPUT_LEN`; with it the limit is ``maxSequenceLen - 1``, which the
-        reservation check covers) and its reservation within the whole KV cache."""
-        if not self.chunked_context and req.input_tokens > self.max_num_tokens:
+        server's maximum input length (:data:`UPSTREAM_MAX_INPUT_LEN`: ``max_num_tokens`` without
+        chunked context, ``max_seq_len - 1`` with it) and its reservation within the whole KV cache."""
+        if not self.chunked_context:
+            if req.input_tokens > self.max_num_tokens:
+                return False
+        elif self.max_seq_len is not None and req.input_tokens > self.max_seq_len - 1:
             return False
         return self.reservation(req) <= self.max_kv_tokens
 

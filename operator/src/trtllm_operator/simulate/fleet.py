@@ -101,6 +101,7 @@ def replica_setup(
         model=model,
         tokens_per_block=p.tokens_per_block,
         chunked_context=chunked_context,
+        max_seq_len=p.max_seq_len,
     )
     return ReplicaSetup(spec=spec, plan=p, rates=rates, costs=costs)
 
