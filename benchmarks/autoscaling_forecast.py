@@ -25,7 +25,14 @@ def main() -> None:
     path = bench.SHARED_TRACE if bench.SHARED_TRACE.exists() else bench.BUNDLED_TRACE
     trace = read_azure_csv(path)
     half = trace[-1].arrival_s / 2
-    replica = replica_setup(bench.MODEL_CONFIG, "H100", quantization="fp8", kv_cache_dtype="fp8", tp=2)
+    replica = replica_setup(
+        bench.MODEL_CONFIG,
+        "H100",
+        quantization="fp8",
+        kv_cache_dtype="fp8",
+        tp=2,
+        chunked_context=bench.CHUNKED_CONTEXT,
+    )
     setup = bench.Setup(replica.spec, 2000.0, 60.0, 0)
     for k in (10.0, 20.0):
         reqs = time_scale(trace, k)
