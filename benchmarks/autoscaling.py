@@ -813,8 +813,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"KV cache {spec.max_kv_tokens} tokens, max_batch_size {spec.max_batch_size}, max_num_tokens "
             f"{spec.max_num_tokens}, max_seq_len {spec.max_seq_len} (planner), chunked context "
             f"{'on' if spec.chunked_context else 'off'}. TTFT SLO {args.slo_ttft_ms:g} ms (MLPerf "
-            f"Llama-2-70B server limit), target ≥ 99 % of requests; cold start {args.cold_start_s:g} s; random routing, seed "
-            f"{args.seed}. GPU-hours are in simulated (compressed) time. Method: docs/simulator.md.",
+            f"Llama-2-70B server limit), target ≥ 99 % of requests; cold start {args.cold_start_s:g} s; "
+            f"random routing, seed {args.seed}. GPU-hours are in simulated (compressed) time. Method: docs/simulator.md.",
             "",
             "Every reactive policy reads only what a real Triton + TensorRT-LLM pod exports (the "
             "simulated replicas serve `trtllm_operator.metrics.exposition`: active capped at max, "
