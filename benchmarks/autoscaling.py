@@ -814,7 +814,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{spec.max_num_tokens}, max_seq_len {spec.max_seq_len} (planner), chunked context "
             f"{'on' if spec.chunked_context else 'off'}. TTFT SLO {args.slo_ttft_ms:g} ms (MLPerf "
             f"Llama-2-70B server limit), target ≥ 99 % of requests; cold start {args.cold_start_s:g} s; "
-            f"random routing, seed {args.seed}. GPU-hours are in simulated (compressed) time. Method: docs/simulator.md.",
+            f"random routing, seed {args.seed}. GPU-hours are in simulated (compressed) time. Method: "
+            "docs/simulator.md.",
             "",
             "Every reactive policy reads only what a real Triton + TensorRT-LLM pod exports (the "
             "simulated replicas serve `trtllm_operator.metrics.exposition`: active capped at max, "
