@@ -211,7 +211,9 @@ class ServerSpec(ApiModel):
     )
     enable_chunked_context: bool = Field(
         default=False,
-        description="Split long prompts into chunks of maxNumTokens (enable_chunked_context); needs "
+        description="Prefill long prompts in chunks (enable_chunked_context): each iteration takes, in "
+        "arrival order, what fits of maxNumTokens after the decoding sequences, in whole KV blocks "
+        "(TensorRT-LLM microBatchScheduler); prompts up to maxSeqLen - 1 are then accepted. Needs "
         "paged context FMHA: with a tensorrt engine built without it the deployment is refused "
         "(condition reason PagedContextFMHARequired).",
     )
