@@ -205,6 +205,20 @@ def test_cli_refuses_chunked_context_beside_a_deployment(
     assert main([*LONG, "--deployment", str(path), "--chunked-context"]) == 2
     err = capsys.readouterr().err
     assert (
-        f"--chunked-context cannot be combined with --deployment {path}, which sets "
-        "spec.server.enableChunkedContext" in err
+        f"--chunked-context cannot be combined with --deployment {path}, which takes it from "
+        "spec.server.enableChunkedContext (set or not)" in err
     )
+
+
+def test_with_chunked_context_the_plan_does_not_warn_that_long_prompts_are_rejected(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 37b F2: the planner's "prompts longer than maxNumTokens are rejected unless
+    chunked context is enabled" was printed with chunked context on; without it, its fix names
+    simulate's flags."""
+    argv = [*LONG, "--max-num-tokens", "2048", "--policy", "static:1"]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "unless chunked context is enabled" in err and "--chunked-context" in err, err
+    assert main([*argv, "--chunked-context"]) == 0
+    assert "unless chunked context is enabled" not in capsys.readouterr().err

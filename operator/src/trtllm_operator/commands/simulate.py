@@ -225,6 +225,12 @@ def _server_spec(manifest: dict[str, Any] | None) -> ServerSpec:
 _FIX_FLAGS: tuple[tuple[str, str], ...] = (
     (r"\(spec\.quantization\.kvCacheDtype\)", "(--kv-cache-dtype)"),
     (r"raise tensor parallelism", "raise tensor parallelism (--tp)"),
+    (r"use more tensor parallelism", "use more tensor parallelism (--tp)"),
+    (
+        r"enable chunked context \(spec\.server\.enableChunkedContext\) or raise maxNumTokens",
+        "enable chunked context (--chunked-context, or spec.server.enableChunkedContext with --deployment) "
+        "or raise maxNumTokens (--max-num-tokens)",
+    ),
     (
         r"set maxSeqLen to see what it needs",
         "see what a fixed maxSeqLen needs with trtllm-operator plan --max-seq-len "
@@ -282,8 +288,8 @@ def argument_errors(args: argparse.Namespace) -> list[str]:
         ):
             if value is not None:
                 errors.append(
-                    f"{flag} cannot be combined with --deployment {args.deployment}, which sets {field}: "
-                    f"edit it in the manifest, or drop --deployment to use {flag}"
+                    f"{flag} cannot be combined with --deployment {args.deployment}, which takes it "
+                    f"from {field} (set or not): edit it in the manifest, or drop --deployment to use {flag}"
                 )
     low = 1 if args.min_replicas is None else args.min_replicas
     high = DEFAULT_MAX_REPLICAS if args.max_replicas is None else args.max_replicas
@@ -369,6 +375,12 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as exc:
         return _fail(str(exc))
     for warning in setup.plan.warnings:  # e.g. a KV cache so small that maxSeqLen shrank (plan's own)
+        if (
+            chunked
+            and warning.field == "spec.build.maxNumTokens"
+            and "unless chunked context" in str(warning)
+        ):
+            continue  # chunked context is on: those prompts are served in chunks (trial 37b F2)
         print(
             f"trtllm-operator simulate: warning: {with_flags(str(warning), args.deployment)}", file=sys.stderr
         )
