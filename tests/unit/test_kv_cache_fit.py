@@ -173,6 +173,4 @@ def test_simulate_refuses_flags_the_deployment_sets(
     args = SIMULATE_SMALL
     assert main([*args, "--deployment", str(path), flag, value]) == 2
     err = capsys.readouterr().err
-    assert (
-        f"{flag} cannot be combined with --deployment {path}, which takes it from {field}" in err
-    )
+    assert f"{flag} cannot be combined with --deployment {path}, which takes it from {field}" in err
