@@ -30,7 +30,11 @@ from kubernetes import client
 from support.api import Api
 from support.cluster import LocalCluster
 from support.keda import KEDA_GROUP, KEDA_VERSION, SCALED_OBJECT_REFUSED, refusal_message, running_keda
+from support.manifests import an_autoscaled_deployment
+from support.operator import running_operator
 from support.wait import wait_for
+
+from trtllm_operator.api import GROUP, VERSION
 
 pytestmark = pytest.mark.slow
 
@@ -136,3 +140,90 @@ def test_kedas_webhooks_refuse_a_second_scaler_of_one_target(cluster: LocalClust
             a_scaled_object("third", "api"),
             f"the workload 'api' of type '{DEPLOYMENT_GVK}' is already managed by the hpa 'users-hpa'",
         )
+
+
+def an_hpa_on(target_api_version: str, kind: str, target: str, name: str) -> client.V2HorizontalPodAutoscaler:
+    """A user's own HPA (CPU utilization) of ``target``: not owned by anything."""
+    return client.V2HorizontalPodAutoscaler(
+        metadata=client.V1ObjectMeta(name=name),
+        spec=client.V2HorizontalPodAutoscalerSpec(
+            scale_target_ref=client.V2CrossVersionObjectReference(
+                api_version=target_api_version, kind=kind, name=target
+            ),
+            min_replicas=1,
+            max_replicas=2,
+            metrics=[
+                client.V2MetricSpec(
+                    type="Resource",
+                    resource=client.V2ResourceMetricSource(
+                        name="cpu", target=client.V2MetricTarget(type="Utilization", average_utilization=50)
+                    ),
+                )
+            ],
+        ),
+    )
+
+
+@pytest.mark.cached_engine("llama")
+def test_mode_keda_under_kedas_webhooks(cluster: LocalCluster, api: Api) -> None:
+    """What the operator does where KEDA's webhooks are on: (1) a switch from mode hpa to keda — the
+    operator deletes its HPA, then creates the ScaledObject (admitted: the webhook's cache no longer
+    held the HPA here; had it, the refusal below would apply until the next resync); (2) mode keda on
+    an LLMDeployment that a user's own HPA (another name) already scales — KEDA refuses the operator's
+    ScaledObject (``verifyHpas``). Before, the operator raised the 403 into kopf, which retried the
+    handler and the resync timer forever with nothing on the object (no condition, no Event)."""
+    ns = api.ns
+    hpa_api = client.AutoscalingV2Api(cluster.api)
+    custom = client.CustomObjectsApi(cluster.api)
+    prom = {"source": "prometheus", "prometheusURL": "http://prometheus.invalid:9090"}
+
+    def scaled_object(name: str) -> dict[str, Any] | None:
+        try:
+            return dict(
+                custom.get_namespaced_custom_object(KEDA_GROUP, KEDA_VERSION, ns, "scaledobjects", name)
+            )
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    with running_keda(cluster, ns):
+        hpa_api.create_namespaced_horizontal_pod_autoscaler(
+            ns, an_hpa_on(f"{GROUP}/{VERSION}", "LLMDeployment", "taken", "users-hpa")
+        )
+        taken = an_autoscaled_deployment("taken", "llama", max_replicas=2, up={}, down={}, metrics=prom)
+        taken["spec"]["autoscaling"]["mode"] = "keda"
+        moved = an_autoscaled_deployment("moved", "llama", max_replicas=2, up={}, down={}, metrics=prom)
+        moved["spec"]["autoscaling"]["mode"] = "hpa"
+        api.create(moved)
+        with running_operator(cluster, [ns]):
+            # (1) hpa → keda
+            wait_for(
+                lambda: hpa_api.read_namespaced_horizontal_pod_autoscaler("moved", ns), 60, desc="HPA moved"
+            )
+            api.wait_condition("moved", "ScalingActive", reason="HPARendered", timeout=60)
+            api.patch("llmdeployments", "moved", {"spec": {"autoscaling": {"mode": "keda"}}})
+            wait_for(lambda: scaled_object("moved"), 120, interval=0.5, desc="ScaledObject moved")
+            api.wait_condition("moved", "ScalingActive", reason="KEDARendered", timeout=60)
+
+            # (2) a user's HPA already scales the LLMDeployment: refused, reported, and applied once
+            # that HPA is gone (the resync timer tries again)
+            api.create(taken)
+            refused = api.wait_condition("taken", "ScalingActive", reason="AdmissionRefused", timeout=60)
+            assert refused["status"] == "False", refused
+            keda_says = (
+                f"{SCALED_OBJECT_REFUSED}the workload 'taken' of type '{GROUP}/{VERSION}.LLMDeployment' is "
+                "already managed by the hpa 'users-hpa'"
+            )
+            assert refused["message"].startswith("the API server refused ScaledObject taken"), refused
+            assert keda_says in refused["message"], refused
+            assert scaled_object("taken") is None
+            warnings = wait_for(
+                lambda: api.events("taken", "AdmissionRefused"), 30, desc="AdmissionRefused Warning"
+            )
+            assert [(e.type, e.count or 1) for e in warnings] == [("Warning", 1)], warnings
+            hpa_api.delete_namespaced_horizontal_pod_autoscaler("users-hpa", ns)
+            wait_for(
+                lambda: scaled_object("taken"), 90, interval=0.5, desc="ScaledObject taken after the resync"
+            )
+            api.wait_condition("taken", "ScalingActive", reason="KEDARendered", timeout=30)

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 import logging
 import threading
 import time
@@ -70,6 +71,7 @@ from trtllm_operator.api.wire import (
 from trtllm_operator.decide.autoscaler import (
     KEDA_NOT_INSTALLED,
     Remembered,
+    admission_refusal,
     decide_external,
     decide_invalid,
     decide_tick,
@@ -77,6 +79,7 @@ from trtllm_operator.decide.autoscaler import (
     external_failed,
     external_rendered,
     failure_is_new,
+    refused_message,
     retire_builtin,
     state_for_tick,
     undelegated,
@@ -390,9 +393,17 @@ def sync_external_autoscaler(kube: Kube, obj: Mapping[str, Any], *, created: boo
     except ValueError as exc:
         conditions, warning = external_failed("InvalidSpec", str(exc), generation)
     except ApiException as exc:
-        if exc.status != 404 or plan.render != "keda":
+        refusal = admission_refusal(exc.status or 0, _api_message(exc))
+        if refusal is not None:
+            # e.g. KEDA's webhooks: the target is already scaled by another HPA or ScaledObject. Not
+            # raised (kopf would retry it forever, and say nothing on the object): the condition and a
+            # Warning say why, and the resync timer tries again.
+            message = refused_message(kind.kind, child, refusal, EXTERNAL_RESYNC_SECONDS)
+            conditions, warning = external_failed("AdmissionRefused", message, generation)
+        elif exc.status == 404 and plan.render == "keda":
+            conditions, warning = external_failed("KEDANotInstalled", KEDA_NOT_INSTALLED, generation)
+        else:
             raise
-        conditions, warning = external_failed("KEDANotInstalled", KEDA_NOT_INSTALLED, generation)
     else:
         if owned:
             rendered = external_rendered(plan.render, child, generation)
@@ -407,6 +418,16 @@ def sync_external_autoscaler(kube: Kube, obj: Mapping[str, Any], *, created: boo
     update_conditions(kube, LLM_DEPLOYMENT, namespace, name, conditions + limited, status=stale)
     if new:
         post_event(kube, obj, warning.reason, warning.message, type_=warning.type)
+
+
+def _api_message(exc: ApiException) -> str:
+    """The ``message`` of the API server's Status body, else the raw body."""
+    try:
+        body = json.loads(exc.body or "")
+    except (TypeError, ValueError):
+        body = None
+    message = body.get("message") if isinstance(body, dict) else None
+    return str(message or exc.body or exc.reason or exc.status)
 
 
 def _external_mode(spec: Mapping[str, Any], **_: Any) -> bool:
