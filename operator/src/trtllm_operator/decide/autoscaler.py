@@ -340,7 +340,8 @@ def external_rendered(mode: ExternalKind, child: str, generation: int | None) ->
 
 
 def external_failed(reason: str, message: str, generation: int | None) -> tuple[list[Condition], Event]:
-    """``ScalingActive=False`` with ``reason`` (``InvalidSpec``, ``KEDANotInstalled``) and a Warning."""
+    """``ScalingActive=False`` with ``reason`` (``InvalidSpec``, ``KEDANotInstalled``,
+    ``AdmissionRefused``) and a Warning."""
     return (
         [condition("ScalingActive", False, reason, message, observed_generation=generation)],
         Event(reason, message, "Warning"),

@@ -30,7 +30,10 @@ every :data:`TICK_SECONDS` and evaluating once per ``spec.autoscaling.metrics.sc
 (:mod:`trtllm_operator.render.hpa`) or a KEDA ScaledObject (:mod:`trtllm_operator.render.keda`) owned
 by the LLMDeployment, keeps it up to date (patched only when its rendered hash changes), and deletes
 the one it owns when the mode changes or autoscaling is turned off. It never touches an object of
-the same name that it does not own (a Warning Event says so). Leaving mode builtin (or turning
+the same name that it does not own (a Warning Event says so). An admission webhook's refusal of the
+child (KEDA's webhooks refuse a ScaledObject whose target another HPA or ScaledObject already scales)
+becomes ``ScalingActive=False`` ``AdmissionRefused`` with the webhook's words, tried again by the resync
+timer. Leaving mode builtin (or turning
 autoscaling off) removes the built-in's ``status.autoscaling`` and moves its ``ScalingLimited`` (and,
 when off, ``ScalingActive``) to a reason that says who decides now
 (:func:`~trtllm_operator.decide.autoscaler.retire_builtin`).
