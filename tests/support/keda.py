@@ -96,8 +96,9 @@ WEBHOOK_SERVICE = "keda-admission-webhooks"
 KEDA_GROUP, KEDA_VERSION = "keda.sh", "v1alpha1"
 #: config/webhooks/validation_webhooks.yaml: the ValidatingWebhookConfiguration's name
 WEBHOOK_CONFIGURATION = "keda-admission"
-#: kube-apiserver's prefix of a validating webhook's refusal (k8s.io/apiserver
-#: pkg/admission/plugin/webhook/errors/statuserror.go ToStatusErr), then KEDA's message.
+#: kube-apiserver's prefix of a validating webhook's refusal (k8s.io/apiserver v0.34.4
+#: pkg/admission/plugin/webhook/errors/statuserror.go ToStatusErr), then KEDA's message; HTTP 403
+#: (controller-runtime v0.23.3 pkg/webhook/admission/response.go: Denied → ValidationResponse, Forbidden).
 SCALED_OBJECT_REFUSED = 'admission webhook "vscaledobject.kb.io" denied the request: '
 
 

@@ -357,8 +357,9 @@ _WEBHOOK_DENIAL = "admission webhook "
 def admission_refusal(status: int, message: str) -> str | None:
     """``message`` when an API error (``status``, the Status body's ``message``) is an admission
     webhook's refusal, else None. KEDA's webhooks (kedacore/keda v2.20.2
-    apis/keda/v1alpha1/scaledobject_webhook.go) refuse with 403, e.g. "the workload '<name>' of type
-    '<group/version.kind>' is already managed by the hpa '<hpa>'"."""
+    apis/keda/v1alpha1/scaledobject_webhook.go) refuse with 403 (controller-runtime v0.23.3
+    pkg/webhook/admission/response.go ``Denied``: ``http.StatusForbidden``), e.g. "the workload
+    '<name>' of type '<group/version.kind>' is already managed by the hpa '<hpa>'"."""
     return message if status >= 400 and message.startswith(_WEBHOOK_DENIAL) else None
 
 
