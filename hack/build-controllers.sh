@@ -18,7 +18,10 @@
 #   $ROOT/keda-$KEDA_VERSION/bin/keda             KEDA's operator (github.com/kedacore/keda/v2 cmd/operator)
 #   $ROOT/keda-$KEDA_VERSION/bin/keda-adapter     KEDA's metrics API server (cmd/adapter),
 #                                                 external.metrics.k8s.io
+#   $ROOT/keda-$KEDA_VERSION/bin/keda-admission-webhooks
+#                                                 KEDA's admission webhooks (cmd/webhooks)
 #   $ROOT/keda-$KEDA_VERSION/config/crd/          its keda.sh and eventing.keda.sh CRDs, same module
+#   $ROOT/keda-$KEDA_VERSION/config/webhooks/     its ValidatingWebhookConfiguration (validation_webhooks.yaml)
 #
 #   hack/build-controllers.sh             # builds what is missing, prints one `<component>=<dir>` line each
 #   hack/build-controllers.sh lws ...     # only the named components (lws, prometheus,
@@ -193,34 +196,59 @@ build_prometheus_adapter() {
 # the Prometheus libraries and cel-go with `replace` directives (kedacore/keda v2.20.2 go.mod, "pin k8s.io
 # to v0.35.5 & sigs.k8s.io/controller-runtime to v0.23.3"), which apply only when KEDA is the main module;
 # all of them replace by version (no local paths), so the module zip is a complete main module and its
-# go.sum checks every download. The main packages and -X flags are its Makefile's `manager` and `adapter`
-# targets (`go build -ldflags "-X=github.com/kedacore/keda/v2/version.Version=$(VERSION) ..." -o
-# bin/keda cmd/operator/main.go`, `-o bin/keda-adapter cmd/adapter/main.go`; they build with
-# -mod=vendor after `go mod vendor`, the same module versions). The CRDs are its config/crd/bases.
+# go.sum checks every download. The main packages and -X flags are its Makefile's `manager`, `adapter` and
+# `webhooks` targets (`go build -ldflags "-X=github.com/kedacore/keda/v2/version.Version=$(VERSION) ..." -o
+# bin/keda cmd/operator/main.go`, `-o bin/keda-adapter cmd/adapter/main.go`, `-o
+# bin/keda-admission-webhooks cmd/webhooks/main.go`; they build with -mod=vendor after `go mod vendor`,
+# the same module versions). Only the binaries not yet built are built (a cache from before the webhooks
+# were added gains just that one). The CRDs are its config/crd/bases, the webhook configuration its
+# config/webhooks/validation_webhooks.yaml.
+KEDA_BINARIES=(operator:keda adapter:keda-adapter webhooks:keda-admission-webhooks)
+keda_complete() {
+  local dir=$1 b
+  for b in "${KEDA_BINARIES[@]}"; do [ -x "$dir/bin/${b#*:}" ] || return 1; done
+  [ -f "$dir/config/.complete" ] && [ -f "$dir/config/webhooks/validation_webhooks.yaml" ]
+}
+
 build_keda() {
   local dir="$ROOT/keda-$KEDA_VERSION"
-  [ -x "$dir/bin/keda" ] && [ -x "$dir/bin/keda-adapter" ] && [ -f "$dir/config/.complete" ] && return 0
+  keda_complete "$dir" && return 0
   locked "$dir"
-  [ -x "$dir/bin/keda" ] && [ -x "$dir/bin/keda-adapter" ] && [ -f "$dir/config/.complete" ] && return 0
+  keda_complete "$dir" && return 0
   need_go
-  local start src
+  local start src b pkgs=() names=()
   start=$(date +%s)
-  log "building KEDA $KEDA_VERSION (github.com/kedacore/keda/v2 cmd/operator, cmd/adapter)"
+  for b in "${KEDA_BINARIES[@]}"; do
+    [ -x "$dir/bin/${b#*:}" ] || { pkgs+=("./cmd/${b%%:*}"); names+=("${b#*:}"); }
+  done
+  log "building KEDA $KEDA_VERSION (github.com/kedacore/keda/v2 ${pkgs[*]:-config only})"
   src=$(cd "$ROOT" && GOFLAGS=-mod=mod go mod download -json "github.com/kedacore/keda/v2@$KEDA_VERSION" \
     | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
   [ -n "$src" ] || { log "ERROR: go mod download github.com/kedacore/keda/v2@$KEDA_VERSION failed"; exit 1; }
   rm -rf "$dir/src" && cp -r "$src" "$dir/src" && chmod -R u+w "$dir/src"
   mkdir -p "$dir/bin"
-  (
-    cd "$dir/src"
-    CGO_ENABLED=0 go build -trimpath \
-      -ldflags "-s -w -X=github.com/kedacore/keda/v2/version.Version=$KEDA_VERSION" \
-      -o "$dir/bin/" ./cmd/operator ./cmd/adapter
-    mv "$dir/bin/operator" "$dir/bin/keda"
-    mv "$dir/bin/adapter" "$dir/bin/keda-adapter"
-  )
-  rm -rf "$dir/config" && mkdir -p "$dir/config/crd"
-  cp "$dir"/src/config/crd/bases/*.yaml "$dir/config/crd/"
+  if [ ${#pkgs[@]} -gt 0 ]; then
+    rm -rf "$dir/bin/.tmp" && mkdir -p "$dir/bin/.tmp"
+    (
+      cd "$dir/src"
+      # one package: -o names the file; several: -o names a directory (a binary per package's last element)
+      CGO_ENABLED=0 go build -trimpath \
+        -ldflags "-s -w -X=github.com/kedacore/keda/v2/version.Version=$KEDA_VERSION" \
+        -o "$dir/bin/.tmp/" "${pkgs[@]}"
+    )
+    local i
+    for i in "${!pkgs[@]}"; do mv "$dir/bin/.tmp/$(basename "${pkgs[$i]}")" "$dir/bin/${names[$i]}"; done
+    rm -rf "$dir/bin/.tmp"
+  fi
+  # A complete config/ stays in place (tests of other worktrees may be reading its CRDs); the webhook
+  # configuration is added by rename.
+  if [ ! -f "$dir/config/.complete" ]; then
+    rm -rf "$dir/config" && mkdir -p "$dir/config/crd"
+    cp "$dir"/src/config/crd/bases/*.yaml "$dir/config/crd/"
+  fi
+  mkdir -p "$dir/config/webhooks"
+  cp "$dir/src/config/webhooks/validation_webhooks.yaml" "$dir/config/webhooks/.validation_webhooks.yaml.tmp"
+  mv "$dir/config/webhooks/.validation_webhooks.yaml.tmp" "$dir/config/webhooks/validation_webhooks.yaml"
   touch "$dir/config/.complete"
   log "KEDA built in $(( $(date +%s) - start )) s"
 }

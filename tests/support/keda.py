@@ -31,13 +31,27 @@ reaches the operator at ``127.0.0.1:<port>`` with ``--metrics-service-grpc-autho
 operator's Service name, which the certificate names (the flag exists for exactly this:
 "if the Host Authority is not the same as the address used").
 
-What is left out: KEDA's admission webhooks (``cmd/webhooks``, a separate optional Deployment;
-``--enable-webhook-patching=false`` so the rotator does not wait for their configuration).
+KEDA's admission webhooks (``cmd/webhooks``, ``bin/keda-admission-webhooks``; the release's
+``config/webhooks/webhooks.yaml`` Deployment ``keda-admission``, which KEDA's Helm chart installs too)
+run beside them: :func:`admission_webhooks` registers KEDA's own ValidatingWebhookConfiguration
+``keda-admission`` (``config/webhooks/validation_webhooks.yaml``: every webhook, its rules,
+``failurePolicy: Ignore``, ``timeoutSeconds: 10`` as shipped) with one change, ``clientConfig``: the
+release names Service ``keda-admission-webhooks`` (port 443 → 9443) and the rotator injects its CA;
+here ``clientConfig.url`` is ``https://127.0.0.1:<port><path>`` — kube-apiserver runs on this host and
+calls the process directly — with the ``caBundle`` of a self-signed certificate for 127.0.0.1 that
+the openssl CLI makes into the webhook's ``--cert-dir`` (``tls.crt``/``tls.key``, controller-runtime's
+webhook server's file names). So the operator keeps ``--enable-webhook-patching=false``: the
+configuration's caBundle is this harness's, not the rotator's. They refuse, among others, a ScaledObject
+whose target another ScaledObject or an HPA already scales (``apis/keda/v1alpha1/
+scaledobject_webhook.go`` ``verifyScaledObjects`` / ``verifyHpas``); with ``failurePolicy: Ignore`` an
+unreachable webhook admits everything, so :func:`running_keda` waits until one refuses a dry run.
 """
 
 from __future__ import annotations
 
 import base64
+import json
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -45,6 +59,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
 from kubernetes import client
 
 from .addons import (
@@ -75,8 +90,16 @@ EXTERNAL_METRICS_VERSION = "v1beta1"
 APISERVICE = f"{EXTERNAL_METRICS_VERSION}.{EXTERNAL_METRICS_GROUP}"
 #: cert-controller v0.16.0 pkg/rotator/rotator.go, logged just before os.Exit(0) (RestartOnSecretRefresh)
 RESTART_MESSAGE = "Secrets have been updated; exiting so pod can be restarted"
+#: config/webhooks/service.yaml: the Service the release's webhook configuration names
+WEBHOOK_SERVICE = "keda-admission-webhooks"
 #: apis/keda/v1alpha1 (group keda.sh, version v1alpha1, plural scaledobjects)
 KEDA_GROUP, KEDA_VERSION = "keda.sh", "v1alpha1"
+#: config/webhooks/validation_webhooks.yaml: the ValidatingWebhookConfiguration's name
+WEBHOOK_CONFIGURATION = "keda-admission"
+#: kube-apiserver's prefix of a validating webhook's refusal (k8s.io/apiserver v0.34.4
+#: pkg/admission/plugin/webhook/errors/statuserror.go ToStatusErr), then KEDA's message; HTTP 403
+#: (controller-runtime v0.23.3 pkg/webhook/admission/response.go: Denied → ValidationResponse, Forbidden).
+SCALED_OBJECT_REFUSED = 'admission webhook "vscaledobject.kb.io" denied the request: '
 
 
 class KedaError(RuntimeError):
@@ -90,6 +113,7 @@ class Keda:
 
     operator: Process
     adapter: Process
+    webhooks: Process
 
 
 def external_metric(
@@ -105,12 +129,127 @@ def external_metric(
     )
 
 
+def refusal_message(exc: client.ApiException) -> str:
+    """The ``message`` of the Status an API server refusal carries (its body), or the raw body."""
+    try:
+        return str(json.loads(exc.body or "")["message"])
+    except (ValueError, KeyError, TypeError):
+        return str(exc.body)
+
+
+def serving_cert(directory: Path) -> bytes:
+    """A self-signed ``tls.crt``/``tls.key`` for IP 127.0.0.1 (and the release's Service name) made by
+    the openssl CLI in ``directory``; returns the certificate (PEM), the webhook configuration's
+    caBundle."""
+    directory.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            f"/CN={WEBHOOK_SERVICE}.{NAMESPACE}.svc",
+            "-addext",
+            f"subjectAltName=IP:127.0.0.1,DNS:{WEBHOOK_SERVICE}.{NAMESPACE}.svc",
+            "-keyout",
+            str(directory / "tls.key"),
+            "-out",
+            str(directory / "tls.crt"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return (directory / "tls.crt").read_bytes()
+
+
+def admission_webhooks(home: Path, port: int, ca_bundle: bytes) -> dict[str, Any]:
+    """KEDA's ValidatingWebhookConfiguration (``<home>/config/webhooks/validation_webhooks.yaml``, as
+    hack/build-controllers.sh copied it from the module) with each webhook's ``clientConfig`` turned
+    from the release's Service into ``url: https://127.0.0.1:<port><path>`` with ``ca_bundle`` (PEM);
+    everything else — rules, ``failurePolicy``, ``timeoutSeconds``, ``sideEffects`` — as shipped."""
+    body: dict[str, Any] = yaml.safe_load(
+        (home / "config" / "webhooks" / "validation_webhooks.yaml").read_text()
+    )
+    if (
+        body.get("kind") != "ValidatingWebhookConfiguration"
+        or body["metadata"]["name"] != WEBHOOK_CONFIGURATION
+    ):
+        raise KedaError(
+            f"unexpected webhook configuration in {home / 'config' / 'webhooks'}: {body.get('kind')}"
+        )
+    for hook in body["webhooks"]:
+        service = hook["clientConfig"]["service"]
+        if (service["name"], service["namespace"]) != (WEBHOOK_SERVICE, NAMESPACE):
+            raise KedaError(f"webhook {hook['name']} names Service {service}, not {WEBHOOK_SERVICE}")
+        hook["clientConfig"] = {
+            "url": f"https://127.0.0.1:{port}{service['path']}",
+            "caBundle": base64.b64encode(ca_bundle).decode(),
+        }
+    return body
+
+
+def _wait_webhooks_serving(cluster: LocalCluster, webhooks: Process, timeout: float) -> None:
+    """Until a server-side dry-run create of a ScaledObject with ``idleReplicaCount`` equal to
+    ``minReplicaCount`` is refused by KEDA's webhook (``verifyReplicaCount``,
+    ``CheckReplicaCountBoundsAreValid`` in apis/keda/v1alpha1/scaledobject_types.go; the CRD's schema
+    does not check it, unlike min > max, which its CEL rule refuses first): with ``failurePolicy:
+    Ignore`` an admitted dry run only says that the webhook was not reached yet."""
+    probe = {
+        "apiVersion": f"{KEDA_GROUP}/{KEDA_VERSION}",
+        "kind": "ScaledObject",
+        "metadata": {"name": "webhook-probe", "namespace": NAMESPACE},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "webhook-probe"},
+            "idleReplicaCount": 1,
+            "minReplicaCount": 1,
+            "maxReplicaCount": 2,
+            "triggers": [
+                {
+                    "type": "cron",
+                    "metadata": {
+                        "timezone": "UTC",
+                        "start": "0 * * * *",
+                        "end": "1 * * * *",
+                        "desiredReplicas": "1",
+                    },
+                }
+            ],
+        },
+    }
+    custom = client.CustomObjectsApi(cluster.api)
+    expected = SCALED_OBJECT_REFUSED + "IdleReplicaCount=1 must be less than MinReplicaCount=1"
+
+    def refused() -> bool:
+        webhooks.check()
+        try:
+            custom.create_namespaced_custom_object(
+                KEDA_GROUP, KEDA_VERSION, NAMESPACE, "scaledobjects", probe, dry_run="All"
+            )
+        except client.ApiException as exc:
+            if refusal_message(exc) == expected:
+                return True
+            raise KedaError(f"dry run refused, not by KEDA's webhook: HTTP {exc.status} {exc.body}") from exc
+        return False
+
+    try:
+        wait_for(refused, timeout, interval=0.5, desc="KEDA's admission webhook refusing a dry run")
+    except AssertionError as exc:
+        raise KedaError(f"{exc}\nkeda-admission-webhooks log:\n{webhooks.log_tail()}") from exc
+
+
 @contextmanager
 def running_keda(cluster: LocalCluster, watch_namespace: str, timeout: float = 180.0) -> Iterator[Keda]:
     """KEDA's CRDs installed, its operator and metrics API server running (ScaledObjects of
-    ``watch_namespace``: ``WATCH_NAMESPACE``, pkg/util/watch.go), the APIService Available. On exit:
-    the ScaledObjects deleted while the operator still runs (it removes its finalizer), the APIService
-    (an unavailable aggregated API fails every discovery), both processes, the CRDs and namespace ``keda``."""
+    ``watch_namespace``: ``WATCH_NAMESPACE``, pkg/util/watch.go), the APIService Available, its
+    admission webhooks registered and refusing (every namespace, as the release's ``WATCH_NAMESPACE:
+    ""``). On exit: the ScaledObjects deleted while the operator still runs (it removes its
+    finalizer), the webhook configuration, the APIService (an unavailable aggregated API fails every
+    discovery), the three processes, the CRDs and namespace ``keda``."""
     home = component_dirs("keda", error=KedaError)["keda"]
     work = Path(tempfile.mkdtemp(prefix="keda-", dir=cluster.work_dir))
     certs = work / "certs"
@@ -139,8 +278,12 @@ def running_keda(cluster: LocalCluster, watch_namespace: str, timeout: float = 1
         f"--ca-dir={work / 'ca'}",  # scalers' extra CAs: none (default /custom/ca)
         "--zap-log-level=info",
     ]
+    admission = client.AdmissionregistrationV1Api(cluster.api)
+    webhook_port = free_port()  # binds it itself (controller-runtime webhook.Options.Port, every address)
+    webhook_ca = serving_cert(work / "webhook-certs")
     operator: Process | None = None
     adapter: Process | None = None
+    webhooks: Process | None = None
     volume = SecretVolume(core, certs, CERT_SECRET, NAMESPACE)
     with crds_and_namespace(cluster, crd_docs(home), NAMESPACE):
         try:
@@ -165,6 +308,22 @@ def running_keda(cluster: LocalCluster, watch_namespace: str, timeout: float = 1
             )
             volume.start()
             operator = start_process("keda-operator", operator_argv, work, env)
+            # The release's webhooks.yaml: POD_NAMESPACE, WATCH_NAMESPACE "" (every namespace), the
+            # certificate directory; cmd/webhooks/main.go (v2.20.2) flags.
+            webhooks = start_process(
+                "keda-admission-webhooks",
+                [
+                    str(home / "bin" / "keda-admission-webhooks"),
+                    f"--port={webhook_port}",
+                    f"--cert-dir={work / 'webhook-certs'}",
+                    "--metrics-bind-address=0",  # default :8080; controller-runtime: "0" serves none
+                    "--health-probe-bind-address=0",  # default :8081; the dry-run probe stands in
+                    "--zap-log-level=info",
+                ],
+                work,
+                {**env, "WATCH_NAMESPACE": ""},
+            )
+            apply(cluster, [admission_webhooks(home, webhook_port, webhook_ca)])
 
             # First start: the rotator fills the empty Secret and exits 0 for a restart with it mounted.
             def issued_or_serving() -> bool:
@@ -219,13 +378,16 @@ def running_keda(cluster: LocalCluster, watch_namespace: str, timeout: float = 1
             )
 
             assert operator is not None and adapter is not None
-            wait_api_service_available(registration, APISERVICE, timeout, [adapter, operator], KedaError)
+            _wait_webhooks_serving(cluster, webhooks, timeout)
+            wait_api_service_available(
+                registration, APISERVICE, timeout, [adapter, operator, webhooks], KedaError
+            )
             # Available without insecureSkipTLSVerify: kube-apiserver verified the adapter's certificate
             # against the CA the rotator injected, the one in Secret kedaorg-certs.
             ca_bundle = registration.read_api_service(APISERVICE).spec.ca_bundle
             if not ca_bundle or base64.b64decode(ca_bundle) != (certs / "ca.crt").read_bytes():
                 raise KedaError(f"APIService {APISERVICE} has no caBundle from {CERT_SECRET}: {ca_bundle!r}")
-            yield Keda(operator, adapter)
+            yield Keda(operator, adapter, webhooks)
         finally:
             if operator is not None and operator.proc.poll() is None:
                 cluster.kubectl(
@@ -238,8 +400,9 @@ def running_keda(cluster: LocalCluster, watch_namespace: str, timeout: float = 1
                     "--wait=true",
                     "--timeout=60s",
                 )
+            ignore_not_found(admission.delete_validating_webhook_configuration, WEBHOOK_CONFIGURATION)
             ignore_not_found(registration.delete_api_service, APISERVICE)
-            for p in (adapter, operator):
+            for p in (adapter, operator, webhooks):
                 if p is not None:
                     p.stop()
             volume.halt.set()

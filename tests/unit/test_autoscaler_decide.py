@@ -15,6 +15,7 @@ from trtllm_operator.decide.autoscaler import (
     KEDA_NOT_INSTALLED,
     ExternalPlan,
     Remembered,
+    admission_refusal,
     decide_external,
     decide_invalid,
     decide_tick,
@@ -22,6 +23,7 @@ from trtllm_operator.decide.autoscaler import (
     external_failed,
     external_rendered,
     failure_is_new,
+    refused_message,
     retire_builtin,
     state_for_tick,
     undelegated,
@@ -573,3 +575,29 @@ def test_a_foreign_hpa_of_the_same_name_is_reported_and_nothing_claims_to_delega
     # the Warning once per change
     assert failure_is_new(BUILTIN_LEFT, active)
     assert not failure_is_new({"conditions": [dict(active, lastTransitionTime="t")]}, active)
+
+
+def test_an_admission_webhooks_refusal_is_reported_with_its_words() -> None:
+    """Where KEDA's admission webhooks run (its Helm chart's default), the ScaledObject of an
+    LLMDeployment that a user's own HPA already scales is refused with HTTP 403 (kedacore/keda v2.20.2
+    apis/keda/v1alpha1/scaledobject_webhook.go verifyHpas; seen through tests/integration/
+    test_keda_webhooks.py). The handler raised it into kopf: retried forever, nothing on the object."""
+    keda = (
+        "admission webhook \"vscaledobject.kb.io\" denied the request: the workload 'chat' of type "
+        "'llm.trtllm-operator.dev/v1alpha1.LLMDeployment' is already managed by the hpa 'users-hpa'"
+    )
+    assert admission_refusal(403, keda) == keda
+    # not a webhook's: RBAC's Forbidden, a missing kind, a conflict stay errors
+    assert admission_refusal(403, 'scaledobjects.keda.sh is forbidden: User "x" cannot create') is None
+    assert admission_refusal(404, "the server could not find the requested resource") is None
+    assert admission_refusal(409, "Operation cannot be fulfilled") is None
+    message = refused_message("ScaledObject", "chat", keda, 30.0)
+    assert message == (
+        "the API server refused ScaledObject chat, so nothing the operator rendered scales this deployment: "
+        f"{keda} (tried again every 30 s)"
+    )
+    conditions, warning = external_failed("AdmissionRefused", message, 3)
+    assert [(c["type"], c["status"], c["reason"]) for c in conditions] == [
+        ("ScalingActive", "False", "AdmissionRefused")
+    ]
+    assert (warning.reason, warning.type, warning.message) == ("AdmissionRefused", "Warning", message)

@@ -451,6 +451,13 @@ _DEPLOYMENT_REASONS: tuple[EventReason, ...] = (
     ),
     EventReason("KEDANotInstalled", DEPLOYMENT, "Warning", "autoscaler", "mode keda without the KEDA CRDs"),
     EventReason(
+        "AdmissionRefused",
+        DEPLOYMENT,
+        "Warning",
+        "autoscaler",
+        "an admission webhook (e.g. KEDA's) refused the HPA / ScaledObject; the message has its words",
+    ),
+    EventReason(
         TUNING_RECOMMENDATION, DEPLOYMENT, "Normal", "tuning", "the set of tuning recommendations changed"
     ),
 )

@@ -67,12 +67,14 @@ __all__ = [
     "ExternalPlan",
     "Remembered",
     "TickOutcome",
+    "admission_refusal",
     "decide_external",
     "decide_invalid",
     "decide_tick",
     "external_failed",
     "external_rendered",
     "load_state",
+    "refused_message",
     "retire_builtin",
     "state_for_tick",
 ]
@@ -338,10 +340,35 @@ def external_rendered(mode: ExternalKind, child: str, generation: int | None) ->
 
 
 def external_failed(reason: str, message: str, generation: int | None) -> tuple[list[Condition], Event]:
-    """``ScalingActive=False`` with ``reason`` (``InvalidSpec``, ``KEDANotInstalled``) and a Warning."""
+    """``ScalingActive=False`` with ``reason`` (``InvalidSpec``, ``KEDANotInstalled``,
+    ``AdmissionRefused``) and a Warning."""
     return (
         [condition("ScalingActive", False, reason, message, observed_generation=generation)],
         Event(reason, message, "Warning"),
+    )
+
+
+#: kube-apiserver's prefix of a validating or mutating webhook's refusal (kubernetes v1.34
+#: staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/errors/statuserror.go ``ToStatusErr``:
+#: ``admission webhook "<name>" denied the request: <message>``, HTTP status the webhook's, at least 400).
+_WEBHOOK_DENIAL = "admission webhook "
+
+
+def admission_refusal(status: int, message: str) -> str | None:
+    """``message`` when an API error (``status``, the Status body's ``message``) is an admission
+    webhook's refusal, else None. KEDA's webhooks (kedacore/keda v2.20.2
+    apis/keda/v1alpha1/scaledobject_webhook.go) refuse with 403 (controller-runtime v0.23.3
+    pkg/webhook/admission/response.go ``Denied``: ``http.StatusForbidden``), e.g. "the workload
+    '<name>' of type '<group/version.kind>' is already managed by the hpa '<hpa>'"."""
+    return message if status >= 400 and message.startswith(_WEBHOOK_DENIAL) else None
+
+
+def refused_message(kind: str, child: str, refusal: str, retry_seconds: float) -> str:
+    """``ScalingActive=False`` ``AdmissionRefused`` message: what was refused, the webhook's words,
+    and how often the operator tries again (``retry_seconds``)."""
+    return (
+        f"the API server refused {kind} {child}, so nothing the operator rendered scales this deployment: "
+        f"{refusal} (tried again every {retry_seconds:g} s)"
     )
 
 

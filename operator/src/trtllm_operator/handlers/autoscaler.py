@@ -30,7 +30,10 @@ every :data:`TICK_SECONDS` and evaluating once per ``spec.autoscaling.metrics.sc
 (:mod:`trtllm_operator.render.hpa`) or a KEDA ScaledObject (:mod:`trtllm_operator.render.keda`) owned
 by the LLMDeployment, keeps it up to date (patched only when its rendered hash changes), and deletes
 the one it owns when the mode changes or autoscaling is turned off. It never touches an object of
-the same name that it does not own (a Warning Event says so). Leaving mode builtin (or turning
+the same name that it does not own (a Warning Event says so). An admission webhook's refusal of the
+child (KEDA's webhooks refuse a ScaledObject whose target another HPA or ScaledObject already scales)
+becomes ``ScalingActive=False`` ``AdmissionRefused`` with the webhook's words, tried again by the resync
+timer. Leaving mode builtin (or turning
 autoscaling off) removes the built-in's ``status.autoscaling`` and moves its ``ScalingLimited`` (and,
 when off, ``ScalingActive``) to a reason that says who decides now
 (:func:`~trtllm_operator.decide.autoscaler.retire_builtin`).
@@ -47,6 +50,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 import logging
 import threading
 import time
@@ -70,6 +74,7 @@ from trtllm_operator.api.wire import (
 from trtllm_operator.decide.autoscaler import (
     KEDA_NOT_INSTALLED,
     Remembered,
+    admission_refusal,
     decide_external,
     decide_invalid,
     decide_tick,
@@ -77,6 +82,7 @@ from trtllm_operator.decide.autoscaler import (
     external_failed,
     external_rendered,
     failure_is_new,
+    refused_message,
     retire_builtin,
     state_for_tick,
     undelegated,
@@ -390,9 +396,17 @@ def sync_external_autoscaler(kube: Kube, obj: Mapping[str, Any], *, created: boo
     except ValueError as exc:
         conditions, warning = external_failed("InvalidSpec", str(exc), generation)
     except ApiException as exc:
-        if exc.status != 404 or plan.render != "keda":
+        refusal = admission_refusal(exc.status or 0, _api_message(exc))
+        if refusal is not None:
+            # e.g. KEDA's webhooks: the target is already scaled by another HPA or ScaledObject. Not
+            # raised (kopf would retry it forever, and say nothing on the object): the condition and a
+            # Warning say why, and the resync timer tries again.
+            message = refused_message(kind.kind, child, refusal, EXTERNAL_RESYNC_SECONDS)
+            conditions, warning = external_failed("AdmissionRefused", message, generation)
+        elif exc.status == 404 and plan.render == "keda":
+            conditions, warning = external_failed("KEDANotInstalled", KEDA_NOT_INSTALLED, generation)
+        else:
             raise
-        conditions, warning = external_failed("KEDANotInstalled", KEDA_NOT_INSTALLED, generation)
     else:
         if owned:
             rendered = external_rendered(plan.render, child, generation)
@@ -407,6 +421,16 @@ def sync_external_autoscaler(kube: Kube, obj: Mapping[str, Any], *, created: boo
     update_conditions(kube, LLM_DEPLOYMENT, namespace, name, conditions + limited, status=stale)
     if new:
         post_event(kube, obj, warning.reason, warning.message, type_=warning.type)
+
+
+def _api_message(exc: ApiException) -> str:
+    """The ``message`` of the API server's Status body, else the raw body."""
+    try:
+        body = json.loads(exc.body or "")
+    except (TypeError, ValueError):
+        body = None
+    message = body.get("message") if isinstance(body, dict) else None
+    return str(message or exc.body or exc.reason or exc.status)
 
 
 def _external_mode(spec: Mapping[str, Any], **_: Any) -> bool:
