@@ -29,7 +29,14 @@ import pytest
 from kubernetes import client
 from support.api import Api
 from support.cluster import LocalCluster
-from support.keda import KEDA_GROUP, KEDA_VERSION, SCALED_OBJECT_REFUSED, refusal_message, running_keda
+from support.keda import (
+    KEDA_GROUP,
+    KEDA_VERSION,
+    SCALED_OBJECT_REFUSED,
+    a_scaled_object,
+    refusal_message,
+    running_keda,
+)
 from support.manifests import an_autoscaled_deployment
 from support.operator import running_operator
 from support.wait import wait_for
@@ -40,32 +47,6 @@ pytestmark = pytest.mark.slow
 
 #: apis/keda/v1alpha1/gvkr_types.go GVKString of an apps/v1 Deployment target
 DEPLOYMENT_GVK = "apps/v1.Deployment"
-
-
-def a_scaled_object(name: str, target: str) -> dict[str, Any]:
-    """A ScaledObject of the apps/v1 Deployment ``target`` with one cron trigger (no scaler reads
-    anything outside the cluster)."""
-    return {
-        "apiVersion": f"{KEDA_GROUP}/{KEDA_VERSION}",
-        "kind": "ScaledObject",
-        "metadata": {"name": name},
-        "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
-            "minReplicaCount": 1,
-            "maxReplicaCount": 2,
-            "triggers": [
-                {
-                    "type": "cron",
-                    "metadata": {
-                        "timezone": "UTC",
-                        "start": "0 * * * *",
-                        "end": "1 * * * *",
-                        "desiredReplicas": "2",
-                    },
-                }
-            ],
-        },
-    }
 
 
 def refusal(custom: client.CustomObjectsApi, ns: str, body: dict[str, Any], dry_run: bool) -> str | None:
@@ -113,26 +94,7 @@ def test_kedas_webhooks_refuse_a_second_scaler_of_one_target(cluster: LocalClust
 
         # verifyHpas: a ScaledObject on a Deployment an HPA (not the ScaledObject's) already scales
         hpa_api.create_namespaced_horizontal_pod_autoscaler(
-            ns,
-            client.V2HorizontalPodAutoscaler(
-                metadata=client.V1ObjectMeta(name="users-hpa"),
-                spec=client.V2HorizontalPodAutoscalerSpec(
-                    scale_target_ref=client.V2CrossVersionObjectReference(
-                        api_version="apps/v1", kind="Deployment", name="api"
-                    ),
-                    min_replicas=1,
-                    max_replicas=2,
-                    metrics=[
-                        client.V2MetricSpec(
-                            type="Resource",
-                            resource=client.V2ResourceMetricSource(
-                                name="cpu",
-                                target=client.V2MetricTarget(type="Utilization", average_utilization=50),
-                            ),
-                        )
-                    ],
-                ),
-            ),
+            ns, an_hpa_on("apps/v1", "Deployment", "api", "users-hpa")
         )
         wait_refused(
             custom,

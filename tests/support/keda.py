@@ -193,19 +193,17 @@ def admission_webhooks(home: Path, port: int, ca_bundle: bytes) -> dict[str, Any
     return body
 
 
-def _wait_webhooks_serving(cluster: LocalCluster, webhooks: Process, timeout: float) -> None:
-    """Until a server-side dry-run create of a ScaledObject with ``idleReplicaCount`` equal to
-    ``minReplicaCount`` is refused by KEDA's webhook (``verifyReplicaCount``,
-    ``CheckReplicaCountBoundsAreValid`` in apis/keda/v1alpha1/scaledobject_types.go; the CRD's schema
-    does not check it, unlike min > max, which its CEL rule refuses first): with ``failurePolicy:
-    Ignore`` an admitted dry run only says that the webhook was not reached yet."""
-    probe = {
+def a_scaled_object(name: str, target: str, *, namespace: str | None = None, **spec: Any) -> dict[str, Any]:
+    """A ScaledObject of the apps/v1 Deployment ``target`` (1 to 2 replicas) with one cron trigger (no
+    scaler reads anything outside the cluster); ``spec``: more ``spec`` fields (e.g.
+    ``idleReplicaCount``)."""
+    metadata = {"name": name} if namespace is None else {"name": name, "namespace": namespace}
+    return {
         "apiVersion": f"{KEDA_GROUP}/{KEDA_VERSION}",
         "kind": "ScaledObject",
-        "metadata": {"name": "webhook-probe", "namespace": NAMESPACE},
+        "metadata": metadata,
         "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "webhook-probe"},
-            "idleReplicaCount": 1,
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
             "minReplicaCount": 1,
             "maxReplicaCount": 2,
             "triggers": [
@@ -215,12 +213,22 @@ def _wait_webhooks_serving(cluster: LocalCluster, webhooks: Process, timeout: fl
                         "timezone": "UTC",
                         "start": "0 * * * *",
                         "end": "1 * * * *",
-                        "desiredReplicas": "1",
+                        "desiredReplicas": "2",
                     },
                 }
             ],
+            **spec,
         },
     }
+
+
+def _wait_webhooks_serving(cluster: LocalCluster, webhooks: Process, timeout: float) -> None:
+    """Until a server-side dry-run create of a ScaledObject with ``idleReplicaCount`` equal to
+    ``minReplicaCount`` is refused by KEDA's webhook (``verifyReplicaCount``,
+    ``CheckReplicaCountBoundsAreValid`` in apis/keda/v1alpha1/scaledobject_types.go; the CRD's schema
+    does not check it, unlike min > max, which its CEL rule refuses first): with ``failurePolicy:
+    Ignore`` an admitted dry run only says that the webhook was not reached yet."""
+    probe = a_scaled_object("webhook-probe", "webhook-probe", namespace=NAMESPACE, idleReplicaCount=1)
     custom = client.CustomObjectsApi(cluster.api)
     expected = SCALED_OBJECT_REFUSED + "IdleReplicaCount=1 must be less than MinReplicaCount=1"
 

@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import json
 import logging
 import threading
 import time
@@ -99,7 +98,16 @@ from trtllm_operator.decide.policy import url_refusal
 from trtllm_operator.decide.serving_params import OwnerRef
 from trtllm_operator.handlers import indexes
 from trtllm_operator.handlers.plumbing import apply_owned
-from trtllm_operator.kube.client import HPA, LLM_DEPLOYMENT, POD, SCALED_OBJECT, Kube, Resource, default_kube
+from trtllm_operator.kube.client import (
+    HPA,
+    LLM_DEPLOYMENT,
+    POD,
+    SCALED_OBJECT,
+    Kube,
+    Resource,
+    api_message,
+    default_kube,
+)
 from trtllm_operator.kube.events import post_event
 from trtllm_operator.kube.status import update_conditions
 from trtllm_operator.metrics import operator_metrics as om
@@ -396,7 +404,7 @@ def sync_external_autoscaler(kube: Kube, obj: Mapping[str, Any], *, created: boo
     except ValueError as exc:
         conditions, warning = external_failed("InvalidSpec", str(exc), generation)
     except ApiException as exc:
-        refusal = admission_refusal(exc.status or 0, _api_message(exc))
+        refusal = admission_refusal(exc.status or 0, api_message(exc))
         if refusal is not None:
             # e.g. KEDA's webhooks: the target is already scaled by another HPA or ScaledObject. Not
             # raised (kopf would retry it forever, and say nothing on the object): the condition and a
@@ -421,16 +429,6 @@ def sync_external_autoscaler(kube: Kube, obj: Mapping[str, Any], *, created: boo
     update_conditions(kube, LLM_DEPLOYMENT, namespace, name, conditions + limited, status=stale)
     if new:
         post_event(kube, obj, warning.reason, warning.message, type_=warning.type)
-
-
-def _api_message(exc: ApiException) -> str:
-    """The ``message`` of the API server's Status body, else the raw body."""
-    try:
-        body = json.loads(exc.body or "")
-    except (TypeError, ValueError):
-        body = None
-    message = body.get("message") if isinstance(body, dict) else None
-    return str(message or exc.body or exc.reason or exc.status)
 
 
 def _external_mode(spec: Mapping[str, Any], **_: Any) -> bool:

@@ -126,7 +126,7 @@ from trtllm_operator.kube import (
     default_kube,
     post_event,
 )
-from trtllm_operator.kube.client import ReadOnlyKube
+from trtllm_operator.kube.client import ReadOnlyKube, api_message
 from trtllm_operator.logging import object_context
 from trtllm_operator.metrics.operator_metrics import (
     BUILD_STAGE_DURATION,
@@ -565,7 +565,7 @@ def _patch_request(kube: Kube, namespace: str, growth: PVCGrowth, pvc: Mapping[s
         if exc.status not in (403, 422):
             raise
         storage_class = (pvc.get("spec") or {}).get("storageClassName")
-        return refusal_message(growth, _api_message(exc), str(storage_class) if storage_class else None)
+        return refusal_message(growth, api_message(exc), str(storage_class) if storage_class else None)
     log.info(
         "PersistentVolumeClaim %s/%s: storage request %s → %s",
         namespace,
@@ -574,16 +574,6 @@ def _patch_request(kube: Kube, namespace: str, growth: PVCGrowth, pvc: Mapping[s
         growth.want,
     )
     return None
-
-
-def _api_message(exc: ApiException) -> str:
-    """The ``message`` of the API server's Status body, else the HTTP reason."""
-    try:
-        body = json.loads(exc.body or "")
-    except (TypeError, ValueError):
-        body = None
-    message = body.get("message") if isinstance(body, dict) else None
-    return str(message or exc.reason or exc.status)
 
 
 def _started(pods: list[dict[str, Any]]) -> bool:

@@ -225,6 +225,17 @@ def is_conflict(exc: BaseException) -> bool:
 CONNECTIONS = 12
 
 
+def api_message(exc: ApiException) -> str:
+    """The ``message`` of the API server's Status body (what ``kubectl`` prints for a refused write),
+    else the raw body, else the HTTP reason or status."""
+    try:
+        body = json.loads(exc.body or "")
+    except (TypeError, ValueError):
+        body = None
+    message = body.get("message") if isinstance(body, dict) else None
+    return str(message or exc.body or exc.reason or exc.status)
+
+
 def load_api_client(kubeconfig: str | None = None) -> client.ApiClient:
     """An ApiClient from ``kubeconfig`` (or ``$KUBECONFIG`` / ``~/.kube/config``), else in-cluster."""
     configuration = client.Configuration()
