@@ -69,15 +69,55 @@ def ignore_not_found(delete: Callable[..., Any], *args: Any) -> None:
             raise
 
 
+def wait_namespace_gone_if_terminating(cluster: LocalCluster, namespace: str, timeout: float = 300.0) -> None:
+    """When Namespace ``namespace`` exists and is being deleted (an earlier test's, removed by
+    :func:`crds_and_namespace` without waiting), wait until it is gone. While it terminates the API
+    server refuses to create anything in it (``NamespaceLifecycle`` admission: HTTP 403 "unable to
+    create new content in namespace ... because it is being terminated"), applying it again changes
+    nothing, and the namespace controller deletes what a new install puts into it. Worse, it can
+    deadlock: an aggregated APIService the new install registers before its server serves fails the
+    namespace controller's discovery, and a discovery error, though "not fatal" for the deletion of
+    the content it did find, is returned, so the namespace keeps its finalizer
+    (kubernetes/kubernetes v1.34.4 pkg/controller/namespace/deletion/namespaced_resources_deleter.go
+    ``deleteAllContent``) — while that content includes the Service the APIService needs to become
+    available (the likely cause, not reproduced, of KEDA's ``keda`` namespace still terminating
+    180 s into the next test's setup in a CI run). The timeout's
+    message carries the namespace's status conditions, where that controller says what holds it
+    (``NamespaceDeletionDiscoveryFailure``, ``NamespaceContentRemaining``,
+    ``NamespaceFinalizersRemaining``)."""
+    core = client.CoreV1Api(cluster.api)
+
+    def gone() -> bool:
+        try:
+            ns = core.read_namespace(namespace)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return True
+            raise
+        if ns.metadata.deletion_timestamp is None:
+            return True  # not being deleted: applying it is a no-op
+        conditions = [(c.type, c.status, c.reason, c.message) for c in ns.status.conditions or []]
+        last_conditions[:] = conditions
+        return False
+
+    last_conditions: list[tuple[str, str, str | None, str | None]] = []
+    try:
+        wait_for(gone, timeout, interval=0.5, desc=f"terminating namespace {namespace} gone")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; its conditions: {last_conditions}") from exc
+
+
 @contextmanager
 def crds_and_namespace(cluster: LocalCluster, crds: list[dict[str, Any]], namespace: str) -> Iterator[None]:
     """``crds`` applied and Established and Namespace ``namespace`` applied, the component's own (as its
     release installs them); on exit, also when the block or the install fails, the CRDs deleted (and
-    with them every object of theirs, :func:`delete_crds`), then the namespace (not waited for)."""
+    with them every object of theirs, :func:`delete_crds`), then the namespace (not waited for: the
+    next install waits, :func:`wait_namespace_gone_if_terminating`)."""
     names = [d["metadata"]["name"] for d in crds]
     try:
         apply(cluster, crds)
         wait_established(cluster, names)
+        wait_namespace_gone_if_terminating(cluster, namespace)
         apply(cluster, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}])
         yield
     finally:
