@@ -6,6 +6,7 @@ import dataclasses
 import json
 import math
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -454,8 +455,6 @@ def test_turning_the_recommendation_off_drops_its_memory() -> None:
 
 def _quotient_and_count(text: str) -> tuple[float, int]:
     """The last ``= Q → N`` of a capacity message (the quotient and the count it gives)."""
-    import re
-
     found = re.findall(r"= ([0-9.]+)\)* → (\d+)", text)
     assert found, text
     q, n = found[-1]

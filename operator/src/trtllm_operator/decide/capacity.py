@@ -323,18 +323,19 @@ def estimate(
     forecast = None if level is None else level + max(0.0, trend) * params.forecast_s
     desired: int | None = None
     held = False
-    sized = now = None
+    sized_q: float | None = None
+    now_q: float | None = None
     if arrival is not None and forecast is not None and capacity is not None and capacity > 0:
         boost = (1.0 + saturated / measured) / (capacity * params.target)
-        sized, now = round(forecast * boost, 9), round(arrival * boost, 9)
-        desired = max(1, math.ceil(sized))
+        sized_q, now_q = round(forecast * boost, 9), round(arrival * boost, 9)
+        desired = max(1, math.ceil(sized_q))
         # No scale-down below what this tick's measured rate needs (the module's docstring).
-        needed_now = min(len(memory), max(1, math.ceil(now)))
+        needed_now = min(len(memory), max(1, math.ceil(now_q)))
         held = needed_now > desired
         desired = max(desired, needed_now)
     new_state = CapacityState(tuple(memory), capacity, level, trend, when, params.prior_rps)
     return CapacityEstimate(
-        arrival, capacity, saturated, measured, desired, new_state, level, forecast, held, sized, now
+        arrival, capacity, saturated, measured, desired, new_state, level, forecast, held, sized_q, now_q
     )
 
 
