@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -449,3 +451,52 @@ def test_turning_the_recommendation_off_drops_its_memory() -> None:
     assert state.capacity is not None
     off = dataclasses.replace(on, capacity=None)
     assert asc.decide(snap, state, off, 15.0).state.capacity is None
+
+
+def _quotient_and_count(text: str) -> tuple[float, int]:
+    """The last ``= Q → N`` of a capacity message (the quotient and the count it gives)."""
+    found = re.findall(r"= ([0-9.]+)\)* → (\d+)", text)
+    assert found, text
+    q, n = found[-1]
+    return float(q), int(n)
+
+
+def test_every_count_checks_from_the_quotient_in_the_message() -> None:
+    """Fresh-user trial 37b F5: "smoothed 54.4/s, … capacity 8.5/s per replica (target 0.8) → 9" at
+    3 significant figures recomputes as 54.4 / (8.5 × 0.8) = 8.000 → 8; the exact level 54.433 gives
+    8.005 → 9. The message now gives the quotient, with as many digits as its ceiling needs."""
+    params = cap.CapacityParams(target=0.8, prior_rps=8.5)
+    state = cap.estimate(pods([0.0], [20.0]), cap.CapacityState(), params, 0.0).state
+    est = cap.estimate(pods([54.433 * 15.0], [20.0]), state, params, 15.0)  # 54.433/s on one pod
+    text = est.summary(params.target)
+    assert est.desired == 9, text
+    q, n = _quotient_and_count(text)
+    assert n == 9 and math.ceil(q) == 9, text
+    assert "54.433 / (8.5 × 0.8) = 8.005 → 9" in text, text
+    # A quotient a hair above an integer keeps the digits that show it.
+    state = cap.estimate(pods([0.0], [20.0]), cap.CapacityState(), params, 0.0).state
+    est = cap.estimate(pods([(8.0 * 6.8 + 1e-6) * 15.0], [20.0]), state, params, 15.0)
+    q, n = _quotient_and_count(est.summary(params.target))
+    assert n == 9 and math.ceil(q) == 9 and q > 8.0, est.summary(params.target)
+    # Over many ticks of a noisy ramp, with saturated pods, smoothing, a forecast and held counts,
+    # every count is the ceiling of the quotient printed next to it (at least 1).
+    rng = random.Random(7)
+    for smoothing, forecast in ((0.0, 0.0), (60.0, 0.0), (60.0, 60.0)):
+        params = cap.CapacityParams(target=0.8, prior_rps=8.5, smoothing_s=smoothing, forecast_s=forecast)
+        state, done = cap.CapacityState(), [0.0] * 4
+        held = 0
+        for k in range(80):
+            rate = (12.0 if (k // 10) % 2 == 0 else 4.0) + rng.random()  # dips and returns
+            done = [d + rate * 15.0 * rng.uniform(0.9, 1.1) for d in done]
+            active = [MAX if rng.random() < 0.2 else 20.0 for _ in done]
+            est = cap.estimate(pods(done, active), state, params, 15.0 * k)
+            state = est.state
+            if est.desired is None:
+                continue
+            held += est.held
+            text = est.summary(params.target)
+            q, n = _quotient_and_count(text)
+            cap_at = len(est.state.pods) if est.held else n  # held: at most the pods with data
+            assert f"min({cap_at} pods with data" in text or not est.held, text
+            assert n == est.desired and min(cap_at, max(1, math.ceil(q))) == n, text
+        assert smoothing == 0.0 or held > 0  # the held branch was exercised

@@ -111,7 +111,7 @@ def test_simulate_says_why_a_tiny_kv_cache_drops_everything(capsys: pytest.Captu
     assert "raise --kv-cache-free-gpu-mem-fraction (now 0.0001" in err
     # The fix names simulate's flags, not the spec fields it has no flag for (fresh-user trial).
     assert "(--kv-cache-dtype)" in err and "raise tensor parallelism (--tp)" in err
-    assert "set maxSeqLen" not in err and "trtllm-operator plan --max-seq-len" in err
+    assert "set maxSeqLen (--max-seq-len) to see what it needs" in err  # simulate's flag (trial 37b F4)
     assert main([*args, "--gpu", "H100"]) == 0
     assert "warning" not in capsys.readouterr().err
 

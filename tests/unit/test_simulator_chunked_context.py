@@ -131,9 +131,10 @@ def test_chunked_context_rejects_a_prompt_beyond_max_seq_len_minus_one() -> None
     sim = run(reqs, ReplicaSpec(1, 100_000, 256, 1024, MODEL, chunked_context=True, max_seq_len=4096))
     assert sim.result.dropped == 1 and math.isnan(sim.first_token[0])  # type: ignore[attr-defined]
     assert not math.isnan(sim.done[1])
-    # Without chunked context max_num_tokens is the limit, max_seq_len as before not applied.
+    # Without chunked context the limit is min(maxSequenceLen - 1, maxNumTokens) (trtGptModel.h): a
+    # max_seq_len - 1 below max_num_tokens applies too (it did not before trial 37b F4).
     off = run([Request(0.0, 1000, 10)], ReplicaSpec(1, 100_000, 256, 1024, MODEL, max_seq_len=512))
-    assert off.result.dropped == 0  # type: ignore[attr-defined]
+    assert off.result.dropped == 1  # type: ignore[attr-defined]
 
 
 def test_a_budget_below_one_chunk_unit_is_refused() -> None:

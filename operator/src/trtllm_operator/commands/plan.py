@@ -30,8 +30,9 @@ from trtllm_operator.commands import EXIT_BAD_INPUT, plain
 EXIT_FITS = 0
 EXIT_DOES_NOT_FIT = 3
 
-#: API field path → the flag of this command, so errors name what the user typed.
-_FLAGS: dict[str, str] = {
+#: API field path → the flag of this command, so errors name what the user typed (``simulate``'s flags
+#: of the same fields have the same names).
+FIELD_FLAGS: dict[str, str] = {
     "spec.quantization.format": "--quantization",
     "spec.quantization.kvCacheDtype": "--kv-cache-dtype",
     "spec.quantization.awqBlockSize": "--awq-block-size",
@@ -124,7 +125,7 @@ def register(subparsers: Any) -> None:
 
 
 def _flag(field: str) -> str:
-    flag = _FLAGS.get(field)
+    flag = FIELD_FLAGS.get(field)
     return f"{field} ({flag})" if flag else field
 
 

@@ -53,6 +53,14 @@ def register(subparsers: Any) -> None:
     p.add_argument("--max-batch-size", type=int, default=None, help="default: the planner's recommendation")
     p.add_argument("--max-num-tokens", type=int, default=None, help="default: the planner's recommendation")
     p.add_argument(
+        "--max-seq-len",
+        type=int,
+        default=None,
+        help="the engine's spec.build.maxSeqLen, prompt + output tokens: longer prompts are rejected "
+        "(above maxSeqLen - 1; without chunked context above max_num_tokens too) and outputs are cut "
+        "at maxSeqLen - prompt, as TensorRT-LLM does (default: the planner's derived value, docs/planner.md)",
+    )
+    p.add_argument(
         "--kv-cache-free-gpu-mem-fraction",
         type=float,
         default=None,
@@ -165,7 +173,9 @@ def _load_manifest(path: str) -> dict[str, Any]:
             print(
                 f"trtllm-operator simulate: note: --deployment {path}: {_named(other)} is not read (nor "
                 "checked): the replica is the one the flags describe (--model-config, --gpu, --tp, --pp, "
-                "--quantization, --kv-cache-dtype, --max-batch-size, --max-num-tokens)",
+                "--quantization, --kv-cache-dtype, --max-batch-size, --max-num-tokens, --max-seq-len); "
+                "pass its spec.build values (maxBatchSize, maxNumTokens, maxSeqLen) by these flags to "
+                "simulate its limits",
                 file=sys.stderr,
             )
     return doc
@@ -226,17 +236,40 @@ _FIX_FLAGS: tuple[tuple[str, str], ...] = (
     (r"\(spec\.quantization\.kvCacheDtype\)", "(--kv-cache-dtype)"),
     (r"raise tensor parallelism", "raise tensor parallelism (--tp)"),
     (r"use more tensor parallelism", "use more tensor parallelism (--tp)"),
+    (r"a lower maxSeqLen\b", "a lower maxSeqLen (--max-seq-len)"),
+    (r"lower maxSeqLen to", "lower maxSeqLen (--max-seq-len) to"),
+    (r"use maxSeqLen ≤", "use maxSeqLen (--max-seq-len) ≤"),
+    (r"use maxNumTokens ≥", "use maxNumTokens (--max-num-tokens) ≥"),
     (
         r"enable chunked context \(spec\.server\.enableChunkedContext\) or raise maxNumTokens",
         "enable chunked context (--chunked-context, or spec.server.enableChunkedContext with --deployment) "
         "or raise maxNumTokens (--max-num-tokens)",
     ),
-    (
-        r"set maxSeqLen to see what it needs",
-        "see what a fixed maxSeqLen needs with trtllm-operator plan --max-seq-len "
-        "(simulate has no flag for it: it derives maxSeqLen from the KV cache, as the planner does)",
-    ),
+    (r"set maxSeqLen to see what it needs", "set maxSeqLen (--max-seq-len) to see what it needs"),
 )
+
+#: The planner's fields simulate sets by a flag of the same name as ``trtllm-operator plan``'s
+#: (:data:`trtllm_operator.commands.plan.FIELD_FLAGS`); ``kvCacheFreeGpuMemFraction`` is the
+#: manifest's with ``--deployment`` (:func:`with_flags` names it).
+_FLAG_FIELDS = frozenset(
+    {
+        "spec.quantization.format",
+        "spec.quantization.kvCacheDtype",
+        "spec.parallelism.tensor",
+        "spec.parallelism.pipeline",
+        "spec.gpu.product",
+        "spec.build.maxSeqLen",
+        "spec.build.maxBatchSize",
+        "spec.build.maxNumTokens",
+    }
+)
+
+
+def flag_of(field: str) -> str:
+    """``field (--flag)`` for a planner field simulate sets by a flag, else the field."""
+    from trtllm_operator.commands.plan import FIELD_FLAGS  # noqa: PLC0415
+
+    return f"{field} ({FIELD_FLAGS[field]})" if field in _FLAG_FIELDS else field
 
 
 def with_flags(text: str, deployment: str | None) -> str:
@@ -327,7 +360,7 @@ def run(args: argparse.Namespace) -> int:
     from engine_builder.planner import PlanInputError  # noqa: PLC0415 - keep CLI start fast
     from trtllm_operator.simulate import policies, report  # noqa: PLC0415
     from trtllm_operator.simulate.engine import Simulation  # noqa: PLC0415
-    from trtllm_operator.simulate.fleet import replica_setup  # noqa: PLC0415
+    from trtllm_operator.simulate.fleet import ReplicaInputError, replica_setup  # noqa: PLC0415
     from trtllm_operator.simulate.traces import TraceError, load_trace, time_scale  # noqa: PLC0415
 
     errors = argument_errors(args)
@@ -369,11 +402,15 @@ def run(args: argparse.Namespace) -> int:
             max_num_tokens=args.max_num_tokens,
             kv_cache_free_gpu_mem_fraction=fraction,
             chunked_context=chunked,
+            max_seq_len=args.max_seq_len,
         )
     except PlanInputError as exc:
-        return _fail(str(exc))
+        return _fail(f"{flag_of(exc.field)}: {exc.message}")
+    except ReplicaInputError as exc:  # a bad flag value, not a model that does not fit (trial 37b F7)
+        lines = (f"{flag_of(i.field)}: {i.message} Fix: {i.fix}" for i in exc.issues)
+        return _fail("\n".join(with_flags(line, args.deployment) for line in lines))
     except (ValueError, OSError) as exc:
-        return _fail(str(exc))
+        return _fail(with_flags(str(exc), args.deployment))
     for warning in setup.plan.warnings:  # e.g. a KV cache so small that maxSeqLen shrank (plan's own)
         if (
             chunked
@@ -387,6 +424,19 @@ def run(args: argparse.Namespace) -> int:
     if args.reserve_output_tokens:
         spec = dataclasses.replace(setup.spec, reserve_output_tokens=args.reserve_output_tokens)
         setup = dataclasses.replace(setup, spec=spec)
+    # Outputs as TensorRT-LLM generates them, for the policies (the oracle's plan, κ) and the run alike.
+    served = [setup.spec.served(r) for r in requests]
+    capped = sum(
+        1 for asked, got in zip(requests, served, strict=True) if asked is not got and setup.spec.accepts(got)
+    )
+    if capped:
+        print(
+            f"trtllm-operator simulate: note: {capped} request(s) ask for more output than maxSeqLen "
+            f"{setup.spec.max_seq_len} minus their prompt: TensorRT-LLM generates and reserves at most "
+            "that many tokens (LlmRequest::validate), and so does the simulation",
+            file=sys.stderr,
+        )
+    requests = served
     try:
         if manifest is not None:
             policy: (
@@ -456,6 +506,7 @@ def run(args: argparse.Namespace) -> int:
         "max_kv_tokens": setup.spec.max_kv_tokens,
         "max_batch_size": setup.spec.max_batch_size,
         "max_num_tokens": setup.spec.max_num_tokens,
+        "max_seq_len": setup.spec.max_seq_len,
         # the performance model's κ for this trace's mean lengths: a first value for
         # spec.autoscaling.capacity.requestsPerSecond (docs/autoscaling.md)
         "saturated_requests_per_second": round(policies.profiled_capacity_rps(requests, setup.spec), 3),

@@ -189,7 +189,10 @@ class CapacityEstimate:
     """One tick's estimate. ``arrival_rps``: this tick's measured λ; ``level_rps`` / ``forecast_rps``:
     its smoothed level and the level plus the rising trend over ``forecast_s`` (what the count is
     sized for); ``desired``: replicas for it at the target (``None``: no rate known yet); ``held``:
-    whether this tick's measured rate kept ``desired`` up (no scale-down in the middle of a rise)."""
+    whether this tick's measured rate kept ``desired`` up (no scale-down in the middle of a rise).
+    ``sized_replicas`` / ``now_replicas``: the unrounded counts, forecast (resp. this tick's rate) ×
+    (1 + saturated / measured) / (κ × target), whose ceilings (at least 1; the second at most the pods
+    with data) ``desired`` is the larger of; ``None`` when ``desired`` is."""
 
     arrival_rps: float | None
     capacity_rps: float | None
@@ -200,6 +203,8 @@ class CapacityEstimate:
     level_rps: float | None = None
     forecast_rps: float | None = None
     held: bool = False
+    sized_replicas: float | None = None
+    now_replicas: float | None = None
 
     def summary(self, target: float) -> str:
         """For the decision's message: every number the count is computed from."""
@@ -211,6 +216,7 @@ class CapacityEstimate:
             )
         if self.arrival_rps is None or self.capacity_rps is None:
             return "capacity: no request rate yet (needs two samples of a pod's counters)"
+        rate = self.level_rps
         sized = ""
         if (
             self.forecast_rps is not None
@@ -218,25 +224,50 @@ class CapacityEstimate:
             and self.forecast_rps > self.level_rps
         ):
             sized = f", rising: forecast {self.forecast_rps:.3g}/s"
+            rate = self.forecast_rps
         elif self.level_rps is not None and self.level_rps != self.arrival_rps:
             sized = f", smoothed {self.level_rps:.3g}/s"
-        if self.held:
-            sized += f", held at {self.desired}: this tick's rate needs them (no scale-down mid-rise)"
         boost = ""
+        factor = ""
         if self.saturated and self.measured:
             # the hidden backlog of saturated pods (the module's docstring): the rate is scaled up
             boost = f" (rate × {1 + self.saturated / self.measured:.3g}: their backlog is not exported)"
+            factor = f" × (1 + {self.saturated}/{self.measured})"
         pods = len(self.state.pods)
         over = (
             f"over {self.measured} pod(s)"
             if self.measured == pods
             else f"over {pods} pods ({self.measured} measured at both samples, scaled to all)"
         )
+        # The count with its quotient, to as many digits as its ceiling needs (fresh-user trial 37b
+        # F5: 54.4 / (8.5 × 0.8) printed at 3 figures is 8.000, yet the exact 8.005 gives 9).
+        per = f"({self.capacity_rps:.6g} × {target:g})"
+        count = ""
+        if self.desired is not None and self.sized_replicas is not None and rate is not None:
+            sized_count = max(1, math.ceil(self.sized_replicas))
+            count = f": {rate:.6g}{factor} / {per} = {_ceiling_digits(self.sized_replicas)} → {sized_count}"
+            if self.held and self.now_replicas is not None:
+                count += (
+                    f", held at {self.desired}: this tick's rate needs them (no scale-down mid-rise): "
+                    f"min({pods} pods with data, ceil({self.arrival_rps:.6g}{factor} / {per} = "
+                    f"{_ceiling_digits(self.now_replicas)})) → {self.desired}"
+                )
         return (
             f"capacity: arrivals {self.arrival_rps:.3g}/s {over}{sized}, "
             f"{self.saturated} saturated{boost}, capacity {self.capacity_rps:.3g}/s per replica "
-            f"(target {target:g}) → {self.desired}"
+            f"(target {target:g}){count}"
         )
+
+
+def _ceiling_digits(value: float) -> str:
+    """``value`` with the fewest decimals (3 to 9, trailing zeros dropped) whose ceiling is
+    ``value``'s: 8.0049 → ``8.005``, 8.000001 → ``8.000001``, 8.0 → ``8``. ``value`` is rounded to 9
+    decimals already, as :func:`estimate` rounds it before taking the ceiling."""
+    for decimals in range(3, 10):
+        shown = f"{value:.{decimals}f}"
+        if math.ceil(float(shown)) == math.ceil(value):
+            break
+    return shown.rstrip("0").rstrip(".") if "." in shown else shown
 
 
 def estimate(
@@ -292,15 +323,20 @@ def estimate(
     forecast = None if level is None else level + max(0.0, trend) * params.forecast_s
     desired: int | None = None
     held = False
+    sized_q: float | None = None
+    now_q: float | None = None
     if arrival is not None and forecast is not None and capacity is not None and capacity > 0:
         boost = (1.0 + saturated / measured) / (capacity * params.target)
-        desired = max(1, math.ceil(round(forecast * boost, 9)))
+        sized_q, now_q = round(forecast * boost, 9), round(arrival * boost, 9)
+        desired = max(1, math.ceil(sized_q))
         # No scale-down below what this tick's measured rate needs (the module's docstring).
-        needed_now = min(len(memory), max(1, math.ceil(round(arrival * boost, 9))))
+        needed_now = min(len(memory), max(1, math.ceil(now_q)))
         held = needed_now > desired
         desired = max(desired, needed_now)
     new_state = CapacityState(tuple(memory), capacity, level, trend, when, params.prior_rps)
-    return CapacityEstimate(arrival, capacity, saturated, measured, desired, new_state, level, forecast, held)
+    return CapacityEstimate(
+        arrival, capacity, saturated, measured, desired, new_state, level, forecast, held, sized_q, now_q
+    )
 
 
 def _smooth(arrival: float, state: CapacityState, params: CapacityParams, now: float) -> tuple[float, float]:

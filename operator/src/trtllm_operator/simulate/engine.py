@@ -18,10 +18,12 @@ scheduler and FCFS order; paged KV cache; chunked context when :attr:`ReplicaSpe
   The reservation is ``input + output`` tokens, or ``input + max(output, reserve_output_tokens)``
   when clients send a larger ``max_tokens`` than they use.
 - Iteration time comes from :class:`~trtllm_operator.simulate.perf.IterationModel`.
-- Without chunked context a prompt longer than ``max_num_tokens`` is rejected by the server
-  (``maxInputLen = min(maxSequenceLen - 1, maxNumTokens)``, see :data:`UPSTREAM_MAX_INPUT_LEN`) and a
-  request whose reservation exceeds the whole KV cache can never be scheduled: both are counted as
-  dropped.
+- Without chunked context a prompt longer than ``min(max_seq_len - 1, max_num_tokens)`` is rejected
+  by the server (``maxInputLen``, see :data:`UPSTREAM_MAX_INPUT_LEN`) and a request whose reservation
+  exceeds the whole KV cache can never be scheduled: both are counted as dropped.
+- The server generates at most ``max_seq_len - input`` tokens (:data:`UPSTREAM_MAX_NEW_TOKENS`):
+  a longer output, and the reservation of a larger ``reserve_output_tokens``, is capped there
+  (:meth:`ReplicaSpec.served`, :meth:`ReplicaSpec.reservation`).
 
 With chunked context (``spec.server.enableChunkedContext``, Triton's ``enable_chunked_context``) a
 prompt up to ``max_seq_len - 1`` tokens is accepted (the server's limit becomes
@@ -98,6 +100,15 @@ UPSTREAM_MAX_INPUT_LEN = (
     "TensorRT-LLM trtGptModel.h (2e2327b9) maxInputLen; llmRequest.cpp (119c6e60) LlmRequest::validate"
 )
 
+#: Where the server caps the output (NVIDIA/TensorRT-LLM, same caveat: the v1.2.x tags' copy is not in
+#: the stored index): ``cpp/tensorrt_llm/batch_manager/llmRequest.cpp`` (commit 119c6e60)
+#: ``LlmRequest::validate``: "if (mPromptLen + mMaxNewTokens + draftLenPerEngineStep > maxSequenceLen)
+#: … Number of requested output tokens is changed to (%d)", ``mMaxNewTokens = maxSequenceLen -
+#: mPromptLen - draftLenPerEngineStep`` (no draft tokens here: 0). Older releases have the same rule in
+#: ``cpp/include/tensorrt_llm/batch_manager/llmRequest.h`` (``validate(maxInputLen, maxSequenceLen)``).
+#: The capacity scheduler reserves the capped ``mMaxNewTokens``.
+UPSTREAM_MAX_NEW_TOKENS = "TensorRT-LLM llmRequest.cpp (119c6e60) LlmRequest::validate mMaxNewTokens"
+
 #: How a context is chunked (NVIDIA/TensorRT-LLM, same caveat): ``cpp/tensorrt_llm/batch_manager/
 #: trtGptModelInflightBatching.cpp`` (commit 00825c4e): with ``enableChunkedContext`` the chunk unit is
 #: the KV cache's tokens per block (256 at least under sliding-window attention: not modelled) and the
@@ -135,16 +146,33 @@ class ReplicaSpec:
     #: ``enable_chunked_context``): prompts longer than ``max_num_tokens`` are served in chunks of
     #: ``tokens_per_block`` multiples (:data:`UPSTREAM_CHUNKING`) instead of being rejected.
     chunked_context: bool = False
-    #: The engine's ``maxSequenceLen`` (the plan's ``max_seq_len``): with chunked context the server
-    #: rejects a prompt longer than ``max_seq_len - 1`` (:data:`UPSTREAM_MAX_INPUT_LEN`). None: no
-    #: such limit (a hand-built spec). Without chunked context ``max_num_tokens`` is the limit
-    #: modelled (``min(max_seq_len - 1, max_num_tokens)`` upstream; the smaller ``max_seq_len - 1`` is
-    #: not applied there, as before).
+    #: The engine's ``maxSequenceLen`` (the plan's ``max_seq_len``, tokens): the server rejects a
+    #: prompt longer than ``max_seq_len - 1`` with chunked context, ``min(max_seq_len - 1,
+    #: max_num_tokens)`` without (:data:`UPSTREAM_MAX_INPUT_LEN`), and generates at most
+    #: ``max_seq_len - input`` tokens (:data:`UPSTREAM_MAX_NEW_TOKENS`). None: no such limit (a
+    #: hand-built spec; ``max_num_tokens`` is then the prompt limit without chunked context).
     max_seq_len: int | None = None
 
     def reservation(self, req: Request) -> int:
-        """KV tokens ``GUARANTEED_NO_EVICT`` reserves for a request: prompt + max new tokens."""
-        return req.input_tokens + max(req.output_tokens, self.reserve_output_tokens)
+        """KV tokens ``GUARANTEED_NO_EVICT`` reserves for a request: prompt + max new tokens, the
+        latter ``max(output, reserve_output_tokens)`` capped at ``max_seq_len - input``
+        (:data:`UPSTREAM_MAX_NEW_TOKENS`)."""
+        new = max(req.output_tokens, self.reserve_output_tokens)
+        if self.max_seq_len is not None and self.max_seq_len - req.input_tokens >= 1:
+            new = min(new, self.max_seq_len - req.input_tokens)
+        return req.input_tokens + new
+
+    def served(self, req: Request) -> Request:
+        """``req`` as the server runs it: its output capped at ``max_seq_len - input`` tokens
+        (:data:`UPSTREAM_MAX_NEW_TOKENS`; the server truncates, the request is not refused).
+        Unchanged when it is within, without ``max_seq_len``, or when the prompt leaves no room (the
+        server rejects that prompt: :meth:`accepts`)."""
+        if self.max_seq_len is None:
+            return req
+        room = self.max_seq_len - req.input_tokens
+        if room < 1 or req.output_tokens <= room:
+            return req
+        return Request(req.arrival_s, req.input_tokens, room)
 
     def __post_init__(self) -> None:
         if self.max_kv_tokens <= 0:
@@ -166,12 +194,12 @@ class ReplicaSpec:
 
     def accepts(self, req: Request) -> bool:
         """Whether the server accepts ``req`` and can ever schedule it: its prompt is within the
-        server's maximum input length (:data:`UPSTREAM_MAX_INPUT_LEN`: ``max_num_tokens`` without
-        chunked context, ``max_seq_len - 1`` with it) and its reservation within the whole KV cache."""
-        if not self.chunked_context:
-            if req.input_tokens > self.max_num_tokens:
-                return False
-        elif self.max_seq_len is not None and req.input_tokens > self.max_seq_len - 1:
+        server's maximum input length (:data:`UPSTREAM_MAX_INPUT_LEN`: ``max_seq_len - 1``, and
+        without chunked context also ``max_num_tokens``) and its reservation within the whole KV
+        cache."""
+        if not self.chunked_context and req.input_tokens > self.max_num_tokens:
+            return False
+        if self.max_seq_len is not None and req.input_tokens > self.max_seq_len - 1:
             return False
         return self.reservation(req) <= self.max_kv_tokens
 
@@ -277,7 +305,9 @@ _NAN = float("nan")
 
 
 class Simulation:
-    """One run: a request trace, a replica spec, a policy. Call :meth:`run` once."""
+    """One run: a request trace, a replica spec, a policy. Call :meth:`run` once. The requests are
+    taken as the server runs them (:meth:`ReplicaSpec.served`: outputs capped at ``max_seq_len -
+    input``), and the result's ``requests`` are those."""
 
     def __init__(
         self,
@@ -298,7 +328,9 @@ class Simulation:
             raise ValueError(f"routing must be 'random' or 'least-outstanding', got {routing!r}")
         if initial_replicas < 0:
             raise ValueError("initial_replicas must be >= 0")
-        self.requests = requests
+        # Outputs as the server generates them (capped at max_seq_len - prompt): the run, its
+        # result and the report all see the served lengths.
+        self.requests = requests if spec.max_seq_len is None else [spec.served(r) for r in requests]
         self.spec = spec
         self.policy = policy
         self.cold_start_s = cold_start_s if policy.cold_start_s is None else policy.cold_start_s

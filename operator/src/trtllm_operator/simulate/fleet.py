@@ -13,7 +13,15 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from engine_builder.planner import Architecture, Plan, PlanRequest, load_hf_config, lookup, plan
+from engine_builder.planner import (
+    Architecture,
+    Plan,
+    PlanIssue,
+    PlanRequest,
+    load_hf_config,
+    lookup,
+    plan,
+)
 from trtllm_operator.simulate.engine import ReplicaSpec
 from trtllm_operator.simulate.perf import (
     BENCH_KV_FRACTION,
@@ -28,6 +36,17 @@ from trtllm_operator.simulate.perf import (
     ModelCosts,
     Replica,
 )
+
+
+class ReplicaInputError(ValueError):
+    """The replica's settings break a planner rule: ``issues`` are the plan's reasons of kind
+    ``invalid`` (a bad value, such as ``maxNumTokens`` below one KV block or a tensor parallelism
+    that does not divide the heads), each naming its API field and fix — bad input, not a model that
+    does not fit (``trtllm-operator plan`` exits 2 for them too)."""
+
+    def __init__(self, issues: tuple[PlanIssue, ...]) -> None:
+        super().__init__("; ".join(str(issue) for issue in issues))
+        self.issues = issues
 
 
 @dataclass(frozen=True)
@@ -63,14 +82,17 @@ def replica_setup(
     kv_cache_free_gpu_mem_fraction: float = 0.9,
     efficiency: Efficiency = DEFAULT_EFFICIENCY,
     chunked_context: bool = False,
+    max_seq_len: int | None = None,
 ) -> ReplicaSetup:
     """Plan one replica and build its :class:`ReplicaSpec`.
 
     ``hf_config``: a Hugging Face ``config.json`` (path or parsed). Unset ``max_batch_size`` /
-    ``max_num_tokens`` take the planner's values; ``chunked_context`` is the deployment's
-    ``spec.server.enableChunkedContext`` (:attr:`ReplicaSpec.chunked_context`). Raises
-    ``engine_builder.planner.PlanInputError`` for bad inputs and ``ValueError`` when the model does not
-    fit (naming the planner's reasons).
+    ``max_num_tokens`` / ``max_seq_len`` (the engine's ``spec.build.*``, tokens) take the planner's
+    values (``max_seq_len``: derived from the KV cache, docs/planner.md); ``chunked_context`` is the
+    deployment's ``spec.server.enableChunkedContext`` (:attr:`ReplicaSpec.chunked_context`). Raises
+    ``engine_builder.planner.PlanInputError`` for a value the planner cannot take at all,
+    :class:`ReplicaInputError` for one that breaks a planner rule, and ``ValueError`` when the model
+    does not fit (naming the planner's reasons).
     """
     config = hf_config if isinstance(hf_config, dict) else load_hf_config(str(hf_config))
     arch = Architecture.from_hf_config(config)
@@ -82,9 +104,13 @@ def replica_setup(
         max_batch_size=max_batch_size,
         max_num_tokens=max_num_tokens,
         kv_cache_free_gpu_mem_fraction=kv_cache_free_gpu_mem_fraction,
+        max_seq_len=max_seq_len,
     )
     gpu_spec = lookup(gpu)
     p = plan(arch, request, gpu_spec)
+    invalid = tuple(r for r in p.reasons if r.kind == "invalid")
+    if invalid:  # a rule broken (trial 37b F7: maxNumTokens 1 was "the model does not fit")
+        raise ReplicaInputError(invalid)
     if not p.fits or p.max_kv_tokens <= 0:
         reasons = "; ".join(str(r) for r in p.reasons) or "no KV cache left"
         raise ValueError(

@@ -1,0 +1,182 @@
+"""The engine's maxSeqLen in the simulator, and simulate's replica flags (fresh-user trial 37b F3, F4,
+F7, F8).
+
+Upstream behaviour relied on (NVIDIA/TensorRT-LLM, blob commits of the main branch, 2025; the v1.2.x
+tags' copies are not in the stored index; ``trtllm_operator.simulate.engine`` gives the details):
+
+- ``cpp/tensorrt_llm/batch_manager/llmRequest.cpp`` (commit 119c6e60) ``LlmRequest::validate``: when
+  ``mPromptLen + mMaxNewTokens + draftLenPerEngineStep > maxSequenceLen`` "Number of requested output
+  tokens is changed to" ``maxSequenceLen - mPromptLen - draftLenPerEngineStep`` (0 draft tokens here);
+  the request is served, its output cut (``UPSTREAM_MAX_NEW_TOKENS``); older releases have the same
+  rule in ``cpp/include/tensorrt_llm/batch_manager/llmRequest.h``;
+- ``cpp/tensorrt_llm/batch_manager/trtGptModel.h`` (commit 2e2327b9): the maximum input length is
+  ``maxSequenceLen - 1`` with chunked context, ``min(maxSequenceLen - 1, maxNumTokens)`` without
+  (``UPSTREAM_MAX_INPUT_LEN``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from trtllm_operator.cli import main
+from trtllm_operator.simulate import policies
+from trtllm_operator.simulate.engine import ReplicaSpec, Simulation
+from trtllm_operator.simulate.perf import IterationModel
+from trtllm_operator.simulate.traces import Request
+
+REPO = Path(__file__).resolve().parents[2]
+LLAMA_8B = REPO / "tests" / "fixtures" / "model-configs" / "meta-llama__Llama-3.1-8B-Instruct.json"
+
+#: Every iteration takes 10 ms, whatever it holds: times count iterations.
+FLAT = IterationModel(fixed_s=0.01, per_token_s=0.0, per_kv_token_s=0.0)
+
+
+def spec(**kw: object) -> ReplicaSpec:
+    args: dict[str, object] = {"gpus": 1, "max_kv_tokens": 100_000, "max_batch_size": 64}
+    args |= {"max_num_tokens": 1024, "model": FLAT, "chunked_context": True, "max_seq_len": 4096}
+    args.update(kw)
+    return ReplicaSpec(**args)  # type: ignore[arg-type]
+
+
+def run(reqs: list[Request], replica: ReplicaSpec) -> Simulation:
+    sim = Simulation(reqs, replica, policies.StaticPolicy(1), initial_replicas=1)
+    sim.result = sim.run()  # type: ignore[attr-defined]
+    return sim
+
+
+# -- F3: output and reservation capped at maxSeqLen - prompt ----------------------------------------
+
+
+def test_the_output_stops_at_max_seq_len_minus_the_prompt() -> None:
+    """Trial 37b F3: a 32,766-token prompt asking 5,000 tokens of a maxSeqLen-32,768 engine decoded
+    all 5,000; TensorRT-LLM generates 2. Here: a 4,000-token prompt asks 500 of maxSeqLen 4,096."""
+    sim = run([Request(0.0, 4000, 500)], spec())
+    assert sim.result.dropped == 0  # type: ignore[attr-defined]
+    assert sim.result.requests[0].output_tokens == 96  # type: ignore[attr-defined]
+    # First token after the 4 context chunks of 1024/1024/1024/928, then 95 more decode iterations.
+    assert sim.first_token[0] == pytest.approx(4 * 0.01)
+    assert sim.done[0] - sim.first_token[0] == pytest.approx(95 * 0.01)
+    # Within maxSeqLen nothing changes.
+    within = run([Request(0.0, 4000, 96)], spec())
+    assert within.done[0] == pytest.approx(sim.done[0])
+
+
+def test_the_reservation_is_capped_too_also_a_larger_reserve_output_tokens() -> None:
+    replica = spec(reserve_output_tokens=10_000)
+    assert replica.reservation(Request(0.0, 1000, 10)) == 4096  # 1000 + min(10000, 3096)
+    assert spec().reservation(Request(0.0, 4000, 500)) == 4096
+    assert spec(max_seq_len=None).reservation(Request(0.0, 4000, 500)) == 4500  # hand-built: no cap
+    # A KV cache of 5,000 tokens: uncapped 1000 + 10000 would never fit (dropped); capped it runs.
+    sim = run([Request(0.0, 1000, 10)], spec(reserve_output_tokens=10_000, max_kv_tokens=5000))
+    assert sim.result.dropped == 0 and not math.isnan(sim.done[0])  # type: ignore[attr-defined]
+
+
+def test_without_chunked_context_max_seq_len_minus_one_bounds_the_prompt_too() -> None:
+    # maxInputLen = min(maxSequenceLen - 1, maxNumTokens): 1,000 > 511 is rejected although it fits
+    # max_num_tokens 1024; 511 is served with its output cut to the 1 token left.
+    replica = spec(chunked_context=False, max_seq_len=512)
+    sim = run([Request(0.0, 1000, 10), Request(0.0, 511, 10)], replica)
+    assert sim.result.dropped == 1 and math.isnan(sim.first_token[0])  # type: ignore[attr-defined]
+    assert sim.result.requests[1].output_tokens == 1  # type: ignore[attr-defined]
+    assert sim.done[1] == pytest.approx(sim.first_token[1])
+
+
+# -- F4: --max-seq-len ------------------------------------------------------------------------------
+
+BASE = ["simulate", "--model-config", str(LLAMA_8B), "--gpu", "H100", "--quantization", "fp8"]
+BASE += ["--kv-cache-dtype", "fp8", "--output", "json"]
+
+
+def _trace(tmp_path: Path, lengths: list[tuple[int, int]]) -> str:
+    path = tmp_path / "t.jsonl"
+    lines = [
+        json.dumps({"timestamp": 1000 * i, "input_length": i_, "output_length": o})
+        for i, (i_, o) in enumerate(lengths)
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def _run_json(capsys: pytest.CaptureFixture[str], args: list[str]) -> tuple[dict[str, object], str]:
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    out: dict[str, object] = json.loads(captured.out)
+    return out, captured.err
+
+
+def test_cli_max_seq_len_is_the_drop_threshold_and_caps_the_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Trial 37b F3/F4: the engine's maxSeqLen could not be given; the planner's derived value (32,768
+    here) was the chunked-context threshold and outputs ran past it."""
+    trace = _trace(tmp_path, [(4095, 1), (4096, 1), (4000, 500)])
+    args = [*BASE, "--trace", trace, "--policy", "static:1", "--chunked-context"]
+    derived, _ = _run_json(capsys, args)
+    assert derived["dropped"] == 0 and derived["replica"]["max_seq_len"] == 32768  # type: ignore[index]
+    out, err = _run_json(capsys, [*args, "--max-seq-len", "4096"])
+    assert out["dropped"] == 1 and out["replica"]["max_seq_len"] == 4096, out  # type: ignore[index]
+    assert "1 request(s) ask for more output than maxSeqLen 4096 minus their prompt" in err, err
+    # Without chunked context maxSeqLen - 1 bounds the prompt below max_num_tokens as well.
+    off, _ = _run_json(capsys, [*BASE, "--trace", trace, "--policy", "static:1", "--max-seq-len", "4096"])
+    assert off["replica"]["max_num_tokens"] == 8192 and off["dropped"] == 1  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("0", "spec.build.maxSeqLen (--max-seq-len): must be an integer ≥ 1 or unset, got 0"),
+        ("5000000", "spec.build.maxSeqLen (--max-seq-len): 5000000 is above the API's limit of 4194304"),
+        # The planner's own rule: the KV cache must hold one whole sequence; its fix names the flag.
+        ("3000000", "lower maxSeqLen (--max-seq-len) to at most"),
+    ],
+)
+def test_cli_max_seq_len_is_checked_by_the_planner_naming_the_flag(
+    value: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = [*BASE, "--trace", "poisson:rate=1,duration=2", "--max-seq-len", value]
+    assert main(args) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_max_seq_len_beside_a_deployment_is_the_replica_and_the_note_says_to_pass_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As --max-num-tokens: the replica is the flags' (the LLMEngine is not read), so the flag is taken
+    beside --deployment, and the note names it for the engine's spec.build.maxSeqLen."""
+    example = REPO / "examples" / "capacity-autoscaled-deployment.yaml"
+    assert any(d and d.get("kind") == "LLMEngine" for d in yaml.safe_load_all(example.read_text()))
+    trace = _trace(tmp_path, [(4095, 10), (4096, 10)])
+    args = [*BASE, "--trace", trace, "--deployment", str(example), "--max-seq-len", "4096"]
+    out, err = _run_json(capsys, args)
+    assert out["dropped"] == 1 and out["replica"]["max_seq_len"] == 4096  # type: ignore[index]
+    assert "--max-seq-len); pass its spec.build values (maxBatchSize, maxNumTokens, maxSeqLen)" in err, err
+
+
+# -- F7 / F8: planner messages name simulate's flags ------------------------------------------------
+
+
+@pytest.mark.parametrize("chunked", [[], ["--chunked-context"]], ids=["plain", "chunked"])
+def test_cli_max_num_tokens_below_a_block_is_a_bad_flag_not_a_model_that_does_not_fit(
+    chunked: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Trial 37b F7: "error: the model does not fit on 1 × … : spec.build.maxNumTokens: … Fix: use
+    maxNumTokens ≥ 32" for --max-num-tokens 1."""
+    args = [*BASE, "--trace", "poisson:rate=1,duration=2", "--max-num-tokens", "1", *chunked]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "does not fit" not in err, err
+    assert "error: spec.build.maxNumTokens (--max-num-tokens): maxNumTokens 1 is below one KV block" in err
+    assert "Fix: use maxNumTokens (--max-num-tokens) ≥ 32" in err, err
+
+
+def test_cli_max_batch_size_warning_names_tp_and_max_seq_len(capsys: pytest.CaptureFixture[str]) -> None:
+    """Trial 37b F8: "…use more tensor parallelism or a lower maxSeqLen" named no simulate flag."""
+    args = [*BASE, "--trace", "poisson:rate=1,duration=2", "--max-batch-size", "100000"]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert "use more tensor parallelism (--tp) or a lower maxSeqLen (--max-seq-len)." in err, err
