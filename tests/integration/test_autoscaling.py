@@ -15,6 +15,7 @@ and evaluates the chart's recording rules.
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 import time
@@ -351,7 +352,11 @@ def test_capacity_drives_scale_out_beyond_what_saturation_asks_and_back_in(
             timeout=15,
             desc="the recorded decision to 3",
         )
-        assert "capacity: arrivals" in step["message"] and "→ 3" in step["message"], step
+        # the capacity estimate asked for 3 or more (saturation alone asks for 2); under load the
+        # decision to 3 can be the stabilized step of a first estimate of 4 ("scale-up to 4
+        # stabilized: lowest recommendation in the last 2s is 3 (…; capacity: … → 4)")
+        asked = re.search(r"capacity: arrivals[^;]*→ (\d+)", step["message"])
+        assert asked is not None and int(asked.group(1)) >= 3, step
         # held there past the 6 s scale-down window, where saturation alone would go to 2
         seen = set()
         for _ in range(20):
