@@ -71,7 +71,7 @@ from support.monitoring import (
     triton_load,
 )
 from support.operator import running_operator
-from support.prometheus import promql
+from support.prometheus import scrape_targets
 from support.wait import wait_for
 
 from trtllm_operator.api import GROUP, VERSION
@@ -165,12 +165,25 @@ def test_keda_scales_a_multi_node_llmdeployment_by_leaderworkerset_groups(
                 # status.replicas (the /scale's statusReplicasPath) counts groups, as LWS's own does
                 assert api.status(NAME)["replicas"] == lws()["status"]["replicas"] == 1
 
-                def scraped() -> set[str]:
-                    """The pods Prometheus scrapes through the chart's PodMonitor (up == 1)."""
-                    return {r["metric"]["pod"] for r in promql(prom, f'up{{namespace="{ns}"}} == 1')}
+                def scrape(groups: int) -> set[str] | None:
+                    """The pods Prometheus scrapes through the chart's PodMonitor (its jobs
+                    ``podMonitor/<ns>/<name>/<endpoint>``), once its discovery has seen every pod of
+                    ``groups`` groups (scraped or dropped by the PodMonitor's relabelling): before
+                    that, a worker missing from the scraped set would prove nothing."""
+                    data = scrape_targets(prom)
+                    mine = [
+                        t
+                        for t in data["activeTargets"] + data["droppedTargets"]
+                        if t["scrapePool"].startswith(f"podMonitor/{ns}/")
+                    ]
+                    seen = {t["discoveredLabels"].get("__meta_kubernetes_pod_name") for t in mine}
+                    if not seen >= group_pods(groups):
+                        return None
+                    return {t["labels"]["pod"] for t in data["activeTargets"] if t in mine}
 
                 # the leader only: the worker has no "metrics" port, so no target
-                wait_for(lambda: scraped() == {f"{LWS_NAME}-0"}, 60, interval=0.5, desc="the leader scraped")
+                scraped = wait_for(lambda: scrape(1), 60, interval=0.5, desc="every pod discovered")
+                assert scraped == {f"{LWS_NAME}-0"}, scraped
 
                 def scaled_object_ready() -> dict[str, Any] | None:
                     so: dict[str, Any] = custom.get_namespaced_custom_object(
@@ -207,17 +220,13 @@ def test_keda_scales_a_multi_node_llmdeployment_by_leaderworkerset_groups(
                     lambda: api.replicas(NAME) == 2, 90, interval=0.5, desc="KEDA's HPA scales chat to 2"
                 )
                 # the scale path: the LeaderWorkerSet gets 2 replicas, LWS creates the second group
-                assert lws()["spec"]["replicas"] == 2
+                wait_for(lambda: lws()["spec"]["replicas"] == 2, 30, interval=0.3, desc="LWS spec.replicas 2")
                 wait_for(
                     lambda: serving(2), 120, interval=0.5, desc="two groups Ready, all four pods emulated"
                 )
                 assert api.status(NAME)["replicas"] == lws()["status"]["replicas"] == 2
-                wait_for(
-                    lambda: scraped() == {f"{LWS_NAME}-0", f"{LWS_NAME}-1"},
-                    60,
-                    interval=0.5,
-                    desc="both leaders scraped, no worker",
-                )
+                scraped = wait_for(lambda: scrape(2), 60, interval=0.5, desc="all four pods discovered")
+                assert scraped == {f"{LWS_NAME}-0", f"{LWS_NAME}-1"}, scraped  # both leaders, no worker
                 two = 2 * active_per_pod(busy, PROFILE)  # 2.0: both leaders, not the workers (4.0)
                 wait_for(lambda: served(two), 60, interval=0.5, desc="s0 sums both leaders: 2.0")
                 # 2.0 / 2 groups = 1.0 (0.5 if status.replicas counted the 4 pods)
@@ -230,7 +239,7 @@ def test_keda_scales_a_multi_node_llmdeployment_by_leaderworkerset_groups(
                 wait_for(
                     lambda: api.replicas(NAME) == 1, 90, interval=0.5, desc="KEDA's HPA scales chat to 1"
                 )
-                assert lws()["spec"]["replicas"] == 1
+                wait_for(lambda: lws()["spec"]["replicas"] == 1, 30, interval=0.3, desc="LWS spec.replicas 1")
                 # LWS removes the second group: its leader, and with it the worker StatefulSet it owns
                 wait_for(lambda: serving(1), 120, interval=0.5, desc="back to one group: chat-lws-0, -0-1")
                 assert api.status(NAME)["replicas"] == lws()["status"]["replicas"] == 1
