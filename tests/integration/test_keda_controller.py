@@ -50,13 +50,13 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from kubernetes.utils import parse_quantity
 from support.api import Api, find_condition
 from support.cluster import LocalCluster
-from support.keda import KEDA_GROUP, KEDA_VERSION, external_metric, running_keda
+from support.keda import KEDA_GROUP, KEDA_VERSION, external_metric, hpa_external_averages, milli, running_keda
 from support.manifests import an_autoscaled_deployment
 from support.monitoring import (
     TRITON_METRICS_PORT,
+    active_per_pod,
     require_triton_metrics_port_free,
     running_chart_monitoring,
     running_hpa_controller,
@@ -66,7 +66,7 @@ from support.operator import running_operator
 from support.wait import wait_for
 
 from trtllm_operator.api import GROUP, VERSION
-from trtllm_operator.emulator import Control, Fleet
+from trtllm_operator.emulator import Fleet
 from trtllm_operator.emulator.model import ServingProfile
 
 pytestmark = [pytest.mark.slow, pytest.mark.cached_engine("llama")]
@@ -77,24 +77,6 @@ NAME = "chat"
 #: the two triggers, in the order the operator renders them (trigger index → KEDA's metric name)
 ACTIVE, KV = "s0-prometheus", "s1-prometheus"
 ACTIVE_TARGET = 0.5
-
-
-def active_per_pod(control: Control) -> float:
-    """One pod's active-request utilization under ``control`` (the emulator's load model)."""
-    return min(control.fixed["requests"], PROFILE.max_batch_size) / PROFILE.max_batch_size
-
-
-def milli(value: Any) -> Decimal:
-    return Decimal(str(parse_quantity(value)))
-
-
-def external(hpa: Any) -> dict[str, Decimal]:
-    """The HPA controller's ``status.currentMetrics`` (External, AverageValue): name → value."""
-    return {
-        m.external.metric.name: milli(m.external.current.average_value)
-        for m in hpa.status.current_metrics or []
-        if m.type == "External" and m.external and m.external.current and m.external.current.average_value
-    }
 
 
 def test_keda_scales_an_llmdeployment_through_its_hpa(
@@ -181,7 +163,7 @@ def test_keda_scales_an_llmdeployment_through_its_hpa(
                 return len(items) == 1 and milli(items[0]["value"]) == Decimal(str(value))
 
             wait_for(
-                lambda: served(ACTIVE, active_per_pod(idle)),
+                lambda: served(ACTIVE, active_per_pod(idle, PROFILE)),
                 90,
                 interval=0.5,
                 desc="s0 served (idle)",
@@ -200,15 +182,17 @@ def test_keda_scales_an_llmdeployment_through_its_hpa(
 
             def hpa_sees(value: float) -> Any:
                 h = hpa_api.read_namespaced_horizontal_pod_autoscaler(hpa_name, ns)
-                return h if external(h).get(ACTIVE) == Decimal(str(value)) else None
+                return h if hpa_external_averages(h).get(ACTIVE) == Decimal(str(value)) else None
 
             # AverageValue: the HPA shows the sum divided by the current replicas
-            h = wait_for(lambda: hpa_sees(active_per_pod(idle)), 60, interval=0.5, desc="HPA observes idle")
+            h = wait_for(
+                lambda: hpa_sees(active_per_pod(idle, PROFILE)), 60, interval=0.5, desc="HPA observes idle"
+            )
             assert h.status.desired_replicas == 1 and api.replicas(NAME) == 1
 
             fleet.set_control(busy)
             # ceil(1.0 / 0.5) = 2 replicas
-            assert math.ceil(active_per_pod(busy) / ACTIVE_TARGET) == 2
+            assert math.ceil(active_per_pod(busy, PROFILE) / ACTIVE_TARGET) == 2
             wait_for(
                 lambda: api.replicas(NAME) == 2,
                 90,
@@ -222,7 +206,7 @@ def test_keda_scales_an_llmdeployment_through_its_hpa(
             )
             # both pods scraped: the trigger's sum covers both
             wait_for(
-                lambda: served(ACTIVE, 2 * active_per_pod(busy)),
+                lambda: served(ACTIVE, 2 * active_per_pod(busy, PROFILE)),
                 60,
                 interval=0.5,
                 desc="s0 sums both pods",

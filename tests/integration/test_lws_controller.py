@@ -26,7 +26,7 @@ import pytest
 from support.api import Api
 from support.cluster import LocalCluster
 from support.lws import Lws, running_lws
-from support.manifests import a_cached_engine, a_deployment
+from support.manifests import a_deployment, a_multi_node_engine
 from support.operator import running_operator
 from support.wait import wait_for
 
@@ -70,11 +70,7 @@ def selected(api: Api, selector: str) -> set[str]:
 def test_multi_node_replicas_become_lws_groups_with_the_environment_the_launch_scripts_read(
     cluster: LocalCluster, api: Api, lws: Lws
 ) -> None:
-    # 16 ranks on 8-GPU H100 nodes: two pods per replica (a model without a config.json in the
-    # operator's catalog, so only the one-node rule decides the placement)
-    engine = a_cached_engine("big", tp=8)
-    engine["spec"]["model"]["source"] = "hf://example-org/large-model"
-    engine["spec"]["parallelism"] = {"tensor": 8, "pipeline": 2, "multiNode": True}
+    engine = a_multi_node_engine("big")  # 16 ranks on 8-GPU H100 nodes: two pods per replica
     api.cache_artifact(engine)
     api.create(engine)
     api.create(a_deployment("big", "big", replicas=1))

@@ -56,11 +56,13 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import yaml
 from kubernetes import client
+from kubernetes.utils import parse_quantity
 
 from .addons import (
     apply,
@@ -127,6 +129,25 @@ def external_metric(
         f"/apis/{EXTERNAL_METRICS_GROUP}/{EXTERNAL_METRICS_VERSION}/namespaces/{namespace}/{metric}"
         f"?labelSelector=scaledobject.keda.sh%2Fname%3D{scaled_object}",
     )
+
+
+def milli(value: Any) -> Decimal:
+    """A Kubernetes quantity (``"250m"``, ``"1"``) as an exact ``Decimal``."""
+    return Decimal(str(parse_quantity(value)))
+
+
+def hpa_external_averages(hpa: Any) -> dict[str, Decimal]:
+    """An HPA's (client model) ``status.currentMetrics`` of type External with an ``averageValue``:
+    metric name → value. For KEDA's ``AverageValue`` triggers that value is the metric's sum divided
+    by the scale's ``status.replicas``, rounded up to a milli-unit (kubernetes v1.34.4
+    ``pkg/controller/podautoscaler/replica_calculator.go`` ``GetExternalPerPodMetricReplicas``:
+    ``usage = ceil(usage / statusReplicas)`` in milli-units; ``horizontal.go``: ``statusReplicas :=
+    scale.Status.Replicas``)."""
+    return {
+        m.external.metric.name: milli(m.external.current.average_value)
+        for m in hpa.status.current_metrics or []
+        if m.type == "External" and m.external and m.external.current and m.external.current.average_value
+    }
 
 
 def refusal_message(exc: client.ApiException) -> str:

@@ -5,7 +5,8 @@
   ``spec.gpu.podAnnotations`` — a real user feature — with the builder's own JSON report
   (:func:`success_report`) as the termination message.
 - :func:`a_cached_engine`: an LLMEngine served from the engine cache (Llama-3.1-8B FP8 on the ``engines``
-  PVC), for tests that record its artifact with :func:`support.artifacts.cache_artifact` (no build).
+  PVC), for tests that record its artifact with :func:`support.artifacts.cache_artifact` (no build);
+  :func:`a_multi_node_engine`: one whose replica spans two nodes (a LeaderWorkerSet group).
 - :func:`a_deployment` and :func:`an_autoscaled_deployment`: LLMDeployments.
 - :func:`create_token_secret`: the Hugging Face token Secret :func:`an_engine` references.
 """
@@ -242,6 +243,16 @@ def a_cached_engine(
     }
     body["spec"].update(copy.deepcopy(spec))
     return body
+
+
+def a_multi_node_engine(name: str) -> dict[str, Any]:
+    """:func:`a_cached_engine` with 16 ranks (tensor 8 × pipeline 2, ``multiNode: true``) on 8-GPU H100
+    nodes: one replica is a LeaderWorkerSet group of two pods (leader and one worker), 8 GPUs each. The
+    model has no config.json in the operator's catalog, so only the one-node rule decides the placement."""
+    engine = a_cached_engine(name, tp=8)
+    engine["spec"]["model"]["source"] = "hf://example-org/large-model"
+    engine["spec"]["parallelism"] = {"tensor": 8, "pipeline": 2, "multiNode": True}
+    return engine
 
 
 def a_deployment(name: str, engine: str, replicas: int = 1, **spec: Any) -> dict[str, Any]:

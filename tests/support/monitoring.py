@@ -51,6 +51,7 @@ from kubernetes.client.rest import ApiException
 from localcluster import find_bin_dir
 
 from trtllm_operator.emulator import Control
+from trtllm_operator.emulator.model import ServingProfile
 
 from .addons import (
     REPO_ROOT,
@@ -102,6 +103,13 @@ def triton_load(requests: int, kv_cache_utilization: float) -> Control:
     """The emulated Triton pods' load, pinned: ``requests`` active requests each and KV-cache
     utilization ``kv_cache_utilization`` (a fraction), for ``Fleet(control=...)`` / ``set_control``."""
     return Control(fixed={"requests": requests, "kvCacheUtilization": kv_cache_utilization})
+
+
+def active_per_pod(control: Control, profile: ServingProfile) -> float:
+    """One emulated pod's active-request utilization under ``control`` (:func:`triton_load`), from the
+    emulator's load model, not the operator's PromQL: min(requests, max_batch_size) / max_batch_size
+    (the emulator reports ``profile.max_batch_size`` as Triton's ``request_type="max"``)."""
+    return float(min(control.fixed["requests"], profile.max_batch_size) / profile.max_batch_size)
 
 
 # ---- prometheus-operator -----------------------------------------------------------------------

@@ -94,3 +94,14 @@ def promql(url: str, query: str) -> list[dict[str, Any]]:
         doc = json.loads(resp.read())
     assert doc["status"] == "success", doc
     return list(doc["data"]["result"])
+
+
+def scrape_targets(url: str) -> dict[str, Any]:
+    """``data`` of ``/api/v1/targets`` (prometheus v0.316.0 ``web/api/v1/api.go`` ``TargetDiscovery``):
+    ``activeTargets`` — discovered and kept by relabelling, i.e. scraped (``labels``, ``scrapePool``,
+    ``health``) — and ``droppedTargets`` — discovered, then dropped by relabelling
+    (``discoveredLabels``, ``scrapePool``; all of them unless the job sets ``keep_dropped_targets``)."""
+    with urllib.request.urlopen(f"{url}/api/v1/targets", timeout=5) as resp:
+        doc = json.loads(resp.read())
+    assert doc["status"] == "success", doc
+    return dict(doc["data"])
