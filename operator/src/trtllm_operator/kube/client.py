@@ -24,7 +24,9 @@ Error handling follows the three 409 cases of docs/reference/local-control-plane
   ``409 AlreadyExists`` into "already there" and returns the live object;
 * writes never PUT; they PATCH (JSON merge patch) with an optional ``metadata.resourceVersion``
   precondition, which the API server answers with ``409 Conflict`` when stale
-  (:func:`is_conflict`; :mod:`trtllm_operator.kube.status` retries on it);
+  (:func:`is_conflict`), or as a JSON patch whose ``test`` operations guard the write, answered
+  with ``422`` when one fails (:func:`is_patch_refused`; sent as Go writes JSON, :func:`go_json`);
+  :mod:`trtllm_operator.kube.status` retries on both;
 * ``404`` on read is ``None``, not an exception.
 
 Every write carries ``fieldManager``, one name for the whole operator (``Settings.field_manager``,
@@ -40,7 +42,7 @@ import logging
 import math
 import re
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, cast
@@ -626,9 +628,18 @@ class ReadOnlyKube(Kube):
     its status costs its PATCH, and one that writes children costs the GET it always cost — with
     the decisions computed once (:func:`trtllm_operator.handlers.plumbing.cache_first`)."""
 
-    def __init__(self, parent: Kube, own: tuple[Resource, str, str], cached: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        parent: Kube,
+        own: tuple[Resource, str, str],
+        cached: Mapping[str, Any],
+        *,
+        on_fresh: Callable[[dict[str, Any] | None], None] | None = None,
+    ) -> None:
         super().__init__(parent.api_client, parent.field_manager)
         self.own = own
+        #: Called with ``own`` as :meth:`confirm` read it, at once: before any write it allows.
+        self.on_fresh = on_fresh
         self.version = (cached.get("metadata") or {}).get("resourceVersion")
         self.wanted = False
         self.status_written = False
@@ -642,6 +653,8 @@ class ReadOnlyKube(Kube):
         if not self.live and self.fresh is None and self.version:
             res, namespace, name = self.own
             self.fresh = self.get(res, namespace, name)
+            if self.on_fresh is not None:
+                self.on_fresh(self.fresh)
             self.live = (
                 self.fresh is not None and self.fresh["metadata"].get("resourceVersion") == self.version
             )
