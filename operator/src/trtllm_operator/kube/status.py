@@ -152,9 +152,10 @@ def patch_status(
     """Read-compute-write ``status`` with an optimistic-concurrency retry loop.
 
     ``mutate(obj)`` gets the fresh object and returns a JSON merge patch for ``status`` (None or
-    ``{}``: nothing to write). Returns the object after the write (or as read when nothing was
-    written); None when the object does not exist. Raises :class:`StatusConflictError` after
-    ``attempts`` refused writes in a row, other ``ApiException`` as they come.
+    ``{}``: nothing to write); it must not change ``obj``, whose values the guard tests. Returns
+    the object after the write (or as read when nothing was written); None when the object does not
+    exist. Raises :class:`StatusConflictError` after ``attempts`` refused writes in a row, other
+    ``ApiException`` as they come.
 
     The write is a JSON patch guarded by :func:`status_guard` of the copy ``mutate`` saw: it lands
     only if the object still has that copy's uid, generation, deletion state, honoured annotations
