@@ -84,6 +84,10 @@ HF_CONFIG_DIR = REPO_ROOT / "tests" / "fixtures" / "model-configs"
 RESULTS = REPO_ROOT / "benchmarks" / "RESULTS.md"
 BEGIN, END = "<!-- load:begin -->", "<!-- load:end -->"
 WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
+#: Answers to a conditional write that did not land: 409 (a stale ``resourceVersion``) and 422 (a
+#: JSON patch whose ``test`` failed: the operator's guarded status writes, kube/status.py; also a
+#: validation error, which the operator does not expect to send).
+REFUSED = ("409", "422")
 KOPF_DIFFBASE = "kopf.trtllm-operator.dev/last-handled-configuration"
 #: User agent of the benchmark's own client, so its polling is not counted as the operator's.
 BENCH_AGENT = "scale-benchmark"
@@ -192,8 +196,8 @@ class Metrics:
                 if sample.labels.get("subresource"):
                     res += "/" + sample.labels["subresource"]
                 verb = sample.labels["verb"]
-                if verb in WRITE_VERBS and sample.labels.get("code") == "409":
-                    verb += "(409)"
+                if verb in WRITE_VERBS and sample.labels.get("code") in REFUSED:
+                    verb += f"({sample.labels['code']})"
                 out[(verb, res)] += int(sample.value)
         return out
 
@@ -243,8 +247,9 @@ def audit_events(path: Path, start: int, end: int | None = None) -> Iterator[dic
 
 def audit_breakdown(path: Path, start: int, end: int | None = None) -> dict[str, Any]:
     """Requests in the audit log between byte offsets ``start`` and ``end``: per client × verb ×
-    resource (a write answered 409 counted apart) and per client the requests and API-server seconds
-    (sum of requestReceived → response; watches left out of the seconds: they stay open)."""
+    resource (a write refused with 409 or 422 counted apart) and per client the requests and
+    API-server seconds (sum of requestReceived → response; watches left out of the seconds: they
+    stay open)."""
     by_key: Counter[tuple[str, str, str]] = Counter()
     seconds: Counter[str] = Counter()
     per_client: Counter[str] = Counter()
@@ -255,8 +260,9 @@ def audit_breakdown(path: Path, start: int, end: int | None = None) -> dict[str,
         if ref.get("subresource"):
             res += "/" + ref["subresource"]
         verb = ev.get("verb", "?")
-        if (ev.get("responseStatus") or {}).get("code") == 409:
-            verb += "(409)"
+        code = str((ev.get("responseStatus") or {}).get("code"))
+        if code in REFUSED:
+            verb += f"({code})"
         by_key[(who, verb, res)] += 1
         per_client[who] += 1
         if ev.get("verb") != "watch" and ev.get("stageTimestamp") and ev.get("requestReceivedTimestamp"):

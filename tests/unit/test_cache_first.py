@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from kubernetes import client
+from support.apistub import stub_server
 
 from trtllm_operator.handlers import indexes, plumbing
 from trtllm_operator.kube.client import DEPLOYMENT, EVENT, LLM_DEPLOYMENT, Kube, ReadOnlyKube, WriteNeeded
@@ -162,3 +164,26 @@ def test_the_drift_loop_leaves_an_object_to_kopf_until_kopf_has_handled_it() -> 
 
     asyncio.run(run())
     assert "waiting" in seen and "gone" not in seen
+
+
+def test_the_confirming_read_is_never_recorded_over_the_reconciles_own_write() -> None:
+    """Issue #20: a reconcile on the cached copy (version 1) confirms it with a GET (version 1),
+    creates children and writes its status (version 2). ``cache_first`` recorded the GET's copy
+    after the reconcile, over version 2: with the watch cache still at 1 the next reconcile trusted
+    it, and its status write was refused — a 409 (422 with the guarded write) and a GET for almost
+    every new LLMDeployment in benchmarks/scale.py. Failed before: version 2 was forgotten."""
+    at = {v: {"metadata": {"namespace": "ns", "name": "x", "resourceVersion": v}} for v in ("1", "2")}
+
+    def run(kube: Kube, obj: dict[str, Any] | None) -> None:
+        assert isinstance(kube, ReadOnlyKube) and kube.confirm()  # a child is about to be written
+        plumbing.known_version(LLM_DEPLOYMENT, "ns", "x", at["2"])  # what write_outcome records
+
+    with stub_server() as stub:
+        stub.answer = (200, at["1"])
+        indexes._indices = {"cached_llmdeployments": {("ns", "x"): [at["1"]]}}
+        try:
+            plumbing.cache_first(Kube(stub.api_client()), LLM_DEPLOYMENT, "ns", "x", run)
+            assert not plumbing.is_newest(LLM_DEPLOYMENT, at["1"]), "the cache is behind the status write"
+        finally:
+            indexes._indices = None
+            plumbing.known_version(LLM_DEPLOYMENT, "ns", "x", None)

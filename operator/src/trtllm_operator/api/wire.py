@@ -100,6 +100,14 @@ ANNOTATION_COMPATIBLE_IMAGES = f"{GROUP}/compatible-runtime-images"
 ANNOTATION_ALLOW_PARTIAL_ARTIFACT = f"{GROUP}/allow-partial-artifact"
 #: Prefix of kopf's own bookkeeping annotations (progress and diff-base storage).
 KOPF_ANNOTATION_PREFIX = "kopf.trtllm-operator.dev"
+#: The annotations of its own object each kind's status decision reads (kind → keys): its status
+#: write is refused when one of them changed since the copy it decided on (kube/status.py
+#: ``status_guard``). LLMDeployment: decide/compatibility.py (compatible images) and decide/serving.py
+#: (partial artifact); an LLMEngine's decision reads none.
+STATUS_INPUT_ANNOTATIONS: dict[str, tuple[str, ...]] = {
+    DEPLOYMENT_KIND: (ANNOTATION_COMPATIBLE_IMAGES, ANNOTATION_ALLOW_PARTIAL_ARTIFACT),
+    ENGINE_KIND: (),
+}
 
 #: Secret, set by whoever controls it: ``"true"`` lets LLMEngines and LLMDeployments of its namespace
 #: reference it (``credentialsSecretRef``). The operator reads only Secret metadata to check it.

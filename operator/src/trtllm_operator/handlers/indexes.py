@@ -30,9 +30,10 @@ by the API server itself. So:
   deletion);
 * the object being reconciled: from its cache, when the cached ``resourceVersion`` is the newest
   this process wrote or read (:func:`~trtllm_operator.handlers.plumbing.cache_first`), with a
-  client that writes only once that copy is proven current — its own status write conditional on
-  the cached ``resourceVersion`` (the API server refuses it otherwise), any other write after a
-  GET shows the same ``resourceVersion``; else the reconcile starts again on the fresh object. So
+  client that writes only once that copy is proven current — its own status write guarded by what
+  the decision read of the cached copy (uid, generation, deletion, honoured annotations, status:
+  ``kube/status.py`` ``status_guard``; the API server refuses it otherwise), any other write after
+  a GET shows the same ``resourceVersion``; else the reconcile starts again on the fresh object. So
   status transitions and their Events are decided against the last status written (a stale copy
   re-posted Events and met 409s in benchmarks/scale.py) and a spec the cache does not show yet is
   never rendered backwards;

@@ -223,11 +223,13 @@ def cache_first(
 ) -> _T:
     """Run a reconcile ``run(kube, obj)`` on the watch-cached copy of its object, with a client that
     lets a write through only once that copy is known to be the current object
-    (:class:`~trtllm_operator.kube.client.ReadOnlyKube`): its own status write conditional on the
-    cached ``resourceVersion`` (and the Events after it), or any other write after a fresh GET
-    shows the same ``resourceVersion``. When the copy turns out not to be current (that GET shows
-    another version, the status write meets a 409), the reconcile runs again on the fresh object
-    with the real client.
+    (:class:`~trtllm_operator.kube.client.ReadOnlyKube`): its own status write guarded by the
+    cached copy (:func:`~trtllm_operator.kube.status.status_guard`: the API server applies it only
+    if uid, generation, deletion, the honoured annotations and the whole status are still the
+    cached copy's — a bookkeeping PATCH of kopf's in between does not refuse it) and the Events
+    after it, or any other write after a fresh GET shows the same ``resourceVersion``. When the copy
+    turns out not to be current (that GET shows another version, the status write is refused), the
+    reconcile runs again on the fresh object with the real client.
 
     So a reconcile that finds everything as it should be costs no request for its object (a
     resync, a replayed watch event, a restart), one that only moves the status costs its PATCH, and
@@ -252,7 +254,17 @@ def cache_first(
         # generation 1 while generation 2 waited (CI, tests/integration/test_engine.py and
         # test_builder_jobs.py; which sequence left the old version remembered was not established).
         if cached is not None and indexes.is_newest(res, cached):
-            probe = ReadOnlyKube(kube, (res, namespace, name), cached)
+            # The confirming GET's copy is recorded when it is read, before the writes it lets
+            # through record theirs: recorded after the reconcile (as it was), it replaced the
+            # version of the reconcile's own status write with the older one, the next reconcile
+            # trusted a cache still behind that write, and its status write was refused (the 409 —
+            # 422 with the guarded write — of almost every new LLMDeployment, benchmarks/scale.py).
+            probe = ReadOnlyKube(
+                kube,
+                (res, namespace, name),
+                cached,
+                on_fresh=functools.partial(known_version, res, namespace, name),
+            )
             try:
                 result = run(probe, cached)
             except WriteNeeded:
@@ -260,9 +272,6 @@ def cache_first(
             else:
                 if not probe.wanted:
                     return result
-            finally:
-                if probe.fresh is not None:
-                    known_version(res, namespace, name, probe.fresh)
             if probe.fresh is not None and not probe.live:
                 # its confirming GET showed another version and nothing was written since: that
                 # copy is as fresh as a second GET would be
@@ -546,7 +555,7 @@ def write_outcome(
         meta["name"],
         outcome.conditions,
         status={**outcome.status, **(status_extra or {})},
-        current=obj,  # as the reconcile read it: the write is conditional on its resourceVersion
+        current=obj,  # as the reconcile read it: the write is guarded by it (kube/status.py status_guard)
     )
     if written is not None:
         known_version(res, meta["namespace"], meta["name"], written)  # the newest this process knows

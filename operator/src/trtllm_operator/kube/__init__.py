@@ -2,8 +2,10 @@
 
 * :mod:`.client` — :class:`Kube` (dict-in/dict-out get, list, create, ``create_or_get`` with
   AlreadyExists handling, merge/JSON patch, delete) and the :class:`Resource` constants.
-* :mod:`.status` — :func:`patch_status` / :func:`update_conditions`: status writes with a
-  ``resourceVersion`` precondition and retry on 409, merging conditions by type.
+* :mod:`.status` — :func:`patch_status` / :func:`update_conditions`: status writes guarded by
+  what the decision read (JSON-patch ``test`` of uid, generation, deletion, honoured annotations
+  and status; a ``resourceVersion`` precondition after two refusals), retried when refused,
+  merging conditions by type.
 * :mod:`.events` — :func:`post_event`.
 """
 

@@ -24,7 +24,9 @@ Error handling follows the three 409 cases of docs/reference/local-control-plane
   ``409 AlreadyExists`` into "already there" and returns the live object;
 * writes never PUT; they PATCH (JSON merge patch) with an optional ``metadata.resourceVersion``
   precondition, which the API server answers with ``409 Conflict`` when stale
-  (:func:`is_conflict`; :mod:`trtllm_operator.kube.status` retries on it);
+  (:func:`is_conflict`), or as a JSON patch whose ``test`` operations guard the write, answered
+  with ``422`` when one fails (:func:`is_patch_refused`; sent as Go writes JSON, :func:`go_json`);
+  :mod:`trtllm_operator.kube.status` retries on both;
 * ``404`` on read is ``None``, not an exception.
 
 Every write carries ``fieldManager``, one name for the whole operator (``Settings.field_manager``,
@@ -37,12 +39,17 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import re
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, cast
 
+import urllib3
 from kubernetes import client, config
+from kubernetes.client import rest
 from kubernetes.client.exceptions import ApiException
 
 from trtllm_operator.api.wire import (
@@ -159,6 +166,7 @@ def call(
     content_type: str | None = None,
     accept: str = JSON,
     timeout: float | None = None,
+    raw: bytes | None = None,
 ) -> bytes:
     """One request through the client's generic API (kubernetes-client/python 37.0.1,
     ``kubernetes/client/api_client.py``: ``param_serialize`` builds the URL — quoting
@@ -166,6 +174,7 @@ def call(
     headers and the ``BearerToken`` credentials; ``call_api`` sends it through ``rest.py``, which
     JSON-encodes ``body``): the response body, bytes.
 
+    ``raw``: a body already encoded, sent as it is instead of ``body`` (:func:`_send_raw`).
     ``timeout``: seconds for the whole request (urllib3 ``Timeout(total=...)``), None for none.
     Raises :class:`~kubernetes.client.exceptions.ApiException` (the subclass for the status, as
     ``ApiException.from_response`` picks it) for a non-2xx answer, with ``status``, ``reason``,
@@ -183,11 +192,98 @@ def call(
         body=body,
         auth_settings=["BearerToken"],
     )
-    response = api.call_api(*request, _request_timeout=timeout)
+    response = (
+        api.call_api(*request, _request_timeout=timeout)
+        if raw is None
+        else _send_raw(api, request, raw, timeout)
+    )
     data = response.read()
     if not 200 <= response.status <= 299:
         raise ApiException.from_response(http_resp=response, body=None, data=None)
     return cast(bytes, data)
+
+
+def _send_raw(api: Any, request: Sequence[Any], raw: bytes, timeout: float | None) -> rest.RESTResponse:
+    """Send the request ``param_serialize`` built, with the body ``raw`` as it is: what ``rest.py``
+    ``RESTClientObject.request`` does with a ``str``/``bytes`` body (kubernetes-client/python
+    37.0.1) — which it reaches only for a content type that is not JSON; for a JSON one it
+    ``json.dumps`` the body again. Same pool, headers, timeout and error for a TLS failure."""
+    method, url, headers = request[0], request[1], request[2]
+    try:
+        response = api.rest_client.pool_manager.request(
+            method,
+            url,
+            body=raw,
+            headers=headers,
+            timeout=urllib3.Timeout(total=timeout) if timeout else None,
+            preload_content=False,
+        )
+    except urllib3.exceptions.SSLError as exc:
+        raise ApiException(status=0, reason=f"{type(exc).__name__}\n{exc}") from exc
+    return rest.RESTResponse(response)
+
+
+# ------------------------------------------------------------------------------ Go's JSON
+#: The characters Go's ``encoding/json`` escapes in a string (go1.24 ``src/encoding/json/encode.go``
+#: ``appendString`` with ``escapeHTML``, the ``json.Encoder`` default): ``"`` and ``\``; ``\b``,
+#: ``\f``, ``\n``, ``\r``, ``\t`` by their short escapes (since go1.22); other bytes below 0x20
+#: and ``<``, ``>``, ``&`` as ``\u00XX`` (lower-case hex); U+2028 and U+2029 as ``\u2028`` /
+#: ``\u2029``. Everything else is written as UTF-8. (Lone surrogates, which Go never writes, are
+#: escaped as Python escapes them.)
+_GO_ESCAPED = re.compile('[\x00-\x1f"\\\\<>&\u2028\u2029\ud800-\udfff]')
+_GO_SHORT = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _go_string(value: str) -> str:
+    return '"' + _GO_ESCAPED.sub(lambda m: _GO_SHORT.get(m[0], f"\\u{ord(m[0]):04x}"), value) + '"'
+
+
+def _go_float(value: float) -> str:
+    """A float64 as Go's ``encoding/json`` writes it (go1.24 ``encode.go`` ``floatEncoder``): the
+    shortest digits that read back the same number (Python's ``repr`` finds the same digits), in
+    positional form for 1e-6 <= |x| < 1e21 (``strconv`` format ``'f'``: ``100``, ``0.00001``,
+    ``10000000000000000``) and in exponent form otherwise, ``e-07`` shortened to ``e-7``."""
+    if not math.isfinite(value):
+        raise ValueError(f"{value!r} has no JSON form")
+    magnitude = abs(value)
+    if magnitude != 0 and (magnitude < 1e-6 or magnitude >= 1e21):
+        return re.sub(r"e-0(\d)$", r"e-\1", repr(value))  # repr writes these in exponent form
+    return format(Decimal(repr(value)).normalize(), "f")
+
+
+def _go_value(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return _go_float(value)
+    if isinstance(value, str):
+        return _go_string(value)
+    if isinstance(value, Mapping):  # Go writes a map's keys sorted
+        return "{" + ",".join(f"{_go_string(str(k))}:{_go_value(value[k])}" for k in sorted(value)) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_go_value(v) for v in value) + "]"
+    raise TypeError(f"{type(value).__name__} has no JSON form")
+
+
+def go_json(value: Any) -> bytes:
+    """``value`` (JSON types) encoded byte for byte as the API server encodes the same value.
+
+    Why it matters: a JSON patch's ``test`` compares a string, number or boolean of the object by its
+    bytes (gopkg.in/evanphx/json-patch.v4 v4.12.0, the version k8s.io/apiserver v0.34.4 vendors:
+    ``patch.go`` ``lazyNode.equal`` — ``bytes.Equal`` of the compacted leaves; objects key by key,
+    arrays in order), and the API server applies the patch to the object as its JSON serializer
+    wrote it (k8s.io/apiserver v0.34.4 ``pkg/endpoints/handlers/patch.go``
+    ``jsonPatcher.applyPatchToCurrentObject``: ``runtime.Encode``; for a custom resource
+    k8s.io/apimachinery v0.34.4 ``pkg/apis/meta/v1/unstructured/helpers.go``
+    ``unstructuredJSONScheme.Encode``: ``json.NewEncoder(w).Encode``, Go's ``encoding/json``). Python's
+    ``json.dumps`` writes ``"—"`` as ``"\\u2014"`` and ``1e-05`` where Go writes ``0.00001``: a
+    test of such a value would fail on an unchanged object. A value the API server sent (and
+    ``json.loads`` read) comes out as the server writes it."""
+    return _go_value(value).encode()
 
 
 def call_json(
@@ -217,6 +313,29 @@ def is_not_found(exc: BaseException) -> bool:
 def is_conflict(exc: BaseException) -> bool:
     """409: AlreadyExists on create, Conflict on a stale resourceVersion."""
     return isinstance(exc, ApiException) and exc.status == 409
+
+
+#: The message of the 422 a JSON patch that does not apply to the object gets: a failed ``test``, or
+#: a path it needs missing. k8s.io/apiserver v0.34.4 ``pkg/endpoints/handlers/patch.go``
+#: ``applyJSPatch`` answers every error of ``Patch.Apply`` with ``errors.NewGenericServerResponse(
+#: http.StatusUnprocessableEntity, "", schema.GroupResource{}, "", err.Error(), 0, false)``, which
+#: (k8s.io/apimachinery v0.34.4 ``pkg/api/errors/errors.go``) sets reason ``Invalid``, this fixed
+#: message and no causes — json-patch's own text is dropped. A validation error of the patched
+#: object is ``NewInvalid``: the same reason and code, but a message naming the object and fields.
+PATCH_NOT_APPLIED = "the server rejected our request due to an error in our request"
+
+
+def is_patch_refused(exc: BaseException) -> bool:
+    """Whether ``exc`` is the API server's answer to a JSON patch that did not apply to the current
+    object (:data:`PATCH_NOT_APPLIED`): for a patch whose ``test`` operations guard a write, the
+    object changed since the copy the patch was made from."""
+    if not isinstance(exc, ApiException) or exc.status != 422:
+        return False
+    try:
+        answer = json.loads(exc.body or "{}")
+    except (TypeError, ValueError):
+        return False
+    return isinstance(answer, dict) and answer.get("message") == PATCH_NOT_APPLIED
 
 
 #: Connections the API client keeps open: one per thread of kopf's handler pool
@@ -421,7 +540,7 @@ class Kube:
         try:
             return self._patch(res, namespace, name, body, subresource=subresource, content_type=content_type)
         except ApiException as exc:
-            _count("patch", exc, expected=(409,))
+            _count("patch", exc, expected=(409, 422) if is_patch_refused(exc) else (409,))
             raise
 
     def _patch(
@@ -435,6 +554,8 @@ class Kube:
         content_type: str,
     ) -> dict[str, Any]:
         payload: Any = body if isinstance(body, list) else dict(body)
+        # A JSON patch goes out as Go writes JSON: its ``test`` operations compare bytes (go_json).
+        raw = go_json(payload) if isinstance(payload, list) and content_type == JSON_PATCH else None
         return cast(
             dict[str, Any],
             self._call(
@@ -444,8 +565,9 @@ class Kube:
                 name,
                 subresource=subresource,
                 query=[("fieldManager", self.field_manager)],
-                body=payload,
+                body=None if raw is not None else payload,
                 content_type=content_type,
+                raw=raw,
             ),
         )
 
@@ -476,6 +598,21 @@ class Kube:
         return True
 
 
+#: The paths every guarded status write tests (kube/status.py ``status_guard``), besides
+#: ``generation``, ``deletionTimestamp`` and the honoured annotations.
+GUARDED_PATHS = ("/metadata/uid", "/status")
+
+
+def is_guarded(body: Mapping[str, Any] | JsonPatch, content_type: str) -> bool:
+    """Whether ``body`` is a JSON patch that tests the object's uid and its whole status before it
+    writes (kube/status.py ``guarded_status_patch``): the API server applies it only to the object
+    the writer decided on, as far as the decision read it."""
+    if content_type != JSON_PATCH or not isinstance(body, list):
+        return False
+    tested = {op.get("path") for op in body if op.get("op") == "test"}
+    return all(path in tested for path in GUARDED_PATHS)
+
+
 class WriteNeeded(Exception):  # noqa: N818 - a signal, not an error
     """A :class:`ReadOnlyKube` was asked to write: the caller decided on a cached copy and must
     decide again on a fresh one before anything is written."""
@@ -486,9 +623,12 @@ class ReadOnlyKube(Kube):
     object ``own`` (resource, namespace, name). It reads like its parent; a write goes through only
     once the cached copy is known to be the current object:
 
-    * the status write of ``own`` conditional on the cached ``resourceVersion``: the API server
-      accepts it only if the cached copy *is* the current object (same spec, same previous status,
-      so the same transitions); Events after it;
+    * the status write of ``own`` guarded by the cached copy (:func:`is_guarded`, kube/status.py
+      ``status_guard``: a JSON patch that tests uid, generation, deletion, the honoured annotations
+      and the whole status) or conditional on its ``resourceVersion``: the API server accepts it
+      only if the current object is the cached copy as far as the decision read it (same spec, same
+      previous status, so the same transitions) — a bookkeeping PATCH of kopf's in between does not
+      refuse it; Events after it. A refusal (422 or 409) raises :class:`WriteNeeded`;
     * any other write first reads ``own`` fresh (:meth:`confirm`): the same ``resourceVersion`` as
       the cached copy — every decision so far was made on the current object, and from then on this
       client writes like its parent (the same guarantee as a GET at the start, taken later);
@@ -499,9 +639,18 @@ class ReadOnlyKube(Kube):
     its status costs its PATCH, and one that writes children costs the GET it always cost — with
     the decisions computed once (:func:`trtllm_operator.handlers.plumbing.cache_first`)."""
 
-    def __init__(self, parent: Kube, own: tuple[Resource, str, str], cached: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        parent: Kube,
+        own: tuple[Resource, str, str],
+        cached: Mapping[str, Any],
+        *,
+        on_fresh: Callable[[dict[str, Any] | None], None] | None = None,
+    ) -> None:
         super().__init__(parent.api_client, parent.field_manager)
         self.own = own
+        #: Called with ``own`` as :meth:`confirm` read it, at once: before any write it allows.
+        self.on_fresh = on_fresh
         self.version = (cached.get("metadata") or {}).get("resourceVersion")
         self.wanted = False
         self.status_written = False
@@ -515,6 +664,8 @@ class ReadOnlyKube(Kube):
         if not self.live and self.fresh is None and self.version:
             res, namespace, name = self.own
             self.fresh = self.get(res, namespace, name)
+            if self.on_fresh is not None:
+                self.on_fresh(self.fresh)
             self.live = (
                 self.fresh is not None and self.fresh["metadata"].get("resourceVersion") == self.version
             )
@@ -556,15 +707,14 @@ class ReadOnlyKube(Kube):
         if (
             subresource == "status"
             and self.own == (res, namespace, name)
-            and version
-            and version == self.version
+            and ((version and version == self.version) or is_guarded(body, content_type))
         ):
             try:
                 out = super().patch(
                     res, namespace, name, body, subresource=subresource, content_type=content_type
                 )
             except ApiException as exc:
-                if exc.status != 409:
+                if exc.status != 409 and not is_patch_refused(exc):
                     raise
                 raise self._refuse("patch", res, name) from exc  # the cached copy was not current
             self.status_written = True
