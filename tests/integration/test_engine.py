@@ -380,7 +380,13 @@ def test_tp4_pp4_engine_on_4_gpu_nodes_gets_a_builder_that_schedules(api: Api, o
     assert pod["spec"]["nodeName"].startswith("a100-")
     builder = next(c for c in pod["spec"]["containers"] if c["name"] == "builder")
     assert builder["resources"]["limits"]["nvidia.com/gpu"] == "1"
-    assert api.engine(eng.name)["status"]["phase"] in ("Building", "Queued")
+    # the engine's status can land after its builder pod is scheduled (a loop pass at load 20 read
+    # the engine before any status was written)
+    wait_for(
+        lambda: (api.engine(eng.name).get("status") or {}).get("phase") in ("Building", "Queued"),
+        timeout=60,
+        desc="the engine Building or Queued",
+    )
 
     # Without multiNode the one-node rule uses the nodes' 4 GPUs (the catalog says 8 for this board).
     one_node = an_engine("tp4pp4-one-node").on(A100).fmt("none")
