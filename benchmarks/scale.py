@@ -27,6 +27,16 @@ Steps, in one run:
    (``resumed, reconciling: …``); the restarted operator's resume / resync / reconcile counters; the
    handlers' requests by phase; with ``--py-spy PATH``, py-spy's samples of the restarted process.
 
+6. **Floor** (``--floor``) — what Kubernetes alone needs for the same workload on the same machine,
+   the part of the burst no operator can remove: the operator stopped, the children it created in
+   the burst's namespace (every object of the kinds in :data:`CHILD_KINDS` owned by an LLMDeployment,
+   server-set fields stripped) applied with ``kubectl apply --server-side`` into a namespace no
+   operator watches (its own artifact PVC and kwok GPU nodes), then the time until every Deployment
+   there has its replicas ready — the same readiness the burst's "all Ready" waits for — and the API
+   requests meanwhile, by client. The burst also applies the 2 N custom objects (the baseline), so the
+   least an operator could take is about the larger of the two, their sum if it did them one after
+   the other.
+
 Profile of the burst: the control plane audits every request (:data:`AUDIT_EVERY_REQUEST`, Metadata
 level: who, verb, resource, timestamps), so the requests are broken down per client (kopf's own
 aiohttp session, user agent ``kopf/…``, vs the operator's handlers on the kubernetes client, vs
@@ -498,6 +508,24 @@ def apply(cp: ControlPlane, objs: list[dict[str, Any]], ns: str) -> tuple[float,
     return time.monotonic() - t0, usage.ru_maxrss / 1024
 
 
+def apply_parallel(cp: ControlPlane, objs: list[dict[str, Any]], ns: str, clients: int) -> float:
+    """``objs`` split round-robin into ``clients`` parts, each applied by its own ``kubectl apply
+    --server-side`` at the same time (one kubectl sends one request per object, one after the other):
+    wall time s until the last finished."""
+    parts = [objs[i::clients] for i in range(clients)]
+    t0 = time.monotonic()
+    procs = []
+    for i, part in enumerate(parts):
+        path = cp.work_dir / f"objects-{ns}-{i}.yaml"
+        path.write_text(yaml.safe_dump_all(part))
+        argv = [cp.bin("kubectl"), f"--kubeconfig={cp.kubeconfig}", "apply", "--server-side", "-n", ns]
+        procs.append(subprocess.Popen([*argv, "-f", str(path)], stdout=subprocess.DEVNULL))
+    codes = [p.wait() for p in procs]
+    if any(codes):
+        raise RuntimeError(f"kubectl apply failed with exit codes {codes}")
+    return time.monotonic() - t0
+
+
 def converged(custom: client.CustomObjectsApi, ns: str, n: int) -> tuple[int, int]:
     """(Ready LLMEngines, Ready LLMDeployments with all replicas ready)."""
     engines = custom.list_namespaced_custom_object(GROUP, VERSION, ns, "llmengines")["items"]
@@ -565,6 +593,104 @@ def memory_top(proc: subprocess.Popen[bytes], path: Path) -> list[dict[str, Any]
         if len(lines) > 1:
             return list(lines)
     return []
+
+
+#: The children the operator renders per one-replica, single-node LLMDeployment (what its handlers
+#: create in the burst: the audit profile's "handlers create ..." rows), as (kubectl resource, kind).
+CHILD_KINDS = (
+    ("deployments.apps", "Deployment"),
+    ("services", "Service"),
+    ("poddisruptionbudgets.policy", "PodDisruptionBudget"),
+    ("configmaps", "ConfigMap"),
+    ("secrets", "Secret"),
+    ("networkpolicies.networking.k8s.io", "NetworkPolicy"),
+)
+#: Fields the API server sets (or allocates) that an apply must not carry.
+_SERVER_METADATA = (
+    "uid",
+    "resourceVersion",
+    "creationTimestamp",
+    "generation",
+    "managedFields",
+    "ownerReferences",
+)
+
+
+def children_of_deployments(cp: ControlPlane, ns: str) -> list[dict[str, Any]]:
+    """Every object of :data:`CHILD_KINDS` in ``ns`` owned by an LLMDeployment, as an apply body
+    (no status, no server-set metadata, no allocated Service IPs), in the order of their owners
+    (``d-0``'s children first: the order the burst applied the LLMDeployments in)."""
+    out: list[tuple[int, dict[str, Any]]] = []
+    for resource, _kind in CHILD_KINDS:
+        listed = cp.kubectl("get", resource, "-n", ns, "-o", "json").stdout
+        for obj in json.loads(listed)["items"]:
+            meta = obj["metadata"]
+            refs = meta.get("ownerReferences") or []
+            owners = [r["name"] for r in refs if r.get("kind") == "LLMDeployment"]
+            if not owners:
+                continue
+            obj.pop("status", None)
+            for key in (*_SERVER_METADATA, "namespace"):
+                meta.pop(key, None)
+            if obj["kind"] == "Service":
+                for key in ("clusterIP", "clusterIPs"):
+                    obj["spec"].pop(key, None)
+            out.append((int(owners[0].removeprefix("d-")), obj))
+    return [obj for _, obj in sorted(out, key=lambda owned: owned[0])]
+
+
+def deployments_ready(apps: client.AppsV1Api, ns: str) -> tuple[int, int]:
+    """(Deployments in ``ns`` with every replica ready, Deployments in ``ns``)."""
+    items = apps.list_namespaced_deployment(ns).items
+    ready = [d for d in items if d.status is not None and (d.status.ready_replicas or 0) == d.spec.replicas]
+    return len(ready), len(items)
+
+
+def floor_step(
+    cp: ControlPlane, api: client.ApiClient, metrics: Metrics, n: int, args: argparse.Namespace
+) -> dict[str, Any]:
+    """Step 6 (module doc): the burst's children applied with no operator; time to every Deployment
+    ready, and the API requests meanwhile. The operator must be stopped before."""
+    core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
+    children = children_of_deployments(cp, "bench")
+    kinds = Counter(c["kind"] for c in children)
+    namespace(core, "floor")
+    artifact_pvc(core, "floor")
+    nodes = add_gpu_nodes(api, -(-int(n * 1.1) // 8) + 1, product=H100, gpus=8, prefix="floor")
+    wait_nodes_ready(api, nodes, timeout=300)
+    before = metrics.requests()
+    audit_start = cp.audit_log.stat().st_size
+    load = os.getloadavg()[0]
+    t0 = time.monotonic()
+    apply_s = apply_parallel(cp, children, "floor", args.floor_clients)
+    log(f"floor: {len(children)} children applied by {args.floor_clients} kubectl in {apply_s:.1f} s")
+    deadline = t0 + args.timeout
+    ready, total = 0, 0
+    while time.monotonic() < deadline:
+        try:
+            ready, total = deployments_ready(apps, "floor")
+        except (client.ApiException, urllib3.exceptions.HTTPError) as exc:
+            log(f"  poll failed ({type(exc).__name__}); retrying")
+        else:
+            if total == kinds["Deployment"] and ready == total:
+                break
+            log(f"  floor: {ready}/{kinds['Deployment']} Deployments ready")
+        time.sleep(args.poll)  # the burst's poll interval: the two times are read alike
+    ready_s = time.monotonic() - t0
+    requests = delta(metrics.requests(), before)
+    log(f"floor: every Deployment ready after {ready_s:.1f} s")
+    return {
+        "children": dict(sorted(kinds.items())),
+        "apply_s": apply_s,
+        "clients": args.floor_clients,
+        "ready_s": ready_s,
+        "ready": ready,
+        "deployments": kinds["Deployment"],
+        "load_avg_start": load,
+        "load_avg": os.getloadavg()[0],
+        "requests": sum(requests.values()),
+        "per_client": audit_breakdown(cp.audit_log, audit_start)["per_client"],
+    }
 
 
 def operator_env(
@@ -744,6 +870,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         rv_after = versions(custom, "bench")
         result["restart_changed_objects"] = sum(1 for k, v in rv_after.items() if rv_before.get(k) != v)
         result["restart_rss_mib"] = vm_hwm_mib(proc.pid)
+        if args.floor:
+            proc.kill()
+            proc.wait(30)
+            result["floor"] = floor_step(cp, api, metrics, n, args)
     finally:
         if proc is not None and proc.poll() is None:
             proc.kill()
@@ -820,10 +950,36 @@ def table(r: dict[str, Any], command: str) -> str:
     ]
     if "restart_profile" in r:
         rows += restart_rows(r)
+    if "floor" in r:
+        rows += floor_rows(r)
     lines = [f"Command: `{command}`", "", "| measure | value |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in rows]
     lines += ["", *profile_lines(r)]
     return "\n".join(lines)
+
+
+def floor_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
+    """Rows of the floor step (``--floor``): Kubernetes alone on the burst's children."""
+    f = r["floor"]
+    clients = ", ".join(f"{k} {v}" for k, v in f["per_client"].items())
+    return [
+        (
+            "floor: the burst's children applied with `kubectl apply --server-side`, no operator "
+            f"(load {f['load_avg_start']:.1f} / {f['load_avg']:.1f})",
+            ", ".join(f"{k} {v}" for k, v in f["children"].items())
+            + f"; applied by {f.get('clients', 1)} kubectl at once in {f['apply_s']:.1f} s",
+        ),
+        (
+            "floor: apply → every Deployment's replicas ready",
+            f"{f['ready_s']:.1f} s ({f['ready']}/{f['deployments']}); the burst took "
+            f"{r['converge_s'] / f['ready_s']:.1f}× this, "
+            f"{r['converge_s'] / (f['ready_s'] + r['baseline_s']):.1f}× this plus the baseline apply",
+        ),
+        (
+            "floor: API requests (all clients)",
+            f"{f['requests']} ({f['requests'] / (2 * r['n']):.1f} per custom object of the burst): {clients}",
+        ),
+    ]
 
 
 def restart_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
@@ -974,6 +1130,19 @@ def main(argv: list[str] | None = None) -> int:
         metavar="PATH",
         help="sample the restarted operator with this py-spy executable from its start until every "
         "object resumed (restart-py-spy.txt in the work dir; the top frames in the result)",
+    )
+    p.add_argument(
+        "--floor",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="after the restart, time Kubernetes alone on the burst's children (step 6 of the module doc)",
+    )
+    p.add_argument(
+        "--floor-clients",
+        type=int,
+        default=8,
+        help="kubectl processes applying the floor's children at the same time (the operator's handlers "
+        "create children from several threads; one kubectl sends one request after the other)",
     )
     p.add_argument("--keep", action="store_true", help="keep the work dir (logs)")
     p.add_argument("--write-results", action="store_true", help="replace the Load section of RESULTS.md")
