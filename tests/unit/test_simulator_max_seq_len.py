@@ -121,6 +121,10 @@ def test_cli_max_seq_len_is_the_drop_threshold_and_caps_the_output(
     out, err = _run_json(capsys, [*args, "--max-seq-len", "4096"])
     assert out["dropped"] == 1 and out["replica"]["max_seq_len"] == 4096, out  # type: ignore[index]
     assert "1 request(s) ask for more output than maxSeqLen 4096 minus their prompt" in err, err
+    # the dropped one is said too (fresh-user trial 38 F1: dropped with no word, exit 0)
+    assert "1 request(s) are rejected by the server and count as dropped" in err, err
+    assert "the longest here: 4096 tokens" in err and "--max-seq-len ≥ 4097" in err, err
+    assert "rejected by the server" not in _run_json(capsys, args)[1]
     # Without chunked context maxSeqLen - 1 bounds the prompt below max_num_tokens as well.
     off, _ = _run_json(capsys, [*BASE, "--trace", trace, "--policy", "static:1", "--max-seq-len", "4096"])
     assert off["replica"]["max_num_tokens"] == 8192 and off["dropped"] == 1  # type: ignore[index]

@@ -436,6 +436,21 @@ def run(args: argparse.Namespace) -> int:
             "that many tokens (LlmRequest::validate), and so does the simulation",
             file=sys.stderr,
         )
+    rejected = [r for r in served if not setup.spec.accepts(r)]
+    if rejected:  # fresh-user trial 38 F1: they were dropped with no word
+        longest = max(r.input_tokens for r in rejected)
+        bounds = [f"maxSeqLen {setup.spec.max_seq_len} − 1"] if setup.spec.max_seq_len is not None else []
+        fix = f"--max-seq-len ≥ {longest + 1}"
+        if not setup.spec.chunked_context:
+            bounds.append(f"maxNumTokens {setup.spec.max_num_tokens} (no chunked context)")
+            fix += f", and --chunked-context or --max-num-tokens ≥ {longest}"
+        print(
+            f"trtllm-operator simulate: note: {len(rejected)} request(s) are rejected by the server and "
+            f"count as dropped: a prompt over {' or '.join(bounds)} (TensorRT-LLM's maximum input length; "
+            f"the longest here: {longest} tokens), or a reservation larger than the whole KV cache (never "
+            f"schedulable). Fix: {fix}, if the engine allows it",
+            file=sys.stderr,
+        )
     requests = served
     try:
         if manifest is not None:
