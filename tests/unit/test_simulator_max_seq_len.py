@@ -133,7 +133,9 @@ def test_cli_max_seq_len_is_the_drop_threshold_and_caps_the_output(
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        ("0", "spec.build.maxSeqLen (--max-seq-len): must be an integer ≥ 1 or unset, got 0"),
+        ("0", "spec.build.maxSeqLen (--max-seq-len): must be an integer ≥ 2 (one prompt token and one"),
+        # trial 38 F3: 1 ran (and plan said it fits) though the CRD's minimum is 2
+        ("1", "spec.build.maxSeqLen (--max-seq-len): must be an integer ≥ 2 (one prompt token and one"),
         ("5000000", "spec.build.maxSeqLen (--max-seq-len): 5000000 is above the API's limit of 4194304"),
         # The planner's own rule: the KV cache must hold one whole sequence; its fix names the flag.
         ("3000000", "lower maxSeqLen (--max-seq-len) to at most"),
@@ -180,7 +182,23 @@ def test_cli_max_num_tokens_below_a_block_is_a_bad_flag_not_a_model_that_does_no
 
 def test_cli_max_batch_size_warning_names_tp_and_max_seq_len(capsys: pytest.CaptureFixture[str]) -> None:
     """Trial 37b F8: "…use more tensor parallelism or a lower maxSeqLen" named no simulate flag."""
-    args = [*BASE, "--trace", "poisson:rate=1,duration=2", "--max-batch-size", "100000"]
+    args = [*BASE, "--trace", "poisson:rate=1,duration=2", "--max-batch-size", "8192"]
     assert main(args) == 0
     err = capsys.readouterr().err
     assert "use more tensor parallelism (--tp) or a lower maxSeqLen (--max-seq-len)." in err, err
+
+
+@pytest.mark.parametrize("value", ["8193", "99999999"])
+def test_cli_max_batch_size_above_the_apis_limit_names_the_flag_and_the_limit(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Trial 38 F3: 8193 ran (the CRD's maximum is 8192), and 99999999 was "the model does not fit …
+    spec.parallelism.tensor: … runtime 47780.6 GiB … raise tensor (or pipeline) parallelism"."""
+    args = [*BASE, "--trace", "poisson:rate=1,duration=2", "--max-batch-size", value]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"error: spec.build.maxBatchSize (--max-batch-size): {value} is above the API's limit of 8192; "
+        "use a value ≤ 8192"
+    ) in err, err
+    assert "does not fit" not in err and "tensor" not in err, err
