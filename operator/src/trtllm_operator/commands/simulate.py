@@ -424,7 +424,8 @@ def run(args: argparse.Namespace) -> int:
     if args.reserve_output_tokens:
         spec = dataclasses.replace(setup.spec, reserve_output_tokens=args.reserve_output_tokens)
         setup = dataclasses.replace(setup, spec=spec)
-    # Outputs as TensorRT-LLM generates them, for the policies (the oracle's plan, κ) and the run alike.
+    # Outputs as TensorRT-LLM generates them, for the policies (the oracle's plan, κ) and the run alike; the
+    # policies count only the requests the replica accepts (policies.accepted: ReplicaSpec.accepts).
     served = [setup.spec.served(r) for r in requests]
     capped = sum(
         1 for asked, got in zip(requests, served, strict=True) if asked is not got and setup.spec.accepts(got)
@@ -516,6 +517,10 @@ def run(args: argparse.Namespace) -> int:
     summary = report.summarize(result, args.slo_ttft_ms)
     summary["policy"] = args.policy
     summary["cold_start_s"] = args.cold_start_s
+    try:  # κ of the requests the replica accepts (trial 38 F2); none accepted: no κ (null)
+        kappa: float | None = round(policies.profiled_capacity_rps(requests, setup.spec), 3)
+    except ValueError:
+        kappa = None
     summary["replica"] = {
         "gpus": setup.spec.gpus,
         "max_kv_tokens": setup.spec.max_kv_tokens,
@@ -524,7 +529,7 @@ def run(args: argparse.Namespace) -> int:
         "max_seq_len": setup.spec.max_seq_len,
         # the performance model's κ for this trace's mean lengths: a first value for
         # spec.autoscaling.capacity.requestsPerSecond (docs/autoscaling.md)
-        "saturated_requests_per_second": round(policies.profiled_capacity_rps(requests, setup.spec), 3),
+        "saturated_requests_per_second": kappa,
         "chunked_context": setup.spec.chunked_context,
     }
     rows = None
