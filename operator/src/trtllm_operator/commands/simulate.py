@@ -240,17 +240,12 @@ _FIX_FLAGS: tuple[tuple[str, str], ...] = (
     (r"lower maxSeqLen to", "lower maxSeqLen (--max-seq-len) to"),
     (r"use maxSeqLen ≤", "use maxSeqLen (--max-seq-len) ≤"),
     (r"use maxNumTokens ≥", "use maxNumTokens (--max-num-tokens) ≥"),
-    (
-        r"enable chunked context \(spec\.server\.enableChunkedContext\) or raise maxNumTokens",
-        "enable chunked context (--chunked-context, or spec.server.enableChunkedContext with --deployment) "
-        "or raise maxNumTokens (--max-num-tokens)",
-    ),
     (r"set maxSeqLen to see what it needs", "set maxSeqLen (--max-seq-len) to see what it needs"),
 )
 
 #: The planner's fields simulate sets by a flag of the same name as ``trtllm-operator plan``'s
 #: (:data:`trtllm_operator.commands.plan.FIELD_FLAGS`); ``kvCacheFreeGpuMemFraction`` is the
-#: manifest's with ``--deployment`` (:func:`with_flags` names it).
+#: manifest's with ``--deployment`` (:func:`flag_of` and :func:`with_flags` name it).
 _FLAG_FIELDS = frozenset(
     {
         "spec.quantization.format",
@@ -265,10 +260,17 @@ _FLAG_FIELDS = frozenset(
 )
 
 
-def flag_of(field: str) -> str:
-    """``field (--flag)`` for a planner field simulate sets by a flag, else the field."""
+def flag_of(field: str, deployment: str | None = None) -> str:
+    """``field (--flag)`` for a planner field simulate sets by a flag, else the field.
+    ``kvCacheFreeGpuMemFraction`` is the flag's without ``deployment`` and the manifest's with it
+    (fresh-user trial 38 F4); ``spec.parallelism`` is ``--tp/--pp`` (simulate has no ``--multi-node``:
+    :func:`trtllm_operator.simulate.fleet.one_node_issue`)."""
     from trtllm_operator.commands.plan import FIELD_FLAGS  # noqa: PLC0415
 
+    if field == "spec.server.kvCacheFreeGpuMemFraction":
+        return f"{field} of --deployment {deployment}" if deployment else f"{field} ({FIELD_FLAGS[field]})"
+    if field == "spec.parallelism":
+        return f"{field} (--tp/--pp)"
     return f"{field} ({FIELD_FLAGS[field]})" if field in _FLAG_FIELDS else field
 
 
@@ -284,6 +286,16 @@ def with_flags(text: str, deployment: str | None) -> str:
         else "--kv-cache-free-gpu-mem-fraction"
     )
     text = re.sub(r"\b(raise )kvCacheFreeGpuMemFraction\b", rf"\1{fraction}", text)
+    chunked = (  # --deployment refuses --chunked-context: name the manifest's field (trial 38 F6)
+        f"spec.server.enableChunkedContext of --deployment {deployment}"
+        if deployment
+        else "--chunked-context"
+    )
+    text = re.sub(
+        r"enable chunked context \(spec\.server\.enableChunkedContext\) or raise maxNumTokens",
+        f"enable chunked context ({chunked}) or raise maxNumTokens (--max-num-tokens)",
+        text,
+    )
     for pattern, flag in _FIX_FLAGS:
         text = re.sub(pattern, flag, text)
     return text
@@ -346,6 +358,19 @@ def argument_errors(args: argparse.Namespace) -> list[str]:
     return errors
 
 
+def _deployment_fix(message: str, args: argparse.Namespace, server: ServerSpec) -> str:
+    """``message`` (a manifest simulate cannot run) with the fix that works: drop ``--deployment`` and
+    pass ``--policy`` with the flags that carry the manifest's server settings (``--deployment``
+    refuses them beside it; fresh-user trial 38 F6)."""
+    flags = [f"--kv-cache-free-gpu-mem-fraction {server.kv_cache_free_gpu_mem_fraction:g}"]
+    if server.enable_chunked_context:
+        flags.append("--chunked-context")
+    return (
+        f"{message}. Or simulate another policy with this replica: drop --deployment {args.deployment} "
+        f"and pass --policy POLICY {' '.join(flags)} (the manifest's spec.server settings)"
+    )
+
+
 def _format(value: Any) -> str:
     """A table cell: a mapping as ``key=value, …`` (thousands separated), anything else as str."""
     if isinstance(value, dict):
@@ -385,6 +410,13 @@ def run(args: argparse.Namespace) -> int:
             return _fail(str(exc))
         except OSError as exc:  # the message names the flag, as every other --deployment error does
             return _fail(f"--deployment {args.deployment}: {exc.strerror or exc}")
+    manifest_policy: policies.SharedPolicy | policies.StaticPolicy | None = None
+    if manifest is not None:
+        # Before the replica is planned, so a manifest that cannot be simulated says so first (trial 38 F6).
+        try:
+            manifest_policy = policies.deployment_policy(manifest)
+        except ValueError as exc:
+            return _fail(_deployment_fix(str(exc), args, _server_spec(manifest)))
     server = _server_spec(manifest)
     fraction = args.kv_cache_free_gpu_mem_fraction
     if fraction is None:
@@ -405,9 +437,9 @@ def run(args: argparse.Namespace) -> int:
             max_seq_len=args.max_seq_len,
         )
     except PlanInputError as exc:
-        return _fail(f"{flag_of(exc.field)}: {exc.message}")
+        return _fail(f"{flag_of(exc.field, args.deployment)}: {exc.message}")
     except ReplicaInputError as exc:  # a bad flag value, not a model that does not fit (trial 37b F7)
-        lines = (f"{flag_of(i.field)}: {i.message} Fix: {i.fix}" for i in exc.issues)
+        lines = (f"{flag_of(i.field, args.deployment)}: {i.message} Fix: {i.fix}" for i in exc.issues)
         return _fail("\n".join(with_flags(line, args.deployment) for line in lines))
     except (ValueError, OSError) as exc:
         return _fail(with_flags(str(exc), args.deployment))
@@ -441,10 +473,19 @@ def run(args: argparse.Namespace) -> int:
     if rejected:  # fresh-user trial 38 F1: they were dropped with no word
         longest = max(r.input_tokens for r in rejected)
         bounds = [f"maxSeqLen {setup.spec.max_seq_len} − 1"] if setup.spec.max_seq_len is not None else []
-        fix = f"--max-seq-len ≥ {longest + 1}"
+        fixes = []
+        if setup.spec.max_seq_len is not None and longest > setup.spec.max_seq_len - 1:
+            fixes.append(f"--max-seq-len ≥ {longest + 1}")
         if not setup.spec.chunked_context:
             bounds.append(f"maxNumTokens {setup.spec.max_num_tokens} (no chunked context)")
-            fix += f", and --chunked-context or --max-num-tokens ≥ {longest}"
+            chunking = (  # --deployment refuses --chunked-context (trial 38 F6)
+                f"spec.server.enableChunkedContext of --deployment {args.deployment}"
+                if args.deployment
+                else "--chunked-context"
+            )
+            if longest > setup.spec.max_num_tokens:
+                fixes.append(f"{chunking} or --max-num-tokens ≥ {longest}")
+        fix = ", and ".join(fixes) or "a larger KV cache (the planner's warnings above say how)"
         print(
             f"trtllm-operator simulate: note: {len(rejected)} request(s) are rejected by the server and "
             f"count as dropped: a prompt over {' or '.join(bounds)} (TensorRT-LLM's maximum input length; "
@@ -454,16 +495,17 @@ def run(args: argparse.Namespace) -> int:
         )
     requests = served
     try:
-        if manifest is not None:
-            policy: (
-                policies.SharedPolicy
-                | policies.QueueComputeHPA
-                | policies.SaturationAnalyzer
-                | policies.StaticPolicy
-                | policies.OraclePolicy
-            )
-            policy = policies.from_deployment(manifest)
-            args.policy = f"{policy.name} ({args.deployment})"
+        policy: (
+            policies.SharedPolicy
+            | policies.QueueComputeHPA
+            | policies.SaturationAnalyzer
+            | policies.StaticPolicy
+            | policies.OraclePolicy
+        )
+        if manifest_policy is not None:
+            policy = manifest_policy
+            why = ": spec.replicas, autoscaling off" if isinstance(policy, policies.StaticPolicy) else ""
+            args.policy = f"{policy.name} ({args.deployment}{why})"
         else:
             args.policy = args.policy or "builtin"
             policy = policies.parse_policy(

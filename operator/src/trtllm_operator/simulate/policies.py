@@ -196,6 +196,35 @@ def profiled_capacity_rps(requests: Sequence[Request], spec: ReplicaSpec) -> flo
     )
 
 
+def deployment_policy(manifest: dict[str, Any]) -> SharedPolicy | StaticPolicy:
+    """What the operator runs for an LLMDeployment manifest (or a bare ``spec.autoscaling`` mapping):
+    its built-in autoscaler (:func:`from_deployment`) when ``spec.autoscaling.enabled``; otherwise —
+    no ``spec.autoscaling``, or ``enabled: false`` (the field's default) — ``spec.replicas`` fixed
+    replicas (default 1), which the operator renders and no autoscaler changes (fresh-user trial 38
+    F6: the run stopped with a fix, ``--policy``, that ``--deployment`` refuses). Raises ``ValueError``
+    naming the field for what cannot be simulated (``spec.replicas: 0`` with autoscaling off, or
+    :func:`from_deployment`'s reasons)."""
+    section: Any = manifest
+    replicas: Any = 1
+    if "spec" in manifest or manifest.get("kind") == "LLMDeployment":
+        spec = manifest.get("spec") or {}
+        section = spec.get("autoscaling")
+        replicas = spec.get("replicas", 1)
+    try:
+        enabled = section is not None and AutoscalingSpec.model_validate(section).enabled
+    except ValueError:
+        enabled = True  # from_deployment names what is wrong
+    if enabled:
+        return from_deployment(manifest)
+    if not isinstance(replicas, int) or replicas < 1:
+        raise ValueError(
+            f"--deployment: spec.replicas is {replicas!r} with autoscaling off (no spec.autoscaling, or "
+            "enabled: false): the deployment serves nothing; set spec.replicas ≥ 1 or enable "
+            "spec.autoscaling"
+        )
+    return StaticPolicy(replicas, name=f"static:{replicas}")
+
+
 def from_deployment(manifest: dict[str, Any]) -> SharedPolicy:
     """The builtin policy of an LLMDeployment manifest (or of a bare ``spec.autoscaling`` mapping),
     named ``capacity`` when ``spec.autoscaling.capacity`` turns the capacity recommendation on.
