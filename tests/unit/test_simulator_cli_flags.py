@@ -124,3 +124,50 @@ def test_the_chunked_context_fix_names_the_manifest_field_with_a_deployment(
     assert "--chunked-context" not in err, err
     assert main(args) == 0
     assert "enable chunked context (--chunked-context) or raise maxNumTokens" in capsys.readouterr().err
+
+
+# -- F7: argparse-level errors: the flag, the value and what to give --------------------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "flag", "value", "hint"),
+    [
+        ("simulate", "--max-seq-len", "nan", "use an integer from 2 to 4194304 (spec.build.maxSeqLen)"),
+        ("simulate", "--max-seq-len", "1e6", "(spec.build.maxSeqLen), written in decimal digits (1000000)"),
+        ("simulate", "--max-num-tokens", "1.5", "use an integer from 1 to 1048576 (spec.build.maxNumTokens)"),
+        ("simulate", "--max-batch-size", "0x10", "use an integer from 1 to 8192 (spec.build.maxBatchSize)"),
+        ("simulate", "--max-seq-len", "", "use an integer from 2 to 4194304"),
+        ("simulate", "--kv-cache-free-gpu-mem-fraction", "abc", "not a number; use a fraction in (0, 1]"),
+        ("plan", "--max-seq-len", "nan", "use an integer from 2 to 4194304 (spec.build.maxSeqLen)"),
+    ],
+)
+def test_a_value_argparse_refuses_names_the_flag_the_value_and_what_to_give(
+    command: str, flag: str, value: str, hint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Trial 38 F7: "argument --max-seq-len: invalid int value: 'nan'" under the 30-line usage block,
+    with no range."""
+    args = [command, "--model-config", str(LLAMA_8B), "--gpu", "H100", flag, value]
+    if command == "simulate":
+        args += ["--trace", TRACE]
+    with pytest.raises(SystemExit) as exited:
+        main(args)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert f"trtllm-operator {command}: error: argument {flag}: invalid value {value!r}: " in err, err
+    assert hint in err, err
+    assert "usage:" not in err and f"trtllm-operator {command} --help lists every flag" in err, err
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--min-replicas", "0"], "--min-replicas must be >= 1, got 0"),
+        (["--min-replicas", "70"], "--max-replicas (default 64) is below --min-replicas 70"),
+        (["--min-replicas", "3", "--max-replicas", "2"], "--max-replicas 2 is below --min-replicas 3"),
+    ],
+)
+def test_replica_bounds_say_the_values_they_got(
+    flags: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Trial 38 F7: "--min-replicas must be >= 1 and --max-replicas >= --min-replicas" without the value."""
+    assert message in _err(capsys, [*BASE, *flags]), message

@@ -20,7 +20,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trtllm_operator.api.wire import DEPLOYMENT_KIND, ENGINE_KIND
-from trtllm_operator.commands import EXIT_BAD_INPUT, EXIT_OK, add_format_arguments, plain
+from trtllm_operator.commands import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    add_format_arguments,
+    build_integer,
+    integer,
+    number,
+    plain,
+)
 
 if TYPE_CHECKING:
     from trtllm_operator.api.deployment import ServerSpec
@@ -41,20 +49,38 @@ def register(subparsers: Any) -> None:
         "(cv: coefficient of variation of inter-arrival times, default 2; poisson is cv=1)",
     )
     p.add_argument(
-        "--time-scale", type=float, default=1.0, help="divide inter-arrival times by K (default 1)"
+        "--time-scale",
+        type=number("a number > 0"),
+        default=1.0,
+        help="divide inter-arrival times by K (default 1)",
     )
     p.add_argument("--model-config", required=True, help="the model's Hugging Face config.json")
     p.add_argument(
         "--gpu", required=True, help="GPU product (nvidia.com/gpu.product value or alias, e.g. H100)"
     )
     add_format_arguments(p)
-    p.add_argument("--tp", type=int, default=1, help="tensor parallelism: GPUs per replica (default 1)")
-    p.add_argument("--pp", type=int, default=1, help="pipeline parallelism (default 1)")
-    p.add_argument("--max-batch-size", type=int, default=None, help="default: the planner's recommendation")
-    p.add_argument("--max-num-tokens", type=int, default=None, help="default: the planner's recommendation")
+    p.add_argument(
+        "--tp",
+        type=integer("an integer ≥ 1"),
+        default=1,
+        help="tensor parallelism: GPUs per replica (default 1)",
+    )
+    p.add_argument("--pp", type=integer("an integer ≥ 1"), default=1, help="pipeline parallelism (default 1)")
+    p.add_argument(
+        "--max-batch-size",
+        type=build_integer("max_batch_size"),
+        default=None,
+        help="default: the planner's recommendation",
+    )
+    p.add_argument(
+        "--max-num-tokens",
+        type=build_integer("max_num_tokens"),
+        default=None,
+        help="default: the planner's recommendation",
+    )
     p.add_argument(
         "--max-seq-len",
-        type=int,
+        type=build_integer("max_seq_len"),
         default=None,
         help="the engine's spec.build.maxSeqLen, prompt + output tokens: longer prompts are rejected "
         "(above maxSeqLen - 1; without chunked context above max_num_tokens too) and outputs are cut "
@@ -62,7 +88,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--kv-cache-free-gpu-mem-fraction",
-        type=float,
+        type=number("a fraction in (0, 1], e.g. 0.9"),
         default=None,
         help="spec.server.kvCacheFreeGpuMemFraction of the replica (default 0.9, the field's default; "
         "with --deployment the manifest's value, and this flag is refused)",
@@ -77,7 +103,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--reserve-output-tokens",
-        type=int,
+        type=integer("an integer ≥ 0"),
         default=0,
         help="max_tokens your clients send: GUARANTEED_NO_EVICT reserves prompt + max(output, this) "
         "KV tokens per request (default 0: the actual output length)",
@@ -97,25 +123,58 @@ def register(subparsers: Any) -> None:
         "enableChunkedContext; --policy, --min-replicas, --max-replicas, --kv-cache-free-gpu-mem-fraction "
         "and --chunked-context are then refused (edit the manifest instead)",
     )
-    p.add_argument("--min-replicas", type=int, default=None, help="default 1 (with --deployment: refused)")
-    p.add_argument("--max-replicas", type=int, default=None, help="default 64 (with --deployment: refused)")
+    p.add_argument(
+        "--min-replicas",
+        type=integer("an integer ≥ 1"),
+        default=None,
+        help="default 1 (with --deployment: refused)",
+    )
+    p.add_argument(
+        "--max-replicas",
+        type=integer("an integer ≥ 1"),
+        default=None,
+        help="default 64 (with --deployment: refused)",
+    )
     p.add_argument(
         "--initial-replicas",
-        type=int,
+        type=integer("an integer ≥ 0"),
         default=None,
         help="replicas Ready at t=0 (default: the fluid demand of the work arriving around t=0, at least 1; "
         "the oracle's default is its own plan; static:N always starts with N)",
     )
-    p.add_argument("--max-gpus", type=int, default=None, help="GPUs available; extra pods stay Pending")
-    p.add_argument("--slo-ttft-ms", type=float, default=2000.0, help="TTFT target in ms (default 2000)")
     p.add_argument(
-        "--cold-start-s", type=float, default=60.0, help="pod creation to Ready, seconds (default 60)"
+        "--max-gpus",
+        type=integer("an integer ≥ 1"),
+        default=None,
+        help="GPUs available; extra pods stay Pending",
+    )
+    p.add_argument(
+        "--slo-ttft-ms",
+        type=number("milliseconds > 0"),
+        default=2000.0,
+        help="TTFT target in ms (default 2000)",
+    )
+    p.add_argument(
+        "--cold-start-s",
+        type=number("seconds ≥ 0"),
+        default=60.0,
+        help="pod creation to Ready, seconds (default 60)",
     )
     p.add_argument("--routing", choices=("random", "least-outstanding"), default="random")
-    p.add_argument("--seed", type=int, default=0, help="seed for routing and synthetic traces (default 0)")
+    p.add_argument(
+        "--seed",
+        type=integer("an integer"),
+        default=0,
+        help="seed for routing and synthetic traces (default 0)",
+    )
     p.add_argument("--output", choices=("json", "table"), default="table")
     p.add_argument("--timeline", metavar="CSV", help="write a per-interval timeline CSV here")
-    p.add_argument("--timeline-interval-s", type=float, default=60.0, help="timeline interval (default 60 s)")
+    p.add_argument(
+        "--timeline-interval-s",
+        type=number("seconds > 0"),
+        default=60.0,
+        help="timeline interval (default 60 s)",
+    )
     p.add_argument(
         "--decisions",
         metavar="CSV",
@@ -338,8 +397,16 @@ def argument_errors(args: argparse.Namespace) -> list[str]:
                 )
     low = 1 if args.min_replicas is None else args.min_replicas
     high = DEFAULT_MAX_REPLICAS if args.max_replicas is None else args.max_replicas
-    if low < 1 or high < low:
-        errors.append("--min-replicas must be >= 1 and --max-replicas >= --min-replicas")
+    if low < 1:  # trial 38 F7: the message did not say the value it got
+        errors.append(
+            f"--min-replicas must be >= 1, got {low}: an autoscaler does not scale from 0 (the operator's "
+            "minReplicas is at least 1); use --min-replicas 1 or more"
+        )
+    elif high < low:
+        given = (
+            f"--max-replicas {high}" if args.max_replicas is not None else f"--max-replicas (default {high})"
+        )
+        errors.append(f"{given} is below --min-replicas {low}; raise --max-replicas or lower --min-replicas")
     if args.initial_replicas is not None and args.initial_replicas < 0:
         errors.append(f"--initial-replicas must be >= 0, got {args.initial_replicas}")
     if args.tp < 1 or args.pp < 1:
