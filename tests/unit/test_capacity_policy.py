@@ -500,3 +500,62 @@ def test_every_count_checks_from_the_quotient_in_the_message() -> None:
             assert f"min({cap_at} pods with data" in text or not est.held, text
             assert n == est.desired and min(cap_at, max(1, math.ceil(q))) == n, text
         assert smoothing == 0.0 or held > 0  # the held branch was exercised
+
+
+_TERM = re.compile(
+    r"([0-9.e+-]+)(?: × \(1 \+ (\d+)/(\d+)\))? / \(([0-9.e+-]+) × ([0-9.e+-]+)\) = ([0-9.]+)\)* → (\d+)"
+)
+
+
+def test_every_count_recomputes_from_its_printed_operands() -> None:
+    """Fresh-user trial 38 F8a: "54.4 / (8.5 × 0.8) = 8.0000003 → 9" for an arrival rate of
+    54.400002/s: the operands at 6 figures give 54.4 / 6.8 = 8 exactly, hence 8. The operands now carry
+    the figures their quotient needs, and the quotient is computed from them."""
+    params = cap.CapacityParams(target=0.8, prior_rps=8.5)
+    state = cap.estimate(pods([0.0], [20.0]), cap.CapacityState(), params, 0.0).state
+    est = cap.estimate(pods([54.400002 * 15.0], [20.0]), state, params, 15.0)
+    text = est.summary(params.target)
+    assert est.desired == 9 and "54.400002 / (8.5 × 0.8) = 8.0000003 → 9" in text, text
+    # On the noisy ramp of the test above, every "A [× (1 + s/m)] / (B × C) = Q → N" recomputes.
+    rng = random.Random(11)
+    checked = 0
+    for smoothing in (0.0, 60.0):
+        params = cap.CapacityParams(target=0.8, prior_rps=8.5, smoothing_s=smoothing)
+        state, done = cap.CapacityState(), [0.0] * 4
+        for k in range(60):
+            rate = (12.0 if (k // 10) % 2 == 0 else 4.0) + rng.random()
+            done = [d + rate * 15.0 * rng.uniform(0.9, 1.1) for d in done]
+            active = [MAX if rng.random() < 0.2 else 20.0 for _ in done]
+            est = cap.estimate(pods(done, active), state, params, 15.0 * k)
+            state = est.state
+            for a, s, m, b, c, q, n in _TERM.findall(est.summary(params.target)):
+                boost = 1.0 + int(s) / int(m) if s else 1.0
+                again = float(a) * boost / (float(b) * float(c))
+                # the printed quotient's ceiling is the recomputed one (the count beside it is that
+                # ceiling, at least 1, or with "held", at most the pods: the test above)
+                assert math.ceil(round(again, 9)) == math.ceil(float(q)), (a, q, n)
+                assert abs(again - float(q)) <= 0.5 * 10 ** -(len(q.partition(".")[2]) or 0) + 1e-9, (a, q)
+                checked += 1
+    assert checked > 50
+
+
+def test_a_rate_limited_count_says_its_wanted_count_is_the_windows() -> None:
+    """Fresh-user trial 38 F8b: "wanted 6, floored at 8 by the scale-down rate limit (… = 4.695 → 5)":
+    the 6 is the scale-down stabilization window's highest recommendation, not this tick's 5."""
+    policy = asc.Policy(
+        min_replicas=1,
+        max_replicas=16,
+        active_request_utilization=0.5,
+        kv_cache_utilization=None,
+        scale_down=dataclasses.replace(asc.DEFAULT_SCALE_DOWN, stabilization_window_seconds=120),
+    )
+    recs = (asc.Recommendation(-30.0, 6), asc.Recommendation(-15.0, 4))
+    state = asc.AutoscalerState(recommendations=recs)
+    ready = tuple(
+        asc.PodSignals(f"p{i}", asc.PodState.READY, {"activeRequestUtilization": 0.25}) for i in range(10)
+    )
+    result = asc.decide(asc.Snapshot(10, ready), state, policy, 0.0)
+    assert result.to_replicas == 9 and result.recommendation == 5, result
+    assert "wanted 6 (the highest recommendation in the scale-down window's last 120s; this tick's: 5)" in (
+        result.message
+    ), result.message

@@ -6,8 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from engine_builder.planner import (
+    BUILD_LIMITS,
     Architecture,
     PlanInputError,
     PlanRequest,
@@ -258,3 +260,28 @@ def test_cli_table_labels_the_two_fixes_as_alternatives(capsys: pytest.CaptureFi
     assert rows["recommended.gpu_product"] == (
         f"{gpu} (alternative 2 of 2: that GPU at the requested tensor parallelism 1)"
     )
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_build_limits_are_the_crds_and_plan_refuses_what_the_api_refuses(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Fresh-user trial 38 F3: ``plan --max-seq-len 1`` said it fits (the CRD's minimum is 2) and
+    ``--max-batch-size 8193`` was taken (its maximum is 8192). One home: the planner's BUILD_LIMITS,
+    which the generated LLMEngine schema carries."""
+    crd = yaml.safe_load((REPO / "crds" / "llm.trtllm-operator.dev_llmengines.yaml").read_text())
+    build = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    build = build["build"]["properties"]
+    for limit in BUILD_LIMITS.values():
+        prop = build[limit.field.rsplit(".", 1)[1]]
+        assert (prop["minimum"], prop["maximum"]) == (limit.low, limit.high), limit
+        for bad in (limit.low - 1, limit.high + 1):
+            name = next(k for k, v in BUILD_LIMITS.items() if v == limit)
+            with pytest.raises(PlanInputError) as caught:
+                PlanRequest(**{name: bad})  # type: ignore[arg-type]
+            assert caught.value.field == limit.field
+    assert BUILD_LIMITS["max_seq_len"].low == 2 and BUILD_LIMITS["max_batch_size"].high == 8192
+    code, _, err = _cli(capsys, "--model-config", str(LLAMA_70B), "--gpu", "H100", "--max-seq-len", "1")
+    assert code == 2 and "spec.build.maxSeqLen (--max-seq-len): must be an integer ≥ 2" in err, err

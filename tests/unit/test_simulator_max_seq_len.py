@@ -121,6 +121,10 @@ def test_cli_max_seq_len_is_the_drop_threshold_and_caps_the_output(
     out, err = _run_json(capsys, [*args, "--max-seq-len", "4096"])
     assert out["dropped"] == 1 and out["replica"]["max_seq_len"] == 4096, out  # type: ignore[index]
     assert "1 request(s) ask for more output than maxSeqLen 4096 minus their prompt" in err, err
+    # the dropped one is said too (fresh-user trial 38 F1: dropped with no word, exit 0)
+    assert "1 request(s) are rejected by the server and count as dropped" in err, err
+    assert "the longest here: 4096 tokens" in err and "--max-seq-len ≥ 4097" in err, err
+    assert "rejected by the server" not in _run_json(capsys, args)[1]
     # Without chunked context maxSeqLen - 1 bounds the prompt below max_num_tokens as well.
     off, _ = _run_json(capsys, [*BASE, "--trace", trace, "--policy", "static:1", "--max-seq-len", "4096"])
     assert off["replica"]["max_num_tokens"] == 8192 and off["dropped"] == 1  # type: ignore[index]
@@ -129,7 +133,9 @@ def test_cli_max_seq_len_is_the_drop_threshold_and_caps_the_output(
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        ("0", "spec.build.maxSeqLen (--max-seq-len): must be an integer ≥ 1 or unset, got 0"),
+        ("0", "spec.build.maxSeqLen (--max-seq-len): must be an integer ≥ 2 (one prompt token and one"),
+        # trial 38 F3: 1 ran (and plan said it fits) though the CRD's minimum is 2
+        ("1", "spec.build.maxSeqLen (--max-seq-len): must be an integer ≥ 2 (one prompt token and one"),
         ("5000000", "spec.build.maxSeqLen (--max-seq-len): 5000000 is above the API's limit of 4194304"),
         # The planner's own rule: the KV cache must hold one whole sequence; its fix names the flag.
         ("3000000", "lower maxSeqLen (--max-seq-len) to at most"),
@@ -176,7 +182,72 @@ def test_cli_max_num_tokens_below_a_block_is_a_bad_flag_not_a_model_that_does_no
 
 def test_cli_max_batch_size_warning_names_tp_and_max_seq_len(capsys: pytest.CaptureFixture[str]) -> None:
     """Trial 37b F8: "…use more tensor parallelism or a lower maxSeqLen" named no simulate flag."""
-    args = [*BASE, "--trace", "poisson:rate=1,duration=2", "--max-batch-size", "100000"]
+    args = [*BASE, "--trace", "poisson:rate=1,duration=2", "--max-batch-size", "8192"]
     assert main(args) == 0
     err = capsys.readouterr().err
     assert "use more tensor parallelism (--tp) or a lower maxSeqLen (--max-seq-len)." in err, err
+
+
+@pytest.mark.parametrize("value", ["8193", "99999999"])
+def test_cli_max_batch_size_above_the_apis_limit_names_the_flag_and_the_limit(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Trial 38 F3: 8193 ran (the CRD's maximum is 8192), and 99999999 was "the model does not fit …
+    spec.parallelism.tensor: … runtime 47780.6 GiB … raise tensor (or pipeline) parallelism"."""
+    args = [*BASE, "--trace", "poisson:rate=1,duration=2", "--max-batch-size", value]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"error: spec.build.maxBatchSize (--max-batch-size): {value} is above the API's limit of 8192; "
+        "use a value ≤ 8192"
+    ) in err, err
+    assert "does not fit" not in err and "tensor" not in err, err
+
+
+# -- trial 38 F2: κ and the oracle from the requests the replica accepts ----------------------------
+
+
+def test_kappa_and_the_oracle_count_only_the_requests_the_replica_accepts() -> None:
+    """Trial 38 F2: κ stayed 17.52/s with 2,703 of the longest prompts dropped (22.93 on the accepted
+    ones), and an oracle held 1.567 mean replicas for a trace whose every request was dropped. The
+    predicate is the simulation's own (``ReplicaSpec.accepts``)."""
+    replica = spec(max_seq_len=2048)
+    short = [Request(float(i), 500, 100) for i in range(40)]
+    long = [Request(i + 0.5, 4000, 100) for i in range(40)]  # over maxSeqLen - 1: rejected
+    both = sorted(short + long, key=lambda r: r.arrival_s)
+    assert policies.accepted(both, replica) == short
+    assert policies.profiled_capacity_rps(both, replica) == policies.profiled_capacity_rps(short, replica)
+    # the guard: the long prompts would change κ if they were counted
+    roomy = spec(max_seq_len=8192)
+    assert policies.profiled_capacity_rps(both, roomy) != policies.profiled_capacity_rps(short, roomy)
+    oracle, alone = policies.OraclePolicy(both, replica), policies.OraclePolicy(short, replica)
+    assert [oracle.demand(t) for t in range(0, 40, 5)] == [alone.demand(t) for t in range(0, 40, 5)]
+    nothing = policies.OraclePolicy(long, replica, utilization=0.01)
+    assert nothing.demand(0.0) == 0.0 and nothing.peak(40.0) == 1
+    with pytest.raises(ValueError, match="no request that the replica accepts"):
+        policies.profiled_capacity_rps(long, replica)
+
+
+def test_cli_kappa_ignores_rejected_requests_and_capacity_without_any_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Trial 38 F2 through the CLI: the rejected requests do not move ``saturated_requests_per_second``;
+    with none accepted it is null, and ``--policy capacity`` (whose prior it is) is refused, naming
+    the way out."""
+    kept = [(500, 100)] * 20
+    mixed = _trace(tmp_path, [x for pair in zip(kept, [(4000, 100)] * 20, strict=True) for x in pair])
+    (tmp_path / "kept").mkdir()
+    alone = _trace(tmp_path / "kept", kept)
+    args = ["--policy", "static:1", "--max-seq-len", "2048"]
+    out, _ = _run_json(capsys, [*BASE, "--trace", mixed, *args])
+    ref, _ = _run_json(capsys, [*BASE, "--trace", alone, *args])
+    assert out["dropped"] == 20, out
+    kappa = out["replica"]["saturated_requests_per_second"]  # type: ignore[index]
+    assert kappa == ref["replica"]["saturated_requests_per_second"], (out, ref)  # type: ignore[index]
+    rejected = _trace(tmp_path, [(4000, 100)] * 5)
+    none, _ = _run_json(capsys, [*BASE, "--trace", rejected, *args])
+    assert none["dropped"] == 5 and none["replica"]["saturated_requests_per_second"] is None, none  # type: ignore[index]
+    assert main([*BASE, "--trace", rejected, "--policy", "capacity", "--max-seq-len", "2048"]) == 2
+    err = capsys.readouterr().err
+    assert "--policy capacity: its prior κ needs a request the replica serves" in err, err
+    assert "--policy capacity-learned" in err, err

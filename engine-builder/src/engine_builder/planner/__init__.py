@@ -24,6 +24,7 @@ from engine_builder.planner.formats import (
     quantized_bytes_per_param,
 )
 from engine_builder.planner.plan import (
+    BUILD_LIMITS,
     DEFAULT_KV_CACHE_FREE_GPU_MEM_FRACTION,
     DEFAULT_TOKENS_PER_BLOCK,
     DraftLoad,
@@ -43,6 +44,7 @@ from engine_builder.planner.plan import (
 from engine_builder.planner.weights import WeightsCheck, cross_check_safetensors, load_hf_config
 
 __all__ = [
+    "BUILD_LIMITS",
     "DEFAULT_CATALOG",
     "DEFAULT_KV_CACHE_FREE_GPU_MEM_FRACTION",
     "DEFAULT_TOKENS_PER_BLOCK",

@@ -49,7 +49,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from engine_builder.planner.architecture import Architecture, ceil_div
 from engine_builder.planner.catalog import DEFAULT_CATALOG, GPUSpec, lookup
@@ -105,9 +105,28 @@ RUNTIME_FIXED_BYTES = 3 * GIB // 2
 NCCL_RESERVE_BYTES = 512 * MIB
 #: Valid AWQ block sizes (``--awq_block_size``).
 AWQ_BLOCK_SIZES = (64, 128)
-#: Upper bounds of spec.build.maxSeqLen / maxNumTokens, the same as the LLMEngine CRD schema's.
-MAX_SEQ_LEN_LIMIT = 4_194_304
-MAX_NUM_TOKENS_LIMIT = 1_048_576
+
+
+class BuildLimit(NamedTuple):
+    """Inclusive bounds of one ``spec.build`` limit (tokens, or sequences for ``maxBatchSize``)."""
+
+    field: str
+    low: int
+    high: int
+
+
+#: The bounds of spec.build's limits: their one home. The LLMEngine CRD schema takes its ``minimum`` /
+#: ``maximum`` from here (``trtllm_operator.api.engine.BuildSpec``'s ``ge`` / ``le``), and
+#: :class:`PlanRequest` checks them, so ``trtllm-operator plan`` and ``simulate`` take exactly what the
+#: API takes (fresh-user trial 38 F3). ``maxSeqLen`` ≥ 2: one prompt token and one output token.
+BUILD_LIMITS: dict[str, BuildLimit] = {
+    "max_seq_len": BuildLimit("spec.build.maxSeqLen", 2, 4_194_304),
+    "max_batch_size": BuildLimit("spec.build.maxBatchSize", 1, 8192),
+    "max_num_tokens": BuildLimit("spec.build.maxNumTokens", 1, 1_048_576),
+    "max_input_len": BuildLimit("spec.build.maxInputLen", 1, 4_194_304),
+}
+MAX_SEQ_LEN_LIMIT = BUILD_LIMITS["max_seq_len"].high
+MAX_NUM_TOKENS_LIMIT = BUILD_LIMITS["max_num_tokens"].high
 #: Largest KV block size accepted (``--tokens_per_block``; TensorRT-LLM uses 32 by default, 64/128 in
 #: older releases). Values must be powers of two.
 MAX_TOKENS_PER_BLOCK = 1024
@@ -208,24 +227,19 @@ class PlanRequest:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise PlanInputError(path, f"must be an integer ≥ 1, got {value!r}")
-        for name, path in (
-            ("max_seq_len", "spec.build.maxSeqLen"),
-            ("max_batch_size", "spec.build.maxBatchSize"),
-            ("max_num_tokens", "spec.build.maxNumTokens"),
-            ("typical_request_tokens", "typicalRequestTokens"),
-            ("max_input_len", "spec.build.maxInputLen"),
-        ):
+        value = self.typical_request_tokens
+        if value is not None and (not isinstance(value, int) or value < 1):
+            raise PlanInputError("typicalRequestTokens", f"must be an integer ≥ 1 or unset, got {value!r}")
+        for name, (path, low, high) in BUILD_LIMITS.items():
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < 1):
-                raise PlanInputError(path, f"must be an integer ≥ 1 or unset, got {value!r}")
-        for name, path, limit in (
-            ("max_seq_len", "spec.build.maxSeqLen", MAX_SEQ_LEN_LIMIT),
-            ("max_num_tokens", "spec.build.maxNumTokens", MAX_NUM_TOKENS_LIMIT),
-        ):
-            value = getattr(self, name)
-            if value is not None and value > limit:
+            if value is None:
+                continue
+            if not isinstance(value, int) or value < low:
+                why = " (one prompt token and one output token)" if name == "max_seq_len" else ""
+                raise PlanInputError(path, f"must be an integer ≥ {low}{why} or unset, got {value!r}")
+            if value > high:
                 raise PlanInputError(
-                    path, f"{value} is above the API's limit of {limit}; use a value ≤ {limit}"
+                    path, f"{value} is above the API's limit of {high}; use a value ≤ {high}"
                 )
         block = self.tokens_per_block
         if block & (block - 1) or block > MAX_TOKENS_PER_BLOCK:

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
+from engine_builder.planner import BUILD_LIMITS
 from engine_builder.planner.formats import (
     AWQ_FORMATS,
     AWQ_MAX_SAMPLES,
@@ -599,27 +600,27 @@ class EngineBuildSpec(ApiModel):
 
     max_batch_size: int | None = Field(
         default=None,
-        ge=1,
-        le=8192,
+        ge=BUILD_LIMITS["max_batch_size"].low,
+        le=BUILD_LIMITS["max_batch_size"].high,
         description="Maximum sequences scheduled together (--max_batch_size). Default: planner.",
     )
     max_num_tokens: int | None = Field(
         default=None,
-        ge=1,
-        le=1048576,
+        ge=BUILD_LIMITS["max_num_tokens"].low,
+        le=BUILD_LIMITS["max_num_tokens"].high,
         description="Maximum tokens (prompt + generated) processed per iteration across the batch, "
         "after padding removal (--max_num_tokens). Default: planner (TensorRT-LLM default 8192).",
     )
     max_input_len: int | None = Field(
         default=None,
-        ge=1,
-        le=4194304,
+        ge=BUILD_LIMITS["max_input_len"].low,
+        le=BUILD_LIMITS["max_input_len"].high,
         description="Maximum prompt length in tokens (--max_input_len). Default: planner.",
     )
     max_seq_len: int | None = Field(
         default=None,
-        ge=2,
-        le=4194304,
+        ge=BUILD_LIMITS["max_seq_len"].low,
+        le=BUILD_LIMITS["max_seq_len"].high,
         description="Maximum sequence length in tokens, prompt plus output (--max_seq_len). "
         "Default: derived by the planner for the target GPU — the largest of the model's context and "
         "the powers of two below it whose 16 full sequences fit in the KV cache (status.plan."

@@ -25,7 +25,7 @@ from engine_builder.planner import (
 )
 from engine_builder.planner.catalog import EXTENSION_FIELD
 from engine_builder.planner.formats import KV_CACHE_DTYPES, QUANT_FORMATS
-from trtllm_operator.commands import EXIT_BAD_INPUT, plain
+from trtllm_operator.commands import EXIT_BAD_INPUT, build_integer, integer, number, plain
 
 EXIT_FITS = 0
 EXIT_DOES_NOT_FIT = 3
@@ -66,15 +66,15 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--quantization", default="none", help="|".join(QUANT_FORMATS))
     p.add_argument("--kv-cache-dtype", default="auto", help="|".join(KV_CACHE_DTYPES))
-    p.add_argument("--tp", type=int, default=1, help="tensor parallelism")
-    p.add_argument("--pp", type=int, default=1, help="pipeline parallelism")
-    p.add_argument("--ep", type=int, default=1, help="expert parallelism (MoE)")
+    p.add_argument("--tp", type=integer("an integer ≥ 1"), default=1, help="tensor parallelism")
+    p.add_argument("--pp", type=integer("an integer ≥ 1"), default=1, help="pipeline parallelism")
+    p.add_argument("--ep", type=integer("an integer ≥ 1"), default=1, help="expert parallelism (MoE)")
     p.add_argument(
         "--gpu", required=True, help="GPU product as in nvidia.com/gpu.product (e.g. NVIDIA-H200) or H200"
     )
     p.add_argument(
         "--max-seq-len",
-        type=int,
+        type=build_integer("max_seq_len"),
         default=None,
         help="prompt + output tokens of the longest sequence (spec.build.maxSeqLen; default: the largest "
         "of the model's context and the powers of two below it whose 16 full sequences fit in the KV "
@@ -82,39 +82,55 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--max-batch-size",
-        type=int,
+        type=build_integer("max_batch_size"),
         default=None,
         help="sequences scheduled together (spec.build.maxBatchSize; default: the planner's recommendation)",
     )
     p.add_argument(
         "--max-num-tokens",
-        type=int,
+        type=build_integer("max_num_tokens"),
         default=None,
         help="tokens per iteration across the batch (spec.build.maxNumTokens; default: the planner's)",
     )
     p.add_argument(
-        "--max-beam-width", type=int, default=1, help="beam width (spec.build.maxBeamWidth; default 1)"
+        "--max-beam-width",
+        type=integer("an integer from 1 to 64"),
+        default=1,
+        help="beam width (spec.build.maxBeamWidth; default 1)",
     )
-    p.add_argument("--max-input-len", type=int, default=None, help="longest prompt (spec.build.maxInputLen)")
+    p.add_argument(
+        "--max-input-len",
+        type=build_integer("max_input_len"),
+        default=None,
+        help="longest prompt (spec.build.maxInputLen)",
+    )
     p.add_argument(
         "--kv-cache-free-gpu-mem-fraction",
-        type=float,
+        type=number("a fraction in (0, 1], e.g. 0.9"),
         default=0.9,
         help="share of the GPU memory left after the weights that the KV cache takes (default 0.9)",
     )
     p.add_argument(
-        "--typical-request-tokens", type=int, default=None, help="prompt + output tokens of a typical request"
+        "--typical-request-tokens",
+        type=integer("an integer ≥ 1"),
+        default=None,
+        help="prompt + output tokens of a typical request",
     )
     p.add_argument(
         "--awq-block-size",
-        type=int,
+        type=integer("64 or 128"),
         default=128,
         help="AWQ group size (spec.quantization.awqBlockSize; default 128)",
     )
-    p.add_argument("--tokens-per-block", type=int, default=32, help="tokens per KV-cache block (default 32)")
+    p.add_argument(
+        "--tokens-per-block",
+        type=integer("a power of two ≤ 1024, e.g. 32"),
+        default=32,
+        help="tokens per KV-cache block (default 32)",
+    )
     p.add_argument(
         "--gpus-per-node",
-        type=int,
+        type=integer("an integer ≥ 1"),
         default=None,
         help="GPUs in one node (default: the GPU catalog entry's gpusPerNode, 8 for HGX boards, 4 for GB200)",
     )

@@ -20,7 +20,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trtllm_operator.api.wire import DEPLOYMENT_KIND, ENGINE_KIND
-from trtllm_operator.commands import EXIT_BAD_INPUT, EXIT_OK, add_format_arguments, plain
+from trtllm_operator.commands import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    add_format_arguments,
+    build_integer,
+    integer,
+    number,
+    plain,
+)
 
 if TYPE_CHECKING:
     from trtllm_operator.api.deployment import ServerSpec
@@ -41,20 +49,38 @@ def register(subparsers: Any) -> None:
         "(cv: coefficient of variation of inter-arrival times, default 2; poisson is cv=1)",
     )
     p.add_argument(
-        "--time-scale", type=float, default=1.0, help="divide inter-arrival times by K (default 1)"
+        "--time-scale",
+        type=number("a number > 0"),
+        default=1.0,
+        help="divide inter-arrival times by K (default 1)",
     )
     p.add_argument("--model-config", required=True, help="the model's Hugging Face config.json")
     p.add_argument(
         "--gpu", required=True, help="GPU product (nvidia.com/gpu.product value or alias, e.g. H100)"
     )
     add_format_arguments(p)
-    p.add_argument("--tp", type=int, default=1, help="tensor parallelism: GPUs per replica (default 1)")
-    p.add_argument("--pp", type=int, default=1, help="pipeline parallelism (default 1)")
-    p.add_argument("--max-batch-size", type=int, default=None, help="default: the planner's recommendation")
-    p.add_argument("--max-num-tokens", type=int, default=None, help="default: the planner's recommendation")
+    p.add_argument(
+        "--tp",
+        type=integer("an integer ≥ 1"),
+        default=1,
+        help="tensor parallelism: GPUs per replica (default 1)",
+    )
+    p.add_argument("--pp", type=integer("an integer ≥ 1"), default=1, help="pipeline parallelism (default 1)")
+    p.add_argument(
+        "--max-batch-size",
+        type=build_integer("max_batch_size"),
+        default=None,
+        help="default: the planner's recommendation",
+    )
+    p.add_argument(
+        "--max-num-tokens",
+        type=build_integer("max_num_tokens"),
+        default=None,
+        help="default: the planner's recommendation",
+    )
     p.add_argument(
         "--max-seq-len",
-        type=int,
+        type=build_integer("max_seq_len"),
         default=None,
         help="the engine's spec.build.maxSeqLen, prompt + output tokens: longer prompts are rejected "
         "(above maxSeqLen - 1; without chunked context above max_num_tokens too) and outputs are cut "
@@ -62,7 +88,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--kv-cache-free-gpu-mem-fraction",
-        type=float,
+        type=number("a fraction in (0, 1], e.g. 0.9"),
         default=None,
         help="spec.server.kvCacheFreeGpuMemFraction of the replica (default 0.9, the field's default; "
         "with --deployment the manifest's value, and this flag is refused)",
@@ -77,7 +103,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--reserve-output-tokens",
-        type=int,
+        type=integer("an integer ≥ 0"),
         default=0,
         help="max_tokens your clients send: GUARANTEED_NO_EVICT reserves prompt + max(output, this) "
         "KV tokens per request (default 0: the actual output length)",
@@ -97,25 +123,58 @@ def register(subparsers: Any) -> None:
         "enableChunkedContext; --policy, --min-replicas, --max-replicas, --kv-cache-free-gpu-mem-fraction "
         "and --chunked-context are then refused (edit the manifest instead)",
     )
-    p.add_argument("--min-replicas", type=int, default=None, help="default 1 (with --deployment: refused)")
-    p.add_argument("--max-replicas", type=int, default=None, help="default 64 (with --deployment: refused)")
+    p.add_argument(
+        "--min-replicas",
+        type=integer("an integer ≥ 1"),
+        default=None,
+        help="default 1 (with --deployment: refused)",
+    )
+    p.add_argument(
+        "--max-replicas",
+        type=integer("an integer ≥ 1"),
+        default=None,
+        help="default 64 (with --deployment: refused)",
+    )
     p.add_argument(
         "--initial-replicas",
-        type=int,
+        type=integer("an integer ≥ 0"),
         default=None,
         help="replicas Ready at t=0 (default: the fluid demand of the work arriving around t=0, at least 1; "
         "the oracle's default is its own plan; static:N always starts with N)",
     )
-    p.add_argument("--max-gpus", type=int, default=None, help="GPUs available; extra pods stay Pending")
-    p.add_argument("--slo-ttft-ms", type=float, default=2000.0, help="TTFT target in ms (default 2000)")
     p.add_argument(
-        "--cold-start-s", type=float, default=60.0, help="pod creation to Ready, seconds (default 60)"
+        "--max-gpus",
+        type=integer("an integer ≥ 1"),
+        default=None,
+        help="GPUs available; extra pods stay Pending",
+    )
+    p.add_argument(
+        "--slo-ttft-ms",
+        type=number("milliseconds > 0"),
+        default=2000.0,
+        help="TTFT target in ms (default 2000)",
+    )
+    p.add_argument(
+        "--cold-start-s",
+        type=number("seconds ≥ 0"),
+        default=60.0,
+        help="pod creation to Ready, seconds (default 60)",
     )
     p.add_argument("--routing", choices=("random", "least-outstanding"), default="random")
-    p.add_argument("--seed", type=int, default=0, help="seed for routing and synthetic traces (default 0)")
+    p.add_argument(
+        "--seed",
+        type=integer("an integer"),
+        default=0,
+        help="seed for routing and synthetic traces (default 0)",
+    )
     p.add_argument("--output", choices=("json", "table"), default="table")
     p.add_argument("--timeline", metavar="CSV", help="write a per-interval timeline CSV here")
-    p.add_argument("--timeline-interval-s", type=float, default=60.0, help="timeline interval (default 60 s)")
+    p.add_argument(
+        "--timeline-interval-s",
+        type=number("seconds > 0"),
+        default=60.0,
+        help="timeline interval (default 60 s)",
+    )
     p.add_argument(
         "--decisions",
         metavar="CSV",
@@ -240,17 +299,12 @@ _FIX_FLAGS: tuple[tuple[str, str], ...] = (
     (r"lower maxSeqLen to", "lower maxSeqLen (--max-seq-len) to"),
     (r"use maxSeqLen ≤", "use maxSeqLen (--max-seq-len) ≤"),
     (r"use maxNumTokens ≥", "use maxNumTokens (--max-num-tokens) ≥"),
-    (
-        r"enable chunked context \(spec\.server\.enableChunkedContext\) or raise maxNumTokens",
-        "enable chunked context (--chunked-context, or spec.server.enableChunkedContext with --deployment) "
-        "or raise maxNumTokens (--max-num-tokens)",
-    ),
     (r"set maxSeqLen to see what it needs", "set maxSeqLen (--max-seq-len) to see what it needs"),
 )
 
 #: The planner's fields simulate sets by a flag of the same name as ``trtllm-operator plan``'s
 #: (:data:`trtllm_operator.commands.plan.FIELD_FLAGS`); ``kvCacheFreeGpuMemFraction`` is the
-#: manifest's with ``--deployment`` (:func:`with_flags` names it).
+#: manifest's with ``--deployment`` (:func:`flag_of` and :func:`with_flags` name it).
 _FLAG_FIELDS = frozenset(
     {
         "spec.quantization.format",
@@ -265,10 +319,17 @@ _FLAG_FIELDS = frozenset(
 )
 
 
-def flag_of(field: str) -> str:
-    """``field (--flag)`` for a planner field simulate sets by a flag, else the field."""
+def flag_of(field: str, deployment: str | None = None) -> str:
+    """``field (--flag)`` for a planner field simulate sets by a flag, else the field.
+    ``kvCacheFreeGpuMemFraction`` is the flag's without ``deployment`` and the manifest's with it
+    (fresh-user trial 38 F4); ``spec.parallelism`` is ``--tp/--pp`` (simulate has no ``--multi-node``:
+    :func:`trtllm_operator.simulate.fleet.one_node_issue`)."""
     from trtllm_operator.commands.plan import FIELD_FLAGS  # noqa: PLC0415
 
+    if field == "spec.server.kvCacheFreeGpuMemFraction":
+        return f"{field} of --deployment {deployment}" if deployment else f"{field} ({FIELD_FLAGS[field]})"
+    if field == "spec.parallelism":
+        return f"{field} (--tp/--pp)"
     return f"{field} ({FIELD_FLAGS[field]})" if field in _FLAG_FIELDS else field
 
 
@@ -284,6 +345,16 @@ def with_flags(text: str, deployment: str | None) -> str:
         else "--kv-cache-free-gpu-mem-fraction"
     )
     text = re.sub(r"\b(raise )kvCacheFreeGpuMemFraction\b", rf"\1{fraction}", text)
+    chunked = (  # --deployment refuses --chunked-context: name the manifest's field (trial 38 F6)
+        f"spec.server.enableChunkedContext of --deployment {deployment}"
+        if deployment
+        else "--chunked-context"
+    )
+    text = re.sub(
+        r"enable chunked context \(spec\.server\.enableChunkedContext\) or raise maxNumTokens",
+        f"enable chunked context ({chunked}) or raise maxNumTokens (--max-num-tokens)",
+        text,
+    )
     for pattern, flag in _FIX_FLAGS:
         text = re.sub(pattern, flag, text)
     return text
@@ -326,8 +397,16 @@ def argument_errors(args: argparse.Namespace) -> list[str]:
                 )
     low = 1 if args.min_replicas is None else args.min_replicas
     high = DEFAULT_MAX_REPLICAS if args.max_replicas is None else args.max_replicas
-    if low < 1 or high < low:
-        errors.append("--min-replicas must be >= 1 and --max-replicas >= --min-replicas")
+    if low < 1:  # trial 38 F7: the message did not say the value it got
+        errors.append(
+            f"--min-replicas must be >= 1, got {low}: an autoscaler does not scale from 0 (the operator's "
+            "minReplicas is at least 1); use --min-replicas 1 or more"
+        )
+    elif high < low:
+        given = (
+            f"--max-replicas {high}" if args.max_replicas is not None else f"--max-replicas (default {high})"
+        )
+        errors.append(f"{given} is below --min-replicas {low}; raise --max-replicas or lower --min-replicas")
     if args.initial_replicas is not None and args.initial_replicas < 0:
         errors.append(f"--initial-replicas must be >= 0, got {args.initial_replicas}")
     if args.tp < 1 or args.pp < 1:
@@ -344,6 +423,19 @@ def argument_errors(args: argparse.Namespace) -> list[str]:
             if not parent.is_dir():
                 errors.append(f"{flag} {path}: directory {str(parent)!r} does not exist; create it first")
     return errors
+
+
+def _deployment_fix(message: str, args: argparse.Namespace, server: ServerSpec) -> str:
+    """``message`` (a manifest simulate cannot run) with the fix that works: drop ``--deployment`` and
+    pass ``--policy`` with the flags that carry the manifest's server settings (``--deployment``
+    refuses them beside it; fresh-user trial 38 F6)."""
+    flags = [f"--kv-cache-free-gpu-mem-fraction {server.kv_cache_free_gpu_mem_fraction:g}"]
+    if server.enable_chunked_context:
+        flags.append("--chunked-context")
+    return (
+        f"{message}. Or simulate another policy with this replica: drop --deployment {args.deployment} "
+        f"and pass --policy POLICY {' '.join(flags)} (the manifest's spec.server settings)"
+    )
 
 
 def _format(value: Any) -> str:
@@ -385,6 +477,13 @@ def run(args: argparse.Namespace) -> int:
             return _fail(str(exc))
         except OSError as exc:  # the message names the flag, as every other --deployment error does
             return _fail(f"--deployment {args.deployment}: {exc.strerror or exc}")
+    manifest_policy: policies.SharedPolicy | policies.StaticPolicy | None = None
+    if manifest is not None:
+        # Before the replica is planned, so a manifest that cannot be simulated says so first (trial 38 F6).
+        try:
+            manifest_policy = policies.deployment_policy(manifest)
+        except ValueError as exc:
+            return _fail(_deployment_fix(str(exc), args, _server_spec(manifest)))
     server = _server_spec(manifest)
     fraction = args.kv_cache_free_gpu_mem_fraction
     if fraction is None:
@@ -405,9 +504,9 @@ def run(args: argparse.Namespace) -> int:
             max_seq_len=args.max_seq_len,
         )
     except PlanInputError as exc:
-        return _fail(f"{flag_of(exc.field)}: {exc.message}")
+        return _fail(f"{flag_of(exc.field, args.deployment)}: {exc.message}")
     except ReplicaInputError as exc:  # a bad flag value, not a model that does not fit (trial 37b F7)
-        lines = (f"{flag_of(i.field)}: {i.message} Fix: {i.fix}" for i in exc.issues)
+        lines = (f"{flag_of(i.field, args.deployment)}: {i.message} Fix: {i.fix}" for i in exc.issues)
         return _fail("\n".join(with_flags(line, args.deployment) for line in lines))
     except (ValueError, OSError) as exc:
         return _fail(with_flags(str(exc), args.deployment))
@@ -424,7 +523,8 @@ def run(args: argparse.Namespace) -> int:
     if args.reserve_output_tokens:
         spec = dataclasses.replace(setup.spec, reserve_output_tokens=args.reserve_output_tokens)
         setup = dataclasses.replace(setup, spec=spec)
-    # Outputs as TensorRT-LLM generates them, for the policies (the oracle's plan, κ) and the run alike.
+    # Outputs as TensorRT-LLM generates them, for the policies (the oracle's plan, κ) and the run alike; the
+    # policies count only the requests the replica accepts (policies.accepted: ReplicaSpec.accepts).
     served = [setup.spec.served(r) for r in requests]
     capped = sum(
         1 for asked, got in zip(requests, served, strict=True) if asked is not got and setup.spec.accepts(got)
@@ -436,18 +536,43 @@ def run(args: argparse.Namespace) -> int:
             "that many tokens (LlmRequest::validate), and so does the simulation",
             file=sys.stderr,
         )
+    rejected = [r for r in served if not setup.spec.accepts(r)]
+    if rejected:  # fresh-user trial 38 F1: they were dropped with no word
+        longest = max(r.input_tokens for r in rejected)
+        bounds = [f"maxSeqLen {setup.spec.max_seq_len} − 1"] if setup.spec.max_seq_len is not None else []
+        fixes = []
+        if setup.spec.max_seq_len is not None and longest > setup.spec.max_seq_len - 1:
+            fixes.append(f"--max-seq-len ≥ {longest + 1}")
+        if not setup.spec.chunked_context:
+            bounds.append(f"maxNumTokens {setup.spec.max_num_tokens} (no chunked context)")
+            chunking = (  # --deployment refuses --chunked-context (trial 38 F6)
+                f"spec.server.enableChunkedContext of --deployment {args.deployment}"
+                if args.deployment
+                else "--chunked-context"
+            )
+            if longest > setup.spec.max_num_tokens:
+                fixes.append(f"{chunking} or --max-num-tokens ≥ {longest}")
+        fix = ", and ".join(fixes) or "a larger KV cache (the planner's warnings above say how)"
+        print(
+            f"trtllm-operator simulate: note: {len(rejected)} request(s) are rejected by the server and "
+            f"count as dropped: a prompt over {' or '.join(bounds)} (TensorRT-LLM's maximum input length; "
+            f"the longest here: {longest} tokens), or a reservation larger than the whole KV cache (never "
+            f"schedulable). Fix: {fix}, if the engine allows it",
+            file=sys.stderr,
+        )
     requests = served
     try:
-        if manifest is not None:
-            policy: (
-                policies.SharedPolicy
-                | policies.QueueComputeHPA
-                | policies.SaturationAnalyzer
-                | policies.StaticPolicy
-                | policies.OraclePolicy
-            )
-            policy = policies.from_deployment(manifest)
-            args.policy = f"{policy.name} ({args.deployment})"
+        policy: (
+            policies.SharedPolicy
+            | policies.QueueComputeHPA
+            | policies.SaturationAnalyzer
+            | policies.StaticPolicy
+            | policies.OraclePolicy
+        )
+        if manifest_policy is not None:
+            policy = manifest_policy
+            why = ": spec.replicas, autoscaling off" if isinstance(policy, policies.StaticPolicy) else ""
+            args.policy = f"{policy.name} ({args.deployment}{why})"
         else:
             args.policy = args.policy or "builtin"
             policy = policies.parse_policy(
@@ -501,6 +626,10 @@ def run(args: argparse.Namespace) -> int:
     summary = report.summarize(result, args.slo_ttft_ms)
     summary["policy"] = args.policy
     summary["cold_start_s"] = args.cold_start_s
+    try:  # κ of the requests the replica accepts (trial 38 F2); none accepted: no κ (null)
+        kappa: float | None = round(policies.profiled_capacity_rps(requests, setup.spec), 3)
+    except ValueError:
+        kappa = None
     summary["replica"] = {
         "gpus": setup.spec.gpus,
         "max_kv_tokens": setup.spec.max_kv_tokens,
@@ -509,7 +638,7 @@ def run(args: argparse.Namespace) -> int:
         "max_seq_len": setup.spec.max_seq_len,
         # the performance model's κ for this trace's mean lengths: a first value for
         # spec.autoscaling.capacity.requestsPerSecond (docs/autoscaling.md)
-        "saturated_requests_per_second": round(policies.profiled_capacity_rps(requests, setup.spec), 3),
+        "saturated_requests_per_second": kappa,
         "chunked_context": setup.spec.chunked_context,
     }
     rows = None

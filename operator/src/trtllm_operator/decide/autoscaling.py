@@ -976,8 +976,21 @@ def decide(snapshot: Snapshot, state: AutoscalerState, policy: Policy, now: floa
                 f"is {stabilized} ({summary})"
             )
 
-    # 3. Rate limits and min/max (HPA's convertDesiredReplicasWithBehaviorRate).
+    # 3. Rate limits and min/max (HPA's convertDesiredReplicasWithBehaviorRate). "wanted N" is the
+    # stabilized count; when a window made it, say which (fresh-user trial 38 F8: "wanted 6" beside a
+    # capacity count of 5 was the scale-down window's highest recommendation, unsaid).
     final = stabilized
+    asked = f"{stabilized}"
+    if stabilized != recommendation:
+        direction, extreme, rules = (
+            ("scale-up", "lowest", policy.scale_up)
+            if stabilized > current
+            else ("scale-down", "highest", policy.scale_down)
+        )
+        asked += (
+            f" (the {extreme} recommendation in the {direction} window's last "
+            f"{rules.stabilization_window_seconds}s; this tick's: {recommendation})"
+        )
     limited: Reason | None = None
     if stabilized > current:
         up_limit = max(current, _scale_up_limit(current, events, now, policy.scale_up))
@@ -988,7 +1001,7 @@ def decide(snapshot: Snapshot, state: AutoscalerState, policy: Policy, now: floa
         if stabilized > cap:
             final, limited, reason = cap, why, why
             by = "the scale-up rate limit" if why is Reason.SCALE_UP_LIMIT else "maxReplicas"
-            message = f"wanted {stabilized}, capped at {cap} by {by} ({summary})"
+            message = f"wanted {asked}, capped at {cap} by {by} ({summary})"
     elif stabilized < current:
         down_limit = min(current, _scale_down_limit(current, events, now, policy.scale_down))
         if policy.min_replicas < down_limit:
@@ -998,7 +1011,7 @@ def decide(snapshot: Snapshot, state: AutoscalerState, policy: Policy, now: floa
         if stabilized < floor:
             final, limited, reason = floor, why, why
             by = "the scale-down rate limit" if why is Reason.SCALE_DOWN_LIMIT else "minReplicas"
-            message = f"wanted {stabilized}, floored at {floor} by {by} ({summary})"
+            message = f"wanted {asked}, floored at {floor} by {by} ({summary})"
 
     # At minReplicas with every signal below target beyond tolerance, the floor is what holds the
     # count (whether the formula's ceil or a window would also have): say so, not "within tolerance".

@@ -228,35 +228,64 @@ class CapacityEstimate:
         elif self.level_rps is not None and self.level_rps != self.arrival_rps:
             sized = f", smoothed {self.level_rps:.3g}/s"
         boost = ""
-        factor = ""
         if self.saturated and self.measured:
             # the hidden backlog of saturated pods (the module's docstring): the rate is scaled up
             boost = f" (rate × {1 + self.saturated / self.measured:.3g}: their backlog is not exported)"
-            factor = f" × (1 + {self.saturated}/{self.measured})"
         pods = len(self.state.pods)
         over = (
             f"over {self.measured} pod(s)"
             if self.measured == pods
             else f"over {pods} pods ({self.measured} measured at both samples, scaled to all)"
         )
-        # The count with its quotient, to as many digits as its ceiling needs (fresh-user trial 37b
-        # F5: 54.4 / (8.5 × 0.8) printed at 3 figures is 8.000, yet the exact 8.005 gives 9).
-        per = f"({self.capacity_rps:.6g} × {target:g})"
+        # The count with its quotient, both recomputable from what is printed (fresh-user trials 37b
+        # F5 and 38 F8: _quotient).
         count = ""
         if self.desired is not None and self.sized_replicas is not None and rate is not None:
+            capacity = self.capacity_rps
+
+            def quotient(of: float, exact: float) -> str:
+                return _quotient(
+                    of,
+                    saturated=self.saturated,
+                    measured=self.measured,
+                    capacity=capacity,
+                    target=target,
+                    exact=exact,
+                )
+
             sized_count = max(1, math.ceil(self.sized_replicas))
-            count = f": {rate:.6g}{factor} / {per} = {_ceiling_digits(self.sized_replicas)} → {sized_count}"
+            shown = quotient(rate, self.sized_replicas)
+            count = f": {shown} → {sized_count}"
             if self.held and self.now_replicas is not None:
+                now = quotient(self.arrival_rps, self.now_replicas)
                 count += (
                     f", held at {self.desired}: this tick's rate needs them (no scale-down mid-rise): "
-                    f"min({pods} pods with data, ceil({self.arrival_rps:.6g}{factor} / {per} = "
-                    f"{_ceiling_digits(self.now_replicas)})) → {self.desired}"
+                    f"min({pods} pods with data, ceil({now})) → {self.desired}"
                 )
         return (
             f"capacity: arrivals {self.arrival_rps:.3g}/s {over}{sized}, "
             f"{self.saturated} saturated{boost}, capacity {self.capacity_rps:.3g}/s per replica "
             f"(target {target:g}){count}"
         )
+
+
+def _quotient(
+    rate: float, *, saturated: int, measured: int, capacity: float, target: float, exact: float
+) -> str:
+    """``A[ × (1 + s/m)] / (B × C) = Q`` for a count whose unrounded value is ``exact`` (its ceiling the
+    count): the operands with the fewest significant figures (6 to 17) from which the quotient,
+    computed from the printed values as :func:`estimate` computes it, has ``exact``'s ceiling, and
+    that quotient to as many decimals as its ceiling needs (:func:`_ceiling_digits`). So the line
+    recomputes by hand: with ``.6g`` operands 54.400002 read 54.4, and 54.4 / (8.5 × 0.8) = 8, yet the
+    count was 9 (fresh-user trial 38 F8); 17 figures give the floats themselves."""
+    factor = f" × (1 + {saturated}/{measured})" if saturated and measured else ""
+    boost = 1.0 + saturated / measured if saturated and measured else 1.0
+    for figures in range(6, 18):
+        a, b, c = (f"{v:.{figures}g}" for v in (rate, capacity, target))
+        shown = round(float(a) * (boost / (float(b) * float(c))), 9)
+        if math.ceil(shown) == math.ceil(exact):
+            break
+    return f"{a}{factor} / ({b} × {c}) = {_ceiling_digits(shown)}"
 
 
 def _ceiling_digits(value: float) -> str:

@@ -59,6 +59,23 @@ class ReplicaSetup:
     costs: ModelCosts
 
 
+def one_node_issue(tp: int, pp: int, gpus_per_node: int, product: str) -> PlanIssue:
+    """The simulator models a replica of one node (one Triton pod; fresh-user trial 38 F5). A replica
+    beyond one node is, in the operator, a LeaderWorkerSet group of ``ceil(tp × pp / gpus_per_node)``
+    pods whose leader runs ``mpirun`` over the group (``trtllm_operator.render.leaderworkerset``);
+    its tensor/pipeline traffic crosses the inter-node network, which the performance fit (single-node
+    TP 1–2 points, docs/simulator.md) does not represent, and its group restarts and schedules as one
+    (``RecreateGroupOnPodRestart``), which the fleet model does not. So it is refused, not guessed."""
+    return PlanIssue(
+        "spec.parallelism",
+        f"tensor × pipeline = {tp * pp} GPUs exceeds the {gpus_per_node} GPUs of one {product} node, and "
+        "simulate models replicas of one node: a multi-node replica (spec.parallelism.multiNode: true, a "
+        "LeaderWorkerSet group) is not modelled.",
+        f"lower tensor/pipeline parallelism to at most {gpus_per_node} GPUs per replica; "
+        "`trtllm-operator plan --multi-node` checks whether the multi-node engine fits.",
+    )
+
+
 def model_costs(arch: Architecture, p: Plan) -> ModelCosts:
     """Per-GPU costs of one replica: weights and KV bytes from the plan, FLOPs from active parameters."""
     world = p.tp * p.pp
@@ -91,11 +108,15 @@ def replica_setup(
     values (``max_seq_len``: derived from the KV cache, docs/planner.md); ``chunked_context`` is the
     deployment's ``spec.server.enableChunkedContext`` (:attr:`ReplicaSpec.chunked_context`). Raises
     ``engine_builder.planner.PlanInputError`` for a value the planner cannot take at all,
-    :class:`ReplicaInputError` for one that breaks a planner rule, and ``ValueError`` when the model
+    :class:`ReplicaInputError` for one that breaks a planner rule or for ``tp × pp`` beyond one node
+    (:func:`one_node_issue`), and ``ValueError`` when the model
     does not fit (naming the planner's reasons).
     """
     config = hf_config if isinstance(hf_config, dict) else load_hf_config(str(hf_config))
     arch = Architecture.from_hf_config(config)
+    gpu_spec = lookup(gpu)
+    if tp >= 1 and pp >= 1 and tp * pp > gpu_spec.gpus_per_node:
+        raise ReplicaInputError((one_node_issue(tp, pp, gpu_spec.gpus_per_node, gpu_spec.product),))
     request = PlanRequest(
         quantization=quantization,
         kv_cache_dtype=kv_cache_dtype,
@@ -105,8 +126,8 @@ def replica_setup(
         max_num_tokens=max_num_tokens,
         kv_cache_free_gpu_mem_fraction=kv_cache_free_gpu_mem_fraction,
         max_seq_len=max_seq_len,
+        gpus_per_node=gpu_spec.gpus_per_node,  # the catalog's (4 for GB200), as `plan` takes it
     )
-    gpu_spec = lookup(gpu)
     p = plan(arch, request, gpu_spec)
     invalid = tuple(r for r in p.reasons if r.kind == "invalid")
     if invalid:  # a rule broken (trial 37b F7: maxNumTokens 1 was "the model does not fit")

@@ -164,12 +164,25 @@ def capacity(
     return SharedPolicy("capacity", policy)
 
 
+def accepted(requests: Sequence[Request], spec: ReplicaSpec) -> list[Request]:
+    """The requests a replica serves: those :meth:`ReplicaSpec.accepts <trtllm_operator.simulate.engine.
+    ReplicaSpec.accepts>` (the predicate the simulation drops the others by). The policies' views of
+    the work (κ's prior, the oracle's demand, the starting replicas) count only these: a rejected
+    request costs the replica nothing (fresh-user trial 38 F2)."""
+    return [r for r in requests if spec.accepts(r)]
+
+
 def profiled_capacity_rps(requests: Sequence[Request], spec: ReplicaSpec) -> float:
-    """The capacity prior for ``requests``' mean prompt and output lengths
-    (:func:`~trtllm_operator.simulate.perf.saturated_request_rate`, the one formula), as Dynamo's
-    planner profiles a deployment before serving. Raises ``ValueError`` for no requests."""
+    """The capacity prior for the mean prompt and output lengths of the ``requests`` the replica
+    accepts (:func:`accepted`; :func:`~trtllm_operator.simulate.perf.saturated_request_rate`, the one
+    formula), as Dynamo's planner profiles a deployment before serving. Requests per second. Raises
+    ``ValueError`` when it accepts none."""
+    requests = accepted(requests, spec)
     if not requests:
-        raise ValueError("profiled_capacity_rps: no requests to take the mean lengths from")
+        raise ValueError(
+            "no request that the replica accepts to take the mean lengths from (every prompt is over the "
+            "server's maximum input length, or every reservation over the whole KV cache)"
+        )
     n = len(requests)
     isl = max(1, round(sum(r.input_tokens for r in requests) / n))
     osl = max(1, round(sum(r.output_tokens for r in requests) / n))
@@ -181,6 +194,35 @@ def profiled_capacity_rps(requests: Sequence[Request], spec: ReplicaSpec) -> flo
         max_batch_size=spec.max_batch_size,
         max_num_tokens=spec.max_num_tokens,
     )
+
+
+def deployment_policy(manifest: dict[str, Any]) -> SharedPolicy | StaticPolicy:
+    """What the operator runs for an LLMDeployment manifest (or a bare ``spec.autoscaling`` mapping):
+    its built-in autoscaler (:func:`from_deployment`) when ``spec.autoscaling.enabled``; otherwise —
+    no ``spec.autoscaling``, or ``enabled: false`` (the field's default) — ``spec.replicas`` fixed
+    replicas (default 1), which the operator renders and no autoscaler changes (fresh-user trial 38
+    F6: the run stopped with a fix, ``--policy``, that ``--deployment`` refuses). Raises ``ValueError``
+    naming the field for what cannot be simulated (``spec.replicas: 0`` with autoscaling off, or
+    :func:`from_deployment`'s reasons)."""
+    section: Any = manifest
+    replicas: Any = 1
+    if "spec" in manifest or manifest.get("kind") == "LLMDeployment":
+        spec = manifest.get("spec") or {}
+        section = spec.get("autoscaling")
+        replicas = spec.get("replicas", 1)
+    try:
+        enabled = section is not None and AutoscalingSpec.model_validate(section).enabled
+    except ValueError:
+        enabled = True  # from_deployment names what is wrong
+    if enabled:
+        return from_deployment(manifest)
+    if not isinstance(replicas, int) or replicas < 1:
+        raise ValueError(
+            f"--deployment: spec.replicas is {replicas!r} with autoscaling off (no spec.autoscaling, or "
+            "enabled: false): the deployment serves nothing; set spec.replicas ≥ 1 or enable "
+            "spec.autoscaling"
+        )
+    return StaticPolicy(replicas, name=f"static:{replicas}")
 
 
 def from_deployment(manifest: dict[str, Any]) -> SharedPolicy:
@@ -402,10 +444,11 @@ def request_work_s(req: Request, spec: ReplicaSpec, batch: float) -> float:
 class OraclePolicy:
     """Clairvoyant fluid sizing: the replicas the *future* work needs, started in time for it.
 
-    Definition. Let B* be the steady-state batch of a saturated replica for the trace's mean input
+    Definition. Only the requests the replica accepts count (:func:`accepted`: a rejected one needs
+    no replica). Let B* be the steady-state batch of a saturated replica for their mean input
     and output length (:func:`~trtllm_operator.simulate.perf.steady_concurrency`) and w(r) the
     replica-seconds request r needs at that batch (:func:`request_work_s`). The demand at time t is
-    ``D(t) = Σ_{r arriving in [t, t + window_s)} w(r) / window_s`` replicas. At every tick t (every
+    ``D(t) = Σ_{r accepted, arriving in [t, t + window_s)} w(r) / window_s`` replicas. At every tick t (every
     ``sync_period_s``) the oracle sets ``ceil(max_{t − lookback_s ≤ t' ≤ t + cold_start_s + horizon_s}
     D(t') / utilization)`` replicas (at least 1). It has perfect foresight of arrivals, reads no
     metrics and scales down at once.
@@ -440,9 +483,10 @@ class OraclePolicy:
             raise ValueError(f"oracle utilization must be in (0, 1.5], got {self.utilization}")
         if self.cold_start_s < 0:
             raise ValueError(f"oracle cold_start_s must be ≥ 0, got {self.cold_start_s}")
-        n = max(1, len(self.requests))
-        mean_in = sum(r.input_tokens for r in self.requests) / n
-        mean_out = sum(r.output_tokens for r in self.requests) / n
+        served = accepted(self.requests, self.spec)  # rejected requests need no replica (trial 38 F2)
+        n = max(1, len(served))
+        mean_in = sum(r.input_tokens for r in served) / n
+        mean_out = sum(r.output_tokens for r in served) / n
         batch = steady_concurrency(
             max(1, round(mean_in)),
             max(1, round(mean_out)),
@@ -450,9 +494,9 @@ class OraclePolicy:
             self.spec.max_batch_size,
             self.spec.max_num_tokens,
         )
-        self._times = [r.arrival_s for r in self.requests]
+        self._times = [r.arrival_s for r in served]
         self._prefix = [0.0]
-        for r in self.requests:
+        for r in served:
             self._prefix.append(self._prefix[-1] + request_work_s(r, self.spec, batch))
 
     def demand(self, t: float) -> float:
@@ -512,7 +556,14 @@ def parse_policy(
     if text == "builtin":
         return builtin(min_replicas, max_replicas)
     if text == "capacity":
-        return capacity(min_replicas, max_replicas, profiled_capacity_rps(requests, spec))
+        try:
+            prior = profiled_capacity_rps(requests, spec)
+        except ValueError as exc:
+            raise ValueError(
+                f"--policy capacity: its prior κ needs a request the replica serves: {exc}; admit them "
+                "(the note above says how) or use --policy capacity-learned"
+            ) from exc
+        return capacity(min_replicas, max_replicas, prior)
     if text == "capacity-learned":
         return capacity(min_replicas, max_replicas, None)
     if text == "hpa-queue-compute":

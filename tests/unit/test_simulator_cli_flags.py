@@ -1,0 +1,173 @@
+"""simulate's flag errors and ``--deployment`` manifests without an autoscaler (fresh-user trial 38
+F4–F7): every error names the flag the user typed, its value and a fix that works in simulate.
+
+Upstream behaviour relied on: none beyond the operator's own rendering — a multi-node replica is a
+LeaderWorkerSet group (``trtllm_operator.render.leaderworkerset``), and an LLMDeployment whose
+autoscaling is off keeps ``spec.replicas`` (``api.deployment.LLMDeploymentSpec.replicas``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from trtllm_operator.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIGS = REPO / "tests" / "fixtures" / "model-configs"
+LLAMA_8B = CONFIGS / "meta-llama__Llama-3.1-8B-Instruct.json"
+LLAMA_70B = CONFIGS / "meta-llama__Llama-3.1-70B-Instruct.json"
+TRACE = "poisson:rate=1,duration=5"
+BASE = ["simulate", "--trace", TRACE, "--model-config", str(LLAMA_8B), "--gpu", "H100"]
+
+
+def _err(capsys: pytest.CaptureFixture[str], args: list[str], code: int = 2) -> str:
+    assert main(args) == code
+    return capsys.readouterr().err
+
+
+# -- F4: the KV free-memory fraction's errors name the flag ------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["0", "1.5", "nan"])
+def test_a_bad_kv_cache_fraction_names_the_flag_the_user_typed(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Trial 38 F4: "error: spec.server.kvCacheFreeGpuMemFraction: must be in (0, 1], got 0.0" named
+    no flag, though the user typed --kv-cache-free-gpu-mem-fraction."""
+    err = _err(capsys, [*BASE, "--kv-cache-free-gpu-mem-fraction", value])
+    assert (
+        "error: spec.server.kvCacheFreeGpuMemFraction (--kv-cache-free-gpu-mem-fraction): must be in (0, 1]"
+    ) in err, err
+
+
+# -- F5: a replica beyond one node is refused, naming the flags ---------------------------------------
+
+
+@pytest.mark.parametrize(("gpu", "tp", "pp", "node"), [("H100", 8, 2, 8), ("GB200", 4, 2, 4)])
+def test_a_replica_beyond_one_node_says_simulate_models_one_node(
+    gpu: str, tp: int, pp: int, node: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Trial 38 F5: "spec.parallelism: … exceeds the 8 GPUs of one node. Fix: … or set
+    spec.parallelism.multiNode: true" named no flag, and simulate has no way to set it. GB200's node
+    is the catalog's 4 GPUs (the planner was asked with the default 8 before)."""
+    args = ["simulate", "--trace", TRACE, "--model-config", str(LLAMA_70B), "--gpu", gpu]
+    err = _err(capsys, [*args, "--tp", str(tp), "--pp", str(pp)])
+    said = f"error: spec.parallelism (--tp/--pp): tensor × pipeline = {tp * pp} GPUs exceeds the {node} "
+    assert said in err, err
+    assert "simulate models replicas of one node" in err, err
+    assert f"Fix: lower tensor/pipeline parallelism to at most {node} GPUs per replica" in err, err
+    assert "set spec.parallelism.multiNode: true" not in err, err
+
+
+# -- F6: --deployment without an autoscaler ---------------------------------------------------------
+
+
+def _manifest(tmp_path: Path, spec: dict[str, object]) -> str:
+    doc = {"apiVersion": "llm.trtllm-operator.dev/v1alpha1", "kind": "LLMDeployment"}
+    doc |= {"metadata": {"name": "fixed"}, "spec": {"engineRef": {"name": "e"}, **spec}}
+    path = tmp_path / "d.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return str(path)
+
+
+@pytest.mark.parametrize("autoscaling", [None, {"enabled": False, "maxReplicas": 8}], ids=["none", "off"])
+def test_a_deployment_without_autoscaling_runs_its_spec_replicas(
+    tmp_path: Path, autoscaling: dict[str, object] | None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Trial 38 F6: "--deployment: the manifest has no spec.autoscaling; add one or use --policy",
+    after planning, and --policy is refused beside --deployment. The operator keeps spec.replicas
+    when autoscaling is off, so simulate runs that many; the replica takes the manifest's server."""
+    spec: dict[str, object] = {"replicas": 3, "server": {"enableChunkedContext": True}}
+    if autoscaling is not None:
+        spec["autoscaling"] = autoscaling
+    path = _manifest(tmp_path, spec)
+    assert main([*BASE, "--deployment", path, "--output", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["policy"] == f"static:3 ({path}: spec.replicas, autoscaling off)", out
+    assert out["mean_replicas"] == 3 and out["replica"]["chunked_context"] is True, out
+
+
+def test_a_deployment_that_cannot_be_simulated_says_so_before_planning_with_a_fix_that_works(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The check comes before the replica is planned (a bad --tp would be said first otherwise), and
+    the fix is the flags that carry the manifest's server settings (--deployment refuses them)."""
+    server = {"enableChunkedContext": True, "kvCacheFreeGpuMemFraction": 0.92}
+    path = _manifest(tmp_path, {"replicas": 0, "server": server})
+    err = _err(capsys, [*BASE, "--deployment", path, "--tp", "3"])
+    assert "spec.replicas is 0 with autoscaling off" in err, err
+    assert "spec.parallelism.tensor" not in err, err  # not planned
+    fix = f"drop --deployment {path} and pass --policy POLICY --kv-cache-free-gpu-mem-fraction 0.92 "
+    fix += "--chunked-context"
+    assert fix in err, err
+    hpa = {"enabled": True, "mode": "hpa", "maxReplicas": 4, "targets": {"kvCacheUtilization": 0.8}}
+    path = _manifest(tmp_path, {"autoscaling": hpa})
+    err = _err(capsys, [*BASE, "--deployment", path])
+    assert "only builtin is simulated" in err, err
+    assert "--policy POLICY --kv-cache-free-gpu-mem-fraction 0.9 (" in err, err
+
+
+def test_the_chunked_context_fix_names_the_manifest_field_with_a_deployment(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Trial 38 F6 nit: with --deployment the maxNumTokens warning's fix led with --chunked-context,
+    which --deployment refuses."""
+    path = _manifest(tmp_path, {"replicas": 1})
+    args = [*BASE, "--max-num-tokens", "256", "--output", "json"]
+    assert main([*args, "--deployment", path]) == 0
+    err = capsys.readouterr().err
+    assert f"enable chunked context (spec.server.enableChunkedContext of --deployment {path})" in err, err
+    assert "--chunked-context" not in err, err
+    assert main(args) == 0
+    assert "enable chunked context (--chunked-context) or raise maxNumTokens" in capsys.readouterr().err
+
+
+# -- F7: argparse-level errors: the flag, the value and what to give --------------------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "flag", "value", "hint"),
+    [
+        ("simulate", "--max-seq-len", "nan", "use an integer from 2 to 4194304 (spec.build.maxSeqLen)"),
+        ("simulate", "--max-seq-len", "1e6", "(spec.build.maxSeqLen), written in decimal digits (1000000)"),
+        ("simulate", "--max-num-tokens", "1.5", "use an integer from 1 to 1048576 (spec.build.maxNumTokens)"),
+        ("simulate", "--max-batch-size", "0x10", "use an integer from 1 to 8192 (spec.build.maxBatchSize)"),
+        ("simulate", "--max-seq-len", "", "use an integer from 2 to 4194304"),
+        ("simulate", "--kv-cache-free-gpu-mem-fraction", "abc", "not a number; use a fraction in (0, 1]"),
+        ("plan", "--max-seq-len", "nan", "use an integer from 2 to 4194304 (spec.build.maxSeqLen)"),
+    ],
+)
+def test_a_value_argparse_refuses_names_the_flag_the_value_and_what_to_give(
+    command: str, flag: str, value: str, hint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Trial 38 F7: "argument --max-seq-len: invalid int value: 'nan'" under the 30-line usage block,
+    with no range."""
+    args = [command, "--model-config", str(LLAMA_8B), "--gpu", "H100", flag, value]
+    if command == "simulate":
+        args += ["--trace", TRACE]
+    with pytest.raises(SystemExit) as exited:
+        main(args)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert f"trtllm-operator {command}: error: argument {flag}: invalid value {value!r}: " in err, err
+    assert hint in err, err
+    assert "usage:" not in err and f"trtllm-operator {command} --help lists every flag" in err, err
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--min-replicas", "0"], "--min-replicas must be >= 1, got 0"),
+        (["--min-replicas", "70"], "--max-replicas (default 64) is below --min-replicas 70"),
+        (["--min-replicas", "3", "--max-replicas", "2"], "--max-replicas 2 is below --min-replicas 3"),
+    ],
+)
+def test_replica_bounds_say_the_values_they_got(
+    flags: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Trial 38 F7: "--min-replicas must be >= 1 and --max-replicas >= --min-replicas" without the value."""
+    assert message in _err(capsys, [*BASE, *flags]), message
