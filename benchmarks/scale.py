@@ -41,8 +41,11 @@ Profile of the burst: the control plane audits every request (:data:`AUDIT_EVERY
 level: who, verb, resource, timestamps), so the requests are broken down per client (kopf's own
 aiohttp session, user agent ``kopf/…``, vs the operator's handlers on the kubernetes client, vs
 controllers, kwok and the benchmark itself) × verb × resource, with the API server's time per
-client. The operator serves its own /metrics during the run: time in reconciles per kind and the
-time synchronous handlers waited for a worker thread (``trtllm_operator_handler_queue_seconds``).
+client. The operator serves its own /metrics during the run: time in reconciles per kind, the
+time synchronous handlers waited for a worker thread (``trtllm_operator_handler_queue_seconds``),
+and its counters at convergence — reconciles, resumes, resyncs, and status writes refused by their
+guard and fallen back to the merge patch (``trtllm_operator_status_write_refusals_total`` /
+``_fallbacks_total``).
 
 Request counts are the API server's totals over all clients (the operator, and the controllers and
 kwok reacting to what it creates); "per object" divides by 2 N. Writes to llmengines/llmdeployments
@@ -284,14 +287,23 @@ def audit_breakdown(path: Path, start: int, end: int | None = None) -> dict[str,
     }
 
 
-#: Histograms read from the operator's /metrics (their _sum and _count), and counters (per label set).
+#: Histograms read from the operator's /metrics (their _sum and _count), and counters (per label set):
+#: reconciles, resumes, resyncs, and the status writes refused by their guard (422) and fallen back to
+#: the resourceVersion merge patch (kube/status.py ``patch_status``; docs/reliability.md "The status
+#: write") — the refusals the audit log's 422s count, as the operator saw them.
 OPERATOR_HISTOGRAMS = ("trtllm_operator_reconcile_duration_seconds", "trtllm_operator_handler_queue_seconds")
-OPERATOR_COUNTERS = ("trtllm_operator_reconciles", "trtllm_operator_resumes", "trtllm_operator_resyncs")
+OPERATOR_COUNTERS = (
+    "trtllm_operator_reconciles",
+    "trtllm_operator_resumes",
+    "trtllm_operator_resyncs",
+    "trtllm_operator_status_write_refusals",
+    "trtllm_operator_status_write_fallbacks",
+)
 
 
 def operator_metrics(port: int) -> dict[str, float]:
-    """The operator's reconcile and handler-queue histograms (sum and count) and its reconcile,
-    resume and resync counters (``name{labels} total``) from its /metrics."""
+    """The operator's reconcile and handler-queue histograms (sum and count) and its counters of
+    :data:`OPERATOR_COUNTERS` (``name{labels} total``) from its /metrics."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as resp:
         text = resp.read().decode()
     out: dict[str, float] = {}
@@ -1086,12 +1098,25 @@ def profile_lines(r: dict[str, Any]) -> list[str]:
             "|---|---|---|",
         ]
         lines += [f"| {t['site']} | {t['bytes'] / mib:.1f} | {t['blocks']} |" for t in top[1:16]]
-    m = r.get("operator_metrics") or {}
     lines += ["", "Operator time (its /metrics at convergence):", ""]
-    for key in sorted({k.rsplit(" ", 1)[0] for k in m}):
-        count, seconds = m.get(f"{key} count", 0.0), m.get(f"{key} sum", 0.0)
+    return lines + operator_metric_lines(r.get("operator_metrics") or {})
+
+
+def operator_metric_lines(m: dict[str, float]) -> list[str]:
+    """One line per histogram of :func:`operator_metrics` (observations, seconds, mean), then one
+    per counter series; a counter of :data:`OPERATOR_COUNTERS` without any series (never
+    incremented, e.g. no status write refused) is shown as 0."""
+    lines = []
+    for key in sorted(k.removesuffix(" count") for k in m if k.endswith(" count")):
+        count, seconds = m[f"{key} count"], m.get(f"{key} sum", 0.0)
         mean = seconds / count if count else 0.0
         lines.append(f"- {key}: {count:.0f} observations, {seconds:.1f} s in all, {mean * 1000:.0f} ms mean")
+    counters = {k.removesuffix(" total"): v for k, v in m.items() if k.endswith(" total")}
+    for family in OPERATOR_COUNTERS:
+        name = family.removeprefix("trtllm_operator_")
+        if not any(k.startswith(name + "{") for k in counters):
+            counters[name + "{}"] = 0.0
+    lines += [f"- {key}: {value:.0f}" for key, value in sorted(counters.items())]
     return lines
 
 

@@ -8,6 +8,8 @@ import threading
 from typing import Any
 
 import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 from support.cluster import LocalCluster
 from support.manifests import a_deployment
 
@@ -24,6 +26,7 @@ from trtllm_operator.kube import (
     update_conditions,
 )
 from trtllm_operator.kube.client import ReadOnlyKube, Resource, WriteNeeded
+from trtllm_operator.metrics.operator_metrics import REGISTRY
 
 ENGINE: dict[str, Any] = {
     "apiVersion": "llm.trtllm-operator.dev/v1alpha1",
@@ -209,6 +212,27 @@ def test_kopfs_annotation_patch_between_read_and_write_does_not_refuse_the_statu
     assert written is not None and probe.status_written and probe.fresh is None and not probe.wanted
 
 
+def _status_write_counts(kind: str) -> tuple[float, float, float]:
+    """(refused guarded status writes, fallbacks to the merge patch, 422 patch API errors) of
+    ``kind``, as the operator's /metrics serves them: the exposition of its registry
+    (commands/run.py serves :data:`REGISTRY`), parsed back with prometheus_client's parser. The
+    registry is process-wide: callers compare deltas."""
+    samples = {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(generate_latest(REGISTRY).decode())
+        for s in family.samples
+    }
+
+    def value(name: str, **labels: str) -> float:
+        return samples.get((name, frozenset(labels.items())), 0.0)
+
+    return (
+        value("trtllm_operator_status_write_refusals_total", kind=kind),
+        value("trtllm_operator_status_write_fallbacks_total", kind=kind),
+        value("trtllm_operator_api_errors_total", verb="patch", code="422"),
+    )
+
+
 def _change_status(kube: Kube, res: Resource, namespace: str, name: str) -> None:
     update_conditions(kube, res, namespace, name, [condition("Planned", True, "Other", "another writer")])
 
@@ -241,7 +265,9 @@ def test_a_change_of_what_the_decision_read_refuses_the_status_write_and_it_is_d
     """The guard keeps what the resourceVersion precondition guaranteed: a status (another writer's
     condition), spec (generation) or honoured annotation changed between the read and the write
     refuses the write (422, json-patch ``test failed``), and the status is decided again on the object
-    read fresh — the other writer's condition survives, the decision sees the new generation."""
+    read fresh — the other writer's condition survives, the decision sees the new generation. Each
+    refusal counts in ``trtllm_operator_status_write_refusals_total`` (not as an API error; before
+    trial 38 F10 it was only a DEBUG line), and a write whose second attempt lands is no fallback."""
     if res == LLM_ENGINE:
         kube.create(LLM_ENGINE, namespace, ENGINE)
         name = "shared"
@@ -261,8 +287,10 @@ def test_a_change_of_what_the_decision_read_refuses_the_status_write_and_it_is_d
         seen.append(current)
         return {"observedGeneration": current["metadata"]["generation"]}
 
+    before = _status_write_counts(res.kind)
     result = patch_status(counting, res, namespace, name, mutate, current=obj)
     assert (len(seen), counting.gets, counting.refused) == (2, 1, [422])
+    assert _status_write_counts(res.kind) == (before[0] + 1, before[1], before[2])
     assert result is not None
     assert result["status"]["observedGeneration"] == result["metadata"]["generation"]
     if change is _change_status:
@@ -276,3 +304,4 @@ def test_a_change_of_what_the_decision_read_refuses_the_status_write_and_it_is_d
     with pytest.raises(WriteNeeded):
         update_conditions(probe, res, namespace, name, [condition("Ready", True, "Ok")], current=cached)
     assert probe.wanted and not probe.status_written
+    assert _status_write_counts(res.kind) == (before[0] + 2, before[1], before[2])

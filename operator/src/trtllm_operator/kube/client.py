@@ -73,7 +73,7 @@ from trtllm_operator.api.wire import (
     SCALED_OBJECT_PLURAL,
     VERSION,
 )
-from trtllm_operator.metrics.operator_metrics import API_ERRORS
+from trtllm_operator.metrics.operator_metrics import API_ERRORS, STATUS_WRITE_REFUSALS
 
 log = logging.getLogger(__name__)
 
@@ -535,12 +535,17 @@ class Kube:
         """PATCH (JSON merge patch by default; a list body needs ``content_type=JSON_PATCH``).
 
         Put ``{"metadata": {"resourceVersion": rv}}`` into a merge patch to make it conditional:
-        the API server then answers 409 when the object changed since ``rv``.
+        the API server then answers 409 when the object changed since ``rv``. A guarded status write
+        (:func:`is_guarded`) refused with 422 (:func:`is_patch_refused`) is an answer, counted in
+        ``trtllm_operator_status_write_refusals_total`` by kind, not in the API errors.
         """
         try:
             return self._patch(res, namespace, name, body, subresource=subresource, content_type=content_type)
         except ApiException as exc:
-            _count("patch", exc, expected=(409, 422) if is_patch_refused(exc) else (409,))
+            refused = is_patch_refused(exc)
+            _count("patch", exc, expected=(409, 422) if refused else (409,))
+            if refused and subresource == "status" and is_guarded(body, content_type):
+                STATUS_WRITE_REFUSALS.labels(kind=res.kind).inc()
             raise
 
     def _patch(

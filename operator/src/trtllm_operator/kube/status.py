@@ -39,6 +39,7 @@ from engine_builder.redaction import redact_data
 from trtllm_operator.api.wire import STATUS_INPUT_ANNOTATIONS
 from trtllm_operator.decide.conditions import merge_conditions
 from trtllm_operator.kube.client import JSON_PATCH, JsonPatch, Kube, Resource, is_patch_refused
+from trtllm_operator.metrics.operator_metrics import STATUS_WRITE_FALLBACKS
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +166,9 @@ def patch_status(
     object again and asks ``mutate`` again. The first :data:`GUARDED_ATTEMPTS` attempts are guarded;
     the others are merge patches conditional on ``metadata.resourceVersion`` (409 on any change), so
     a guard that cannot pass on an unchanged object — a value the API server would write other than
-    :func:`~trtllm_operator.kube.client.go_json` does — costs two refusals, never a loop.
+    :func:`~trtllm_operator.kube.client.go_json` does — costs two refusals, never a loop. Each refusal
+    counts in ``trtllm_operator_status_write_refusals_total`` (:meth:`Kube.patch`), each write that
+    falls back to the merge patch once in ``trtllm_operator_status_write_fallbacks_total``, by kind.
 
     ``current``: the object as the caller already has it (e.g. from a watch cache), used instead of
     the first GET. The write is still guarded by it, so a stale copy costs a refusal and a fresh
@@ -192,6 +195,8 @@ def patch_status(
                 "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
                 "status": dict(patch),
             }
+            if attempt == GUARDED_ATTEMPTS:  # once per write: the guarded attempts were all refused
+                STATUS_WRITE_FALLBACKS.labels(kind=res.kind).inc()
             return kube.patch(res, namespace, name, merge, subresource="status")
         except ApiException as exc:
             if exc.status != 409 and not is_patch_refused(exc):

@@ -97,6 +97,21 @@ API_ERRORS = Counter(
     ["verb", "code"],
     registry=REGISTRY,
 )
+STATUS_WRITE_REFUSALS = Counter(
+    "trtllm_operator_status_write_refusals",
+    "Guarded status writes (JSON patches whose test operations check what the decision read) the API "
+    "server refused with 422 because a test failed: the object changed since the copy the write was "
+    "decided on. By kind; each is followed by a fresh read and a new decision.",
+    ["kind"],
+    registry=REGISTRY,
+)
+STATUS_WRITE_FALLBACKS = Counter(
+    "trtllm_operator_status_write_fallbacks",
+    "Status writes that fell back to a merge patch conditional on resourceVersion after every guarded "
+    "attempt was refused, by kind (once per write).",
+    ["kind"],
+    registry=REGISTRY,
+)
 RESUMES = Counter(
     "trtllm_operator_resumes",
     "Objects kopf resumed at an operator start, by kind and result: settled (the caches show it "
