@@ -53,7 +53,7 @@ from kubernetes import client
 from support.api import Api, find_condition
 from support.cluster import LocalCluster
 from support.keda import KEDA_GROUP, KEDA_VERSION, external_metric, hpa_external_averages, milli, running_keda
-from support.manifests import an_autoscaled_deployment
+from support.manifests import a_keda_deployment
 from support.monitoring import (
     TRITON_METRICS_PORT,
     active_per_pod,
@@ -98,23 +98,9 @@ def test_keda_scales_an_llmdeployment_through_its_hpa(
         running_keda(cluster, ns),
     ):
         print(f"[keda] Prometheus and KEDA running in {time.monotonic() - t0:.1f} s")
-        body = an_autoscaled_deployment(
-            NAME,
-            "llama",
-            max_replicas=2,
-            up={"stabilizationWindowSeconds": 0, "maxReplicasPerStep": 4, "periodSeconds": 1},
-            down={
-                "stabilizationWindowSeconds": down_window,
-                "maxReplicasPerStep": 1,
-                "periodSeconds": 1,
-            },
-            metrics={"source": "prometheus", "prometheusURL": prom, "scrapeIntervalSeconds": 1},
+        body = a_keda_deployment(
+            NAME, "llama", prometheus_url=prom, active_target=ACTIVE_TARGET, down_window=down_window
         )
-        body["spec"]["autoscaling"]["mode"] = "keda"
-        body["spec"]["autoscaling"]["targets"] = {
-            "activeRequestUtilization": ACTIVE_TARGET,
-            "kvCacheUtilization": 0.8,
-        }
         with running_operator(cluster, [ns]), running_hpa_controller(cluster):
             api.create(body)
 

@@ -61,7 +61,7 @@ from support.api import Api, find_condition
 from support.cluster import LocalCluster
 from support.keda import KEDA_GROUP, KEDA_VERSION, external_metric, hpa_external_averages, milli, running_keda
 from support.lws import running_lws
-from support.manifests import a_multi_node_engine, an_autoscaled_deployment
+from support.manifests import a_keda_deployment, a_multi_node_engine
 from support.monitoring import (
     TRITON_METRICS_PORT,
     active_per_pod,
@@ -123,19 +123,9 @@ def test_keda_scales_a_multi_node_llmdeployment_by_leaderworkerset_groups(
             engine = a_multi_node_engine(ENGINE)
             api.cache_artifact(engine)
             api.create(engine)
-            body = an_autoscaled_deployment(
-                NAME,
-                ENGINE,
-                max_replicas=2,
-                up={"stabilizationWindowSeconds": 0, "maxReplicasPerStep": 4, "periodSeconds": 1},
-                down={"stabilizationWindowSeconds": 6, "maxReplicasPerStep": 1, "periodSeconds": 1},
-                metrics={"source": "prometheus", "prometheusURL": prom, "scrapeIntervalSeconds": 1},
+            body = a_keda_deployment(
+                NAME, ENGINE, prometheus_url=prom, active_target=ACTIVE_TARGET, down_window=6
             )
-            body["spec"]["autoscaling"]["mode"] = "keda"
-            body["spec"]["autoscaling"]["targets"] = {
-                "activeRequestUtilization": ACTIVE_TARGET,
-                "kvCacheUtilization": 0.8,
-            }
             with running_operator(cluster, [ns]), running_hpa_controller(cluster):
                 api.create(body)
 

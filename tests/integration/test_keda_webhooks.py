@@ -184,7 +184,8 @@ def test_mode_keda_under_kedas_webhooks(cluster: LocalCluster, api: Api) -> None
                 lambda: api.events("taken", "AdmissionRefused"), 30, desc="AdmissionRefused Warning"
             )
             # Warnings with the condition's words (the create handler and the resync timer's first tick
-            # can both post one at creation: each reads a copy without the condition yet)
+            # both sync at creation from a copy without the condition; the one whose status write finds
+            # it written posts none: tests/unit/test_autoscaler_external_refusal.py)
             assert {(e.type, e.message) for e in warnings} == {("Warning", refused["message"])}, warnings
             hpa_api.delete_namespaced_horizontal_pod_autoscaler("users-hpa", ns)
             wait_for(

@@ -290,3 +290,27 @@ def an_autoscaled_deployment(
     if scheduling:
         spec["scheduling"] = scheduling
     return a_deployment(name, engine, replicas=1, **spec)
+
+
+def a_keda_deployment(
+    name: str, engine: str, *, prometheus_url: str, active_target: float, down_window: int
+) -> dict[str, Any]:
+    """An LLMDeployment in ``mode: keda`` as the KEDA integration tests drive it (1..2 replicas): the
+    operator renders a ScaledObject whose Prometheus triggers read ``prometheus_url``; targets
+    ``active_target`` active requests per replica and 0.8 KV-cache utilization; scale-up unstabilized
+    (up to 4 a step), scale-down by one a second after a ``down_window``-second window, signals every
+    second."""
+    body = an_autoscaled_deployment(
+        name,
+        engine,
+        max_replicas=2,
+        up={"stabilizationWindowSeconds": 0, "maxReplicasPerStep": 4, "periodSeconds": 1},
+        down={"stabilizationWindowSeconds": down_window, "maxReplicasPerStep": 1, "periodSeconds": 1},
+        metrics={"source": "prometheus", "prometheusURL": prometheus_url, "scrapeIntervalSeconds": 1},
+    )
+    body["spec"]["autoscaling"]["mode"] = "keda"
+    body["spec"]["autoscaling"]["targets"] = {
+        "activeRequestUtilization": active_target,
+        "kvCacheUtilization": 0.8,
+    }
+    return body

@@ -21,6 +21,7 @@ from trtllm_operator.decide.autoscaler import (
     decide_tick,
     external_conflict,
     external_failed,
+    external_refused,
     external_rendered,
     failure_is_new,
     refused_message,
@@ -601,3 +602,105 @@ def test_an_admission_webhooks_refusal_is_reported_with_its_words() -> None:
         ("ScalingActive", "False", "AdmissionRefused")
     ]
     assert (warning.reason, warning.type, warning.message) == ("AdmissionRefused", "Warning", message)
+
+
+def test_a_refused_change_of_the_owned_scaled_object_says_the_last_applied_one_still_scales() -> None:
+    """Fresh-user trial 38 F9a: KEDA's ``ValidateUpdate`` runs the same ``validateWorkload`` checks as
+    ``ValidateCreate`` (kedacore/keda v2.20.2 apis/keda/v1alpha1/scaledobject_webhook.go), so once a
+    user's HPA scales the LLMDeployment, the patch of the ScaledObject the operator already owns is
+    refused. That ScaledObject (and KEDA's HPA) still scale: ScalingActive and ScalingLimited said
+    "nothing the operator rendered scales this deployment" / "no autoscaler decides"."""
+    keda = (
+        "admission webhook \"vscaledobject.kb.io\" denied the request: the workload 'chat' of type "
+        "'llm.trtllm-operator.dev/v1alpha1.LLMDeployment' is already managed by the hpa 'users-hpa'"
+    )
+    conditions, warning = external_refused("ScaledObject", "chat", keda, 30.0, 4, standing=True)
+    (active,) = conditions
+    assert (active["type"], active["status"], active["reason"], active["observedGeneration"]) == (
+        "ScalingActive",
+        "True",
+        "AdmissionRefused",
+        4,
+    )
+    assert active["message"] == (
+        "the API server refused the change to ScaledObject chat; the ScaledObject as last applied still "
+        f"scales this deployment: {keda} (tried again every 30 s)"
+    )
+    assert "nothing the operator rendered" not in active["message"]
+    assert (warning.reason, warning.type, warning.message) == (
+        "AdmissionRefused",
+        "Warning",
+        active["message"],
+    )
+    # ScalingLimited keeps naming KEDA's HPA, which still decides (pending or already written)
+    retired, _ = retire_builtin(
+        autoscaling(enabled=True, mode="keda"), BUILTIN_LEFT, hpa="chat-keda", generation=4
+    )
+    assert undelegated(retired, BUILTIN_LEFT, active) == retired
+    assert undelegated([], {"conditions": retired}, active) == []
+    # a refused create: nothing of the operator's scales, as before
+    created, _ = external_refused("ScaledObject", "chat", keda, 30.0, 4, standing=False)
+    assert (created[0]["status"], created[0]["reason"]) == ("False", "AdmissionRefused")
+    assert created[0]["message"] == refused_message("ScaledObject", "chat", keda, 30.0)
+    (limited,) = [c for c in undelegated(retired, BUILTIN_LEFT, created[0]) if c["type"] == "ScalingLimited"]
+    assert (limited["status"], limited["reason"]) == ("Unknown", "AdmissionRefused")
+
+
+#: Refusals by admission other than a webhook's denial, as kube-apiserver v1.34.4 words them, and
+#: real ones: kubernetes v1.34.4 test/integration/apiserver/cel/validatingadmissionpolicy_test.go
+#: (the ``err`` of its first two cases; their ``failureReason`` Invalid → 422 and Forbidden → 403,
+#: staging/src/k8s.io/apiserver/pkg/admission/plugin/policy/validating/policy_decision.go
+#: ``reasonToCode``), k8s.io/apiserver v0.34.4 pkg/admission/plugin/webhook/errors/statuserror_test.go
+#: (``deniedBy + " without explanation"``, 400), and kedacore/keda issue #5185 (KEDA's webhook
+#: unreachable under ``failurePolicy: Fail``, "reason: InternalError", i.e. 500).
+UPSTREAM_REFUSALS = (
+    (
+        422,
+        "namespaces \"test-foobar\" is forbidden: ValidatingAdmissionPolicy 'validate-namespace-suffix' with "
+        "binding 'validate-namespace-suffix-binding' denied request: failed expression: "
+        "object.metadata.name.endsWith('k8s')",
+    ),
+    (
+        403,
+        'namespaces "forbidden-test-foobar" is forbidden: ValidatingAdmissionPolicy '
+        "'validate-namespace-suffix' with binding 'validate-namespace-suffix-binding' denied request: "
+        "failed expression: object.metadata.name.endsWith('k8s')",
+    ),
+    (400, 'admission webhook "foo" denied the request without explanation'),
+    (
+        500,
+        'Internal error occurred: failed calling webhook "vscaledobject.kb.io": failed to call webhook: Post '
+        '"https://keda-admission-webhooks.keda.svc:443/validate-keda-sh-v1alpha1-scaledobject'
+        '?timeout=10s": EOF',
+    ),
+)
+
+
+@pytest.mark.parametrize(("status", "message"), UPSTREAM_REFUSALS)
+def test_a_policys_denial_and_an_unreachable_webhook_are_refusals_too(status: int, message: str) -> None:
+    """Fresh-user trial 38 F9b: only ``admission webhook …`` was recognised, so a
+    ValidatingAdmissionPolicy's denial or a webhook call failing closed went to kopf's endless retry
+    with nothing on the object."""
+    assert admission_refusal(status, message) == message
+
+
+def test_errors_that_are_not_admissions_refusals_stay_errors() -> None:
+    """RBAC's Forbidden (k8s.io/apiserver v0.34.4 pkg/endpoints/handlers/responsewriters/errors.go
+    ``forbiddenMessage`` in apimachinery's ``NewForbidden``), a whole request timing out (the title of
+    kedacore/keda issue #6850), another 500, and the refusals' words with a status they never come with."""
+    rbac = (
+        'scaledobjects.keda.sh "chat" is forbidden: User "system:serviceaccount:ops:trtllm-operator" cannot '
+        'update resource "scaledobjects" in API group "keda.sh" in the namespace "ns"'
+    )
+    assert admission_refusal(403, rbac) is None
+    assert (
+        admission_refusal(
+            504, "Timeout: request did not complete within requested timeout - context deadline exceeded"
+        )
+        is None
+    )
+    assert admission_refusal(500, "Internal error occurred: etcdserver: request timed out") is None
+    # a webhook's denial is at least 400 (ToStatusErr), a policy's 401/403/413/422, a call failure 500
+    never = {422: 500, 403: 500, 400: 399, 500: 403}
+    for status, message in UPSTREAM_REFUSALS:
+        assert admission_refusal(never[status], message) is None

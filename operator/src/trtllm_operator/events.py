@@ -455,7 +455,10 @@ _DEPLOYMENT_REASONS: tuple[EventReason, ...] = (
         DEPLOYMENT,
         "Warning",
         "autoscaler",
-        "an admission webhook (e.g. KEDA's) refused the HPA / ScaledObject; the message has its words",
+        "admission refused the HPA / ScaledObject (a webhook's denial, e.g. KEDA's; a "
+        "ValidatingAdmissionPolicy's; a webhook not reachable under `failurePolicy: Fail`); the message has "
+        "its words and says whether the object as last applied still scales (a refused change) or nothing "
+        "does (a refused creation); once per change of the condition",
     ),
     EventReason(
         TUNING_RECOMMENDATION, DEPLOYMENT, "Normal", "tuning", "the set of tuning recommendations changed"

@@ -33,7 +33,8 @@ writes it when what a later decision reads changes
 Modes hpa / keda:
 
 * :func:`decide_external` — which child kind to render and which to remove for ``spec.autoscaling``;
-* :func:`external_rendered` / :func:`external_failed` — the condition (and Warning) after rendering;
+* :func:`external_rendered` / :func:`external_failed` / :func:`external_refused` — the condition (and
+  Warning) after rendering;
 * :func:`retire_builtin` — what the built-in autoscaler left in status once the mode is no longer
   builtin or autoscaling is off: ``status.autoscaling`` removed, ``ScalingLimited`` (and, when off,
   ``ScalingActive``) moved to ``ScalingDelegated`` / ``AutoscalingDisabled``.
@@ -42,7 +43,8 @@ Modes hpa / keda:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -72,6 +74,7 @@ __all__ = [
     "decide_invalid",
     "decide_tick",
     "external_failed",
+    "external_refused",
     "external_rendered",
     "load_state",
     "refused_message",
@@ -348,27 +351,96 @@ def external_failed(reason: str, message: str, generation: int | None) -> tuple[
     )
 
 
-#: kube-apiserver's prefix of a validating or mutating webhook's refusal (kubernetes v1.34
-#: staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/errors/statuserror.go ``ToStatusErr``:
-#: ``admission webhook "<name>" denied the request: <message>``, HTTP status the webhook's, at least 400).
-_WEBHOOK_DENIAL = "admission webhook "
+#: How kube-apiserver words a refusal by admission (kubernetes v1.34.4, the version hack/build-testbin.sh
+#: builds; ``staging/src/k8s.io/apiserver`` = k8s.io/apiserver v0.34.4), each with the HTTP statuses it
+#: comes with. A Go ``%q`` name is matched as a quoted string with escapes.
+_QUOTED = r'"(?:[^"\\]|\\.)*"'
+_ADMISSION_REFUSALS: tuple[tuple[re.Pattern[str], Callable[[int], bool]], ...] = (
+    # A validating or mutating webhook's refusal: pkg/admission/plugin/webhook/errors/statuserror.go
+    # ``ToStatusErr``: ``admission webhook "<name>" denied the request: <message>`` (or ``… denied the
+    # request without explanation``), the webhook's HTTP status, at least 400.
+    (re.compile(rf"admission webhook {_QUOTED} denied the request"), lambda status: status >= 400),
+    # A ValidatingAdmissionPolicy's denial (a binding with validationActions Deny, or an expression
+    # error under failurePolicy Fail): pkg/admission/plugin/policy/validating/dispatcher.go ``Dispatch``:
+    # ``ValidatingAdmissionPolicy '<policy>' with binding '<binding>' denied request: <message>`` (no
+    # binding: ``ValidatingAdmissionPolicy '<policy>' denied request: …``) in pkg/admission/errors.go
+    # ``NewForbidden`` → k8s.io/apimachinery v0.34.4 pkg/api/errors/errors.go ``NewForbidden``:
+    # ``<resource>.<group> "<name>" is forbidden: …``; the status from the policy's reason
+    # (policy_decision.go ``reasonToCode``: Forbidden 403, Unauthorized 401, RequestEntityTooLarge 413,
+    # else Invalid 422).
+    (
+        re.compile(
+            rf"\S+ (?:{_QUOTED} )?is forbidden: ValidatingAdmissionPolicy '[^']*'"
+            r"(?: with binding '[^']*')? denied request: "
+        ),
+        lambda status: status in (401, 403, 413, 422),
+    ),
+    # A webhook the API server could not call (unreachable, timed out, a bad answer) under
+    # failurePolicy Fail: pkg/admission/plugin/webhook/validating/dispatcher.go (and mutating/) fail
+    # closed with ``apierrors.NewInternalError(ErrCallingWebhook)``: HTTP 500,
+    # ``Internal error occurred: failed calling webhook "<name>": <reason>`` (pkg/util/webhook/error.go;
+    # ``…; no further details available`` without a reason). Under failurePolicy Ignore the request
+    # goes through. Reported as a refusal, not raised: nothing else would say on the object that a
+    # webhook blocks its HPA / ScaledObject, and the resync tries again as for a denial.
+    (
+        re.compile(rf"Internal error occurred: failed calling webhook {_QUOTED}[:;] "),
+        lambda status: status == 500,
+    ),
+)
 
 
 def admission_refusal(status: int, message: str) -> str | None:
-    """``message`` when an API error (``status``, the Status body's ``message``) is an admission
-    webhook's refusal, else None. KEDA's webhooks (kedacore/keda v2.20.2
+    """``message`` when an API error (``status``, the Status body's ``message``) is a refusal by
+    admission, else None: an admission webhook's denial, a ValidatingAdmissionPolicy's denial, or a
+    webhook the API server could not call under ``failurePolicy: Fail`` (the forms in
+    :data:`_ADMISSION_REFUSALS`, with their sources). KEDA's webhooks (kedacore/keda v2.20.2
     apis/keda/v1alpha1/scaledobject_webhook.go) refuse with 403 (controller-runtime v0.23.3
     pkg/webhook/admission/response.go ``Denied``: ``http.StatusForbidden``), e.g. "the workload
-    '<name>' of type '<group/version.kind>' is already managed by the hpa '<hpa>'"."""
-    return message if status >= 400 and message.startswith(_WEBHOOK_DENIAL) else None
+    '<name>' of type '<group/version.kind>' is already managed by the hpa '<hpa>'".
+
+    Not recognised, so raised as before (kopf retries): RBAC's Forbidden, a timeout of the whole
+    request (``Timeout: request did not complete …``), and a MutatingAdmissionPolicy's denial (beta and
+    off by default in v1.34)."""
+    for pattern, status_fits in _ADMISSION_REFUSALS:
+        if status_fits(status) and pattern.match(message):
+            return message
+    return None
 
 
-def refused_message(kind: str, child: str, refusal: str, retry_seconds: float) -> str:
-    """``ScalingActive=False`` ``AdmissionRefused`` message: what was refused, the webhook's words,
-    and how often the operator tries again (``retry_seconds``)."""
+def refused_message(
+    kind: str, child: str, refusal: str, retry_seconds: float, *, standing: bool = False
+) -> str:
+    """``AdmissionRefused`` message: what was refused, what still scales, the refusal's words, and how
+    often the operator tries again (``retry_seconds``). ``standing``: the refused request was the
+    change of an existing ``kind`` ``child`` this LLMDeployment owns (KEDA's ``ValidateUpdate`` runs the
+    same ``validateWorkload`` checks as ``ValidateCreate``: kedacore/keda v2.20.2
+    apis/keda/v1alpha1/scaledobject_webhook.go), which stays as last applied and still scales."""
+    if standing:
+        return (
+            f"the API server refused the change to {kind} {child}; the {kind} as last applied still "
+            f"scales this deployment: {refusal} (tried again every {retry_seconds:g} s)"
+        )
     return (
         f"the API server refused {kind} {child}, so nothing the operator rendered scales this deployment: "
         f"{refusal} (tried again every {retry_seconds:g} s)"
+    )
+
+
+def external_refused(
+    kind: str, child: str, refusal: str, retry_seconds: float, generation: int | None, *, standing: bool
+) -> tuple[list[Condition], Event]:
+    """The ``ScalingActive`` condition and Warning, reason ``AdmissionRefused``, when admission refused
+    the HPA / ScaledObject (:func:`refused_message`). A refused create leaves nothing the operator
+    rendered: ``False``. A refused change of the ``standing`` child leaves it as last applied, still
+    scaling (KEDA's admission checks run only in its webhook, not in its controller: v2.20.2 calls
+    ``verifyHpas`` from ``validateWorkload`` alone), so ``True``: the Warning and the message say
+    that the change was not applied, and :func:`undelegated` leaves ``ScalingDelegated``."""
+    message = refused_message(kind, child, refusal, retry_seconds, standing=standing)
+    if not standing:
+        return external_failed("AdmissionRefused", message, generation)
+    return (
+        [condition("ScalingActive", True, "AdmissionRefused", message, observed_generation=generation)],
+        Event("AdmissionRefused", message, "Warning"),
     )
 
 
@@ -398,7 +470,10 @@ def undelegated(retired: list[Condition], status: Mapping[str, Any], failure: Co
     (``failure``: the ``ScalingActive=False`` condition of :func:`external_failed`). A
     ``ScalingLimited`` :data:`SCALING_DELEGATED` — about to be written (in ``retired``) or already in
     ``status`` — would name an HPA that does not decide, so it reads ``Unknown`` with the failure's
-    reason and message instead."""
+    reason and message instead. A ``failure`` that is ``True`` (:func:`external_refused` of a refused
+    change: the child as last applied still scales) changes nothing: ``retired`` as it is."""
+    if failure.get("status") == "True":
+        return retired
 
     def delegated(c: Mapping[str, Any]) -> bool:
         return c.get("type") == "ScalingLimited" and c.get("reason") == SCALING_DELEGATED

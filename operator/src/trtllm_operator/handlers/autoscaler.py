@@ -30,10 +30,13 @@ every :data:`TICK_SECONDS` and evaluating once per ``spec.autoscaling.metrics.sc
 (:mod:`trtllm_operator.render.hpa`) or a KEDA ScaledObject (:mod:`trtllm_operator.render.keda`) owned
 by the LLMDeployment, keeps it up to date (patched only when its rendered hash changes), and deletes
 the one it owns when the mode changes or autoscaling is turned off. It never touches an object of
-the same name that it does not own (a Warning Event says so). An admission webhook's refusal of the
-child (KEDA's webhooks refuse a ScaledObject whose target another HPA or ScaledObject already scales)
-becomes ``ScalingActive=False`` ``AdmissionRefused`` with the webhook's words, tried again by the resync
-timer. Leaving mode builtin (or turning
+the same name that it does not own (a Warning Event says so). A refusal of the child by admission
+(a webhook's or a ValidatingAdmissionPolicy's denial, or a webhook not reachable under ``failurePolicy:
+Fail``: :func:`~trtllm_operator.decide.autoscaler.admission_refusal`; KEDA's webhooks refuse a
+ScaledObject whose target another HPA or ScaledObject already scales) becomes ``ScalingActive``
+``AdmissionRefused`` with its words — ``False`` when the creation was refused, ``True`` when the
+change of the child already applied was (that one still scales) — and a Warning once per change,
+tried again by the resync timer. Leaving mode builtin (or turning
 autoscaling off) removes the built-in's ``status.autoscaling`` and moves its ``ScalingLimited`` (and,
 when off, ``ScalingActive``) to a reason that says who decides now
 (:func:`~trtllm_operator.decide.autoscaler.retire_builtin`).
@@ -79,9 +82,9 @@ from trtllm_operator.decide.autoscaler import (
     decide_tick,
     external_conflict,
     external_failed,
+    external_refused,
     external_rendered,
     failure_is_new,
-    refused_message,
     retire_builtin,
     state_for_tick,
     undelegated,
@@ -94,6 +97,7 @@ from trtllm_operator.decide.autoscaling import (
     policy_from_spec,
 )
 from trtllm_operator.decide.conditions import rfc3339
+from trtllm_operator.decide.ownership import control_conflict
 from trtllm_operator.decide.policy import url_refusal
 from trtllm_operator.decide.serving_params import OwnerRef
 from trtllm_operator.handlers import indexes
@@ -408,9 +412,16 @@ def sync_external_autoscaler(kube: Kube, obj: Mapping[str, Any], *, created: boo
         if refusal is not None:
             # e.g. KEDA's webhooks: the target is already scaled by another HPA or ScaledObject. Not
             # raised (kopf would retry it forever, and say nothing on the object): the condition and a
-            # Warning say why, and the resync timer tries again.
-            message = refused_message(kind.kind, child, refusal, EXTERNAL_RESYNC_SECONDS)
-            conditions, warning = external_failed("AdmissionRefused", message, generation)
+            # Warning say why, and the resync timer tries again. Whether a child of ours stands (the
+            # refused request was its change, not its creation) is read now: what still scales.
+            conditions, warning = external_refused(
+                kind.kind,
+                child,
+                refusal,
+                EXTERNAL_RESYNC_SECONDS,
+                generation,
+                standing=_controls(kube.get(kind, namespace, child), kind, uid),
+            )
         elif exc.status == 404 and plan.render == "keda":
             conditions, warning = external_failed("KEDANotInstalled", KEDA_NOT_INSTALLED, generation)
         else:
@@ -421,14 +432,38 @@ def sync_external_autoscaler(kube: Kube, obj: Mapping[str, Any], *, created: boo
             update_conditions(kube, LLM_DEPLOYMENT, namespace, name, rendered + retired, status=stale)
             return
         conditions, warning = external_conflict(kind.kind, child, generation)
-    # Nothing the operator rendered scales it: ScalingLimited must not name an HPA that decides, and
+    # Nothing the operator rendered scales it (unless a refused change left the child standing:
+    # undelegated keeps ScalingDelegated then): ScalingLimited must not name an HPA that decides, and
     # the Warning goes out once per change, not on every resync (fresh-user trial 35).
     status = obj.get("status") or {}
-    new = failure_is_new(status, conditions[0])
     limited = undelegated(retired, status, conditions[0])
-    update_conditions(kube, LLM_DEPLOYMENT, namespace, name, conditions + limited, status=stale)
-    if new:
+    # Whether the failure is new is decided on the copy the condition write was computed from, not on
+    # ``obj``: two syncs of one change (the create handler and the resync timer's first tick, both
+    # reading a copy without the condition) write it once — the status write is guarded by the copy
+    # it read, so the second reads again and finds nothing to write (kube/status.py patch_status) —
+    # and so post one Warning, not two.
+    read: list[Mapping[str, Any]] = []
+
+    def keep_copy(fresh: Mapping[str, Any]) -> bool:
+        read.append(fresh)
+        return True
+
+    update_conditions(
+        kube,
+        LLM_DEPLOYMENT,
+        namespace,
+        name,
+        conditions + limited,
+        status=stale,
+        only_if=keep_copy,
+    )
+    if read and failure_is_new(read[-1].get("status") or {}, conditions[0]):
         post_event(kube, obj, warning.reason, warning.message, type_=warning.type)
+
+
+def _controls(live: Mapping[str, Any] | None, kind: Resource, uid: str) -> bool:
+    """Whether ``live`` (the HPA / ScaledObject as read, None when absent) is this LLMDeployment's own."""
+    return live is not None and control_conflict(live, kind.kind, uid) is None
 
 
 def _external_mode(spec: Mapping[str, Any], **_: Any) -> bool:
