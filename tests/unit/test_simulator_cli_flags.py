@@ -171,3 +171,49 @@ def test_replica_bounds_say_the_values_they_got(
 ) -> None:
     """Trial 38 F7: "--min-replicas must be >= 1 and --max-replicas >= --min-replicas" without the value."""
     assert message in _err(capsys, [*BASE, *flags]), message
+
+
+# -- trial 40 F2: replica counts above the API's limit ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (
+            ["--initial-replicas", "100000"],
+            "--initial-replicas 100000 is above the API's limit of 1000 replicas (spec.replicas)",
+        ),
+        (
+            ["--max-replicas", "1001"],
+            "--max-replicas 1001 is above the API's limit of 1000 replicas (spec.autoscaling.maxReplicas)",
+        ),
+        (
+            ["--min-replicas", "1001", "--max-replicas", "1001"],
+            "--min-replicas 1001 is above the API's limit of 1000",
+        ),
+        (
+            ["--policy", "static:1001"],
+            "--policy static:1001: above the API's limit of 1000 replicas (spec.replicas)",
+        ),
+    ],
+)
+def test_replica_counts_above_the_apis_limit_are_refused(
+    args: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 40 F2: ``--initial-replicas 100000`` ran for over 10 minutes at 1.1 GiB, and
+    ``--max-replicas 1001`` was accepted, though the LLMDeployment CRD's ``maximum`` for spec.replicas,
+    minReplicas and maxReplicas is 1000 (``api.deployment.MAX_REPLICAS``, the CRD's value: the
+    generated CRD is checked against the model in test_api_crds)."""
+    err = _err(capsys, [*BASE, *args])
+    assert said in err, err
+
+
+def test_the_replica_limit_is_the_crds() -> None:
+    """The bound simulate applies is the one the API server enforces (the generated CRD's maximum)."""
+    from trtllm_operator.api.deployment import MAX_REPLICAS  # noqa: PLC0415
+
+    crd = yaml.safe_load((REPO / "crds" / "llm.trtllm-operator.dev_llmdeployments.yaml").read_text())
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    assert spec["replicas"]["maximum"] == MAX_REPLICAS
+    auto = spec["autoscaling"]["properties"]
+    assert auto["minReplicas"]["maximum"] == auto["maxReplicas"]["maximum"] == MAX_REPLICAS

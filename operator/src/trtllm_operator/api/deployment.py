@@ -60,6 +60,12 @@ ServingAPI = Literal["triton", "openai", "both"]
 DeploymentPhase = Literal["Pending", "Progressing", "Ready", "Degraded", "Failed"]
 
 
+#: The most serving replicas an LLMDeployment may ask for: ``spec.replicas``,
+#: ``spec.autoscaling.minReplicas`` and ``maxReplicas`` (the CRD's ``maximum``), and the bound
+#: ``trtllm-operator simulate`` puts on its replica flags and ``static:N``.
+MAX_REPLICAS = 1000
+
+
 class EngineRef(ApiModel):
     """Reference to an LLMEngine in the same namespace."""
 
@@ -527,12 +533,12 @@ class AutoscalingSpec(ApiModel):
     min_replicas: int = Field(
         default=1,
         ge=0,
-        le=1000,
+        le=MAX_REPLICAS,
         description="Lower bound on replicas; at least 1 in every mode (0 is refused: no trigger "
         "could scale the deployment back up, docs/autoscaling.md).",
     )
     max_replicas: int | None = Field(
-        default=None, ge=1, le=1000, description="Upper bound on replicas (required when enabled)."
+        default=None, ge=1, le=MAX_REPLICAS, description="Upper bound on replicas (required when enabled)."
     )
     targets: AutoscalingTargets = Field(default_factory=AutoscalingTargets)
     tolerance: float = Field(
@@ -725,7 +731,7 @@ class LLMDeploymentSpec(ApiModel):
     replicas: int = Field(
         default=1,
         ge=0,
-        le=1000,
+        le=MAX_REPLICAS,
         description="Serving replicas (each uses tensor × pipeline GPUs). Written by the built-in "
         "autoscaler when autoscaling is enabled in builtin mode; `kubectl scale` and HPA/KEDA write it "
         "through the scale subresource.",

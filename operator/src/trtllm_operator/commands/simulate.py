@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trtllm_operator.api.deployment import MAX_REPLICAS
 from trtllm_operator.api.wire import DEPLOYMENT_KIND, ENGINE_KIND
 from trtllm_operator.commands import (
     EXIT_BAD_INPUT,
@@ -409,6 +410,16 @@ def argument_errors(args: argparse.Namespace) -> list[str]:
         errors.append(f"{given} is below --min-replicas {low}; raise --max-replicas or lower --min-replicas")
     if args.initial_replicas is not None and args.initial_replicas < 0:
         errors.append(f"--initial-replicas must be >= 0, got {args.initial_replicas}")
+    for flag, value, field in (  # fresh-user trial 40 F2: 100000 ran for minutes; the API caps them
+        ("--min-replicas", args.min_replicas, "spec.autoscaling.minReplicas"),
+        ("--max-replicas", args.max_replicas, "spec.autoscaling.maxReplicas"),
+        ("--initial-replicas", args.initial_replicas, "spec.replicas"),
+    ):
+        if value is not None and value > MAX_REPLICAS:
+            errors.append(
+                f"{flag} {value} is above the API's limit of {MAX_REPLICAS} replicas ({field}); "
+                f"use a value ≤ {MAX_REPLICAS}"
+            )
     if args.tp < 1 or args.pp < 1:
         errors.append(f"--tp and --pp must be >= 1, got --tp {args.tp} --pp {args.pp}")
     elif args.max_gpus is not None and args.max_gpus < args.tp * args.pp:
@@ -585,6 +596,11 @@ def run(args: argparse.Namespace) -> int:
             )
     except (ValueError, OSError) as exc:
         return _fail(str(exc))
+    if isinstance(policy, policies.StaticPolicy) and policy.replicas > MAX_REPLICAS:
+        return _fail(
+            f"--policy {policy.name}: above the API's limit of {MAX_REPLICAS} replicas (spec.replicas); "
+            f"use static:N with N ≤ {MAX_REPLICAS}"
+        )
     if args.initial_replicas == 0 and not isinstance(policy, policies.StaticPolicy | policies.OraclePolicy):
         # An autoscaler at 0 replicas has no pod to measure and does not scale (Kubernetes' HPA:
         # ScalingDisabled, decide/autoscaler.py SCALING_DISABLED); the run would serve nothing.
