@@ -55,12 +55,17 @@ e2e: venv testbin triton-runtime
 # fidelity run, none of which uses them: on a machine with an empty cache their ≈ 40 CPU-minutes of Go
 # builds fill the core those tiers leave idle. integration's `testbin` then runs the same script, which
 # waits on each component's build lock (hack/lib/lock.sh) and finds it built. Warm, the background run
-# only checks the cache.
+# only checks the cache. The build runs in its own session (setsid), so a failing tier or Ctrl-C /
+# SIGTERM stops the whole build, its `go build` children with it (they would otherwise keep the
+# build locks, hack/lib/lock.sh), and removes its log.
 test: venv control-plane
 	@log=$$(mktemp -t trtllm-operator-addons.XXXXXX); \
-	hack/build-controllers.sh >"$$log" 2>&1 & addons=$$!; \
+	setsid hack/build-controllers.sh >"$$log" 2>&1 & addons=$$!; \
+	stop_addons() { kill -TERM -- "-$$addons" 2>/dev/null || kill -TERM "$$addons" 2>/dev/null || true; rm -f "$$log"; }; \
+	trap 'stop_addons; exit 130' INT TERM; \
 	echo "[test] building the add-on controllers in the background (pid $$addons, log $$log)"; \
-	$(MAKE) --no-print-directory lint unit fidelity || { rc=$$?; kill $$addons 2>/dev/null || true; exit $$rc; }; \
+	$(MAKE) --no-print-directory lint unit fidelity || { rc=$$?; stop_addons; exit $$rc; }; \
+	trap - INT TERM; \
 	wait $$addons || { tail -n 40 "$$log"; echo "[test] hack/build-controllers.sh failed (log $$log)"; exit 1; }; \
 	rm -f "$$log"; \
 	$(MAKE) --no-print-directory integration e2e
