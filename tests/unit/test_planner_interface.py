@@ -285,3 +285,9 @@ def test_the_build_limits_are_the_crds_and_plan_refuses_what_the_api_refuses(
     assert BUILD_LIMITS["max_seq_len"].low == 2 and BUILD_LIMITS["max_batch_size"].high == 8192
     code, _, err = _cli(capsys, "--model-config", str(LLAMA_70B), "--gpu", "H100", "--max-seq-len", "1")
     assert code == 2 and "spec.build.maxSeqLen (--max-seq-len): must be an integer ≥ 2" in err, err
+    # Fresh-user trial 40 F3: --max-beam-width 65 answered "fits: False" (exit 3) though the CRD's
+    # maximum is 64: maxBeamWidth was not in BUILD_LIMITS.
+    code, _, err = _cli(capsys, "--model-config", str(LLAMA_70B), "--gpu", "H100", "--max-beam-width", "65")
+    assert (
+        code == 2 and "spec.build.maxBeamWidth (--max-beam-width): 65 is above the API's limit of 64" in err
+    )

@@ -108,7 +108,8 @@ AWQ_BLOCK_SIZES = (64, 128)
 
 
 class BuildLimit(NamedTuple):
-    """Inclusive bounds of one ``spec.build`` limit (tokens, or sequences for ``maxBatchSize``)."""
+    """Inclusive bounds of one ``spec.build`` limit (tokens; sequences for ``maxBatchSize``, beams for
+    ``maxBeamWidth``)."""
 
     field: str
     low: int
@@ -124,6 +125,7 @@ BUILD_LIMITS: dict[str, BuildLimit] = {
     "max_batch_size": BuildLimit("spec.build.maxBatchSize", 1, 8192),
     "max_num_tokens": BuildLimit("spec.build.maxNumTokens", 1, 1_048_576),
     "max_input_len": BuildLimit("spec.build.maxInputLen", 1, 4_194_304),
+    "max_beam_width": BuildLimit("spec.build.maxBeamWidth", 1, 64),
 }
 MAX_SEQ_LEN_LIMIT = BUILD_LIMITS["max_seq_len"].high
 MAX_NUM_TOKENS_LIMIT = BUILD_LIMITS["max_num_tokens"].high
@@ -221,7 +223,6 @@ class PlanRequest:
             ("ep", "spec.parallelism.expert"),
             ("gpus_per_node", "gpusPerNode"),
             ("tokens_per_block", "tokensPerBlock"),
-            ("max_beam_width", "spec.build.maxBeamWidth"),
             ("awq_block_size", "spec.quantization.awqBlockSize"),
         ):
             value = getattr(self, name)

@@ -627,7 +627,10 @@ class EngineBuildSpec(ApiModel):
         "maxSeqLenRule, docs/planner.md); set it to the model's context to build for the full context.",
     )
     max_beam_width: int = Field(
-        default=1, ge=1, le=64, description="Maximum beam-search width (--max_beam_width)."
+        default=1,
+        ge=BUILD_LIMITS["max_beam_width"].low,
+        le=BUILD_LIMITS["max_beam_width"].high,
+        description="Maximum beam-search width (--max_beam_width).",
     )
     gemm_plugin: GemmPlugin = Field(
         default="auto",

@@ -94,7 +94,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--max-beam-width",
-        type=integer("an integer from 1 to 64"),
+        type=build_integer("max_beam_width"),
         default=1,
         help="beam width (spec.build.maxBeamWidth; default 1)",
     )
