@@ -10,6 +10,8 @@ import yaml
 
 from engine_builder.planner import (
     BUILD_LIMITS,
+    MAX_GPUS_PER_REPLICA,
+    PARALLELISM_LIMITS,
     Architecture,
     PlanInputError,
     PlanRequest,
@@ -291,3 +293,56 @@ def test_the_build_limits_are_the_crds_and_plan_refuses_what_the_api_refuses(
     assert (
         code == 2 and "spec.build.maxBeamWidth (--max-beam-width): 65 is above the API's limit of 64" in err
     )
+
+
+def test_the_parallelism_limits_are_the_crds_and_plan_refuses_what_the_api_refuses(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Fresh-user trial 40 F3: ``plan --tp 8 --pp 16 --multi-node`` said "fits: true" for 128 GPUs and
+    ``--pp 80 --multi-node`` too, though the LLMEngine CRD caps tensor, pipeline and expert at 64 and
+    tensor × pipeline at 64. One home: the planner's PARALLELISM_LIMITS and MAX_GPUS_PER_REPLICA,
+    which the generated schema and its CEL rule carry."""
+    crd = yaml.safe_load((REPO / "crds" / "llm.trtllm-operator.dev_llmengines.yaml").read_text())
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    parallelism = spec["parallelism"]
+    for name, limit in PARALLELISM_LIMITS.items():
+        prop = parallelism["properties"][limit.field.rsplit(".", 1)[1]]
+        assert (prop["minimum"], prop["maximum"]) == (limit.low, limit.high), limit
+        for bad in (limit.low - 1, limit.high + 1):
+            with pytest.raises(PlanInputError) as caught:
+                PlanRequest(**{name: bad, "multi_node": True})  # type: ignore[arg-type]
+            assert caught.value.field == limit.field
+    rules = [r["rule"] for r in parallelism["x-kubernetes-validations"]]
+    assert f"self.tensor * self.pipeline <= {MAX_GPUS_PER_REPLICA}" in rules
+    assert MAX_GPUS_PER_REPLICA == 64 and PARALLELISM_LIMITS["pp"].high == 64
+    PlanRequest(tp=8, pp=8, multi_node=True)  # 64: the limit itself is taken
+    base = ["--model-config", str(LLAMA_70B), "--gpu", "H100", "--multi-node"]
+    code, _, err = _cli(capsys, *base, "--tp", "8", "--pp", "16")
+    said = "trtllm-operator plan: error: spec.parallelism.tensor (--tp): tensor × pipeline = 8 × 16 = 128 "
+    said += "GPUs per replica is above the API's limit of 64, on one node or several; lower tensor or "
+    said += "pipeline parallelism (--tp, --pp) so that their product is at most 64"
+    assert code == 2 and said in err, err
+    code, _, err = _cli(capsys, *base, "--pp", "80")
+    said = "trtllm-operator plan: error: spec.parallelism.pipeline (--pp): 80 is above the API's limit of 64"
+    assert code == 2 and said in err, err
+
+
+def test_plan_errors_carry_the_command_prefix_and_name_its_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    """Fresh-user trial 40 F9: plan's errors began "error: spec.build…" without the "trtllm-operator
+    plan:" that argparse's and simulate's carry; the one-node error read "(--tp/--pp (or
+    --multi-node))" and its fix named the field spec.parallelism.multiNode rather than --multi-node."""
+    code, _, err = _cli(capsys, "--model-config", str(LLAMA_70B), "--gpu", "H100", "--max-seq-len", "1")
+    assert code == 2 and err.startswith("trtllm-operator plan: error: spec.build.maxSeqLen (--max-seq-len): ")
+    code, out, err = _cli(capsys, "--model-config", str(LLAMA_70B), "--gpu", "H100", "--tp", "16")
+    said = "trtllm-operator plan: error: spec.parallelism (--tp/--pp, or --multi-node): tensor × pipeline = "
+    said += "16 GPUs exceeds the 8 GPUs of one node. Fix: lower tensor/pipeline parallelism, or pass "
+    said += "--multi-node to serve one replica across nodes"
+    assert code == 2 and said in err, err
+    assert "multiNode" not in err, err
+    code, out, _ = _cli(
+        capsys, "--model-config", str(LLAMA_70B), "--gpu", "H100", "--tp", "16", "--output", "table"
+    )
+    assert code == 2 and "pass --multi-node" in out and "multiNode" not in out, out
+    args = ["--model-config", str(LLAMA_70B), "--gpu", "H100", "--max-seq-len", "8192", "--output", "json"]
+    code, out, err = _cli(capsys, *args, "--max-batch-size", "8192")
+    assert code == 3 and err.startswith("trtllm-operator plan: does not fit: "), err

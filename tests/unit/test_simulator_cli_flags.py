@@ -91,6 +91,45 @@ def test_a_deployment_without_autoscaling_runs_its_spec_replicas(
     assert out["mean_replicas"] == 3 and out["replica"]["chunked_context"] is True, out
 
 
+@pytest.mark.parametrize(
+    ("flag", "value"), [("--policy", "static:3"), ("--min-replicas", "2"), ("--max-replicas", "4")]
+)
+def test_a_flag_beside_a_deployment_without_autoscaling_names_spec_replicas(
+    tmp_path: Path, flag: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 40 F6: with autoscaling off the manifest runs static:spec.replicas, but a
+    conflicting --policy / --min-replicas / --max-replicas said the manifest "takes it from
+    spec.autoscaling…"; it names spec.replicas, what is simulated."""
+    path = _manifest(tmp_path, {"replicas": 2})
+    err = _err(capsys, [*BASE, "--deployment", path, flag, value])
+    said = f"trtllm-operator simulate: error: {flag} cannot be combined with --deployment {path}, whose "
+    said += "autoscaling is off (no spec.autoscaling, or enabled: false): it simulates spec.replicas (2) "
+    assert said in err, err
+    assert "spec.autoscaling." not in err and "builtin autoscaler" not in err, err
+
+
+@pytest.mark.parametrize(
+    ("parallelism", "said"),
+    [
+        (["--pp", "80"], "spec.parallelism.pipeline (--pp): 80 is above the API's limit of 64"),
+        (["--tp", "65"], "spec.parallelism.tensor (--tp): 65 is above the API's limit of 64"),
+        (
+            ["--tp", "8", "--pp", "16"],
+            "spec.parallelism.tensor (--tp): tensor × pipeline = 8 × 16 = 128 GPUs per replica is above "
+            "the API's limit of 64",
+        ),
+    ],
+)
+def test_parallelism_the_api_refuses_is_refused_naming_the_flag_and_the_limit(
+    parallelism: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 40 F3: the LLMEngine CRD caps tensor and pipeline at 64 each and their product
+    at 64; simulate said only "more than one node", which a multi-node engine would answer."""
+    err = _err(capsys, [*BASE, *parallelism])
+    assert f"trtllm-operator simulate: error: {said}" in err, err
+    assert "simulate models replicas of one node" not in err, err
+
+
 def test_a_deployment_that_cannot_be_simulated_says_so_before_planning_with_a_fix_that_works(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

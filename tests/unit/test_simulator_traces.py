@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from trtllm_operator.simulate.traces import (
+    MAX_SYNTHETIC_REQUESTS,
     Request,
     TraceError,
     load_trace,
@@ -142,7 +143,48 @@ def test_a_synthetic_trace_too_large_to_hold_is_refused(spec: str) -> None:
         load_trace(spec)
     message = str(exc.value)
     assert message.startswith(f"--trace {spec!r}: rate × duration = ")
-    assert "1e+" in message and "1,000,000" in message and "lower 'rate' or 'duration'" in message
+    assert "1,000,000" in message and "lower 'rate' or 'duration'" in message
+
+
+@pytest.mark.parametrize(
+    ("spec", "product"),
+    [
+        ("poisson:rate=1000,duration=1001", "1,000 × 1,001 = 1,001,000"),
+        ("poisson:rate=0.5,duration=2000001", "0.5 × 2,000,001 = 1,000,000.5"),
+        ("gamma:rate=1e9,duration=10,cv=2", "1,000,000,000 × 10 = 10,000,000,000"),
+    ],
+)
+def test_the_synthetic_cap_message_prints_the_product_exactly(spec: str, product: str) -> None:
+    """Fresh-user trial 40 F7: "1000 × 1001 = 1e+06 requests, more than the 1,000,000" printed the
+    product rounded, so it read as equal to the limit. It is the expected count that is capped."""
+    with pytest.raises(TraceError) as exc:
+        load_trace(spec)
+    assert f"rate × duration = {product} expected requests, more than the 1,000,000" in str(exc.value)
+
+
+def test_the_synthetic_cap_is_on_the_expected_count_as_documented() -> None:
+    """Fresh-user trial 40 F7: docs/simulator.md said a synthetic trace "may be at most 1,000,000
+    requests", but the check is on rate × duration and a Poisson draw may exceed it. The docs say
+    what is capped; a trace of exactly the cap's expected count is taken."""
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "simulator.md").read_text()
+    assert "its expected count rate × duration may be at most 1,000,000 requests" in docs
+    assert f"{MAX_SYNTHETIC_REQUESTS:,}" == "1,000,000"
+    with pytest.raises(TraceError):
+        load_trace("poisson:rate=1000,duration=1000.001")
+
+
+def test_a_trace_that_is_not_a_regular_file_says_what_it_is(tmp_path: Path) -> None:
+    """Fresh-user trial 40 F8: ``--trace /dev/null`` said "no such file"."""
+    with pytest.raises(TraceError, match=r"'/dev/null': not a regular file \(it is a character device\)"):
+        load_trace("/dev/null")
+    with pytest.raises(TraceError, match=r"not a regular file \(it is a directory\)"):
+        load_trace(str(tmp_path))
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    with pytest.raises(TraceError, match=r"the file is empty \(0 bytes\)"):
+        load_trace(str(empty))
+    with pytest.raises(TraceError, match="no such file"):
+        load_trace(str(tmp_path / "missing.csv"))
 
 
 def test_a_synthetic_trace_duration_must_be_finite() -> None:

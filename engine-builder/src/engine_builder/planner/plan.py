@@ -127,6 +127,19 @@ BUILD_LIMITS: dict[str, BuildLimit] = {
     "max_input_len": BuildLimit("spec.build.maxInputLen", 1, 4_194_304),
     "max_beam_width": BuildLimit("spec.build.maxBeamWidth", 1, 64),
 }
+#: The bounds of spec.parallelism: their one home, as :data:`BUILD_LIMITS` is for spec.build. The
+#: LLMEngine CRD takes each field's ``minimum`` / ``maximum`` and its rule "tensor × pipeline ≤
+#: :data:`MAX_GPUS_PER_REPLICA`" from here (``trtllm_operator.api.engine.ParallelismSpec``), and
+#: :class:`PlanRequest` checks them, so ``plan --multi-node`` and ``simulate`` refuse what the API
+#: refuses (fresh-user trial 40 F3: ``plan --tp 8 --pp 16 --multi-node`` answered "fits" for 128 GPUs).
+PARALLELISM_LIMITS: dict[str, BuildLimit] = {
+    "tp": BuildLimit("spec.parallelism.tensor", 1, 64),
+    "pp": BuildLimit("spec.parallelism.pipeline", 1, 64),
+    "ep": BuildLimit("spec.parallelism.expert", 1, 64),
+}
+#: The most GPUs one replica may have (tensor × pipeline), multi-node or not: the LLMEngine CRD's
+#: rule on spec.parallelism (reported at spec.parallelism.tensor).
+MAX_GPUS_PER_REPLICA = 64
 MAX_SEQ_LEN_LIMIT = BUILD_LIMITS["max_seq_len"].high
 MAX_NUM_TOKENS_LIMIT = BUILD_LIMITS["max_num_tokens"].high
 #: Largest KV block size accepted (``--tokens_per_block``; TensorRT-LLM uses 32 by default, 64/128 in
@@ -228,6 +241,19 @@ class PlanRequest:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise PlanInputError(path, f"must be an integer ≥ 1, got {value!r}")
+        for name, (path, _, high) in PARALLELISM_LIMITS.items():
+            value = getattr(self, name)
+            if value > high:
+                raise PlanInputError(
+                    path, f"{value} is above the API's limit of {high}; use a value ≤ {high}"
+                )
+        if self.tp * self.pp > MAX_GPUS_PER_REPLICA:
+            raise PlanInputError(  # reported where the CRD's rule reports it
+                PARALLELISM_LIMITS["tp"].field,
+                f"tensor × pipeline = {self.tp} × {self.pp} = {self.tp * self.pp} GPUs per replica is above "
+                f"the API's limit of {MAX_GPUS_PER_REPLICA}, on one node or several; lower tensor or "
+                f"pipeline parallelism so that their product is at most {MAX_GPUS_PER_REPLICA}",
+            )
         value = self.typical_request_tokens
         if value is not None and (not isinstance(value, int) or value < 1):
             raise PlanInputError("typicalRequestTokens", f"must be an integer ≥ 1 or unset, got {value!r}")

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from engine_builder.planner import BUILD_LIMITS
+from engine_builder.planner import BUILD_LIMITS, MAX_GPUS_PER_REPLICA, PARALLELISM_LIMITS
 from engine_builder.planner.formats import (
     AWQ_FORMATS,
     AWQ_MAX_SAMPLES,
@@ -386,30 +386,31 @@ class ParallelismSpec(ApiModel):
             "layer into expert × (tensor / expert); set tensor to a multiple of expert",
             field_path=".expert",
         ),
-        cel(
-            "self.tensor * self.pipeline <= 64",
-            "tensor × pipeline (GPUs per replica) must be at most 64; lower tensor or pipeline",
+        cel(  # the bound's one home: engine_builder.planner.MAX_GPUS_PER_REPLICA (plan checks it too)
+            f"self.tensor * self.pipeline <= {MAX_GPUS_PER_REPLICA}",
+            f"tensor × pipeline (GPUs per replica) must be at most {MAX_GPUS_PER_REPLICA}; lower tensor "
+            "or pipeline",
             field_path=".tensor",
         ),
     )
 
     tensor: int = Field(
         default=1,
-        ge=1,
-        le=64,
+        ge=PARALLELISM_LIMITS["tp"].low,
+        le=PARALLELISM_LIMITS["tp"].high,
         description="Tensor parallelism (tp_size): GPUs that split every layer. Must divide the "
         "model's attention heads (checked by the operator against the model config).",
     )
     pipeline: int = Field(
         default=1,
-        ge=1,
-        le=64,
+        ge=PARALLELISM_LIMITS["pp"].low,
+        le=PARALLELISM_LIMITS["pp"].high,
         description="Pipeline parallelism (pp_size): GPUs that split the layers into stages.",
     )
     expert: int = Field(
         default=1,
-        ge=1,
-        le=64,
+        ge=PARALLELISM_LIMITS["ep"].low,
+        le=PARALLELISM_LIMITS["ep"].high,
         description="Expert parallelism (moe_ep_size) for mixture-of-experts models. Reuses the "
         "tensor-parallel GPUs: must divide tensor; the remaining factor tensor/expert is the MoE "
         "tensor parallelism. GPUs per replica stay tensor × pipeline.",

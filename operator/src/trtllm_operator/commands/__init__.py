@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +19,19 @@ from engine_builder.planner.formats import KV_CACHE_DTYPES, QUANT_FORMATS
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
+
+#: The program name every message starts with (``cli.build_parser``'s ``prog``).
+PROG = "trtllm-operator"
+
+
+def say(command: str, kind: str, message: str) -> None:
+    """Print ``message`` to standard error, each line as ``trtllm-operator COMMAND: KIND: line``:
+    the prefix argparse gives a sub-command's usage errors (``trtllm_operator.cli._CommandParser``),
+    so every message of ``plan`` and ``simulate`` reads alike (fresh-user trial 40 F9). ``kind``:
+    ``error``, ``warning``, ``note``, or a command's own (``plan``'s ``does not fit``)."""
+    for line in message.splitlines() or [""]:
+        print(f"{PROG} {command}: {kind}: {line}", file=sys.stderr)
+
 
 _ROLE = re.compile(r":[a-z]+:`~?([^`]+)`")
 _LITERAL = re.compile(r"``([^`]+)``")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ from engine_builder.planner import (
 )
 from engine_builder.planner.catalog import EXTENSION_FIELD
 from engine_builder.planner.formats import KV_CACHE_DTYPES, QUANT_FORMATS
-from trtllm_operator.commands import EXIT_BAD_INPUT, build_integer, integer, number, plain
+from trtllm_operator.commands import EXIT_BAD_INPUT, build_integer, integer, number, plain, say
 
 EXIT_FITS = 0
 EXIT_DOES_NOT_FIT = 3
@@ -39,7 +38,7 @@ FIELD_FLAGS: dict[str, str] = {
     "spec.parallelism.tensor": "--tp",
     "spec.parallelism.pipeline": "--pp",
     "spec.parallelism.expert": "--ep",
-    "spec.parallelism": "--tp/--pp (or --multi-node)",
+    "spec.parallelism": "--tp/--pp, or --multi-node",
     "spec.gpu.product": "--gpu",
     "spec.build.maxSeqLen": "--max-seq-len",
     "spec.build.maxBatchSize": "--max-batch-size",
@@ -145,6 +144,21 @@ def _flag(field: str) -> str:
     return f"{field} ({flag})" if flag else field
 
 
+#: The planner's wording (engine_builder.planner.plan) → this command's flag, where the planner names
+#: a field that plan sets by a flag in the fix (fresh-user trial 40 F9: the one-node fix said
+#: "set spec.parallelism.multiNode: true" to a user of ``plan``, whose switch is ``--multi-node``).
+_FIX_FLAGS: tuple[tuple[str, str], ...] = (
+    ("set spec.parallelism.multiNode: true", "pass --multi-node"),
+    ("lower tensor or pipeline parallelism", "lower tensor or pipeline parallelism (--tp, --pp)"),
+)
+
+
+def _with_flags(text: str) -> str:
+    for wording, flag in _FIX_FLAGS:
+        text = text.replace(wording, flag)
+    return text
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         extra = None
@@ -182,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
         )
         result = plan(arch, request, gpu, extra)
     except PlanInputError as exc:
-        print(f"error: {_flag(exc.field)}: {exc.message}", file=sys.stderr)
+        say("plan", "error", f"{_flag(exc.field)}: {_with_flags(exc.message)}")
         return EXIT_BAD_INPUT
 
     # Rule violations (validate) are bad input; memory shortfalls are "does not fit".
@@ -192,10 +206,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(_table(result.to_json_dict()))
     for r in result.reasons:
-        print(
-            f"{'error' if r in invalid else 'does not fit'}: {_flag(r.field)}: {r.message} Fix: {r.fix}",
-            file=sys.stderr,
-        )
+        kind = "error" if r in invalid else "does not fit"
+        say("plan", kind, _with_flags(f"{_flag(r.field)}: {r.message} Fix: {r.fix}"))
     if invalid:
         return EXIT_BAD_INPUT
     return EXIT_FITS if result.fits else EXIT_DOES_NOT_FIT
@@ -234,7 +246,7 @@ def _table(data: dict[str, Any]) -> str:
                 shown += f" ({n}: that GPU at the requested tensor parallelism {data['tp']})"
         rows.append((f"recommended.{key}", shown))
     for i, item in enumerate(data["reasons"]):
-        rows.append((f"reasons[{i}]", f"{item['field']}: {item['message']} Fix: {item['fix']}"))
+        rows.append((f"reasons[{i}]", _with_flags(f"{item['field']}: {item['message']} Fix: {item['fix']}")))
     for i, item in enumerate(data["warnings"]):
         fix = f" Fix: {item['fix']}" if item.get("fix") else ""
         rows.append((f"warnings[{i}]", f"{item['field']}: {item['message']}{fix}"))

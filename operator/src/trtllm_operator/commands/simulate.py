@@ -15,7 +15,6 @@ import argparse
 import dataclasses
 import json
 import math
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +28,7 @@ from trtllm_operator.commands import (
     integer,
     number,
     plain,
+    say,
 )
 
 if TYPE_CHECKING:
@@ -230,13 +230,14 @@ def _load_manifest(path: str) -> dict[str, Any]:
     for _, other in objects:
         if other.get("kind") == ENGINE_KIND:
             # Fresh-user trial 35: the engine beside the deployment was silently not used.
-            print(
-                f"trtllm-operator simulate: note: --deployment {path}: {_named(other)} is not read (nor "
+            say(
+                "simulate",
+                "note",
+                f"--deployment {path}: {_named(other)} is not read (nor "
                 "checked): the replica is the one the flags describe (--model-config, --gpu, --tp, --pp, "
                 "--quantization, --kv-cache-dtype, --max-batch-size, --max-num-tokens, --max-seq-len); "
                 "pass its spec.build values (maxBatchSize, maxNumTokens, maxSeqLen) by these flags to "
                 "simulate its limits",
-                file=sys.stderr,
             )
     return doc
 
@@ -270,8 +271,7 @@ def _check_manifest(path: str, doc: dict[str, Any]) -> None:
 
 
 def _fail(message: str) -> int:
-    for line in message.splitlines():
-        print(f"trtllm-operator simulate: error: {line}", file=sys.stderr)
+    say("simulate", "error", message)
     return EXIT_BAD_INPUT
 
 
@@ -296,6 +296,7 @@ _FIX_FLAGS: tuple[tuple[str, str], ...] = (
     (r"\(spec\.quantization\.kvCacheDtype\)", "(--kv-cache-dtype)"),
     (r"raise tensor parallelism", "raise tensor parallelism (--tp)"),
     (r"use more tensor parallelism", "use more tensor parallelism (--tp)"),
+    (r"lower tensor or pipeline parallelism", "lower tensor or pipeline parallelism (--tp, --pp)"),
     (r"a lower maxSeqLen\b", "a lower maxSeqLen (--max-seq-len)"),
     (r"lower maxSeqLen to", "lower maxSeqLen (--max-seq-len) to"),
     (r"use maxSeqLen ≤", "use maxSeqLen (--max-seq-len) ≤"),
@@ -361,8 +362,12 @@ def with_flags(text: str, deployment: str | None) -> str:
     return text
 
 
-def argument_errors(args: argparse.Namespace) -> list[str]:
-    """Problems with the flags alone (no files read), each naming the flag and the fix; empty = fine."""
+def argument_errors(args: argparse.Namespace, manifest: dict[str, Any] | None = None) -> list[str]:
+    """Problems with the flags (no files read), each naming the flag and the fix; empty = fine.
+    ``manifest``: the ``--deployment`` manifest, read, so that a flag it conflicts with names the field
+    that is simulated (``spec.replicas`` when its autoscaling is off; fresh-user trial 40 F6)."""
+    from trtllm_operator.simulate.policies import autoscaling_off, spec_replicas  # noqa: PLC0415
+
     errors: list[str] = []
     # argparse's float() takes "nan" and "inf", which pass a plain range check (nan < 0 is False).
     for flag, value, positive in (
@@ -380,6 +385,7 @@ def argument_errors(args: argparse.Namespace) -> list[str]:
         errors.append(f"--reserve-output-tokens must be >= 0, got {args.reserve_output_tokens}")
     if args.deployment:
         # --deployment sets these from the manifest; a flag beside it would be silently overridden.
+        static = manifest is not None and autoscaling_off(manifest)
         for flag, value, field in (
             ("--policy", args.policy, "spec.autoscaling (the builtin autoscaler)"),
             ("--min-replicas", args.min_replicas, "spec.autoscaling.minReplicas"),
@@ -391,11 +397,21 @@ def argument_errors(args: argparse.Namespace) -> list[str]:
             ),
             ("--chunked-context", args.chunked_context, "spec.server.enableChunkedContext"),
         ):
-            if value is not None:
+            if value is None:
+                continue
+            if static and field.startswith("spec.autoscaling"):
+                # Autoscaling off: static:spec.replicas runs, not the autoscaler (fresh-user trial 40 F6).
                 errors.append(
-                    f"{flag} cannot be combined with --deployment {args.deployment}, which takes it "
-                    f"from {field} (set or not): edit it in the manifest, or drop --deployment to use {flag}"
+                    f"{flag} cannot be combined with --deployment {args.deployment}, whose autoscaling "
+                    "is off (no spec.autoscaling, or enabled: false): it simulates spec.replicas "
+                    f"({spec_replicas(manifest or {})!r}) fixed replicas. Edit spec.replicas (or "
+                    f"spec.autoscaling) in the manifest, or drop --deployment to use {flag}"
                 )
+                continue
+            errors.append(
+                f"{flag} cannot be combined with --deployment {args.deployment}, which takes it "
+                f"from {field} (set or not): edit it in the manifest, or drop --deployment to use {flag}"
+            )
     low = 1 if args.min_replicas is None else args.min_replicas
     high = DEFAULT_MAX_REPLICAS if args.max_replicas is None else args.max_replicas
     if low < 1:  # trial 38 F7: the message did not say the value it got
@@ -466,10 +482,18 @@ def run(args: argparse.Namespace) -> int:
     from trtllm_operator.simulate.fleet import ReplicaInputError, replica_setup  # noqa: PLC0415
     from trtllm_operator.simulate.traces import TraceError, load_trace, time_scale  # noqa: PLC0415
 
-    errors = argument_errors(args)
+    manifest: dict[str, Any] | None = None
+    if args.deployment:  # read first, so that a flag it conflicts with names the field simulated
+        try:
+            manifest = _load_manifest(args.deployment)
+        except ValueError as exc:
+            return _fail(str(exc))
+        except OSError as exc:  # the message names the flag, as every other --deployment error does
+            return _fail(f"--deployment {args.deployment}: {exc.strerror or exc}")
+    errors = argument_errors(args, manifest)
     if errors:
         for message in errors[1:]:
-            print(f"trtllm-operator simulate: error: {message}", file=sys.stderr)
+            say("simulate", "error", message)
         return _fail(errors[0])
     try:
         trace_spec = args.trace
@@ -480,14 +504,6 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     if not requests:
         return _fail(f"--trace {args.trace!r} has no requests")
-    manifest: dict[str, Any] | None = None
-    if args.deployment:
-        try:
-            manifest = _load_manifest(args.deployment)
-        except ValueError as exc:
-            return _fail(str(exc))
-        except OSError as exc:  # the message names the flag, as every other --deployment error does
-            return _fail(f"--deployment {args.deployment}: {exc.strerror or exc}")
     manifest_policy: policies.SharedPolicy | policies.StaticPolicy | None = None
     if manifest is not None:
         # Before the replica is planned, so a manifest that cannot be simulated says so first (trial 38 F6).
@@ -515,7 +531,7 @@ def run(args: argparse.Namespace) -> int:
             max_seq_len=args.max_seq_len,
         )
     except PlanInputError as exc:
-        return _fail(f"{flag_of(exc.field, args.deployment)}: {exc.message}")
+        return _fail(with_flags(f"{flag_of(exc.field, args.deployment)}: {exc.message}", args.deployment))
     except ReplicaInputError as exc:  # a bad flag value, not a model that does not fit (trial 37b F7)
         lines = (f"{flag_of(i.field, args.deployment)}: {i.message} Fix: {i.fix}" for i in exc.issues)
         return _fail("\n".join(with_flags(line, args.deployment) for line in lines))
@@ -528,9 +544,7 @@ def run(args: argparse.Namespace) -> int:
             and "unless chunked context" in str(warning)
         ):
             continue  # chunked context is on: those prompts are served in chunks (trial 37b F2)
-        print(
-            f"trtllm-operator simulate: warning: {with_flags(str(warning), args.deployment)}", file=sys.stderr
-        )
+        say("simulate", "warning", with_flags(str(warning), args.deployment))
     if args.reserve_output_tokens:
         spec = dataclasses.replace(setup.spec, reserve_output_tokens=args.reserve_output_tokens)
         setup = dataclasses.replace(setup, spec=spec)
@@ -541,11 +555,12 @@ def run(args: argparse.Namespace) -> int:
         1 for asked, got in zip(requests, served, strict=True) if asked is not got and setup.spec.accepts(got)
     )
     if capped:
-        print(
-            f"trtllm-operator simulate: note: {capped} request(s) ask for more output than maxSeqLen "
+        say(
+            "simulate",
+            "note",
+            f"{capped} request(s) ask for more output than maxSeqLen "
             f"{setup.spec.max_seq_len} minus their prompt: TensorRT-LLM generates and reserves at most "
             "that many tokens (LlmRequest::validate), and so does the simulation",
-            file=sys.stderr,
         )
     rejected = [r for r in served if not setup.spec.accepts(r)]
     if rejected:  # fresh-user trial 38 F1: they were dropped with no word
@@ -564,12 +579,13 @@ def run(args: argparse.Namespace) -> int:
             if longest > setup.spec.max_num_tokens:
                 fixes.append(f"{chunking} or --max-num-tokens ≥ {longest}")
         fix = ", and ".join(fixes) or "a larger KV cache (the planner's warnings above say how)"
-        print(
-            f"trtllm-operator simulate: note: {len(rejected)} request(s) are rejected by the server and "
+        say(
+            "simulate",
+            "note",
+            f"{len(rejected)} request(s) are rejected by the server and "
             f"count as dropped: a prompt over {' or '.join(bounds)} (TensorRT-LLM's maximum input length; "
             f"the longest here: {longest} tokens), or a reservation larger than the whole KV cache (never "
             f"schedulable). Fix: {fix}, if the engine allows it",
-            file=sys.stderr,
         )
     requests = served
     try:

@@ -115,8 +115,6 @@ def replica_setup(
     config = hf_config if isinstance(hf_config, dict) else load_hf_config(str(hf_config))
     arch = Architecture.from_hf_config(config)
     gpu_spec = lookup(gpu)
-    if tp >= 1 and pp >= 1 and tp * pp > gpu_spec.gpus_per_node:
-        raise ReplicaInputError((one_node_issue(tp, pp, gpu_spec.gpus_per_node, gpu_spec.product),))
     request = PlanRequest(
         quantization=quantization,
         kv_cache_dtype=kv_cache_dtype,
@@ -128,6 +126,10 @@ def replica_setup(
         max_seq_len=max_seq_len,
         gpus_per_node=gpu_spec.gpus_per_node,  # the catalog's (4 for GB200), as `plan` takes it
     )
+    # After the request's own checks, so that a value the API refuses at all (--pp 80, tensor ×
+    # pipeline above 64) says so rather than "more than one node" (fresh-user trial 40 F3).
+    if tp * pp > gpu_spec.gpus_per_node:
+        raise ReplicaInputError((one_node_issue(tp, pp, gpu_spec.gpus_per_node, gpu_spec.product),))
     p = plan(arch, request, gpu_spec)
     invalid = tuple(r for r in p.reasons if r.kind == "invalid")
     if invalid:  # a rule broken (trial 37b F7: maxNumTokens 1 was "the model does not fit")

@@ -196,6 +196,29 @@ def profiled_capacity_rps(requests: Sequence[Request], spec: ReplicaSpec) -> flo
     )
 
 
+def spec_replicas(manifest: dict[str, Any]) -> Any:
+    """``spec.replicas`` of an LLMDeployment manifest as read (default 1; 1 for a bare
+    ``spec.autoscaling`` mapping): what runs when :func:`autoscaling_off`. Not checked here
+    (:func:`deployment_policy` refuses one below 1)."""
+    if "spec" in manifest or manifest.get("kind") == "LLMDeployment":
+        return (manifest.get("spec") or {}).get("replicas", 1)
+    return 1
+
+
+def autoscaling_off(manifest: dict[str, Any]) -> bool:
+    """Whether an LLMDeployment manifest (or a bare ``spec.autoscaling`` mapping) has its autoscaling
+    off — no ``spec.autoscaling``, or ``enabled: false`` (the field's default) — so that
+    :func:`spec_replicas` fixed replicas run. An invalid ``spec.autoscaling`` counts as on:
+    :func:`from_deployment` names what is wrong with it."""
+    section: Any = manifest
+    if "spec" in manifest or manifest.get("kind") == "LLMDeployment":
+        section = (manifest.get("spec") or {}).get("autoscaling")
+    try:
+        return section is None or not AutoscalingSpec.model_validate(section).enabled
+    except ValueError:
+        return False
+
+
 def deployment_policy(manifest: dict[str, Any]) -> SharedPolicy | StaticPolicy:
     """What the operator runs for an LLMDeployment manifest (or a bare ``spec.autoscaling`` mapping):
     its built-in autoscaler (:func:`from_deployment`) when ``spec.autoscaling.enabled``; otherwise —
@@ -204,18 +227,9 @@ def deployment_policy(manifest: dict[str, Any]) -> SharedPolicy | StaticPolicy:
     F6: the run stopped with a fix, ``--policy``, that ``--deployment`` refuses). Raises ``ValueError``
     naming the field for what cannot be simulated (``spec.replicas: 0`` with autoscaling off, or
     :func:`from_deployment`'s reasons)."""
-    section: Any = manifest
-    replicas: Any = 1
-    if "spec" in manifest or manifest.get("kind") == "LLMDeployment":
-        spec = manifest.get("spec") or {}
-        section = spec.get("autoscaling")
-        replicas = spec.get("replicas", 1)
-    try:
-        enabled = section is not None and AutoscalingSpec.model_validate(section).enabled
-    except ValueError:
-        enabled = True  # from_deployment names what is wrong
-    if enabled:
+    if not autoscaling_off(manifest):
         return from_deployment(manifest)
+    replicas = spec_replicas(manifest)
     if not isinstance(replicas, int) or replicas < 1:
         raise ValueError(
             f"--deployment: spec.replicas is {replicas!r} with autoscaling off (no spec.autoscaling, or "

@@ -21,6 +21,7 @@ import csv
 import json
 import math
 import random
+import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -143,10 +144,21 @@ def _lengths(
     return isl, osl
 
 
-#: The most requests a synthetic trace may be asked for (rate × duration): the generator keeps every
-#: request in memory, so ``rate=1e9,duration=10`` would run until the machine is out of it. The
-#: largest trace in benchmarks/ is about 20,000 requests.
+#: The most requests a synthetic trace may be asked for: a bound on the expected count rate × duration,
+#: the one number the user chooses (the generated count is a random draw around it: a Poisson trace
+#: of 1,000,000 expected requests holds about 1,000,000 ± 3,000; fresh-user trial 40 F7, docs/simulator.md).
+#: The generator keeps every request in memory, so ``rate=1e9,duration=10`` would run until the machine
+#: is out of it. The largest trace in benchmarks/ is about 20,000 requests.
 MAX_SYNTHETIC_REQUESTS = 1_000_000
+
+
+def _exact(value: float) -> str:
+    """``value`` as written in full: a whole number with thousands separators (``1,001,000``), else
+    Python's shortest round-trip form, separated too (``1,000,000.5``), so that a count just above a
+    limit never prints as the limit (fresh-user trial 40 F7: ``1e+06`` for 1,001,000)."""
+    if math.isfinite(value) and value.is_integer():
+        return f"{int(value):,}"
+    return f"{value:,}"
 
 
 def synthetic_poisson(
@@ -195,9 +207,10 @@ def synthetic_gamma(
     expected = rate_per_s * duration_s
     if expected > MAX_SYNTHETIC_REQUESTS:
         raise TraceError(
-            f"synthetic trace: rate × duration = {rate_per_s:g} × {duration_s:g} = {expected:.3g} requests, "
-            f"more than the {MAX_SYNTHETIC_REQUESTS:,} a synthetic trace may hold (each is kept in memory); "
-            "lower 'rate' or 'duration' so that their product is at most that"
+            f"synthetic trace: rate × duration = {_exact(rate_per_s)} × {_exact(duration_s)} = "
+            f"{_exact(expected)} expected requests, more than the {MAX_SYNTHETIC_REQUESTS:,} a synthetic "
+            "trace may be asked for (each is kept in memory); lower 'rate' or 'duration' so that their "
+            "product is at most that"
         )
     if cv <= 0:
         raise TraceError(f"synthetic trace: 'cv' must be > 0, got {cv}")
@@ -246,6 +259,26 @@ def _parse_synthetic(spec: str, lengths: Sequence[tuple[int, int]] | None) -> li
         raise TraceError(f"--trace {spec!r}: {str(exc).removeprefix('synthetic trace: ')}") from None
 
 
+def _not_a_file(path: Path) -> str:
+    """Why ``path`` (not a regular file) cannot be a trace, as ``stat`` sees it: "no such file", or what
+    it is instead (fresh-user trial 40 F8: ``--trace /dev/null`` said "no such file")."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return "no such file"
+    except OSError as exc:
+        return f"cannot read it ({exc.strerror or exc})"
+    kinds = (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a named pipe"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    what = next((name for test, name in kinds if test(mode)), "something else")
+    return f"not a regular file (it is {what})"
+
+
 def load_trace(spec: str | Path) -> list[Request]:
     """Load a trace from a path (``.csv`` Azure, ``.jsonl``/``.json`` Mooncake) or a synthetic spec.
 
@@ -258,9 +291,11 @@ def load_trace(spec: str | Path) -> list[Request]:
     path = Path(text)
     if not path.is_file():
         raise TraceError(
-            f"--trace {text!r}: no such file; give an Azure .csv, a Mooncake .jsonl, "
+            f"--trace {text!r}: {_not_a_file(path)}; give an Azure .csv, a Mooncake .jsonl, "
             "or poisson:rate=R,duration=S / gamma:rate=R,duration=S,cv=C"
         )
+    if path.stat().st_size == 0:
+        raise TraceError(f"--trace {text!r}: the file is empty (0 bytes); give a trace with requests in it")
     if path.suffix.lower() == ".csv":
         return read_azure_csv(path)
     if path.suffix.lower() in {".jsonl", ".json"}:
