@@ -26,3 +26,27 @@ def test_every_plan_flag_has_help() -> None:
     plan = sub.choices["plan"]
     bare = [a.option_strings for a in plan._actions if a.option_strings and not a.help]
     assert bare == [], bare
+
+
+@pytest.mark.parametrize(
+    ("argv", "prog"),
+    [
+        (["plan", "--model-config", "x.json", "--gpu", "H200", "--bogus"], "trtllm-operator plan"),
+        (
+            ["simulate", "--trace", "t.csv", "--model-config", "x.json", "--gpu", "H200", "--multi-node"],
+            "trtllm-operator simulate",
+        ),
+    ],
+)
+def test_an_unknown_flag_is_refused_by_the_sub_commands_parser(
+    argv: list[str], prog: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 41 F1: an unknown flag was reported by the top parser ("usage: trtllm-operator
+    [-h] …" then "trtllm-operator: error: unrecognized arguments"), without the sub-command's prefix
+    and its --help pointer (argparse's parse_args reports leftovers from the top parser)."""
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"{prog}: error: unrecognized arguments: {argv[-1]}\n"), err
+    assert f"({prog} --help lists every flag)" in err and "usage:" not in err

@@ -32,6 +32,10 @@ class _CommandParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    return _build()[0]
+
+
+def _build() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction[_CommandParser]]:
     parser = argparse.ArgumentParser(
         prog="trtllm-operator",
         description="Kubernetes operator for TensorRT-LLM engines served by Triton Inference Server.",
@@ -43,12 +47,18 @@ def build_parser() -> argparse.ArgumentParser:
         if importlib.util.find_spec(module_name) is None:
             continue
         importlib.import_module(module_name).register(sub)
-    return parser
+    return parser, sub
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    parser, sub = _build()
+    # parse_known_args, so that an argument the sub-command does not know is refused by the
+    # sub-command's parser (its prog, e.g. "trtllm-operator simulate: error: unrecognized arguments:
+    # --multi-node", and the pointer to its --help), not by the top parser with its whole usage
+    # (fresh-user trial 41 F1; argparse's own parse_args reports the leftovers from the top parser).
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        sub.choices[args.command].error(f"unrecognized arguments: {' '.join(extras)}")
     code: int = args.func(args)
     return code
 
