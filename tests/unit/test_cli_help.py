@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from pathlib import Path
 
 import pytest
 
@@ -50,3 +51,18 @@ def test_an_unknown_flag_is_refused_by_the_sub_commands_parser(
     err = capsys.readouterr().err
     assert err.startswith(f"{prog}: error: unrecognized arguments: {argv[-1]}\n"), err
     assert f"({prog} --help lists every flag)" in err and "usage:" not in err
+
+
+@pytest.mark.parametrize("content", [None, "no markers here\n"])
+def test_crds_api_docs_that_cannot_be_spliced_is_an_error_not_a_traceback(
+    content: str | None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 41 F8: ``crds --api-docs <missing file>`` (or a file without the generated
+    reference's markers) ended in a traceback."""
+    docs = tmp_path / "api.md"
+    if content is not None:
+        docs.write_text(content, encoding="utf-8")
+    code = main(["crds", "--output-dir", str(tmp_path / "crds"), "--api-docs", str(docs)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith(f"trtllm-operator crds: error: --api-docs {docs}: "), err
+    assert "Fix: name a Markdown file that holds the generated reference's markers" in err

@@ -14,6 +14,7 @@ from typing import Any
 
 from trtllm_operator.api.crd import all_crds, render_yaml
 from trtllm_operator.api.docs import render_reference, splice
+from trtllm_operator.commands import say
 
 
 def register(subparsers: Any) -> None:
@@ -63,8 +64,18 @@ def run(args: argparse.Namespace) -> int:
             path.write_text(text, encoding="utf-8")
             print(f"wrote {path}")
     if args.api_docs is not None:
-        current = args.api_docs.read_text(encoding="utf-8")
-        text = splice(current, render_reference())
+        try:  # fresh-user trial 41 F8: a missing file or one without the markers was a traceback
+            current = args.api_docs.read_text(encoding="utf-8")
+            text = splice(current, render_reference())
+        except (OSError, ValueError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            say(
+                "crds",
+                "error",
+                f"--api-docs {args.api_docs}: {why}. Fix: name a Markdown file that holds the generated "
+                "reference's markers, as docs/api.md does",
+            )
+            return 2
         if text != current:
             if args.check:
                 stale.append(args.api_docs)
