@@ -190,3 +190,14 @@ def test_a_trace_that_is_not_a_regular_file_says_what_it_is(tmp_path: Path) -> N
 def test_a_synthetic_trace_duration_must_be_finite() -> None:
     with pytest.raises(TraceError, match="'duration' must be > 0 s, got inf"):
         load_trace("poisson:rate=0.000001,duration=inf")
+
+
+def test_an_empty_trace_path_says_it_is_empty() -> None:
+    """Fresh-user trial 41 (left-over, low): ``--trace ''`` said "not a regular file (it is a
+    directory)": ``Path('')`` is the working directory. The path is empty, and the message says what
+    to give instead."""
+    with pytest.raises(TraceError) as exc:
+        load_trace("")
+    message = str(exc.value)
+    assert message.startswith("--trace '': the path is empty; give the path of an Azure .csv"), message
+    assert "directory" not in message, message

@@ -288,6 +288,11 @@ def load_trace(spec: str | Path) -> list[Request]:
     text = str(spec)
     if text.startswith(("poisson:", "gamma:")):
         return _parse_synthetic(text, None)
+    if not text:  # Path("") is "." — a directory; the user gave no path at all (fresh-user trial 41)
+        raise TraceError(
+            "--trace '': the path is empty; give the path of an Azure .csv or a Mooncake .jsonl, "
+            "or poisson:rate=R,duration=S / gamma:rate=R,duration=S,cv=C"
+        )
     path = Path(text)
     if not path.is_file():
         raise TraceError(
