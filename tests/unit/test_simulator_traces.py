@@ -201,3 +201,28 @@ def test_an_empty_trace_path_says_it_is_empty() -> None:
     message = str(exc.value)
     assert message.startswith("--trace '': the path is empty; give the path of an Azure .csv"), message
     assert "directory" not in message, message
+
+
+@pytest.mark.parametrize(
+    ("spec", "product"),
+    [
+        # 300 digits before (the float 1e300 written out in full)
+        ("poisson:rate=1e300,duration=10", "1e+300 × 10 = 1.00000e+301"),
+        ("gamma:rate=1e-300,duration=1e307", "1e-300 × 1e+307 = 10,000,000"),
+        # float noise before: 1,000,800.0700000001 and 1,000,000.0300000001
+        ("poisson:rate=1000.1,duration=1000.7", "1,000.1 × 1,000.7 = 1,000,800.07"),
+        ("poisson:rate=0.1,duration=10000000.3", "0.1 × 10,000,000.3 = 1,000,000.03"),
+        # rounded to 3 decimals, it would read as the cap: written in full
+        ("poisson:rate=0.1,duration=10000000.000001", "0.1 × 10,000,000.000001 = 1,000,000.0000001"),
+        ("poisson:rate=123456.789012345,duration=98.7654321098765", "= 12,193,263.114"),
+    ],
+)
+def test_the_synthetic_cap_message_prints_bounded_exact_figures(spec: str, product: str) -> None:
+    """Fresh-user trial 41 (left-over, low): a huge rate printed a 300-digit number, and a product of
+    two decimals printed float noise. The figures are the decimal product of the values as given,
+    at most 3 decimals unless that would hide that it is above the cap, scientific from 10^15 on."""
+    with pytest.raises(TraceError) as exc:
+        load_trace(spec)
+    message = str(exc.value)
+    assert f"{product} expected requests, more than the 1,000,000" in message, message
+    assert len(message) < 400, message

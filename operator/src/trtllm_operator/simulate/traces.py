@@ -25,6 +25,7 @@ import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 from pathlib import Path
 
 
@@ -152,13 +153,46 @@ def _lengths(
 MAX_SYNTHETIC_REQUESTS = 1_000_000
 
 
-def _exact(value: float) -> str:
-    """``value`` as written in full: a whole number with thousands separators (``1,001,000``), else
-    Python's shortest round-trip form, separated too (``1,000,000.5``), so that a count just above a
-    limit never prints as the limit (fresh-user trial 40 F7: ``1e+06`` for 1,001,000)."""
-    if math.isfinite(value) and value.is_integer():
-        return f"{int(value):,}"
-    return f"{value:,}"
+#: Above this a figure of the cap message is written in scientific notation (``1.00000e+310``): it is
+#: far above the cap either way, and written out it ran to 300 digits (fresh-user trial 41).
+_FIXED_BELOW = Decimal(10) ** 15
+
+
+def _expected_count(rate_per_s: float, duration_s: float) -> Decimal:
+    """rate × duration as the decimal product of the two values as written (each float's shortest
+    round-trip form), computed exactly: ``1000.1 × 1000.7`` is 1,000,800.07, not the float product's
+    1,000,800.0700000001 (fresh-user trial 41). Both are finite (checked before)."""
+    with localcontext() as ctx:
+        ctx.prec = 64  # two factors of at most 17 significant digits: the product is exact
+        return Decimal(repr(rate_per_s)) * Decimal(repr(duration_s))
+
+
+def _factor(value: float) -> str:
+    """``rate`` or ``duration`` as given (the float's shortest round-trip form, at most 17 significant
+    digits), thousands separated (``1,000.1``); scientific (``1e+300``, ``1e-09``) from 10^15 on and
+    below 10^-6, where written out it would run to hundreds of digits."""
+    exact = Decimal(repr(value))
+    if exact >= _FIXED_BELOW or exact < Decimal("1e-6"):
+        return f"{exact:e}"
+    text = f"{exact:,f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def _figure(value: Decimal) -> str:
+    """The expected count of the cap message, bounded and exact enough: below 10^15 with thousands separators
+    and at most 3 decimals (``1,001,000``, ``1,000,000.5``); a value above the cap whose rounding
+    would print it as the cap or below is written in full, so a count just above it never reads as
+    equal to it (fresh-user trial 40 F7: ``1e+06`` for 1,001,000); from 10^15 on, 6 significant
+    digits in scientific notation (``1.00000e+310``), not 300 digits (fresh-user trial 41)."""
+    if value >= _FIXED_BELOW:
+        return f"{value:.5e}"
+    shown = value.quantize(Decimal("0.001"), rounding=ROUND_HALF_EVEN)
+    if value > MAX_SYNTHETIC_REQUESTS >= shown:
+        shown = value  # at most 34 significant digits: the two factors' 17 each
+    text = f"{shown:,f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return text
 
 
 def synthetic_poisson(
@@ -204,11 +238,12 @@ def synthetic_gamma(
         raise TraceError(f"synthetic trace: 'rate' must be > 0 requests/s, got {rate_per_s}")
     if duration_s <= 0 or not math.isfinite(duration_s):
         raise TraceError(f"synthetic trace: 'duration' must be > 0 s, got {duration_s}")
-    expected = rate_per_s * duration_s
+    expected = _expected_count(rate_per_s, duration_s)
     if expected > MAX_SYNTHETIC_REQUESTS:
+        rate, duration = _factor(rate_per_s), _factor(duration_s)
         raise TraceError(
-            f"synthetic trace: rate × duration = {_exact(rate_per_s)} × {_exact(duration_s)} = "
-            f"{_exact(expected)} expected requests, more than the {MAX_SYNTHETIC_REQUESTS:,} a synthetic "
+            f"synthetic trace: rate × duration = {rate} × {duration} = "
+            f"{_figure(expected)} expected requests, more than the {MAX_SYNTHETIC_REQUESTS:,} a synthetic "
             "trace may be asked for (each is kept in memory); lower 'rate' or 'duration' so that their "
             "product is at most that"
         )
