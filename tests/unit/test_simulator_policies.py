@@ -254,3 +254,26 @@ def test_a_deployment_manifest_drives_the_builtin_policy() -> None:
 def test_bad_deployment_sections_name_the_field(section: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         policies.from_deployment({"kind": "LLMDeployment", "spec": {"autoscaling": section}})
+
+
+@pytest.mark.parametrize(
+    "manifest",
+    [
+        {"kind": "LLMDeployment", "spec": {"replicas": 2}},
+        {"kind": "LLMDeployment", "spec": {"autoscaling": {"enabled": False, "maxReplicas": 4}}},
+    ],
+    ids=["no-autoscaling", "disabled"],
+)
+def test_from_deployment_without_an_autoscaler_tells_a_library_caller_what_to_call(
+    manifest: dict[str, object],
+) -> None:
+    """Fresh-user trial 41 (left-over, low): the error said "use --policy", a flag the library has not
+    and the CLI no longer reaches here (it calls deployment_policy). It names deployment_policy, which
+    runs the fixed replicas, and how to turn the autoscaler on."""
+    with pytest.raises(ValueError) as exc:
+        policies.from_deployment(manifest)
+    message = str(exc.value)
+    assert "--policy" not in message and "--deployment" not in message, message
+    assert "call deployment_policy(manifest), which returns that StaticPolicy" in message, message
+    assert "enabled: true" in message, message
+    assert isinstance(policies.deployment_policy(manifest), policies.StaticPolicy)

@@ -246,18 +246,29 @@ def from_deployment(manifest: dict[str, Any]) -> SharedPolicy:
     Uses the operator's own mapping (``policy_from_spec``) and evaluates every
     ``metrics.scrapeIntervalSeconds``. Raises ``ValueError`` naming the field when the manifest
     cannot drive the built-in autoscaler (disabled, not ``mode: builtin``, no ``maxReplicas``...).
+    ``simulate --deployment`` calls :func:`deployment_policy`, which comes here only with autoscaling
+    on, so the "no spec.autoscaling" and "enabled is false" errors reach a library caller alone: they
+    name :func:`deployment_policy`, not a flag (fresh-user trial 41).
     """
     section: Any = manifest
     if "spec" in manifest or manifest.get("kind") == "LLMDeployment":
         section = (manifest.get("spec") or {}).get("autoscaling")
         if section is None:
-            raise ValueError("--deployment: the manifest has no spec.autoscaling; add one or use --policy")
+            raise ValueError(
+                "the manifest has no spec.autoscaling, so the operator runs spec.replicas fixed replicas "
+                "and no autoscaler: call deployment_policy(manifest), which returns that StaticPolicy, "
+                "or add spec.autoscaling (enabled: true, mode: builtin) to simulate the built-in autoscaler"
+            )
     try:
         spec = AutoscalingSpec.model_validate(section)
     except ValueError as exc:
         raise ValueError(f"--deployment: spec.autoscaling is invalid: {exc}") from None
     if not spec.enabled:
-        raise ValueError("--deployment: spec.autoscaling.enabled is false; set it to true to simulate it")
+        raise ValueError(
+            "spec.autoscaling.enabled is false, so the operator runs spec.replicas fixed replicas and no "
+            "autoscaler: call deployment_policy(manifest), which returns that StaticPolicy, or set "
+            "enabled: true to simulate the built-in autoscaler"
+        )
     if spec.mode != "builtin":
         raise ValueError(f"--deployment: spec.autoscaling.mode is {spec.mode!r}; only builtin is simulated")
     try:
