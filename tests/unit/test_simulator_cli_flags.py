@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from trtllm_operator.api.deployment import DEFAULT_REPLICAS, LLMDeploymentSpec
 from trtllm_operator.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -106,6 +107,27 @@ def test_a_flag_beside_a_deployment_without_autoscaling_names_spec_replicas(
     said += "autoscaling is off (no spec.autoscaling, or enabled: false): it simulates spec.replicas (2) "
     assert said in err, err
     assert "spec.autoscaling." not in err and "builtin autoscaler" not in err, err
+
+
+@pytest.mark.parametrize("bare", [False, True], ids=["manifest", "bare-spec.autoscaling"])
+def test_a_deployment_that_does_not_write_spec_replicas_is_said_to_run_the_default(
+    tmp_path: Path, bare: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 41 (left-over, low): ``spec.autoscaling: {enabled: false}`` was described as
+    running "spec.replicas (1)", a value the manifest does not write. The messages say it is not set
+    and that 1 is the API's default (api.deployment.DEFAULT_REPLICAS, the CRD's default)."""
+    assert LLMDeploymentSpec.model_fields["replicas"].default == DEFAULT_REPLICAS
+    if bare:
+        path = tmp_path / "autoscaling.yaml"
+        path.write_text("enabled: false\n")
+    else:
+        path = Path(_manifest(tmp_path, {"autoscaling": {"enabled": False}}))
+    said = f"spec.replicas (not set: the default, {DEFAULT_REPLICAS})"
+    err = _err(capsys, [*BASE, "--deployment", str(path), "--max-replicas", "3"])
+    assert f"it simulates {said} fixed replicas" in err, err
+    assert main([*BASE, "--deployment", str(path), "--output", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["policy"] == f"static:{DEFAULT_REPLICAS} ({path}: {said}, autoscaling off)", out
 
 
 @pytest.mark.parametrize(

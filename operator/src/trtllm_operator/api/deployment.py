@@ -64,6 +64,9 @@ DeploymentPhase = Literal["Pending", "Progressing", "Ready", "Degraded", "Failed
 #: ``spec.autoscaling.minReplicas`` and ``maxReplicas`` (the CRD's ``maximum``), and the bound
 #: ``trtllm-operator simulate`` puts on its replica flags and ``static:N``.
 MAX_REPLICAS = 1000
+#: ``spec.replicas`` when a manifest does not write it (the CRD's ``default``): the replicas the
+#: operator runs with autoscaling off, and that ``trtllm-operator simulate --deployment`` names.
+DEFAULT_REPLICAS = 1
 
 
 class EngineRef(ApiModel):
@@ -729,7 +732,7 @@ class LLMDeploymentSpec(ApiModel):
 
     engine_ref: EngineRef
     replicas: int = Field(
-        default=1,
+        default=DEFAULT_REPLICAS,
         ge=0,
         le=MAX_REPLICAS,
         description="Serving replicas (each uses tensor × pipeline GPUs). Written by the built-in "

@@ -366,7 +366,7 @@ def argument_errors(args: argparse.Namespace, manifest: dict[str, Any] | None = 
     """Problems with the flags (no files read), each naming the flag and the fix; empty = fine.
     ``manifest``: the ``--deployment`` manifest, read, so that a flag it conflicts with names the field
     that is simulated (``spec.replicas`` when its autoscaling is off; fresh-user trial 40 F6)."""
-    from trtllm_operator.simulate.policies import autoscaling_off, spec_replicas  # noqa: PLC0415
+    from trtllm_operator.simulate.policies import autoscaling_off, replicas_said  # noqa: PLC0415
 
     errors: list[str] = []
     # argparse's float() takes "nan" and "inf", which pass a plain range check (nan < 0 is False).
@@ -403,8 +403,8 @@ def argument_errors(args: argparse.Namespace, manifest: dict[str, Any] | None = 
                 # Autoscaling off: static:spec.replicas runs, not the autoscaler (fresh-user trial 40 F6).
                 errors.append(
                     f"{flag} cannot be combined with --deployment {args.deployment}, whose autoscaling "
-                    "is off (no spec.autoscaling, or enabled: false): it simulates spec.replicas "
-                    f"({spec_replicas(manifest or {})!r}) fixed replicas. Edit spec.replicas (or "
+                    f"is off (no spec.autoscaling, or enabled: false): it simulates "
+                    f"{replicas_said(manifest or {})} fixed replicas. Edit spec.replicas (or "
                     f"spec.autoscaling) in the manifest, or drop --deployment to use {flag}"
                 )
                 continue
@@ -598,7 +598,12 @@ def run(args: argparse.Namespace) -> int:
         )
         if manifest_policy is not None:
             policy = manifest_policy
-            why = ": spec.replicas, autoscaling off" if isinstance(policy, policies.StaticPolicy) else ""
+            why = ""
+            if isinstance(policy, policies.StaticPolicy):
+                # The default named as such for a manifest that does not write spec.replicas (trial 41).
+                written = policies.replicas_written(manifest or {})
+                said = "spec.replicas" if written else policies.replicas_said(manifest or {})
+                why = f": {said}, autoscaling off"
             args.policy = f"{policy.name} ({args.deployment}{why})"
         else:
             args.policy = args.policy or "builtin"

@@ -197,12 +197,28 @@ def profiled_capacity_rps(requests: Sequence[Request], spec: ReplicaSpec) -> flo
 
 
 def spec_replicas(manifest: dict[str, Any]) -> Any:
-    """``spec.replicas`` of an LLMDeployment manifest as read (default 1; 1 for a bare
+    """``spec.replicas`` of an LLMDeployment manifest as read, else the API's default
+    (:data:`~trtllm_operator.api.deployment.DEFAULT_REPLICAS`; always it for a bare
     ``spec.autoscaling`` mapping): what runs when :func:`autoscaling_off`. Not checked here
     (:func:`deployment_policy` refuses one below 1)."""
     if "spec" in manifest or manifest.get("kind") == "LLMDeployment":
-        return (manifest.get("spec") or {}).get("replicas", 1)
-    return 1
+        return (manifest.get("spec") or {}).get("replicas", api_deployment.DEFAULT_REPLICAS)
+    return api_deployment.DEFAULT_REPLICAS
+
+
+def replicas_written(manifest: dict[str, Any]) -> bool:
+    """Whether the manifest writes ``spec.replicas`` (else :func:`spec_replicas` is the default)."""
+    spec = manifest.get("spec") if "spec" in manifest or manifest.get("kind") == "LLMDeployment" else None
+    return isinstance(spec, dict) and "replicas" in spec
+
+
+def replicas_said(manifest: dict[str, Any]) -> str:
+    """:func:`spec_replicas` for a message: ``spec.replicas (3)`` when the manifest writes it, else
+    ``spec.replicas (not set: the default, 1)``, so that a manifest without the field is not described
+    by a value it does not write (fresh-user trial 41)."""
+    if replicas_written(manifest):
+        return f"spec.replicas ({spec_replicas(manifest)!r})"
+    return f"spec.replicas (not set: the default, {api_deployment.DEFAULT_REPLICAS})"
 
 
 def autoscaling_off(manifest: dict[str, Any]) -> bool:
