@@ -109,6 +109,51 @@ def test_a_flag_beside_a_deployment_without_autoscaling_names_spec_replicas(
     assert "spec.autoscaling." not in err and "builtin autoscaler" not in err, err
 
 
+@pytest.mark.parametrize(
+    ("spec", "refusal"),
+    [
+        (
+            {
+                "autoscaling": {
+                    "enabled": True,
+                    "mode": "hpa",
+                    "maxReplicas": 4,
+                    "targets": {"kvCacheUtilization": 0.8},
+                }
+            },
+            "spec.autoscaling.mode is 'hpa'; only builtin is simulated",
+        ),
+        (
+            {
+                "autoscaling": {
+                    "enabled": True,
+                    "mode": "keda",
+                    "maxReplicas": 4,
+                    "metrics": {"source": "prometheus", "prometheusURL": "http://prometheus.monitoring:9090"},
+                    "targets": {"kvCacheUtilization": 0.8},
+                }
+            },
+            "spec.autoscaling.mode is 'keda'; only builtin is simulated",
+        ),
+        ({"replicas": 0}, "spec.replicas is 0 with autoscaling off"),
+    ],
+    ids=["hpa", "keda", "replicas-0"],
+)
+@pytest.mark.parametrize("flag", [["--policy", "builtin"], ["--min-replicas", "2"]], ids=["policy", "min"])
+def test_a_manifest_simulate_cannot_run_is_refused_before_a_flag_beside_it(
+    tmp_path: Path, spec: dict[str, object], refusal: str, flag: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 41 (left-over, low): ``--deployment`` (mode hpa/keda, or spec.replicas 0) with
+    ``--policy`` said "--policy cannot be combined … edit it in the manifest"; doing so met a second,
+    different refusal (only builtin is simulated / serves nothing). That one comes first, with its fix
+    (drop --deployment and pass --policy with the manifest's server settings), and alone."""
+    path = _manifest(tmp_path, spec)
+    err = _err(capsys, [*BASE, "--deployment", path, *flag])
+    assert f"trtllm-operator simulate: error: --deployment: {refusal}" in err, err
+    assert f"drop --deployment {path} and pass --policy POLICY" in err, err
+    assert "cannot be combined" not in err, err
+
+
 @pytest.mark.parametrize("bare", [False, True], ids=["manifest", "bare-spec.autoscaling"])
 def test_a_deployment_that_does_not_write_spec_replicas_is_said_to_run_the_default(
     tmp_path: Path, bare: bool, capsys: pytest.CaptureFixture[str]

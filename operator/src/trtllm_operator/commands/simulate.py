@@ -490,6 +490,16 @@ def run(args: argparse.Namespace) -> int:
             return _fail(str(exc))
         except OSError as exc:  # the message names the flag, as every other --deployment error does
             return _fail(f"--deployment {args.deployment}: {exc.strerror or exc}")
+    manifest_policy: policies.SharedPolicy | policies.StaticPolicy | None = None
+    if manifest is not None:
+        # Before the flags' checks and the replica's plan: a manifest simulate cannot run at all
+        # (mode hpa/keda, spec.replicas 0 with autoscaling off) is the refusal to give first. After a
+        # flag's "cannot be combined", whose fix is to edit the manifest, it came as a second refusal
+        # (fresh-user trial 41; trial 38 F6 for the plan).
+        try:
+            manifest_policy = policies.deployment_policy(manifest)
+        except ValueError as exc:
+            return _fail(_deployment_fix(str(exc), args, _server_spec(manifest)))
     errors = argument_errors(args, manifest)
     if errors:
         for message in errors[1:]:
@@ -504,13 +514,6 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     if not requests:
         return _fail(f"--trace {args.trace!r} has no requests")
-    manifest_policy: policies.SharedPolicy | policies.StaticPolicy | None = None
-    if manifest is not None:
-        # Before the replica is planned, so a manifest that cannot be simulated says so first (trial 38 F6).
-        try:
-            manifest_policy = policies.deployment_policy(manifest)
-        except ValueError as exc:
-            return _fail(_deployment_fix(str(exc), args, _server_spec(manifest)))
     server = _server_spec(manifest)
     fraction = args.kv_cache_free_gpu_mem_fraction
     if fraction is None:
