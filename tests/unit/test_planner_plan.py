@@ -10,6 +10,7 @@ import pytest
 from safetensors.numpy import save_file
 
 from engine_builder.planner import (
+    BUILD_LIMITS,
     Architecture,
     PlanInputError,
     PlanRequest,
@@ -24,6 +25,7 @@ from engine_builder.planner.plan import (
     DEFAULT_CONCURRENT_SEQUENCES,
     MAX_SEQ_LEN_RULE,
     default_max_seq_len,
+    model_context,
     supported_kv_cache_dtypes,
     supported_quant_formats,
 )
@@ -324,3 +326,23 @@ def test_suggestions_name_only_what_the_gpu_supports() -> None:
     assert "int8_sq" in big.reasons[0].fix and "fp8" not in big.reasons[0].fix
     assert supported_kv_cache_dtypes(lookup("NVIDIA-A100-SXM4-80GB")) == ["auto", "int8"]
     assert "fp8" not in supported_quant_formats(lookup("NVIDIA-A100-SXM4-80GB"))
+
+
+def test_a_context_above_the_api_limit_is_clamped_to_it_and_said() -> None:
+    """Fresh-user trial 41 (left-over, low): DeepSeek-V3's context is 163,840 × RoPE factor 40 =
+    6,553,600 tokens, above spec.build.maxSeqLen's limit (BUILD_LIMITS, 4,194,304); a plan that does
+    not fit derived and recommended that context, a maxSeqLen the LLMEngine CRD refuses. It is the
+    limit now, and a warning says so; a derived length below the limit is unchanged and unwarned."""
+    deepseek = arch("deepseek-ai__DeepSeek-V3.json")
+    limit = BUILD_LIMITS["max_seq_len"].high
+    assert model_context(deepseek) == 6_553_600 > limit
+    p = plan(deepseek, PlanRequest(tp=8), lookup("H100"))
+    assert not p.fits
+    assert p.max_seq_len == p.recommended["max_seq_len"] == limit
+    said = [w for w in p.warnings if w.field == "spec.build.maxSeqLen" and "the API's limit" in w.message]
+    assert len(said) == 1, p.warnings
+    assert "163840 × RoPE scaling 40 = 6553600, is above it" in said[0].message
+    assert "clamped to the limit" in said[0].message
+    fits = plan(deepseek, PlanRequest(tp=8, quantization="fp8"), lookup("H200"))
+    assert fits.fits and fits.max_seq_len == fits.recommended["max_seq_len"] == 32_768
+    assert not [w for w in fits.warnings if "the API's limit" in w.message], fits.warnings

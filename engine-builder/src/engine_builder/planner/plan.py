@@ -741,11 +741,31 @@ def _compute(
     if request.max_seq_len is not None:
         return _compute_at(arch, request, gpu, request.max_seq_len, "spec", draft=draft)
     context = model_context(arch)
-    at_context = _compute_at(arch, request, gpu, context, "context", draft=draft)
-    derived = default_max_seq_len(context, at_context.max_kv_tokens, request.tokens_per_block)
-    if derived == context:
-        return replace(at_context, max_seq_len_source="derived")
-    return _compute_at(arch, request, gpu, derived, "derived", draft=draft)
+    # The longest candidate is the API's limit when the model's context is above it (DeepSeek-V3:
+    # 163,840 × RoPE factor 40 = 6,553,600), so that a derived maxSeqLen, and recommended.max_seq_len
+    # with it, is one the LLMEngine CRD takes (fresh-user trial 41). The outcome changes only where the
+    # context is above the limit and the KV cache held 16 sequences of that context (over 67 M tokens)
+    # or the plan did not fit at all (nothing is built): DERIVED_LIMITS_RULE, in engine keys, is kept.
+    longest = min(context, MAX_SEQ_LEN_LIMIT)
+    at_context = _compute_at(arch, request, gpu, longest, "context", draft=draft)
+    derived = default_max_seq_len(longest, at_context.max_kv_tokens, request.tokens_per_block)
+    if derived == longest:
+        result = replace(at_context, max_seq_len_source="derived")
+    else:
+        result = _compute_at(arch, request, gpu, derived, "derived", draft=draft)
+    if longest < context and result.max_seq_len == longest:
+        clamped = PlanIssue(
+            "spec.build.maxSeqLen",
+            f"maxSeqLen was derived as {longest}, the API's limit (spec.build.maxSeqLen ≤ "
+            f"{MAX_SEQ_LEN_LIMIT}): the model's context, max_position_embeddings "
+            f"{arch.max_position_embeddings} × RoPE scaling {rotary_factor(arch):g} = {context}, is "
+            "above it, so the derived and recommended maxSeqLen are clamped to the limit and longer "
+            "requests would be refused.",
+            f"keep it, or set maxSeqLen (at most {MAX_SEQ_LEN_LIMIT}) for a shorter length.",
+            kind="capacity",
+        )
+        result = replace(result, warnings=(*result.warnings, clamped))
+    return result
 
 
 def _compute_at(
