@@ -21,6 +21,8 @@ REPO = Path(__file__).resolve().parents[2]
 CONFIGS = REPO / "tests" / "fixtures" / "model-configs"
 LLAMA_8B = CONFIGS / "meta-llama__Llama-3.1-8B-Instruct.json"
 LLAMA_70B = CONFIGS / "meta-llama__Llama-3.1-70B-Instruct.json"
+DEEPSEEK_V3 = CONFIGS / "deepseek-ai__DeepSeek-V3.json"
+DEEPSEEK_FP8_TP8 = ["--model-config", str(DEEPSEEK_V3), "--gpu", "H200", "--tp", "8", "--quantization", "fp8"]
 TRACE = "poisson:rate=1,duration=5"
 BASE = ["simulate", "--trace", TRACE, "--model-config", str(LLAMA_8B), "--gpu", "H100"]
 
@@ -323,3 +325,40 @@ def test_the_replica_limit_is_the_crds() -> None:
     assert spec["replicas"]["maximum"] == MAX_REPLICAS
     auto = spec["autoscaling"]["properties"]
     assert auto["minReplicas"]["maximum"] == auto["maxReplicas"]["maximum"] == MAX_REPLICAS
+
+
+@pytest.mark.parametrize(
+    ("flags", "said", "tries"),
+    [
+        (
+            ["--model-config", str(LLAMA_70B), "--gpu", "H100"],
+            "Fix: raise tensor (or pipeline) parallelism (--tp, --pp), quantize further (--quantization; "
+            "this GPU supports fp8, int8_sq, int4_awq, w4a8_awq), or use a GPU with more memory (--gpu).",
+            "Values to try, each fits on its own with the other flags as given: --tp 2 (on "
+            "NVIDIA-H100-80GB-HBM3) or --gpu NVIDIA-H200 (at --tp 1).",
+        ),
+        (
+            ["--model-config", str(LLAMA_8B), "--gpu", "H100", "--max-seq-len", "4194304"],
+            "or raise tensor parallelism (--tp).",
+            "Values to try, each fits on its own with the other flags as given: --tp 8 (on "
+            "NVIDIA-H100-80GB-HBM3).",
+        ),
+        (
+            [*DEEPSEEK_FP8_TP8, "--max-seq-len", "4194304"],
+            "or raise tensor parallelism (--tp).",
+            "No --tp of one NVIDIA-H200 node and no larger --gpu of the catalog fits with the "
+            "other flags as given; follow the fix above.",
+        ),
+    ],
+    ids=["weights", "max-seq-len", "none"],
+)
+def test_does_not_fit_names_the_flags_and_the_values_to_try(
+    flags: list[str], said: str, tries: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 41 (left-over, low): simulate's "does not fit" said "see recommended", which
+    only `plan` prints, and "raise tensor (or pipeline) parallelism" named no flag. It names the flags,
+    and the planner's alternatives as flag values (or that there is none)."""
+    err = _err(capsys, ["simulate", "--trace", TRACE, *flags])
+    assert "trtllm-operator simulate: error: the model does not fit on " in err, err
+    assert said in err and err.rstrip().endswith(tries), err
+    assert "see recommended" not in err, err

@@ -15,6 +15,7 @@ import argparse
 import dataclasses
 import json
 import math
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,7 @@ from trtllm_operator.commands import (
 
 if TYPE_CHECKING:
     from trtllm_operator.api.deployment import ServerSpec
+    from trtllm_operator.simulate.fleet import ReplicaDoesNotFitError
 
 
 def register(subparsers: Any) -> None:
@@ -295,6 +297,9 @@ def _server_spec(manifest: dict[str, Any] | None) -> ServerSpec:
 _FIX_FLAGS: tuple[tuple[str, str], ...] = (
     (r"\(spec\.quantization\.kvCacheDtype\)", "(--kv-cache-dtype)"),
     (r"raise tensor parallelism", "raise tensor parallelism (--tp)"),
+    (r"raise tensor \(or pipeline\) parallelism", "raise tensor (or pipeline) parallelism (--tp, --pp)"),
+    (r"quantize further \(", "quantize further (--quantization; "),
+    (r"use a GPU with more memory", "use a GPU with more memory (--gpu)"),
     (r"use more tensor parallelism", "use more tensor parallelism (--tp)"),
     (r"lower tensor or pipeline parallelism", "lower tensor or pipeline parallelism (--tp, --pp)"),
     (r"a lower maxSeqLen\b", "a lower maxSeqLen (--max-seq-len)"),
@@ -339,8 +344,6 @@ def with_flags(text: str, deployment: str | None) -> str:
     """A plan warning with simulate's flags named where the planner names a field simulate sets by a
     flag (``kvCacheFreeGpuMemFraction`` is the manifest's field with ``--deployment``, which refuses
     the flag)."""
-    import re  # noqa: PLC0415
-
     fraction = (
         f"spec.server.kvCacheFreeGpuMemFraction of --deployment {deployment}"
         if deployment
@@ -360,6 +363,33 @@ def with_flags(text: str, deployment: str | None) -> str:
     for pattern, flag in _FIX_FLAGS:
         text = re.sub(pattern, flag, text)
     return text
+
+
+#: The planner's pointer to its ``recommended`` block, which ``plan`` prints and simulate does not:
+#: :func:`does_not_fit` gives the values instead.
+_SEE_RECOMMENDED = re.compile(r" \(see recommended[^)]*\)")
+
+
+def does_not_fit(exc: ReplicaDoesNotFitError, args: argparse.Namespace) -> str:
+    """The "does not fit" error with simulate's flags named in the planner's fixes and, in place of
+    "see recommended" (``plan``'s output, which simulate does not print), the values to try: the
+    smallest ``--tp`` within one node and the smallest larger ``--gpu`` that fit with the other flags
+    as given (the planner's search, ``engine_builder.planner.plan``), or that neither does (fresh-user
+    trial 41: "raise tensor (or pipeline) parallelism … (see recommended …)" named no flag)."""
+    recommended = exc.plan.recommended
+    tries = []
+    if recommended.get("tensor_parallelism") is not None:
+        tries.append(f"--tp {recommended['tensor_parallelism']} (on {exc.plan.gpu_product})")
+    if recommended.get("gpu_product") is not None:
+        tries.append(f"--gpu {recommended['gpu_product']} (at --tp {args.tp})")
+    if tries:
+        hint = f"Values to try, each fits on its own with the other flags as given: {' or '.join(tries)}."
+    else:
+        hint = (
+            f"No --tp of one {exc.plan.gpu_product} node and no larger --gpu of the catalog fits with the "
+            "other flags as given; follow the fix above."
+        )
+    return f"{with_flags(_SEE_RECOMMENDED.sub('', str(exc)), args.deployment)} {hint}"
 
 
 def argument_errors(args: argparse.Namespace, manifest: dict[str, Any] | None = None) -> list[str]:
@@ -479,7 +509,11 @@ def run(args: argparse.Namespace) -> int:
     from engine_builder.planner import PlanInputError  # noqa: PLC0415 - keep CLI start fast
     from trtllm_operator.simulate import policies, report  # noqa: PLC0415
     from trtllm_operator.simulate.engine import Simulation  # noqa: PLC0415
-    from trtllm_operator.simulate.fleet import ReplicaInputError, replica_setup  # noqa: PLC0415
+    from trtllm_operator.simulate.fleet import (  # noqa: PLC0415
+        ReplicaDoesNotFitError,
+        ReplicaInputError,
+        replica_setup,
+    )
     from trtllm_operator.simulate.traces import TraceError, load_trace, time_scale  # noqa: PLC0415
 
     manifest: dict[str, Any] | None = None
@@ -538,6 +572,8 @@ def run(args: argparse.Namespace) -> int:
     except ReplicaInputError as exc:  # a bad flag value, not a model that does not fit (trial 37b F7)
         lines = (f"{flag_of(i.field, args.deployment)}: {i.message} Fix: {i.fix}" for i in exc.issues)
         return _fail("\n".join(with_flags(line, args.deployment) for line in lines))
+    except ReplicaDoesNotFitError as exc:
+        return _fail(does_not_fit(exc, args))
     except (ValueError, OSError) as exc:
         return _fail(with_flags(str(exc), args.deployment))
     for warning in setup.plan.warnings:  # e.g. a KV cache so small that maxSeqLen shrank (plan's own)

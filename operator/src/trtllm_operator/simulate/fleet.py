@@ -49,6 +49,17 @@ class ReplicaInputError(ValueError):
         self.issues = issues
 
 
+class ReplicaDoesNotFitError(ValueError):
+    """The model does not fit on the replica's GPUs (a memory shortfall, not a broken rule): ``plan``
+    is the planner's plan, whose ``reasons`` say why and whose ``recommended`` names the tensor
+    parallelism and the GPU that would fit (``None`` when none does), so that a command can name its
+    own flags and the values to try."""
+
+    def __init__(self, message: str, plan: Plan) -> None:
+        super().__init__(message)
+        self.plan = plan
+
+
 @dataclass(frozen=True)
 class ReplicaSetup:
     """A replica spec plus the planner's plan it came from (for reports)."""
@@ -109,8 +120,8 @@ def replica_setup(
     deployment's ``spec.server.enableChunkedContext`` (:attr:`ReplicaSpec.chunked_context`). Raises
     ``engine_builder.planner.PlanInputError`` for a value the planner cannot take at all,
     :class:`ReplicaInputError` for one that breaks a planner rule or for ``tp × pp`` beyond one node
-    (:func:`one_node_issue`), and ``ValueError`` when the model
-    does not fit (naming the planner's reasons).
+    (:func:`one_node_issue`), and :class:`ReplicaDoesNotFitError` (a ``ValueError``) when the model
+    does not fit (naming the planner's reasons, with the plan).
     """
     config = hf_config if isinstance(hf_config, dict) else load_hf_config(str(hf_config))
     arch = Architecture.from_hf_config(config)
@@ -136,8 +147,8 @@ def replica_setup(
         raise ReplicaInputError(invalid)
     if not p.fits or p.max_kv_tokens <= 0:
         reasons = "; ".join(str(r) for r in p.reasons) or "no KV cache left"
-        raise ValueError(
-            f"the model does not fit on {tp * pp} × {gpu_spec.product} with {quantization}: {reasons}"
+        raise ReplicaDoesNotFitError(
+            f"the model does not fit on {tp * pp} × {gpu_spec.product} with {quantization}: {reasons}", p
         )
     rates = GPURates.from_gpu(gpu_spec)
     costs = model_costs(arch, p)
