@@ -144,7 +144,7 @@ def test_cache_list_with_a_bad_kubeconfig_is_one_line_exit_2(
     bad.write_text("garbage: [\n")
     assert main(["cache", "list", "-n", "x", "--kubeconfig", str(bad)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"trtllm-operator cache list: cannot load kubeconfig {bad}:")
+    assert err.startswith(f"trtllm-operator cache list: error: cannot load kubeconfig {bad}:")
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 

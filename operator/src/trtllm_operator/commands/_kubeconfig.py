@@ -2,13 +2,17 @@
 
 Usage in a command's ``run``::
 
+    from trtllm_operator.commands import EXIT_BAD_INPUT, say
     from trtllm_operator.commands._kubeconfig import KubeconfigError, load_client
 
     try:
         api_client = load_client(args.kubeconfig)
     except KubeconfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        say("cache list", "error", str(exc))  # trtllm-operator cache list: error: cannot load …
         return EXIT_BAD_INPUT  # 2
+
+(``commands.say``: the one home of the ``trtllm-operator COMMAND: error:`` prefix every command's
+messages carry.)
 
 Resolution follows kubectl: ``--kubeconfig``, else ``$KUBECONFIG`` (first file), else
 ``~/.kube/config``; when none was named and the process runs in a pod (``KUBERNETES_SERVICE_HOST``

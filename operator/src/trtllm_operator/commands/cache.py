@@ -38,14 +38,13 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from trtllm_operator.api.wire import ANNOTATION_ALLOW_PARTIAL_ARTIFACT, ENGINE_KIND
-from trtllm_operator.commands import EXIT_BAD_INPUT
+from trtllm_operator.commands import EXIT_BAD_INPUT, say
 
 DESCRIPTION = """\
 The engine cache index: the artifacts the operator knows about, one ConfigMap each
@@ -265,7 +264,7 @@ def _spec(args: argparse.Namespace) -> int:
     try:
         docs = [d for d in yaml.safe_load_all(Path(args.filename).read_text()) if d is not None]
     except (OSError, yaml.YAMLError) as exc:
-        print(f"{args.filename}: cannot read YAML: {exc}", file=sys.stderr)
+        say("cache spec", "error", f"{args.filename}: cannot read YAML: {exc}")
         return EXIT_BAD_INPUT
     engines = [
         d
@@ -278,13 +277,13 @@ def _spec(args: argparse.Namespace) -> int:
         what = "no LLMEngine" if not engines else f"{len(engines)} LLMEngines"
         hint = f" named {args.name!r}" if args.name else ""
         fix = "; pick one with --name" if len(engines) > 1 else ""
-        print(f"{args.filename}: {what}{hint} in the file{fix}", file=sys.stderr)
+        say("cache spec", "error", f"{args.filename}: {what}{hint} in the file{fix}")
         return EXIT_BAD_INPUT
     doc = engines[0]
     # What the API server and ``render`` refuse is refused here too, with render's messages.
     errors = manifest_errors(doc)
     for message in errors:
-        print(f"error: {ENGINE_KIND} {_name(doc)}: {message}", file=sys.stderr)
+        say("cache spec", "error", f"{ENGINE_KIND} {_name(doc)}: {message}")
     if errors:
         return EXIT_BAD_INPUT
     hf_config = None
@@ -297,7 +296,7 @@ def _spec(args: argparse.Namespace) -> int:
         str((doc.get("metadata") or {}).get("name") or "engine"), doc.get("spec") or {}, hf_config=hf_config
     )
     if not isinstance(prepared, PreparedEngine):
-        print(f"invalid LLMEngine: {prepared.text}", file=sys.stderr)
+        say("cache spec", "error", f"invalid LLMEngine: {prepared.text}")
         return EXIT_BAD_INPUT
     build_spec = prepared.build_spec
     output: dict[str, str] = {}
@@ -332,7 +331,7 @@ def _import(args: argparse.Namespace) -> int:
             artifact_uri=args.artifact_uri,
         )
     except (OSError, ValueError) as exc:
-        print(f"trtllm-operator cache import: {exc}", file=sys.stderr)
+        say("cache import", "error", str(exc))
         return EXIT_BAD_INPUT
     kube = _kube(args.kubeconfig, "import")
     if kube is None:
@@ -343,7 +342,7 @@ def _import(args: argparse.Namespace) -> int:
         if not created:
             kube.patch(CONFIG_MAP, args.namespace, body["metadata"]["name"], {"data": body["data"]})
     except ApiException as exc:
-        print(f"trtllm-operator cache import: API error {exc.status}: {exc.reason}", file=sys.stderr)
+        say("cache import", "error", f"API error {exc.status}: {exc.reason}")
         return 1
     verb = "registered" if created else "updated"
     name = live["metadata"]["name"]
@@ -372,7 +371,7 @@ def _list(args: argparse.Namespace) -> int:
     try:
         items = kube.list(CONFIG_MAP, namespace, label_selector=f"{LABEL_COMPONENT}={COMPONENT_ARTIFACT}")
     except ApiException as exc:
-        print(f"trtllm-operator cache list: API error {exc.status}: {exc.reason}", file=sys.stderr)
+        say("cache list", "error", f"API error {exc.status}: {exc.reason}")
         return 1
     records = []
     for cm in items:
@@ -420,13 +419,13 @@ def _hint_other_namespaces(kube: Any, namespace: str, defaulted: bool) -> None:
     try:
         items = kube.list(CONFIG_MAP, None, label_selector=f"{LABEL_COMPONENT}={COMPONENT_ARTIFACT}")
     except ApiException:
-        print(f"no cache entries in {where}; try --namespace NS or --all-namespaces", file=sys.stderr)
+        say("cache list", "note", f"no cache entries in {where}; try --namespace NS or --all-namespaces")
         return
     others = sorted({cm["metadata"]["namespace"] for cm in items} - {namespace})
     found = (
         f"; entries exist in: {', '.join(others)} (use --namespace NS or --all-namespaces)" if others else ""
     )
-    print(f"no cache entries in {where}{found}", file=sys.stderr)
+    say("cache list", "note", f"no cache entries in {where}{found}")
 
 
 def _kube(kubeconfig: str | None, verb: str) -> Any:
@@ -437,5 +436,5 @@ def _kube(kubeconfig: str | None, verb: str) -> Any:
     try:
         return Kube(load_client(kubeconfig))
     except KubeconfigError as exc:
-        print(f"trtllm-operator cache {verb}: {exc}", file=sys.stderr)
+        say(f"cache {verb}", "error", str(exc))
         return None

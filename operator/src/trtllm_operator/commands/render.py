@@ -13,7 +13,8 @@ Both files may hold several YAML documents; the LLMEngine named by ``spec.engine
 heads divisible by tensor parallelism, memory fit) need the model's ``config.json``: pass it with
 ``--model-config`` (the operator reads it from the model source when it can); without it they are
 skipped, and a note on stderr says so. With it, the planner's warnings (``status.plan.warnings`` on the
-cluster) are printed on stderr as ``warning:`` lines; they do not change the exit code. In
+cluster) are printed on stderr as ``trtllm-operator render: warning:`` lines (every message of render
+has that prefix, :func:`trtllm_operator.commands.say`); they do not change the exit code. In
 ``spec.autoscaling.mode`` ``hpa`` / ``keda`` the output holds the HorizontalPodAutoscaler / KEDA
 ScaledObject the operator's autoscaler handler applies, rendered by the same function
 (:func:`trtllm_operator.render.external_autoscaler.desired_external_autoscaler`);
@@ -63,7 +64,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from trtllm_operator.api.wire import DEPLOYMENT_KIND, ENGINE_KIND
-from trtllm_operator.commands import EXIT_BAD_INPUT, EXIT_OK, plain
+from trtllm_operator.commands import EXIT_BAD_INPUT, EXIT_OK, plain, say
 from trtllm_operator.commands._manifests import STDIN, BadInputError, read_objects
 from trtllm_operator.settings import ENV_PREFIX, SettingsError
 
@@ -158,12 +159,13 @@ def _unique(
                 "keep one of them"
             )
         else:
-            print(
-                f"note: {what} is in the input twice ({first} and {where}), identical; rendered once",
-                file=sys.stderr,
+            say(
+                "render",
+                "note",
+                f"{what} is in the input twice ({first} and {where}), identical; rendered once",
             )
     if conflicts:  # every one in one run, as the schema errors
-        raise BadInputError("\nerror: ".join(conflicts))
+        raise BadInputError("\n".join(conflicts))  # each line an "error:" line (commands.say)
     return out
 
 
@@ -216,19 +218,20 @@ def _autoscaled(name: str, dep: dict[str, Any], plan: ServingPlan) -> ServingPla
         if "replicas" in (dep.get("spec") or {})
         else f"spec.replicas (unset: the CRD default {written})"
     )
-    print(
-        f"note: LLMDeployment {name}: {given} is outside spec.autoscaling [minReplicas "
+    say(
+        "render",
+        "note",
+        f"LLMDeployment {name}: {given} is outside spec.autoscaling [minReplicas "
         f"{auto.min_replicas}, maxReplicas {auto.max_replicas}]: the autoscaler (mode {auto.mode}) sets "
         f"it to {bound} {bounded} at its first evaluation, before reading any metric; rendered with "
         f"replicas: {bounded}. The autoscaler owns spec.replicas: leave it out of the manifest in git, "
         "or have your GitOps tool ignore it (docs/gitops.md)",
-        file=sys.stderr,
     )
     return replace(plan, params=replace(plan.params, replicas=bounded))
 
 
 def _bad(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
+    say("render", "error", message)
     return EXIT_BAD_INPUT
 
 
@@ -285,14 +288,12 @@ def run(args: argparse.Namespace) -> int:
         sourced = read_objects(args.filename) + (read_objects(args.engine) if args.engine else [])
         docs = _unique(sourced, args.namespace, (DEPLOYMENT_KIND, ENGINE_KIND))
     except (OSError, yaml.YAMLError) as exc:
-        print(f"error: cannot read input: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return _bad(f"cannot read input: {exc}")
     except BadInputError as exc:
         return _bad(str(exc))
     deployments = [d for d in docs if d.get("kind") == DEPLOYMENT_KIND]
     if not deployments:
-        print(f"error: no LLMDeployment in {args.filename}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return _bad(f"no LLMDeployment in {args.filename}")
     # Every object is checked before any is rendered, and every invalid one is reported: a run shows
     # all that kubectl apply would refuse, not the first object's errors only.
     invalid = False
@@ -302,7 +303,7 @@ def run(args: argparse.Namespace) -> int:
                 doc["metadata"] = {}
             doc["metadata"].setdefault("namespace", args.namespace)
         for message in manifest_errors(doc):
-            print(f"error: {doc['kind']} {_name(doc)}: {message}", file=sys.stderr)
+            say("render", "error", f"{doc['kind']} {_name(doc)}: {message}")
             invalid = True
     if invalid:
         return EXIT_BAD_INPUT
@@ -323,11 +324,7 @@ def run(args: argparse.Namespace) -> int:
             None,
         )
         if engine is None:
-            print(
-                f"error: LLMEngine {ref!r} (spec.engineRef.name) not found; pass it with --engine",
-                file=sys.stderr,
-            )
-            return EXIT_BAD_INPUT
+            return _bad(f"LLMEngine {ref!r} (spec.engineRef.name) not found; pass it with --engine")
         engine["metadata"].setdefault("namespace", dep["metadata"]["namespace"])
         status = engine.setdefault("status", {})
         if not status.get("engineKey"):
@@ -338,13 +335,13 @@ def run(args: argparse.Namespace) -> int:
                 namespace=engine["metadata"]["namespace"],
             )
             if isinstance(prepared, InvalidEngine):
-                print(f"error: LLMEngine {ref}: {prepared.text}", file=sys.stderr)
-                return EXIT_BAD_INPUT
+                return _bad(f"LLMEngine {ref}: {prepared.text}")
             if hf_config is None:
-                print(
-                    f"note: LLMEngine {ref}: the planner's checks (heads divisible by tensor parallelism, "
+                say(
+                    "render",
+                    "note",
+                    f"LLMEngine {ref}: the planner's checks (heads divisible by tensor parallelism, "
                     "memory fit) were skipped: pass --model-config <the model's config.json> to run them",
-                    file=sys.stderr,
                 )
             status["engineKey"] = prepared.key
             if prepared.plan is not None:  # as the LLMEngine controller writes it (--model-config)
@@ -352,18 +349,18 @@ def run(args: argparse.Namespace) -> int:
                 # what the operator puts in status.plan.warnings (and a PlanWarnings Event): valid, but
                 # worth knowing before it is applied (docs/planner.md "Warnings")
                 for warning in plan_warnings(prepared.plan):
-                    print(f"warning: LLMEngine {ref}: {warning}", file=sys.stderr)
+                    say("render", "warning", f"LLMEngine {ref}: {warning}")
             status.setdefault("artifact", {"uri": prepared.storage.artifact_uri(prepared.key)})
         plan = plan_serving(dep, engine, gpus_per_node=args.gpus_per_node, lws_installed=args.lws)
         name = dep["metadata"]["name"]
         if isinstance(plan, ServingRefusal):
             for problem in plan.incompatibilities:
-                print(f"{name}: EngineIncompatible: {problem.message()}", file=sys.stderr)
+                say("render", "error", f"{name}: EngineIncompatible: {problem.message()}")
             if plan.blocked and not plan.incompatibilities:
                 hint = ""
                 if plan.blocked[0] == "LeaderWorkerSetRequired" and not args.lws:
                     hint = " (to render it here as on a cluster with LeaderWorkerSet installed, pass --lws)"
-                print(f"{name}: {plan.blocked[0]}: {plan.blocked[1]}{hint}", file=sys.stderr)
+                say("render", "error", f"{name}: {plan.blocked[0]}: {plan.blocked[1]}{hint}")
             return EXIT_NOT_RENDERABLE
         plan = _autoscaled(name, dep, plan)
         manifests = render_plan(plan, network).manifests()
@@ -376,21 +373,23 @@ def run(args: argparse.Namespace) -> int:
                 name, dep["metadata"]["namespace"], OwnerRef(name, uid), auto
             )
         except ValueError as exc:
-            print(
+            say(
+                "render",
+                "error",
                 f"{name}: InvalidSpec: {exc} (the operator sets ScalingActive=False and creates no "
                 f"{auto.mode} object)",
-                file=sys.stderr,
             )
             return EXIT_NOT_RENDERABLE
         if external is not None:
             manifests.append(external)
             if auto.mode == "keda":
                 # Whether KEDA is installed is a fact of the cluster, which render does not read.
-                print(
-                    f"note: LLMDeployment {name}: the ScaledObject is created only where KEDA is "
+                say(
+                    "render",
+                    "note",
+                    f"LLMDeployment {name}: the ScaledObject is created only where KEDA is "
                     "installed (the keda.sh/v1alpha1 ScaledObject kind); without it the operator creates "
                     f"the other children and sets ScalingActive=False KEDANotInstalled: {KEDA_NOT_INSTALLED}",
-                    file=sys.stderr,
                 )
         if not uid:
             # A manifest from git has no uid yet: an ownerReference without one is refused by the API
@@ -404,10 +403,11 @@ def run(args: argparse.Namespace) -> int:
                     meta["ownerReferences"] = refs
                 else:
                     meta.pop("ownerReferences", None)
-            print(
-                f"note: LLMDeployment {name}: ownerReferences left out (no metadata.uid before it is "
+            say(
+                "render",
+                "note",
+                f"LLMDeployment {name}: ownerReferences left out (no metadata.uid before it is "
                 "created); the operator sets them on the children it creates",
-                file=sys.stderr,
             )
         out.append(_leftouts(name, dep["metadata"]["namespace"], uid, network, namespace_source))
         out.append(
