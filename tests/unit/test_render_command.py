@@ -720,6 +720,41 @@ def test_a_surge_above_100_percent_reaches_a_deployment_and_is_refused_for_a_lea
 
 
 @pytest.mark.parametrize(
+    ("expert", "refused"),
+    [
+        (65, ["spec.parallelism.expert: Invalid value: 65: should be less than or equal to 64"]),
+        (
+            3,  # within the range: the tensorrt backend's and the divisibility rules still say why
+            [
+                "parallelism.expert 3 is not supported by the tensorrt backend",
+                "expert must divide tensor",
+            ],
+        ),
+    ],
+)
+def test_an_expert_parallelism_above_the_limit_is_refused_with_the_limit_alone(
+    tmp_path: Path, expert: int, refused: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 41 (left-over, low): ``expert: 65`` (tensorrt backend, tensor 8) was refused
+    with the range and also told "or backend: pytorch (served with moe_expert_parallel_size 65)" and
+    "set tensor to a multiple of expert", fixes the range (PARALLELISM_LIMITS, 64) refuses too. The
+    CEL rules do not fire on a value its range refuses; every line has render's prefix."""
+    dep, engine = _example_pair()
+    engine["spec"]["parallelism"] = {"tensor": 8, "pipeline": 1, "expert": expert}
+    (tmp_path / "all.yaml").write_text(yaml.safe_dump_all([engine, dep]))
+    assert main(["render", "-f", str(tmp_path / "all.yaml")]) == 2
+    err = capsys.readouterr().err
+    lines = err.splitlines()
+    name = engine["metadata"]["name"]
+    assert len(lines) == len(refused), err
+    for line, said in zip(lines, refused, strict=True):
+        assert line.startswith(f"trtllm-operator render: error: LLMEngine {name}: "), err
+        assert said in line, err
+    if expert > 64:
+        assert "pytorch" not in err and "multiple of expert" not in err, err
+
+
+@pytest.mark.parametrize(
     ("argv", "said"),
     [
         (["render", "-f", "/nonexistent/d.yaml"], "trtllm-operator render: error: cannot read input: "),

@@ -376,12 +376,19 @@ class QuantizationSpec(ApiModel):
         return data
 
 
+#: spec.parallelism.expert's range (its one home: engine_builder.planner.PARALLELISM_LIMITS), for the
+#: CEL rules that must not fire on a value the range refuses.
+_EP_LOW, _EP_HIGH = PARALLELISM_LIMITS["ep"].low, PARALLELISM_LIMITS["ep"].high
+
+
 class ParallelismSpec(ApiModel):
     """How one replica is split over GPUs (TensorRT-LLM Mapping)."""
 
     model_config = model_config(
         cel(
-            "self.tensor % self.expert == 0",
+            # Not when expert is itself out of its range: that error alone is the fix (fresh-user
+            # trial 41: expert 65 was told to make tensor a multiple of it, above tensor's own limit).
+            f"self.expert < {_EP_LOW} || self.expert > {_EP_HIGH} || self.tensor % self.expert == 0",
             "expert must divide tensor: TensorRT-LLM splits the tensor-parallel ranks of an MoE "
             "layer into expert × (tensor / expert); set tensor to a multiple of expert",
             field_path=".expert",
@@ -1082,7 +1089,10 @@ class LLMEngineSpec(ApiModel):
         # expert-parallel engine cannot come out of it, so the layout is refused rather than built
         # as MoE tensor parallelism under an engine key that says expert parallelism.
         cel(
-            "self.backend != 'tensorrt' || self.parallelism.expert == 1",
+            # Not when expert is itself out of its range (PARALLELISM_LIMITS): that error alone is the
+            # fix; the pytorch backend this suggests refuses the value too (fresh-user trial 41).
+            "self.backend != 'tensorrt' || self.parallelism.expert == 1 || "
+            f"self.parallelism.expert < {_EP_LOW} || self.parallelism.expert > {_EP_HIGH}",
             "parallelism.expert > 1 is not supported by the tensorrt backend: ModelOpt's TensorRT-LLM "
             "checkpoint export has no expert-parallel argument and writes moe_ep_size 1, so the engine "
             "would not be expert-parallel; use backend pytorch (moe_expert_parallel_size) or expert: 1",
