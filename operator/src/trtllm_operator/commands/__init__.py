@@ -58,6 +58,62 @@ def add_format_arguments(parser: Any) -> None:
     )
 
 
+def add_replica_arguments(parser: Any) -> None:
+    """The flags of one replica's model and engine shape that ``plan`` and ``simulate`` share, each
+    with one help text (they were declared twice, with different texts): ``--model-config``,
+    ``--gpu``, :func:`add_format_arguments`, ``--tp``, ``--pp``, ``--max-seq-len``, ``--max-batch-size``
+    and ``--max-num-tokens``, as the LLMEngine fields they stand for (the planner's
+    :class:`~engine_builder.planner.PlanRequest` reads them the same way in both commands)."""
+    parser.add_argument(
+        "--model-config",
+        required=True,
+        help="the model's Hugging Face config.json (the file, or the directory that holds it)",
+    )
+    parser.add_argument(
+        "--gpu",
+        required=True,
+        help="GPU product: its nvidia.com/gpu.product value (e.g. NVIDIA-H200) or an alias (H200, H100) "
+        "(spec.gpu.product)",
+    )
+    add_format_arguments(parser)
+    parser.add_argument(
+        "--tp",
+        type=integer("an integer ≥ 1"),
+        default=1,
+        help="tensor parallelism: GPUs that split every layer (spec.parallelism.tensor; default 1)",
+    )
+    parser.add_argument(
+        "--pp",
+        type=integer("an integer ≥ 1"),
+        default=1,
+        help="pipeline parallelism: GPUs that split the layers into stages (spec.parallelism.pipeline; "
+        "default 1); a replica has tp × pp GPUs",
+    )
+    parser.add_argument(
+        "--max-seq-len",
+        type=build_integer("max_seq_len"),
+        default=None,
+        help="prompt + output tokens of the longest sequence (spec.build.maxSeqLen): TensorRT-LLM rejects "
+        "longer prompts (above maxSeqLen - 1; without chunked context above maxNumTokens too) and cuts "
+        "outputs at maxSeqLen - prompt (default: the largest of the model's context and the powers of "
+        "two below it whose 16 full sequences fit in the KV cache, docs/planner.md; pass the model's "
+        "context to plan for it)",
+    )
+    parser.add_argument(
+        "--max-batch-size",
+        type=build_integer("max_batch_size"),
+        default=None,
+        help="sequences scheduled together (spec.build.maxBatchSize; default: the planner's recommendation)",
+    )
+    parser.add_argument(
+        "--max-num-tokens",
+        type=build_integer("max_num_tokens"),
+        default=None,
+        help="tokens per iteration across the batch (spec.build.maxNumTokens; default: the planner's, "
+        "TensorRT-LLM's 8192)",
+    )
+
+
 def integer(hint: str) -> Callable[[str], int]:
     """An argparse ``type`` for a whole-number flag: ``int(text)``, else an
     :class:`argparse.ArgumentTypeError` naming the value and ``hint`` (what to give, e.g. "an

@@ -23,8 +23,15 @@ from engine_builder.planner import (
     plan,
 )
 from engine_builder.planner.catalog import EXTENSION_FIELD
-from engine_builder.planner.formats import KV_CACHE_DTYPES, QUANT_FORMATS
-from trtllm_operator.commands import EXIT_BAD_INPUT, build_integer, integer, number, plain, say
+from trtllm_operator.commands import (
+    EXIT_BAD_INPUT,
+    add_replica_arguments,
+    build_integer,
+    integer,
+    number,
+    plain,
+    say,
+)
 
 EXIT_FITS = 0
 EXIT_DOES_NOT_FIT = 3
@@ -60,37 +67,8 @@ def register(subparsers: Any) -> None:
         description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument(
-        "--model-config", required=True, help="the model's Hugging Face config.json (file or directory)"
-    )
-    p.add_argument("--quantization", default="none", help="|".join(QUANT_FORMATS))
-    p.add_argument("--kv-cache-dtype", default="auto", help="|".join(KV_CACHE_DTYPES))
-    p.add_argument("--tp", type=integer("an integer ≥ 1"), default=1, help="tensor parallelism")
-    p.add_argument("--pp", type=integer("an integer ≥ 1"), default=1, help="pipeline parallelism")
+    add_replica_arguments(p)
     p.add_argument("--ep", type=integer("an integer ≥ 1"), default=1, help="expert parallelism (MoE)")
-    p.add_argument(
-        "--gpu", required=True, help="GPU product as in nvidia.com/gpu.product (e.g. NVIDIA-H200) or H200"
-    )
-    p.add_argument(
-        "--max-seq-len",
-        type=build_integer("max_seq_len"),
-        default=None,
-        help="prompt + output tokens of the longest sequence (spec.build.maxSeqLen; default: the largest "
-        "of the model's context and the powers of two below it whose 16 full sequences fit in the KV "
-        "cache, docs/planner.md; pass the model's context to plan for it)",
-    )
-    p.add_argument(
-        "--max-batch-size",
-        type=build_integer("max_batch_size"),
-        default=None,
-        help="sequences scheduled together (spec.build.maxBatchSize; default: the planner's recommendation)",
-    )
-    p.add_argument(
-        "--max-num-tokens",
-        type=build_integer("max_num_tokens"),
-        default=None,
-        help="tokens per iteration across the batch (spec.build.maxNumTokens; default: the planner's)",
-    )
     p.add_argument(
         "--max-beam-width",
         type=build_integer("max_beam_width"),

@@ -24,8 +24,7 @@ from trtllm_operator.api.wire import DEPLOYMENT_KIND, ENGINE_KIND
 from trtllm_operator.commands import (
     EXIT_BAD_INPUT,
     EXIT_OK,
-    add_format_arguments,
-    build_integer,
+    add_replica_arguments,
     integer,
     number,
     plain,
@@ -57,38 +56,7 @@ def register(subparsers: Any) -> None:
         default=1.0,
         help="divide inter-arrival times by K (default 1)",
     )
-    p.add_argument("--model-config", required=True, help="the model's Hugging Face config.json")
-    p.add_argument(
-        "--gpu", required=True, help="GPU product (nvidia.com/gpu.product value or alias, e.g. H100)"
-    )
-    add_format_arguments(p)
-    p.add_argument(
-        "--tp",
-        type=integer("an integer ≥ 1"),
-        default=1,
-        help="tensor parallelism: GPUs per replica (default 1)",
-    )
-    p.add_argument("--pp", type=integer("an integer ≥ 1"), default=1, help="pipeline parallelism (default 1)")
-    p.add_argument(
-        "--max-batch-size",
-        type=build_integer("max_batch_size"),
-        default=None,
-        help="default: the planner's recommendation",
-    )
-    p.add_argument(
-        "--max-num-tokens",
-        type=build_integer("max_num_tokens"),
-        default=None,
-        help="default: the planner's recommendation",
-    )
-    p.add_argument(
-        "--max-seq-len",
-        type=build_integer("max_seq_len"),
-        default=None,
-        help="the engine's spec.build.maxSeqLen, prompt + output tokens: longer prompts are rejected "
-        "(above maxSeqLen - 1; without chunked context above max_num_tokens too) and outputs are cut "
-        "at maxSeqLen - prompt, as TensorRT-LLM does (default: the planner's derived value, docs/planner.md)",
-    )
+    add_replica_arguments(p)
     p.add_argument(
         "--kv-cache-free-gpu-mem-fraction",
         type=number("a fraction in (0, 1], e.g. 0.9"),
