@@ -498,6 +498,19 @@ def test_engine_readiness(engine: dict[str, object] | None, state: str, fragment
     assert got_state == state and fragment in message
 
 
+def test_engine_readiness_joins_a_message_ending_in_a_full_stop_without_double_punctuation() -> None:
+    """Fresh-user trial 42 F9: an engine message ending in "." was copied as "… product).; fix it"."""
+    message = "spec.quantization.format: nvfp4 needs SM 100+ but X is SM 90 (Hopper). Fix: use fp8."
+    engine = an_engine_obj(
+        phase="Failed",
+        conditions=[{"type": "Ready", "status": "False", "reason": "InvalidSpec", "message": message}],
+    )
+    state, text = engine_readiness(engine)
+    assert state == "failed"
+    assert ".;" not in text
+    assert "Fix: use fp8; fix it (kubectl describe llmengine e)" in text
+
+
 def test_pod_and_workload_views() -> None:
     pod = {
         "metadata": {"labels": {LABEL_ENGINE_KEY: NEW[:16]}, "deletionTimestamp": "t"},

@@ -71,7 +71,13 @@ def engine_readiness(engine: Mapping[str, Any] | None) -> tuple[EngineState, str
         # Ready's is the generic BuildFailed / InvalidSpec.
         degraded = next((c for c in status.get("conditions") or () if c.get("type") == "Degraded"), None)
         why = degraded if degraded and degraded.get("status") == "True" and degraded.get("message") else ready
-        cause = f": {why.get('reason')}: {why.get('message')}" if why and why.get("message") else ""
+        # The engine's message is often whole sentences ("… Fix: … SM 100+."): drop its last full
+        # stop, so that "; fix it" continues the sentence instead of following a '.'.
+        cause = (
+            f": {why.get('reason')}: {str(why.get('message')).rstrip().removesuffix('.')}"
+            if why and why.get("message")
+            else ""
+        )
         return "failed", (
             f"LLMEngine {name!r} failed{cause}; fix it (kubectl describe llmengine {name}): this "
             "deployment is rendered once the engine is Ready"
