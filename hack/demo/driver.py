@@ -995,7 +995,7 @@ class Demo:
             say("  (the Service's ClusterIP is not routed here: no kube-proxy; send to a pod IP)")
         say("operator log: .local/demo/logs/operator.log; every step's output: .local/demo/logs/")
         say("on a real cluster with GPUs: kubectl create namespace llm; helm install trtllm-operator \\")
-        say("    charts/trtllm-operator --namespace trtllm-operator --create-namespace \\")
+        say("    charts/trtllm-operator --namespace trtllm-system --create-namespace \\")
         say("    --set 'watchNamespaces={llm}'")
         say("  then kubectl apply -n llm -f examples/<scenario>.yaml (examples/README.md, docs/demo.md)")
         say("stop everything the demo started: make demo-down")
