@@ -476,7 +476,9 @@ def deployment_status(obs: Observation) -> DeploymentDecision:
         # start, so no pod Ready is no reason for Ready=False (trial 34 saw True → False → True on
         # the way to ScaledToZero).
         # Pods that cannot be scheduled are a problem (Degraded), not a step that completes.
-        scaling = f"{obs.ready_pods} Ready, {obs.spec_replicas} desired; {msg}"
+        counts = f"{obs.ready_pods} Ready, {obs.spec_replicas} desired"
+        # The rollout message of a replica-count change starts with the same counts: say them once.
+        scaling = msg if msg.startswith(f"{counts};") else f"{counts}; {msg}"
         return out(
             "Degraded" if problem else "Ready",
             compatible,
