@@ -561,6 +561,17 @@ def test_engine_readiness_joins_a_message_ending_in_a_full_stop_without_double_p
     assert state == "failed"
     assert ".;" not in text
     assert "Fix: use fp8; fix it (kubectl describe llmengine e)" in text
+    # not yet Ready while the previous key serves: "…: the pods roll to its key" follows the message
+    building = an_engine_obj(
+        phase="Building",
+        conditions=[{"type": "Ready", "status": "False", "reason": "Building", "message": "Step 2 of 5."}],
+    )
+    state, text = engine_readiness(building)
+    serving = deployment_status(
+        obs(engine_state=state, engine_message=text, previous_engine_key=OLD, pods=3, ready_pods=3)
+    )
+    ready = next(c for c in serving.conditions if c["type"] == "Ready")
+    assert "Building: Step 2 of 5: the pods roll to its key" in ready["message"], ready["message"]
 
 
 def test_pod_and_workload_views() -> None:
