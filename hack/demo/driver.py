@@ -942,12 +942,8 @@ class Demo:
             auto = self.summary.get("autoscaling")
             say("")
             if auto:
-                say(f"autoscaling decisions of llmdeployment/{TINY_DEPLOYMENT} (status.autoscaling):")
-                for d in auto["decisions"]:
-                    signals = ", ".join(f"{k} {v:g}" for k, v in (d.get("signals") or {}).items())
-                    when = str(d.get("time", ""))[11:19]
-                    change = f"{d.get('fromReplicas')} → {d.get('toReplicas')}"
-                    say(f"  {when}  {change}  {d.get('reason', '')}: {d.get('message') or signals}")
+                for line in decision_summary(auto["decisions"]):
+                    say(line)
             else:
                 say("autoscaling decisions: none shown (the built-in autoscaler is not in this checkout yet)")
             say("")
@@ -995,7 +991,7 @@ class Demo:
             say("  (the Service's ClusterIP is not routed here: no kube-proxy; send to a pod IP)")
         say("operator log: .local/demo/logs/operator.log; every step's output: .local/demo/logs/")
         say("on a real cluster with GPUs: kubectl create namespace llm; helm install trtllm-operator \\")
-        say("    charts/trtllm-operator --namespace trtllm-operator --create-namespace \\")
+        say("    charts/trtllm-operator --namespace trtllm-system --create-namespace \\")
         say("    --set 'watchNamespaces={llm}'")
         say("  then kubectl apply -n llm -f examples/<scenario>.yaml (examples/README.md, docs/demo.md)")
         say("stop everything the demo started: make demo-down")
@@ -1043,6 +1039,23 @@ class DecisionWatcher:
 
     def stable(self, seconds: float) -> bool:
         return bool(self.history) and time.monotonic() - self.history[-1][0] >= seconds
+
+
+def decision_summary(decisions: list[dict[str, Any]]) -> list[str]:
+    """The summary's autoscaling decisions: the ones :class:`DecisionWatcher` saw while it watched
+    ``status.autoscaling.lastDecisions`` — not what that status holds at the end, which keeps only the
+    latest and lets a hold replace the hold before it (docs/autoscaling.md, ``lastDecisions[]``), so
+    the header says where they come from (fresh-user trial 42 F6)."""
+    lines = [
+        f"autoscaling decisions of llmdeployment/{TINY_DEPLOYMENT}, as observed while watching "
+        "status.autoscaling (it keeps only the latest; a hold replaces the previous hold):"
+    ]
+    for d in decisions:
+        signals = ", ".join(f"{k} {v:g}" for k, v in (d.get("signals") or {}).items())
+        when = str(d.get("time", ""))[11:19]
+        change = f"{d.get('fromReplicas')} → {d.get('toReplicas')}"
+        lines.append(f"  {when}  {change}  {d.get('reason', '')}: {d.get('message') or signals}")
+    return lines
 
 
 def signal_readings(targets: dict[str, Any], auto: dict[str, Any]) -> str:

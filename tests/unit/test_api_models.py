@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import get_args
 
 import pytest
 from pydantic import ValidationError
@@ -19,7 +21,7 @@ from trtllm_operator.api import (
     LLMEngineStatus,
 )
 from trtllm_operator.api.docs import BEGIN, END, render_reference, splice
-from trtllm_operator.api.engine import PlanStatus
+from trtllm_operator.api.engine import PlanStatus, QuantFormat
 
 ROOT = Path(__file__).resolve().parents[2]
 MINIMAL_ENGINE = {
@@ -154,6 +156,15 @@ def test_docs_reference_is_fresh() -> None:
         "`trtllm-operator crds --output-dir crds --chart-dir charts/trtllm-operator/crds "
         "--api-docs docs/api.md`"
     )
+
+
+def test_readme_lists_every_quantization_format_the_api_accepts() -> None:
+    """Fresh-user trial 42 F2: the README's list left out mxfp8, which the CRD accepts. The list is the
+    API's ``QuantFormat`` (its home, engine_builder's format table) less ``none``."""
+    text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    listed = re.search(r"quantization — ([a-z0-9_, ]+) —", text)
+    assert listed is not None, "README.md no longer lists the quantization formats as 'quantization — … —'"
+    assert listed.group(1).split(", ") == [f for f in get_args(QuantFormat) if f != "none"]
 
 
 def test_splice_needs_markers() -> None:

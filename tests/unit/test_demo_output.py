@@ -91,3 +91,19 @@ def test_make_cluster_up_builds_only_the_control_plane() -> None:
     up = _make_dry_run("cluster-up")
     assert "hack/build-testbin.sh" in up and "hack/local-cluster up" in up
     assert "hack/build-controllers.sh" not in up
+
+
+def test_decision_summary_says_the_decisions_were_observed_while_watching_the_status() -> None:
+    """Fresh-user trial 42 F6: the summary labelled the watched decisions "(status.autoscaling)", which
+    sent the user to a status that by then held other entries (holds replace holds)."""
+    hold = {
+        "time": "2026-12-04T15:44:20Z",
+        "fromReplicas": 3,
+        "toReplicas": 3,
+        "reason": "ScaleDownStabilized",
+        "message": "scale-down to 2 held",
+    }
+    header, line = driver().decision_summary([hold])
+    assert "as observed while watching status.autoscaling" in header
+    assert "(status.autoscaling)" not in header
+    assert line == "  15:44:20  3 → 3  ScaleDownStabilized: scale-down to 2 held"

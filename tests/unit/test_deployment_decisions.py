@@ -236,6 +236,58 @@ def test_rollout_message_counts_keys() -> None:
     assert progress.message == f"1/3 replicas Ready on engine key {NEW[:16]}; 2 on {OLD[:16]} still running"
 
 
+K = NEW[:16]
+
+
+@pytest.mark.parametrize(
+    ("desired", "workload", "pod_list", "message"),
+    [
+        # fresh-user trial 42 F7: after a scale-down 3 → 2 the event read "3/2 replicas Ready …; waiting
+        # for the workload controller to observe the new template": no template had changed
+        (2, wl(gen=3, obs=2), pods(new_ready=3), f"3 Ready, 2 desired; scaling down on engine key {K}"),
+        (2, wl(gen=3, obs=3), pods(new_ready=3), f"3 Ready, 2 desired; scaling down on engine key {K}"),
+        (
+            3,
+            wl(gen=3, obs=3, replicas=2),
+            pods(new_ready=2),
+            f"2 Ready, 3 desired; scaling up on engine key {K}",
+        ),
+        # the count is right but the controller lags: a spec change, not necessarily the template
+        (
+            3,
+            wl(gen=3, obs=2),
+            pods(new_ready=3),
+            f"3/3 replicas Ready on engine key {K}; waiting for the workload controller to observe its "
+            "latest spec (generation 3)",
+        ),
+        # pods of another key: the template did change
+        (
+            3,
+            wl(gen=3, obs=2, updated=0),
+            pods(old=3),
+            f"0/3 replicas Ready on engine key {K}; 3 on {OLD[:16]} still running; waiting for the workload "
+            "controller to observe the new template",
+        ),
+    ],
+)
+def test_rollout_message_says_what_is_moving(
+    desired: int, workload: WorkloadView, pod_list: list[PodView], message: str
+) -> None:
+    assert rollout_progress(K, desired, workload, pod_list).message == message
+
+
+def test_scale_down_event_says_the_counts_once_and_no_new_template() -> None:
+    progress = rollout_progress(K, 2, wl(gen=3, obs=2), pods(new_ready=3))
+    s = deployment_status(
+        obs(spec_replicas=2, previous_engine_key=NEW, progress=progress, pods=3, ready_pods=3)
+    )
+    ready = next(c for c in s.conditions if c["type"] == "Ready")
+    assert (ready["reason"], ready["message"]) == (
+        "Scaling",
+        f"3 Ready, 2 desired; scaling down on engine key {K}",
+    )
+
+
 @pytest.mark.parametrize(
     ("auto", "previous", "deadline", "ready", "rolls_back"),
     [
@@ -496,6 +548,30 @@ def an_engine_obj(
 def test_engine_readiness(engine: dict[str, object] | None, state: str, fragment: str) -> None:
     got_state, message = engine_readiness(engine)
     assert got_state == state and fragment in message
+
+
+def test_engine_readiness_joins_a_message_ending_in_a_full_stop_without_double_punctuation() -> None:
+    """Fresh-user trial 42 F9: an engine message ending in "." was copied as "… product).; fix it"."""
+    message = "spec.quantization.format: nvfp4 needs SM 100+ but X is SM 90 (Hopper). Fix: use fp8."
+    engine = an_engine_obj(
+        phase="Failed",
+        conditions=[{"type": "Ready", "status": "False", "reason": "InvalidSpec", "message": message}],
+    )
+    state, text = engine_readiness(engine)
+    assert state == "failed"
+    assert ".;" not in text
+    assert "Fix: use fp8; fix it (kubectl describe llmengine e)" in text
+    # not yet Ready while the previous key serves: "…: the pods roll to its key" follows the message
+    building = an_engine_obj(
+        phase="Building",
+        conditions=[{"type": "Ready", "status": "False", "reason": "Building", "message": "Step 2 of 5."}],
+    )
+    state, text = engine_readiness(building)
+    serving = deployment_status(
+        obs(engine_state=state, engine_message=text, previous_engine_key=OLD, pods=3, ready_pods=3)
+    )
+    ready = next(c for c in serving.conditions if c["type"] == "Ready")
+    assert "Building: Step 2 of 5: the pods roll to its key" in ready["message"], ready["message"]
 
 
 def test_pod_and_workload_views() -> None:

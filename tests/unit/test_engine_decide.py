@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from support.engine_decisions import H100, LLAMA70B, NOW, TINY, good_report, job, observe, pod, prepared, spec
 
 from engine_builder.contract import artifact_dir_name
+from engine_builder.planner import Architecture, PlanRequest, lookup, validate
 from engine_builder.report import EXIT_CODES, build_report
 from trtllm_operator.api.engine import builder_gpus
 from trtllm_operator.decide.compatibility import NodeGPUs, node_gpus
@@ -125,6 +126,26 @@ def test_invalid_specs_name_the_field(changes: dict[str, Any], hf: Any, field: s
     assert ready["status"] == "False" and ready["message"].startswith(field)
     assert decision.status["observedGeneration"] == 3
     assert decision.event is not None and decision.event.type == "Warning"
+
+
+@pytest.mark.parametrize(
+    ("fmt", "product"), [("nvfp4", H100), ("mxfp8", H100), ("fp8", "NVIDIA-A100-SXM4-80GB")]
+)
+def test_quantization_too_new_for_the_gpu_is_refused_in_the_planners_words(fmt: str, product: str) -> None:
+    """Fresh-user trial 42 F9: one rule, one message. The operator's InvalidSpec text is the planner's
+    issue (what `plan` prints), with its `Fix:` — not a second wording of the same rule."""
+    result = prepare_engine(
+        "e", spec(quantization={"format": fmt, "kvCacheDtype": "auto"}, gpu__product=product)
+    )
+    assert isinstance(result, InvalidEngine)
+    request = PlanRequest(quantization=fmt, kv_cache_dtype="auto", tp=1)
+    issues = [
+        i
+        for i in validate(Architecture.from_hf_config(TINY), request, lookup(product))
+        if i.field == result.field
+    ]
+    assert [str(i) for i in issues] == [result.text]
+    assert " Fix: " in result.message
 
 
 def test_without_model_config_the_plan_is_unknown_not_an_error() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -59,7 +60,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, extras = parser.parse_known_args(argv)
     if extras:
         sub.choices[args.command].error(f"unrecognized arguments: {' '.join(extras)}")
-    code: int = args.func(args)
+    try:
+        code: int = args.func(args)
+        # Flush inside the try: output still buffered would otherwise meet the closed pipe at
+        # interpreter shutdown, outside this handler.
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`trtllm-operator plan … | head`): exit quietly as a Unix tool does,
+        # the way Python's documentation recommends (signal module, "Note on SIGPIPE"): point
+        # stdout at /dev/null so the flush at shutdown cannot raise again, and exit 1, the code
+        # Python itself uses on EPIPE. Not SIGPIPE's SIG_DFL, which that note advises against.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
     return code
 
 

@@ -563,6 +563,23 @@ def supported_quant_formats(gpu: GPUSpec) -> list[str]:
     ]
 
 
+def format_sm_issue(fmt: str, gpu: GPUSpec) -> PlanIssue | None:
+    """The quantization-vs-SM rule of :func:`validate`: ``fmt`` needs ``MIN_SM[fmt]`` (compute
+    capability × 10, :mod:`~engine_builder.planner.formats`); None when ``gpu`` meets it.
+
+    The one home of this rule and its words: ``plan`` and the operator's ``InvalidSpec`` condition
+    (``trtllm_operator.decide.engine_spec``) both say this issue.
+    """
+    if gpu.sm >= MIN_SM[fmt]:
+        return None
+    ok = [f for f in QUANT_FORMATS if gpu.sm >= MIN_SM[f]]
+    return PlanIssue(
+        "spec.quantization.format",
+        f"{fmt} needs SM {MIN_SM[fmt]}+ but {gpu.product} is SM {gpu.sm} ({gpu.architecture}).",
+        f"use one of {', '.join(ok)} on this GPU, or target a GPU with SM {MIN_SM[fmt]}+.",
+    )
+
+
 def _smaller_kv_cache(gpu: GPUSpec, current: str) -> str:
     """``use an FP8 KV cache`` (or INT8) when ``gpu`` supports a smaller KV dtype than ``current``;
     empty when it supports none — a suggestion names only what the target GPU can run."""
@@ -600,15 +617,9 @@ def validate(arch: Architecture, request: PlanRequest, gpu: GPUSpec) -> list[Pla
     """
     issues: list[PlanIssue] = []
     fmt = request.quantization
-    if gpu.sm < MIN_SM[fmt]:
-        ok = [f for f in QUANT_FORMATS if gpu.sm >= MIN_SM[f]]
-        issues.append(
-            PlanIssue(
-                "spec.quantization.format",
-                f"{fmt} needs SM {MIN_SM[fmt]}+ but {gpu.product} is SM {gpu.sm} ({gpu.architecture}).",
-                f"use one of {', '.join(ok)} on this GPU, or target a GPU with SM {MIN_SM[fmt]}+.",
-            )
-        )
+    too_old = format_sm_issue(fmt, gpu)
+    if too_old is not None:
+        issues.append(too_old)
     # The fixes offered are the KV-cache dtypes valid for this format, backend, pagedContextFMHA and
     # GPU: an INT8 KV cache, say, only where build.pagedContextFMHA is off (the API refuses it
     # otherwise), so that following the advice never meets another refusal.

@@ -48,6 +48,13 @@ STREAMING = CONDITION_STREAMING
 EngineState = Literal["missing", "not_ready", "failed", "ready"]
 
 
+def _clause(message: object) -> str:
+    """An LLMEngine condition message as a clause of this deployment's message: often whole sentences
+    ("… Fix: … SM 100+."), it loses its last full stop, so that what follows ("; fix it …",
+    ": the pods roll …") continues the sentence instead of reading ".;" or ".:" (fresh-user trial 42 F9)."""
+    return str(message).rstrip().removesuffix(".")
+
+
 def engine_readiness(engine: Mapping[str, Any] | None) -> tuple[EngineState, str]:
     """``(missing|not_ready|failed|ready, message)``: Ready means phase Ready, a key and an artifact,
     and a status that describes the engine's current spec (``observedGeneration``); failed means
@@ -65,13 +72,15 @@ def engine_readiness(engine: Mapping[str, Any] | None) -> tuple[EngineState, str
         # The spec changed and the engine controller has not caught up: its status (key, artifact)
         # describes the previous spec. Rendering now would pair the old key with new settings.
         return "not_ready", f"waiting for LLMEngine {name!r} to observe generation {generation}"
-    detail = f": {ready.get('reason')}: {ready.get('message')}" if ready and ready.get("message") else ""
+    detail = (
+        f": {ready.get('reason')}: {_clause(ready.get('message'))}" if ready and ready.get("message") else ""
+    )
     if status.get("phase") == "Failed" and observed == generation:
         # The failure class (ArtifactMissing, GPUOutOfMemory, DoesNotFit …) is the Degraded reason;
         # Ready's is the generic BuildFailed / InvalidSpec.
         degraded = next((c for c in status.get("conditions") or () if c.get("type") == "Degraded"), None)
         why = degraded if degraded and degraded.get("status") == "True" and degraded.get("message") else ready
-        cause = f": {why.get('reason')}: {why.get('message')}" if why and why.get("message") else ""
+        cause = f": {why.get('reason')}: {_clause(why.get('message'))}" if why and why.get("message") else ""
         return "failed", (
             f"LLMEngine {name!r} failed{cause}; fix it (kubectl describe llmengine {name}): this "
             "deployment is rendered once the engine is Ready"
@@ -470,7 +479,9 @@ def deployment_status(obs: Observation) -> DeploymentDecision:
         # start, so no pod Ready is no reason for Ready=False (trial 34 saw True → False → True on
         # the way to ScaledToZero).
         # Pods that cannot be scheduled are a problem (Degraded), not a step that completes.
-        scaling = f"{obs.ready_pods} Ready, {obs.spec_replicas} desired; {msg}"
+        counts = f"{obs.ready_pods} Ready, {obs.spec_replicas} desired"
+        # The rollout message of a replica-count change starts with the same counts: say them once.
+        scaling = msg if msg.startswith(f"{counts};") else f"{counts}; {msg}"
         return out(
             "Degraded" if problem else "Ready",
             compatible,

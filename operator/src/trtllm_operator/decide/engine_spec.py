@@ -30,20 +30,26 @@ from engine_builder.contract import (
     Target,
     lookahead_max_draft_len,
 )
-from engine_builder.planner import GPUSpec, Plan, PlanInputError, lookup, plan_from_build_spec
+from engine_builder.planner import (
+    GPUSpec,
+    Plan,
+    PlanInputError,
+    format_sm_issue,
+    lookup,
+    plan_from_build_spec,
+)
 from engine_builder.planner.formats import (
     AWQ_FORMATS,
     AWQ_MAX_SAMPLES,
     BUNDLED_CALIBRATION_DATASET,
     BUNDLED_CALIBRATION_SAMPLES,
     DEFAULT_CALIBRATION_DATASET,
-    MIN_SM,
     default_calibration_samples,
     kv_cache_dtype_choices,
     kv_info,
     runtime_cannot_load,
 )
-from engine_builder.planner.plan import MAX_SEQ_LEN_RULE, supported_quant_formats
+from engine_builder.planner.plan import MAX_SEQ_LEN_RULE
 from trtllm_operator.api import LLMEngineSpec
 from trtllm_operator.api.engine import builder_gpus
 from trtllm_operator.api.wire import GPU_RESOURCE
@@ -272,13 +278,9 @@ def prepare_engine(
     except PlanInputError as exc:
         return InvalidEngine(exc.field, exc.message)
     fmt = spec.quantization.format
-    if gpu.sm < MIN_SM[fmt]:
-        ok = ["none", *supported_quant_formats(gpu)]
-        return InvalidEngine(
-            "spec.quantization.format",
-            f"{fmt} needs compute capability {MIN_SM[fmt] / 10:.1f}+ but {gpu.product} is SM {gpu.sm}; "
-            f"use one of {', '.join(ok)} or a newer GPU (spec.gpu.product).",
-        )
+    too_old = format_sm_issue(fmt, gpu)  # the planner's rule and words, as `plan` says them
+    if too_old is not None:
+        return InvalidEngine(too_old.field, f"{too_old.message} Fix: {too_old.fix}")
     kv = spec.quantization.kv_cache_dtype
     kv_min_sm = kv_info(kv).min_sm
     if gpu.sm < kv_min_sm:

@@ -134,14 +134,36 @@ def rollout_progress(
     if complete:
         msg = f"all {desired_replicas} replicas serve engine key {desired_short_key}"
     else:
-        by_key = Counter(p.short_key for p in old)
-        olds = ", ".join(f"{n} on {k}" for k, n in sorted(by_key.items()))
-        msg = (
-            f"{ready_new}/{desired_replicas} replicas Ready on engine key {desired_short_key}"
-            + (f"; {olds} still running" if olds else "")
-            + ("" if observed else "; waiting for the workload controller to observe the new template")
+        msg = _progress_message(
+            desired_short_key, desired_replicas, workload, new=len(new), ready_new=ready_new, old=old
         )
     return RolloutProgress(complete, desired_replicas, len(new), ready_new, len(old), msg)
+
+
+def _progress_message(
+    short_key: str, desired: int, workload: WorkloadView, *, new: int, ready_new: int, old: Sequence[PodView]
+) -> str:
+    """What an incomplete rollout is waiting for, in words that are true of what is observed.
+
+    Only pods of ``short_key`` and more or fewer of them than ``desired``: the replica count changed
+    (kubectl scale, the autoscaler), so "3 Ready, 2 desired; scaling down", never "3/2 replicas
+    Ready". The workload's ``observedGeneration`` lags any spec change, ``spec.replicas`` included:
+    "the new template" is said only when pods of another engine key show the template did change
+    (fresh-user trial 42 F7); otherwise the lag is "its latest spec (generation N)".
+    """
+    if not old and new != desired:
+        # the workload controller's lag, if any, is this scale step: nothing more to say
+        direction = "down" if new > desired else "up"
+        return f"{ready_new} Ready, {desired} desired; scaling {direction} on engine key {short_key}"
+    by_key = Counter(p.short_key for p in old)
+    olds = ", ".join(f"{n} on {k}" for k, n in sorted(by_key.items()))
+    msg = f"{ready_new}/{desired} replicas Ready on engine key {short_key}" + (
+        f"; {olds} still running" if olds else ""
+    )
+    if workload.observed_generation < workload.generation:
+        change = "the new template" if old else f"its latest spec (generation {workload.generation})"
+        msg += f"; waiting for the workload controller to observe {change}"
+    return msg
 
 
 @dataclass(frozen=True)
