@@ -4,6 +4,7 @@ write while the watch cache is behind it (handlers/plumbing.py ``cache_first``).
 
 from __future__ import annotations
 
+import copy
 import functools
 import re
 from collections.abc import Iterator
@@ -13,7 +14,7 @@ import kopf
 import pytest
 from kubernetes import client
 
-from trtllm_operator.handlers import deployment, engine, indexes, plumbing
+from trtllm_operator.handlers import autoscaler, deployment, engine, indexes, plumbing
 from trtllm_operator.handlers.release import release_stamp, stamp_field, stamped
 from trtllm_operator.kube.client import DEPLOYMENT, LLM_DEPLOYMENT, LLM_ENGINE, Kube, set_default_kube
 from trtllm_operator.metrics.operator_metrics import RESUMES
@@ -298,3 +299,28 @@ def test_the_source_digest_is_read_once_when_threads_ask_at_once(monkeypatch: py
         t.join()
     assert len(reads) == 1
     assert len(set(results)) == 1 and len(results) == 8
+
+
+def test_the_restarts_read_only_checks_copy_no_cached_object(
+    caches: dict[str, dict[Any, list[dict[str, Any]]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #20, restart: kopf resumes every object and replays every watched object at once; the
+    settled tests (resume, and the listing of workloads, pods and engines), the autoscaler's resume
+    and ``usedBy`` only read the caches, several times per object — a deep copy of the LLMDeployment,
+    its engine and its Deployment on each read was the operator's own largest cost of a restart
+    (py-spy, benchmarks/scale.py). They now read the cached objects in place (``indexes.peek``) and
+    change nothing. Failed before (``indexes.get`` deep-copies)."""
+    _settled_deployment(caches, **stamp_field())
+    caches["cached_llmengines"][("ns", "e")] = [_ready_engine(usedBy=["d"], **stamp_field())]
+    before = copy.deepcopy(caches)
+
+    def refuse(*_: Any, **__: Any) -> Any:
+        raise AssertionError("a read-only check deep-copied a cached object")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(indexes.copy, "deepcopy", refuse)
+        assert deployment.resume_unsettled("ns", "d") is None and deployment.settled("ns", "d")
+        assert engine.unsettled("ns", "e") is None
+        assert autoscaler._cached_spec("ns", "d") == {"engineRef": {"name": "e"}, "replicas": 1}
+        deployment.sync_used_by(_unreachable_kube(), "ns", "e", ["d"])  # as cached: no write or request
+    assert caches == before

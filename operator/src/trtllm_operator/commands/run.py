@@ -152,10 +152,12 @@ def run_operator(
 
         configure_log_lines(settings.log_format, settings.log_level)
     import trtllm_operator.handlers  # noqa: F401, PLC0415 - importing registers the handlers
-    from trtllm_operator.handlers import readiness, release  # noqa: PLC0415
+    from trtllm_operator.handlers import readiness, release, watchstream  # noqa: PLC0415
 
     # kopf's index-readiness gate without its quadratic wake-ups at a restart (handlers/readiness.py).
     readiness.install()
+    # kopf's watch events without managedFields (handlers/watchstream.py).
+    watchstream.install()
     # The release stamp's source digest, read before kopf's handler threads first ask for it.
     release.code_digest()
 

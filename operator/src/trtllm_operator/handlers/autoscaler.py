@@ -500,7 +500,12 @@ def autoscaler_mode_changed(name: str, namespace: str | None, reason: str = "", 
 
 
 def _cached_spec(namespace: str | None, name: str) -> Mapping[str, Any]:
-    obj = indexes.get(default_kube(), LLM_DEPLOYMENT, namespace, name) if namespace else None
+    if not namespace:
+        return {}
+    if not indexes.cached(LLM_DEPLOYMENT):
+        obj: Mapping[str, Any] | None = indexes.get(default_kube(), LLM_DEPLOYMENT, namespace, name)
+    else:
+        obj = indexes.peek(LLM_DEPLOYMENT, namespace, name)  # read only, not copied
     return (obj or {}).get("spec") or {}
 
 

@@ -209,7 +209,12 @@ def sync_used_by(kube: Kube, namespace: str, engine_name: str, users: list[str])
     PATCH, which the watch delivers seconds later under load) changes nothing it decides. A
     conditional write met a 409 and a fresh GET for every engine in a burst (benchmarks/RESULTS.md
     "Load"). A deleted engine (404) is left alone."""
-    engine = indexes.get(kube, LLM_ENGINE, namespace, engine_name)
+    # read only: the cached copy itself, not a deep copy (once per engine and per deployment at a restart)
+    engine: Mapping[str, Any] | None = (
+        indexes.peek(LLM_ENGINE, namespace, engine_name)
+        if indexes.cached(LLM_ENGINE)
+        else indexes.get(kube, LLM_ENGINE, namespace, engine_name)
+    )
     if engine is not None and not is_newest(LLM_ENGINE, engine):
         engine = indexes.newest_known(LLM_ENGINE, namespace, engine_name) or engine
     if engine is None or engine["metadata"].get("deletionTimestamp"):
@@ -690,8 +695,8 @@ def unsettled(namespace: str, name: str) -> str | None:
     the cached objects, as a short sentence naming the object and field; None when settled."""
     if not indexes.cached(LLM_DEPLOYMENT) or not indexes.cached(DEPLOYMENT):
         return "no watch cache"
-    kube = default_kube()
-    obj = indexes.get(kube, LLM_DEPLOYMENT, namespace, name)
+    # read-only views of the cached objects (no copy: this runs several times per object at a restart)
+    obj = indexes.peek(LLM_DEPLOYMENT, namespace, name)
     if obj is None:
         return "not in the LLMDeployment cache"
     meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
@@ -701,7 +706,7 @@ def unsettled(namespace: str, name: str) -> str | None:
     if unready is not None:
         return unready
     engine_name = _engine_ref(obj)
-    engine = indexes.get(kube, LLM_ENGINE, namespace, engine_name) if engine_name else None
+    engine = indexes.peek(LLM_ENGINE, namespace, engine_name) if engine_name else None
     estatus = (engine or {}).get("status") or {}
     if engine is None:
         return f"engine {engine_name!r} not in the LLMEngine cache"
@@ -709,7 +714,7 @@ def unsettled(namespace: str, name: str) -> str | None:
         return f"engine {engine_name} status.phase is {estatus.get('phase')!r}"
     if not status.get("engineKey") or estatus.get("engineKey") != status.get("engineKey"):
         return f"status.engineKey {status.get('engineKey')!r} is not engine {engine_name}'s"
-    workload = indexes.get(kube, DEPLOYMENT, namespace, child_name(name))
+    workload = indexes.peek(DEPLOYMENT, namespace, child_name(name))
     if workload is None:
         return f"Deployment {child_name(name)} not in the Deployment cache"
     if workload["metadata"].get("deletionTimestamp"):
@@ -743,11 +748,7 @@ def resumed_settled(namespace: str, name: str) -> bool:
 def resume_unsettled(namespace: str, name: str) -> str | None:
     """Why kopf's resume of LLMDeployment ``name`` reconciles it (:func:`resumed_settled` False):
     another release's stamp, or :func:`unsettled`'s reason; None when it needs no reconcile."""
-    cached = (
-        indexes.get(default_kube(), LLM_DEPLOYMENT, namespace, name)
-        if indexes.cached(LLM_DEPLOYMENT)
-        else None
-    )
+    cached = indexes.peek(LLM_DEPLOYMENT, namespace, name)
     if cached is None:
         return "not in the LLMDeployment cache"
     if not stamped(cached):

@@ -1066,7 +1066,7 @@ def unsettled(namespace: str, name: str) -> str | None:
     copy, a short sentence); None when settled."""
     if not indexes.cached(LLM_ENGINE):
         return "no watch cache"
-    engine = indexes.get(default_kube(), LLM_ENGINE, namespace, name)
+    engine = indexes.peek(LLM_ENGINE, namespace, name)  # read only, not copied
     if engine is None:
         return "not in the LLMEngine cache"
     if engine["metadata"].get("deletionTimestamp"):

@@ -47,6 +47,10 @@ by the API server itself. So:
   the build queue (``build_queue``: the concurrent-build limit counts running Jobs from the API
   server).
 
+Reads return deep copies (:func:`get`: callers may change them), except :func:`peek`, the cached
+object itself for checks that only read it and run several times per object at a restart (the
+settled tests of the resume and of the replayed listings, the autoscaler's resume, ``usedBy``).
+
 Outside a running operator (a reconcile called directly, e.g. from a test without kopf) nothing is
 bound and every read falls back to the API server.
 """
@@ -350,6 +354,18 @@ def get(kube: Kube, res: Resource, namespace: str, name: str) -> dict[str, Any] 
         return kube.get(res, namespace, name)
     values = list(index.get((namespace, name), ()))  # list(): one step under the GIL
     return copy.deepcopy(values[0]) if values else None
+
+
+def peek(res: Resource, namespace: str, name: str) -> Mapping[str, Any] | None:
+    """The object as its watch cache holds it, **not** copied: for checks that only read it (the
+    settled tests of a restart's resume and of the watches' replayed listing call this several times
+    per object; a deep copy each was the operator's own largest cost there). Callers must not
+    change it or keep it. None when the cache has no such object, or without a cache for ``res``
+    (callers then treat the object as unknown, as :func:`get` without a running operator would
+    read it)."""
+    index = _index(_BY_NAME[res]) if res in _BY_NAME else None
+    values = list(index.get((namespace, name), ())) if index is not None else []
+    return values[0] if values else None
 
 
 def in_namespace(kube: Kube, res: Resource, namespace: str) -> list[dict[str, Any]]:

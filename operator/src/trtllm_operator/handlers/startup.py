@@ -14,7 +14,9 @@ Applied once per operator start (``@kopf.on.startup``) from :func:`trtllm_operat
   save a write (it is a PATCH of the status subresource instead). kopf's finalizer is added only
   where a handler needs one (a timer, a non-optional delete handler): the drift resyncs are loops
   (``plumbing.resync_forever``), not per-object timers, so a plain LLMEngine or LLMDeployment
-  carries none (docs/reliability.md "kopf's writes").
+  carries none (docs/reliability.md "kopf's writes"). The diff-base storage is kopf's, but builds
+  the essence without deep-copying the status and managedFields it drops
+  (:mod:`trtllm_operator.handlers.diffbase`).
 * synchronous handlers run on :class:`TimedThreadPool` (:data:`HANDLER_THREADS` threads), which
   times how long each waited for a thread; kopf waits up to 30 s for the watch event of its own
   bookkeeping patch (``persistence.consistency_timeout``).
@@ -38,7 +40,9 @@ from typing import Any, TypeVar
 import kopf
 
 from trtllm_operator.api.wire import KOPF_ANNOTATION_PREFIX
+from trtllm_operator.handlers.diffbase import LeanAnnotationsDiffBaseStorage
 from trtllm_operator.handlers.plumbing import WORKQUEUE, stop_resyncs
+from trtllm_operator.handlers.watchstream import LIST_CHUNK
 from trtllm_operator.kube import default_kube
 from trtllm_operator.kube.client import CONNECTIONS
 from trtllm_operator.logging import redact_kopf_events
@@ -80,7 +84,7 @@ class TimedThreadPool(concurrent.futures.ThreadPoolExecutor):
 def configure_kopf(settings: kopf.OperatorSettings, **_: Any) -> None:
     ours = current()
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=KOPF_ANNOTATION_PREFIX)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=KOPF_ANNOTATION_PREFIX)
+    settings.persistence.diffbase_storage = LeanAnnotationsDiffBaseStorage(prefix=KOPF_ANNOTATION_PREFIX)
     settings.posting.level = logging.WARNING
     redact_kopf_events()  # kopf's Events carry log messages: same redaction as log lines
     settings.posting.reporting_component = ours.field_manager
@@ -95,6 +99,8 @@ def configure_kopf(settings: kopf.OperatorSettings, **_: Any) -> None:
     # handling and the bookkeeping patches (benchmarks/scale.py).
     settings.persistence.consistency_timeout = 30.0
     settings.networking.request_timeout = 60
+    # first listings in pages, not one whole-resource response (handlers/watchstream.py)
+    settings.watching.chunk_size = LIST_CHUNK
     settings.networking.error_backoffs = API_ERROR_BACKOFFS
     if ours.watch_server_timeout_seconds is not None:
         settings.watching.server_timeout = ours.watch_server_timeout_seconds

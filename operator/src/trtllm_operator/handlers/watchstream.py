@@ -1,0 +1,80 @@
+"""kopf's watch streams without ``metadata.managedFields``, and its first listings in pages.
+
+**What kopf does** (kopf 1.45.2): each watched resource is listed, then watched
+(``kopf/_cogs/clients/watching.py`` ``continuous_watch``: ``fetching.fetch_objs``, then
+``watch_objs``), and every object of the listing goes to a per-object worker that keeps it until
+every index of the operator is filled (``kopf/_core/reactor/queueing.py`` ``watcher``,
+``kopf/_core/reactor/processing.py`` ``process_resource_event``: ``operator_indexed.wait_for``). At
+a restart the operator therefore holds **every** watched object at once — LLMEngines,
+LLMDeployments and all their children and pods — as the API server sent it, ``managedFields``
+included (38–46 % of an LLMEngine's, pod's or Deployment's JSON at 400 + 400,
+benchmarks/scale.py). And ``fetch_objs`` asks for the whole list in one response unless
+``settings.watching.chunk_size`` is set (``None`` by default: no ``limit``), so each resource's
+complete list is in memory at once as bytes, text and objects while its items are queued.
+
+**What this module changes**:
+
+* :func:`install` wraps kopf's ``watching.infinite_watch`` (looked up at call time by
+  ``queueing.watcher``) so that every listed or watched object loses ``metadata.managedFields``
+  before kopf queues it. Nothing here reads them: the operator's caches dropped them already
+  (:func:`trtllm_operator.handlers.indexes._trim`), kopf's diff-base and progress storage read
+  ``spec``, labels and annotations, and every write the operator makes is a patch or a create of
+  its own rendering, never the watched body sent back.
+* :data:`LIST_CHUNK`: the page size of kopf's first listings (``settings.watching.chunk_size``, set
+  by :func:`trtllm_operator.handlers.startup.configure_kopf`), so a listing's transient copies are
+  one page, not the whole resource.
+
+Either alone did not lower the restart's peak RSS at 400 + 400 (238 MiB each, 239 without); both
+together did (208 MiB): the whole-list response is the peak while the objects still carry their
+``managedFields``. :func:`install` refuses any kopf but the pinned one (operator/pyproject.toml),
+like :mod:`trtllm_operator.handlers.readiness`.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import AsyncIterator
+from typing import Any
+
+from kopf._cogs.clients import watching
+
+from trtllm_operator.handlers.readiness import KOPF_VERSION
+
+#: Objects per page of kopf's first listing of each watched resource (``limit`` / ``continue``;
+#: Kubernetes API concepts, "Retrieving large results sets in chunks"): 10 requests instead of one
+#: for a resource of 1,000 objects at a restart.
+LIST_CHUNK = 100
+
+_kopf_infinite_watch = watching.infinite_watch
+
+
+def without_managed_fields(event: Any) -> Any:
+    """``event`` (a watch event or kopf's bookmark marker) with ``object.metadata.managedFields``
+    removed in place; anything else unchanged."""
+    if isinstance(event, dict):
+        obj = event.get("object")
+        meta = obj.get("metadata") if isinstance(obj, dict) else None
+        if isinstance(meta, dict):
+            meta.pop("managedFields", None)
+    return event
+
+
+async def infinite_watch(**kwargs: Any) -> AsyncIterator[Any]:
+    """kopf's ``watching.infinite_watch`` (same keyword arguments), its events without
+    ``managedFields``."""
+    async for event in _kopf_infinite_watch(**kwargs):
+        yield without_managed_fields(event)
+
+
+def install() -> None:
+    """Make kopf's watchers use :func:`infinite_watch` (idempotent; before ``kopf.run``).
+
+    Raises :class:`RuntimeError` when the installed kopf is not
+    :data:`~trtllm_operator.handlers.readiness.KOPF_VERSION`."""
+    installed = importlib.metadata.version("kopf")
+    if installed != KOPF_VERSION:
+        raise RuntimeError(
+            f"trtllm_operator.handlers.watchstream wraps kopf {KOPF_VERSION}'s watching.infinite_watch, "
+            f"but kopf {installed} is installed: re-read kopf's watching/queueing and update it"
+        )
+    watching.infinite_watch = infinite_watch
