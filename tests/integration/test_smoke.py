@@ -163,44 +163,6 @@ def test_delay_ms_keeps_job_pod_running_before_outcome(cluster: LocalCluster, na
     assert (terminated.finished_at - terminated.started_at).total_seconds() >= 2, terminated
 
 
-def test_pod_annotated_ready_probe_runs_unready_until_something_sets_ready(
-    cluster: LocalCluster, namespace: str
-) -> None:
-    """hack/kwok/pod-ready.yaml's pod-running-unready stage (fresh-user trial 42 F5): Running with an IP,
-    Ready and ContainersReady False, until whatever plays the readiness probe (the demo's pod runner)
-    sets Ready; kwok does not turn it back."""
-    core = client.CoreV1Api(cluster.api)
-    pod = {
-        "metadata": {"name": "probed", "annotations": {"kwok.trtllm-operator.dev/ready": "probe"}},
-        "spec": {"containers": [_container()]},
-    }
-    core.create_namespaced_pod(namespace, pod)
-    running = wait_for(
-        lambda: (p := core.read_namespaced_pod("probed", namespace)).status.phase == "Running" and p,
-        desc="pod probed Running",
-    )
-    conditions = {c.type: (c.status, c.reason) for c in running.status.conditions}
-    assert conditions["Ready"] == ("False", "ReadinessProbePending"), conditions
-    assert conditions["ContainersReady"] == ("False", "ReadinessProbePending"), conditions
-    assert running.status.pod_ip and running.status.container_statuses[0].ready is False
-    ready = {
-        "type": "Ready",
-        "status": "True",
-        "reason": "Probed",
-        "lastTransitionTime": "2026-12-04T00:00:00Z",
-    }
-    core.patch_namespaced_pod_status("probed", namespace, {"status": {"conditions": [ready]}})
-    wait_for(
-        lambda: (
-            {c.type: c.status for c in core.read_namespaced_pod("probed", namespace).status.conditions}[
-                "Ready"
-            ]
-            == "True"
-        ),
-        desc="pod probed Ready after its status was patched",
-    )
-
-
 def test_pod_asking_for_9_gpus_is_unschedulable(cluster: LocalCluster, namespace: str) -> None:
     core = client.CoreV1Api(cluster.api)
     core.create_namespaced_pod(
