@@ -6,10 +6,7 @@ operator's rendered ``launch.sh``, from the pod's own ConfigMap volume, with the
 volume (the PersistentVolume's ``hostPath`` + the mount's ``subPath``) — bound to the pod's IP
 (:func:`tritoncpu.run_launch_script`), and stops it when the pod goes away. Like a kubelet running
 the pod's ``readinessProbe`` (``/v2/health/ready``), it keeps the pod's ``Ready`` condition False
-until the server answers ready, then sets it True. kwok creates a pod annotated
-``kwok.trtllm-operator.dev/ready: probe`` (the demo's ``tiny-chat``) Running and not Ready
-(hack/kwok/pod-ready.yaml), so it is never Ready before its server; without the annotation kwok sets
-it Ready at once and this runner turns it unready when it starts the server. Only loopback pod IPs are served
+until the server answers ready (kwok set it True at once). Only loopback pod IPs are served
 (the local control plane gives kwok pods 127.1.0.0/16).
 
 Uses the ``kubernetes`` client (the project virtualenv); ``core_api`` is a ``CoreV1Api``.
