@@ -217,9 +217,14 @@ class PodRunner:
             env[var.name] = base64.b64decode(data[ref.key]).decode()
         return env
 
-    def _set_ready(self, pod: Any, ready: bool, reason: str, message: str) -> None:
+    def _set_ready(
+        self, pod: Any, ready: bool, reason: str, message: str, *, exit: tuple[int | None, str] | None = None
+    ) -> None:
+        """The pod's ``Ready``/``ContainersReady`` conditions and its ``triton`` container's ``ready``
+        and ``restartCount`` (with ``lastState.terminated`` when ``exit`` = (returncode, words) is
+        given), as the kubelet reports them."""
         status = "True" if ready else "False"
-        body = {
+        body: dict[str, Any] = {
             "status": {
                 "conditions": [
                     {
@@ -233,8 +238,36 @@ class PodRunner:
                 ]
             }
         }
+        statuses = self._container_statuses(pod, ready, exit)
+        if statuses:
+            body["status"]["containerStatuses"] = statuses
         with contextlib.suppress(Exception):
             self.core.patch_namespaced_pod_status(pod.metadata.name, self.namespace, body)
+
+    def _container_statuses(
+        self, pod: Any, ready: bool, exit: tuple[int | None, str] | None
+    ) -> list[dict[str, Any]]:
+        """The pod's ``containerStatuses`` (a list the API replaces whole) with the ``triton``
+        container's ``ready``, ``restartCount`` (restarts made by this runner) and, after an exit,
+        ``lastState.terminated`` (a signal reported as 128 + its number, as container runtimes do)."""
+        statuses = []
+        for cs in (pod.status.container_statuses if pod.status is not None else None) or []:
+            entry = self.core.api_client.sanitize_for_serialization(cs)
+            if cs.name == CONTAINER:
+                entry["ready"] = ready
+                entry["restartCount"] = self.restarts.get(pod.metadata.name, 0)
+                if exit is not None:
+                    code, how = exit
+                    entry["lastState"] = {
+                        "terminated": {
+                            "exitCode": (128 - code if code < 0 else code) if code is not None else 255,
+                            "reason": "Error",
+                            "message": how,
+                            "finishedAt": _now(),
+                        }
+                    }
+            statuses.append(entry)
+        return statuses
 
     # -- loop --------------------------------------------------------------------------------------
     def sync(self) -> None:
@@ -328,7 +361,6 @@ class PodRunner:
         self._remove_shm(ps)
         crashes, delay = after_exit(self.crashes.get(name, 0), ran)
         self.crashes[name] = crashes
-        self._count_restart(pod, code, how)
         tail = (
             "\n".join(crash_log.read_text(errors="replace").splitlines()[-8:]) if crash_log.exists() else ""
         )
@@ -337,43 +369,22 @@ class PodRunner:
                 f"tritonserver is crash-looping: it exited {crashes} times in a row, the last time "
                 f"after {ran:.0f} s with {how}; log {crash_log}"
             )
-            self._set_ready(pod, False, "CrashLoopBackOff", self.failed[name])
+            self._set_ready(pod, False, "CrashLoopBackOff", self.failed[name], exit=(code, how))
             self.on_event(f"pod/{name}: {self.failed[name]}; not restarting it again:\n{tail}")
             return
         self.backoff[name] = time.monotonic() + delay
         self._set_ready(
-            pod, False, "TritonExited", f"tritonserver exited ({how}); restarting in {delay:.0f} s"
+            pod,
+            False,
+            "TritonExited",
+            f"tritonserver exited ({how}); restarting in {delay:.0f} s",
+            exit=(code, how),
         )
         self.on_event(
             f"pod/{name}: tritonserver exited after {ran:.0f} s with {how} (log {crash_log}); as a kubelet "
             f"would for restartPolicy Always, restarting it in {delay:.0f} s (back-off, restartCount "
             f"{self.restarts[name]}), the pod unready meanwhile:\n{tail}"
         )
-
-    def _count_restart(self, pod: Any, code: int | None, how: str) -> None:
-        """The container's ``restartCount``, ``ready: false`` and ``lastState.terminated`` in the pod's
-        status, as the kubelet reports a restarted container (best effort: kwok owns the rest)."""
-        statuses = []
-        for cs in (pod.status.container_statuses if pod.status is not None else None) or []:
-            entry = self.core.api_client.sanitize_for_serialization(cs)
-            if cs.name == CONTAINER:
-                entry["restartCount"] = self.restarts.get(pod.metadata.name, 0)
-                entry["ready"] = False
-                entry["lastState"] = {
-                    "terminated": {
-                        # a signal the way a container runtime reports it: 128 + the signal
-                        "exitCode": (128 - code if code < 0 else code) if code is not None else 255,
-                        "reason": "Error",
-                        "message": how,
-                        "finishedAt": _now(),
-                    }
-                }
-            statuses.append(entry)
-        if statuses:
-            with contextlib.suppress(Exception):
-                self.core.patch_namespaced_pod_status(
-                    pod.metadata.name, self.namespace, {"status": {"containerStatuses": statuses}}
-                )
 
     def _run(self) -> None:
         while not self._stop.is_set():
