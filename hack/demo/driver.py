@@ -752,7 +752,9 @@ class Demo:
             "  with the artifact PVC's directory, so a real tritonserver (2.51, from nvidia-pytriton; runtime"
         )
         say(f"  {cmd_line([str(rt)])}) serves on the pod's IP:8000/8001/8002, and keeps the pod")
-        say("  unready until /v2/health/ready answers, as the readiness probe would.")
+        say("  unready until /v2/health/ready answers, as the readiness probe would. A server that exits")
+        say("  is restarted after the kubelet's back-off (10 s, 20 s, ...; the pod unready meanwhile); one")
+        say("  that exits 3 times in a row fails the demo, naming the pod, its exit and its log.")
         self.pod_runner = self.spawn("triton-pods", args, self.env(PYTHONPATH=str(ROOT / "hack")))
 
     def pod_state(self) -> dict[str, Any]:
@@ -822,7 +824,10 @@ class Demo:
             self._autoscaling()
 
     def _request(self) -> None:
-        address = self.ready_addresses()[0]
+        # A server the pod runner is restarting (back-off) is not ready: wait for one that is.
+        address = wait_for(
+            lambda: next(iter(self.ready_addresses()), None), timeout=300, desc="a ready tritonserver"
+        )
         body = {"text_input": SAMPLE_PROMPT, "max_tokens": 24}
         say(f"$ curl -s {address}:8000/v2/models/ensemble/generate -d '{json.dumps(body)}'")
         out = http_json(f"http://{address}:8000/v2/models/ensemble/generate", "POST", body, timeout=120)

@@ -241,3 +241,21 @@ def test_wait_for_raises_a_step_error_at_once_instead_of_retrying_it() -> None:
     with pytest.raises(module.StepError, match="crash-looping"):
         module.wait_for(fn, timeout=30, desc="the autoscaler", interval=0.1)
     assert time.monotonic() - t0 < 5 and len(calls) == 1
+
+
+def test_the_sample_request_waits_for_a_ready_server_while_the_only_pod_restarts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With its server in restart back-off the only pod has no ready address: the sample request
+    waits for one (it took ``ready_addresses()[0]`` and died with an IndexError)."""
+    module = driver()
+    demo = module.Demo()
+    answers = iter([[], [], ["127.1.0.9"]])
+    monkeypatch.setattr(demo, "ready_addresses", lambda: next(answers, ["127.1.0.9"]))
+    sent: list[str] = []
+    monkeypatch.setattr(
+        module, "http_json", lambda url, *a, **k: sent.append(url) or {"text_output": "hello"}
+    )
+    monkeypatch.setattr(module.time, "sleep", lambda s: None)
+    demo._request()
+    assert sent == ["http://127.1.0.9:8000/v2/models/ensemble/generate"]
