@@ -259,3 +259,33 @@ def test_the_sample_request_waits_for_a_ready_server_while_the_only_pod_restarts
     monkeypatch.setattr(module.time, "sleep", lambda s: None)
     demo._request()
     assert sent == ["http://127.1.0.9:8000/v2/models/ensemble/generate"]
+
+
+def test_demo_down_removes_the_regions_the_pod_runner_recorded_and_no_other(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fresh-user trial 42 F13: ``make demo-down`` left the servers' Python-backend regions in
+    /dev/shm. It removes those the pod runner recorded (e.g. after the runner was killed), not
+    a region it did not record."""
+    module = driver()
+    work = tmp_path / "demo"
+    for name, path in {
+        "WORK": work,
+        "CLUSTER_DIR": work / "cluster",
+        "PIDS": work / "pids",
+        "POD_STATE": work / "triton-pods.json",
+    }.items():
+        monkeypatch.setattr(module, name, path)
+    ours, other = (Path(f"/dev/shm/trtllm-test-{tmp_path.name}-{n}") for n in ("ours", "other"))
+    try:
+        ours.write_bytes(b"\0")
+        other.write_bytes(b"\0")
+        (work / "pods").mkdir(parents=True)
+        (work / "pods" / "tiny-chat-abc.shm-regions").write_text(f"{ours.name}\n")
+        assert module.down(quiet=True) == 0
+        assert not ours.exists()
+        assert other.exists()
+        assert not (work / "pods" / "tiny-chat-abc.shm-regions").exists()
+    finally:
+        ours.unlink(missing_ok=True)
+        other.unlink(missing_ok=True)
