@@ -753,7 +753,7 @@ class Demo:
         )
         say(f"  {cmd_line([str(rt)])}) serves on the pod's IP:8000/8001/8002, and keeps the pod")
         say("  unready until /v2/health/ready answers, as the readiness probe would. A server that exits")
-        say("  is restarted after the kubelet's back-off (10 s, 20 s, ...; the pod unready meanwhile); one")
+        say("  is restarted as a kubelet would (at once, then after 10 s, 20 s, ...; the pod unready); one")
         say("  that exits 3 times in a row fails the demo, naming the pod, its exit and its log.")
         self.pod_runner = self.spawn("triton-pods", args, self.env(PYTHONPATH=str(ROOT / "hack")))
 
@@ -766,8 +766,8 @@ class Demo:
             if count > self.told_restarts.get(pod, 0):
                 self.told_restarts[pod] = count
                 say(
-                    f"pod/{pod}: its tritonserver exited; the pod runner restarts it after a back-off as a "
-                    f"kubelet would (restartCount {count}, pod unready meanwhile); log "
+                    f"pod/{pod}: its tritonserver exited; the pod runner restarts it as a kubelet would (at "
+                    f"once, then with back-off; restartCount {count}, pod unready meanwhile); log "
                     f"{cmd_line([str(WORK / 'pods' / f'{pod}.exit-{count}.log')])}, logs/triton-pods.log"
                 )
         if state.get("failed"):

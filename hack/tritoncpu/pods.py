@@ -10,10 +10,10 @@ until the server answers ready (kwok set it True at once). Only loopback pod IPs
 (the local control plane gives kwok pods 127.1.0.0/16).
 
 A server that exits is restarted as a kubelet restarts the container of a pod with
-``restartPolicy: Always`` (what the operator renders): after an exponential back-off, with the pod
-not Ready meanwhile and its ``restartCount`` counted up (:func:`after_exit`). A server that keeps
-exiting is "crash-looping": the runner stops restarting it and reports the pod as failed, naming the
-exit and the log. The Python-backend shared memory a stopped or crashed server leaves in
+``restartPolicy: Always`` (what the operator renders): at once, then after an exponential
+back-off, with the pod not Ready meanwhile and its ``restartCount`` counted up (:func:`after_exit`).
+A server that keeps exiting is "crash-looping": the runner stops restarting it and reports the pod
+as failed, naming the exit and the log. The Python-backend shared memory a stopped or crashed server leaves in
 ``/dev/shm`` is removed (only its own: :func:`tritoncpu.remove_shm_regions`).
 
 Uses the ``kubernetes`` client (the project virtualenv); ``core_api`` is a ``CoreV1Api``.
@@ -43,11 +43,12 @@ log = logging.getLogger("tritoncpu.pods")
 CONTAINER = "triton"
 
 
-#: The kubelet's container restart back-off: 10 s, doubled after each exit, capped at 300 s, reset
-#: once the container has run 10 minutes without a problem. Kubernetes v1.34 documentation,
-#: "Pod Lifecycle" → "Container restarts" (kubernetes/website content/en/docs/concepts/workloads/pods/
-#: pod-lifecycle.md; kubelet ``pkg/kubelet/kubelet.go``: ``MaxContainerBackOff = 300 * time.Second``,
-#: ``initialBackOff``/``backOffPeriod = 10 s``, reset after ``2 * MaxContainerBackOff``).
+#: The kubelet's container restarts: the first exit is restarted at once, later ones after an
+#: exponential back-off of 10 s, 20 s, 40 s, … capped at 300 s, reset once the container has run
+#: 10 minutes without a problem. Kubernetes v1.34 documentation, Pod Lifecycle, "How Pods handle
+#: problems with containers" ("Initial crash: … an immediate restart"; "Repeated crashes: …
+#: exponential backoff delay") and "Container restart policy" ("10s, 20s, 40s, …, capped at 300
+#: seconds"; "executed for 10 minutes without any problems, the kubelet resets the restart backoff").
 RESTART_BACKOFF_INITIAL = 10.0
 RESTART_BACKOFF_MAX = 300.0
 RESTART_BACKOFF_RESET = 600.0
@@ -58,9 +59,12 @@ CRASH_LOOP_LIMIT = 3
 
 
 def restart_delay(restarts: int) -> float:
-    """Seconds before restart number ``restarts + 1`` of a container that has exited ``restarts + 1``
-    times in a row: 10, 20, 40, … capped at :data:`RESTART_BACKOFF_MAX` (see the constants' source)."""
-    return float(min(RESTART_BACKOFF_INITIAL * 2 ** max(restarts, 0), RESTART_BACKOFF_MAX))
+    """Seconds before restarting a container that had exited ``restarts`` times in a row before its
+    latest exit: 0 (the initial crash is restarted at once), then 10, 20, 40, … capped at
+    :data:`RESTART_BACKOFF_MAX` (see the constants' source)."""
+    if restarts <= 0:
+        return 0.0
+    return float(min(RESTART_BACKOFF_INITIAL * 2 ** (restarts - 1), RESTART_BACKOFF_MAX))
 
 
 def after_exit(
@@ -377,12 +381,13 @@ class PodRunner:
             pod,
             False,
             "TritonExited",
-            f"tritonserver exited ({how}); restarting in {delay:.0f} s",
+            f"tritonserver exited ({how}); restarting {f'in {delay:.0f} s' if delay else 'now'}",
             exit=(code, how),
         )
         self.on_event(
             f"pod/{name}: tritonserver exited after {ran:.0f} s with {how} (log {crash_log}); as a kubelet "
-            f"would for restartPolicy Always, restarting it in {delay:.0f} s (back-off, restartCount "
+            f"would for restartPolicy Always, restarting it {f'in {delay:.0f} s' if delay else 'now'} "
+            f"(back-off, restartCount "
             f"{self.restarts[name]}), the pod unready meanwhile:\n{tail}"
         )
 
