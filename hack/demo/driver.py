@@ -137,7 +137,9 @@ BACKGROUND: dict[str, int] = {}
 
 def wait_for(fn: Callable[[], T | None], *, timeout: float, desc: str, interval: float = 0.5) -> T:
     """Poll ``fn`` until it returns something truthy; StepError naming ``desc`` after ``timeout`` s,
-    or as soon as a background process of the demo (operator, Triton pod runner) has exited."""
+    or as soon as a background process of the demo (operator, Triton pod runner) has exited. A
+    StepError that ``fn`` raises (e.g. a serving pod's server crash-looping) is the failure and goes
+    through at once; any other exception is taken as an API hiccup and retried until the deadline."""
     deadline = time.monotonic() + timeout
     last_exc: Exception | None = None
     while True:
@@ -148,6 +150,8 @@ def wait_for(fn: Callable[[], T | None], *, timeout: float, desc: str, interval:
             value = fn()
             if value:
                 return value
+        except StepError:
+            raise
         except Exception as exc:  # an API hiccup while polling: keep trying until the deadline
             last_exc = exc
         if time.monotonic() > deadline:
@@ -186,6 +190,8 @@ class Demo:
         self.bin_dir: Path | None = None
         self.api: Any = None
         self.pod_runner: int | None = None
+        #: restarts of serving pods' servers already told (pod → count), see :meth:`pod_state`.
+        self.told_restarts: dict[str, int] = {}
 
     # -- plumbing -------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -746,7 +752,9 @@ class Demo:
             "  with the artifact PVC's directory, so a real tritonserver (2.51, from nvidia-pytriton; runtime"
         )
         say(f"  {cmd_line([str(rt)])}) serves on the pod's IP:8000/8001/8002, and keeps the pod")
-        say("  unready until /v2/health/ready answers, as the readiness probe would.")
+        say("  unready until /v2/health/ready answers, as the readiness probe would. A server that exits")
+        say("  is restarted as a kubelet would (at once, then after 10 s, 20 s, ...; the pod unready); one")
+        say("  that exits 3 times in a row fails the demo, naming the pod, its exit and its log.")
         self.pod_runner = self.spawn("triton-pods", args, self.env(PYTHONPATH=str(ROOT / "hack")))
 
     def pod_state(self) -> dict[str, Any]:
@@ -754,9 +762,19 @@ class Demo:
             state: dict[str, Any] = json.loads(POD_STATE.read_text())
         except (OSError, ValueError):
             return {"pods": {}, "failed": {}}
+        for pod, count in sorted((state.get("restarts") or {}).items()):
+            if count > self.told_restarts.get(pod, 0):
+                self.told_restarts[pod] = count
+                say(
+                    f"pod/{pod}: its tritonserver exited; the pod runner restarts it as a kubelet would (at "
+                    f"once, then with back-off; restartCount {count}, pod unready meanwhile); log "
+                    f"{cmd_line([str(WORK / 'pods' / f'{pod}.exit-{count}.log')])}, logs/triton-pods.log"
+                )
         if state.get("failed"):
             raise StepError(
-                f"a serving pod's tritonserver failed: {state['failed']}; see logs/triton-pods.log"
+                "a serving pod's tritonserver failed: "
+                + "; ".join(f"pod/{pod}: {why}" for pod, why in sorted(state["failed"].items()))
+                + "; see logs/triton-pods.log"
             )
         return state
 
@@ -806,7 +824,10 @@ class Demo:
             self._autoscaling()
 
     def _request(self) -> None:
-        address = self.ready_addresses()[0]
+        # A server the pod runner is restarting (back-off) is not ready: wait for one that is.
+        address = wait_for(
+            lambda: next(iter(self.ready_addresses()), None), timeout=300, desc="a ready tritonserver"
+        )
         body = {"text_input": SAMPLE_PROMPT, "max_tokens": 24}
         say(f"$ curl -s {address}:8000/v2/models/ensemble/generate -d '{json.dumps(body)}'")
         out = http_json(f"http://{address}:8000/v2/models/ensemble/generate", "POST", body, timeout=120)
@@ -860,6 +881,10 @@ class Demo:
             self._save_metrics_under_load()
         finally:
             load.stop()
+        if isinstance(load.error, StepError):
+            raise load.error
+        if load.error is not None:
+            raise StepError(f"the load generator stopped: {load.error}")
         st = load.stats
         say(
             f"load stopped: {st.ok} requests answered, {st.failed} failed"
@@ -1160,6 +1185,19 @@ def down(*, quiet: bool = False) -> int:
                 tritoncpu.stop(int(pod["pid"]))
                 if not quiet:
                     print(f"[demo] stopped the tritonserver of pod/{name} (pid {pod['pid']})", flush=True)
+    # Python-backend shared memory the demo's servers left in /dev/shm (a crashed or killed server
+    # does not unlink it): the names each server mapped, recorded by the pod runner; never a region
+    # a live process still maps (tritoncpu.remove_shm_regions).
+    records = sorted((WORK / "pods").glob("*.shm-regions")) if (WORK / "pods").exists() else []
+    if records:
+        removed = tritoncpu.remove_shm_regions(n for r in records for n in r.read_text().split())
+        for record in records:
+            record.unlink()
+        if removed and not quiet:
+            print(
+                f"[demo] removed {len(removed)} shared-memory region(s) left by the demo's servers",
+                flush=True,
+            )
     if (CLUSTER_DIR / "state.json").exists():
         proc = subprocess.run(
             [str(ROOT / "hack" / "local-cluster"), "--work-dir", str(CLUSTER_DIR), "down"],

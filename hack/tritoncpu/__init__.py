@@ -284,6 +284,75 @@ def start(
     return Server(proc.pid, address, http_port, grpc_port, metrics_port, log, work, proc)
 
 
+# ------------------------------------------------------------------------------ shared memory
+#: Where POSIX shared memory lives (``shm_open`` names are files here on Linux).
+SHM_DIR = Path("/dev/shm")
+
+
+def shm_names(maps_text: str) -> set[str]:
+    """The ``/dev/shm`` names mapped in a ``/proc/<pid>/maps`` text (``proc(5)``: the sixth field is
+    the path, `` (deleted)`` appended once unlinked).
+
+    The Python backend's shared memory is such a mapping: each stub's region (the Triton process and
+    its ``triton_python_backend_stub`` both map it) is a ``shm_open`` object named
+    ``<shm-region-prefix-name><unique suffix>`` (triton-inference-server/python_backend r24.10
+    ``src/stub_launcher.cc`` ``StubLauncher::Initialize``/``Setup``; the prefix is the
+    ``--backend-config=python,shm-region-prefix-name=…`` the launch script passes, ``prefix<rank>_``
+    here). The parent unlinks it only when the stub is torn down cleanly (``src/shm_manager.cc``
+    ``~SharedMemoryManager``: ``shared_memory_object::remove`` when it created the region), so a
+    server that aborts or is killed leaves it behind.
+    """
+    names = set()
+    for line in maps_text.splitlines():
+        fields = line.split(None, 5)
+        if len(fields) == 6:
+            path = fields[5].removesuffix(" (deleted)")
+            if path.startswith(f"{SHM_DIR}/") and "/" not in path[len(str(SHM_DIR)) + 1 :]:
+                names.add(path[len(str(SHM_DIR)) + 1 :])
+    return names
+
+
+def _maps_of(pids: Iterable[int]) -> set[str]:
+    names: set[str] = set()
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            names |= shm_names(Path(f"/proc/{pid}/maps").read_text())
+    return names
+
+
+def shm_regions(pid: int) -> set[str]:
+    """The ``/dev/shm`` names mapped by the live processes of the session ``pid`` leads (what
+    :func:`start` / :func:`run_launch_script` started: the script, ``mpirun``, every rank's
+    ``tritonserver`` and its Python-backend stubs). Only these are ever this server's own."""
+    return _maps_of(member for member, _ in _session(pid))
+
+
+def shm_in_use() -> set[str]:
+    """The ``/dev/shm`` names any live process of this machine maps now."""
+    return _maps_of(int(p.name) for p in Path("/proc").glob("[0-9]*"))
+
+
+def remove_shm_regions(
+    names: Iterable[str], *, in_use: set[str] | None = None, shm_dir: Path = SHM_DIR
+) -> list[str]:
+    """Unlink the regions ``names`` (recorded by :func:`shm_regions` while their server ran) that
+    still exist and that no live process maps (``in_use``, default :func:`shm_in_use`): a region
+    another process still maps is never removed, so servers running concurrently (the CI's) keep
+    theirs. Returns the names removed, sorted."""
+    wanted = sorted({n for n in names if n and "/" not in n and n not in (".", "..")})
+    if not wanted:
+        return []
+    busy = shm_in_use() if in_use is None else in_use
+    removed = []
+    for name in wanted:
+        if name in busy:
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            (shm_dir / name).unlink()
+            removed.append(name)
+    return removed
+
+
 # ------------------------------------------------------------------------------------ launch.sh
 def pod_mounts(*, artifact: Path, config: Path, repository: Path) -> dict[str, str]:
     """The serving pod's mount paths and the image's model-code directory, mapped to directories

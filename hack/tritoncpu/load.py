@@ -110,6 +110,9 @@ class LoadGenerator:
         self.max_tokens = max_tokens
         self.max_seconds = max_seconds
         self.stats = LoadStats()
+        #: The first exception ``addresses`` raised (e.g. the demo's StepError for a failed pod): it
+        #: stops every worker, without a traceback, for the caller to raise after :meth:`stop`.
+        self.error: Exception | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._rr = itertools.count()
@@ -128,7 +131,14 @@ class LoadGenerator:
         clients: dict[str, Client] = {}
         try:
             while not self._stop.is_set() and time.monotonic() < deadline:
-                address = self._next_address()
+                try:
+                    address = self._next_address()
+                except Exception as exc:
+                    with self._lock:
+                        if self.error is None:
+                            self.error = exc
+                    self._stop.set()
+                    break
                 if address is None:
                     self._stop.wait(0.5)
                     continue

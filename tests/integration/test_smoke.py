@@ -140,6 +140,34 @@ def test_job_marked_to_fail_fails_with_exit_code_and_message(cluster: LocalClust
     assert terminated.message == message
 
 
+def test_pod_with_external_readiness_is_running_but_not_ready(cluster: LocalCluster, namespace: str) -> None:
+    """Fresh-user trial 42 F5: kwok marked every pod Ready at once, so the demo's serving pods were
+    Ready seconds before their tritonserver existed (a false AllReplicasReady). Annotated
+    ``kwok.trtllm-operator.dev/readiness: external`` a pod stays unready until something else sets
+    Ready, as a container with a readinessProbe starts unready; without it, nothing changes."""
+    core = client.CoreV1Api(cluster.api)
+    for name, marks in (("probed", {"kwok.trtllm-operator.dev/readiness": "external"}), ("plain", {})):
+        core.create_namespaced_pod(
+            namespace,
+            {
+                "metadata": {"name": name, "annotations": marks},
+                "spec": {"nodeSelector": {"nvidia.com/gpu.product": H100}, "containers": [_container()]},
+            },
+        )
+    for name in ("probed", "plain"):
+        wait_for(
+            lambda n=name: core.read_namespaced_pod(n, namespace).status.phase == "Running",  # type: ignore[misc]
+            desc=f"pod {name} Running",
+        )
+    probed, plain = (core.read_namespaced_pod(n, namespace).status for n in ("probed", "plain"))
+    assert {c.type: c.status for c in probed.conditions}["Ready"] == "False"
+    assert {c.type: c.status for c in probed.conditions}["ContainersReady"] == "False"
+    assert [c.ready for c in probed.container_statuses] == [False]
+    assert probed.pod_ip
+    assert {c.type: c.status for c in plain.conditions}["Ready"] == "True"
+    assert [c.ready for c in plain.container_statuses] == [True]
+
+
 def test_job_pod_with_outcome_run_stays_running(cluster: LocalCluster, namespace: str) -> None:
     batch, core = client.BatchV1Api(cluster.api), client.CoreV1Api(cluster.api)
     batch.create_namespaced_job(namespace, _job("long", {OUTCOME: "run"}))
