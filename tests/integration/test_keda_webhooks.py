@@ -4,7 +4,9 @@ ValidatingWebhookConfiguration ``keda-admission`` (``config/webhooks/validation_
 ``failurePolicy: Ignore``) pointed at the webhook process.
 
 What they refuse, from ``apis/keda/v1alpha1/scaledobject_webhook.go`` (``validateWorkload``, on
-create and update):
+create and on update — ``ValidateUpdate`` skips it only for a finalizer's removal with the spec
+unchanged, ``isRemovingFinalizer``; ``config/webhooks/validation_webhooks.yaml`` registers no webhook
+for HPAs, so an HPA made after a ScaledObject is admitted and refuses the ScaledObject's next change):
 
 - ``verifyScaledObjects``: another ScaledObject of the namespace with the same ``scaleTargetRef``
   (group/version.kind and name) — "the workload '<name>' of type '<gvk>' is already managed by the
@@ -42,11 +44,15 @@ from support.operator import running_operator
 from support.wait import wait_for
 
 from trtllm_operator.api import GROUP, VERSION
+from trtllm_operator.handlers.autoscaler import EXTERNAL_RESYNC_SECONDS
 
 pytestmark = pytest.mark.slow
 
 #: apis/keda/v1alpha1/gvkr_types.go GVKString of an apps/v1 Deployment target
 DEPLOYMENT_GVK = "apps/v1.Deployment"
+#: Seconds without a new Event before the Warnings of one change are counted: the two syncs of a
+#: creation (the create handler and the resync timer's first tick) post within a second or two.
+BURST_QUIET_SECONDS = 10.0
 
 
 def refusal(custom: client.CustomObjectsApi, ns: str, body: dict[str, Any], dry_run: bool) -> str | None:
@@ -76,6 +82,31 @@ def wait_refused(custom: client.CustomObjectsApi, ns: str, body: dict[str, Any],
         for o in custom.list_namespaced_custom_object(KEDA_GROUP, KEDA_VERSION, ns, "scaledobjects")["items"]
     ]
     assert body["metadata"]["name"] not in names, names
+
+
+def wait_change_refused(custom: client.CustomObjectsApi, ns: str, name: str, expected: str) -> None:
+    """Until a dry-run change of ScaledObject ``name`` (a label: ``ValidateUpdate`` skips validation
+    only for a finalizer's removal with the spec unchanged, ``isRemovingFinalizer``) is refused with
+    ``expected``: KEDA's webhook lists HPAs from its informer cache, so a refusal that depends on an
+    HPA just created holds only once the cache has it."""
+
+    def refused() -> str | None:
+        try:
+            custom.patch_namespaced_custom_object(
+                KEDA_GROUP,
+                KEDA_VERSION,
+                ns,
+                "scaledobjects",
+                name,
+                {"metadata": {"labels": {"probe": "webhook-cache"}}},
+                dry_run="All",
+                _content_type="application/merge-patch+json",
+            )
+        except client.ApiException as exc:
+            return refusal_message(exc)
+        return None
+
+    wait_for(lambda: refused() == expected, 60, interval=0.5, desc=f"KEDA refusing a change of {name}")
 
 
 def test_kedas_webhooks_refuse_a_second_scaler_of_one_target(cluster: LocalCluster, api: Api) -> None:
@@ -133,7 +164,12 @@ def test_mode_keda_under_kedas_webhooks(cluster: LocalCluster, api: Api) -> None
     held the HPA here; had it, the refusal below would apply until the next resync); (2) mode keda on
     an LLMDeployment that a user's own HPA (another name) already scales — KEDA refuses the operator's
     ScaledObject (``verifyHpas``). Before, the operator raised the 403 into kopf, which retried the
-    handler and the resync timer forever with nothing on the object (no condition, no Event)."""
+    handler and the resync timer forever with nothing on the object (no condition, no Event); (3) a
+    user's HPA made after the operator's ScaledObject, then a change of ``spec.autoscaling`` — KEDA
+    refuses the operator's patch (``ValidateUpdate`` → ``verifyHpas``), the ScaledObject as last
+    applied still scales (ScalingActive True, AdmissionRefused), and the change is applied once that
+    HPA is gone. Each refused change posts exactly one Warning, counted after a quiet window (the
+    check stopped at the first Warning before, so a duplicate passed)."""
     ns = api.ns
     hpa_api = client.AutoscalingV2Api(cluster.api)
     custom = client.CustomObjectsApi(cluster.api)
@@ -180,15 +216,52 @@ def test_mode_keda_under_kedas_webhooks(cluster: LocalCluster, api: Api) -> None
             assert refused["message"].startswith("the API server refused ScaledObject taken"), refused
             assert keda_says in refused["message"], refused
             assert scaled_object("taken") is None
-            warnings = wait_for(
-                lambda: api.events("taken", "AdmissionRefused"), 30, desc="AdmissionRefused Warning"
-            )
-            # Warnings with the condition's words (the create handler and the resync timer's first tick
-            # both sync at creation from a copy without the condition; the one whose status write finds
-            # it written posts none: tests/unit/test_autoscaler_external_refusal.py)
-            assert {(e.type, e.message) for e in warnings} == {("Warning", refused["message"])}, warnings
+            # Exactly one Warning, with the condition's words, once no other has come for a while: the
+            # create handler and the resync timer's first tick both sync at creation from a copy without
+            # the condition; the one whose status write finds it written posts none
+            # (tests/unit/test_autoscaler_external_refusal.py). A second, duplicate Warning fails here.
+            warnings = api.settled_events("taken", "AdmissionRefused", quiet=BURST_QUIET_SECONDS)
+            assert [(e.type, e.message) for e in warnings] == [("Warning", refused["message"])], warnings
             hpa_api.delete_namespaced_horizontal_pod_autoscaler("users-hpa", ns)
             wait_for(
                 lambda: scaled_object("taken"), 90, interval=0.5, desc="ScaledObject taken after the resync"
+            )
+            api.wait_condition("taken", "ScalingActive", reason="KEDARendered", timeout=30)
+
+            # (3) a refused CHANGE of the ScaledObject the operator applied: a user's HPA on the
+            # LLMDeployment created after it (KEDA v2.20.2 has no HPA webhook, so it is admitted), then
+            # a change of spec.autoscaling; KEDA's ValidateUpdate runs the same validateWorkload →
+            # verifyHpas as on create and refuses the operator's patch. The ScaledObject as last applied
+            # stands: ScalingActive stays True, reason AdmissionRefused (decide/autoscaler.py
+            # external_refused). Not checked here (no HPA controller runs in this module): whether KEDA's
+            # HPA still scales — with the user's HPA on the same target, kubernetes v1.34.4
+            # pkg/controller/podautoscaler/horizontal.go validateAndParseSelector sets both HPAs
+            # ScalingActive False "AmbiguousSelector" once their selector selects pods.
+            hpa_api.create_namespaced_horizontal_pod_autoscaler(
+                ns, an_hpa_on(f"{GROUP}/{VERSION}", "LLMDeployment", "taken", "users-hpa")
+            )
+            wait_change_refused(custom, ns, "taken", keda_says)
+            api.patch("llmdeployments", "taken", {"spec": {"autoscaling": {"maxReplicas": 3}}})
+            standing = api.wait_condition("taken", "ScalingActive", reason="AdmissionRefused", timeout=60)
+            assert standing["status"] == "True", standing
+            assert standing["message"].startswith(
+                "the API server refused the change to ScaledObject taken; the ScaledObject as last "
+                f"applied still scales this deployment: {keda_says} (tried again every "
+            ), standing
+            applied = scaled_object("taken")
+            assert applied is not None and applied["spec"]["maxReplicaCount"] == 2, applied
+            # One Warning for this change, counted after a window longer than the resync timer's
+            # interval, so the timer's next try (refused again) falls inside it and posts none.
+            warnings = api.settled_events("taken", "AdmissionRefused", quiet=EXTERNAL_RESYNC_SECONDS + 5)
+            assert sorted((e.type, e.message) for e in warnings) == sorted(
+                [("Warning", refused["message"]), ("Warning", standing["message"])]
+            ), warnings
+            # the change goes through once the user's HPA is gone (the resync timer tries again)
+            hpa_api.delete_namespaced_horizontal_pod_autoscaler("users-hpa", ns)
+            wait_for(
+                lambda: (scaled_object("taken") or {}).get("spec", {}).get("maxReplicaCount") == 3,
+                90,
+                interval=0.5,
+                desc="ScaledObject taken with maxReplicaCount 3 after the resync",
             )
             api.wait_condition("taken", "ScalingActive", reason="KEDARendered", timeout=30)

@@ -20,7 +20,7 @@ from trtllm_operator.emulator import Control, Fleet, PodFollower
 from .artifacts import cache_artifact, prebound_artifact_pvc
 from .cluster import LocalCluster
 from .manifests import EngineBuilder, a_cached_engine
-from .wait import wait_for
+from .wait import wait_for, wait_settled
 
 #: The label an LLMDeployment's pods carry (its name the value); :data:`SELECTOR` selects one's pods.
 DEPLOYMENT_LABEL = "llm.trtllm-operator.dev/deployment"
@@ -173,6 +173,19 @@ class Api:
         """The core/v1 Events of the object ``name`` in this namespace (of ``reason`` only, if given)."""
         items = self.core.list_namespaced_event(self.ns, field_selector=f"involvedObject.name={name}").items
         return [e for e in items if reason is None or e.reason == reason]
+
+    def settled_events(self, name: str, reason: str, quiet: float, timeout: float = 60) -> list[Any]:
+        """The Events of ``reason`` about ``name`` once there is one and, for ``quiet`` seconds, no other
+        (nor a higher ``count`` on one): a Warning posted twice for one change is two Events here (the
+        operator posts each with ``count: 1``, kube/events.py ``post_event``), which a wait for the
+        first one would miss. ``timeout``: seconds beyond the quiet window."""
+        return wait_settled(
+            lambda: self.events(name, reason),
+            quiet,
+            quiet + timeout,
+            desc=f"{reason} Events of {name}",
+            key=lambda events: sorted((e.metadata.uid, e.count) for e in events),
+        )
 
     def event_reasons(self, name: str) -> list[str]:
         return [e.reason for e in self.events(name)]

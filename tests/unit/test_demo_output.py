@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 from pathlib import Path
 from types import ModuleType
@@ -10,16 +9,13 @@ from types import ModuleType
 import pytest
 from localcluster.__main__ import env_command
 from localcluster.controlplane import DEFAULT_WORK_DIR
+from support.scripts import load_script
 
 DRIVER = Path(__file__).resolve().parents[2] / "hack" / "demo" / "driver.py"
 
 
 def driver() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("demo_driver", DRIVER)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(DRIVER)
 
 
 def test_signal_readings_print_only_what_is_measured_or_targeted() -> None:

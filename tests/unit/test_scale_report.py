@@ -3,9 +3,10 @@ is not run by the tests: benchmarks/RESULTS.md records its runs)."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
+
+from support.scripts import load_script
 
 from trtllm_operator.metrics.operator_metrics import metric_names
 
@@ -13,11 +14,7 @@ SCALE = Path(__file__).resolve().parents[2] / "benchmarks" / "scale.py"
 
 
 def _scale() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("scale_benchmark", SCALE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCALE)
 
 
 def test_operator_time_reports_histograms_and_counters_with_the_status_write_refusals() -> None:

@@ -141,7 +141,7 @@ def import_time_ports(tree: ast.Module) -> list[str]:
     return found
 
 
-WAITS = {"wait_for", "wait_phase"}
+WAITS = {"wait_for", "wait_phase", "wait_settled", "settled_events"}
 
 
 def tautological_waits(tree: ast.Module) -> list[str]:
