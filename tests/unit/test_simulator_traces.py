@@ -226,3 +226,20 @@ def test_the_synthetic_cap_message_prints_bounded_exact_figures(spec: str, produ
     message = str(exc.value)
     assert f"{product} expected requests, more than the 1,000,000" in message, message
     assert len(message) < 400, message
+
+
+@pytest.mark.timeout(60)
+def test_a_cv_whose_gaps_are_all_zero_is_refused_at_the_generated_cap_not_run_out_of_memory() -> None:
+    # Fresh-user trial 43 F1: gamma with cv=1e10 made almost every gap 0.0 s, so the expected-count cap
+    # (rate × duration = 10) never stopped it; it grew until the machine ran out of memory.
+    with pytest.raises(TraceError) as refused:
+        load_trace("gamma:rate=1,duration=10,cv=1e10")
+    text = str(refused.value)
+    assert "2,000,000 requests" in text and "lower 'cv'" in text, text
+
+
+def test_a_cv_whose_gamma_shape_underflows_is_refused_naming_cv() -> None:
+    # Fresh-user trial 43 F2: cv=1e300 made 1/cv² = 0.0 and ended in a ZeroDivisionError traceback.
+    with pytest.raises(TraceError) as refused:
+        load_trace("gamma:rate=1,duration=10,cv=1e300")
+    assert "'cv' = 1e+300 is too large" in str(refused.value), str(refused.value)

@@ -151,6 +151,9 @@ def _lengths(
 #: The generator keeps every request in memory, so ``rate=1e9,duration=10`` would run until the machine
 #: is out of it. The largest trace in benchmarks/ is about 20,000 requests.
 MAX_SYNTHETIC_REQUESTS = 1_000_000
+#: What a generated trace may hold at most: the expected count's cap with room for the variation
+#: around it (a Poisson count of mean 10^6 has a standard deviation of 10^3).
+MAX_GENERATED_REQUESTS = 2 * MAX_SYNTHETIC_REQUESTS
 
 
 #: Above this a figure of the cap message is written in scientific notation (``1.00000e+310``): it is
@@ -247,10 +250,17 @@ def synthetic_gamma(
             "trace may be asked for (each is kept in memory); lower 'rate' or 'duration' so that their "
             "product is at most that"
         )
-    if cv <= 0:
+    if cv <= 0 or not math.isfinite(cv):
         raise TraceError(f"synthetic trace: 'cv' must be > 0, got {cv}")
     rng = random.Random(seed)
     shape = 1.0 / (cv * cv)
+    if shape == 0.0 or not math.isfinite(1.0 / (rate_per_s * shape)):
+        # 1/cv² underflows (cv ≳ 1e154): random.gammavariate needs a shape > 0.
+        raise TraceError(
+            f"synthetic trace: 'cv' = {cv} is too large for a gamma distribution of inter-arrival "
+            "times (its shape 1/cv² is 0 in floating point); lower 'cv' (cv = 1 is a Poisson process, "
+            "cv > 1 is burstier)"
+        )
     scale = 1.0 / (rate_per_s * shape)
     out: list[Request] = []
     t = 0.0
@@ -258,6 +268,16 @@ def synthetic_gamma(
         t += rng.gammavariate(shape, scale)
         if t >= duration_s:
             break
+        if len(out) >= MAX_GENERATED_REQUESTS:
+            # The cap above bounds the expected count, around which the generated count varies; a very
+            # large cv makes most gaps 0.0 in floating point, so the generated count is bounded here too
+            # (fresh-user trial 43 F1: cv=1e10 generated requests at t = 0 until memory ran out).
+            raise TraceError(
+                f"synthetic trace: cv = {cv} generated more than {MAX_GENERATED_REQUESTS:,} requests "
+                f"(twice the cap on the expected count) before t = {duration_s:g} s: at this cv almost "
+                "every gap between arrivals is 0 s; lower 'cv' (cv = 1 is a Poisson process, cv > 1 is "
+                "burstier)"
+            )
         i, o = _lengths(rng, lengths, input_tokens, output_tokens)
         out.append(Request(t, max(1, i), max(1, o)))
     return out
