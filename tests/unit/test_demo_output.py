@@ -4,25 +4,18 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from localcluster.__main__ import env_command
 from localcluster.controlplane import DEFAULT_WORK_DIR
-from support.scripts import load_script
-
-DRIVER = Path(__file__).resolve().parents[2] / "hack" / "demo" / "driver.py"
-
-
-def driver() -> ModuleType:
-    return load_script(DRIVER)
+from support.demo import DRIVER, demo_driver, demo_driver_in
 
 
 def test_signal_readings_print_only_what_is_measured_or_targeted() -> None:
     """Fresh-user trial: the demo printed ``active/max -%`` — a signal it does not scale on and that
     had no reading. Targeted signals show their reading and target (or "no reading yet"); others only
     with a reading."""
-    readings = driver().signal_readings
+    readings = demo_driver().signal_readings
     targets = {"kvCacheUtilization": 0.6}
     assert readings(targets, {}) == "kvCacheUtilization no reading yet (target 60%)"
     auto = {"kvCacheUtilizationPercent": 45, "activeRequestUtilizationPercent": None}
@@ -38,15 +31,8 @@ def test_down_names_the_demo_directory_only_when_it_exists(
 ) -> None:
     """Fresh-user trial: ``make demo-down`` after an interrupted demo said its files stay in a
     directory that was never created."""
-    module = driver()
     work = tmp_path / "demo"
-    for name, path in {
-        "WORK": work,
-        "CLUSTER_DIR": work / "cluster",
-        "PIDS": work / "pids",
-        "POD_STATE": work / "triton-pods.json",
-    }.items():
-        monkeypatch.setattr(module, name, path)
+    module = demo_driver_in(work, monkeypatch)
     assert module.down() == 0
     out = capsys.readouterr().out
     assert "nothing of the demo is running" in out
@@ -99,7 +85,7 @@ def test_decision_summary_says_the_decisions_were_observed_while_watching_the_st
         "reason": "ScaleDownStabilized",
         "message": "scale-down to 2 held",
     }
-    header, line = driver().decision_summary([hold])
+    header, line = demo_driver().decision_summary([hold])
     assert "as observed while watching status.autoscaling" in header
     assert "(status.autoscaling)" not in header
     assert line == "  15:44:20  3 → 3  ScaleDownStabilized: scale-down to 2 held"

@@ -4,29 +4,19 @@ driver as the failure (hack/tritoncpu/load.py, hack/demo/driver.py). Fresh-user 
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
-from types import ModuleType, SimpleNamespace
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import tritoncpu
+from support.demo import demo_driver, demo_driver_in
 from tritoncpu import pods
 from tritoncpu.load import LoadGenerator
-
-DRIVER = Path(__file__).resolve().parents[2] / "hack" / "demo" / "driver.py"
-
-
-def driver() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("demo_driver_pods", DRIVER)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 # -- restart back-off (kubelet: at once, then 10 s doubling, cap 300 s, reset after 10 min) ---------
@@ -214,7 +204,7 @@ def test_shm_regions_of_a_live_session_lists_what_it_maps(tmp_path: Path) -> Non
 
 # -- a failed pod reaches the driver as the failure ------------------------------------------------
 def test_a_load_thread_stops_on_the_address_callbacks_error_without_a_traceback() -> None:
-    module = driver()
+    module = demo_driver()
     failure = module.StepError("a serving pod's tritonserver failed: pod/p: crash-looping")
 
     def addresses() -> list[str]:
@@ -233,7 +223,7 @@ def test_a_load_thread_stops_on_the_address_callbacks_error_without_a_traceback(
 
 
 def test_wait_for_raises_a_step_error_at_once_instead_of_retrying_it() -> None:
-    module = driver()
+    module = demo_driver()
     calls: list[int] = []
 
     def fn() -> None:
@@ -251,7 +241,7 @@ def test_the_sample_request_waits_for_a_ready_server_while_the_only_pod_restarts
 ) -> None:
     """With its server in restart back-off the only pod has no ready address: the sample request
     waits for one (it took ``ready_addresses()[0]`` and died with an IndexError)."""
-    module = driver()
+    module = demo_driver()
     demo = module.Demo()
     answers = iter([[], [], ["127.1.0.9"]])
     monkeypatch.setattr(demo, "ready_addresses", lambda: next(answers, ["127.1.0.9"]))
@@ -270,15 +260,8 @@ def test_demo_down_removes_the_regions_the_pod_runner_recorded_and_no_other(
     """Fresh-user trial 42 F13: ``make demo-down`` left the servers' Python-backend regions in
     /dev/shm. It removes those the pod runner recorded (e.g. after the runner was killed), not
     a region it did not record."""
-    module = driver()
     work = tmp_path / "demo"
-    for name, path in {
-        "WORK": work,
-        "CLUSTER_DIR": work / "cluster",
-        "PIDS": work / "pids",
-        "POD_STATE": work / "triton-pods.json",
-    }.items():
-        monkeypatch.setattr(module, name, path)
+    module = demo_driver_in(work, monkeypatch)
     ours, other = (Path(f"/dev/shm/trtllm-test-{tmp_path.name}-{n}") for n in ("ours", "other"))
     try:
         ours.write_bytes(b"\0")
