@@ -11,9 +11,9 @@ from typing import Any
 import kopf
 import pytest
 from kopf._cogs.structs import bodies
+from support.kopf_settings import configured_settings
 
 from trtllm_operator.api.wire import KOPF_ANNOTATION_PREFIX
-from trtllm_operator.handlers import plumbing, startup
 from trtllm_operator.handlers.diffbase import LeanAnnotationsDiffBaseStorage
 
 
@@ -77,15 +77,7 @@ def test_the_essence_is_kopfs_field_for_field(extra: list[Any]) -> None:
 def test_the_operators_diffbase_storage_copies_neither_status_nor_managed_fields() -> None:
     """The storage the operator configures (``startup.configure_kopf``) deep-copies only what the
     essence keeps. Failed before (kopf's ``AnnotationsDiffBaseStorage``: the whole body)."""
-    settings = kopf.OperatorSettings()
-    saved = plumbing.WORKQUEUE.executor
-    try:
-        startup.configure_kopf(settings=settings)
-    finally:
-        pool = plumbing.WORKQUEUE.executor
-        plumbing.WORKQUEUE.executor = saved
-        if pool is not None and pool is not saved:
-            pool.shutdown()
+    settings = configured_settings()
     body = _body({"plan": _NoCopy()}, [{"manager": "kubelet", "fieldsV1": _NoCopy()}])
     essence = settings.persistence.diffbase_storage.build(body=bodies.Body(body))
     assert essence == {

@@ -8,11 +8,11 @@ import asyncio
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-import kopf
 import pytest
 from kopf._cogs.clients import watching
+from support.kopf_settings import configured_settings
 
-from trtllm_operator.handlers import plumbing, startup, watchstream
+from trtllm_operator.handlers import watchstream
 
 
 def _pod(name: str) -> dict[str, Any]:
@@ -60,15 +60,7 @@ def test_kopfs_watchers_get_every_object_without_managed_fields(installed: list[
 def test_the_operator_lists_in_pages() -> None:
     """kopf asks for the whole list in one response unless ``watching.chunk_size`` is set. Failed
     before (None)."""
-    settings = kopf.OperatorSettings()
-    saved = plumbing.WORKQUEUE.executor
-    try:
-        startup.configure_kopf(settings=settings)
-    finally:
-        pool = plumbing.WORKQUEUE.executor
-        plumbing.WORKQUEUE.executor = saved
-        if pool is not None and pool is not saved:
-            pool.shutdown()
+    settings = configured_settings()
     assert settings.watching.chunk_size == watchstream.LIST_CHUNK
 
 
