@@ -251,3 +251,29 @@ def test_cli_kappa_ignores_rejected_requests_and_capacity_without_any_says_so(
     err = capsys.readouterr().err
     assert "--policy capacity: its prior κ needs a request the replica serves" in err, err
     assert "--policy capacity-learned" in err, err
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["no-chunking", "chunked"])
+def test_cli_rejected_note_never_asks_for_a_limit_above_the_apis(
+    tmp_path: Path, chunked: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 43 F3: a prompt of 10^9 tokens got "Fix: --max-seq-len ≥ 1000000001", which
+    the flag refuses (the LLMEngine schema's limit, BUILD_LIMITS). The note says no engine serves it
+    and names the limit instead; a prompt within the limits still gets the flags' values."""
+    from engine_builder.planner import BUILD_LIMITS  # noqa: PLC0415
+
+    seq_high, tokens_high = BUILD_LIMITS["max_seq_len"].high, BUILD_LIMITS["max_num_tokens"].high
+    longest = seq_high + 1  # above both limits: no maxSeqLen − 1 and no maxNumTokens reaches it
+    trace = _trace(tmp_path, [(longest, 10), (100, 10)])
+    args = [*BASE, "--trace", trace, "--policy", "static:1", *(["--chunked-context"] if chunked else [])]
+    out, err = _run_json(capsys, args)
+    assert out["dropped"] == 1, out
+    assert f"--max-seq-len ≥ {longest + 1}" not in err and f"--max-num-tokens ≥ {longest}" not in err, err
+    assert f"{longest:,} tokens is above what any engine serves" in err, err
+    assert f"spec.build.maxSeqLen is at most {seq_high:,}, the API's limit" in err, err
+    if not chunked:
+        said = f"--chunked-context (--max-num-tokens cannot reach {longest:,}: spec.build.maxNumTokens is at "
+        assert f"{said}most {tokens_high:,})" in err, err
+    within = _trace(tmp_path, [(40_000, 10)])
+    _, err = _run_json(capsys, [*BASE, "--trace", within, "--policy", "static:1"])
+    assert "Fix: --max-seq-len ≥ 40001, and --chunked-context or --max-num-tokens ≥ 40000" in err, err

@@ -243,3 +243,23 @@ def test_a_cv_whose_gamma_shape_underflows_is_refused_naming_cv() -> None:
     with pytest.raises(TraceError) as refused:
         load_trace("gamma:rate=1,duration=10,cv=1e300")
     assert "'cv' = 1e+300 is too large" in str(refused.value), str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("lengths", "said"),
+    [
+        ("isl=0", "isl=0: a request's prompt has at least one token"),
+        ("isl=-5", "isl=-5: a request's prompt has at least one token"),
+        ("osl=0", "osl=0: a request generates at least one token"),
+    ],
+)
+def test_a_synthetic_length_below_one_token_is_refused_naming_the_key_and_the_fix(
+    lengths: str, said: str
+) -> None:
+    """Fresh-user trial 43 F3: ``isl=0`` was accepted (the generator turned it into 1-token prompts
+    without a word); a request with an empty prompt is not one Triton/TensorRT-LLM serves."""
+    with pytest.raises(TraceError) as refused:
+        load_trace(f"poisson:rate=1,duration=10,{lengths}")
+    text = str(refused.value)
+    key = lengths.partition("=")[0]
+    assert said in text and f"use {key}=1 or more" in text, text

@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engine_builder.planner import BUILD_LIMITS
 from trtllm_operator.api.deployment import MAX_REPLICAS
 from trtllm_operator.api.wire import DEPLOYMENT_KIND, ENGINE_KIND
 from trtllm_operator.commands import (
@@ -463,6 +464,29 @@ def _deployment_fix(message: str, args: argparse.Namespace, server: ServerSpec) 
     )
 
 
+def _max_seq_len_fix(longest: int) -> str:
+    """The ``--max-seq-len`` that admits a prompt of ``longest`` tokens (maxSeqLen − 1 ≥ it), or, when
+    that is above the API's limit (``BUILD_LIMITS``, the LLMEngine schema's maximum of
+    ``spec.build.maxSeqLen``), that no engine serves it (fresh-user trial 43 F3: the note asked for
+    ``--max-seq-len ≥ 1000000001``, which the flag refuses)."""
+    field, _, high = BUILD_LIMITS["max_seq_len"]
+    if longest + 1 <= high:
+        return f"--max-seq-len ≥ {longest + 1}"
+    return (
+        f"shorter prompts: {longest:,} tokens is above what any engine serves ({field} is at most "
+        f"{high:,}, the API's limit; --max-seq-len {high:,} admits prompts up to {high - 1:,} tokens)"
+    )
+
+
+def _max_num_tokens_fix(longest: int, chunking: str) -> str:
+    """Chunked context, or the ``--max-num-tokens`` that admits a prompt of ``longest`` tokens without
+    it when that is within the API's limit (``BUILD_LIMITS``: ``spec.build.maxNumTokens``)."""
+    field, _, high = BUILD_LIMITS["max_num_tokens"]
+    if longest <= high:
+        return f"{chunking} or --max-num-tokens ≥ {longest}"
+    return f"{chunking} (--max-num-tokens cannot reach {longest:,}: {field} is at most {high:,})"
+
+
 def _format(value: Any) -> str:
     """A table cell: a mapping as ``key=value, …`` (thousands separated), anything else as str."""
     if isinstance(value, dict):
@@ -575,7 +599,7 @@ def run(args: argparse.Namespace) -> int:
         bounds = [f"maxSeqLen {setup.spec.max_seq_len} − 1"] if setup.spec.max_seq_len is not None else []
         fixes = []
         if setup.spec.max_seq_len is not None and longest > setup.spec.max_seq_len - 1:
-            fixes.append(f"--max-seq-len ≥ {longest + 1}")
+            fixes.append(_max_seq_len_fix(longest))
         if not setup.spec.chunked_context:
             bounds.append(f"maxNumTokens {setup.spec.max_num_tokens} (no chunked context)")
             chunking = (  # --deployment refuses --chunked-context (trial 38 F6)
@@ -584,7 +608,7 @@ def run(args: argparse.Namespace) -> int:
                 else "--chunked-context"
             )
             if longest > setup.spec.max_num_tokens:
-                fixes.append(f"{chunking} or --max-num-tokens ≥ {longest}")
+                fixes.append(_max_num_tokens_fix(longest, chunking))
         fix = ", and ".join(fixes) or "a larger KV cache (the planner's warnings above say how)"
         say(
             "simulate",

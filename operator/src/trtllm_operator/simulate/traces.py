@@ -283,6 +283,15 @@ def synthetic_gamma(
     return out
 
 
+#: The length keys of a synthetic spec and why each is at least 1 token (fresh-user trial 43 F3:
+#: ``isl=0`` was accepted, and the generator turned it into 1-token prompts without a word). The
+#: readers of trace files keep clamping a 0 to 1 (:func:`_rebase`): a recorded request did run.
+_LENGTH_KEYS = {
+    "isl": "a request's prompt has at least one token (an empty prompt has no context phase to schedule)",
+    "osl": "a request generates at least one token (its context phase emits the first)",
+}
+
+
 def _parse_synthetic(spec: str, lengths: Sequence[tuple[int, int]] | None) -> list[Request]:
     kind, _, rest = spec.partition(":")
     params: dict[str, float] = {}
@@ -300,6 +309,9 @@ def _parse_synthetic(spec: str, lengths: Sequence[tuple[int, int]] | None) -> li
         raise TraceError(f"synthetic trace {spec!r}: unknown key(s) {unknown}; known: {sorted(known)}")
     if "rate" not in params or "duration" not in params:
         raise TraceError(f"synthetic trace {spec!r}: 'rate' (requests/s) and 'duration' (s) are required")
+    for key, why in _LENGTH_KEYS.items():
+        if key in params and not params[key] >= 1:
+            raise TraceError(f"synthetic trace {spec!r}: {key}={params[key]:g}: {why}; use {key}=1 or more")
     try:
         return synthetic_gamma(
             params["rate"],
