@@ -362,3 +362,18 @@ def test_does_not_fit_names_the_flags_and_the_values_to_try(
     assert "trtllm-operator simulate: error: the model does not fit on " in err, err
     assert said in err and err.rstrip().endswith(tries), err
     assert "see recommended" not in err, err
+
+
+def test_a_synthetic_key_given_twice_is_refused_and_seed_is_one_key(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Fresh-user trial 43 F4 through the CLI: a repeated key ran with the last value. ``--seed`` seeds
+    a spec without its own ``seed`` key (written with spaces too) and is no second key beside it."""
+    args = ["--model-config", str(LLAMA_8B), "--gpu", "H100", "--output", "json"]
+    err = _err(capsys, ["simulate", "--trace", "poisson:rate=1,rate=2,duration=5", *args])
+    assert "error: synthetic trace 'poisson:rate=1,rate=2,duration=5': 'rate' is given twice" in err, err
+    runs = []
+    for trace, seed in (("poisson:rate=1,duration=5, seed = 3", "0"), ("poisson:rate=1,duration=5", "3")):
+        assert main(["simulate", "--trace", trace, "--seed", seed, *args]) == 0
+        runs.append(json.loads(capsys.readouterr().out))
+    assert runs[0] == runs[1], runs

@@ -188,8 +188,12 @@ def test_a_trace_that_is_not_a_regular_file_says_what_it_is(tmp_path: Path) -> N
 
 
 def test_a_synthetic_trace_duration_must_be_finite() -> None:
-    with pytest.raises(TraceError, match="'duration' must be > 0 s, got inf"):
+    # A spec refuses "inf" as a number (fresh-user trial 43 F4: the number syntax is decimal digits);
+    # the generator refuses an infinite duration given to it directly.
+    with pytest.raises(TraceError, match="duration='inf' is not a number"):
         load_trace("poisson:rate=0.000001,duration=inf")
+    with pytest.raises(TraceError, match="'duration' must be > 0 s, got inf"):
+        synthetic_poisson(0.000001, float("inf"))
 
 
 def test_an_empty_trace_path_says_it_is_empty() -> None:
@@ -263,3 +267,49 @@ def test_a_synthetic_length_below_one_token_is_refused_naming_the_key_and_the_fi
     text = str(refused.value)
     key = lengths.partition("=")[0]
     assert said in text and f"use {key}=1 or more" in text, text
+
+
+def test_a_key_given_twice_is_refused_naming_it() -> None:
+    """Fresh-user trial 43 F4: ``rate=1,duration=10,rate=2`` ran with the last rate."""
+    for spec, key in (
+        ("poisson:rate=1,rate=2,duration=10", "rate"),
+        ("gamma:rate=1,duration=10,cv=2,cv=2", "cv"),
+    ):
+        with pytest.raises(TraceError) as refused:
+            load_trace(spec)
+        assert f"{key!r} is given twice; give each key once" in str(refused.value), str(refused.value)
+    # The seed of the command line (simulate --seed) is no second key: the spec's own wins.
+    assert load_trace("poisson:rate=5,duration=10,seed=3", seed=9) == load_trace(
+        "poisson:rate=5,duration=10", seed=3
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("rate=1_000", "rate='1_000' is not a number; write decimal digits with an optional sign, fraction"),
+        ("rate=0x10", "rate='0x10' is not a number"),
+        ("rate=nan", "rate='nan' is not a number"),
+        ("duration=1 0", "duration='1 0' is not a number"),
+        ("cv=1_0", "cv='1_0' is not a number"),
+        ("isl=1_000", "isl='1_000' is not a number"),
+        ("seed=1.5", "seed=1.5 is not a whole number; give an integer"),
+        ("osl=2.5", "osl=2.5 is not a whole number"),
+        ("isl=1e999", "isl=1e999 is too large for a number"),
+    ],
+)
+def test_every_numeric_key_takes_one_number_syntax(value: str, said: str) -> None:
+    """Fresh-user trial 43 F4: ``rate=1_000`` ran as 1000 (Python's float() takes underscores), and
+    ``seed``/``isl``/``osl`` were cut to whole numbers silently. Every key takes decimal digits with an
+    optional sign, fraction and exponent; seed, isl and osl a whole number."""
+    key, _, written = value.partition("=")
+    keys = {"rate": "1", "duration": "10", "cv": "2"} | {key: written}
+    with pytest.raises(TraceError) as refused:
+        load_trace("gamma:" + ",".join(f"{k}={v}" for k, v in keys.items()))
+    assert said in str(refused.value), str(refused.value)
+
+
+def test_numbers_as_written_before_are_taken() -> None:
+    spaced = load_trace("gamma: rate = 2 , duration=1e1,cv=+2.0,isl=1e2,osl=10.,seed=0")
+    assert spaced == load_trace("gamma:rate=2,duration=10,cv=2,isl=100,osl=10,seed=0")
+    assert spaced and all((r.input_tokens, r.output_tokens) == (100, 10) for r in spaced)

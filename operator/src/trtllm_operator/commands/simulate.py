@@ -532,10 +532,7 @@ def run(args: argparse.Namespace) -> int:
             say("simulate", "error", message)
         return _fail(errors[0])
     try:
-        trace_spec = args.trace
-        if trace_spec.startswith(("poisson:", "gamma:")) and "seed=" not in trace_spec:
-            trace_spec += f",seed={args.seed}"
-        requests = time_scale(load_trace(trace_spec), args.time_scale)
+        requests = time_scale(load_trace(args.trace, seed=args.seed), args.time_scale)
     except (TraceError, OSError) as exc:
         return _fail(str(exc))
     if not requests:

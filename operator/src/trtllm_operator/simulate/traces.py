@@ -21,6 +21,7 @@ import csv
 import json
 import math
 import random
+import re
 import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -292,17 +293,43 @@ _LENGTH_KEYS = {
 }
 
 
-def _parse_synthetic(spec: str, lengths: Sequence[tuple[int, int]] | None) -> list[Request]:
+#: A number of a synthetic spec, as written: decimal digits with an optional sign, fraction and
+#: exponent (``10``, ``0.5``, ``1e-3``). Python's ``float()`` also takes ``1_000``, ``inf``, ``nan``
+#: and inner spaces trimmed (fresh-user trial 43 F4: ``rate=1_000`` ran as 1000); those are refused.
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+#: What :data:`_NUMBER` takes, for messages.
+NUMBER_SYNTAX = "decimal digits with an optional sign, fraction and exponent (10, 0.5, 1e-3)"
+#: Keys whose value is a whole number (seeds and token counts); the others are real numbers.
+_WHOLE_KEYS = frozenset({"seed", "isl", "osl"})
+
+
+def _synthetic_value(spec: str, key: str, value: str) -> float:
+    """``value`` of ``key`` in a synthetic ``spec``: a :data:`_NUMBER`, finite, and whole for the
+    :data:`_WHOLE_KEYS`; else :class:`TraceError` naming the key, the value and what to write."""
+    if not _NUMBER.fullmatch(value):
+        raise TraceError(
+            f"synthetic trace {spec!r}: {key}={value!r} is not a number; write {NUMBER_SYNTAX}, "
+            "without '_' or spaces"
+        )
+    number = float(value)
+    if not math.isfinite(number):
+        raise TraceError(f"synthetic trace {spec!r}: {key}={value} is too large for a number (above 1.8e308)")
+    if key in _WHOLE_KEYS and not number.is_integer():
+        raise TraceError(f"synthetic trace {spec!r}: {key}={value} is not a whole number; give an integer")
+    return number
+
+
+def _parse_synthetic(spec: str, lengths: Sequence[tuple[int, int]] | None, seed: int = 0) -> list[Request]:
     kind, _, rest = spec.partition(":")
     params: dict[str, float] = {}
     for part in filter(None, rest.split(",")):
         key, sep, value = part.partition("=")
+        key, value = key.strip(), value.strip()
         if not sep:
             raise TraceError(f"synthetic trace {spec!r}: expected key=value, got {part!r}")
-        try:
-            params[key.strip()] = float(value)
-        except ValueError:
-            raise TraceError(f"synthetic trace {spec!r}: {key!r} must be a number") from None
+        if key in params:  # fresh-user trial 43 F4: rate=1,rate=2 ran with the last one
+            raise TraceError(f"synthetic trace {spec!r}: {key!r} is given twice; give each key once")
+        params[key] = _synthetic_value(spec, key, value)
     known = {"rate", "duration", "cv", "seed", "isl", "osl"}
     unknown = sorted(set(params) - known)
     if unknown:
@@ -317,7 +344,7 @@ def _parse_synthetic(spec: str, lengths: Sequence[tuple[int, int]] | None) -> li
             params["rate"],
             params["duration"],
             cv=params.get("cv", 1.0 if kind == "poisson" else 2.0),
-            seed=int(params.get("seed", 0)),
+            seed=int(params.get("seed", seed)),
             input_tokens=int(params.get("isl", 1000)),
             output_tokens=int(params.get("osl", 250)),
             lengths=lengths,
@@ -346,15 +373,18 @@ def _not_a_file(path: Path) -> str:
     return f"not a regular file (it is {what})"
 
 
-def load_trace(spec: str | Path) -> list[Request]:
+def load_trace(spec: str | Path, *, seed: int = 0) -> list[Request]:
     """Load a trace from a path (``.csv`` Azure, ``.jsonl``/``.json`` Mooncake) or a synthetic spec.
 
     Synthetic specs: ``poisson:rate=R,duration=S[,isl=N,osl=N,seed=N]`` and
-    ``gamma:rate=R,duration=S,cv=C[,isl=N,osl=N,seed=N]`` (rate in requests/s, duration in s).
+    ``gamma:rate=R,duration=S,cv=C[,isl=N,osl=N,seed=N]`` (rate in requests/s, duration in s; isl and
+    osl in tokens, at least 1): each key once, each value a number as :data:`NUMBER_SYNTAX` says
+    (whole for seed, isl, osl), spaces around keys and values ignored. ``seed``: the generator's seed
+    when the spec has no ``seed`` key.
     """
     text = str(spec)
     if text.startswith(("poisson:", "gamma:")):
-        return _parse_synthetic(text, None)
+        return _parse_synthetic(text, None, seed)
     if not text:  # Path("") is "." — a directory; the user gave no path at all (fresh-user trial 41)
         raise TraceError(
             "--trace '': the path is empty; give the path of an Azure .csv or a Mooncake .jsonl, "
