@@ -371,9 +371,23 @@ def test_a_synthetic_key_given_twice_is_refused_and_seed_is_one_key(
     a spec without its own ``seed`` key (written with spaces too) and is no second key beside it."""
     args = ["--model-config", str(LLAMA_8B), "--gpu", "H100", "--output", "json"]
     err = _err(capsys, ["simulate", "--trace", "poisson:rate=1,rate=2,duration=5", *args])
-    assert "error: synthetic trace 'poisson:rate=1,rate=2,duration=5': 'rate' is given twice" in err, err
+    assert "error: --trace 'poisson:rate=1,rate=2,duration=5': 'rate' is given twice" in err, err
     runs = []
     for trace, seed in (("poisson:rate=1,duration=5, seed = 3", "0"), ("poisson:rate=1,duration=5", "3")):
         assert main(["simulate", "--trace", trace, "--seed", seed, *args]) == 0
         runs.append(json.loads(capsys.readouterr().out))
     assert runs[0] == runs[1], runs
+
+
+def test_a_synthetic_trace_without_requests_is_refused_with_the_fix_and_the_spec_as_typed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Fresh-user trial 43 F5: "--trace '…' has no requests", no fix, and its echo was the only one
+    without the ",seed=0" the command appended to every other."""
+    spec = "poisson:rate=1e-300,duration=1e300"
+    for trace in (spec, "poisson:rate=1_000,duration=5"):
+        err = _err(capsys, ["simulate", "--trace", trace, "--model-config", str(LLAMA_8B), "--gpu", "H100"])
+        assert err.startswith(f"trtllm-operator simulate: error: --trace {trace!r}: "), err
+        assert "seed=" not in err, err
+    err = _err(capsys, ["simulate", "--trace", spec, "--model-config", str(LLAMA_8B), "--gpu", "H100"])
+    assert "raise 'rate' or 'duration'" in err and "has no requests" not in err, err

@@ -313,3 +313,42 @@ def test_numbers_as_written_before_are_taken() -> None:
     spaced = load_trace("gamma: rate = 2 , duration=1e1,cv=+2.0,isl=1e2,osl=10.,seed=0")
     assert spaced == load_trace("gamma:rate=2,duration=10,cv=2,isl=100,osl=10,seed=0")
     assert spaced and all((r.input_tokens, r.output_tokens) == (100, 10) for r in spaced)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "poisson:rate=5",  # a required key missing
+        "poisson:rate=5,duration=10,burst=3",  # an unknown key
+        "poisson:rate",  # no '='
+        "poisson:rate=1,rate=2,duration=10",  # a key twice
+        "poisson:rate=1_000,duration=10",  # not the number syntax
+        "poisson:rate=1,duration=10,isl=0",  # a length below 1
+        "poisson:rate=-1,duration=10",  # the generator's range check
+        "gamma:rate=1,duration=10,cv=1e300",  # the generator's cv check
+        "poisson:rate=1e9,duration=10",  # the cap
+        "poisson:rate=1e-300,duration=1e300",  # no request drawn
+    ],
+)
+def test_every_synthetic_spec_error_starts_with_the_flag_and_the_spec_as_typed(spec: str) -> None:
+    """Fresh-user trial 43 F5: the spec's own errors began "synthetic trace '…'", the generator's
+    "--trace '…'" (with a ",seed=0" the user had not typed, through the CLI). One prefix: the flag and
+    the value as typed."""
+    with pytest.raises(TraceError) as refused:
+        load_trace(spec)
+    assert str(refused.value).startswith(f"--trace {spec!r}: "), str(refused.value)
+
+
+def test_a_trace_without_requests_says_what_to_change(tmp_path: Path) -> None:
+    """Fresh-user trial 43 F5: ``poisson:rate=1e-300,duration=1e300`` said "has no requests" with no
+    fix; a trace file with a header only said the same."""
+    with pytest.raises(TraceError) as refused:
+        load_trace("poisson:rate=1e-300,duration=1e300")
+    text = str(refused.value)
+    assert "the draw holds no request" in text and "1e-300 × 1e+300 = 1 expected requests" in text, text
+    assert "raise 'rate' or 'duration' so that their product is well above 1" in text, text
+    header = tmp_path / "header.csv"
+    header.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\r\n")
+    with pytest.raises(TraceError) as refused:
+        load_trace(str(header))
+    assert "the file holds no request (a header or blank lines only); give a trace with" in str(refused.value)

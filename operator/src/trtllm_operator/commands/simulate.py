@@ -535,8 +535,6 @@ def run(args: argparse.Namespace) -> int:
         requests = time_scale(load_trace(args.trace, seed=args.seed), args.time_scale)
     except (TraceError, OSError) as exc:
         return _fail(str(exc))
-    if not requests:
-        return _fail(f"--trace {args.trace!r} has no requests")
     server = _server_spec(manifest)
     fraction = args.kv_cache_free_gpu_mem_fraction
     if fraction is None:

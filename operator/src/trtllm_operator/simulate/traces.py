@@ -303,46 +303,55 @@ NUMBER_SYNTAX = "decimal digits with an optional sign, fraction and exponent (10
 _WHOLE_KEYS = frozenset({"seed", "isl", "osl"})
 
 
-def _synthetic_value(spec: str, key: str, value: str) -> float:
-    """``value`` of ``key`` in a synthetic ``spec``: a :data:`_NUMBER`, finite, and whole for the
-    :data:`_WHOLE_KEYS`; else :class:`TraceError` naming the key, the value and what to write."""
+def _synthetic_value(where: str, key: str, value: str) -> float:
+    """``value`` of ``key`` in a synthetic spec: a :data:`_NUMBER`, finite, and whole for the
+    :data:`_WHOLE_KEYS`; else :class:`TraceError` starting with ``where`` (:func:`_where`) and naming
+    the key, the value and what to write."""
     if not _NUMBER.fullmatch(value):
         raise TraceError(
-            f"synthetic trace {spec!r}: {key}={value!r} is not a number; write {NUMBER_SYNTAX}, "
-            "without '_' or spaces"
+            f"{where}: {key}={value!r} is not a number; write {NUMBER_SYNTAX}, without '_' or spaces"
         )
     number = float(value)
     if not math.isfinite(number):
-        raise TraceError(f"synthetic trace {spec!r}: {key}={value} is too large for a number (above 1.8e308)")
+        raise TraceError(f"{where}: {key}={value} is too large for a number (above 1.8e308)")
     if key in _WHOLE_KEYS and not number.is_integer():
-        raise TraceError(f"synthetic trace {spec!r}: {key}={value} is not a whole number; give an integer")
+        raise TraceError(f"{where}: {key}={value} is not a whole number; give an integer")
     return number
 
 
+def _where(spec: str) -> str:
+    """How every message about a trace starts: ``--trace 'SPEC'``, the flag and its value as typed
+    (fresh-user trial 43 F5: a synthetic spec's errors began either ``synthetic trace '…'`` or
+    ``--trace '…'``, the latter with a ``,seed=0`` the user had not typed)."""
+    return f"--trace {spec!r}"
+
+
 def _parse_synthetic(spec: str, lengths: Sequence[tuple[int, int]] | None, seed: int = 0) -> list[Request]:
+    where = _where(spec)
     kind, _, rest = spec.partition(":")
     params: dict[str, float] = {}
     for part in filter(None, rest.split(",")):
         key, sep, value = part.partition("=")
         key, value = key.strip(), value.strip()
         if not sep:
-            raise TraceError(f"synthetic trace {spec!r}: expected key=value, got {part!r}")
+            raise TraceError(f"{where}: expected key=value, got {part!r}")
         if key in params:  # fresh-user trial 43 F4: rate=1,rate=2 ran with the last one
-            raise TraceError(f"synthetic trace {spec!r}: {key!r} is given twice; give each key once")
-        params[key] = _synthetic_value(spec, key, value)
+            raise TraceError(f"{where}: {key!r} is given twice; give each key once")
+        params[key] = _synthetic_value(where, key, value)
     known = {"rate", "duration", "cv", "seed", "isl", "osl"}
     unknown = sorted(set(params) - known)
     if unknown:
-        raise TraceError(f"synthetic trace {spec!r}: unknown key(s) {unknown}; known: {sorted(known)}")
+        raise TraceError(f"{where}: unknown key(s) {unknown}; known: {sorted(known)}")
     if "rate" not in params or "duration" not in params:
-        raise TraceError(f"synthetic trace {spec!r}: 'rate' (requests/s) and 'duration' (s) are required")
+        raise TraceError(f"{where}: 'rate' (requests/s) and 'duration' (s) are required")
     for key, why in _LENGTH_KEYS.items():
         if key in params and not params[key] >= 1:
-            raise TraceError(f"synthetic trace {spec!r}: {key}={params[key]:g}: {why}; use {key}=1 or more")
+            raise TraceError(f"{where}: {key}={params[key]:g}: {why}; use {key}=1 or more")
+    rate, duration = params["rate"], params["duration"]
     try:
-        return synthetic_gamma(
-            params["rate"],
-            params["duration"],
+        requests = synthetic_gamma(
+            rate,
+            duration,
             cv=params.get("cv", 1.0 if kind == "poisson" else 2.0),
             seed=int(params.get("seed", seed)),
             input_tokens=int(params.get("isl", 1000)),
@@ -350,7 +359,15 @@ def _parse_synthetic(spec: str, lengths: Sequence[tuple[int, int]] | None, seed:
             lengths=lengths,
         )
     except TraceError as exc:
-        raise TraceError(f"--trace {spec!r}: {str(exc).removeprefix('synthetic trace: ')}") from None
+        raise TraceError(f"{where}: {str(exc).removeprefix('synthetic trace: ')}") from None
+    if not requests:  # fresh-user trial 43 F5: "has no requests", with no fix
+        expected = _figure(_expected_count(rate, duration))
+        raise TraceError(
+            f"{where}: the draw holds no request (the first arrival falls after 'duration'; rate × "
+            f"duration = {_factor(rate)} × {_factor(duration)} = {expected} expected requests); raise "
+            "'rate' or 'duration' so that their product is well above 1"
+        )
+    return requests
 
 
 def _not_a_file(path: Path) -> str:
@@ -387,22 +404,29 @@ def load_trace(spec: str | Path, *, seed: int = 0) -> list[Request]:
         return _parse_synthetic(text, None, seed)
     if not text:  # Path("") is "." — a directory; the user gave no path at all (fresh-user trial 41)
         raise TraceError(
-            "--trace '': the path is empty; give the path of an Azure .csv or a Mooncake .jsonl, "
+            f"{_where(text)}: the path is empty; give the path of an Azure .csv or a Mooncake .jsonl, "
             "or poisson:rate=R,duration=S / gamma:rate=R,duration=S,cv=C"
         )
     path = Path(text)
     if not path.is_file():
         raise TraceError(
-            f"--trace {text!r}: {_not_a_file(path)}; give an Azure .csv, a Mooncake .jsonl, "
+            f"{_where(text)}: {_not_a_file(path)}; give an Azure .csv, a Mooncake .jsonl, "
             "or poisson:rate=R,duration=S / gamma:rate=R,duration=S,cv=C"
         )
     if path.stat().st_size == 0:
-        raise TraceError(f"--trace {text!r}: the file is empty (0 bytes); give a trace with requests in it")
+        raise TraceError(f"{_where(text)}: the file is empty (0 bytes); give a trace with requests in it")
     if path.suffix.lower() == ".csv":
-        return read_azure_csv(path)
-    if path.suffix.lower() in {".jsonl", ".json"}:
-        return read_mooncake_jsonl(path)
-    raise TraceError(f"--trace {text!r}: unknown format; use .csv (Azure) or .jsonl (Mooncake)")
+        requests = read_azure_csv(path)
+    elif path.suffix.lower() in {".jsonl", ".json"}:
+        requests = read_mooncake_jsonl(path)
+    else:
+        raise TraceError(f"{_where(text)}: unknown format; use .csv (Azure) or .jsonl (Mooncake)")
+    if not requests:
+        raise TraceError(
+            f"{_where(text)}: the file holds no request (a header or blank lines only); give a trace with "
+            "at least one request in it"
+        )
+    return requests
 
 
 def time_scale(requests: Iterable[Request], factor: float) -> list[Request]:
