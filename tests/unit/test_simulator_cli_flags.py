@@ -390,4 +390,37 @@ def test_a_synthetic_trace_without_requests_is_refused_with_the_fix_and_the_spec
         assert err.startswith(f"trtllm-operator simulate: error: --trace {trace!r}: "), err
         assert "seed=" not in err, err
     err = _err(capsys, ["simulate", "--trace", spec, "--model-config", str(LLAMA_8B), "--gpu", "H100"])
-    assert "raise 'rate' or 'duration'" in err and "has no requests" not in err, err
+    assert "raise 'rate'" in err and "has no requests" not in err, err
+
+
+@pytest.mark.timeout(60)
+def test_a_trace_spanning_more_than_a_day_is_refused_naming_the_span_the_cap_and_the_fix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 43 F1 (the part the request cap left): ``poisson:rate=1e-6,duration=1e12`` is
+    10^6 expected requests, within the cap, over 10^12 simulated seconds — the run did not end in a
+    minute (a metrics sample every simulated second). A trace may span one day (MAX_TRACE_SPAN_S);
+    --time-scale stretches a file trace past it too. Here a file trace of 2 requests, 2 days apart."""
+    from trtllm_operator.simulate.traces import MAX_TRACE_SPAN_S  # noqa: PLC0415
+
+    assert MAX_TRACE_SPAN_S == 86_400
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(
+        "\n".join(
+            json.dumps({"timestamp": ms, "input_length": 10, "output_length": 10}) for ms in (0, 172_800_000)
+        )
+    )
+    args = ["simulate", "--model-config", str(LLAMA_8B), "--gpu", "H100", "--trace", str(trace)]
+    err = _err(capsys, args)
+    said = f"error: --trace {str(trace)!r}: its last request arrives at 172,800 s, later than the 86,400 s "
+    assert said + "(one day) a simulated trace may span" in err, err
+    assert "Cut the trace shorter, or raise --time-scale to 2 or more" in err, err
+    err = _err(capsys, [*args, "--time-scale", "0.5"])
+    assert "arrives at 345,600 s after --time-scale 0.5" in err and "--time-scale to 2 or more" in err, err
+    assert main([*args, "--time-scale", "2", "--output", "json"]) == 0  # the fix works: 86,400 s
+    capsys.readouterr()
+    # A synthetic spec names its own key.
+    err = _err(capsys, [*args[:-2], "--trace", "poisson:rate=0.001,duration=200000"])
+    assert "later than the 86,400 s (one day)" in err and "Lower 'duration', or raise --time-scale" in err, (
+        err
+    )

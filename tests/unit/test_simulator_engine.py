@@ -175,3 +175,14 @@ def test_reservation_uses_the_clients_max_tokens() -> None:
     assert loose.first_token[1] == pytest.approx(loose.done[0] + 0.01 + 0.1)
     # Alone in its batch: context iteration 0.01 + 0.1 s, then 9 decode steps of 11 ms + KV reads.
     assert loose.done[0] == pytest.approx(0.11 + 9 * 0.011 + 1e-5 * sum(range(101, 110)))
+
+
+def test_a_simulation_refuses_requests_beyond_the_span_a_trace_may_have() -> None:
+    """Fresh-user trial 43 F1: 10^12 simulated seconds did not end; the engine's cost grows with the
+    simulated time. The command refuses such a trace first (traces.span_error); the engine guards too."""
+    from trtllm_operator.simulate.traces import MAX_TRACE_SPAN_S  # noqa: PLC0415
+
+    spec = a_replica()
+    Simulation([Request(float(MAX_TRACE_SPAN_S), 10, 10)], spec, policies.StaticPolicy(1))
+    with pytest.raises(ValueError, match="later than the 86400 s a simulated trace may span"):
+        Simulation([Request(MAX_TRACE_SPAN_S + 0.5, 10, 10)], spec, policies.StaticPolicy(1))

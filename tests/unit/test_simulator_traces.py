@@ -346,7 +346,11 @@ def test_a_trace_without_requests_says_what_to_change(tmp_path: Path) -> None:
         load_trace("poisson:rate=1e-300,duration=1e300")
     text = str(refused.value)
     assert "the draw holds no request" in text and "1e-300 × 1e+300 = 1 expected requests" in text, text
-    assert "raise 'rate' or 'duration' so that their product is well above 1" in text, text
+    # Its duration is beyond the span a trace may have (MAX_TRACE_SPAN_S): raising it would not do.
+    assert "raise 'rate' ('duration' is above the 86,400 s a trace may span) so that their" in text, text
+    with pytest.raises(TraceError) as refused:
+        load_trace("poisson:rate=1e-9,duration=1000")
+    assert "raise 'rate' or 'duration' so that their product is well above 1" in str(refused.value)
     header = tmp_path / "header.csv"
     header.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\r\n")
     with pytest.raises(TraceError) as refused:

@@ -506,7 +506,12 @@ def run(args: argparse.Namespace) -> int:
         ReplicaInputError,
         replica_setup,
     )
-    from trtllm_operator.simulate.traces import TraceError, load_trace, time_scale  # noqa: PLC0415
+    from trtllm_operator.simulate.traces import (  # noqa: PLC0415
+        TraceError,
+        load_trace,
+        span_error,
+        time_scale,
+    )
 
     manifest: dict[str, Any] | None = None
     if args.deployment:  # read first, so that a flag it conflicts with names the field simulated
@@ -535,6 +540,9 @@ def run(args: argparse.Namespace) -> int:
         requests = time_scale(load_trace(args.trace, seed=args.seed), args.time_scale)
     except (TraceError, OSError) as exc:
         return _fail(str(exc))
+    too_long = span_error(args.trace, requests, args.time_scale)
+    if too_long:  # fresh-user trial 43 F1: 10^12 simulated seconds did not end
+        return _fail(too_long)
     server = _server_spec(manifest)
     fraction = args.kv_cache_free_gpu_mem_fraction
     if fraction is None:

@@ -81,7 +81,7 @@ from trtllm_operator.metrics.exposition import (
     samples,
 )
 from trtllm_operator.simulate.perf import IterationModel
-from trtllm_operator.simulate.traces import Request
+from trtllm_operator.simulate.traces import MAX_TRACE_SPAN_S, Request
 
 _ARRIVAL = 0
 _ITER_END = 1
@@ -328,6 +328,12 @@ class Simulation:
             raise ValueError(f"routing must be 'random' or 'least-outstanding', got {routing!r}")
         if initial_replicas < 0:
             raise ValueError("initial_replicas must be >= 0")
+        last = max((r.arrival_s for r in requests), default=0.0)
+        if last > MAX_TRACE_SPAN_S:  # the command says so first, naming its flags (traces.span_error)
+            raise ValueError(
+                f"the last request arrives at {last:g} s, later than the {MAX_TRACE_SPAN_S} s a simulated "
+                "trace may span (traces.MAX_TRACE_SPAN_S: the cost grows with the simulated time)"
+            )
         # Outputs as the server generates them (capped at max_seq_len - prompt): the run, its
         # result and the report all see the served lengths.
         self.requests = requests if spec.max_seq_len is None else [spec.served(r) for r in requests]

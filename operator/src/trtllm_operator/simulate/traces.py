@@ -157,6 +157,16 @@ MAX_SYNTHETIC_REQUESTS = 1_000_000
 MAX_GENERATED_REQUESTS = 2 * MAX_SYNTHETIC_REQUESTS
 
 
+#: The longest a trace may span, in simulated seconds from its start to its last arrival (after
+#: ``--time-scale``): one day, a whole diurnal cycle. A simulation's cost grows with the simulated time,
+#: not only with the requests: every second it samples each Ready replica's metrics and keeps the
+#: sample, every ``sync_period_s`` (15 s) it runs the policy (:mod:`trtllm_operator.simulate.engine`).
+#: A day of one idle replica took about 3 s and 120 MiB (measured 2026-12-04 on a loaded 2-core machine;
+#: 16 replicas: 21 s, 780 MiB), while ``rate=1e-6,duration=1e12`` — a million requests, within
+#: :data:`MAX_SYNTHETIC_REQUESTS` — asked for 10^12 s and did not end (fresh-user trial 43 F1).
+MAX_TRACE_SPAN_S = 86_400
+
+
 #: Above this a figure of the cap message is written in scientific notation (``1.00000e+310``): it is
 #: far above the cap either way, and written out it ran to 300 digits (fresh-user trial 41).
 _FIXED_BELOW = Decimal(10) ** 15
@@ -362,10 +372,15 @@ def _parse_synthetic(spec: str, lengths: Sequence[tuple[int, int]] | None, seed:
         raise TraceError(f"{where}: {str(exc).removeprefix('synthetic trace: ')}") from None
     if not requests:  # fresh-user trial 43 F5: "has no requests", with no fix
         expected = _figure(_expected_count(rate, duration))
+        raise_what = (
+            f"'rate' ('duration' is above the {MAX_TRACE_SPAN_S:,} s a trace may span)"
+            if duration > MAX_TRACE_SPAN_S
+            else "'rate' or 'duration'"
+        )
         raise TraceError(
             f"{where}: the draw holds no request (the first arrival falls after 'duration'; rate × "
             f"duration = {_factor(rate)} × {_factor(duration)} = {expected} expected requests); raise "
-            "'rate' or 'duration' so that their product is well above 1"
+            f"{raise_what} so that their product is well above 1"
         )
     return requests
 
@@ -427,6 +442,26 @@ def load_trace(spec: str | Path, *, seed: int = 0) -> list[Request]:
             "at least one request in it"
         )
     return requests
+
+
+def span_error(spec: str, requests: Sequence[Request], factor: float = 1.0) -> str | None:
+    """Why ``requests`` (the trace ``spec``, its arrival times divided by ``factor``: ``--time-scale``)
+    span too long to simulate — their last arrival after :data:`MAX_TRACE_SPAN_S` — naming the span,
+    the cap and the fix; ``None`` when they do not."""
+    span = max((r.arrival_s for r in requests), default=0.0)
+    if span <= MAX_TRACE_SPAN_S:
+        return None
+    scaled = f" after --time-scale {factor:g}" if factor != 1 else ""
+    shorter = "Lower 'duration'" if spec.startswith(("poisson:", "gamma:")) else "Cut the trace shorter"
+    needed = factor * span / MAX_TRACE_SPAN_S
+    digits = 10.0 ** (math.floor(math.log10(needed)) - 2)  # rounded up to 3 significant digits
+    shown = f"{span:,.0f}" if span >= MAX_TRACE_SPAN_S + 1 else f"{span:,.3f}"  # never "86,400 > 86,400"
+    return (
+        f"{_where(spec)}: its last request arrives at {shown} s{scaled}, later than the "
+        f"{MAX_TRACE_SPAN_S:,} s (one day) a simulated trace may span: a simulation's cost grows with the "
+        "simulated time, requests or not (a metrics sample every second, a policy decision every 15 s). "
+        f"{shorter}, or raise --time-scale to {math.ceil(needed / digits) * digits:g} or more"
+    )
 
 
 def time_scale(requests: Iterable[Request], factor: float) -> list[Request]:
