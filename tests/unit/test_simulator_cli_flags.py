@@ -424,3 +424,40 @@ def test_a_trace_spanning_more_than_a_day_is_refused_naming_the_span_the_cap_and
     assert "later than the 86,400 s (one day)" in err and "Lower 'duration', or raise --time-scale" in err, (
         err
     )
+
+
+@pytest.mark.parametrize(
+    ("document", "fix"),
+    [
+        (
+            "enabled: false\n",  # a bare spec.autoscaling mapping: it cannot hold spec.replicas
+            "is a bare spec.autoscaling mapping, which cannot hold spec.replicas: set its enabled: true, "
+            "maxReplicas and a target (targets.activeRequestUtilization or targets.kvCacheUtilization) to "
+            "simulate the autoscaler, give a whole LLMDeployment manifest with spec.replicas for another "
+            "fixed count, or drop --deployment to use --max-replicas",
+        ),
+        (
+            "spec:\n  autoscaling: {enabled: false}\n",  # a bare spec without spec.replicas
+            "Add spec.replicas to the manifest for another fixed count, set spec.autoscaling's enabled: "
+            "true, maxReplicas and a target (targets.activeRequestUtilization or "
+            "targets.kvCacheUtilization) to simulate its autoscaler, or drop --deployment to use "
+            "--max-replicas",
+        ),
+    ],
+    ids=["bare-spec.autoscaling", "spec-without-replicas"],
+)
+def test_the_cannot_be_combined_fix_fits_a_manifest_without_spec_replicas(
+    tmp_path: Path, document: str, fix: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A manifest whose autoscaling is off and that writes no spec.replicas got "Edit spec.replicas (or
+    spec.autoscaling) in the manifest": there is none to edit, and a bare spec.autoscaling mapping cannot
+    hold one. The fix says what to do for that manifest; following its autoscaling part runs."""
+    path = tmp_path / "d.yaml"
+    path.write_text(document)
+    err = _err(capsys, [*BASE, "--deployment", str(path), "--max-replicas", "3"])
+    assert fix in err, err
+    assert "Edit spec.replicas" not in err, err
+    on = {"enabled": True, "maxReplicas": 3, "targets": {"kvCacheUtilization": 0.8}}
+    path.write_text(yaml.safe_dump(on if document.startswith("enabled") else {"spec": {"autoscaling": on}}))
+    assert main([*BASE, "--deployment", str(path), "--output", "json"]) == 0, capsys.readouterr().err
+    assert json.loads(capsys.readouterr().out)["policy"] == f"builtin ({path})"

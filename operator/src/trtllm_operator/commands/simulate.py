@@ -403,8 +403,8 @@ def argument_errors(args: argparse.Namespace, manifest: dict[str, Any] | None = 
                 errors.append(
                     f"{flag} cannot be combined with --deployment {args.deployment}, whose autoscaling "
                     f"is off (no spec.autoscaling, or enabled: false): it simulates "
-                    f"{replicas_said(manifest or {})} fixed replicas. Edit spec.replicas (or "
-                    f"spec.autoscaling) in the manifest, or drop --deployment to use {flag}"
+                    f"{replicas_said(manifest or {})} fixed replicas. "
+                    f"{_static_fix(manifest or {}, flag, args.deployment)}"
                 )
                 continue
             errors.append(
@@ -449,6 +449,32 @@ def argument_errors(args: argparse.Namespace, manifest: dict[str, Any] | None = 
             if not parent.is_dir():
                 errors.append(f"{flag} {path}: directory {str(parent)!r} does not exist; create it first")
     return errors
+
+
+def _static_fix(manifest: dict[str, Any], flag: str, path: str) -> str:
+    """The fix for ``flag`` beside a ``--deployment`` manifest whose autoscaling is off, for what the
+    manifest is: one that writes ``spec.replicas`` edits it; one that does not adds it (there is
+    nothing to edit); a bare ``spec.autoscaling`` mapping cannot hold it at all, so its ways are
+    turning its autoscaling on, a whole manifest, or no ``--deployment`` (a fix said "Edit
+    spec.replicas" to all three). Turning autoscaling on names what the API then requires
+    (``maxReplicas`` and a target: api.deployment's rules, as ``render`` checks them)."""
+    from trtllm_operator.simulate.policies import replicas_written  # noqa: PLC0415
+
+    drop = f"or drop --deployment to use {flag}"
+    if replicas_written(manifest):
+        return f"Edit spec.replicas (or spec.autoscaling) in the manifest, {drop}"
+    fields = ["enabled: true", *(["minReplicas"] if flag == "--min-replicas" else []), "maxReplicas"]
+    on = f"{', '.join(fields)} and a target (targets.activeRequestUtilization or targets.kvCacheUtilization)"
+    if "spec" in manifest or manifest.get("kind") == DEPLOYMENT_KIND:
+        return (
+            f"Add spec.replicas to the manifest for another fixed count, set spec.autoscaling's {on} to "
+            f"simulate its autoscaler, {drop}"
+        )
+    return (
+        f"{path} is a bare spec.autoscaling mapping, which cannot hold spec.replicas: set its {on} to "
+        f"simulate the autoscaler, give a whole LLMDeployment manifest with spec.replicas for another "
+        f"fixed count, {drop}"
+    )
 
 
 def _deployment_fix(message: str, args: argparse.Namespace, server: ServerSpec) -> str:
