@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -98,3 +99,34 @@ def test_table_output(capsys: pytest.CaptureFixture[str]) -> None:
 def test_bad_input_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str], fragment: str) -> None:
     assert main(["tune", *argv]) == 2
     assert fragment in capsys.readouterr().err
+
+
+def _options(command: str) -> dict[str, argparse.Action]:
+    from trtllm_operator.cli import build_parser  # noqa: PLC0415
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return {flag: action for action in sub.choices[command]._actions for flag in action.option_strings}
+
+
+def test_simulate_takes_the_replica_flags_as_plan_and_simulate_do(capsys: pytest.CaptureFixture[str]) -> None:
+    """``tune --simulate`` declared its own --model-config, --gpu and --tp (``type=int``: "invalid int
+    value: '1.5'", other help texts) beside plan's and simulate's one home,
+    commands.add_replica_arguments; it takes commands.add_model_arguments now, --pp with it."""
+    tune, plan, simulate = _options("tune"), _options("plan"), _options("simulate")
+    for flag in ("--model-config", "--gpu", "--quantization", "--kv-cache-dtype", "--tp", "--pp"):
+        for other in (plan, simulate):
+            assert (tune[flag].help, tune[flag].default) == (other[flag].help, other[flag].default), flag
+            assert getattr(tune[flag].type, "__name__", None) == getattr(other[flag].type, "__name__", None)
+    assert not tune["--model-config"].required and plan["--model-config"].required  # other sources
+    args = ["tune", "--simulate", "--model-config", str(CONFIG), "--gpu", "H100", "--values", "1,8"]
+    with pytest.raises(SystemExit) as exited:
+        main([*args, "--tp", "1.5"])
+    assert exited.value.code == 2
+    assert (
+        "argument --tp: invalid value '1.5': not a whole number; use an integer ≥ 1"
+        in capsys.readouterr().err
+    )
+    assert main([*args, "--pp", "2", "--output", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["runs"], (
+        "pipeline parallelism is modelled as simulate models it"
+    )

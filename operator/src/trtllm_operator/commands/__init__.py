@@ -60,18 +60,26 @@ def add_format_arguments(parser: Any) -> None:
 
 def add_replica_arguments(parser: Any) -> None:
     """The flags of one replica's model and engine shape that ``plan`` and ``simulate`` share, each
-    with one help text (they were declared twice, with different texts): ``--model-config``,
-    ``--gpu``, :func:`add_format_arguments`, ``--tp``, ``--pp``, ``--max-seq-len``, ``--max-batch-size``
-    and ``--max-num-tokens``, as the LLMEngine fields they stand for (the planner's
-    :class:`~engine_builder.planner.PlanRequest` reads them the same way in both commands)."""
+    with one help text (they were declared twice, with different texts): :func:`add_model_arguments`
+    (``--model-config``, ``--gpu``, the formats, ``--tp``, ``--pp``), then ``--max-seq-len``,
+    ``--max-batch-size`` and ``--max-num-tokens``, as the LLMEngine fields they stand for (the
+    planner's :class:`~engine_builder.planner.PlanRequest` reads them the same way in both commands)."""
+    add_model_arguments(parser)
+    add_build_arguments(parser)
+
+
+def add_model_arguments(parser: Any, *, required: bool = True) -> None:
+    """``--model-config``, ``--gpu``, :func:`add_format_arguments`, ``--tp`` and ``--pp``: the model
+    and the GPUs of one replica, with one help text and one type each for ``plan``, ``simulate`` and
+    ``tune --simulate`` (whose two are ``required=False``: its other sources take none)."""
     parser.add_argument(
         "--model-config",
-        required=True,
+        required=required,
         help="the model's Hugging Face config.json (the file, or the directory that holds it)",
     )
     parser.add_argument(
         "--gpu",
-        required=True,
+        required=required,
         help="GPU product: its nvidia.com/gpu.product value (e.g. NVIDIA-H200) or an alias (H200, H100) "
         "(spec.gpu.product)",
     )
@@ -89,6 +97,11 @@ def add_replica_arguments(parser: Any) -> None:
         help="pipeline parallelism: GPUs that split the layers into stages (spec.parallelism.pipeline; "
         "default 1); a replica has tp × pp GPUs",
     )
+
+
+def add_build_arguments(parser: Any) -> None:
+    """``--max-seq-len``, ``--max-batch-size`` and ``--max-num-tokens`` as the engine's
+    ``spec.build`` limits (``tune`` has flags of these names with another meaning, the settings now)."""
     parser.add_argument(
         "--max-seq-len",
         type=build_integer("max_seq_len"),

@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from trtllm_operator.commands import EXIT_BAD_INPUT, EXIT_OK, add_format_arguments, plain
+from trtllm_operator.commands import EXIT_BAD_INPUT, EXIT_OK, add_model_arguments, plain
 
 
 def register(subparsers: Any) -> None:
@@ -45,10 +45,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--axis", choices=("concurrency", "maxBatchSize"), default=None, help="sweep axis")
     p.add_argument("--gain-fraction", type=float, default=None, help="knee: later gain below this (0.10)")
     sim = p.add_argument_group("--simulate")
-    sim.add_argument("--model-config", help="the model's Hugging Face config.json")
-    sim.add_argument("--gpu", help="GPU product (nvidia.com/gpu.product value or alias, e.g. H100)")
-    add_format_arguments(sim)
-    sim.add_argument("--tp", type=int, default=1, help="tensor parallelism (default 1)")
+    add_model_arguments(sim, required=False)  # as plan and simulate take them (one home)
     sim.add_argument("--isl", type=int, default=128, help="prompt tokens (default 128)")
     sim.add_argument("--osl", type=int, default=128, help="output tokens (default 128)")
     sim.add_argument(
@@ -113,6 +110,7 @@ def _simulated(args: argparse.Namespace) -> list[Any]:
         quantization=args.quantization,
         kv_cache_dtype=args.kv_cache_dtype,
         tp=args.tp,
+        pp=args.pp,
         max_batch_size=max(values),
         max_num_tokens=max(8192, args.isl + 1024),
     )
@@ -135,7 +133,7 @@ def _simulated(args: argparse.Namespace) -> list[Any]:
                 max_num_tokens=None,
                 output_tokens_per_s=tput,
                 requests_per_s=tput / args.osl,
-                output_tokens_per_s_per_gpu=tput / args.tp,
+                output_tokens_per_s_per_gpu=tput / setup.spec.gpus,
                 avg_request_latency_ms=it_ms * args.osl,
                 ttft_ms=lat,
                 tpot_ms=lat,
