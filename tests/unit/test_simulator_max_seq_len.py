@@ -277,3 +277,46 @@ def test_cli_rejected_note_never_asks_for_a_limit_above_the_apis(
     within = _trace(tmp_path, [(40_000, 10)])
     _, err = _run_json(capsys, [*BASE, "--trace", within, "--policy", "static:1"])
     assert "Fix: --max-seq-len ≥ 40001, and --chunked-context or --max-num-tokens ≥ 40000" in err, err
+
+
+@pytest.mark.parametrize(
+    "planned",
+    [
+        {},  # the derived maxSeqLen
+        {"max_seq_len": 131072},  # the model's whole context, a KV cache of few such sequences
+        {"kv_cache_free_gpu_mem_fraction": 0.05},  # a small KV cache: maxSeqLen derived below it
+        {"max_seq_len": 8192, "kv_cache_free_gpu_mem_fraction": 0.05, "chunked_context": True},
+    ],
+)
+def test_a_planned_replica_rejects_only_by_the_prompt_bounds(planned: dict[str, object]) -> None:
+    """Fresh-user trial 40 F10: the rejected-request note's "or a reservation larger than the whole KV
+    cache" cannot happen through the CLI. The planner refuses a KV cache smaller than one sequence of
+    maxSeqLen, and a reservation — clients' max_tokens included — is capped at maxSeqLen, so a replica
+    the command plans accepts every prompt within its maximum input length. This is why the clause
+    was removed; it holds before and after that commit."""
+    from trtllm_operator.simulate.fleet import replica_setup  # noqa: PLC0415
+
+    spec = replica_setup(LLAMA_8B, "H100", quantization="fp8", **planned).spec  # type: ignore[arg-type]
+    assert spec.max_seq_len is not None and spec.max_seq_len <= spec.max_kv_tokens, spec
+    longest = spec.max_seq_len - 1 if spec.chunked_context else min(spec.max_seq_len - 1, spec.max_num_tokens)
+    for reserve in (0, spec.max_seq_len, 10**9):
+        greedy = ReplicaSpec(**{**_fields(spec), "reserve_output_tokens": reserve})
+        for prompt in (1, longest // 2, longest):
+            assert greedy.accepts(Request(0.0, prompt, 10**9)), (reserve, prompt)
+
+
+def _fields(spec: ReplicaSpec) -> dict[str, object]:
+    return {name: getattr(spec, name) for name in ReplicaSpec.__dataclass_fields__}
+
+
+def test_cli_rejected_note_names_only_the_prompt_bounds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 40 F10: the note said "…, or a reservation larger than the whole KV cache (never
+    schedulable)", a case a planned replica never has (test above): a clause no user could meet."""
+    trace = _trace(tmp_path, [(40_000, 10), (100, 10)])
+    _, err = _run_json(
+        capsys, [*BASE, "--trace", trace, "--policy", "static:1", "--reserve-output-tokens", "4000000"]
+    )
+    assert "1 request(s) are rejected by the server and count as dropped" in err, err
+    assert "whole KV cache" not in err and "a larger KV cache" not in err, err

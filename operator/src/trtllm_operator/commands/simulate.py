@@ -638,14 +638,16 @@ def run(args: argparse.Namespace) -> int:
             )
             if longest > setup.spec.max_num_tokens:
                 fixes.append(_max_num_tokens_fix(longest, chunking))
-        fix = ", and ".join(fixes) or "a larger KV cache (the planner's warnings above say how)"
+        # Only the prompt bounds can reject here: the planner refuses a KV cache smaller than one
+        # sequence of maxSeqLen (engine_builder.planner.plan, as TensorRT-LLM refuses to start), and a
+        # reservation is at most maxSeqLen (ReplicaSpec.reservation), so ReplicaSpec.accepts' "whole KV
+        # cache" case is out of a planned replica's reach (fresh-user trial 40 F10).
         say(
             "simulate",
             "note",
             f"{len(rejected)} request(s) are rejected by the server and "
             f"count as dropped: a prompt over {' or '.join(bounds)} (TensorRT-LLM's maximum input length; "
-            f"the longest here: {longest} tokens), or a reservation larger than the whole KV cache (never "
-            f"schedulable). Fix: {fix}, if the engine allows it",
+            f"the longest here: {longest} tokens). Fix: {', and '.join(fixes)}, if the engine allows it",
         )
     requests = served
     try:
