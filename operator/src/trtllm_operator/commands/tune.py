@@ -24,11 +24,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
-from trtllm_operator.commands import EXIT_BAD_INPUT, EXIT_OK, add_model_arguments, plain
+from trtllm_operator.commands import EXIT_BAD_INPUT, EXIT_OK, add_model_arguments, plain, say
 
 
 def register(subparsers: Any) -> None:
@@ -63,7 +62,9 @@ def register(subparsers: Any) -> None:
 
 
 def _bad(message: str) -> int:
-    print(f"trtllm-operator tune: {message}", file=sys.stderr)
+    """``message`` as an error of this command (:func:`~trtllm_operator.commands.say`, the one home of
+    "trtllm-operator COMMAND: error: …"; this printed "trtllm-operator tune: …", without the kind)."""
+    say("tune", "error", message)
     return EXIT_BAD_INPUT
 
 
