@@ -287,9 +287,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         sourced = read_objects(args.filename) + (read_objects(args.engine) if args.engine else [])
         docs = _unique(sourced, args.namespace, (DEPLOYMENT_KIND, ENGINE_KIND))
-    except (OSError, yaml.YAMLError) as exc:
+    except OSError as exc:
         return _bad(f"cannot read input: {exc}")
-    except BadInputError as exc:
+    except BadInputError as exc:  # not YAML, a key given twice, a list item that is not an object
         return _bad(str(exc))
     deployments = [d for d in docs if d.get("kind") == DEPLOYMENT_KIND]
     if not deployments:
