@@ -488,6 +488,29 @@ def test_a_directory_is_read_as_kubectl_apply_reads_it(
     assert "kind: Deployment" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(("engine_ns", "dep_ns", "flag"), [("a", "b", []), ("b", None, ["-n", "a"])])
+def test_an_engine_in_another_namespace_is_named_not_reported_missing(
+    engine_ns: str, dep_ns: str | None, flag: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 44 F9: the engine in namespace a, the deployment in b gave "not found; pass it
+    with --engine", a fix that cannot help (the engine is in the input). engineRef resolves in the
+    LLMDeployment's namespace (its namespace: metadata.namespace, else -n)."""
+    dep, engine = _example_pair()
+    engine["metadata"]["namespace"] = engine_ns
+    if dep_ns is not None:
+        dep["metadata"]["namespace"] = dep_ns
+    (tmp_path / "ns.yaml").write_text(yaml.safe_dump_all([engine, dep]))
+    assert main(["render", "-f", str(tmp_path / "ns.yaml"), *flag]) == 2
+    err = capsys.readouterr().err
+    ref = engine["metadata"]["name"]
+    assert err == (
+        f"trtllm-operator render: error: LLMDeployment {dep['metadata']['name']}: spec.engineRef.name "
+        f"{ref!r} names no LLMEngine of its namespace {dep_ns or 'a'}: the input's LLMEngine {ref} is in "
+        f"namespace {engine_ns}, and engineRef resolves in the LLMDeployment's namespace. Fix: put both "
+        "in one namespace (metadata.namespace)\n"
+    )
+
+
 _PROMETHEUS = {"source": "prometheus", "prometheusURL": "http://prometheus-operated.monitoring:9090"}
 
 

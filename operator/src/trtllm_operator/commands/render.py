@@ -324,6 +324,19 @@ def run(args: argparse.Namespace) -> int:
             None,
         )
         if engine is None:
+            elsewhere = sorted(
+                str((d.get("metadata") or {}).get("namespace"))
+                for d in docs
+                if d.get("kind") == ENGINE_KIND and (d.get("metadata") or {}).get("name") == ref
+            )
+            if elsewhere:  # fresh-user trial 44 F9: "not found; pass it with --engine" did not help
+                namespace = dep["metadata"]["namespace"]
+                return _bad(
+                    f"LLMDeployment {_name(dep)}: spec.engineRef.name {ref!r} names no LLMEngine of its "
+                    f"namespace {namespace}: the input's LLMEngine {ref} is in namespace "
+                    f"{', '.join(elsewhere)}, and engineRef resolves in the LLMDeployment's namespace. "
+                    "Fix: put both in one namespace (metadata.namespace)"
+                )
             return _bad(f"LLMEngine {ref!r} (spec.engineRef.name) not found; pass it with --engine")
         engine["metadata"].setdefault("namespace", dep["metadata"]["namespace"])
         status = engine.setdefault("status", {})
