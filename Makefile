@@ -11,7 +11,7 @@ help:
 	@echo "make demo       run the main job on a local control plane with kwok GPU nodes"
 	@echo "make demo-down  stop everything the demo started"
 	@echo "make test       lint + unit + integration + fidelity (real Triton) + e2e"
-	@echo "make crds       regenerate crds/ and the chart's copies from the API models"
+	@echo "make crds       regenerate crds/, the chart's copies and docs/api.md's field reference from the API models"
 
 venv:
 	@hack/venv.sh
@@ -72,7 +72,7 @@ test: venv control-plane
 	@echo "make test: all tiers passed"
 
 crds: venv
-	$(VENV)/bin/trtllm-operator crds --output-dir crds --chart-dir charts/trtllm-operator/crds
+	$(VENV)/bin/trtllm-operator crds --output-dir crds --chart-dir charts/trtllm-operator/crds --api-docs docs/api.md
 
 # hack/local-cluster runs the control plane and kwok only: the add-on controllers are the tests' own.
 cluster-up: venv control-plane

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,42 @@ def test_crds_command_check_detects_stale_and_writes(tmp_path: Path) -> None:
     assert main(["crds", "--output-dir", str(out), "--chart-dir", str(chart), "--check"]) == 0
     (chart / f"{GROUP}_{ENGINE_PLURAL}.yaml").write_text("# edited by hand\n")
     assert main(["crds", "--output-dir", str(out), "--chart-dir", str(chart), "--check"]) == 1
+
+
+def _make_crds_arguments() -> list[str]:
+    """The arguments the Makefile's ``crds`` target passes to ``trtllm-operator crds``."""
+    recipe = (ROOT / "Makefile").read_text(encoding="utf-8").split("\ncrds:", 1)[1].split("\n\n", 1)[0]
+    line = next(line for line in recipe.splitlines() if "trtllm-operator crds" in line)
+    return line.split("trtllm-operator crds", 1)[1].split()
+
+
+def test_make_crds_regenerates_every_generated_file_docs_api_md_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fresh-user trial 44 F15: docs/engine-builder.md and docs/api.md say ``make crds`` regenerates
+    docs/api.md; the target passed no ``--api-docs``. Its arguments, run with ``--check`` from the
+    repository root, cover every generated file these tests check (and find them fresh)."""
+    args = _make_crds_arguments()
+    assert "--api-docs docs/api.md" in " ".join(args), args
+    dirs = {Path(v) for f, v in itertools.pairwise(args) if f in {"--output-dir", "--chart-dir"}}
+    assert {ROOT / d for d in dirs} == set(CRD_DIRS)
+    monkeypatch.chdir(ROOT)
+    assert main(["crds", *args, "--check"]) == 0
+
+
+@pytest.mark.parametrize("flag", ["--output-dir", "--chart-dir"])
+def test_crds_directory_that_cannot_be_written_is_an_error_not_a_traceback(
+    flag: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 44 F15: ``crds --output-dir /proc/x`` ended in a FileNotFoundError traceback."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory\n")
+    bad = blocker / "crds"  # under a file: cannot be created, whoever runs the test
+    args = ["crds", "--output-dir", str(tmp_path / "ok"), "--chart-dir", str(tmp_path / "ok2")]
+    args[args.index(flag) + 1] = str(bad)
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"trtllm-operator crds: error: {flag} {bad}: cannot write {bad}/"), err
+    assert "Fix: name a directory that exists or can be created, and that you can write" in err
+    assert "Traceback" not in err and len(err.splitlines()) == 1
 
 
 def _walk(node: dict[str, Any], path: str = "") -> list[tuple[str, dict[str, Any]]]:

@@ -151,11 +151,7 @@ def test_condition_reason_follows_metav1(reason: str, ok: bool) -> None:
 def test_docs_reference_is_fresh() -> None:
     text = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
     assert BEGIN in text and END in text
-    assert splice(text, render_reference()) == text, (
-        "docs/api.md field reference is stale: run "
-        "`trtllm-operator crds --output-dir crds --chart-dir charts/trtllm-operator/crds "
-        "--api-docs docs/api.md`"
-    )
+    assert splice(text, render_reference()) == text, "docs/api.md field reference is stale: run `make crds`"
 
 
 def test_readme_lists_every_quantization_format_the_api_accepts() -> None:

@@ -213,6 +213,39 @@ def test_offline_check_matches_the_api_server_corpus(path: Path) -> None:
         assert any(fragment in e for e in errors), (fragment, errors)
 
 
+ENGINE_CORPUS = [p for p in CORPUS if "\nkind: LLMEngine\n" in p.read_text(encoding="utf-8")]
+
+
+@pytest.mark.parametrize("path", ENGINE_CORPUS, ids=lambda p: p.name)
+def test_render_of_an_engine_alone_prints_its_errors(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Fresh-user trial 44 F17: ``render -f`` of an engine manifest said only "no LLMDeployment in
+    FILE", never the engine's errors (119 of the corpus's 200 cases). Each is now refused with its
+    expected messages, as render refuses it beside a deployment, then "nothing to render"."""
+    text = path.read_text(encoding="utf-8")
+    expects = [line[len("# expect: ") :] for line in text.splitlines() if line.startswith("# expect: ")]
+    name = yaml.safe_load(text)["metadata"]["name"]
+    assert main(["render", "-f", str(path)]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    errors, last = lines[:-1], lines[-1]
+    assert errors and all(e.startswith(f"trtllm-operator render: error: LLMEngine {name}: ") for e in errors)
+    for fragment in expects:
+        assert any(fragment in e for e in errors), (fragment, errors)
+    assert last == (
+        f"trtllm-operator render: error: no LLMDeployment in {path}: nothing to render (render prints an "
+        f"LLMDeployment's children); it holds LLMEngine {name} (refused: the errors above)"
+    )
+
+
+def test_render_of_valid_engines_alone_names_them(capsys: pytest.CaptureFixture[str]) -> None:
+    example = REPO / "examples" / "llama-3.1-8b-max-seq-len.yaml"
+    assert main(["render", "-f", str(example)]) == 2
+    assert capsys.readouterr().err == (
+        f"trtllm-operator render: error: no LLMDeployment in {example}: nothing to render (render prints "
+        "an LLMDeployment's children); it holds LLMEngine llama-3-1-8b-derived-len (no error), LLMEngine "
+        "llama-3-1-8b-full-context (no error)\n"
+    )
+
+
 @pytest.mark.parametrize(
     "path", sorted((REPO / "tests" / "fixtures" / "valid").glob("*.yaml")), ids=lambda p: p.name
 )
@@ -486,6 +519,29 @@ def test_a_directory_is_read_as_kubectl_apply_reads_it(
     (tmp_path / "nested" / "x.yaml").write_text("not: [yaml")
     assert main(["render", "-f", str(tmp_path)]) == 0, capsys.readouterr().err
     assert "kind: Deployment" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("engine_ns", "dep_ns", "flag"), [("a", "b", []), ("b", None, ["-n", "a"])])
+def test_an_engine_in_another_namespace_is_named_not_reported_missing(
+    engine_ns: str, dep_ns: str | None, flag: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 44 F9: the engine in namespace a, the deployment in b gave "not found; pass it
+    with --engine", a fix that cannot help (the engine is in the input). engineRef resolves in the
+    LLMDeployment's namespace (its namespace: metadata.namespace, else -n)."""
+    dep, engine = _example_pair()
+    engine["metadata"]["namespace"] = engine_ns
+    if dep_ns is not None:
+        dep["metadata"]["namespace"] = dep_ns
+    (tmp_path / "ns.yaml").write_text(yaml.safe_dump_all([engine, dep]))
+    assert main(["render", "-f", str(tmp_path / "ns.yaml"), *flag]) == 2
+    err = capsys.readouterr().err
+    ref = engine["metadata"]["name"]
+    assert err == (
+        f"trtllm-operator render: error: LLMDeployment {dep['metadata']['name']}: spec.engineRef.name "
+        f"{ref!r} names no LLMEngine of its namespace {dep_ns or 'a'}: the input's LLMEngine {ref} is in "
+        f"namespace {engine_ns}, and engineRef resolves in the LLMDeployment's namespace. Fix: put both "
+        "in one namespace (metadata.namespace)\n"
+    )
 
 
 _PROMETHEUS = {"source": "prometheus", "prometheusURL": "http://prometheus-operated.monitoring:9090"}

@@ -14,7 +14,15 @@ import yaml
 from trtllm_operator.cli import main
 from trtllm_operator.decide import autoscaling as asc
 from trtllm_operator.simulate.engine import SimulationResult
-from trtllm_operator.simulate.report import percentile, summarize, timeline, write_timeline_csv
+from trtllm_operator.simulate.report import (
+    MAX_TIMELINE_ROWS,
+    TimelineTooLongError,
+    check_timeline_rows,
+    percentile,
+    summarize,
+    timeline,
+    write_timeline_csv,
+)
 from trtllm_operator.simulate.traces import Request
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,6 +73,49 @@ def test_timeline_buckets_by_arrival(tmp_path: Path) -> None:
     write_timeline_csv(rows, out)
     parsed = list(csv.DictReader(out.open()))
     assert parsed[1]["target_replicas"] == "3" and parsed[0]["max_waiting"] == "3"
+
+
+def test_timeline_refuses_more_rows_than_the_cap_before_allocating_them() -> None:
+    # Fresh-user trial 44 F11: interval 1e-9 of a 4 s run was 4e9 rows, allocated until MemoryError.
+    with pytest.raises(TimelineTooLongError) as caught:
+        timeline(a_result(), slo_ttft_ms=1000, interval_s=1e-9)
+    assert caught.value.rows == 4_000_000_000 and caught.value.smallest_interval_s == 4e-5
+    assert "4,000,000,000 timeline rows for 4 s of simulated time, above the 100,000" in str(caught.value)
+    assert "use an interval of at least 4e-05 s" in str(caught.value)
+    assert len(timeline(a_result(), slo_ttft_ms=1000, interval_s=4e-5)) == MAX_TIMELINE_ROWS
+
+
+@pytest.mark.parametrize("span_s", [1.0, 3599.7, 86_400.0, 90_017.3, 7.77])
+def test_the_smallest_interval_named_fits_the_cap(span_s: float) -> None:
+    with pytest.raises(TimelineTooLongError) as caught:
+        check_timeline_rows(span_s, 1e-9)
+    smallest = caught.value.smallest_interval_s
+    check_timeline_rows(span_s, smallest)  # does not raise: the advice is followable
+    assert smallest < span_s / MAX_TIMELINE_ROWS * 1.1  # and not much coarser than needed
+
+
+@pytest.mark.parametrize(
+    ("timestamps_ms", "rows"),
+    [
+        # the trace's last arrival (10 s) already needs 10^10 rows: refused before the run
+        ([0, 10_000], "10,000,000,000 timeline rows for 10 s of simulated time"),
+        # one request at 0 s: the run, not the trace, lasts past 0 s; refused after the run
+        ([0], " timeline rows for 0."),
+    ],
+)
+def test_cli_refuses_a_timeline_interval_that_gives_too_many_rows(
+    timestamps_ms: list[int], rows: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "t.jsonl"
+    line = '{{"timestamp": {}, "input_length": 100, "output_length": 10}}\n'
+    trace.write_text("".join(line.format(t) for t in timestamps_ms))
+    args = ["simulate", "--trace", str(trace), "--model-config", str(LLAMA_8B), "--gpu", "H100"]
+    args += ["--timeline-interval-s", "1e-9", "--timeline", str(tmp_path / "t.csv")]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "trtllm-operator simulate: error: --timeline-interval-s 1e-09: " in err
+    assert rows in err and "above the 100,000 a timeline holds; use an interval of at least" in err
+    assert not (tmp_path / "t.csv").exists()
 
 
 def test_cli_json_has_the_stable_keys(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

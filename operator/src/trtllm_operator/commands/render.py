@@ -287,24 +287,33 @@ def run(args: argparse.Namespace) -> int:
     try:
         sourced = read_objects(args.filename) + (read_objects(args.engine) if args.engine else [])
         docs = _unique(sourced, args.namespace, (DEPLOYMENT_KIND, ENGINE_KIND))
-    except (OSError, yaml.YAMLError) as exc:
+    except OSError as exc:
         return _bad(f"cannot read input: {exc}")
-    except BadInputError as exc:
+    except BadInputError as exc:  # not YAML, a key given twice, a list item that is not an object
         return _bad(str(exc))
     deployments = [d for d in docs if d.get("kind") == DEPLOYMENT_KIND]
-    if not deployments:
-        return _bad(f"no LLMDeployment in {args.filename}")
+    engines = [d for d in docs if d.get("kind") == ENGINE_KIND]
     # Every object is checked before any is rendered, and every invalid one is reported: a run shows
-    # all that kubectl apply would refuse, not the first object's errors only.
-    invalid = False
-    for doc in [*deployments, *(d for d in docs if d.get("kind") == ENGINE_KIND)]:
+    # all that kubectl apply would refuse, not the first object's errors only — an input of LLMEngines
+    # alone too (fresh-user trial 44 F17: "no LLMDeployment" hid the engines' own errors).
+    invalid: set[int] = set()
+    for doc in [*deployments, *engines]:
         if doc.get("kind") == DEPLOYMENT_KIND:
             if not isinstance(doc.get("metadata"), dict):
                 doc["metadata"] = {}
             doc["metadata"].setdefault("namespace", args.namespace)
         for message in manifest_errors(doc):
             say("render", "error", f"{doc['kind']} {_name(doc)}: {message}")
-            invalid = True
+            invalid.add(id(doc))
+    if not deployments:
+        held = ", ".join(
+            f"LLMEngine {_name(e)} ({'refused: the errors above' if id(e) in invalid else 'no error'})"
+            for e in engines
+        )
+        return _bad(
+            f"no LLMDeployment in {args.filename}: nothing to render (render prints an LLMDeployment's "
+            f"children){f'; it holds {held}' if held else ''}"
+        )
     if invalid:
         return EXIT_BAD_INPUT
     out: list[str] = []
@@ -324,6 +333,19 @@ def run(args: argparse.Namespace) -> int:
             None,
         )
         if engine is None:
+            elsewhere = sorted(
+                str((d.get("metadata") or {}).get("namespace"))
+                for d in docs
+                if d.get("kind") == ENGINE_KIND and (d.get("metadata") or {}).get("name") == ref
+            )
+            if elsewhere:  # fresh-user trial 44 F9: "not found; pass it with --engine" did not help
+                namespace = dep["metadata"]["namespace"]
+                return _bad(
+                    f"LLMDeployment {_name(dep)}: spec.engineRef.name {ref!r} names no LLMEngine of its "
+                    f"namespace {namespace}: the input's LLMEngine {ref} is in namespace "
+                    f"{', '.join(elsewhere)}, and engineRef resolves in the LLMDeployment's namespace. "
+                    "Fix: put both in one namespace (metadata.namespace)"
+                )
             return _bad(f"LLMEngine {ref!r} (spec.engineRef.name) not found; pass it with --engine")
         engine["metadata"].setdefault("namespace", dep["metadata"]["namespace"])
         status = engine.setdefault("status", {})

@@ -574,6 +574,11 @@ def run(args: argparse.Namespace) -> int:
     if fraction is None:
         fraction = server.kv_cache_free_gpu_mem_fraction
     chunked = server.enable_chunked_context if args.chunked_context is None else args.chunked_context
+    if args.timeline or args.plot:  # the run lasts at least until the last arrival: refuse before it
+        try:
+            report.check_timeline_rows(max(r.arrival_s for r in requests), args.timeline_interval_s)
+        except report.TimelineTooLongError as exc:
+            return _fail(f"--timeline-interval-s {args.timeline_interval_s:g}: {exc}")
     try:
         setup = replica_setup(
             args.model_config,
@@ -742,7 +747,10 @@ def run(args: argparse.Namespace) -> int:
     }
     rows = None
     if args.timeline or args.plot:
-        rows = report.timeline(result, args.slo_ttft_ms, args.timeline_interval_s)
+        try:
+            rows = report.timeline(result, args.slo_ttft_ms, args.timeline_interval_s)
+        except report.TimelineTooLongError as exc:  # the run drained past the last arrival
+            return _fail(f"--timeline-interval-s {args.timeline_interval_s:g}: {exc}")
     if args.timeline and rows is not None:
         try:
             report.write_timeline_csv(rows, args.timeline)

@@ -116,10 +116,52 @@ class TimelineRow:
     slo_attainment: float | None
 
 
+#: The most rows :func:`timeline` returns: every row is held in memory (and written to the CSV), so an
+#: interval far below the run's length (``simulate --timeline-interval-s 1e-9``) took the machine's
+#: memory until MemoryError (fresh-user trial 44 F11). 100,000 rows are a day-long run at 1 s (with the
+#: hour of drain after its last arrival) or a 100 s run at 1 ms; a few tens of MB.
+MAX_TIMELINE_ROWS = 100_000
+
+
+class TimelineTooLongError(ValueError):
+    """An interval that gives a run of ``span_s`` seconds more than :data:`MAX_TIMELINE_ROWS` rows.
+    ``rows``: how many it would give (``None`` when too many to count in floating point);
+    ``smallest_interval_s``: the smallest interval, rounded up to two significant digits, that gives at
+    most :data:`MAX_TIMELINE_ROWS`."""
+
+    def __init__(self, span_s: float, interval_s: float) -> None:
+        ratio = span_s / interval_s
+        self.span_s = span_s
+        self.interval_s = interval_s
+        self.rows = math.ceil(ratio) if math.isfinite(ratio) else None
+        exact = span_s / MAX_TIMELINE_ROWS
+        scale = 10.0 ** (math.floor(math.log10(exact)) - 1)
+        smallest = float(f"{math.ceil(exact / scale - 1e-9) * scale:.2g}")
+        if math.ceil(span_s / smallest) > MAX_TIMELINE_ROWS:  # rounding in floating point
+            smallest = float(f"{smallest + scale:.2g}")
+        self.smallest_interval_s = smallest
+        rows = "more than 10^308" if self.rows is None else f"{self.rows:,}"
+        super().__init__(
+            f"{rows} timeline rows for {span_s:g} s of simulated time, above the {MAX_TIMELINE_ROWS:,} "
+            f"a timeline holds; use an interval of at least {smallest:g} s"
+        )
+
+
+def check_timeline_rows(span_s: float, interval_s: float) -> None:
+    """Raise :class:`TimelineTooLongError` when :func:`timeline` of a run of ``span_s`` simulated
+    seconds at ``interval_s`` would give more than :data:`MAX_TIMELINE_ROWS` rows (one per started
+    interval from 0 to ``span_s``)."""
+    if span_s / interval_s > MAX_TIMELINE_ROWS:
+        raise TimelineTooLongError(span_s, interval_s)
+
+
 def timeline(result: SimulationResult, slo_ttft_ms: float, interval_s: float = 60.0) -> list[TimelineRow]:
-    """Per-interval rows from 0 to the end of the run (interval in simulated seconds)."""
+    """Per-interval rows from 0 to the end of the run (interval in simulated seconds). Raises
+    :class:`ValueError` for an interval ≤ 0 and :class:`TimelineTooLongError` (a ``ValueError``) for
+    one that gives more than :data:`MAX_TIMELINE_ROWS` rows, before anything is allocated."""
     if interval_s <= 0:
         raise ValueError(f"timeline interval must be > 0 s, got {interval_s}")
+    check_timeline_rows(result.end_s, interval_s)
     buckets = max(1, math.ceil(result.end_s / interval_s))
     arrivals = [0] * buckets
     tin = [0] * buckets

@@ -1,0 +1,114 @@
+"""How ``render -f`` and ``simulate --deployment`` read manifests (``commands._manifests``, their one
+home): input that is not YAML is one error line naming the file, the line and the column."""
+
+from __future__ import annotations
+
+import io
+import shutil
+from pathlib import Path
+
+import pytest
+
+from trtllm_operator.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "llama-3.1-8b-fp8-h100.yaml"
+LLAMA_8B = REPO / "tests" / "fixtures" / "model-configs" / "meta-llama__Llama-3.1-8B-Instruct.json"
+SIMULATE = [
+    "simulate",
+    "--trace",
+    "poisson:rate=1,duration=10",
+    "--model-config",
+    str(LLAMA_8B),
+    "--gpu",
+    "H100",
+]
+#: What PyYAML says of ``kind: [`` followed by the end of the file.
+UNCLOSED = "not valid YAML: expected the node content, but found '<stream end>' (while parsing a flow node)"
+
+
+def _directory_with_a_broken_file(tmp_path: Path) -> Path:
+    shutil.copy(EXAMPLE, tmp_path / "a.yaml")
+    (tmp_path / "zz.yaml").write_text("kind: [\n")
+    return tmp_path
+
+
+@pytest.mark.parametrize("read", ["the directory", "the file"])
+def test_render_names_the_file_line_and_column_of_a_yaml_error(
+    read: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 44 F8: five ``render: error:`` lines of PyYAML's message, naming
+    ``"<unicode string>", line 2`` and not the file — with ``-f DIR``, not which of its files."""
+    directory = _directory_with_a_broken_file(tmp_path)
+    path = directory if read == "the directory" else directory / "zz.yaml"
+    assert main(["render", "-f", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"trtllm-operator render: error: {directory / 'zz.yaml'}: line 2, column 1: {UNCLOSED}\n"
+
+
+def test_render_names_standard_input(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """PyYAML's reader errors give a character offset, not a line: it is turned into one."""
+    monkeypatch.setattr("sys.stdin", io.StringIO("apiVersion: v1\nkind: \x07\n"))
+    assert main(["render", "-f", "-"]) == 2
+    assert capsys.readouterr().err == (
+        "trtllm-operator render: error: standard input: line 2, column 7: not valid YAML: "
+        "special characters are not allowed\n"
+    )
+
+
+def test_simulate_deployment_reads_through_the_same_place(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    directory = _directory_with_a_broken_file(tmp_path)
+    assert main([*SIMULATE, "--deployment", str(directory)]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"trtllm-operator simulate: error: --deployment {directory / 'zz.yaml'}: "
+        f"line 2, column 1: {UNCLOSED}\n"
+    )
+
+
+def _with_a_second_replicas(tmp_path: Path) -> tuple[Path, int]:
+    """The 8B example with ``replicas: 7`` added under its LLMDeployment's ``replicas: 2`` (a
+    merge-conflict resolution that kept both); returns the file and the first line's number."""
+    lines = EXAMPLE.read_text().splitlines(keepends=True)
+    first = next(i for i, line in enumerate(lines) if line == "  replicas: 2\n")
+    lines.insert(first + 1, "  replicas: 7\n")
+    path = tmp_path / "dupkey.yaml"
+    path.write_text("".join(lines))
+    return path, first + 1
+
+
+def test_a_key_given_twice_is_refused_naming_the_file_the_key_and_both_lines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 44 F23: render took the last ``replicas`` (7) silently and simulate ran
+    ``static:7``; ``kubectl apply`` (strict field validation, its default) refuses duplicate fields."""
+    path, line = _with_a_second_replicas(tmp_path)
+    said = (
+        f"{path}: line {line + 1}, column 3: key 'replicas' is given twice in one mapping (lines {line} "
+        f"and {line + 1}): kubectl apply refuses duplicate fields (strict field validation, its default); "
+        "keep one\n"
+    )
+    assert main(["render", "-f", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == f"trtllm-operator render: error: {said}" and captured.out == ""
+    assert main([*SIMULATE, "--deployment", str(path)]) == 2
+    assert capsys.readouterr().err == f"trtllm-operator simulate: error: --deployment {said}"
+
+
+def test_a_key_merged_in_and_written_is_not_a_duplicate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """YAML's merge key: an explicit key overrides a merged one (not two values for one key), and the
+    keys of two different mappings may be equal."""
+    text = EXAMPLE.read_text().replace("  replicas: 2\n", "  <<: {replicas: 5}\n  replicas: 2\n", 1)
+    assert text != EXAMPLE.read_text()
+    path = tmp_path / "merged.yaml"
+    path.write_text(text)
+    assert main(["render", "-f", str(path)]) == 0, capsys.readouterr().err
+    merged = capsys.readouterr().out
+    assert main(["render", "-f", str(EXAMPLE)]) == 0
+    assert merged == capsys.readouterr().out  # replicas: 2, as written
