@@ -45,6 +45,7 @@ from support.wait import wait_for
 
 from trtllm_operator.api import GROUP, VERSION
 from trtllm_operator.handlers.autoscaler import EXTERNAL_RESYNC_SECONDS
+from trtllm_operator.render.keda import keda_hpa_name
 
 pytestmark = pytest.mark.slow
 
@@ -166,10 +167,12 @@ def test_mode_keda_under_kedas_webhooks(cluster: LocalCluster, api: Api) -> None
     ScaledObject (``verifyHpas``). Before, the operator raised the 403 into kopf, which retried the
     handler and the resync timer forever with nothing on the object (no condition, no Event); (3) a
     user's HPA made after the operator's ScaledObject, then a change of ``spec.autoscaling`` — KEDA
-    refuses the operator's patch (``ValidateUpdate`` → ``verifyHpas``), the ScaledObject as last
-    applied still scales (ScalingActive True, AdmissionRefused), and the change is applied once that
-    HPA is gone. Each refused change posts exactly one Warning, counted after a quiet window (the
-    check stopped at the first Warning before, so a duplicate passed)."""
+    refuses the operator's patch (``ValidateUpdate`` → ``verifyHpas``); the ScaledObject stays as last
+    applied, but its HPA and the user's target one LLMDeployment, which Kubernetes' HPA controller
+    refuses to scale (AmbiguousSelector), so ScalingActive False, AdmissionRefused, naming the user's
+    HPA; the change is applied once that HPA is gone. Each refused change posts exactly one Warning,
+    counted after a quiet window (the check stopped at the first Warning before, so a duplicate
+    passed)."""
     ns = api.ns
     hpa_api = client.AutoscalingV2Api(cluster.api)
     custom = client.CustomObjectsApi(cluster.api)
@@ -232,21 +235,40 @@ def test_mode_keda_under_kedas_webhooks(cluster: LocalCluster, api: Api) -> None
             # LLMDeployment created after it (KEDA v2.20.2 has no HPA webhook, so it is admitted), then
             # a change of spec.autoscaling; KEDA's ValidateUpdate runs the same validateWorkload →
             # verifyHpas as on create and refuses the operator's patch. The ScaledObject as last applied
-            # stands: ScalingActive stays True, reason AdmissionRefused (decide/autoscaler.py
-            # external_refused). Not checked here (no HPA controller runs in this module): whether KEDA's
-            # HPA still scales — with the user's HPA on the same target, kubernetes v1.34.4
-            # pkg/controller/podautoscaler/horizontal.go validateAndParseSelector sets both HPAs
-            # ScalingActive False "AmbiguousSelector" once their selector selects pods.
+            # stands, but KEDA's HPA for it and the user's HPA now target one LLMDeployment (shown
+            # below), and kubernetes v1.34.4 pkg/controller/podautoscaler/horizontal.go
+            # validateAndParseSelector stops every HPA of pods that two HPAs select (ScalingActive False
+            # "AmbiguousSelector" on each): nothing the operator rendered scales, ScalingActive False,
+            # reason AdmissionRefused (decide/autoscaler.py external_refused). No HPA controller runs in
+            # this module: the two HPAs on one target are checked here, the controller's verdict is not.
             hpa_api.create_namespaced_horizontal_pod_autoscaler(
                 ns, an_hpa_on(f"{GROUP}/{VERSION}", "LLMDeployment", "taken", "users-hpa")
             )
+            kedas_hpa = wait_for(
+                lambda: hpa_api.read_namespaced_horizontal_pod_autoscaler(keda_hpa_name("taken"), ns),
+                60,
+                desc="KEDA's HPA of taken",
+            )
+            users_hpa = hpa_api.read_namespaced_horizontal_pod_autoscaler("users-hpa", ns)
+            assert (
+                kedas_hpa.spec.scale_target_ref.to_dict()
+                == users_hpa.spec.scale_target_ref.to_dict()
+                == {
+                    "api_version": f"{GROUP}/{VERSION}",
+                    "kind": "LLMDeployment",
+                    "name": "taken",
+                }
+            ), (kedas_hpa.spec.scale_target_ref, users_hpa.spec.scale_target_ref)
             wait_change_refused(custom, ns, "taken", keda_says)
             api.patch("llmdeployments", "taken", {"spec": {"autoscaling": {"maxReplicas": 3}}})
             standing = api.wait_condition("taken", "ScalingActive", reason="AdmissionRefused", timeout=60)
-            assert standing["status"] == "True", standing
+            assert standing["status"] == "False", standing
             assert standing["message"].startswith(
-                "the API server refused the change to ScaledObject taken; the ScaledObject as last "
-                f"applied still scales this deployment: {keda_says} (tried again every "
+                "the API server refused the change to ScaledObject taken, which stays as last applied, but "
+                "nothing the operator rendered scales this deployment while HorizontalPodAutoscaler "
+                "users-hpa also targets it: Kubernetes' HPA controller stops that HPA and KEDA's HPA for "
+                "taken (AmbiguousSelector: pods controlled by multiple HPAs); delete "
+                f"HorizontalPodAutoscaler users-hpa: {keda_says} (tried again every "
             ), standing
             applied = scaled_object("taken")
             assert applied is not None and applied["spec"]["maxReplicaCount"] == 2, applied

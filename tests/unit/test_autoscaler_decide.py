@@ -24,6 +24,7 @@ from trtllm_operator.decide.autoscaler import (
     external_refused,
     external_rendered,
     failure_is_new,
+    other_scaler,
     refused_message,
     retire_builtin,
     state_for_tick,
@@ -604,46 +605,134 @@ def test_an_admission_webhooks_refusal_is_reported_with_its_words() -> None:
     assert (warning.reason, warning.type, warning.message) == ("AdmissionRefused", "Warning", message)
 
 
-def test_a_refused_change_of_the_owned_scaled_object_says_the_last_applied_one_still_scales() -> None:
-    """Fresh-user trial 38 F9a: KEDA's ``ValidateUpdate`` runs the same ``validateWorkload`` checks as
-    ``ValidateCreate`` (kedacore/keda v2.20.2 apis/keda/v1alpha1/scaledobject_webhook.go), so once a
-    user's HPA scales the LLMDeployment, the patch of the ScaledObject the operator already owns is
-    refused. That ScaledObject (and KEDA's HPA) still scale: ScalingActive and ScalingLimited said
-    "nothing the operator rendered scales this deployment" / "no autoscaler decides"."""
-    keda = (
-        "admission webhook \"vscaledobject.kb.io\" denied the request: the workload 'chat' of type "
-        "'llm.trtllm-operator.dev/v1alpha1.LLMDeployment' is already managed by the hpa 'users-hpa'"
-    )
+#: KEDA's webhook names the workload by its scaleTargetRef: group/version.kind (gvkr_types.go GVKString).
+KEDA_TARGET = "the workload 'chat' of type 'llm.trtllm-operator.dev/v1alpha1.LLMDeployment'"
+KEDA_DENIED = 'admission webhook "vscaledobject.kb.io" denied the request: '
+
+#: KEDA's refusals of a ScaledObject whose target another autoscaler targets (kedacore/keda v2.20.2
+#: apis/keda/v1alpha1/scaledobject_webhook.go: verifyHpas' two ``fmt.Errorf`` texts, verifyScaledObjects'
+#: first), with the other object's kind and name.
+KEDA_OTHER_SCALER_REFUSALS = (
+    (
+        KEDA_DENIED + KEDA_TARGET + " is already managed by the hpa 'users-hpa'",
+        "HorizontalPodAutoscaler",
+        "users-hpa",
+        "that HPA and KEDA's HPA for chat",
+    ),
+    (
+        KEDA_DENIED + "the existing hpa 'users-hpa' for workload 'chat' of type "
+        "'llm.trtllm-operator.dev/v1alpha1.LLMDeployment' must be specified by name in advanced settings to "
+        "enable ownership transfer",
+        "HorizontalPodAutoscaler",
+        "users-hpa",
+        "that HPA and KEDA's HPA for chat",
+    ),
+    (
+        KEDA_DENIED + KEDA_TARGET + " is already managed by the ScaledObject 'users-so'",
+        "ScaledObject",
+        "users-so",
+        "the HPA KEDA keeps for each",
+    ),
+)
+
+
+@pytest.mark.parametrize(("keda", "other_kind", "other", "stopped"), KEDA_OTHER_SCALER_REFUSALS)
+def test_a_change_refused_because_another_autoscaler_targets_the_deployment_scales_nothing(
+    keda: str, other_kind: str, other: str, stopped: str
+) -> None:
+    """Fresh-user trial 38 F9a, then issue #23: KEDA's ``ValidateUpdate`` runs the same
+    ``validateWorkload`` checks as ``ValidateCreate``, so once another HPA (or ScaledObject) targets the
+    LLMDeployment, the patch of the ScaledObject the operator owns is refused. That ScaledObject stays
+    as last applied, but two HPAs then select the same pods and Kubernetes' HPA controller stops both
+    (kubernetes v1.34.4 pkg/controller/podautoscaler/horizontal.go validateAndParseSelector:
+    ``ScalingActive=False`` ``AmbiguousSelector``). Before: ``True``, "the ScaledObject as last applied
+    still scales this deployment", and ScalingLimited kept naming KEDA's HPA as the one that decides."""
     conditions, warning = external_refused("ScaledObject", "chat", keda, 30.0, 4, standing=True)
     (active,) = conditions
     assert (active["type"], active["status"], active["reason"], active["observedGeneration"]) == (
         "ScalingActive",
-        "True",
+        "False",
         "AdmissionRefused",
         4,
     )
+    targets = "also targets it (and is not paused)" if other_kind == "ScaledObject" else "also targets it"
     assert active["message"] == (
-        "the API server refused the change to ScaledObject chat; the ScaledObject as last applied still "
-        f"scales this deployment: {keda} (tried again every 30 s)"
+        "the API server refused the change to ScaledObject chat, which stays as last applied, but nothing "
+        f"the operator rendered scales this deployment while {other_kind} {other} {targets}: Kubernetes' "
+        f"HPA controller stops {stopped} (AmbiguousSelector: pods controlled by multiple HPAs); delete "
+        f"{other_kind} {other}: {keda} (tried again every 30 s)"
     )
-    assert "nothing the operator rendered" not in active["message"]
+    assert "still scales" not in active["message"]
     assert (warning.reason, warning.type, warning.message) == (
         "AdmissionRefused",
         "Warning",
         active["message"],
     )
-    # ScalingLimited keeps naming KEDA's HPA, which still decides (pending or already written)
+    # no HPA of the operator's decides: ScalingLimited says so instead of naming KEDA's HPA
+    retired, _ = retire_builtin(
+        autoscaling(enabled=True, mode="keda"), BUILTIN_LEFT, hpa="chat-keda", generation=4
+    )
+    (limited,) = [c for c in undelegated(retired, BUILTIN_LEFT, active) if c["type"] == "ScalingLimited"]
+    assert (limited["status"], limited["reason"]) == ("Unknown", "AdmissionRefused")
+    assert limited["message"] == f"no autoscaler decides the replica count: {active['message']}"
+    # a refused create: nothing of the operator's scales, worded as before
+    created, _ = external_refused("ScaledObject", "chat", keda, 30.0, 4, standing=False)
+    assert (created[0]["status"], created[0]["reason"]) == ("False", "AdmissionRefused")
+    assert created[0]["message"] == refused_message("ScaledObject", "chat", keda, 30.0)
+    assert created[0]["message"] == (
+        "the API server refused ScaledObject chat, so nothing the operator rendered scales this "
+        f"deployment: {keda} (tried again every 30 s)"
+    )
+
+
+#: Refusals of a change that do not say another autoscaler targets the deployment: a
+#: ValidatingAdmissionPolicy's denial and a webhook not reachable (kube-apiserver v1.34.4's words, as in
+#: UPSTREAM_REFUSALS below), and KEDA's clash of HPA names (verifyScaledObjects' second text: the other
+#: ScaledObject may target another workload).
+OTHER_REFUSALS = (
+    "scaledobjects.keda.sh \"chat\" is forbidden: ValidatingAdmissionPolicy 'keda-limits' with binding "
+    "'keda-limits' denied request: failed expression: object.spec.maxReplicaCount <= 2",
+    'Internal error occurred: failed calling webhook "vscaledobject.kb.io": failed to call webhook: Post '
+    '"https://keda-admission-webhooks.keda.svc:443/validate-keda-sh-v1alpha1-scaledobject?timeout=10s": EOF',
+    KEDA_DENIED + "the HPA 'chat-keda' is already managed by the ScaledObject 'users-so'",
+)
+
+
+@pytest.mark.parametrize("refusal", OTHER_REFUSALS)
+def test_another_refused_change_says_only_that_the_child_stays_as_last_applied(refusal: str) -> None:
+    """A refused change whose cause does not stop the child's HPA (as far as the operator can tell)
+    keeps ``ScalingActive=True`` and ``ScalingDelegated`` (whose message names KEDA's HPA, whose own
+    conditions say whether it scales), and claims no more than what stays applied. Before: "the
+    ScaledObject as last applied still scales this deployment" for every refused change."""
+    conditions, warning = external_refused("ScaledObject", "chat", refusal, 30.0, 4, standing=True)
+    (active,) = conditions
+    assert (active["status"], active["reason"]) == ("True", "AdmissionRefused")
+    assert active["message"] == (
+        "the API server refused the change to ScaledObject chat, which stays as last applied: "
+        f"{refusal} (tried again every 30 s)"
+    )
+    assert (warning.reason, warning.type, warning.message) == (
+        "AdmissionRefused",
+        "Warning",
+        active["message"],
+    )
     retired, _ = retire_builtin(
         autoscaling(enabled=True, mode="keda"), BUILTIN_LEFT, hpa="chat-keda", generation=4
     )
     assert undelegated(retired, BUILTIN_LEFT, active) == retired
     assert undelegated([], {"conditions": retired}, active) == []
-    # a refused create: nothing of the operator's scales, as before
-    created, _ = external_refused("ScaledObject", "chat", keda, 30.0, 4, standing=False)
-    assert (created[0]["status"], created[0]["reason"]) == ("False", "AdmissionRefused")
-    assert created[0]["message"] == refused_message("ScaledObject", "chat", keda, 30.0)
-    (limited,) = [c for c in undelegated(retired, BUILTIN_LEFT, created[0]) if c["type"] == "ScalingLimited"]
-    assert (limited["status"], limited["reason"]) == ("Unknown", "AdmissionRefused")
+
+
+def test_kedas_words_on_an_hpa_of_the_operators_are_not_kedas() -> None:
+    """KEDA v2.20.2 registers no webhook for HPAs (config/webhooks/validation_webhooks.yaml): the same
+    words on a refused HPA (a policy echoing them, say) are not read as KEDA's."""
+    keda = KEDA_OTHER_SCALER_REFUSALS[0][0]
+    assert other_scaler("ScaledObject", keda) == ("HorizontalPodAutoscaler", "users-hpa")
+    assert other_scaler("HorizontalPodAutoscaler", keda) is None
+    conditions, _ = external_refused("HorizontalPodAutoscaler", "chat", keda, 30.0, 4, standing=True)
+    assert conditions[0]["status"] == "True"
+    # the words must be the whole webhook denial, not a part of another message
+    assert other_scaler("ScaledObject", keda + " (and more)") is None
 
 
 #: Refusals by admission other than a webhook's denial, as kube-apiserver v1.34.4 words them, and

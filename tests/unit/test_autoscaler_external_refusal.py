@@ -14,7 +14,7 @@ from kubernetes.client.exceptions import ApiException
 from support.manifests import a_keda_deployment
 
 from trtllm_operator.api.wire import ANNOTATION_RENDERED_HASH
-from trtllm_operator.handlers.autoscaler import sync_external_autoscaler
+from trtllm_operator.handlers.autoscaler import EXTERNAL_RESYNC_SECONDS, sync_external_autoscaler
 from trtllm_operator.kube.client import EVENT, JSON_PATCH, LLM_DEPLOYMENT, SCALED_OBJECT, Kube, Resource
 
 NS = "ns"
@@ -38,14 +38,15 @@ DELEGATED = {
 
 
 class StoreKube(Kube):
-    """Objects by (kind, name) in one namespace; a write of a ScaledObject refused with 403 and
-    :data:`REFUSAL`; the status subresource's JSON patch applied (its ``test`` ops not checked);
-    Events kept in :attr:`events`."""
+    """Objects by (kind, name) in one namespace; a write of a ScaledObject refused with ``status`` and
+    ``refusal`` (by default KEDA's 403 and :data:`REFUSAL`); the status subresource's JSON patch
+    applied (its ``test`` ops not checked); Events kept in :attr:`events`."""
 
-    def __init__(self) -> None:
+    def __init__(self, refusal: str = REFUSAL, status: int = 403) -> None:
         super().__init__(None)  # type: ignore[arg-type]  # no API client: nothing is sent
         self.objects: dict[tuple[str, str], dict[str, Any]] = {}
         self.events: list[dict[str, Any]] = []
+        self.refusal, self.status = refusal, status
 
     def get(self, res: Resource, namespace: str | None, name: str, **_: Any) -> dict[str, Any] | None:
         found = self.objects.get((res.kind, name))
@@ -53,7 +54,7 @@ class StoreKube(Kube):
 
     def _refuse(self, res: Resource) -> None:
         if res == SCALED_OBJECT:
-            raise _with_body(REFUSAL)
+            raise _with_body(self.refusal, self.status)
 
     def create(self, res: Resource, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
         if res == EVENT:
@@ -90,9 +91,9 @@ class StoreKube(Kube):
         return copy.deepcopy(obj)
 
 
-def _with_body(message: str) -> ApiException:
-    exc = ApiException(status=403, reason="Forbidden")
-    exc.body = json.dumps({"kind": "Status", "status": "Failure", "message": message, "code": 403})
+def _with_body(message: str, status: int) -> ApiException:
+    exc = ApiException(status=status, reason="Forbidden")
+    exc.body = json.dumps({"kind": "Status", "status": "Failure", "message": message, "code": status})
     return exc
 
 
@@ -111,12 +112,9 @@ def _conditions(kube: StoreKube) -> dict[str, dict[str, Any]]:
     return {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or []}
 
 
-def test_a_refused_change_of_the_owned_scaled_object_is_not_reported_as_nothing_scaling() -> None:
-    """The ScaledObject the operator applied earlier stands (KEDA's ValidateUpdate refused only the
-    patch), so ScalingActive stays True and ScalingLimited keeps naming KEDA's HPA. Before: False and
-    "nothing the operator rendered scales this deployment", ScalingLimited Unknown "no autoscaler
-    decides the replica count"."""
-    kube = StoreKube()
+def _standing(kube: StoreKube) -> dict[str, Any]:
+    """The LLMDeployment ``chat`` in mode keda whose ScaledObject the operator applied earlier (its
+    rendered hash an earlier spec's, so this sync patches it) and whose ScalingLimited names KEDA's HPA."""
     obj = _keda_deployment({"conditions": [DELEGATED]})
     kube.objects[("LLMDeployment", "chat")] = copy.deepcopy(obj)
     kube.objects[("ScaledObject", "chat")] = {
@@ -138,15 +136,53 @@ def test_a_refused_change_of_the_owned_scaled_object_is_not_reported_as_nothing_
         },
         "spec": {},
     }
-    sync_external_autoscaler(kube, obj)
+    return obj
+
+
+def test_a_change_refused_because_a_users_hpa_targets_the_deployment_says_nothing_scales() -> None:
+    """KEDA's ValidateUpdate refused the patch of the ScaledObject the operator applied earlier because
+    the user's HPA ``users-hpa`` targets the LLMDeployment too (verifyHpas). The ScaledObject stands,
+    but Kubernetes' HPA controller stops both HPAs on the same pods (kubernetes v1.34.4
+    pkg/controller/podautoscaler/horizontal.go validateAndParseSelector, AmbiguousSelector), so
+    ScalingActive is False and ScalingLimited no longer names KEDA's HPA as the one that decides.
+    Before: True, "the ScaledObject as last applied still scales this deployment", ScalingDelegated."""
+    kube = StoreKube()
+    sync_external_autoscaler(kube, _standing(kube))
+    got = _conditions(kube)
+    active = got["ScalingActive"]
+    assert (active["status"], active["reason"]) == ("False", "AdmissionRefused"), active
+    assert active["message"].startswith(
+        "the API server refused the change to ScaledObject chat, which stays as last applied, but nothing "
+        "the operator rendered scales this deployment while HorizontalPodAutoscaler users-hpa also targets "
+        "it: Kubernetes' HPA controller stops that HPA and KEDA's HPA for chat (AmbiguousSelector: pods "
+        "controlled by multiple HPAs); delete HorizontalPodAutoscaler users-hpa: " + REFUSAL
+    ), active["message"]
+    limited = got["ScalingLimited"]
+    assert (limited["status"], limited["reason"]) == ("Unknown", "AdmissionRefused"), limited
+    assert [(e["type"], e["reason"], e["message"]) for e in kube.events] == [
+        ("Warning", "AdmissionRefused", active["message"])
+    ]
+
+
+def test_a_change_refused_by_a_policy_keeps_the_standing_scaled_object_delegated() -> None:
+    """A ValidatingAdmissionPolicy's denial of the patch (kube-apiserver v1.34.4's words, 422) says
+    nothing about another autoscaler: the ScaledObject stays as last applied, ScalingActive stays
+    True and ScalingLimited keeps naming KEDA's HPA, whose own conditions say whether it scales — and
+    the message claims no more than what stays applied (before: "still scales this deployment")."""
+    denial = (
+        "scaledobjects.keda.sh \"chat\" is forbidden: ValidatingAdmissionPolicy 'keda-limits' with binding "
+        "'keda-limits' denied request: failed expression: object.spec.maxReplicaCount <= 2"
+    )
+    kube = StoreKube(denial, 422)
+    sync_external_autoscaler(kube, _standing(kube))
     got = _conditions(kube)
     active = got["ScalingActive"]
     assert (active["status"], active["reason"]) == ("True", "AdmissionRefused"), active
-    assert active["message"].startswith(
-        "the API server refused the change to ScaledObject chat; the ScaledObject as last applied still "
-        "scales this deployment: " + REFUSAL
+    assert active["message"] == (
+        f"the API server refused the change to ScaledObject chat, which stays as last applied: {denial} "
+        f"(tried again every {EXTERNAL_RESYNC_SECONDS:g} s)"
     ), active["message"]
-    assert got["ScalingLimited"]["reason"] == "ScalingDelegated", got["ScalingLimited"]
+    assert got["ScalingLimited"] == DELEGATED, got["ScalingLimited"]
     assert [(e["type"], e["reason"], e["message"]) for e in kube.events] == [
         ("Warning", "AdmissionRefused", active["message"])
     ]

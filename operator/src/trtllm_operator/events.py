@@ -457,8 +457,10 @@ _DEPLOYMENT_REASONS: tuple[EventReason, ...] = (
         "autoscaler",
         "admission refused the HPA / ScaledObject (a webhook's denial, e.g. KEDA's; a "
         "ValidatingAdmissionPolicy's; a webhook not reachable under `failurePolicy: Fail`); the message has "
-        "its words and says whether the object as last applied still scales (a refused change) or nothing "
-        "does (a refused creation); once per change of the condition",
+        "its words and says what stays applied: nothing (a refused creation) or the object as last applied "
+        "(a refused change), and that nothing the operator rendered scales when KEDA refused because "
+        "another HPA or ScaledObject targets the deployment (Kubernetes' HPA controller stops both HPAs: "
+        "AmbiguousSelector); once per change of the condition",
     ),
     EventReason(
         TUNING_RECOMMENDATION, DEPLOYMENT, "Normal", "tuning", "the set of tuning recommendations changed"

@@ -77,6 +77,7 @@ __all__ = [
     "external_refused",
     "external_rendered",
     "load_state",
+    "other_scaler",
     "refused_message",
     "retire_builtin",
     "state_for_tick",
@@ -407,22 +408,103 @@ def admission_refusal(status: int, message: str) -> str | None:
     return None
 
 
+#: KEDA's refusals of a ScaledObject whose target another autoscaler already targets, each with the
+#: kind of that other object (kedacore/keda v2.20.2 apis/keda/v1alpha1/scaledobject_webhook.go, the
+#: ``fmt.Errorf`` texts; the workload is the ScaledObject's own target), as kube-apiserver relays a
+#: webhook's denial (:data:`_ADMISSION_REFUSALS`). The other object's name is the group ``name``.
+_KEDA_DENIED = rf"admission webhook {_QUOTED} denied the request: "
+_KEDA_OTHER_SCALER: tuple[tuple[str, re.Pattern[str]], ...] = (
+    # verifyHpas: an HPA on the same target that the ScaledObject does not own (an ownerReference of
+    # kind ScaledObject and its name; the HPA annotation validations.keda.sh/hpa-ownership "false"
+    # skips it).
+    (
+        "HorizontalPodAutoscaler",
+        re.compile(
+            _KEDA_DENIED
+            + r"the workload '[^']*' of type '[^']*' is already managed by the hpa '(?P<name>[^']*)'"
+        ),
+    ),
+    # verifyHpas again, under the annotation scaledobject.keda.sh/transfer-hpa-ownership "true" without
+    # that HPA's name in advanced.horizontalPodAutoscalerConfig.name: nothing is transferred.
+    (
+        "HorizontalPodAutoscaler",
+        re.compile(
+            _KEDA_DENIED + r"the existing hpa '(?P<name>[^']*)' for workload '[^']*' of type '[^']*' must be "
+            r"specified by name in advanced settings to enable ownership transfer"
+        ),
+    ),
+    # verifyScaledObjects: another ScaledObject of the namespace on the same target.
+    (
+        "ScaledObject",
+        re.compile(
+            _KEDA_DENIED
+            + r"the workload '[^']*' of type '[^']*' is already managed by the ScaledObject '(?P<name>[^']*)'"
+        ),
+    ),
+)
+
+
+def other_scaler(kind: str, refusal: str) -> tuple[str, str] | None:
+    """``(kind, name)`` of the other HorizontalPodAutoscaler or ScaledObject that KEDA's webhook says
+    already targets the workload, when ``refusal`` of a ScaledObject (``kind``) is one of
+    :data:`_KEDA_OTHER_SCALER`; else None (any other refusal, or a child of another kind: KEDA v2.20.2
+    registers no webhook for HPAs, config/webhooks/validation_webhooks.yaml).
+
+    Not among them: verifyScaledObjects' "the HPA '<hpa>' is already managed by the ScaledObject
+    '<other>'", a clash of HPA names whose other ScaledObject may target another workload."""
+    if kind != "ScaledObject":
+        return None
+    for other_kind, pattern in _KEDA_OTHER_SCALER:
+        found = pattern.fullmatch(refusal)
+        if found is not None:
+            return other_kind, found["name"]
+    return None
+
+
 def refused_message(
     kind: str, child: str, refusal: str, retry_seconds: float, *, standing: bool = False
 ) -> str:
-    """``AdmissionRefused`` message: what was refused, what still scales, the refusal's words, and how
-    often the operator tries again (``retry_seconds``). ``standing``: the refused request was the
-    change of an existing ``kind`` ``child`` this LLMDeployment owns (KEDA's ``ValidateUpdate`` runs the
-    same ``validateWorkload`` checks as ``ValidateCreate``: kedacore/keda v2.20.2
-    apis/keda/v1alpha1/scaledobject_webhook.go), which stays as last applied and still scales."""
-    if standing:
+    """``AdmissionRefused`` message: what was refused, what stays applied and whether anything the
+    operator rendered scales, the refusal's words, and how often the operator tries again
+    (``retry_seconds``). ``standing``: the refused request was the change of an existing ``kind``
+    ``child`` this LLMDeployment owns (KEDA's ``ValidateUpdate`` runs the same ``validateWorkload``
+    checks as ``ValidateCreate``: kedacore/keda v2.20.2 apis/keda/v1alpha1/scaledobject_webhook.go),
+    which stays as last applied.
+
+    Whether that one still scales is said only where the operator knows it. When KEDA refused the change
+    because another HPA or ScaledObject already targets the deployment (:func:`other_scaler`), two HPAs
+    select the same pods (the other HPA, or the other ScaledObject's: KEDA keeps one for every
+    ScaledObject that is not paused, v2.20.2 controllers/keda/scaledobject_controller.go ``handlePause``
+    deletes it), and Kubernetes' HPA controller stops both: kubernetes v1.34.4
+    pkg/controller/podautoscaler/horizontal.go ``validateAndParseSelector`` — "pods by selector … are
+    controlled by multiple HPAs: …", a Warning ``AmbiguousSelector`` and ``ScalingActive=False``
+    ``AmbiguousSelector`` on each, no replica count computed, as soon as the selector selects a pod
+    (``minReplicas`` is at least 1: ``SCALE_TO_ZERO_REFUSAL``) — so the message says nothing the operator
+    rendered scales while the other object exists, and names it. Any other refused change (a policy's
+    denial, a webhook not reachable) says only that the child stays as last applied: whether its HPA
+    scales, that HPA's own conditions say."""
+    retry = f"(tried again every {retry_seconds:g} s)"
+    if not standing:
         return (
-            f"the API server refused the change to {kind} {child}; the {kind} as last applied still "
-            f"scales this deployment: {refusal} (tried again every {retry_seconds:g} s)"
+            f"the API server refused {kind} {child}, so nothing the operator rendered scales this "
+            f"deployment: {refusal} {retry}"
         )
+    other = other_scaler(kind, refusal)
+    if other is None:
+        return (
+            f"the API server refused the change to {kind} {child}, which stays as last applied: "
+            f"{refusal} {retry}"
+        )
+    other_kind, other_name = other
+    if other_kind == "HorizontalPodAutoscaler":
+        targets, stopped = "also targets it", f"that HPA and KEDA's HPA for {child}"
+    else:
+        targets, stopped = "also targets it (and is not paused)", "the HPA KEDA keeps for each"
     return (
-        f"the API server refused {kind} {child}, so nothing the operator rendered scales this deployment: "
-        f"{refusal} (tried again every {retry_seconds:g} s)"
+        f"the API server refused the change to {kind} {child}, which stays as last applied, but nothing "
+        f"the operator rendered scales this deployment while {other_kind} {other_name} {targets}: "
+        f"Kubernetes' HPA controller stops {stopped} (AmbiguousSelector: pods controlled by multiple "
+        f"HPAs); delete {other_kind} {other_name}: {refusal} {retry}"
     )
 
 
@@ -431,12 +513,14 @@ def external_refused(
 ) -> tuple[list[Condition], Event]:
     """The ``ScalingActive`` condition and Warning, reason ``AdmissionRefused``, when admission refused
     the HPA / ScaledObject (:func:`refused_message`). A refused create leaves nothing the operator
-    rendered: ``False``. A refused change of the ``standing`` child leaves it as last applied, still
-    scaling (KEDA's admission checks run only in its webhook, not in its controller: v2.20.2 calls
-    ``verifyHpas`` from ``validateWorkload`` alone), so ``True``: the Warning and the message say
-    that the change was not applied, and :func:`undelegated` leaves ``ScalingDelegated``."""
+    rendered: ``False``. A refused change of the ``standing`` child leaves it as last applied (KEDA's
+    admission checks run only in its webhook, not in its controller: v2.20.2 calls ``verifyHpas`` from
+    ``validateWorkload`` alone): ``True``, so :func:`undelegated` leaves ``ScalingDelegated`` naming the
+    HPA whose own conditions say whether it scales — unless KEDA refused it because another HPA or
+    ScaledObject already targets the deployment (:func:`other_scaler`): then Kubernetes' HPA controller
+    stops the child's HPA too (``AmbiguousSelector``), so ``False``, as for a refused create."""
     message = refused_message(kind, child, refusal, retry_seconds, standing=standing)
-    if not standing:
+    if not standing or other_scaler(kind, refusal) is not None:
         return external_failed("AdmissionRefused", message, generation)
     return (
         [condition("ScalingActive", True, "AdmissionRefused", message, observed_generation=generation)],
@@ -471,7 +555,8 @@ def undelegated(retired: list[Condition], status: Mapping[str, Any], failure: Co
     ``ScalingLimited`` :data:`SCALING_DELEGATED` — about to be written (in ``retired``) or already in
     ``status`` — would name an HPA that does not decide, so it reads ``Unknown`` with the failure's
     reason and message instead. A ``failure`` that is ``True`` (:func:`external_refused` of a refused
-    change: the child as last applied still scales) changes nothing: ``retired`` as it is."""
+    change: the child as last applied stands, and its HPA's conditions say whether it scales) changes
+    nothing: ``retired`` as it is."""
     if failure.get("status") == "True":
         return retired
 

@@ -33,10 +33,12 @@ the one it owns when the mode changes or autoscaling is turned off. It never tou
 the same name that it does not own (a Warning Event says so). A refusal of the child by admission
 (a webhook's or a ValidatingAdmissionPolicy's denial, or a webhook not reachable under ``failurePolicy:
 Fail``: :func:`~trtllm_operator.decide.autoscaler.admission_refusal`; KEDA's webhooks refuse a
-ScaledObject whose target another HPA or ScaledObject already scales) becomes ``ScalingActive``
+ScaledObject whose target another HPA or ScaledObject already targets) becomes ``ScalingActive``
 ``AdmissionRefused`` with its words — ``False`` when the creation was refused, ``True`` when the
-change of the child already applied was (that one still scales) — and a Warning once per change,
-tried again by the resync timer. Leaving mode builtin (or turning
+change of the child already applied was (that one stays as last applied), but ``False`` again when
+KEDA refused that change because another HPA or ScaledObject targets the deployment (Kubernetes' HPA
+controller then stops both HPAs: :func:`~trtllm_operator.decide.autoscaler.refused_message`) — and a
+Warning once per change, tried again by the resync timer. Leaving mode builtin (or turning
 autoscaling off) removes the built-in's ``status.autoscaling`` and moves its ``ScalingLimited`` (and,
 when off, ``ScalingActive``) to a reason that says who decides now
 (:func:`~trtllm_operator.decide.autoscaler.retire_builtin`).
@@ -413,7 +415,7 @@ def sync_external_autoscaler(kube: Kube, obj: Mapping[str, Any], *, created: boo
             # e.g. KEDA's webhooks: the target is already scaled by another HPA or ScaledObject. Not
             # raised (kopf would retry it forever, and say nothing on the object): the condition and a
             # Warning say why, and the resync timer tries again. Whether a child of ours stands (the
-            # refused request was its change, not its creation) is read now: what still scales.
+            # refused request was its change, not its creation) is read now: what stays applied.
             conditions, warning = external_refused(
                 kind.kind,
                 child,
@@ -432,9 +434,9 @@ def sync_external_autoscaler(kube: Kube, obj: Mapping[str, Any], *, created: boo
             update_conditions(kube, LLM_DEPLOYMENT, namespace, name, rendered + retired, status=stale)
             return
         conditions, warning = external_conflict(kind.kind, child, generation)
-    # Nothing the operator rendered scales it (unless a refused change left the child standing:
-    # undelegated keeps ScalingDelegated then): ScalingLimited must not name an HPA that decides, and
-    # the Warning goes out once per change, not on every resync (fresh-user trial 35).
+    # Nothing the operator rendered scales it (unless a refused change left the child standing with
+    # ScalingActive True: undelegated keeps ScalingDelegated then): ScalingLimited must not name an HPA
+    # that decides, and the Warning goes out once per change, not on every resync (fresh-user trial 35).
     status = obj.get("status") or {}
     limited = undelegated(retired, status, conditions[0])
     # Whether the failure is new is decided on the copy the condition write was computed from, not on
