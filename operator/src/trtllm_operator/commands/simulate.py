@@ -158,15 +158,18 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _load_manifest(path: str) -> dict[str, Any]:
+def _load_manifest(path: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """The LLMDeployment of ``path``, read as ``render -f`` reads it
     (:func:`~trtllm_operator.commands._manifests.read_objects`: a file, a directory, ``-`` for
     standard input, several documents, ``kind: List`` expanded); or, when it holds one document with
     neither ``kind`` nor ``apiVersion``, that document as a bare ``spec`` or ``spec.autoscaling``.
+    Second: the LLMEngine its ``spec.engineRef.name`` names when the input holds it (of its
+    namespace, as render picks it), else ``None``; that engine is checked as render checks it
+    (:func:`_serving_errors`).
 
     Raises :class:`ValueError` naming ``--deployment`` when the input is not YAML, holds no
-    LLMDeployment (naming what it holds instead) or more than one, :class:`OSError` when it cannot
-    be read.
+    LLMDeployment (naming what it holds instead) or more than one, or render would refuse it;
+    :class:`OSError` when it cannot be read.
     """
     import yaml  # noqa: PLC0415
 
@@ -198,19 +201,91 @@ def _load_manifest(path: str) -> dict[str, Any]:
             "spec.autoscaling mapping"
         )
     _check_manifest(path, doc)
+    engine = _engine_of(doc, [other for _, other in objects])
+    if engine is not None:
+        errors = _serving_errors(path, doc, engine)
+        if errors:
+            raise ValueError("\n".join(errors))
     for _, other in objects:
         if other.get("kind") == ENGINE_KIND:
             # Fresh-user trial 35: the engine beside the deployment was silently not used.
+            checked = " (checked as render checks it, for serving)" if other is engine else " (nor checked)"
             say(
                 "simulate",
                 "note",
-                f"--deployment {path}: {_named(other)} is not read (nor "
-                "checked): the replica is the one the flags describe (--model-config, --gpu, --tp, --pp, "
+                f"--deployment {path}: {_named(other)} is not read{checked}: the replica is the one the "
+                "flags describe (--model-config, --gpu, --tp, --pp, "
                 "--quantization, --kv-cache-dtype, --max-batch-size, --max-num-tokens, --max-seq-len); "
                 "pass its spec.build values (maxBatchSize, maxNumTokens, maxSeqLen) by these flags to "
                 "simulate its limits",
             )
-    return doc
+    return doc, engine
+
+
+def _engine_of(deployment: dict[str, Any], objects: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The LLMEngine of ``objects`` that ``deployment``'s ``spec.engineRef.name`` names, in its
+    namespace (one that sets none is taken as in it), as ``render`` picks it; ``None`` when the input
+    does not hold it (a bare ``spec.autoscaling`` names none)."""
+    if deployment.get("kind") != DEPLOYMENT_KIND:
+        return None
+    spec = deployment.get("spec") or {}
+    ref = (spec.get("engineRef") or {}).get("name")
+    namespace = (deployment.get("metadata") or {}).get("namespace")
+    for other in objects:
+        meta = other.get("metadata") or {}
+        if (
+            other.get("kind") == ENGINE_KIND
+            and meta.get("name") == ref
+            and meta.get("namespace") in (None, namespace)
+        ):
+            return other
+    return None
+
+
+def _serving_errors(path: str, deployment: dict[str, Any], engine: dict[str, Any]) -> list[str]:
+    """What ``render -f`` refuses for ``deployment`` served from ``engine`` (both in the input), in
+    render's words: the engine's schema (:func:`~trtllm_operator.commands._schema.manifest_errors`),
+    its spec (:func:`~trtllm_operator.decide.engine_spec.prepare_engine`, without the model's
+    config: simulate plans the replica itself), then the serving gate the controller applies
+    (:func:`~trtllm_operator.decide.serving.plan_serving`: an incompatible engine, an API its
+    server cannot serve — trtllm-serve with autoscaling, say —, a refused server setting). docs/
+    simulator.md promises the manifest is checked as render checks it (fresh-user trial 44 F24: a
+    pytorch ``api: openai`` deployment with autoscaling, which render refuses, was simulated). Placement
+    is checked as on a cluster with LeaderWorkerSet installed: simulate refuses a replica beyond one
+    node itself. Works on copies; empty when render would serve it."""
+    import copy  # noqa: PLC0415
+
+    from trtllm_operator.commands._schema import manifest_errors  # noqa: PLC0415
+    from trtllm_operator.decide.engine_spec import InvalidEngine, prepare_engine  # noqa: PLC0415
+    from trtllm_operator.decide.serving import ServingRefusal, plan_serving  # noqa: PLC0415
+
+    where = f"--deployment {path}: "
+    ename = str((engine.get("metadata") or {}).get("name") or "(unnamed)")
+    errors = [f"{where}LLMEngine {ename}: {message}" for message in manifest_errors(engine)]
+    if errors:
+        return errors
+    dep, eng = copy.deepcopy(deployment), copy.deepcopy(engine)
+    dmeta = dep.setdefault("metadata", {})
+    dmeta.setdefault("namespace", "default")
+    dmeta.setdefault("uid", "")
+    eng.setdefault("metadata", {}).setdefault("namespace", dmeta["namespace"])
+    status = eng.setdefault("status", {})
+    prepared = prepare_engine(ename, eng.get("spec") or {}, namespace=eng["metadata"]["namespace"])
+    if isinstance(prepared, InvalidEngine):
+        return [f"{where}LLMEngine {ename}: {prepared.text}"]
+    if not status.get("engineKey"):  # a manifest from git, as render keys it
+        status["engineKey"] = prepared.key
+        status.setdefault("artifact", {"uri": prepared.storage.artifact_uri(prepared.key)})
+    plan = plan_serving(dep, eng, gpus_per_node=prepared.gpu.gpus_per_node, lws_installed=True)
+    if not isinstance(plan, ServingRefusal):
+        return []
+    name = dmeta.get("name") or "(unnamed)"
+    said = "render refuses it too, and the operator serves nothing for it"
+    if plan.incompatibilities:
+        return [f"{where}{name}: EngineIncompatible: {p.message()} ({said})" for p in plan.incompatibilities]
+    if plan.blocked:
+        return [f"{where}{name}: {plan.blocked[0]}: {plan.blocked[1]} ({said})"]
+    return []
 
 
 def _named(doc: dict[str, Any]) -> str:
@@ -542,7 +617,7 @@ def run(args: argparse.Namespace) -> int:
     manifest: dict[str, Any] | None = None
     if args.deployment:  # read first, so that a flag it conflicts with names the field simulated
         try:
-            manifest = _load_manifest(args.deployment)
+            manifest, _engine = _load_manifest(args.deployment)
         except ValueError as exc:
             return _fail(str(exc))
         except OSError as exc:  # the message names the flag, as every other --deployment error does
