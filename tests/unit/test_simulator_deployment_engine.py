@@ -4,6 +4,7 @@ honour are named (F27)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -75,3 +76,64 @@ def test_the_engine_of_the_input_is_checked_as_render_checks_it(
     assert f"--deployment {path}: LLMEngine {name}: spec.build.maxBatchSise: unknown field" in err, err
     del engine["spec"]["build"]["maxBatchSise"]
     assert main([*args, "--deployment", _write(tmp_path, docs), "--output", "json"]) == 0
+
+
+def _server(tmp_path: Path, **server: object) -> str:
+    docs = _docs("llama-3.1-8b-fp8-h100.yaml")
+    _deployment(docs)["spec"]["server"].update(server)
+    return _write(tmp_path, docs, "server.yaml")
+
+
+FP8_8B = [
+    *("simulate", "--trace", TRACE, "--model-config", str(LLAMA_8B), "--gpu", "H100"),
+    *("--quantization", "fp8", "--kv-cache-dtype", "fp8", "--max-seq-len", "16384"),
+]
+
+
+def test_max_tokens_in_paged_kv_cache_bounds_the_simulated_pool(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """F27: spec.server.maxTokensInPagedKvCache 40,000 was ignored: the replica had the fraction's
+    pool of about a million tokens. TensorRT-LLM takes the smaller of the two (memory.md, reference
+    §7.2), and so does the replica now, with a note naming the field and both pools."""
+    path = _server(tmp_path, maxTokensInPagedKvCache=40000)
+    assert main([*FP8_8B, "--deployment", path, "--output", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["replica"]["max_kv_tokens"] == 40000
+    said = f"note: spec.server.maxTokensInPagedKvCache of --deployment {path} bounds the replica's KV cache"
+    assert f"{said} to 40,000 tokens (the free-memory fraction's pool is" in err, err
+
+
+def test_max_tokens_below_one_sequence_is_refused_as_tensorrt_llm_refuses_to_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """F27 (F26's simulate side): 16,000 tokens cannot hold one sequence of maxSeqLen 16,384, which
+    TensorRT-LLM refuses at start (tensorrtllm_backend#168, the planner's one_sequence_kv_tokens); the
+    run is refused naming the field, the value and the fixes instead of simulating a pool 63× larger."""
+    path = _server(tmp_path, maxTokensInPagedKvCache=16000)
+    assert main([*FP8_8B, "--deployment", path]) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"error: spec.server.maxTokensInPagedKvCache of --deployment {path}: 16,000 tokens is less than one "
+        "sequence of maxSeqLen 16,384 (16,384 tokens in KV blocks of 32); TensorRT-LLM refuses to start. "
+        "Fix: raise it to at least 16,384, or leave it out"
+    ) in err, err
+    assert "lower maxSeqLen (--max-seq-len) to at most 16000" in err, err
+
+
+def test_server_settings_the_replica_does_not_model_are_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """F27: batchSchedulerPolicy max_utilization (examples/llama-3.1-70b-fp8-tp2-h200.yaml's) was
+    simulated as guaranteed_no_evict without a word; a note now names each such field, its value and
+    what the replica runs instead. A manifest at the defaults gets no such note."""
+    path = _server(tmp_path, batchSchedulerPolicy="max_utilization", maxQueueSize=10)
+    assert main([*FP8_8B, "--deployment", path, "--output", "json"]) == 0
+    err = capsys.readouterr().err
+    assert (
+        f"note: --deployment {path}: spec.server.batchSchedulerPolicy max_utilization is not simulated: the "
+        "replica runs as guaranteed_no_evict"
+    ) in err, err
+    assert "; spec.server.maxQueueSize 10 is not simulated: the replica runs as 0" in err, err
+    assert main([*FP8_8B, "--deployment", _server(tmp_path), "--output", "json"]) == 0
+    assert "is not simulated" not in capsys.readouterr().err

@@ -91,9 +91,9 @@ def register(subparsers: Any) -> None:
         metavar="YAML",
         help="an LLMDeployment manifest, read as render -f reads it (several documents, kind: List, a "
         "directory; - reads stdin), or its bare spec.autoscaling: simulate the builtin autoscaler with "
-        "exactly these settings, and the replica with its spec.server.kvCacheFreeGpuMemFraction and "
-        "enableChunkedContext; --policy, --min-replicas, --max-replicas, --kv-cache-free-gpu-mem-fraction "
-        "and --chunked-context are then refused (edit the manifest instead)",
+        "exactly these settings, and the replica with its spec.server.kvCacheFreeGpuMemFraction, "
+        "enableChunkedContext and maxTokensInPagedKvCache; --policy, --min-replicas, --max-replicas, "
+        "--kv-cache-free-gpu-mem-fraction and --chunked-context are then refused (edit the manifest instead)",
     )
     p.add_argument(
         "--min-replicas",
@@ -336,6 +336,40 @@ def _server_spec(manifest: dict[str, Any] | None) -> ServerSpec:
     return ServerSpec.model_validate(server or {})
 
 
+#: ``spec.server`` fields the replica model does not represent, each with its default (what the
+#: replica runs) and why: a manifest that sets another value gets a note naming them (fresh-user
+#: trial 44 F27: batchSchedulerPolicy max_utilization was simulated as guaranteed_no_evict without a
+#: word). The replica honours kvCacheFreeGpuMemFraction, maxTokensInPagedKvCache and
+#: enableChunkedContext; the rest (api, image, resources, …) does not change its capacity.
+_UNSIMULATED_SERVER: tuple[tuple[str, str, object, str], ...] = (
+    (
+        "batchSchedulerPolicy",
+        "batch_scheduler_policy",
+        "guaranteed_no_evict",
+        "which reserves each request's whole KV cache when it is scheduled and never pauses one; "
+        "max_utilization packs more sequences and pauses some",
+    ),
+    ("batchingStrategy", "batching_strategy", "inflight_fused_batching", "in-flight batching"),
+    ("maxQueueSize", "max_queue_size", 0, "Triton's queue unbounded: no request is rejected for it"),
+    (
+        "maxQueueDelayMicroseconds",
+        "max_queue_delay_microseconds",
+        0,
+        "requests scheduled without Triton's dynamic-batching delay",
+    ),
+)
+
+
+def _unsimulated(server: ServerSpec) -> list[str]:
+    """For each field of :data:`_UNSIMULATED_SERVER` that ``server`` sets away from its default:
+    ``spec.server.FIELD VALUE is not simulated: the replica runs as DEFAULT (why)``."""
+    return [
+        f"spec.server.{field} {getattr(server, attr)} is not simulated: the replica runs as {default} ({why})"
+        for field, attr, default, why in _UNSIMULATED_SERVER
+        if getattr(server, attr) != default
+    ]
+
+
 #: The planner's fix wording (engine_builder.planner.plan, its warnings) → what to pass to this command:
 #: the warnings name LLMEngine / LLMDeployment fields; simulate sets some of them by flags.
 _FIX_FLAGS: tuple[tuple[str, str], ...] = (
@@ -381,6 +415,8 @@ def flag_of(field: str, deployment: str | None = None) -> str:
         return f"{field} of --deployment {deployment}" if deployment else f"{field} ({FIELD_FLAGS[field]})"
     if field == "spec.parallelism":
         return f"{field} (--tp/--pp)"
+    if field.startswith("spec.server.") and deployment:  # maxTokensInPagedKvCache: no flag sets it
+        return f"{field} of --deployment {deployment}"
     return f"{field} ({FIELD_FLAGS[field]})" if field in _FLAG_FIELDS else field
 
 
@@ -662,6 +698,7 @@ def run(args: argparse.Namespace) -> int:
             kv_cache_free_gpu_mem_fraction=fraction,
             chunked_context=chunked,
             max_seq_len=args.max_seq_len,
+            max_tokens_in_paged_kv_cache=server.max_tokens_in_paged_kv_cache,
         )
     except PlanInputError as exc:
         return _fail(with_flags(f"{flag_of(exc.field, args.deployment)}: {exc.message}", args.deployment))
@@ -680,6 +717,21 @@ def run(args: argparse.Namespace) -> int:
         ):
             continue  # chunked context is on: those prompts are served in chunks (trial 37b F2)
         say("simulate", "warning", with_flags(str(warning), args.deployment))
+    if setup.spec.max_kv_tokens < setup.plan.max_kv_tokens:  # fresh-user trial 44 F27: it was ignored
+        say(
+            "simulate",
+            "note",
+            f"spec.server.maxTokensInPagedKvCache of --deployment {args.deployment} bounds the replica's KV "
+            f"cache to {setup.spec.max_kv_tokens:,} tokens (the free-memory fraction's pool is "
+            f"{setup.plan.max_kv_tokens:,}; TensorRT-LLM takes the smaller)",
+        )
+    unsimulated = _unsimulated(server)
+    if unsimulated:
+        say(
+            "simulate",
+            "note",
+            f"--deployment {args.deployment}: {'; '.join(unsimulated)} (docs/simulator.md, Limits)",
+        )
     if args.reserve_output_tokens:
         spec = dataclasses.replace(setup.spec, reserve_output_tokens=args.reserve_output_tokens)
         setup = dataclasses.replace(setup, spec=spec)
