@@ -137,3 +137,57 @@ def test_server_settings_the_replica_does_not_model_are_named(
     assert "; spec.server.maxQueueSize 10 is not simulated: the replica runs as 0" in err, err
     assert main([*FP8_8B, "--deployment", _server(tmp_path), "--output", "json"]) == 0
     assert "is not simulated" not in capsys.readouterr().err
+
+
+def test_the_llmengine_of_the_input_is_the_replica_where_the_flags_are_left_out(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """F12: ``--deployment examples/llama-3.1-8b-fp8-h100.yaml`` without format flags simulated a BF16
+    engine with a BF16 KV cache (458,624 tokens, maxBatchSize 223, maxSeqLen 16,384 derived), not the
+    file's FP8 engine (maxBatchSize 256, maxSeqLen 16,384), and said only that the engine "is not
+    read". The engine's fields now fill the flags left out, and a note says which."""
+    example = str(REPO / "examples" / "llama-3.1-8b-fp8-h100.yaml")
+    base = [
+        "simulate",
+        "--trace",
+        TRACE,
+        "--model-config",
+        str(LLAMA_8B),
+        "--gpu",
+        "H100",
+        "--output",
+        "json",
+    ]
+    assert main([*base, "--deployment", example]) == 0
+    out, err = capsys.readouterr()
+    replica = json.loads(out)["replica"]
+    assert (replica["max_batch_size"], replica["max_num_tokens"], replica["max_seq_len"]) == (
+        256,
+        8192,
+        16384,
+    )
+    said = f"note: the replica is LLMEngine llama-3-1-8b-fp8's (--deployment {example}): --quantization fp8"
+    assert said in err and "--max-batch-size 256 (spec.build.maxBatchSize)" in err, err
+    assert "warning: --" not in err, err
+    flags = ["--quantization", "fp8", "--kv-cache-dtype", "fp8", "--max-batch-size", "256"]
+    assert main([*base, *flags, "--max-seq-len", "16384", "--max-num-tokens", "8192"]) == 0
+    assert json.loads(capsys.readouterr().out)["replica"] == replica  # the FP8 engine's pool, not BF16's
+
+
+def test_a_flag_that_contradicts_the_llmengine_is_simulated_with_a_warning_naming_both_values(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """F12: ``--quantization none`` beside the FP8 engine was simulated without a word; the flag given
+    still wins (it is what was typed), and a warning names the field, both values and the flag to
+    pass. ``--gpu`` is compared too (it is required, so never taken)."""
+    example = str(REPO / "examples" / "llama-3.1-8b-fp8-h100.yaml")
+    args = ["simulate", "--trace", TRACE, "--model-config", str(LLAMA_8B), "--gpu", "H200"]
+    assert main([*args, "--quantization", "none", "--tp", "2", "--deployment", example]) == 0
+    err = capsys.readouterr().err
+    engine = f"LLMEngine llama-3-1-8b-fp8 of --deployment {example}"
+    assert (
+        f"warning: --quantization none contradicts {engine}, whose spec.quantization.format is fp8: the "
+        "flag's none is simulated, not the engine. Fix: pass --quantization fp8, or leave --quantization out"
+    ) in err, err
+    assert f"warning: --tp 2 contradicts {engine}, whose spec.parallelism.tensor is 1" in err, err
+    assert f"warning: --gpu H200 contradicts {engine}, whose spec.gpu.product is NVIDIA-H100-80GB-HBM3" in err

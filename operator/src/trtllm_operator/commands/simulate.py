@@ -58,6 +58,9 @@ def register(subparsers: Any) -> None:
         help="divide inter-arrival times by K (default 1)",
     )
     add_replica_arguments(p)
+    # Unset, so that a flag left out is told from one given: with --deployment the LLMEngine of the
+    # input fills it (:func:`engine_flags`), else its default (:data:`_ENGINE_FLAGS`).
+    p.set_defaults(**{dest: None for _, dest, _, _ in _ENGINE_FLAGS if dest in _UNSET_DEFAULTS})
     p.add_argument(
         "--kv-cache-free-gpu-mem-fraction",
         type=number("a fraction in (0, 1], e.g. 0.9"),
@@ -92,7 +95,8 @@ def register(subparsers: Any) -> None:
         help="an LLMDeployment manifest, read as render -f reads it (several documents, kind: List, a "
         "directory; - reads stdin), or its bare spec.autoscaling: simulate the builtin autoscaler with "
         "exactly these settings, and the replica with its spec.server.kvCacheFreeGpuMemFraction, "
-        "enableChunkedContext and maxTokensInPagedKvCache; --policy, --min-replicas, --max-replicas, "
+        "enableChunkedContext and maxTokensInPagedKvCache, and the LLMEngine its spec.engineRef names, when "
+        "the input holds it, filling the engine flags left out; --policy, --min-replicas, --max-replicas, "
         "--kv-cache-free-gpu-mem-fraction and --chunked-context are then refused (edit the manifest instead)",
     )
     p.add_argument(
@@ -207,19 +211,102 @@ def _load_manifest(path: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
         if errors:
             raise ValueError("\n".join(errors))
     for _, other in objects:
-        if other.get("kind") == ENGINE_KIND:
+        if other.get("kind") == ENGINE_KIND and other is not engine:
             # Fresh-user trial 35: the engine beside the deployment was silently not used.
-            checked = " (checked as render checks it, for serving)" if other is engine else " (nor checked)"
+            ref = ((doc.get("spec") or {}).get("engineRef") or {}).get("name")
             say(
                 "simulate",
                 "note",
-                f"--deployment {path}: {_named(other)} is not read{checked}: the replica is the one the "
-                "flags describe (--model-config, --gpu, --tp, --pp, "
-                "--quantization, --kv-cache-dtype, --max-batch-size, --max-num-tokens, --max-seq-len); "
-                "pass its spec.build values (maxBatchSize, maxNumTokens, maxSeqLen) by these flags to "
-                "simulate its limits",
+                f"--deployment {path}: {_named(other)} is not read (nor checked): the LLMDeployment's "
+                f"spec.engineRef names {ref!r}; the replica is the one the flags describe (--model-config, "
+                "--gpu, --tp, --pp, --quantization, --kv-cache-dtype, --max-batch-size, --max-num-tokens, "
+                "--max-seq-len)",
             )
     return doc, engine
+
+
+#: The replica's flags an LLMEngine field stands for: ``(flag, args dest, field, default)``; the
+#: default is the flag's without an engine (the field's own default, or None: the planner's value).
+_ENGINE_FLAGS: tuple[tuple[str, str, str, object], ...] = (
+    ("--quantization", "quantization", "spec.quantization.format", "none"),
+    ("--kv-cache-dtype", "kv_cache_dtype", "spec.quantization.kvCacheDtype", "auto"),
+    ("--tp", "tp", "spec.parallelism.tensor", 1),
+    ("--pp", "pp", "spec.parallelism.pipeline", 1),
+    ("--max-batch-size", "max_batch_size", "spec.build.maxBatchSize", None),
+    ("--max-num-tokens", "max_num_tokens", "spec.build.maxNumTokens", None),
+    ("--max-seq-len", "max_seq_len", "spec.build.maxSeqLen", None),
+)
+#: The dests of :data:`_ENGINE_FLAGS` whose argparse default is not None (set to None by
+#: :func:`register`, filled by :func:`engine_flags`).
+_UNSET_DEFAULTS = frozenset({"quantization", "kv_cache_dtype", "tp", "pp"})
+
+
+def engine_flags(args: argparse.Namespace, engine: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """Fill the replica's flags left out from ``engine`` (the LLMEngine of the ``--deployment`` input,
+    already checked as render checks it), else with their defaults (:data:`_ENGINE_FLAGS`); return
+    ``(level, message)`` for what was taken and for each flag given that contradicts the engine
+    (the flag wins: it is what the user typed). Fresh-user trial 44 F12: the flags' BF16 defaults were
+    simulated beside an FP8 engine, half its KV cache, with only a note that the engine was not read.
+    ``--gpu`` (required) is compared, not taken."""
+    from engine_builder.planner import PlanInputError, lookup  # noqa: PLC0415
+    from trtllm_operator.api.engine import LLMEngineSpec  # noqa: PLC0415
+
+    if engine is None:
+        for _, dest, _, default in _ENGINE_FLAGS:
+            if getattr(args, dest) is None:
+                setattr(args, dest, default)
+        return []
+    spec = LLMEngineSpec.model_validate(engine.get("spec") or {})
+    values: dict[str, object] = {
+        "quantization": spec.quantization.format,
+        "kv_cache_dtype": spec.quantization.kv_cache_dtype,
+        "tp": spec.parallelism.tensor,
+        "pp": spec.parallelism.pipeline,
+        "max_batch_size": spec.build.max_batch_size,
+        "max_num_tokens": spec.build.max_num_tokens,
+        "max_seq_len": spec.build.max_seq_len,
+    }
+    name = str((engine.get("metadata") or {}).get("name"))
+    where = f"LLMEngine {name} of --deployment {args.deployment}"
+    said: list[tuple[str, str]] = []
+    taken: list[str] = []
+    for flag, dest, field, default in _ENGINE_FLAGS:
+        given, value = getattr(args, dest), values[dest]
+        if given is None:
+            setattr(args, dest, default if value is None else value)
+            if value is not None and value != default:  # the default's value changes nothing
+                taken.append(f"{flag} {value} ({field})")
+        elif value is not None and given != value:
+            said.append(
+                (
+                    "warning",
+                    f"{flag} {given} contradicts {where}, whose {field} is {value}: the flag's {given} is "
+                    f"simulated, not the engine. Fix: pass {flag} {value}, or leave {flag} out to take the "
+                    "engine's",
+                )
+            )
+    try:
+        flag_gpu, engine_gpu = lookup(args.gpu).product, lookup(spec.gpu.product).product
+    except PlanInputError:  # a bad --gpu is refused by name when the replica is planned
+        flag_gpu = engine_gpu = ""
+    if flag_gpu != engine_gpu:
+        said.append(
+            (
+                "warning",
+                f"--gpu {args.gpu} contradicts {where}, whose spec.gpu.product is {spec.gpu.product}: the "
+                f"flag's {flag_gpu} is simulated, not the engine. Fix: pass --gpu {spec.gpu.product}",
+            )
+        )
+    if taken:
+        said.insert(
+            0,
+            (
+                "note",
+                f"the replica is LLMEngine {name}'s (--deployment {args.deployment}): {', '.join(taken)}, "
+                "taken from its spec where the flag was left out (a flag given overrides its field)",
+            ),
+        )
+    return said
 
 
 def _engine_of(deployment: dict[str, Any], objects: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -651,13 +738,16 @@ def run(args: argparse.Namespace) -> int:
     )
 
     manifest: dict[str, Any] | None = None
+    engine: dict[str, Any] | None = None
     if args.deployment:  # read first, so that a flag it conflicts with names the field simulated
         try:
-            manifest, _engine = _load_manifest(args.deployment)
+            manifest, engine = _load_manifest(args.deployment)
         except ValueError as exc:
             return _fail(str(exc))
         except OSError as exc:  # the message names the flag, as every other --deployment error does
             return _fail(f"--deployment {args.deployment}: {exc.strerror or exc}")
+    for level, message in engine_flags(args, engine):
+        say("simulate", level, message)
     manifest_policy: policies.SharedPolicy | policies.StaticPolicy | None = None
     if manifest is not None:
         # Before the flags' checks and the replica's plan: a manifest simulate cannot run at all
