@@ -556,7 +556,32 @@ def does_not_fit(exc: ReplicaDoesNotFitError, args: argparse.Namespace) -> str:
             f"No --tp of one {exc.plan.gpu_product} node and no larger --gpu of the catalog fits with the "
             "other flags as given; follow the fix above."
         )
-    return f"{with_flags(_SEE_RECOMMENDED.sub('', str(exc)), args.deployment)} {hint}"
+    text = with_flags(_SEE_RECOMMENDED.sub("", str(exc)), args.deployment)
+    per_node = _gpus_per_node(exc.plan.gpu_product)
+    if per_node is not None and args.tp * args.pp >= per_node:
+        # Fresh-user trial 44 F13: "raise tensor parallelism (--tp)" at --tp 8 of an 8-GPU node, which
+        # simulate refuses beyond (fleet.one_node_issue): say what it would take instead.
+        beyond = (
+            f" beyond one node (not simulated: --tp {args.tp} × --pp {args.pp} is already the {per_node} "
+            f"GPUs of one {exc.plan.gpu_product} node; `trtllm-operator plan --multi-node` checks whether "
+            "a multi-node engine fits)"
+        )
+        text = text.replace("raise tensor parallelism (--tp)", f"raise tensor parallelism{beyond}")
+        text = text.replace(
+            "raise tensor (or pipeline) parallelism (--tp, --pp)",
+            f"raise tensor (or pipeline) parallelism{beyond}",
+        )
+    return f"{text} {hint}"
+
+
+def _gpus_per_node(product: str) -> int | None:
+    """GPUs of one node of ``product`` in the catalog (None when it is not in it)."""
+    from engine_builder.planner import PlanInputError, lookup  # noqa: PLC0415
+
+    try:
+        return lookup(product).gpus_per_node
+    except PlanInputError:
+        return None
 
 
 def argument_errors(args: argparse.Namespace, manifest: dict[str, Any] | None = None) -> list[str]:

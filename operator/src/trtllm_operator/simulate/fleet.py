@@ -88,6 +88,12 @@ def one_node_issue(tp: int, pp: int, gpus_per_node: int, product: str) -> PlanIs
     )
 
 
+def quantized(quantization: str) -> str:
+    """``without quantization`` for ``spec.quantization.format`` ``none``, else ``with FORMAT
+    quantization``: for messages (fresh-user trial 44 F13: "does not fit … with none")."""
+    return "without quantization" if quantization == "none" else f"with {quantization} quantization"
+
+
 def model_costs(arch: Architecture, p: Plan) -> ModelCosts:
     """Per-GPU costs of one replica: weights and KV bytes from the plan, FLOPs from active parameters."""
     world = p.tp * p.pp
@@ -152,7 +158,8 @@ def replica_setup(
     if not p.fits or p.max_kv_tokens <= 0:
         reasons = "; ".join(str(r) for r in p.reasons) or "no KV cache left"
         raise ReplicaDoesNotFitError(
-            f"the model does not fit on {tp * pp} × {gpu_spec.product} with {quantization}: {reasons}", p
+            f"the model does not fit on {tp * pp} × {gpu_spec.product} {quantized(quantization)}: {reasons}",
+            p,
         )
     pool = kv_pool_limit(p, max_tokens_in_paged_kv_cache)
     rates = GPURates.from_gpu(gpu_spec)
