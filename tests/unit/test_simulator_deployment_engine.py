@@ -17,6 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 CONFIGS = REPO / "tests" / "fixtures" / "model-configs"
 QWEN_7B = CONFIGS / "Qwen__Qwen2.5-7B-Instruct.json"
 LLAMA_8B = CONFIGS / "meta-llama__Llama-3.1-8B-Instruct.json"
+LLAMA_70B = CONFIGS / "meta-llama__Llama-3.1-70B-Instruct.json"
 TRACE = "poisson:rate=1,duration=5"
 
 
@@ -191,3 +192,33 @@ def test_a_flag_that_contradicts_the_llmengine_is_simulated_with_a_warning_namin
     ) in err, err
     assert f"warning: --tp 2 contradicts {engine}, whose spec.parallelism.tensor is 1" in err, err
     assert f"warning: --gpu H200 contradicts {engine}, whose spec.gpu.product is NVIDIA-H100-80GB-HBM3" in err
+
+
+@pytest.mark.parametrize(
+    ("rps", "said"),
+    [
+        (9.4, "is 69% above the replica's saturated_requests_per_second 5.551 for this trace"),
+        (2.0, "is 64% below the replica's saturated_requests_per_second 5.551 for this trace"),
+        (5.0, None),  # within the target's headroom (5.551 × 0.8 ≤ 5 ≤ 5.551 / 0.8): no note
+    ],
+)
+def test_a_capacity_prior_far_from_the_replicas_saturated_rate_is_noted(
+    rps: float, said: str | None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """F22: the capacity example's requestsPerSecond 9.4 (measured for the Azure trace) planned every
+    decision beside a trace whose replica saturates at 5.551/s, and simulate, which prints both, said
+    nothing. A note names both numbers when the prior is outside capacity.target's headroom."""
+    docs = _docs("capacity-autoscaled-deployment.yaml")
+    _deployment(docs)["spec"]["autoscaling"]["capacity"]["requestsPerSecond"] = rps
+    path = _write(tmp_path, docs)
+    trace = "gamma:rate=6,duration=20,cv=3,isl=2000,osl=300"
+    args = ["simulate", "--trace", trace, "--model-config", str(LLAMA_70B), "--gpu", "H200"]
+    assert main([*args, "--deployment", path, "--output", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["replica"]["saturated_requests_per_second"] == 5.551
+    if said is None:
+        assert "spec.autoscaling.capacity.requestsPerSecond" not in err, err
+    else:
+        prefix = f"note: spec.autoscaling.capacity.requestsPerSecond {rps:g} of --deployment {path} "
+        assert prefix + said in err, err
+        assert "Fix: set requestsPerSecond near 5.551 for this traffic" in err, err

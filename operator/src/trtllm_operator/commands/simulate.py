@@ -700,6 +700,39 @@ def _static_fix(manifest: dict[str, Any], flag: str, path: str) -> str:
     )
 
 
+def capacity_mismatch(policy: Any, kappa: float, deployment: str) -> str | None:
+    """A note when the manifest's ``spec.autoscaling.capacity.requestsPerSecond`` (the prior κ of
+    ``policy``, a :class:`~trtllm_operator.simulate.policies.SharedPolicy`) is off the replica's
+    ``saturated_requests_per_second`` for this trace (``kappa``, the performance model's at the
+    trace's mean lengths) by more than the headroom ``capacity.target`` leaves: above κ / target the
+    autoscaler plans each replica past what it serves; below κ × target it runs replicas idler than its
+    target. Either way until the online correction moves κ, which needs saturated pods (fresh-user trial
+    44 F22: the capacity example's 9.4/s beside a trace whose replica saturates at 5.551/s, and no word).
+    None within that band, or without a prior."""
+    params = policy.policy.capacity
+    if params is None or params.prior_rps is None or kappa <= 0:
+        return None
+    prior, target = params.prior_rps, params.target
+    if kappa * target <= prior <= kappa / target:
+        return None
+    above = prior > kappa
+    off = abs(prior / kappa - 1) * 100
+    if above:
+        effect = (
+            f"at capacity.target {target:g} the autoscaler plans {prior * target:.3g} requests/s per "
+            "replica, more than one serves"
+        )
+    else:
+        effect = f"the autoscaler runs replicas well below capacity.target {target:g} (more than needed)"
+    return (
+        f"spec.autoscaling.capacity.requestsPerSecond {prior:g} of --deployment {deployment} is "
+        f"{off:.0f}% {'above' if above else 'below'} the replica's saturated_requests_per_second {kappa:g} "
+        f"for this trace (the performance model's, at its mean prompt and output lengths): {effect}, "
+        "until the online correction, which needs saturated pods, moves it. Fix: set requestsPerSecond near "
+        f"{kappa:g} for this traffic, or measure it (docs/autoscaling.md)"
+    )
+
+
 def _deployment_fix(message: str, args: argparse.Namespace, server: ServerSpec) -> str:
     """``message`` (a manifest simulate cannot run) with the fix that works: drop ``--deployment`` and
     pass ``--policy`` with the flags that carry the manifest's server settings (``--deployment``
@@ -971,6 +1004,10 @@ def run(args: argparse.Namespace) -> int:
         kappa: float | None = round(policies.profiled_capacity_rps(requests, setup.spec), 3)
     except ValueError:
         kappa = None
+    if isinstance(manifest_policy, policies.SharedPolicy) and kappa is not None:
+        mismatch = capacity_mismatch(manifest_policy, kappa, args.deployment)
+        if mismatch:
+            say("simulate", "note", mismatch)
     summary["replica"] = {
         "gpus": setup.spec.gpus,
         "max_kv_tokens": setup.spec.max_kv_tokens,
