@@ -345,7 +345,9 @@ def test_the_replica_limit_is_the_crds() -> None:
         ),
         (
             [*DEEPSEEK_FP8_TP8, "--max-seq-len", "4194304"],
-            "or raise tensor parallelism (--tp).",
+            "or raise tensor parallelism beyond one node (not simulated: --tp 8 × --pp 1 is already the 8 "
+            "GPUs of one NVIDIA-H200 node; `trtllm-operator plan --multi-node` checks whether a multi-node "
+            "engine fits).",  # trial 44 F13: at --tp 8 of an 8-GPU node, "(--tp)" could not be followed
             "No --tp of one NVIDIA-H200 node and no larger --gpu of the catalog fits with the "
             "other flags as given; follow the fix above.",
         ),
@@ -362,6 +364,29 @@ def test_does_not_fit_names_the_flags_and_the_values_to_try(
     assert "trtllm-operator simulate: error: the model does not fit on " in err, err
     assert said in err and err.rstrip().endswith(tries), err
     assert "see recommended" not in err, err
+
+
+def test_does_not_fit_says_without_quantization_and_no_tp_beyond_one_node(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Fresh-user trial 44 F13: "does not fit on 8 × NVIDIA-L4 with none" (--quantization none), and
+    "raise tensor parallelism (--tp)" at --tp 8, already the node's 8 GPUs, beyond which simulate
+    refuses (one node per replica). It says "without quantization", and the tensor-parallelism fix is
+    the multi-node one that simulate does not model, pointing at plan --multi-node."""
+    flags = ["--model-config", str(LLAMA_70B), "--gpu", "L4", "--tp", "8", "--max-seq-len", "65536"]
+    err = _err(capsys, ["simulate", "--trace", TRACE, *flags])
+    assert "error: the model does not fit on 8 × NVIDIA-L4 without quantization: " in err, err
+    assert "(--tp)" not in err and "with none" not in err, err
+    assert (
+        "or raise tensor parallelism beyond one node (not simulated: --tp 8 × --pp 1 is already the 8 GPUs "
+        "of one NVIDIA-L4 node; `trtllm-operator plan --multi-node` checks whether a multi-node engine fits)"
+    ) in err, err
+    deepseek = ["--model-config", str(DEEPSEEK_V3), "--gpu", "H100", "--tp", "8"]
+    err = _err(capsys, ["simulate", "--trace", TRACE, *deepseek])
+    assert "does not fit on 8 × NVIDIA-H100-80GB-HBM3 without quantization" in err, err
+    assert "raise tensor (or pipeline) parallelism beyond one node (not simulated: --tp 8 × --pp 1" in err
+    err = _err(capsys, ["simulate", "--trace", TRACE, "--model-config", str(LLAMA_70B), "--gpu", "L4"])
+    assert "raise tensor (or pipeline) parallelism (--tp, --pp)" in err, err  # below a node's GPUs: as before
 
 
 def test_a_synthetic_key_given_twice_is_refused_and_seed_is_one_key(

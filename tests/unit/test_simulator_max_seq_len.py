@@ -149,18 +149,21 @@ def test_cli_max_seq_len_is_checked_by_the_planner_naming_the_flag(
     assert message in capsys.readouterr().err
 
 
-def test_cli_max_seq_len_beside_a_deployment_is_the_replica_and_the_note_says_to_pass_it(
+def test_cli_max_seq_len_beside_a_deployment_is_the_replica_and_a_warning_names_the_engines(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """As --max-num-tokens: the replica is the flags' (the LLMEngine is not read), so the flag is taken
-    beside --deployment, and the note names it for the engine's spec.build.maxSeqLen."""
+    """As --max-num-tokens: a flag given is the replica's, beside --deployment too; where it contradicts
+    the LLMEngine of the input a warning names both values (fresh-user trial 44 F12)."""
     example = REPO / "examples" / "capacity-autoscaled-deployment.yaml"
     assert any(d and d.get("kind") == "LLMEngine" for d in yaml.safe_load_all(example.read_text()))
     trace = _trace(tmp_path, [(4095, 10), (4096, 10)])
     args = [*BASE, "--trace", trace, "--deployment", str(example), "--max-seq-len", "4096"]
     out, err = _run_json(capsys, args)
     assert out["dropped"] == 1 and out["replica"]["max_seq_len"] == 4096  # type: ignore[index]
-    assert "--max-seq-len); pass its spec.build values (maxBatchSize, maxNumTokens, maxSeqLen)" in err, err
+    assert (
+        "warning: --max-seq-len 4096 contradicts LLMEngine llama-3-1-70b-fp8-tp2 of --deployment "
+        f"{example}, whose spec.build.maxSeqLen is 65536: the flag's 4096 is simulated"
+    ) in err, err
 
 
 # -- F7 / F8: planner messages name simulate's flags ------------------------------------------------

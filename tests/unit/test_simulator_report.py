@@ -293,8 +293,10 @@ def test_cli_deployment_reads_a_kind_list_and_stdin_as_render_does(
     assert main([*args, "--deployment", "-"]) == 0
     out, err = capsys.readouterr()
     assert json.loads(out)["policy"] == "builtin (-)"
-    # Trial 35: the LLMEngine beside it was silently not used; now a note says so, naming the flags.
-    assert "note: --deployment -: LLMEngine llama-3-1-8b-fp8-autoscaled is not read (nor checked)" in err, err
+    # Trial 35: the LLMEngine beside it was silently not used; trial 44 F12: it is the replica, and a
+    # note says which of its fields were taken.
+    said = "note: the replica is LLMEngine llama-3-1-8b-fp8-autoscaled's (--deployment -): --quantization fp8"
+    assert said in err, err
     assert "--max-batch-size" in err
 
 

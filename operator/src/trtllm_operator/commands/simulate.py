@@ -58,6 +58,9 @@ def register(subparsers: Any) -> None:
         help="divide inter-arrival times by K (default 1)",
     )
     add_replica_arguments(p)
+    # Unset, so that a flag left out is told from one given: with --deployment the LLMEngine of the
+    # input fills it (:func:`engine_flags`), else its default (:data:`_ENGINE_FLAGS`).
+    p.set_defaults(**{dest: None for _, dest, _, _ in _ENGINE_FLAGS if dest in _UNSET_DEFAULTS})
     p.add_argument(
         "--kv-cache-free-gpu-mem-fraction",
         type=number("a fraction in (0, 1], e.g. 0.9"),
@@ -91,9 +94,10 @@ def register(subparsers: Any) -> None:
         metavar="YAML",
         help="an LLMDeployment manifest, read as render -f reads it (several documents, kind: List, a "
         "directory; - reads stdin), or its bare spec.autoscaling: simulate the builtin autoscaler with "
-        "exactly these settings, and the replica with its spec.server.kvCacheFreeGpuMemFraction and "
-        "enableChunkedContext; --policy, --min-replicas, --max-replicas, --kv-cache-free-gpu-mem-fraction "
-        "and --chunked-context are then refused (edit the manifest instead)",
+        "exactly these settings, and the replica with its spec.server.kvCacheFreeGpuMemFraction, "
+        "enableChunkedContext and maxTokensInPagedKvCache, and the LLMEngine its spec.engineRef names, when "
+        "the input holds it, filling the engine flags left out; --policy, --min-replicas, --max-replicas, "
+        "--kv-cache-free-gpu-mem-fraction and --chunked-context are then refused (edit the manifest instead)",
     )
     p.add_argument(
         "--min-replicas",
@@ -158,15 +162,18 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _load_manifest(path: str) -> dict[str, Any]:
+def _load_manifest(path: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """The LLMDeployment of ``path``, read as ``render -f`` reads it
     (:func:`~trtllm_operator.commands._manifests.read_objects`: a file, a directory, ``-`` for
     standard input, several documents, ``kind: List`` expanded); or, when it holds one document with
     neither ``kind`` nor ``apiVersion``, that document as a bare ``spec`` or ``spec.autoscaling``.
+    Second: the LLMEngine its ``spec.engineRef.name`` names when the input holds it (of its
+    namespace, as render picks it), else ``None``; that engine is checked as render checks it
+    (:func:`_serving_errors`).
 
     Raises :class:`ValueError` naming ``--deployment`` when the input is not YAML, holds no
-    LLMDeployment (naming what it holds instead) or more than one, :class:`OSError` when it cannot
-    be read.
+    LLMDeployment (naming what it holds instead) or more than one, or render would refuse it;
+    :class:`OSError` when it cannot be read.
     """
     import yaml  # noqa: PLC0415
 
@@ -198,19 +205,174 @@ def _load_manifest(path: str) -> dict[str, Any]:
             "spec.autoscaling mapping"
         )
     _check_manifest(path, doc)
+    engine = _engine_of(doc, [other for _, other in objects])
+    if engine is not None:
+        errors = _serving_errors(path, doc, engine)
+        if errors:
+            raise ValueError("\n".join(errors))
     for _, other in objects:
-        if other.get("kind") == ENGINE_KIND:
+        if other.get("kind") == ENGINE_KIND and other is not engine:
             # Fresh-user trial 35: the engine beside the deployment was silently not used.
+            ref = ((doc.get("spec") or {}).get("engineRef") or {}).get("name")
             say(
                 "simulate",
                 "note",
-                f"--deployment {path}: {_named(other)} is not read (nor "
-                "checked): the replica is the one the flags describe (--model-config, --gpu, --tp, --pp, "
-                "--quantization, --kv-cache-dtype, --max-batch-size, --max-num-tokens, --max-seq-len); "
-                "pass its spec.build values (maxBatchSize, maxNumTokens, maxSeqLen) by these flags to "
-                "simulate its limits",
+                f"--deployment {path}: {_named(other)} is not read (nor checked): the LLMDeployment's "
+                f"spec.engineRef names {ref!r}; the replica is the one the flags describe (--model-config, "
+                "--gpu, --tp, --pp, --quantization, --kv-cache-dtype, --max-batch-size, --max-num-tokens, "
+                "--max-seq-len)",
             )
-    return doc
+    return doc, engine
+
+
+#: The replica's flags an LLMEngine field stands for: ``(flag, args dest, field, default)``; the
+#: default is the flag's without an engine (the field's own default, or None: the planner's value).
+_ENGINE_FLAGS: tuple[tuple[str, str, str, object], ...] = (
+    ("--quantization", "quantization", "spec.quantization.format", "none"),
+    ("--kv-cache-dtype", "kv_cache_dtype", "spec.quantization.kvCacheDtype", "auto"),
+    ("--tp", "tp", "spec.parallelism.tensor", 1),
+    ("--pp", "pp", "spec.parallelism.pipeline", 1),
+    ("--max-batch-size", "max_batch_size", "spec.build.maxBatchSize", None),
+    ("--max-num-tokens", "max_num_tokens", "spec.build.maxNumTokens", None),
+    ("--max-seq-len", "max_seq_len", "spec.build.maxSeqLen", None),
+)
+#: The dests of :data:`_ENGINE_FLAGS` whose argparse default is not None (set to None by
+#: :func:`register`, filled by :func:`engine_flags`).
+_UNSET_DEFAULTS = frozenset({"quantization", "kv_cache_dtype", "tp", "pp"})
+
+
+def engine_flags(args: argparse.Namespace, engine: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """Fill the replica's flags left out from ``engine`` (the LLMEngine of the ``--deployment`` input,
+    already checked as render checks it), else with their defaults (:data:`_ENGINE_FLAGS`); return
+    ``(level, message)`` for what was taken and for each flag given that contradicts the engine
+    (the flag wins: it is what the user typed). Fresh-user trial 44 F12: the flags' BF16 defaults were
+    simulated beside an FP8 engine, half its KV cache, with only a note that the engine was not read.
+    ``--gpu`` (required) is compared, not taken."""
+    from engine_builder.planner import PlanInputError, lookup  # noqa: PLC0415
+    from trtllm_operator.api.engine import LLMEngineSpec  # noqa: PLC0415
+
+    if engine is None:
+        for _, dest, _, default in _ENGINE_FLAGS:
+            if getattr(args, dest) is None:
+                setattr(args, dest, default)
+        return []
+    spec = LLMEngineSpec.model_validate(engine.get("spec") or {})
+    values: dict[str, object] = {
+        "quantization": spec.quantization.format,
+        "kv_cache_dtype": spec.quantization.kv_cache_dtype,
+        "tp": spec.parallelism.tensor,
+        "pp": spec.parallelism.pipeline,
+        "max_batch_size": spec.build.max_batch_size,
+        "max_num_tokens": spec.build.max_num_tokens,
+        "max_seq_len": spec.build.max_seq_len,
+    }
+    name = str((engine.get("metadata") or {}).get("name"))
+    where = f"LLMEngine {name} of --deployment {args.deployment}"
+    said: list[tuple[str, str]] = []
+    taken: list[str] = []
+    for flag, dest, field, default in _ENGINE_FLAGS:
+        given, value = getattr(args, dest), values[dest]
+        if given is None:
+            setattr(args, dest, default if value is None else value)
+            if value is not None and value != default:  # the default's value changes nothing
+                taken.append(f"{flag} {value} ({field})")
+        elif value is not None and given != value:
+            said.append(
+                (
+                    "warning",
+                    f"{flag} {given} contradicts {where}, whose {field} is {value}: the flag's {given} is "
+                    f"simulated, not the engine. Fix: pass {flag} {value}, or leave {flag} out to take the "
+                    "engine's",
+                )
+            )
+    try:
+        flag_gpu, engine_gpu = lookup(args.gpu).product, lookup(spec.gpu.product).product
+    except PlanInputError:  # a bad --gpu is refused by name when the replica is planned
+        flag_gpu = engine_gpu = ""
+    if flag_gpu != engine_gpu:
+        said.append(
+            (
+                "warning",
+                f"--gpu {args.gpu} contradicts {where}, whose spec.gpu.product is {spec.gpu.product}: the "
+                f"flag's {flag_gpu} is simulated, not the engine. Fix: pass --gpu {spec.gpu.product}",
+            )
+        )
+    if taken:
+        said.insert(
+            0,
+            (
+                "note",
+                f"the replica is LLMEngine {name}'s (--deployment {args.deployment}): {', '.join(taken)}, "
+                "taken from its spec where the flag was left out (a flag given overrides its field)",
+            ),
+        )
+    return said
+
+
+def _engine_of(deployment: dict[str, Any], objects: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The LLMEngine of ``objects`` that ``deployment``'s ``spec.engineRef.name`` names, in its
+    namespace (one that sets none is taken as in it), as ``render`` picks it; ``None`` when the input
+    does not hold it (a bare ``spec.autoscaling`` names none)."""
+    if deployment.get("kind") != DEPLOYMENT_KIND:
+        return None
+    spec = deployment.get("spec") or {}
+    ref = (spec.get("engineRef") or {}).get("name")
+    namespace = (deployment.get("metadata") or {}).get("namespace")
+    for other in objects:
+        meta = other.get("metadata") or {}
+        if (
+            other.get("kind") == ENGINE_KIND
+            and meta.get("name") == ref
+            and meta.get("namespace") in (None, namespace)
+        ):
+            return other
+    return None
+
+
+def _serving_errors(path: str, deployment: dict[str, Any], engine: dict[str, Any]) -> list[str]:
+    """What ``render -f`` refuses for ``deployment`` served from ``engine`` (both in the input), in
+    render's words: the engine's schema (:func:`~trtllm_operator.commands._schema.manifest_errors`),
+    its spec (:func:`~trtllm_operator.decide.engine_spec.prepare_engine`, without the model's
+    config: simulate plans the replica itself), then the serving gate the controller applies
+    (:func:`~trtllm_operator.decide.serving.plan_serving`: an incompatible engine, an API its
+    server cannot serve — trtllm-serve with autoscaling, say —, a refused server setting). docs/
+    simulator.md promises the manifest is checked as render checks it (fresh-user trial 44 F24: a
+    pytorch ``api: openai`` deployment with autoscaling, which render refuses, was simulated). Placement
+    is checked as on a cluster with LeaderWorkerSet installed: simulate refuses a replica beyond one
+    node itself. Works on copies; empty when render would serve it."""
+    import copy  # noqa: PLC0415
+
+    from trtllm_operator.commands._schema import manifest_errors  # noqa: PLC0415
+    from trtllm_operator.decide.engine_spec import InvalidEngine, prepare_engine  # noqa: PLC0415
+    from trtllm_operator.decide.serving import ServingRefusal, plan_serving  # noqa: PLC0415
+
+    where = f"--deployment {path}: "
+    ename = str((engine.get("metadata") or {}).get("name") or "(unnamed)")
+    errors = [f"{where}LLMEngine {ename}: {message}" for message in manifest_errors(engine)]
+    if errors:
+        return errors
+    dep, eng = copy.deepcopy(deployment), copy.deepcopy(engine)
+    dmeta = dep.setdefault("metadata", {})
+    dmeta.setdefault("namespace", "default")
+    dmeta.setdefault("uid", "")
+    eng.setdefault("metadata", {}).setdefault("namespace", dmeta["namespace"])
+    status = eng.setdefault("status", {})
+    prepared = prepare_engine(ename, eng.get("spec") or {}, namespace=eng["metadata"]["namespace"])
+    if isinstance(prepared, InvalidEngine):
+        return [f"{where}LLMEngine {ename}: {prepared.text}"]
+    if not status.get("engineKey"):  # a manifest from git, as render keys it
+        status["engineKey"] = prepared.key
+        status.setdefault("artifact", {"uri": prepared.storage.artifact_uri(prepared.key)})
+    plan = plan_serving(dep, eng, gpus_per_node=prepared.gpu.gpus_per_node, lws_installed=True)
+    if not isinstance(plan, ServingRefusal):
+        return []
+    name = dmeta.get("name") or "(unnamed)"
+    said = "render refuses it too, and the operator serves nothing for it"
+    if plan.incompatibilities:
+        return [f"{where}{name}: EngineIncompatible: {p.message()} ({said})" for p in plan.incompatibilities]
+    if plan.blocked:
+        return [f"{where}{name}: {plan.blocked[0]}: {plan.blocked[1]} ({said})"]
+    return []
 
 
 def _named(doc: dict[str, Any]) -> str:
@@ -261,6 +423,40 @@ def _server_spec(manifest: dict[str, Any] | None) -> ServerSpec:
     return ServerSpec.model_validate(server or {})
 
 
+#: ``spec.server`` fields the replica model does not represent, each with its default (what the
+#: replica runs) and why: a manifest that sets another value gets a note naming them (fresh-user
+#: trial 44 F27: batchSchedulerPolicy max_utilization was simulated as guaranteed_no_evict without a
+#: word). The replica honours kvCacheFreeGpuMemFraction, maxTokensInPagedKvCache and
+#: enableChunkedContext; the rest (api, image, resources, …) does not change its capacity.
+_UNSIMULATED_SERVER: tuple[tuple[str, str, object, str], ...] = (
+    (
+        "batchSchedulerPolicy",
+        "batch_scheduler_policy",
+        "guaranteed_no_evict",
+        "which reserves each request's whole KV cache when it is scheduled and never pauses one; "
+        "max_utilization packs more sequences and pauses some",
+    ),
+    ("batchingStrategy", "batching_strategy", "inflight_fused_batching", "in-flight batching"),
+    ("maxQueueSize", "max_queue_size", 0, "Triton's queue unbounded: no request is rejected for it"),
+    (
+        "maxQueueDelayMicroseconds",
+        "max_queue_delay_microseconds",
+        0,
+        "requests scheduled without Triton's dynamic-batching delay",
+    ),
+)
+
+
+def _unsimulated(server: ServerSpec) -> list[str]:
+    """For each field of :data:`_UNSIMULATED_SERVER` that ``server`` sets away from its default:
+    ``spec.server.FIELD VALUE is not simulated: the replica runs as DEFAULT (why)``."""
+    return [
+        f"spec.server.{field} {getattr(server, attr)} is not simulated: the replica runs as {default} ({why})"
+        for field, attr, default, why in _UNSIMULATED_SERVER
+        if getattr(server, attr) != default
+    ]
+
+
 #: The planner's fix wording (engine_builder.planner.plan, its warnings) → what to pass to this command:
 #: the warnings name LLMEngine / LLMDeployment fields; simulate sets some of them by flags.
 _FIX_FLAGS: tuple[tuple[str, str], ...] = (
@@ -306,6 +502,8 @@ def flag_of(field: str, deployment: str | None = None) -> str:
         return f"{field} of --deployment {deployment}" if deployment else f"{field} ({FIELD_FLAGS[field]})"
     if field == "spec.parallelism":
         return f"{field} (--tp/--pp)"
+    if field.startswith("spec.server.") and deployment:  # maxTokensInPagedKvCache: no flag sets it
+        return f"{field} of --deployment {deployment}"
     return f"{field} ({FIELD_FLAGS[field]})" if field in _FLAG_FIELDS else field
 
 
@@ -358,7 +556,32 @@ def does_not_fit(exc: ReplicaDoesNotFitError, args: argparse.Namespace) -> str:
             f"No --tp of one {exc.plan.gpu_product} node and no larger --gpu of the catalog fits with the "
             "other flags as given; follow the fix above."
         )
-    return f"{with_flags(_SEE_RECOMMENDED.sub('', str(exc)), args.deployment)} {hint}"
+    text = with_flags(_SEE_RECOMMENDED.sub("", str(exc)), args.deployment)
+    per_node = _gpus_per_node(exc.plan.gpu_product)
+    if per_node is not None and args.tp * args.pp >= per_node:
+        # Fresh-user trial 44 F13: "raise tensor parallelism (--tp)" at --tp 8 of an 8-GPU node, which
+        # simulate refuses beyond (fleet.one_node_issue): say what it would take instead.
+        beyond = (
+            f" beyond one node (not simulated: --tp {args.tp} × --pp {args.pp} is already the {per_node} "
+            f"GPUs of one {exc.plan.gpu_product} node; `trtllm-operator plan --multi-node` checks whether "
+            "a multi-node engine fits)"
+        )
+        text = text.replace("raise tensor parallelism (--tp)", f"raise tensor parallelism{beyond}")
+        text = text.replace(
+            "raise tensor (or pipeline) parallelism (--tp, --pp)",
+            f"raise tensor (or pipeline) parallelism{beyond}",
+        )
+    return f"{text} {hint}"
+
+
+def _gpus_per_node(product: str) -> int | None:
+    """GPUs of one node of ``product`` in the catalog (None when it is not in it)."""
+    from engine_builder.planner import PlanInputError, lookup  # noqa: PLC0415
+
+    try:
+        return lookup(product).gpus_per_node
+    except PlanInputError:
+        return None
 
 
 def argument_errors(args: argparse.Namespace, manifest: dict[str, Any] | None = None) -> list[str]:
@@ -477,6 +700,39 @@ def _static_fix(manifest: dict[str, Any], flag: str, path: str) -> str:
     )
 
 
+def capacity_mismatch(policy: Any, kappa: float, deployment: str) -> str | None:
+    """A note when the manifest's ``spec.autoscaling.capacity.requestsPerSecond`` (the prior κ of
+    ``policy``, a :class:`~trtllm_operator.simulate.policies.SharedPolicy`) is off the replica's
+    ``saturated_requests_per_second`` for this trace (``kappa``, the performance model's at the
+    trace's mean lengths) by more than the headroom ``capacity.target`` leaves: above κ / target the
+    autoscaler plans each replica past what it serves; below κ × target it runs replicas idler than its
+    target. Either way until the online correction moves κ, which needs saturated pods (fresh-user trial
+    44 F22: the capacity example's 9.4/s beside a trace whose replica saturates at 5.551/s, and no word).
+    None within that band, or without a prior."""
+    params = policy.policy.capacity
+    if params is None or params.prior_rps is None or kappa <= 0:
+        return None
+    prior, target = params.prior_rps, params.target
+    if kappa * target <= prior <= kappa / target:
+        return None
+    above = prior > kappa
+    off = abs(prior / kappa - 1) * 100
+    if above:
+        effect = (
+            f"at capacity.target {target:g} the autoscaler plans {prior * target:.3g} requests/s per "
+            "replica, more than one serves"
+        )
+    else:
+        effect = f"the autoscaler runs replicas well below capacity.target {target:g} (more than needed)"
+    return (
+        f"spec.autoscaling.capacity.requestsPerSecond {prior:g} of --deployment {deployment} is "
+        f"{off:.0f}% {'above' if above else 'below'} the replica's saturated_requests_per_second {kappa:g} "
+        f"for this trace (the performance model's, at its mean prompt and output lengths): {effect}, "
+        "until the online correction, which needs saturated pods, moves it. Fix: set requestsPerSecond near "
+        f"{kappa:g} for this traffic, or measure it (docs/autoscaling.md)"
+    )
+
+
 def _deployment_fix(message: str, args: argparse.Namespace, server: ServerSpec) -> str:
     """``message`` (a manifest simulate cannot run) with the fix that works: drop ``--deployment`` and
     pass ``--policy`` with the flags that carry the manifest's server settings (``--deployment``
@@ -540,13 +796,16 @@ def run(args: argparse.Namespace) -> int:
     )
 
     manifest: dict[str, Any] | None = None
+    engine: dict[str, Any] | None = None
     if args.deployment:  # read first, so that a flag it conflicts with names the field simulated
         try:
-            manifest = _load_manifest(args.deployment)
+            manifest, engine = _load_manifest(args.deployment)
         except ValueError as exc:
             return _fail(str(exc))
         except OSError as exc:  # the message names the flag, as every other --deployment error does
             return _fail(f"--deployment {args.deployment}: {exc.strerror or exc}")
+    for level, message in engine_flags(args, engine):
+        say("simulate", level, message)
     manifest_policy: policies.SharedPolicy | policies.StaticPolicy | None = None
     if manifest is not None:
         # Before the flags' checks and the replica's plan: a manifest simulate cannot run at all
@@ -592,6 +851,7 @@ def run(args: argparse.Namespace) -> int:
             kv_cache_free_gpu_mem_fraction=fraction,
             chunked_context=chunked,
             max_seq_len=args.max_seq_len,
+            max_tokens_in_paged_kv_cache=server.max_tokens_in_paged_kv_cache,
         )
     except PlanInputError as exc:
         return _fail(with_flags(f"{flag_of(exc.field, args.deployment)}: {exc.message}", args.deployment))
@@ -610,6 +870,21 @@ def run(args: argparse.Namespace) -> int:
         ):
             continue  # chunked context is on: those prompts are served in chunks (trial 37b F2)
         say("simulate", "warning", with_flags(str(warning), args.deployment))
+    if setup.spec.max_kv_tokens < setup.plan.max_kv_tokens:  # fresh-user trial 44 F27: it was ignored
+        say(
+            "simulate",
+            "note",
+            f"spec.server.maxTokensInPagedKvCache of --deployment {args.deployment} bounds the replica's KV "
+            f"cache to {setup.spec.max_kv_tokens:,} tokens (the free-memory fraction's pool is "
+            f"{setup.plan.max_kv_tokens:,}; TensorRT-LLM takes the smaller)",
+        )
+    unsimulated = _unsimulated(server)
+    if unsimulated:
+        say(
+            "simulate",
+            "note",
+            f"--deployment {args.deployment}: {'; '.join(unsimulated)} (docs/simulator.md, Limits)",
+        )
     if args.reserve_output_tokens:
         spec = dataclasses.replace(setup.spec, reserve_output_tokens=args.reserve_output_tokens)
         setup = dataclasses.replace(setup, spec=spec)
@@ -734,6 +1009,10 @@ def run(args: argparse.Namespace) -> int:
         kappa: float | None = round(policies.profiled_capacity_rps(requests, setup.spec), 3)
     except ValueError:
         kappa = None
+    if isinstance(manifest_policy, policies.SharedPolicy) and kappa is not None:
+        mismatch = capacity_mismatch(manifest_policy, kappa, args.deployment)
+        if mismatch:
+            say("simulate", "note", mismatch)
     summary["replica"] = {
         "gpus": setup.spec.gpus,
         "max_kv_tokens": setup.spec.max_kv_tokens,

@@ -20,6 +20,7 @@ from engine_builder.planner import (
     PlanRequest,
     load_hf_config,
     lookup,
+    one_sequence_kv_tokens,
     plan,
 )
 from trtllm_operator.simulate.engine import ReplicaSpec
@@ -87,6 +88,12 @@ def one_node_issue(tp: int, pp: int, gpus_per_node: int, product: str) -> PlanIs
     )
 
 
+def quantized(quantization: str) -> str:
+    """``without quantization`` for ``spec.quantization.format`` ``none``, else ``with FORMAT
+    quantization``: for messages (fresh-user trial 44 F13: "does not fit … with none")."""
+    return "without quantization" if quantization == "none" else f"with {quantization} quantization"
+
+
 def model_costs(arch: Architecture, p: Plan) -> ModelCosts:
     """Per-GPU costs of one replica: weights and KV bytes from the plan, FLOPs from active parameters."""
     world = p.tp * p.pp
@@ -111,13 +118,16 @@ def replica_setup(
     efficiency: Efficiency = DEFAULT_EFFICIENCY,
     chunked_context: bool = False,
     max_seq_len: int | None = None,
+    max_tokens_in_paged_kv_cache: int | None = None,
 ) -> ReplicaSetup:
     """Plan one replica and build its :class:`ReplicaSpec`.
 
     ``hf_config``: a Hugging Face ``config.json`` (path or parsed). Unset ``max_batch_size`` /
     ``max_num_tokens`` / ``max_seq_len`` (the engine's ``spec.build.*``, tokens) take the planner's
     values (``max_seq_len``: derived from the KV cache, docs/planner.md); ``chunked_context`` is the
-    deployment's ``spec.server.enableChunkedContext`` (:attr:`ReplicaSpec.chunked_context`). Raises
+    deployment's ``spec.server.enableChunkedContext`` (:attr:`ReplicaSpec.chunked_context`);
+    ``max_tokens_in_paged_kv_cache`` its ``spec.server.maxTokensInPagedKvCache`` (tokens), which bounds
+    the pool: :func:`kv_pool_limit`. Raises
     ``engine_builder.planner.PlanInputError`` for a value the planner cannot take at all,
     :class:`ReplicaInputError` for one that breaks a planner rule or for ``tp × pp`` beyond one node
     (:func:`one_node_issue`), and :class:`ReplicaDoesNotFitError` (a ``ValueError``) when the model
@@ -148,14 +158,16 @@ def replica_setup(
     if not p.fits or p.max_kv_tokens <= 0:
         reasons = "; ".join(str(r) for r in p.reasons) or "no KV cache left"
         raise ReplicaDoesNotFitError(
-            f"the model does not fit on {tp * pp} × {gpu_spec.product} with {quantization}: {reasons}", p
+            f"the model does not fit on {tp * pp} × {gpu_spec.product} {quantized(quantization)}: {reasons}",
+            p,
         )
+    pool = kv_pool_limit(p, max_tokens_in_paged_kv_cache)
     rates = GPURates.from_gpu(gpu_spec)
     costs = model_costs(arch, p)
     model = IterationModel.build(costs, rates, quantization, efficiency)
     spec = ReplicaSpec(
         gpus=tp * pp,
-        max_kv_tokens=p.max_kv_tokens,
+        max_kv_tokens=pool,
         max_batch_size=max_batch_size or p.max_batch_size,
         max_num_tokens=max_num_tokens or p.max_num_tokens,
         model=model,
@@ -164,6 +176,42 @@ def replica_setup(
         max_seq_len=p.max_seq_len,
     )
     return ReplicaSetup(spec=spec, plan=p, rates=rates, costs=costs)
+
+
+#: The deployment field :func:`kv_pool_limit` reads.
+MAX_TOKENS_FIELD = "spec.server.maxTokensInPagedKvCache"
+
+
+def kv_pool_limit(p: Plan, max_tokens: int | None) -> int:
+    """The KV pool of a replica whose deployment sets ``maxTokensInPagedKvCache`` = ``max_tokens``
+    (tokens; ``None``: unset): the smaller of it and the plan's pool from the free-memory fraction
+    (``p.max_kv_tokens``). TensorRT-LLM: "if both are specified, firstly the
+    ``freeGpuMemoryFraction`` is used to compute the number of tokens …, and then the minimum between
+    this computed number of tokens and ``maxTokens`` is used" (NVIDIA/TensorRT-LLM
+    ``docs/source/reference/memory.md``, docs/reference/tensorrt-llm.md §7.2; the operator renders the
+    field as Triton's ``max_tokens_in_paged_kv_cache``, tensorrtllm_backend v0.19.0
+    ``all_models/inflight_batcher_llm/tensorrt_llm/config.pbtxt``, §4.3).
+
+    Raises :class:`ReplicaInputError` when that pool holds less than one sequence of the plan's
+    ``max_seq_len`` (:func:`engine_builder.planner.one_sequence_kv_tokens`, the planner's rule:
+    TensorRT-LLM refuses to start, tensorrtllm_backend#168)."""
+    if max_tokens is None or max_tokens >= p.max_kv_tokens:
+        return p.max_kv_tokens
+    need = one_sequence_kv_tokens(p.max_seq_len, p.tokens_per_block)
+    if max_tokens < need:
+        raise ReplicaInputError(
+            (
+                PlanIssue(
+                    MAX_TOKENS_FIELD,
+                    f"{max_tokens:,} tokens is less than one sequence of maxSeqLen {p.max_seq_len:,} "
+                    f"({need:,} tokens in KV blocks of {p.tokens_per_block}); TensorRT-LLM refuses to start.",
+                    f"raise it to at least {need:,}, or leave it out (the pool is then the free-memory "
+                    f"fraction's, {p.max_kv_tokens:,} tokens), or lower maxSeqLen to at most "
+                    f"{max_tokens // p.tokens_per_block * p.tokens_per_block}",
+                ),
+            )
+        )
+    return max_tokens
 
 
 def calibration_config(model: str) -> dict[str, Any]:

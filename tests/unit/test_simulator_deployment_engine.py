@@ -1,0 +1,224 @@
+"""``simulate --deployment`` with the LLMEngine in the same input (fresh-user trial 44): the pair is
+checked as ``render -f`` checks it (F24), and the replica's server settings the simulator cannot
+honour are named (F27)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from trtllm_operator.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIGS = REPO / "tests" / "fixtures" / "model-configs"
+QWEN_7B = CONFIGS / "Qwen__Qwen2.5-7B-Instruct.json"
+LLAMA_8B = CONFIGS / "meta-llama__Llama-3.1-8B-Instruct.json"
+LLAMA_70B = CONFIGS / "meta-llama__Llama-3.1-70B-Instruct.json"
+TRACE = "poisson:rate=1,duration=5"
+
+
+def _docs(example: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((REPO / "examples" / example).read_text()) if d]
+
+
+def _deployment(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    return next(d for d in docs if d["kind"] == "LLMDeployment")
+
+
+def _write(tmp_path: Path, docs: list[dict[str, Any]], name: str = "in.yaml") -> str:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump_all(docs))
+    return str(path)
+
+
+def test_a_deployment_render_refuses_to_serve_is_refused_in_renders_words(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """F24: the pytorch ``api: openai`` example (trtllm-serve) with autoscaling added ran a whole
+    autoscaling simulation, though ``render`` refuses it (``OpenAIFrontendUnsupported``: trtllm-serve
+    exports neither signal). simulate now applies render's serving gate
+    (decide.serving.plan_serving) to the LLMEngine of the input and refuses it with render's words."""
+    docs = _docs("qwen2.5-7b-pytorch-openai.yaml")
+    dep = _deployment(docs)
+    dep["spec"].pop("replicas", None)
+    targets = {"activeRequestUtilization": 0.5}
+    dep["spec"]["autoscaling"] = {"enabled": True, "maxReplicas": 4, "targets": targets}
+    path = _write(tmp_path, docs)
+    assert main(["render", "-f", path]) == 1
+    rendered = capsys.readouterr().err
+    assert "qwen2-5-7b-chat: OpenAIFrontendUnsupported: spec.autoscaling.enabled:" in rendered, rendered
+    args = ["simulate", "--trace", TRACE, "--model-config", str(QWEN_7B), "--gpu", "H100"]
+    assert main([*args, "--quantization", "fp8", "--kv-cache-dtype", "fp8", "--deployment", path]) == 2
+    err = capsys.readouterr().err
+    refusal = next(line for line in rendered.splitlines() if "OpenAIFrontendUnsupported" in line)
+    words = refusal.split(": error: ", 1)[1]
+    assert f"trtllm-operator simulate: error: --deployment {path}: {words}" in err, err
+    assert "render refuses it too" in err, err
+
+
+def test_the_engine_of_the_input_is_checked_as_render_checks_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """F24: the LLMEngine beside the deployment was "not read (nor checked)": an engine render refuses
+    for its schema (an unknown field, as kubectl apply refuses it) is refused here too, with render's
+    message; the example as shipped still runs."""
+    docs = _docs("autoscaled-deployment.yaml")
+    engine = next(d for d in docs if d["kind"] == "LLMEngine")
+    engine["spec"]["build"]["maxBatchSise"] = 8
+    path = _write(tmp_path, docs)
+    args = ["simulate", "--trace", TRACE, "--model-config", str(LLAMA_8B), "--gpu", "H100"]
+    assert main([*args, "--deployment", path]) == 2
+    err = capsys.readouterr().err
+    name = engine["metadata"]["name"]
+    assert f"--deployment {path}: LLMEngine {name}: spec.build.maxBatchSise: unknown field" in err, err
+    del engine["spec"]["build"]["maxBatchSise"]
+    assert main([*args, "--deployment", _write(tmp_path, docs), "--output", "json"]) == 0
+
+
+def _server(tmp_path: Path, **server: object) -> str:
+    docs = _docs("llama-3.1-8b-fp8-h100.yaml")
+    _deployment(docs)["spec"]["server"].update(server)
+    return _write(tmp_path, docs, "server.yaml")
+
+
+FP8_8B = [
+    *("simulate", "--trace", TRACE, "--model-config", str(LLAMA_8B), "--gpu", "H100"),
+    *("--quantization", "fp8", "--kv-cache-dtype", "fp8", "--max-seq-len", "16384"),
+]
+
+
+def test_max_tokens_in_paged_kv_cache_bounds_the_simulated_pool(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """F27: spec.server.maxTokensInPagedKvCache 40,000 was ignored: the replica had the fraction's
+    pool of about a million tokens. TensorRT-LLM takes the smaller of the two (memory.md, reference
+    §7.2), and so does the replica now, with a note naming the field and both pools."""
+    path = _server(tmp_path, maxTokensInPagedKvCache=40000)
+    assert main([*FP8_8B, "--deployment", path, "--output", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["replica"]["max_kv_tokens"] == 40000
+    said = f"note: spec.server.maxTokensInPagedKvCache of --deployment {path} bounds the replica's KV cache"
+    assert f"{said} to 40,000 tokens (the free-memory fraction's pool is" in err, err
+
+
+def test_max_tokens_below_one_sequence_is_refused_as_tensorrt_llm_refuses_to_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """F27 (F26's simulate side): 16,000 tokens cannot hold one sequence of maxSeqLen 16,384, which
+    TensorRT-LLM refuses at start (tensorrtllm_backend#168, the planner's one_sequence_kv_tokens); the
+    run is refused naming the field, the value and the fixes instead of simulating a pool 63× larger."""
+    path = _server(tmp_path, maxTokensInPagedKvCache=16000)
+    assert main([*FP8_8B, "--deployment", path]) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"error: spec.server.maxTokensInPagedKvCache of --deployment {path}: 16,000 tokens is less than one "
+        "sequence of maxSeqLen 16,384 (16,384 tokens in KV blocks of 32); TensorRT-LLM refuses to start. "
+        "Fix: raise it to at least 16,384, or leave it out"
+    ) in err, err
+    assert "lower maxSeqLen (--max-seq-len) to at most 16000" in err, err
+
+
+def test_server_settings_the_replica_does_not_model_are_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """F27: batchSchedulerPolicy max_utilization (examples/llama-3.1-70b-fp8-tp2-h200.yaml's) was
+    simulated as guaranteed_no_evict without a word; a note now names each such field, its value and
+    what the replica runs instead. A manifest at the defaults gets no such note."""
+    path = _server(tmp_path, batchSchedulerPolicy="max_utilization", maxQueueSize=10)
+    assert main([*FP8_8B, "--deployment", path, "--output", "json"]) == 0
+    err = capsys.readouterr().err
+    assert (
+        f"note: --deployment {path}: spec.server.batchSchedulerPolicy max_utilization is not simulated: the "
+        "replica runs as guaranteed_no_evict"
+    ) in err, err
+    assert "; spec.server.maxQueueSize 10 is not simulated: the replica runs as 0" in err, err
+    assert main([*FP8_8B, "--deployment", _server(tmp_path), "--output", "json"]) == 0
+    assert "is not simulated" not in capsys.readouterr().err
+
+
+def test_the_llmengine_of_the_input_is_the_replica_where_the_flags_are_left_out(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """F12: ``--deployment examples/llama-3.1-8b-fp8-h100.yaml`` without format flags simulated a BF16
+    engine with a BF16 KV cache (458,624 tokens, maxBatchSize 223, maxSeqLen 16,384 derived), not the
+    file's FP8 engine (maxBatchSize 256, maxSeqLen 16,384), and said only that the engine "is not
+    read". The engine's fields now fill the flags left out, and a note says which."""
+    example = str(REPO / "examples" / "llama-3.1-8b-fp8-h100.yaml")
+    base = [
+        "simulate",
+        "--trace",
+        TRACE,
+        "--model-config",
+        str(LLAMA_8B),
+        "--gpu",
+        "H100",
+        "--output",
+        "json",
+    ]
+    assert main([*base, "--deployment", example]) == 0
+    out, err = capsys.readouterr()
+    replica = json.loads(out)["replica"]
+    assert (replica["max_batch_size"], replica["max_num_tokens"], replica["max_seq_len"]) == (
+        256,
+        8192,
+        16384,
+    )
+    said = f"note: the replica is LLMEngine llama-3-1-8b-fp8's (--deployment {example}): --quantization fp8"
+    assert said in err and "--max-batch-size 256 (spec.build.maxBatchSize)" in err, err
+    assert "warning: --" not in err, err
+    flags = ["--quantization", "fp8", "--kv-cache-dtype", "fp8", "--max-batch-size", "256"]
+    assert main([*base, *flags, "--max-seq-len", "16384", "--max-num-tokens", "8192"]) == 0
+    assert json.loads(capsys.readouterr().out)["replica"] == replica  # the FP8 engine's pool, not BF16's
+
+
+def test_a_flag_that_contradicts_the_llmengine_is_simulated_with_a_warning_naming_both_values(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """F12: ``--quantization none`` beside the FP8 engine was simulated without a word; the flag given
+    still wins (it is what was typed), and a warning names the field, both values and the flag to
+    pass. ``--gpu`` is compared too (it is required, so never taken)."""
+    example = str(REPO / "examples" / "llama-3.1-8b-fp8-h100.yaml")
+    args = ["simulate", "--trace", TRACE, "--model-config", str(LLAMA_8B), "--gpu", "H200"]
+    assert main([*args, "--quantization", "none", "--tp", "2", "--deployment", example]) == 0
+    err = capsys.readouterr().err
+    engine = f"LLMEngine llama-3-1-8b-fp8 of --deployment {example}"
+    assert (
+        f"warning: --quantization none contradicts {engine}, whose spec.quantization.format is fp8: the "
+        "flag's none is simulated, not the engine. Fix: pass --quantization fp8, or leave --quantization out"
+    ) in err, err
+    assert f"warning: --tp 2 contradicts {engine}, whose spec.parallelism.tensor is 1" in err, err
+    assert f"warning: --gpu H200 contradicts {engine}, whose spec.gpu.product is NVIDIA-H100-80GB-HBM3" in err
+
+
+@pytest.mark.parametrize(
+    ("rps", "said"),
+    [
+        (9.4, "is 69% above the replica's saturated_requests_per_second 5.551 for this trace"),
+        (2.0, "is 64% below the replica's saturated_requests_per_second 5.551 for this trace"),
+        (5.0, None),  # within the target's headroom (5.551 × 0.8 ≤ 5 ≤ 5.551 / 0.8): no note
+    ],
+)
+def test_a_capacity_prior_far_from_the_replicas_saturated_rate_is_noted(
+    rps: float, said: str | None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """F22: the capacity example's requestsPerSecond 9.4 (measured for the Azure trace) planned every
+    decision beside a trace whose replica saturates at 5.551/s, and simulate, which prints both, said
+    nothing. A note names both numbers when the prior is outside capacity.target's headroom."""
+    docs = _docs("capacity-autoscaled-deployment.yaml")
+    _deployment(docs)["spec"]["autoscaling"]["capacity"]["requestsPerSecond"] = rps
+    path = _write(tmp_path, docs)
+    trace = "gamma:rate=6,duration=20,cv=3,isl=2000,osl=300"
+    args = ["simulate", "--trace", trace, "--model-config", str(LLAMA_70B), "--gpu", "H200"]
+    assert main([*args, "--deployment", path, "--output", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["replica"]["saturated_requests_per_second"] == 5.551
+    if said is None:
+        assert "spec.autoscaling.capacity.requestsPerSecond" not in err, err
+    else:
+        prefix = f"note: spec.autoscaling.capacity.requestsPerSecond {rps:g} of --deployment {path} "
+        assert prefix + said in err, err
+        assert "Fix: set requestsPerSecond near 5.551 for this traffic" in err, err
