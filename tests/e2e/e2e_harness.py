@@ -247,13 +247,6 @@ def start_operator(handle: Installed, work: Path, python: str = sys.executable) 
         time.sleep(0.3)
 
 
-#: The release an upgrade starts from (test_upgrade.py): the commit of the last landed main, since
-#: the project has no release tags yet. Bumped at each release — set it to the commit just released
-#: (``git rev-parse main``) and update test_upgrade.py's ``EXPECTED`` from the diff of the two
-#: releases (docs/install.md, "Upgrade"). The full id, so that no later commit can shadow it.
-PREVIOUS_RELEASE = "3898a0c46fe698e6dbcf90e262af8ba5b29d827a"
-
-
 def release_tree(commit: str, dest: Path) -> Path:
     """The tree of ``commit`` (``git archive`` of this repository's history) in ``dest``, with its
     own virtualenv made by its own hack/venv.sh (``dest/.venv``; the shared uv cache makes it

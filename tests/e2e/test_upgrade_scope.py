@@ -32,9 +32,9 @@ from support.cluster import LocalCluster
 pytestmark = pytest.mark.slow
 
 #: A release (commit of main) whose chart ran the operator with ``--all-namespaces`` when
-#: ``watchNamespaces`` was empty: e2e_harness.PREVIOUS_RELEASE when this test was written. Pinned, not
-#: PREVIOUS_RELEASE: users may skip releases, so the refusal must hold for an upgrade from it after
-#: PREVIOUS_RELEASE moves on to a namespaced-default chart.
+#: ``watchNamespaces`` was empty: the upgrade test's previous release when this test was written
+#: (support/releases.py, KEY_MIGRATION). Pinned, not PREVIOUS_RELEASE: users may skip releases, so the
+#: refusal must hold for an upgrade from it after PREVIOUS_RELEASE moved on to a namespaced-default chart.
 CLUSTER_WIDE_DEFAULT_RELEASE = "3898a0c46fe698e6dbcf90e262af8ba5b29d827a"
 RELEASE = "scope"
 OPERATOR = f"{RELEASE}-trtllm-operator"  # the charts' fullname (both releases' _helpers.tpl)
