@@ -17,6 +17,10 @@
   prometheus.py, outage.py and e2e_harness.py had a copy each).
 - No assert on what a wait returned unless compared with a value: ``wait_for`` returns something truthy
   or raises, so ``assert wait_for(...)`` can never fail.
+- No upper bound on elapsed wall time (issue 23 item 5: timing bounds live in benchmarks/, not tests): no
+  assert that a clock difference (``time.monotonic()``, ``time.time()``, ``time.perf_counter()``, or a
+  helper in tests/ that returns one) is ``<``/``<=`` something. A lower bound (``>=``: not before a
+  window) is a property a slow machine cannot break; a deadline belongs in a wait's ``timeout``.
 
 ``wait_for`` letting a failed assertion fail at once (not retried into a timeout) is proven by
 tests/unit/test_support_wait.py::test_a_failed_assertion_fails_at_once_not_as_a_timeout.
@@ -180,6 +184,85 @@ def tautological_waits(tree: ast.Module) -> list[str]:
     return sorted(set(found))
 
 
+#: Clock calls whose result is a point in wall time (``time.time``: the attribute or a bare import).
+CLOCKS = {"monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns", "time", "time_ns"}
+
+
+def clock_helpers(trees: list[ast.Module]) -> set[str]:
+    """Functions (in ``trees``) that return a clock reading, e.g. tests/support/api.py's ``Api.set_load``
+    (``return time.monotonic()``): what they return is a point in wall time too."""
+    return {
+        fn.name
+        for tree in trees
+        for fn in ast.walk(tree)
+        if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef)
+        and any(
+            isinstance(r, ast.Return)
+            and isinstance(r.value, ast.Call)
+            and _name(r.value.func) in CLOCKS
+            and not r.value.args
+            for r in ast.walk(fn)
+        )
+    }
+
+
+def _upper_bounds_in(nodes: list[ast.AST], helpers: frozenset[str]) -> list[str]:
+    """:func:`wall_clock_upper_bounds` over the nodes of one scope."""
+    readings: set[str] = set()  # names assigned a clock reading
+    elapsed: set[str] = set()  # names assigned a difference with one
+
+    def is_reading(node: ast.expr) -> bool:
+        if isinstance(node, ast.Call):
+            name = _name(node.func)
+            return (name in CLOCKS and not node.args) or name in helpers
+        return isinstance(node, ast.Name) and node.id in readings
+
+    def is_elapsed(node: ast.expr) -> bool:
+        if isinstance(node, ast.Name):
+            return node.id in elapsed
+        return (
+            isinstance(node, ast.BinOp)
+            and isinstance(node.op, ast.Sub)
+            and (is_reading(node.left) or is_reading(node.right))
+        )
+
+    for node in nodes:
+        if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = {t.id for t in targets if isinstance(t, ast.Name)}
+            if is_reading(node.value):
+                readings |= names
+            elif is_elapsed(node.value):
+                elapsed |= names
+    found = []
+    for node in nodes:
+        if not isinstance(node, ast.Assert):
+            continue
+        for compare in (c for c in ast.walk(node.test) if isinstance(c, ast.Compare)):
+            sides = [compare.left, *compare.comparators]
+            for op, small, large in zip(compare.ops, sides, sides[1:], strict=False):
+                if (isinstance(op, ast.Lt | ast.LtE) and is_elapsed(small)) or (
+                    isinstance(op, ast.Gt | ast.GtE) and is_elapsed(large)
+                ):
+                    found.append(f"line {node.lineno}: assert {ast.unparse(compare)}")
+    return found
+
+
+def wall_clock_upper_bounds(tree: ast.Module, helpers: frozenset[str] = frozenset()) -> list[str]:
+    """Asserts that bound an elapsed wall time from above: a difference involving a clock reading (a
+    clock call, a call of one of ``helpers``, or a name assigned from either in the same function), or a
+    name assigned from such a difference, on the small side of ``<``/``<=`` (the large of ``>``/``>=``)."""
+    defs = ast.FunctionDef | ast.AsyncFunctionDef
+    top = [s for s in tree.body if not isinstance(s, defs | ast.ClassDef)]
+    scopes = [top, *([fn] for fn in ast.walk(tree) if isinstance(fn, defs))]
+    found = [
+        hit
+        for scope in scopes
+        for hit in _upper_bounds_in([n for stmt in scope for n in ast.walk(stmt)], helpers)
+    ]
+    return sorted(set(found))
+
+
 def own_api_wrappers(tree: ast.Module) -> list[str]:
     found = []
     for node in ast.walk(tree):
@@ -286,6 +369,14 @@ def test_one_helper_stops_a_process() -> None:
     )
 
 
+def test_no_upper_bound_on_elapsed_wall_time() -> None:
+    helpers = frozenset(clock_helpers([ast.parse(p.read_text(), filename=str(p)) for p in sources()]))
+    assert _violations(lambda tree: wall_clock_upper_bounds(tree, helpers)) == {}, (
+        "a busy machine breaks a wall-time budget: move the bound to benchmarks/, or check the property "
+        "without a clock (a count, an order, the operator's own record)"
+    )
+
+
 def test_one_api_wrapper() -> None:
     assert _violations(own_api_wrappers, skip=API_WRAPPER) == {}, (
         "use tests/support/api.py's Api (a module adds its own methods in a subclass)"
@@ -320,6 +411,22 @@ def test_one_api_wrapper() -> None:
         (tautological_waits, "def t():\n    cond = wait_for(ready)\n    assert cond\n"),
         (tautological_waits, "def t():\n    e = api.wait_phase('e', 'Ready')\n    assert e is not None\n"),
         (tautological_waits, "def t():\n    cond = wait_for(ready)\n    assert cond and ok\n"),
+        # tests/unit/test_tritoncpu_pods.py and tests/integration/test_autoscaling.py before issue 23's fix
+        (
+            wall_clock_upper_bounds,
+            "def t():\n    t0 = time.monotonic()\n    f()\n    assert time.monotonic() - t0 < 5 and ok\n",
+        ),
+        (
+            lambda tree: wall_clock_upper_bounds(tree, frozenset({"set_load", "first_time"})),
+            "def t():\n    t_up = api.set_load(fleet)\n    t_scaled = first_time(api)\n"
+            "    assert w - 1.5 <= t_scaled - t_up <= w + 10\n",
+        ),
+        (
+            wall_clock_upper_bounds,
+            "def t():\n    start = perf_counter()\n    f()\n"
+            "    took = perf_counter() - start\n    assert 1 > took\n",
+        ),
+        (wall_clock_upper_bounds, "def t():\n    t0 = time.time()\n    assert time.time() - t0 <= 30\n"),
     ],
 )
 def test_each_guard_catches_what_it_names(check: Check, source: str) -> None:
@@ -341,6 +448,12 @@ def test_each_guard_catches_what_it_names(check: Check, source: str) -> None:
         ),
         (tautological_waits, "def t():\n    assert wait_for(finished) == 'Failed'\n"),
         (tautological_waits, "def t():\n    cond = wait_for(ready)\n    assert cond['reason'] == 'X'\n"),
+        # a lower bound (not before the window), and a difference of values that are no clock readings
+        (
+            wall_clock_upper_bounds,
+            "def t():\n    t0 = time.monotonic()\n    f()\n    assert time.monotonic() - t0 >= 3\n",
+        ),
+        (wall_clock_upper_bounds, "def t():\n    assert after - before <= 1\n"),
     ],
 )
 def test_each_guard_passes_what_it_allows(check: Check, source: str) -> None:
