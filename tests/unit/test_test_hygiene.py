@@ -3,9 +3,10 @@
 - No test module imports another test module (``from tests.integration.test_x import ...``,
   ``from test_x import ...``): shared code lives in tests/support (or a conftest).
 - One port helper: no module but tests/support/ports.py defines ``free_port``; no test binds a fixed
-  port (a literal like Triton's 8002 given to a bind, a server or a port setting — a literal as an
-  *expected value*, e.g. the 8002 of a rendered container port, is fine); no port is chosen at import
-  time.
+  port (a literal like Triton's 8002, or a named int constant like ``TRITON_METRICS_PORT``, given to a
+  bind, a server or a port setting — a literal as an *expected value*, e.g. the 8002 of a rendered
+  container port, is fine), but for the uses ``FIXED_PORTS_ALLOWED`` names with their reason; no port
+  is chosen at import time.
 - One API wrapper: a class named ``*Api`` in tests/ is tests/support/api.py's ``Api`` or a subclass of it.
 - A pre-bound artifact PV (cluster scoped, so a test namespace's deletion leaves it) is made only through
   ``Api.artifact_pvc()``, which deletes it: no test calls ``prebound_artifact_pvc`` itself (a fresh-user
@@ -30,7 +31,7 @@ Each guard is also run over a snippet that breaks it, so a guard that can no lon
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
@@ -69,11 +70,40 @@ def _name(func: ast.expr) -> str:
     return func.id if isinstance(func, ast.Name) else ""
 
 
-def _fixed_port(node: ast.expr | None) -> int | None:
-    """The port an int literal names (0 means "the kernel picks": not fixed)."""
+def _fixed_port(node: ast.expr | None, constants: Mapping[str, int] | None = None) -> str | None:
+    """The fixed port ``node`` names, as the hit shows it: an int literal (``8002``; 0 means "the kernel
+    picks": not fixed) or an upper-case name that is an int constant in ``constants``
+    (``TRITON_METRICS_PORT (= 8002)``)."""
     if isinstance(node, ast.Constant) and type(node.value) is int and node.value > 0:
-        return node.value
+        return str(node.value)
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    if constants and name.isupper() and name in constants:
+        return f"{name} (= {constants[name]})"
     return None
+
+
+def int_constants(trees: list[ast.Module]) -> dict[str, int]:
+    """Module-level upper-case names bound to a positive int (``TRITON_METRICS_PORT = 8002``), or to
+    such a name (``METRICS_PORT = DEFAULT_PORT``), in ``trees``."""
+    bound: dict[str, ast.expr] = {}
+    for tree in trees:
+        for stmt in tree.body:
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+                target, value = stmt.targets[0], stmt.value
+            elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+                target, value = stmt.target, stmt.value
+            else:
+                continue
+            if isinstance(target, ast.Name) and target.id.isupper():
+                bound[target.id] = value
+    constants: dict[str, int] = {}
+    for _ in range(3):  # aliases of aliases
+        for name, value in bound.items():
+            if isinstance(value, ast.Constant) and type(value.value) is int and value.value > 0:
+                constants[name] = value.value
+            elif isinstance(value, ast.Name) and value.id in constants:
+                constants[name] = constants[value.id]
+    return constants
 
 
 def imports_of_test_modules(tree: ast.Module) -> list[str]:
@@ -101,8 +131,9 @@ def own_port_helpers(tree: ast.Module) -> list[str]:
     ]
 
 
-def fixed_port_binds(tree: ast.Module) -> list[str]:
-    """Fixed port literals given to something that binds or listens on them."""
+def fixed_port_binds(tree: ast.Module, constants: Mapping[str, int] | None = None) -> list[str]:
+    """Fixed ports (int literals, or names of int ``constants``) given to something that binds or
+    listens on them."""
     found = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
@@ -114,20 +145,24 @@ def fixed_port_binds(tree: ast.Module) -> list[str]:
             and isinstance(node.args[0], ast.Tuple)
             and len(node.args[0].elts) >= 2
         ):
-            port = _fixed_port(node.args[0].elts[1])
+            port = _fixed_port(node.args[0].elts[1], constants)
             if port is not None:
                 found.append(f"line {node.lineno}: {name}((…, {port}))")
-        if name in PORT_FIRST and node.args and (port := _fixed_port(node.args[0])) is not None:
+        if name in PORT_FIRST and node.args and (port := _fixed_port(node.args[0], constants)) is not None:
             found.append(f"line {node.lineno}: {name}({port})")
         if name in KEYWORD_BINDERS:
             for kw in node.keywords:
-                if kw.arg and kw.arg.endswith("port") and (port := _fixed_port(kw.value)) is not None:
+                if (
+                    kw.arg
+                    and kw.arg.endswith("port")
+                    and (port := _fixed_port(kw.value, constants)) is not None
+                ):
                     found.append(f"line {node.lineno}: {name}({kw.arg}={port})")
         if name == "Fleet" and not any(kw.arg == "port" for kw in node.keywords):
             found.append(f"line {node.lineno}: Fleet() without port= (it binds Triton's 8002 by default)")
         if name == "setattr" and len(node.args) == 3:
             attr = node.args[1]
-            port = _fixed_port(node.args[2])
+            port = _fixed_port(node.args[2], constants)
             if isinstance(attr, ast.Constant) and "PORT" in str(attr.value).upper() and port is not None:
                 found.append(f"line {node.lineno}: setattr(…, {attr.value!r}, {port})")
     return found
@@ -337,8 +372,34 @@ def test_free_port_lives_only_in_the_port_helper() -> None:
     assert _violations(own_port_helpers, skip=PORT_HELPER) == {}, "use support.ports"
 
 
+#: Fixed ports bound on purpose, by module, each through a named constant. The emulated serving pods
+#: of the real-HPA and real-KEDA tests bind Triton's metrics port, support.monitoring's
+#: ``TRITON_METRICS_PORT`` (8002), because the real Prometheus they run scrapes the container port the
+#: operator renders (render/serving.py ``METRICS_PORT``), not one a test picks. What keeps it safe:
+#: each session's pods have their own IPs (127.N.0.0/16, hack/localcluster ``pod_cidr_for``), and
+#: ``require_triton_metrics_port_free()`` fails the test at once when something listens on
+#: 127.0.0.1:8002 (a wildcard listener would answer the scrapes). See tests/support/ports.py.
+FIXED_PORTS_ALLOWED = {
+    "integration/test_hpa_controller.py": "TRITON_METRICS_PORT",
+    "integration/test_keda_controller.py": "TRITON_METRICS_PORT",
+    "integration/test_keda_lws.py": "TRITON_METRICS_PORT",
+}
+
+
+def port_constants() -> dict[str, int]:
+    """Int constants of tests/ and of the operator's source (``METRICS_PORT = 8002``)."""
+    product = sorted((TESTS.parent / "operator" / "src").rglob("*.py"))
+    return int_constants([ast.parse(p.read_text(), filename=str(p)) for p in [*sources(), *product]])
+
+
 def test_no_fixed_port_is_bound() -> None:
-    assert _violations(fixed_port_binds) == {}, "bind port 0 and read it back, or use support.ports"
+    constants = port_constants()
+    found = _violations(lambda tree: fixed_port_binds(tree, constants))
+    for path, name in FIXED_PORTS_ALLOWED.items():
+        hits = found.pop(path, [])
+        assert hits, f"{path} binds {name} no more: drop it from FIXED_PORTS_ALLOWED"
+        assert all(f"={name} (= " in hit for hit in hits), (path, hits)
+    assert found == {}, "bind port 0 and read it back, or use support.ports"
 
 
 def test_no_port_is_chosen_at_import_time() -> None:
@@ -399,6 +460,14 @@ def test_one_api_wrapper() -> None:
         (fixed_port_binds, "Fleet(control=Control())\n"),
         (fixed_port_binds, "running_operator(cluster, [ns], metrics_port=9100)\n"),
         (fixed_port_binds, "monkeypatch.setattr(autoscaler, 'METRICS_PORT', 8002)\n"),
+        (
+            lambda tree: fixed_port_binds(tree, int_constants([tree])),
+            "TRITON_METRICS_PORT = 8002\nFleet(PROFILE, port=TRITON_METRICS_PORT)\n",
+        ),
+        (
+            lambda tree: fixed_port_binds(tree, {"METRICS_PORT": 8002}),
+            "sock.bind(('127.0.0.1', serving.METRICS_PORT))\n",
+        ),
         (import_time_ports, "PORT = free_port()\n"),
         (own_api_wrappers, "class EngineApi:\n    pass\n"),
         (own_endpoint_slices, "docs = [{'apiVersion': 'discovery.k8s.io/v1', 'kind': 'EndpointSlice'}]\n"),
@@ -438,6 +507,10 @@ def test_each_guard_catches_what_it_names(check: Check, source: str) -> None:
     [
         (imports_of_test_modules, "from support.api import Api\nfrom e2e_harness import Installed\n"),
         (fixed_port_binds, "sock.bind(('127.0.0.1', 0))\nFleet(port=0)\nFleet(port=port)\n"),
+        (  # a lower-case name is a variable (a port read back or from free_port), not a constant
+            lambda tree: fixed_port_binds(tree, {"port": 8002}),
+            "Fleet(port=port)\n",
+        ),
         (fixed_port_binds, "assert metrics_port(api) == 8002\n"),  # an expected value, not a bind
         (fixed_port_binds, "scrape_pods(pods, port=8002, fetch=fake)\n"),  # a URL built, nothing bound
         (import_time_ports, "def f() -> int:\n    return free_port()\n"),
