@@ -1,7 +1,8 @@
 """Guards that keep the test suite's hygiene (issue 23, items 4 and 5), read from the tests' own source.
 
 - No test module imports another test module (``from tests.integration.test_x import ...``,
-  ``from test_x import ...``): shared code lives in tests/support (or a conftest).
+  ``from test_x import ...``), and no benchmark imports a test module: shared code lives in
+  tests/support (or a conftest).
 - One port helper: no module but tests/support/ports.py defines ``free_port``; no test binds a fixed
   port (a literal like Triton's 8002, or a named int constant like ``TRITON_METRICS_PORT``, given to a
   bind, a server or a port setting — a literal as an *expected value*, e.g. the 8002 of a rendered
@@ -366,6 +367,17 @@ def _violations(check: Check, skip: Path | None = None) -> dict[str, list[str]]:
 
 def test_no_imports_of_test_modules_another() -> None:
     assert _violations(imports_of_test_modules) == {}, "move what is shared to tests/support or a conftest"
+
+
+def test_no_benchmark_imports_a_test_module() -> None:
+    """benchmarks/ too: a benchmark that imports a test module breaks when the test changes (and runs its
+    module-level code: importorskip, fixtures); benchmarks/triton_cpu.py imported test_triton_fidelity."""
+    found = {
+        path.name: hits
+        for path in sorted((TESTS.parent / "benchmarks").rglob("*.py"))
+        if (hits := imports_of_test_modules(ast.parse(path.read_text(), filename=str(path))))
+    }
+    assert found == {}, "move what is shared to tests/support (benchmarks put tests/ on sys.path)"
 
 
 def test_free_port_lives_only_in_the_port_helper() -> None:
