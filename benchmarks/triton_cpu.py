@@ -26,10 +26,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "hack"), str(ROOT / "tests"), str(ROOT / "tests" / "fidelity")]
+sys.path[:0] = [str(ROOT / "hack"), str(ROOT / "tests")]
 
 import tritoncpu  # noqa: E402
-from test_triton_fidelity import build, deployment_doc, post  # noqa: E402
+from support.fidelity import build, deployment_doc, post  # noqa: E402
 
 from engine_builder.tinymodel import make_tiny_model  # noqa: E402
 from trtllm_operator.decide.serving_params import serving_params  # noqa: E402

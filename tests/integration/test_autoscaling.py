@@ -189,13 +189,21 @@ def test_load_up_scales_out_within_the_window_and_back_in_after_the_scale_down_w
         # at max (TensorRT-LLM executorImpl.cpp), so active / max = 1 against a target of 0.5.
         t_up = api.set_load(fleet, requests=80, kvCacheUtilization=0.5)
         t_scaled = first_time(api, "chat", lambda r: r > 1, timeout=up_window + 20, desc="scale-up")
-        assert up_window - 1.5 <= t_scaled - t_up <= up_window + 10, t_scaled - t_up
+        # Not before the scale-up window has passed. No upper bound on wall time (issue 23 item 5: a busy
+        # machine delays the scale-up by its own delays); that the policy scales at the first evaluation
+        # after the window is the policy's, proven on an injected clock by test_autoscaling_policy.py's
+        # WINDOWS cases. Below, the hold before the step names the spec's window.
+        assert t_scaled - t_up >= up_window - 1.5, t_scaled - t_up
         first_time(api, "chat", lambda r: r == 3, timeout=30, desc="scale to maxReplicas")
         wait_serving(api, fleet, "chat", 3)
         scale_step(api, "chat", up=True)
         log = decisions(api, "chat")
-        assert "ScaleUpStabilized" in [d["reason"] for d in log], log
         step = next(d for d in log if d["fromReplicas"] == 1 and d["toReplicas"] > 1)
+        # The hold just before the step was the scale-up window of the spec (3 s), not the default's 15 s:
+        # what the old wall-clock bound (up_window + 10 s) caught, read from the operator's own record.
+        held = log[log.index(step) - 1] if log.index(step) > 0 else None
+        assert held is not None and held["reason"] == "ScaleUpStabilized", log
+        assert f"lowest recommendation in the last {up_window}s is 1 " in held["message"], held
         assert step["reason"] in ("AboveTarget", "TooManyReplicas"), step
         assert step["signals"]["activeRequestUtilization"] == 1.0, step
         assert "activeRequestUtilization" in step["message"]

@@ -11,7 +11,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from support.cluster import LocalCluster
-from support.manifests import a_deployment
+from support.manifests import a_deployment, an_engine
 
 from trtllm_operator.api.wire import ANNOTATION_ALLOW_PARTIAL_ARTIFACT
 from trtllm_operator.decide.conditions import condition
@@ -28,17 +28,8 @@ from trtllm_operator.kube import (
 from trtllm_operator.kube.client import ReadOnlyKube, Resource, WriteNeeded
 from trtllm_operator.metrics.operator_metrics import REGISTRY
 
-ENGINE: dict[str, Any] = {
-    "apiVersion": "llm.trtllm-operator.dev/v1alpha1",
-    "kind": "LLMEngine",
-    "metadata": {"name": "shared"},
-    "spec": {
-        "model": {"source": "hf://TinyLlama/TinyLlama-1.1B-Chat-v1.0"},
-        "runtime": {"image": "nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3"},
-        "gpu": {"product": "NVIDIA-H100-80GB-HBM3"},
-        "storage": {"s3": {"bucket": "engines"}},
-    },
-}
+#: The engine the status writers share; nothing here reads its spec (no operator runs).
+ENGINE = an_engine("shared").manifest()
 
 
 @pytest.fixture

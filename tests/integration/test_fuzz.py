@@ -39,7 +39,7 @@ from hypothesis import strategies as st
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 from support.cluster import LocalCluster
-from support.manifests import DELAY_MS, OUTCOME, an_engine
+from support.manifests import DELAY_MS, OUTCOME, a_deployment, an_engine
 from support.messages import names_a_mutated_field
 from support.operator import running_operator
 from support.wait import wait_for
@@ -173,12 +173,7 @@ def engine_base() -> dict[str, Any]:
 
 
 def deployment_base() -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "LLMDeployment",
-        "metadata": {"name": "base"},
-        "spec": {"engineRef": {"name": "e-0"}, "replicas": 1},
-    }
+    return a_deployment("base", "e-0")
 
 
 # ----------------------------------------------------------------------------- operator log guard

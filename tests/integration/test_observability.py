@@ -164,6 +164,9 @@ def test_metrics_events_and_progress_during_build_and_rollout(
         for kind in ("LLMEngine", "LLMDeployment"):
             count = delta("trtllm_operator_reconcile_duration_seconds_count", kind=kind)
             assert count >= 1
+            # A sanity bound on what is recorded (seconds of a reconcile, not an epoch timestamp or
+            # nanoseconds), not a time budget: a mean of a minute per reconcile is a fault on however
+            # busy a machine (issue 23 item 5: budgets live in benchmarks/).
             assert 0 < delta("trtllm_operator_reconcile_duration_seconds_sum", kind=kind) < 60 * count
         # builds: finished by result and reason (each transition counted once), stage durations
         # from the builder's report (fetch 1.5, quantize 12.25, compile 30, package 0.5 s)

@@ -19,7 +19,16 @@ import pytest
 from kubernetes import client
 from support.api import Api as SharedApi
 from support.cluster import LocalCluster
-from support.manifests import DELAY_MS, EXIT_CODE, H100, IMAGE, MESSAGE, OUTCOME, a_cached_engine
+from support.manifests import (
+    DELAY_MS,
+    EXIT_CODE,
+    H100,
+    IMAGE,
+    MESSAGE,
+    OUTCOME,
+    a_cached_engine,
+    a_deployment,
+)
 from support.operator import running_operator
 from support.ports import free_port
 from support.wait import wait_for
@@ -167,16 +176,9 @@ def test_advisor_recommends_after_sustained_high_kv_through_the_emulator(
     api.cache_artifact(engine)
     api.create(engine)
     api.create(
-        {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "LLMDeployment",
-            "metadata": {"name": "chat"},
-            "spec": {
-                "engineRef": {"name": "llama"},
-                "replicas": 2,
-                "tuning": {"enabled": True, "windowSeconds": 60, "intervalSeconds": 1},
-            },
-        },
+        a_deployment(
+            "chat", "llama", replicas=2, tuning={"enabled": True, "windowSeconds": 60, "intervalSeconds": 1}
+        )
     )
     # A free port in place of Triton's 8002 (a fixed port collides with another session, a demo, or a
     # wildcard listener). The advisor scrapes the port render.serving.metrics_port names for the

@@ -7,4 +7,6 @@
 - scripts.py: a repository script outside any package (benchmarks/, hack/) loaded as a module;
   demo.py: the demo driver loaded that way, its work paths moved under a test directory.
 - engine_decisions.py, serving.py: pure fixtures for decision and rendering unit tests.
+- fidelity.py: the tiny Llama built by the real engine-builder for a real Triton (tests/fidelity and
+  benchmarks/triton_cpu.py); builder_pause.py: the builder stopped in quantize until a test signals it.
 """

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -103,24 +104,33 @@ def cli_run(spec: Path, workdir: Path, *flags: str) -> list[str]:
     return [*cli, "run", "--spec", str(spec), "--workdir", str(workdir), *flags]
 
 
+#: tests/: ``support.builder_pause`` runs the builder paused in quantize until signalled.
+TESTS = Path(__file__).resolve().parents[1]
+
+
 def signalled_in_quantize(
     cmd: list[str], workdir: Path, sig: signal.Signals
 ) -> tuple[subprocess.Popen[bytes], bool]:
-    """Start ``cmd`` (``engine-builder run --workdir workdir …``) and send it ``sig`` once its
-    ``progress.json`` says the quantize stage has done a step (polled every 20 ms, for up to 240 s, while
-    it runs). Returns the process (not waited for) and whether the signal was sent."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    progress_file = workdir / "progress.json"
+    """Start ``cmd`` (``engine-builder run --workdir workdir …``, :func:`cli_run`) through
+    tests/support/builder_pause.py, which stops the builder in its quantize stage after the first
+    calibration batch and says so in a file; then send ``sig``. The builder cannot leave quantize before
+    the signal, however slow or fast the machine. Returns the process (not waited for) and whether the
+    signal was sent (False: the builder ended, or 240 s passed, without pausing in quantize)."""
+    assert cmd[:3] == [sys.executable, "-m", "engine_builder.cli"], cmd
+    paused = workdir.parent / f"{workdir.name}.paused-in-quantize"
+    path = os.pathsep.join(p for p in (str(TESTS), os.environ.get("PYTHONPATH")) if p)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "support.builder_pause", str(paused), *cmd[3:]],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": path},
+    )
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            state = json.loads(progress_file.read_text())
-        except (OSError, ValueError):
-            state = {}
-        if state.get("stage") == "quantize" and state.get("done", 0) > 0:
+        if paused.exists():
             proc.send_signal(sig)
             return proc, True
-        time.sleep(0.02)
+        time.sleep(0.1)
     return proc, False
 
 

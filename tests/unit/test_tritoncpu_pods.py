@@ -230,10 +230,9 @@ def test_wait_for_raises_a_step_error_at_once_instead_of_retrying_it() -> None:
         calls.append(1)
         raise module.StepError("pod/p crash-looping")
 
-    t0 = time.monotonic()
     with pytest.raises(module.StepError, match="crash-looping"):
         module.wait_for(fn, timeout=30, desc="the autoscaler", interval=0.1)
-    assert time.monotonic() - t0 < 5 and len(calls) == 1
+    assert len(calls) == 1  # raised at the first call: not retried until the 30 s timeout
 
 
 def test_the_sample_request_waits_for_a_ready_server_while_the_only_pod_restarts(
