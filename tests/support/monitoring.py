@@ -9,8 +9,9 @@ prometheus-adapter (``sigs.k8s.io/prometheus-adapter`` ``cmd/adapter``). This mo
   the chart's PodMonitor and PrometheusRule (``helm template``), a ``Prometheus`` object, and the
   Prometheus binary running what the operator generated for it; ``mode: hpa``
   (tests/integration/test_hpa_controller.py) and ``mode: keda`` (test_keda_controller.py,
-  test_keda_lws.py) scale on it, and the KEDA triggers at zero pods (test_keda_scale_to_zero.py) are
-  read on it.
+  test_keda_lws.py) scale on it, the built-in autoscaler's ``metrics.source: prometheus``
+  (test_autoscaling.py ``test_same_flow_through_a_real_prometheus``) reads it, and the KEDA triggers at
+  zero pods (test_keda_scale_to_zero.py) are read on it.
 - :func:`running_prometheus_operator` installs the CRDs and runs the real operator, which reconciles a
   ``Prometheus`` object into its configuration Secret ``prometheus-<name>`` (``prometheus.yaml.gz``,
   prometheus-operator v0.85.0 ``pkg/prometheus/common.go`` ``ConfigFilename``) and its rule ConfigMaps
