@@ -1,13 +1,11 @@
 #!/usr/bin/env bash
 # Debian packages the tests need (root, as on CI and developer machines here). Idempotent.
-#   prometheus     the real Prometheus behind the autoscaling and dashboard tests
 #   openmpi-bin    see below
 #   openssh-server sshd (the LeaderWorkerSet workers' main process), run per test in a pod sandbox
 #                  (hack/podsandbox); never started as a system service here (policy-rc.d denies it
 #                  during the install)
 set -euo pipefail
 pkgs=()
-command -v prometheus >/dev/null 2>&1 || pkgs+=(prometheus)
 # Open MPI's mpirun (and orted): the operator's launch.sh starts one tritonserver per tensor-parallel
 # rank with it; tests and make demo run that script for real (docs/triton-cpu.md), and the
 # multi-node scripts across pod sandboxes (tests/integration/test_multinode_launch.py).

@@ -6,10 +6,12 @@ makes them Running/Ready with loopback IPs from the cluster's pod CIDR), and an 
 IP, on a free port that stands in for Triton's 8002 (the operator's ``METRICS_PORT`` is patched to
 it) — the operator scrapes them exactly as it would scrape Triton. The tests change the
 load on the emulators and watch ``spec.replicas``, ``status.autoscaling`` and the conditions.
-Windows are seconds long so a scenario runs in under a minute. The last test does the same
-through a real Prometheus server (Debian's ``prometheus``; ``hack/ci-deps.sh`` installs it) that
-scrapes the emulators (file-based discovery: Debian builds Prometheus without Kubernetes discovery)
-and evaluates the chart's recording rules.
+Windows are seconds long so a scenario runs in under a minute. ``test_same_flow_through_a_real_prometheus``
+does the same through the product's monitoring chain (tests/support/monitoring.py
+``running_chart_monitoring``): the chart's PodMonitor and PrometheusRule, reconciled by the real
+prometheus-operator into the configuration a Go-built Prometheus 3.16 runs, which discovers the pods
+through the API server (kubernetes_sd), scrapes the emulators on Triton's port 8002 and evaluates the
+chart's recording rules.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from __future__ import annotations
 import json
 import re
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,9 +30,14 @@ from localcluster.nodes import NodeSpec, create_nodes, wait_nodes_ready
 from support.api import SELECTOR, Api, wait_serving
 from support.cluster import WRITE_VERBS, LocalCluster
 from support.manifests import H100, an_autoscaled_deployment
+from support.monitoring import (
+    TRITON_METRICS_PORT,
+    require_triton_metrics_port_free,
+    running_chart_monitoring,
+)
 from support.operator import running_operator
 from support.ports import bound_socket, free_port
-from support.prometheus import promql, running_prometheus
+from support.prometheus import promql
 from support.wait import wait_for
 
 from trtllm_operator.api import GROUP, VERSION
@@ -42,9 +48,6 @@ from trtllm_operator.handlers import autoscaler as autoscaler_handlers
 from trtllm_operator.metrics import operator_metrics as om
 from trtllm_operator.metrics.prometheus import ACTIVE_REQUEST_UTILIZATION_RECORD, KV_CACHE_RECORD
 from trtllm_operator.render.keda import desired_scaled_object
-
-REPO = Path(__file__).resolve().parents[2]
-RULES = REPO / "charts" / "trtllm-operator" / "files" / "prometheus-rules.yaml"
 
 pytestmark = pytest.mark.cached_engine("llama")
 
@@ -442,71 +445,34 @@ def test_no_free_gpu_reports_scaling_limited_instead_of_piling_up_pending_pods(
 
 
 # ------------------------------------------------------------------------------ Prometheus
-def prometheus_config(targets: Path) -> dict[str, Any]:
-    """Scrape the pods listed in ``targets`` (file_sd: Debian's Prometheus has no Kubernetes SD)."""
-    return {
-        "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "900ms"},
-        "rule_files": [str(RULES)],
-        "scrape_configs": [
-            {"job_name": "triton", "file_sd_configs": [{"files": [str(targets)], "refresh_interval": "1s"}]}
-        ],
-    }
-
-
-class TargetsWriter:
-    """Keeps a file_sd targets file equal to the namespace's Running pods (``namespace``/``pod`` labels),
-    as a PodMonitor would with Kubernetes service discovery."""
-
-    def __init__(self, api: Api, path: Path, port: int) -> None:
-        self.api, self.path, self.port = api, path, port
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="file-sd", daemon=True)
-        self.write()
-
-    def write(self) -> None:
-        pods = self.api.core.list_namespaced_pod(self.api.ns).items
-        groups = [
-            {
-                "targets": [f"{p.status.pod_ip}:{self.port}"],
-                "labels": {"namespace": self.api.ns, "pod": p.metadata.name},
-            }
-            for p in pods
-            if p.status.phase == "Running" and p.status.pod_ip and p.metadata.deletion_timestamp is None
-        ]
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(groups))
-        tmp.replace(self.path)
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.3):
-            try:
-                self.write()
-            except Exception:  # the API server may be busy; next round
-                continue
-
-    def start(self) -> TargetsWriter:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
+@pytest.fixture
+def prometheus(cluster: LocalCluster, api: Api, tmp_path: Path) -> Iterator[str]:
+    """The chart's PodMonitor and PrometheusRule, reconciled by the real prometheus-operator into the
+    configuration a Go-built Prometheus runs (support.monitoring.running_chart_monitoring); yields its
+    base URL. Prometheus discovers the namespace's pods through the API server (kubernetes_sd)."""
+    with running_chart_monitoring(cluster, api.ns, "autoscaling", tmp_path) as url:
+        yield url
 
 
 @pytest.fixture
-def prometheus(api: Api, metrics_port: int, tmp_path: Path) -> Iterator[str]:
-    """A real Prometheus on 127.0.0.1 (started and stopped here); yields its base URL."""
-    writer = TargetsWriter(api, tmp_path / "targets.json", metrics_port).start()
-    try:
-        with running_prometheus(prometheus_config(tmp_path / "targets.json"), tmp_path) as url:
-            yield url
-    finally:
-        writer.stop()
+def triton_fleet(api: Api) -> Iterator[Fleet]:
+    """Emulated Triton metrics on every Running pod of the namespace, idle, on Triton's own metrics port
+    (the ``metrics`` container port the operator renders, which the chart's PodMonitor scrapes) — not
+    :func:`metrics_port`: here the operator reads Prometheus, not the pods."""
+    require_triton_metrics_port_free()
+    with (
+        Fleet(
+            port=TRITON_METRICS_PORT, control=Control(fixed={"requests": 0, "kvCacheUtilization": 0.2})
+        ) as f,
+        api.follow_pods(f),
+    ):
+        yield f
 
 
 def test_same_flow_through_a_real_prometheus(
-    cluster: LocalCluster, api: Api, fleet: Fleet, prometheus: str
+    cluster: LocalCluster, api: Api, prometheus: str, triton_fleet: Fleet
 ) -> None:
+    fleet = triton_fleet
     down_window = 8
     api.create(
         an_autoscaled_deployment(

@@ -1,20 +1,26 @@
-"""The real monitoring chain of ``mode: hpa`` next to the local control plane.
+"""The real monitoring chain (prometheus-operator, Prometheus, prometheus-adapter) by the local cluster.
 
 ``hack/build-controllers.sh`` builds, from their Go modules at pinned versions (versions there):
 Prometheus (``github.com/prometheus/prometheus`` ``cmd/prometheus``, service discovery cut to
 kubernetes_sd), prometheus-operator (``cmd/operator``, with its ``monitoring.coreos.com`` CRDs) and
 prometheus-adapter (``sigs.k8s.io/prometheus-adapter`` ``cmd/adapter``). This module runs them:
 
-- :func:`running_chart_monitoring` is the whole chain up to a running Prometheus: prometheus-operator,
-  the chart's PodMonitor and PrometheusRule (``helm template``), a ``Prometheus`` object, and the
-  Prometheus binary running what the operator generated for it; ``mode: hpa``
-  (tests/integration/test_hpa_controller.py) and ``mode: keda`` (test_keda_controller.py) scale on it.
+- :func:`running_chart_monitoring` is the whole chain up to a running Prometheus for the serving pods:
+  prometheus-operator, the chart's PodMonitor and PrometheusRule (``helm template``), a ``Prometheus``
+  object, and the Prometheus binary running what the operator generated for it; ``mode: hpa``
+  (tests/integration/test_hpa_controller.py), ``mode: keda`` (test_keda_controller.py,
+  test_keda_lws.py), the built-in autoscaler's ``metrics.source: prometheus``
+  (test_autoscaling.py ``test_same_flow_through_a_real_prometheus``) and the KEDA triggers at zero
+  pods (test_keda_scale_to_zero.py) read it. :func:`running_service_monitoring` is the same chain for
+  the operator's own ``/metrics``: the chart's metrics Service and ServiceMonitor
+  (:func:`chart_operator_metrics`), the Service's endpoint written as an EndpointSlice at an address of
+  this host (:func:`endpoint_slice`; test_operator_scrape.py). Both go through :func:`running_monitors`.
 - :func:`running_prometheus_operator` installs the CRDs and runs the real operator, which reconciles a
   ``Prometheus`` object into its configuration Secret ``prometheus-<name>`` (``prometheus.yaml.gz``,
   prometheus-operator v0.85.0 ``pkg/prometheus/common.go`` ``ConfigFilename``) and its rule ConfigMaps
-  ``prometheus-<name>-rulefiles-<i>`` (``pkg/prometheus/server/rules.go``), from the PodMonitors and
-  PrometheusRules its selectors match.
-- :func:`running_generated_prometheus` plays the kubelet of the Prometheus pod that the operator's
+  ``prometheus-<name>-rulefiles-<i>`` (``pkg/prometheus/server/rules.go``), from the PodMonitors,
+  ServiceMonitors and PrometheusRules its selectors match.
+- :func:`running_monitors` then plays the kubelet of the Prometheus pod that the operator's
   StatefulSet asks for (kwok runs no containers) and of its config-reloader sidecar (``$(VAR)``
   substitution, :func:`envsubst`): it runs the Prometheus binary with exactly the generated
   configuration, the rule ConfigMaps written where the pod mounts them
@@ -64,7 +70,7 @@ from .addons import (
     wait_established,
 )
 from .cluster import LocalCluster
-from .host_service import host_address, host_service
+from .host_service import MANAGED_BY, host_address, host_service
 from .ports import free_port
 from .process import Process, start_process
 from .prometheus import running_prometheus
@@ -201,20 +207,57 @@ def chart_monitoring(namespace: str, labels: dict[str, str], work: Path) -> list
     return docs
 
 
-def chart_service_monitor(namespace: str, work: Path) -> dict[str, Any]:
-    """The operator's ServiceMonitor as the chart renders it with ``metrics.serviceMonitor.enabled``
-    (``helm template``, release in ``namespace``)."""
-    (monitor,) = _chart_template(
-        namespace, work, ["metrics.serviceMonitor.enabled=true"], ["templates/servicemonitor.yaml"]
-    )
-    return monitor
+def chart_operator_metrics(
+    namespace: str, labels: dict[str, str], work: Path, sets: list[str]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The operator's metrics Service and its ServiceMonitor as the chart renders them with
+    ``metrics.serviceMonitor.enabled``, the ServiceMonitor labelled ``labels``
+    (``metrics.serviceMonitor.labels``) and each of ``sets`` a ``--set`` (``helm template``, release in
+    ``namespace``)."""
+    sets = [
+        "metrics.serviceMonitor.enabled=true",
+        *(f"metrics.serviceMonitor.labels.{k}={v}" for k, v in labels.items()),
+        *sets,
+    ]
+    docs = _chart_template(namespace, work, sets, ["templates/service.yaml", "templates/servicemonitor.yaml"])
+    by_kind = {d["kind"]: d for d in docs}
+    if sorted(by_kind) != ["Service", "ServiceMonitor"] or len(docs) != 2:
+        raise MonitoringError(f"helm template gave no metrics Service and ServiceMonitor: {docs}")
+    return by_kind["Service"], by_kind["ServiceMonitor"]
+
+
+def endpoint_slice(service: dict[str, Any], host: str, port: int) -> dict[str, Any]:
+    """The EndpointSlice the EndpointSlice controller would write for ``service`` if its one port's
+    target listened at ``host``:``port``: labelled ``kubernetes.io/service-name``, its port named as the
+    Service's. The local control plane runs no EndpointSlice controller (kwok pod IPs are loopback
+    addresses, which the API server refuses in EndpointSlices: hack/localcluster/controlplane.py
+    ``CONTROLLERS``), so a test writes it, at a non-loopback address of this host
+    (:func:`support.host_service.host_address`), marked as not the controller's."""
+    (svc_port,) = service["spec"]["ports"]
+    return {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": f"{service['metadata']['name']}-host",
+            "namespace": service["metadata"]["namespace"],
+            "labels": {
+                "kubernetes.io/service-name": service["metadata"]["name"],
+                "endpointslice.kubernetes.io/managed-by": MANAGED_BY,
+            },
+        },
+        "addressType": "IPv4",
+        "ports": [{"name": svc_port["name"], "port": port, "protocol": "TCP"}],
+        "endpoints": [{"addresses": [host], "conditions": {"ready": True}}],
+    }
 
 
 def prometheus_object(
     name: str, namespace: str, labels: dict[str, str], cluster: LocalCluster, token_file: Path, ca_file: Path
 ) -> dict[str, Any]:
     """A ``Prometheus`` (prometheus-operator v0.85.0 ``pkg/apis/monitoring/v1/prometheus_types.go``)
-    selecting the chart's PodMonitor and PrometheusRule by ``labels``, evaluating rules every second."""
+    selecting the chart's PodMonitor, ServiceMonitor and PrometheusRule by ``labels``, evaluating rules
+    every second. ServiceMonitors are discovered through EndpointSlices (``serviceDiscoveryRole``; unset,
+    the operator generates the ``endpoints`` role, and v1 Endpoints are deprecated since Kubernetes 1.33)."""
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "Prometheus",
@@ -223,6 +266,8 @@ def prometheus_object(
             "version": "v3.16.0",  # what hack/build-controllers.sh builds (module v0.316.0)
             "replicas": 1,
             "podMonitorSelector": {"matchLabels": labels},
+            "serviceMonitorSelector": {"matchLabels": labels},
+            "serviceDiscoveryRole": "EndpointSlice",
             "ruleSelector": {"matchLabels": labels},
             "scrapeInterval": "1s",
             "evaluationInterval": "1s",
@@ -243,11 +288,29 @@ def prometheus_object(
 
 @contextmanager
 def running_chart_monitoring(cluster: LocalCluster, namespace: str, name: str, work: Path) -> Iterator[str]:
-    """The chain from the chart to a running Prometheus, for the serving pods of ``namespace``:
-    prometheus-operator (:func:`running_prometheus_operator`), the chart's PodMonitor and PrometheusRule
-    (:func:`chart_monitoring`) and a ``Prometheus`` ``name`` selecting them (:func:`prometheus_object`),
-    and the Prometheus binary playing that object's pod with exactly the generated configuration
-    (:func:`generated_config`, :func:`reloader_env`, :func:`mounted_config`). Yields Prometheus's URL."""
+    """The chain from the chart to a running Prometheus, for the serving pods of ``namespace``: the
+    chart's PodMonitor and PrometheusRule (:func:`chart_monitoring`) through :func:`running_monitors`.
+    Yields Prometheus's URL."""
+    labels = {"prometheus": name}
+    work.mkdir(parents=True, exist_ok=True)
+    docs = chart_monitoring(namespace, labels, work)
+    pod_monitor = next(d["metadata"]["name"] for d in docs if d["kind"] == "PodMonitor")
+    with running_monitors(
+        cluster, namespace, name, work, docs, f"podMonitor/{namespace}/{pod_monitor}/"
+    ) as url:
+        yield url
+
+
+@contextmanager
+def running_monitors(
+    cluster: LocalCluster, namespace: str, name: str, work: Path, docs: list[dict[str, Any]], want_job: str
+) -> Iterator[str]:
+    """prometheus-operator (:func:`running_prometheus_operator`) with the monitoring objects ``docs``
+    (PodMonitors, ServiceMonitors, PrometheusRules, labelled ``prometheus: <name>``) and a
+    ``Prometheus`` ``name`` selecting them (:func:`prometheus_object`); once its generated
+    configuration has a job named ``want_job``…, the Prometheus binary playing that object's pod with
+    exactly that configuration (:func:`generated_config`, :func:`reloader_env`,
+    :func:`mounted_config`). Yields Prometheus's URL."""
     labels = {"prometheus": name}
     home = component_dirs("prometheus", error=MonitoringError)["prometheus"]
     custom = client.CustomObjectsApi(cluster.api)
@@ -256,12 +319,16 @@ def running_chart_monitoring(cluster: LocalCluster, namespace: str, name: str, w
     token_file, ca_file = work / "token", work / "ca.crt"
     token_file.write_text(cluster.control_plane.token)
     ca_file.write_bytes((cluster.control_plane.pki_dir / "apiserver.crt").read_bytes())
+    plurals = {
+        "PodMonitor": "podmonitors",
+        "ServiceMonitor": "servicemonitors",
+        "PrometheusRule": "prometheusrules",
+    }
     with running_prometheus_operator(cluster, namespace):
-        docs = chart_monitoring(namespace, labels, work)
         for doc in docs:
-            plural = {"PodMonitor": "podmonitors", "PrometheusRule": "prometheusrules"}[doc["kind"]]
-            custom.create_namespaced_custom_object("monitoring.coreos.com", "v1", namespace, plural, doc)
-        pod_monitor = next(d["metadata"]["name"] for d in docs if d["kind"] == "PodMonitor")
+            custom.create_namespaced_custom_object(
+                "monitoring.coreos.com", "v1", namespace, plurals[doc["kind"]], doc
+            )
         custom.create_namespaced_custom_object(
             "monitoring.coreos.com",
             "v1",
@@ -269,13 +336,37 @@ def running_chart_monitoring(cluster: LocalCluster, namespace: str, name: str, w
             "prometheuses",
             prometheus_object(name, namespace, labels, cluster, token_file, ca_file),
         )
-        generated = generated_config(
-            cluster, namespace, name, want_job=f"podMonitor/{namespace}/{pod_monitor}/"
-        )
+        generated = generated_config(cluster, namespace, name, want_job=want_job)
         env = reloader_env(cluster, namespace, name)
         config = mounted_config(generated, work / "prometheus", env)
         with running_prometheus(config, work, binary=str(home / "bin" / "prometheus")) as url:
             yield url
+
+
+@contextmanager
+def running_service_monitoring(
+    cluster: LocalCluster,
+    namespace: str,
+    name: str,
+    work: Path,
+    *,
+    service: dict[str, Any],
+    monitor: dict[str, Any],
+    host: str,
+    port: int,
+) -> Iterator[str]:
+    """``service`` and ``monitor`` (a ServiceMonitor selecting it, labelled ``prometheus: <name>``)
+    created in ``namespace``, the Service's endpoint at ``host``:``port`` (:func:`endpoint_slice`), and
+    Prometheus configured by prometheus-operator from the monitor (:func:`running_monitors`). Yields
+    Prometheus's URL."""
+    core = client.CoreV1Api(cluster.api)
+    core.create_namespaced_service(namespace, service)
+    client.DiscoveryV1Api(cluster.api).create_namespaced_endpoint_slice(
+        namespace, endpoint_slice(service, host, port)
+    )
+    job = f"serviceMonitor/{namespace}/{monitor['metadata']['name']}/"
+    with running_monitors(cluster, namespace, name, work, [monitor], job) as url:
+        yield url
 
 
 @dataclass

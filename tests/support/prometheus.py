@@ -1,4 +1,6 @@
-"""A real Prometheus server for tests (Debian's ``prometheus`` package; ``hack/ci-deps.sh`` installs it).
+"""A real Prometheus server for tests: the Go-built Prometheus 3.16 (``hack/build-controllers.sh``,
+kubernetes_sd only), run by tests/support/monitoring.py on the configuration prometheus-operator
+generates from the chart's PodMonitor/ServiceMonitor. No test writes its own scrape configuration.
 
 :func:`running_prometheus` starts it on 127.0.0.1 with a given configuration, waits for ``/-/ready``
 and stops it on exit. Prometheus binds its listen address itself, so its port comes from
@@ -9,7 +11,6 @@ use") the start is retried on another port (:func:`support.ports.retry_on_addres
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import time
 import urllib.parse
@@ -19,7 +20,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from .ports import ADDRESS_IN_USE_TEXT, address_in_use_error, retry_on_address_in_use
@@ -31,17 +31,11 @@ STOP_GRACE, KILL_WAIT = 20.0, 10.0
 
 @contextmanager
 def running_prometheus(
-    config: dict[str, Any], work: Path, ready_timeout: float = 60.0, binary: str | None = None
+    config: dict[str, Any], work: Path, *, binary: str, ready_timeout: float = 60.0
 ) -> Iterator[str]:
-    """Prometheus with ``config`` (written to ``work/prometheus.yml``; TSDB and log in ``work``), ready;
-    yields its base URL ``http://127.0.0.1:<port>``. Fails the test if it exits or never gets ready.
-    ``binary``: Debian's by default; tests/support/monitoring.py passes the Go-built one
-    (hack/build-controllers.sh), which has kubernetes_sd."""
-    binary = binary or shutil.which("prometheus")
-    if binary is None:
-        pytest.fail(
-            "prometheus is not installed: run hack/ci-deps.sh (Debian package 'prometheus')", pytrace=False
-        )
+    """Prometheus ``binary`` with ``config`` (written to ``work/prometheus.yml``; TSDB and log in
+    ``work``), ready; yields its base URL ``http://127.0.0.1:<port>``. Fails the test if it exits or
+    never gets ready."""
     config_path = work / "prometheus.yml"
     config_path.write_text(yaml.safe_dump(config))
     log = work / "prometheus.log"
