@@ -55,20 +55,30 @@ def host_service(name: str, namespace: str, *, port: int, host: str, host_port: 
             # no selector: the endpoint is a process on this host, the slice below
             "spec": {"ports": [{"port": port, "protocol": "TCP", "targetPort": host_port}]},
         },
-        {
-            "apiVersion": "discovery.k8s.io/v1",
-            "kind": "EndpointSlice",
-            "metadata": {
-                "name": f"{name}-host",
-                "namespace": namespace,
-                "labels": {
-                    "kubernetes.io/service-name": name,
-                    "endpointslice.kubernetes.io/managed-by": MANAGED_BY,
-                },
-            },
-            "addressType": "IPv4",
-            # ResolveEndpoint matches the slice port by the Service port's name ("" here)
-            "ports": [{"name": "", "port": host_port, "protocol": "TCP"}],
-            "endpoints": [{"addresses": [host], "conditions": {"ready": True}}],
-        },
+        # ResolveEndpoint matches the slice port by the Service port's name ("" here)
+        host_endpoint_slice(name, namespace, port_name="", host=host, host_port=host_port),
     ]
+
+
+def host_endpoint_slice(
+    service: str, namespace: str, *, port_name: str, host: str, host_port: int
+) -> dict[str, Any]:
+    """The EndpointSlice ``<service>-host`` of Service ``service``: its port ``port_name`` served at
+    ``host``:``host_port`` by a process on this host, labelled ``kubernetes.io/service-name`` and marked
+    as not the EndpointSlice controller's (the local control plane runs none; kwok pod IPs are
+    loopback addresses, which the API server refuses in EndpointSlices)."""
+    return {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": f"{service}-host",
+            "namespace": namespace,
+            "labels": {
+                "kubernetes.io/service-name": service,
+                "endpointslice.kubernetes.io/managed-by": MANAGED_BY,
+            },
+        },
+        "addressType": "IPv4",
+        "ports": [{"name": port_name, "port": host_port, "protocol": "TCP"}],
+        "endpoints": [{"addresses": [host], "conditions": {"ready": True}}],
+    }

@@ -70,7 +70,7 @@ from .addons import (
     wait_established,
 )
 from .cluster import LocalCluster
-from .host_service import MANAGED_BY, host_address, host_service
+from .host_service import host_address, host_endpoint_slice, host_service
 from .ports import free_port
 from .process import Process, start_process
 from .prometheus import running_prometheus
@@ -234,21 +234,10 @@ def endpoint_slice(service: dict[str, Any], host: str, port: int) -> dict[str, A
     ``CONTROLLERS``), so a test writes it, at a non-loopback address of this host
     (:func:`support.host_service.host_address`), marked as not the controller's."""
     (svc_port,) = service["spec"]["ports"]
-    return {
-        "apiVersion": "discovery.k8s.io/v1",
-        "kind": "EndpointSlice",
-        "metadata": {
-            "name": f"{service['metadata']['name']}-host",
-            "namespace": service["metadata"]["namespace"],
-            "labels": {
-                "kubernetes.io/service-name": service["metadata"]["name"],
-                "endpointslice.kubernetes.io/managed-by": MANAGED_BY,
-            },
-        },
-        "addressType": "IPv4",
-        "ports": [{"name": svc_port["name"], "port": port, "protocol": "TCP"}],
-        "endpoints": [{"addresses": [host], "conditions": {"ready": True}}],
-    }
+    meta = service["metadata"]
+    return host_endpoint_slice(
+        meta["name"], meta["namespace"], port_name=svc_port["name"], host=host, host_port=port
+    )
 
 
 def prometheus_object(

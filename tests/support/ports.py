@@ -18,8 +18,9 @@ Best first:
    the bind error, never silently.
 
 No port is chosen at import time. A fixed port collides with a second test session or a developer's
-demo on the same machine, so tests use none, with one exception: the real-HPA and real-KEDA
-integration tests (test_hpa_controller.py, test_keda_controller.py, test_keda_lws.py) bind Triton's
+demo on the same machine, so tests use none, with one exception: the integration tests that run a
+real Prometheus on the chart's PodMonitor (test_hpa_controller.py, test_keda_controller.py,
+test_keda_lws.py, test_keda_scale_to_zero.py, and test_autoscaling.py's real-Prometheus test) bind Triton's
 metrics port 8002 (support.monitoring ``TRITON_METRICS_PORT``) on their emulated serving pods, because
 the real Prometheus they run scrapes the container port the operator renders, not one a test picks.
 Two things keep that from colliding: the emulators bind each pod's own IP, and each session's pods
@@ -27,7 +28,7 @@ have their own 127.N.0.0/16 (hack/localcluster ``pod_cidr_for``); and
 ``support.monitoring.require_triton_metrics_port_free()`` fails those tests at once when something
 listens on 127.0.0.1:8002 (a wildcard listener would answer the scrapes). The guard
 tests/unit/test_test_hygiene.py::test_no_fixed_port_is_bound finds a fixed port given as a literal or
-a named constant, and allows only these three uses (``FIXED_PORTS_ALLOWED``).
+a named constant, and allows only these uses (``FIXED_PORTS_ALLOWED``).
 """
 
 from __future__ import annotations
