@@ -627,11 +627,23 @@ class Simulation:
         self.samples.append({r.rid: self._internals(r, now) for r in self.ready_list})
         self.queue_history.append((now, self.waiting))
 
+    def _forget_samples_before(self, i: int) -> None:
+        """Drop the samples older than sample ``i``, the one this tick read: no later tick reads them
+        (ticks come in time order and a policy's ``metrics_lag_s`` is fixed, so a later tick's sample is
+        this one or a newer one), and nothing else reads ``samples`` (the report reads
+        ``queue_history``). Without this a run kept one sample per Ready replica per simulated second
+        (trial 45 A18: ``static:1000`` over a day ran out of memory); now it keeps those of about one
+        ``sync_period_s + metrics_lag_s``."""
+        if i > 0:
+            del self.samples_t[:i]
+            del self.samples[:i]
+
     def _observe(self, now: float) -> Observation:
         want = now - self.policy.metrics_lag_s
         i = bisect.bisect_right(self.samples_t, want) - 1
         sampled = self.samples[i] if i >= 0 else {}
         sample_t = self.samples_t[i] if i >= 0 else now
+        self._forget_samples_before(i)
         views = []
         for r in sorted(self.replicas.values(), key=lambda r: r.rid):
             if r.draining:

@@ -159,11 +159,14 @@ MAX_GENERATED_REQUESTS = 2 * MAX_SYNTHETIC_REQUESTS
 
 #: The longest a trace may span, in simulated seconds from its start to its last arrival (after
 #: ``--time-scale``): one day, a whole diurnal cycle. A simulation's cost grows with the simulated time,
-#: not only with the requests: every second it samples each Ready replica's metrics and keeps the
-#: sample, every ``sync_period_s`` (15 s) it runs the policy (:mod:`trtllm_operator.simulate.engine`).
-#: A day of one idle replica took about 3 s and 120 MiB (measured 2026-12-04 on a loaded 2-core machine;
-#: 16 replicas: 21 s, 780 MiB), while ``rate=1e-6,duration=1e12`` — a million requests, within
-#: :data:`MAX_SYNTHETIC_REQUESTS` — asked for 10^12 s and did not end (fresh-user trial 43 F1).
+#: not only with the requests: every second it samples each Ready replica's metrics (keeping only the
+#: samples the policy can still read, about ``sync_period_s + metrics_lag_s`` of them: memory does not
+#: grow with the simulated time, trial 45 A18), every ``sync_period_s`` (15 s) it runs the policy
+#: (:mod:`trtllm_operator.simulate.engine`). A day of one idle replica took about 2 s and 52 MiB peak
+#: resident memory, of 16 replicas 15 s and 52 MiB (measured 2026-12-04 on a loaded 2-core machine; the
+#: time grows with replicas × simulated seconds), while ``rate=1e-6,duration=1e12`` — a million
+#: requests, within :data:`MAX_SYNTHETIC_REQUESTS` — asked for 10^12 s and did not end
+#: (fresh-user trial 43 F1).
 MAX_TRACE_SPAN_S = 86_400
 
 
