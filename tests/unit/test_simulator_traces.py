@@ -249,6 +249,17 @@ def test_a_cv_whose_gamma_shape_underflows_is_refused_naming_cv() -> None:
     assert "'cv' = 1e+300 is too large" in str(refused.value), str(refused.value)
 
 
+@pytest.mark.parametrize("cv", ["1e-200", "1e-160", "1.5e-154", "1e-151"])
+def test_a_cv_whose_gamma_shape_overflows_is_refused_naming_cv_and_the_smallest_accepted(cv: str) -> None:
+    # Fresh-user trial 45 A4: cv=1e-200 made cv² = 0.0 (ZeroDivisionError traceback), cv=1e-160 made
+    # 1/cv² = inf (ValueError traceback from random.gammavariate).
+    with pytest.raises(TraceError) as refused:
+        load_trace(f"gamma:rate=1,duration=10,cv={cv}")
+    text = str(refused.value)
+    assert f"'cv' = {float(cv)} is too small" in text and "the smallest cv accepted is 1e-150" in text, text
+    assert load_trace("gamma:rate=1,duration=10,cv=1e-150")  # the smallest accepted runs: a clock
+
+
 @pytest.mark.parametrize(
     ("lengths", "said"),
     [

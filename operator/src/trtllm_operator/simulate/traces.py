@@ -237,6 +237,11 @@ def synthetic_poisson(
     )
 
 
+#: The smallest ``cv`` a gamma trace takes: its shape 1/cv² is 1e300, near the largest float (a cv below
+#: about 7.5e-155 makes 1/cv² overflow to inf, or cv² underflow to 0).
+MIN_GAMMA_CV = 1e-150
+
+
 def synthetic_gamma(
     rate_per_s: float,
     duration_s: float,
@@ -266,6 +271,14 @@ def synthetic_gamma(
         )
     if cv <= 0 or not math.isfinite(cv):
         raise TraceError(f"synthetic trace: 'cv' must be > 0, got {cv}")
+    if cv < MIN_GAMMA_CV:
+        # Trial 45 A4: cv=1e-200 made cv² 0.0 (ZeroDivisionError), cv=1e-160 made 1/cv² inf (a ValueError
+        # in random.gammavariate), both tracebacks.
+        raise TraceError(
+            f"synthetic trace: 'cv' = {cv} is too small for a gamma distribution of inter-arrival times "
+            f"(its shape 1/cv² overflows floating point); the smallest cv accepted is {MIN_GAMMA_CV:g} "
+            "(any cv that small is a clock: every gap is 1/rate)"
+        )
     rng = random.Random(seed)
     shape = 1.0 / (cv * cv)
     if shape == 0.0 or not math.isfinite(1.0 / (rate_per_s * shape)):
