@@ -84,6 +84,24 @@ def test_mooncake_reader_names_the_missing_field(tmp_path: Path) -> None:
         read_mooncake_jsonl(bad)
 
 
+@pytest.mark.parametrize(
+    ("stamp", "shown"), [("1e400", "inf"), ("-1e400", "-inf"), ("NaN", "nan"), ("Infinity", "inf")]
+)
+def test_mooncake_reader_refuses_a_non_finite_timestamp_naming_the_line(
+    tmp_path: Path, stamp: str, shown: str
+) -> None:
+    # Fresh-user trial 45 A15: Python's json reads 1e400 as inf and NaN as nan; the span check then
+    # ended in a ValueError traceback instead of the FILE:LINE message of every other bad field.
+    bad = tmp_path / "t.jsonl"
+    ok = json.dumps({"timestamp": 0, "input_length": 10, "output_length": 5})
+    bad.write_text(f'{ok}\n{{"timestamp": {stamp}, "input_length": 10, "output_length": 5}}\n')
+    with pytest.raises(TraceError) as refused:
+        load_trace(str(bad))
+    assert str(refused.value) == (
+        f"{bad}:2: field 'timestamp' must be a finite number of milliseconds, got {shown}"
+    ), str(refused.value)
+
+
 def test_poisson_is_seeded_and_has_the_asked_rate() -> None:
     a = synthetic_poisson(50.0, 400.0, seed=7)
     assert a == synthetic_poisson(50.0, 400.0, seed=7)

@@ -128,6 +128,10 @@ def read_mooncake_jsonl(path: str | Path) -> list[Request]:
                 stamp_ms = float(obj["timestamp"])
             except (TypeError, ValueError):
                 raise TraceError(f"{where}: field 'timestamp' must be a number of milliseconds") from None
+            if not math.isfinite(stamp_ms):  # Python's json reads 1e400 as inf and NaN as nan (trial 45 A15)
+                raise TraceError(
+                    f"{where}: field 'timestamp' must be a finite number of milliseconds, got {stamp_ms}"
+                )
             rows.append(
                 (
                     stamp_ms / 1000.0,
