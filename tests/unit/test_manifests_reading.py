@@ -112,3 +112,38 @@ def test_a_key_merged_in_and_written_is_not_a_duplicate(
     merged = capsys.readouterr().out
     assert main(["render", "-f", str(EXAMPLE)]) == 0
     assert merged == capsys.readouterr().out  # replicas: 2, as written
+
+
+#: Files that are not UTF-8, each with the line, the first byte that is not and its offset.
+NOT_UTF8 = {
+    "latin-1": (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: caf\xe9}\n".encode("latin-1"),
+        3,
+        0xE9,
+        51,
+    ),
+    "utf-16 with a BOM": ("apiVersion: v1\nkind: ConfigMap\n".encode("utf-16"), 1, 0xFF, 0),
+    "binary": (b"\x00\x01\x02\n\x89PNG\r\n", 2, 0x89, 4),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(NOT_UTF8))
+@pytest.mark.parametrize("command", ["render -f FILE", "render -f DIR", "simulate --deployment FILE"])
+def test_a_file_that_is_not_utf8_is_one_error_line_naming_it(
+    kind: str, command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 45 A17: a UnicodeDecodeError traceback from ``render -f FILE`` and ``-f DIR``,
+    and from ``simulate --deployment`` a message naming no file."""
+    data, line, byte, offset = NOT_UTF8[kind]
+    bad = tmp_path / "bad.yaml"
+    bad.write_bytes(data)
+    shutil.copy(EXAMPLE, tmp_path / "a.yaml")
+    said = f"{bad}: line {line}: not UTF-8 text (byte 0x{byte:02x} at offset {offset}): "
+    if command == "simulate --deployment FILE":
+        assert main([*SIMULATE, "--deployment", str(bad)]) == 2
+        said = f"--deployment {said}"
+    else:
+        assert main(["render", "-f", str(tmp_path if command.endswith("DIR") else bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"trtllm-operator {command.split(maxsplit=1)[0]}: error: {said}"), err
+    assert err.count("\n") == 1, err

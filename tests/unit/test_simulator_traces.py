@@ -385,3 +385,21 @@ def test_a_trace_without_requests_says_what_to_change(tmp_path: Path) -> None:
     with pytest.raises(TraceError) as refused:
         load_trace(str(header))
     assert "the file holds no request (a header or blank lines only); give a trace with" in str(refused.value)
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
+def test_a_trace_that_is_not_utf8_is_refused_naming_the_file_and_line(tmp_path: Path, suffix: str) -> None:
+    # Fresh-user trial 45 A17: a 0xff byte in a JSONL string field was a UnicodeDecodeError traceback.
+    bad = tmp_path / f"t{suffix}"
+    if suffix == ".jsonl":
+        bad.write_bytes(b'{"timestamp": 0, "input_length": 10, "output_length": 5, "note": "\xff"}\n')
+        line, offset = 1, 66
+    else:
+        bad.write_bytes(b"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,10,5\xe9\n")
+        line, offset = 2, 72
+    with pytest.raises(TraceError) as refused:
+        load_trace(str(bad))
+    byte = 0xFF if suffix == ".jsonl" else 0xE9
+    assert str(refused.value) == (
+        f"{bad}:{line}: not UTF-8 text (byte 0x{byte:02x} at offset {offset}); save the trace as UTF-8"
+    ), str(refused.value)

@@ -89,15 +89,35 @@ def _not_yaml(where: str, text: str, exc: yaml.YAMLError) -> BadInputError:
     return BadInputError(f"{where}: not valid YAML: {' '.join(str(exc).split())}")
 
 
+def _read_text(where: str) -> str:
+    """The file ``where`` as text. Raises :class:`BadInputError` when it is not UTF-8 (a Latin-1 byte, a
+    UTF-16 file such as PowerShell's ``>`` writes, a binary file): one line naming the file, the line
+    and the first byte that is not, instead of a ``UnicodeDecodeError`` traceback (fresh-user trial 45
+    A17). kubectl reads manifests as UTF-8 too."""
+    try:
+        return Path(where).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        data = Path(where).read_bytes()  # decoded whole: the offset is the file's, not a chunk's
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = data.count(b"\n", 0, exc.start) + 1
+            raise BadInputError(
+                f"{where}: line {line}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}): "
+                "a manifest is UTF-8 YAML, as kubectl reads it; save the file as UTF-8"
+            ) from None
+        raise  # pragma: no cover - the file changed between the two reads
+
+
 def texts(path: str) -> list[tuple[str, str]]:
     """(where, text) of each file ``path`` names: standard input, a directory's files, or the file.
-    Raises :class:`OSError` when a file cannot be read."""
+    Raises :class:`OSError` when a file cannot be read, :class:`BadInputError` when one is not UTF-8."""
     if path == STDIN:
         return [("standard input", sys.stdin.read())]
     if Path(path).is_dir():
         files = sorted(p for p in Path(path).iterdir() if p.is_file() and p.suffix in FILE_EXTENSIONS)
-        return [(str(p), p.read_text()) for p in files]
-    return [(path, Path(path).read_text())]
+        return [(str(p), _read_text(str(p))) for p in files]
+    return [(path, _read_text(path))]
 
 
 def flatten(doc: dict[str, Any], where: str) -> list[tuple[str, dict[str, Any]]]:

@@ -67,7 +67,31 @@ def _rebase(pairs: list[tuple[float, int, int]]) -> list[Request]:
     return [Request(t - start, max(1, i), max(1, o)) for t, i, o in pairs]
 
 
+def _not_utf8(path: Path) -> TraceError:
+    """The error for a trace file that is not UTF-8 text (a Latin-1 byte, UTF-16, a binary file), naming
+    the file, the line and the first byte that is not (fresh-user trial 45 A17: a traceback)."""
+    data = path.read_bytes()  # decoded whole: the offset is the file's, not a read chunk's
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        return TraceError(
+            f"{path}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+            "save the trace as UTF-8"
+        )
+    return TraceError(f"{path}: not UTF-8 text")  # pragma: no cover - the file changed between reads
+
+
 def read_azure_csv(path: str | Path) -> list[Request]:
+    """Read an Azure LLM inference trace CSV: :func:`_read_azure_csv`; a file that is not UTF-8 is a
+    :class:`TraceError` naming it (:func:`_not_utf8`)."""
+    try:
+        return _read_azure_csv(Path(path))
+    except UnicodeDecodeError:
+        raise _not_utf8(Path(path)) from None
+
+
+def _read_azure_csv(path: Path) -> list[Request]:
     """Read an Azure LLM inference trace CSV (``TIMESTAMP,ContextTokens,GeneratedTokens``).
 
     Timestamps are parsed as wall-clock times (any number of fractional digits; Python keeps
@@ -107,7 +131,15 @@ def read_azure_csv(path: str | Path) -> list[Request]:
 
 
 def read_mooncake_jsonl(path: str | Path) -> list[Request]:
-    """Read a Mooncake-style JSONL trace (``timestamp`` in ms, ``input_length``, ``output_length``)."""
+    """Read a Mooncake-style JSONL trace (``timestamp`` in ms, ``input_length``, ``output_length``); a
+    file that is not UTF-8 is a :class:`TraceError` naming it (:func:`_not_utf8`)."""
+    try:
+        return _read_mooncake_jsonl(Path(path))
+    except UnicodeDecodeError:
+        raise _not_utf8(Path(path)) from None
+
+
+def _read_mooncake_jsonl(path: Path) -> list[Request]:
     path = Path(path)
     rows: list[tuple[float, int, int]] = []
     with path.open(encoding="utf-8") as handle:
