@@ -210,10 +210,28 @@ def _load_manifest(path: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
         errors = _serving_errors(path, doc, engine)
         if errors:
             raise ValueError("\n".join(errors))
+    ref = ((doc.get("spec") or {}).get("engineRef") or {}).get("name")
+    if (
+        engine is None
+        and doc.get("kind") == DEPLOYMENT_KIND
+        and ref
+        and not any(other.get("kind") == ENGINE_KIND for _, other in objects)  # else the note below
+    ):
+        # Fresh-user trial 45 A12: the engine in its own file (the usual GitOps layout) was silently
+        # replaced by the flags' defaults (BF16 for an FP8 engine: half its KV pool).
+        say(
+            "simulate",
+            "note",
+            f"--deployment {path}: the LLMDeployment's spec.engineRef names LLMEngine {ref!r}, which the "
+            "input does not hold: the replica is the one the flags describe (--model-config, --gpu, --tp, "
+            "--pp, --quantization, --kv-cache-dtype, --max-batch-size, --max-num-tokens, --max-seq-len, "
+            "with their defaults). To simulate that engine, give it in the same input: --deployment DIR "
+            "(a directory holding both files), or --deployment - with both on standard input ({ cat "
+            "DEPLOYMENT.yaml; echo ---; cat ENGINE.yaml; } | trtllm-operator simulate … --deployment -)",
+        )
     for _, other in objects:
         if other.get("kind") == ENGINE_KIND and other is not engine:
             # Fresh-user trial 35: the engine beside the deployment was silently not used.
-            ref = ((doc.get("spec") or {}).get("engineRef") or {}).get("name")
             say(
                 "simulate",
                 "note",
