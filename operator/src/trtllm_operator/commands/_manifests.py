@@ -15,6 +15,8 @@ from typing import Any
 
 import yaml
 
+from trtllm_operator.utf8 import first_non_utf8
+
 #: ``-f -`` / ``--engine -`` / ``--deployment -``: read standard input, as ``kubectl apply -f -`` does.
 STDIN = "-"
 
@@ -97,16 +99,12 @@ def _read_text(where: str) -> str:
     try:
         return Path(where).read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        data = Path(where).read_bytes()  # decoded whole: the offset is the file's, not a chunk's
-        try:
-            data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            line = data.count(b"\n", 0, exc.start) + 1
-            raise BadInputError(
-                f"{where}: line {line}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}): "
-                "a manifest is UTF-8 YAML, as kubectl reads it; save the file as UTF-8"
-            ) from None
-        raise  # pragma: no cover - the file changed between the two reads
+        bad = first_non_utf8(Path(where))
+        if bad is None:  # pragma: no cover - the file changed between the two reads
+            raise
+        raise BadInputError(
+            f"{where}: {bad}: a manifest is UTF-8 YAML, as kubectl reads it; save the file as UTF-8"
+        ) from None
 
 
 def texts(path: str) -> list[tuple[str, str]]:

@@ -29,6 +29,8 @@ from datetime import datetime
 from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 from pathlib import Path
 
+from trtllm_operator.utf8 import first_non_utf8
+
 
 class TraceError(ValueError):
     """A trace file or synthetic-trace specification is malformed; the message names the field."""
@@ -70,16 +72,13 @@ def _rebase(pairs: list[tuple[float, int, int]]) -> list[Request]:
 def _not_utf8(path: Path) -> TraceError:
     """The error for a trace file that is not UTF-8 text (a Latin-1 byte, UTF-16, a binary file), naming
     the file, the line and the first byte that is not (fresh-user trial 45 A17: a traceback)."""
-    data = path.read_bytes()  # decoded whole: the offset is the file's, not a read chunk's
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        return TraceError(
-            f"{path}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
-            "save the trace as UTF-8"
-        )
-    return TraceError(f"{path}: not UTF-8 text")  # pragma: no cover - the file changed between reads
+    bad = first_non_utf8(path)
+    if bad is None:  # pragma: no cover - the file changed between reads
+        return TraceError(f"{path}: not UTF-8 text")
+    return TraceError(
+        f"{path}:{bad.line}: not UTF-8 text (byte 0x{bad.byte:02x} at offset {bad.offset}); "
+        "save the trace as UTF-8"
+    )
 
 
 def read_azure_csv(path: str | Path) -> list[Request]:
