@@ -35,15 +35,13 @@ class Base:
     differs: frozenset[str]
 
 
-#: The last release: stop 39's landing on main (964a552, 2026-12-04). Since then only the operator's
-#: code changed (stop 40: the CLI's simulate/render/tune/crds commands, and decide/autoscaler.py's
-#: refused-change message), not the chart or the CRDs: the upgrade rebuilds and restarts nothing and
-#: writes one status per object, the new ``status.reconciledBy`` stamp (tests/e2e/test_upgrade.py
+#: The last release: stop 40's landing on main (82c67b9, 2026-12-04). This tree differs from it in no
+#: area: the upgrade rebuilds, restarts and writes nothing, not even a status (tests/e2e/test_upgrade.py
 #: ``FROM_THE_PREVIOUS_RELEASE``). Bumped at each release (docs/install.md, "Upgrade tests").
 PREVIOUS_RELEASE = Base(
     name="from-previous-release",
-    commit="964a552d15792a004756b1ca6c1b6ef3f01f0937",
-    differs=frozenset({"code"}),
+    commit="82c67b9b6a9fddf58a8fa40400ebd174fd2ff49c",
+    differs=frozenset(),
 )
 
 #: Stop 29's main (3898a0c, 2026-12-01), the release before the engine-key/v2 migration (issue 26),
