@@ -174,3 +174,36 @@ def test_simulate_refuses_flags_the_deployment_sets(
     assert main([*args, "--deployment", str(path), flag, value]) == 2
     err = capsys.readouterr().err
     assert f"{flag} cannot be combined with --deployment {path}, which takes it from {field}" in err
+
+
+def _bounded(tokens: int) -> list[dict[str, Any]]:
+    docs = [d for d in yaml.safe_load_all(EXAMPLE.read_text()) if d]
+    dep = next(d for d in docs if d["kind"] == "LLMDeployment")
+    dep["spec"]["server"]["maxTokensInPagedKvCache"] = tokens
+    return docs
+
+
+@pytest.mark.parametrize("tokens", [1, 16000])
+def test_a_max_tokens_bound_below_one_sequence_is_refused_as_the_fraction_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], tokens: int
+) -> None:
+    """Fresh-user trials 44 F26 / 45 A1: ``spec.server.maxTokensInPagedKvCache`` 1 (or 16,000 under
+    the example engine's maxSeqLen 16,384) was rendered, and rolled out by the operator, while simulate
+    refused it. TensorRT-LLM would start and cut maxSeqLen to the pool (trtGptModelInflightBatching.cpp
+    clampWindowSizesToFitAtLeastOneSequence); the serving gate now refuses it with the fraction's
+    reason, KVCacheTooSmall, naming the field, the value and the fixes — without --model-config, as the
+    bound needs no plan."""
+    path = tmp_path / "bounded.yaml"
+    path.write_text(yaml.safe_dump_all(_bounded(tokens)))
+    assert main(["render", "-f", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert (
+        f"KVCacheTooSmall: spec.server.maxTokensInPagedKvCache {tokens}: {tokens:,} tokens is less than one "
+        "sequence of maxSeqLen 16,384 (16,384 tokens in KV blocks of 32); TensorRT-LLM starts anyway and "
+        "cuts maxSeqLen and maxInputLen to what the pool holds"
+    ) in err, err
+    assert "Nothing was rolled out: raise it to at least 16,384, or leave it out" in err, err
+    # "at most 0" is no fix (trial 45 A2): the maxSeqLen clause only when a block fits.
+    assert ("spec.build.maxSeqLen at most 16,000" in err) == (tokens == 16000), err
+    path.write_text(yaml.safe_dump_all(_bounded(16384)))
+    assert main(["render", "-f", str(path)]) == 0

@@ -105,21 +105,37 @@ def test_max_tokens_in_paged_kv_cache_bounds_the_simulated_pool(
     assert f"{said} to 40,000 tokens (the free-memory fraction's pool is" in err, err
 
 
-def test_max_tokens_below_one_sequence_is_refused_as_tensorrt_llm_refuses_to_start(
+def test_max_tokens_below_one_sequence_is_refused_as_the_operator_refuses_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """F27 (F26's simulate side): 16,000 tokens cannot hold one sequence of maxSeqLen 16,384, which
-    TensorRT-LLM refuses at start (tensorrtllm_backend#168, the planner's one_sequence_kv_tokens); the
-    run is refused naming the field, the value and the fixes instead of simulating a pool 63× larger."""
+    """F27 (F26's simulate side): 16,000 tokens cannot hold one sequence of maxSeqLen 16,384; the run is
+    refused naming the field, the value and the fixes instead of simulating a pool 63× larger. Trial 45
+    A1: it said "TensorRT-LLM refuses to start", which upstream does not (it cuts maxSeqLen to the pool,
+    decide.serving_params.CLAMPED_AT_START), and render let it through; both now give the operator's
+    check (decide.serving_params.max_tokens_shortfall): in render's words when the engine is in the
+    input, in the same words from the replica's plan when only the deployment is."""
     path = _server(tmp_path, maxTokensInPagedKvCache=16000)
     assert main([*FP8_8B, "--deployment", path]) == 2
     err = capsys.readouterr().err
+    said = (
+        "16,000 tokens is less than one sequence of maxSeqLen 16,384 (16,384 tokens in KV blocks of 32); "
+        "TensorRT-LLM starts anyway and cuts maxSeqLen and maxInputLen to what the pool holds"
+    )
     assert (
-        f"error: spec.server.maxTokensInPagedKvCache of --deployment {path}: 16,000 tokens is less than one "
-        "sequence of maxSeqLen 16,384 (16,384 tokens in KV blocks of 32); TensorRT-LLM refuses to start. "
-        "Fix: raise it to at least 16,384, or leave it out"
-    ) in err, err
-    assert "lower maxSeqLen (--max-seq-len) to at most 16000" in err, err
+        f"--deployment {path}: llama-3-1-8b: KVCacheTooSmall: "
+        f"spec.server.maxTokensInPagedKvCache 16000: {said}" in err
+    )
+    assert "(render refuses it too, and the operator serves nothing for it)" in err, err
+    docs = [d for d in yaml.safe_load_all(Path(path).read_text()) if d["kind"] == "LLMDeployment"]
+    alone = _write(tmp_path, docs, "alone.yaml")
+    assert main([*FP8_8B, "--deployment", alone]) == 2
+    err = capsys.readouterr().err
+    assert f"error: spec.server.maxTokensInPagedKvCache of --deployment {alone}: {said}" in err, err
+    assert "the operator refuses such a deployment too (KVCacheTooSmall)" in err, err
+    assert (
+        "Fix: raise it to at least 16,384, or leave it out (the pool is then the free-memory fraction's, "
+        in err
+    )
 
 
 def test_server_settings_the_replica_does_not_model_are_named(

@@ -138,8 +138,8 @@ _ENGINE_REASONS: tuple[EventReason, ...] = (
         DEPLOYMENT,
         "Warning",
         "deployment",
-        "spec.server.kvCacheFreeGpuMemFraction leaves a KV cache smaller than one sequence of the "
-        "engine's maxSeqLen (message: the tokens, and the smallest fraction that holds one)",
+        "spec.server.kvCacheFreeGpuMemFraction or maxTokensInPagedKvCache leaves a KV cache smaller than "
+        "one sequence of the engine's maxSeqLen (message: the tokens, and the smallest value that holds one)",
     ),
     EventReason(
         R_CHILD_CONFLICT,

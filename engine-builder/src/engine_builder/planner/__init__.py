@@ -25,6 +25,7 @@ from engine_builder.planner.formats import (
 )
 from engine_builder.planner.plan import (
     BUILD_LIMITS,
+    CLAMPED_AT_START,
     DEFAULT_KV_CACHE_FREE_GPU_MEM_FRACTION,
     DEFAULT_TOKENS_PER_BLOCK,
     MAX_GPUS_PER_REPLICA,
@@ -48,6 +49,7 @@ from engine_builder.planner.weights import WeightsCheck, cross_check_safetensors
 
 __all__ = [
     "BUILD_LIMITS",
+    "CLAMPED_AT_START",
     "DEFAULT_CATALOG",
     "DEFAULT_KV_CACHE_FREE_GPU_MEM_FRACTION",
     "DEFAULT_TOKENS_PER_BLOCK",

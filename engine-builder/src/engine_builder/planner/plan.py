@@ -495,12 +495,29 @@ def kv_pool_tokens(
     return (pool // kv_bytes_per_token_per_gpu) // tokens_per_block * tokens_per_block
 
 
+#: What TensorRT-LLM does with a KV pool smaller than one sequence of maxSeqLen: it starts, and cuts the
+#: attention window, maxSeqLen and maxInputLen to what the pool holds (NVIDIA/TensorRT-LLM
+#: ``cpp/tensorrt_llm/batch_manager/trtGptModelInflightBatching.cpp``
+#: ``clampWindowSizesToFitAtLeastOneSequence``, stored commits 00825c4e and b35ac1b6: "maxAttentionWindowVec
+#: too large to fit at least one sequence in kvCache", then "maxSequenceLen is reduced to
+#: maxAttentionWindow" and "maxInputLen is reduced to"; it throws only with
+#: ``ExecutorConfig.failFastOnAttentionWindowTooLarge``, default false; an early stored copy of the
+#: pytorch backend's ``tensorrt_llm/_torch/pyexecutor/resource_manager.py`` clamps alike). The
+#: start-up refusal quoted in docs/reference/tensorrt-llm.md §7.2 (tensorrtllm_backend#168) is the
+#: 2023 KVCacheManager check, which this clamp now always satisfies.
+CLAMPED_AT_START = (
+    "TensorRT-LLM starts anyway and cuts maxSeqLen and maxInputLen to what the pool holds, so requests "
+    "the engine was built for are rejected"
+)
+
+
 def one_sequence_kv_tokens(max_seq_len: int, tokens_per_block: int, max_beam_width: int = 1) -> int:
     """KV tokens TensorRT-LLM needs to run one sequence of ``max_seq_len`` to completion:
     ``beam_width × tokensPerBlock × maxBlocksPerSeq`` (reference §7.2: "maxTokensInPagedKvCache (1664)
     must be large enough to process at least 1 sequence to completion (i.e. must be larger than
     beam_width (1) * tokensPerBlock (128) * maxBlocksPerSeq (20))", triton-inference-server/
-    tensorrtllm_backend#168). A smaller pool is refused at start."""
+    tensorrtllm_backend#168, a 2023 check). A smaller pool is not refused at start any more: it cuts
+    maxSeqLen (:data:`CLAMPED_AT_START`)."""
     return max_beam_width * _round_blocks(max_seq_len, tokens_per_block)
 
 
@@ -867,7 +884,7 @@ def _compute_at(
             PlanIssue(
                 "spec.build.maxSeqLen",
                 f"the KV cache holds {max_kv_tokens} tokens per GPU, less than one sequence of maxSeqLen "
-                f"{max_seq_len}{beams}; TensorRT-LLM refuses to start.",
+                f"{max_seq_len}{beams}; {CLAMPED_AT_START}.",
                 f"{low_fraction}lower maxSeqLen to at most {max_kv_tokens // request.max_beam_width}, "
                 f"{kv_fix}or raise tensor parallelism (see recommended).",
                 kind="capacity",

@@ -171,7 +171,8 @@ class ServerSpec(ApiModel):
         le=1,
         description="Fraction of GPU memory left free after loading the engine that the KV cache "
         "takes (kv_cache_free_gpu_mem_fraction), in (0, 1]. A fraction whose KV cache cannot hold one "
-        "sequence of the engine's maxSeqLen is refused (condition reason KVCacheTooSmall).",
+        "sequence of the engine's maxSeqLen is refused (condition reason KVCacheTooSmall): TensorRT-LLM "
+        "would cut maxSeqLen to the pool at start.",
     )
     enable_kv_cache_reuse: bool = Field(
         default=True,
@@ -216,7 +217,9 @@ class ServerSpec(ApiModel):
         default=None,
         ge=1,
         description="Upper bound on KV-cache tokens (max_tokens_in_paged_kv_cache); the smaller of "
-        "this and the free-memory fraction wins. Unset = no bound.",
+        "this and the free-memory fraction wins. Unset = no bound. A bound below one sequence of the "
+        "engine's maxSeqLen is refused (condition reason KVCacheTooSmall): TensorRT-LLM would cut "
+        "maxSeqLen to it at start.",
     )
     enable_chunked_context: bool = Field(
         default=False,

@@ -937,7 +937,7 @@ def run(args: argparse.Namespace) -> int:
             if longest > setup.spec.max_num_tokens:
                 fixes.append(_max_num_tokens_fix(longest, chunking))
         # Only the prompt bounds can reject here: the planner refuses a KV cache smaller than one
-        # sequence of maxSeqLen (engine_builder.planner.plan, as TensorRT-LLM refuses to start), and a
+        # sequence of maxSeqLen (engine_builder.planner.plan; TensorRT-LLM would cut maxSeqLen to it), and a
         # reservation is at most maxSeqLen (ReplicaSpec.reservation), so ReplicaSpec.accepts' "whole KV
         # cache" case is out of a planned replica's reach (fresh-user trial 40 F10).
         say(

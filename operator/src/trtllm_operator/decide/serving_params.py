@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from engine_builder.contract import DRAFT_DIR
 from engine_builder.planner import (
+    CLAMPED_AT_START,
     DEFAULT_KV_CACHE_FREE_GPU_MEM_FRACTION,
     DEFAULT_TOKENS_PER_BLOCK,
     kv_pool_tokens,
@@ -226,10 +227,11 @@ def kv_cache_refusal(
 ) -> str | None:
     """The message (condition reason ``KVCacheTooSmall``) when
     ``spec.server.kvCacheFreeGpuMemFraction`` = ``fraction`` leaves a KV cache smaller than one
-    sequence of the engine's ``max_seq_len`` (× ``max_beam_width``), which TensorRT-LLM refuses at
-    start (:func:`engine_builder.planner.one_sequence_kv_tokens`). None when it holds one, or when
-    the engine's ``status.plan`` (``engine_plan``) lacks the free bytes or the bytes per token (no
-    plan, or one written by an older operator): then nothing is known to check.
+    sequence of the engine's ``max_seq_len`` (× ``max_beam_width``;
+    :func:`engine_builder.planner.one_sequence_kv_tokens`), which TensorRT-LLM would serve with
+    maxSeqLen cut (:data:`CLAMPED_AT_START`). None when it holds one, or when the engine's
+    ``status.plan`` (``engine_plan``) lacks the free bytes or the bytes per token (no plan, or one
+    written by an older operator): then nothing is known to check.
 
     The pool is the planner's (:func:`engine_builder.planner.kv_pool_tokens`) at the deployment's
     fraction over the engine plan's ``freeBytesPerGPU``. The message names the field, the value, the
@@ -262,7 +264,45 @@ def kv_cache_refusal(
         f"spec.server.kvCacheFreeGpuMemFraction {fraction:g} gives a KV cache of {tokens} tokens per GPU "
         f"({fraction:g} × {free / 2**30:.2f} GiB free after LLMEngine {engine_name!r}'s weights, "
         f"{per_token} bytes per token), less than one sequence of its maxSeqLen {max_seq_len}{beams} "
-        f"({need} tokens); TensorRT-LLM refuses to start. Nothing was rolled out: {fix}"
+        f"({need} tokens); {CLAMPED_AT_START}. Nothing was rolled out: {fix}"
+    )
+
+
+#: The deployment field :func:`max_tokens_shortfall` checks.
+MAX_TOKENS_FIELD = "spec.server.maxTokensInPagedKvCache"
+
+
+def max_tokens_shortfall(
+    max_tokens: int | None,
+    max_seq_len: int | None,
+    max_beam_width: int = 1,
+    tokens_per_block: int = DEFAULT_TOKENS_PER_BLOCK,
+    pool: int | None = None,
+) -> tuple[str, str] | None:
+    """``(message, fix)`` when ``spec.server.maxTokensInPagedKvCache`` = ``max_tokens`` (tokens) holds
+    less than one sequence of the engine's ``max_seq_len`` × ``max_beam_width``
+    (:func:`engine_builder.planner.one_sequence_kv_tokens`, in KV blocks of ``tokens_per_block``);
+    ``None`` when it holds one, or when either is unset. The one home of this check: the LLMDeployment
+    controller's serving gate (:func:`serving_params`, condition reason ``KVCacheTooSmall``), hence
+    ``render``, and ``simulate`` (:func:`trtllm_operator.simulate.fleet.kv_pool_limit`). Needs no plan:
+    the pool is at most ``max_tokens`` whatever the free memory. ``pool``: the free-memory fraction's
+    pool in tokens, when known, named in the fix. Why it is refused: :data:`CLAMPED_AT_START`."""
+    if max_tokens is None or not max_seq_len:
+        return None
+    need = one_sequence_kv_tokens(max_seq_len, tokens_per_block, max_beam_width)
+    if max_tokens >= need:
+        return None
+    beams = f" × beam width {max_beam_width}" if max_beam_width > 1 else ""
+    longest = max_tokens // max_beam_width // tokens_per_block * tokens_per_block
+    of_pool = f", {pool:,} tokens" if pool is not None else ""
+    fix = f"raise it to at least {need:,}, or leave it out (the pool is then the free-memory fraction's"
+    fix += f"{of_pool})"
+    if longest >= tokens_per_block:
+        fix += f", or serve an engine built with spec.build.maxSeqLen at most {longest:,}"
+    return (
+        f"{max_tokens:,} tokens is less than one sequence of maxSeqLen {max_seq_len:,}{beams} "
+        f"({need:,} tokens in KV blocks of {tokens_per_block}); {CLAMPED_AT_START}",
+        fix,
     )
 
 
@@ -364,6 +404,17 @@ def serving_params(
         )
         if short is not None:
             raise ServingInputError("KVCacheTooSmall", short)
+    # Fresh-user trials 44 F26 / 45 A1: the bound needs no plan, and the pytorch backend clamps alike.
+    bounded = max_tokens_shortfall(
+        server.max_tokens_in_paged_kv_cache, max_seq_len, espec.build.max_beam_width
+    )
+    if bounded is not None:
+        message, fix = bounded
+        raise ServingInputError(
+            "KVCacheTooSmall",
+            f"{MAX_TOKENS_FIELD} {server.max_tokens_in_paged_kv_cache}: {message} (LLMEngine "
+            f"{emeta['name']!r}). Nothing was rolled out: {fix}",
+        )
     return ServingParams(
         name=dmeta["name"],
         namespace=dmeta["namespace"],

@@ -20,9 +20,9 @@ from engine_builder.planner import (
     PlanRequest,
     load_hf_config,
     lookup,
-    one_sequence_kv_tokens,
     plan,
 )
+from trtllm_operator.decide.serving_params import MAX_TOKENS_FIELD, max_tokens_shortfall
 from trtllm_operator.simulate.engine import ReplicaSpec
 from trtllm_operator.simulate.perf import (
     BENCH_KV_FRACTION,
@@ -178,10 +178,6 @@ def replica_setup(
     return ReplicaSetup(spec=spec, plan=p, rates=rates, costs=costs)
 
 
-#: The deployment field :func:`kv_pool_limit` reads.
-MAX_TOKENS_FIELD = "spec.server.maxTokensInPagedKvCache"
-
-
 def kv_pool_limit(p: Plan, max_tokens: int | None) -> int:
     """The KV pool of a replica whose deployment sets ``maxTokensInPagedKvCache`` = ``max_tokens``
     (tokens; ``None``: unset): the smaller of it and the plan's pool from the free-memory fraction
@@ -193,24 +189,16 @@ def kv_pool_limit(p: Plan, max_tokens: int | None) -> int:
     ``all_models/inflight_batcher_llm/tensorrt_llm/config.pbtxt``, §4.3).
 
     Raises :class:`ReplicaInputError` when that pool holds less than one sequence of the plan's
-    ``max_seq_len`` (:func:`engine_builder.planner.one_sequence_kv_tokens`, the planner's rule:
-    TensorRT-LLM refuses to start, tensorrtllm_backend#168)."""
+    ``max_seq_len``: the LLMDeployment controller refuses such a deployment (condition reason
+    ``KVCacheTooSmall``), by the same check and words,
+    :func:`trtllm_operator.decide.serving_params.max_tokens_shortfall`."""
     if max_tokens is None or max_tokens >= p.max_kv_tokens:
         return p.max_kv_tokens
-    need = one_sequence_kv_tokens(p.max_seq_len, p.tokens_per_block)
-    if max_tokens < need:
-        raise ReplicaInputError(
-            (
-                PlanIssue(
-                    MAX_TOKENS_FIELD,
-                    f"{max_tokens:,} tokens is less than one sequence of maxSeqLen {p.max_seq_len:,} "
-                    f"({need:,} tokens in KV blocks of {p.tokens_per_block}); TensorRT-LLM refuses to start.",
-                    f"raise it to at least {need:,}, or leave it out (the pool is then the free-memory "
-                    f"fraction's, {p.max_kv_tokens:,} tokens), or lower maxSeqLen to at most "
-                    f"{max_tokens // p.tokens_per_block * p.tokens_per_block}",
-                ),
-            )
-        )
+    short = max_tokens_shortfall(max_tokens, p.max_seq_len, 1, p.tokens_per_block, pool=p.max_kv_tokens)
+    if short is not None:
+        message, fix = short
+        refused = "the operator refuses such a deployment too (KVCacheTooSmall) and rolls nothing out"
+        raise ReplicaInputError((PlanIssue(MAX_TOKENS_FIELD, f"{message}; {refused}.", fix),))
     return max_tokens
 
 
