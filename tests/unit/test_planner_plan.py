@@ -338,7 +338,8 @@ def test_a_context_above_the_api_limit_is_clamped_to_it_and_said() -> None:
     assert model_context(deepseek) == 6_553_600 > limit
     p = plan(deepseek, PlanRequest(tp=8), lookup("H100"))
     assert not p.fits
-    assert p.max_seq_len == p.recommended["max_seq_len"] == limit
+    assert p.max_seq_len == limit
+    assert p.recommended["max_seq_len"] is None  # trial 44 F1: a plan that does not fit recommends none
     said = [w for w in p.warnings if w.field == "spec.build.maxSeqLen" and "the API's limit" in w.message]
     assert len(said) == 1, p.warnings
     assert "163840 × RoPE scaling 40 = 6553600, is above it" in said[0].message
@@ -346,3 +347,20 @@ def test_a_context_above_the_api_limit_is_clamped_to_it_and_said() -> None:
     fits = plan(deepseek, PlanRequest(tp=8, quantization="fp8"), lookup("H200"))
     assert fits.fits and fits.max_seq_len == fits.recommended["max_seq_len"] == 32_768
     assert not [w for w in fits.warnings if "the API's limit" in w.message], fits.warnings
+
+
+def test_a_plan_that_does_not_fit_recommends_no_max_seq_len_of_its_own() -> None:
+    """Fresh-user trial 44 F1: Llama-3.1-70B on an L4, maxSeqLen unset, recommended maxSeqLen 131,072
+    (the context the derivation falls back to when nothing fits) beside tensor parallelism 8 and an H200
+    as alternatives, while neither fits 131,072 (the L4 × 8 pool holds 45,024 tokens). Each alternative
+    derives its own length; the block now keeps the request's (unset: none), as it does maxBatchSize.
+    With an explicit maxSeqLen the alternatives are computed at it, so it stays."""
+    llama = arch("meta-llama__Llama-3.1-70B-Instruct.json")
+    p = plan(llama, PlanRequest(), lookup("L4"))
+    assert not p.fits and p.recommended["tensor_parallelism"] == 8
+    assert p.recommended["max_seq_len"] is None
+    alternative = plan(llama, PlanRequest(tp=8), lookup("L4"))
+    assert alternative.fits and alternative.max_seq_len < 131_072
+    explicit = plan(llama, PlanRequest(max_seq_len=8192), lookup("L4"))
+    assert not explicit.fits and explicit.recommended["max_seq_len"] == 8192
+    assert plan(llama, PlanRequest(tp=8, max_seq_len=8192), lookup("L4")).fits

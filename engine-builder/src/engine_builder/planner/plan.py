@@ -291,13 +291,14 @@ class PlanRequest:
 class Plan:
     """The result. Bytes are integers; all memory figures are per GPU (the fullest PP rank).
 
-    ``reasons``: why it does not fit or is invalid (each a :class:`PlanIssue` with field and fix);
-    empty when ``fits``. ``recommended``: ``max_batch_size``, ``max_num_tokens``, ``max_seq_len``, and
-    when it does not fit ``tensor_parallelism`` / ``gpu_product`` (the smallest that would fit, or
-    None when none does). ``max_concurrent_sequences``: sequences of ``max_seq_len`` tokens the KV
-    pool holds at once; ``max_concurrent_sequences_at_typical_request``: the same at
-    ``typical_request_tokens``. ``warnings``: valid-but-worth-knowing findings (e.g. ``max_batch_size``
-    larger than the sequences the KV cache holds at ``max_seq_len``); they do not change ``fits``.
+    ``reasons``: why it does not fit or is invalid (each a :class:`PlanIssue` with field and fix); empty
+    when ``fits``. ``recommended``: ``max_batch_size``, ``max_num_tokens``, ``max_seq_len``, and when it
+    does not fit ``tensor_parallelism`` / ``gpu_product`` (the smallest that would fit, or None when none
+    does; ``max_batch_size`` and ``max_seq_len`` are then the request's, None when unset: each alternative
+    derives its own). ``max_concurrent_sequences``: sequences of ``max_seq_len`` tokens the KV pool holds
+    at once; ``max_concurrent_sequences_at_typical_request``: the same at ``typical_request_tokens``.
+    ``warnings``: valid-but-worth-knowing findings (e.g. ``max_batch_size`` larger than the sequences the
+    KV cache holds at ``max_seq_len``); they do not change ``fits``.
     """
 
     model_type: str
@@ -951,7 +952,10 @@ def _compute_at(
         # Nothing to recommend for a plan that does not fit: the user's value (or None) stays.
         "max_batch_size": recommended_batch if fits else request.max_batch_size,
         "max_num_tokens": max_num_tokens,
-        "max_seq_len": max_seq_len,
+        # Nor a length: unset, the derivation falls back to the model's context when nothing fits, which
+        # no alternative (tensor_parallelism, gpu_product) is found to fit either: each derives its own
+        # (fresh-user trial 44 F1). An explicit maxSeqLen is the one the alternatives were planned at.
+        "max_seq_len": max_seq_len if fits else request.max_seq_len,
     }
     return Plan(
         model_type=arch.model_type,

@@ -216,6 +216,8 @@ def _table(data: dict[str, Any]) -> str:
     alternatives = [k for k in ("tensor_parallelism", "gpu_product") if recommended.get(k) is not None]
     for key, value in recommended.items():
         shown = "-" if value is None else str(value)
+        if key == "max_seq_len" and value is None and alternatives:  # trial 44 F1
+            shown += " (each alternative derives its own: plan again with it)"
         if key in alternatives:
             n = f"alternative {alternatives.index(key) + 1} of {len(alternatives)}"
             if key == "tensor_parallelism":
