@@ -853,3 +853,29 @@ def test_render_cache_and_kubeconfig_errors_carry_the_commands_prefix(
     assert err.startswith(said), err
     command = said.partition(": error: ")[0]
     assert all(line.startswith(f"{command}: ") for line in err.splitlines()), err
+
+
+def test_a_deployment_with_chunked_context_is_not_told_to_enable_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 44 F6 (trial 45 A20): the 70B example's engine has maxNumTokens 8192 below
+    maxInputLen 32768, and its LLMDeployment sets enableChunkedContext: true, yet render said "prompts
+    longer than 8192 tokens are rejected unless chunked context is enabled. Fix: enable chunked
+    context". The deployment answers that warning (engine_builder.planner.moot_with_chunked_context,
+    as simulate already did); without chunked context it is still printed, once per engine."""
+    config = REPO / "tests" / "fixtures" / "model-configs" / "meta-llama__Llama-3.1-70B-Instruct.json"
+    example = REPO / "examples" / "llama-3.1-70b-fp8-tp2-h200.yaml"
+    said = "spec.build.maxNumTokens: maxNumTokens 8192 is below maxInputLen 32768"
+    assert main(["render", "-f", str(example), "--model-config", str(config)]) == 0
+    err = capsys.readouterr().err
+    assert "warning: LLMEngine llama-3-1-70b-fp8-tp2: spec.build.maxBatchSize" in err, err
+    assert said not in err, err
+    docs = [d for d in yaml.safe_load_all(example.read_text()) if d]
+    dep = next(d for d in docs if d["kind"] == "LLMDeployment")
+    dep["spec"]["server"]["enableChunkedContext"] = False
+    second = json.loads(json.dumps(dep))
+    second["metadata"]["name"] = "llama-3-1-70b-second"
+    path = tmp_path / "unchunked.yaml"
+    path.write_text(yaml.safe_dump_all([*docs, second]))
+    assert main(["render", "-f", str(path), "--model-config", str(config)]) == 0
+    assert capsys.readouterr().err.count(said) == 1

@@ -512,6 +512,19 @@ CLAMPED_AT_START = (
 )
 
 
+#: The planner's warning that a deployment's chunked context answers (:func:`moot_with_chunked_context`).
+_UNLESS_CHUNKED = "unless chunked context is enabled"
+
+
+def moot_with_chunked_context(issue: PlanIssue) -> bool:
+    """Whether ``issue`` is the warning "maxNumTokens is below the longest prompt: longer prompts are
+    rejected unless chunked context is enabled", which a deployment with
+    ``spec.server.enableChunkedContext: true`` answers (its prompts are prefilled in chunks). The
+    engine's warning stands (status.plan.warnings: an engine knows no deployment); ``render`` and
+    ``simulate`` leave it out for such a deployment (fresh-user trials 37b F2, 44 F6)."""
+    return issue.field == "spec.build.maxNumTokens" and _UNLESS_CHUNKED in issue.message
+
+
 def one_sequence_kv_tokens(max_seq_len: int, tokens_per_block: int, max_beam_width: int = 1) -> int:
     """KV tokens TensorRT-LLM needs to run one sequence of ``max_seq_len`` to completion:
     ``beam_width × tokensPerBlock × maxBlocksPerSeq`` (reference §7.2: "maxTokensInPagedKvCache (1664)
@@ -944,7 +957,7 @@ def _compute_at(
             PlanIssue(
                 "spec.build.maxNumTokens",
                 f"maxNumTokens {max_num_tokens} is below {what} {longest_prompt}: prompts longer than "
-                f"{max_num_tokens} tokens are rejected unless chunked context is enabled.",
+                f"{max_num_tokens} tokens are rejected {_UNLESS_CHUNKED}.",
                 "enable chunked context (spec.server.enableChunkedContext) or raise maxNumTokens.",
             )
         )

@@ -14,7 +14,9 @@ heads divisible by tensor parallelism, memory fit) need the model's ``config.jso
 ``--model-config`` (the operator reads it from the model source when it can); without it they are
 skipped, and a note on stderr says so. With it, the planner's warnings (``status.plan.warnings`` on the
 cluster) are printed on stderr as ``trtllm-operator render: warning:`` lines (every message of render
-has that prefix, :func:`trtllm_operator.commands.say`); they do not change the exit code. In
+has that prefix, :func:`trtllm_operator.commands.say`), once per engine, less the one a deployment
+answers (maxNumTokens below the longest prompt, for a deployment with chunked context:
+:func:`engine_builder.planner.moot_with_chunked_context`); they do not change the exit code. In
 ``spec.autoscaling.mode`` ``hpa`` / ``keda`` the output holds the HorizontalPodAutoscaler / KEDA
 ScaledObject the operator's autoscaler handler applies, rendered by the same function
 (:func:`trtllm_operator.render.external_autoscaler.desired_external_autoscaler`);
@@ -237,13 +239,13 @@ def _bad(message: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     # Heavier imports (planner, pydantic models, templates) only when the command runs.
+    from engine_builder.planner import PlanIssue, moot_with_chunked_context  # noqa: PLC0415
     from trtllm_operator.api.deployment import LLMDeploymentSpec  # noqa: PLC0415
     from trtllm_operator.commands._schema import manifest_errors, namespace_error  # noqa: PLC0415
     from trtllm_operator.decide.autoscaler import KEDA_NOT_INSTALLED  # noqa: PLC0415
     from trtllm_operator.decide.engine_spec import (  # noqa: PLC0415
         InvalidEngine,
         plan_status,
-        plan_warnings,
         prepare_engine,
     )
     from trtllm_operator.decide.serving import ServingRefusal, plan_serving  # noqa: PLC0415
@@ -317,6 +319,11 @@ def run(args: argparse.Namespace) -> int:
     if invalid:
         return EXIT_BAD_INPUT
     out: list[str] = []
+    # The planner's warnings of each engine (as status.plan.warnings), printed once per engine and
+    # per deployment that it concerns: a deployment with chunked context answers the maxNumTokens one
+    # (fresh-user trial 44 F6: the 70B and 405B examples were told to enable what they enable).
+    engine_warnings: dict[int, list[PlanIssue]] = {}
+    warned: dict[int, set[str]] = {}
     for dep in deployments:
         dep["metadata"].setdefault("uid", "")
         ref = ((dep.get("spec") or {}).get("engineRef") or {}).get("name")
@@ -368,11 +375,18 @@ def run(args: argparse.Namespace) -> int:
             status["engineKey"] = prepared.key
             if prepared.plan is not None:  # as the LLMEngine controller writes it (--model-config)
                 status.setdefault("plan", plan_status(prepared.plan))
-                # what the operator puts in status.plan.warnings (and a PlanWarnings Event): valid, but
-                # worth knowing before it is applied (docs/planner.md "Warnings")
-                for warning in plan_warnings(prepared.plan):
-                    say("render", "warning", f"LLMEngine {ref}: {warning}")
+                engine_warnings[id(engine)] = list(prepared.plan.warnings)
             status.setdefault("artifact", {"uri": prepared.storage.artifact_uri(prepared.key)})
+        # what the operator puts in status.plan.warnings (and a PlanWarnings Event): valid, but worth
+        # knowing before it is applied (docs/planner.md "Warnings"), less what this deployment answers
+        server = (dep.get("spec") or {}).get("server") or {}
+        chunked = isinstance(server, dict) and server.get("enableChunkedContext") is True
+        said = warned.setdefault(id(engine), set())
+        for warning in engine_warnings.get(id(engine), []):
+            if (chunked and moot_with_chunked_context(warning)) or str(warning) in said:
+                continue
+            said.add(str(warning))
+            say("render", "warning", f"LLMEngine {ref}: {warning}")
         plan = plan_serving(dep, engine, gpus_per_node=args.gpus_per_node, lws_installed=args.lws)
         name = dep["metadata"]["name"]
         if isinstance(plan, ServingRefusal):
