@@ -281,7 +281,16 @@ def test_model_config_runs_the_planner_checks_the_operator_runs(
     captured = capsys.readouterr()
     assert "skipped" not in captured.err
     assert all(d["metadata"]["namespace"] == "team-a" for d in yaml.safe_load_all(captured.out))
-    assert main(["render", "-f", str(tmp_path / "all.yaml"), "--model-config", str(tmp_path)]) == 2
+    # A directory is read as the operator's hfConfigDir (trial 44 F16): without the engine's file, skipped.
+    assert main(["render", "-f", str(tmp_path / "all.yaml"), "--model-config", str(tmp_path)]) == 0
+    assert (
+        f"no meta-llama__Llama-3.1-8B-Instruct.json in --model-config {tmp_path}" in capsys.readouterr().err
+    )
+    (tmp_path / "config.json").write_text("{")
+    assert (
+        main(["render", "-f", str(tmp_path / "all.yaml"), "--model-config", str(tmp_path / "config.json")])
+        == 2
+    )
     assert "--model-config: cannot read" in capsys.readouterr().err
 
 
@@ -879,3 +888,42 @@ def test_a_deployment_with_chunked_context_is_not_told_to_enable_it(
     path.write_text(yaml.safe_dump_all([*docs, second]))
     assert main(["render", "-f", str(path), "--model-config", str(config)]) == 0
     assert capsys.readouterr().err.count(said) == 1
+
+
+def test_model_config_is_one_models_or_a_directory_of_each_engines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 44 F16: ``render -f examples/ --model-config Qwen2.5-7B's config.json`` refused
+    the Llama-3.1-405B engine with Qwen's 28 heads, and with Llama-8B's config every other engine got
+    warnings computed from Llama-8B's shape. One config.json stands for one model: it is refused when the
+    engines to render serve several, naming each; a directory in the operator's hfConfigDir layout
+    (<org>__<name>.json) gives each engine its own."""
+    configs = REPO / "tests" / "fixtures" / "model-configs"
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    for example in ("llama-3.1-8b-fp8-h100.yaml", "llama-3.1-70b-fp8-tp2-h200.yaml"):
+        (inputs / example).write_text((REPO / "examples" / example).read_text())
+    llama_8b = configs / "meta-llama__Llama-3.1-8B-Instruct.json"
+    assert main(["render", "-f", str(inputs), "--model-config", str(llama_8b)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"--model-config {llama_8b} is one model's config.json, but the LLMEngines to render serve 2 " in err
+    )
+    assert "LLMEngine llama-3-1-70b-fp8-tp2 (hf://meta-llama/Llama-3.1-70B-Instruct)" in err, err
+    assert "LLMEngine llama-3-1-8b-fp8 (hf://meta-llama/Llama-3.1-8B-Instruct)" in err, err
+    assert "Fix: pass a directory holding each model's config.json as <org>__<name>.json" in err, err
+    assert main(["render", "-f", str(inputs), "--model-config", str(configs)]) == 0
+    err = capsys.readouterr().err
+    assert "LLMEngine llama-3-1-8b-fp8: spec.build.maxBatchSize: maxBatchSize 256 exceeds the 61 " in err, err
+    assert "LLMEngine llama-3-1-70b-fp8-tp2: spec.build.maxBatchSize: maxBatchSize 128 exceeds the 18 " in err
+    assert "were skipped" not in err, err
+    # One model in the input: the file is that model's, as before.
+    one = inputs / "llama-3.1-8b-fp8-h100.yaml"
+    assert main(["render", "-f", str(one), "--model-config", str(llama_8b)]) == 0
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["render", "-f", str(one), "--model-config", str(empty)]) == 0
+    assert (
+        "LLMEngine llama-3-1-8b-fp8: the planner's checks (heads divisible by tensor parallelism, memory "
+        f"fit) were skipped (no meta-llama__Llama-3.1-8B-Instruct.json in --model-config {empty})"
+    ) in capsys.readouterr().err

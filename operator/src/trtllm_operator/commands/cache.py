@@ -259,7 +259,7 @@ def _artifact_dir(location: Any, uri: str, key: str) -> str:
 def _spec(args: argparse.Namespace) -> int:
     from trtllm_operator.commands._schema import manifest_errors  # noqa: PLC0415
     from trtllm_operator.commands.render import _name  # noqa: PLC0415
-    from trtllm_operator.decide.engine_spec import PreparedEngine, prepare_engine  # noqa: PLC0415
+    from trtllm_operator.decide.engine_spec import PreparedEngine, hf_config_name, prepare_engine  # noqa: PLC0415
 
     try:
         docs = [d for d in yaml.safe_load_all(Path(args.filename).read_text()) if d is not None]
@@ -288,8 +288,9 @@ def _spec(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     hf_config = None
     source = str(((doc.get("spec") or {}).get("model") or {}).get("source") or "")
-    if args.hf_config_dir and source.startswith("hf://"):
-        path = Path(args.hf_config_dir) / (source[len("hf://") :].replace("/", "__") + ".json")
+    name = hf_config_name(source)
+    if args.hf_config_dir and name:
+        path = Path(args.hf_config_dir) / name
         if path.exists():
             hf_config = json.loads(path.read_text())
     prepared = prepare_engine(

@@ -94,7 +94,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--model-config",
         help="the model's config.json: run the planner's checks of the engine (heads divisible by "
-        "tensor parallelism, memory fit) as the operator does; without it they are skipped",
+        "tensor parallelism, memory fit) as the operator does; without it they are skipped. A file is "
+        "one model's: refused when the input's LLMEngines serve several models. A directory holds one "
+        "per model, named <org>__<name>.json after each engine's spec.model.source hf://<org>/<name> "
+        "(the operator's hfConfigDir layout): each engine is checked with its own",
     )
     parser.add_argument(
         "--gpus-per-node",
@@ -232,6 +235,28 @@ def _autoscaled(name: str, dep: dict[str, Any], plan: ServingPlan) -> ServingPla
     return replace(plan, params=replace(plan.params, replicas=bounded))
 
 
+def _read_config(path: Path) -> dict[str, Any] | str:
+    """A model's ``config.json`` at ``path``, or the ``--model-config`` error message."""
+    try:
+        loaded = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        return f"--model-config: cannot read {path}: {exc}"
+    if not isinstance(loaded, dict):
+        return f"--model-config: {path} is not a JSON object (a model's config.json)"
+    return loaded
+
+
+def _sources(deployments: list[dict[str, Any]], engines: list[dict[str, Any]]) -> dict[str, str]:
+    """``{engine name: spec.model.source}`` of the LLMEngines the ``deployments`` reference (by
+    ``spec.engineRef.name``), those render plans: the models one ``--model-config`` file would stand for."""
+    refs = {((d.get("spec") or {}).get("engineRef") or {}).get("name") for d in deployments}
+    return {
+        _name(e): str(((e.get("spec") or {}).get("model") or {}).get("source") or "")
+        for e in engines
+        if (e.get("metadata") or {}).get("name") in refs
+    }
+
+
 def _bad(message: str) -> int:
     say("render", "error", message)
     return EXIT_BAD_INPUT
@@ -245,6 +270,7 @@ def run(args: argparse.Namespace) -> int:
     from trtllm_operator.decide.autoscaler import KEDA_NOT_INSTALLED  # noqa: PLC0415
     from trtllm_operator.decide.engine_spec import (  # noqa: PLC0415
         InvalidEngine,
+        hf_config_name,
         plan_status,
         prepare_engine,
     )
@@ -258,13 +284,11 @@ def run(args: argparse.Namespace) -> int:
     if args.gpus_per_node < 1:
         return _bad(f"--gpus-per-node must be >= 1 (GPUs of one node), got {args.gpus_per_node}")
     hf_config: dict[str, Any] | None = None
-    if args.model_config:
-        try:
-            loaded = json.loads(Path(args.model_config).read_text())
-        except (OSError, ValueError) as exc:
-            return _bad(f"--model-config: cannot read {args.model_config}: {exc}")
-        if not isinstance(loaded, dict):
-            return _bad(f"--model-config: {args.model_config} is not a JSON object (a model's config.json)")
+    config_dir = Path(args.model_config) if args.model_config and Path(args.model_config).is_dir() else None
+    if args.model_config and config_dir is None:
+        loaded = _read_config(Path(args.model_config))
+        if isinstance(loaded, str):
+            return _bad(loaded)
         hf_config = loaded
     bad_namespace = namespace_error(args.namespace)
     if bad_namespace:
@@ -318,6 +342,16 @@ def run(args: argparse.Namespace) -> int:
         )
     if invalid:
         return EXIT_BAD_INPUT
+    if hf_config is not None:  # fresh-user trial 44 F16: one model's config.json for every engine
+        served = _sources(deployments, engines)
+        if len(set(served.values())) > 1:
+            listed = ", ".join(f"LLMEngine {name} ({source})" for name, source in sorted(served.items()))
+            return _bad(
+                f"--model-config {args.model_config} is one model's config.json, but the LLMEngines "
+                f"to render serve {len(set(served.values()))} models: {listed}. Fix: pass a directory "
+                "holding each model's config.json as <org>__<name>.json (hf://<org>/<name>; the operator's "
+                "hfConfigDir layout), or render one model's manifests at a time"
+            )
     out: list[str] = []
     # The planner's warnings of each engine (as status.plan.warnings), printed once per engine and
     # per deployment that it concerns: a deployment with chunked context answers the maxNumTokens one
@@ -357,20 +391,34 @@ def run(args: argparse.Namespace) -> int:
         engine["metadata"].setdefault("namespace", dep["metadata"]["namespace"])
         status = engine.setdefault("status", {})
         if not status.get("engineKey"):
+            config, missing = hf_config, ""
+            if config_dir is not None:
+                source = str(((engine.get("spec") or {}).get("model") or {}).get("source") or "")
+                file_name = hf_config_name(source)
+                if file_name is None:
+                    missing = f" (its spec.model.source {source!r} is not hf://<org>/<name>)"
+                elif (config_dir / file_name).is_file():
+                    found = _read_config(config_dir / file_name)
+                    if isinstance(found, str):
+                        return _bad(found)
+                    config = found
+                else:
+                    missing = f" (no {file_name} in --model-config {config_dir})"
             prepared = prepare_engine(
                 engine["metadata"]["name"],
                 engine.get("spec") or {},
-                hf_config=hf_config,
+                hf_config=config,
                 namespace=engine["metadata"]["namespace"],
             )
             if isinstance(prepared, InvalidEngine):
                 return _bad(f"LLMEngine {ref}: {prepared.text}")
-            if hf_config is None:
+            if config is None:
                 say(
                     "render",
                     "note",
                     f"LLMEngine {ref}: the planner's checks (heads divisible by tensor parallelism, "
-                    "memory fit) were skipped: pass --model-config <the model's config.json> to run them",
+                    f"memory fit) were skipped{missing}: pass --model-config <the model's config.json, or "
+                    "a directory of <org>__<name>.json> to run them",
                 )
             status["engineKey"] = prepared.key
             if prepared.plan is not None:  # as the LLMEngine controller writes it (--model-config)

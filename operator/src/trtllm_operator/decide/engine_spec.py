@@ -423,6 +423,16 @@ def plan_status(plan: Plan | None) -> dict[str, Any] | None:
     return out
 
 
+def hf_config_name(source: str) -> str | None:
+    """The file name of a model's ``config.json`` in a directory of them (the operator's
+    ``hfConfigDir``, ``render --model-config DIR``, ``cache spec --hf-config-dir``):
+    ``<org>__<name>.json`` for an ``hf://<org>/<name>`` ``spec.model.source``; ``None`` for a source
+    that names no Hugging Face repository (a PVC or S3 checkpoint)."""
+    if not source.startswith("hf://"):
+        return None
+    return source[len("hf://") :].replace("/", "__") + ".json"
+
+
 def plan_warnings(plan: Plan | None) -> list[str]:
     """``status.plan.warnings``: the planner's warnings (:attr:`Plan.warnings`, each
     ``"<field>: <message> Fix: <fix>"``; docs/planner.md "Warnings"), at most 32; empty without a plan."""

@@ -93,7 +93,7 @@ from trtllm_operator.decide.engine_jobs import (
     superseded_why,
 )
 from trtllm_operator.decide.engine_progress import BuildProgress, parse_progress
-from trtllm_operator.decide.engine_spec import InvalidEngine, PreparedEngine, prepare_engine
+from trtllm_operator.decide.engine_spec import InvalidEngine, PreparedEngine, hf_config_name, prepare_engine
 from trtllm_operator.decide.ownership import ChildConflict, marker_conflict
 from trtllm_operator.decide.pod_problems import stuck_containers
 from trtllm_operator.decide.policy import Refusal, engine_refusal, secret_references, secret_refusal
@@ -266,8 +266,9 @@ def hf_config_for(
         return None, None
     repo = source[len("hf://") :]
     revision = model.get("revision")
-    if settings.hf_config_dir:
-        path = os.path.join(settings.hf_config_dir, repo.replace("/", "__") + ".json")
+    name = hf_config_name(source)
+    if settings.hf_config_dir and name:
+        path = os.path.join(settings.hf_config_dir, name)
         if os.path.exists(path):
             found = _read_config(path, repo)
             if found is not None:
