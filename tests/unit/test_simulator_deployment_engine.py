@@ -105,6 +105,23 @@ def test_max_tokens_in_paged_kv_cache_bounds_the_simulated_pool(
     assert f"{said} to 40,000 tokens (the free-memory fraction's pool is" in err, err
 
 
+def test_the_planner_warnings_count_sequences_in_the_bounded_pool(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 45 A14: with maxTokensInPagedKvCache 20,000 binding, the maxBatchSize warning
+    still said "exceeds the 61 sequences of maxSeqLen 16384 … (494 at 2048 tokens)" — the fraction's
+    pool of about a million tokens — two lines above the note that the pool is 20,000 tokens. It is
+    counted in the bounded pool now (engine_builder.planner.bounded_warnings): 1 sequence, 9 at 2,048."""
+    path = _server(tmp_path, maxTokensInPagedKvCache=20000)
+    assert main([*FP8_8B, "--deployment", path, "--output", "json"]) == 0
+    err = capsys.readouterr().err
+    assert (
+        "warning: spec.build.maxBatchSize: maxBatchSize 256 exceeds the 1 sequences of maxSeqLen 16384 "
+        "tokens the KV cache holds per replica (9 at 2048 tokens)"
+    ) in err, err
+    assert "61 sequences" not in err, err
+
+
 def test_max_tokens_below_one_sequence_is_refused_as_the_operator_refuses_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -611,6 +611,48 @@ def format_sm_issue(fmt: str, gpu: GPUSpec) -> PlanIssue | None:
     )
 
 
+def _batch_warning(
+    max_batch_size: int | None, max_kv_tokens: int, max_seq_len: int, *, typical: int, block: int, kv_fix: str
+) -> PlanIssue | None:
+    """The warning when an explicit ``max_batch_size`` exceeds the sequences of ``max_seq_len`` that
+    ``max_kv_tokens`` (the pool, tokens) holds in blocks of ``block``; ``kv_fix``: the smaller-KV-dtype
+    hint with its ", " (or empty)."""
+    concurrent = max_kv_tokens // _round_blocks(max_seq_len, block)
+    if max_batch_size is None or max_batch_size <= concurrent:
+        return None
+    concurrent_typical = max_kv_tokens // _round_blocks(typical, block)
+    return PlanIssue(
+        "spec.build.maxBatchSize",
+        f"maxBatchSize {max_batch_size} exceeds the {concurrent} sequences of maxSeqLen "
+        f"{max_seq_len} tokens the KV cache holds per replica ({concurrent_typical} at "
+        f"{typical} tokens); TensorRT-LLM schedules only what the KV cache holds, the rest waits.",
+        f"accept it for shorter typical requests, or {kv_fix}use more tensor parallelism or a lower "
+        "maxSeqLen.",
+        kind="capacity",
+    )
+
+
+def bounded_warnings(
+    p: Plan, gpu: GPUSpec, max_batch_size: int | None, max_kv_tokens: int
+) -> tuple[PlanIssue, ...]:
+    """``p.warnings`` for a pool bounded to ``max_kv_tokens`` (a deployment's
+    ``spec.server.maxTokensInPagedKvCache`` below the plan's pool; TensorRT-LLM takes the smaller,
+    reference §7.2): the maxBatchSize warning counted in that pool, not the plan's (fresh-user trial 45
+    A14: 61 sequences said of a pool bounded to one). ``max_batch_size``: the request's (None when
+    unset: then no such warning, as in :func:`plan`); ``gpu``: the plan's."""
+    hint = _smaller_kv_cache(gpu, p.kv_cache_dtype)
+    again = _batch_warning(
+        max_batch_size,
+        min(max_kv_tokens, p.max_kv_tokens),
+        p.max_seq_len,
+        typical=p.typical_request_tokens,
+        block=p.tokens_per_block,
+        kv_fix=f"{hint}, " if hint else "",
+    )
+    kept = tuple(w for w in p.warnings if w.field != "spec.build.maxBatchSize")
+    return (*kept, again) if again is not None and p.fits else kept
+
+
 def _smaller_kv_cache(gpu: GPUSpec, current: str) -> str:
     """``use an FP8 KV cache`` (or INT8) when ``gpu`` supports a smaller KV dtype than ``current``;
     empty when it supports none — a suggestion names only what the target GPU can run."""
@@ -906,18 +948,11 @@ def _compute_at(
         )
     fits = not reasons
     warnings: list[PlanIssue] = []
-    if fits and request.max_batch_size is not None and request.max_batch_size > concurrent:
-        warnings.append(
-            PlanIssue(
-                "spec.build.maxBatchSize",
-                f"maxBatchSize {request.max_batch_size} exceeds the {concurrent} sequences of maxSeqLen "
-                f"{max_seq_len} tokens the KV cache holds per replica ({concurrent_typical} at "
-                f"{typical} tokens); TensorRT-LLM schedules only what the KV cache holds, the rest waits.",
-                "accept it for shorter typical requests, or "
-                f"{kv_fix}use more tensor parallelism or a lower maxSeqLen.",
-                kind="capacity",
-            )
-        )
+    too_large = _batch_warning(
+        request.max_batch_size, max_kv_tokens, max_seq_len, typical=typical, block=block, kv_fix=kv_fix
+    )
+    if fits and too_large is not None:
+        warnings.append(too_large)
     model_limit = model_context(arch)
     floor = min(model_limit, DEFAULT_TYPICAL_REQUEST_TOKENS)
     if fits and source == "derived" and max_seq_len < floor:

@@ -8,7 +8,7 @@ iteration-time model (:mod:`trtllm_operator.simulate.perf`) scales with.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ from engine_builder.planner import (
     Plan,
     PlanIssue,
     PlanRequest,
+    bounded_warnings,
     load_hf_config,
     lookup,
     plan,
@@ -175,6 +176,8 @@ def replica_setup(
         chunked_context=chunked_context,
         max_seq_len=p.max_seq_len,
     )
+    if pool < p.max_kv_tokens:  # the planner's warnings counted in the bounded pool (trial 45 A14)
+        p = replace(p, warnings=bounded_warnings(p, gpu_spec, max_batch_size, pool))
     return ReplicaSetup(spec=spec, plan=p, rates=rates, costs=costs)
 
 
