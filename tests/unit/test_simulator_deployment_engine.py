@@ -255,3 +255,41 @@ def test_a_capacity_prior_far_from_the_replicas_saturated_rate_is_noted(
         prefix = f"note: spec.autoscaling.capacity.requestsPerSecond {rps:g} of --deployment {path} "
         assert prefix + said in err, err
         assert "Fix: set requestsPerSecond near 5.551 for this traffic" in err, err
+
+
+def test_what_of_the_engine_the_replica_does_not_take_is_said(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 45 A11: the speculative example's draft model (weights, KV cache, tokens per
+    step) was simulated away without a word, and a 70B config.json beside the 8B engine ran a 70B
+    replica under the 8B engine's name. The first is a note; the model is compared where the flag says
+    which it is (a <org>__<name>.json file name, as the operator's hfConfigDir names it, or
+    _name_or_path), else a note says it was not compared."""
+    llama_70b = REPO / "tests" / "fixtures" / "model-configs" / "meta-llama__Llama-3.1-70B-Instruct.json"
+    base = ["simulate", "--trace", TRACE, "--gpu", "H100", "--output", "json"]
+    speculative = str(REPO / "examples" / "speculative-decoding-draft-model.yaml")
+    assert main([*base, "--model-config", str(llama_70b), "--deployment", speculative]) == 0
+    err = capsys.readouterr().err
+    assert (
+        "note: spec.build.speculativeDecoding (draft_tokens_external, draft model "
+        "hf://meta-llama/Llama-3.2-1B-Instruct, maxDraftLen 4) of LLMEngine llama-3-1-70b-spec-1b-draft"
+    ) in err, err
+    assert "seems not to be" not in err and "is not compared" not in err, err
+    example = str(REPO / "examples" / "llama-3.1-8b-fp8-h100.yaml")
+    assert main([*base, "--model-config", str(llama_70b), "--deployment", example]) == 0
+    err = capsys.readouterr().err
+    assert (
+        f"warning: --model-config {llama_70b} seems not to be LLMEngine llama-3-1-8b-fp8 of --deployment "
+        f"{example}'s model, spec.model.source hf://meta-llama/Llama-3.1-8B-Instruct: its file name is "
+        "another model's than meta-llama__Llama-3.1-8B-Instruct.json"
+    ) in err, err
+    plain = tmp_path / "config.json"
+    plain.write_text(LLAMA_8B.read_text())
+    assert main([*base, "--model-config", str(plain), "--deployment", example]) == 0
+    assert (
+        f"note: --model-config {plain} is not compared with LLMEngine llama-3-1-8b-fp8"
+        in capsys.readouterr().err
+    )
+    assert main([*base, "--model-config", str(LLAMA_8B), "--deployment", example]) == 0
+    err = capsys.readouterr().err
+    assert "seems not to be" not in err and "is not compared" not in err, err

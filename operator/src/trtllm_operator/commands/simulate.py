@@ -315,6 +315,7 @@ def engine_flags(args: argparse.Namespace, engine: dict[str, Any] | None) -> lis
                 f"flag's {flag_gpu} is simulated, not the engine. Fix: pass --gpu {spec.gpu.product}",
             )
         )
+    said.extend(_unsimulated_engine(args, spec, where))
     if taken:
         said.insert(
             0,
@@ -324,6 +325,70 @@ def engine_flags(args: argparse.Namespace, engine: dict[str, Any] | None) -> lis
                 "taken from its spec where the flag was left out (a flag given overrides its field)",
             ),
         )
+    return said
+
+
+def _unsimulated_engine(args: argparse.Namespace, spec: Any, where: str) -> list[tuple[str, str]]:
+    """What of the ``--deployment`` input's LLMEngine (``spec``, an ``LLMEngineSpec``; ``where`` names
+    it) the replica does not take, each ``(level, message)`` (fresh-user trial 45 A11): its speculative
+    decoding, which the replica does not model (docs/simulator.md, Limits), and its model, which
+    ``--model-config`` stands for: a file named ``<org>__<name>.json`` (the operator's hfConfigDir
+    layout, :func:`~trtllm_operator.decide.engine_spec.hf_config_name`) or a config.json whose
+    ``_name_or_path`` names another model than ``spec.model.source`` is a warning; when nothing in
+    the flag says which model it is, a note says it was not compared."""
+    from trtllm_operator.decide.engine_spec import hf_config_name  # noqa: PLC0415
+
+    said: list[tuple[str, str]] = []
+    sd = spec.build.speculative_decoding
+    if sd.mode != "none":
+        what = [sd.mode]
+        if sd.draft_model is not None:
+            what.append(f"draft model {sd.draft_model.source}")
+        if sd.max_draft_len:
+            what.append(f"maxDraftLen {sd.max_draft_len}")
+        said.append(
+            (
+                "note",
+                f"spec.build.speculativeDecoding ({', '.join(what)}) of {where} is not simulated: the "
+                "replica is planned without its memory (a draft model's weights and KV cache) and decodes "
+                "one token per iteration (docs/simulator.md, Limits)",
+            )
+        )
+    source = spec.model.source
+    expected = hf_config_name(source)
+    if expected is None or not args.model_config:
+        return said
+    path = Path(str(args.model_config))
+    named: str | None = None
+    try:
+        loaded = json.loads((path / "config.json" if path.is_dir() else path).read_text())
+        if isinstance(loaded, dict) and isinstance(loaded.get("_name_or_path"), str):
+            named = loaded["_name_or_path"]
+    except (OSError, ValueError):  # the replica's plan refuses an unreadable config by name
+        pass
+    repo = source[len("hf://") :]
+    if named is not None and "/" in named and named != repo:
+        other = f"its _name_or_path is {named}"
+    elif path.suffix == ".json" and "__" in path.name and path.name != expected:
+        other = f"its file name is another model's than {expected} (the operator's hfConfigDir names)"
+    elif named == repo or path.name == expected:
+        return said
+    else:
+        said.append(
+            (
+                "note",
+                f"--model-config {args.model_config} is not compared with {where}'s spec.model.source "
+                f"{source}: nothing in it names its model; the flag's model is simulated",
+            )
+        )
+        return said
+    said.append(
+        (
+            "warning",
+            f"--model-config {args.model_config} seems not to be {where}'s model, spec.model.source "
+            f"{source}: {other}. The flag's model is simulated. Fix: pass {repo}'s config.json",
+        )
+    )
     return said
 
 
