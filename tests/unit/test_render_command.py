@@ -927,3 +927,23 @@ def test_model_config_is_one_models_or_a_directory_of_each_engines(
         "LLMEngine llama-3-1-8b-fp8: the planner's checks (heads divisible by tensor parallelism, memory "
         f"fit) were skipped (no meta-llama__Llama-3.1-8B-Instruct.json in --model-config {empty})"
     ) in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("example", "config"),
+    [
+        ("capacity-autoscaled-deployment.yaml", "meta-llama__Llama-3.1-70B-Instruct.json"),
+        ("mixtral-8x7b-int4-awq-tp2.yaml", "mistralai__Mixtral-8x7B-v0.1.json"),
+    ],
+)
+def test_examples_serve_the_prompts_their_engines_accept(
+    example: str, config: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 44 F7: these examples build maxInputLen above maxNumTokens (32,768 over 8,192;
+    16,384 over 4,096) and served them without chunked context, so the longer prompts their engines
+    accept were rejected and render warned. Their deployments now enable it, as the 70B example does."""
+    configs = REPO / "tests" / "fixtures" / "model-configs"
+    assert (
+        main(["render", "-f", str(REPO / "examples" / example), "--model-config", str(configs / config)]) == 0
+    )
+    assert "unless chunked context is enabled" not in capsys.readouterr().err
