@@ -48,7 +48,9 @@ from support.cluster import LocalCluster
 from support.manifests import an_autoscaled_deployment
 from support.monitoring import (
     TRITON_METRICS_PORT,
+    adapter_values,
     custom_metric,
+    hpa_pods_averages,
     require_triton_metrics_port_free,
     running_adapter,
     running_chart_monitoring,
@@ -68,27 +70,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.cached_engine("llama")]
 
 PROMETHEUS = "hpa"
 PROFILE = ServingProfile()
-
-
-def expected(control: Control) -> dict[str, Decimal]:
-    """The per-pod values of both HPA metrics under ``control``, from the emulator's load model, as
-    the HPA controller reports them (milli-units)."""
-    requests, kv = control.fixed["requests"], control.fixed["kvCacheUtilization"]
-    active = min(requests, PROFILE.max_batch_size) / PROFILE.max_batch_size
-    kv_ratio = round(kv * PROFILE.kv_blocks) / PROFILE.kv_blocks
-    return {
-        "trtllm_active_request_utilization": Decimal(round(active * 1000)) / 1000,
-        "trtllm_kv_cache_utilization": Decimal(round(kv_ratio * 1000)) / 1000,
-    }
-
-
-def observed(hpa: Any) -> dict[str, Decimal]:
-    """The HPA controller's ``status.currentMetrics`` (Pods metrics): name → average value."""
-    return {
-        m.pods.metric.name: Decimal(str(parse_quantity(m.pods.current.average_value)))
-        for m in hpa.status.current_metrics or []
-        if m.type == "Pods" and m.pods and m.pods.current
-    }
 
 
 def test_hpa_scales_an_llmdeployment_on_adapter_metrics(
@@ -142,7 +123,7 @@ def test_hpa_scales_an_llmdeployment_on_adapter_metrics(
             rules = yaml.safe_load(registry.adapter_rules())["rules"]["custom"]
             with running_adapter(cluster, ns, prom, rules), running_hpa_controller(cluster):
                 selector = SELECTOR.format("chat")
-                for metric, value in expected(idle).items():
+                for metric, value in adapter_values(idle, PROFILE).items():
                     items = wait_for(
                         lambda m=metric: custom_metric(cluster, ns, m, selector),
                         60,
@@ -150,18 +131,16 @@ def test_hpa_scales_an_llmdeployment_on_adapter_metrics(
                     )
                     assert [Decimal(str(parse_quantity(i["value"]))) for i in items] == [value], items
 
-                def hpa_sees(values: dict[str, Decimal]) -> Any:
+                def hpa_sees(load: Control) -> Any:
                     h = hpa_api.read_namespaced_horizontal_pod_autoscaler("chat", ns)
-                    return h if observed(h) == values else None
+                    return h if hpa_pods_averages(h) == adapter_values(load, PROFILE) else None
 
-                hpa = wait_for(
-                    lambda: hpa_sees(expected(idle)), 60, interval=0.5, desc="HPA observes idle load"
-                )
+                hpa = wait_for(lambda: hpa_sees(idle), 60, interval=0.5, desc="HPA observes idle load")
                 assert hpa.status.desired_replicas == 1 and api.replicas("chat") == 1
 
                 busy = triton_load(64, 0.5)  # 64/64 = 1.0 active: twice the 0.5 target → 2 replicas
                 fleet.set_control(busy)
-                wait_for(lambda: hpa_sees(expected(busy)), 60, interval=0.5, desc="HPA observes the load")
+                wait_for(lambda: hpa_sees(busy), 60, interval=0.5, desc="HPA observes the load")
                 wait_for(lambda: api.replicas("chat") == 2, 60, interval=0.5, desc="HPA scales chat up to 2")
                 wait_for(
                     lambda: api.status("chat").get("readyReplicas") == 2,
@@ -172,9 +151,7 @@ def test_hpa_scales_an_llmdeployment_on_adapter_metrics(
                 fleet.set_control(idle)
                 dropped = time.monotonic()
                 # Within the scale-down stabilization window the HPA sees the low load and keeps 2.
-                held = wait_for(
-                    lambda: hpa_sees(expected(idle)), 60, interval=0.3, desc="HPA observes the drop"
-                )
+                held = wait_for(lambda: hpa_sees(idle), 60, interval=0.3, desc="HPA observes the drop")
                 if time.monotonic() - dropped < down_window - 1:
                     assert held.status.desired_replicas == 2 and api.replicas("chat") == 2, held.status
                 wait_for(

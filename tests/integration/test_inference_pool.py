@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from support.addons import wait_established
 from support.api import Api as SharedApi
 from support.cluster import LocalCluster
 from support.manifests import a_cached_engine, a_deployment
@@ -56,7 +57,7 @@ def api(cluster: LocalCluster, namespace: str) -> Iterator[Api]:
 def pool_crd(cluster: LocalCluster) -> Iterator[None]:
     """Upstream's InferencePool CRD, installed for one test and removed after it."""
     cluster.kubectl("apply", "--server-side", "-f", str(CRD))
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{POOLS}.{POOL_GROUP}")
+    wait_established(cluster, [f"{POOLS}.{POOL_GROUP}"])
     yield
     cluster.kubectl("delete", "--wait=false", "-f", str(CRD))
 

@@ -60,18 +60,18 @@ from localcluster import add_gpu_nodes, delete_nodes, wait_nodes_ready
 from support.api import Api, find_condition
 from support.cluster import LocalCluster
 from support.keda import KEDA_GROUP, KEDA_VERSION, external_metric, hpa_external_averages, milli, running_keda
-from support.lws import running_lws
+from support.lws import group_pods, groups_serving, leaderworkerset, running_lws
 from support.manifests import a_keda_deployment, a_multi_node_engine
 from support.monitoring import (
     TRITON_METRICS_PORT,
     active_per_pod,
+    podmonitor_scraped,
     require_triton_metrics_port_free,
     running_chart_monitoring,
     running_hpa_controller,
     triton_load,
 )
 from support.operator import running_operator
-from support.prometheus import scrape_targets
 from support.wait import wait_for
 
 from trtllm_operator.api import GROUP, VERSION
@@ -87,17 +87,9 @@ ENGINE = "big"
 #: the operator's LeaderWorkerSet (render.leaderworkerset: <deployment>-lws); LWS names its pods
 #: <lws>-<group> (leaders) and <lws>-<group>-<worker index> (workers)
 LWS_NAME = f"{NAME}-lws"
-LWS = ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets")
-#: kubernetes-sigs/lws v0.10.0 api/leaderworkerset/v1/leaderworkerset_types.go
-SET_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 #: KEDA's metric name of the first trigger (active-request utilization; test_keda_controller.py)
 ACTIVE = "s0-prometheus"
 ACTIVE_TARGET = 0.5
-
-
-def group_pods(groups: int) -> set[str]:
-    """The pods of ``groups`` LWS groups of size 2: leader ``<lws>-<g>`` and worker ``<lws>-<g>-1``."""
-    return {p for g in range(groups) for p in (f"{LWS_NAME}-{g}", f"{LWS_NAME}-{g}-1")}
 
 
 def test_keda_scales_a_multi_node_llmdeployment_by_leaderworkerset_groups(
@@ -129,25 +121,11 @@ def test_keda_scales_a_multi_node_llmdeployment_by_leaderworkerset_groups(
             with running_operator(cluster, [ns]), running_hpa_controller(cluster):
                 api.create(body)
 
-                def pods() -> set[str]:
-                    items = api.core.list_namespaced_pod(
-                        ns, label_selector=f"{SET_NAME_LABEL}={LWS_NAME}"
-                    ).items
-                    return {p.metadata.name for p in items if p.metadata.deletion_timestamp is None}
-
                 def lws() -> dict[str, Any]:
-                    obj: dict[str, Any] = custom.get_namespaced_custom_object(*LWS[:2], ns, LWS[2], LWS_NAME)
-                    return obj
+                    return leaderworkerset(api, LWS_NAME)
 
                 def serving(groups: int) -> bool:
-                    """``groups`` groups Ready, every pod of them emulated (workers too)."""
-                    status = api.status(NAME)
-                    return (
-                        pods() == group_pods(groups)
-                        and len(fleet.addresses()) == 2 * groups
-                        and status.get("readyReplicas") == groups
-                        and (lws().get("status") or {}).get("readyReplicas") == groups
-                    )
+                    return groups_serving(api, fleet, NAME, LWS_NAME, groups)
 
                 wait_for(
                     lambda: serving(1), 120, interval=0.5, desc="one group Ready, leader and worker emulated"
@@ -156,20 +134,7 @@ def test_keda_scales_a_multi_node_llmdeployment_by_leaderworkerset_groups(
                 assert api.status(NAME)["replicas"] == lws()["status"]["replicas"] == 1
 
                 def scrape(groups: int) -> set[str] | None:
-                    """The pods Prometheus scrapes through the chart's PodMonitor (its jobs
-                    ``podMonitor/<ns>/<name>/<endpoint>``), once its discovery has seen every pod of
-                    ``groups`` groups (scraped or dropped by the PodMonitor's relabelling): before
-                    that, a worker missing from the scraped set would prove nothing."""
-                    data = scrape_targets(prom)
-                    mine = [
-                        t
-                        for t in data["activeTargets"] + data["droppedTargets"]
-                        if t["scrapePool"].startswith(f"podMonitor/{ns}/")
-                    ]
-                    seen = {t["discoveredLabels"].get("__meta_kubernetes_pod_name") for t in mine}
-                    if not seen >= group_pods(groups):
-                        return None
-                    return {t["labels"]["pod"] for t in data["activeTargets"] if t in mine}
+                    return podmonitor_scraped(prom, ns, group_pods(LWS_NAME, groups))
 
                 # the leader only: the worker has no "metrics" port, so no target
                 scraped = wait_for(lambda: scrape(1), 60, interval=0.5, desc="every pod discovered")

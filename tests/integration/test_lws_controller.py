@@ -25,7 +25,15 @@ from typing import Any
 import pytest
 from support.api import Api
 from support.cluster import LocalCluster
-from support.lws import Lws, running_lws
+from support.lws import (
+    GROUP_INDEX_LABEL,
+    WORKER_INDEX_LABEL,
+    Lws,
+    leaderworkerset,
+    lws_pods,
+    running_lws,
+    selected,
+)
 from support.manifests import a_deployment, a_multi_node_engine
 from support.operator import running_operator
 from support.wait import wait_for
@@ -33,12 +41,6 @@ from support.wait import wait_for
 from trtllm_operator.api import GROUP, VERSION
 
 pytestmark = pytest.mark.slow
-
-#: kubernetes-sigs/lws v0.10.0 ``api/leaderworkerset/v1/leaderworkerset_types.go``
-SET_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
-WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
-GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
-LWS = ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets")
 
 
 @pytest.fixture(scope="module")
@@ -54,17 +56,8 @@ def api(cluster: LocalCluster, namespace: str, lws: Lws) -> Iterator[Api]:
         yield a
 
 
-def lws_pods(api: Api, lws_name: str) -> dict[str, Any]:
-    pods = api.core.list_namespaced_pod(api.ns, label_selector=f"{SET_NAME_LABEL}={lws_name}").items
-    return {p.metadata.name: p for p in pods if p.metadata.deletion_timestamp is None}
-
-
 def env_of(pod: Any) -> dict[str, str]:
     return {e.name: e.value for e in pod.spec.containers[0].env or [] if e.value is not None}
-
-
-def selected(api: Api, selector: str) -> set[str]:
-    return {p.metadata.name for p in api.core.list_namespaced_pod(api.ns, label_selector=selector).items}
 
 
 def test_multi_node_replicas_become_lws_groups_with_the_environment_the_launch_scripts_read(
@@ -124,7 +117,7 @@ def test_multi_node_replicas_become_lws_groups_with_the_environment_the_launch_s
         status = wait_for(ready, 90, desc="big Ready: its group's leader pod is Ready")
 
         def lws_ready() -> dict[str, Any] | None:
-            obj: dict[str, Any] = api.custom.get_namespaced_custom_object(*LWS[:2], ns, LWS[2], name)
+            obj = leaderworkerset(api, name)
             return obj if (obj.get("status") or {}).get("readyReplicas") == 1 else None
 
         lws_obj = wait_for(lws_ready, 60, desc="the LeaderWorkerSet's status: 1 ready replica")
@@ -172,5 +165,5 @@ def test_multi_node_replicas_become_lws_groups_with_the_environment_the_launch_s
             assert (
                 env["LWS_LEADER_ADDRESS"] == f"big-lws-1.big-lws.{ns}" and env["LWS_WORKER_INDEX"] == index
             ), env
-        lws_obj = api.custom.get_namespaced_custom_object(*LWS[:2], ns, LWS[2], name)
+        lws_obj = leaderworkerset(api, name)
         assert lws_obj["spec"]["replicas"] == 2

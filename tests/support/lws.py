@@ -41,7 +41,10 @@ import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from trtllm_operator.emulator import Fleet
+
 from .addons import apply, component_dirs, crd_docs, crds_and_namespace, ignore_not_found
+from .api import Api
 from .cluster import LocalCluster
 from .host_service import host_address, host_service
 from .ports import free_port
@@ -62,6 +65,13 @@ WEBHOOK_CONFIGS = {
 }
 #: ``config/webhook/service.yaml``: port 443 (unnamed) → the manager's webhook port.
 SERVICE_PORT = 443
+#: ``api/leaderworkerset/v1/leaderworkerset_types.go``: the labels LWS's pod webhook puts on every pod
+#: of a LeaderWorkerSet (``SetNameLabelKey``, ``WorkerIndexLabelKey``, ``GroupIndexLabelKey``), and the
+#: resource (group, version, plural) of the kind.
+SET_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
+LWS = ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets")
 
 
 class LwsError(RuntimeError):
@@ -233,12 +243,48 @@ def _wait_webhooks_served(lws: Lws, cluster: LocalCluster, timeout: float) -> No
 
     def admitted() -> bool:
         lws.check()
-        api.create_namespaced_custom_object(
-            "leaderworkerset.x-k8s.io", "v1", NAMESPACE, "leaderworkersets", probe, dry_run="All"
-        )
+        api.create_namespaced_custom_object(*LWS[:2], NAMESPACE, LWS[2], probe, dry_run="All")
         return True
 
     try:
         wait_for(admitted, timeout, interval=0.5, desc="a LeaderWorkerSet admitted through LWS's webhooks")
     except AssertionError as exc:
         raise LwsError(f"{exc}\nlws-controller log:\n{lws.log_tail()}") from exc
+
+
+# ---- what a test reads of a LeaderWorkerSet's groups ----------------------------------------------
+def group_pods(lws_name: str, groups: int) -> set[str]:
+    """The pods of ``groups`` groups of size 2 of LeaderWorkerSet ``lws_name``: leader ``<lws>-<g>`` (of
+    the leader StatefulSet ``<lws>``) and worker ``<lws>-<g>-1`` (of the group's StatefulSet
+    ``<lws>-<g>``; kubernetes-sigs/lws v0.9.0 ``pkg/controllers/pod_controller.go``)."""
+    return {p for g in range(groups) for p in (f"{lws_name}-{g}", f"{lws_name}-{g}-1")}
+
+
+def lws_pods(api: Api, lws_name: str) -> dict[str, Any]:
+    """The pods of LeaderWorkerSet ``lws_name`` in ``api``'s namespace not being deleted, by name
+    (client model objects)."""
+    pods = api.core.list_namespaced_pod(api.ns, label_selector=f"{SET_NAME_LABEL}={lws_name}").items
+    return {p.metadata.name: p for p in pods if p.metadata.deletion_timestamp is None}
+
+
+def selected(api: Api, selector: str) -> set[str]:
+    """The names of the pods of ``api``'s namespace that label selector ``selector`` selects."""
+    return {p.metadata.name for p in api.core.list_namespaced_pod(api.ns, label_selector=selector).items}
+
+
+def leaderworkerset(api: Api, name: str) -> dict[str, Any]:
+    """LeaderWorkerSet ``name`` of ``api``'s namespace, as the API server sent it."""
+    obj: dict[str, Any] = api.custom.get_namespaced_custom_object(*LWS[:2], api.ns, LWS[2], name)
+    return obj
+
+
+def groups_serving(api: Api, fleet: Fleet, deployment: str, lws_name: str, groups: int) -> bool:
+    """LLMDeployment ``deployment`` serves from exactly ``groups`` groups of size 2: their pods and no
+    other (:func:`group_pods`), each one emulated by ``fleet`` (workers too, :meth:`Api.follow_pods`), and
+    ``groups`` ready replicas in both the LLMDeployment's status and LWS's own."""
+    return (
+        set(lws_pods(api, lws_name)) == group_pods(lws_name, groups)
+        and len(fleet.addresses()) == 2 * groups
+        and api.status(deployment).get("readyReplicas") == groups
+        and (leaderworkerset(api, lws_name).get("status") or {}).get("readyReplicas") == groups
+    )

@@ -8,7 +8,7 @@ prometheus-adapter (``sigs.k8s.io/prometheus-adapter`` ``cmd/adapter``). This mo
 - :func:`running_chart_monitoring` is the whole chain up to a running Prometheus for the serving pods:
   prometheus-operator, the chart's PodMonitor and PrometheusRule (``helm template``), a ``Prometheus``
   object, and the Prometheus binary running what the operator generated for it; ``mode: hpa``
-  (tests/integration/test_hpa_controller.py), ``mode: keda`` (test_keda_controller.py,
+  (tests/integration/test_hpa_controller.py, test_hpa_lws.py), ``mode: keda`` (test_keda_controller.py,
   test_keda_lws.py), the built-in autoscaler's ``metrics.source: prometheus``
   (test_autoscaling.py ``test_same_flow_through_a_real_prometheus``) and the KEDA triggers at zero
   pods (test_keda_scale_to_zero.py) read it. :func:`running_service_monitoring` is the same chain for
@@ -45,15 +45,18 @@ import re
 import socket
 import subprocess
 import tempfile
+import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
+from kubernetes.utils import parse_quantity
 from localcluster import find_bin_dir
 
 from trtllm_operator.emulator import Control
@@ -73,7 +76,7 @@ from .cluster import LocalCluster
 from .host_service import host_address, host_endpoint_slice, host_service
 from .ports import free_port
 from .process import Process, start_process
-from .prometheus import running_prometheus
+from .prometheus import running_prometheus, scrape_targets
 from .wait import wait_for
 
 #: prometheus-operator v0.85.0 pkg/prometheus/common.go
@@ -116,6 +119,19 @@ def active_per_pod(control: Control, profile: ServingProfile) -> float:
     emulator's load model, not the operator's PromQL: min(requests, max_batch_size) / max_batch_size
     (the emulator reports ``profile.max_batch_size`` as Triton's ``request_type="max"``)."""
     return float(min(control.fixed["requests"], profile.max_batch_size) / profile.max_batch_size)
+
+
+def adapter_values(control: Control, profile: ServingProfile) -> dict[str, Decimal]:
+    """One emulated serving pod's values of the two ``mode: hpa`` Pods metrics under ``control``, from
+    the emulator's load model (not the operator's PromQL), rounded to milli-units as prometheus-adapter
+    serves them and the HPA controller reports them: active-request utilization
+    (:func:`active_per_pod`) and KV-cache utilization round(k · kv_blocks) / kv_blocks."""
+    kv = control.fixed["kvCacheUtilization"]
+    kv_ratio = round(kv * profile.kv_blocks) / profile.kv_blocks
+    return {
+        "trtllm_active_request_utilization": Decimal(round(active_per_pod(control, profile) * 1000)) / 1000,
+        "trtllm_kv_cache_utilization": Decimal(round(kv_ratio * 1000)) / 1000,
+    }
 
 
 # ---- prometheus-operator -----------------------------------------------------------------------
@@ -288,6 +304,23 @@ def running_chart_monitoring(cluster: LocalCluster, namespace: str, name: str, w
         cluster, namespace, name, work, docs, f"podMonitor/{namespace}/{pod_monitor}/"
     ) as url:
         yield url
+
+
+def podmonitor_scraped(url: str, namespace: str, pods: set[str]) -> set[str] | None:
+    """The pods of ``namespace`` that Prometheus at ``url`` scrapes through a PodMonitor (its jobs
+    ``podMonitor/<namespace>/<name>/<endpoint>``), once its discovery has seen every one of ``pods``
+    (scraped, or dropped by the PodMonitor's relabelling): ``None`` before that, when a pod missing from
+    the scraped set would prove nothing."""
+    data = scrape_targets(url)
+    mine = [
+        t
+        for t in data["activeTargets"] + data["droppedTargets"]
+        if t["scrapePool"].startswith(f"podMonitor/{namespace}/")
+    ]
+    seen = {t["discoveredLabels"].get("__meta_kubernetes_pod_name") for t in mine}
+    if not seen >= pods:
+        return None
+    return {t["labels"]["pod"] for t in data["activeTargets"] if t in mine}
 
 
 @contextmanager
@@ -560,11 +593,24 @@ def custom_metric(cluster: LocalCluster, namespace: str, metric: str, selector: 
     return raw_items(
         cluster,
         f"/apis/{CUSTOM_METRICS_GROUP}/{CUSTOM_METRICS_VERSION}/namespaces/{namespace}/pods/*/{metric}"
-        f"?labelSelector={selector}",
+        f"?labelSelector={urllib.parse.quote(selector, safe='')}",
     )
 
 
 # ---- the HPA controller -------------------------------------------------------------------------
+def hpa_pods_averages(hpa: Any) -> dict[str, Decimal]:
+    """An HPA's (client model) ``status.currentMetrics`` of type Pods: metric name → current
+    ``averageValue``, the mean of the values the custom-metrics API served for the pods that the scale
+    subresource's ``status.selector`` selects, over those with a value (kubernetes v1.34.4
+    ``pkg/controller/podautoscaler/replica_calculator.go`` ``GetMetricReplicas`` →
+    ``calcPlainMetricReplicas``; ``metrics/utilization.go`` ``GetMetricUsageRatio``)."""
+    return {
+        m.pods.metric.name: Decimal(str(parse_quantity(m.pods.current.average_value)))
+        for m in hpa.status.current_metrics or []
+        if m.type == "Pods" and m.pods and m.pods.current
+    }
+
+
 @contextmanager
 def running_hpa_controller(cluster: LocalCluster, sync_period: str = "1s") -> Iterator[Process]:
     """kube-controller-manager running only ``horizontal-pod-autoscaler-controller`` (canonical name,

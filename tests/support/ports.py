@@ -19,7 +19,7 @@ Best first:
 
 No port is chosen at import time. A fixed port collides with a second test session or a developer's
 demo on the same machine, so tests use none, with one exception: the integration tests that run a
-real Prometheus on the chart's PodMonitor (test_hpa_controller.py, test_keda_controller.py,
+real Prometheus on the chart's PodMonitor (test_hpa_controller.py, test_hpa_lws.py, test_keda_controller.py,
 test_keda_lws.py, test_keda_scale_to_zero.py, and test_autoscaling.py's real-Prometheus test) bind Triton's
 metrics port 8002 (support.monitoring ``TRITON_METRICS_PORT``) on their emulated serving pods, because
 the real Prometheus they run scrapes the container port the operator renders, not one a test picks.

@@ -395,6 +395,7 @@ FIXED_PORTS_ALLOWED = {
     "integration/test_hpa_controller.py": "TRITON_METRICS_PORT",
     "integration/test_keda_controller.py": "TRITON_METRICS_PORT",
     "integration/test_keda_lws.py": "TRITON_METRICS_PORT",
+    "integration/test_hpa_lws.py": "TRITON_METRICS_PORT",
     # the real-Prometheus test and the scale-to-zero test scrape what the chart's PodMonitor selects
     # (the rendered container port) since stop 40, as the three above
     "integration/test_autoscaling.py": "TRITON_METRICS_PORT",
