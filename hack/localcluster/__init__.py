@@ -11,8 +11,10 @@ from .controlplane import (
     REPO_ROOT,
     ClusterError,
     ControlPlane,
+    crd_established,
     free_port,
     tail,
+    wait_crds_established,
 )
 from .nodes import (
     DEFAULT_NODES,
@@ -40,11 +42,13 @@ __all__ = [
     "ControlPlane",
     "NodeSpec",
     "add_gpu_nodes",
+    "crd_established",
     "create_nodes",
     "delete_nodes",
     "find_bin_dir",
     "free_port",
     "node_is_ready",
     "tail",
+    "wait_crds_established",
     "wait_nodes_ready",
 ]

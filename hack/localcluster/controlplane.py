@@ -30,7 +30,7 @@ import time
 import urllib.error
 import urllib.request
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,6 +123,52 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
+
+
+def crd_established(crd: Mapping[str, Any]) -> bool:
+    """Whether CustomResourceDefinition ``crd`` (its JSON as the API server sends it) has condition
+    ``Established`` ``True``. A CRD just created has ``status.conditions: null`` until the apiextensions
+    controllers first write its status (k8s.io/apiextensions-apiserver v0.34.4
+    ``pkg/apis/apiextensions/v1/types.go``: ``Conditions`` is ``json:"conditions"``, no ``omitempty``):
+    that is "not yet", not an error. ``kubectl wait --for=condition=Established`` takes it for an error
+    and exits 1 at once (kubectl v0.34.4 ``pkg/cmd/wait/condition.go`` ``checkCondition``:
+    ``unstructured.NestedSlice`` fails on the null, and ``getObjAndCheckCondition`` returns that
+    error), which failed an LWS install on a loaded machine ("``.status.conditions`` accessor error:
+    <nil> is of the type <nil>, expected []interface{}")."""
+    conditions = (crd.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+
+
+def wait_crds_established(api: client.ApiClient, names: Iterable[str], timeout: float = 60.0) -> None:
+    """Wait until every CRD in ``names`` is Established (:func:`crd_established`), reading each one's
+    JSON every 0.5 s; a read that fails (the API busy) counts as "not yet". Raises :class:`ClusterError`
+    naming the CRDs not Established after ``timeout`` seconds."""
+    extensions = client.ApiextensionsV1Api(api)
+    pending = list(names)
+    deadline = time.monotonic() + timeout
+    last_exc: BaseException | None = None
+    while True:
+        waiting = []
+        for name in pending:
+            try:
+                # the JSON itself: the client's models would reject a status the server has not filled
+                crd = json.loads(
+                    extensions.read_custom_resource_definition(name, _preload_content=False).data
+                )
+            except Exception as exc:
+                last_exc = exc
+                waiting.append(name)
+                continue
+            if not crd_established(crd):
+                waiting.append(name)
+        pending = waiting
+        if not pending:
+            return
+        if time.monotonic() >= deadline:
+            raise ClusterError(
+                f"CRDs not Established after {timeout:.0f} s: {', '.join(pending)} (last error: {last_exc!r})"
+            )
+        time.sleep(0.5)
 
 
 def tail(path: Path, lines: int = 40) -> str:
@@ -627,9 +673,11 @@ class ControlPlane:
             return []
         for f in files:
             self.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(f))
-        self.kubectl(
-            "wait", "--for=condition=Established", f"--timeout={int(timeout)}s", *(f"crd/{n}" for n in names)
-        )
+        api = config.new_client_from_config(config_file=str(self.kubeconfig))
+        try:
+            wait_crds_established(api, names, timeout)
+        finally:
+            api.close()
         self.log(f"CRDs established: {', '.join(names)}")
         return names
 

@@ -6,15 +6,15 @@ not. The components themselves run as :class:`support.process.Process`."""
 
 from __future__ import annotations
 
-import json
 import subprocess
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import yaml
 from kubernetes import client
+from localcluster import wait_crds_established
 
 from .cluster import LocalCluster
 from .process import Process
@@ -50,38 +50,11 @@ def apply(cluster: LocalCluster, docs: list[dict[str, Any]]) -> None:
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=yaml.safe_dump_all(docs))
 
 
-def crd_established(crd: Mapping[str, Any]) -> bool:
-    """Whether CustomResourceDefinition ``crd`` (its JSON as the API server sends it) has condition
-    ``Established`` ``True``. A CRD just created has ``status.conditions: null`` until the apiextensions
-    controllers first write its status (k8s.io/apiextensions-apiserver v0.34.4
-    ``pkg/apis/apiextensions/v1/types.go``: ``Conditions`` is ``json:"conditions"``, no ``omitempty``):
-    that is "not yet", not an error. ``kubectl wait --for=condition=Established`` takes it for an error
-    and exits 1 at once (kubectl v0.34.4 ``pkg/cmd/wait/condition.go`` ``checkCondition``:
-    ``unstructured.NestedSlice`` fails on the null, and ``getObjAndCheckCondition`` returns that
-    error), which failed an LWS install on a loaded machine ("``.status.conditions`` accessor error:
-    <nil> is of the type <nil>, expected []interface{}")."""
-    conditions = (crd.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
-
-
 def wait_established(cluster: LocalCluster, names: Iterable[str], timeout: float = 60.0) -> None:
-    """Wait until every CRD in ``names`` is Established (:func:`crd_established`)."""
-    wanted = list(names)
-    extensions = client.ApiextensionsV1Api(cluster.api)
-
-    def read(name: str) -> dict[str, Any]:
-        # the JSON itself: the client's models would reject a status the server has not filled yet
-        crd: dict[str, Any] = json.loads(
-            extensions.read_custom_resource_definition(name, _preload_content=False).data
-        )
-        return crd
-
-    wait_for(
-        lambda: all(crd_established(read(n)) for n in wanted),
-        timeout,
-        interval=0.5,
-        desc=f"CRDs Established: {', '.join(wanted)}",
-    )
+    """Wait until every CRD in ``names`` is Established: localcluster's ``wait_crds_established``, which
+    the control plane's own CRD install uses too (not ``kubectl wait``, which fails on a CRD just
+    created: localcluster ``crd_established``)."""
+    wait_crds_established(cluster.api, names, timeout)
 
 
 def delete_crds(cluster: LocalCluster, names: Iterable[str]) -> None:

@@ -1,11 +1,12 @@
-"""tests/support/addons.py's reading of a CustomResourceDefinition's status (no cluster)."""
+"""hack/localcluster's reading of a CustomResourceDefinition's status (no cluster), which the control
+plane's CRD install and tests/support/addons.py wait on."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from support.addons import crd_established
+from localcluster import crd_established
 
 ESTABLISHED = {"type": "Established", "status": "True"}
 
