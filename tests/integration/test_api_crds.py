@@ -202,6 +202,11 @@ def test_scale_subresource_and_columns(cluster: LocalCluster, namespace: str) ->
     assert row[1:7] == ["llama-3-1-8b-fp8", "2", "3", "75", "73", "Ready"]
     row = next(line for line in lines if "llmengine" in line).split()
     assert row[1:5] == ["fp8", "1", "1", "NVIDIA-H100-80GB-HBM3"]
+    # -o wide: the key the pods serve (trial 46 T7), then API and Endpoint
+    wide = cluster.kubectl("get", "llmd", "-n", namespace, "-o", "wide").stdout.splitlines()
+    header, row = wide[0].split(), wide[1].split()
+    assert header[-4:] == ["KEY", "API", "ENDPOINT", "AGE"], header
+    assert row[header.index("KEY")] == "cd" * 32
 
 
 def test_kubectl_explain_prints_descriptions(cluster: LocalCluster) -> None:

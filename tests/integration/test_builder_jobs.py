@@ -123,6 +123,34 @@ def test_a_shared_build_is_stopped_only_when_no_engine_wants_its_key(api: Api, o
     assert shared.job_name in message
 
 
+def test_an_engine_of_the_same_key_in_another_storage_does_not_keep_a_superseded_build(
+    api: Api, operator: None
+) -> None:
+    """Fresh-user trial 46 T1: a build is shared per key and storage (the Job is
+    build-<key>-<storage>). "other" has a's key in another S3 prefix, so it runs its own Job and can
+    never read a's artifact: when a moves to another key, a's old Job is stopped all the same."""
+    a = an_engine("a").pod(**{OUTCOME: "run"})
+    before = a.prepared()
+    api.create(a)
+    running_build(api, "a", before)
+    other = an_engine("other").s3("engines", prefix="elsewhere").pod(**{OUTCOME: "run"})
+    theirs = other.prepared()
+    assert theirs.key == before.key and theirs.job_name != before.job_name, "same key, another storage"
+    api.create(other)
+    running_build(api, "other", theirs)
+
+    moved = an_engine("a").max_batch_size(64)
+    api.patch(
+        ENGINE_PLURAL,
+        "a",
+        {"spec": moved.succeeds(success_report(moved.prepared())).manifest(api.ns)["spec"]},
+    )
+    wait_for(lambda: before.job_name not in job_names(api), timeout=60, desc="a's superseded Job deleted")
+    (message,) = wait_for(lambda: events(api, "a", "BuildStopped"), desc="BuildStopped on a")
+    assert before.job_name in message and "wants that key in that storage" in message
+    assert theirs.job_name in job_names(api), "other's own build of the key runs on"
+
+
 # ----------------------------------------------------------------------------- expiry
 def test_a_succeeded_job_expires_after_its_record_and_the_engine_stays_ready(
     api: Api, cluster: LocalCluster, namespace: str

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from engine_builder.report import build_report
+from trtllm_operator.decide.compatibility import NodeGPUs
 from trtllm_operator.decide.engine import BuildQueue, EngineObservation
 from trtllm_operator.decide.engine_spec import PreparedEngine, prepare_engine
 
@@ -45,9 +46,13 @@ def spec(**changes: Any) -> dict[str, Any]:
 
 
 def prepared(
-    s: dict[str, Any] | None = None, hf: dict[str, Any] | None = TINY, name: str = "e"
+    s: dict[str, Any] | None = None,
+    hf: dict[str, Any] | None = TINY,
+    name: str = "e",
+    node_gpus: NodeGPUs | None = None,
 ) -> PreparedEngine:
-    result = prepare_engine(name, s or spec(), hf_config=hf)
+    """``node_gpus``: as the operator read the nodes (None: none of the product, the catalog's count)."""
+    result = prepare_engine(name, s or spec(), hf_config=hf, node_gpus=node_gpus)
     assert isinstance(result, PreparedEngine), result
     return result
 

@@ -117,10 +117,29 @@ def test_scale_subresource_and_columns() -> None:
     }
     names = [c["name"] for c in version["additionalPrinterColumns"] if "priority" not in c]
     assert names == ["Engine", "Ready", "Desired", "Active%", "KV%", "Phase", "Age"]
+    # -o wide also shows the key the pods serve (trial 46 T7: Engine names spec.engineRef, which
+    # may not be what is served), from the status field that holds it
+    wide = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"] if c.get("priority") == 1}
+    assert wide == {"Key": ".status.engineKey", "API": ".spec.server.api", "Endpoint": ".status.endpoint"}
+    assert "engineKey" in version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
     engine = engine_crd()["spec"]["versions"][0]
     assert engine["subresources"] == {"status": {}}
     names = [c["name"] for c in engine["additionalPrinterColumns"] if "priority" not in c]
     assert names == ["Phase", "Stage", "Progress", "Quant", "TP", "PP", "GPU", "Key", "Partial", "Age"]
+
+
+def test_the_columns_row_of_api_md_names_the_crds_columns() -> None:
+    """docs/api.md's hand-written "columns" row lists every printer column, in order, the wide ones
+    (priority 1) after "(+" — it missed the LLMDeployment's Key column when that was added."""
+    row = next(
+        line for line in (ROOT / "docs" / "api.md").read_text().splitlines() if line.startswith("| columns |")
+    )
+    cells = [c.strip() for c in row.strip("|").split("|")][1:]
+    for cell, crd in zip(cells, (engine_crd(), deployment_crd()), strict=True):
+        columns = crd["spec"]["versions"][0]["additionalPrinterColumns"]
+        plain = ", ".join(c["name"] for c in columns if "priority" not in c)
+        wide = ", ".join(c["name"] for c in columns if "priority" in c)
+        assert cell.startswith(f"{plain} (+ {wide} with `-o wide`"), (cell, plain, wide)
 
 
 def test_nested_defaults_match_the_models() -> None:

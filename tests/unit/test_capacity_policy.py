@@ -559,3 +559,32 @@ def test_a_rate_limited_count_says_its_wanted_count_is_the_windows() -> None:
     assert "wanted 6 (the highest recommendation in the scale-down window's last 120s; this tick's: 5)" in (
         result.message
     ), result.message
+
+
+def test_a_rate_limited_scale_down_below_min_replicas_wants_min_replicas() -> None:
+    """Fresh-user trial 46 T8: "wanted 0, floored at 2 by the scale-down rate limit" with
+    minReplicas 1. HPA bounds a scale-down by max(minReplicas, the rate limit) in one step (kubernetes
+    v1.34.4 pkg/controller/podautoscaler/horizontal.go convertDesiredReplicasWithBehaviorRate), so the
+    count wanted is minReplicas; what the signals asked for is said beside it."""
+    policy = asc.Policy(
+        min_replicas=1,
+        max_replicas=3,
+        active_request_utilization=0.5,
+        kv_cache_utilization=None,
+        scale_down=dataclasses.replace(asc.DEFAULT_SCALE_DOWN, stabilization_window_seconds=0),
+    )
+    idle = tuple(
+        asc.PodSignals(f"p{i}", asc.PodState.READY, {"activeRequestUtilization": 0.0}) for i in range(3)
+    )
+    result = asc.decide(asc.Snapshot(3, idle), asc.AutoscalerState(), policy, 0.0)
+    assert (result.to_replicas, result.recommendation, result.reason) == (2, 0, asc.Reason.SCALE_DOWN_LIMIT)
+    assert result.message.startswith(
+        "wanted 1 (minReplicas; the signals ask for 0), floored at 2 by the scale-down rate limit ("
+    ), result.message
+    # at minReplicas' own floor the message names minReplicas as before
+    lower = dataclasses.replace(policy, scale_down=asc.HPA_DEFAULT_SCALE_DOWN)
+    lower = dataclasses.replace(
+        lower, scale_down=dataclasses.replace(lower.scale_down, stabilization_window_seconds=0)
+    )
+    result = asc.decide(asc.Snapshot(3, idle), asc.AutoscalerState(), lower, 0.0)
+    assert result.message.startswith("wanted 0, floored at 1 by minReplicas ("), result.message

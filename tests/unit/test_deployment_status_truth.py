@@ -194,6 +194,25 @@ def test_nothing_served_stays_pending_or_failed() -> None:
 
 
 @pytest.mark.parametrize(
+    ("engine_state", "said"),
+    [
+        ("missing", "does not exist in this namespace"),
+        ("not_ready", "is not Ready"),
+        ("failed", "is not Ready"),
+    ],
+)
+def test_streaming_says_an_engine_that_does_not_exist_does_not_exist(engine_state: str, said: str) -> None:
+    """Fresh-user trial 46 T8: d-missing (engineRef to no-such-engine) had Ready=False EngineNotFound
+    beside Streaming "(LLMEngine 'no-such-engine' is not Ready)"."""
+    s = deployment_status(obs(engine_state=engine_state))
+    message = conds(s)["Streaming"]["message"]
+    assert state(s, "Streaming") == ("Unknown", "EngineNotReady")
+    assert message.startswith(
+        f"no model is served yet (LLMEngine {obs().engine_name!r} {said}); once it is: "
+    )
+
+
+@pytest.mark.parametrize(
     ("engine_state", "previous_key", "ready", "replicas"),
     list(itertools.product(("ready", "not_ready", "failed", "missing"), (None, OLD), (0, 1, 3), (1, 3))),
 )

@@ -47,3 +47,23 @@ def test_docs_and_demo_install_the_operator_where_docs_install_md_does() -> None
     assert wrong == [], f"the operator's namespace is {namespace} (docs/install.md): {wrong}"
     assert operator_namespaces(ROOT / "docs" / "demo.md"), "docs/demo.md's helm install is no longer seen"
     assert operator_namespaces(ROOT / "hack" / "demo" / "driver.py"), "the demo's helm install is not seen"
+
+
+def test_every_helm_install_block_creates_the_namespaces_it_watches_first() -> None:
+    """Fresh-user trial 46 T4: docs/install.md's first block ran `helm install … --set
+    'watchNamespaces={team-a}'` alone, which the chart refuses on a cluster without team-a
+    (`watchNamespaces: namespace "team-a" does not exist`); docs/demo.md's block created its
+    namespace first. Every fenced block of the docs that installs the operator with watchNamespaces
+    creates each of them (`kubectl create namespace NS`) before the `helm install`."""
+    fence = re.compile(r"^```[a-z]*\n(.*?)^```", re.S | re.M)
+    missing = []
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for block in fence.findall(path.read_text(encoding="utf-8")):
+            install = re.search(r"^helm install .*?watchNamespaces=\{([^}]*)\}", block, re.S | re.M)
+            if install is None:
+                continue
+            created = set(re.findall(r"^kubectl create namespace (\S+)", block[: install.start()], re.M))
+            missing += [
+                f"{path.relative_to(ROOT)}: {ns}" for ns in install.group(1).split(",") if ns not in created
+            ]
+    assert missing == [], f"helm install blocks that watch a namespace they do not create first: {missing}"

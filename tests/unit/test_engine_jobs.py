@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 from support.engine_decisions import NOW, good_report, job, observe, pod, prepared, spec
 
+from trtllm_operator.api.engine import StorageSpec
+from trtllm_operator.api.wire import LABEL_STORAGE_ID
 from trtllm_operator.decide.conditions import merge_conditions
 from trtllm_operator.decide.engine import RecordArtifact, decide_engine
 from trtllm_operator.decide.engine_jobs import (
@@ -21,6 +23,7 @@ from trtllm_operator.decide.engine_jobs import (
     superseded_why,
     wants_key,
 )
+from trtllm_operator.decide.storage import builder_job_name, engine_storage_id, storage_location
 
 UID = "uid-a"
 OLD_KEY = "a" * 64
@@ -102,8 +105,8 @@ def test_a_running_build_of_the_old_key_nobody_wants_is_stopped_with_a_message()
         key=OLD_KEY,
         message=(
             f"stopped builder Job build-old (engine key {'a' * 12}…): LLMEngine a now builds engine key "
-            f"{'b' * 12}…, and no other LLMEngine in the namespace wants that key; the artifact storage "
-            "and the engine cache are untouched"
+            f"{'b' * 12}…, and no other LLMEngine in the namespace wants that key in that storage; the "
+            "artifact storage and the engine cache are untouched"
         ),
     )
 
@@ -138,6 +141,66 @@ def test_another_engine_that_wants_or_may_want_the_key_keeps_the_build(
     other: dict[str, Any], kept: bool
 ) -> None:
     assert stops([builder_job(owners=(UID, "uid-b"))], [other]) == ([] if kept else ["build-old"])
+
+
+STORE = {"pvc": {"claimName": "engine-store"}}
+MINE = {"pvc": {"claimName": "mine"}}
+
+
+def in_storage(obj: dict[str, Any], storage: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` (an engine) with ``spec.storage``."""
+    return {**obj, "spec": {"storage": storage}}
+
+
+def job_in(storage: dict[str, Any], owner: dict[str, Any]) -> dict[str, Any]:
+    """The old key's builder Job of ``owner`` in ``storage``, named and labelled as the operator does."""
+    sid = engine_storage_id(in_storage(owner, storage))
+    assert sid is not None
+    job = builder_job(builder_job_name(OLD_KEY, sid), owners=(UID,))
+    job["metadata"]["labels"][LABEL_STORAGE_ID] = sid
+    return job
+
+
+@pytest.mark.parametrize(
+    ("other", "kept"),
+    [
+        # trial 46 T1: the same key in another storage builds its own Job and never reads this one's
+        (in_storage(engine("b", "uid-b", key=OLD_KEY), STORE), False),
+        (in_storage(engine("b", "uid-b", key=OLD_KEY), {"createPVC": {"size": "100Gi"}}), False),
+        (in_storage(engine("b", "uid-b", phase=None), STORE), False),  # undecided, but another storage
+        (in_storage(engine("b", "uid-b", key=OLD_KEY), {"pvc": {**MINE["pvc"], "subPath": "x"}}), False),
+        # the same key in the same storage: the shared build stays
+        (in_storage(engine("b", "uid-b", key=OLD_KEY), MINE), True),
+        (in_storage(engine("b", "uid-b", phase=None), MINE), True),
+        (in_storage(engine("b", "uid-b", key=OLD_KEY), {}), True),  # storage unknown: key only, kept
+    ],
+)
+def test_only_an_engine_of_the_same_key_and_storage_keeps_the_build(
+    other: dict[str, Any], kept: bool
+) -> None:
+    me = in_storage(engine(key=NEW_KEY), MINE)
+    job = job_in(MINE, me)
+    got = superseded_builds(me, wanted_job="build-new", why="w", jobs=[job], engines=[me, other])
+    assert [s.job_name for s in got] == ([] if kept else [job["metadata"]["name"]])
+
+
+def test_the_trial_46_createpvc_engine_next_to_a_pvc_engine_of_its_old_key_stops_its_build() -> None:
+    """llama-3-1-8b-fp8 (createPVC) changed key; demo-llama-3-1-8b-fp8 (pvc engine-store) still has
+    the old key: the createPVC Job build-<old>-<its storage> is stopped."""
+    create = {"createPVC": {"size": "200Gi"}}
+    me = in_storage(engine("llama-3-1-8b-fp8", key=NEW_KEY), create)
+    demo = in_storage(engine("demo-llama-3-1-8b-fp8", "uid-b", key=OLD_KEY, phase="Failed"), STORE)
+    job = job_in(create, me)
+    got = superseded_builds(me, wanted_job="build-new", why="w", jobs=[job], engines=[me, demo])
+    assert [s.job_name for s in got] == [job["metadata"]["name"]]
+
+
+def test_engine_storage_id_is_the_storage_part_of_the_builder_job_name() -> None:
+    e = in_storage(engine("e"), {"pvc": {"claimName": "store", "subPath": "/a/"}})
+    same = storage_location("e", StorageSpec.model_validate({"pvc": {"claimName": "store", "subPath": "a"}}))
+    assert engine_storage_id(e) == same.storage_id
+    assert engine_storage_id(engine("e")) is None  # no spec.storage
+    assert engine_storage_id(in_storage(engine("e"), {"pvc": {}})) is None  # does not parse
 
 
 @pytest.mark.parametrize(

@@ -187,7 +187,8 @@ _ENGINE_REASONS: tuple[EventReason, ...] = (
         "Normal",
         "engine",
         "a running builder Job of the LLMEngine's previous engine key (an engine-defining edit, or the "
-        "spec turned invalid) was deleted: no other LLMEngine wants that key; the message names the Job",
+        "spec turned invalid) was deleted: no other LLMEngine wants that key in that storage; the message "
+        "names the Job",
     ),
     EventReason(
         R_BUILD_SUCCEEDED, ENGINE, "Normal", "engine", "the builder Job completed; the LLMEngine is Ready"

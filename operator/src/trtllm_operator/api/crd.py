@@ -354,6 +354,16 @@ def deployment_crd() -> dict[str, Any]:
             "KV-cache utilization in percent.",
         ),
         _column("Phase", ".status.phase", "string", "Serving phase."),
+        # The key the pods serve, which the Engine column (spec.engineRef) does not say while a new
+        # engine is not Ready or rolling out (trial 46 T7). The full key: a printer column is a
+        # JSONPath (no substring), and a short copy in status would be a second home of it.
+        _column(
+            "Key",
+            ".status.engineKey",
+            "string",
+            "Engine key served by every pod (the LLMEngine's Key column shows its first 12 characters).",
+            priority=1,
+        ),
         _column("API", ".spec.server.api", "string", "Client API: triton, openai or both.", priority=1),
         _column(
             "Endpoint",

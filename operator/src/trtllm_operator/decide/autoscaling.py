@@ -1011,6 +1011,15 @@ def decide(snapshot: Snapshot, state: AutoscalerState, policy: Policy, now: floa
         if stabilized < floor:
             final, limited, reason = floor, why, why
             by = "the scale-down rate limit" if why is Reason.SCALE_DOWN_LIMIT else "minReplicas"
+            if why is Reason.SCALE_DOWN_LIMIT and stabilized < policy.min_replicas:
+                # HPA bounds a scale-down by minReplicas and the rate limit in one step, the larger
+                # winning (convertDesiredReplicasWithBehaviorRate: minimumAllowedReplicas =
+                # max(MinReplicas, scaleDownLimit); kubernetes v1.34.4
+                # pkg/controller/podautoscaler/horizontal.go, called from
+                # normalizeDesiredReplicasWithBehaviors after stabilization): no count below
+                # minReplicas is ever wanted, so say minReplicas and what the signals asked for
+                # (trial 46 T8: "wanted 0, floored at 2 by the scale-down rate limit", minReplicas 1).
+                asked = f"{policy.min_replicas} (minReplicas; the signals ask for {asked})"
             message = f"wanted {asked}, floored at {floor} by {by} ({summary})"
 
     # At minReplicas with every signal below target beyond tolerance, the floor is what holds the

@@ -252,6 +252,7 @@ def streaming_condition(
     *,
     api: str = "triton",
     backend: str | None = None,
+    engine_missing: bool = False,
 ) -> dict[str, Any]:
     """The ``Streaming`` condition of ``spec.server.decoupled``: ``True``/``Decoupled`` or
     ``False``/``NotDecoupled`` (the message names the endpoints of ``api``'s frontend, says what a
@@ -259,10 +260,12 @@ def streaming_condition(
 
     ``waiting_for``: the LLMEngine is not Ready (building, failed, missing) and no pod serves, so
     nothing answers a request yet: ``Unknown``/``EngineNotReady``, the message saying what a
-    streaming request will get once it is."""
+    streaming request will get once it is; ``engine_missing``: that LLMEngine does not exist (the
+    message says so rather than "is not Ready", trial 46 T8)."""
     then = streaming_message(decoupled, api, backend)
     if waiting_for is not None:
-        message = f"no model is served yet (LLMEngine {waiting_for!r} is not Ready); once it is: {then}"
+        why = "does not exist in this namespace" if engine_missing else "is not Ready"
+        message = f"no model is served yet (LLMEngine {waiting_for!r} {why}); once it is: {then}"
         return {**_cond(STREAMING, False, "EngineNotReady", message, generation), "status": "Unknown"}
     if decoupled:
         return _cond(STREAMING, True, "Decoupled", then, generation)
@@ -357,7 +360,14 @@ def deployment_status(obs: Observation) -> DeploymentDecision:
         elif obs.decoupled is not None:
             waiting = None if obs.engine_state == "ready" else obs.engine_name
             conditions.append(
-                streaming_condition(obs.decoupled, gen, waiting, api=obs.api, backend=obs.backend)
+                streaming_condition(
+                    obs.decoupled,
+                    gen,
+                    waiting,
+                    api=obs.api,
+                    backend=obs.backend,
+                    engine_missing=obs.engine_state == "missing",
+                )
             )
         return Outcome(
             {**fields, "phase": phase},

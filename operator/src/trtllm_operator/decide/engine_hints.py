@@ -14,7 +14,7 @@ from typing import Any
 
 from trtllm_operator.api.engine import builder_gpus
 from trtllm_operator.api.wire import GPU_PRODUCT_LABEL, GPU_RESOURCE
-from trtllm_operator.decide.engine_spec import PreparedEngine
+from trtllm_operator.decide.engine_spec import PreparedEngine, gpu_products
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,10 @@ def unschedulable_hint(
 
     About PersistentVolumeClaims (the scheduler names them, or an observed claim is not Bound): the
     claims the builder mounts (``spec.storage``, a ``pvc://`` model source), their state — Pending
-    (with the reason of the newest Event on the claim) or missing — and which field fixes it. About
+    (with the reason of the newest Event on the claim: bind it) or missing (create it) — and which
+    field fixes it; and, when the nodes the operator read for the engine
+    (:attr:`PreparedEngine.node_gpus`) have no GPU of its product, that too, as the pod would stay
+    unschedulable once its claims are usable (trial 46 T5: the user learnt it only then). About
     GPUs or node placement (``nvidia.com/gpu``, node affinity/selector, taints): the GPU request —
     what the pod requests (``requested_gpus``, from :func:`pod_gpu_request`), else what the Job is
     rendered with — the node label it needs and how many GPUs such a node has. Anything else (e.g.
@@ -106,7 +109,7 @@ def unschedulable_hint(
     text = scheduler_message.lower()
     unbound = any(state.phase != "Bound" for state in claims.values())
     if "persistentvolumeclaim" in text or "persistent volume" in text or unbound:
-        return f" ({_pvc_hint(prepared, scheduler_message, claims)})"
+        return f" ({_pvc_hint(prepared, scheduler_message, claims)}{_no_gpu_node_note(prepared)})"
     if any(w in text for w in (GPU_RESOURCE, "affinity", "selector", "taint")):
         gpus = requested_gpus if requested_gpus is not None else builder_gpus(prepared.spec)
         nodes = prepared.node_gpus
@@ -118,11 +121,36 @@ def unschedulable_hint(
     return ""
 
 
-def _pvc_hint(prepared: PreparedEngine, scheduler_message: str, observed: Mapping[str, ClaimState]) -> str:
+def _no_gpu_node_note(prepared: PreparedEngine) -> str:
+    """``; and no node …`` when the nodes the operator read have no GPU of the engine's product
+    (:class:`~trtllm_operator.decide.compatibility.NodeGPUs` ``nodes == 0``: none labelled with it,
+    or none with ``nvidia.com/gpu`` allocatable), else ""."""
+    nodes = prepared.node_gpus
+    if nodes is None or nodes.from_nodes:
+        return ""
+    labels = " or ".join(gpu_products(prepared.spec.gpu.product, prepared.gpu))
+    return (
+        f"; and no node labelled {GPU_PRODUCT_LABEL}={labels} has {GPU_RESOURCE} allocatable, so the "
+        "builder pod cannot be scheduled once its claims are usable either: add such a node, or set "
+        "spec.gpu.product to a GPU the cluster has"
+    )
+
+
+@dataclass(frozen=True)
+class _ClaimFix:
+    """A claim the builder mounts and what fixes it: ``unbound`` when it exists but is not Bound,
+    ``missing`` when it does not exist."""
+
+    claim: str
+    unbound: str
+    missing: str
+
+
+def _claim_fixes(prepared: PreparedEngine) -> list[_ClaimFix]:
     storage = prepared.storage
-    claims: list[tuple[str, str]] = []  # (claim, the fix)
+    fixes: list[_ClaimFix] = []
     if storage.kind == "pvc" and storage.claim_name:
-        if storage.created_by_operator:
+        if storage.created_by_operator:  # the operator creates it: missing or Pending, provisioning is why
             fix = (
                 "no StorageClass can provision it (no default StorageClass, or no provisioner): set "
                 "spec.storage.createPVC.storageClassName, or use spec.storage.pvc with an existing "
@@ -131,28 +159,50 @@ def _pvc_hint(prepared: PreparedEngine, scheduler_message: str, observed: Mappin
                 else f"StorageClass {storage.create_storage_class!r} has not provisioned it: check that the "
                 "class exists and its provisioner runs, or use spec.storage.pvc with an existing bound claim"
             )
-            claims.append((storage.claim_name, fix))
+            fixes.append(_ClaimFix(storage.claim_name, fix, fix))
         else:
-            claims.append(
-                (
+            fixes.append(
+                _ClaimFix(
                     storage.claim_name,
                     "bind it to a PersistentVolume (or give it a StorageClass that provisions one), or fix "
                     "spec.storage.pvc.claimName",
+                    # the access mode advice is spec.storage.createPVC.accessMode's (api/engine.py)
+                    f"create PersistentVolumeClaim {storage.claim_name} in this namespace (ReadWriteMany "
+                    "when serving replicas run on several nodes), or fix spec.storage.pvc.claimName",
                 )
             )
     source = prepared.spec.model.source
     if source.startswith("pvc://"):
         model_claim = source[len("pvc://") :].split("/", 1)[0]
-        claims.append((model_claim, "it holds the model (spec.model.source): bind it or fix the source"))
-    seen = [(c, f, observed[c]) for c, f in claims if c in observed and observed[c].phase != "Bound"]
+        fixes.append(
+            _ClaimFix(
+                model_claim,
+                "it holds the model (spec.model.source): bind it or fix the source",
+                f"it holds the model (spec.model.source): create PersistentVolumeClaim {model_claim} with "
+                "the model on it, or fix the source",
+            )
+        )
+    return fixes
+
+
+def _pvc_hint(prepared: PreparedEngine, scheduler_message: str, observed: Mapping[str, ClaimState]) -> str:
+    fixes = _claim_fixes(prepared)
+    seen = [
+        (f, observed[f.claim]) for f in fixes if f.claim in observed and observed[f.claim].phase != "Bound"
+    ]
     if seen:
-        return "; ".join(f"PersistentVolumeClaim {c} {_state_text(state)}: {f}" for c, f, state in seen)
+        return "; ".join(
+            f"PersistentVolumeClaim {f.claim} {_state_text(state)}: "
+            f"{f.missing if state.phase is None else f.unbound}"
+            for f, state in seen
+        )
     missing = "not found" in scheduler_message.lower()
-    named = [(c, f) for c, f in claims if f'"{c}"' in scheduler_message] or claims
+    named = [f for f in fixes if f'"{f.claim}"' in scheduler_message] or fixes
     if not named:
         return "a PersistentVolumeClaim the builder pod mounts is not usable"
-    state = "does not exist" if missing else "is Pending (not bound)"
-    return "; ".join(f"PersistentVolumeClaim {c} {state}: {f}" for c, f in named)
+    if missing:
+        return "; ".join(f"PersistentVolumeClaim {f.claim} does not exist: {f.missing}" for f in named)
+    return "; ".join(f"PersistentVolumeClaim {f.claim} is Pending (not bound): {f.unbound}" for f in named)
 
 
 def _state_text(state: ClaimState) -> str:

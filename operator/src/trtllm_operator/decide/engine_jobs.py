@@ -1,22 +1,27 @@
 """Builder Jobs nobody needs any more, pure: a superseded build is stopped, a recorded one expires.
 
-Builds are shared per content-addressed key: the builder Job of a key and storage is named from
-them (:func:`~trtllm_operator.decide.storage.builder_job_name`), the LLMEngine that starts it is its
-controller owner and every other LLMEngine of the same key that finds it running joins it as a
-further owner (``AdoptJob``). Two decisions about such Jobs live here:
+Builds are shared per content-addressed key and storage: the builder Job of a key and storage is
+named from them (:func:`~trtllm_operator.decide.storage.builder_job_name`), the LLMEngine that starts
+it is its controller owner and every other LLMEngine of the same key and storage that finds it
+running joins it as a further owner (``AdoptJob``). Two decisions about such Jobs live here:
 
-* **Stop a superseded build** (:func:`superseded_builds`). An LLMEngine whose engine key changed
-  (an engine-defining edit) or that turned invalid (``InvalidSpec``, ``DoesNotFit`` or a refusal of
-  the admin's policy: it wants no build at all) may still own a running builder Job of its old key.
-  That Job burns GPU hours for an engine nobody wants, unless another LLMEngine still wants that
-  key. The operator deletes it only when all of this holds: the Job carries the builder's labels
-  and full-key annotation and an ownerReference to this LLMEngine (the operator made it for this
-  engine, :func:`~trtllm_operator.decide.ownership.marker_conflict` rules), it has not finished
-  (a finished Job holds no GPU; a failed one is the memory of a deterministic failure, below), it is
-  not being deleted, and no other LLMEngine of the namespace wants its key — where an LLMEngine
-  whose current generation has not been decided yet (no status for it, or still ``Pending`` /
-  ``Planning``) counts as wanting it: its key is unknown, so the Job is kept and looked at again at
-  the next reconcile. Artifacts, cache entries, PVCs and anything a user made are never touched.
+* **Stop a superseded build** (:func:`superseded_builds`). An LLMEngine whose engine key changed (an
+  engine-defining edit) or that turned invalid (``InvalidSpec``, ``DoesNotFit`` or a refusal of the
+  admin's policy: it wants no build at all) may still own a running builder Job of its old key. That
+  Job burns GPU hours for an engine nobody wants, unless another LLMEngine still wants that key in
+  that storage (an LLMEngine of the same key but another storage builds its own Job, and could never
+  read this one's artifact). The operator deletes it only when all of this holds: the Job carries
+  the builder's labels and full-key annotation and an ownerReference to this LLMEngine (the operator
+  made it for this engine, :func:`~trtllm_operator.decide.ownership.marker_conflict` rules), it has
+  not finished (a finished Job holds no GPU; a failed one is the memory of a deterministic failure,
+  below), it is not being deleted, and no other LLMEngine of the namespace wants its key in its
+  storage (the Job's ``storage-id`` label against
+  :func:`~trtllm_operator.decide.storage.engine_storage_id` of the other LLMEngine's spec) — where
+  an LLMEngine of that storage whose current generation has not been decided yet (no status for it,
+  or still ``Pending`` / ``Planning``) counts as wanting it: its key is unknown, so the Job is kept
+  and looked at again at the next reconcile; so does one whose storage cannot be told (a Job without
+  the label, a spec without a parseable ``storage``). Artifacts, cache entries, PVCs and anything a
+  user made are never touched.
 * **Expire a recorded build** (:func:`expire_job`). A builder Job that completed and whose artifact
   is recorded in the engine cache has done its work: the record (the cache index entry,
   ``status.artifact``) is what every later reconcile reads. The operator then sets the Job's
@@ -52,9 +57,11 @@ from trtllm_operator.api.wire import (
     COMPONENT_BUILDER,
     LABEL_COMPONENT,
     LABEL_MANAGED_BY,
+    LABEL_STORAGE_ID,
     MANAGED_BY,
 )
 from trtllm_operator.decide.engine_failure import job_condition
+from trtllm_operator.decide.storage import engine_storage_id
 
 #: Event reason: the operator deleted a builder Job no LLMEngine wants any more.
 R_BUILD_STOPPED = "BuildStopped"
@@ -117,6 +124,18 @@ def wants_key(engine: Mapping[str, Any], key: str) -> bool | None:
     return status.get("engineKey") == key
 
 
+def wants_build(engine: Mapping[str, Any], key: str, storage_id: str | None) -> bool | None:
+    """Whether ``engine`` wants the build of engine key ``key`` in the storage ``storage_id`` (a
+    builder Job's ``storage-id`` label; None: unknown): False when its spec's storage is another one
+    (:func:`~trtllm_operator.decide.storage.engine_storage_id`; whatever its key, it builds its own
+    Job), else :func:`wants_key`."""
+    if storage_id is not None:
+        theirs = engine_storage_id(engine)
+        if theirs is not None and theirs != storage_id:
+            return False
+    return wants_key(engine, key)
+
+
 def superseded_builds(
     engine: Mapping[str, Any],
     *,
@@ -142,7 +161,8 @@ def superseded_builds(
         if not is_operator_builder(job) or not is_owned_by(job, uid):
             continue
         key = str(jm["annotations"][ANNOTATION_ENGINE_KEY])
-        if any(wants_key(e, key) is not False for e in others):
+        storage_id = (jm.get("labels") or {}).get(LABEL_STORAGE_ID)
+        if any(wants_build(e, key, storage_id) is not False for e in others):
             continue
         out.append(
             StopBuild(
@@ -152,8 +172,8 @@ def superseded_builds(
                 key=key,
                 message=(
                     f"stopped builder Job {jm['name']} (engine key {key[:12]}…): {why}, and no other "
-                    "LLMEngine in the namespace wants that key; the artifact storage and the engine "
-                    "cache are untouched"
+                    "LLMEngine in the namespace wants that key in that storage; the artifact storage "
+                    "and the engine cache are untouched"
                 ),
             )
         )

@@ -26,8 +26,9 @@ is taken): an artifact directory is written once and never replaced, because ser
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from trtllm_operator.api.engine import StorageSpec
 
@@ -137,6 +138,21 @@ def storage_location(engine_name: str, storage: StorageSpec, namespace: str | No
             namespace=namespace,
         )
     raise ValueError("spec.storage: set exactly one of pvc, createPVC or s3")
+
+
+def engine_storage_id(engine: Mapping[str, Any]) -> str | None:
+    """:attr:`StorageLocation.storage_id` of an LLMEngine object's current ``spec.storage`` (the
+    storage part of its builder Job's name and ``storage-id`` label), or None when the object has no
+    ``spec.storage`` or one that does not parse (unknown: a caller must not conclude it differs)."""
+    meta = engine.get("metadata") or {}
+    raw = (engine.get("spec") or {}).get("storage")
+    if not isinstance(raw, Mapping):
+        return None
+    try:
+        storage = StorageSpec.model_validate(raw)
+        return storage_location(str(meta.get("name") or ""), storage, meta.get("namespace")).storage_id
+    except ValueError:  # pydantic's ValidationError is one; so is storage_location's "set exactly one"
+        return None
 
 
 def builder_job_name(key: str, storage_id: str) -> str:
