@@ -1128,6 +1128,10 @@ def test_one_node_rule_uses_the_nodes_gpu_count() -> None:
     refused = prepare_engine("e", s, hf_config=LLAMA70B, node_gpus=NodeGPUs(4, 2))
     assert isinstance(refused, InvalidEngine) and refused.field == "spec.parallelism"
     assert "exceeds the 4 GPUs of one node" in refused.message
+    # the smallest layout of one 4-GPU node that fits (fresh-user trial 46 T6): two A100s hold 70B
+    assert "Fix: lower tensor/pipeline parallelism to tensor 2 × pipeline 1 = 2 GPUs, the smallest " in (
+        refused.message
+    ), refused.message
     s["parallelism"]["multiNode"] = True
     ok = prepare_engine("e", s, hf_config=LLAMA70B, node_gpus=NodeGPUs(4, 2))
     assert not isinstance(ok, InvalidEngine), ok
