@@ -573,7 +573,8 @@ def test_rbac_namespaced_mode_binds_roles_in_each_watched_namespace(
             {"kind": "ServiceAccount", "name": "rel-trtllm-operator", "namespace": "trtllm-system"}
         ]
     # cluster-scoped grants in namespaced mode: what kopf needs to discover and peer, GPU nodes read,
-    # and the reviews of authenticated /metrics (metrics.auth)
+    # the custom metrics API's APIServices read (mode hpa, fresh-user trial 46 T3), and the reviews of
+    # authenticated /metrics (metrics.auth)
     roles = {o["metadata"]["name"]: o for o in only(objs, "ClusterRole")}
     # cluster-scoped names carry the release's namespace (test_cluster_scoped_names_are_unique_per_...)
     assert set(roles) == {
@@ -583,7 +584,7 @@ def test_rbac_namespaced_mode_binds_roles_in_each_watched_namespace(
     cluster_role = roles["trtllm-system-rel-trtllm-operator-cluster"]
     resources = {r for _, rule in rules_of([cluster_role]) for r in rule["resources"]}
     reviews = {"tokenreviews", "subjectaccessreviews"}
-    assert resources == {"customresourcedefinitions", "clusterkopfpeerings", "nodes"} | reviews
+    assert resources == {"customresourcedefinitions", "clusterkopfpeerings", "nodes", "apiservices"} | reviews
     for _, rule in rules_of([cluster_role]):
         if set(rule["resources"]) <= reviews:
             assert rule["verbs"] == ["create"], rule

@@ -579,6 +579,58 @@ def test_nothing_built_yet_has_artifact_complete_unknown() -> None:
     )
 
 
+def _ready_status_of_an_earlier_key() -> dict[str, Any]:
+    """The status of an LLMEngine that was Ready on a partial artifact (the demo's tiny engine)."""
+    earlier = prepared(spec(parallelism={"tensor": 2}))
+    record = prepared_record(earlier, recorded_at=NOW, missing=["engine/ (compile skipped): no engine"])
+    return dict(decide_engine(earlier, observe(cache_entry=record), now=NOW).status)
+
+
+def _artifact_complete(decision: Any) -> tuple[str, str]:
+    return conds(decision)["ArtifactComplete"]
+
+
+def test_an_edit_into_an_invalid_spec_leaves_no_artifact_of_the_earlier_key() -> None:
+    """Fresh-user trial 46 T9: an engine edited into an invalid spec (fp8 on an A100) kept the earlier
+    key's ``status.artifact`` (PARTIAL true) beside an empty KEY and ``ArtifactComplete=NoArtifact``.
+    The written status removes key and artifact together (``None`` deletes a key in the status
+    merge patch)."""
+    earlier = _ready_status_of_an_earlier_key()
+    assert earlier["artifact"]["partial"] is True
+    invalid = prepare_engine("e", spec(gpu__product="NVIDIA-A100-SXM4-80GB"), hf_config=TINY)
+    assert isinstance(invalid, InvalidEngine)
+    d = decide_invalid(invalid, observe(status=earlier))
+    assert {k: d.status[k] for k in ("engineKey", "engineKeyShort", "artifact")} == dict.fromkeys(
+        ("engineKey", "engineKeyShort", "artifact")
+    )
+    assert _artifact_complete(d) == ("Unknown", "NoArtifact")
+
+
+@pytest.mark.parametrize(
+    "observation",
+    [
+        {"queue": BuildQueue(2, 2, 0)},  # Queued
+        {"job": job(), "pods": [pod("Running")]},  # Building (a Job of the new key already runs)
+        {  # Unschedulable
+            "job": job(),
+            "pods": [
+                pod(
+                    "Pending",
+                    conditions=[{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+                )
+            ],
+        },
+    ],
+)
+def test_a_new_key_without_a_record_shows_no_artifact_of_the_earlier_key(observation: dict[str, Any]) -> None:
+    """The same for a valid edit to a new key whose artifact is not recorded yet: whatever the phase,
+    ``status.artifact`` and ArtifactComplete describe the current key — nothing yet."""
+    d = decide_engine(prepared(), observe(status=_ready_status_of_an_earlier_key(), **observation), now=NOW)
+    assert d.phase != "Ready" and d.status["engineKey"] == prepared().key
+    assert "artifact" in d.status and d.status["artifact"] is None, d.phase
+    assert _artifact_complete(d) == ("Unknown", "NoArtifact")
+
+
 def test_partial_import_is_ready_but_says_the_engine_is_missing() -> None:
     p = prepared()
     record = prepared_record(
@@ -1134,6 +1186,10 @@ def test_one_node_rule_uses_the_nodes_gpu_count() -> None:
     refused = prepare_engine("e", s, hf_config=LLAMA70B, node_gpus=NodeGPUs(4, 2))
     assert isinstance(refused, InvalidEngine) and refused.field == "spec.parallelism"
     assert "exceeds the 4 GPUs of one node" in refused.message
+    # the smallest layout of one 4-GPU node that fits (fresh-user trial 46 T6): two A100s hold 70B
+    assert "Fix: lower tensor/pipeline parallelism to tensor 2 × pipeline 1 = 2 GPUs, the smallest " in (
+        refused.message
+    ), refused.message
     s["parallelism"]["multiNode"] = True
     ok = prepare_engine("e", s, hf_config=LLAMA70B, node_gpus=NodeGPUs(4, 2))
     assert not isinstance(ok, InvalidEngine), ok

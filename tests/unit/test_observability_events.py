@@ -21,7 +21,11 @@ from engine_builder.report import EXIT_CODES
 from trtllm_operator import events
 from trtllm_operator.decide import engine as decide_engine
 from trtllm_operator.decide import engine_failure, ownership, policy
-from trtllm_operator.decide.autoscaler import CONFLICT_REASONS
+from trtllm_operator.decide.autoscaler import (
+    CONFLICT_REASONS,
+    CUSTOM_METRICS_API_MISSING,
+    CUSTOM_METRICS_API_UNAVAILABLE,
+)
 from trtllm_operator.decide.autoscaling import Reason
 from trtllm_operator.decide.deployment_status import WORKLOAD_SCALE_REVERTED
 
@@ -207,6 +211,10 @@ def _autoscaler_event_reasons() -> set[str]:
     handler = _module(SRC / "handlers" / "autoscaler.py")
     failed: set[str] = set()
     for expr, _ in _calls(handler, "external_failed", 0):
+        if isinstance(expr, ast.Name) and expr.id == "reason":
+            # ``reason, message = custom_metrics_problem(...)``: the reasons that function returns
+            failed |= {CUSTOM_METRICS_API_MISSING, CUSTOM_METRICS_API_UNAVAILABLE}
+            continue
         assert isinstance(expr, ast.Constant), ast.unparse(expr)
         failed.add(expr.value)
     if list(_calls(handler, "external_conflict", 0)):  # external_failed with CONFLICT_REASONS

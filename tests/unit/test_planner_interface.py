@@ -335,7 +335,8 @@ def test_plan_errors_carry_the_command_prefix_and_name_its_flags(capsys: pytest.
     assert code == 2 and err.startswith("trtllm-operator plan: error: spec.build.maxSeqLen (--max-seq-len): ")
     code, out, err = _cli(capsys, "--model-config", str(LLAMA_70B), "--gpu", "H100", "--tp", "16")
     said = "trtllm-operator plan: error: spec.parallelism (--tp/--pp, or --multi-node): tensor × pipeline = "
-    said += "16 GPUs exceeds the 8 GPUs of one node. Fix: lower tensor/pipeline parallelism, or pass "
+    said += "16 GPUs exceeds the 8 GPUs of one node. Fix: lower tensor/pipeline parallelism to tensor 2 × "
+    said += "pipeline 1 = 2 GPUs, the smallest layout that fits this model on one 8-GPU node, or pass "
     said += "--multi-node to serve one replica across nodes"
     assert code == 2 and said in err, err
     assert "multiNode" not in err, err

@@ -6,7 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from engine_builder.planner import Architecture, PlanInputError, PlanRequest, load_hf_config, lookup, validate
+from engine_builder.planner import (
+    Architecture,
+    PlanInputError,
+    PlanRequest,
+    load_hf_config,
+    lookup,
+    plan,
+    validate,
+)
 
 CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "model-configs"
 LLAMA_70B = "meta-llama__Llama-3.1-70B-Instruct.json"
@@ -135,3 +143,52 @@ def test_kv_heads_must_divide_attention_heads(overrides: dict[str, object], mess
         Architecture.from_hf_config(config)
     assert err.value.field == "num_key_value_heads"
     assert message_part in err.value.message
+
+
+# -- the one-node rule names the smallest fitting alternative (fresh-user trial 46 T6) ----------------
+LLAMA_8B = "meta-llama__Llama-3.1-8B-Instruct.json"
+
+
+def _one_node_fix(config: str, gpu: str, **request: object) -> str:
+    arch = Architecture.from_hf_config(load_hf_config(CONFIGS / config))
+    result = plan(arch, PlanRequest(**request), lookup(gpu))
+    (issue,) = [r for r in result.reasons if r.field == "spec.parallelism"]
+    return issue.fix
+
+
+@pytest.mark.parametrize(
+    ("config", "request_fields", "named"),
+    [
+        # The trial's spec: Llama-3.1-8B FP8 at tensor 16 on 8-GPU H100 nodes; one GPU holds it.
+        (LLAMA_8B, {"quantization": "fp8", "tp": 16}, "tensor 1 × pipeline 1 = 1 GPU,"),
+        # 70B in 16-bit needs two H100s; at equal size the pipeline the user asked for is kept.
+        (LLAMA_70B, {"tp": 16}, "tensor 2 × pipeline 1 = 2 GPUs,"),
+        (LLAMA_70B, {"tp": 8, "pp": 2}, "tensor 1 × pipeline 2 = 2 GPUs,"),
+    ],
+)
+def test_a_layout_beyond_one_node_names_the_smallest_fitting_one(
+    config: str, request_fields: dict[str, object], named: str
+) -> None:
+    """docs/api.md spec.parallelism.multiNode: "without it the operator refuses such a layout and names
+    the smallest fitting alternative"; the fix said only "lower tensor/pipeline parallelism"."""
+    fix = _one_node_fix(config, H100, **request_fields)
+    assert f"lower tensor/pipeline parallelism to {named} the smallest layout that fits" in fix, fix
+    assert "on one 8-GPU node, or set spec.parallelism.multiNode: true" in fix, fix
+    # what it names does fit on one node
+    layout = fix.split("to tensor ", 1)[1]
+    tp, pp = int(layout.split(" ", 1)[0]), int(layout.split("pipeline ", 1)[1].split(" ", 1)[0])
+    arch = Architecture.from_hf_config(load_hf_config(CONFIGS / config))
+    fields = {**request_fields, "tp": tp, "pp": pp}
+    assert tp * pp <= 8 and plan(arch, PlanRequest(**fields), lookup(H100)).fits  # type: ignore[arg-type]
+
+
+def test_a_layout_beyond_one_node_that_nothing_of_one_node_fits_says_so() -> None:
+    """DeepSeek-V3 (671 B) in 16-bit fits on no 8 × L4 node: the fix says so and names multiNode."""
+    fix = _one_node_fix(DEEPSEEK, "NVIDIA-L4", tp=16)
+    assert fix.startswith("no layout of at most 8 GPUs (one node) fits this model in memory: set "), fix
+
+
+def test_a_layout_beyond_one_node_with_another_rule_broken_gives_the_bound() -> None:
+    """With another rule broken too (FP8 on an A100), no layout is planned: the bound alone."""
+    fix = _one_node_fix(LLAMA_8B, A100, quantization="fp8", tp=16)
+    assert fix.startswith("lower tensor/pipeline parallelism to at most 8 GPUs per replica, or set "), fix

@@ -95,6 +95,12 @@ opt-in: a ClusterRole over every namespace's Jobs, ConfigMaps and Secrets get/cr
 - apiGroups: [""]
   resources: ["nodes"]
   verbs: ["list", "watch"]
+# mode hpa: whether the custom metrics API its HPA reads (APIServices v1beta2/v1beta1
+# .custom.metrics.k8s.io, registered by prometheus-adapter) exists and is Available, kept from a watch
+# of those two APIServices (a kopf index) instead of a read per resync; the condition says when not.
+- apiGroups: ["apiregistration.k8s.io"]
+  resources: ["apiservices"]
+  verbs: ["list", "watch"]
 # kopf peering, used only with replicaCount > 1.
 - apiGroups: ["kopf.dev"]
   resources: ["clusterkopfpeerings"]

@@ -452,6 +452,22 @@ _DEPLOYMENT_REASONS: tuple[EventReason, ...] = (
     ),
     EventReason("KEDANotInstalled", DEPLOYMENT, "Warning", "autoscaler", "mode keda without the KEDA CRDs"),
     EventReason(
+        "CustomMetricsAPIMissing",
+        DEPLOYMENT,
+        "Warning",
+        "autoscaler",
+        "mode hpa without an APIService of custom.metrics.k8s.io (no prometheus-adapter): the HPA cannot "
+        "read its Pods metrics",
+    ),
+    EventReason(
+        "CustomMetricsAPIUnavailable",
+        DEPLOYMENT,
+        "Warning",
+        "autoscaler",
+        "mode hpa with the custom.metrics.k8s.io APIService registered but not Available (its adapter is "
+        "down or unreachable)",
+    ),
+    EventReason(
         "AdmissionRefused",
         DEPLOYMENT,
         "Warning",

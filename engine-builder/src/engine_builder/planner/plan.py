@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -802,16 +802,79 @@ def validate(arch: Architecture, request: PlanRequest, gpu: GPUSpec) -> list[Pla
                         f"use an expert parallelism that divides {tp}.",
                     )
                 )
-    if not request.multi_node and tp * pp > request.gpus_per_node:
+    if _beyond_one_node(request):
         issues.append(
             PlanIssue(
-                "spec.parallelism",
+                ONE_NODE_FIELD,
                 f"tensor × pipeline = {tp * pp} GPUs exceeds the {request.gpus_per_node} GPUs of one node.",
-                "lower tensor/pipeline parallelism, or set spec.parallelism.multiNode: true to serve "
-                "one replica across nodes (LeaderWorkerSet).",
+                _one_node_fix(request, None, searched=False),
             )
         )
     return issues
+
+
+#: The field of the one-node rule (:func:`validate`): tensor × pipeline ≤ GPUs of one node.
+ONE_NODE_FIELD = "spec.parallelism"
+_MULTI_NODE_FIX = "set spec.parallelism.multiNode: true to serve one replica across nodes (LeaderWorkerSet)"
+
+
+def _beyond_one_node(request: PlanRequest) -> bool:
+    return not request.multi_node and request.tp * request.pp > request.gpus_per_node
+
+
+def _one_node_alternative(
+    arch: Architecture,
+    request: PlanRequest,
+    gpu: GPUSpec,
+    draft: Architecture | None,
+    check_budget: Callable[[], None],
+) -> PlanRequest | None:
+    """The smallest layout of one node that plans and fits for a request refused only by the one-node
+    rule: fewest GPUs (tensor × pipeline ≤ ``gpus_per_node``), the request's own pipeline parallelism
+    first at equal size, then the smaller tensor; tensor sizes that pass the head rules
+    (:func:`_valid_tensor_parallelism`), pipeline ≤ the layers, expert parallelism kept where it divides
+    the tensor size (else 1, as :func:`plan`'s search). None when no layout of one node fits."""
+    node = request.gpus_per_node
+    layouts = sorted(
+        (
+            (t, p)
+            for p in range(1, min(node, arch.num_layers) + 1)
+            for t in _valid_tensor_parallelism(arch, node // p)
+        ),
+        key=lambda tp_pp: (tp_pp[0] * tp_pp[1], tp_pp[1] != request.pp, tp_pp[1]),
+    )
+    for t, p in layouts:
+        candidate = replace(request, tp=t, pp=p, ep=request.ep if t % request.ep == 0 else 1)
+        check_budget()
+        if _compute(arch, candidate, gpu, draft).fits:
+            return candidate
+    return None
+
+
+def _gpus(n: int) -> str:
+    return f"{n} GPU" if n == 1 else f"{n} GPUs"
+
+
+def _one_node_fix(request: PlanRequest, fitting: PlanRequest | None, *, searched: bool = True) -> str:
+    """The one-node rule's fix: the smallest fitting layout of one node when :func:`plan` found one
+    (docs/api.md ``spec.parallelism.multiNode``: the operator "names the smallest fitting
+    alternative"), that none fits when it searched, else (other rules failed too, so no layout was
+    planned) the bound alone."""
+    node = request.gpus_per_node
+    if fitting is not None:
+        layout = f"tensor {fitting.tp} × pipeline {fitting.pp}"
+        if fitting.ep != request.ep:
+            layout += f" (expert {fitting.ep})"
+        return (
+            f"lower tensor/pipeline parallelism to {layout} = {_gpus(fitting.tp * fitting.pp)}, the smallest "
+            f"layout that fits this model on one {node}-GPU node, or {_MULTI_NODE_FIX}."
+        )
+    if searched:
+        return (
+            f"no layout of at most {node} GPUs (one node) fits this model in memory: {_MULTI_NODE_FIX}, "
+            "or use a GPU with more memory."
+        )
+    return f"lower tensor/pipeline parallelism to at most {node} GPUs per replica, or {_MULTI_NODE_FIX}."
 
 
 # ---------------------------------------------------------------------------------------- plan
@@ -1075,6 +1138,15 @@ def plan(
 
     result = _compute(arch, request, gpu, draft)
     check_budget()
+    if _beyond_one_node(request) and [r.field for r in result.reasons if r.kind == "invalid"] == [
+        ONE_NODE_FIELD
+    ]:
+        fitting = _one_node_alternative(arch, request, gpu, draft, check_budget)
+        fixed = tuple(
+            replace(r, fix=_one_node_fix(request, fitting)) if r.field == ONE_NODE_FIELD else r
+            for r in result.reasons
+        )
+        return replace(result, reasons=fixed)
     if result.fits or any(r.kind == "invalid" for r in result.reasons):
         return result
     limit = request.gpus_per_node if not request.multi_node else 64

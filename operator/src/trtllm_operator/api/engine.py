@@ -1149,7 +1149,8 @@ class LLMEngineSpec(ApiModel):
 
 
 class ArtifactStatus(ApiModel):
-    """The built artifact."""
+    """The built artifact of status.engineKey; absent while that key has none recorded (queued,
+    building, failed, an invalid spec without a key), as condition ArtifactComplete (NoArtifact) says."""
 
     uri: str | None = Field(
         default=None, description="Location: pvc://<claim>/<path>/<engineKey> or s3://<bucket>/<...>."

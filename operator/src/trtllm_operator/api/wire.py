@@ -175,6 +175,16 @@ KEDA_API_VERSION = f"{KEDA_GROUP}/{KEDA_VERSION}"
 SCALED_OBJECT_CRD_NAME = f"{SCALED_OBJECT_PLURAL}.{KEDA_GROUP}"
 SCALED_OBJECT_KIND = "ScaledObject"
 
+#: The custom metrics API that mode hpa's HorizontalPodAutoscaler reads its Pods metrics from, as
+#: kube-controller-manager's HPA client finds it: discovery of the group, in the versions it knows
+#: (k8s.io/metrics v0.34.4 ``pkg/client/custom_metrics/discovery.go`` ``fetchVersions``, "no custom
+#: metrics API (custom.metrics.k8s.io) registered"; ``converter.go`` ``MetricVersions``: v1beta2, then
+#: v1beta1). An aggregated API is registered by an APIService named ``<version>.<group>``
+#: (k8s.io/kube-aggregator v0.34.4 ``pkg/apis/apiregistration/validation/validation.go``); the
+#: prometheus-adapter registers them.
+CUSTOM_METRICS_GROUP = "custom.metrics.k8s.io"
+CUSTOM_METRICS_API_SERVICES = tuple(f"{v}.{CUSTOM_METRICS_GROUP}" for v in ("v1beta2", "v1beta1"))
+
 #: The Gateway API Inference Extension's InferencePool (kubernetes-sigs/gateway-api-inference-extension
 #: v1.6.0 ``config/crd/bases/inference.networking.k8s.io_inferencepools.yaml``: group
 #: ``inference.networking.k8s.io``, version ``v1``, served and stored).

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from trtllm_operator.api.deployment import AutoscalingSpec
+from trtllm_operator.api.wire import CUSTOM_METRICS_API_SERVICES
 from trtllm_operator.decide.autoscaling import (
     AutoscalerState,
     Decision,
@@ -62,6 +63,8 @@ from trtllm_operator.decide.conditions import condition, find
 
 __all__ = [
     "AUTOSCALING_DISABLED",
+    "CUSTOM_METRICS_API_MISSING",
+    "CUSTOM_METRICS_API_UNAVAILABLE",
     "KEDA_NOT_INSTALLED",
     "MANUAL_SCALE_REVERTED",
     "SCALING_DELEGATED",
@@ -70,6 +73,7 @@ __all__ = [
     "Remembered",
     "TickOutcome",
     "admission_refusal",
+    "custom_metrics_problem",
     "decide_external",
     "decide_invalid",
     "decide_tick",
@@ -343,9 +347,53 @@ def external_rendered(mode: ExternalKind, child: str, generation: int | None) ->
     ]
 
 
+#: ``ScalingActive`` reasons in mode hpa when nothing serves the HPA's Pods metrics.
+CUSTOM_METRICS_API_MISSING = "CustomMetricsAPIMissing"
+CUSTOM_METRICS_API_UNAVAILABLE = "CustomMetricsAPIUnavailable"
+_ADAPTER_FIX = (
+    'install prometheus-adapter with the rule config of docs/autoscaling.md "mode: hpa" (its Helm chart\'s '
+    "rules.custom), or use mode builtin"
+)
+
+
+def custom_metrics_problem(hpa: str, services: Mapping[str, Mapping[str, Any]]) -> tuple[str, str] | None:
+    """Why mode hpa's HorizontalPodAutoscaler ``hpa`` cannot read its Pods metrics, as ``(reason,
+    message)``, or None when an APIService of the custom metrics API is Available.
+
+    ``services``: the APIServices of :data:`~trtllm_operator.api.wire.CUSTOM_METRICS_API_SERVICES`
+    that exist, name → their ``Available`` condition (``{}`` without one). kube-controller-manager's
+    HPA asks ``custom.metrics.k8s.io`` for every ``Pods`` metric (kubernetes v1.34.4
+    ``pkg/controller/podautoscaler/metrics/client.go`` ``customMetricsClient.GetRawMetric``) and finds
+    the group by discovery (k8s.io/metrics v0.34.4 ``pkg/client/custom_metrics/discovery.go``: "no
+    custom metrics API (custom.metrics.k8s.io) registered"); a registered APIService that is not
+    Available answers 503 (k8s.io/kube-aggregator v0.34.4 ``pkg/apiserver/handler_proxy.go``). Either
+    way the HPA sets its own ``ScalingActive=False`` (``FailedGetPodsMetric``) and keeps the count, so
+    the LLMDeployment's ``ScalingActive`` must not say ``True`` (fresh-user trial 46 T3)."""
+    names = " or ".join(CUSTOM_METRICS_API_SERVICES)
+    if not services:
+        return CUSTOM_METRICS_API_MISSING, (
+            f"HorizontalPodAutoscaler {hpa} reads its Pods metrics from the custom metrics API, and no "
+            f"APIService registers it ({names}): {_ADAPTER_FIX}; the HPA stays applied and scales once "
+            "that API serves its metrics"
+        )
+    if any(c.get("status") == "True" for c in services.values()):
+        return None
+    states = "; ".join(
+        f"APIService {name} is not Available"
+        + (f" ({c.get('reason')}: {c.get('message')})" if c.get("reason") or c.get("message") else "")
+        for name, c in sorted(services.items())
+    )
+    return CUSTOM_METRICS_API_UNAVAILABLE, (
+        f"HorizontalPodAutoscaler {hpa} reads its Pods metrics from the custom metrics API, and {states}: "
+        "check the adapter that serves it (kubectl describe apiservice), or "
+        + _ADAPTER_FIX
+        + "; the HPA stays applied and scales once that API serves its metrics"
+    )
+
+
 def external_failed(reason: str, message: str, generation: int | None) -> tuple[list[Condition], Event]:
     """``ScalingActive=False`` with ``reason`` (``InvalidSpec``, ``KEDANotInstalled``,
-    ``AdmissionRefused``) and a Warning."""
+    ``CustomMetricsAPIMissing`` / ``CustomMetricsAPIUnavailable``, ``AdmissionRefused``) and a Warning."""
     return (
         [condition("ScalingActive", False, reason, message, observed_generation=generation)],
         Event(reason, message, "Warning"),

@@ -472,6 +472,11 @@ def decide_invalid(invalid: InvalidEngine, obs: EngineObservation) -> EngineDeci
     status = {
         "phase": "Failed",
         "observedGeneration": gen,
+        # No key for an invalid spec: nothing of an earlier key's stays (its artifact included, which
+        # ArtifactComplete's NoArtifact below would contradict: fresh-user trial 46 T9).
+        "engineKey": None,
+        "engineKeyShort": None,
+        "artifact": None,
         "plan": plan_status(invalid.plan),
         "build": {"reason": invalid.reason, "message": text},
     }
@@ -516,6 +521,7 @@ def decide_conflict(
         "observedGeneration": gen,
         "engineKey": prepared.key,
         "engineKeyShort": prepared.key_short,
+        "artifact": None,  # none is verified while the conflict stands (ArtifactComplete: NoArtifact)
         "plan": plan_status(prepared.plan),
         "build": {"reason": R_CHILD_CONFLICT, "message": text},
     }
@@ -572,9 +578,12 @@ def decide_engine(
         record: Mapping[str, Any] | None = None,
         **fields: Any,
     ) -> EngineDecision:
-        """The outcome in ``phase``; ``record``: the cache record (status.artifact, ArtifactComplete)."""
-        if record is not None:
-            fields["artifact"] = artifact_status(record)
+        """The outcome in ``phase``; ``record``: the cache record (status.artifact, ArtifactComplete).
+        Without a record for this key ``status.artifact`` is cleared: it describes the current key's
+        artifact or nothing, as ArtifactComplete (NoArtifact) does — never an earlier key's (fresh-user
+        trial 46 T9). Pods serving an earlier key keep it: their workload carries its URI, the cache
+        entry keeps its record, and a deployment renders only from a Ready engine's status."""
+        fields["artifact"] = artifact_status(record) if record is not None else None
         status = {**base, "phase": phase, **fields, "build": build}
         complete = artifact_complete(record) if record is not None else None
         conds = _conds(
@@ -642,7 +651,6 @@ def decide_engine(
                     event=_event_for(
                         obs.status, "Failed", unverified.reason, f"{R_BUILD_FAILED}: {message}", True
                     ),
-                    artifact=None,
                 )
             record = record_from_build(prepared, report, job_name=prepared.job_name, recorded_at=now)
             actions.append(RecordArtifact(record, owned=prepared.deletes_with_engine))
@@ -688,7 +696,6 @@ def decide_engine(
                 progressing=(False, failure.reason, message),
                 degraded=(True, failure.reason, message),
                 event=_event_for(obs.status, "Failed", failure.reason, f"{R_BUILD_FAILED}: {message}", True),
-                artifact=None,
             )
         if obs.job_outdated is not None:
             actions.append(ReplaceBuild(prepared.job_name))
@@ -777,7 +784,6 @@ def decide_engine(
         progressing=(True, R_BUILD_STARTED, message),
         degraded=(False, R_BUILDING, ""),
         event=_event_for(obs.status, "Building", R_BUILD_STARTED, message, False),
-        artifact=None,
     )
 
 

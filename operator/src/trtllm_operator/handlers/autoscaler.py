@@ -68,6 +68,7 @@ from pydantic import ValidationError
 from trtllm_operator.api.deployment import LLMDeploymentSpec
 from trtllm_operator.api.owners import is_owned_by
 from trtllm_operator.api.wire import (
+    CUSTOM_METRICS_API_SERVICES,
     DEPLOYMENT_PLURAL,
     GROUP,
     LABEL_DEPLOYMENT,
@@ -79,6 +80,7 @@ from trtllm_operator.decide.autoscaler import (
     KEDA_NOT_INSTALLED,
     Remembered,
     admission_refusal,
+    custom_metrics_problem,
     decide_external,
     decide_invalid,
     decide_tick,
@@ -105,6 +107,7 @@ from trtllm_operator.decide.serving_params import OwnerRef
 from trtllm_operator.handlers import indexes
 from trtllm_operator.handlers.plumbing import apply_owned
 from trtllm_operator.kube.client import (
+    API_SERVICE,
     HPA,
     LLM_DEPLOYMENT,
     POD,
@@ -429,11 +432,19 @@ def sync_external_autoscaler(kube: Kube, obj: Mapping[str, Any], *, created: boo
         else:
             raise
     else:
-        if owned:
+        # mode hpa: the HPA is applied, but says nothing on this object when no custom metrics API
+        # serves its Pods metrics (fresh-user trial 46 T3): ScalingActive says so instead of True.
+        hpa_mode = owned and plan.render == "hpa"
+        problem = custom_metrics_problem(child, _custom_metrics_api(kube)) if hpa_mode else None
+        if owned and problem is None:
             rendered = external_rendered(plan.render, child, generation)
             update_conditions(kube, LLM_DEPLOYMENT, namespace, name, rendered + retired, status=stale)
             return
-        conditions, warning = external_conflict(kind.kind, child, generation)
+        if problem is not None:
+            reason, message = problem
+            conditions, warning = external_failed(reason, message, generation)
+        else:
+            conditions, warning = external_conflict(kind.kind, child, generation)
     # Nothing the operator rendered scales it (unless a refused change left the child standing with
     # ScalingActive True: undelegated keeps ScalingDelegated then): ScalingLimited must not name an HPA
     # that decides, and the Warning goes out once per change, not on every resync (fresh-user trial 35).
@@ -461,6 +472,24 @@ def sync_external_autoscaler(kube: Kube, obj: Mapping[str, Any], *, created: boo
     )
     if read and failure_is_new(read[-1].get("status") or {}, conditions[0]):
         post_event(kube, obj, warning.reason, warning.message, type_=warning.type)
+
+
+def _custom_metrics_api(kube: Kube) -> dict[str, dict[str, Any]]:
+    """The custom metrics API's APIServices, name → ``Available`` condition
+    (:func:`~trtllm_operator.handlers.indexes.custom_metrics_api_services`): from the operator's watch
+    of those two APIServices, as the KEDA check reads the CRDs' (issue 20: no GET per resync); read
+    only outside a running operator (a sync called directly)."""
+    cached = indexes.custom_metrics_api_services()
+    if cached is not None:
+        return cached
+    found: dict[str, dict[str, Any]] = {}
+    for name in CUSTOM_METRICS_API_SERVICES:
+        service = kube.get(API_SERVICE, None, name)
+        if service is not None:
+            conditions = (service.get("status") or {}).get("conditions") or []
+            available: Mapping[str, Any] = next((c for c in conditions if c.get("type") == "Available"), {})
+            found[name] = {k: available[k] for k in ("status", "reason", "message") if k in available}
+    return found
 
 
 def _controls(live: Mapping[str, Any] | None, kind: Resource, uid: str) -> bool:

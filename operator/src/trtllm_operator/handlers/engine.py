@@ -430,9 +430,7 @@ def _reconcile_object(kube: Kube, name: str, engine: dict[str, Any] | None) -> E
         stop_superseded_builds(kube, engine, wanted_job=None, why=why)
         obs = EngineObservation(generation, status, None, None, [], _no_queue(settings))
         decision = decide_invalid(prepared, obs)
-        _write(
-            kube, engine, decision, status_extra={"engineKey": None, "engineKeyShort": None, **stamp_field()}
-        )
+        _write(kube, engine, decision, status_extra=stamp_field())
         return decision
     why = superseded_why(name, new_key_short=prepared.key_short)
     stop_superseded_builds(kube, engine, wanted_job=prepared.job_name, why=why)

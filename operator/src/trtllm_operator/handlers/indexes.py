@@ -19,14 +19,16 @@ watch event triggers anyway (level-based reconcile), and where every write it le
 by the API server itself. So:
 
 * from the caches (:func:`get`, :func:`serving_pods`, :func:`gpus_per_node`,
-  :func:`crd_installed`): the engine an LLMDeployment serves and the engine whose
+  :func:`crd_installed`, :func:`custom_metrics_api_services`): the engine an LLMDeployment serves and
+  the engine whose
   ``status.usedBy`` is kept (a merge patch of that field alone, whose only writer is the
   LLMDeployment controller and whose value comes from an index: a stale copy can only delay it
   to the next event — :func:`trtllm_operator.handlers.deployment.sync_used_by`); the children,
   to decide that nothing needs writing (a cached child with this parent's controller reference and
   the same rendered hash is left alone); serving pods (counts for status); nodes (GPUs per node); whether the
-  LeaderWorkerSet CRD is installed; the builder Jobs an LLMEngine owns
-  (:func:`builder_jobs_owned_by`: candidates for a superseded build, each read fresh before any
+  LeaderWorkerSet CRD is installed; whether the custom metrics API is registered and Available (mode
+  hpa: the condition says so, and the 30 s resync of that mode reads it again); the builder Jobs an
+  LLMEngine owns (:func:`builder_jobs_owned_by`: candidates for a superseded build, each read fresh before any
   deletion);
 * the object being reconciled: from its cache, when the cached ``resourceVersion`` is the newest
   this process wrote or read (:func:`~trtllm_operator.handlers.plumbing.cache_first`), with a
@@ -68,6 +70,7 @@ from trtllm_operator.api.owners import is_owned_by
 from trtllm_operator.api.wire import (
     COMPONENT_BUILDER,
     COMPONENT_MODEL_REPOSITORY,
+    CUSTOM_METRICS_API_SERVICES,
     DEPLOYMENT_PLURAL,
     ENGINE_PLURAL,
     GPU_PRODUCT_LABEL,
@@ -300,6 +303,21 @@ async def cached_crds(name: str | None, **_: Any) -> Any:
     return {name: True}
 
 
+def _custom_metrics_api_service(name: str | None, **_: Any) -> bool:
+    return name in CUSTOM_METRICS_API_SERVICES
+
+
+@kopf.index("apiregistration.k8s.io", "v1", "apiservices", when=_custom_metrics_api_service)
+async def cached_custom_metrics_api_services(name: str | None, status: Any, **_: Any) -> Any:
+    """The APIServices that register the custom metrics API (``v1beta2`` / ``v1beta1``
+    ``.custom.metrics.k8s.io``, :data:`~trtllm_operator.api.wire.CUSTOM_METRICS_API_SERVICES`): name →
+    their ``Available`` condition (``{}`` before the aggregator sets one). Mode hpa's HPA reads its
+    metrics there (handlers/autoscaler.py); only these two names are watched into the cache."""
+    conditions = (status or {}).get("conditions") or []
+    available = next((c for c in conditions if c.get("type") == "Available"), None)
+    return {name: {k: available.get(k) for k in ("status", "reason", "message")} if available else {}}
+
+
 _BY_NAME: dict[Resource, str] = {
     LLM_ENGINE: "cached_llmengines",
     LLM_DEPLOYMENT: "cached_llmdeployments",
@@ -317,6 +335,7 @@ _ALL = (
     "cached_serving_pods",
     "cached_gpu_nodes",
     "cached_crds",
+    "cached_custom_metrics_api_services",
 )
 
 
@@ -422,6 +441,16 @@ def gpu_allocatable(products: list[str]) -> list[int] | None:
     if index is None:
         return None
     return [g for p in dict.fromkeys(products) for g in list(index.get(p, ()))]
+
+
+def custom_metrics_api_services() -> dict[str, dict[str, Any]] | None:
+    """The custom metrics API's APIServices that exist, name → their ``Available`` condition
+    (``status``, ``reason``, ``message``; ``{}`` without one); None without a cache (the caller reads
+    them)."""
+    index = _index("cached_custom_metrics_api_services")
+    if index is None:
+        return None
+    return {str(n): dict(values[0]) for n, values in list(index.items()) if values}
 
 
 def crd_installed(name: str) -> bool | None:

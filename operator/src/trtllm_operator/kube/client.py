@@ -140,6 +140,7 @@ HPA = Resource("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAu
 CRD = Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False
 )
+API_SERVICE = Resource("apiregistration.k8s.io", "v1", "apiservices", "APIService", namespaced=False)
 TOKEN_REVIEW = Resource("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", namespaced=False)
 SUBJECT_ACCESS_REVIEW = Resource(
     "authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", namespaced=False
