@@ -61,7 +61,7 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import kopf
@@ -85,11 +85,13 @@ from trtllm_operator.api.wire import (
 )
 from trtllm_operator.kube.client import (
     CONFIG_MAP,
+    CRD,
     DEPLOYMENT,
     JOB,
     LLM_DEPLOYMENT,
     LLM_ENGINE,
     NETWORK_POLICY,
+    NODE,
     PDB,
     POD,
     SERVICE,
@@ -143,6 +145,75 @@ def _workload(body: Mapping[str, Any]) -> dict[str, Any]:
     replicas = (body.get("spec") or {}).get("replicas")
     out["spec"] = {} if replicas is None else {"replicas": replicas}
     return out
+
+
+def _metadata_only(body: Mapping[str, Any]) -> dict[str, Any]:
+    """A Service, PodDisruptionBudget or NetworkPolicy: its metadata (ownership, rendered hash)."""
+    return _trim(body, keep=_METADATA_ONLY)
+
+
+def _pod(body: Mapping[str, Any]) -> dict[str, Any]:
+    """A pod: metadata and ``status`` (what the status is decided from), not the pod spec."""
+    return _trim(body, keep=("status",))
+
+
+def _configmap(body: Mapping[str, Any]) -> dict[str, Any]:
+    """A ConfigMap the operator manages: a model-repository ConfigMap (Triton's files, only ever
+    compared by its rendered hash) without its data; cache entries and build specs with theirs."""
+    component = ((body.get("metadata") or {}).get("labels") or {}).get(LABEL_COMPONENT)
+    return _trim(body, keep=_METADATA_ONLY if component == COMPONENT_MODEL_REPOSITORY else None)
+
+
+def _watched_configmap(body: Mapping[str, Any]) -> dict[str, Any]:
+    """Any ConfigMap of a watched namespace: one the operator manages as its index keeps it
+    (:func:`_configmap`); any other (``kube-root-ca.crt``, the user's own: no index or handler
+    matches it, all filter on the managed-by label) without its data."""
+    labels = (body.get("metadata") or {}).get("labels") or {}
+    return (
+        _configmap(body) if labels.get(LABEL_MANAGED_BY) == MANAGED_BY else _trim(body, keep=_METADATA_ONLY)
+    )
+
+
+def _node(body: Mapping[str, Any]) -> dict[str, Any]:
+    """A node: metadata and ``status.allocatable`` (GPUs per node)."""
+    out = _trim(body, keep=_METADATA_ONLY)
+    allocatable = (body.get("status") or {}).get("allocatable")
+    out["status"] = {} if allocatable is None else {"allocatable": allocatable}
+    return out
+
+
+def _crd(body: Mapping[str, Any]) -> dict[str, Any]:
+    """A CustomResourceDefinition: metadata (the index reads its name) and ``spec.group`` (kopf 1.45.2
+    ``kopf/_core/reactor/observation.py`` ``process_discovered_resource_event`` reads it from the
+    same watch stream, to re-scan that group), not its schemas."""
+    out = _trim(body, keep=_METADATA_ONLY)
+    group = (body.get("spec") or {}).get("group")
+    out["spec"] = {} if group is None else {"group": group}
+    return out
+
+
+#: (API group, plural) → what kopf keeps of each object of a resource the operator only indexes and
+#: watches with event handlers (no change handler, so no diff-base, finalizer or progress of kopf's):
+#: the same slim copy as its index (handlers/watchstream.py applies it to every listed and watched
+#: object before kopf queues it). At a restart kopf holds every listed object until every index is
+#: filled; a pod's spec, a Deployment's pod template, a model-repository ConfigMap's files and a CRD's
+#: schemas were most of that. Every consumer of these resources — the indexes above and the event
+#: handlers ``deployment.on_workload_event``, ``deployment.on_serving_pod_event``,
+#: ``engine.builder_pod_event`` — reads only what the projection keeps
+#: (tests/unit/test_watch_projection.py runs each on the full and the projected object, and fails
+#: when a handler is registered for one of these resources without being reviewed here). Jobs (whole
+#: in their cache), LeaderWorkerSets and the operator's own LLMEngines / LLMDeployments are stored
+#: whole.
+PROJECTIONS: dict[tuple[str, str], Callable[[Mapping[str, Any]], dict[str, Any]]] = {
+    (POD.group, POD.plural): _pod,
+    (DEPLOYMENT.group, DEPLOYMENT.plural): _workload,
+    (CONFIG_MAP.group, CONFIG_MAP.plural): _watched_configmap,
+    (SERVICE.group, SERVICE.plural): _metadata_only,
+    (PDB.group, PDB.plural): _metadata_only,
+    (NETWORK_POLICY.group, NETWORK_POLICY.plural): _metadata_only,
+    (NODE.group, NODE.plural): _node,
+    (CRD.group, CRD.plural): _crd,
+}
 
 
 # ----------------------------------------------------------------------------- newest known
@@ -228,26 +299,23 @@ async def cached_deployments(namespace: str | None, name: str | None, body: kopf
 
 @kopf.index(SERVICE.group, SERVICE.version, SERVICE.plural, labels=_MANAGED)
 async def cached_services(namespace: str | None, name: str | None, body: kopf.Body, **_: Any) -> Any:
-    return _by_name(namespace, name, body, keep=_METADATA_ONLY)
+    return {(namespace, name): _metadata_only(body)}
 
 
 @kopf.index(PDB.group, PDB.version, PDB.plural, labels=_MANAGED)
 async def cached_pdbs(namespace: str | None, name: str | None, body: kopf.Body, **_: Any) -> Any:
-    return _by_name(namespace, name, body, keep=_METADATA_ONLY)
+    return {(namespace, name): _metadata_only(body)}
 
 
 @kopf.index(NETWORK_POLICY.group, NETWORK_POLICY.version, NETWORK_POLICY.plural, labels=_MANAGED)
 async def cached_network_policies(namespace: str | None, name: str | None, body: kopf.Body, **_: Any) -> Any:
-    return _by_name(namespace, name, body, keep=_METADATA_ONLY)
+    return {(namespace, name): _metadata_only(body)}
 
 
 @kopf.index(CONFIG_MAP.group, CONFIG_MAP.version, CONFIG_MAP.plural, labels=_MANAGED)
 async def cached_configmaps(namespace: str | None, name: str | None, body: kopf.Body, **_: Any) -> Any:
-    """ConfigMaps the operator manages; a model-repository ConfigMap (Triton's files, only ever
-    compared by its rendered hash) without its data. Cache entries and build specs keep theirs."""
-    component = ((body.get("metadata") or {}).get("labels") or {}).get(LABEL_COMPONENT)
-    keep = _METADATA_ONLY if component == COMPONENT_MODEL_REPOSITORY else None
-    return _by_name(namespace, name, body, keep=keep)
+    """ConfigMaps the operator manages (:func:`_configmap`)."""
+    return {(namespace, name): _configmap(body)}
 
 
 @kopf.index(
@@ -282,7 +350,7 @@ async def cached_builder_jobs_by_owner(
 async def cached_serving_pods(namespace: str | None, body: kopf.Body, **_: Any) -> Any:
     """Serving pods by (namespace, value of the LLMDeployment label): metadata and ``status`` (what
     the status is decided from), not the pod spec."""
-    return {(namespace, body["metadata"]["labels"][LABEL_DEPLOYMENT]): _trim(body, keep=("status",))}
+    return {(namespace, body["metadata"]["labels"][LABEL_DEPLOYMENT]): _pod(body)}
 
 
 @kopf.index("", "v1", "nodes", labels={GPU_PRODUCT_LABEL: kopf.PRESENT})

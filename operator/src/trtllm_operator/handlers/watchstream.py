@@ -20,6 +20,14 @@ complete list is in memory at once as bytes, text and objects while its items ar
   (:func:`trtllm_operator.handlers.indexes._trim`), kopf's diff-base and progress storage read
   ``spec``, labels and annotations, and every write the operator makes is a patch or a create of
   its own rendering, never the watched body sent back.
+* For a resource the operator only indexes and watches with event handlers (pods, Deployments,
+  ConfigMaps, Services, PodDisruptionBudgets, NetworkPolicies, nodes, CRDs), :func:`infinite_watch`
+  also hands kopf only what its index keeps (:data:`trtllm_operator.handlers.indexes.PROJECTIONS`:
+  no pod spec, no Deployment pod template, no model-repository files, no CRD schemas), so that is
+  all kopf holds of each listed object while it waits for every index, and all its event handlers
+  see. Nothing is lost to a decision: the indexes keep the same copy as before, the event handlers
+  read only metadata and ``status``, and every child is read fresh before it is written
+  (:mod:`trtllm_operator.handlers.indexes`).
 * :data:`LIST_CHUNK`: the page size of kopf's first listings (``settings.watching.chunk_size``, set
   by :func:`trtllm_operator.handlers.startup.configure_kopf`), so a listing's transient copies are
   one page, not the whole resource.
@@ -33,11 +41,12 @@ like :mod:`trtllm_operator.handlers.readiness`.
 from __future__ import annotations
 
 import importlib.metadata
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from kopf._cogs.clients import watching
 
+from trtllm_operator.handlers.indexes import PROJECTIONS
 from trtllm_operator.handlers.readiness import KOPF_VERSION
 
 #: Objects per page of kopf's first listing of each watched resource (``limit`` / ``continue``;
@@ -48,22 +57,35 @@ LIST_CHUNK = 100
 _kopf_infinite_watch = watching.infinite_watch
 
 
-def without_managed_fields(event: Any) -> Any:
+Projection = Callable[[Mapping[str, Any]], dict[str, Any]]
+
+
+def without_managed_fields(event: Any, project: Projection | None = None) -> Any:
     """``event`` (a watch event or kopf's bookmark marker) with ``object.metadata.managedFields``
-    removed in place; anything else unchanged."""
+    removed in place, and its object replaced by ``project(object)`` when given; anything else
+    unchanged."""
     if isinstance(event, dict):
         obj = event.get("object")
-        meta = obj.get("metadata") if isinstance(obj, dict) else None
-        if isinstance(meta, dict):
-            meta.pop("managedFields", None)
+        if isinstance(obj, dict) and isinstance(obj.get("metadata"), dict):
+            obj["metadata"].pop("managedFields", None)
+            if project is not None:
+                event["object"] = project(obj)
     return event
+
+
+def projection(resource: Any) -> Projection | None:
+    """What kopf keeps of each object of ``resource`` (kopf's ``references.Resource``):
+    :data:`trtllm_operator.handlers.indexes.PROJECTIONS`, None (the whole object) for the others."""
+    group, plural = getattr(resource, "group", None), getattr(resource, "plural", None)
+    return PROJECTIONS.get((group, plural)) if isinstance(group, str) and isinstance(plural, str) else None
 
 
 async def infinite_watch(**kwargs: Any) -> AsyncIterator[Any]:
     """kopf's ``watching.infinite_watch`` (same keyword arguments), its events without
-    ``managedFields``."""
+    ``managedFields`` and, for a resource the operator only indexes, projected (:func:`projection`)."""
+    project = projection(kwargs.get("resource"))
     async for event in _kopf_infinite_watch(**kwargs):
-        yield without_managed_fields(event)
+        yield without_managed_fields(event, project)
 
 
 def install() -> None:
