@@ -298,6 +298,29 @@ def test_no_scale_down_while_the_measured_rate_needs_the_ready_replicas() -> Non
     assert spike.desired is not None and spike.desired < 4
 
 
+def test_a_pod_just_ready_without_data_counts_in_the_floor() -> None:
+    # Issue 19 diagnosis (benchmark Azure ×10, t = 150 s with a 60 s scale-down window): four pods
+    # serve 10 requests/s each, dip to 5, and come back; a fifth pod became Ready just before the tick,
+    # so its page (taken while it was starting) has no samples. The measured rate needs four replicas
+    # and five are Ready: the floor must not fall to the four pods with data and let the lagging level
+    # scale one of the serving pods away in the middle of the rise.
+    params = cap.CapacityParams(target=1.0, prior_rps=10.0, smoothing_s=60.0)
+    per_pod = [10.0] * 6 + [5.0] * 6 + [11.0]
+    state, done = cap.CapacityState(), [0.0] * 4
+    est = None
+    for k, rate in enumerate([0.0, *per_pod]):
+        done = [d + rate * 15.0 for d in done]
+        ready = pods(done, [20.0] * 4)
+        if k == len(per_pod):  # the last tick: a fifth Ready pod without samples yet
+            ready.append(cap.PodCounters("new", None, None, None))
+        est = cap.estimate(ready, state, params, 1000.0 + k * 15.0)
+        state = est.state
+    assert est is not None and est.arrival_rps == pytest.approx(44.0)
+    assert est.sized_replicas is not None and est.sized_replicas < 4  # the level lags the return
+    assert est.desired == 5 and est.held  # ceil(44 / 10) = 5 of the 5 Ready pods
+    assert "min(5 Ready pods, ceil(" in est.summary(1.0)
+
+
 def test_the_trend_tracks_a_ramp_and_the_forecast_sizes_for_it() -> None:
     rates = [10.0 + 2.0 * k for k in range(30)]  # +2 requests/s per 15 s tick
     params = cap.CapacityParams(target=1.0, prior_rps=10.0, smoothing_s=30.0, forecast_s=60.0)
@@ -496,8 +519,8 @@ def test_every_count_checks_from_the_quotient_in_the_message() -> None:
             held += est.held
             text = est.summary(params.target)
             q, n = _quotient_and_count(text)
-            cap_at = len(est.state.pods) if est.held else n  # held: at most the pods with data
-            assert f"min({cap_at} pods with data" in text or not est.held, text
+            cap_at = est.ready if est.held else n  # held: at most the Ready pods
+            assert f"min({cap_at} Ready pods" in text or not est.held, text
             assert n == est.desired and min(cap_at, max(1, math.ceil(q))) == n, text
         assert smoothing == 0.0 or held > 0  # the held branch was exercised
 

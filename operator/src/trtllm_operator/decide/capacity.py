@@ -38,8 +38,10 @@ forecast only ever adds replicas. The recommendation is ``ceil(λ' / (κ × targ
 unseen backlog is growing, and the share of saturated pods is what is known of it. Smoothing filters
 a spike on the way up, but it must not scale down in the middle of a rise (a rising rate's level
 lags it: on the benchmark's tuning set that scaled a fleet down, saturated it, then over-scaled it):
-the count is never below ``min(Ready pods with data, ceil(λ × (1 + saturated share) / (κ × target)))``,
-what this tick's measured rate needs of the replicas already serving. Scale-down
+the count is never below ``min(Ready pods, ceil(λ × (1 + saturated share) / (κ × target)))``,
+what this tick's measured rate needs of the replicas already serving (a pod just Ready, whose page
+has no samples yet, is serving too: counting only the pods with data let the lagging level scale a
+serving pod away mid-rise whenever a pod had become Ready since the last scrape — issue 19). Scale-down
 safety (as llm-d WVA's analyzer): the caller keeps active-request utilization as a signal, so no
 count below what keeps it under its target is ever recommended.
 
@@ -191,8 +193,8 @@ class CapacityEstimate:
     sized for); ``desired``: replicas for it at the target (``None``: no rate known yet); ``held``:
     whether this tick's measured rate kept ``desired`` up (no scale-down in the middle of a rise).
     ``sized_replicas`` / ``now_replicas``: the unrounded counts, forecast (resp. this tick's rate) ×
-    (1 + saturated / measured) / (κ × target), whose ceilings (at least 1; the second at most the pods
-    with data) ``desired`` is the larger of; ``None`` when ``desired`` is."""
+    (1 + saturated / measured) / (κ × target), whose ceilings (at least 1; the second at most
+    ``ready``, the Ready pods) ``desired`` is the larger of; ``None`` when ``desired`` is."""
 
     arrival_rps: float | None
     capacity_rps: float | None
@@ -205,6 +207,7 @@ class CapacityEstimate:
     held: bool = False
     sized_replicas: float | None = None
     now_replicas: float | None = None
+    ready: int = 0
 
     def summary(self, target: float) -> str:
         """For the decision's message: every number the count is computed from."""
@@ -260,7 +263,7 @@ class CapacityEstimate:
                 now = quotient(self.arrival_rps, self.now_replicas)
                 count += (
                     f", held at {self.desired}: this tick's rate needs them (no scale-down mid-rise): "
-                    f"min({pods} pods with data, ceil({now})) → {self.desired}"
+                    f"min({self.ready} Ready pods, ceil({now})) → {self.desired}"
                 )
         return (
             f"capacity: arrivals {self.arrival_rps:.3g}/s {over}{sized}, "
@@ -359,12 +362,23 @@ def estimate(
         sized_q, now_q = round(forecast * boost, 9), round(arrival * boost, 9)
         desired = max(1, math.ceil(sized_q))
         # No scale-down below what this tick's measured rate needs (the module's docstring).
-        needed_now = min(len(memory), max(1, math.ceil(now_q)))
+        needed_now = min(len(pods), max(1, math.ceil(now_q)))  # the Ready pods, with data or not
         held = needed_now > desired
         desired = max(desired, needed_now)
     new_state = CapacityState(tuple(memory), capacity, level, trend, when, params.prior_rps)
     return CapacityEstimate(
-        arrival, capacity, saturated, measured, desired, new_state, level, forecast, held, sized_q, now_q
+        arrival,
+        capacity,
+        saturated,
+        measured,
+        desired,
+        new_state,
+        level,
+        forecast,
+        held,
+        sized_q,
+        now_q,
+        len(pods),
     )
 
 
