@@ -28,7 +28,7 @@ from engine_builder.planner import (
 )
 from trtllm_operator.cli import main
 from trtllm_operator.decide.engine_spec import plan_status
-from trtllm_operator.decide.serving_params import kv_cache_refusal
+from trtllm_operator.decide.serving_params import kv_cache_refusal, max_tokens_shortfall
 
 REPO = Path(__file__).resolve().parents[2]
 LLAMA_8B = REPO / "tests" / "fixtures" / "model-configs" / "meta-llama__Llama-3.1-8B-Instruct.json"
@@ -198,12 +198,54 @@ def test_a_max_tokens_bound_below_one_sequence_is_refused_as_the_fraction_is(
     assert main(["render", "-f", str(path)]) == 1
     err = capsys.readouterr().err
     assert (
-        f"KVCacheTooSmall: spec.server.maxTokensInPagedKvCache {tokens}: {tokens:,} tokens is less than one "
-        "sequence of maxSeqLen 16,384 (16,384 tokens in KV blocks of 32); TensorRT-LLM starts anyway and "
-        "cuts maxSeqLen and maxInputLen to what the pool holds"
+        f"KVCacheTooSmall: spec.server.maxTokensInPagedKvCache {tokens}: {tokens:,} "
+        f"{'token' if tokens == 1 else 'tokens'} ({-(-tokens // 32):,} KV "
+        f"{'block' if tokens == 1 else 'blocks'} of 32: tensorrt rounds it up to whole blocks) is less "
+        "than one sequence of maxSeqLen 16,384 (16,384 tokens in KV blocks of 32); TensorRT-LLM starts "
+        "anyway and cuts maxSeqLen and maxInputLen to what the pool holds"
     ) in err, err
-    assert "Nothing was rolled out: raise it to at least 16,384, or leave it out" in err, err
-    # "at most 0" is no fix (trial 45 A2): the maxSeqLen clause only when a block fits.
-    assert ("spec.build.maxSeqLen at most 16,000" in err) == (tokens == 16000), err
+    assert "Nothing was rolled out: raise it to at least 16,353, or leave it out" in err, err
+    # The longest maxSeqLen the rounded-up blocks hold (trial 47 U4): 1 token is one block of 32.
+    assert f"spec.build.maxSeqLen at most {16000 if tokens == 16000 else 32:,}" in err, err
     path.write_text(yaml.safe_dump_all(_bounded(16384)))
+    assert main(["render", "-f", str(path)]) == 0
+
+
+@pytest.mark.parametrize(
+    ("backend", "tokens", "refused", "longest"),
+    [
+        # tensorrt rounds maxTokens UP to whole blocks (kvCacheManager.cpp calculatePrimaryBlocks
+        # tc::ceilDiv): 16,353..16,383 are 512 blocks, one sequence of 16,384.
+        ("tensorrt", 16383, False, None),
+        ("tensorrt", 16353, False, None),
+        ("tensorrt", 16352, True, 16352),
+        ("tensorrt", 16320, True, 16320),
+        # pytorch rounds DOWN (resource_manager.py calculate_max_num_blocks, int(max_tokens // block)).
+        ("pytorch", 16383, True, 16352),
+        ("pytorch", 16384, False, None),
+    ],
+)
+def test_the_max_tokens_bound_is_compared_in_whole_blocks_as_the_backend_rounds_it(
+    backend: str, tokens: int, refused: bool, longest: int | None
+) -> None:
+    """Fresh-user trial 47 U4: 16,383 tokens was refused as less than one 16,384-token sequence,
+    although TensorRT-LLM's C++ executor rounds maxTokens up to 512 blocks of 32 = 16,384 tokens, and
+    the suggested "maxSeqLen at most 16,352" was rounded down where it rounds up."""
+    short = max_tokens_shortfall(tokens, 16384, 1, 32, backend=backend)
+    assert (short is not None) == refused, short
+    if short is not None:
+        message, fix = short
+        assert f"maxSeqLen at most {longest:,}" in fix, fix
+        assert f"{backend} rounds it {'up' if backend == 'tensorrt' else 'down'}" in message, message
+        smallest = 16353 if backend == "tensorrt" else 16384
+        assert f"raise it to at least {smallest:,}" in fix, fix
+        assert max_tokens_shortfall(smallest, 16384, 1, 32, backend=backend) is None
+        assert max_tokens_shortfall(smallest - 1, 16384, 1, 32, backend=backend) is not None
+
+
+def test_render_accepts_a_max_tokens_bound_that_rounds_up_to_one_sequence(tmp_path: Path) -> None:
+    """Fresh-user trial 47 U4, end to end: render refused maxTokensInPagedKvCache 16,383 on the
+    tensorrt example engine (maxSeqLen 16,384)."""
+    path = tmp_path / "bounded.yaml"
+    path.write_text(yaml.safe_dump_all(_bounded(16383)))
     assert main(["render", "-f", str(path)]) == 0

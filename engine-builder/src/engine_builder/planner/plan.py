@@ -535,6 +535,22 @@ def one_sequence_kv_tokens(max_seq_len: int, tokens_per_block: int, max_beam_wid
     return max_beam_width * _round_blocks(max_seq_len, tokens_per_block)
 
 
+def max_tokens_pool_blocks(max_tokens: int, tokens_per_block: int, backend: str = "tensorrt") -> int:
+    """KV blocks of ``tokens_per_block`` in a primary pool bounded to ``max_tokens`` tokens
+    (``spec.server.maxTokensInPagedKvCache``, TensorRT-LLM's ``KvCacheConfig.max_tokens``), rounded as
+    the backend rounds it. tensorrt (the C++ executor) rounds **up**: NVIDIA/TensorRT-LLM
+    ``cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp`` ``BaseKVCacheManager::calculateMaxNumBlocks``,
+    ``calculatePrimaryBlocks``: ``maxTokens = std::min(maxTokensFromConfig, maxTokens)`` then
+    ``blocksInPrimaryPool = tc::ceilDiv(maxTokens, tokensPerBlock)`` (stored commits b35ac1b6 and
+    002ba6a7). pytorch rounds **down** at the version docs/reference/tensorrt-llm.md quotes:
+    ``tensorrt_llm/_torch/pyexecutor/resource_manager.py`` ``KVCacheManager.calculate_max_num_blocks``:
+    ``blocks_in_primary_pool = int(max_tokens // tokens_per_block)`` (TL@001541ba; earlier stored copies
+    had ``math.ceil(max_tokens / tokens_per_block)``, so the floor is the stricter of the two)."""
+    if backend == "pytorch":
+        return max_tokens // tokens_per_block
+    return ceil_div(max_tokens, tokens_per_block)
+
+
 def model_context(arch: Architecture) -> int:
     """The model's full context: ``max_position_embeddings`` × :func:`rotary_factor` (rounded up) —
     the ``max_seq_len`` TensorRT-LLM's ``_init_max_seq_len`` uses when none is given."""

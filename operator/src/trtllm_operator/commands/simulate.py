@@ -935,6 +935,7 @@ def run(args: argparse.Namespace) -> int:
             chunked_context=chunked,
             max_seq_len=args.max_seq_len,
             max_tokens_in_paged_kv_cache=server.max_tokens_in_paged_kv_cache,
+            backend=str(((engine or {}).get("spec") or {}).get("backend") or "tensorrt"),
         )
     except PlanInputError as exc:
         return _fail(with_flags(f"{flag_of(exc.field, args.deployment)}: {exc.message}", args.deployment))
