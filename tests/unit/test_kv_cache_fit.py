@@ -249,3 +249,28 @@ def test_render_accepts_a_max_tokens_bound_that_rounds_up_to_one_sequence(tmp_pa
     path = tmp_path / "bounded.yaml"
     path.write_text(yaml.safe_dump_all(_bounded(16383)))
     assert main(["render", "-f", str(path)]) == 0
+
+
+def test_render_names_the_bound_check_it_skips_for_a_derived_max_seq_len(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 47 U11: with spec.build.maxSeqLen unset and no --model-config, a
+    maxTokensInPagedKvCache of 1,000 rendered with exit 0 and a note naming only the heads and memory
+    checks. The maxSeqLen to compare with is the planner's derived one, which needs the model's config:
+    the note now names this check too (and docs/serving.md says when it runs)."""
+    docs = _bounded(1000)
+    engine = next(d for d in docs if d["kind"] == "LLMEngine")
+    del engine["spec"]["build"]["maxSeqLen"]
+    path = tmp_path / "derived.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    assert main(["render", "-f", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert (
+        "memory fit, and spec.server.maxTokensInPagedKvCache 1000 of LLMDeployment "
+        "llama-3-1-8b against one sequence of the derived maxSeqLen, as spec.build.maxSeqLen is unset) "
+        "were skipped"
+    ) in err, err
+    # with the model's config the derived maxSeqLen is known and the bound is refused
+    configs = REPO / "tests" / "fixtures" / "model-configs"
+    assert main(["render", "-f", str(path), "--model-config", str(configs)]) == 1
+    assert "KVCacheTooSmall: spec.server.maxTokensInPagedKvCache 1000" in capsys.readouterr().err

@@ -235,6 +235,21 @@ def _autoscaled(name: str, dep: dict[str, Any], plan: ServingPlan) -> ServingPla
     return replace(plan, params=replace(plan.params, replicas=bounded))
 
 
+def _bound_unchecked(dep: dict[str, Any], engine: dict[str, Any]) -> str:
+    """The third skipped check, when there is one: the deployment's ``spec.server.maxTokensInPagedKvCache``
+    against one sequence of the engine's maxSeqLen (KVCacheTooSmall) needs that maxSeqLen, and an
+    engine without ``spec.build.maxSeqLen`` has only the planner's derived one, which needs the model's
+    config (fresh-user trial 47 U11: a bound of 1,000 tokens was skipped with no word of it)."""
+    bound = ((dep.get("spec") or {}).get("server") or {}).get("maxTokensInPagedKvCache")
+    build = ((engine.get("spec") or {}).get("build") or {}).get("maxSeqLen")
+    if bound is None or build:
+        return ""
+    return (
+        f", and spec.server.maxTokensInPagedKvCache {bound} of LLMDeployment {_name(dep)} against one "
+        "sequence of the derived maxSeqLen, as spec.build.maxSeqLen is unset"
+    )
+
+
 def _read_config(path: Path) -> dict[str, Any] | str:
     """A model's ``config.json`` at ``path``, or the ``--model-config`` error message."""
     try:
@@ -417,8 +432,8 @@ def run(args: argparse.Namespace) -> int:
                     "render",
                     "note",
                     f"LLMEngine {ref}: the planner's checks (heads divisible by tensor parallelism, "
-                    f"memory fit) were skipped{missing}: pass --model-config <the model's config.json, or "
-                    "a directory of <org>__<name>.json> to run them",
+                    f"memory fit{_bound_unchecked(dep, engine)}) were skipped{missing}: pass --model-config "
+                    "<the model's config.json, or a directory of <org>__<name>.json> to run them",
                 )
             status["engineKey"] = prepared.key
             if prepared.plan is not None:  # as the LLMEngine controller writes it (--model-config)
