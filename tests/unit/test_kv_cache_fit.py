@@ -274,3 +274,23 @@ def test_render_names_the_bound_check_it_skips_for_a_derived_max_seq_len(
     configs = REPO / "tests" / "fixtures" / "model-configs"
     assert main(["render", "-f", str(path), "--model-config", str(configs)]) == 1
     assert "KVCacheTooSmall: spec.server.maxTokensInPagedKvCache 1000" in capsys.readouterr().err
+
+
+def test_a_beam_bound_says_what_tensorrt_does_with_it() -> None:
+    """Fresh-user trial 47 U5: with maxBeamWidth 4 (maxInputLen 8,192, maxSeqLen 16,384) a bound of
+    40,960 tokens was refused saying "TensorRT-LLM starts anyway and cuts maxSeqLen", but its start-up
+    clamp (trtGptModelInflightBatching.cpp clampWindowSizesToFitAtLeastOneSequence) counts the cheapest
+    sequence, 256 context blocks + 256 output blocks × 4 = 40,960 tokens, and cuts nothing. The rule
+    stays maxSeqLen × beam (the worst case); on tensorrt the message now says so. On pytorch the pool
+    is divided by the beam width (get_max_atten_window_upper_bound): the clamp claim stands."""
+    short = max_tokens_shortfall(40960, 16384, 4, 32, backend="tensorrt")
+    assert short is not None
+    assert "16,384 × beam width 4 (65,536 tokens" in short[0], short
+    assert "TensorRT-LLM starts anyway" not in short[0], short
+    assert "the operator counts the worst case, a beam search whose beams each run to maxSeqLen" in short[0]
+    pytorch = max_tokens_shortfall(40960, 16384, 4, 32, backend="pytorch")
+    assert pytorch is not None
+    assert "TensorRT-LLM starts anyway and cuts maxSeqLen" in pytorch[0], pytorch
+    one_beam = max_tokens_shortfall(16000, 16384, 1, 32, backend="tensorrt")
+    assert one_beam is not None
+    assert "TensorRT-LLM starts anyway and cuts maxSeqLen" in one_beam[0], one_beam

@@ -47,6 +47,7 @@ from engine_builder.planner.plan import (
     runtime_reserve_bytes_per_gpu,
     validate,
     weight_bytes_per_gpu,
+    why_one_sequence,
 )
 from engine_builder.planner.weights import WeightsCheck, cross_check_safetensors, load_hf_config
 
@@ -94,4 +95,5 @@ __all__ = [
     "runtime_reserve_bytes_per_gpu",
     "validate",
     "weight_bytes_per_gpu",
+    "why_one_sequence",
 ]

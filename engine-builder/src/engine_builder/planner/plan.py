@@ -512,6 +512,31 @@ CLAMPED_AT_START = (
 )
 
 
+#: What :data:`CLAMPED_AT_START` becomes for beam width > 1 on the tensorrt backend (fresh-user trial
+#: 47 U5). The operator's rule stays ``maxSeqLen × beam width`` (:func:`one_sequence_kv_tokens`): the
+#: worst case, a short prompt whose beams each run to maxSeqLen. TensorRT-LLM's start-up clamp counts
+#: the cheapest sequence instead: ``clampWindowSizesToFitAtLeastOneSequence`` (NVIDIA/TensorRT-LLM
+#: ``cpp/tensorrt_llm/batch_manager/trtGptModelInflightBatching.cpp``, stored commit b35ac1b6) calls
+#: ``KVCacheManager::calculateMaxBlockRequirements`` with promptLength = maxInputLen and outputLength =
+#: maxSeqLen − maxInputLen ("This makes it the best case scenario … More validation is needed on a
+#: per-request basis"), which is ``numContextBlocks + numOutputBlocks * beamWidth``
+#: (``kvCacheManager.cpp``). So a pool between the two starts uncut, and it is the longer beam
+#: searches the engine was built for that do not fit. The pytorch backend divides the pool by the beam
+#: width (``resource_manager.py`` ``get_max_atten_window_upper_bound``), so there
+#: :data:`CLAMPED_AT_START` holds as it is.
+BEAMS_WORST_CASE = (
+    "the operator counts the worst case, a beam search whose beams each run to maxSeqLen; TensorRT-LLM's "
+    "start-up check counts only a maxInputLen prompt plus its output × beam width and cuts maxSeqLen and "
+    "maxInputLen to the pool below that, so either way requests the engine was built for do not fit"
+)
+
+
+def why_one_sequence(backend: str, max_beam_width: int) -> str:
+    """Why a KV pool below :func:`one_sequence_kv_tokens` is refused, in the backend's terms:
+    :data:`CLAMPED_AT_START`, or :data:`BEAMS_WORST_CASE` for beam search on the tensorrt backend."""
+    return BEAMS_WORST_CASE if max_beam_width > 1 and backend != "pytorch" else CLAMPED_AT_START
+
+
 #: The planner's warning that a deployment's chunked context answers (:func:`moot_with_chunked_context`).
 _UNLESS_CHUNKED = "unless chunked context is enabled"
 
@@ -1019,7 +1044,7 @@ def _compute_at(
             PlanIssue(
                 "spec.build.maxSeqLen",
                 f"the KV cache holds {max_kv_tokens} tokens per GPU, less than one sequence of maxSeqLen "
-                f"{max_seq_len}{beams}; {CLAMPED_AT_START}.",
+                f"{max_seq_len}{beams}; {why_one_sequence(request.backend, request.max_beam_width)}.",
                 f"{low_fraction}lower maxSeqLen to at most {max_kv_tokens // request.max_beam_width}, "
                 f"{kv_fix}or raise tensor parallelism (see recommended).",
                 kind="capacity",

@@ -20,12 +20,12 @@ from typing import Any, Literal
 
 from engine_builder.contract import DRAFT_DIR
 from engine_builder.planner import (
-    CLAMPED_AT_START,
     DEFAULT_KV_CACHE_FREE_GPU_MEM_FRACTION,
     DEFAULT_TOKENS_PER_BLOCK,
     kv_pool_tokens,
     max_tokens_pool_blocks,
     one_sequence_kv_tokens,
+    why_one_sequence,
 )
 from engine_builder.planner.formats import engine_paged_context_fmha
 from trtllm_operator.api.deployment import LLMDeploymentSpec
@@ -265,7 +265,7 @@ def kv_cache_refusal(
         f"spec.server.kvCacheFreeGpuMemFraction {fraction:g} gives a KV cache of {tokens} tokens per GPU "
         f"({fraction:g} × {free / 2**30:.2f} GiB free after LLMEngine {engine_name!r}'s weights, "
         f"{per_token} bytes per token), less than one sequence of its maxSeqLen {max_seq_len}{beams} "
-        f"({need} tokens); {CLAMPED_AT_START}. Nothing was rolled out: {fix}"
+        f"({need} tokens); {why_one_sequence('tensorrt', max_beam_width)}. Nothing was rolled out: {fix}"
     )
 
 
@@ -292,7 +292,8 @@ def max_tokens_shortfall(
     controller's serving gate (:func:`serving_params`, condition reason ``KVCacheTooSmall``), hence
     ``render``, and ``simulate`` (:func:`trtllm_operator.simulate.fleet.kv_pool_limit`). Needs no plan:
     the pool is at most ``max_tokens`` whatever the free memory. ``pool``: the free-memory fraction's
-    pool in tokens, when known, named in the fix. Why it is refused: :data:`CLAMPED_AT_START`."""
+    pool in tokens, when known, named in the fix. Why it is refused:
+    :func:`engine_builder.planner.why_one_sequence`."""
     if max_tokens is None or not max_seq_len:
         return None
     need = one_sequence_kv_tokens(max_seq_len, tokens_per_block, max_beam_width)
@@ -315,7 +316,7 @@ def max_tokens_shortfall(
         f"{max_tokens:,} {'token' if max_tokens == 1 else 'tokens'} ({blocks:,} KV {block_s} of "
         f"{tokens_per_block}: {backend} rounds it {rounding} to whole blocks) is less than one sequence of "
         f"maxSeqLen {max_seq_len:,}{beams} ({need:,} tokens in KV blocks of {tokens_per_block}); "
-        f"{CLAMPED_AT_START}",
+        f"{why_one_sequence(backend, max_beam_width)}",
         fix,
     )
 
