@@ -947,3 +947,43 @@ def test_examples_serve_the_prompts_their_engines_accept(
         main(["render", "-f", str(REPO / "examples" / example), "--model-config", str(configs / config)]) == 0
     )
     assert "unless chunked context is enabled" not in capsys.readouterr().err
+
+
+def test_model_config_is_read_as_plan_reads_it_and_compared_with_the_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 47 U2/U3. (a) ``--model-config DIR`` holding config.json (a model folder, as
+    plan and simulate read it) skipped every planner check with a note and exit 0: it is now that
+    model's config. (b) A directory in the <org>__<name>.json layout whose file for the engine is
+    missing (here: cased differently) is a warning naming the expected file and the near-match, not a
+    note. (c) One file of another model (Qwen's on a Llama engine) planned silently with Qwen's shapes:
+    it is now the warning simulate gives (decide.engine_spec.model_config_mismatch, one home)."""
+    configs = REPO / "tests" / "fixtures" / "model-configs"
+    llama = configs / "meta-llama__Llama-3.1-8B-Instruct.json"
+    one = REPO / "examples" / "llama-3.1-8b-fp8-h100.yaml"
+    snap = tmp_path / "snap"
+    snap.mkdir()
+    (snap / "config.json").write_text(llama.read_text())
+    assert main(["render", "-f", str(one), "--model-config", str(snap)]) == 0
+    err = capsys.readouterr().err
+    assert "were skipped" not in err, err
+    assert "LLMEngine llama-3-1-8b-fp8: spec.build.maxBatchSize: maxBatchSize 256 exceeds the 61 " in err, err
+    cased = tmp_path / "cased"
+    cased.mkdir()
+    (cased / "meta-llama__llama-3.1-8b-instruct.json").write_text(llama.read_text())
+    assert main(["render", "-f", str(one), "--model-config", str(cased)]) == 0
+    err = capsys.readouterr().err
+    assert (
+        f"warning: LLMEngine llama-3-1-8b-fp8: --model-config {cased} holds no "
+        "meta-llama__Llama-3.1-8B-Instruct.json; meta-llama__llama-3.1-8b-instruct.json differs only in case"
+    ) in err, err
+    qwen = configs / "Qwen__Qwen2.5-7B-Instruct.json"
+    assert main(["render", "-f", str(one), "--model-config", str(qwen)]) == 0
+    err = capsys.readouterr().err
+    assert (
+        f"warning: --model-config {qwen} seems not to be LLMEngine llama-3-1-8b-fp8's model, "
+        "spec.model.source hf://meta-llama/Llama-3.1-8B-Instruct: its file name is another model's than "
+        "meta-llama__Llama-3.1-8B-Instruct.json"
+    ) in err, err
+    assert main(["render", "-f", str(one), "--model-config", str(llama)]) == 0
+    assert "seems not to be" not in capsys.readouterr().err

@@ -95,9 +95,12 @@ def register(subparsers: Any) -> None:
         "--model-config",
         help="the model's config.json: run the planner's checks of the engine (heads divisible by "
         "tensor parallelism, memory fit) as the operator does; without it they are skipped. A file is "
-        "one model's: refused when the input's LLMEngines serve several models. A directory holds one "
+        "one model's: refused when the input's LLMEngines serve several models, and a warning when it "
+        "names another model than the engine's spec.model.source. A directory holding config.json is a "
+        "model folder, read as that file (as plan and simulate read it); any other directory holds one "
         "per model, named <org>__<name>.json after each engine's spec.model.source hf://<org>/<name> "
-        "(the operator's hfConfigDir layout): each engine is checked with its own",
+        "(the operator's hfConfigDir layout): each engine is checked with its own, and an engine whose "
+        "file is missing gets a warning naming it",
     )
     parser.add_argument(
         "--gpus-per-node",
@@ -250,6 +253,21 @@ def _bound_unchecked(dep: dict[str, Any], engine: dict[str, Any]) -> str:
     )
 
 
+def _no_config_file(engine: str, config_dir: Path, file_name: str) -> str:
+    """The warning for a ``--model-config`` directory without the engine's ``<org>__<name>.json``
+    (fresh-user trial 47 U2: a note, so a CI gate on render's exit code passed with no memory-fit
+    check): names the file expected, a file whose name differs only in case, and both layouts."""
+    near = sorted(
+        f.name for f in config_dir.iterdir() if f.name.lower() == file_name.lower() and f.name != file_name
+    )
+    hint = f"; {', '.join(near)} differs only in case (the name must match spec.model.source)" if near else ""
+    return (
+        f"LLMEngine {engine}: --model-config {config_dir} holds no {file_name}{hint}, so the planner's "
+        "checks of this engine are skipped. A directory is either a model folder holding config.json "
+        "(one model) or the operator's hfConfigDir layout, <org>__<name>.json per hf://<org>/<name>"
+    )
+
+
 def _read_config(path: Path) -> dict[str, Any] | str:
     """A model's ``config.json`` at ``path``, or the ``--model-config`` error message."""
     try:
@@ -286,6 +304,7 @@ def run(args: argparse.Namespace) -> int:
     from trtllm_operator.decide.engine_spec import (  # noqa: PLC0415
         InvalidEngine,
         hf_config_name,
+        model_config_mismatch,
         plan_status,
         prepare_engine,
     )
@@ -300,8 +319,14 @@ def run(args: argparse.Namespace) -> int:
         return _bad(f"--gpus-per-node must be >= 1 (GPUs of one node), got {args.gpus_per_node}")
     hf_config: dict[str, Any] | None = None
     config_dir = Path(args.model_config) if args.model_config and Path(args.model_config).is_dir() else None
-    if args.model_config and config_dir is None:
-        loaded = _read_config(Path(args.model_config))
+    config_file = Path(args.model_config) if args.model_config and config_dir is None else None
+    if config_dir is not None and (config_dir / "config.json").is_file():
+        # Fresh-user trial 47 U2: a model folder (a Hugging Face snapshot), as plan and simulate read
+        # --model-config DIR: its config.json is that one model's, like a file.
+        config_file = config_dir / "config.json"
+        config_dir = None
+    if config_file is not None:
+        loaded = _read_config(config_file)
         if isinstance(loaded, str):
             return _bad(loaded)
         hf_config = loaded
@@ -367,6 +392,16 @@ def run(args: argparse.Namespace) -> int:
                 "holding each model's config.json as <org>__<name>.json (hf://<org>/<name>; the operator's "
                 "hfConfigDir layout), or render one model's manifests at a time"
             )
+        for name, source in sorted(served.items()):  # trial 47 U3: one file, but another model's?
+            other = model_config_mismatch(str(args.model_config), source)
+            if other:
+                say(
+                    "render",
+                    "warning",
+                    f"--model-config {args.model_config} seems not to be LLMEngine {name}'s model, "
+                    f"spec.model.source {source}: {other}. The planner's checks use the flag's model. "
+                    f"Fix: pass {source[len('hf://') :]}'s config.json",
+                )
     out: list[str] = []
     # The planner's warnings of each engine (as status.plan.warnings), printed once per engine and
     # per deployment that it concerns: a deployment with chunked context answers the maxNumTokens one
@@ -419,6 +454,7 @@ def run(args: argparse.Namespace) -> int:
                     config = found
                 else:
                     missing = f" (no {file_name} in --model-config {config_dir})"
+                    say("render", "warning", _no_config_file(str(ref), config_dir, file_name))
             prepared = prepare_engine(
                 engine["metadata"]["name"],
                 engine.get("spec") or {},
