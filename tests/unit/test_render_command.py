@@ -987,3 +987,20 @@ def test_model_config_is_read_as_plan_reads_it_and_compared_with_the_model(
     ) in err, err
     assert main(["render", "-f", str(one), "--model-config", str(llama)]) == 0
     assert "seems not to be" not in capsys.readouterr().err
+
+
+def test_gpus_per_node_reaches_the_engines_one_node_rule(capsys: pytest.CaptureFixture[str]) -> None:
+    """Fresh-user trial 47 U1: ``render --gpus-per-node 1`` on a tensor-2 engine said
+    LeaderWorkerSetRequired ("install LeaderWorkerSet"), which would not help a non-multiNode engine:
+    the planner's one-node rule ran with the catalog's 8. The operator reads the node size from the
+    nodes and refuses the engine (spec.parallelism); render now passes the flag to the same rule."""
+    configs = REPO / "tests" / "fixtures" / "model-configs"
+    example = REPO / "examples" / "llama-3.1-70b-fp8-tp2-h200.yaml"
+    args = ["render", "-f", str(example), "--model-config", str(configs)]
+    assert main([*args, "--gpus-per-node", "1"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "LLMEngine llama-3-1-70b-fp8-tp2: spec.parallelism: tensor × pipeline = 2 GPUs exceeds the 1 " in err
+    )
+    assert "LeaderWorkerSetRequired" not in err, err
+    assert main(args) == 0  # the catalog's 8 without the flag, as before

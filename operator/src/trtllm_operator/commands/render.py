@@ -105,8 +105,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--gpus-per-node",
         type=int,
-        default=8,
-        help="nvidia.com/gpu capacity of one node of the engine's GPU product (default 8)",
+        default=None,
+        help="nvidia.com/gpu capacity of one node of the engine's GPU product (default 8): the serving "
+        "plan's node fit and the engine's one-node rule (tensor × pipeline ≤ GPUs of one node unless "
+        "multiNode), as the operator reads it from the nodes",
     )
     parser.add_argument("--lws", action="store_true", help="assume the LeaderWorkerSet CRD is installed")
     parser.add_argument(
@@ -301,6 +303,7 @@ def run(args: argparse.Namespace) -> int:
     from trtllm_operator.api.deployment import LLMDeploymentSpec  # noqa: PLC0415
     from trtllm_operator.commands._schema import manifest_errors, namespace_error  # noqa: PLC0415
     from trtllm_operator.decide.autoscaler import KEDA_NOT_INSTALLED  # noqa: PLC0415
+    from trtllm_operator.decide.compatibility import NodeGPUs  # noqa: PLC0415
     from trtllm_operator.decide.engine_spec import (  # noqa: PLC0415
         InvalidEngine,
         hf_config_name,
@@ -315,6 +318,9 @@ def run(args: argparse.Namespace) -> int:
     from trtllm_operator.render.network_policy import serving_network  # noqa: PLC0415
     from trtllm_operator.settings import current  # noqa: PLC0415
 
+    node_gpus = None if args.gpus_per_node is None else NodeGPUs(args.gpus_per_node, 0)
+    if args.gpus_per_node is None:
+        args.gpus_per_node = 8
     if args.gpus_per_node < 1:
         return _bad(f"--gpus-per-node must be >= 1 (GPUs of one node), got {args.gpus_per_node}")
     hf_config: dict[str, Any] | None = None
@@ -460,6 +466,9 @@ def run(args: argparse.Namespace) -> int:
                 engine.get("spec") or {},
                 hf_config=config,
                 namespace=engine["metadata"]["namespace"],
+                # Fresh-user trial 47 U1: the flag reaches the planner's one-node rule, as the nodes'
+                # GPU count does in the operator (nodes=0: the builder pod's node check stays off).
+                node_gpus=node_gpus,
             )
             if isinstance(prepared, InvalidEngine):
                 return _bad(f"LLMEngine {ref}: {prepared.text}")
