@@ -934,6 +934,9 @@ def test_model_config_is_one_models_or_a_directory_of_each_engines(
     [
         ("capacity-autoscaled-deployment.yaml", "meta-llama__Llama-3.1-70B-Instruct.json"),
         ("mixtral-8x7b-int4-awq-tp2.yaml", "mistralai__Mixtral-8x7B-v0.1.json"),
+        # trial 47 U7: the pytorch examples (maxNumTokens 8,192 under maxSeqLen 32,768) still warned
+        ("qwen2.5-7b-pytorch.yaml", "Qwen__Qwen2.5-7B-Instruct.json"),
+        ("qwen2.5-7b-pytorch-openai.yaml", "Qwen__Qwen2.5-7B-Instruct.json"),
     ],
 )
 def test_examples_serve_the_prompts_their_engines_accept(
