@@ -294,3 +294,11 @@ def test_a_beam_bound_says_what_tensorrt_does_with_it() -> None:
     one_beam = max_tokens_shortfall(16000, 16384, 1, 32, backend="tensorrt")
     assert one_beam is not None
     assert "TensorRT-LLM starts anyway and cuts maxSeqLen" in one_beam[0], one_beam
+
+
+def test_one_node_and_one_sequence_words_are_singular_for_one(capsys: pytest.CaptureFixture[str]) -> None:
+    """Fresh-user trial 47 U12: "exceeds the 1 GPUs of one node" (render --gpus-per-node 1)."""
+    configs = REPO / "tests" / "fixtures" / "model-configs"
+    example = REPO / "examples" / "llama-3.1-70b-fp8-tp2-h200.yaml"
+    assert main(["render", "-f", str(example), "--model-config", str(configs), "--gpus-per-node", "1"]) == 2
+    assert "tensor × pipeline = 2 GPUs exceeds the 1 GPU of one node." in capsys.readouterr().err

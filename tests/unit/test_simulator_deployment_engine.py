@@ -116,7 +116,7 @@ def test_the_planner_warnings_count_sequences_in_the_bounded_pool(
     assert main([*FP8_8B, "--deployment", path, "--output", "json"]) == 0
     err = capsys.readouterr().err
     assert (
-        "warning: spec.build.maxBatchSize: maxBatchSize 256 exceeds the 1 sequences of maxSeqLen 16384 "
+        "warning: spec.build.maxBatchSize: maxBatchSize 256 exceeds the 1 sequence of maxSeqLen 16384 "
         "tokens the KV cache holds per replica (9 at 2048 tokens)"
     ) in err, err
     assert "61 sequences" not in err, err

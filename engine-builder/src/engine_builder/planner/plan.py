@@ -664,7 +664,8 @@ def _batch_warning(
     concurrent_typical = max_kv_tokens // _round_blocks(typical, block)
     return PlanIssue(
         "spec.build.maxBatchSize",
-        f"maxBatchSize {max_batch_size} exceeds the {concurrent} sequences of maxSeqLen "
+        f"maxBatchSize {max_batch_size} exceeds the {concurrent} "
+        f"{'sequence' if concurrent == 1 else 'sequences'} of maxSeqLen "
         f"{max_seq_len} tokens the KV cache holds per replica ({concurrent_typical} at "
         f"{typical} tokens); TensorRT-LLM schedules only what the KV cache holds, the rest waits.",
         f"accept it for shorter typical requests, or {kv_fix}use more tensor parallelism or a lower "
@@ -847,7 +848,8 @@ def validate(arch: Architecture, request: PlanRequest, gpu: GPUSpec) -> list[Pla
         issues.append(
             PlanIssue(
                 ONE_NODE_FIELD,
-                f"tensor × pipeline = {tp * pp} GPUs exceeds the {request.gpus_per_node} GPUs of one node.",
+                f"tensor × pipeline = {tp * pp} GPUs exceeds the {request.gpus_per_node} "
+                f"{'GPU' if request.gpus_per_node == 1 else 'GPUs'} of one node.",
                 _one_node_fix(request, None, searched=False),
             )
         )
