@@ -302,3 +302,18 @@ def test_one_node_and_one_sequence_words_are_singular_for_one(capsys: pytest.Cap
     example = REPO / "examples" / "llama-3.1-70b-fp8-tp2-h200.yaml"
     assert main(["render", "-f", str(example), "--model-config", str(configs), "--gpus-per-node", "1"]) == 2
     assert "tensor × pipeline = 2 GPUs exceeds the 1 GPU of one node." in capsys.readouterr().err
+
+
+def test_render_counts_the_batch_warning_in_the_bounded_pool(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 47 U8: with maxTokensInPagedKvCache 16,384 render still said "maxBatchSize 256
+    exceeds the 61 sequences" (the fraction's pool) while simulate --deployment, on the same input,
+    counted the bounded pool: 1 sequence. render now counts it as simulate does."""
+    path = tmp_path / "bounded.yaml"
+    path.write_text(yaml.safe_dump_all(_bounded(16384)))
+    configs = REPO / "tests" / "fixtures" / "model-configs"
+    assert main(["render", "-f", str(path), "--model-config", str(configs)]) == 0
+    err = capsys.readouterr().err
+    assert "maxBatchSize 256 exceeds the 1 sequence of maxSeqLen 16384 tokens the KV cache holds" in err, err
+    assert "61 sequences" not in err, err

@@ -299,7 +299,12 @@ def _bad(message: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     # Heavier imports (planner, pydantic models, templates) only when the command runs.
-    from engine_builder.planner import PlanIssue, moot_with_chunked_context  # noqa: PLC0415
+    from engine_builder.planner import (  # noqa: PLC0415
+        Plan,
+        PlanIssue,
+        bounded_warnings,
+        moot_with_chunked_context,
+    )
     from trtllm_operator.api.deployment import LLMDeploymentSpec  # noqa: PLC0415
     from trtllm_operator.commands._schema import manifest_errors, namespace_error  # noqa: PLC0415
     from trtllm_operator.decide.autoscaler import KEDA_NOT_INSTALLED  # noqa: PLC0415
@@ -413,6 +418,7 @@ def run(args: argparse.Namespace) -> int:
     # per deployment that it concerns: a deployment with chunked context answers the maxNumTokens one
     # (fresh-user trial 44 F6: the 70B and 405B examples were told to enable what they enable).
     engine_warnings: dict[int, list[PlanIssue]] = {}
+    engine_plans: dict[int, tuple[Plan, Any, int | None]] = {}
     warned: dict[int, set[str]] = {}
     for dep in deployments:
         dep["metadata"].setdefault("uid", "")
@@ -484,13 +490,21 @@ def run(args: argparse.Namespace) -> int:
             if prepared.plan is not None:  # as the LLMEngine controller writes it (--model-config)
                 status.setdefault("plan", plan_status(prepared.plan))
                 engine_warnings[id(engine)] = list(prepared.plan.warnings)
+                engine_plans[id(engine)] = (prepared.plan, prepared.gpu, prepared.spec.build.max_batch_size)
             status.setdefault("artifact", {"uri": prepared.storage.artifact_uri(prepared.key)})
         # what the operator puts in status.plan.warnings (and a PlanWarnings Event): valid, but worth
         # knowing before it is applied (docs/planner.md "Warnings"), less what this deployment answers
         server = (dep.get("spec") or {}).get("server") or {}
         chunked = isinstance(server, dict) and server.get("enableChunkedContext") is True
         said = warned.setdefault(id(engine), set())
-        for warning in engine_warnings.get(id(engine), []):
+        warnings = engine_warnings.get(id(engine), [])
+        bound = server.get("maxTokensInPagedKvCache") if isinstance(server, dict) else None
+        planned = engine_plans.get(id(engine))
+        if isinstance(bound, int) and planned is not None and bound < planned[0].max_kv_tokens:
+            # Fresh-user trial 47 U8: the maxBatchSize warning counted in the deployment's bounded
+            # pool, as simulate --deployment counts it (engine_builder.planner.bounded_warnings).
+            warnings = list(bounded_warnings(planned[0], planned[1], planned[2], bound))
+        for warning in warnings:
             if (chunked and moot_with_chunked_context(warning)) or str(warning) in said:
                 continue
             said.add(str(warning))
