@@ -887,7 +887,19 @@ def test_a_deployment_with_chunked_context_is_not_told_to_enable_it(
     path = tmp_path / "unchunked.yaml"
     path.write_text(yaml.safe_dump_all([*docs, second]))
     assert main(["render", "-f", str(path), "--model-config", str(config)]) == 0
-    assert capsys.readouterr().err.count(said) == 1
+    err = capsys.readouterr().err
+    assert err.count(said) == 1, err
+    # trial 47 U10: the warning names the deployments it concerns
+    assert (
+        "(spec.server.enableChunkedContext is off in LLMDeployment llama-3-1-70b, llama-3-1-70b-second)"
+        in err
+    ), err
+    second["spec"]["server"]["enableChunkedContext"] = True
+    path.write_text(yaml.safe_dump_all([*docs, second]))
+    assert main(["render", "-f", str(path), "--model-config", str(config)]) == 0
+    assert (
+        "(spec.server.enableChunkedContext is off in LLMDeployment llama-3-1-70b)" in capsys.readouterr().err
+    )
 
 
 def test_model_config_is_one_models_or_a_directory_of_each_engines(

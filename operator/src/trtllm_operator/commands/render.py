@@ -255,6 +255,20 @@ def _bound_unchecked(dep: dict[str, Any], engine: dict[str, Any]) -> str:
     )
 
 
+def _unchunked(deployments: list[dict[str, Any]], dep: dict[str, Any]) -> list[str]:
+    """Names of the LLMDeployments of ``dep``'s namespace that serve its engine (spec.engineRef.name)
+    without ``spec.server.enableChunkedContext: true``: those the maxNumTokens warning concerns."""
+
+    def key(d: dict[str, Any]) -> tuple[Any, Any]:
+        return (d["metadata"].get("namespace"), ((d.get("spec") or {}).get("engineRef") or {}).get("name"))
+
+    def chunked(d: dict[str, Any]) -> bool:
+        server = (d.get("spec") or {}).get("server") or {}
+        return isinstance(server, dict) and server.get("enableChunkedContext") is True
+
+    return sorted(_name(d) for d in deployments if key(d) == key(dep) and not chunked(d))
+
+
 def _no_config_file(engine: str, config_dir: Path, file_name: str) -> str:
     """The warning for a ``--model-config`` directory without the engine's ``<org>__<name>.json``
     (fresh-user trial 47 U2: a note, so a CI gate on render's exit code passed with no memory-fit
@@ -505,10 +519,17 @@ def run(args: argparse.Namespace) -> int:
             # pool, as simulate --deployment counts it (engine_builder.planner.bounded_warnings).
             warnings = list(bounded_warnings(planned[0], planned[1], planned[2], bound))
         for warning in warnings:
-            if (chunked and moot_with_chunked_context(warning)) or str(warning) in said:
+            text = str(warning)
+            if moot_with_chunked_context(warning):
+                if chunked:
+                    continue
+                # Fresh-user trial 47 U10: the deployments this concerns, when the engine serves several.
+                off = ", ".join(_unchunked(deployments, dep))
+                text = f"{text} (spec.server.enableChunkedContext is off in LLMDeployment {off})"
+            if text in said:
                 continue
-            said.add(str(warning))
-            say("render", "warning", f"LLMEngine {ref}: {warning}")
+            said.add(text)
+            say("render", "warning", f"LLMEngine {ref}: {text}")
         plan = plan_serving(dep, engine, gpus_per_node=args.gpus_per_node, lws_installed=args.lws)
         name = dep["metadata"]["name"]
         if isinstance(plan, ServingRefusal):
