@@ -684,3 +684,10 @@ def test_events_tell_the_ready_story_once() -> None:
         ("EngineIncompatible", "Warning"),
     ]
     assert [e.reason for e in condition_events(bad, ready)] == ["Compatible", "AllReplicasReady"]
+
+
+def test_placement_words_count_one_gpu_in_the_singular() -> None:
+    """Fresh-user trial 47 U12: "one replica needs 2 GPUs on 2 nodes of 1 GPUs"."""
+    p = decide_placement(2, 1, lws_installed=False)
+    assert p.blocked is not None
+    assert "one replica needs 2 GPUs on 2 nodes of 1 GPU: install" in p.blocked, p.blocked

@@ -28,7 +28,7 @@ from engine_builder.planner import (
 )
 from trtllm_operator.cli import main
 from trtllm_operator.decide.engine_spec import plan_status
-from trtllm_operator.decide.serving_params import kv_cache_refusal
+from trtllm_operator.decide.serving_params import kv_cache_refusal, max_tokens_shortfall
 
 REPO = Path(__file__).resolve().parents[2]
 LLAMA_8B = REPO / "tests" / "fixtures" / "model-configs" / "meta-llama__Llama-3.1-8B-Instruct.json"
@@ -198,12 +198,122 @@ def test_a_max_tokens_bound_below_one_sequence_is_refused_as_the_fraction_is(
     assert main(["render", "-f", str(path)]) == 1
     err = capsys.readouterr().err
     assert (
-        f"KVCacheTooSmall: spec.server.maxTokensInPagedKvCache {tokens}: {tokens:,} tokens is less than one "
-        "sequence of maxSeqLen 16,384 (16,384 tokens in KV blocks of 32); TensorRT-LLM starts anyway and "
-        "cuts maxSeqLen and maxInputLen to what the pool holds"
+        f"KVCacheTooSmall: spec.server.maxTokensInPagedKvCache {tokens}: {tokens:,} "
+        f"{'token' if tokens == 1 else 'tokens'} ({-(-tokens // 32):,} KV "
+        f"{'block' if tokens == 1 else 'blocks'} of 32: tensorrt rounds it up to whole blocks) is less "
+        "than one sequence of maxSeqLen 16,384 (16,384 tokens in KV blocks of 32); TensorRT-LLM starts "
+        "anyway and cuts maxSeqLen and maxInputLen to what the pool holds"
     ) in err, err
-    assert "Nothing was rolled out: raise it to at least 16,384, or leave it out" in err, err
-    # "at most 0" is no fix (trial 45 A2): the maxSeqLen clause only when a block fits.
-    assert ("spec.build.maxSeqLen at most 16,000" in err) == (tokens == 16000), err
+    assert "Nothing was rolled out: raise it to at least 16,353, or leave it out" in err, err
+    # The longest maxSeqLen the rounded-up blocks hold (trial 47 U4): 1 token is one block of 32.
+    assert f"spec.build.maxSeqLen at most {16000 if tokens == 16000 else 32:,}" in err, err
     path.write_text(yaml.safe_dump_all(_bounded(16384)))
     assert main(["render", "-f", str(path)]) == 0
+
+
+@pytest.mark.parametrize(
+    ("backend", "tokens", "refused", "longest"),
+    [
+        # tensorrt rounds maxTokens UP to whole blocks (kvCacheManager.cpp calculatePrimaryBlocks
+        # tc::ceilDiv): 16,353..16,383 are 512 blocks, one sequence of 16,384.
+        ("tensorrt", 16383, False, None),
+        ("tensorrt", 16353, False, None),
+        ("tensorrt", 16352, True, 16352),
+        ("tensorrt", 16320, True, 16320),
+        # pytorch rounds DOWN (resource_manager.py calculate_max_num_blocks, int(max_tokens // block)).
+        ("pytorch", 16383, True, 16352),
+        ("pytorch", 16384, False, None),
+    ],
+)
+def test_the_max_tokens_bound_is_compared_in_whole_blocks_as_the_backend_rounds_it(
+    backend: str, tokens: int, refused: bool, longest: int | None
+) -> None:
+    """Fresh-user trial 47 U4: 16,383 tokens was refused as less than one 16,384-token sequence,
+    although TensorRT-LLM's C++ executor rounds maxTokens up to 512 blocks of 32 = 16,384 tokens, and
+    the suggested "maxSeqLen at most 16,352" was rounded down where it rounds up."""
+    short = max_tokens_shortfall(tokens, 16384, 1, 32, backend=backend)
+    assert (short is not None) == refused, short
+    if short is not None:
+        message, fix = short
+        assert f"maxSeqLen at most {longest:,}" in fix, fix
+        assert f"{backend} rounds it {'up' if backend == 'tensorrt' else 'down'}" in message, message
+        smallest = 16353 if backend == "tensorrt" else 16384
+        assert f"raise it to at least {smallest:,}" in fix, fix
+        assert max_tokens_shortfall(smallest, 16384, 1, 32, backend=backend) is None
+        assert max_tokens_shortfall(smallest - 1, 16384, 1, 32, backend=backend) is not None
+
+
+def test_render_accepts_a_max_tokens_bound_that_rounds_up_to_one_sequence(tmp_path: Path) -> None:
+    """Fresh-user trial 47 U4, end to end: render refused maxTokensInPagedKvCache 16,383 on the
+    tensorrt example engine (maxSeqLen 16,384)."""
+    path = tmp_path / "bounded.yaml"
+    path.write_text(yaml.safe_dump_all(_bounded(16383)))
+    assert main(["render", "-f", str(path)]) == 0
+
+
+def test_render_names_the_bound_check_it_skips_for_a_derived_max_seq_len(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 47 U11: with spec.build.maxSeqLen unset and no --model-config, a
+    maxTokensInPagedKvCache of 1,000 rendered with exit 0 and a note naming only the heads and memory
+    checks. The maxSeqLen to compare with is the planner's derived one, which needs the model's config:
+    the note now names this check too (and docs/serving.md says when it runs)."""
+    docs = _bounded(1000)
+    engine = next(d for d in docs if d["kind"] == "LLMEngine")
+    del engine["spec"]["build"]["maxSeqLen"]
+    path = tmp_path / "derived.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    assert main(["render", "-f", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert (
+        "memory fit, and spec.server.maxTokensInPagedKvCache 1000 of LLMDeployment "
+        "llama-3-1-8b against one sequence of the derived maxSeqLen, as spec.build.maxSeqLen is unset) "
+        "were skipped"
+    ) in err, err
+    # with the model's config the derived maxSeqLen is known and the bound is refused
+    configs = REPO / "tests" / "fixtures" / "model-configs"
+    assert main(["render", "-f", str(path), "--model-config", str(configs)]) == 1
+    assert "KVCacheTooSmall: spec.server.maxTokensInPagedKvCache 1000" in capsys.readouterr().err
+
+
+def test_a_beam_bound_says_what_tensorrt_does_with_it() -> None:
+    """Fresh-user trial 47 U5: with maxBeamWidth 4 (maxInputLen 8,192, maxSeqLen 16,384) a bound of
+    40,960 tokens was refused saying "TensorRT-LLM starts anyway and cuts maxSeqLen", but its start-up
+    clamp (trtGptModelInflightBatching.cpp clampWindowSizesToFitAtLeastOneSequence) counts the cheapest
+    sequence, 256 context blocks + 256 output blocks × 4 = 40,960 tokens, and cuts nothing. The rule
+    stays maxSeqLen × beam (the worst case); on tensorrt the message now says so. On pytorch the pool
+    is divided by the beam width (get_max_atten_window_upper_bound): the clamp claim stands."""
+    short = max_tokens_shortfall(40960, 16384, 4, 32, backend="tensorrt")
+    assert short is not None
+    assert "16,384 × beam width 4 (65,536 tokens" in short[0], short
+    assert "TensorRT-LLM starts anyway" not in short[0], short
+    assert "the operator counts the worst case, a beam search whose beams each run to maxSeqLen" in short[0]
+    pytorch = max_tokens_shortfall(40960, 16384, 4, 32, backend="pytorch")
+    assert pytorch is not None
+    assert "TensorRT-LLM starts anyway and cuts maxSeqLen" in pytorch[0], pytorch
+    one_beam = max_tokens_shortfall(16000, 16384, 1, 32, backend="tensorrt")
+    assert one_beam is not None
+    assert "TensorRT-LLM starts anyway and cuts maxSeqLen" in one_beam[0], one_beam
+
+
+def test_one_node_and_one_sequence_words_are_singular_for_one(capsys: pytest.CaptureFixture[str]) -> None:
+    """Fresh-user trial 47 U12: "exceeds the 1 GPUs of one node" (render --gpus-per-node 1)."""
+    configs = REPO / "tests" / "fixtures" / "model-configs"
+    example = REPO / "examples" / "llama-3.1-70b-fp8-tp2-h200.yaml"
+    assert main(["render", "-f", str(example), "--model-config", str(configs), "--gpus-per-node", "1"]) == 2
+    assert "tensor × pipeline = 2 GPUs exceeds the 1 GPU of one node." in capsys.readouterr().err
+
+
+def test_render_counts_the_batch_warning_in_the_bounded_pool(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 47 U8: with maxTokensInPagedKvCache 16,384 render still said "maxBatchSize 256
+    exceeds the 61 sequences" (the fraction's pool) while simulate --deployment, on the same input,
+    counted the bounded pool: 1 sequence. render now counts it as simulate does."""
+    path = tmp_path / "bounded.yaml"
+    path.write_text(yaml.safe_dump_all(_bounded(16384)))
+    configs = REPO / "tests" / "fixtures" / "model-configs"
+    assert main(["render", "-f", str(path), "--model-config", str(configs)]) == 0
+    err = capsys.readouterr().err
+    assert "maxBatchSize 256 exceeds the 1 sequence of maxSeqLen 16384 tokens the KV cache holds" in err, err
+    assert "61 sequences" not in err, err

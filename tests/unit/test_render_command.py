@@ -887,7 +887,19 @@ def test_a_deployment_with_chunked_context_is_not_told_to_enable_it(
     path = tmp_path / "unchunked.yaml"
     path.write_text(yaml.safe_dump_all([*docs, second]))
     assert main(["render", "-f", str(path), "--model-config", str(config)]) == 0
-    assert capsys.readouterr().err.count(said) == 1
+    err = capsys.readouterr().err
+    assert err.count(said) == 1, err
+    # trial 47 U10: the warning names the deployments it concerns
+    assert (
+        "(spec.server.enableChunkedContext is off in LLMDeployment llama-3-1-70b, llama-3-1-70b-second)"
+        in err
+    ), err
+    second["spec"]["server"]["enableChunkedContext"] = True
+    path.write_text(yaml.safe_dump_all([*docs, second]))
+    assert main(["render", "-f", str(path), "--model-config", str(config)]) == 0
+    assert (
+        "(spec.server.enableChunkedContext is off in LLMDeployment llama-3-1-70b)" in capsys.readouterr().err
+    )
 
 
 def test_model_config_is_one_models_or_a_directory_of_each_engines(
@@ -934,6 +946,9 @@ def test_model_config_is_one_models_or_a_directory_of_each_engines(
     [
         ("capacity-autoscaled-deployment.yaml", "meta-llama__Llama-3.1-70B-Instruct.json"),
         ("mixtral-8x7b-int4-awq-tp2.yaml", "mistralai__Mixtral-8x7B-v0.1.json"),
+        # trial 47 U7: the pytorch examples (maxNumTokens 8,192 under maxSeqLen 32,768) still warned
+        ("qwen2.5-7b-pytorch.yaml", "Qwen__Qwen2.5-7B-Instruct.json"),
+        ("qwen2.5-7b-pytorch-openai.yaml", "Qwen__Qwen2.5-7B-Instruct.json"),
     ],
 )
 def test_examples_serve_the_prompts_their_engines_accept(
@@ -947,3 +962,60 @@ def test_examples_serve_the_prompts_their_engines_accept(
         main(["render", "-f", str(REPO / "examples" / example), "--model-config", str(configs / config)]) == 0
     )
     assert "unless chunked context is enabled" not in capsys.readouterr().err
+
+
+def test_model_config_is_read_as_plan_reads_it_and_compared_with_the_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 47 U2/U3. (a) ``--model-config DIR`` holding config.json (a model folder, as
+    plan and simulate read it) skipped every planner check with a note and exit 0: it is now that
+    model's config. (b) A directory in the <org>__<name>.json layout whose file for the engine is
+    missing (here: cased differently) is a warning naming the expected file and the near-match, not a
+    note. (c) One file of another model (Qwen's on a Llama engine) planned silently with Qwen's shapes:
+    it is now the warning simulate gives (decide.engine_spec.model_config_mismatch, one home)."""
+    configs = REPO / "tests" / "fixtures" / "model-configs"
+    llama = configs / "meta-llama__Llama-3.1-8B-Instruct.json"
+    one = REPO / "examples" / "llama-3.1-8b-fp8-h100.yaml"
+    snap = tmp_path / "snap"
+    snap.mkdir()
+    (snap / "config.json").write_text(llama.read_text())
+    assert main(["render", "-f", str(one), "--model-config", str(snap)]) == 0
+    err = capsys.readouterr().err
+    assert "were skipped" not in err, err
+    assert "LLMEngine llama-3-1-8b-fp8: spec.build.maxBatchSize: maxBatchSize 256 exceeds the 61 " in err, err
+    cased = tmp_path / "cased"
+    cased.mkdir()
+    (cased / "meta-llama__llama-3.1-8b-instruct.json").write_text(llama.read_text())
+    assert main(["render", "-f", str(one), "--model-config", str(cased)]) == 0
+    err = capsys.readouterr().err
+    assert (
+        f"warning: LLMEngine llama-3-1-8b-fp8: --model-config {cased} holds no "
+        "meta-llama__Llama-3.1-8B-Instruct.json; meta-llama__llama-3.1-8b-instruct.json differs only in case"
+    ) in err, err
+    qwen = configs / "Qwen__Qwen2.5-7B-Instruct.json"
+    assert main(["render", "-f", str(one), "--model-config", str(qwen)]) == 0
+    err = capsys.readouterr().err
+    assert (
+        f"warning: --model-config {qwen} seems not to be LLMEngine llama-3-1-8b-fp8's model, "
+        "spec.model.source hf://meta-llama/Llama-3.1-8B-Instruct: its file name is another model's than "
+        "meta-llama__Llama-3.1-8B-Instruct.json"
+    ) in err, err
+    assert main(["render", "-f", str(one), "--model-config", str(llama)]) == 0
+    assert "seems not to be" not in capsys.readouterr().err
+
+
+def test_gpus_per_node_reaches_the_engines_one_node_rule(capsys: pytest.CaptureFixture[str]) -> None:
+    """Fresh-user trial 47 U1: ``render --gpus-per-node 1`` on a tensor-2 engine said
+    LeaderWorkerSetRequired ("install LeaderWorkerSet"), which would not help a non-multiNode engine:
+    the planner's one-node rule ran with the catalog's 8. The operator reads the node size from the
+    nodes and refuses the engine (spec.parallelism); render now passes the flag to the same rule."""
+    configs = REPO / "tests" / "fixtures" / "model-configs"
+    example = REPO / "examples" / "llama-3.1-70b-fp8-tp2-h200.yaml"
+    args = ["render", "-f", str(example), "--model-config", str(configs)]
+    assert main([*args, "--gpus-per-node", "1"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "LLMEngine llama-3-1-70b-fp8-tp2: spec.parallelism: tensor × pipeline = 2 GPUs exceeds the 1 " in err
+    )
+    assert "LeaderWorkerSetRequired" not in err, err
+    assert main(args) == 0  # the catalog's 8 without the flag, as before

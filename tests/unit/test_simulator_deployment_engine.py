@@ -116,7 +116,7 @@ def test_the_planner_warnings_count_sequences_in_the_bounded_pool(
     assert main([*FP8_8B, "--deployment", path, "--output", "json"]) == 0
     err = capsys.readouterr().err
     assert (
-        "warning: spec.build.maxBatchSize: maxBatchSize 256 exceeds the 1 sequences of maxSeqLen 16384 "
+        "warning: spec.build.maxBatchSize: maxBatchSize 256 exceeds the 1 sequence of maxSeqLen 16384 "
         "tokens the KV cache holds per replica (9 at 2048 tokens)"
     ) in err, err
     assert "61 sequences" not in err, err
@@ -135,7 +135,8 @@ def test_max_tokens_below_one_sequence_is_refused_as_the_operator_refuses_it(
     assert main([*FP8_8B, "--deployment", path]) == 2
     err = capsys.readouterr().err
     said = (
-        "16,000 tokens is less than one sequence of maxSeqLen 16,384 (16,384 tokens in KV blocks of 32); "
+        "16,000 tokens (500 KV blocks of 32: tensorrt rounds it up to whole blocks) is less than one "
+        "sequence of maxSeqLen 16,384 (16,384 tokens in KV blocks of 32); "
         "TensorRT-LLM starts anyway and cuts maxSeqLen and maxInputLen to what the pool holds"
     )
     assert (
@@ -150,7 +151,7 @@ def test_max_tokens_below_one_sequence_is_refused_as_the_operator_refuses_it(
     assert f"error: spec.server.maxTokensInPagedKvCache of --deployment {alone}: {said}" in err, err
     assert "the operator refuses such a deployment too (KVCacheTooSmall)" in err, err
     assert (
-        "Fix: raise it to at least 16,384, or leave it out (the pool is then the free-memory fraction's, "
+        "Fix: raise it to at least 16,353, or leave it out (the pool is then the free-memory fraction's, "
         in err
     )
 

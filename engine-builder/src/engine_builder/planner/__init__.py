@@ -39,6 +39,7 @@ from engine_builder.planner.plan import (
     format_sm_issue,
     kv_bytes_per_token_per_gpu,
     kv_pool_tokens,
+    max_tokens_pool_blocks,
     moot_with_chunked_context,
     one_sequence_kv_tokens,
     plan,
@@ -46,6 +47,7 @@ from engine_builder.planner.plan import (
     runtime_reserve_bytes_per_gpu,
     validate,
     weight_bytes_per_gpu,
+    why_one_sequence,
 )
 from engine_builder.planner.weights import WeightsCheck, cross_check_safetensors, load_hf_config
 
@@ -84,6 +86,7 @@ __all__ = [
     "load_catalog_extension",
     "load_hf_config",
     "lookup",
+    "max_tokens_pool_blocks",
     "moot_with_chunked_context",
     "one_sequence_kv_tokens",
     "plan",
@@ -92,4 +95,5 @@ __all__ = [
     "runtime_reserve_bytes_per_gpu",
     "validate",
     "weight_bytes_per_gpu",
+    "why_one_sequence",
 ]

@@ -512,6 +512,31 @@ CLAMPED_AT_START = (
 )
 
 
+#: What :data:`CLAMPED_AT_START` becomes for beam width > 1 on the tensorrt backend (fresh-user trial
+#: 47 U5). The operator's rule stays ``maxSeqLen × beam width`` (:func:`one_sequence_kv_tokens`): the
+#: worst case, a short prompt whose beams each run to maxSeqLen. TensorRT-LLM's start-up clamp counts
+#: the cheapest sequence instead: ``clampWindowSizesToFitAtLeastOneSequence`` (NVIDIA/TensorRT-LLM
+#: ``cpp/tensorrt_llm/batch_manager/trtGptModelInflightBatching.cpp``, stored commit b35ac1b6) calls
+#: ``KVCacheManager::calculateMaxBlockRequirements`` with promptLength = maxInputLen and outputLength =
+#: maxSeqLen − maxInputLen ("This makes it the best case scenario … More validation is needed on a
+#: per-request basis"), which is ``numContextBlocks + numOutputBlocks * beamWidth``
+#: (``kvCacheManager.cpp``). So a pool between the two starts uncut, and it is the longer beam
+#: searches the engine was built for that do not fit. The pytorch backend divides the pool by the beam
+#: width (``resource_manager.py`` ``get_max_atten_window_upper_bound``), so there
+#: :data:`CLAMPED_AT_START` holds as it is.
+BEAMS_WORST_CASE = (
+    "the operator counts the worst case, a beam search whose beams each run to maxSeqLen; TensorRT-LLM's "
+    "start-up check counts only a maxInputLen prompt plus its output × beam width and cuts maxSeqLen and "
+    "maxInputLen to the pool below that, so either way requests the engine was built for do not fit"
+)
+
+
+def why_one_sequence(backend: str, max_beam_width: int) -> str:
+    """Why a KV pool below :func:`one_sequence_kv_tokens` is refused, in the backend's terms:
+    :data:`CLAMPED_AT_START`, or :data:`BEAMS_WORST_CASE` for beam search on the tensorrt backend."""
+    return BEAMS_WORST_CASE if max_beam_width > 1 and backend != "pytorch" else CLAMPED_AT_START
+
+
 #: The planner's warning that a deployment's chunked context answers (:func:`moot_with_chunked_context`).
 _UNLESS_CHUNKED = "unless chunked context is enabled"
 
@@ -533,6 +558,22 @@ def one_sequence_kv_tokens(max_seq_len: int, tokens_per_block: int, max_beam_wid
     tensorrtllm_backend#168, a 2023 check). A smaller pool is not refused at start any more: it cuts
     maxSeqLen (:data:`CLAMPED_AT_START`)."""
     return max_beam_width * _round_blocks(max_seq_len, tokens_per_block)
+
+
+def max_tokens_pool_blocks(max_tokens: int, tokens_per_block: int, backend: str = "tensorrt") -> int:
+    """KV blocks of ``tokens_per_block`` in a primary pool bounded to ``max_tokens`` tokens
+    (``spec.server.maxTokensInPagedKvCache``, TensorRT-LLM's ``KvCacheConfig.max_tokens``), rounded as
+    the backend rounds it. tensorrt (the C++ executor) rounds **up**: NVIDIA/TensorRT-LLM
+    ``cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp`` ``BaseKVCacheManager::calculateMaxNumBlocks``,
+    ``calculatePrimaryBlocks``: ``maxTokens = std::min(maxTokensFromConfig, maxTokens)`` then
+    ``blocksInPrimaryPool = tc::ceilDiv(maxTokens, tokensPerBlock)`` (stored commits b35ac1b6 and
+    002ba6a7). pytorch rounds **down** at the version docs/reference/tensorrt-llm.md quotes:
+    ``tensorrt_llm/_torch/pyexecutor/resource_manager.py`` ``KVCacheManager.calculate_max_num_blocks``:
+    ``blocks_in_primary_pool = int(max_tokens // tokens_per_block)`` (TL@001541ba; earlier stored copies
+    had ``math.ceil(max_tokens / tokens_per_block)``, so the floor is the stricter of the two)."""
+    if backend == "pytorch":
+        return max_tokens // tokens_per_block
+    return ceil_div(max_tokens, tokens_per_block)
 
 
 def model_context(arch: Architecture) -> int:
@@ -623,7 +664,8 @@ def _batch_warning(
     concurrent_typical = max_kv_tokens // _round_blocks(typical, block)
     return PlanIssue(
         "spec.build.maxBatchSize",
-        f"maxBatchSize {max_batch_size} exceeds the {concurrent} sequences of maxSeqLen "
+        f"maxBatchSize {max_batch_size} exceeds the {concurrent} "
+        f"{'sequence' if concurrent == 1 else 'sequences'} of maxSeqLen "
         f"{max_seq_len} tokens the KV cache holds per replica ({concurrent_typical} at "
         f"{typical} tokens); TensorRT-LLM schedules only what the KV cache holds, the rest waits.",
         f"accept it for shorter typical requests, or {kv_fix}use more tensor parallelism or a lower "
@@ -806,7 +848,8 @@ def validate(arch: Architecture, request: PlanRequest, gpu: GPUSpec) -> list[Pla
         issues.append(
             PlanIssue(
                 ONE_NODE_FIELD,
-                f"tensor × pipeline = {tp * pp} GPUs exceeds the {request.gpus_per_node} GPUs of one node.",
+                f"tensor × pipeline = {tp * pp} GPUs exceeds the {request.gpus_per_node} "
+                f"{'GPU' if request.gpus_per_node == 1 else 'GPUs'} of one node.",
                 _one_node_fix(request, None, searched=False),
             )
         )
@@ -1003,7 +1046,7 @@ def _compute_at(
             PlanIssue(
                 "spec.build.maxSeqLen",
                 f"the KV cache holds {max_kv_tokens} tokens per GPU, less than one sequence of maxSeqLen "
-                f"{max_seq_len}{beams}; {CLAMPED_AT_START}.",
+                f"{max_seq_len}{beams}; {why_one_sequence(request.backend, request.max_beam_width)}.",
                 f"{low_fraction}lower maxSeqLen to at most {max_kv_tokens // request.max_beam_width}, "
                 f"{kv_fix}or raise tensor parallelism (see recommended).",
                 kind="capacity",

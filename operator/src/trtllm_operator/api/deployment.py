@@ -218,8 +218,10 @@ class ServerSpec(ApiModel):
         ge=1,
         description="Upper bound on KV-cache tokens (max_tokens_in_paged_kv_cache); the smaller of "
         "this and the free-memory fraction wins. Unset = no bound. A bound below one sequence of the "
-        "engine's maxSeqLen is refused (condition reason KVCacheTooSmall): TensorRT-LLM would cut "
-        "maxSeqLen to it at start.",
+        "engine's maxSeqLen × maxBeamWidth, counted in whole KV blocks as the backend rounds it (up on "
+        "tensorrt, down on pytorch), is refused (condition reason KVCacheTooSmall): TensorRT-LLM would "
+        "cut maxSeqLen to it at start (docs/serving.md: for beam search on tensorrt the operator counts "
+        "the worst case).",
     )
     enable_chunked_context: bool = Field(
         default=False,

@@ -95,15 +95,20 @@ def register(subparsers: Any) -> None:
         "--model-config",
         help="the model's config.json: run the planner's checks of the engine (heads divisible by "
         "tensor parallelism, memory fit) as the operator does; without it they are skipped. A file is "
-        "one model's: refused when the input's LLMEngines serve several models. A directory holds one "
+        "one model's: refused when the input's LLMEngines serve several models, and a warning when it "
+        "names another model than the engine's spec.model.source. A directory holding config.json is a "
+        "model folder, read as that file (as plan and simulate read it); any other directory holds one "
         "per model, named <org>__<name>.json after each engine's spec.model.source hf://<org>/<name> "
-        "(the operator's hfConfigDir layout): each engine is checked with its own",
+        "(the operator's hfConfigDir layout): each engine is checked with its own, and an engine whose "
+        "file is missing gets a warning naming it",
     )
     parser.add_argument(
         "--gpus-per-node",
         type=int,
-        default=8,
-        help="nvidia.com/gpu capacity of one node of the engine's GPU product (default 8)",
+        default=None,
+        help="nvidia.com/gpu capacity of one node of the engine's GPU product (default 8): the serving "
+        "plan's node fit and the engine's one-node rule (tensor × pipeline ≤ GPUs of one node unless "
+        "multiNode), as the operator reads it from the nodes",
     )
     parser.add_argument("--lws", action="store_true", help="assume the LeaderWorkerSet CRD is installed")
     parser.add_argument(
@@ -235,6 +240,50 @@ def _autoscaled(name: str, dep: dict[str, Any], plan: ServingPlan) -> ServingPla
     return replace(plan, params=replace(plan.params, replicas=bounded))
 
 
+def _bound_unchecked(dep: dict[str, Any], engine: dict[str, Any]) -> str:
+    """The third skipped check, when there is one: the deployment's ``spec.server.maxTokensInPagedKvCache``
+    against one sequence of the engine's maxSeqLen (KVCacheTooSmall) needs that maxSeqLen, and an
+    engine without ``spec.build.maxSeqLen`` has only the planner's derived one, which needs the model's
+    config (fresh-user trial 47 U11: a bound of 1,000 tokens was skipped with no word of it)."""
+    bound = ((dep.get("spec") or {}).get("server") or {}).get("maxTokensInPagedKvCache")
+    build = ((engine.get("spec") or {}).get("build") or {}).get("maxSeqLen")
+    if bound is None or build:
+        return ""
+    return (
+        f", and spec.server.maxTokensInPagedKvCache {bound} of LLMDeployment {_name(dep)} against one "
+        "sequence of the derived maxSeqLen, as spec.build.maxSeqLen is unset"
+    )
+
+
+def _unchunked(deployments: list[dict[str, Any]], dep: dict[str, Any]) -> list[str]:
+    """Names of the LLMDeployments of ``dep``'s namespace that serve its engine (spec.engineRef.name)
+    without ``spec.server.enableChunkedContext: true``: those the maxNumTokens warning concerns."""
+
+    def key(d: dict[str, Any]) -> tuple[Any, Any]:
+        return (d["metadata"].get("namespace"), ((d.get("spec") or {}).get("engineRef") or {}).get("name"))
+
+    def chunked(d: dict[str, Any]) -> bool:
+        server = (d.get("spec") or {}).get("server") or {}
+        return isinstance(server, dict) and server.get("enableChunkedContext") is True
+
+    return sorted(_name(d) for d in deployments if key(d) == key(dep) and not chunked(d))
+
+
+def _no_config_file(engine: str, config_dir: Path, file_name: str) -> str:
+    """The warning for a ``--model-config`` directory without the engine's ``<org>__<name>.json``
+    (fresh-user trial 47 U2: a note, so a CI gate on render's exit code passed with no memory-fit
+    check): names the file expected, a file whose name differs only in case, and both layouts."""
+    near = sorted(
+        f.name for f in config_dir.iterdir() if f.name.lower() == file_name.lower() and f.name != file_name
+    )
+    hint = f"; {', '.join(near)} differs only in case (the name must match spec.model.source)" if near else ""
+    return (
+        f"LLMEngine {engine}: --model-config {config_dir} holds no {file_name}{hint}, so the planner's "
+        "checks of this engine are skipped. A directory is either a model folder holding config.json "
+        "(one model) or the operator's hfConfigDir layout, <org>__<name>.json per hf://<org>/<name>"
+    )
+
+
 def _read_config(path: Path) -> dict[str, Any] | str:
     """A model's ``config.json`` at ``path``, or the ``--model-config`` error message."""
     try:
@@ -264,13 +313,20 @@ def _bad(message: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     # Heavier imports (planner, pydantic models, templates) only when the command runs.
-    from engine_builder.planner import PlanIssue, moot_with_chunked_context  # noqa: PLC0415
+    from engine_builder.planner import (  # noqa: PLC0415
+        Plan,
+        PlanIssue,
+        bounded_warnings,
+        moot_with_chunked_context,
+    )
     from trtllm_operator.api.deployment import LLMDeploymentSpec  # noqa: PLC0415
     from trtllm_operator.commands._schema import manifest_errors, namespace_error  # noqa: PLC0415
     from trtllm_operator.decide.autoscaler import KEDA_NOT_INSTALLED  # noqa: PLC0415
+    from trtllm_operator.decide.compatibility import NodeGPUs  # noqa: PLC0415
     from trtllm_operator.decide.engine_spec import (  # noqa: PLC0415
         InvalidEngine,
         hf_config_name,
+        model_config_mismatch,
         plan_status,
         prepare_engine,
     )
@@ -281,12 +337,21 @@ def run(args: argparse.Namespace) -> int:
     from trtllm_operator.render.network_policy import serving_network  # noqa: PLC0415
     from trtllm_operator.settings import current  # noqa: PLC0415
 
+    node_gpus = None if args.gpus_per_node is None else NodeGPUs(args.gpus_per_node, 0)
+    if args.gpus_per_node is None:
+        args.gpus_per_node = 8
     if args.gpus_per_node < 1:
         return _bad(f"--gpus-per-node must be >= 1 (GPUs of one node), got {args.gpus_per_node}")
     hf_config: dict[str, Any] | None = None
     config_dir = Path(args.model_config) if args.model_config and Path(args.model_config).is_dir() else None
-    if args.model_config and config_dir is None:
-        loaded = _read_config(Path(args.model_config))
+    config_file = Path(args.model_config) if args.model_config and config_dir is None else None
+    if config_dir is not None and (config_dir / "config.json").is_file():
+        # Fresh-user trial 47 U2: a model folder (a Hugging Face snapshot), as plan and simulate read
+        # --model-config DIR: its config.json is that one model's, like a file.
+        config_file = config_dir / "config.json"
+        config_dir = None
+    if config_file is not None:
+        loaded = _read_config(config_file)
         if isinstance(loaded, str):
             return _bad(loaded)
         hf_config = loaded
@@ -352,11 +417,22 @@ def run(args: argparse.Namespace) -> int:
                 "holding each model's config.json as <org>__<name>.json (hf://<org>/<name>; the operator's "
                 "hfConfigDir layout), or render one model's manifests at a time"
             )
+        for name, source in sorted(served.items()):  # trial 47 U3: one file, but another model's?
+            other = model_config_mismatch(str(args.model_config), source)
+            if other:
+                say(
+                    "render",
+                    "warning",
+                    f"--model-config {args.model_config} seems not to be LLMEngine {name}'s model, "
+                    f"spec.model.source {source}: {other}. The planner's checks use the flag's model. "
+                    f"Fix: pass {source[len('hf://') :]}'s config.json",
+                )
     out: list[str] = []
     # The planner's warnings of each engine (as status.plan.warnings), printed once per engine and
     # per deployment that it concerns: a deployment with chunked context answers the maxNumTokens one
     # (fresh-user trial 44 F6: the 70B and 405B examples were told to enable what they enable).
     engine_warnings: dict[int, list[PlanIssue]] = {}
+    engine_plans: dict[int, tuple[Plan, Any, int | None]] = {}
     warned: dict[int, set[str]] = {}
     for dep in deployments:
         dep["metadata"].setdefault("uid", "")
@@ -404,11 +480,15 @@ def run(args: argparse.Namespace) -> int:
                     config = found
                 else:
                     missing = f" (no {file_name} in --model-config {config_dir})"
+                    say("render", "warning", _no_config_file(str(ref), config_dir, file_name))
             prepared = prepare_engine(
                 engine["metadata"]["name"],
                 engine.get("spec") or {},
                 hf_config=config,
                 namespace=engine["metadata"]["namespace"],
+                # Fresh-user trial 47 U1: the flag reaches the planner's one-node rule, as the nodes'
+                # GPU count does in the operator (nodes=0: the builder pod's node check stays off).
+                node_gpus=node_gpus,
             )
             if isinstance(prepared, InvalidEngine):
                 return _bad(f"LLMEngine {ref}: {prepared.text}")
@@ -417,24 +497,39 @@ def run(args: argparse.Namespace) -> int:
                     "render",
                     "note",
                     f"LLMEngine {ref}: the planner's checks (heads divisible by tensor parallelism, "
-                    f"memory fit) were skipped{missing}: pass --model-config <the model's config.json, or "
-                    "a directory of <org>__<name>.json> to run them",
+                    f"memory fit{_bound_unchecked(dep, engine)}) were skipped{missing}: pass --model-config "
+                    "<the model's config.json, or a directory of <org>__<name>.json> to run them",
                 )
             status["engineKey"] = prepared.key
             if prepared.plan is not None:  # as the LLMEngine controller writes it (--model-config)
                 status.setdefault("plan", plan_status(prepared.plan))
                 engine_warnings[id(engine)] = list(prepared.plan.warnings)
+                engine_plans[id(engine)] = (prepared.plan, prepared.gpu, prepared.spec.build.max_batch_size)
             status.setdefault("artifact", {"uri": prepared.storage.artifact_uri(prepared.key)})
         # what the operator puts in status.plan.warnings (and a PlanWarnings Event): valid, but worth
         # knowing before it is applied (docs/planner.md "Warnings"), less what this deployment answers
         server = (dep.get("spec") or {}).get("server") or {}
         chunked = isinstance(server, dict) and server.get("enableChunkedContext") is True
         said = warned.setdefault(id(engine), set())
-        for warning in engine_warnings.get(id(engine), []):
-            if (chunked and moot_with_chunked_context(warning)) or str(warning) in said:
+        warnings = engine_warnings.get(id(engine), [])
+        bound = server.get("maxTokensInPagedKvCache") if isinstance(server, dict) else None
+        planned = engine_plans.get(id(engine))
+        if isinstance(bound, int) and planned is not None and bound < planned[0].max_kv_tokens:
+            # Fresh-user trial 47 U8: the maxBatchSize warning counted in the deployment's bounded
+            # pool, as simulate --deployment counts it (engine_builder.planner.bounded_warnings).
+            warnings = list(bounded_warnings(planned[0], planned[1], planned[2], bound))
+        for warning in warnings:
+            text = str(warning)
+            if moot_with_chunked_context(warning):
+                if chunked:
+                    continue
+                # Fresh-user trial 47 U10: the deployments this concerns, when the engine serves several.
+                off = ", ".join(_unchunked(deployments, dep))
+                text = f"{text} (spec.server.enableChunkedContext is off in LLMDeployment {off})"
+            if text in said:
                 continue
-            said.add(str(warning))
-            say("render", "warning", f"LLMEngine {ref}: {warning}")
+            said.add(text)
+            say("render", "warning", f"LLMEngine {ref}: {text}")
         plan = plan_serving(dep, engine, gpus_per_node=args.gpus_per_node, lws_installed=args.lws)
         name = dep["metadata"]["name"]
         if isinstance(plan, ServingRefusal):

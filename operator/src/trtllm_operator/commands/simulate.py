@@ -336,7 +336,7 @@ def _unsimulated_engine(args: argparse.Namespace, spec: Any, where: str) -> list
     layout, :func:`~trtllm_operator.decide.engine_spec.hf_config_name`) or a config.json whose
     ``_name_or_path`` names another model than ``spec.model.source`` is a warning; when nothing in
     the flag says which model it is, a note says it was not compared."""
-    from trtllm_operator.decide.engine_spec import hf_config_name  # noqa: PLC0415
+    from trtllm_operator.decide.engine_spec import hf_config_name, model_config_mismatch  # noqa: PLC0415
 
     said: list[tuple[str, str]] = []
     sd = spec.build.speculative_decoding
@@ -355,25 +355,12 @@ def _unsimulated_engine(args: argparse.Namespace, spec: Any, where: str) -> list
             )
         )
     source = spec.model.source
-    expected = hf_config_name(source)
-    if expected is None or not args.model_config:
+    if hf_config_name(source) is None or not args.model_config:
         return said
-    path = Path(str(args.model_config))
-    named: str | None = None
-    try:
-        loaded = json.loads((path / "config.json" if path.is_dir() else path).read_text())
-        if isinstance(loaded, dict) and isinstance(loaded.get("_name_or_path"), str):
-            named = loaded["_name_or_path"]
-    except (OSError, ValueError):  # the replica's plan refuses an unreadable config by name
-        pass
-    repo = source[len("hf://") :]
-    if named is not None and "/" in named and named != repo:
-        other = f"its _name_or_path is {named}"
-    elif path.suffix == ".json" and "__" in path.name and path.name != expected:
-        other = f"its file name is another model's than {expected} (the operator's hfConfigDir names)"
-    elif named == repo or path.name == expected:
+    other = model_config_mismatch(str(args.model_config), source)
+    if other == "":
         return said
-    else:
+    if other is None:
         said.append(
             (
                 "note",
@@ -386,7 +373,8 @@ def _unsimulated_engine(args: argparse.Namespace, spec: Any, where: str) -> list
         (
             "warning",
             f"--model-config {args.model_config} seems not to be {where}'s model, spec.model.source "
-            f"{source}: {other}. The flag's model is simulated. Fix: pass {repo}'s config.json",
+            f"{source}: {other}. The flag's model is simulated. Fix: pass {source[len('hf://') :]}'s "
+            "config.json",
         )
     )
     return said
@@ -935,6 +923,7 @@ def run(args: argparse.Namespace) -> int:
             chunked_context=chunked,
             max_seq_len=args.max_seq_len,
             max_tokens_in_paged_kv_cache=server.max_tokens_in_paged_kv_cache,
+            backend=str(((engine or {}).get("spec") or {}).get("backend") or "tensorrt"),
         )
     except PlanInputError as exc:
         return _fail(with_flags(f"{flag_of(exc.field, args.deployment)}: {exc.message}", args.deployment))

@@ -216,18 +216,19 @@ def decide_placement(world_size: int, gpus_per_node: int, *, lws_installed: bool
     if world_size <= gpus_per_node:
         return Placement("Deployment", 1)
     nodes = -(-world_size // gpus_per_node)
+    of_gpus = f"{gpus_per_node} {'GPU' if gpus_per_node == 1 else 'GPUs'}"  # trial 47 U12
     if world_size % gpus_per_node:
         return Placement(
             "LeaderWorkerSet",
             nodes,
-            blocked=f"{world_size} ranks do not split evenly over nodes of {gpus_per_node} GPUs; "
+            blocked=f"{world_size} ranks do not split evenly over nodes of {of_gpus}; "
             "choose tensor × pipeline parallelism that is a multiple of the GPUs per node",
         )
     if not lws_installed:
         return Placement(
             "LeaderWorkerSet",
             nodes,
-            blocked=f"one replica needs {world_size} GPUs on {nodes} nodes of {gpus_per_node} GPUs: install "
+            blocked=f"one replica needs {world_size} GPUs on {nodes} nodes of {of_gpus}: install "
             f"LeaderWorkerSet (CRD {LWS_CRD_NAME}, https://github.com/"
             "kubernetes-sigs/lws) or lower tensor × pipeline parallelism to fit one node",
         )

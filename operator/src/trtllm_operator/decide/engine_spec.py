@@ -433,6 +433,37 @@ def hf_config_name(source: str) -> str | None:
     return source[len("hf://") :].replace("/", "__") + ".json"
 
 
+def model_config_mismatch(path: str, source: str) -> str | None:
+    """Whether the ``--model-config`` at ``path`` (a ``config.json``, or a directory holding one) is the
+    model of ``spec.model.source`` ``source``: the reason it is another model's (its ``_name_or_path``
+    names another ``<org>/<name>``, or its file name is another model's ``<org>__<name>.json``,
+    :func:`hf_config_name`); ``""`` when it names this one; ``None`` when nothing in it says which model
+    it is, or ``source`` is not ``hf://``. The one home of this comparison: ``simulate --deployment``
+    and ``render`` (fresh-user trials 45 A11, 47 U3)."""
+    import json  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+
+    expected = hf_config_name(source)
+    if expected is None:
+        return None
+    file = Path(path)
+    named: str | None = None
+    try:
+        loaded = json.loads((file / "config.json" if file.is_dir() else file).read_text())
+        if isinstance(loaded, dict) and isinstance(loaded.get("_name_or_path"), str):
+            named = loaded["_name_or_path"]
+    except (OSError, ValueError):  # the plan refuses an unreadable config by name
+        pass
+    repo = source[len("hf://") :]
+    if named is not None and "/" in named and named != repo:
+        return f"its _name_or_path is {named}"
+    if file.suffix == ".json" and "__" in file.name and file.name != expected:
+        return f"its file name is another model's than {expected} (the operator's hfConfigDir names)"
+    if named == repo or file.name == expected:
+        return ""
+    return None
+
+
 def plan_warnings(plan: Plan | None) -> list[str]:
     """``status.plan.warnings``: the planner's warnings (:attr:`Plan.warnings`, each
     ``"<field>: <message> Fix: <fix>"``; docs/planner.md "Warnings"), at most 32; empty without a plan."""

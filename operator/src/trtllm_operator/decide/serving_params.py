@@ -20,11 +20,12 @@ from typing import Any, Literal
 
 from engine_builder.contract import DRAFT_DIR
 from engine_builder.planner import (
-    CLAMPED_AT_START,
     DEFAULT_KV_CACHE_FREE_GPU_MEM_FRACTION,
     DEFAULT_TOKENS_PER_BLOCK,
     kv_pool_tokens,
+    max_tokens_pool_blocks,
     one_sequence_kv_tokens,
+    why_one_sequence,
 )
 from engine_builder.planner.formats import engine_paged_context_fmha
 from trtllm_operator.api.deployment import LLMDeploymentSpec
@@ -264,7 +265,7 @@ def kv_cache_refusal(
         f"spec.server.kvCacheFreeGpuMemFraction {fraction:g} gives a KV cache of {tokens} tokens per GPU "
         f"({fraction:g} × {free / 2**30:.2f} GiB free after LLMEngine {engine_name!r}'s weights, "
         f"{per_token} bytes per token), less than one sequence of its maxSeqLen {max_seq_len}{beams} "
-        f"({need} tokens); {CLAMPED_AT_START}. Nothing was rolled out: {fix}"
+        f"({need} tokens); {why_one_sequence('tensorrt', max_beam_width)}. Nothing was rolled out: {fix}"
     )
 
 
@@ -277,31 +278,45 @@ def max_tokens_shortfall(
     max_seq_len: int | None,
     max_beam_width: int = 1,
     tokens_per_block: int = DEFAULT_TOKENS_PER_BLOCK,
+    *,
     pool: int | None = None,
+    backend: str = "tensorrt",
 ) -> tuple[str, str] | None:
     """``(message, fix)`` when ``spec.server.maxTokensInPagedKvCache`` = ``max_tokens`` (tokens) holds
     less than one sequence of the engine's ``max_seq_len`` × ``max_beam_width``
     (:func:`engine_builder.planner.one_sequence_kv_tokens`, in KV blocks of ``tokens_per_block``);
-    ``None`` when it holds one, or when either is unset. The one home of this check: the LLMDeployment
+    ``None`` when it holds one, or when either is unset. The bound is compared in whole blocks, rounded
+    as ``backend`` (``spec.backend``) rounds it (:func:`engine_builder.planner.max_tokens_pool_blocks`:
+    up on tensorrt, down on pytorch; fresh-user trial 47 U4), and the fix's "maxSeqLen at most" is the
+    longest sequence those blocks hold. The one home of this check: the LLMDeployment
     controller's serving gate (:func:`serving_params`, condition reason ``KVCacheTooSmall``), hence
     ``render``, and ``simulate`` (:func:`trtllm_operator.simulate.fleet.kv_pool_limit`). Needs no plan:
     the pool is at most ``max_tokens`` whatever the free memory. ``pool``: the free-memory fraction's
-    pool in tokens, when known, named in the fix. Why it is refused: :data:`CLAMPED_AT_START`."""
+    pool in tokens, when known, named in the fix. Why it is refused:
+    :func:`engine_builder.planner.why_one_sequence`."""
     if max_tokens is None or not max_seq_len:
         return None
     need = one_sequence_kv_tokens(max_seq_len, tokens_per_block, max_beam_width)
-    if max_tokens >= need:
+    blocks = max_tokens_pool_blocks(max_tokens, tokens_per_block, backend)
+    if blocks * tokens_per_block >= need:
         return None
     beams = f" × beam width {max_beam_width}" if max_beam_width > 1 else ""
-    longest = max_tokens // max_beam_width // tokens_per_block * tokens_per_block
+    longest = blocks // max_beam_width * tokens_per_block
+    # The smallest bound that rounds to one sequence's blocks: up (tensorrt) any value above the
+    # block below; down (pytorch) the whole blocks themselves.
+    smallest = need if backend == "pytorch" else need - tokens_per_block + 1
+    rounding = "down" if backend == "pytorch" else "up"
     of_pool = f", {pool:,} tokens" if pool is not None else ""
-    fix = f"raise it to at least {need:,}, or leave it out (the pool is then the free-memory fraction's"
+    fix = f"raise it to at least {smallest:,}, or leave it out (the pool is then the free-memory fraction's"
     fix += f"{of_pool})"
     if longest >= tokens_per_block:
         fix += f", or serve an engine built with spec.build.maxSeqLen at most {longest:,}"
+    block_s = "block" if blocks == 1 else "blocks"
     return (
-        f"{max_tokens:,} tokens is less than one sequence of maxSeqLen {max_seq_len:,}{beams} "
-        f"({need:,} tokens in KV blocks of {tokens_per_block}); {CLAMPED_AT_START}",
+        f"{max_tokens:,} {'token' if max_tokens == 1 else 'tokens'} ({blocks:,} KV {block_s} of "
+        f"{tokens_per_block}: {backend} rounds it {rounding} to whole blocks) is less than one sequence of "
+        f"maxSeqLen {max_seq_len:,}{beams} ({need:,} tokens in KV blocks of {tokens_per_block}); "
+        f"{why_one_sequence(backend, max_beam_width)}",
         fix,
     )
 
@@ -406,7 +421,7 @@ def serving_params(
             raise ServingInputError("KVCacheTooSmall", short)
     # Fresh-user trials 44 F26 / 45 A1: the bound needs no plan, and the pytorch backend clamps alike.
     bounded = max_tokens_shortfall(
-        server.max_tokens_in_paged_kv_cache, max_seq_len, espec.build.max_beam_width
+        server.max_tokens_in_paged_kv_cache, max_seq_len, espec.build.max_beam_width, backend=espec.backend
     )
     if bounded is not None:
         message, fix = bounded

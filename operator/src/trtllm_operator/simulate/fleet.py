@@ -120,6 +120,7 @@ def replica_setup(
     chunked_context: bool = False,
     max_seq_len: int | None = None,
     max_tokens_in_paged_kv_cache: int | None = None,
+    backend: str = "tensorrt",
 ) -> ReplicaSetup:
     """Plan one replica and build its :class:`ReplicaSpec`.
 
@@ -128,7 +129,8 @@ def replica_setup(
     values (``max_seq_len``: derived from the KV cache, docs/planner.md); ``chunked_context`` is the
     deployment's ``spec.server.enableChunkedContext`` (:attr:`ReplicaSpec.chunked_context`);
     ``max_tokens_in_paged_kv_cache`` its ``spec.server.maxTokensInPagedKvCache`` (tokens), which bounds
-    the pool: :func:`kv_pool_limit`. Raises
+    the pool: :func:`kv_pool_limit`, in whole KV blocks rounded as ``backend`` (the engine's
+    ``spec.backend``) rounds it. Raises
     ``engine_builder.planner.PlanInputError`` for a value the planner cannot take at all,
     :class:`ReplicaInputError` for one that breaks a planner rule or for ``tp × pp`` beyond one node
     (:func:`one_node_issue`), and :class:`ReplicaDoesNotFitError` (a ``ValueError``) when the model
@@ -162,7 +164,7 @@ def replica_setup(
             f"the model does not fit on {tp * pp} × {gpu_spec.product} {quantized(quantization)}: {reasons}",
             p,
         )
-    pool = kv_pool_limit(p, max_tokens_in_paged_kv_cache)
+    pool = kv_pool_limit(p, max_tokens_in_paged_kv_cache, backend)
     rates = GPURates.from_gpu(gpu_spec)
     costs = model_costs(arch, p)
     model = IterationModel.build(costs, rates, quantization, efficiency)
@@ -181,7 +183,7 @@ def replica_setup(
     return ReplicaSetup(spec=spec, plan=p, rates=rates, costs=costs)
 
 
-def kv_pool_limit(p: Plan, max_tokens: int | None) -> int:
+def kv_pool_limit(p: Plan, max_tokens: int | None, backend: str = "tensorrt") -> int:
     """The KV pool of a replica whose deployment sets ``maxTokensInPagedKvCache`` = ``max_tokens``
     (tokens; ``None``: unset): the smaller of it and the plan's pool from the free-memory fraction
     (``p.max_kv_tokens``). TensorRT-LLM: "if both are specified, firstly the
@@ -197,7 +199,9 @@ def kv_pool_limit(p: Plan, max_tokens: int | None) -> int:
     :func:`trtllm_operator.decide.serving_params.max_tokens_shortfall`."""
     if max_tokens is None or max_tokens >= p.max_kv_tokens:
         return p.max_kv_tokens
-    short = max_tokens_shortfall(max_tokens, p.max_seq_len, 1, p.tokens_per_block, pool=p.max_kv_tokens)
+    short = max_tokens_shortfall(
+        max_tokens, p.max_seq_len, 1, p.tokens_per_block, pool=p.max_kv_tokens, backend=backend
+    )
     if short is not None:
         message, fix = short
         refused = "the operator refuses such a deployment too (KVCacheTooSmall) and rolls nothing out"
