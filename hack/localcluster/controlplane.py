@@ -568,6 +568,12 @@ class ControlPlane:
                 # children get no write"); blocking: the event is in the file before the response.
                 f"--audit-policy-file={self._write_audit_policy()}",
                 f"--audit-log-path={self.audit_log}",
+                # Never rotated: readers (tests, benchmarks/scale.py) read this one file from an
+                # offset. Unset, the size limit is the log library's default, 100 MB
+                # (gopkg.in/natefinch/lumberjack.v2 Logger.MaxSize, which k8s.io/apiserver v0.34.4
+                # pkg/server/options/audit.go fills from --audit-log-maxsize): a 5,000 + 5,000
+                # benchmark burst rotated it and scale.py counted only the burst's end. In MB.
+                "--audit-log-maxsize=1048576",
                 "--audit-log-format=json",
                 "--audit-log-mode=blocking",
             ],
