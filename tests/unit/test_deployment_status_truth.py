@@ -294,6 +294,42 @@ def test_replicas_that_cannot_be_scheduled_are_not_starting() -> None:
     assert "(and 1 other message(s))" in conds(cold)["Ready"]["message"]
 
 
+#: The scheduler's message when no node has the pod's nodeSelector labels (kubernetes v1.34.4
+#: nodeaffinity ``ErrReasonPod`` in ``FitError.Error``'s "0/<all> nodes are available: <n> <reason>.").
+NO_LABEL = (
+    "0/5 nodes are available: 5 node(s) didn't match Pod's node affinity/selector. preemption: 0/5 nodes "
+    "are available: 5 Preemption is not helpful for scheduling."
+)
+
+
+def test_unschedulable_for_the_deployments_node_selector_names_it_not_replicas() -> None:
+    # Trial 46 T8: spec.scheduling.nodeSelector {pool: none} matches no node; "lower spec.replicas"
+    # cannot help, the selector can.
+    progress = RolloutProgress(False, 1, 1, 0, 0, "0/1 replicas Ready on engine key nnnnnnnnnnnnnnnn")
+    s = deployment_status(
+        obs(progress=progress, pods=1, unschedulable=[NO_LABEL], node_selector={"pool": "none"})
+    )
+    msg = conds(s)["Ready"]["message"]
+    assert state(s, "Ready") == ("False", "ReplicasUnschedulable")
+    assert "no node has the labels pool=none of spec.scheduling.nodeSelector" in msg, msg
+    assert msg.endswith("label nodes or change the selector"), msg
+    assert "lower spec.replicas" not in msg
+    # affinity set: named too
+    aff = deployment_status(obs(progress=progress, pods=1, unschedulable=[NO_LABEL], node_affinity=True))
+    assert "the required node affinity of spec.scheduling.affinity" in conds(aff)["Ready"]["message"]
+    # some nodes mismatch, others lack GPUs: both fixes
+    mixed = NO_LABEL.replace("5 node(s) didn't", "2 node(s) didn't").replace(
+        "available: 2", "available: 3 Insufficient nvidia.com/gpu, 2"
+    )
+    m = deployment_status(obs(progress=progress, pods=1, unschedulable=[mixed], node_selector={"pool": "a"}))
+    text = conds(m)["Ready"]["message"]
+    assert "2 of 5 nodes lack the labels pool=a of spec.scheduling.nodeSelector" in text, text
+    assert "lower spec.replicas" in text
+    # no selector of the deployment's own (the engine's GPU label alone): the generic fix stays
+    plain = deployment_status(obs(progress=progress, pods=1, unschedulable=[NO_LABEL]))
+    assert "spec.scheduling" not in conds(plain)["Ready"]["message"]
+
+
 def test_scaling_up_into_unschedulable_pods_keeps_ready_but_is_degraded() -> None:
     progress = RolloutProgress(False, 3, 3, 2, 0, "2/3 replicas Ready on engine key nnnnnnnnnnnnnnnn")
     s = deployment_status(

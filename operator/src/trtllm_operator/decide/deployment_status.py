@@ -28,6 +28,7 @@ it keeps the previous value.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -127,6 +128,10 @@ class Observation:
     backend: str | None = None
     #: The scheduler's messages of replica pods that cannot be scheduled (PodView.unschedulable).
     unschedulable: Sequence[str] = ()
+    #: ``spec.scheduling.nodeSelector`` and whether ``spec.scheduling.affinity`` sets node affinity:
+    #: the fix of a pod no node's labels match (:func:`unschedulable_note`).
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    node_affinity: bool = False
     #: Containers of replica pods waiting on what will not clear by itself (a bad image, a missing
     #: Secret key, a crash loop: :func:`~trtllm_operator.decide.pod_problems.stuck_containers`) and
     #: the fields that fix them.
@@ -315,17 +320,57 @@ def serving_fixes(engine: Mapping[str, Any] | None) -> Fixes:
     )
 
 
-def unschedulable_note(messages: Sequence[str]) -> str:
-    """``"N pod(s) cannot be scheduled: <scheduler's message>"`` and the fix; "" for none."""
+#: The scheduler's reason for a node whose labels do not match the pod's nodeSelector or required
+#: node affinity, and the head of its message, "0/<all> nodes are available: <count> <reason>, ..."
+#: (kubernetes v1.34.4 ``pkg/scheduler/framework/plugins/nodeaffinity/node_affinity.go``
+#: ``ErrReasonPod``; ``pkg/scheduler/framework/types.go`` ``FitError.Error``, ``NoNodeAvailableMsg``).
+SCHEDULER_AFFINITY_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
+_AFFINITY_COUNT = re.compile(
+    r"^0/(\d+) nodes are available:.*?\b(\d+) " + re.escape(SCHEDULER_AFFINITY_MISMATCH)
+)
+
+
+def _selector_fix(message: str, node_selector: Mapping[str, str], node_affinity: bool) -> tuple[str, bool]:
+    """When the scheduler says nodes did not match the pod's node affinity/selector and the
+    deployment sets ``spec.scheduling.nodeSelector`` or ``affinity``: the fix naming that field and
+    its labels, and whether it is the only one (every node mismatched: more or freer nodes of the
+    same labels, or fewer replicas, cannot help). ("", False) otherwise."""
+    found = _AFFINITY_COUNT.search(message.strip())
+    if found is None or not (node_selector or node_affinity):
+        return "", False
+    every = found.group(1) == found.group(2)
+    nodes = "no node" if every else f"{found.group(2)} of {found.group(1)} nodes"
+    fields = []
+    if node_selector:
+        labels = ",".join(f"{k}={v}" for k, v in sorted(node_selector.items()))
+        fields.append(f"the labels {labels} of spec.scheduling.nodeSelector")
+    if node_affinity:
+        fields.append("the required node affinity of spec.scheduling.affinity")
+    return (
+        f"{nodes} {'has' if every else 'lack'} {' and '.join(fields)} (together with the "
+        "engine's GPU product label): label nodes or change the selector",
+        every,
+    )
+
+
+def unschedulable_note(
+    messages: Sequence[str], node_selector: Mapping[str, str] | None = None, node_affinity: bool = False
+) -> str:
+    """``"N pod(s) cannot be scheduled: <scheduler's message>"`` and the fix; "" for none. A
+    mismatch of the deployment's own ``spec.scheduling`` node labels is named (:func:`_selector_fix`)."""
     if not messages:
         return ""
     distinct = sorted(set(messages))
     more = f" (and {len(distinct) - 1} other message(s))" if len(distinct) > 1 else ""
-    return (
-        f"{len(messages)} pod(s) cannot be scheduled: {distinct[0].strip()}{more}; the scheduler's "
-        "message says which request no node meets (GPUs of the engine's product, node selectors, "
-        "tolerations): add or free such nodes, or lower spec.replicas"
+    head = f"{len(messages)} pod(s) cannot be scheduled: {distinct[0].strip()}{more}"
+    selector, only = _selector_fix(distinct[0], node_selector or {}, node_affinity)
+    if selector and only:
+        return f"{head}; {selector}"
+    generic = (
+        "the scheduler's message says which request no node meets (GPUs of the engine's product, node "
+        "selectors, tolerations): add or free such nodes, or lower spec.replicas"
     )
+    return f"{head}; {selector}; {generic}" if selector else f"{head}; {generic}"
 
 
 def _cond(type_: str, status: bool, reason: str, message: str, generation: int) -> dict[str, Any]:
@@ -463,7 +508,7 @@ def deployment_status(obs: Observation) -> DeploymentDecision:
         )
 
     msg = progress.message if progress is not None else "creating the workload"
-    unschedulable = unschedulable_note(obs.unschedulable)
+    unschedulable = unschedulable_note(obs.unschedulable, obs.node_selector, obs.node_affinity)
     if unschedulable:
         msg = f"{msg}; {unschedulable}"
     failing = stuck_summary(obs.stuck, obs.fixes)

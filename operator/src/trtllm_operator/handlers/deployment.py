@@ -323,6 +323,10 @@ def _reconcile_object(kube: Kube, name: str, obj: dict[str, Any] | None) -> None
     ]
     live_pods = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
     server = spec.get("server") or {}
+    scheduling = spec.get("scheduling") or {}
+    node_affinity = ((scheduling.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    )
     base = Observation(
         generation=generation,
         # what the workload is given: spec.replicas, within the built-in autoscaler's range
@@ -341,6 +345,8 @@ def _reconcile_object(kube: Kube, name: str, obj: dict[str, Any] | None) -> None
         api=str(server.get("api") or ServerSpec.model_fields["api"].default),
         backend=_served_backend(engine, live_pods),
         unschedulable=[u for u in (pod_view(p).unschedulable for p in live_pods) if u is not None],
+        node_selector={str(k): str(v) for k, v in (scheduling.get("nodeSelector") or {}).items()},
+        node_affinity=bool(node_affinity),
         stuck=stuck_containers(live_pods),
         fixes=serving_fixes(engine),
     )
