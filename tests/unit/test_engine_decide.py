@@ -28,6 +28,7 @@ from trtllm_operator.decide.engine import (
     ReplaceBuild,
     build_queue_of,
     build_slots,
+    decide_conflict,
     decide_engine,
     decide_fetching,
     decide_invalid,
@@ -183,6 +184,18 @@ def test_nothing_yet_creates_the_build() -> None:
     assert conds(d)["Progressing"] == ("True", "BuildStarted")
     assert d.event is not None and d.event.reason == "BuildStarted"
     assert d.status["engineKey"] == p.key and d.status["build"]["jobName"] == p.job_name
+
+
+def test_child_conflict_says_when_it_is_tried_again() -> None:
+    # Fresh-user trial 46 T8: the fix is followed elsewhere (delete the other object); the engine is
+    # looked at again only on its own change or the drift loop (setting resync_seconds).
+    from trtllm_operator.decide.ownership import ChildConflict  # noqa: PLC0415
+
+    conflict = ChildConflict("Job", "build-x", "is not owned by an LLMEngine")
+    d = decide_conflict(prepared(), conflict, observe(), 120.0)
+    ready = next(c for c in d.conditions if c["type"] == "Ready")
+    assert ready["reason"] == "ChildConflict"
+    assert ready["message"].endswith("; tried again on the next change of this LLMEngine or within 120 s")
 
 
 def test_operator_created_pvc_is_ensured_before_the_build() -> None:

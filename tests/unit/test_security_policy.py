@@ -21,6 +21,7 @@ from trtllm_operator.decide.policy import (
     engine_refusal,
     image_allowed,
     normalize_image,
+    refusal_text,
     secret_refusal,
     serving_refusal,
     url_refusal,
@@ -68,6 +69,23 @@ def test_conflict_message_names_object_reason_and_fix() -> None:
     assert message.startswith("Service chat already exists and has no controller ownerReference")
     assert "does not modify, adopt or trust it" in message
     assert "Delete or rename that Service, or give this LLMDeployment another name" in message
+
+
+def test_conflict_and_secret_refusals_say_when_they_are_tried_again() -> None:
+    # Fresh-user trial 46 T8: after following the fix (delete the clash, label the Secret) nothing said
+    # when the operator would look again; it is the object's next change or its drift loop's period.
+    conflict = ChildConflict("Deployment", "clash", "has no controller ownerReference")
+    assert conflict.message("LLMDeployment", 30.0).endswith(
+        "; tried again on the next change of this LLMDeployment or within 30 s"
+    )
+    unmarked = secret_refusal("spec.model.credentialsSecretRef.name", "hf", "team-a", {"name": "hf"})
+    assert unmarked is not None
+    text = refusal_text(unmarked, "LLMEngine", 300.0)
+    assert text.startswith(unmarked.message)
+    assert text.endswith("; tried again on the next change of this LLMEngine or within 300 s")
+    # a refusal fixed by editing the object itself is retried at once: no note
+    image = engine_refusal(_engine_spec(), "ns", secrets={}, allowed_image_registries=("registry.example",))
+    assert image is not None and refusal_text(image, "LLMEngine", 300.0) == image.message
 
 
 def test_records_are_trusted_only_with_every_marker() -> None:

@@ -509,13 +509,14 @@ def decide_fetching(generation: int, status: Mapping[str, Any], message: str) ->
 
 
 def decide_conflict(
-    prepared: PreparedEngine, conflict: ChildConflict, obs: EngineObservation
+    prepared: PreparedEngine, conflict: ChildConflict, obs: EngineObservation, retry_seconds: float
 ) -> EngineDecision:
     """A child or record under this engine's names that the operator does not control or trust
     (:mod:`trtllm_operator.decide.ownership`): phase Failed, ``Ready=False`` reason ``ChildConflict``
-    with what and why, no action. Re-checked on every reconcile: it clears once the object is gone."""
+    with what and why, no action. Re-checked on every reconcile: it clears once the object is gone;
+    the message says when (``retry_seconds``: the drift loop's period, setting ``resync_seconds``)."""
     gen = obs.generation
-    text = conflict.message(ENGINE_KIND)
+    text = conflict.message(ENGINE_KIND, retry_seconds)
     status = {
         "phase": "Failed",
         "observedGeneration": gen,

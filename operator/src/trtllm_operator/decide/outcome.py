@@ -17,6 +17,14 @@ from trtllm_operator.decide.conditions import Condition
 ActionT = TypeVar("ActionT")
 
 
+def retry_note(kind: str, seconds: float) -> str:
+    """When a refusal that waits on another object (a Secret's label, a conflicting child) is looked
+    at again: a reconcile of the ``kind`` object runs on its next change and at the latest when its
+    controller's drift loop comes round, every ``seconds`` (the caller passes the interval that loop
+    really uses)."""
+    return f"tried again on the next change of this {kind} or within {seconds:g} s"
+
+
 @dataclass(frozen=True)
 class EventToPost:
     """A Kubernetes Event to post on the reconciled object (``type`` Normal or Warning)."""

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trtllm_operator.api.owners import controller_of, is_controlled_by
+from trtllm_operator.decide.outcome import retry_note
 
 #: Condition reason (``Ready=False``, ``Degraded=True``) and Event reason of a refused child.
 R_CHILD_CONFLICT = "ChildConflict"
@@ -46,13 +47,17 @@ class ChildConflict:
     name: str
     why: str
 
-    def message(self, parent_kind: str) -> str:
-        """The condition message: what exists, why it is refused, and the fix."""
-        return (
+    def message(self, parent_kind: str, retry_seconds: float | None = None) -> str:
+        """The condition message: what exists, why it is refused, the fix, and (``retry_seconds``:
+        the parent controller's drift period) when the operator looks again."""
+        text = (
             f"{self.kind} {self.name} already exists and {self.why}: the operator does not modify, "
             f"adopt or trust it, and stopped here. Delete or rename that {self.kind}, or give this "
             f"{parent_kind} another name"
         )
+        if retry_seconds is None:
+            return text
+        return f"{text}; {retry_note(parent_kind, retry_seconds)}"
 
 
 def control_conflict(live: Mapping[str, Any], kind: str, parent_uid: str) -> ChildConflict | None:

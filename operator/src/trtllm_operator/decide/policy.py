@@ -27,6 +27,7 @@ from typing import Any
 
 from trtllm_operator.api.engine import LLMEngineSpec
 from trtllm_operator.api.wire import LABEL_SECRET_USABLE, SECRET_USABLE_VALUE
+from trtllm_operator.decide.outcome import retry_note
 
 R_IMAGE_NOT_ALLOWED = "ImageNotAllowed"
 R_SECRET_NOT_ALLOWED = "SecretNotAllowed"
@@ -45,6 +46,16 @@ class Refusal:
     field: str
     reason: str
     message: str
+
+
+def refusal_text(refusal: Refusal, kind: str, retry_seconds: float) -> str:
+    """``refusal``'s message for the ``kind`` object's conditions. A Secret refusal waits on the
+    Secret (created or labelled), which the operator does not watch: it says when the object is
+    looked at again (``retry_seconds``: the period of that controller's drift loop). The others
+    clear by editing the object itself, at once."""
+    if refusal.reason == R_SECRET_NOT_ALLOWED:
+        return f"{refusal.message}; {retry_note(kind, retry_seconds)}"
+    return refusal.message
 
 
 def normalize_image(image: str) -> str:

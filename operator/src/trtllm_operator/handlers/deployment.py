@@ -84,7 +84,7 @@ from trtllm_operator.decide.deployment_status import (
 from trtllm_operator.decide.outcome import EventToPost
 from trtllm_operator.decide.ownership import R_CHILD_CONFLICT, ChildConflict
 from trtllm_operator.decide.pod_problems import stuck_containers
-from trtllm_operator.decide.policy import Refusal, serving_refusal
+from trtllm_operator.decide.policy import Refusal, refusal_text, serving_refusal
 from trtllm_operator.decide.rollout import (
     RollbackDecision,
     decide_rollback,
@@ -359,7 +359,10 @@ def _reconcile_object(kube: Kube, name: str, obj: dict[str, Any] | None) -> None
     espec = engine.get("spec") or {}
     refusal = _policy_refusal(kube, namespace, spec, espec)
     if refusal is not None:
-        blocked = (refusal.reason, f"{refusal.field}: {refusal.message}")
+        blocked = (
+            refusal.reason,
+            f"{refusal.field}: {refusal_text(refusal, LLM_DEPLOYMENT.kind, RESYNC_SECONDS)}",
+        )
         _write_status(kube, obj, replace(base, blocked=blocked))
         return
     product = (espec.get("gpu") or {}).get("product", "")
@@ -385,7 +388,7 @@ def _reconcile_object(kube: Kube, name: str, obj: dict[str, Any] | None) -> None
     children = render_plan(plan, serving_network(current()))
     workload, rolled_back, conflict = _sync_children(kube, obj, children)
     if conflict is not None:
-        blocked = (R_CHILD_CONFLICT, conflict.message(LLM_DEPLOYMENT.kind))
+        blocked = (R_CHILD_CONFLICT, conflict.message(LLM_DEPLOYMENT.kind, RESYNC_SECONDS))
         _write_status(kube, obj, replace(base, desired_engine_key=params.engine_key, blocked=blocked))
         return
     view = workload_view(workload)

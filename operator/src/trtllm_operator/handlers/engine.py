@@ -96,7 +96,13 @@ from trtllm_operator.decide.engine_progress import BuildProgress, parse_progress
 from trtllm_operator.decide.engine_spec import InvalidEngine, PreparedEngine, hf_config_name, prepare_engine
 from trtllm_operator.decide.ownership import ChildConflict, marker_conflict
 from trtllm_operator.decide.pod_problems import stuck_containers
-from trtllm_operator.decide.policy import Refusal, engine_refusal, secret_references, secret_refusal
+from trtllm_operator.decide.policy import (
+    Refusal,
+    engine_refusal,
+    refusal_text,
+    secret_references,
+    secret_refusal,
+)
 from trtllm_operator.decide.pvc_growth import PVCGrowth, pvc_growth, refusal_message, storage_expanded
 from trtllm_operator.events import ARTIFACT_RECORDED
 from trtllm_operator.handlers import indexes
@@ -424,7 +430,8 @@ def _reconcile_object(kube: Kube, name: str, engine: dict[str, Any] | None) -> E
     if isinstance(prepared, PreparedEngine):
         refusal = policy_refusal(kube, settings, namespace, prepared.spec)
         if refusal is not None:
-            prepared = InvalidEngine(refusal.field, refusal.message, refusal.reason)
+            message = refusal_text(refusal, LLM_ENGINE.kind, settings.resync_seconds)
+            prepared = InvalidEngine(refusal.field, message, refusal.reason)
     if not isinstance(prepared, PreparedEngine):
         why = superseded_why(name, new_key_short=None, invalid_reason=prepared.reason)
         stop_superseded_builds(kube, engine, wanted_job=None, why=why)
@@ -470,7 +477,7 @@ def _decide_and_act(
     conflict = untrusted_child(prepared, entry=entry, job=job, pvc=pvc, spec_cm=spec_cm)
     obs = EngineObservation(generation, status, None, None, [], _no_queue(settings))
     if conflict is not None:
-        decision = decide_conflict(prepared, conflict, obs)
+        decision = decide_conflict(prepared, conflict, obs, settings.resync_seconds)
         return decision
     record = parse_record(entry)
     pods = kube.list(POD, ns, label_selector=f"{JOB_NAME_LABEL}={prepared.job_name}") if job else []
