@@ -344,9 +344,42 @@ def test_a_context_above_the_api_limit_is_clamped_to_it_and_said() -> None:
     assert len(said) == 1, p.warnings
     assert "163840 × RoPE scaling 40 = 6553600, is above it" in said[0].message
     assert "clamped to the limit" in said[0].message
+    # trial 47 U9: it recommends no maxSeqLen, and the warning says none is clamped
+    assert "the derived maxSeqLen is clamped" in said[0].message
+    assert "recommended maxSeqLen" not in said[0].message
     fits = plan(deepseek, PlanRequest(tp=8, quantization="fp8"), lookup("H200"))
     assert fits.fits and fits.max_seq_len == fits.recommended["max_seq_len"] == 32_768
     assert not [w for w in fits.warnings if "the API's limit" in w.message], fits.warnings
+
+
+def test_a_fix_names_only_the_alternatives_the_plan_holds() -> None:
+    """Fresh-user trial 47 U9: DeepSeek-V3 fp8 at tp 8 on an H100 pointed at "recommended:
+    tensor_parallelism and gpu_product are alternatives" though tensor_parallelism was None, and did not
+    say that more than one node's GPUs need multiNode. The fix names what the search found."""
+    deepseek = arch("deepseek-ai__DeepSeek-V3.json")
+    p = plan(deepseek, PlanRequest(tp=8, quantization="fp8"), lookup("H100"))
+    assert not p.fits and p.recommended["tensor_parallelism"] is None
+    fix = next(r.fix for r in p.reasons if r.field == "spec.parallelism.tensor")
+    gpu = p.recommended["gpu_product"]
+    assert gpu is not None and f"gpu_product {gpu} fits on its own" in fix, fix
+    assert "tensor_parallelism" not in fix, fix
+    assert "leaves no larger tensor parallelism in one node's 8 GPUs" in fix, fix
+    assert "spec.parallelism.multiNode: true, plan --multi-node" in fix, fix
+    # one parenthesis, which simulate strips whole
+    assert fix.count("(") == fix.count(")") and "(see recommended: " in fix and "--multi-node)" in fix
+    # both found: both named, no multi-node hint
+    both = plan(arch("meta-llama__Llama-3.1-70B-Instruct.json"), PlanRequest(), lookup("L4"))
+    both_fix = next(r.fix for r in both.reasons if r.field == "spec.parallelism.tensor")
+    tp, other = both.recommended["tensor_parallelism"], both.recommended["gpu_product"]
+    assert (
+        f"(see recommended: tensor_parallelism {tp} and gpu_product {other} each fits on its own)" in both_fix
+    )
+    assert "multiNode" not in both_fix
+    # neither: says so, and that multi-node is the way past one node
+    none = plan(deepseek, PlanRequest(tp=2), lookup("H100"))
+    none_fix = next(r.fix for r in none.reasons if r.field == "spec.parallelism.tensor")
+    assert "no tensor parallelism from 4 to 8 fits on one node of 8 GPUs" in none_fix, none_fix
+    assert "no larger GPU of the catalog fits" in none_fix
 
 
 def test_a_plan_that_does_not_fit_recommends_no_max_seq_len_of_its_own() -> None:

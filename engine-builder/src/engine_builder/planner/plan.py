@@ -944,18 +944,59 @@ def _compute(
     else:
         result = _compute_at(arch, request, gpu, derived, "derived", draft=draft)
     if longest < context and result.max_seq_len == longest:
+        # A plan that does not fit recommends no maxSeqLen (each alternative derives its own).
+        clamped_what = (
+            "the derived and recommended maxSeqLen are" if result.fits else "the derived maxSeqLen is"
+        )
         clamped = PlanIssue(
             "spec.build.maxSeqLen",
             f"maxSeqLen was derived as {longest}, the API's limit (spec.build.maxSeqLen ≤ "
             f"{MAX_SEQ_LEN_LIMIT}): the model's context, max_position_embeddings "
             f"{arch.max_position_embeddings} × RoPE scaling {rotary_factor(arch):g} = {context}, is "
-            "above it, so the derived and recommended maxSeqLen are clamped to the limit and longer "
-            "requests would be refused.",
+            f"above it, so {clamped_what} clamped to the limit and longer requests would be refused.",
             f"keep it, or set maxSeqLen (at most {MAX_SEQ_LEN_LIMIT}) for a shorter length.",
             kind="capacity",
         )
         result = replace(result, warnings=(*result.warnings, clamped))
     return result
+
+
+#: Where a fix for a plan that does not fit points at the alternatives: :func:`plan` replaces it by
+#: what its search found (:func:`_alternatives_note`); a plan not searched keeps this.
+SEE_ALTERNATIVES = "(see recommended: tensor_parallelism and gpu_product)"
+
+
+def _alternatives_note(request: PlanRequest, limit: int, best_tp: int | None, best_gpu: str | None) -> str:
+    """The fix's pointer to ``recommended``, true to what the search found: which of
+    ``tensor_parallelism`` and ``gpu_product`` exist, and, when no tensor parallelism within one node
+    fits, that more GPUs than one node's need multi-node (plan --multi-node,
+    spec.parallelism.multiNode). One parenthesis without another inside (simulate strips it)."""
+    found = []
+    if best_tp is not None:
+        found.append(f"tensor_parallelism {best_tp}")
+    if best_gpu is not None:
+        found.append(f"gpu_product {best_gpu}")
+    parts = [f"{' and '.join(found)} {'each fits' if len(found) > 1 else 'fits'} on its own"] if found else []
+    if best_tp is None:
+        most = limit // request.pp
+        first = 1  # plan() tries the powers of two above the request's
+        while first <= request.tp:
+            first *= 2
+        if first <= most:
+            on = "" if request.multi_node else f" on one node of {request.gpus_per_node} GPUs"
+            parts.append(f"no tensor parallelism from {first} to {most} fits{on}")
+        else:
+            full = (
+                f"the {limit} GPUs a replica may have" if request.multi_node else f"one node's {limit} GPUs"
+            )
+            parts.append(
+                f"tensor {request.tp} × pipeline {request.pp} leaves no larger tensor parallelism in {full}"
+            )
+        if not request.multi_node:
+            parts.append("more GPUs than one node's need spec.parallelism.multiNode: true, plan --multi-node")
+    if best_gpu is None:
+        parts.append("no larger GPU of the catalog fits")
+    return f"(see recommended: {'; '.join(parts)})"
 
 
 def _compute_at(
@@ -1030,8 +1071,7 @@ def _compute_at(
                 f"of {gpu.product}.",
                 "raise tensor (or pipeline) parallelism, quantize further (this GPU supports "
                 f"{', '.join(supported_quant_formats(gpu)) or 'no quantized format'}), or use a GPU with "
-                "more memory (see recommended: tensor_parallelism and gpu_product are alternatives, "
-                "each fits on its own).",
+                f"more memory {SEE_ALTERNATIVES}.",
                 kind="capacity",
             )
         )
@@ -1048,7 +1088,7 @@ def _compute_at(
                 f"the KV cache holds {max_kv_tokens} tokens per GPU, less than one sequence of maxSeqLen "
                 f"{max_seq_len}{beams}; {why_one_sequence(request.backend, request.max_beam_width)}.",
                 f"{low_fraction}lower maxSeqLen to at most {max_kv_tokens // request.max_beam_width}, "
-                f"{kv_fix}or raise tensor parallelism (see recommended).",
+                f"{kv_fix}or raise tensor parallelism {SEE_ALTERNATIVES}.",
                 kind="capacity",
             )
         )
@@ -1213,7 +1253,9 @@ def plan(
             best_gpu = spec.product
             break
     recommended = {**result.recommended, "tensor_parallelism": best_tp, "gpu_product": best_gpu}
-    return replace(result, recommended=recommended)
+    note = _alternatives_note(request, limit, best_tp, best_gpu)
+    reasons = tuple(replace(r, fix=r.fix.replace(SEE_ALTERNATIVES, note)) for r in result.reasons)
+    return replace(result, recommended=recommended, reasons=reasons)
 
 
 def plan_from_build_spec(
