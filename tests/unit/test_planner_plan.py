@@ -380,6 +380,11 @@ def test_a_fix_names_only_the_alternatives_the_plan_holds() -> None:
     none_fix = next(r.fix for r in none.reasons if r.field == "spec.parallelism.tensor")
     assert "no tensor parallelism from 4 to 8 fits on one node of 8 GPUs" in none_fix, none_fix
     assert "no larger GPU of the catalog fits" in none_fix
+    # invalid first (tp 3 divides no head count): no search, so no pointer to alternatives it lacks
+    invalid = plan(arch("meta-llama__Llama-3.1-70B-Instruct.json"), PlanRequest(tp=3), lookup("L4"))
+    assert "tensor_parallelism" not in invalid.recommended
+    memory = next(r.fix for r in invalid.reasons if r.kind == "capacity")
+    assert "see recommended" not in memory and memory.endswith("or use a GPU with more memory."), memory
 
 
 def test_a_plan_that_does_not_fit_recommends_no_max_seq_len_of_its_own() -> None:

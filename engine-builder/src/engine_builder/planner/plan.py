@@ -999,6 +999,12 @@ def _alternatives_note(request: PlanRequest, limit: int, best_tp: int | None, be
     return f"(see recommended: {'; '.join(parts)})"
 
 
+def _unsearched(reasons: tuple[PlanIssue, ...]) -> tuple[PlanIssue, ...]:
+    """``reasons`` of a plan whose alternatives were not searched (it is invalid first): no pointer to
+    a ``recommended`` tensor_parallelism or gpu_product it does not hold."""
+    return tuple(replace(r, fix=r.fix.replace(f" {SEE_ALTERNATIVES}", "")) for r in reasons)
+
+
 def _compute_at(
     arch: Architecture,
     request: PlanRequest,
@@ -1229,9 +1235,9 @@ def plan(
             replace(r, fix=_one_node_fix(request, fitting)) if r.field == ONE_NODE_FIELD else r
             for r in result.reasons
         )
-        return replace(result, reasons=fixed)
+        return replace(result, reasons=_unsearched(fixed))
     if result.fits or any(r.kind == "invalid" for r in result.reasons):
-        return result
+        return replace(result, reasons=_unsearched(result.reasons))
     limit = request.gpus_per_node if not request.multi_node else 64
     best_tp: int | None = None
     tp = 1
