@@ -121,7 +121,7 @@ def test_invalid_specs_name_the_field(changes: dict[str, Any], hf: Any, field: s
     assert isinstance(result, InvalidEngine)
     assert (result.field, result.reason) == (field, reason)
     assert result.message, "the message says what to do"
-    decision = decide_invalid(result, EngineObservation(3, {}, None, None, [], BuildQueue(0, 2, 0)))
+    decision = decide_invalid(result, EngineObservation(3, {}, None, None, [], BuildQueue(0, 2, 0)), 300.0)
     assert decision.phase == "Failed" and decision.actions == []
     ready = next(c for c in decision.conditions if c["type"] == "Ready")
     assert ready["status"] == "False" and ready["message"].startswith(field)
@@ -603,6 +603,17 @@ def _artifact_complete(decision: Any) -> tuple[str, str]:
     return conds(decision)["ArtifactComplete"]
 
 
+def test_a_refusal_says_when_it_is_checked_again_with_the_period_in_use() -> None:
+    # The Progressing message named "300 s by default", a second home of the setting's default; it
+    # names the period the drift loop really uses (settings.resync_seconds, passed in).
+    invalid = prepare_engine("e", spec(gpu__product="NVIDIA-A100-SXM4-80GB"), hf_config=TINY)
+    assert isinstance(invalid, InvalidEngine)
+    d = decide_invalid(invalid, observe(), 45.0)
+    progressing = next(c for c in d.conditions if c["type"] == "Progressing")
+    assert "within 45 s at the operator's periodic resync" in progressing["message"], progressing
+    assert "300" not in progressing["message"]
+
+
 def test_an_edit_into_an_invalid_spec_leaves_no_artifact_of_the_earlier_key() -> None:
     """Fresh-user trial 46 T9: an engine edited into an invalid spec (fp8 on an A100) kept the earlier
     key's ``status.artifact`` (PARTIAL true) beside an empty KEY and ``ArtifactComplete=NoArtifact``.
@@ -612,7 +623,7 @@ def test_an_edit_into_an_invalid_spec_leaves_no_artifact_of_the_earlier_key() ->
     assert earlier["artifact"]["partial"] is True
     invalid = prepare_engine("e", spec(gpu__product="NVIDIA-A100-SXM4-80GB"), hf_config=TINY)
     assert isinstance(invalid, InvalidEngine)
-    d = decide_invalid(invalid, observe(status=earlier))
+    d = decide_invalid(invalid, observe(status=earlier), 300.0)
     assert {k: d.status[k] for k in ("engineKey", "engineKeyShort", "artifact")} == dict.fromkeys(
         ("engineKey", "engineKeyShort", "artifact")
     )

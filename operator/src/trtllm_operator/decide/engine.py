@@ -457,13 +457,16 @@ def _event_for(
 #: depend on other objects (a Secret's label, the operator's policy): those are re-read at every
 #: reconcile, which any change of the LLMEngine (a label or annotation included) and the operator's
 #: drift timer (setting ``resync_seconds``) start.
-RECHECK = (
-    "checked again when this LLMEngine changes (editing any label or annotation retries at once) and "
-    "at the operator's periodic resync (resyncSeconds, 300 s by default)"
-)
+def recheck(retry_seconds: float) -> str:
+    """The Progressing message of a refusal; ``retry_seconds``: the drift loop's period (setting
+    ``resync_seconds``, passed by the handler: its one home is :mod:`trtllm_operator.settings`)."""
+    return (
+        "checked again when this LLMEngine changes (editing any label or annotation retries at once) and "
+        f"within {retry_seconds:g} s at the operator's periodic resync (setting resyncSeconds)"
+    )
 
 
-def decide_invalid(invalid: InvalidEngine, obs: EngineObservation) -> EngineDecision:
+def decide_invalid(invalid: InvalidEngine, obs: EngineObservation, retry_seconds: float) -> EngineDecision:
     """An invalid spec: phase Failed, Ready False, the field and the fix in the conditions. No action:
     the operator waits for the next spec change (never a hot loop)."""
     gen = obs.generation
@@ -483,7 +486,7 @@ def decide_invalid(invalid: InvalidEngine, obs: EngineObservation) -> EngineDeci
     conds = _conds(
         gen,
         ready=(False, invalid.reason, text),
-        progressing=(False, invalid.reason, RECHECK),
+        progressing=(False, invalid.reason, recheck(retry_seconds)),
         degraded=(True, invalid.reason, text),
         planned=planned,
     )

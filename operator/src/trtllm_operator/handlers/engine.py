@@ -436,7 +436,7 @@ def _reconcile_object(kube: Kube, name: str, engine: dict[str, Any] | None) -> E
         why = superseded_why(name, new_key_short=None, invalid_reason=prepared.reason)
         stop_superseded_builds(kube, engine, wanted_job=None, why=why)
         obs = EngineObservation(generation, status, None, None, [], _no_queue(settings))
-        decision = decide_invalid(prepared, obs)
+        decision = decide_invalid(prepared, obs, settings.resync_seconds)
         _write(kube, engine, decision, status_extra=stamp_field())
         return decision
     why = superseded_why(name, new_key_short=prepared.key_short)
