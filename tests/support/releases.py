@@ -35,15 +35,13 @@ class Base:
     differs: frozenset[str]
 
 
-#: The last release: stop 40's landing on main (82c67b9, 2026-12-04). Since then the operator's code,
-#: the chart's cluster rules and the CRDs' descriptions and columns changed (stop 41): the upgrade
-#: rebuilds and restarts nothing, changes one ClusterRole and writes one status per object, the new
-#: ``status.reconciledBy`` stamp (tests/e2e/test_upgrade.py ``FROM_THE_PREVIOUS_RELEASE``). Bumped at
-#: each release (docs/install.md, "Upgrade tests").
+#: The last release: stop 41's landing on main (ee12589, 2026-12-05). This tree differs from it in no
+#: area: the upgrade rebuilds, restarts and writes nothing, not even a status (tests/e2e/test_upgrade.py
+#: ``FROM_THE_PREVIOUS_RELEASE``). Bumped at each release (docs/install.md, "Upgrade tests").
 PREVIOUS_RELEASE = Base(
     name="from-previous-release",
-    commit="82c67b9b6a9fddf58a8fa40400ebd174fd2ff49c",
-    differs=frozenset({"code", "chart", "crds"}),
+    commit="ee12589053f7ed0fe5fa8a8ea8da0424800146d2",
+    differs=frozenset(),
 )
 
 #: Stop 29's main (3898a0c, 2026-12-01), the release before the engine-key/v2 migration (issue 26),
