@@ -302,12 +302,21 @@ def test_autoscaler_metrics_and_events(
         )
         assert value(after, "trtllm_operator_autoscaler_desired_replicas", **labels) == 2
 
-        def decided(reason: str) -> float:
-            key = ("trtllm_operator_autoscaler_decisions_total", frozenset({("reason", reason)}))
-            return after.get(key, 0.0) - before.get(key, 0.0)
-
-        assert decided("AboveTarget") + decided("TooManyReplicas") >= 1
-        assert decided("ScaleUpStabilized") + decided("AboveTarget") + decided("TooManyReplicas") >= 2
+        decisions = "trtllm_operator_autoscaler_decisions_total"
+        moved = {
+            dict(by)["reason"]: after[(name, by)] - before.get((name, by), 0.0)
+            for name, by in after
+            if name == decisions
+        }
+        # the tick that scaled 1 → 2 counted its reason
+        assert moved.get("AboveTarget", 0.0) + moved.get("TooManyReplicas", 0.0) >= 1, moved
+        # the current-replicas gauge reads 2 only once a tick has started from 2 replicas, and that
+        # tick counts its decision too (handlers/autoscaler.py sets the gauge from the decision's
+        # from_replicas beside the counter's inc): two decisions at least. The second one's reason
+        # depends on timing — TooManyReplicas at the cap once the new pod is Ready and saturated,
+        # PodsNotReady or AwaitingPods while it starts (a loop pass on a loaded machine saw one of
+        # those; the assertion that named only three reasons failed there) — so it is not pinned.
+        assert sum(moved.values()) >= 2, moved
         reasons = {
             e.reason
             for e in api.core.list_namespaced_event(api.ns, field_selector="involvedObject.name=chat").items
