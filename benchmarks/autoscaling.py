@@ -880,8 +880,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "examples/llama-3.1-70b-fp8-tp2-h200.yaml): prompts longer than max_num_tokens are prefilled "
             "in chunks (the simulator's `ReplicaSpec.chunked_context`, after TensorRT-LLM's micro-batch "
             "scheduler), and only those beyond max_seq_len − 1 or the whole KV cache are dropped.",
-            "- Not done (asked by issue 19): trtllm-serve's histograms; the Mooncake and Azure code "
-            "traces are reserved and not used.",
+            "- Not done (asked by issue 19): the Mooncake and Azure code traces are reserved and not "
+            "used. trtllm-serve's histograms are simulated (`metrics/serve_exposition.py`) but no policy "
+            "reads them: such deployments are refused autoscaling, and these runs are of Triton replicas.",
             "",
             "![autoscaling](autoscaling.png)",
             "",

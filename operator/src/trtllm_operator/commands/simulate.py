@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine_builder.planner import BUILD_LIMITS
 from trtllm_operator.api.deployment import MAX_REPLICAS
-from trtllm_operator.api.wire import DEPLOYMENT_KIND, ENGINE_KIND
+from trtllm_operator.api.wire import DEPLOYMENT_KIND, ENGINE_KIND, FRONTEND_TRTLLM_SERVE
 from trtllm_operator.commands import (
     EXIT_BAD_INPUT,
     EXIT_OK,
@@ -494,6 +494,26 @@ def _server_spec(manifest: dict[str, Any] | None) -> ServerSpec:
     return ServerSpec.model_validate(server or {})
 
 
+def replica_frontend(engine: dict[str, Any] | None, server: ServerSpec) -> str:
+    """The process that serves the replica, as the operator renders it
+    (:func:`trtllm_operator.render.serving.serves_with_trtllm_serve`): ``trtllm-serve`` for a pytorch
+    engine (``spec.backend`` of the LLMEngine the input holds) behind ``spec.server.api: openai``, else
+    Triton (``tensorrt`` when the input holds no engine, as for the replica's other settings). It decides
+    which families the simulated replicas export
+    (:attr:`~trtllm_operator.simulate.engine.ReplicaSpec.frontend`)."""
+    from trtllm_operator.render.serving import serves_with_trtllm_serve  # noqa: PLC0415
+    from trtllm_operator.simulate.engine import FRONTEND_TRITON  # noqa: PLC0415
+
+    if serves_with_trtllm_serve(engine_backend(engine), server.api):
+        return FRONTEND_TRTLLM_SERVE
+    return FRONTEND_TRITON
+
+
+def engine_backend(engine: dict[str, Any] | None) -> str:
+    """``spec.backend`` of the LLMEngine the input holds; ``tensorrt`` (the field's default) without one."""
+    return str(((engine or {}).get("spec") or {}).get("backend") or "tensorrt")
+
+
 #: ``spec.server`` fields the replica model does not represent, each with its default (what the
 #: replica runs) and why: a manifest that sets another value gets a note naming them (fresh-user
 #: trial 44 F27: batchSchedulerPolicy max_utilization was simulated as guaranteed_no_evict without a
@@ -923,7 +943,7 @@ def run(args: argparse.Namespace) -> int:
             chunked_context=chunked,
             max_seq_len=args.max_seq_len,
             max_tokens_in_paged_kv_cache=server.max_tokens_in_paged_kv_cache,
-            backend=str(((engine or {}).get("spec") or {}).get("backend") or "tensorrt"),
+            backend=engine_backend(engine),
         )
     except PlanInputError as exc:
         return _fail(with_flags(f"{flag_of(exc.field, args.deployment)}: {exc.message}", args.deployment))
@@ -956,6 +976,9 @@ def run(args: argparse.Namespace) -> int:
     if args.reserve_output_tokens:
         spec = dataclasses.replace(setup.spec, reserve_output_tokens=args.reserve_output_tokens)
         setup = dataclasses.replace(setup, spec=spec)
+    frontend = replica_frontend(engine, server)
+    if frontend != setup.spec.frontend:  # trtllm-serve: its own families, none of Triton's
+        setup = dataclasses.replace(setup, spec=dataclasses.replace(setup.spec, frontend=frontend))
     # Outputs as TensorRT-LLM generates them, for the policies (the oracle's plan, κ) and the run alike; the
     # policies count only the requests the replica accepts (policies.accepted: ReplicaSpec.accepts).
     served = [setup.spec.served(r) for r in requests]

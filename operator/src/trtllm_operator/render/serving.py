@@ -82,7 +82,13 @@ def uses_trtllm_serve(params: ServingParams) -> bool:
     """The pytorch backend's OpenAI API is TensorRT-LLM's own server, ``trtllm-serve``
     (:func:`trtllm_serve_args`); the tensorrt backend's is Triton's frontend
     (:func:`openai_frontend_args`)."""
-    return params.backend == "pytorch" and params.server.api == "openai"
+    return serves_with_trtllm_serve(params.backend, params.server.api)
+
+
+def serves_with_trtllm_serve(backend: str, api: str) -> bool:
+    """:func:`uses_trtllm_serve` from the engine's ``spec.backend`` and the deployment's
+    ``spec.server.api`` alone (``trtllm-operator simulate --deployment`` has no ServingParams)."""
+    return backend == "pytorch" and api == "openai"
 
 
 def metrics_port(api: str) -> int:

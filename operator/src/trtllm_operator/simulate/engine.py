@@ -62,6 +62,13 @@ with context tokens in this iteration are ``context`` (upstream counts a chunked
 ``numScheduledRequests`` / ``numContextRequests`` only in the iterations that run one of its chunks:
 the micro-batch scheduler puts it in ``contextRequests`` only when its chunk size is > 0); ``max`` is
 ``max_batch_size`` (pipeline parallelism 1).
+
+A replica served by ``trtllm-serve`` (:attr:`ReplicaSpec.frontend`, the pytorch backend's ``api:
+openai``) exports instead what that server exports
+(:mod:`trtllm_operator.metrics.serve_exposition`): ``request_success_total`` and four latency
+histograms, each request recorded when it finishes, from its arrival at the pod, the start of the
+iteration that first scheduled it, its first token and its last; no Triton family, no gauge, so
+nothing of its queue or batch.
 """
 
 from __future__ import annotations
@@ -70,16 +77,19 @@ import bisect
 import heapq
 import random
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from trtllm_operator.api.wire import FRONTEND_TRTLLM_SERVE
 from trtllm_operator.metrics.exposition import (
+    Family,
     FirstResponseHistogram,
     ReplicaInternals,
     exposition,
     samples,
 )
+from trtllm_operator.metrics.serve_exposition import FinishedRequest, ServeMetrics
 from trtllm_operator.simulate.perf import IterationModel
 from trtllm_operator.simulate.traces import MAX_TRACE_SPAN_S, Request
 
@@ -124,6 +134,20 @@ UPSTREAM_MAX_NEW_TOKENS = "TensorRT-LLM llmRequest.cpp (119c6e60) LlmRequest::va
 UPSTREAM_CHUNKING = "TensorRT-LLM microBatchScheduler.cpp (0a949d31) setCtxRequestsChunkSize FCFS"
 
 
+#: :attr:`ReplicaSpec.frontend` of a replica served by Triton (C++ ``tensorrtllm`` backend or LLM-API model).
+FRONTEND_TRITON = "triton"
+FRONTENDS = (FRONTEND_TRITON, FRONTEND_TRTLLM_SERVE)
+
+
+@dataclass(frozen=True, slots=True)
+class ServeInternals:
+    """A trtllm-serve replica at one sample: its page, as its collector gives it
+    (:meth:`~trtllm_operator.metrics.serve_exposition.ServeMetrics.families`). Unlike Triton's, its
+    exposition needs nothing hidden of the replica: the collector holds only what it exports."""
+
+    families: tuple[Family, ...]
+
+
 @dataclass(frozen=True, slots=True)
 class ReplicaSpec:
     """One replica (one Triton pod) of the model: GPUs, KV capacity and scheduler limits."""
@@ -152,6 +176,12 @@ class ReplicaSpec:
     #: ``max_seq_len - input`` tokens (:data:`UPSTREAM_MAX_NEW_TOKENS`). None: no such limit (a
     #: hand-built spec; ``max_num_tokens`` is then the prompt limit without chunked context).
     max_seq_len: int | None = None
+    #: The process that serves the replica and so writes its page: :data:`FRONTEND_TRITON` (Triton with
+    #: the TensorRT-LLM backend, the families of :mod:`trtllm_operator.metrics.exposition`) or
+    #: ``trtllm-serve`` (:data:`~trtllm_operator.api.wire.FRONTEND_TRTLLM_SERVE`, the pytorch backend's
+    #: ``api: openai``: the families of :mod:`trtllm_operator.metrics.serve_exposition`, none of
+    #: Triton's).
+    frontend: str = FRONTEND_TRITON
 
     def reservation(self, req: Request) -> int:
         """KV tokens ``GUARANTEED_NO_EVICT`` reserves for a request: prompt + max new tokens, the
@@ -183,6 +213,8 @@ class ReplicaSpec:
             raise ValueError(f"reserve_output_tokens must be >= 0, got {self.reserve_output_tokens}")
         if self.tokens_per_block <= 0:
             raise ValueError(f"tokens_per_block must be > 0, got {self.tokens_per_block}")
+        if self.frontend not in FRONTENDS:
+            raise ValueError(f"frontend must be one of {', '.join(FRONTENDS)}, got {self.frontend!r}")
         if self.chunked_context and self.max_num_tokens < self.tokens_per_block:
             # Every partial chunk is a multiple of tokens_per_block (UPSTREAM_CHUNKING): a prompt longer
             # than max_num_tokens would never get a chunk.
@@ -281,6 +313,8 @@ class _Replica:
     latency_s: float = 0.0
     ttft: FirstResponseHistogram = field(default_factory=FirstResponseHistogram)
     new_tokens: int = 0
+    # trtllm-serve's MetricsCollector for this pod (only for ReplicaSpec.frontend trtllm-serve).
+    serve: ServeMetrics | None = None
 
 
 @dataclass
@@ -302,6 +336,14 @@ class SimulationResult:
 
 
 _NAN = float("nan")
+
+
+def _families(internals: ReplicaInternals | ServeInternals) -> Iterable[Family]:
+    """The families of a sampled replica's page: Triton's from its internal state, trtllm-serve's as
+    sampled."""
+    if isinstance(internals, ServeInternals):
+        return internals.families
+    return exposition(internals)
 
 
 class Simulation:
@@ -364,8 +406,9 @@ class Simulation:
         self.scale_events = 0
         self.gpu_seconds = 0.0
         self.samples_t: list[float] = []
-        self.samples: list[dict[int, ReplicaInternals]] = []
+        self.samples: list[dict[int, ReplicaInternals | ServeInternals]] = []
         self.arrived_s = [_NAN] * n  # when each request reached its pod (Triton's clock starts there)
+        self.scheduled_s = [_NAN] * n  # the start of the iteration that first scheduled it
         self.replica_history: list[tuple[float, int, int]] = []
         self.queue_history: list[tuple[float, int]] = []
         self.completed = 0
@@ -393,6 +436,8 @@ class Simulation:
 
     def _add_replica(self, now: float, ready_now: bool = False) -> None:
         r = _Replica(self.next_rid, now)
+        if self.spec.frontend == FRONTEND_TRTLLM_SERVE:
+            r.serve = ServeMetrics()
         self.next_rid += 1
         self.replicas[r.rid] = r
         if ready_now and (self.max_gpus is None or self._gpus_in_use() + self.spec.gpus <= self.max_gpus):
@@ -490,7 +535,7 @@ class Simulation:
         kv_tokens = r.ctx_tokens
         budget = spec.max_num_tokens - decoding
         if spec.chunked_context:
-            prefill, kv_tokens = self._schedule_chunks(r, budget)
+            prefill, kv_tokens = self._schedule_chunks(r, budget, now)
         else:
             prefill = 0
             queue = r.queue
@@ -501,6 +546,7 @@ class Simulation:
                     break
                 idx = queue.popleft()
                 self.waiting -= 1
+                self.scheduled_s[idx] = now
                 prefill += req.input_tokens
                 r.kv_reserved += need
                 r.ctx_tokens += req.input_tokens
@@ -513,7 +559,7 @@ class Simulation:
         r.busy = True
         self._push(now + spec.model.iteration_s(prefill + decoding, kv_tokens), _ITER_END, r.rid)
 
-    def _schedule_chunks(self, r: _Replica, capacity: int) -> tuple[int, int]:
+    def _schedule_chunks(self, r: _Replica, capacity: int, now: float) -> tuple[int, int]:
         """Chunked context (:data:`UPSTREAM_CHUNKING`): give this iteration's ``capacity`` context
         tokens (``max_num_tokens`` minus one per decoding sequence) to the sequences in their context
         phase, first those already chunking, then new admissions, in arrival order; each takes its
@@ -565,6 +611,7 @@ class Simulation:
                 break
             idx = queue.popleft()
             self.waiting -= 1
+            self.scheduled_s[idx] = now
             r.kv_reserved += need
             if not run_chunk(idx, 0, chunk):
                 r.chunking.append([idx, chunk])
@@ -588,6 +635,8 @@ class Simulation:
             self.completed += 1
             r.completed += 1
             r.latency_s += now - self.arrived_s[idx]
+            if r.serve is not None:
+                r.serve.finish(self._finished(idx, now))
         r.iteration += 1
         if r.draining and not heap and not r.chunking and not r.queue:
             r.busy = False
@@ -595,9 +644,29 @@ class Simulation:
             return
         self._start_iteration(r, now)
 
+    def _finished(self, idx: int, now: float) -> FinishedRequest:
+        """Request ``idx``, finished at ``now``, as trtllm-serve records it
+        (:class:`~trtllm_operator.metrics.serve_exposition.FinishedRequest`). It stops at ``length`` when
+        it generated all the tokens it could (its ``max_tokens``, :attr:`ReplicaSpec.reserve_output_tokens`
+        when set, else its own output length; or ``max_seq_len`` minus its prompt), else at ``stop`` (an
+        end-of-sequence token before that)."""
+        req = self.requests[idx]
+        limit = self.spec.reservation(req) - req.input_tokens
+        return FinishedRequest(
+            arrival_s=self.arrived_s[idx],
+            first_scheduled_s=self.scheduled_s[idx],
+            first_token_s=self.first_token[idx],
+            last_token_s=now,
+            output_tokens=req.output_tokens,
+            finished_reason="length" if req.output_tokens >= limit else "stop",
+        )
+
     # -- metrics and control ----------------------------------------------------------------------
-    def _internals(self, r: _Replica, now: float) -> ReplicaInternals:
-        """The replica's state as the exposition reads it (hidden parts included)."""
+    def _internals(self, r: _Replica, now: float) -> ReplicaInternals | ServeInternals:
+        """The replica's state as the exposition reads it (hidden parts included); for trtllm-serve, its
+        page (nothing of it is hidden: the page is all its collector holds)."""
+        if r.serve is not None:
+            return ServeInternals(r.serve.families())
         spec = self.spec
         tpb = spec.tokens_per_block
         max_blocks = spec.max_kv_tokens // tpb
@@ -655,7 +724,7 @@ class Simulation:
             else:
                 state = "Unschedulable"
             internals = sampled.get(r.rid) if state == "Ready" else None
-            page = tuple(samples(exposition(internals))) if internals is not None else None
+            page = tuple(samples(_families(internals))) if internals is not None else None
             views.append(PodView(r.rid, state, page))
         return Observation(time_s=now, sample_time_s=sample_t, replicas=self.target, pods=tuple(views))
 
