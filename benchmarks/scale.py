@@ -618,7 +618,8 @@ def memory_at_peak(path: Path) -> dict[str, float]:
     ``pymalloc_free`` (the part of pymalloc's arenas, ``pymalloc_arenas``, not in use: free blocks,
     empty pools; an arena goes back to the system only when all of it is free) and ``glibc_free``;
     ``glibc_mmap`` (large blocks mmapped one by one); ``file`` (file-backed pages: code); ``other``
-    (the rest: thread stacks, other mappings). ``{}`` without samples."""
+    (the rest: thread stacks, other mappings; a few MiB below 0 when pymalloc's arenas, counted
+    whole, are not all resident). ``{}`` without samples."""
     try:
         samples = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
     except (OSError, json.JSONDecodeError):
