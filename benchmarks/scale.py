@@ -18,7 +18,10 @@ Steps, in one run:
    Ready" can come first), ``--idle-seconds`` (60) with nothing changing: API writes
    (POST/PUT/PATCH/DELETE) by resource, and how many LLMEngine/LLMDeployment objects changed
    resourceVersion.
-4. Operator peak RSS: ``VmHWM`` from /proc/<pid>/status.
+4. Operator peak RSS: ``VmHWM`` from /proc/<pid>/status. With ``--memory-stats``, what the RSS was
+   made of at the operator's highest sample (every 2 s, benchmarks/memprofile/sitecustomize.py):
+   live Python objects (pymalloc's bytes in use, glibc malloc's in use), what the two allocators
+   hold free (fragmentation), the file-backed pages (code), the rest; the same for the restart.
 5. **Restart** — the operator killed and started again with everything converged: time until kopf
    logged "Resuming is processed" for every object, the operator's writes until ``--restart-settle``
    seconds after that, and where the time went: its log's first line (interpreter and imports),
@@ -607,6 +610,45 @@ def memory_top(proc: subprocess.Popen[bytes], path: Path) -> list[dict[str, Any]
     return []
 
 
+def memory_at_peak(path: Path) -> dict[str, float]:
+    """``--memory-stats``: the operator's first sample (benchmarks/memprofile/sitecustomize.py) within
+    1 % of its highest RSS, in MiB — when the RSS got there: memory freed later stays in the RSS, so
+    later samples of the same RSS show less in use. ``rss``; live objects: ``pymalloc_used`` (Python
+    objects of up to 512 bytes) and ``glibc_used`` (larger ones, buffers, C extensions); held free:
+    ``pymalloc_free`` (the part of pymalloc's arenas, ``pymalloc_arenas``, not in use: free blocks,
+    empty pools; an arena goes back to the system only when all of it is free) and ``glibc_free``;
+    ``glibc_mmap`` (large blocks mmapped one by one); ``file`` (file-backed pages: code); ``other``
+    (the rest: thread stacks, other mappings; a few MiB below 0 when pymalloc's arenas, counted
+    whole, are not all resident). ``{}`` without samples."""
+    try:
+        samples = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    except (OSError, json.JSONDecodeError):
+        return {}
+    samples = [x for x in samples if "pymalloc_arenas" in x]
+    if not samples:
+        return {}
+    highest = max(x["rss"] for x in samples)
+    peak = next(x for x in samples if x["rss"] >= 0.99 * highest)
+    keys = ("rss", "pymalloc_arenas", "pymalloc_used", "glibc_used", "glibc_free", "glibc_mmap", "file")
+    out = {k: peak[k] / 2**20 for k in keys}
+    out["pymalloc_free"] = out["pymalloc_arenas"] - out["pymalloc_used"]
+    out["other"] = out["rss"] - out["file"] - out["pymalloc_arenas"] - out["glibc_used"] - out["glibc_free"]
+    out["other"] -= out["glibc_mmap"]
+    return out
+
+
+def memory_line(m: dict[str, float]) -> str:
+    """One line of the table for :func:`memory_at_peak`."""
+    if not m:
+        return "no samples"
+    return (
+        f"RSS {m['rss']:.0f} MiB = live objects {m['pymalloc_used']:.0f} (pymalloc) + "
+        f"{m['glibc_used']:.0f} (glibc malloc) MiB; held free {m['pymalloc_free']:.0f} (pymalloc, of "
+        f"{m['pymalloc_arenas']:.0f} MiB of arenas) + {m['glibc_free']:.0f} (glibc) MiB; glibc mmapped "
+        f"{m['glibc_mmap']:.0f} MiB; file-backed {m['file']:.0f} MiB; other {m['other']:.0f} MiB"
+    )
+
+
 #: The children the operator renders per one-replica, single-node LLMDeployment (what its handlers
 #: create in the burst: the audit profile's "handlers create ..." rows), as (kubectl resource, kind).
 CHILD_KINDS = (
@@ -706,15 +748,20 @@ def floor_step(
 
 
 def operator_env(
-    cp: ControlPlane, ns: str, metrics_port: int, tracemalloc_out: Path | None = None
+    cp: ControlPlane,
+    ns: str,
+    metrics_port: int,
+    tracemalloc_out: Path | None = None,
+    memstats_out: Path | None = None,
 ) -> dict[str, str]:
     extra: dict[str, str] = {}
     if tracemalloc_out is not None:
+        extra["TRTLLM_BENCH_TRACEMALLOC"] = str(tracemalloc_out)
+    if memstats_out is not None:
+        extra["TRTLLM_BENCH_MEMSTATS"] = str(memstats_out)
+    if extra:
         path = os.environ.get("PYTHONPATH")
-        extra = {
-            "PYTHONPATH": f"{MEMPROFILE}{os.pathsep}{path}" if path else str(MEMPROFILE),
-            "TRTLLM_BENCH_TRACEMALLOC": str(tracemalloc_out),
-        }
+        extra["PYTHONPATH"] = f"{MEMPROFILE}{os.pathsep}{path}" if path else str(MEMPROFILE)
     return {
         **os.environ,
         **extra,
@@ -770,7 +817,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "trtllm_operator.cli", "run"],
                 env=operator_env(
-                    cp, "bench", metrics_port, work / "tracemalloc.jsonl" if args.tracemalloc else None
+                    cp,
+                    "bench",
+                    metrics_port,
+                    work / "tracemalloc.jsonl" if args.tracemalloc else None,
+                    work / "memstats.jsonl" if args.memory_stats else None,
                 ),
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -838,6 +889,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         result["idle_changed_objects"] = sum(1 for k, v in rv_after.items() if rv_before.get(k) != v)
         result["idle_events"] = event_sources(core, "bench", since=idle_start)
         result["rss_mib"] = vm_hwm_mib(proc.pid)
+        if args.memory_stats:
+            result["memory_at_peak"] = memory_at_peak(work / "memstats.jsonl")
         if args.tracemalloc:
             result["memory_top"] = memory_top(proc, work / "tracemalloc.jsonl")
         log(
@@ -858,7 +911,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         with open(restart_log, "wb") as out:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "trtllm_operator.cli", "run"],
-                env=operator_env(cp, "bench", restart_port),
+                env=operator_env(
+                    cp,
+                    "bench",
+                    restart_port,
+                    None,
+                    work / "memstats-restart.jsonl" if args.memory_stats else None,
+                ),
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
@@ -882,6 +941,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         rv_after = versions(custom, "bench")
         result["restart_changed_objects"] = sum(1 for k, v in rv_after.items() if rv_before.get(k) != v)
         result["restart_rss_mib"] = vm_hwm_mib(proc.pid)
+        if args.memory_stats:
+            result["restart_memory_at_peak"] = memory_at_peak(work / "memstats-restart.jsonl")
         if args.floor:
             proc.kill()
             proc.wait(30)
@@ -941,6 +1002,11 @@ def table(r: dict[str, Any], command: str) -> str:
         (
             "operator peak RSS (VmHWM)",
             f"{r['rss_mib']:.0f} MiB (baseline: kubectl apply's peak RSS {r['kubectl_rss_mib']:.0f} MiB)",
+        ),
+        *(
+            [("operator memory at its highest sample (--memory-stats)", memory_line(r["memory_at_peak"]))]
+            if "memory_at_peak" in r
+            else []
         ),
         (
             f"API writes in {r['idle_s']:.0f} s idle (all clients)",
@@ -1023,6 +1089,11 @@ def restart_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
             f"{reads} GET/LIST; {r['restart_changed_objects']} LLMEngine/LLMDeployment objects changed",
         ),
         ("restart: operator peak RSS", f"{r['restart_rss_mib']:.0f} MiB"),
+        *(
+            [("restart: operator memory at its highest sample", memory_line(r["restart_memory_at_peak"]))]
+            if "restart_memory_at_peak" in r
+            else []
+        ),
         *restart_breakdown_rows(r),
     ]
 
@@ -1149,6 +1220,12 @@ def main(argv: list[str] | None = None) -> int:
         "--tracemalloc",
         action="store_true",
         help="profile what holds the operator's memory after the idle window (slower; its RSS grows)",
+    )
+    p.add_argument(
+        "--memory-stats",
+        action="store_true",
+        help="split the operator's peak RSS, burst and restart: live Python objects, free in the allocators "
+        "(fragmentation), code, the rest (a sample every 2 s; memory_at_peak in the result)",
     )
     p.add_argument(
         "--py-spy",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -468,3 +469,89 @@ def test_kopf_stores_the_projection_of_an_indexed_resource_and_the_whole_llm_obj
     }  # change handlers read it
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": _meta("j"), "spec": {"template": {}}}
     assert stream(_resource("batch", "v1", "jobs"), job)["spec"] == {"template": {}}
+
+
+# ----------------------------------------------------------------------------- interned strings
+def _parsed(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` as kopf gets it from one watch event: parsed on its own, no string shared with any
+    other object (``json.loads`` shares equal keys only within one document)."""
+    parsed: dict[str, Any] = json.loads(json.dumps(obj))
+    return parsed
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield k
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+    elif isinstance(value, str):
+        yield value
+
+
+@pytest.mark.parametrize(
+    "resource, objects",
+    [
+        (
+            _resource(GROUP, VERSION, "llmengines"),
+            [
+                {
+                    "apiVersion": f"{GROUP}/{VERSION}",
+                    "kind": "LLMEngine",
+                    "metadata": _meta(name, annotations={**_KOPF, "note": "x" * 65}),
+                    "spec": {"model": {"source": "hf://m"}, "build": {"maxBatchSize": 8, "paged": True}},
+                    "status": {
+                        "phase": "Ready",
+                        "conditions": [{"type": "Ready", "status": "True", "message": "y" * 65}],
+                        "sizeBytes": None,
+                        "ratio": 0.5,
+                    },
+                }
+                for name in ("e-1", "e-2")
+            ],
+        ),
+        (_resource("", "v1", "pods"), [serving_pod(ready=True), serving_pod(ready=True)]),
+    ],
+)
+def test_kopf_holds_each_key_and_short_string_once_across_objects(
+    stream: Callable[[references.Resource, dict[str, Any]], dict[str, Any]],
+    resource: references.Resource,
+    objects: list[dict[str, Any]],
+) -> None:
+    """Failed before: two objects parsed from two watch events held two copies of every key and
+    value (``metadata``, ``namespace``, ``True`` …), for every object kopf and the indexes hold.
+    Nothing changes but the identity of equal strings: kopf gets the same object (whole, or its
+    projection) as before; strings longer than the limit are left as parsed."""
+    project = watchstream.projection(resource) or (lambda o: o)
+    first, second = (stream(resource, _parsed(o)) for o in objects)
+    for obj, stored in zip(objects, (first, second), strict=True):
+        expected = copy.deepcopy(obj)
+        del expected["metadata"]["managedFields"]
+        assert stored == project(expected)
+    once = {s: s for s in _strings(first)}
+    for s in ("metadata", "namespace", "ml", "True", "Ready", "conditions"):
+        assert any(t is once[s] for t in _strings(second)), f"{s!r} held twice"
+    limit = watchstream.INTERN_MAX_CHARS
+    held: dict[str, str] = {}
+    for s in (*_strings(first), *_strings(second)):
+        if len(s) <= limit:
+            assert held.setdefault(s, s) is s, f"{s!r} held twice"
+    if resource.plural == "llmengines":
+        longer = [s for s in _strings(first) if len(s) > limit]
+        assert "x" * 65 in longer and "y" * 65 in longer  # kept, as parsed
+
+
+def test_interning_keeps_every_json_value() -> None:
+    value = {"a": [1, 2.5, True, False, None, "s", {"b": []}], "c": {}, "d": "x" * 100}
+    assert watchstream.interned(value) == value
+    assert [type(v) for v in watchstream.interned(value)["a"]] == [
+        int,
+        float,
+        bool,
+        bool,
+        type(None),
+        str,
+        dict,
+    ]
