@@ -167,6 +167,7 @@ _SPEC_FIELDS = {
     "spec.parallelism.pipeline": "parallelism.pipeline",
     "spec.parallelism.expert": "parallelism.expert",
     "spec.parallelism": "parallelism",
+    "spec.backend": "backend",
     "spec.build.maxSeqLen": "build.max_seq_len",
     "spec.build.maxBatchSize": "build.max_batch_size",
     "spec.build.maxNumTokens": "build.max_num_tokens",
