@@ -944,7 +944,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     c = sub.add_parser(
         "check",
-        help="the plan stage's checks of a model on a mounted volume (pvc://, a directory); writes nothing",
+        help="the plan stage's checks of a model on a mounted volume (pvc://, a directory); writes "
+        "nothing but, on a failure, the report to output.termination_log (creating its directory)",
     )
     c.add_argument("--spec", type=Path, required=True, help="build spec (YAML or JSON)")
     c.add_argument(
