@@ -483,3 +483,12 @@ def test_check_help_says_what_it_writes() -> None:
     text = _builder_commands()["check"]
     assert not text.endswith("writes nothing")
     assert "on a failure, the report to output.termination_log" in text
+
+
+def test_readme_layout_names_every_builder_command() -> None:
+    """Fresh-user trial 48 V8: README's layout row listed run|stages|make-tiny-model, not check (the
+    operator's init container runs it, docs/operator.md)."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    commands = list(_builder_commands())
+    listed = "\\|".join(commands)  # a | in a Markdown table cell is escaped
+    assert f"(`engine-builder {listed}`)" in readme, commands
