@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trtllm_operator.api.deployment import AutoscalingSpec
+from trtllm_operator.api.deployment import AutoscalingSpec, MetricsSpec
 from trtllm_operator.decide.autoscaling import (
     ACTIVE_REQUEST_UTILIZATION,
     DEFAULT_SCALE_DOWN,
@@ -732,6 +733,30 @@ def test_scenario_rise_then_fall_with_default_windows() -> None:
     # 300 s after the last high recommendation (made at t=145 s), at the next 5 s tick.
     assert 145 + 300 <= first_down <= 150 + 300
     assert timeline[-1][1] == 1
+
+
+@pytest.mark.parametrize(("interval", "held"), [(5, True), (15, False)])
+def test_default_scale_up_window_holds_a_one_decision_burst_only_below_the_default_interval(
+    interval: int, held: bool
+) -> None:
+    """Fresh-user trial 48 V6: the default 15 s scale-up window holds three decisions at a 5 s scrape
+    interval, but at the default 15 s interval (MetricsSpec.scrape_interval_seconds) a burst of
+    one decision scales up at once: the window keeps recommendations newer than now − 15 s. The
+    rationale in docs/autoscaling.md "Defaults and why" says so (it said "three 5 s samples")."""
+    assert MetricsSpec().scrape_interval_seconds == 15
+    policy = Policy(min_replicas=1, max_replicas=8, active_request_utilization=0.2)
+    calm = AutoscalerState(tuple(Recommendation(NOW - k * interval, 1) for k in (2, 1)))
+    burst = decide(Snapshot(1, (ready(0.8, 0.3),)), calm, policy, NOW)
+    assert (burst.to_replicas == 1) is held
+    row = next(
+        line
+        for line in (Path(__file__).resolve().parents[2] / "docs" / "autoscaling.md").read_text().splitlines()
+        if line.startswith("| `scaleUp.stabilizationWindowSeconds` |")
+    )
+    assert "three 5 s samples" not in row
+    assert (
+        "at `scrapeIntervalSeconds: 5` that is three decisions, at the default 15 only the current one" in row
+    )
 
 
 def test_hpa_defaults_are_kubernetes_defaults() -> None:

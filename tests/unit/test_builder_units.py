@@ -464,3 +464,31 @@ def test_success_is_reported_only_for_a_published_artifact_that_verifies(tmp_pat
     Path(pkg["manifest_path"]).unlink()
     gone = _verify_published(pkg, key)
     assert gone is not None and "does not verify" in gone.message
+
+
+def _builder_commands() -> dict[str, str]:
+    """``engine-builder``'s sub-commands and their one-line help, from its parser."""
+    import argparse  # noqa: PLC0415
+
+    from engine_builder.pipeline import _parser  # noqa: PLC0415
+
+    sub = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return {c.dest: c.help or "" for c in sub._choices_actions}
+
+
+def test_check_help_says_what_it_writes() -> None:
+    """Fresh-user trial 48 V7: ``engine-builder --help`` said check "writes nothing", but a failing
+    check writes its report to output.termination_log (test_builder_pipeline.py
+    ::test_check_refuses_what_the_plan_stage_refuses_without_building), creating its directory."""
+    text = _builder_commands()["check"]
+    assert not text.endswith("writes nothing")
+    assert "on a failure, the report to output.termination_log" in text
+
+
+def test_readme_layout_names_every_builder_command() -> None:
+    """Fresh-user trial 48 V8: README's layout row listed run|stages|make-tiny-model, not check (the
+    operator's init container runs it, docs/operator.md)."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    commands = list(_builder_commands())
+    listed = "\\|".join(commands)  # a | in a Markdown table cell is escaped
+    assert f"(`engine-builder {listed}`)" in readme, commands

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from trtllm_operator.cli import main
+from trtllm_operator.commands import run
 from trtllm_operator.commands._kubeconfig import KubeconfigError, default_path, load_client
 
 GOOD = """
@@ -50,8 +52,8 @@ def test_kubeconfig_env_is_named_when_no_flag(tmp_path: Path, monkeypatch: pytes
     with pytest.raises(KubeconfigError) as err:
         load_client(None)
     assert (
-        str(err.value)
-        == f"cannot load kubeconfig {missing}: no such file (pass --kubeconfig or set KUBECONFIG)"
+        str(err.value) == f"cannot load kubeconfig {missing}: no such file, and no in-cluster config"
+        " (KUBERNETES_SERVICE_HOST is not set; pass --kubeconfig or set KUBECONFIG)"
     )
 
 
@@ -74,3 +76,24 @@ def test_good_kubeconfig_gives_a_client(tmp_path: Path, monkeypatch: pytest.Monk
 )
 def test_default_path(flag: str | None, env: dict[str, str], expected: str) -> None:
     assert default_path(flag, env) == expected
+
+
+def test_run_without_a_cluster_is_one_line_before_kopf(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`trtllm-operator run` with no kubeconfig and no in-cluster config: one line naming both and
+    the fix, exit 2, and kopf never starts (it would retry the login forever; trial 48 V3)."""
+
+    def kopf_started(*_: object, **__: object) -> None:
+        raise AssertionError("run_operator was called without usable credentials")
+
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    missing = tmp_path / "nope"
+    monkeypatch.setenv("KUBECONFIG", str(missing))
+    monkeypatch.setattr(run, "run_operator", kopf_started)
+    assert main(["run", "-n", "x"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"trtllm-operator run: error: cannot load kubeconfig {missing}: no such file, and no in-cluster"
+        " config (KUBERNETES_SERVICE_HOST is not set; set KUBECONFIG)\n"
+    )

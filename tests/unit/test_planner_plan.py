@@ -154,6 +154,31 @@ def test_plan_from_build_spec_matches_plan() -> None:
     assert (p.max_kv_tokens, p.weight_bytes_per_gpu, p.fits) == (604_448, 37_380_177_920, True)
 
 
+@pytest.mark.parametrize("backend", ["tensorrt", "pytorch"])
+def test_deepseek_v3_is_refused_on_the_tensorrt_backend(backend: str) -> None:
+    """Fresh-user trial 48 V1: TensorRT-LLM's engine flow has no DeepseekV3ForCausalLM (MODEL_MAP,
+    tensorrt_llm/models/__init__.py), so a tensorrt spec is refused by the plan every path runs
+    (builder plan stage, operator, render); the pytorch backend plans it."""
+    spec = BuildSpec(
+        model=ModelSource(uri="hf://deepseek-ai/DeepSeek-V3"),
+        runtime_image="nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3",
+        quantization=Quantization(format="fp8"),
+        parallelism=Parallelism(tensor=8),
+        build=BuildLimits(max_seq_len=16384, max_batch_size=32),
+        target=Target(gpu_product="NVIDIA-H200", sm=90),
+        backend=backend,
+    )
+    config = load_hf_config(CONFIGS / "deepseek-ai__DeepSeek-V3.json")
+    if backend == "pytorch":
+        assert plan_from_build_spec(spec, config).fits
+        return
+    with pytest.raises(PlanInputError) as err:
+        plan_from_build_spec(spec, config)
+    assert err.value.field == "spec.backend"
+    assert "deepseek_v3 (DeepseekV3ForCausalLM)" in err.value.message
+    assert err.value.message.endswith("Set backend: pytorch")
+
+
 @pytest.mark.parametrize(
     ("request_fields", "field"),
     [

@@ -294,6 +294,33 @@ def test_model_config_runs_the_planner_checks_the_operator_runs(
     assert "--model-config: cannot read" in capsys.readouterr().err
 
 
+def test_deepseek_v3_on_the_tensorrt_backend_is_refused_and_plan_takes_the_backend(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 48 V1: DeepSeek-V3 with the default backend (tensorrt) rendered and planned
+    with rc 0, though trtllm-build has no DeepseekV3ForCausalLM; render and plan refuse it naming
+    spec.backend and the fix, and accept it with backend pytorch (plan's --backend)."""
+    dep, engine = _example_pair()
+    engine["spec"]["model"]["source"] = "hf://deepseek-ai/DeepSeek-V3"
+    engine["spec"]["gpu"]["product"] = "NVIDIA-H200"
+    engine["spec"]["parallelism"]["tensor"] = 8
+    engine["spec"]["build"]["maxBatchSize"] = 32
+    engine["spec"]["quantization"]["kvCacheDtype"] = "auto"
+    config = REPO / "tests" / "fixtures" / "model-configs" / "deepseek-ai__DeepSeek-V3.json"
+    for backend, code in (("tensorrt", 2), ("pytorch", 0)):
+        engine["spec"]["backend"] = backend
+        (tmp_path / "all.yaml").write_text(yaml.safe_dump_all([engine, dep]))
+        assert main(["render", "-f", str(tmp_path / "all.yaml"), "--model-config", str(config)]) == code
+        err = capsys.readouterr().err
+        assert ("spec.backend: backend tensorrt cannot build deepseek_v3" in err) == (code == 2), err
+    args = ["plan", "--model-config", str(config), "--gpu", "H200", "--tp", "8", "--quantization", "fp8"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("trtllm-operator plan: error: spec.backend (--backend): backend tensorrt cannot")
+    assert err.rstrip().endswith("Pass --backend pytorch")
+    assert main([*args, "--backend", "pytorch"]) == 0
+
+
 def test_model_config_prints_the_planners_warnings_the_operator_records(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -135,6 +135,39 @@ def test_operator_refuses_mxfp8_for_a_catalogued_runtime_that_cannot_load_it() -
     assert isinstance(prepare_engine("e", engine_spec(private)), PreparedEngine)
 
 
+IMAGE_2404 = "nvcr.io/nvidia/tritonserver:24.04-trtllm-python-py3"  # TensorRT-LLM 0.9.0
+
+
+def test_operator_refuses_the_pytorch_backend_on_a_catalogued_runtime_without_it() -> None:
+    """Fresh-user trial 48 V10: backend pytorch on the 24.04 image (TensorRT-LLM 0.9.0; the PyTorch
+    backend came in 0.17) rendered with rc 0; refused on spec.backend naming the image, its version and
+    the fix. 25.01 (0.17.0), the tensorrt backend, and an image the catalog does not know pass."""
+    refused = prepare_engine("e", engine_spec(IMAGE_2404, "fp8"))
+    assert isinstance(refused, InvalidEngine), refused
+    assert refused.field == "spec.backend"
+    assert refused.message.startswith(
+        "backend pytorch needs TensorRT-LLM 0.17 or newer (its PyTorch backend came in 0.17), but the "
+        f"runtime has TensorRT-LLM 0.9.0: spec.runtime.image {IMAGE_2404} carries TensorRT-LLM 0.9.0"
+    )
+    assert "Fix: use a runtime image with a newer TensorRT-LLM" in refused.message
+    image_2501 = "nvcr.io/nvidia/tritonserver:25.01-trtllm-python-py3"
+    assert isinstance(prepare_engine("e", engine_spec(image_2501, "fp8")), PreparedEngine)
+    assert isinstance(
+        prepare_engine("e", {**engine_spec(IMAGE_2404, "fp8"), "backend": "tensorrt"}), PreparedEngine
+    )
+    assert isinstance(
+        prepare_engine("e", engine_spec("registry.example.com/trtllm:0.9", "fp8")), PreparedEngine
+    )
+
+
+def test_builder_refuses_the_pytorch_backend_on_a_tensorrt_llm_without_it() -> None:
+    with pytest.raises(BuildError) as info:
+        _check_runtime(build_spec("fp8"), {"tensorrt_llm": "0.16.0"})
+    assert info.value.reason == "BadSpec" and info.value.field == "backend"
+    assert "backend pytorch needs TensorRT-LLM 0.17" in info.value.message
+    _check_runtime(build_spec("fp8"), {"tensorrt_llm": "0.17.0.post1"})
+
+
 def pair(
     runtime_image: str, built: dict[str, str | None], server_image: str | None = None
 ) -> tuple[dict[str, Any], dict[str, Any]]:

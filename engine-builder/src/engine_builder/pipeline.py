@@ -74,6 +74,7 @@ from engine_builder.planner.formats import (
     kv_dtypes_without_backend,
     kv_info,
     runtime_cannot_load,
+    runtime_lacks_backend,
 )
 from engine_builder.progress import Progress
 from engine_builder.quantize import STATE_FILE, needs_quantization, quantize
@@ -167,6 +168,7 @@ _SPEC_FIELDS = {
     "spec.parallelism.pipeline": "parallelism.pipeline",
     "spec.parallelism.expert": "parallelism.expert",
     "spec.parallelism": "parallelism",
+    "spec.backend": "backend",
     "spec.build.maxSeqLen": "build.max_seq_len",
     "spec.build.maxBatchSize": "build.max_batch_size",
     "spec.build.maxNumTokens": "build.max_num_tokens",
@@ -229,6 +231,14 @@ def _check_runtime(spec: BuildSpec, installed: dict[str, str | None]) -> None:
     library (``installed``: :func:`engine_builder.package.versions`); else ``BadSpec``. The builder
     runs in the serving image by default, so that is the runtime's version; without TensorRT-LLM
     (a CPU ``--skip-compile`` run) nothing is known and nothing is refused."""
+    lacks = runtime_lacks_backend(spec.backend, installed.get("tensorrt_llm"))
+    if lacks:
+        raise BuildError(
+            "BadSpec",
+            f"backend: {lacks}; build in (and serve with) an image with a newer TensorRT-LLM, or use "
+            "backend: tensorrt",
+            field="backend",
+        )
     problem = runtime_cannot_load(spec.quantization.format, installed.get("tensorrt_llm"))
     if problem:
         raise BuildError(
@@ -934,7 +944,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     c = sub.add_parser(
         "check",
-        help="the plan stage's checks of a model on a mounted volume (pvc://, a directory); writes nothing",
+        help="the plan stage's checks of a model on a mounted volume (pvc://, a directory); writes "
+        "nothing but, on a failure, the report to output.termination_log (creating its directory)",
     )
     c.add_argument("--spec", type=Path, required=True, help="build spec (YAML or JSON)")
     c.add_argument(

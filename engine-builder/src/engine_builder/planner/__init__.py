@@ -13,7 +13,15 @@ Typical use::
 """
 
 from engine_builder.planner import catalog
-from engine_builder.planner.architecture import MLA, SUPPORTED_MODEL_TYPES, Architecture, MoE, TensorGroup
+from engine_builder.planner.architecture import (
+    MLA,
+    SUPPORTED_MODEL_TYPES,
+    TENSORRT_MODEL_TYPES,
+    Architecture,
+    MoE,
+    TensorGroup,
+    backend_model_error,
+)
 from engine_builder.planner.catalog import DEFAULT_CATALOG, GPUSpec, load_catalog_extension, lookup
 from engine_builder.planner.errors import PlanInputError, PlanIssue
 from engine_builder.planner.formats import (
@@ -63,6 +71,7 @@ __all__ = [
     "PARALLELISM_LIMITS",
     "QUANT_FORMATS",
     "SUPPORTED_MODEL_TYPES",
+    "TENSORRT_MODEL_TYPES",
     "Architecture",
     "DraftLoad",
     "GPUSpec",
@@ -74,6 +83,7 @@ __all__ = [
     "TensorGroup",
     "WeightsCheck",
     "activation_bytes_per_gpu",
+    "backend_model_error",
     "bounded_warnings",
     "bytes_per_param",
     "catalog",

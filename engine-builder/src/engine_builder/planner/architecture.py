@@ -9,7 +9,8 @@ for one (TP rank, PP rank).
 Supported ``model_type`` values (:data:`SUPPORTED_MODEL_TYPES`): Llama 2/3 (``llama``), Mistral
 (``mistral``), Mixtral (``mixtral``), Qwen2/2.5 (``qwen2``), Qwen1.5/2 MoE (``qwen2_moe``), Qwen3
 (``qwen3``, ``qwen3_moe``), Gemma 2 (``gemma2``), Phi-3 (``phi3``) and DeepSeek-V2/V3 with multi-head
-latent attention (``deepseek_v2``, ``deepseek_v3``).
+latent attention (``deepseek_v2``, ``deepseek_v3``); the tensorrt backend builds all but
+``deepseek_v3`` (:data:`TENSORRT_MODEL_TYPES`).
 
 How TensorRT-LLM shards each tensor (the rules :meth:`Architecture.tensor_groups` follows):
 
@@ -51,6 +52,14 @@ SUPPORTED_MODEL_TYPES: dict[str, str] = {
     "deepseek_v3": "deepseek",
 }
 
+#: The ``model_type`` values of :data:`SUPPORTED_MODEL_TYPES` that the tensorrt backend (the
+#: ``trtllm-build`` engine flow) can build: those whose Hugging Face class is a key of TensorRT-LLM's
+#: ``MODEL_MAP`` (NVIDIA/TensorRT-LLM ``tensorrt_llm/models/__init__.py``; both stored versions,
+#: commit 02267d3 and a later one that adds ``Qwen3MoeForCausalLM``, have ``DeepseekV2ForCausalLM``
+#: and no ``DeepseekV3ForCausalLM``). The others run only on the pytorch backend (fresh-user trial 48
+#: V1: DeepSeek-V3 on tensorrt failed only in the builder's convert, after the download).
+TENSORRT_MODEL_TYPES: frozenset[str] = frozenset(SUPPORTED_MODEL_TYPES) - {"deepseek_v3"}
+
 #: ``architectures[0]`` → ``model_type``, for configs that lack ``model_type``.
 _ARCHITECTURE_CLASSES: dict[str, str] = {
     "LlamaForCausalLM": "llama",
@@ -65,6 +74,21 @@ _ARCHITECTURE_CLASSES: dict[str, str] = {
     "DeepseekV2ForCausalLM": "deepseek_v2",
     "DeepseekV3ForCausalLM": "deepseek_v3",
 }
+
+
+def backend_model_error(model_type: str, backend: str) -> PlanInputError | None:
+    """The refusal of ``model_type`` on ``backend`` (``spec.backend``), or None when it can be built
+    there (:data:`TENSORRT_MODEL_TYPES`)."""
+    if backend != "tensorrt" or model_type in TENSORRT_MODEL_TYPES:
+        return None
+    hf_class = next((c for c, t in _ARCHITECTURE_CLASSES.items() if t == model_type), model_type)
+    return PlanInputError(
+        "spec.backend",
+        f"backend tensorrt cannot build {model_type} ({hf_class}): TensorRT-LLM's engine flow "
+        "(trtllm-build) has no such model (tensorrt_llm/models/__init__.py MODEL_MAP); it runs only "
+        "on the PyTorch backend. Set backend: pytorch",
+    )
+
 
 #: Hugging Face's own default for ``tie_word_embeddings`` per model type when the key is absent.
 _TIED_DEFAULT: dict[str, bool] = {"gemma2": True}

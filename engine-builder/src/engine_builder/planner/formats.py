@@ -369,6 +369,34 @@ def runtime_cannot_load(fmt: str, tensorrt_llm_version: str | None) -> str | Non
     )
 
 
+#: ``spec.backend`` → the first TensorRT-LLM release that has it. pytorch: "The PyTorch backend of
+#: TensorRT-LLM is available in version 0.17 and later" (TensorRT-LLM docs, PyTorch Backend page of
+#: every release 0.18.2–1.1, e.g. https://nvidia.github.io/TensorRT-LLM/0.19.0/torch.html). Only
+#: floors the docs state are here (fresh-user trial 48 V10): not a ceiling for tensorrt (its removal is
+#: on TensorRT-LLM ``main`` after 1.2, the first release without it is not confirmed: docs/reference/
+#: tensorrt-llm.md §0), nor the Triton LLM-API model's or OpenAI frontend's first image.
+BACKEND_MIN_RUNTIME: dict[str, tuple[int, ...]] = {"pytorch": (0, 17)}
+
+
+def runtime_lacks_backend(backend: str, tensorrt_llm_version: str | None) -> str | None:
+    """Why TensorRT-LLM ``tensorrt_llm_version`` has no ``backend`` (:data:`BACKEND_MIN_RUNTIME`), or
+    ``None`` when it has it or the version is not known (``None`` or not a version string)."""
+    floor = BACKEND_MIN_RUNTIME.get(backend)
+    if floor is None or not tensorrt_llm_version:
+        return None
+    try:
+        have = version_tuple(tensorrt_llm_version)
+    except ValueError:
+        return None
+    if have >= floor:
+        return None
+    need = ".".join(str(p) for p in floor)
+    return (
+        f"backend {backend} needs TensorRT-LLM {need} or newer (its PyTorch backend came in {need}), but "
+        f"the runtime has TensorRT-LLM {tensorrt_llm_version}"
+    )
+
+
 def engine_paged_context_fmha(backend: str, paged_context_fmha: bool, fmt: str, kv_cache_dtype: str) -> bool:
     """Whether the served engine has paged context FMHA, the one thing KV-cache block reuse and chunked
     context need on the engine path (audit B7).

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from engine_builder.planner.architecture import Architecture, ceil_div
+from engine_builder.planner.architecture import Architecture, backend_model_error, ceil_div
 from engine_builder.planner.catalog import DEFAULT_CATALOG, GPUSpec, lookup
 from engine_builder.planner.errors import PlanInputError, PlanIssue
 from engine_builder.planner.formats import (
@@ -1280,9 +1280,13 @@ def plan_from_build_spec(
     ``catalog``: extra GPU entries (from :func:`~engine_builder.planner.catalog.load_catalog_extension`)
     over the built-in catalog. ``gpus_per_node``: GPUs of one node of the target product (the
     operator reads it from the cluster's nodes); None: the catalog entry's ``gpus_per_node``. Raises
-    :class:`PlanInputError` for an unreadable config or unknown GPU.
+    :class:`PlanInputError` for an unreadable config, an unknown GPU, or a model ``spec.backend``
+    cannot build (:func:`~engine_builder.planner.architecture.backend_model_error`).
     """
     arch = Architecture.from_hf_config(hf_config)
+    unbuildable = backend_model_error(arch.model_type, spec.backend)
+    if unbuildable is not None:
+        raise unbuildable
     gpu = lookup(spec.target.gpu_product, catalog)
     q = spec.quantization
     request = PlanRequest(

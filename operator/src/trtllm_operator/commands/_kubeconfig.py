@@ -74,11 +74,12 @@ def _one_line(exc: BaseException) -> str:
     return text if len(text) <= 300 else text[:297] + "..."
 
 
-def load_client(kubeconfig: str | None = None) -> Any:
+def load_client(kubeconfig: str | None = None, *, flag: bool = True) -> Any:
     """A ``kubernetes.client.ApiClient`` for ``kubeconfig`` (see the module docstring for the order).
 
     Raises :class:`KubeconfigError` naming the file and the reason (missing file, not YAML, no
-    current context, no cluster server, …) — never the client library's traceback.
+    current context, no cluster server, …) — never the client library's traceback. ``flag``: the
+    command has a ``--kubeconfig`` flag (the fix a missing file suggests names it only then).
     """
     import yaml  # noqa: PLC0415
     from kubernetes import client  # noqa: PLC0415
@@ -92,8 +93,12 @@ def load_client(kubeconfig: str | None = None) -> Any:
     if not Path(path).expanduser().is_file():
         if in_cluster:
             return _in_cluster(client, config, configuration, path)
-        hint = "" if kubeconfig else " (pass --kubeconfig or set KUBECONFIG)"
-        raise KubeconfigError(path, f"no such file{hint}")
+        if kubeconfig:
+            raise KubeconfigError(path, "no such file")
+        fix = "pass --kubeconfig or set KUBECONFIG" if flag else "set KUBECONFIG"
+        raise KubeconfigError(
+            path, f"no such file, and no in-cluster config (KUBERNETES_SERVICE_HOST is not set; {fix})"
+        )
     try:
         config.load_kube_config(config_file=path, client_configuration=configuration)
     except (

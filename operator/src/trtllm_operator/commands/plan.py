@@ -17,6 +17,7 @@ from engine_builder.planner import (
     Architecture,
     PlanInputError,
     PlanRequest,
+    backend_model_error,
     load_catalog_extension,
     load_hf_config,
     lookup,
@@ -47,6 +48,7 @@ FIELD_FLAGS: dict[str, str] = {
     "spec.parallelism.expert": "--ep",
     "spec.parallelism": "--tp/--pp, or --multi-node",
     "spec.gpu.product": "--gpu",
+    "spec.backend": "--backend",
     "spec.build.maxSeqLen": "--max-seq-len",
     "spec.build.maxBatchSize": "--max-batch-size",
     "spec.build.maxNumTokens": "--max-num-tokens",
@@ -111,6 +113,13 @@ def register(subparsers: Any) -> None:
         default=None,
         help="GPUs in one node (default: the GPU catalog entry's gpusPerNode, 8 for HGX boards, 4 for GB200)",
     )
+    p.add_argument(
+        "--backend",
+        choices=("tensorrt", "pytorch"),
+        default="tensorrt",
+        help="spec.backend: tensorrt (default, as the API's) or pytorch; some models and formats "
+        "are refused on one of them",
+    )
     p.add_argument("--multi-node", action="store_true", help="allow tp × pp beyond one node")
     p.add_argument("--gpu-catalog", default=None, help="YAML file extending the GPU catalog")
     p.add_argument("--output", choices=("json", "table"), default="json", help="json (default) or table")
@@ -128,6 +137,7 @@ def _flag(field: str) -> str:
 _FIX_FLAGS: tuple[tuple[str, str], ...] = (
     ("set spec.parallelism.multiNode: true", "pass --multi-node"),
     ("lower tensor or pipeline parallelism", "lower tensor or pipeline parallelism (--tp, --pp)"),
+    ("Set backend: pytorch", "Pass --backend pytorch"),
 )
 
 
@@ -153,6 +163,9 @@ def run(args: argparse.Namespace) -> int:
                 where = "" if exc.field == EXTENSION_FIELD else f"{exc.field}: "
                 raise PlanInputError(EXTENSION_FIELD, f"{args.gpu_catalog}: {where}{exc.message}") from exc
         arch = Architecture.from_hf_config(load_hf_config(args.model_config))
+        unbuildable = backend_model_error(arch.model_type, args.backend)
+        if unbuildable is not None:
+            raise unbuildable
         gpu = lookup(args.gpu, extra)
         request = PlanRequest(
             quantization=args.quantization,
@@ -171,6 +184,7 @@ def run(args: argparse.Namespace) -> int:
             tokens_per_block=args.tokens_per_block,
             max_beam_width=args.max_beam_width,
             max_input_len=args.max_input_len,
+            backend=args.backend,
         )
         result = plan(arch, request, gpu, extra)
     except PlanInputError as exc:

@@ -121,12 +121,30 @@ def settings_from_args(args: argparse.Namespace, base: Settings | None = None) -
 
 
 def _main(args: argparse.Namespace) -> int:
+    from trtllm_operator.commands import EXIT_BAD_INPUT, say  # noqa: PLC0415
+    from trtllm_operator.commands._kubeconfig import KubeconfigError, load_client  # noqa: PLC0415
+
     try:
         settings = settings_from_args(args)
+    except SettingsError as exc:
+        print(f"trtllm-operator run: {exc}")
+        return EXIT_BAD_INPUT
+    # The cluster's credentials, checked before kopf starts, as `cache list` checks them: kopf
+    # retries a failing login handler every 15 s, forever, logging the client library's traceback
+    # (kopf 1.45.2 kopf/_core/engines/activities.py run_activity: a handler's exception is
+    # temporary unless it is kopf.PermanentError, kopf/_core/actions/execution.py), and with
+    # --metrics-port the /metrics authorizer's client raised that traceback first (fresh-user
+    # trial 48 V3). In a pod without a kubeconfig this is the in-cluster service account.
+    try:
+        load_client(None, flag=False).close()
+    except KubeconfigError as exc:
+        say("run", "error", str(exc))
+        return EXIT_BAD_INPUT
+    try:
         run_operator(settings)
     except SettingsError as exc:
         print(f"trtllm-operator run: {exc}")
-        return 2
+        return EXIT_BAD_INPUT
     return 0
 
 

@@ -61,8 +61,9 @@ Disabled, periods counted from recorded scale events); then ``minReplicas``/``ma
 Defaults and why (``DEFAULT_*`` below; the simulator's benchmark compares them with HPA's):
 
 * tolerance 0.1 — HPA's default; smaller values chase the noise of a per-iteration gauge.
-* scale-up window 15 s — three 5 s samples; a single burst must not buy a GPU replica that takes
-  minutes to load its engine and will be idle by then (HPA: 0 s).
+* scale-up window 15 s — a single burst must not buy a GPU replica that takes minutes to load its
+  engine and will be idle by then (HPA: 0 s). It holds three decisions at ``scrapeIntervalSeconds: 5``
+  but one or two at the default 15 (docs/autoscaling.md "Defaults and why").
 * scale-up rate: the larger of +100 % or +4 pods per 60 s — HPA's own limits (per 15 s there),
   stretched to the cold start of a Triton pod (engine load and KV-cache allocation take ~1 min), so
   the next step is taken once the previous one can have served.

@@ -48,6 +48,7 @@ from engine_builder.planner.formats import (
     kv_cache_dtype_choices,
     kv_info,
     runtime_cannot_load,
+    runtime_lacks_backend,
 )
 from engine_builder.planner.plan import MAX_SEQ_LEN_RULE
 from trtllm_operator.api import LLMEngineSpec
@@ -304,6 +305,14 @@ def prepare_engine(
             R_DOES_NOT_FIT,
         )
     runtime = image_versions(spec.runtime.image)
+    lacks = runtime_lacks_backend(spec.backend, runtime.tensorrt_llm if runtime else None)
+    if runtime is not None and lacks:
+        return InvalidEngine(
+            "spec.backend",
+            f"{lacks}: spec.runtime.image {spec.runtime.image} carries TensorRT-LLM {runtime.tensorrt_llm} "
+            f"(per {runtime.source}). Fix: use a runtime image with a newer TensorRT-LLM (e.g. "
+            "nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3), or backend: tensorrt.",
+        )
     problem = runtime_cannot_load(fmt, runtime.tensorrt_llm if runtime else None)
     if runtime is not None and problem:
         return InvalidEngine(
