@@ -26,6 +26,7 @@ from engine_builder.planner.plan import (
     MAX_SEQ_LEN_RULE,
     default_max_seq_len,
     model_context,
+    rotary_factor,
     supported_kv_cache_dtypes,
     supported_quant_formats,
 )
@@ -427,3 +428,37 @@ def test_a_plan_that_does_not_fit_recommends_no_max_seq_len_of_its_own() -> None
     explicit = plan(llama, PlanRequest(max_seq_len=8192), lookup("L4"))
     assert not explicit.fits and explicit.recommended["max_seq_len"] == 8192
     assert plan(llama, PlanRequest(tp=8, max_seq_len=8192), lookup("L4")).fits
+
+
+@pytest.mark.parametrize(
+    "rope",
+    [
+        {"rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}},
+        # transformers 5's format (what ``engine-builder make-tiny-model`` writes): rope_theta inside.
+        {
+            "rope_parameters": {
+                "rope_type": "yarn",
+                "factor": 4.0,
+                "original_max_position_embeddings": 32768,
+                "rope_theta": 1000000.0,
+            }
+        },
+    ],
+)
+def test_rope_factor_is_read_from_either_config_format(rope: dict[str, object]) -> None:
+    """Fresh-user trial 48 V4: a YaRN ×4 Qwen config in the ``rope_parameters`` format got factor 1
+    (maxSeqLen 32,768 and a false "RoPE scaling 1" warning) because only ``rope_scaling`` was read."""
+    config = load_hf_config(CONFIGS / "Qwen__Qwen2.5-7B-Instruct.json")
+    config.pop("rope_scaling", None)
+    config.pop("rope_parameters", None)
+    config.update(rope)
+    model = Architecture.from_hf_config(config)
+    assert rotary_factor(model) == 4.0
+    assert model_context(model) == 4 * model.max_position_embeddings == 131072
+
+
+def test_default_rope_parameters_have_factor_one() -> None:
+    config = load_hf_config(CONFIGS / "Qwen__Qwen2.5-7B-Instruct.json")
+    config.pop("rope_scaling", None)
+    config["rope_parameters"] = {"rope_type": "default", "rope_theta": 1000000.0}
+    assert rotary_factor(Architecture.from_hf_config(config)) == 1.0

@@ -153,8 +153,18 @@ def rotary_factor(arch: Architecture) -> float:
     Mirrors ``_init_max_seq_len`` in TensorRT-LLM's ``builder.py``: ``rope_scaling.factor``, except 1
     for the ``su``/``longrope``/``llama3`` types (their ``max_position_embeddings`` is already the
     extended length) and when ``config.json`` has no ``rope_scaling``.
+
+    Reads both ``config.json`` formats: the old ``rope_scaling`` dict and transformers 5's
+    ``rope_parameters`` (same keys — ``rope_type``, ``factor``, ``original_max_position_embeddings`` —
+    plus ``rope_theta``; ``rope_type: default`` has no factor). transformers 5 writes only
+    ``rope_parameters`` and reads ``config.rope_scaling`` as an alias of it (huggingface/transformers
+    5.24.0, ``src/transformers/configuration_utils.py``, property ``rope_scaling``), so a converter
+    built on it sees the same factor (fresh-user trial 48 V4: a YaRN ×4 Qwen config written the new
+    way got maxSeqLen 32,768 instead of 131,072).
     """
     scaling = arch.extra.get("rope_scaling")
+    if not isinstance(scaling, Mapping):
+        scaling = arch.extra.get("rope_parameters")
     if not isinstance(scaling, Mapping):
         return 1.0
     kind = scaling.get("type", scaling.get("rope_type"))
