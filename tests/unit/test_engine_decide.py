@@ -135,11 +135,13 @@ def test_invalid_specs_name_the_field(changes: dict[str, Any], hf: Any, field: s
 def test_quantization_too_new_for_the_gpu_is_refused_in_the_planners_words(fmt: str, product: str) -> None:
     """Fresh-user trial 42 F9: one rule, one message. The operator's InvalidSpec text is the planner's
     issue (what `plan` prints), with its `Fix:` — not a second wording of the same rule."""
+    # mxfp8 is a pytorch-backend format (the API refuses it on tensorrt, and so does the planner)
+    backend = "pytorch" if fmt == "mxfp8" else "tensorrt"
     result = prepare_engine(
-        "e", spec(quantization={"format": fmt, "kvCacheDtype": "auto"}, gpu__product=product)
+        "e", spec(quantization={"format": fmt, "kvCacheDtype": "auto"}, gpu__product=product, backend=backend)
     )
     assert isinstance(result, InvalidEngine)
-    request = PlanRequest(quantization=fmt, kv_cache_dtype="auto", tp=1)
+    request = PlanRequest(quantization=fmt, kv_cache_dtype="auto", tp=1, backend=backend)
     issues = [
         i
         for i in validate(Architecture.from_hf_config(TINY), request, lookup(product))

@@ -321,6 +321,20 @@ def test_deepseek_v3_on_the_tensorrt_backend_is_refused_and_plan_takes_the_backe
     assert main([*args, "--backend", "pytorch"]) == 0
 
 
+def test_plan_refuses_mxfp8_on_the_tensorrt_backend_as_the_api_does(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Fresh-user trial 48 V5: ``plan --quantization mxfp8`` answered "fits" (rc 0) with the default
+    backend tensorrt, which the LLMEngine API refuses for mxfp8; plan now refuses it too (the same
+    formats_without_backend table) and plans it with ``--backend pytorch``."""
+    config = REPO / "tests" / "fixtures" / "model-configs" / "meta-llama__Llama-3.1-8B-Instruct.json"
+    args = ["plan", "--model-config", str(config), "--gpu", "B200", "--quantization", "mxfp8"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "spec.quantization.format (--quantization): format mxfp8 is not supported by the tensorrt" in err
+    assert main([*args, "--backend", "pytorch"]) == 0
+
+
 def test_model_config_prints_the_planners_warnings_the_operator_records(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -63,6 +63,7 @@ from engine_builder.planner.formats import (
     SM100_RANGE,
     bytes_per_param,
     format_info,
+    formats_without_backend,
     kv_cache_dtype_choices,
     kv_dtype_bytes,
     kv_info,
@@ -742,6 +743,17 @@ def validate(arch: Architecture, request: PlanRequest, gpu: GPUSpec) -> list[Pla
     """
     issues: list[PlanIssue] = []
     fmt = request.quantization
+    # The API's rule on spec.quantization.format × spec.backend (LLMEngine CEL, built from the same
+    # formats_without_backend): plan answered "fits" for mxfp8 on the tensorrt backend (trial 48 V5).
+    if fmt in formats_without_backend(request.backend):
+        can = " or ".join(sorted(format_info(fmt).backends))
+        issues.append(
+            PlanIssue(
+                "spec.quantization.format",
+                f"format {fmt} is not supported by the {request.backend} backend, only by {can}.",
+                f"set backend: {can} (plan --backend), or use another format.",
+            )
+        )
     too_old = format_sm_issue(fmt, gpu)
     if too_old is not None:
         issues.append(too_old)
