@@ -65,6 +65,32 @@ def test_good_kubeconfig_gives_a_client(tmp_path: Path, monkeypatch: pytest.Monk
     assert api.configuration.host == "https://127.0.0.1:6443"
 
 
+def test_kubeconfig_list_skips_missing_files_and_merges_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Trial 49 W1: ``KUBECONFIG=/missing:/good`` works with kubectl (client-go ``loader.go``
+    skips missing entries of the list) and worked with the Python client ``run`` used before; it must
+    not stop on the missing first entry. Two existing files are merged: the context of one can use the
+    cluster of the other (``KubeConfigMerger``)."""
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    good = tmp_path / "good"
+    good.write_text(GOOD)
+    monkeypatch.setenv("KUBECONFIG", f"{tmp_path / 'missing'}:{good}")
+    assert default_path(None) == str(good)
+    assert load_client(None).configuration.host == "https://127.0.0.1:6443"
+    clusters = tmp_path / "clusters"
+    clusters.write_text(
+        'apiVersion: v1\nkind: Config\nclusters: [{name: c2, cluster: {server: "https://127.0.0.2:6443"}}]\n'
+    )
+    contexts = tmp_path / "contexts"
+    contexts.write_text(
+        "apiVersion: v1\nkind: Config\nusers: [{name: u, user: {token: abc}}]\n"
+        "contexts: [{name: y, context: {cluster: c2, user: u}}]\ncurrent-context: y\n"
+    )
+    monkeypatch.setenv("KUBECONFIG", f"{clusters}:{tmp_path / 'missing'}:{contexts}")
+    assert load_client(None).configuration.host == "https://127.0.0.2:6443"
+
+
 @pytest.mark.parametrize(
     ("flag", "env", "expected"),
     [

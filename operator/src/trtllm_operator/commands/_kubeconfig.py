@@ -14,7 +14,10 @@ Usage in a command's ``run``::
 (``commands.say``: the one home of the ``trtllm-operator COMMAND: error:`` prefix every command's
 messages carry.)
 
-Resolution follows kubectl: ``--kubeconfig``, else ``$KUBECONFIG`` (first file), else
+Resolution follows kubectl: ``--kubeconfig``, else every file of ``$KUBECONFIG`` that exists,
+merged (missing entries are skipped, as kubectl does: kubernetes/client-go v0.34.4
+``tools/clientcmd/loader.go`` ``ClientConfigLoadingRules.Load``; the Python client merges the list
+the same way, kubernetes 37.0.1 ``config/kube_config.py`` ``KubeConfigMerger``), else
 ``~/.kube/config``; when none was named and the process runs in a pod (``KUBERNETES_SERVICE_HOST``
 set), the in-cluster service account is used.
 """
@@ -22,6 +25,7 @@ set), the in-cluster service account is used.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,15 +40,18 @@ class KubeconfigError(Exception):
 
 
 def default_path(kubeconfig: str | None = None, environ: dict[str, str] | None = None) -> str:
-    """The file kubectl would read.
-
-    ``kubeconfig`` when given, else the first entry of ``$KUBECONFIG``, else ``~/.kube/config``.
-    """
+    """The file messages name: ``kubeconfig`` when given, else the first entry of ``$KUBECONFIG`` that
+    exists (the first entry when none does), else ``~/.kube/config``."""
     env = os.environ if environ is None else environ
     if kubeconfig:
         return kubeconfig
-    from_env = [p for p in env.get("KUBECONFIG", "").split(os.pathsep) if p]
-    return from_env[0] if from_env else str(Path("~/.kube/config").expanduser())
+    from_env = _env_files(env)
+    existing = [p for p in from_env if Path(p).expanduser().is_file()]
+    return (existing or from_env)[0] if from_env else str(Path("~/.kube/config").expanduser())
+
+
+def _env_files(env: Mapping[str, str]) -> list[str]:
+    return [p for p in env.get("KUBECONFIG", "").split(os.pathsep) if p]
 
 
 def context_namespace(kubeconfig: str | None = None) -> str:
@@ -99,8 +106,11 @@ def load_client(kubeconfig: str | None = None, *, flag: bool = True) -> Any:
         raise KubeconfigError(
             path, f"no such file, and no in-cluster config (KUBERNETES_SERVICE_HOST is not set; {fix})"
         )
+    # every existing file of $KUBECONFIG, merged (module docstring); a named file alone
+    merged = [p for p in _env_files(os.environ) if Path(p).expanduser().is_file()] if not kubeconfig else []
+    source = os.pathsep.join(merged) if len(merged) > 1 else path
     try:
-        config.load_kube_config(config_file=path, client_configuration=configuration)
+        config.load_kube_config(config_file=source, client_configuration=configuration)
     except (
         config.ConfigException,
         OSError,
