@@ -15,11 +15,11 @@ Usage in a command's ``run``::
 messages carry.)
 
 Resolution follows kubectl: ``--kubeconfig``, else every file of ``$KUBECONFIG`` that exists,
-merged (missing entries are skipped, as kubectl does: kubernetes/client-go v0.34.4
-``tools/clientcmd/loader.go`` ``ClientConfigLoadingRules.Load``; the Python client merges the list
-the same way, kubernetes 37.0.1 ``config/kube_config.py`` ``KubeConfigMerger``), else
-``~/.kube/config``; when none was named and the process runs in a pod (``KUBERNETES_SERVICE_HOST``
-set), the in-cluster service account is used.
+merged (missing entries are skipped, as kubectl does: kubernetes/client-go
+``tools/clientcmd/loader.go`` ``ClientConfigLoadingRules.Load``, "skip missing files"; the Python
+client merges the list the same way, kubernetes 37.0.1 ``config/kube_config.py``
+``KubeConfigMerger``), else ``~/.kube/config``; when none was named and the process runs in a pod
+(``KUBERNETES_SERVICE_HOST`` set), the in-cluster service account is used.
 """
 
 from __future__ import annotations
