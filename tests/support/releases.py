@@ -35,16 +35,13 @@ class Base:
     differs: frozenset[str]
 
 
-#: The last release: stop 41's landing on main (ee12589, 2026-12-05). Since then only the operator's and
-#: the builder's code changed (stop 42: trtllm-serve's families in the simulator, the watch stream's
-#: interned strings, `run`'s credential check, the backend/architecture and backend/runtime refusals),
-#: not the chart or the CRDs: the upgrade rebuilds and restarts nothing and writes one status per
-#: object, the new ``status.reconciledBy`` stamp (tests/e2e/test_upgrade.py
+#: The last release: stop 42's landing on main (a5a1bc0, 2026-12-05). This tree differs from it in no
+#: area: the upgrade rebuilds, restarts and writes nothing, not even a status (tests/e2e/test_upgrade.py
 #: ``FROM_THE_PREVIOUS_RELEASE``). Bumped at each release (docs/install.md, "Upgrade tests").
 PREVIOUS_RELEASE = Base(
     name="from-previous-release",
-    commit="ee12589053f7ed0fe5fa8a8ea8da0424800146d2",
-    differs=frozenset({"code"}),
+    commit="a5a1bc01e9708ccc603c6785fcba40baac2a91c8",
+    differs=frozenset(),
 )
 
 #: Stop 29's main (3898a0c, 2026-12-01), the release before the engine-key/v2 migration (issue 26),
