@@ -335,6 +335,32 @@ def test_plan_refuses_mxfp8_on_the_tensorrt_backend_as_the_api_does(
     assert main([*args, "--backend", "pytorch"]) == 0
 
 
+def test_plan_refuses_an_int8_kv_cache_on_the_pytorch_backend_in_the_apis_words(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Fresh-user trial 49 W3: ``plan --backend pytorch --kv-cache-dtype int8`` answered "fits" (rc 0),
+    while render and the API refuse it. plan now refuses it with the API's words: one text
+    (formats.PYTORCH_KV_REFUSAL) that the CEL rule says as "what; fix" and plan as "what. Fix: fix"."""
+    from engine_builder.planner.formats import PYTORCH_KV_REFUSAL  # noqa: PLC0415
+    from trtllm_operator.commands._schema import manifest_errors  # noqa: PLC0415
+
+    what, fix = PYTORCH_KV_REFUSAL
+    engine = next(
+        d
+        for d in yaml.safe_load_all((REPO / "examples" / "qwen2.5-7b-pytorch.yaml").read_text())
+        if d["kind"] == "LLMEngine"
+    )
+    engine["spec"]["quantization"]["kvCacheDtype"] = "int8"
+    assert any(f"{what}; {fix}" in e for e in manifest_errors(engine))  # what render prints
+    config = REPO / "tests" / "fixtures" / "model-configs" / "meta-llama__Llama-3.1-8B-Instruct.json"
+    args = ["plan", "--model-config", str(config), "--gpu", "H100", "--quantization", "fp8"]
+    assert main([*args, "--kv-cache-dtype", "int8", "--backend", "pytorch"]) == 2
+    err = capsys.readouterr().err
+    assert f"spec.quantization.kvCacheDtype (--kv-cache-dtype): {what}. Fix: {fix}." in err, err
+    assert main([*args, "--kv-cache-dtype", "int8"]) == 0  # the tensorrt backend builds it
+    assert main([*args, "--kv-cache-dtype", "fp8", "--backend", "pytorch"]) == 0
+
+
 def test_model_config_prints_the_planners_warnings_the_operator_records(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -313,6 +313,20 @@ def kv_dtypes_without_backend(backend: str) -> tuple[str, ...]:
     return tuple(k for k, i in KV_CACHE_DTYPE_TABLE.items() if backend not in i.backends)
 
 
+#: The refusal of a KV-cache dtype the pytorch backend does not accept (:func:`kv_dtypes_without_backend`),
+#: as (what, fix): the one text of this rule. The LLMEngine API's CEL rule on ``spec`` says
+#: ``"what; fix"`` (``trtllm_operator.api.engine``, the message ``render`` and ``kubectl apply`` print);
+#: the planner's :func:`~engine_builder.planner.plan.validate` says it as a ``PlanIssue`` (``plan``
+#: prints ``what. Fix: fix``; fresh-user trial 49 W3: ``plan --backend pytorch --kv-cache-dtype int8``
+#: answered "fits").
+PYTORCH_KV_REFUSAL: tuple[str, str] = (
+    f"kvCacheDtype {' or '.join(kv_dtypes_without_backend('pytorch'))} is not supported by the pytorch "
+    "backend",
+    f"use fp8 (SM {KV_CACHE_DTYPE_TABLE['fp8'].min_sm}+) or auto, or backend tensorrt with "
+    "build.pagedContextFMHA: false (an INT8 KV cache turns paged context FMHA off there)",
+)
+
+
 def paged_context_fmha_kept(fmt: str, kv_cache_dtype: str) -> bool:
     """Whether ``trtllm-build`` keeps paged context FMHA on for this format and KV-cache dtype.
 

@@ -59,6 +59,7 @@ from engine_builder.planner.formats import (
     ENGINE_DTYPE_BYTES,
     KV_CACHE_DTYPES,
     MIN_SM,
+    PYTORCH_KV_REFUSAL,
     QUANT_FORMATS,
     SM100_RANGE,
     bytes_per_param,
@@ -66,6 +67,7 @@ from engine_builder.planner.formats import (
     formats_without_backend,
     kv_cache_dtype_choices,
     kv_dtype_bytes,
+    kv_dtypes_without_backend,
     kv_info,
 )
 
@@ -754,6 +756,10 @@ def validate(arch: Architecture, request: PlanRequest, gpu: GPUSpec) -> list[Pla
                 f"set backend: {can} (plan --backend), or use another format.",
             )
         )
+    # The API's rule on spec.quantization.kvCacheDtype × spec.backend, in its words (trial 49 W3).
+    if request.backend == "pytorch" and request.kv_cache_dtype in kv_dtypes_without_backend("pytorch"):
+        what, fix = PYTORCH_KV_REFUSAL
+        issues.append(PlanIssue("spec.quantization.kvCacheDtype", f"{what}.", f"{fix}."))
     too_old = format_sm_issue(fmt, gpu)
     if too_old is not None:
         issues.append(too_old)

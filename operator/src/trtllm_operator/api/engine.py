@@ -32,6 +32,7 @@ from engine_builder.planner.formats import (
     DEFAULT_CALIBRATION_MAX_SEQ_LENGTH,
     DEFAULT_CALIBRATION_SAMPLES,
     KV_CACHE_DTYPE_TABLE,
+    PYTORCH_KV_REFUSAL,
     QUANT_FORMAT_TABLE,
     KVCacheDtype,
     QuantFormat,
@@ -1014,9 +1015,7 @@ class LLMEngineSpec(ApiModel):
         ),
         cel(
             f"self.backend != 'pytorch' || !(self.quantization.kvCacheDtype in {_cel_list(_PYTORCH_NO_KV)})",
-            f"kvCacheDtype {_or(_PYTORCH_NO_KV)} is not supported by the pytorch backend; use fp8 "
-            f"(SM {KV_CACHE_DTYPE_TABLE['fp8'].min_sm}+) or auto, or backend tensorrt with "
-            "build.pagedContextFMHA: false (an INT8 KV cache turns paged context FMHA off there)",
+            "; ".join(PYTORCH_KV_REFUSAL),  # the planner's words too (plan --backend pytorch)
             field_path=".quantization.kvCacheDtype",
         ),
         cel(
