@@ -351,7 +351,7 @@ def test_suggestions_name_only_what_the_gpu_supports() -> None:
     big = plan(arch(LLAMA_70B), PlanRequest(max_seq_len=8192), lookup("NVIDIA-A100-SXM4-80GB"))
     assert "int8_sq" in big.reasons[0].fix and "fp8" not in big.reasons[0].fix
     assert supported_kv_cache_dtypes(lookup("NVIDIA-A100-SXM4-80GB")) == ["auto", "int8"]
-    assert "fp8" not in supported_quant_formats(lookup("NVIDIA-A100-SXM4-80GB"))
+    assert "fp8" not in supported_quant_formats(lookup("NVIDIA-A100-SXM4-80GB"), "tensorrt")
 
 
 def test_a_context_above_the_api_limit_is_clamped_to_it_and_said() -> None:

@@ -103,6 +103,30 @@ def test_rules(config: str, gpu: str, request_fields: dict[str, object], expecte
     assert fields(config, gpu, **request_fields) == expected
 
 
+@pytest.mark.parametrize("backend", ["tensorrt", "pytorch"])
+@pytest.mark.parametrize("gpu", [A100, H100, "NVIDIA-B200"])
+def test_format_fixes_offer_only_formats_the_backend_builds(gpu: str, backend: str) -> None:
+    """Fresh-user trial 49 W4: ``plan --gpu H100 --quantization mxfp8 --backend pytorch`` offered "use
+    one of none, fp8, int8_sq, …", and int8_sq then met the backend's refusal. Every format a format
+    refusal offers (the SM rule's and the SM 100–119 rule's) now passes validate() on this GPU and
+    backend."""
+    from engine_builder.planner.formats import QUANT_FORMATS  # noqa: PLC0415
+
+    arch = Architecture.from_hf_config(load_hf_config(CONFIGS / LLAMA_70B))
+    spec = lookup(gpu)
+    offered_any = False
+    for fmt in QUANT_FORMATS:
+        for issue in validate(arch, PlanRequest(quantization=fmt, tp=4, backend=backend), spec):
+            if issue.field != "spec.quantization.format" or not issue.fix.startswith("use one of "):
+                continue
+            offered = issue.fix.removeprefix("use one of ").split(" on this GPU")[0].split(", ")
+            offered_any = True
+            for choice in offered:
+                again = validate(arch, PlanRequest(quantization=choice, tp=4, backend=backend), spec)
+                assert [i for i in again if i.field == "spec.quantization.format"] == [], (fmt, choice, again)
+    assert offered_any
+
+
 def test_fix_lists_valid_tensor_parallelism() -> None:
     """Qwen2.5-7B's config.json: 28 attention heads, 4 KV heads. 7 divides 28 but fits neither
     KV-head rule, so it is not offered (a fresh-user trial followed the fix to TP 7 and was refused)."""

@@ -637,27 +637,34 @@ def supported_kv_cache_dtypes(gpu: GPUSpec) -> list[str]:
     return out
 
 
-def supported_quant_formats(gpu: GPUSpec) -> list[str]:
-    """Quantization formats (other than ``none``) ``gpu`` supports (the rules of :func:`validate`)."""
+def supported_quant_formats(gpu: GPUSpec, backend: str) -> list[str]:
+    """Quantization formats (other than ``none``) ``gpu`` supports and ``backend`` can build (the rules
+    of :func:`validate`; the backend's through
+    :func:`~engine_builder.planner.formats.formats_without_backend`, the table the LLMEngine API's rule
+    is built from), so that a fix offering them never meets another refusal (fresh-user trial 49 W4:
+    int8_sq offered on the pytorch backend)."""
+    cannot = formats_without_backend(backend)
     return [
         f
         for f in QUANT_FORMATS
         if f != "none"
+        and f not in cannot
         and MIN_SM[f] <= gpu.sm
         and not (format_info(f).sm100_unsupported and gpu.sm in SM100_RANGE)
     ]
 
 
-def format_sm_issue(fmt: str, gpu: GPUSpec) -> PlanIssue | None:
+def format_sm_issue(fmt: str, gpu: GPUSpec, backend: str) -> PlanIssue | None:
     """The quantization-vs-SM rule of :func:`validate`: ``fmt`` needs ``MIN_SM[fmt]`` (compute
-    capability × 10, :mod:`~engine_builder.planner.formats`); None when ``gpu`` meets it.
+    capability × 10, :mod:`~engine_builder.planner.formats`); None when ``gpu`` meets it. The fix
+    offers the formats ``gpu`` runs that ``backend`` (``spec.backend``) can build.
 
     The one home of this rule and its words: ``plan`` and the operator's ``InvalidSpec`` condition
     (``trtllm_operator.decide.engine_spec``) both say this issue.
     """
     if gpu.sm >= MIN_SM[fmt]:
         return None
-    ok = [f for f in QUANT_FORMATS if gpu.sm >= MIN_SM[f]]
+    ok = [f for f in QUANT_FORMATS if gpu.sm >= MIN_SM[f] and f not in formats_without_backend(backend)]
     return PlanIssue(
         "spec.quantization.format",
         f"{fmt} needs SM {MIN_SM[fmt]}+ but {gpu.product} is SM {gpu.sm} ({gpu.architecture}).",
@@ -760,7 +767,7 @@ def validate(arch: Architecture, request: PlanRequest, gpu: GPUSpec) -> list[Pla
     if request.backend == "pytorch" and request.kv_cache_dtype in kv_dtypes_without_backend("pytorch"):
         what, fix = PYTORCH_KV_REFUSAL
         issues.append(PlanIssue("spec.quantization.kvCacheDtype", f"{what}.", f"{fix}."))
-    too_old = format_sm_issue(fmt, gpu)
+    too_old = format_sm_issue(fmt, gpu, request.backend)
     if too_old is not None:
         issues.append(too_old)
     # The fixes offered are the KV-cache dtypes valid for this format, backend, pagedContextFMHA and
@@ -791,7 +798,9 @@ def validate(arch: Architecture, request: PlanRequest, gpu: GPUSpec) -> list[Pla
                     f"{fmt} is not supported on {gpu.product} (SM {gpu.sm}): TensorRT-LLM's builder "
                     "raises 'INT8/INT4 quantization is not supported on SM>=100' (INT4 weight-only) or "
                     "'SmoothQuant is not supported on SM>=100' for SM 100–119.",
-                    "use one of " + ", ".join(supported_quant_formats(gpu)) + " on this GPU.",
+                    "use one of "
+                    + ", ".join(supported_quant_formats(gpu, request.backend))
+                    + " on this GPU.",
                 )
             )
         if kv_info(request.kv_cache_dtype).sm100_unsupported:
@@ -1104,8 +1113,8 @@ def _compute_at(
                 f"{reserve / gib:.1f} GiB{with_draft} per GPU exceed the {gpu.memory_bytes / gib:.1f} GiB "
                 f"of {gpu.product}.",
                 "raise tensor (or pipeline) parallelism, quantize further (this GPU supports "
-                f"{', '.join(supported_quant_formats(gpu)) or 'no quantized format'}), or use a GPU with "
-                f"more memory {SEE_ALTERNATIVES}.",
+                f"{', '.join(supported_quant_formats(gpu, request.backend)) or 'no quantized format'}), "
+                f"or use a GPU with more memory {SEE_ALTERNATIVES}.",
                 kind="capacity",
             )
         )

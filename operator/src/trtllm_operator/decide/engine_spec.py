@@ -279,7 +279,7 @@ def prepare_engine(
     except PlanInputError as exc:
         return InvalidEngine(exc.field, exc.message)
     fmt = spec.quantization.format
-    too_old = format_sm_issue(fmt, gpu)  # the planner's rule and words, as `plan` says them
+    too_old = format_sm_issue(fmt, gpu, spec.backend)  # the planner's rule and words, as `plan` says them
     if too_old is not None:
         return InvalidEngine(too_old.field, f"{too_old.message} Fix: {too_old.fix}")
     kv = spec.quantization.kv_cache_dtype
