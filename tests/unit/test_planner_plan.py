@@ -457,6 +457,49 @@ def test_rope_factor_is_read_from_either_config_format(rope: dict[str, object]) 
     assert model_context(model) == 4 * model.max_position_embeddings == 131072
 
 
+@pytest.mark.parametrize(
+    ("rope_parameters", "factor"),
+    [
+        # transformers 5's per-layer-type layout (modeling_rope_utils.py standardize_rope_params, Case 2):
+        # the full-attention layers' factor is the model's context
+        (
+            {
+                "full_attention": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1000000.0},
+                "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            },
+            4.0,
+        ),
+        ({"full_attention": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1000000.0}}, 4.0),
+        # full_attention's entry wins over a larger one elsewhere
+        (
+            {"full_attention": {"rope_type": "linear", "factor": 2.0}, "sliding_attention": {"factor": 8.0}},
+            2.0,
+        ),
+        # no full_attention entry: the largest
+        (
+            {
+                "chunked_attention": {"rope_type": "linear", "factor": 2.0},
+                "sliding_attention": {"factor": 8.0},
+            },
+            8.0,
+        ),
+        ({"full_attention": {"rope_type": "llama3", "factor": 8.0}}, 1.0),
+    ],
+)
+def test_rope_factor_is_read_from_per_layer_type_rope_parameters(
+    rope_parameters: dict[str, object], factor: float
+) -> None:
+    """Fresh-user trial 49 W5: ``rope_parameters: {full_attention: {rope_type: yarn, factor: 4}}`` (the
+    transformers 5 layout of models with sliding and full attention) gave "RoPE scaling 1" and a
+    derived maxSeqLen of 32,768."""
+    config = load_hf_config(CONFIGS / "Qwen__Qwen2.5-7B-Instruct.json")
+    config.pop("rope_scaling", None)
+    config["rope_parameters"] = rope_parameters
+    model = Architecture.from_hf_config(config)
+    assert rotary_factor(model) == factor
+    assert model_context(model) == int(factor * model.max_position_embeddings)
+
+
 def test_default_rope_parameters_have_factor_one() -> None:
     config = load_hf_config(CONFIGS / "Qwen__Qwen2.5-7B-Instruct.json")
     config.pop("rope_scaling", None)

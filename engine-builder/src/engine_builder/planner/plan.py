@@ -164,12 +164,31 @@ def rotary_factor(arch: Architecture) -> float:
     5.24.0, ``src/transformers/configuration_utils.py``, property ``rope_scaling``), so a converter
     built on it sees the same factor (fresh-user trial 48 V4: a YaRN ×4 Qwen config written the new
     way got maxSeqLen 32,768 instead of 131,072).
+
+    A model with several attention layer types may nest one such dict per type (``{"full_attention":
+    {...}, "sliding_attention": {...}}``; transformers 5.24.0 ``src/transformers/modeling_rope_utils.py``
+    ``RotaryEmbeddingConfigMixin.nested_rope_parameter_keys`` and ``standardize_rope_params`` "Case 2:
+    different RoPE for each layer"). The context is the full-attention layers': Gemma 3's config puts an
+    old-style ``rope_scaling`` into ``rope_parameters["full_attention"]`` and gives the sliding layers
+    the default RoPE (``models/gemma3/configuration_gemma3.py`` ``convert_rope_params_to_dict``). So the
+    ``full_attention`` entry's factor is read, else the largest entry's (fresh-user trial 49 W5).
     """
-    scaling = arch.extra.get("rope_scaling")
-    if not isinstance(scaling, Mapping):
-        scaling = arch.extra.get("rope_parameters")
-    if not isinstance(scaling, Mapping):
+    for key in ("rope_scaling", "rope_parameters"):
+        scaling = arch.extra.get(key)
+        if isinstance(scaling, Mapping):
+            break
+    else:
         return 1.0
+    nested = {k: v for k, v in scaling.items() if isinstance(v, Mapping)}
+    if not nested:
+        return _rope_entry_factor(scaling, key)
+    if isinstance(nested.get("full_attention"), Mapping):
+        return _rope_entry_factor(nested["full_attention"], f"{key}.full_attention")
+    return max(_rope_entry_factor(v, f"{key}.{k}") for k, v in nested.items())
+
+
+def _rope_entry_factor(scaling: Mapping[str, Any], where: str) -> float:
+    """The factor of one RoPE dict (:func:`rotary_factor`); ``where``: its path, for the error."""
     kind = scaling.get("type", scaling.get("rope_type"))
     if kind in ("su", "longrope", "llama3"):
         return 1.0
@@ -178,7 +197,7 @@ def rotary_factor(arch: Architecture) -> float:
         return 1.0
     if not math.isfinite(factor) or factor > MAX_ROPE_FACTOR:
         raise PlanInputError(
-            "rope_scaling.factor", f"{factor!r} is larger than the planner accepts ({MAX_ROPE_FACTOR})"
+            f"{where}.factor", f"{factor!r} is larger than the planner accepts ({MAX_ROPE_FACTOR})"
         )
     return float(factor)
 
