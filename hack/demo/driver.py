@@ -486,11 +486,18 @@ class Demo:
                 show=True,
             )
             say("  the build spec the operator would give a builder Job for this LLMEngine")
-            match = re.search(r"engine key: ([0-9a-f]{64})", out.stdout)
+            # self.sh merges stderr into stdout: cache spec's note (the pvc:// model's config checks
+            # are skipped there; the builder's plan stage runs them) is no part of the spec's YAML
+            printed = "".join(
+                line
+                for line in out.stdout.splitlines(keepends=True)
+                if not line.startswith("trtllm-operator ")
+            )
+            match = re.search(r"engine key: ([0-9a-f]{64})", printed)
             if not match:
                 raise StepError("`trtllm-operator cache spec` printed no engine key")
             key = match.group(1)
-            spec = yaml.safe_load(out.stdout)
+            spec = yaml.safe_load(printed)
             # The builder writes its report to output.termination_log (the container's termination
             # message path). Here that is a file of the demo, not /dev/termination-log of this machine;
             # output.* is not part of the engine key.

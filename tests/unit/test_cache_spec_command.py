@@ -49,6 +49,33 @@ def test_multi_document_file_picks_the_engine(tmp_path: Path, capsys: pytest.Cap
     }
 
 
+def test_without_the_model_config_a_note_says_the_checks_were_skipped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 49 W10: without --hf-config-dir (or with one that lacks the model's file) the
+    spec was printed with nothing on stderr, though the planner's checks had not run."""
+    code, out, err = run(tmp_path, ENGINE.replace("NAME", "a"), capsys=capsys)
+    assert code == 0 and out.startswith("# engine key: ")
+    assert err == (
+        "trtllm-operator cache spec: note: LLMEngine a: the model-config checks (the model on spec.backend, "
+        "heads divisible by tensor parallelism, memory fit) were skipped (no --hf-config-dir); the builder's "
+        "plan stage runs them before it quantizes or compiles: pass --hf-config-dir <directory of "
+        "<org>__<name>.json> to run them now\n"
+    )
+    code, _, err = run(tmp_path, ENGINE.replace("NAME", "a"), "--hf-config-dir", str(tmp_path), capsys=capsys)
+    assert code == 0
+    assert f"were skipped (no meta-llama__Llama-3.1-8B-Instruct.json in --hf-config-dir {tmp_path})" in err
+    configs = Path(__file__).resolve().parents[1] / "fixtures" / "model-configs"
+    code, _, err = run(tmp_path, ENGINE.replace("NAME", "a"), "--hf-config-dir", str(configs), capsys=capsys)
+    assert (code, err) == (0, "")
+    # a checkpoint on a PVC: no file name to look up, so the note names plan --model-config instead
+    pvc = ENGINE.replace("NAME", "a").replace("hf://meta-llama/Llama-3.1-8B-Instruct", "pvc://models/llama")
+    code, _, err = run(tmp_path, pvc, "--hf-config-dir", str(configs), capsys=capsys)
+    assert code == 0
+    assert "were skipped (spec.model.source 'pvc://models/llama' is not hf://" in err, err
+    assert err.endswith("trtllm-operator plan --model-config <its config.json> runs them now\n"), err
+
+
 def test_several_engines_need_a_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     text = ENGINE.replace("NAME", "a") + "---\n" + ENGINE.replace("NAME", "b")
     code, _, err = run(tmp_path, text, capsys=capsys)

@@ -85,7 +85,11 @@ def register(subparsers: Any) -> None:
         "<artifact-root>/termination-log so a run outside the cluster never writes to the host's /dev)",
     )
     spec.add_argument("--name", help="which LLMEngine, when the file holds several documents")
-    spec.add_argument("--hf-config-dir", help="directory of <org>__<name>.json model configs (plan check)")
+    spec.add_argument(
+        "--hf-config-dir",
+        help="directory of <org>__<name>.json model configs: runs the planner's checks on the model's config "
+        "(without it they are skipped, and a note on stderr says so)",
+    )
     spec.set_defaults(func=_spec)
 
     imp = sub.add_parser(
@@ -299,6 +303,28 @@ def _spec(args: argparse.Namespace) -> int:
     if not isinstance(prepared, PreparedEngine):
         say("cache spec", "error", f"invalid LLMEngine: {prepared.text}")
         return EXIT_BAD_INPUT
+    if hf_config is None:
+        # Fresh-user trial 49 W10: a DeepSeek-V3 spec on the tensorrt backend was printed with nothing
+        # on stderr; with the model's config it is refused (the builder's plan stage refuses it too).
+        if name is None:
+            why = (
+                f"spec.model.source {source!r} is not hf://, and --hf-config-dir holds configs by hf:// name"
+            )
+            fix = "trtllm-operator plan --model-config <its config.json> runs them now"
+        else:
+            why = (
+                f"no {name} in --hf-config-dir {args.hf_config_dir}"
+                if args.hf_config_dir
+                else "no --hf-config-dir"
+            )
+            fix = "pass --hf-config-dir <directory of <org>__<name>.json> to run them now"
+        say(
+            "cache spec",
+            "note",
+            f"LLMEngine {_name(doc)}: the model-config checks (the model on spec.backend, heads divisible "
+            f"by tensor parallelism, memory fit) were skipped ({why}); the builder's plan stage runs them "
+            f"before it quantizes or compiles: {fix}",
+        )
     build_spec = prepared.build_spec
     output: dict[str, str] = {}
     if args.artifact_root:
