@@ -57,6 +57,35 @@ def test_kubeconfig_env_is_named_when_no_flag(tmp_path: Path, monkeypatch: pytes
     )
 
 
+NO_IN_CLUSTER = (
+    ", and no in-cluster config (KUBERNETES_SERVICE_HOST is not set; pass --kubeconfig or set KUBECONFIG)"
+)
+
+
+def test_a_directory_says_so_and_every_env_failure_says_why_not_in_cluster(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Trial 49 W6: ``KUBECONFIG=DIR`` said "no such file"; an empty file's message lacked the "no
+    in-cluster config" half the missing file's carries (found through $KUBECONFIG, the in-cluster
+    config is the fallback the message must rule out). Named by --kubeconfig, the file alone counts."""
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with pytest.raises(KubeconfigError) as err:
+        load_client(str(tmp_path))
+    assert str(err.value) == f"cannot load kubeconfig {tmp_path}: is a directory"
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path))
+    with pytest.raises(KubeconfigError) as err:
+        load_client(None)
+    assert str(err.value) == f"cannot load kubeconfig {tmp_path}: is a directory{NO_IN_CLUSTER}"
+    empty = tmp_path / "empty.kc"
+    empty.write_text("")
+    monkeypatch.setenv("KUBECONFIG", str(empty))
+    with pytest.raises(KubeconfigError) as err:
+        load_client(None)
+    message = str(err.value)
+    assert message.startswith(f"cannot load kubeconfig {empty}: ") and "empty" in message
+    assert message.endswith(NO_IN_CLUSTER), message
+
+
 def test_good_kubeconfig_gives_a_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     path = tmp_path / "kubeconfig"

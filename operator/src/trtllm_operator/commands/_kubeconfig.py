@@ -97,15 +97,21 @@ def load_client(kubeconfig: str | None = None, *, flag: bool = True) -> Any:
     path = default_path(kubeconfig)
     configuration = client.Configuration()
     in_cluster = not kubeconfig and bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+    # Named by --kubeconfig, a file that fails is the whole story; found through $KUBECONFIG or the
+    # default, the in-cluster config would have been the fallback, so every such message says why it
+    # was not (trial 49 W6: an empty file's message lacked it).
+    no_in_cluster = (
+        ""
+        if kubeconfig
+        else ", and no in-cluster config (KUBERNETES_SERVICE_HOST is not set; "
+        + ("pass --kubeconfig or set KUBECONFIG)" if flag else "set KUBECONFIG)")
+    )
     if not Path(path).expanduser().is_file():
         if in_cluster:
             return _in_cluster(client, config, configuration, path)
-        if kubeconfig:
-            raise KubeconfigError(path, "no such file")
-        fix = "pass --kubeconfig or set KUBECONFIG" if flag else "set KUBECONFIG"
-        raise KubeconfigError(
-            path, f"no such file, and no in-cluster config (KUBERNETES_SERVICE_HOST is not set; {fix})"
-        )
+        # a directory is not "no such file" (trial 49 W6: KUBECONFIG=/tmp/dir said it was)
+        missing = "is a directory" if Path(path).expanduser().is_dir() else "no such file"
+        raise KubeconfigError(path, missing + no_in_cluster)
     # every existing file of $KUBECONFIG, merged (module docstring); a named file alone
     merged = [p for p in _env_files(os.environ) if Path(p).expanduser().is_file()] if not kubeconfig else []
     source = os.pathsep.join(merged) if len(merged) > 1 else path
@@ -122,7 +128,7 @@ def load_client(kubeconfig: str | None = None, *, flag: bool = True) -> Any:
     ) as exc:
         if in_cluster:
             return _in_cluster(client, config, configuration, path)
-        raise KubeconfigError(path, _one_line(exc)) from exc
+        raise KubeconfigError(path, _one_line(exc) + no_in_cluster) from exc
     if not configuration.host or configuration.host == "http://localhost":
         raise KubeconfigError(path, "the current context's cluster has no server URL")
     return client.ApiClient(configuration)
