@@ -150,5 +150,32 @@ def test_run_without_a_cluster_is_one_line_before_kopf(
     err = capsys.readouterr().err
     assert err == (
         f"trtllm-operator run: error: cannot load kubeconfig {missing}: no such file, and no in-cluster"
-        " config (KUBERNETES_SERVICE_HOST is not set; set KUBECONFIG)\n"
+        " config (KUBERNETES_SERVICE_HOST is not set; pass --kubeconfig or set KUBECONFIG)\n"
+    )
+
+
+def test_run_takes_kubeconfig_as_the_cache_commands_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``cache import`` and ``cache list`` take --kubeconfig; ``run`` had none. With it, the operator's
+    own client (kopf's login and every handler use kube.client.default_kube) is the named file's, even
+    where $KUBECONFIG names another."""
+    from trtllm_operator.kube import client as kube_client  # noqa: PLC0415
+
+    seen: list[str] = []
+
+    def kopf_started(*_: object, **__: object) -> None:
+        seen.append(kube_client.default_kube().api_client.configuration.host)
+
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setattr(kube_client, "_default", None)  # restored after the test
+    monkeypatch.setattr(run, "run_operator", kopf_started)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
+    path = tmp_path / "kubeconfig"
+    path.write_text(GOOD)
+    assert main(["run", "-n", "x", "--kubeconfig", str(path)]) == 0, capsys.readouterr().err
+    assert seen == ["https://127.0.0.1:6443"]
+    assert main(["run", "-n", "x", "--kubeconfig", str(tmp_path / "nope")]) == 2
+    assert capsys.readouterr().err == (
+        f"trtllm-operator run: error: cannot load kubeconfig {tmp_path / 'nope'}: no such file\n"
     )

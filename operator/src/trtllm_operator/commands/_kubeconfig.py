@@ -81,12 +81,15 @@ def _one_line(exc: BaseException) -> str:
     return text if len(text) <= 300 else text[:297] + "..."
 
 
-def load_client(kubeconfig: str | None = None, *, flag: bool = True) -> Any:
+def load_client(kubeconfig: str | None = None, *, flag: bool = True, connections: int | None = None) -> Any:
     """A ``kubernetes.client.ApiClient`` for ``kubeconfig`` (see the module docstring for the order).
 
     Raises :class:`KubeconfigError` naming the file and the reason (missing file, not YAML, no
     current context, no cluster server, …) — never the client library's traceback. ``flag``: the
     command has a ``--kubeconfig`` flag (the fix a missing file suggests names it only then).
+    ``connections``: the client's connection pool size (``Configuration.connection_pool_maxsize``;
+    ``run`` gives the operator's, :data:`trtllm_operator.kube.client.CONNECTIONS`), None for the
+    library's default.
     """
     import yaml  # noqa: PLC0415
     from kubernetes import client  # noqa: PLC0415
@@ -96,6 +99,8 @@ def load_client(kubeconfig: str | None = None, *, flag: bool = True) -> Any:
 
     path = default_path(kubeconfig)
     configuration = client.Configuration()
+    if connections is not None:
+        configuration.connection_pool_maxsize = connections
     in_cluster = not kubeconfig and bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
     # Named by --kubeconfig, a file that fails is the whole story; found through $KUBECONFIG or the
     # default, the in-cluster config would have been the fallback, so every such message says why it

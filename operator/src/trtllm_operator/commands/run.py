@@ -1,6 +1,6 @@
 """``trtllm-operator run``: start the operator (kopf) with every handler of this package.
 
-    trtllm-operator run [--namespace NS ...|--all-namespaces] [--standalone|--peering]
+    trtllm-operator run [--namespace NS ...|--all-namespaces] [--kubeconfig PATH] [--standalone|--peering]
                         [--max-concurrent-builds N] [--builder-image IMAGE] [--liveness-port PORT]
                         [--metrics-port PORT] [--log-format text|json] [--verbose]
 
@@ -53,6 +53,12 @@ def register(subparsers: Any) -> None:
         help="watch this namespace (repeatable); default: TRTLLM_OPERATOR_NAMESPACES or all",
     )
     scope.add_argument("--all-namespaces", "-A", action="store_true", help="watch the whole cluster")
+    p.add_argument(
+        "--kubeconfig",
+        metavar="PATH",
+        help="kubeconfig (default: $KUBECONFIG, else ~/.kube/config; in a pod without either, the "
+        "in-cluster service account), as cache import and cache list take it",
+    )
     peering = p.add_mutually_exclusive_group()
     peering.add_argument(
         "--standalone",
@@ -123,6 +129,7 @@ def settings_from_args(args: argparse.Namespace, base: Settings | None = None) -
 def _main(args: argparse.Namespace) -> int:
     from trtllm_operator.commands import EXIT_BAD_INPUT, say  # noqa: PLC0415
     from trtllm_operator.commands._kubeconfig import KubeconfigError, load_client  # noqa: PLC0415
+    from trtllm_operator.kube.client import CONNECTIONS, Kube, set_default_kube  # noqa: PLC0415
 
     try:
         settings = settings_from_args(args)
@@ -136,10 +143,13 @@ def _main(args: argparse.Namespace) -> int:
     # --metrics-port the /metrics authorizer's client raised that traceback first (fresh-user
     # trial 48 V3). In a pod without a kubeconfig this is the in-cluster service account.
     try:
-        load_client(None, flag=False).close()
+        api_client = load_client(args.kubeconfig, connections=CONNECTIONS)
     except KubeconfigError as exc:
         say("run", "error", str(exc))
         return EXIT_BAD_INPUT
+    # The client checked is the operator's: its handlers, kopf's login (handlers.startup.login) and
+    # the /metrics authorizer all use the process-wide one (kube.client.default_kube).
+    set_default_kube(Kube(api_client, settings.field_manager))
     try:
         run_operator(settings)
     except SettingsError as exc:
