@@ -160,6 +160,8 @@ def test_run_takes_kubeconfig_as_the_cache_commands_do(
     """``cache import`` and ``cache list`` take --kubeconfig; ``run`` had none. With it, the operator's
     own client (kopf's login and every handler use kube.client.default_kube) is the named file's, even
     where $KUBECONFIG names another."""
+    from support.apistub import stub_server  # noqa: PLC0415
+
     from trtllm_operator.kube import client as kube_client  # noqa: PLC0415
 
     seen: list[str] = []
@@ -172,10 +174,70 @@ def test_run_takes_kubeconfig_as_the_cache_commands_do(
     monkeypatch.setattr(run, "run_operator", kopf_started)
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
     path = tmp_path / "kubeconfig"
-    path.write_text(GOOD)
-    assert main(["run", "-n", "x", "--kubeconfig", str(path)]) == 0, capsys.readouterr().err
-    assert seen == ["https://127.0.0.1:6443"]
+    with stub_server() as stub:  # run asks the server before kopf starts (trial 49 W2)
+        path.write_text(GOOD.replace("https://127.0.0.1:6443", stub.url))
+        assert main(["run", "-n", "x", "--kubeconfig", str(path)]) == 0, capsys.readouterr().err
+        assert seen == [stub.url]
     assert main(["run", "-n", "x", "--kubeconfig", str(tmp_path / "nope")]) == 2
     assert capsys.readouterr().err == (
         f"trtllm-operator run: error: cannot load kubeconfig {tmp_path / 'nope'}: no such file\n"
     )
+
+
+UNREACHABLE = GOOD.replace("https://127.0.0.1:6443", "https://127.0.0.1:1")
+
+
+def test_an_unreachable_api_server_ends_run_and_cache_list_with_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Trial 49 W2: with a kubeconfig whose server does not answer, ``run`` retried for about 58 s, then
+    exited 1 with ~250 lines (kopf's retries and tracebacks), and ``cache list`` printed an 86-line
+    urllib3 traceback. ``run`` now tries the server before kopf starts, with kopf's retry schedule
+    (kube.client.API_ERROR_BACKOFFS, shortened here), says once that it retries and ends with one line
+    naming the server, the reason and the attempts, exit 1; kopf never starts. ``cache list``: one line."""
+    from trtllm_operator.kube import client as kube_client  # noqa: PLC0415
+
+    def kopf_started(*_: object, **__: object) -> None:
+        raise AssertionError("run_operator was called although the API server does not answer")
+
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setattr(kube_client, "_default", None)
+    monkeypatch.setattr(kube_client, "API_ERROR_BACKOFFS", (0, 0))
+    monkeypatch.setattr(run, "run_operator", kopf_started)
+    path = tmp_path / "kubeconfig"
+    path.write_text(UNREACHABLE)
+    assert main(["run", "-n", "x", "--kubeconfig", str(path)]) == 1
+    assert capsys.readouterr().err == (
+        "trtllm-operator run: note: cannot reach the API server https://127.0.0.1:1 (connection refused); "
+        "retrying 2 times over 0 s\n"
+        "trtllm-operator run: error: cannot reach the API server https://127.0.0.1:1 (connection refused) "
+        "after 3 attempts\n"
+    )
+    assert main(["cache", "list", "--kubeconfig", str(path)]) == 1
+    assert capsys.readouterr().err == (
+        "trtllm-operator cache list: error: cannot reach the API server https://127.0.0.1:1 "
+        "(connection refused)\n"
+    )
+
+
+def test_any_http_answer_is_a_reachable_api_server() -> None:
+    """wait_for_api_server asks GET /version once when the server answers, whatever the status (a
+    refusal of the credentials is kopf's to report), and sleeps kopf's backoffs between failed tries."""
+    from support.apistub import stub_server  # noqa: PLC0415
+
+    from trtllm_operator.kube.client import ApiServerUnreachableError, wait_for_api_server  # noqa: PLC0415
+
+    slept: list[float] = []
+    with stub_server() as stub:
+        for status in (200, 401, 503):
+            stub.answer = (status, {})
+            wait_for_api_server(stub.api_client(), (1, 2), sleep=slept.append)
+            assert [r.path for r in stub.take()] == ["/version"]
+        url = stub.url
+        api = stub.api_client()
+    assert slept == []
+    notes: list[str] = []
+    with pytest.raises(ApiServerUnreachableError) as err:
+        wait_for_api_server(api, (1, 2), on_retry=notes.append, sleep=slept.append)
+    assert slept == [1, 2] and err.value.attempts == 3 and err.value.server == url
+    assert notes == [f"cannot reach the API server {url} (connection refused); retrying 2 times over 3 s"]

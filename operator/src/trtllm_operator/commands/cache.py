@@ -340,9 +340,11 @@ def _spec(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
+    import urllib3  # noqa: PLC0415
     from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
 
     from trtllm_operator.kube import CONFIG_MAP  # noqa: PLC0415
+    from trtllm_operator.kube.client import unreachable  # noqa: PLC0415
     from trtllm_operator.render.builder_job import desired_cache_entry  # noqa: PLC0415
 
     try:
@@ -371,6 +373,9 @@ def _import(args: argparse.Namespace) -> int:
     except ApiException as exc:
         say("cache import", "error", f"API error {exc.status}: {exc.reason}")
         return 1
+    except urllib3.exceptions.HTTPError as exc:  # no answer at all: one line, not urllib3's traceback
+        say("cache import", "error", str(unreachable(kube.api_client, exc)))
+        return 1
     verb = "registered" if created else "updated"
     name = live["metadata"]["name"]
     partial = " as a PARTIAL artifact (no compiled engine)" if record.get("partial") else ""
@@ -379,6 +384,7 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
+    import urllib3  # noqa: PLC0415
     from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
 
     from trtllm_operator.api.wire import (  # noqa: PLC0415
@@ -387,6 +393,7 @@ def _list(args: argparse.Namespace) -> int:
         LABEL_COMPONENT,
     )
     from trtllm_operator.kube import CONFIG_MAP  # noqa: PLC0415
+    from trtllm_operator.kube.client import unreachable  # noqa: PLC0415
 
     kube = _kube(args.kubeconfig, "list")
     if kube is None:
@@ -399,6 +406,9 @@ def _list(args: argparse.Namespace) -> int:
         items = kube.list(CONFIG_MAP, namespace, label_selector=f"{LABEL_COMPONENT}={COMPONENT_ARTIFACT}")
     except ApiException as exc:
         say("cache list", "error", f"API error {exc.status}: {exc.reason}")
+        return 1
+    except urllib3.exceptions.HTTPError as exc:  # fresh-user trial 49 W2: an 86-line urllib3 traceback
+        say("cache list", "error", str(unreachable(kube.api_client, exc)))
         return 1
     records = []
     for cm in items:

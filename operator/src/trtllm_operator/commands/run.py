@@ -21,6 +21,11 @@ from trtllm_operator.settings import Settings, SettingsError
 
 log = logging.getLogger(__name__)
 
+#: ``run``'s exit code when the API server does not answer (:func:`~trtllm_operator.kube.client.
+#: wait_for_api_server`); 2 is a bad flag, setting or kubeconfig (:data:`~trtllm_operator.commands.
+#: EXIT_BAD_INPUT`).
+EXIT_UNREACHABLE = 1
+
 _metrics_started = False  # the operator's registry (metrics.operator_metrics) is served once
 _metrics_lock = threading.Lock()
 
@@ -33,6 +38,11 @@ Every flag overrides its TRTLLM_OPERATOR_* environment variable (e.g. --max-conc
 TRTLLM_OPERATOR_MAX_CONCURRENT_BUILDS; docs/operator.md lists them all). With --liveness-port the
 endpoint GET http://<listen address>:PORT/healthz answers once the operator runs; --metrics-port
 serves Prometheus /metrics.
+
+Before kopf starts, the kubeconfig (--kubeconfig, else $KUBECONFIG, else ~/.kube/config, else in a
+pod the service account) must load (else exit 2) and the API server must answer: it is retried for
+about a minute, as kopf retries its requests, then run exits 1 with one line naming the server, the
+reason and the attempts.
 """
 
 
@@ -129,7 +139,14 @@ def settings_from_args(args: argparse.Namespace, base: Settings | None = None) -
 def _main(args: argparse.Namespace) -> int:
     from trtllm_operator.commands import EXIT_BAD_INPUT, say  # noqa: PLC0415
     from trtllm_operator.commands._kubeconfig import KubeconfigError, load_client  # noqa: PLC0415
-    from trtllm_operator.kube.client import CONNECTIONS, Kube, set_default_kube  # noqa: PLC0415
+    from trtllm_operator.kube.client import (  # noqa: PLC0415
+        API_ERROR_BACKOFFS,
+        CONNECTIONS,
+        ApiServerUnreachableError,
+        Kube,
+        set_default_kube,
+        wait_for_api_server,
+    )
 
     try:
         settings = settings_from_args(args)
@@ -147,6 +164,16 @@ def _main(args: argparse.Namespace) -> int:
     except KubeconfigError as exc:
         say("run", "error", str(exc))
         return EXIT_BAD_INPUT
+    # The API server, reached before kopf starts: kopf retries an unreachable one as this does
+    # (API_ERROR_BACKOFFS, about 57 s), then fails with ~250 lines of tracebacks (fresh-user trial 49
+    # W2); this ends with one line naming the server, the reason and the attempts. In a pod, the exit
+    # is a restart, as kopf's was.
+    try:
+        wait_for_api_server(api_client, API_ERROR_BACKOFFS, on_retry=lambda note: say("run", "note", note))
+    except ApiServerUnreachableError as exc:
+        say("run", "error", str(exc))
+        api_client.close()
+        return EXIT_UNREACHABLE
     # The client checked is the operator's: its handlers, kopf's login (handlers.startup.login) and
     # the /metrics authorizer all use the process-wide one (kube.client.default_kube).
     set_default_kube(Kube(api_client, settings.field_manager))

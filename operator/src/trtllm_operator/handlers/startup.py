@@ -44,16 +44,10 @@ from trtllm_operator.handlers.diffbase import LeanAnnotationsDiffBaseStorage
 from trtllm_operator.handlers.plumbing import WORKQUEUE, stop_resyncs
 from trtllm_operator.handlers.watchstream import LIST_CHUNK
 from trtllm_operator.kube import default_kube
-from trtllm_operator.kube.client import CONNECTIONS
+from trtllm_operator.kube.client import API_ERROR_BACKOFFS, CONNECTIONS
 from trtllm_operator.logging import redact_kopf_events
 from trtllm_operator.metrics.operator_metrics import HANDLER_QUEUE
 from trtllm_operator.settings import current
-
-#: Delays (s) between retries of a failed API request, watch reconnects included. kopf's default
-#: (1, 1, 2, 3, 5, 8, 13, 21) sleeps up to 21 s before the next attempt, so after an API-server outage
-#: the operator noticed the API's return only 14 s later (tests/integration/test_faults.py). Capped
-#: at 5 s, with about the same total (57 s) before a request gives up.
-API_ERROR_BACKOFFS = (1, 1, 2, 3, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5)
 
 #: Threads that run synchronous handlers: one per connection of the API client
 #: (:data:`~trtllm_operator.kube.client.CONNECTIONS`). kopf's default executor is Python's

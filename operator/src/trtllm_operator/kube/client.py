@@ -42,6 +42,7 @@ import logging
 import math
 import re
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -343,6 +344,86 @@ def is_patch_refused(exc: BaseException) -> bool:
 #: (handlers.startup.HANDLER_THREADS); the client's default is 5 per CPU, so on a 2-core node urllib3
 #: would open and discard extra connections under load ("Connection pool is full").
 CONNECTIONS = 12
+
+
+#: Delays (s) between retries of a failed API request, watch reconnects included (kopf's
+#: ``settings.networking.error_backoffs``, set by handlers.startup; :func:`wait_for_api_server` waits
+#: the same before kopf starts). kopf's default (1, 1, 2, 3, 5, 8, 13, 21) sleeps up to 21 s before the
+#: next attempt, so after an API-server outage the operator noticed the API's return only 14 s later
+#: (tests/integration/test_faults.py). Capped at 5 s, with about the same total (57 s) before a request
+#: gives up.
+API_ERROR_BACKOFFS = (1, 1, 2, 3, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5)
+
+#: Seconds one attempt of :func:`wait_for_api_server` may take (connect and answer).
+REACHABLE_TIMEOUT = 10.0
+
+
+class ApiServerUnreachableError(Exception):
+    """No answer from the API server. ``str()``: ``cannot reach the API server URL (REASON)``, and
+    `` after N attempts`` when there were several."""
+
+    def __init__(self, server: str, reason: str, attempts: int = 1) -> None:
+        tail = f" after {attempts} attempts" if attempts > 1 else ""
+        super().__init__(f"cannot reach the API server {server} ({reason}){tail}")
+        self.server = server
+        self.reason = reason
+        self.attempts = attempts
+
+
+def unreachable(
+    api_client: client.ApiClient, exc: urllib3.exceptions.HTTPError, attempts: int = 1
+) -> ApiServerUnreachableError:
+    """:class:`ApiServerUnreachableError` for a request of ``api_client`` that got no HTTP answer: the
+    reason is the operating system's (``connection refused``, ``Name or service not known``), found
+    down urllib3's chain (``MaxRetryError.reason`` → ``NewConnectionError`` → its ``OSError``), else
+    urllib3's own one-line text."""
+    seen: BaseException | None = getattr(exc, "reason", None) or exc
+    reason = ""
+    while seen is not None and not reason:
+        if isinstance(seen, OSError) and seen.strerror:
+            reason = str(seen.strerror)
+        seen = seen.__cause__ or seen.__context__
+    if not reason:
+        cause = getattr(exc, "reason", None) or exc
+        reason = " ".join(str(cause).split()) or type(cause).__name__
+    reason = reason[:1].lower() + reason[1:]
+    return ApiServerUnreachableError(str(api_client.configuration.host), reason, attempts)
+
+
+def wait_for_api_server(
+    api_client: client.ApiClient,
+    backoffs: Sequence[float],
+    *,
+    on_retry: Callable[[str], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """Return once the API server answers ``GET /version`` — any HTTP status is an answer (the
+    credentials are kopf's concern, which reports a refusal itself) — trying ``len(backoffs) + 1``
+    times, ``backoffs[i]`` seconds apart, as kopf retries a request whose connection fails (kopf
+    1.45.2 ``kopf/_cogs/clients/api.py`` ``request``: ``settings.networking.error_backoffs``, then
+    "escalating" it). ``on_retry``: told once, after the first failed attempt, what failed and how
+    long the retries may take.
+
+    Raises :class:`ApiServerUnreachableError` (server, reason, attempts) after the last attempt.
+    ``trtllm-operator run`` calls it before kopf starts: kopf escalates the same failure from its
+    first requests by failing its root tasks, each logged with its traceback, then ``kopf.run``
+    re-raises it (``kopf/_core/reactor/running.py`` ``run_tasks``: ``aiotasks.reraise``) — about 250
+    lines for an unreachable server (fresh-user trial 49 W2); this is one.
+    """
+    attempts = len(backoffs) + 1
+    for attempt in range(1, attempts + 1):
+        try:
+            call(api_client, "GET", "/version", timeout=REACHABLE_TIMEOUT)
+            return
+        except ApiException:
+            return  # an HTTP answer: the server is there
+        except urllib3.exceptions.HTTPError as exc:
+            if attempt == attempts:
+                raise unreachable(api_client, exc, attempts) from exc
+            if attempt == 1 and on_retry is not None:
+                retries = f"retrying {attempts - 1} times over {sum(backoffs):g} s"
+                on_retry(f"{unreachable(api_client, exc)}; {retries}")
+        sleep(backoffs[attempt - 1])
 
 
 def api_message(exc: ApiException) -> str:
