@@ -119,6 +119,16 @@ def test_pool_selects_exactly_the_serving_pods_and_labels_them_for_the_picker() 
     assert ENGINE_TYPE_LABEL not in off_dep["spec"]["template"]["metadata"]["labels"]
 
 
+def test_a_users_engine_type_label_is_kept() -> None:
+    """Fresh-user trial 49 W8: ``spec.podLabels`` ``inference.networking.k8s.io/engine-type: vllm`` was
+    overwritten with ``triton-tensorrt-llm``, silently. The value names an engine configuration of the
+    picker, which its deployer may define (EPP v1.5.0 factories.go ``engineConfigs``): it is kept."""
+    for value in ("vllm", "my-triton-trtllm"):
+        p = replace(params(), pod_labels={ENGINE_TYPE_LABEL: value, "team": "a"})
+        labels = desired_deployment(p, desired_model_repository(p))["spec"]["template"]["metadata"]["labels"]
+        assert labels[ENGINE_TYPE_LABEL] == value and labels["team"] == "a"
+
+
 def test_the_check_catches_what_the_api_server_would_prune_or_refuse() -> None:
     obj = desired_inference_pool(params())
     assert obj is not None

@@ -313,15 +313,24 @@ def pod_security_context(params: ServingParams) -> tuple[dict[str, Any], dict[st
 
 
 def pod_labels(params: ServingParams) -> dict[str, str]:
-    """User pod labels, then ours (ours win: the selector and the engine-key count depend on them).
+    """User pod labels, then ours (ours win: the selector and the engine-key count depend on them; the
+    API refuses a ``spec.podLabels`` key of ours, ``reserved_label_keys_rule``).
 
     With ``spec.routing.inferencePool`` the pods also carry the endpoint picker's engine-type label
     (:data:`~trtllm_operator.api.wire.ENGINE_TYPE_LABEL` = ``triton-tensorrt-llm``): the picker reads
-    Triton's TensorRT-LLM metric names for them instead of its default, vLLM's. ``trtllm-serve`` pods
-    carry :data:`~trtllm_operator.api.wire.LABEL_FRONTEND` (their metrics path differs)."""
+    Triton's TensorRT-LLM metric names for them instead of its default, vLLM's — unless
+    ``spec.podLabels`` sets that key, whose value is kept (fresh-user trial 49 W8: it was silently
+    overwritten). The value names one of the picker's engine configurations, which whoever deploys the
+    picker may extend with their own names and metric specs (gateway-api-inference-extension v1.5.0
+    ``pkg/epp/framework/plugins/datalayer/extractor/metrics/factories.go`` ``engineConfigParams.Name``
+    "the engine type identifier", ``EngineConfigs`` "Built-in configs (vLLM, SGLang, trtllm-serve,
+    triton-tensorrt-llm) are automatically appended if not explicitly defined"; ``extractor.go``
+    ``getEngineTypeFromEndpoint`` reads the pod's label as it is): only the user knows that
+    configuration. ``trtllm-serve`` pods carry :data:`~trtllm_operator.api.wire.LABEL_FRONTEND`
+    (their metrics path differs)."""
     labels = {**params.pod_labels, **common_labels(params), LABEL_ENGINE_KEY: params.short_key}
     if params.inference_pool is not None:
-        labels[ENGINE_TYPE_LABEL] = ENGINE_TYPE_TRITON_TRTLLM
+        labels.setdefault(ENGINE_TYPE_LABEL, ENGINE_TYPE_TRITON_TRTLLM)
     if uses_trtllm_serve(params):
         labels[LABEL_FRONTEND] = FRONTEND_TRTLLM_SERVE
     return labels
