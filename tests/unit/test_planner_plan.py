@@ -350,8 +350,25 @@ def test_suggestions_name_only_what_the_gpu_supports() -> None:
     # Weights that do not fit: "quantize further" lists the formats of that GPU.
     big = plan(arch(LLAMA_70B), PlanRequest(max_seq_len=8192), lookup("NVIDIA-A100-SXM4-80GB"))
     assert "int8_sq" in big.reasons[0].fix and "fp8" not in big.reasons[0].fix
-    assert supported_kv_cache_dtypes(lookup("NVIDIA-A100-SXM4-80GB")) == ["auto", "int8"]
+    assert supported_kv_cache_dtypes(lookup("NVIDIA-A100-SXM4-80GB"), "tensorrt") == ["auto", "int8"]
     assert "fp8" not in supported_quant_formats(lookup("NVIDIA-A100-SXM4-80GB"), "tensorrt")
+    assert supported_kv_cache_dtypes(lookup("NVIDIA-A100-SXM4-80GB"), "pytorch") == ["auto"]
+
+
+def test_capacity_fixes_on_the_pytorch_backend_offer_no_int8() -> None:
+    """Fresh-user trial 49, beside W4: the capacity fixes offered "an FP8 KV cache or an INT8 KV cache"
+    and "this GPU supports … int8_sq" on the pytorch backend, which accepts neither (the LLMEngine
+    API refuses both): following the advice met another refusal. They now offer what the backend takes."""
+    on_pytorch = PlanRequest(quantization="fp8", max_seq_len=524_288, backend="pytorch")
+    fix = next(r.fix for r in plan(arch(LLAMA_8B), on_pytorch, lookup("H100")).reasons)
+    assert "an FP8 KV cache" in fix and "INT8" not in fix, fix
+    on_a100 = replace(on_pytorch, quantization="none")
+    fix = next(r.fix for r in plan(arch(LLAMA_8B), on_a100, lookup("NVIDIA-A100-SXM4-40GB")).reasons)
+    assert "KV cache (spec.quantization.kvCacheDtype)" not in fix, fix
+    big = plan(
+        arch(LLAMA_70B), PlanRequest(max_seq_len=8192, backend="pytorch"), lookup("NVIDIA-A100-SXM4-80GB")
+    )
+    assert "int8_sq" not in big.reasons[0].fix and "int4_awq" in big.reasons[0].fix, big.reasons[0].fix
 
 
 def test_a_context_above_the_api_limit_is_clamped_to_it_and_said() -> None:

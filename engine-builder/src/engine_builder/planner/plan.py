@@ -642,12 +642,15 @@ def default_max_seq_len(
 
 
 # ---------------------------------------------------------------------------------------- rules
-def supported_kv_cache_dtypes(gpu: GPUSpec) -> list[str]:
-    """KV-cache dtypes ``gpu`` supports (the rules of :func:`validate`): FP8 needs the catalog's
-    ``fp8``; INT8 is refused on SM 100–119."""
+def supported_kv_cache_dtypes(gpu: GPUSpec, backend: str) -> list[str]:
+    """KV-cache dtypes ``gpu`` supports and ``backend`` accepts (the rules of :func:`validate`): FP8
+    needs the catalog's ``fp8``; INT8 is refused on SM 100–119 and by the pytorch backend (its
+    ``backends``; the LLMEngine API's rule, formats.PYTORCH_KV_REFUSAL)."""
     out = []
     for name in KV_CACHE_DTYPES:
         info = kv_info(name)
+        if backend not in info.backends:
+            continue
         if gpu.sm < info.min_sm or (name == "fp8" and not gpu.fp8):
             continue
         if info.sm100_unsupported and gpu.sm in SM100_RANGE:
@@ -714,14 +717,15 @@ def _batch_warning(
 
 
 def bounded_warnings(
-    p: Plan, gpu: GPUSpec, max_batch_size: int | None, max_kv_tokens: int
+    p: Plan, gpu: GPUSpec, max_batch_size: int | None, max_kv_tokens: int, *, backend: str
 ) -> tuple[PlanIssue, ...]:
     """``p.warnings`` for a pool bounded to ``max_kv_tokens`` (a deployment's
     ``spec.server.maxTokensInPagedKvCache`` below the plan's pool; TensorRT-LLM takes the smaller,
     reference §7.2): the maxBatchSize warning counted in that pool, not the plan's (fresh-user trial 45
     A14: 61 sequences said of a pool bounded to one). ``max_batch_size``: the request's (None when
-    unset: then no such warning, as in :func:`plan`); ``gpu``: the plan's."""
-    hint = _smaller_kv_cache(gpu, p.kv_cache_dtype)
+    unset: then no such warning, as in :func:`plan`); ``gpu`` and ``backend``: the plan's (its
+    request's ``spec.backend``)."""
+    hint = _smaller_kv_cache(gpu, p.kv_cache_dtype, backend)
     again = _batch_warning(
         max_batch_size,
         min(max_kv_tokens, p.max_kv_tokens),
@@ -734,11 +738,12 @@ def bounded_warnings(
     return (*kept, again) if again is not None and p.fits else kept
 
 
-def _smaller_kv_cache(gpu: GPUSpec, current: str) -> str:
-    """``use an FP8 KV cache`` (or INT8) when ``gpu`` supports a smaller KV dtype than ``current``;
-    empty when it supports none — a suggestion names only what the target GPU can run."""
+def _smaller_kv_cache(gpu: GPUSpec, current: str, backend: str) -> str:
+    """``use an FP8 KV cache`` (or INT8) when ``gpu`` supports, and ``backend`` accepts, a smaller KV
+    dtype than ``current``; empty when there is none — a suggestion names only what the target GPU
+    can run and the backend can serve (fresh-user trial 49, beside W4: INT8 was offered on pytorch)."""
     now = kv_dtype_bytes(current)
-    smaller = [k for k in supported_kv_cache_dtypes(gpu) if kv_dtype_bytes(k) < now]
+    smaller = [k for k in supported_kv_cache_dtypes(gpu, backend) if kv_dtype_bytes(k) < now]
     if not smaller:
         return ""
     options = " or ".join(f"an {k.upper()} KV cache" for k in smaller)
@@ -1114,7 +1119,7 @@ def _compute_at(
     concurrent = max_kv_tokens // _round_blocks(max_seq_len, block)
 
     reasons: list[PlanIssue] = list(issues)
-    kv_hint = _smaller_kv_cache(gpu, request.kv_cache_dtype)
+    kv_hint = _smaller_kv_cache(gpu, request.kv_cache_dtype, request.backend)
     kv_fix = f"{kv_hint}, " if kv_hint else ""
     gib = GIB
     load = draft_for(batch)

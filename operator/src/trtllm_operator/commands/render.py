@@ -432,7 +432,7 @@ def run(args: argparse.Namespace) -> int:
     # per deployment that it concerns: a deployment with chunked context answers the maxNumTokens one
     # (fresh-user trial 44 F6: the 70B and 405B examples were told to enable what they enable).
     engine_warnings: dict[int, list[PlanIssue]] = {}
-    engine_plans: dict[int, tuple[Plan, Any, int | None]] = {}
+    engine_plans: dict[int, tuple[Plan, Any, int | None, str]] = {}
     warned: dict[int, set[str]] = {}
     for dep in deployments:
         dep["metadata"].setdefault("uid", "")
@@ -504,7 +504,12 @@ def run(args: argparse.Namespace) -> int:
             if prepared.plan is not None:  # as the LLMEngine controller writes it (--model-config)
                 status.setdefault("plan", plan_status(prepared.plan))
                 engine_warnings[id(engine)] = list(prepared.plan.warnings)
-                engine_plans[id(engine)] = (prepared.plan, prepared.gpu, prepared.spec.build.max_batch_size)
+                engine_plans[id(engine)] = (
+                    prepared.plan,
+                    prepared.gpu,
+                    prepared.spec.build.max_batch_size,
+                    prepared.spec.backend,
+                )
             status.setdefault("artifact", {"uri": prepared.storage.artifact_uri(prepared.key)})
         # what the operator puts in status.plan.warnings (and a PlanWarnings Event): valid, but worth
         # knowing before it is applied (docs/planner.md "Warnings"), less what this deployment answers
@@ -517,7 +522,7 @@ def run(args: argparse.Namespace) -> int:
         if isinstance(bound, int) and planned is not None and bound < planned[0].max_kv_tokens:
             # Fresh-user trial 47 U8: the maxBatchSize warning counted in the deployment's bounded
             # pool, as simulate --deployment counts it (engine_builder.planner.bounded_warnings).
-            warnings = list(bounded_warnings(planned[0], planned[1], planned[2], bound))
+            warnings = list(bounded_warnings(*planned[:3], bound, backend=planned[3]))
         for warning in warnings:
             text = str(warning)
             if moot_with_chunked_context(warning):

@@ -179,7 +179,7 @@ def replica_setup(
         max_seq_len=p.max_seq_len,
     )
     if pool < p.max_kv_tokens:  # the planner's warnings counted in the bounded pool (trial 45 A14)
-        p = replace(p, warnings=bounded_warnings(p, gpu_spec, max_batch_size, pool))
+        p = replace(p, warnings=bounded_warnings(p, gpu_spec, max_batch_size, pool, backend=backend))
     return ReplicaSetup(spec=spec, plan=p, rates=rates, costs=costs)
 
 
