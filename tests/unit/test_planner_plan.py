@@ -23,6 +23,8 @@ from engine_builder.planner import (
 )
 from engine_builder.planner.plan import (
     DEFAULT_CONCURRENT_SEQUENCES,
+    DERIVED_LIMITS_RULE,
+    DERIVED_LIMITS_RULE_ABOVE_INPUT_LEN,
     MAX_SEQ_LEN_RULE,
     default_max_seq_len,
     model_context,
@@ -522,3 +524,65 @@ def test_default_rope_parameters_have_factor_one() -> None:
     config.pop("rope_scaling", None)
     config["rope_parameters"] = {"rope_type": "default", "rope_theta": 1000000.0}
     assert rotary_factor(Architecture.from_hf_config(config)) == 1.0
+
+
+def test_a_derived_max_seq_len_leaves_room_for_max_input_len() -> None:
+    """Fresh-user trial 50 X2: maxInputLen 30,000 with maxSeqLen left to the planner derived 8,192 on an
+    L40S (16,384 with an FP8 KV cache), below the prompts asked for; trtllm-build clips maxInputLen to
+    maxSeqLen with only a warning (tensorrt_llm/builder.py ``_init_max_seq_len``), and a warning quoted
+    "maxInputLen 16384", a value never written. Now the derived length is above maxInputLen, memory
+    allowing; else the plan refuses on spec.build.maxInputLen naming maxSeqLen and the fix."""
+    llama, l40s = arch(LLAMA_8B), lookup("L40S")
+    p = plan(llama, PlanRequest(quantization="fp8", max_input_len=30_000), l40s)
+    assert p.fits and p.max_seq_len_source == "derived" and p.max_seq_len > 30_000, p.max_seq_len
+    assert p.recommended["max_seq_len"] == p.max_seq_len
+    # the maxNumTokens warning quotes the user's maxInputLen, not a clipped one
+    fp8_kv = PlanRequest(quantization="fp8", kv_cache_dtype="fp8", max_input_len=30_000, max_num_tokens=8192)
+    q = plan(llama, fp8_kv, l40s)
+    assert q.fits and q.max_seq_len > 30_000
+    (warning,) = [w for w in q.warnings if w.field == "spec.build.maxNumTokens"]
+    assert "below maxInputLen 30000" in warning.message, warning.message
+    # the derived length is a power of two above maxInputLen when one fits once, else maxInputLen + 1
+    assert default_max_seq_len(131_072, 40_000, 32, max_input_len=30_000) == 32_768
+    assert default_max_seq_len(131_072, 31_000, 32, max_input_len=30_000) == 30_001
+    assert default_max_seq_len(131_072, 100, 32, max_input_len=30_000) == 30_001
+    # memory does not allow it: refused on maxInputLen, naming maxSeqLen and the fix
+    short = plan(llama, PlanRequest(max_input_len=100_000), lookup("L4"))
+    assert not short.fits
+    (reason,) = short.reasons
+    assert reason.field == "spec.build.maxInputLen", reason
+    assert "maxInputLen 100000 needs a maxSeqLen of at least 100001" in reason.message
+    assert "spec.build.maxSeqLen is unset" in reason.message
+    assert reason.fix.startswith("lower maxInputLen to below "), reason.fix
+    # at or above the model's context (what the planner derives at most): refused before any memory
+    beyond = plan(llama, PlanRequest(max_input_len=131_072), lookup("H100"))
+    assert not beyond.fits
+    (reason,) = beyond.reasons
+    assert reason.field == "spec.build.maxInputLen"
+    assert "the model's context (131072 tokens)" in reason.message
+    assert "lower maxInputLen below 131072, or set spec.build.maxSeqLen above 131072" in reason.fix
+    # both set: the LLMEngine CRD's rule (maxInputLen < maxSeqLen), which plan skipped
+    both = plan(llama, PlanRequest(max_input_len=4096, max_seq_len=4096), lookup("H100"))
+    assert not both.fits
+    assert [r.field for r in both.reasons] == ["spec.build.maxInputLen"]
+    assert "maxInputLen 4096 must be less than maxSeqLen 4096" in both.reasons[0].message
+
+
+def test_the_engine_key_names_the_input_len_aware_rule_only_where_it_applies() -> None:
+    """Trial 50 X2 changed the derived maxSeqLen only when maxInputLen is set and maxSeqLen unset: those
+    keys name the new rule (an engine built with the old, clipping length is not reused); others keep
+    theirs."""
+
+    def rule(**limits: int) -> object:
+        spec = BuildSpec(
+            model=ModelSource(uri="hf://meta-llama/Llama-3.1-8B-Instruct"),
+            runtime_image="nvcr.io/nvidia/tritonserver:25.10-trtllm-python-py3",
+            target=Target(gpu_product="NVIDIA-H100-80GB-HBM3", sm=90),
+            build=BuildLimits(**limits),
+        )
+        return spec.key_inputs()["build"].get("derived_limits")
+
+    assert rule() == DERIVED_LIMITS_RULE
+    assert rule(max_input_len=4096) == DERIVED_LIMITS_RULE_ABOVE_INPUT_LEN != DERIVED_LIMITS_RULE
+    assert rule(max_input_len=4096, max_seq_len=8192) == DERIVED_LIMITS_RULE
+    assert rule(max_input_len=4096, max_seq_len=8192, max_batch_size=8, max_num_tokens=8192) is None

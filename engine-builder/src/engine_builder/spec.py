@@ -38,7 +38,7 @@ from engine_builder.planner.formats import (
     default_calibration_samples,
     format_info,
 )
-from engine_builder.planner.plan import DERIVED_LIMITS_RULE
+from engine_builder.planner.plan import DERIVED_LIMITS_RULE, DERIVED_LIMITS_RULE_ABOVE_INPUT_LEN
 
 #: Bumped when the meaning of a key input changes, so old artifacts are never reused by mistake.
 #: v2: calibration means what it says (NVIDIA's cnn_dailymail recipe by default, ``num_samples`` used
@@ -266,6 +266,8 @@ class BuildSpec(_Model):
         limits = self.build
         if None in (limits.max_seq_len, limits.max_batch_size, limits.max_num_tokens):
             data["build"]["derived_limits"] = DERIVED_LIMITS_RULE
+        if limits.max_seq_len is None and limits.max_input_len is not None:
+            data["build"]["derived_limits"] = DERIVED_LIMITS_RULE_ABOVE_INPUT_LEN
         # The product is informative; the SM decides where an engine loads. Keep both: the safe rule
         # (docs/reference/tensorrt-llm.md §3.3) is "same GPU SKU", so a different product is a different
         # engine.

@@ -94,6 +94,11 @@ DEFAULT_CONCURRENT_SEQUENCES = 16
 DERIVED_LIMITS_RULE = (
     f"planner-defaults/v2:seq-len-pow2-min{DEFAULT_TYPICAL_REQUEST_TOKENS}-kv{DEFAULT_CONCURRENT_SEQUENCES}"
 )
+#: The rule's name in the keys of engines whose maxInputLen is set and maxSeqLen left to the planner: the
+#: derived maxSeqLen is above maxInputLen since fresh-user trial 50 X2 (:func:`default_max_seq_len`);
+#: before, it could be below (trtllm-build then clips maxInputLen), so those engines are not reused.
+#: Other keys keep :data:`DERIVED_LIMITS_RULE`.
+DERIVED_LIMITS_RULE_ABOVE_INPUT_LEN = f"{DERIVED_LIMITS_RULE}+seq-len-above-input-len"
 #: The rule in words (``plan`` output, ``status.plan`` and docs/planner.md say it).
 MAX_SEQ_LEN_RULE = (
     "maxSeqLen unset: the largest of the model's context and the powers of two below it (down to "
@@ -615,7 +620,12 @@ def model_context(arch: Architecture) -> int:
 
 
 def default_max_seq_len(
-    context: int, max_kv_tokens: int, tokens_per_block: int, sequences: int = DEFAULT_CONCURRENT_SEQUENCES
+    context: int,
+    max_kv_tokens: int,
+    tokens_per_block: int,
+    sequences: int = DEFAULT_CONCURRENT_SEQUENCES,
+    *,
+    max_input_len: int | None = None,
 ) -> int:
     """The ``max_seq_len`` the planner uses when ``spec.build.maxSeqLen`` is unset (docs/planner.md).
 
@@ -626,19 +636,28 @@ def default_max_seq_len(
     gets a usable length rather than a tiny one); when nothing fits, ``context`` (the plan then fails
     with "less than one sequence"). The full context is used only when it passes the same test or the
     user sets it.
+
+    ``max_input_len`` (``spec.build.maxInputLen``, below ``context``): only lengths above it are
+    candidates; when none of them fits once, ``max_input_len + 1`` (the prompt and one output token)
+    if it fits, else that length all the same (the plan then fails naming maxInputLen). trtllm-build
+    would clip a longer maxInputLen to maxSeqLen with only a warning (NVIDIA/TensorRT-LLM
+    ``tensorrt_llm/builder.py`` ``_init_max_seq_len``, "clipping it to max_seq_len", stored commit
+    008b2b8d): prompts the user asked for would be refused (fresh-user trial 50 X2).
     """
+    shortest_length = 1 if max_input_len is None else max_input_len + 1
     candidates = [context]
     length = 1 << max(context - 1, 1).bit_length()
     while length >= 2 * tokens_per_block:
         length //= 2
         if length < context:
             candidates.append(length)
+    candidates = [c for c in candidates if c >= shortest_length]
     floor = min(context, DEFAULT_TYPICAL_REQUEST_TOKENS)
     for need, shortest in ((sequences, floor), (1, 1)):
         for candidate in candidates:
             if candidate >= shortest and need * _round_blocks(candidate, tokens_per_block) <= max_kv_tokens:
                 return candidate
-    return context
+    return context if max_input_len is None else shortest_length
 
 
 # ---------------------------------------------------------------------------------------- rules
@@ -794,6 +813,9 @@ def validate(arch: Architecture, request: PlanRequest, gpu: GPUSpec) -> list[Pla
     too_old = format_sm_issue(fmt, gpu, request.backend)
     if too_old is not None:
         issues.append(too_old)
+    input_len = _input_len_issue(arch, request)
+    if input_len is not None:
+        issues.append(input_len)
     # The fixes offered are the KV-cache dtypes valid for this format, backend, pagedContextFMHA and
     # GPU: an INT8 KV cache, say, only where build.pagedContextFMHA is off (the API refuses it
     # otherwise), so that following the advice never meets another refusal.
@@ -917,6 +939,44 @@ def validate(arch: Architecture, request: PlanRequest, gpu: GPUSpec) -> list[Pla
     return issues
 
 
+def _input_len_issue(arch: Architecture, request: PlanRequest) -> PlanIssue | None:
+    """maxInputLen must be below maxSeqLen: maxSeqLen counts the prompt and the generated tokens, and
+    trtllm-build clips a longer max_input_len to max_seq_len with only a warning (NVIDIA/TensorRT-LLM
+    ``tensorrt_llm/builder.py`` ``_init_max_seq_len``, stored commit 008b2b8d; the LLMEngine CRD's rule
+    on spec.build, ``trtllm_operator.api.engine.EngineBuildSpec``, when both are set). maxSeqLen unset:
+    the planner derives at most the model's context (capped at the API's limit), so a maxInputLen at or
+    above that is refused here; below it, :func:`default_max_seq_len` derives a length above it
+    (fresh-user trial 50 X2)."""
+    prompt = request.max_input_len
+    if prompt is None:
+        return None
+    if request.max_seq_len is not None:
+        if prompt < request.max_seq_len:
+            return None
+        return PlanIssue(
+            "spec.build.maxInputLen",
+            f"maxInputLen {prompt} must be less than maxSeqLen {request.max_seq_len} (maxSeqLen counts "
+            "prompt plus generated tokens; trtllm-build would silently clip maxInputLen).",
+            "raise maxSeqLen or lower maxInputLen.",
+        )
+    context = model_context(arch)
+    longest = min(context, MAX_SEQ_LEN_LIMIT)
+    if prompt < longest:
+        return None
+    what = (
+        f"the model's context ({context} tokens)"
+        if longest == context
+        else f"the API's limit on spec.build.maxSeqLen ({MAX_SEQ_LEN_LIMIT})"
+    )
+    return PlanIssue(
+        "spec.build.maxInputLen",
+        f"maxInputLen {prompt} leaves no output token within the longest maxSeqLen the planner derives "
+        f"while spec.build.maxSeqLen is unset, {what}.",
+        f"lower maxInputLen below {longest}, or set spec.build.maxSeqLen above {prompt}"
+        + (" (beyond the model's context; accuracy may suffer)." if longest == context else "."),
+    )
+
+
 #: The field of the one-node rule (:func:`validate`): tensor × pipeline ≤ GPUs of one node.
 ONE_NODE_FIELD = "spec.parallelism"
 _MULTI_NODE_FIX = "set spec.parallelism.multiNode: true to serve one replica across nodes (LeaderWorkerSet)"
@@ -999,7 +1059,11 @@ def _compute(
     # or the plan did not fit at all (nothing is built): DERIVED_LIMITS_RULE, in engine keys, is kept.
     longest = min(context, MAX_SEQ_LEN_LIMIT)
     at_context = _compute_at(arch, request, gpu, longest, "context", draft=draft)
-    derived = default_max_seq_len(longest, at_context.max_kv_tokens, request.tokens_per_block)
+    # A maxInputLen at or above the longest length is refused by validate() (_input_len_issue).
+    prompt = request.max_input_len if (request.max_input_len or longest) < longest else None
+    derived = default_max_seq_len(
+        longest, at_context.max_kv_tokens, request.tokens_per_block, max_input_len=prompt
+    )
     if derived == longest:
         result = replace(at_context, max_seq_len_source="derived")
     else:
@@ -1149,16 +1213,33 @@ def _compute_at(
             if fraction < DEFAULT_KV_CACHE_FREE_GPU_MEM_FRACTION
             else ""
         )
-        reasons.append(
-            PlanIssue(
-                "spec.build.maxSeqLen",
-                f"the KV cache holds {max_kv_tokens} tokens per GPU, less than one sequence of maxSeqLen "
-                f"{max_seq_len}{beams}; {why_one_sequence(request.backend, request.max_beam_width)}.",
-                f"{low_fraction}lower maxSeqLen to at most {max_kv_tokens // request.max_beam_width}, "
-                f"{kv_fix}or raise tensor parallelism {SEE_ALTERNATIVES}.",
-                kind="capacity",
+        prompt = request.max_input_len
+        if source == "derived" and prompt is not None and max_seq_len == prompt + 1:
+            # maxSeqLen is the planner's (default_max_seq_len): the user's field is maxInputLen (trial 50 X2)
+            reasons.append(
+                PlanIssue(
+                    "spec.build.maxInputLen",
+                    f"maxInputLen {prompt} needs a maxSeqLen of at least {max_seq_len} (the prompt and one "
+                    f"output token; spec.build.maxSeqLen is unset, so the planner derives it), but the KV "
+                    f"cache holds {max_kv_tokens} tokens per GPU, less than one such sequence{beams}; "
+                    f"{why_one_sequence(request.backend, request.max_beam_width)}.",
+                    f"{low_fraction}lower maxInputLen to below "
+                    f"{max_kv_tokens // request.max_beam_width}, {kv_fix}or raise tensor parallelism "
+                    f"{SEE_ALTERNATIVES}.",
+                    kind="capacity",
+                )
             )
-        )
+        else:
+            reasons.append(
+                PlanIssue(
+                    "spec.build.maxSeqLen",
+                    f"the KV cache holds {max_kv_tokens} tokens per GPU, less than one sequence of maxSeqLen "
+                    f"{max_seq_len}{beams}; {why_one_sequence(request.backend, request.max_beam_width)}.",
+                    f"{low_fraction}lower maxSeqLen to at most {max_kv_tokens // request.max_beam_width}, "
+                    f"{kv_fix}or raise tensor parallelism {SEE_ALTERNATIVES}.",
+                    kind="capacity",
+                )
+            )
     fits = not reasons
     warnings: list[PlanIssue] = []
     too_large = _batch_warning(
@@ -1198,7 +1279,9 @@ def _compute_at(
                 f"use maxSeqLen ≤ {model_limit}.",
             )
         )
-    longest_prompt = min(request.max_input_len or max_seq_len, max_seq_len)
+    # The longest prompt is maxInputLen when set (validate() and the planner's derivation keep it below
+    # maxSeqLen), else maxSeqLen: never a value the user did not write under another name (trial 50 X2).
+    longest_prompt = request.max_input_len or max_seq_len
     if request.max_num_tokens is not None and max_num_tokens < longest_prompt:
         what = "maxInputLen" if request.max_input_len else "maxSeqLen"
         warnings.append(
