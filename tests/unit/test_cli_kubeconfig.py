@@ -8,7 +8,7 @@ import pytest
 
 from trtllm_operator.cli import main
 from trtllm_operator.commands import run
-from trtllm_operator.commands._kubeconfig import KubeconfigError, default_path, load_client
+from trtllm_operator.commands._kubeconfig import KubeconfigError, context_namespace, default_path, load_client
 
 GOOD = """
 apiVersion: v1
@@ -241,3 +241,66 @@ def test_any_http_answer_is_a_reachable_api_server() -> None:
         wait_for_api_server(api, (1, 2), on_retry=notes.append, sleep=slept.append)
     assert slept == [1, 2] and err.value.attempts == 3 and err.value.server == url
     assert notes == [f"cannot reach the API server {url} (connection refused); retrying 2 times over 3 s"]
+
+
+def _config(name: str, server: str, namespace: str) -> str:
+    return (
+        f"apiVersion: v1\nkind: Config\nclusters: [{{name: c-{name}, cluster: {{server: '{server}'}}}}]\n"
+        f"users: [{{name: u-{name}, user: {{token: abc}}}}]\n"
+        f"contexts: [{{name: {name}, context: {{cluster: c-{name}, user: u-{name}, "
+        f"namespace: {namespace}}}}}]\n"
+        f"current-context: {name}\n"
+    )
+
+
+def test_a_kubeconfig_list_uses_the_first_files_current_context_as_kubectl_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fresh-user trial 50 X1: ``KUBECONFIG=a:b``, each with a ``current-context``: kubectl uses a's
+    (client-go ``loader.go`` ``Load``: non-map values are merged in reverse order, so the first file to
+    set one wins); the Python client took b's (kubernetes-client/python PR #2386, open), so ``run``,
+    ``cache list`` and ``cache import`` talked to another cluster than kubectl. The namespace a command
+    defaults to is that context's too."""
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    first, second = tmp_path / "first.kc", tmp_path / "second.kc"
+    first.write_text(_config("one", "https://127.0.0.1:1111", "ns-one"))
+    second.write_text(_config("two", "https://127.0.0.2:2222", "ns-two"))
+    for a, b, host, namespace in (
+        (first, second, "https://127.0.0.1:1111", "ns-one"),
+        (second, first, "https://127.0.0.2:2222", "ns-two"),
+    ):
+        monkeypatch.setenv("KUBECONFIG", f"{a}:{b}")
+        assert load_client(None).configuration.host == host
+        assert context_namespace(None) == namespace
+    # a first file without current-context: the next one that sets it (kubectl: "first to set")
+    clusters = tmp_path / "clusters.kc"
+    clusters.write_text(
+        _config("three", "https://127.0.0.3:3333", "x").replace("current-context: three\n", "")
+    )
+    monkeypatch.setenv("KUBECONFIG", f"{clusters}:{second}:{first}")
+    assert load_client(None).configuration.host == "https://127.0.0.2:2222"
+
+
+def test_kubeconfig_list_edges_follow_kubectl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fresh-user trial 50 X8: an empty file of the list is skipped (client-go ``Load``: no data is the
+    empty config) where it was refused; a directory in the list is an error (client-go: "error
+    loading config file … is a directory") where it was skipped; when no entry exists, the message
+    names them all, not the first."""
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    good, empty = tmp_path / "good.kc", tmp_path / "empty.kc"
+    good.write_text(GOOD)
+    empty.write_text("")
+    monkeypatch.setenv("KUBECONFIG", f"{empty}:{good}")
+    assert load_client(None).configuration.host == "https://127.0.0.1:6443"
+    directory = tmp_path / "dir.kc"
+    directory.mkdir()
+    monkeypatch.setenv("KUBECONFIG", f"{directory}:{good}")
+    with pytest.raises(KubeconfigError) as err:
+        load_client(None)
+    assert str(err.value) == f"cannot load kubeconfig {directory}: is a directory{NO_IN_CLUSTER}"
+    missing = f"{tmp_path / 'nope'}:{tmp_path / 'also-missing'}"
+    monkeypatch.setenv("KUBECONFIG", missing)
+    with pytest.raises(KubeconfigError) as err:
+        load_client(None)
+    none = "no such file (none of these 2 files exists)"
+    assert str(err.value) == f"cannot load kubeconfig {missing}: {none}{NO_IN_CLUSTER}"

@@ -20,6 +20,17 @@ merged (missing entries are skipped, as kubectl does: kubernetes/client-go
 client merges the list the same way, kubernetes 37.0.1 ``config/kube_config.py``
 ``KubeConfigMerger``), else ``~/.kube/config``; when none was named and the process runs in a pod
 (``KUBERNETES_SERVICE_HOST`` set), the in-cluster service account is used.
+
+Where the Python client and kubectl part (fresh-user trial 50 X1, X8), this follows kubectl, per
+``loader.go`` ``Load`` (kubernetes/kubernetes ``staging/src/k8s.io/client-go/tools/clientcmd/loader.go``,
+stored commit 03ced770): "The first file to set a particular map key wins", and the non-map values,
+``current-context`` among them, are merged "in the reverse order so that priority is given
+correctly", so the **first** file that sets ``current-context`` names the context. ``KubeConfigMerger``
+takes the last file's instead (kubernetes-client/python PR #2386, open): this module finds the first
+and passes it to ``load_kube_config(context=…)``. An empty file of the list is skipped (``Load``: "if
+there's no data in a file, return the default object instead of failing"; the Python client refuses
+it), a directory in the list is an error (``LoadFromFile``'s read fails, and only a missing file is
+skipped), and when no entry exists the message names them all.
 """
 
 from __future__ import annotations
@@ -54,6 +65,29 @@ def _env_files(env: Mapping[str, str]) -> list[str]:
     return [p for p in env.get("KUBECONFIG", "").split(os.pathsep) if p]
 
 
+def _sources(kubeconfig: str | None, path: str) -> tuple[list[str], str | None]:
+    """The files the Python client loads (``path`` alone, or the ``$KUBECONFIG`` files that exist and
+    are not empty, each once) and the context kubectl would use: the first of them that sets
+    ``current-context`` (module docstring), None to leave it to the client (one file, or none sets it).
+    """
+    if kubeconfig:
+        return [path], None
+    files = [p for p in _env_files(os.environ) if Path(p).expanduser().is_file()]
+    merged = [p for p in dict.fromkeys(files) if Path(p).expanduser().stat().st_size > 0]
+    if len(merged) < 2:
+        return (merged or [path]), None
+    import yaml  # noqa: PLC0415
+
+    for file in merged:
+        try:
+            data = yaml.safe_load(Path(file).expanduser().read_text())
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            break  # the client's loader reports it
+        if isinstance(data, Mapping) and data.get("current-context"):
+            return merged, str(data["current-context"])
+    return merged, None
+
+
 def context_namespace(kubeconfig: str | None = None) -> str:
     """The namespace kubectl uses when none is given: the current context's ``namespace``, else
     ``default`` (kubernetes/client-go ``tools/clientcmd`` ``DirectClientConfig.Namespace``; in a pod
@@ -68,10 +102,13 @@ def context_namespace(kubeconfig: str | None = None) -> str:
         if not kubeconfig and os.environ.get("KUBERNETES_SERVICE_HOST") and sa.is_file():
             return sa.read_text().strip() or "default"
         return "default"
+    files, context = _sources(kubeconfig, path)
     try:
-        _, active = config.list_kube_config_contexts(config_file=path)
+        contexts, active = config.list_kube_config_contexts(config_file=os.pathsep.join(files))
     except Exception:  # any unreadable kubeconfig: load_client names the reason
         return "default"
+    if context is not None:
+        active = next((c for c in contexts or () if c.get("name") == context), None)
     namespace = ((active or {}).get("context") or {}).get("namespace")
     return str(namespace) if namespace else "default"
 
@@ -111,17 +148,29 @@ def load_client(kubeconfig: str | None = None, *, flag: bool = True, connections
         else ", and no in-cluster config (KUBERNETES_SERVICE_HOST is not set; "
         + ("pass --kubeconfig or set KUBECONFIG)" if flag else "set KUBECONFIG)")
     )
+    entries = [] if kubeconfig else _env_files(os.environ)
+    directory = next((p for p in entries if Path(p).expanduser().is_dir()), None)
+    if directory is not None and not in_cluster and len(entries) > 1:
+        # kubectl: 'error loading config file "DIR": read DIR: is a directory' (trial 50 X8)
+        raise KubeconfigError(directory, "is a directory" + no_in_cluster)
     if not Path(path).expanduser().is_file():
         if in_cluster:
             return _in_cluster(client, config, configuration, path)
         # a directory is not "no such file" (trial 49 W6: KUBECONFIG=/tmp/dir said it was)
         missing = "is a directory" if Path(path).expanduser().is_dir() else "no such file"
+        if len(entries) > 1:  # none of them exists: name them all (trial 50 X8)
+            path = os.pathsep.join(entries)
+            missing = f"no such file (none of these {len(entries)} files exists)"
         raise KubeconfigError(path, missing + no_in_cluster)
-    # every existing file of $KUBECONFIG, merged (module docstring); a named file alone
-    merged = [p for p in _env_files(os.environ) if Path(p).expanduser().is_file()] if not kubeconfig else []
-    source = os.pathsep.join(merged) if len(merged) > 1 else path
+    # every existing, non-empty file of $KUBECONFIG, merged, in kubectl's current context (module
+    # docstring); a named file alone
+    files, context = _sources(kubeconfig, path)
+    if len(files) == 1:
+        path = files[0]  # the one file loaded is the one a message names
     try:
-        config.load_kube_config(config_file=source, client_configuration=configuration)
+        config.load_kube_config(
+            config_file=os.pathsep.join(files), context=context, client_configuration=configuration
+        )
     except (
         config.ConfigException,
         OSError,
