@@ -273,8 +273,15 @@ def test_cross_check_without_weights_names_the_directory(tmp_path: Path) -> None
         # Llama 3.1: rope_type llama3 → factor 1, limit = max_position_embeddings 131072.
         (LLAMA_8B, {"max_seq_len": 131072}, []),
         (LLAMA_8B, {"max_seq_len": 200000}, ["spec.build.maxSeqLen"]),
-        # DeepSeek-V3: yarn factor 40 × 163840 = 6,553,600, so a long maxSeqLen is in range.
+        # DeepSeek-V3 on tensorrt (trtllm-build's rule): yarn factor 40 × 163840 = 6,553,600, so a long
+        # maxSeqLen is in range; on pytorch, yarn counts as 1 (trial 50 X4): above 163,840 is warned.
         ("deepseek-ai__DeepSeek-V3.json", {"max_seq_len": 200000, "tp": 8}, []),
+        (
+            "deepseek-ai__DeepSeek-V3.json",
+            {"max_seq_len": 1_048_576, "tp": 8, "backend": "pytorch"},
+            ["spec.build.maxSeqLen"],
+        ),
+        ("deepseek-ai__DeepSeek-V3.json", {"max_seq_len": 163_840, "tp": 8, "backend": "pytorch"}, []),
         # An explicit maxNumTokens below maxSeqLen: long prompts need chunked context.
         (LLAMA_8B, {"max_seq_len": 8192, "max_num_tokens": 4096}, ["spec.build.maxNumTokens"]),
         (LLAMA_8B, {"max_seq_len": 8192, "max_num_tokens": 8192}, []),
@@ -586,3 +593,22 @@ def test_the_engine_key_names_the_input_len_aware_rule_only_where_it_applies() -
     assert rule(max_input_len=4096) == DERIVED_LIMITS_RULE_ABOVE_INPUT_LEN != DERIVED_LIMITS_RULE
     assert rule(max_input_len=4096, max_seq_len=8192) == DERIVED_LIMITS_RULE
     assert rule(max_input_len=4096, max_seq_len=8192, max_batch_size=8, max_num_tokens=8192) is None
+
+
+def test_yarn_counts_as_factor_one_on_the_pytorch_backend_as_upstream_does() -> None:
+    """Fresh-user trial 50 X4: DeepSeek-V3's max_position_embeddings 163,840 is already its YaRN length
+    (original_max_position_embeddings 4,096 × factor 40), and the PyTorch backend, the only one it runs
+    on, counts yarn as factor 1 (_torch/pyexecutor/model_engine.py _infer_max_seq_len_from_config), as
+    transformers reads it; the planner took 163,840 × 40 = 6,553,600 and warned of a clamp to 4,194,304
+    that is not there. trtllm-build's rule (tensorrt) is kept: factor 40, and Qwen2.5's YaRN ×4."""
+    deepseek = arch("deepseek-ai__DeepSeek-V3.json")
+    assert model_context(deepseek, "pytorch") == 163_840
+    assert model_context(deepseek) == model_context(deepseek, "tensorrt") == 6_553_600
+    p = plan(deepseek, PlanRequest(tp=8, backend="pytorch", quantization="none"), lookup("H200"))
+    assert not [w for w in p.warnings if "the API's limit" in w.message], p.warnings
+    assert p.max_seq_len <= 163_840
+    config = load_hf_config(CONFIGS / "Qwen__Qwen2.5-7B-Instruct.json")
+    config["rope_scaling"] = {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
+    qwen = Architecture.from_hf_config(config)
+    assert (model_context(qwen, "tensorrt"), model_context(qwen, "pytorch")) == (131_072, 32_768)
+    assert rotary_factor(qwen, "pytorch") == 1.0 and rotary_factor(qwen) == 4.0

@@ -155,12 +155,21 @@ MAX_NUM_TOKENS_LIMIT = BUILD_LIMITS["max_num_tokens"].high
 MAX_TOKENS_PER_BLOCK = 1024
 
 
-def rotary_factor(arch: Architecture) -> float:
-    """The RoPE scaling factor TensorRT-LLM applies to ``max_position_embeddings``.
+def rotary_factor(arch: Architecture, backend: str = "tensorrt") -> float:
+    """The RoPE scaling factor TensorRT-LLM applies to ``max_position_embeddings`` on ``backend``.
 
     Mirrors ``_init_max_seq_len`` in TensorRT-LLM's ``builder.py``: ``rope_scaling.factor``, except 1
     for the ``su``/``longrope``/``llama3`` types (their ``max_position_embeddings`` is already the
-    extended length) and when ``config.json`` has no ``rope_scaling``.
+    extended length) and when ``config.json`` has no ``rope_scaling``. The PyTorch backend counts
+    ``yarn`` as 1 too (NVIDIA/TensorRT-LLM ``tensorrt_llm/_torch/pyexecutor/model_engine.py``
+    ``_infer_max_seq_len_from_config``, stored commit 1a0dc5f7, and ``_torch/models/modeling_utils.py``
+    ``infer_max_seq_len``: ``if rope_type not in ("su", "longrope", "llama3", "yarn")``), as
+    transformers reads such a config: with ``original_max_position_embeddings`` in the YaRN dict,
+    ``max_position_embeddings`` is the extended length and the factor is their ratio
+    (huggingface/transformers ``src/transformers/modeling_rope_utils.py`` ``_compute_yarn_parameters``,
+    "DeekSeek-V3 (and potentially other models) modify `max_position_embeddings`"). DeepSeek-V3
+    (163,840 = 4,096 × 40) was counted as 163,840 × 40 (fresh-user trial 50 X4); it runs only on the
+    PyTorch backend.
 
     Reads both ``config.json`` formats: the old ``rope_scaling`` dict and transformers 5's
     ``rope_parameters`` (same keys — ``rope_type``, ``factor``, ``original_max_position_embeddings`` —
@@ -186,16 +195,25 @@ def rotary_factor(arch: Architecture) -> float:
         return 1.0
     nested = {k: v for k, v in scaling.items() if isinstance(v, Mapping)}
     if not nested:
-        return _rope_entry_factor(scaling, key)
+        return _rope_entry_factor(scaling, key, backend)
     if isinstance(nested.get("full_attention"), Mapping):
-        return _rope_entry_factor(nested["full_attention"], f"{key}.full_attention")
-    return max(_rope_entry_factor(v, f"{key}.{k}") for k, v in nested.items())
+        return _rope_entry_factor(nested["full_attention"], f"{key}.full_attention", backend)
+    return max(_rope_entry_factor(v, f"{key}.{k}", backend) for k, v in nested.items())
 
 
-def _rope_entry_factor(scaling: Mapping[str, Any], where: str) -> float:
+#: RoPE types whose ``max_position_embeddings`` is already the extended length, per backend
+#: (:func:`rotary_factor`): trtllm-build's ``_init_max_seq_len`` and the PyTorch backend's
+#: ``_infer_max_seq_len_from_config``.
+UNSCALED_ROPE_TYPES: dict[str, tuple[str, ...]] = {
+    "tensorrt": ("su", "longrope", "llama3"),
+    "pytorch": ("su", "longrope", "llama3", "yarn"),
+}
+
+
+def _rope_entry_factor(scaling: Mapping[str, Any], where: str, backend: str) -> float:
     """The factor of one RoPE dict (:func:`rotary_factor`); ``where``: its path, for the error."""
     kind = scaling.get("type", scaling.get("rope_type"))
-    if kind in ("su", "longrope", "llama3"):
+    if kind in UNSCALED_ROPE_TYPES.get(backend, UNSCALED_ROPE_TYPES["tensorrt"]):
         return 1.0
     factor = scaling.get("factor", 1.0)
     if not isinstance(factor, (int, float)) or isinstance(factor, bool) or not factor > 0:
@@ -613,10 +631,11 @@ def max_tokens_pool_blocks(max_tokens: int, tokens_per_block: int, backend: str 
     return ceil_div(max_tokens, tokens_per_block)
 
 
-def model_context(arch: Architecture) -> int:
-    """The model's full context: ``max_position_embeddings`` × :func:`rotary_factor` (rounded up) —
-    the ``max_seq_len`` TensorRT-LLM's ``_init_max_seq_len`` uses when none is given."""
-    return math.ceil(arch.max_position_embeddings * rotary_factor(arch))
+def model_context(arch: Architecture, backend: str = "tensorrt") -> int:
+    """The model's full context on ``backend``: ``max_position_embeddings`` × :func:`rotary_factor`
+    (rounded up) — the ``max_seq_len`` TensorRT-LLM's ``_init_max_seq_len`` (tensorrt) or
+    ``_infer_max_seq_len_from_config`` (pytorch) uses when none is given."""
+    return math.ceil(arch.max_position_embeddings * rotary_factor(arch, backend))
 
 
 def default_max_seq_len(
@@ -959,7 +978,7 @@ def _input_len_issue(arch: Architecture, request: PlanRequest) -> PlanIssue | No
             "prompt plus generated tokens; trtllm-build would silently clip maxInputLen).",
             "raise maxSeqLen or lower maxInputLen.",
         )
-    context = model_context(arch)
+    context = model_context(arch, request.backend)
     longest = min(context, MAX_SEQ_LEN_LIMIT)
     if prompt < longest:
         return None
@@ -1051,12 +1070,13 @@ def _compute(
     the free memory first."""
     if request.max_seq_len is not None:
         return _compute_at(arch, request, gpu, request.max_seq_len, "spec", draft=draft)
-    context = model_context(arch)
-    # The longest candidate is the API's limit when the model's context is above it (DeepSeek-V3:
-    # 163,840 × RoPE factor 40 = 6,553,600), so that a derived maxSeqLen, and recommended.max_seq_len
-    # with it, is one the LLMEngine CRD takes (fresh-user trial 41). The outcome changes only where the
-    # context is above the limit and the KV cache held 16 sequences of that context (over 67 M tokens)
-    # or the plan did not fit at all (nothing is built): DERIVED_LIMITS_RULE, in engine keys, is kept.
+    context = model_context(arch, request.backend)
+    # The longest candidate is the API's limit when the model's context is above it (DeepSeek-V3's
+    # config on tensorrt: 163,840 × RoPE factor 40 = 6,553,600), so that a derived maxSeqLen, and
+    # recommended.max_seq_len with it, is one the LLMEngine CRD takes (fresh-user trial 41). The
+    # outcome changes only where the context is above the limit and the KV cache held 16 sequences of
+    # that context (over 67 M tokens) or the plan did not fit at all (nothing is built):
+    # DERIVED_LIMITS_RULE, in engine keys, is kept.
     longest = min(context, MAX_SEQ_LEN_LIMIT)
     at_context = _compute_at(arch, request, gpu, longest, "context", draft=draft)
     # A maxInputLen at or above the longest length is refused by validate() (_input_len_issue).
@@ -1077,7 +1097,8 @@ def _compute(
             "spec.build.maxSeqLen",
             f"maxSeqLen was derived as {longest}, the API's limit (spec.build.maxSeqLen ≤ "
             f"{MAX_SEQ_LEN_LIMIT}): the model's context, max_position_embeddings "
-            f"{arch.max_position_embeddings} × RoPE scaling {rotary_factor(arch):g} = {context}, is "
+            f"{arch.max_position_embeddings} × RoPE scaling {rotary_factor(arch, request.backend):g} = "
+            f"{context}, is "
             f"above it, so {clamped_what} clamped to the limit and longer requests would be refused.",
             f"keep it, or set maxSeqLen (at most {MAX_SEQ_LEN_LIMIT}) for a shorter length.",
             kind="capacity",
@@ -1247,7 +1268,7 @@ def _compute_at(
     )
     if fits and too_large is not None:
         warnings.append(too_large)
-    model_limit = model_context(arch)
+    model_limit = model_context(arch, request.backend)
     floor = min(model_limit, DEFAULT_TYPICAL_REQUEST_TOKENS)
     if fits and source == "derived" and max_seq_len < floor:
         # The derivation settled on a length shorter than any request it is meant for: the pool is
@@ -1273,9 +1294,13 @@ def _compute_at(
             PlanIssue(
                 "spec.build.maxSeqLen",
                 f"maxSeqLen {max_seq_len} exceeds the model's max_position_embeddings "
-                f"{arch.max_position_embeddings} × RoPE scaling {rotary_factor(arch):g} = {model_limit}; "
-                "trtllm-build builds it but warns that accuracy may be affected (the PyTorch backend "
-                "lowers it to the model's limit).",
+                f"{arch.max_position_embeddings} × RoPE scaling {rotary_factor(arch, request.backend):g} = "
+                f"{model_limit}; "
+                + (
+                    'the PyTorch backend lowers maxSeqLen to it ("larger than what the model can support").'
+                    if request.backend == "pytorch"
+                    else "trtllm-build builds it but warns that accuracy may be affected."
+                ),
                 f"use maxSeqLen ≤ {model_limit}.",
             )
         )
