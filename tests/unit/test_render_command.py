@@ -361,6 +361,34 @@ def test_plan_refuses_an_int8_kv_cache_on_the_pytorch_backend_in_the_apis_words(
     assert main([*args, "--kv-cache-dtype", "fp8", "--backend", "pytorch"]) == 0
 
 
+def test_plan_refuses_expert_parallelism_on_the_tensorrt_backend_in_the_apis_words(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Fresh-user trial 50 X5: ``plan --tp 2 --ep 2`` (default backend tensorrt) answered "fits" for
+    Mixtral, while render and the API refuse expert parallelism on tensorrt. plan now refuses it with
+    the API's words: one text (formats.TENSORRT_EP_REFUSAL) that the CEL rule fills as "what; fix"."""
+    from engine_builder.planner.formats import TENSORRT_EP_REFUSAL  # noqa: PLC0415
+    from trtllm_operator.commands._schema import manifest_errors  # noqa: PLC0415
+
+    what, fix = TENSORRT_EP_REFUSAL
+    engine = next(
+        d
+        for d in yaml.safe_load_all((REPO / "examples" / "mixtral-8x7b-int4-awq-tp2.yaml").read_text())
+        if d["kind"] == "LLMEngine"
+    )
+    engine["spec"]["parallelism"]["expert"] = 2
+    tp = engine["spec"]["parallelism"]["tensor"]
+    said = f"{what % (2, tp)}; {fix % 2}"
+    assert any(said in e for e in manifest_errors(engine)), manifest_errors(engine)  # what render prints
+    config = REPO / "tests" / "fixtures" / "model-configs" / "mistralai__Mixtral-8x7B-v0.1.json"
+    args = ["plan", "--model-config", str(config), "--gpu", "H100", "--tp", "2"]
+    assert main([*args, "--ep", "2"]) == 2
+    err = capsys.readouterr().err
+    assert f"spec.parallelism.expert (--ep): {what % (2, 2)}. Fix: {fix % 2}." in err, err
+    assert main([*args, "--ep", "2", "--backend", "pytorch"]) == 0
+    assert main(args) == 0
+
+
 def test_model_config_prints_the_planners_warnings_the_operator_records(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

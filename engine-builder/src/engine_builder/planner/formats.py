@@ -327,6 +327,20 @@ PYTORCH_KV_REFUSAL: tuple[str, str] = (
 )
 
 
+#: The refusal of expert parallelism on the tensorrt backend, as (what, fix) templates whose ``%d`` are
+#: (expert, tensor) and (expert,): the one text of this rule. ModelOpt's
+#: ``export_tensorrt_llm_checkpoint`` writes ``moe_ep_size 1`` (the LLMEngine API's comment on its rule
+#: cites it). The API's CEL rule on ``spec`` fills them with ``strings.format`` (``"what; fix"``,
+#: ``trtllm_operator.api.engine``); the planner's :func:`~engine_builder.planner.plan.validate` says it
+#: as a ``PlanIssue`` (fresh-user trial 50 X5: ``plan --tp 2 --ep 2`` on tensorrt answered "fits").
+TENSORRT_EP_REFUSAL: tuple[str, str] = (
+    "parallelism.expert %d is not supported by the tensorrt backend: ModelOpt's TensorRT-LLM "
+    "checkpoint export has no expert-parallel argument and writes moe_ep_size 1, so the "
+    "engine would be MoE tensor-parallel over %d GPUs instead",
+    "set expert: 1, or backend: pytorch (served with moe_expert_parallel_size %d)",
+)
+
+
 def paged_context_fmha_kept(fmt: str, kv_cache_dtype: str) -> bool:
     """Whether ``trtllm-build`` keeps paged context FMHA on for this format and KV-cache dtype.
 

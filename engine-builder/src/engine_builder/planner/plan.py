@@ -62,6 +62,7 @@ from engine_builder.planner.formats import (
     PYTORCH_KV_REFUSAL,
     QUANT_FORMATS,
     SM100_RANGE,
+    TENSORRT_EP_REFUSAL,
     bytes_per_param,
     format_info,
     formats_without_backend,
@@ -927,6 +928,11 @@ def validate(arch: Architecture, request: PlanRequest, gpu: GPUSpec) -> list[Pla
                 )
             )
         else:
+            if request.backend == "tensorrt":
+                # The API's rule on spec.parallelism.expert × spec.backend, in its words (trial 50 X5);
+                # on a dense model the rule above is the whole story.
+                what, fix = TENSORRT_EP_REFUSAL
+                issues.append(PlanIssue("spec.parallelism.expert", f"{what % (ep, tp)}.", f"{fix % ep}."))
             n = arch.moe.num_experts
             if n % ep:
                 issues.append(

@@ -34,6 +34,7 @@ from engine_builder.planner.formats import (
     KV_CACHE_DTYPE_TABLE,
     PYTORCH_KV_REFUSAL,
     QUANT_FORMAT_TABLE,
+    TENSORRT_EP_REFUSAL,
     KVCacheDtype,
     QuantFormat,
     describe_formats,
@@ -1096,10 +1097,7 @@ class LLMEngineSpec(ApiModel):
             "checkpoint export has no expert-parallel argument and writes moe_ep_size 1, so the engine "
             "would not be expert-parallel; use backend pytorch (moe_expert_parallel_size) or expert: 1",
             message_expression=mx(
-                "parallelism.expert %d is not supported by the tensorrt backend: ModelOpt's TensorRT-LLM "
-                "checkpoint export has no expert-parallel argument and writes moe_ep_size 1, so the "
-                "engine would be MoE tensor-parallel over %d GPUs instead; set expert: 1, or backend: "
-                "pytorch (served with moe_expert_parallel_size %d)",
+                "; ".join(TENSORRT_EP_REFUSAL),  # the planner's words too (plan, default --backend tensorrt)
                 "self.parallelism.expert",
                 "self.parallelism.tensor",
                 "self.parallelism.expert",
