@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from trtllm_operator.cli import main
 from trtllm_operator.commands.run import register, settings_from_args
 from trtllm_operator.settings import (
     ENV_PREFIX,
@@ -169,3 +170,16 @@ def test_every_setting_a_message_or_doc_names_exists() -> None:
     assert "gpuCatalogConfigmap" in named  # the catalog's fix names the real setting (planner/catalog.py)
     unknown = {n: sorted(where) for n, where in named.items() if _snake(n) not in Settings.model_fields}
     assert not unknown, f"settings named that do not exist: {unknown}"
+
+
+def test_run_says_a_bad_setting_on_stderr(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 50 X11: ``run --max-concurrent-builds 0`` printed its one-line error on stdout
+    (rc 2), unlike run's other refusals ("trtllm-operator run: error: …" on stderr)."""
+    monkeypatch.delenv(ENV_PREFIX + "MAX_CONCURRENT_BUILDS", raising=False)
+    assert main(["run", "-n", "x", "--max-concurrent-builds", "0"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith("trtllm-operator run: error: ") and "--max-concurrent-builds" in err, err
+    assert err.count("\n") == 1, err

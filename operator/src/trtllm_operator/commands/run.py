@@ -151,7 +151,7 @@ def _main(args: argparse.Namespace) -> int:
     try:
         settings = settings_from_args(args)
     except SettingsError as exc:
-        print(f"trtllm-operator run: {exc}")
+        say("run", "error", str(exc))  # on stderr, as every other refusal of run (trial 50 X11)
         return EXIT_BAD_INPUT
     # The cluster's credentials, checked before kopf starts, as `cache list` checks them: kopf
     # retries a failing login handler every 15 s, forever, logging the client library's traceback
@@ -180,7 +180,7 @@ def _main(args: argparse.Namespace) -> int:
     try:
         run_operator(settings)
     except SettingsError as exc:
-        print(f"trtllm-operator run: {exc}")
+        say("run", "error", str(exc))
         return EXIT_BAD_INPUT
     return 0
 
