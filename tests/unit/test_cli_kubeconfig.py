@@ -10,6 +10,15 @@ from trtllm_operator.cli import main
 from trtllm_operator.commands import run
 from trtllm_operator.commands._kubeconfig import KubeconfigError, context_namespace, default_path, load_client
 
+
+@pytest.fixture(autouse=True)
+def _no_endpoints(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``run`` checks its liveness and metrics ports can be bound first (trial 50 X6); these tests are
+    about the kubeconfig, so both are off (an empty variable disables each), whatever holds 8080/8081."""
+    monkeypatch.setenv("TRTLLM_OPERATOR_METRICS_PORT", "")
+    monkeypatch.setenv("TRTLLM_OPERATOR_LIVENESS_PORT", "")
+
+
 GOOD = """
 apiVersion: v1
 kind: Config

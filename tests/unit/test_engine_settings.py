@@ -183,3 +183,50 @@ def test_run_says_a_bad_setting_on_stderr(
     assert out == ""
     assert err.startswith("trtllm-operator run: error: ") and "--max-concurrent-builds" in err, err
     assert err.count("\n") == 1, err
+
+
+def test_run_refuses_a_busy_or_invalid_port_in_one_line_before_kopf(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 50 X6: ``run`` with the metrics or liveness port in use, or out of range
+    (99999), ended with a 28–65-line traceback, rc 1. Now one line naming the flag, the port and the
+    reason, rc 2, before the kubeconfig, the API server and kopf."""
+    import socket  # noqa: PLC0415
+
+    from trtllm_operator.commands import run  # noqa: PLC0415
+
+    def kopf_started(*_: object, **__: object) -> None:
+        raise AssertionError("run_operator was called")
+
+    monkeypatch.setattr(run, "run_operator", kopf_started)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))  # reached only if the ports pass
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    for key in ("METRICS_PORT", "LIVENESS_PORT", "LISTEN_ADDRESS"):
+        monkeypatch.delenv(ENV_PREFIX + key, raising=False)
+    with socket.socket() as holder:
+        holder.bind(("0.0.0.0", 0))
+        holder.listen()
+        busy = holder.getsockname()[1]
+        for flag, other in (("--metrics-port", "--liveness-port"), ("--liveness-port", "--metrics-port")):
+            assert main(["run", "-n", "x", flag, str(busy), other, "0"]) == 2
+            out, err = capsys.readouterr()
+            assert out == "" and err.count("\n") == 1, err
+            assert err.startswith(
+                f"trtllm-operator run: error: {flag} {busy}: cannot listen on 0.0.0.0:{busy}"
+            )
+            assert "address already in use" in err and "or 0 to disable it" in err, err
+        # the environment's port is named by its variable
+        monkeypatch.setenv(ENV_PREFIX + "METRICS_PORT", str(busy))
+        assert main(["run", "-n", "x", "--liveness-port", "0"]) == 2
+        assert f"error: {ENV_PREFIX}METRICS_PORT {busy}: cannot listen" in capsys.readouterr().err
+        monkeypatch.delenv(ENV_PREFIX + "METRICS_PORT")
+    for port in ("99999", "-1"):
+        assert main(["run", "-n", "x", "--metrics-port", port]) == 2
+        err = capsys.readouterr().err
+        said = f"--metrics-port {port}: out of range 0–65535; pass a port, or 0 to disable it"
+        assert err == f"trtllm-operator run: error: {said}\n"
+    assert main(["run", "-n", "x", "--metrics-port", "18181", "--liveness-port", "18181"]) == 2
+    assert "--liveness-port 18181: --metrics-port has the same port" in capsys.readouterr().err
+    # free ports pass: the next refusal is the missing kubeconfig's
+    assert main(["run", "-n", "x", "--metrics-port", "0", "--liveness-port", "0"]) == 2
+    assert "cannot load kubeconfig" in capsys.readouterr().err

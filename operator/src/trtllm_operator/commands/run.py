@@ -127,6 +127,9 @@ def settings_from_args(args: argparse.Namespace, base: Settings | None = None) -
     elif args.namespaces:
         overrides["namespaces"] = tuple(args.namespaces)
     settings = base.with_overrides(**overrides)
+    for flag, value in (("--liveness-port", args.liveness_port), ("--metrics-port", args.metrics_port)):
+        if value is not None and not 0 <= value <= MAX_PORT:  # as the settings' own bounds (trial 50 X6)
+            raise SettingsError(f"{flag} {value}: out of range 0–{MAX_PORT}; pass a port, or 0 to disable it")
     # 0 on the command line means "off" (None is "not given").
     ports = {
         k: (None if v == 0 else v)
@@ -134,6 +137,55 @@ def settings_from_args(args: argparse.Namespace, base: Settings | None = None) -
         if v is not None
     }
     return settings.model_copy(update=ports) if ports else settings
+
+
+MAX_PORT = 65535
+#: The endpoints run binds, as (setting, flag, what it serves): :func:`check_ports`.
+_ENDPOINTS = (
+    ("metrics_port", "--metrics-port", "/metrics"),
+    ("liveness_port", "--liveness-port", "the liveness endpoint"),
+)
+
+
+def check_ports(settings: Settings, args: argparse.Namespace) -> None:
+    """Raise :class:`SettingsError` (one line naming the flag or variable, the port and the reason)
+    when an enabled liveness or metrics port cannot be bound on ``settings.listen_address``: the same
+    port for both, or a bind that fails (in use, no permission). Without this, kopf's liveness
+    endpoint or the /metrics server failed after startup with a 28–65-line traceback (fresh-user
+    trial 50 X6). The probe binds with SO_REUSEADDR, as both servers do (aiohttp's TCPSite,
+    http.server's allow_reuse_address), and closes at once."""
+    import socket  # noqa: PLC0415
+
+    from trtllm_operator.settings import ENV_PREFIX  # noqa: PLC0415
+
+    def name(field: str, flag: str) -> str:
+        return flag if getattr(args, field, None) is not None else ENV_PREFIX + field.upper()
+
+    enabled = [
+        (name(field, flag), getattr(settings, field), serves)
+        for field, flag, serves in _ENDPOINTS
+        if getattr(settings, field)
+    ]
+    if len(enabled) == 2 and enabled[0][1] == enabled[1][1]:
+        raise SettingsError(
+            f"{enabled[1][0]} {enabled[1][1]}: {enabled[0][0]} has the same port; give each endpoint "
+            "its own, or 0 to disable one"
+        )
+    for who, port, serves in enabled:
+        try:
+            infos = socket.getaddrinfo(
+                settings.listen_address, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+            )
+            family, kind, proto, _, address = infos[0]
+            with socket.socket(family, kind, proto) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                probe.bind(address)
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            raise SettingsError(
+                f"{who} {port}: cannot listen on {settings.listen_address}:{port} for {serves} "
+                f"({reason.lower()}); pass another port, or 0 to disable it"
+            ) from exc
 
 
 def _main(args: argparse.Namespace) -> int:
@@ -150,6 +202,7 @@ def _main(args: argparse.Namespace) -> int:
 
     try:
         settings = settings_from_args(args)
+        check_ports(settings, args)  # before the API server wait and kopf (trial 50 X6)
     except SettingsError as exc:
         say("run", "error", str(exc))  # on stderr, as every other refusal of run (trial 50 X11)
         return EXIT_BAD_INPUT
