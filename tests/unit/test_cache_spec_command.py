@@ -267,3 +267,51 @@ def test_a_manifest_the_api_server_refuses_is_refused(path: Path, capsys: pytest
     assert out == ""
     for fragment in expects:
         assert fragment in err, (fragment, err)
+
+
+def test_hf_config_dir_and_filename_are_read_as_render_reads_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 50 X7: ``--hf-config-dir`` naming a file or a missing path was ignored (rc 0,
+    the planner's checks skipped, nothing on stderr), though ``render --model-config`` takes a file and
+    refuses a missing path; ``-f -`` and ``-f DIR`` failed with a raw errno. Now a missing path is one
+    line, rc 2; the model's config.json (or a model folder) runs the checks; -f reads as render's -f."""
+    import io  # noqa: PLC0415
+
+    configs = Path(__file__).resolve().parents[1] / "fixtures" / "model-configs"
+    deepseek = (
+        ENGINE.replace("NAME", "ds")
+        .replace("hf://meta-llama/Llama-3.1-8B-Instruct", "hf://deepseek-ai/DeepSeek-V3")
+        .replace("NVIDIA-H100-80GB-HBM3", "NVIDIA-H200")
+        .replace("quantization: {format: fp8}", "quantization: {format: fp8}\n  parallelism: {tensor: 8}")
+    )
+    code, _, err = run(tmp_path, deepseek, "--hf-config-dir", str(configs), capsys=capsys)
+    assert code == 2 and "deepseek_v3" in err, err  # the directory: refused on the tensorrt backend
+    file = configs / "deepseek-ai__DeepSeek-V3.json"
+    code, out, err = run(tmp_path, deepseek, "--hf-config-dir", str(file), capsys=capsys)
+    assert code == 2 and "deepseek_v3" in err and out == "", err  # the file: the same checks
+    folder = tmp_path / "DeepSeek-V3"
+    folder.mkdir()
+    (folder / "config.json").write_text(file.read_text())
+    code, _, err = run(tmp_path, deepseek, "--hf-config-dir", str(folder), capsys=capsys)
+    assert code == 2 and "deepseek_v3" in err, err  # a model folder: its config.json
+    missing = tmp_path / "nonexistent-dir"
+    code, out, err = run(tmp_path, deepseek, "--hf-config-dir", str(missing), capsys=capsys)
+    assert (code, out) == (2, "")
+    prefix = "trtllm-operator cache spec: error: "
+    assert err == f"{prefix}--hf-config-dir: cannot read {missing}: no such file or directory\n"
+    (tmp_path / "bad.json").write_text("[1, 2]")
+    code, _, err = run(tmp_path, deepseek, "--hf-config-dir", str(tmp_path / "bad.json"), capsys=capsys)
+    assert code == 2 and "--hf-config-dir:" in err and "is not a JSON object" in err, err
+    # -f - (standard input) and -f DIR, as render reads them
+    monkeypatch.setattr("sys.stdin", io.StringIO(ENGINE.replace("NAME", "a")))
+    assert main(["cache", "spec", "-f", "-"]) == 0
+    assert capsys.readouterr().out.startswith("# engine key: ")
+    folder = tmp_path / "manifests"
+    folder.mkdir()
+    (folder / "engine.yaml").write_text(ENGINE.replace("NAME", "a"))
+    assert main(["cache", "spec", "-f", str(folder)]) == 0
+    assert capsys.readouterr().out.startswith("# engine key: ")
+    assert main(["cache", "spec", "-f", str(tmp_path / "nope.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert err == f"{prefix}{tmp_path / 'nope.yaml'}: cannot read YAML: No such file or directory\n"

@@ -77,7 +77,12 @@ def register(subparsers: Any) -> None:
     sub = p.add_subparsers(dest="cache_command", metavar="ACTION", required=True)
 
     spec = sub.add_parser("spec", help="print the build spec (and engine key) of an LLMEngine manifest")
-    spec.add_argument("-f", "--filename", required=True, help="LLMEngine manifest (YAML)")
+    spec.add_argument(
+        "-f",
+        "--filename",
+        required=True,
+        help="LLMEngine manifest (YAML): a file, a directory of them, or - for standard input (as render)",
+    )
     spec.add_argument("--artifact-root", help="output.artifact_root for a run outside the cluster")
     spec.add_argument(
         "--termination-log",
@@ -87,8 +92,9 @@ def register(subparsers: Any) -> None:
     spec.add_argument("--name", help="which LLMEngine, when the file holds several documents")
     spec.add_argument(
         "--hf-config-dir",
-        help="directory of <org>__<name>.json model configs: runs the planner's checks on the model's config "
-        "(without it they are skipped, and a note on stderr says so)",
+        help="directory of <org>__<name>.json model configs, a model folder (its config.json), or the "
+        "model's config.json: runs the planner's checks on the model's config (without it they are "
+        "skipped, and a note on stderr says so)",
     )
     spec.set_defaults(func=_spec)
 
@@ -261,15 +267,33 @@ def _artifact_dir(location: Any, uri: str, key: str) -> str:
 
 
 def _spec(args: argparse.Namespace) -> int:
+    from trtllm_operator.commands._manifests import BadInputError, read_objects  # noqa: PLC0415
     from trtllm_operator.commands._schema import manifest_errors  # noqa: PLC0415
-    from trtllm_operator.commands.render import _name  # noqa: PLC0415
+    from trtllm_operator.commands.render import _name, _read_config  # noqa: PLC0415
     from trtllm_operator.decide.engine_spec import PreparedEngine, hf_config_name, prepare_engine  # noqa: PLC0415
 
+    # render's reader (trial 50 X7): "-" is standard input, a directory is read as kubectl apply -f DIR.
     try:
-        docs = [d for d in yaml.safe_load_all(Path(args.filename).read_text()) if d is not None]
-    except (OSError, yaml.YAMLError) as exc:
-        say("cache spec", "error", f"{args.filename}: cannot read YAML: {exc}")
+        docs = [d for _, d in read_objects(args.filename)]
+    except OSError as exc:
+        say("cache spec", "error", f"{args.filename}: cannot read YAML: {exc.strerror or exc}")
         return EXIT_BAD_INPUT
+    except BadInputError as exc:  # not YAML (file, line and column), a key given twice
+        say("cache spec", "error", f"cannot read YAML: {exc}")
+        return EXIT_BAD_INPUT
+    # --hf-config-dir as render takes --model-config (trial 50 X7: a file or a missing path was ignored,
+    # rc 0, the checks skipped): a directory of <org>__<name>.json, a model folder, or one config.json.
+    config_dir: Path | None = None
+    config_file: Path | None = None
+    if args.hf_config_dir:
+        given = Path(args.hf_config_dir)
+        if not given.exists():
+            say("cache spec", "error", f"--hf-config-dir: cannot read {given}: no such file or directory")
+            return EXIT_BAD_INPUT
+        if given.is_dir() and not (given / "config.json").is_file():
+            config_dir = given
+        else:
+            config_file = given / "config.json" if given.is_dir() else given
     engines = [
         d
         for d in docs
@@ -293,10 +317,13 @@ def _spec(args: argparse.Namespace) -> int:
     hf_config = None
     source = str(((doc.get("spec") or {}).get("model") or {}).get("source") or "")
     name = hf_config_name(source)
-    if args.hf_config_dir and name:
-        path = Path(args.hf_config_dir) / name
-        if path.exists():
-            hf_config = json.loads(path.read_text())
+    path = config_file or (config_dir / name if config_dir is not None and name else None)
+    if path is not None and path.exists():
+        loaded = _read_config(path, "--hf-config-dir")
+        if isinstance(loaded, str):
+            say("cache spec", "error", loaded)
+            return EXIT_BAD_INPUT
+        hf_config = loaded
     prepared = prepare_engine(
         str((doc.get("metadata") or {}).get("name") or "engine"), doc.get("spec") or {}, hf_config=hf_config
     )

@@ -284,14 +284,15 @@ def _no_config_file(engine: str, config_dir: Path, file_name: str) -> str:
     )
 
 
-def _read_config(path: Path) -> dict[str, Any] | str:
-    """A model's ``config.json`` at ``path``, or the ``--model-config`` error message."""
+def _read_config(path: Path, flag: str = "--model-config") -> dict[str, Any] | str:
+    """A model's ``config.json`` at ``path``, or the error message naming ``flag`` (render's
+    ``--model-config``, cache spec's ``--hf-config-dir``)."""
     try:
         loaded = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
-        return f"--model-config: cannot read {path}: {exc}"
+        return f"{flag}: cannot read {path}: {exc}"
     if not isinstance(loaded, dict):
-        return f"--model-config: {path} is not a JSON object (a model's config.json)"
+        return f"{flag}: {path} is not a JSON object (a model's config.json)"
     return loaded
 
 
