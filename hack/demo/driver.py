@@ -789,6 +789,15 @@ class Demo:
         """IPs of the serving pods whose real tritonserver is ready (the load's endpoints)."""
         return sorted(p["address"] for p in self.pod_state()["pods"].values() if p["ready"])
 
+    def serving_addresses(self) -> list[str]:
+        """:meth:`ready_addresses` less the pods the API server no longer lists or lists as terminating
+        (``metadata.deletionTimestamp`` set): the pod runner's state file notices a deletion a few
+        seconds late, so right after a scale-down it still lists the removed pod (trial 50 X3)."""
+        core = client.CoreV1Api(self.api)
+        pods = core.list_namespaced_pod(NS, label_selector=f"{DEPLOYMENT_LABEL}={TINY_DEPLOYMENT}").items
+        alive = {p.status.pod_ip for p in pods if p.metadata.deletion_timestamp is None and p.status.pod_ip}
+        return [address for address in self.ready_addresses() if address in alive]
+
     def _wait_deployments(self) -> None:
         core = client.CoreV1Api(self.api)
 
@@ -1004,11 +1013,11 @@ class Demo:
         say(f"kubectl describe llmengine {BIG_ENGINE} -n trtllm-demo      # plan, conditions, events")
         sample = self.summary.get("sample")
         if sample:
-            # A pod that still serves now: the sampled one may have gone in the scale-down (a trial's
-            # finding: the printed curl pointed at a removed pod).
+            # A pod that still serves now: the sampled one may have gone in the scale-down (trials 42
+            # and 50: the printed curl pointed at a removed pod), which the runner's state alone shows late.
             live: list[str] = []
             with contextlib.suppress(StepError):
-                live = self.ready_addresses()
+                live = self.serving_addresses()
             address = sample["address"] if not live or sample["address"] in live else live[0]
             say(
                 f'curl -s {address}:8000/v2/models/ensemble/generate -d \'{{"text_input": "Hello", '

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from localcluster.__main__ import env_command
@@ -89,3 +90,46 @@ def test_decision_summary_says_the_decisions_were_observed_while_watching_the_st
     assert "as observed while watching status.autoscaling" in header
     assert "(status.autoscaling)" not in header
     assert line == "  15:44:20  3 → 3  ScaleDownStabilized: scale-down to 2 held"
+
+
+def test_go_further_points_curl_at_a_pod_the_api_still_serves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 50 X3: right after the final scale-down the pod runner's state still listed the
+    removed pod (it notices a deletion a few seconds late), so the printed curl pointed at it. The pod
+    the API server lists as terminating, or no longer lists, is not offered."""
+    module = demo_driver_in(tmp_path / "demo", monkeypatch)
+
+    def pod(ip: str, deleting: bool) -> SimpleNamespace:
+        return SimpleNamespace(
+            metadata=SimpleNamespace(deletion_timestamp="2026-12-05T05:16:52Z" if deleting else None),
+            status=SimpleNamespace(pod_ip=ip),
+        )
+
+    listed = [pod("127.27.0.2", deleting=True), pod("127.27.0.3", deleting=False)]
+
+    class Core:
+        def __init__(self, api: object) -> None:
+            pass
+
+        def list_namespaced_pod(self, namespace: str, label_selector: str) -> SimpleNamespace:
+            assert (namespace, label_selector) == (
+                module.NS,
+                f"{module.DEPLOYMENT_LABEL}={module.TINY_DEPLOYMENT}",
+            )
+            return SimpleNamespace(items=listed)
+
+    monkeypatch.setattr(module.client, "CoreV1Api", Core)
+    demo = module.Demo()
+    demo.bin_dir = tmp_path / "bin"
+    demo.summary["sample"] = {"address": "127.27.0.2", "request": {}, "text": "Hello"}
+    # the runner's state: both pods ready, the removed one not yet noticed
+    monkeypatch.setattr(demo, "ready_addresses", lambda: ["127.27.0.2", "127.27.0.3"])
+    demo.go_further()
+    out = capsys.readouterr().out
+    assert "curl -s 127.27.0.3:8000/v2/models/ensemble/generate" in out
+    assert "127.27.0.2" not in out
+    # once the API no longer lists it either, the same
+    listed[:] = [pod("127.27.0.3", deleting=False)]
+    demo.go_further()
+    assert "127.27.0.2" not in capsys.readouterr().out
