@@ -57,12 +57,17 @@ def default_path(kubeconfig: str | None = None, environ: dict[str, str] | None =
     if kubeconfig:
         return kubeconfig
     from_env = _env_files(env)
-    existing = [p for p in from_env if Path(p).expanduser().is_file()]
+    existing = _existing_env_files(env)
     return (existing or from_env)[0] if from_env else str(Path("~/.kube/config").expanduser())
 
 
 def _env_files(env: Mapping[str, str]) -> list[str]:
     return [p for p in env.get("KUBECONFIG", "").split(os.pathsep) if p]
+
+
+def _existing_env_files(env: Mapping[str, str]) -> list[str]:
+    """The ``$KUBECONFIG`` entries that are files (kubectl skips missing ones: module docstring)."""
+    return [p for p in _env_files(env) if Path(p).expanduser().is_file()]
 
 
 def _sources(kubeconfig: str | None, path: str) -> tuple[list[str], str | None]:
@@ -72,8 +77,9 @@ def _sources(kubeconfig: str | None, path: str) -> tuple[list[str], str | None]:
     """
     if kubeconfig:
         return [path], None
-    files = [p for p in _env_files(os.environ) if Path(p).expanduser().is_file()]
-    merged = [p for p in dict.fromkeys(files) if Path(p).expanduser().stat().st_size > 0]
+    merged = [
+        p for p in dict.fromkeys(_existing_env_files(os.environ)) if Path(p).expanduser().stat().st_size > 0
+    ]
     if len(merged) < 2:
         return (merged or [path]), None
     import yaml  # noqa: PLC0415
