@@ -20,6 +20,9 @@
 * **Quiet when settled** — a settled LLMDeployment's reconciles write nothing; the operator SIGKILLed
   and restarted with ``SCALE`` LLMEngines + ``SCALE`` LLMDeployments converged resumes every one of
   them without a single write (children, statuses, kopf's own annotations).
+* **Bounded connections** — kopf's session has a bounded pool (handlers/kopfsession.py): with only
+  one connection left beside every open watch stream, a burst of objects created at once still
+  converges and kopf's PATCHes all go through (no deadlock of watches and requests).
 
 Seeds: ``SEED`` (module constant) drives every random choice; a failure prints the kill schedule.
 """
