@@ -20,6 +20,9 @@
 * **Quiet when settled** — a settled LLMDeployment's reconciles write nothing; the operator SIGKILLed
   and restarted with ``SCALE`` LLMEngines + ``SCALE`` LLMDeployments converged resumes every one of
   them without a single write (children, statuses, kopf's own annotations).
+* **Bounded connections** — kopf's session has a bounded pool (handlers/kopfsession.py): with only
+  one connection left beside every open watch stream, a burst of objects created at once still
+  converges and kopf's PATCHes all go through (no deadlock of watches and requests).
 
 Seeds: ``SEED`` (module constant) drives every random choice; a failure prints the kill schedule.
 """
@@ -27,6 +30,7 @@ Seeds: ``SEED`` (module constant) drives every random choice; a failure prints t
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import signal
@@ -39,7 +43,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import kopf
 import pytest
+from kopf._cogs.clients.auth import APIContext
 from kubernetes import client
 from localcluster import ControlPlane, add_gpu_nodes, delete_nodes, find_bin_dir, wait_nodes_ready
 from support.api import Api
@@ -60,6 +66,7 @@ from support.wait import wait_for
 
 from trtllm_operator.api import ENGINE_PLURAL, GROUP
 from trtllm_operator.api.wire import LABEL_ENGINE_KEY, LABEL_MANAGED_BY, MANAGED_BY
+from trtllm_operator.handlers import kopfsession, startup
 from trtllm_operator.metrics.operator_metrics import REGISTRY
 
 pytestmark = pytest.mark.slow
@@ -613,3 +620,127 @@ def test_restart_at_scale_writes_nothing(
             f"\n[faults] restart at scale: {SCALE} + {SCALE} converged in {converge_s:.0f} s; the restarted"
             f" operator resumed them in {resume_s:.0f} s, 0 writes"
         )
+
+
+# ----------------------------------------------------------------------------- bounded connections
+BURST = 30  # LLMEngines and as many LLMDeployments created at once: kopf PATCHes each (its diff-base)
+
+
+def _scale_converged(api: Api) -> bool:
+    """Every LLMEngine and LLMDeployment Ready (one ready replica each) and handled by kopf to the end
+    (its diff-base annotation, written last)."""
+    for e in api.items(ENGINE_PLURAL):
+        if (e.get("status") or {}).get("phase") != "Ready":
+            return False
+    for d in api.items(DEPLOYMENTS):
+        s = d.get("status") or {}
+        if s.get("phase") != "Ready" or s.get("readyReplicas") != 1:
+            return False
+    return all(
+        KOPF_DIFFBASE in (o["metadata"].get("annotations") or {})
+        for plural in (ENGINE_PLURAL, DEPLOYMENTS)
+        for o in api.items(plural)
+    )
+
+
+def _served_watches(cluster: LocalCluster) -> int:
+    """How many of the operator's watched resources (kopf's registry) this cluster serves (API
+    discovery): the watch streams kopf opens in one namespace — the derived count includes the
+    others too (a CRD not installed here)."""
+    served = 0
+    for selector in kopfsession.watched_selectors(kopf.get_default_registry()):
+        path = f"/apis/{selector.group}/{selector.version}" if selector.group else f"/api/{selector.version}"
+        try:
+            doc = cluster._call("GET", path)
+        except client.ApiException:
+            continue
+        plural = selector.plural or selector.any_name
+        served += any(r.get("name") == plural for r in doc.get("resources", []))
+    return served
+
+
+def test_kopf_works_with_every_watch_open_and_one_connection_left_for_requests(
+    cluster: LocalCluster,
+    api: Api,
+    scale_nodes: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """kopf's session to the API server has at most ``watch_streams`` + ``REQUEST_CONNECTIONS``
+    connections (handlers/kopfsession.py; kopf 1.45.2's own has no limit). Here the requests' share
+    is cut so that **one** connection is left beside the watch streams kopf really opens (one per
+    resource this cluster serves): every watch holds its own connection for good, and every kopf
+    request — the first listings, the diff-base PATCH of each of ``BURST`` + ``BURST`` objects created
+    at once — goes through the one left. No deadlock: every object converges, kopf's PATCHes reach
+    the API server (audit log), no kopf request fails or is retried, and at rest exactly the watch
+    streams hold a connection, within the derived count."""
+    contexts: list[APIContext] = []
+    kopf_init = APIContext.__init__
+
+    def recording(self: APIContext, info: Any) -> None:
+        kopf_init(self, info)
+        contexts.append(self)
+
+    monkeypatch.setattr(APIContext, "__init__", recording)
+    # fast_settings: standalone, one namespace, so configure_kopf disables scanning
+    kopf_settings = kopf.OperatorSettings()
+    kopf_settings.peering.standalone = True
+    kopf_settings.scanning.disabled = True
+    streams = kopfsession.watch_streams(kopf.get_default_registry(), kopf_settings, [api.ns])
+    served = _served_watches(cluster)
+    monkeypatch.setattr(startup, "REQUEST_CONNECTIONS", 1 - (streams - served), raising=False)
+    caplog.set_level(logging.DEBUG, logger="kopf")
+    samples: list[tuple[int, int]] = []  # (connections in use, requests waiting for one), every 50 ms
+    sampling = threading.Event()
+
+    def sample(connector: Any) -> None:
+        while not sampling.is_set():
+            try:
+                waiting = sum(len(w) for w in list(connector._waiters.values()))
+                samples.append((len(connector._acquired), waiting))
+            except RuntimeError:  # changed by the operator's loop while read: the next one
+                pass
+            time.sleep(0.05)
+
+    with api.artifact_pvc():
+        engines = [a_cached_engine(f"b-{i}", max_batch_size=8 * (i % SCALE_KEYS + 1)) for i in range(BURST)]
+        for body in engines[:SCALE_KEYS]:
+            cache_artifact(api.core, api.ns, body)
+        with running_operator(cluster, [api.ns]):
+            wait_for(lambda: bool(contexts), timeout=60, desc="kopf's API session")
+            connector = contexts[0].session.connector
+            assert connector is not None
+            limit = connector.limit
+            assert limit == served + 1, f"kopf's connections bounded (0: none): {limit}; {served} watches"
+            sampler = threading.Thread(target=sample, args=(connector,), daemon=True)
+            sampler.start()
+            mark = cluster.audit_mark()
+            for i, body in enumerate(engines):
+                api.create(body)
+                api.create(a_deployment(f"d-{i}", f"b-{i}", replicas=1))
+            desc = f"{BURST} + {BURST} objects converged"
+            wait_for(lambda: _scale_converged(api), timeout=600, interval=2.0, desc=desc)
+            at_rest = len(samples)
+            time.sleep(5.0)
+            sampling.set()
+            sampler.join(5)
+            events = cluster.audit_events(mark)
+    patches = Counter(
+        e.get("responseStatus", {}).get("code")
+        for e in events
+        if e["verb"] == "patch"
+        and e.get("userAgent", "").startswith("kopf/")
+        and e["objectRef"].get("namespace") == api.ns
+    )
+    # at rest: the watch streams (each reconnects every watch_server_timeout_seconds, a short gap)
+    rest = Counter(in_use for in_use, _ in samples[at_rest:])
+    print(
+        f"\n[faults] bounded connections: limit {limit} = {served} watches served + 1 ({streams} derived);"
+        f" in use at rest {dict(rest)}; in the burst at most {max(u for u, _ in samples)} in use,"
+        f" {max(w for _, w in samples)} requests waiting; kopf's PATCHes by status: {dict(patches)}"
+    )
+    assert sum(n for code, n in patches.items() if code and code < 300) >= 2 * BURST, patches
+    idle = rest.most_common(1)[0][0]
+    assert idle == served <= streams, f"{idle} connections held at rest: {served} watches, {streams} derived"
+    retried = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Request attempt")]
+    assert retried == [], retried[:5]

@@ -26,11 +26,13 @@ Applied once per operator start (``@kopf.on.startup``) from :func:`trtllm_operat
   stable reasons (:func:`trtllm_operator.kube.post_event`).
 * kopf logs in with exactly the credentials of the operator's own API client
   (:func:`trtllm_operator.kube.default_kube`: kubeconfig or in-cluster service account), so kopf's
-  watches and our writes always talk to the same cluster as the same user.
+  watches and our writes always talk to the same cluster as the same user; its session is kopf's
+  own with a bounded number of connections (:mod:`trtllm_operator.handlers.kopfsession`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import logging
 import time
@@ -41,6 +43,7 @@ import kopf
 
 from trtllm_operator.api.wire import KOPF_ANNOTATION_PREFIX
 from trtllm_operator.handlers.diffbase import LeanAnnotationsDiffBaseStorage
+from trtllm_operator.handlers.kopfsession import REQUEST_CONNECTIONS, limited_session, watch_streams
 from trtllm_operator.handlers.plumbing import WORKQUEUE, stop_resyncs
 from trtllm_operator.handlers.watchstream import LIST_CHUNK
 from trtllm_operator.kube import default_kube
@@ -111,7 +114,20 @@ async def stop_resync_loops(**_: Any) -> None:
 
 
 @kopf.on.login()
-def login(**_: Any) -> kopf.ConnectionInfo:
+async def login(settings: kopf.OperatorSettings, **_: Any) -> kopf.AiohttpSession:
+    """kopf's credentials (:func:`connection_info`) in kopf's own session with at most
+    :func:`~trtllm_operator.handlers.kopfsession.watch_streams` +
+    :data:`~trtllm_operator.handlers.kopfsession.REQUEST_CONNECTIONS` connections
+    (:mod:`trtllm_operator.handlers.kopfsession`). kopf calls it once its startup handlers have run
+    (kopf 1.45.2 ``kopf/_core/reactor/running.py``: the credentials retriever waits for
+    ``started_flag``), so ``settings`` are as :func:`configure_kopf` left them; the handlers are
+    kopf's default registry, the one ``kopf.run`` serves (commands/run.py passes none)."""
+    info = await asyncio.to_thread(connection_info)  # reads the kubeconfig: off the event loop
+    streams = watch_streams(kopf.get_default_registry(), settings, current().namespaces)
+    return limited_session(info, streams + REQUEST_CONNECTIONS)
+
+
+def connection_info() -> kopf.ConnectionInfo:
     """kopf's credentials from the operator's API client configuration (same as kopf's
     ``login_via_client``, but from our client instead of the library's process-wide default)."""
     cfg: Any = default_kube(current().field_manager).api_client.configuration
