@@ -67,7 +67,7 @@ __all__ = [
 ]
 
 #: Names of the per-pod values the estimate reads (``PodSignals.counters``), each an exported sample.
-COUNTERS = ("completed", "active", "max")
+COUNTERS = ("completed", "active", "max", "prompt_tokens", "output_tokens", "finished")
 
 
 @dataclass(frozen=True)
