@@ -558,7 +558,8 @@ def _capacity_memory(capacity: capmod.CapacityState | None) -> dict[str, Any] | 
     if capacity is None:
         return None
     memory = capacity.to_dict()
-    memory["pods"] = [[name, completed, active] for name, _, completed, active in memory["pods"]]
+    # [name, time, completed, active(, prompt tokens, output tokens, finished)]: all but the time
+    memory["pods"] = [[name, *values] for name, _, *values in memory["pods"]]
     del memory["time"]
     return memory
 
