@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from trtllm_operator.api.deployment import AutoscalingSpec
+from trtllm_operator.decide import autoscaling as asc
 from trtllm_operator.decide import capacity as cap
 from trtllm_operator.simulate import perf, policies
 from trtllm_operator.simulate.fleet import replica_setup
@@ -200,3 +202,29 @@ def test_the_output_token_weight_is_the_performance_models() -> None:
     assert lengths == (2000.0, 300.0)
     assert weight == perf.output_token_weight(spec.model, 2000, 300, **limits)
     assert math.isfinite(weight) and weight > 0
+
+
+def test_spec_autoscaling_capacity_turns_the_weighting_on_with_all_three_fields() -> None:
+    """``promptTokens`` / ``outputTokens`` / ``outputTokenWeight`` are the weighting's parameters; the
+    API server refuses a partial set (CEL; tests/fixtures/invalid/deployment-autoscaling-capacity-
+    tokens-partial.yaml), and without them the recommendation counts requests as before."""
+
+    def params(capacity: dict[str, object]) -> cap.CapacityParams | None:
+        spec = AutoscalingSpec.model_validate(
+            {
+                "enabled": True,
+                "maxReplicas": 8,
+                "targets": {"activeRequestUtilization": 0.8},
+                "capacity": capacity,
+            }
+        )
+        return asc.policy_from_spec(spec).capacity
+
+    on = params(
+        {"requestsPerSecond": 9.4, "promptTokens": 1155, "outputTokens": 211, "outputTokenWeight": 2.1}
+    )
+    assert on is not None
+    assert (on.prior_rps, on.output_token_weight, on.prior_tokens) == (9.4, 2.1, (1155.0, 211.0))
+    assert on.reference_cost == pytest.approx(1155 + 2.1 * 211)
+    off = params({"requestsPerSecond": 9.4})
+    assert off is not None and off.output_token_weight is None and off.prior_tokens is None
