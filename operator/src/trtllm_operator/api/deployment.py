@@ -505,7 +505,7 @@ class CapacitySpec(ApiModel):
         le=1000,
         description="Token weighting: what one generated token costs a saturated replica, in prompt "
         "tokens (`trtllm-operator simulate` prints the performance model's as "
-        "replica.output_token_weight; about 2 for Llama-3.1-70B FP8 on 2 × H100 at 1,155 / 211 tokens).",
+        "replica.output_token_weight; about 2.1 for Llama-3.1-70B FP8 on 2 × H100 at 1,154 / 211 tokens).",
     )
 
 
