@@ -217,27 +217,32 @@ ACROSS_THE_KEY_MIGRATION: dict[str, Any] = {
 }
 
 #: What the upgrade from PREVIOUS_RELEASE to this tree must change. ``PREVIOUS_RELEASE.differs`` is
-#: empty (the fixture and tests/unit/test_releases.py check it): the operator's and builder's code, the
-#: chart and the CRDs are the same files, so the new operator derives the same keys (checked against
-#: both trees' derivations in test_engine_keys_move_only_with_a_key_migration), renders the same
-#: children and carries the same ``status.reconciledBy`` stamp (handlers/release.py: a digest of the
-#: operator's and builder's sources): nothing changes — no Job, no roll, no child write, no status
-#: write, no spec change, the same chart render. When ``differs`` changes, this lists what the change
-#: requires (the next bump resets both: docs/install.md, "Upgrade tests").
+#: ``{"code", "chart", "crds"}`` (the fixture and tests/unit/test_releases.py check it): the
+#: LLMDeployment CRD (in crds/ and the chart's crds/, which helm does not render) gained three optional
+#: fields without defaults and a CEL rule on them (spec.autoscaling.capacity's token weighting), so
+#: these objects, which do not set them, read back unchanged and render the same children; the
+#: operator's code changed in what they do not exercise (the capacity recommendation's token
+#: weighting, the simulator). So the new operator derives the same keys (checked against both trees'
+#: derivations in test_engine_keys_move_only_with_a_key_migration) and renders the same children, but
+#: its ``status.reconciledBy`` stamp differs (handlers/release.py: a digest of the operator's and
+#: builder's sources), so its resume reconciles every object once and writes that stamp: one status
+#: PATCH per LLMEngine and LLMDeployment, nothing else — no Job, no roll, no child write, no spec
+#: change, the same chart render. When ``differs`` changes, this lists what the change requires (the
+#: next bump resets both: docs/install.md, "Upgrade tests").
 FROM_THE_PREVIOUS_RELEASE: dict[str, Any] = {
     "engine_keys_change": False,
     "serving_template": [],
     "spec_read_back": {},
-    # the same stamp (handlers/release.py): no status write
-    "engine_status": set(),
-    "deployment_status": set(),
+    # the new release's stamp, written once per object (handlers/release.py)
+    "engine_status": {"reconciledBy"},
+    "deployment_status": {"reconciledBy"},
     "object_patches": {},
     # the artifacts stay where the previous release's cache entries put them (no rebuild)
     "artifact_root": "s3://engines/cache",
     "chart_objects": set(),
     "serving_rolls": 0,
-    # no write at all
-    "operator_writes": set(),
+    # the stamp's status PATCHes, and nothing else
+    "operator_writes": {("patch", "llmengines", "status"), ("patch", "llmdeployments", "status")},
     "previous_artifact_root": "s3://engines/cache",
     # the previous release's test values already set settings.hfEndpoint; nothing to set or remove,
     # and the same chart's defaults: neither refusal of the migration applies
@@ -245,7 +250,7 @@ FROM_THE_PREVIOUS_RELEASE: dict[str, Any] = {
     "new_sets": (),
     "reuse_values_refused": False,
     "kept_value_refused": None,
-    # the same CRD: LEGACY stores no calibration default
+    # the same LLMEngine CRD: LEGACY stores no calibration default
     "legacy_calibration": None,
 }
 

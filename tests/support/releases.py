@@ -35,13 +35,17 @@ class Base:
     differs: frozenset[str]
 
 
-#: The last release: stop 42's landing on main (a5a1bc0, 2026-12-05). This tree differs from it in no
-#: area: the upgrade rebuilds, restarts and writes nothing, not even a status (tests/e2e/test_upgrade.py
-#: ``FROM_THE_PREVIOUS_RELEASE``). Bumped at each release (docs/install.md, "Upgrade tests").
+#: The last release: stop 42's landing on main (a5a1bc0, 2026-12-05). Since then (branch tok19, issue
+#: 19) the operator's code changed and the LLMDeployment CRD, in the chart's crds/ too, gained three
+#: optional fields without defaults (spec.autoscaling.capacity.promptTokens / outputTokens /
+#: outputTokenWeight) and a CEL rule on them: objects that do not set them read back unchanged, and
+#: the upgrade rebuilds and restarts nothing and writes one status per object, the new
+#: ``status.reconciledBy`` stamp (tests/e2e/test_upgrade.py ``FROM_THE_PREVIOUS_RELEASE``). Bumped at
+#: each release (docs/install.md, "Upgrade tests").
 PREVIOUS_RELEASE = Base(
     name="from-previous-release",
     commit="a5a1bc01e9708ccc603c6785fcba40baac2a91c8",
-    differs=frozenset(),
+    differs=frozenset({"code", "chart", "crds"}),
 )
 
 #: Stop 29's main (3898a0c, 2026-12-01), the release before the engine-key/v2 migration (issue 26),

@@ -793,3 +793,35 @@ def test_errors_that_are_not_admissions_refusals_stay_errors() -> None:
     never = {422: 500, 403: 500, 400: 399, 500: 403}
     for status, message in UPSTREAM_REFUSALS:
         assert admission_refusal(never[status], message) is None
+
+
+def test_the_token_weighted_capacity_memory_costs_no_write_when_idle_and_survives_restarts() -> None:
+    """With token weighting each pod's capacity memory carries its token counts too (7 values, not
+    4): an idle deployment still writes no ``policyState`` per evaluation, and the memory read back
+    decides as the one kept."""
+    weighted = dataclasses.replace(
+        CAPACITY,
+        capacity=CapacityParams(
+            prior_rps=8.0, smoothing_s=60.0, output_token_weight=2.0, prior_tokens=(1000.0, 200.0)
+        ),
+    )
+    tokens = {"prompt_tokens": 500.0 * 3000.0, "output_tokens": 500.0 * 200.0, "finished": 500.0}
+    pod = counted([(500.0, 0.0)]).pods[0]
+    snapshot = Snapshot(1, (dataclasses.replace(pod, counters={**pod.counters, **tokens}),))
+    obj, state, writes = Object(), AutoscalerState(), []
+    for i in range(6):
+        d = decide(snapshot, state, weighted, NOW + i * INTERVAL)
+        writes.append(
+            obj.write(outcome(d, autoscaling_status=obj.autoscaling, conditions=obj.conditions), NOW)
+        )
+        state = d.state
+    assert writes[2:] == [[]] * 4, writes
+    persisted = json.loads(obj.autoscaling["policyState"])
+    assert len(persisted["capacity"]["pods"][0]) == 7
+    back, kept = AutoscalerState.from_dict(persisted).capacity, state.capacity
+    assert back is not None and kept is not None
+    # the persisted copy is the one written at the second evaluation: the same values, an older time
+    assert [dataclasses.replace(p, time=0.0) for p in back.pods] == [
+        dataclasses.replace(p, time=0.0) for p in kept.pods
+    ]
+    assert back.cost_tokens == kept.cost_tokens == 1400.0

@@ -399,7 +399,15 @@ def test_the_capacity_policy_reads_only_the_exposition() -> None:
     assert a_pol.state == b_pol.state
     assert a_pol.state.capacity is not None and a_pol.state.capacity.arrival_rps is not None
     counters = signals_from_samples(samples(exposition(a))).counters()
-    assert counters == {"completed": 50.0, "active": 16.0, "max": 16.0}
+    # The internals hold no finished request's lengths: the token histograms are exported empty.
+    assert counters == {
+        "completed": 50.0,
+        "active": 16.0,
+        "max": 16.0,
+        "prompt_tokens": 0.0,
+        "output_tokens": 0.0,
+        "finished": 0.0,
+    }
 
 
 def test_the_simulators_prior_is_the_performance_models_saturated_rate() -> None:

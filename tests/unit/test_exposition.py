@@ -152,7 +152,15 @@ def test_rendered_page_reads_back_as_the_samples() -> None:
     from_text, from_samples = signals_from_text(render(metrics)), signals_from_samples(samples(exposition(s)))
     assert from_text == from_samples
     # The capacity recommendation's counters too (the text parser names the counter ``..._total``).
-    assert from_text.counters() == from_samples.counters() == {"completed": 12.0, "active": 64.0, "max": 64.0}
+    assert from_text.counters() == from_samples.counters()
+    assert from_text.counters() == {
+        "completed": 12.0,
+        "active": 64.0,
+        "max": 64.0,
+        "prompt_tokens": 0.0,
+        "output_tokens": 0.0,
+        "finished": 0.0,
+    }
 
 
 def spec(**kw: int) -> ReplicaSpec:
@@ -245,3 +253,43 @@ def test_request_counts_add_up_in_the_simulation() -> None:
     page = next(v.metrics for obs in reversed(rec.seen) for v in obs.pods if v.metrics is not None)
     assert page is not None
     assert gauge(list(page), "nv_inference_request_success", model="ensemble") <= 50
+
+
+def token_histogram(page: list[tuple[str, object, float]], name: str, kind: str) -> dict[str, float]:
+    """``_count``, ``_sum`` and each ``le`` bucket of one token-length histogram of ``tensorrt_llm``."""
+    out = {
+        suffix: gauge(page, f"{name}_{suffix}", model="tensorrt_llm", response_metric_type=kind)
+        for suffix in ("count", "sum")
+    }
+    for le in ("10", "50", "100", "500", "1000", "+Inf"):
+        out[le] = gauge(page, f"{name}_bucket", model="tensorrt_llm", response_metric_type=kind, le=le)
+    return out
+
+
+def test_simulated_replicas_export_the_backends_token_length_histograms() -> None:
+    """tensorrtllm_backend ≥ v0.16.0 (v0.19.0 ``custom_metrics_reporter.cc`` ``InitializeReporter``,
+    ``model_instance_state.cc`` ``reportCustomMetrics``): ``nv_llm_input_token_len`` and
+    ``nv_llm_output_token_len``, buckets 10/50/100/500/1000, label
+    ``response_metric_type="total_input_tokens"`` / ``"total_output_tokens"``, one observation per
+    request when its last response is sent. Here: known lengths, so the last page's sums are the
+    finished requests' prompt and output tokens, and each request lands in its bucket."""
+    reqs = [Request(0.05 * i, 40 if i % 2 else 700, 8 if i % 2 else 60) for i in range(40)]
+    rec = Recorder()
+    Simulation(reqs, spec(), rec, initial_replicas=1).run()
+    pages = [list(v.metrics) for obs in rec.seen for v in obs.pods if v.metrics is not None]
+    last_count = 0.0
+    for page in pages:
+        prompt = token_histogram(page, "nv_llm_input_token_len", "total_input_tokens")
+        output = token_histogram(page, "nv_llm_output_token_len", "total_output_tokens")
+        done = gauge(page, "nv_inference_request_success", model="tensorrt_llm")
+        # Observed at completion: each histogram counts exactly the finished requests.
+        assert prompt["count"] == output["count"] == prompt["+Inf"] == done >= last_count
+        last_count = done
+        # Half the finished requests have 40-token prompts (≤ 50), half 700 (≤ 1000); the odd
+        # ones arrive second, so at most one more long than short has finished.
+        assert prompt["10"] == 0 and prompt["50"] == prompt["100"] == prompt["500"]
+        assert prompt["1000"] == prompt["+Inf"]
+        short = prompt["50"]
+        assert prompt["sum"] == short * 40 + (done - short) * 700
+        assert output["sum"] == short * 8 + (done - short) * 60
+    assert 0 < short < last_count  # both lengths were observed by the last scrape

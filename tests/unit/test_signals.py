@@ -305,3 +305,41 @@ def test_chart_recording_rules_match_the_code() -> None:
     assert shipped == recording_rules()
     records = [r["record"] for r in shipped["groups"][0]["rules"]]
     assert records == [ACTIVE_REQUEST_UTILIZATION_RECORD, KV_CACHE_RECORD]
+
+
+def token_histogram(name: str, kind: str, total: int, cumulative: tuple[int, ...]) -> str:
+    """One histogram of ``tensorrt_llm`` in the text format, counts per ``le`` 10 … 1000, +Inf."""
+    labels = f'model="tensorrt_llm",response_metric_type="{kind}",version="1"'
+    lines = [
+        f"# HELP {name} TRT LLM response metrics",
+        f"# TYPE {name} histogram",
+        f"{name}_count{{{labels}}} {cumulative[-1]}",
+        f"{name}_sum{{{labels}}} {total}",
+    ]
+    for le, count in zip(("10", "50", "100", "500", "1000", "+Inf"), cumulative, strict=True):
+        lines.append(f'{name}_bucket{{{labels},le="{le}"}} {count}')
+    return "\n".join(lines) + "\n"
+
+
+#: The backend's token-length histograms as tensorrtllm_backend ≥ v0.16.0 registers them
+#: (v0.19.0 ``custom_metrics_reporter.cc`` ``InitializeReporter``: family ``nv_llm_input_token_len`` /
+#: ``nv_llm_output_token_len``, labels ``model``, ``version``, ``response_metric_type``, buckets
+#: 10/50/100/500/1000): three finished requests of 700, 900 and 800 prompt and 50, 120, 30 output tokens.
+TOKEN_HISTOGRAMS = token_histogram(
+    "nv_llm_output_token_len", "total_output_tokens", 200, (0, 2, 2, 3, 3, 3)
+) + token_histogram("nv_llm_input_token_len", "total_input_tokens", 2400, (0, 0, 0, 0, 3, 3))
+
+
+def test_the_capacity_counters_read_the_token_length_histograms() -> None:
+    """The histograms' ``_sum`` and ``_count`` are the token counts the capacity recommendation's token
+    weighting reads (prompt and output tokens of the finished requests, and how many finished); a page
+    without them (the captured 2.51 CPU stand-in, or a backend before v0.16.0) leaves them missing."""
+    counters = signals_from_text(TRITON_SAMPLE + TOKEN_HISTOGRAMS).counters()
+    tokens = (counters["prompt_tokens"], counters["output_tokens"], counters["finished"])
+    assert tokens == (2400.0, 200.0, 3.0)
+    # Another model's series is not the engine's.
+    other = TOKEN_HISTOGRAMS.replace('model="tensorrt_llm"', 'model="ensemble"')
+    counters = signals_from_text(TRITON_SAMPLE + other).counters()
+    assert counters["prompt_tokens"] is counters["output_tokens"] is counters["finished"] is None
+    counters = signals_from_text(TRITON_SAMPLE).counters()
+    assert counters["prompt_tokens"] is counters["output_tokens"] is counters["finished"] is None

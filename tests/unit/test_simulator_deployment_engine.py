@@ -249,7 +249,13 @@ def test_a_capacity_prior_far_from_the_replicas_saturated_rate_is_noted(
     args = ["simulate", "--trace", trace, "--model-config", str(LLAMA_70B), "--gpu", "H200"]
     assert main([*args, "--deployment", path, "--output", "json"]) == 0
     out, err = capsys.readouterr()
-    assert json.loads(out)["replica"]["saturated_requests_per_second"] == 5.551
+    replica = json.loads(out)["replica"]
+    assert replica["saturated_requests_per_second"] == 5.551
+    # ... at the trace's mean lengths (isl 2000, osl 300), with the weight of an output token there:
+    # the values of spec.autoscaling.capacity's token weighting (promptTokens, outputTokens,
+    # outputTokenWeight); the weight is the performance model's (tests/unit/test_capacity_tokens.py)
+    assert (replica["mean_prompt_tokens"], replica["mean_output_tokens"]) == (2000.0, 300.0)
+    assert 1.0 < replica["output_token_weight"] < 4.0
     if said is None:
         assert "spec.autoscaling.capacity.requestsPerSecond" not in err, err
     else:

@@ -440,6 +440,14 @@ class CapacitySpec(ApiModel):
             "none; set smoothingSeconds (e.g. 60) or forecastSeconds: 0",
             field_path=".forecastSeconds",
         ),
+        cel(
+            "has(self.promptTokens) == has(self.outputTokenWeight) "
+            "&& has(self.outputTokens) == has(self.outputTokenWeight)",
+            "token weighting needs promptTokens, outputTokens and outputTokenWeight together (the "
+            "lengths requestsPerSecond holds for and what an output token costs in prompt tokens); set "
+            "all three or none",
+            field_path=".outputTokenWeight",
+        ),
     )
 
     target: float = Field(
@@ -473,6 +481,31 @@ class CapacitySpec(ApiModel):
         description="How far ahead a rising arrival trend is projected for a scale-up (e.g. the pods' "
         "cold start); 0: no forecast. A falling trend is never projected. Needs smoothingSeconds > 0 "
         "(the trend is the smoothed one).",
+    )
+    prompt_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        le=10_000_000,
+        description="Token weighting (with outputTokens and outputTokenWeight): the mean prompt tokens "
+        "of the requests requestsPerSecond holds for. Each request then counts as (prompt + "
+        "outputTokenWeight × output tokens) over this length's cost, measured from the TensorRT-LLM "
+        "backend's token-length histograms (nv_llm_input_token_len, nv_llm_output_token_len; backend "
+        "0.16+), so traffic with longer prompts than the profile's is sized for what it costs.",
+    )
+    output_tokens: int | None = Field(
+        default=None,
+        ge=0,
+        le=10_000_000,
+        description="Token weighting: the mean output tokens of the requests requestsPerSecond holds "
+        "for (see promptTokens).",
+    )
+    output_token_weight: float | None = Field(
+        default=None,
+        ge=0,
+        le=1000,
+        description="Token weighting: what one generated token costs a saturated replica, in prompt "
+        "tokens (`trtllm-operator simulate` prints the performance model's as "
+        "replica.output_token_weight; about 2.1 for Llama-3.1-70B FP8 on 2 × H100 at 1,154 / 211 tokens).",
     )
 
 

@@ -1100,6 +1100,15 @@ def run(args: argparse.Namespace) -> int:
         kappa: float | None = round(policies.profiled_capacity_rps(requests, setup.spec), 3)
     except ValueError:
         kappa = None
+    try:  # the token weighting that goes with κ: spec.autoscaling.capacity's three token fields
+        weight, (prompt, output) = policies.profiled_tokens(requests, setup.spec)
+        tokens: dict[str, float | None] = {
+            "output_token_weight": round(weight, 3),
+            "mean_prompt_tokens": prompt,
+            "mean_output_tokens": output,
+        }
+    except ValueError:
+        tokens = dict.fromkeys(("output_token_weight", "mean_prompt_tokens", "mean_output_tokens"))
     if isinstance(manifest_policy, policies.SharedPolicy) and kappa is not None:
         mismatch = capacity_mismatch(manifest_policy, kappa, args.deployment)
         if mismatch:
@@ -1113,6 +1122,9 @@ def run(args: argparse.Namespace) -> int:
         # the performance model's κ for this trace's mean lengths: a first value for
         # spec.autoscaling.capacity.requestsPerSecond (docs/autoscaling.md)
         "saturated_requests_per_second": kappa,
+        # ... at these mean lengths, and what an output token costs in prompt tokens there:
+        # spec.autoscaling.capacity.promptTokens / outputTokens / outputTokenWeight
+        **tokens,
         "chunked_context": setup.spec.chunked_context,
     }
     rows = None

@@ -558,7 +558,8 @@ def _capacity_memory(capacity: capmod.CapacityState | None) -> dict[str, Any] | 
     if capacity is None:
         return None
     memory = capacity.to_dict()
-    memory["pods"] = [[name, completed, active] for name, _, completed, active in memory["pods"]]
+    # [name, time, completed, active(, prompt tokens, output tokens, finished)]: all but the time
+    memory["pods"] = [[name, *values] for name, _, *values in memory["pods"]]
     del memory["time"]
     return memory
 
@@ -1225,15 +1226,24 @@ def policy_from_spec(spec: api.AutoscalingSpec) -> Policy:
 
 def capacity_from_spec(spec: api.CapacitySpec | None) -> capmod.CapacityParams | None:
     """The :class:`~trtllm_operator.decide.capacity.CapacityParams` of ``spec.autoscaling.capacity``
-    (``None``: the capacity recommendation is off). ``requestsPerSecond`` is the prior κ, and the
-    saturation threshold and correction gain keep their defaults."""
+    (``None``: the capacity recommendation is off). ``requestsPerSecond`` is the prior κ,
+    ``promptTokens`` / ``outputTokens`` / ``outputTokenWeight`` the token weighting (all three or none,
+    which the API server's CEL rule checks), and the saturation threshold and correction gain keep their
+    defaults."""
     if spec is None:
         return None
+    weighted = (
+        spec.prompt_tokens is not None
+        and spec.output_tokens is not None
+        and spec.output_token_weight is not None
+    )
     return capmod.CapacityParams(
         target=spec.target,
         prior_rps=spec.requests_per_second,
         smoothing_s=float(spec.smoothing_seconds),
         forecast_s=float(spec.forecast_seconds),
+        output_token_weight=spec.output_token_weight if weighted else None,
+        prior_tokens=(float(spec.prompt_tokens or 0), float(spec.output_tokens or 0)) if weighted else None,
     )
 
 

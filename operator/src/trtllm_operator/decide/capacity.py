@@ -45,6 +45,18 @@ serving pod away mid-rise whenever a pod had become Ready since the last scrape 
 safety (as llm-d WVA's analyzer): the caller keeps active-request utilization as a signal, so no
 count below what keeps it under its target is ever recommended.
 
+**Token weighting** (opt-in: ``output_token_weight`` and ``prior_tokens``): a request's cost is
+not one unit but ``prompt + r × output`` tokens (``r``: what one generated token costs in prompt
+tokens, from the performance model), against ``prior_tokens``' cost, the lengths κ's prior holds for.
+The only exported token counts are the backend's token-length histograms
+(``nv_llm_input_token_len`` / ``nv_llm_output_token_len``, tensorrtllm_backend ≥ v0.16.0:
+:mod:`trtllm_operator.metrics.exposition`), observed once per request at completion; so the mean cost
+of the requests that finished since the last tick (over the measured pods) stands for the requests
+that arrived, and λ, κ's saturated measurements and the extrapolation are all multiplied by (that
+cost / the prior's): λ and κ are counted in requests *of the prior's lengths*. A tick with no finished
+request keeps the last cost (the prior's before any). Without the two parameters, or on pages without
+the histograms (backends before v0.16.0), the factor is 1 and nothing changes.
+
 The memory (each pod's previous counters, κ, λ's level and trend and when they were measured) lives
 in :class:`~trtllm_operator.decide.autoscaling.AutoscalerState` (``status.autoscaling.policyState``).
 """
@@ -67,7 +79,7 @@ __all__ = [
 ]
 
 #: Names of the per-pod values the estimate reads (``PodSignals.counters``), each an exported sample.
-COUNTERS = ("completed", "active", "max")
+COUNTERS = ("completed", "active", "max", "prompt_tokens", "output_tokens", "finished")
 
 
 @dataclass(frozen=True)
@@ -80,6 +92,8 @@ class CapacityParams:
     0: the level is the last tick's rate and the trend is off);
     ``forecast_s``: how far ahead the rising trend is projected for a scale-up (typically the pods'
     cold start; 0: no forecast). A falling trend is never projected: the forecast only adds.
+    ``output_token_weight`` (``r``) and ``prior_tokens`` (mean prompt and output tokens per request
+    that κ's prior holds for): token weighting (the module's docstring), on when both are set.
     """
 
     target: float = 0.8
@@ -88,6 +102,17 @@ class CapacityParams:
     correction: float = 0.5
     smoothing_s: float = 0.0
     forecast_s: float = 0.0
+    output_token_weight: float | None = None
+    prior_tokens: tuple[float, float] | None = None
+
+    @property
+    def reference_cost(self) -> float | None:
+        """The cost of a request of ``prior_tokens``' lengths, ``prompt + r × output`` tokens
+        (``None``: token weighting off)."""
+        if self.output_token_weight is None or self.prior_tokens is None:
+            return None
+        prompt, output = self.prior_tokens
+        return prompt + self.output_token_weight * output
 
     def __post_init__(self) -> None:
         if not 0 < self.target <= 1:
@@ -102,6 +127,19 @@ class CapacityParams:
             raise ValueError(f"capacity smoothing {self.smoothing_s} s: must be ≥ 0 seconds, e.g. 60")
         if not (self.forecast_s >= 0 and math.isfinite(self.forecast_s)):
             raise ValueError(f"capacity forecast {self.forecast_s} s: must be ≥ 0 seconds, e.g. 60")
+        if (self.output_token_weight is None) != (self.prior_tokens is None):
+            raise ValueError(
+                "capacity token weighting needs both the output token weight and the prior's mean "
+                "prompt and output tokens (or neither)"
+            )
+        if self.output_token_weight is not None and not (
+            self.output_token_weight >= 0 and math.isfinite(self.output_token_weight)
+        ):
+            raise ValueError(f"output token weight {self.output_token_weight}: must be ≥ 0, e.g. 2")
+        if self.prior_tokens is not None and not (
+            all(t >= 0 and math.isfinite(t) for t in self.prior_tokens) and (self.reference_cost or 0) > 0
+        ):
+            raise ValueError(f"prior tokens {self.prior_tokens}: must be ≥ 0 (prompt, output), not both 0")
         if self.forecast_s > 0 and self.smoothing_s <= 0:
             raise ValueError(
                 f"capacity forecast {self.forecast_s:g} s with smoothing 0: the forecast projects the "
@@ -117,22 +155,40 @@ class PodCounters:
     completed: float | None
     active: float | None
     max: float | None
+    prompt_tokens: float | None = None
+    output_tokens: float | None = None
+    finished: float | None = None
 
     @classmethod
     def of(cls, name: str, counters: Mapping[str, float | None]) -> PodCounters:
         """From ``PodSignals.counters`` (keys :data:`COUNTERS`)."""
-        return cls(name, counters.get("completed"), counters.get("active"), counters.get("max"))
+        return cls(
+            name,
+            counters.get("completed"),
+            counters.get("active"),
+            counters.get("max"),
+            counters.get("prompt_tokens"),
+            counters.get("output_tokens"),
+            counters.get("finished"),
+        )
+
+    def tokens(self) -> tuple[float, float, float] | None:
+        """``(prompt tokens, output tokens, finished requests)`` when the page has all three."""
+        if self.prompt_tokens is None or self.output_tokens is None or self.finished is None:
+            return None
+        return self.prompt_tokens, self.output_tokens, self.finished
 
 
 @dataclass(frozen=True)
 class PodMemory:
     """What the previous tick saw of a pod: when (the tick's time), its completed counter and active
-    gauge."""
+    gauge, and with token weighting its token histograms' prompt and output sums and count."""
 
     name: str
     time: float
     completed: float
     active: float
+    tokens: tuple[float, float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -149,18 +205,23 @@ class CapacityState:
     trend_rps: float = 0.0
     time: float | None = None
     prior_rps: float | None = None
+    cost_tokens: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form: ``{"pods": [[name, t, completed, active], ...], "capacityRps", "arrivalRps",
-        "trendRps", "time", "priorRps"}``."""
-        return {
-            "pods": [[p.name, round(p.time, 3), p.completed, p.active] for p in self.pods],
+        "trendRps", "time", "priorRps"}``; with token weighting a pod's entry ends with its prompt and
+        output token sums and finished count, and ``"costTokens"`` is the last measured mean cost."""
+        out = {
+            "pods": [[p.name, round(p.time, 3), p.completed, p.active, *(p.tokens or ())] for p in self.pods],
             "capacityRps": None if self.capacity_rps is None else round(self.capacity_rps, 6),
             "arrivalRps": None if self.arrival_rps is None else round(self.arrival_rps, 6),
             "trendRps": round(self.trend_rps, 6),
             "time": None if self.time is None else round(self.time, 3),
             "priorRps": self.prior_rps,
         }
+        if self.cost_tokens is not None:
+            out["costTokens"] = round(self.cost_tokens, 6)
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> CapacityState:
@@ -169,11 +230,9 @@ class CapacityState:
         if not data:
             return cls()
         try:
-            pods = tuple(
-                PodMemory(str(n), float(t), float(c), float(a)) for n, t, c, a in data.get("pods", [])
-            )
+            pods = tuple(_pod_memory(entry) for entry in data.get("pods", []))
             cap, arr, when = data.get("capacityRps"), data.get("arrivalRps"), data.get("time")
-            prior = data.get("priorRps")
+            prior, cost = data.get("priorRps"), data.get("costTokens")
             return cls(
                 pods,
                 None if cap is None else float(cap),
@@ -181,9 +240,19 @@ class CapacityState:
                 float(data.get("trendRps") or 0.0),
                 None if when is None else float(when),
                 None if prior is None else float(prior),
+                None if cost is None else float(cost),
             )
         except (TypeError, ValueError) as exc:
             raise ValueError(f"capacity state is malformed ({exc}); expected {cls().to_dict()}") from exc
+
+
+def _pod_memory(entry: Sequence[Any]) -> PodMemory:
+    """One pod of :meth:`CapacityState.to_dict`'s list: 4 values, or 7 with token weighting."""
+    if len(entry) not in (4, 7):
+        raise ValueError(f"a pod's memory has 4 or 7 values, not {len(entry)}")
+    name, t, completed, active, *tokens = entry
+    prompt_output_finished = (float(tokens[0]), float(tokens[1]), float(tokens[2])) if tokens else None
+    return PodMemory(str(name), float(t), float(completed), float(active), prompt_output_finished)
 
 
 @dataclass(frozen=True)
@@ -194,7 +263,11 @@ class CapacityEstimate:
     whether this tick's measured rate kept ``desired`` up (no scale-down in the middle of a rise).
     ``sized_replicas`` / ``now_replicas``: the unrounded counts, forecast (resp. this tick's rate) ×
     (1 + saturated / measured) / (κ × target), whose ceilings (at least 1; the second at most
-    ``ready``, the Ready pods) ``desired`` is the larger of; ``None`` when ``desired`` is."""
+    ``ready``, the Ready pods) ``desired`` is the larger of; ``None`` when ``desired`` is.
+    With token weighting: ``cost_tokens`` (the mean cost of the requests the rate was weighted by),
+    ``reference_tokens`` (the prior's), ``cost_measured`` (whether ``cost_tokens`` was measured this
+    tick) and ``requests_rps`` (λ in plain requests; ``arrival_rps`` is in requests of the prior's
+    lengths)."""
 
     arrival_rps: float | None
     capacity_rps: float | None
@@ -208,6 +281,17 @@ class CapacityEstimate:
     sized_replicas: float | None = None
     now_replicas: float | None = None
     ready: int = 0
+    cost_tokens: float | None = None
+    reference_tokens: float | None = None
+    cost_measured: bool = False
+    requests_rps: float | None = None
+
+    @property
+    def cost_ratio(self) -> float:
+        """What the request rates were multiplied by: cost / the prior's cost (1 without weighting)."""
+        if self.cost_tokens is None or not self.reference_tokens:
+            return 1.0
+        return self.cost_tokens / self.reference_tokens
 
     def summary(self, target: float) -> str:
         """For the decision's message: every number the count is computed from."""
@@ -240,6 +324,13 @@ class CapacityEstimate:
             if self.measured == pods
             else f"over {pods} pods ({self.measured} measured at both samples, scaled to all)"
         )
+        if self.cost_tokens is not None and self.reference_tokens and self.requests_rps is not None:
+            since = "finished since the last evaluation" if self.cost_measured else "last measured"
+            over += (
+                f" (token-weighted: {self.requests_rps:.3g} requests/s × {self.cost_ratio:.3g}, their mean "
+                f"cost {self.cost_tokens:.4g} tokens ({since}) over {self.reference_tokens:.4g} for the "
+                "prior's lengths)"
+            )
         # The count with its quotient, both recomputable from what is printed (fresh-user trials 37b
         # F5 and 38 F8: _quotient).
         count = ""
@@ -310,16 +401,19 @@ def estimate(
     A pod whose counter went down (restarted) or that has no previous sample is only remembered.
     """
     previous = {p.name: p for p in state.pods}
+    reference = params.reference_cost
     memory: list[PodMemory] = []
     arrivals = 0.0
     measured = saturated = 0
     saturated_rates: list[float] = []
     extrapolated = 0.0
+    cost_sum = finished_sum = 0.0
     for pod in pods:
         if pod.completed is None or pod.active is None or not pod.max:
             continue
         t = now
-        memory.append(PodMemory(pod.name, t, pod.completed, pod.active))
+        tokens = pod.tokens() if reference is not None else None
+        memory.append(PodMemory(pod.name, t, pod.completed, pod.active, tokens))
         utilization = min(max(pod.active / pod.max, 0.0), 1.0)
         before = previous.get(pod.name)
         if before is None or t <= before.time or pod.completed < before.completed:
@@ -328,6 +422,11 @@ def estimate(
         done = (pod.completed - before.completed) / span
         arrivals += max(0.0, done + (pod.active - before.active) / span)
         measured += 1
+        if tokens is not None and before.tokens is not None and params.output_token_weight is not None:
+            prompt, output, finished = (now_ - then for now_, then in zip(tokens, before.tokens, strict=True))
+            if finished > 0 and prompt >= 0 and output >= 0:
+                cost_sum += prompt + params.output_token_weight * output
+                finished_sum += finished
         was = min(max(before.active / pod.max, 0.0), 1.0)
         if utilization >= params.saturated_at:
             saturated += 1
@@ -335,19 +434,26 @@ def estimate(
                 saturated_rates.append(done)
         elif utilization > 0:
             extrapolated = max(extrapolated, done / max(utilization, was, 1e-9))
+    # Token weighting (the module's docstring): every request rate below is counted in requests of
+    # the prior's lengths, scaled by the mean cost of the requests finished since the last tick.
+    cost: float | None = None
+    if reference is not None:
+        cost = cost_sum / finished_sum if finished_sum > 0 else (state.cost_tokens or reference)
+    ratio = cost / reference if cost is not None and reference else 1.0
     # κ learned online belongs to the prior it started from: a new prior (an edited
     # requestsPerSecond, or one set or unset) starts it again, so the edit takes effect.
     learned = state.capacity_rps if state.prior_rps == params.prior_rps else None
     capacity = learned if learned is not None else params.prior_rps
     if capacity is None and extrapolated > 0:
-        capacity = extrapolated
+        capacity = extrapolated * ratio
     if capacity is not None and saturated_rates:
-        mean = sum(saturated_rates) / len(saturated_rates)
+        mean = sum(saturated_rates) / len(saturated_rates) * ratio
         capacity += params.correction * (mean - capacity)
     # A pod with data but no previous sample (just Ready, or restarted) already takes traffic that
     # the sum misses: with a Service's random routing its share is the measured pods' mean.
     with_data = len(memory)
-    arrival = arrivals * with_data / measured if measured else None
+    requests = arrivals * with_data / measured if measured else None
+    arrival = None if requests is None else requests * ratio
     level, trend, when = state.arrival_rps, state.trend_rps, state.time
     if arrival is not None:
         level, trend = _smooth(arrival, state, params, now)
@@ -365,7 +471,7 @@ def estimate(
         needed_now = min(len(pods), max(1, math.ceil(now_q)))  # the Ready pods, with data or not
         held = needed_now > desired
         desired = max(desired, needed_now)
-    new_state = CapacityState(tuple(memory), capacity, level, trend, when, params.prior_rps)
+    new_state = CapacityState(tuple(memory), capacity, level, trend, when, params.prior_rps, cost)
     return CapacityEstimate(
         arrival,
         capacity,
@@ -379,6 +485,10 @@ def estimate(
         sized_q,
         now_q,
         len(pods),
+        cost,
+        reference,
+        finished_sum > 0,
+        requests,
     )
 
 

@@ -4,8 +4,8 @@ Families, label sets and HELP strings are those of Triton ≥ 25.x with the Tens
 The core and ``nv_trt_llm_*`` families and their values come from the one upstream-faithful
 exposition the simulator uses too (:mod:`trtllm_operator.metrics.exposition`: ``active`` capped at
 ``max``, ``waiting = active − scheduled``, the executor's queue not exported, pending 0), applied to
-:class:`~.model.ReplicaState` by :func:`internals`; this module adds the token-length histograms and
-the per-GPU and CPU families (reference ``tensorrt-llm.md`` §5.1–5.3).
+:class:`~.model.ReplicaState` by :func:`internals`, token-length histograms included; this module adds
+the disaggregated-serving, per-GPU and CPU families (reference ``tensorrt-llm.md`` §5.1–5.3).
 
 The families are prometheus-client :class:`~prometheus_client.Metric` objects (a collector a
 ``CollectorRegistry`` accepts). The page is written by :func:`render`, not by
@@ -16,6 +16,7 @@ name — and the emulator must look exactly like Triton to the parsers that read
 
 from __future__ import annotations
 
+import bisect
 import math
 import time
 from collections.abc import Iterator, Mapping
@@ -24,12 +25,18 @@ from typing import Any
 from prometheus_client import Metric
 
 from trtllm_operator.emulator.model import Control, ReplicaState
-from trtllm_operator.metrics.exposition import PIPELINE_MODELS, TRTLLM_MODEL, ReplicaInternals, exposition
+from trtllm_operator.metrics.exposition import (
+    PIPELINE_MODELS,
+    TOKEN_LENGTH_BUCKETS,
+    TRTLLM_MODEL,
+    ReplicaInternals,
+    TokenHistogram,
+    exposition,
+)
 
 __all__ = ["PIPELINE_MODELS", "TritonCollector", "families", "internals", "render"]
 
 MODEL = TRTLLM_MODEL
-TOKEN_BUCKETS = (10, 50, 100, 500, 1000)
 GPU_MEMORY_BYTES = 85_520_809_984  # H100 80GB HBM3 as Triton reports it
 HOST_MEMORY_BYTES = 2_199_023_255_552
 
@@ -70,6 +77,11 @@ def internals(state: ReplicaState, control: Control, now: float | None = None) -
         used = state.kv_used_blocks
     context = min(scheduled, round(state.admitted_last_step))
     completed = round(state.completed)
+    # Every request of the load model has the profile's lengths.
+    input_tokens, output_tokens = TokenHistogram(), TokenHistogram()
+    for histogram, tokens in ((input_tokens, p.input_tokens), (output_tokens, p.output_tokens)):
+        histogram.counts[bisect.bisect_left(TOKEN_LENGTH_BUCKETS, tokens)] = completed
+        histogram.sum_tokens = float(completed * tokens)
     return ReplicaInternals(
         requests=requests,
         scheduled=scheduled,
@@ -84,6 +96,8 @@ def internals(state: ReplicaState, control: Control, now: float | None = None) -
         latency_s_total=state.completed * p.request_seconds + state.queue_seconds,
         iteration=state.iterations,
         timestamp_us=int((time.time() if now is None else now) * 1_000_000),
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
     )
 
 
@@ -133,41 +147,28 @@ def families(state: ReplicaState, control: Control, gpu_uuid: str, now: float | 
     """The metric families of one replica, in Triton's order; ``control.omit`` families left out.
 
     The Triton core and ``nv_trt_llm_*`` families are the shared upstream-faithful exposition
-    (:func:`trtllm_operator.metrics.exposition.exposition`) of :func:`internals`; the emulator adds
-    the disaggregated-serving, token-length, GPU and CPU families.
+    (:func:`trtllm_operator.metrics.exposition.exposition`) of :func:`internals`, token-length
+    histograms included; the emulator adds the disaggregated-serving, GPU and CPU families.
     """
-    p = state.profile
     s = internals(state, control, now)
     active = s.active
-    completed = s.completed
-    input_tokens = completed * p.input_tokens
-    output_tokens = completed * p.output_tokens
     out: list[Metric] = []
     for family in exposition(s):
+        if family.name == "nv_trt_llm_inflight_batcher_metrics":
+            # The reporter registers the disaggregated-serving group before the model-type one
+            # (custom_metrics_reporter.cc InitializeReporter).
+            m = _metric(
+                "nv_trt_llm_disaggregated_serving_metrics", "TRT LLM disaggregated serving metrics", "counter"
+            )
+            for key in ("kv_cache_transfer_ms", "request_count"):
+                m.add_sample(m.name, {"disaggregated_serving_type": key, "model": MODEL, "version": "1"}, 0)
+            out.append(m)
         m = _metric(family.name, family.documentation, family.type)
         for name, labels, value in family.samples:
             m.add_sample(name, dict(labels), value)
         out.append(m)
         if family.name == "nv_inference_pending_request_count":
             out += _host_families(gpu_uuid, busy=bool(active))
-    m = _metric(
-        "nv_trt_llm_disaggregated_serving_metrics", "TRT LLM disaggregated serving metrics", "counter"
-    )
-    for key in ("kv_cache_transfer_ms", "request_count"):
-        m.add_sample(m.name, {"disaggregated_serving_type": key, "model": MODEL, "version": "1"}, 0)
-    out.append(m)
-    for name, kind, tokens in (
-        ("nv_llm_input_token_len", "total_input_tokens", p.input_tokens),
-        ("nv_llm_output_token_len", "total_output_tokens", p.output_tokens),
-    ):
-        m = _metric(name, "TRT LLM response metrics", "histogram")
-        labels = {"model": MODEL, "response_metric_type": kind, "version": "1"}
-        m.add_sample(name + "_count", labels, completed)
-        m.add_sample(name + "_sum", labels, input_tokens if kind == "total_input_tokens" else output_tokens)
-        for le in TOKEN_BUCKETS:
-            m.add_sample(name + "_bucket", {**labels, "le": str(le)}, completed if tokens <= le else 0)
-        m.add_sample(name + "_bucket", {**labels, "le": "+Inf"}, completed)
-        out.append(m)
     return [f for f in out if f.name not in control.omit]
 
 

@@ -36,6 +36,20 @@ Upstream relations, each from the source named (reference ``triton-metrics-seman
   ``generation_requests``, ``micro_batch_id``) and ``nv_trt_llm_general_metrics``
   (``iteration_counter``, ``timestamp``) (same files).
 
+* ``nv_llm_input_token_len`` / ``nv_llm_output_token_len`` (label
+  ``response_metric_type="total_input_tokens"`` / ``"total_output_tokens"``): histograms with buckets
+  10, 50, 100, 500, 1000 tokens, each request observed **once, at completion** — the backend's
+  ``reportCustomMetrics(inputTokensSize, outputTokensSize)`` runs when the last response of a request
+  has been sent, with the prompt length the executor was given (``getInputTokenIds().size()``) and the
+  tokens generated (tensorrtllm_backend v0.19.0, commit c1e19638,
+  ``inflight_batcher_llm/src/custom_metrics_reporter/custom_metrics_reporter.cc`` ``InitializeReporter``
+  and ``inflight_batcher_llm/src/model_instance_state.cc`` ``reportCustomMetrics``; absent from
+  v0.15.0, present from v0.16.0 on (added on main by commit 91c07d3, "Update TensorRT-LLM backend
+  (#652)", 2024-11-26); the same code lives in TensorRT-LLM ``triton_backend/``). Their
+  ``_sum`` is the only exported count of tokens: the prompt and output tokens of the requests
+  finished so far. No ``nv_trt_llm_`` prefix. Here a request rejected before it runs (``failed``) is
+  not observed.
+
 * Triton core (triton-inference-server/core ``src/metrics.cc``, ``src/metric_model_reporter.{h,cc}``):
   per model ``nv_inference_request_success``, ``nv_inference_request_failure{reason}``,
   ``nv_inference_count``, ``nv_inference_exec_count``, the cumulative ``*_duration_us`` counters and
@@ -58,11 +72,15 @@ from dataclasses import dataclass, field
 
 __all__ = [
     "FIRST_RESPONSE_BUCKETS_MS",
+    "INPUT_TOKENS",
+    "OUTPUT_TOKENS",
     "PIPELINE_MODELS",
+    "TOKEN_LENGTH_BUCKETS",
     "TRTLLM_MODEL",
     "Family",
     "FirstResponseHistogram",
     "ReplicaInternals",
+    "TokenHistogram",
     "exposition",
     "samples",
 ]
@@ -74,6 +92,13 @@ PIPELINE_MODELS = ("ensemble", "preprocessing", TRTLLM_MODEL, "postprocessing")
 #: Triton core's default buckets of ``nv_inference_first_response_histogram_ms``
 #: (core ``src/metric_model_reporter.h``: ``{kFirstResponseHistogram, {100, 500, 2000, 5000}}``).
 FIRST_RESPONSE_BUCKETS_MS: tuple[float, ...] = (100.0, 500.0, 2000.0, 5000.0)
+#: Buckets of the backend's token-length histograms (``custom_metrics_reporter.cc``:
+#: ``std::vector<double> buckets = {10.0, 50.0, 100.0, 500.0, 1000.0}``), in tokens.
+TOKEN_LENGTH_BUCKETS: tuple[float, ...] = (10.0, 50.0, 100.0, 500.0, 1000.0)
+#: The prompt-length histogram and its one label value (``input_metric_type_labels_``).
+INPUT_TOKENS = ("nv_llm_input_token_len", "total_input_tokens")
+#: The output-length histogram and its one label value (``response_metric_type_labels_``).
+OUTPUT_TOKENS = ("nv_llm_output_token_len", "total_output_tokens")
 #: Models that report a first-response histogram: the client-facing ensemble and the decoupled
 #: ``tensorrt_llm`` (the Python pre/post-processing models answer once).
 _FIRST_RESPONSE_MODELS = ("ensemble", TRTLLM_MODEL)
@@ -105,6 +130,37 @@ class FirstResponseHistogram:
         return out
 
 
+@dataclass
+class TokenHistogram:
+    """Cumulative token-length observations of one replica (one per finished request), in the
+    backend's buckets :data:`TOKEN_LENGTH_BUCKETS`."""
+
+    counts: list[int] = field(default_factory=lambda: [0] * (len(TOKEN_LENGTH_BUCKETS) + 1))
+    sum_tokens: float = 0.0
+
+    def observe(self, tokens: float) -> None:
+        """Record one finished request's ``tokens``."""
+        self.counts[bisect.bisect_left(TOKEN_LENGTH_BUCKETS, tokens)] += 1
+        self.sum_tokens += tokens
+
+    @property
+    def count(self) -> int:
+        """Observations so far."""
+        return sum(self.counts)
+
+    def cumulative(self) -> list[int]:
+        """Counts per ``le`` bound, ``+Inf`` last."""
+        out, total = [], 0
+        for c in self.counts:
+            total += c
+            out.append(total)
+        return out
+
+    def copy(self) -> TokenHistogram:
+        """An independent snapshot (a page is a snapshot; the replica keeps counting)."""
+        return TokenHistogram(list(self.counts), self.sum_tokens)
+
+
 @dataclass(frozen=True)
 class ReplicaInternals:
     """The internal state of one replica at one scrape — including what the server does not export.
@@ -116,7 +172,9 @@ class ReplicaInternals:
     ``completed`` / ``failed``: requests finished successfully / rejected; ``latency_s_total``: their
     summed request durations (arrival at the pod to last response). ``first_response``: TTFT
     observations; exported only when ``histogram_latencies`` (and ``decoupled``, see the module
-    docstring). Raises ``ValueError`` when the state breaks an invariant the real executor keeps.
+    docstring). ``input_tokens`` / ``output_tokens``: the prompt and output lengths of the finished
+    requests (``None``: none finished yet; the histograms are exported all the same, empty). Raises
+    ``ValueError`` when the state breaks an invariant the real executor keeps.
     """
 
     requests: int
@@ -135,6 +193,8 @@ class ReplicaInternals:
     first_response: FirstResponseHistogram | None = None
     histogram_latencies: bool = False
     decoupled: bool = True
+    input_tokens: TokenHistogram | None = None
+    output_tokens: TokenHistogram | None = None
 
     def __post_init__(self) -> None:
         if self.max_active <= 0:
@@ -344,8 +404,26 @@ def exposition(s: ReplicaInternals) -> list[Family]:
             "general_type",
             {"iteration_counter": s.iteration, "timestamp": s.timestamp_us},
         ),
+        # The reporter creates the output histogram before the input one (InitializeReporter).
+        _token_histogram(OUTPUT_TOKENS, s.output_tokens),
+        _token_histogram(INPUT_TOKENS, s.input_tokens),
     ]
     return out
+
+
+def _token_histogram(which: tuple[str, str], h: TokenHistogram | None) -> Family:
+    """``nv_llm_{input,output}_token_len`` of the ``tensorrt_llm`` model (the module docstring)."""
+    name, kind = which
+    h = h if h is not None else TokenHistogram()
+    labels = {"model": TRTLLM_MODEL, "response_metric_type": kind, "version": "1"}
+    rows: list[tuple[str, Mapping[str, str], float]] = [
+        (f"{name}_count", labels, float(h.count)),
+        (f"{name}_sum", labels, float(h.sum_tokens)),
+    ]
+    bounds = [f"{b:g}" for b in TOKEN_LENGTH_BUCKETS] + ["+Inf"]
+    for le, c in zip(bounds, h.cumulative(), strict=True):
+        rows.append((f"{name}_bucket", {**labels, "le": le}, float(c)))
+    return Family(name, "TRT LLM response metrics", "histogram", tuple(rows))
 
 
 def samples(families: Iterable[Family]) -> list[tuple[str, Mapping[str, str], float]]:

@@ -15,6 +15,12 @@ c1e19638, ``inflight_batcher_llm/src/model_instance_state.cc`` ``WaitForStats()`
 * **KV-cache utilization** — ``nv_trt_llm_kv_cache_block_metrics``: ``used`` / ``max`` blocks; when
   either is absent or ``max`` is 0, the ``fraction`` series (0.18+, the backend's own used/max).
 
+The capacity recommendation's raw values (:meth:`TritonSignals.counters`) come from Triton core's
+``nv_inference_request_success``, the request gauges above and, for its token weighting, the backend's
+token-length histograms ``nv_llm_input_token_len`` / ``nv_llm_output_token_len`` (``_sum``: the prompt
+/ output tokens of the requests finished so far; ``_count``: those requests; observed once per request,
+at completion; tensorrtllm_backend ≥ v0.16.0 — :mod:`trtllm_operator.metrics.exposition`).
+
 Not signals, on purpose (upstream audit B1–B3): ``waiting`` (= active − scheduled: admitted but not
 in this iteration's batch, mostly KV pressure; never a backlog) and ``nv_inference_pending_request_count``
 (0 for ``tensorrt_llm``: ``execute`` returns right after ``enqueueRequests``). ``waiting`` is still
@@ -37,6 +43,7 @@ from dataclasses import dataclass, field
 from prometheus_client.parser import text_string_to_metric_families
 
 from trtllm_operator.api.signals import ACTIVE_REQUEST_UTILIZATION, KV_CACHE_UTILIZATION
+from trtllm_operator.metrics.exposition import INPUT_TOKENS, OUTPUT_TOKENS
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -75,15 +82,23 @@ class TritonSignals:
     completed: float | None = field(default=None, compare=False)
     active: float | None = field(default=None, compare=False)
     max_active: float | None = field(default=None, compare=False)
+    prompt_tokens: float | None = field(default=None, compare=False)
+    output_tokens: float | None = field(default=None, compare=False)
+    finished: float | None = field(default=None, compare=False)
 
     def counters(self) -> dict[str, float | None]:
         """The raw values the capacity recommendation reads (:mod:`trtllm_operator.decide.capacity`):
         ``completed`` (``nv_inference_request_success``), ``active`` / ``max``
-        (``nv_trt_llm_request_metrics``)."""
+        (``nv_trt_llm_request_metrics``), ``prompt_tokens`` / ``output_tokens`` / ``finished``
+        (``nv_llm_input_token_len_sum``, ``nv_llm_output_token_len_sum``,
+        ``nv_llm_input_token_len_count``)."""
         return {
             "completed": self.completed,
             "active": self.active,
             "max": self.max_active,
+            "prompt_tokens": self.prompt_tokens,
+            "output_tokens": self.output_tokens,
+            "finished": self.finished,
         }
 
     def values(self) -> dict[str, float | None]:
@@ -135,6 +150,10 @@ def signals_from_samples(samples: Iterable[Sample], model: str = DEFAULT_MODEL) 
     completed = _sum(samples, REQUEST_SUCCESS, model)
     if completed is None:  # prometheus-client's parser names a counter's sample ``<family>_total``
         completed = _sum(samples, f"{REQUEST_SUCCESS}_total", model)
+    (prompt_family, prompt_kind), (output_family, output_kind) = INPUT_TOKENS, OUTPUT_TOKENS
+    prompt_tokens = _sum(samples, f"{prompt_family}_sum", model, response_metric_type=prompt_kind)
+    finished = _sum(samples, f"{prompt_family}_count", model, response_metric_type=prompt_kind)
+    output_tokens = _sum(samples, f"{output_family}_sum", model, response_metric_type=output_kind)
     return TritonSignals(
         utilization,
         kv,
@@ -143,6 +162,9 @@ def signals_from_samples(samples: Iterable[Sample], model: str = DEFAULT_MODEL) 
         completed=completed,
         active=active,
         max_active=max_active,
+        prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens,
+        finished=finished,
     )
 
 

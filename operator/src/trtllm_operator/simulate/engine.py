@@ -86,6 +86,7 @@ from trtllm_operator.metrics.exposition import (
     Family,
     FirstResponseHistogram,
     ReplicaInternals,
+    TokenHistogram,
     exposition,
     samples,
 )
@@ -312,6 +313,8 @@ class _Replica:
     completed: int = 0
     latency_s: float = 0.0
     ttft: FirstResponseHistogram = field(default_factory=FirstResponseHistogram)
+    input_tokens: TokenHistogram = field(default_factory=TokenHistogram)
+    output_tokens: TokenHistogram = field(default_factory=TokenHistogram)
     new_tokens: int = 0
     # trtllm-serve's MetricsCollector for this pod (only for ReplicaSpec.frontend trtllm-serve).
     serve: ServeMetrics | None = None
@@ -635,6 +638,8 @@ class Simulation:
             self.completed += 1
             r.completed += 1
             r.latency_s += now - self.arrived_s[idx]
+            r.input_tokens.observe(req.input_tokens)
+            r.output_tokens.observe(req.output_tokens)
             if r.serve is not None:
                 r.serve.finish(self._finished(idx, now))
         r.iteration += 1
@@ -689,6 +694,8 @@ class Simulation:
             timestamp_us=int(now * 1e6),
             first_response=FirstResponseHistogram(list(r.ttft.counts), r.ttft.sum_ms),
             histogram_latencies=spec.histogram_latencies,
+            input_tokens=r.input_tokens.copy(),
+            output_tokens=r.output_tokens.copy(),
         )
 
     def _sample(self, now: float) -> None:

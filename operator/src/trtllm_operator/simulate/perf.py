@@ -270,6 +270,42 @@ def saturated_request_rate(
     return tput / osl
 
 
+def output_token_weight(
+    model: IterationModel, isl: int, osl: int, *, max_kv_tokens: int, max_batch_size: int, max_num_tokens: int
+) -> float:
+    """What one generated token costs a saturated replica, in prompt tokens, at mean prompt ``isl`` and
+    output ``osl``: the ratio of the partial derivatives of the replica time a request takes,
+    ``1 / saturated_request_rate``, by ``osl`` and by ``isl`` (central differences of ±10 %). The
+    ``output_token_weight`` of the capacity recommendation's token weighting
+    (:class:`~trtllm_operator.decide.capacity.CapacityParams`), so that a request's cost
+    ``prompt + weight × output`` is proportional to its share of the replica near these lengths.
+
+    On Llama-3.1-70B FP8, TP 2 on H100 (the benchmark's replica) at the Azure conversation trace's mean
+    lengths (1,155 / 211) it is about 2: decode runs a weight pass per iteration shared by the batch
+    and reads the sequence's KV cache on top of the token's own GEMMs. Raises ``ValueError`` for
+    lengths < 1."""
+    if isl < 1 or osl < 1:
+        raise ValueError(f"output_token_weight: isl {isl} and osl {osl} must be ≥ 1 token")
+
+    def seconds(i: int, o: int) -> float:
+        rate = saturated_request_rate(
+            model,
+            i,
+            o,
+            max_kv_tokens=max_kv_tokens,
+            max_batch_size=max_batch_size,
+            max_num_tokens=max_num_tokens,
+        )
+        return 1.0 / rate
+
+    di, do = max(1, round(isl * 0.1)), max(1, round(osl * 0.1))
+    by_prompt = (seconds(isl + di, osl) - seconds(max(1, isl - di), osl)) / (isl + di - max(1, isl - di))
+    by_output = (seconds(isl, osl + do) - seconds(isl, max(1, osl - do))) / (osl + do - max(1, osl - do))
+    if by_prompt <= 0:
+        raise ValueError(f"output_token_weight: the replica time does not grow with the prompt at isl {isl}")
+    return max(0.0, by_output / by_prompt)
+
+
 @dataclass(frozen=True, slots=True)
 class Replica:
     """What the fit needs about one calibration configuration."""

@@ -37,7 +37,7 @@ from trtllm_operator.decide import autoscaling as asc
 from trtllm_operator.decide.capacity import CapacityParams
 from trtllm_operator.metrics.signals import signals_from_samples
 from trtllm_operator.simulate.engine import Observation, ReplicaSpec
-from trtllm_operator.simulate.perf import saturated_request_rate, steady_concurrency
+from trtllm_operator.simulate.perf import output_token_weight, saturated_request_rate, steady_concurrency
 from trtllm_operator.simulate.traces import Request
 
 _STATES = {
@@ -141,13 +141,17 @@ def capacity(
     target: float = CAPACITY_TARGET,
     smoothing_s: float = CAPACITY_SMOOTHING_S,
     forecast_s: float = CAPACITY_FORECAST_S,
+    output_token_weight: float | None = None,
+    prior_tokens: tuple[float, float] | None = None,
     **overrides: object,
 ) -> SharedPolicy:
     """The operator's policy with the capacity recommendation on (:mod:`trtllm_operator.decide.capacity`):
     arrivals from the completion counters (smoothed over ``smoothing_s``, the rising trend projected
     ``forecast_s`` ahead) over κ (``prior_rps``, corrected online; ``None``: learned from the pods
     alone), active-request utilization (:data:`CAPACITY_ACTIVE_TARGET`) and KV 0.8 as the saturation
-    checks, scale-down window :data:`CAPACITY_DOWN_WINDOW_S`. ``overrides``: any ``Policy`` field."""
+    checks, scale-down window :data:`CAPACITY_DOWN_WINDOW_S`. ``output_token_weight`` and
+    ``prior_tokens`` (both or neither; :func:`profiled_tokens`): the token weighting of
+    :class:`~trtllm_operator.decide.capacity.CapacityParams`. ``overrides``: any ``Policy`` field."""
     policy = asc.Policy(
         min_replicas=min_replicas,
         max_replicas=max_replicas,
@@ -156,7 +160,12 @@ def capacity(
         scale_up=replace(asc.DEFAULT_SCALE_UP, stabilization_window_seconds=CAPACITY_UP_WINDOW_S),
         scale_down=replace(asc.DEFAULT_SCALE_DOWN, stabilization_window_seconds=CAPACITY_DOWN_WINDOW_S),
         capacity=CapacityParams(
-            target=target, prior_rps=prior_rps, smoothing_s=smoothing_s, forecast_s=forecast_s
+            target=target,
+            prior_rps=prior_rps,
+            smoothing_s=smoothing_s,
+            forecast_s=forecast_s,
+            output_token_weight=output_token_weight,
+            prior_tokens=prior_tokens,
         ),
     )
     if overrides:
@@ -172,11 +181,9 @@ def accepted(requests: Sequence[Request], spec: ReplicaSpec) -> list[Request]:
     return [r for r in requests if spec.accepts(r)]
 
 
-def profiled_capacity_rps(requests: Sequence[Request], spec: ReplicaSpec) -> float:
-    """The capacity prior for the mean prompt and output lengths of the ``requests`` the replica
-    accepts (:func:`accepted`; :func:`~trtllm_operator.simulate.perf.saturated_request_rate`, the one
-    formula), as Dynamo's planner profiles a deployment before serving. Requests per second. Raises
-    ``ValueError`` when it accepts none."""
+def _mean_lengths(requests: Sequence[Request], spec: ReplicaSpec) -> tuple[int, int]:
+    """Mean prompt and output tokens (rounded, ≥ 1) of the ``requests`` the replica accepts
+    (:func:`accepted`). Raises ``ValueError`` when it accepts none."""
     requests = accepted(requests, spec)
     if not requests:
         raise ValueError(
@@ -186,6 +193,15 @@ def profiled_capacity_rps(requests: Sequence[Request], spec: ReplicaSpec) -> flo
     n = len(requests)
     isl = max(1, round(sum(r.input_tokens for r in requests) / n))
     osl = max(1, round(sum(r.output_tokens for r in requests) / n))
+    return isl, osl
+
+
+def profiled_capacity_rps(requests: Sequence[Request], spec: ReplicaSpec) -> float:
+    """The capacity prior for the mean prompt and output lengths of the ``requests`` the replica
+    accepts (:func:`accepted`; :func:`~trtllm_operator.simulate.perf.saturated_request_rate`, the one
+    formula), as Dynamo's planner profiles a deployment before serving. Requests per second. Raises
+    ``ValueError`` when it accepts none."""
+    isl, osl = _mean_lengths(requests, spec)
     return saturated_request_rate(
         spec.model,
         isl,
@@ -194,6 +210,23 @@ def profiled_capacity_rps(requests: Sequence[Request], spec: ReplicaSpec) -> flo
         max_batch_size=spec.max_batch_size,
         max_num_tokens=spec.max_num_tokens,
     )
+
+
+def profiled_tokens(requests: Sequence[Request], spec: ReplicaSpec) -> tuple[float, tuple[float, float]]:
+    """The token weighting that goes with :func:`profiled_capacity_rps`' prior: the output token
+    weight at the same mean lengths (:func:`~trtllm_operator.simulate.perf.output_token_weight`) and
+    those lengths, ``(weight, (prompt, output))`` — the ``output_token_weight`` and ``prior_tokens``
+    of :func:`capacity`. Raises ``ValueError`` when the replica accepts no request."""
+    isl, osl = _mean_lengths(requests, spec)
+    weight = output_token_weight(
+        spec.model,
+        isl,
+        osl,
+        max_kv_tokens=spec.max_kv_tokens,
+        max_batch_size=spec.max_batch_size,
+        max_num_tokens=spec.max_num_tokens,
+    )
+    return weight, (float(isl), float(osl))
 
 
 def spec_replicas(manifest: dict[str, Any]) -> Any:
