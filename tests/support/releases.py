@@ -35,16 +35,17 @@ class Base:
     differs: frozenset[str]
 
 
-#: The last release: stop 42's landing on main (a5a1bc0, 2026-12-05). Since then (branch tok19, issue
-#: 19) the operator's code changed and the LLMDeployment CRD, in the chart's crds/ too, gained three
-#: optional fields without defaults (spec.autoscaling.capacity.promptTokens / outputTokens /
-#: outputTokenWeight) and a CEL rule on them: objects that do not set them read back unchanged, and
-#: the upgrade rebuilds and restarts nothing and writes one status per object, the new
-#: ``status.reconciledBy`` stamp (tests/e2e/test_upgrade.py ``FROM_THE_PREVIOUS_RELEASE``). Bumped at
-#: each release (docs/install.md, "Upgrade tests").
+#: The last release: stop 43's landing on main (39deda5, 2026-12-05). Since then the operator's code
+#: changed (issue 19's token weighting, issue 20's bounded connection pool, fresh-user trials 49-50's
+#: fixes) and the LLMDeployment CRD, in the chart's crds/ too, gained three optional fields without
+#: defaults (spec.autoscaling.capacity.promptTokens / outputTokens / outputTokenWeight) and a CEL rule
+#: on them: objects that do not set them read back unchanged, and the upgrade rebuilds and restarts
+#: nothing and writes one status per object, the new ``status.reconciledBy`` stamp
+#: (tests/e2e/test_upgrade.py ``FROM_THE_PREVIOUS_RELEASE``). Bumped at each release (docs/install.md,
+#: "Upgrade tests").
 PREVIOUS_RELEASE = Base(
     name="from-previous-release",
-    commit="a5a1bc01e9708ccc603c6785fcba40baac2a91c8",
+    commit="39deda5b264c9ec7adb12efe5807bd7605e64fc3",
     differs=frozenset({"code", "chart", "crds"}),
 )
 
