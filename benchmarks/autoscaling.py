@@ -66,7 +66,7 @@ from typing import Any
 from trtllm_operator.decide import autoscaling as asc
 from trtllm_operator.simulate import policies
 from trtllm_operator.simulate.engine import ReplicaSpec, Simulation
-from trtllm_operator.simulate.fleet import replica_setup
+from trtllm_operator.simulate.fleet import ReplicaSetup, replica_setup
 from trtllm_operator.simulate.report import TimelineRow, summarize, timeline
 from trtllm_operator.simulate.traces import Request, read_azure_csv, synthetic_gamma, time_scale, window
 
@@ -97,6 +97,14 @@ class Setup:
     slo_ttft_ms: float
     cold_start_s: float
     seed: int
+
+
+def benchmark_replica(model_config: Path = MODEL_CONFIG, gpu: str = "H100", tp: int = 2) -> ReplicaSetup:
+    """The benchmark's replica: ``model_config`` on ``tp`` × ``gpu``, FP8 weights and KV cache, chunked
+    context as :data:`CHUNKED_CONTEXT` (the one setup every autoscaling benchmark simulates)."""
+    return replica_setup(
+        model_config, gpu, quantization="fp8", kv_cache_dtype="fp8", tp=tp, chunked_context=CHUNKED_CONTEXT
+    )
 
 
 def simulate(
@@ -730,14 +738,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     trace = read_azure_csv(args.trace)
     half = trace[-1].arrival_s / 2
     first, second = window(trace, 0.0, half), window(trace, half, trace[-1].arrival_s + 1)
-    setup_ = replica_setup(
-        args.model_config,
-        args.gpu,
-        quantization="fp8",
-        kv_cache_dtype="fp8",
-        tp=args.tp,
-        chunked_context=CHUNKED_CONTEXT,
-    )
+    setup_ = benchmark_replica(args.model_config, args.gpu, args.tp)
     setup = Setup(setup_.spec, args.slo_ttft_ms, args.cold_start_s, args.seed)
     spec = setup.spec
     print(

@@ -17,7 +17,6 @@ import autoscaling as bench
 
 from trtllm_operator.decide import autoscaling as asc
 from trtllm_operator.simulate import policies
-from trtllm_operator.simulate.fleet import replica_setup
 from trtllm_operator.simulate.traces import read_azure_csv, time_scale
 
 
@@ -25,14 +24,7 @@ def main() -> None:
     path = bench.SHARED_TRACE if bench.SHARED_TRACE.exists() else bench.BUNDLED_TRACE
     trace = read_azure_csv(path)
     half = trace[-1].arrival_s / 2
-    replica = replica_setup(
-        bench.MODEL_CONFIG,
-        "H100",
-        quantization="fp8",
-        kv_cache_dtype="fp8",
-        tp=2,
-        chunked_context=bench.CHUNKED_CONTEXT,
-    )
+    replica = bench.benchmark_replica()
     setup = bench.Setup(replica.spec, 2000.0, 60.0, 0)
     for k in (10.0, 20.0):
         reqs = time_scale(trace, k)

@@ -35,7 +35,6 @@ import autoscaling as bench
 
 from trtllm_operator.decide import autoscaling as asc
 from trtllm_operator.simulate import policies
-from trtllm_operator.simulate.fleet import replica_setup
 from trtllm_operator.simulate.traces import Request, read_azure_csv, time_scale, window
 
 SYNTHETIC = ("bursty", "long-prompt", "long-context")
@@ -92,14 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"--setting {text!r}: expected TARGET/WINDOW_S, e.g. 0.8/120")
     path = bench.SHARED_TRACE if bench.SHARED_TRACE.exists() else bench.BUNDLED_TRACE
     trace = read_azure_csv(path)
-    replica = replica_setup(
-        bench.MODEL_CONFIG,
-        "H100",
-        quantization="fp8",
-        kv_cache_dtype="fp8",
-        tp=2,
-        chunked_context=bench.CHUNKED_CONTEXT,
-    )
+    replica = bench.benchmark_replica()
     base = bench.Setup(replica.spec, 2000.0, 60.0, 0)
     print(
         "| window | profile | target / down window | r | unweighted: attainment, GPU-h, mean replicas "

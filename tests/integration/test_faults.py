@@ -553,24 +553,14 @@ def test_restart_at_scale_writes_nothing(
         assert len(created) == 2 * SCALE, "the audit log must show the test's own creations"  # the log works
         settings = {"resync_seconds": 300.0}
 
-        def converged() -> bool:
-            for e in api.items(ENGINE_PLURAL):
-                if (e.get("status") or {}).get("phase") != "Ready":
-                    return False
-            for d in api.items(DEPLOYMENTS):
-                s = d.get("status") or {}
-                if s.get("phase") != "Ready" or s.get("readyReplicas") != 1:
-                    return False
-            # kopf has finished every creation (its diff-base annotation is written last)
-            return all(
-                KOPF_DIFFBASE in (o["metadata"].get("annotations") or {})
-                for plural in (ENGINE_PLURAL, DEPLOYMENTS)
-                for o in api.items(plural)
-            )
-
         started = time.monotonic()
         with operator_process(cluster, [api.ns], tmp_path / "operator-1.log", **settings) as first:
-            wait_for(converged, timeout=600, interval=2.0, desc=f"{SCALE} + {SCALE} objects converged")
+            wait_for(
+                lambda: _scale_converged(api),
+                timeout=600,
+                interval=2.0,
+                desc=f"{SCALE} + {SCALE} objects converged",
+            )
             converge_s = time.monotonic() - started
             first.kill()
         jobs = api.batch.list_namespaced_job(api.ns).items

@@ -67,6 +67,7 @@ Counters are cumulative since the replica started (a new pod starts from 0), as 
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -123,11 +124,7 @@ class FirstResponseHistogram:
 
     def cumulative(self) -> list[int]:
         """Counts per ``le`` bound (each bucket counts everything at or below it), ``+Inf`` last."""
-        out, total = [], 0
-        for c in self.counts:
-            total += c
-            out.append(total)
-        return out
+        return list(itertools.accumulate(self.counts))
 
 
 @dataclass
@@ -149,12 +146,8 @@ class TokenHistogram:
         return sum(self.counts)
 
     def cumulative(self) -> list[int]:
-        """Counts per ``le`` bound, ``+Inf`` last."""
-        out, total = [], 0
-        for c in self.counts:
-            total += c
-            out.append(total)
-        return out
+        """Counts per ``le`` bound (each bucket counts everything at or below it), ``+Inf`` last."""
+        return list(itertools.accumulate(self.counts))
 
     def copy(self) -> TokenHistogram:
         """An independent snapshot (a page is a snapshot; the replica keeps counting)."""

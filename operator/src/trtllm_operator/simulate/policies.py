@@ -196,20 +196,22 @@ def _mean_lengths(requests: Sequence[Request], spec: ReplicaSpec) -> tuple[int, 
     return isl, osl
 
 
+def _limits(spec: ReplicaSpec) -> dict[str, int]:
+    """The replica's batch and KV-cache limits, as the performance model's formulas take them."""
+    return {
+        "max_kv_tokens": spec.max_kv_tokens,
+        "max_batch_size": spec.max_batch_size,
+        "max_num_tokens": spec.max_num_tokens,
+    }
+
+
 def profiled_capacity_rps(requests: Sequence[Request], spec: ReplicaSpec) -> float:
     """The capacity prior for the mean prompt and output lengths of the ``requests`` the replica
     accepts (:func:`accepted`; :func:`~trtllm_operator.simulate.perf.saturated_request_rate`, the one
     formula), as Dynamo's planner profiles a deployment before serving. Requests per second. Raises
     ``ValueError`` when it accepts none."""
     isl, osl = _mean_lengths(requests, spec)
-    return saturated_request_rate(
-        spec.model,
-        isl,
-        osl,
-        max_kv_tokens=spec.max_kv_tokens,
-        max_batch_size=spec.max_batch_size,
-        max_num_tokens=spec.max_num_tokens,
-    )
+    return saturated_request_rate(spec.model, isl, osl, **_limits(spec))
 
 
 def profiled_tokens(requests: Sequence[Request], spec: ReplicaSpec) -> tuple[float, tuple[float, float]]:
@@ -218,14 +220,7 @@ def profiled_tokens(requests: Sequence[Request], spec: ReplicaSpec) -> tuple[flo
     those lengths, ``(weight, (prompt, output))`` — the ``output_token_weight`` and ``prior_tokens``
     of :func:`capacity`. Raises ``ValueError`` when the replica accepts no request."""
     isl, osl = _mean_lengths(requests, spec)
-    weight = output_token_weight(
-        spec.model,
-        isl,
-        osl,
-        max_kv_tokens=spec.max_kv_tokens,
-        max_batch_size=spec.max_batch_size,
-        max_num_tokens=spec.max_num_tokens,
-    )
+    weight = output_token_weight(spec.model, isl, osl, **_limits(spec))
     return weight, (float(isl), float(osl))
 
 
