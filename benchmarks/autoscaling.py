@@ -123,18 +123,26 @@ def simulate(
 
 
 def best_oracle(
-    reqs: Sequence[Request], setup: Setup, measure_from_s: float = 0.0, cold_start_s: float | None = None
+    reqs: Sequence[Request],
+    setup: Setup,
+    measure_from_s: float = 0.0,
+    cold_start_s: float | None = None,
+    foresight: bool = True,
 ) -> tuple[float, dict[str, Any]]:
     """Largest oracle utilization (cheapest plan) whose run meets the SLO target, by bisection.
 
     ``cold_start_s``: the cold start the oracle's replicas obey (default the setup's, the same physics
-    as every other policy; 0: replicas serve at creation), see ``policies.OraclePolicy``.
+    as every other policy; 0: replicas serve at creation); ``foresight=False``: the causal reference
+    (the work already arrived only), see ``policies.OraclePolicy``. When even the lowest utilization
+    (0.1) misses the target, that run is returned with it.
     """
     cold = setup.cold_start_s if cold_start_s is None else cold_start_s
     lo, hi = 0.1, 1.0
 
     def run(u: float) -> dict[str, Any]:
-        oracle = policies.OraclePolicy(reqs, setup.spec, utilization=u, cold_start_s=cold)
+        oracle = policies.OraclePolicy(
+            reqs, setup.spec, utilization=u, cold_start_s=cold, foresight=foresight
+        )
         return simulate(reqs, setup, oracle, oracle.ready_at_start(), measure_from_s)
 
     top = run(hi)

@@ -190,6 +190,31 @@ def test_an_oracle_under_a_cold_start_starts_with_only_the_work_around_t0_ready(
     assert gpu_hours(slow) > gpu_hours(policies.OraclePolicy(reqs, SPEC, utilization=0.5, cold_start_s=60.0))
 
 
+def test_the_causal_oracle_sizes_on_the_work_already_arrived() -> None:
+    # The step at 180 s: the causal reference does not see it coming and sizes for it once it has
+    # arrived; what comes after t never changes its count at t (the clairvoyant one's does).
+    reqs = _step_trace()
+    causal = policies.OraclePolicy(reqs, SPEC, utilization=0.5, cold_start_s=60.0, foresight=False)
+    clairvoyant = policies.OraclePolicy(reqs, SPEC, utilization=0.5, cold_start_s=60.0)
+    calm_only = [r for r in reqs if r.arrival_s < 180.0]
+    blind = policies.OraclePolicy(calm_only, SPEC, utilization=0.5, cold_start_s=60.0, foresight=False)
+    assert causal.name == "causal-oracle"
+    for t in (60.0, 120.0, 175.0, 180.0):
+        assert causal.desired_at(t) == blind.desired_at(t)
+    busy = clairvoyant.desired_at(240.0)
+    assert clairvoyant.desired_at(120.0) >= busy > causal.desired_at(180.0)
+    # a window of the busy work, [180, 180 + window_s), has ended by 180 + window_s
+    assert causal.desired_at(180.0 + causal.window_s) > 5 * causal.desired_at(180.0)
+    assert causal.ready_at_start() == policies.starting_replicas(reqs, SPEC)
+
+    def run(oracle: policies.OraclePolicy) -> dict[str, Any]:
+        result = Simulation(reqs, SPEC, oracle, initial_replicas=oracle.ready_at_start()).run()
+        return summarize(result, 2000)
+
+    # its replicas serve a cold start after the step arrived: the step's first minute is missed
+    assert run(causal)["slo_attainment"] < run(clairvoyant)["slo_attainment"]
+
+
 @dataclass
 class _Obeying:
     """An instant oracle's plan, carried out by replicas that obey the fleet's cold start."""

@@ -532,6 +532,18 @@ class OraclePolicy:
     ``utilization`` = 1 is the fluid bound, which queues at the peaks; the benchmark picks the
     largest utilization (cheapest plan) whose run still meets the SLO target, so the oracle is "the
     cheapest clairvoyant plan of this family that meets the SLO".
+
+    ``foresight=False`` makes it the *causal* reference (named ``causal-oracle``): the same sizing
+    over a span as long that ends now, on the work that has already arrived only: ``ceil(max_{t −
+    window_s − S ≤ t' ≤ t − window_s} D(t') / utilization)`` with ``S = lookback_s + cold_start_s +
+    horizon_s`` (so it keeps a replica as long after the work as the clairvoyant one starts it
+    before, the scale-down window a reactive policy needs against noise), clipped to t' ≥ 0, and the
+    starting count until the first window has ended. It measures that work perfectly (each arrived
+    request's whole work, its output length included, with no scrape lag or smoothing) but knows
+    nothing of what comes next, so a replica it creates serves ``cold_start_s`` after the load that
+    asked for it, as any reactive policy's does. Its cheapest plan that meets the SLO is what perfect
+    measurement plus the best constant headroom in hindsight costs without foresight
+    (benchmarks/autoscaling_causal.py).
     """
 
     requests: Sequence[Request]
@@ -544,6 +556,7 @@ class OraclePolicy:
     sync_period_s: float = 5.0
     metrics_lag_s: float = 0.0
     cold_start_s: float = 0.0
+    foresight: bool = True
     _times: list[float] = field(default_factory=list, repr=False)
     _prefix: list[float] = field(default_factory=list, repr=False)
 
@@ -552,6 +565,8 @@ class OraclePolicy:
             raise ValueError(f"oracle utilization must be in (0, 1.5], got {self.utilization}")
         if self.cold_start_s < 0:
             raise ValueError(f"oracle cold_start_s must be ≥ 0, got {self.cold_start_s}")
+        if not self.foresight and self.name == "oracle":
+            self.name = "causal-oracle"
         served = accepted(self.requests, self.spec)  # rejected requests need no replica (trial 38 F2)
         n = max(1, len(served))
         mean_in = sum(r.input_tokens for r in served) / n
@@ -576,18 +591,29 @@ class OraclePolicy:
 
     def desired_at(self, t: float, lead_s: float | None = None) -> int:
         """The oracle's replica count at time t, looking ``lead_s`` further ahead than its horizon
-        (default its ``cold_start_s``)."""
+        (default its ``cold_start_s``); without foresight, the work that arrived before t alone."""
         lead = self.cold_start_s if lead_s is None else lead_s
         span = self.lookback_s + lead + self.horizon_s
-        steps = max(1, int(span / self.sync_period_s))
         start = t - self.lookback_s
+        if not self.foresight:
+            # as long a span, ending with the last window [t', t' + window_s) that has ended by t and
+            # starting no earlier than the trace (before it nothing was measured, not "no load")
+            if t < self.window_s:
+                return self.ready_at_start()
+            end = t - self.window_s
+            start = max(0.0, end - span)
+            span = end - start
+        steps = max(1, int(span / self.sync_period_s))
         peak = max(self.demand(start + k * span / steps) for k in range(steps + 1))
         return max(1, math.ceil(round(peak / self.utilization, 9)))
 
     def ready_at_start(self) -> int:
         """Replicas Ready at t = 0: the plan for the work around t = 0 without the lead. The replicas
         for later work are created at its first tick and serve ``cold_start_s`` after it, like
-        everyone's; starting them Ready would be warm-up nobody pays for."""
+        everyone's; starting them Ready would be warm-up nobody pays for. The causal reference starts
+        with the same count (:func:`starting_replicas`, every reactive policy's start)."""
+        if not self.foresight:
+            return starting_replicas(self.requests, self.spec)
         return self.desired_at(0.0, lead_s=0.0)
 
     def peak(self, end_s: float, start_s: float = 0.0) -> int:
