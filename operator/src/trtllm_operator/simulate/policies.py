@@ -537,8 +537,9 @@ class OraclePolicy:
     over a span as long that ends now, on the work that has already arrived only: ``ceil(max_{t −
     window_s − S ≤ t' ≤ t − window_s} D(t') / utilization)`` with ``S = lookback_s + cold_start_s +
     horizon_s`` (so it keeps a replica as long after the work as the clairvoyant one starts it
-    before, the scale-down window a reactive policy needs against noise), clipped to t' ≥ 0, and the
-    starting count until the first window has ended. It measures that work perfectly (each arrived
+    before, the scale-down window a reactive policy needs against noise), clipped to t' ≥ 0; until
+    the first window has ended, the demand around t = 0 that every policy's starting count is sized
+    on (:func:`starting_replicas`), with its own headroom. It measures that work perfectly (each arrived
     request's whole work, its output length included, with no scrape lag or smoothing) but knows
     nothing of what comes next, so a replica it creates serves ``cold_start_s`` after the load that
     asked for it, as any reactive policy's does. Its cheapest plan that meets the SLO is what perfect
@@ -598,11 +599,12 @@ class OraclePolicy:
         if not self.foresight:
             # as long a span, ending with the last window [t', t' + window_s) that has ended by t and
             # starting no earlier than the trace (before it nothing was measured, not "no load")
-            if t < self.window_s:
-                return self.ready_at_start()
-            end = t - self.window_s
-            start = max(0.0, end - span)
-            span = end - start
+            if t < self.window_s:  # nothing measured yet: the demand every policy's start is sized on
+                start, span = -self.lookback_s, self.lookback_s + self.horizon_s
+            else:
+                end = t - self.window_s
+                start = max(0.0, end - span)
+                span = end - start
         steps = max(1, int(span / self.sync_period_s))
         peak = max(self.demand(start + k * span / steps) for k in range(steps + 1))
         return max(1, math.ceil(round(peak / self.utilization, 9)))
