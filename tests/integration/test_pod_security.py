@@ -71,13 +71,14 @@ def core(cluster: LocalCluster) -> client.CoreV1Api:
 
 
 @pytest.fixture
-def enforcing(cluster: LocalCluster, core: client.CoreV1Api) -> Iterator[Any]:
+def enforcing(cluster: LocalCluster) -> Iterator[Any]:
     """``enforcing(level)`` → a fresh namespace that enforces ``level``."""
     created: list[str] = []
 
     def make(level: str) -> str:
-        ns = cluster.create_namespace(f"psa-{level}")
-        core.patch_namespace(ns, {"metadata": {"labels": {ENFORCE: level, f"{ENFORCE}-version": "v1.34"}}})
+        # in the creation, not patched on after it (LocalCluster.create_namespace says why: a pod
+        # admitted before PodSecurity's cache saw the patch was judged unlabelled, i.e. privileged)
+        ns = cluster.create_namespace(f"psa-{level}", labels={ENFORCE: level, f"{ENFORCE}-version": "v1.34"})
         created.append(ns)
         return ns
 

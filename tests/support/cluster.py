@@ -135,15 +135,22 @@ class LocalCluster:
         return self.control_plane.log_tails(lines)
 
     # ---- namespaces -------------------------------------------------------------------------
-    def create_namespace(self, prefix: str = "t") -> str:
-        """Create ``<prefix>-<uuid8>``; returns once its ``default`` ServiceAccount exists.
+    def create_namespace(self, prefix: str = "t", labels: dict[str, str] | None = None) -> str:
+        """Create ``<prefix>-<uuid8>`` with ``labels``; returns once its ``default`` ServiceAccount exists.
 
         ServiceAccount admission is on (as in a real cluster), so a pod created before the
-        serviceaccount controller made ``default`` would be rejected.
+        serviceaccount controller made ``default`` would be rejected. Labels that admission reads
+        (e.g. Pod Security's ``pod-security.kubernetes.io/enforce``) belong here, in the creation: the
+        PodSecurity plugin reads a namespace from its informer's cache and asks the API server only
+        when the cache has none (kubernetes v1.34 staging/src/k8s.io/pod-security-admission/admission
+        ``namespaceGetter.GetNamespace``), so labels patched on after the creation are not seen
+        until the cache catches up, and a pod admitted before that is judged as unlabelled.
         """
         name = f"{prefix}-{uuid.uuid4().hex[:8]}"
         core = client.CoreV1Api(self.api)
-        core.create_namespace({"metadata": {"name": name, "labels": {"trtllm-operator.dev/test": "true"}}})
+        core.create_namespace(
+            {"metadata": {"name": name, "labels": {"trtllm-operator.dev/test": "true", **(labels or {})}}}
+        )
         wait_for(
             lambda: core.read_namespaced_service_account("default", name),
             timeout=30,
