@@ -219,8 +219,9 @@ ACROSS_THE_KEY_MIGRATION: dict[str, Any] = {
 #: What the upgrade from PREVIOUS_RELEASE to this tree must change. ``PREVIOUS_RELEASE.differs`` is
 #: ``{"code", "chart", "crds"}`` (the fixture and tests/unit/test_releases.py check it): the
 #: LLMDeployment CRD (in crds/ and the chart's crds/, which helm does not render) gained three optional
-#: fields without defaults and a CEL rule on them (spec.autoscaling.capacity's token weighting), so
-#: these objects, which do not set them, read back unchanged and render the same children; the
+#: fields without defaults and a CEL rule on them (spec.autoscaling.capacity's token weighting), and
+#: the LLMEngine CRD's two format × backend refusals say the planner's words; so these objects, which
+#: set neither, read back unchanged and render the same children; the
 #: operator's code changed in what they do not exercise (the capacity recommendation's token
 #: weighting, the simulator). So the new operator derives the same keys (checked against both trees'
 #: derivations in test_engine_keys_move_only_with_a_key_migration) and renders the same children, but
@@ -250,7 +251,7 @@ FROM_THE_PREVIOUS_RELEASE: dict[str, Any] = {
     "new_sets": (),
     "reuse_values_refused": False,
     "kept_value_refused": None,
-    # the same LLMEngine CRD: LEGACY stores no calibration default
+    # LEGACY, created under the previous release, stores no calibration default (that CRD has none)
     "legacy_calibration": None,
 }
 
@@ -718,7 +719,7 @@ def test_engine_on_the_previous_releases_defaults_survives_the_upgrade(upgraded:
     kubernetes pkg/features/versioned_kube_features.go, ``CRDValidationRatcheting``)."""
     u = upgraded
     if u.expected["legacy_calibration"] is None:
-        pytest.skip(f"{u.base.name}: the same CRD, no calibration default to survive")
+        pytest.skip(f"{u.base.name}: its LLMEngine CRD has no calibration default to survive")
     old = u.before["engines"][LEGACY]["spec"]
     assert old["quantization"]["calibration"] == u.expected["legacy_calibration"]
     now = u.api.get(ENGINE_PLURAL, LEGACY)

@@ -39,7 +39,8 @@ class Base:
 #: changed (issue 19's token weighting, issue 20's bounded connection pool, fresh-user trials 49-50's
 #: fixes) and the LLMDeployment CRD, in the chart's crds/ too, gained three optional fields without
 #: defaults (spec.autoscaling.capacity.promptTokens / outputTokens / outputTokenWeight) and a CEL rule
-#: on them: objects that do not set them read back unchanged, and the upgrade rebuilds and restarts
+#: on them, and the LLMEngine CRD's format × backend refusals changed wording: objects that do not set
+#: the new fields read back unchanged, and the upgrade rebuilds and restarts
 #: nothing and writes one status per object, the new ``status.reconciledBy`` stamp
 #: (tests/e2e/test_upgrade.py ``FROM_THE_PREVIOUS_RELEASE``). Bumped at each release (docs/install.md,
 #: "Upgrade tests").

@@ -326,13 +326,40 @@ def test_plan_refuses_mxfp8_on_the_tensorrt_backend_as_the_api_does(
 ) -> None:
     """Fresh-user trial 48 V5: ``plan --quantization mxfp8`` answered "fits" (rc 0) with the default
     backend tensorrt, which the LLMEngine API refuses for mxfp8; plan now refuses it too (the same
-    formats_without_backend table) and plans it with ``--backend pytorch``."""
+    formats_without_backend table) and plans it with ``--backend pytorch``. plan, the API's CEL rule
+    (what render prints) and the builder's spec check say it in one text (formats.format_refusal;
+    they had three wordings)."""
+    from engine_builder.pipeline import _check_spec_against_model  # noqa: PLC0415
+    from engine_builder.planner.formats import format_refusal  # noqa: PLC0415
+    from engine_builder.report import BuildError  # noqa: PLC0415
+    from engine_builder.spec import BuildSpec  # noqa: PLC0415
+    from trtllm_operator.commands._schema import manifest_errors  # noqa: PLC0415
+
     config = REPO / "tests" / "fixtures" / "model-configs" / "meta-llama__Llama-3.1-8B-Instruct.json"
     args = ["plan", "--model-config", str(config), "--gpu", "B200", "--quantization", "mxfp8"]
     assert main(args) == 2
     err = capsys.readouterr().err
-    assert "spec.quantization.format (--quantization): format mxfp8 is not supported by the tensorrt" in err
+    what, fix = format_refusal("tensorrt", "mxfp8")
+    assert f"spec.quantization.format (--quantization): {what}. Fix: {fix}." in err, err
     assert main([*args, "--backend", "pytorch"]) == 0
+    # the API's rule names every format the backend refuses: mxfp8 alone on tensorrt
+    assert format_refusal("tensorrt") == (what, fix)
+    engine = yaml.safe_load(
+        (REPO / "tests" / "fixtures" / "invalid" / "engine-mxfp8-on-tensorrt.yaml").read_text()
+    )
+    assert any(f"{what}; {fix}" in e for e in manifest_errors(engine)), manifest_errors(engine)
+    spec = BuildSpec.model_validate(
+        {
+            "model": {"uri": "hf://org/model", "revision": "abc"},
+            "runtime_image": "nvcr.io/nvidia/tritonserver:25.05-trtllm-python-py3",
+            "target": {"gpu_product": "NVIDIA-B200", "sm": 100},
+            "quantization": {"format": "mxfp8"},
+        }
+    )
+    tiny = {"num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2}
+    with pytest.raises(BuildError) as refused:
+        _check_spec_against_model(spec, tiny)
+    assert (refused.value.field, refused.value.message) == ("quantization.format", f"{what}; {fix}")
 
 
 def test_plan_refuses_an_int8_kv_cache_on_the_pytorch_backend_in_the_apis_words(

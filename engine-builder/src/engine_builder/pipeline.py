@@ -71,6 +71,7 @@ from engine_builder.planner import PlanInputError, lookup, plan_from_build_spec
 from engine_builder.planner.formats import (
     KV_CACHE_DTYPES,
     format_info,
+    format_refusal,
     kv_dtypes_without_backend,
     kv_info,
     runtime_cannot_load,
@@ -333,10 +334,7 @@ def _check_spec_against_model(spec: BuildSpec, info: dict[str, Any]) -> None:
         )
     if spec.backend not in format_info(q.format).backends:
         raise BuildError(
-            "BadSpec",
-            f"quantization.format {q.format} cannot be built for backend {spec.backend}; use backend "
-            f"{' or '.join(sorted(format_info(q.format).backends))}",
-            field="quantization.format",
+            "BadSpec", "; ".join(format_refusal(spec.backend, q.format)), field="quantization.format"
         )
 
 

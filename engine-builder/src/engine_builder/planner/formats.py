@@ -327,6 +327,22 @@ PYTORCH_KV_REFUSAL: tuple[str, str] = (
 )
 
 
+def format_refusal(backend: str, fmt: str | None = None) -> tuple[str, str]:
+    """The refusal of a quantization format that ``backend`` cannot build
+    (:func:`formats_without_backend`), as (what, fix): the one text of this rule. With ``fmt`` None
+    it names every such format: the LLMEngine API's CEL rule on ``spec`` (``"what; fix"``,
+    ``trtllm_operator.api.engine``), which cannot name the value; the planner's
+    :func:`~engine_builder.planner.plan.validate` (trial 48 V5) and the builder's spec check name the
+    one given. The fix names the backends that build it and the formats ``backend`` builds."""
+    refused = (fmt,) if fmt is not None else formats_without_backend(backend)
+    others = " or ".join(sorted({b for f in refused for b in format_info(f).backends}))
+    builds = ", ".join(f for f in QUANT_FORMATS if backend in format_info(f).backends)
+    return (
+        f"format {' or '.join(refused)} is not supported by the {backend} backend, only by {others}",
+        f"set backend: {others}, or use a format the {backend} backend builds ({builds})",
+    )
+
+
 #: The refusal of expert parallelism on the tensorrt backend, as (what, fix) templates whose ``%d`` are
 #: (expert, tensor) and (expert,): the one text of this rule. ModelOpt's
 #: ``export_tensorrt_llm_checkpoint`` writes ``moe_ep_size 1`` (the LLMEngine API's comment on its rule

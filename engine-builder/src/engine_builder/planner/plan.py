@@ -65,6 +65,7 @@ from engine_builder.planner.formats import (
     TENSORRT_EP_REFUSAL,
     bytes_per_param,
     format_info,
+    format_refusal,
     formats_without_backend,
     kv_cache_dtype_choices,
     kv_dtype_bytes,
@@ -818,14 +819,8 @@ def validate(arch: Architecture, request: PlanRequest, gpu: GPUSpec) -> list[Pla
     # The API's rule on spec.quantization.format × spec.backend (LLMEngine CEL, built from the same
     # formats_without_backend): plan answered "fits" for mxfp8 on the tensorrt backend (trial 48 V5).
     if fmt in formats_without_backend(request.backend):
-        can = " or ".join(sorted(format_info(fmt).backends))
-        issues.append(
-            PlanIssue(
-                "spec.quantization.format",
-                f"format {fmt} is not supported by the {request.backend} backend, only by {can}.",
-                f"set backend: {can} (plan --backend), or use another format.",
-            )
-        )
+        what, fix = format_refusal(request.backend, fmt)
+        issues.append(PlanIssue("spec.quantization.format", f"{what}.", f"{fix}."))
     # The API's rule on spec.quantization.kvCacheDtype × spec.backend, in its words (trial 49 W3).
     if request.backend == "pytorch" and request.kv_cache_dtype in kv_dtypes_without_backend("pytorch"):
         what, fix = PYTORCH_KV_REFUSAL

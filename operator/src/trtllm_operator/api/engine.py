@@ -38,6 +38,7 @@ from engine_builder.planner.formats import (
     KVCacheDtype,
     QuantFormat,
     describe_formats,
+    format_refusal,
     formats_where,
     formats_without_backend,
     kv_dtypes_without_backend,
@@ -1021,8 +1022,7 @@ class LLMEngineSpec(ApiModel):
         ),
         cel(
             f"self.backend != 'pytorch' || !(self.quantization.format in {_cel_list(_PYTORCH_NO_FORMAT)})",
-            f"format {_or(_PYTORCH_NO_FORMAT)} is only supported by the tensorrt backend; use fp8 or "
-            "int4_awq, or backend tensorrt",
+            "; ".join(format_refusal("pytorch")),  # the planner's and the builder's words too
             field_path=".quantization.format",
         ),
         # TensorRT-LLM 1.2 tensorrt_llm/builder.py build() turns paged context FMHA off for an INT8
@@ -1076,8 +1076,7 @@ class LLMEngineSpec(ApiModel):
         ),
         cel(
             f"self.backend != 'tensorrt' || !(self.quantization.format in {_cel_list(_TRTLLM_NO_FORMAT)})",
-            f"format {_or(_TRTLLM_NO_FORMAT)} is only supported by the pytorch backend (trtllm-build has no "
-            "such recipe); set backend: pytorch or use fp8",
+            "; ".join(format_refusal("tensorrt")),  # the planner's and the builder's words too
             field_path=".quantization.format",
         ),
         # Audit B8. A TensorRT-LLM checkpoint carries its MoE split in config.json ``mapping``
