@@ -223,6 +223,49 @@ def test_login_hands_kopf_its_own_session_with_a_bounded_pool(credentials: Path)
     assert streams > 0 and kopfsession.REQUEST_CONNECTIONS > 0
 
 
+def test_refused_credentials_end_in_kopfs_login_error_instead_of_a_loop(
+    credentials: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fresh-user trial 51 Y1: with a token the API server refuses, kopf invalidates the credentials
+    and logs in again; the login handler handed it a new session each time, which kopf's guard
+    against the same refused credentials (``Vault._update_converted``: not ``in`` the invalidated
+    ones) never matched, so the operator re-authenticated forever. The same credentials now give the
+    same session: kopf drops it and ends with ``LoginError``, as with its own ``ConnectionInfo``."""
+    from kopf._cogs.structs.credentials import LoginError, Vault, VaultKey  # noqa: PLC0415
+
+    monkeypatch.setattr(kopfsession, "_sessions", [])
+    kopf_settings = configured_settings()
+    key = VaultKey("login")
+
+    async def scenario() -> tuple[bool, bool]:
+        vault = Vault()
+        first = await startup.login(settings=kopf_settings)
+        await vault.populate({key: first})
+        handed: list[kopf.AiohttpSession] = []
+
+        async def log_in_again() -> None:  # kopf's re-authentication activity
+            await vault.wait_for_emptiness()
+            handed.append(await startup.login(settings=kopf_settings))
+            await vault.populate({key: handed[0]})
+
+        again = asyncio.create_task(log_in_again())
+        try:
+            await vault.invalidate(key, first, exc=RuntimeError("401 Unauthorized"))
+            refused = False
+        except LoginError:
+            refused = True
+        await again
+        other = kopfsession.session_for(kopf.ConnectionInfo(server="https://elsewhere:6443"), 5)
+        fresh = other is not first
+        for session in {id(s): s for s in (first, *handed, other)}.values():
+            await session.aiohttp_session.close()
+        return refused, fresh
+
+    refused, fresh = asyncio.run(scenario())
+    assert refused, "the same refused credentials must end in kopf's LoginError, not another session"
+    assert fresh, "other credentials (a rotated token) get a session of their own"
+
+
 def test_limited_session_refuses_no_limit() -> None:
     info = kopf.ConnectionInfo(server="https://localhost:6443")
     for limit in (0, -1):

@@ -119,6 +119,34 @@ def watch_streams(
     return (resources + peerings) * scopes + observers
 
 
+#: How many of the last sessions :func:`session_for` hands back for equal credentials: kopf 1.45.2 keeps
+#: the last three invalidated credentials of a login handler (``credentials.py`` ``Vault.invalidate``:
+#: ``self._invalid[key][-2:] + [current]``).
+_REMEMBERED = 3
+_sessions: list[tuple[kopf.ConnectionInfo, int, kopf.AiohttpSession]] = []
+
+
+def session_for(info: kopf.ConnectionInfo, limit: int) -> kopf.AiohttpSession:
+    """:func:`limited_session` for ``info``, or the very session handed out before for equal
+    credentials and limit (the last :data:`_REMEMBERED`).
+
+    kopf keeps credentials that the API server refused (401) and drops a login result *equal* to one
+    of them, so that re-authenticating with the same invalid credentials ends in ``LoginError``
+    instead of looping (kopf 1.45.2 ``credentials.py`` ``Vault._update_converted``: ``info not in
+    [data.info for data in self._invalid[key]]``). A ``kopf.AiohttpSession`` compares its
+    ``aiohttp_session`` by identity, so a new session for the same refused token is never equal:
+    the operator re-authenticated thousands of times a minute and never exited (fresh-user trial 51
+    Y1; kopf's own ``ConnectionInfo`` does not loop). Handing back the same object for the same
+    credentials keeps kopf's guard working; new credentials (a rotated token) get a new session."""
+    for known, known_limit, session in _sessions:
+        if known == info and known_limit == limit:
+            return session
+    session = limited_session(info, limit)
+    _sessions.append((info, limit, session))
+    del _sessions[:-_REMEMBERED]
+    return session
+
+
 def limited_session(info: kopf.ConnectionInfo, limit: int) -> kopf.AiohttpSession:
     """kopf 1.45.2's own session for ``info`` (``kopf/_cogs/clients/auth.py`` ``APIContext``:
     TLS context with the CA, client certificate and ``insecure`` from ``info.as_ssl_context()``,

@@ -43,7 +43,7 @@ import kopf
 
 from trtllm_operator.api.wire import KOPF_ANNOTATION_PREFIX
 from trtllm_operator.handlers.diffbase import LeanAnnotationsDiffBaseStorage
-from trtllm_operator.handlers.kopfsession import REQUEST_CONNECTIONS, limited_session, watch_streams
+from trtllm_operator.handlers.kopfsession import REQUEST_CONNECTIONS, session_for, watch_streams
 from trtllm_operator.handlers.plumbing import WORKQUEUE, stop_resyncs
 from trtllm_operator.handlers.watchstream import LIST_CHUNK
 from trtllm_operator.kube import default_kube
@@ -118,13 +118,15 @@ async def login(settings: kopf.OperatorSettings, **_: Any) -> kopf.AiohttpSessio
     """kopf's credentials (:func:`connection_info`) in kopf's own session with at most
     :func:`~trtllm_operator.handlers.kopfsession.watch_streams` +
     :data:`~trtllm_operator.handlers.kopfsession.REQUEST_CONNECTIONS` connections
-    (:mod:`trtllm_operator.handlers.kopfsession`). kopf calls it once its startup handlers have run
-    (kopf 1.45.2 ``kopf/_core/reactor/running.py``: the credentials retriever waits for
+    (:mod:`trtllm_operator.handlers.kopfsession`; the same session for the same credentials, so kopf
+    still ends with ``LoginError`` when they are refused:
+    :func:`~trtllm_operator.handlers.kopfsession.session_for`). kopf calls it once its startup
+    handlers have run (kopf 1.45.2 ``kopf/_core/reactor/running.py``: the credentials retriever waits for
     ``started_flag``), so ``settings`` are as :func:`configure_kopf` left them; the handlers are
     kopf's default registry, the one ``kopf.run`` serves (commands/run.py passes none)."""
     info = await asyncio.to_thread(connection_info)  # reads the kubeconfig: off the event loop
     streams = watch_streams(kopf.get_default_registry(), settings, current().namespaces)
-    return limited_session(info, streams + REQUEST_CONNECTIONS)
+    return session_for(info, streams + REQUEST_CONNECTIONS)
 
 
 def connection_info() -> kopf.ConnectionInfo:
