@@ -209,6 +209,27 @@ def test_the_llmengine_of_the_input_is_the_replica_where_the_flags_are_left_out(
     assert json.loads(capsys.readouterr().out)["replica"] == replica  # the FP8 engine's pool, not BF16's
 
 
+def test_the_llmengines_max_input_len_moves_the_derived_max_seq_len_as_plan_derives_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 51 Y5: an engine with maxInputLen 30000 and no maxSeqLen was simulated at the
+    maxSeqLen derived without it (16,384), while plan, render and the operator derive one above
+    30,000. simulate now passes the engine's maxInputLen to the planner, as plan --max-input-len."""
+    docs = _docs("llama-3.1-8b-fp8-h100.yaml")
+    engine = next(d for d in docs if d["kind"] == "LLMEngine")
+    engine["spec"]["build"].pop("maxSeqLen")
+    engine["spec"]["build"]["maxInputLen"] = 30000
+    path = _write(tmp_path, docs)
+    args = ["--model-config", str(LLAMA_8B), "--gpu", "L40S"]  # without maxInputLen: 16,384 there
+    sim = ["simulate", "--trace", TRACE, *args, "--deployment", path, "--output", "json"]
+    assert main(sim) == 0
+    replica = json.loads(capsys.readouterr().out)["replica"]
+    flags = ["--quantization", "fp8", "--kv-cache-dtype", "fp8", "--max-batch-size", "256"]
+    assert main(["plan", *args, *flags, "--max-num-tokens", "8192", "--max-input-len", "30000"]) == 0
+    planned = json.loads(capsys.readouterr().out)
+    assert replica["max_seq_len"] == planned["max_seq_len"] > 30000, (replica, planned["max_seq_len"])
+
+
 def test_a_flag_that_contradicts_the_llmengine_is_simulated_with_a_warning_naming_both_values(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -514,6 +514,14 @@ def engine_backend(engine: dict[str, Any] | None) -> str:
     return str(((engine or {}).get("spec") or {}).get("backend") or "tensorrt")
 
 
+def engine_max_input_len(engine: dict[str, Any] | None) -> int | None:
+    """``spec.build.maxInputLen`` of the LLMEngine the input holds (None without one, or unset): the
+    planner derives maxSeqLen above it when maxSeqLen is unset, as the operator does (fresh-user trial
+    51 Y5: simulate derived it without, 16,384 where the operator builds 131,072)."""
+    value = (((engine or {}).get("spec") or {}).get("build") or {}).get("maxInputLen")
+    return None if value is None else int(value)
+
+
 #: ``spec.server`` fields the replica model does not represent, each with its default (what the
 #: replica runs) and why: a manifest that sets another value gets a note naming them (fresh-user
 #: trial 44 F27: batchSchedulerPolicy max_utilization was simulated as guaranteed_no_evict without a
@@ -942,6 +950,7 @@ def run(args: argparse.Namespace) -> int:
             kv_cache_free_gpu_mem_fraction=fraction,
             chunked_context=chunked,
             max_seq_len=args.max_seq_len,
+            max_input_len=engine_max_input_len(engine),
             max_tokens_in_paged_kv_cache=server.max_tokens_in_paged_kv_cache,
             backend=engine_backend(engine),
         )

@@ -121,12 +121,14 @@ def replica_setup(
     max_seq_len: int | None = None,
     max_tokens_in_paged_kv_cache: int | None = None,
     backend: str = "tensorrt",
+    max_input_len: int | None = None,
 ) -> ReplicaSetup:
     """Plan one replica and build its :class:`ReplicaSpec`.
 
     ``hf_config``: a Hugging Face ``config.json`` (path or parsed). Unset ``max_batch_size`` /
     ``max_num_tokens`` / ``max_seq_len`` (the engine's ``spec.build.*``, tokens) take the planner's
-    values (``max_seq_len``: derived from the KV cache, docs/planner.md); ``chunked_context`` is the
+    values (``max_seq_len``: derived from the KV cache, above ``max_input_len`` when that is set,
+    docs/planner.md); ``chunked_context`` is the
     deployment's ``spec.server.enableChunkedContext`` (:attr:`ReplicaSpec.chunked_context`);
     ``max_tokens_in_paged_kv_cache`` its ``spec.server.maxTokensInPagedKvCache`` (tokens), which bounds
     the pool: :func:`kv_pool_limit`, in whole KV blocks rounded as ``backend`` (the engine's
@@ -148,6 +150,7 @@ def replica_setup(
         max_num_tokens=max_num_tokens,
         kv_cache_free_gpu_mem_fraction=kv_cache_free_gpu_mem_fraction,
         max_seq_len=max_seq_len,
+        max_input_len=max_input_len,
         gpus_per_node=gpu_spec.gpus_per_node,  # the catalog's (4 for GB200), as `plan` takes it
     )
     # After the request's own checks, so that a value the API refuses at all (--pp 80, tensor ×
