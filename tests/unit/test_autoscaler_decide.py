@@ -824,4 +824,5 @@ def test_the_token_weighted_capacity_memory_costs_no_write_when_idle_and_survive
     assert [dataclasses.replace(p, time=0.0) for p in back.pods] == [
         dataclasses.replace(p, time=0.0) for p in kept.pods
     ]
-    assert back.cost_tokens == kept.cost_tokens == 1400.0
+    # idle: no request finished between two evaluations, so no cost was measured (trial 51 Y2)
+    assert back.cost_tokens is None and kept.cost_tokens is None

@@ -109,9 +109,21 @@ def test_a_tick_without_finished_requests_keeps_the_last_cost() -> None:
     assert est.requests_rps == pytest.approx(4.0)
     assert est.arrival_rps == pytest.approx(4.0 * 17 / 7)
     assert "(last measured)" in est.summary(0.8)
-    # Before any request finished: the prior's own cost, factor 1.
+    # Before any request finished: nothing measured, factor 1, and the message says so (trial 51 Y2).
     fresh = run(0.0, 3000.0, 200.0, WEIGHTED, ticks=2)
-    assert fresh.cost_tokens == pytest.approx(1400.0) and fresh.cost_ratio == 1.0
+    assert fresh.cost_tokens is None and fresh.cost_ratio == 1.0
+    assert "no request's token lengths measured yet" in fresh.summary(0.8)
+
+
+def test_pages_without_the_token_histograms_say_that_nothing_was_measured() -> None:
+    """Fresh-user trial 51 Y2: on pages without nv_llm_input_token_len / nv_llm_output_token_len (the
+    demo's Triton 2.51, a backend before v0.16.0) the message said "their mean cost 74 tokens (last
+    measured) over 74": the prior's own cost, never measured. It now says nothing was measured, and the
+    memory keeps no cost."""
+    est = run(16.0, 3000.0, 200.0, WEIGHTED, histograms=False, ticks=3)
+    text = est.summary(0.8)
+    assert "no request's token lengths measured yet" in text and "last measured" not in text, text
+    assert est.cost_tokens is None and est.state.cost_tokens is None and est.cost_ratio == 1.0
 
 
 def test_saturated_pods_correct_kappa_in_requests_of_the_priors_lengths() -> None:

@@ -950,7 +950,8 @@ def run(args: argparse.Namespace) -> int:
             kv_cache_free_gpu_mem_fraction=fraction,
             chunked_context=chunked,
             max_seq_len=args.max_seq_len,
-            max_input_len=engine_max_input_len(engine),
+            # only a derived maxSeqLen depends on it; the runtime does not read it (docs/simulator.md)
+            max_input_len=engine_max_input_len(engine) if args.max_seq_len is None else None,
             max_tokens_in_paged_kv_cache=server.max_tokens_in_paged_kv_cache,
             backend=engine_backend(engine),
         )

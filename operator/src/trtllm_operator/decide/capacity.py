@@ -331,6 +331,12 @@ class CapacityEstimate:
                 f"cost {self.cost_tokens:.4g} tokens ({since}) over {self.reference_tokens:.4g} for the "
                 "prior's lengths)"
             )
+        elif self.reference_tokens:  # weighting on, no length measured yet (fresh-user trial 51 Y2)
+            over += (
+                " (token weighting: no request's token lengths measured yet — no finished request, or "
+                "pages without nv_llm_input_token_len / nv_llm_output_token_len (TensorRT-LLM backend "
+                "v0.16.0+) — so each request counts as one of the prior's lengths)"
+            )
         # The count with its quotient, both recomputable from what is printed (fresh-user trials 37b
         # F5 and 38 F8: _quotient).
         count = ""
@@ -436,9 +442,11 @@ def estimate(
             extrapolated = max(extrapolated, done / max(utilization, was, 1e-9))
     # Token weighting (the module's docstring): every request rate below is counted in requests of
     # the prior's lengths, scaled by the mean cost of the requests finished since the last tick.
+    # ``cost``: measured now, else the last measured; None before any (pages without the token-length
+    # histograms, or nothing finished yet), when every request counts as one of the prior's lengths.
     cost: float | None = None
     if reference is not None:
-        cost = cost_sum / finished_sum if finished_sum > 0 else (state.cost_tokens or reference)
+        cost = cost_sum / finished_sum if finished_sum > 0 else state.cost_tokens
     ratio = cost / reference if cost is not None and reference else 1.0
     # κ learned online belongs to the prior it started from: a new prior (an edited
     # requestsPerSecond, or one set or unset) starts it again, so the edit takes effect.
