@@ -101,8 +101,12 @@ def test_sequence_longer_than_the_kv_pool_does_not_fit() -> None:
     assert 0 < p.max_kv_tokens < 131_072
     (reason,) = p.reasons
     assert (reason.field, reason.kind) == ("spec.build.maxSeqLen", "capacity")
-    # The L4 (SM 89) runs an FP8 KV cache; the fix says so.
-    assert "an FP8 KV cache" in reason.fix
+    # The L4 (SM 89) runs an FP8 KV cache; the fix says so (with format none only with
+    # build.pagedContextFMHA: false, which the API asks for then: trial 51 Y6).
+    assert (
+        "an FP8 or INT8 KV cache (spec.quantization.kvCacheDtype) with build.pagedContextFMHA: false"
+        in reason.fix
+    )
     assert p.recommended["tensor_parallelism"] == 2
     assert p.recommended["gpu_product"] == "NVIDIA-A100-PCIE-40GB"
 
@@ -344,14 +348,19 @@ def test_small_context_model_keeps_its_context() -> None:
 
 
 def test_suggestions_name_only_what_the_gpu_supports() -> None:
-    """An A100 (SM 80) has no FP8: a capacity fix suggests an INT8 KV cache, never FP8; an H100 both."""
+    """An A100 (SM 80) has no FP8: a capacity fix suggests an INT8 KV cache, never FP8; an H100 both
+    (with format none, at the default build.pagedContextFMHA, each only with it off: trial 51 Y6)."""
     request = PlanRequest(max_seq_len=131_072, max_batch_size=64)
     a100 = plan(arch(LLAMA_8B), replace(request, max_seq_len=524_288), lookup("NVIDIA-A100-SXM4-40GB"))
     (reason,) = a100.reasons
     assert reason.field == "spec.build.maxSeqLen"
     assert "FP8" not in reason.fix and "an INT8 KV cache" in reason.fix
     h100 = plan(arch(LLAMA_8B), replace(request, max_seq_len=524_288), lookup("H100"))
-    assert "an FP8 KV cache or an INT8 KV cache" in h100.reasons[0].fix
+    # format none: both turn paged context FMHA off, so only with build.pagedContextFMHA: false (Y6)
+    assert (
+        "an FP8 or INT8 KV cache (spec.quantization.kvCacheDtype) with build.pagedContextFMHA: false"
+        in h100.reasons[0].fix
+    )
     # B200 (SM 100) refuses an INT8 KV cache: only FP8 is suggested there.
     b200 = plan(arch(LLAMA_8B), replace(request, max_seq_len=4_194_304), lookup("B200"))
     fix = next(r.fix for r in b200.reasons if r.field == "spec.build.maxSeqLen")

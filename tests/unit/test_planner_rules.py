@@ -42,8 +42,25 @@ def fields(config: str, gpu: str, **request: object) -> list[str]:
         (LLAMA_70B, A100, {"quantization": "w4a8_awq", "tp": 4}, ["spec.quantization.format"]),
         (LLAMA_70B, A100, {"quantization": "int4_awq", "tp": 4}, []),
         (LLAMA_70B, A100, {"quantization": "int8_sq", "tp": 4}, []),
-        (LLAMA_70B, A100, {"kv_cache_dtype": "fp8", "tp": 4}, ["spec.quantization.kvCacheDtype"]),
-        (LLAMA_70B, A100, {"kv_cache_dtype": "int8", "tp": 4}, []),
+        # … and the format keeps paged context FMHA with an FP8 KV cache only if fp8, w4a8_awq or nvfp4;
+        # an INT8 KV cache turns it off whatever the format (the API's rules at the default
+        # build.pagedContextFMHA: true; fresh-user trial 51 Y6: plan answered "fits").
+        (
+            LLAMA_70B,
+            A100,
+            {"kv_cache_dtype": "fp8", "tp": 4},
+            ["spec.quantization.format", "spec.quantization.kvCacheDtype"],
+        ),
+        (LLAMA_70B, A100, {"kv_cache_dtype": "int8", "tp": 4}, ["spec.quantization.kvCacheDtype"]),
+        (LLAMA_70B, A100, {"kv_cache_dtype": "int8", "tp": 4, "paged_context_fmha": False}, []),
+        (
+            LLAMA_70B,
+            H100,
+            {"quantization": "int4_awq", "kv_cache_dtype": "fp8"},
+            ["spec.quantization.format"],
+        ),
+        (LLAMA_70B, H100, {"quantization": "w4a8_awq", "kv_cache_dtype": "fp8"}, []),
+        (LLAMA_70B, H100, {"kv_cache_dtype": "fp8", "tp": 4, "backend": "pytorch"}, []),
         (LLAMA_70B, "NVIDIA-L40S", {"quantization": "fp8", "tp": 4}, []),
         (LLAMA_70B, H100, {"quantization": "nvfp4", "tp": 4}, ["spec.quantization.format"]),
         (
@@ -60,7 +77,12 @@ def fields(config: str, gpu: str, **request: object) -> list[str]:
         # TensorRT-LLM's builder raises on SM 100-119 for INT4 weight-only, SmoothQuant, INT8 KV.
         (LLAMA_70B, "NVIDIA-B200", {"quantization": "int8_sq", "tp": 4}, ["spec.quantization.format"]),
         (LLAMA_70B, "NVIDIA-B200", {"quantization": "int4_awq", "tp": 4}, ["spec.quantization.format"]),
-        (LLAMA_70B, "NVIDIA-GB200", {"kv_cache_dtype": "int8", "tp": 4}, ["spec.quantization.kvCacheDtype"]),
+        (
+            LLAMA_70B,
+            "NVIDIA-GB200",
+            {"kv_cache_dtype": "int8", "tp": 4, "paged_context_fmha": False},
+            ["spec.quantization.kvCacheDtype"],
+        ),
         (LLAMA_70B, "NVIDIA-B200", {"quantization": "fp8", "kv_cache_dtype": "fp8", "tp": 4}, []),
         # maxNumTokens below one KV block.
         (LLAMA_70B, H100, {"tp": 4, "max_num_tokens": 1}, ["spec.build.maxNumTokens"]),

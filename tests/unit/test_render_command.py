@@ -384,8 +384,71 @@ def test_plan_refuses_an_int8_kv_cache_on_the_pytorch_backend_in_the_apis_words(
     assert main([*args, "--kv-cache-dtype", "int8", "--backend", "pytorch"]) == 2
     err = capsys.readouterr().err
     assert f"spec.quantization.kvCacheDtype (--kv-cache-dtype): {what}. Fix: {fix}." in err, err
-    assert main([*args, "--kv-cache-dtype", "int8"]) == 0  # the tensorrt backend builds it
+    assert main([*args, "--kv-cache-dtype", "int8"]) == 2  # the tensorrt backend: another rule (trial 51 Y6)
+    assert PYTORCH_KV_REFUSAL[0] not in capsys.readouterr().err
     assert main([*args, "--kv-cache-dtype", "fp8", "--backend", "pytorch"]) == 0
+
+
+def test_plan_refuses_kv_caches_that_turn_paged_context_fmha_off_in_the_apis_words(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Fresh-user trial 51 Y6: ``plan --kv-cache-dtype int8`` (tensorrt) and ``--quantization none
+    --kv-cache-dtype fp8`` answered "fits" (rc 0), while the API refuses both at the default
+    build.pagedContextFMHA: true; and plan's capacity fix offered "an FP8 KV cache or an INT8 KV cache"
+    for format none. plan now refuses them with the API's words (one text,
+    formats.paged_context_fmha_refusal, that the CEL rules say as "what; fix"), its fix says that plan
+    assumes the default, and the capacity fix offers them only with build.pagedContextFMHA: false."""
+    from engine_builder.planner.formats import paged_context_fmha_refusal  # noqa: PLC0415
+    from trtllm_operator.commands._schema import manifest_errors  # noqa: PLC0415
+
+    engine = next(
+        d
+        for d in yaml.safe_load_all((REPO / "examples" / "llama-3.1-8b-fp8-h100.yaml").read_text())
+        if d["kind"] == "LLMEngine"
+    )
+    config = REPO / "tests" / "fixtures" / "model-configs" / "meta-llama__Llama-3.1-8B-Instruct.json"
+    args = ["plan", "--model-config", str(config), "--gpu", "H100"]
+    for fmt, kv, flag in (
+        ("fp8", "int8", "spec.quantization.kvCacheDtype (--kv-cache-dtype)"),
+        ("int4_awq", "int8", "spec.quantization.kvCacheDtype (--kv-cache-dtype)"),
+        ("none", "fp8", "spec.quantization.format (--quantization)"),
+        ("int8_sq", "fp8", "spec.quantization.format (--quantization)"),
+    ):
+        what, fix = paged_context_fmha_refusal(kv, fmt)
+        engine["spec"]["quantization"].update(format=fmt, kvCacheDtype=kv)
+        engine["spec"].setdefault("build", {}).pop("pagedContextFMHA", None)
+        assert any(f"{what}; {fix}" in e for e in manifest_errors(engine)), (fmt, kv)  # what render prints
+        assert main([*args, "--quantization", fmt, "--kv-cache-dtype", kv]) == 2, (fmt, kv)
+        err = capsys.readouterr().err
+        assert f"{flag}: {what}. Fix: " in err, err
+        assert (
+            "set build.pagedContextFMHA: false in the LLMEngine (plan has no flag for it and assumes " in err
+        )
+        engine["spec"]["build"]["pagedContextFMHA"] = False  # the fix it offers is admitted
+        assert not any("pagedContextFMHA" in e for e in manifest_errors(engine)), (fmt, kv)
+    assert main([*args, "--quantization", "fp8", "--kv-cache-dtype", "fp8"]) == 0  # kept: no refusal
+    capsys.readouterr()
+    # the capacity fix (maxBatchSize above what the KV cache holds) for format none at the default
+    big = REPO / "tests" / "fixtures" / "model-configs" / "meta-llama__Llama-3.1-70B-Instruct.json"
+    over = [
+        "--tp",
+        "4",
+        "--gpu",
+        "H200",
+        "--max-seq-len",
+        "8192",
+        "--max-batch-size",
+        "256",
+        "--output",
+        "table",
+    ]
+    assert main(["plan", "--model-config", str(big), *over]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "use an FP8 or INT8 KV cache (spec.quantization.kvCacheDtype) with build.pagedContextFMHA: false"
+        in out
+    ), out
+    assert "an FP8 KV cache or an INT8 KV cache" not in out
 
 
 def test_plan_refuses_expert_parallelism_on_the_tensorrt_backend_in_the_apis_words(

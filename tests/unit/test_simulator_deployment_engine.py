@@ -230,6 +230,26 @@ def test_the_llmengines_max_input_len_moves_the_derived_max_seq_len_as_plan_deri
     assert replica["max_seq_len"] == planned["max_seq_len"] > 30000, (replica, planned["max_seq_len"])
 
 
+def test_the_engines_backend_and_paged_context_fmha_decide_the_paged_context_fmha_rules(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The planner refuses a KV cache that turns paged context FMHA off as the API does (trial 51 Y6):
+    only on tensorrt with build.pagedContextFMHA on. simulate --deployment plans with the engine's
+    spec.backend and build.pagedContextFMHA, so an engine the API admits (INT8 KV cache with
+    pagedContextFMHA: false) is simulated and one it refuses is refused in its words."""
+    docs = list(yaml.safe_load_all((REPO / "examples" / "llama-3.1-8b-fp8-h100.yaml").read_text()))
+    engine = next(d for d in docs if d["kind"] == "LLMEngine")
+    engine["spec"]["quantization"]["kvCacheDtype"] = "int8"
+    path = tmp_path / "engine.yaml"
+    args = ["simulate", "--trace", TRACE, "--model-config", str(LLAMA_8B), "--gpu", "H100", "--deployment"]
+    path.write_text(yaml.safe_dump_all(docs))
+    assert main([*args, str(path)]) == 2
+    assert "kvCacheDtype int8 does not work with build.pagedContextFMHA" in capsys.readouterr().err
+    engine["spec"]["build"]["pagedContextFMHA"] = False
+    path.write_text(yaml.safe_dump_all(docs))
+    assert main([*args, str(path)]) == 0, capsys.readouterr().err
+
+
 def test_a_flag_that_contradicts_the_llmengine_is_simulated_with_a_warning_naming_both_values(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -238,12 +258,15 @@ def test_a_flag_that_contradicts_the_llmengine_is_simulated_with_a_warning_namin
     pass. ``--gpu`` is compared too (it is required, so never taken)."""
     example = str(REPO / "examples" / "llama-3.1-8b-fp8-h100.yaml")
     args = ["simulate", "--trace", TRACE, "--model-config", str(LLAMA_8B), "--gpu", "H200"]
-    assert main([*args, "--quantization", "none", "--tp", "2", "--deployment", example]) == 0
+    # w4a8_awq, not none: the engine's FP8 KV cache keeps paged context FMHA only with fp8, w4a8_awq or
+    # nvfp4, and none is refused as the API refuses it (trial 51 Y6)
+    assert main([*args, "--quantization", "w4a8_awq", "--tp", "2", "--deployment", example]) == 0
     err = capsys.readouterr().err
     engine = f"LLMEngine llama-3-1-8b-fp8 of --deployment {example}"
     assert (
-        f"warning: --quantization none contradicts {engine}, whose spec.quantization.format is fp8: the "
-        "flag's none is simulated, not the engine. Fix: pass --quantization fp8, or leave --quantization out"
+        f"warning: --quantization w4a8_awq contradicts {engine}, whose spec.quantization.format is fp8: the "
+        "flag's w4a8_awq is simulated, not the engine. Fix: pass --quantization fp8, or leave --quantization "
+        "out"
     ) in err, err
     assert f"warning: --tp 2 contradicts {engine}, whose spec.parallelism.tensor is 1" in err, err
     assert f"warning: --gpu H200 contradicts {engine}, whose spec.gpu.product is NVIDIA-H100-80GB-HBM3" in err

@@ -357,6 +357,54 @@ TENSORRT_EP_REFUSAL: tuple[str, str] = (
 )
 
 
+#: Formats with which ``trtllm-build`` keeps paged context FMHA for an FP8 KV cache
+#: (:func:`paged_context_fmha_kept`).
+FP8_CONTEXT_FMHA_FORMATS: tuple[str, ...] = formats_where("fp8_context_fmha")
+
+
+def paged_context_fmha_refusal(
+    kv_cache_dtype: str, fmt: str, *, fp8_keeps: bool | None = None
+) -> tuple[str, str]:
+    """The refusal of a KV-cache dtype with which ``trtllm-build`` turns paged context FMHA off
+    (:func:`paged_context_fmha_kept`) although ``build.pagedContextFMHA`` asks for it, on the tensorrt
+    backend, as (what, fix): the one text of the two rules (``kv_cache_dtype`` int8, or fp8 with a format
+    that does not keep it). The LLMEngine API's CEL rules on ``spec`` say ``"what; fix"`` with
+    ``fmt="%s"`` filled by ``strings.format`` (``trtllm_operator.api.engine``; ``fp8_keeps`` then says
+    which branch of its ternary: whether the format keeps paged context FMHA with an FP8 KV cache); the
+    planner's :func:`~engine_builder.planner.plan.validate` names the format (fresh-user trial 51 Y6:
+    ``plan --kv-cache-dtype int8`` and ``--quantization none --kv-cache-dtype fp8`` answered "fits").
+    Each fix offers only what the other rules accept next to the format: an FP8 KV cache only with a
+    format that keeps paged context FMHA with it, never INT8."""
+    keeps = format_info(fmt).fp8_context_fmha if fp8_keeps is None else fp8_keeps
+    kept = " or ".join(FP8_CONTEXT_FMHA_FORMATS)
+    if kv_cache_dtype == "int8":
+        what = (
+            "kvCacheDtype int8 does not work with build.pagedContextFMHA (trtllm-build silently turns it "
+            "off, which breaks KV-cache reuse and chunked context)"
+        )
+        if keeps:
+            return (
+                what,
+                f"set build.pagedContextFMHA: false, kvCacheDtype fp8 (kept with format {fmt}) or "
+                "kvCacheDtype auto",
+            )
+        return (
+            what,
+            f"set build.pagedContextFMHA: false or kvCacheDtype auto (with format {fmt} an FP8 KV cache "
+            f"turns it off too; only {kept} keep it)",
+        )
+    if kv_cache_dtype == "fp8":
+        with_sm = " or ".join(f"{f} (SM {format_info(f).min_sm}+)" for f in FP8_CONTEXT_FMHA_FORMATS)
+        return (
+            f"with kvCacheDtype fp8 and build.pagedContextFMHA the format must be {kept}, not {fmt}: for "
+            "any other format trtllm-build silently turns paged context FMHA off (TensorRT-LLM builder.py), "
+            "which breaks KV-cache reuse and chunked context",
+            "set build.pagedContextFMHA: false or kvCacheDtype auto (kvCacheDtype int8 turns it off too), "
+            f"or use format {with_sm}",
+        )
+    raise ValueError(f"kvCacheDtype {kv_cache_dtype} keeps paged context FMHA with every format")
+
+
 def paged_context_fmha_kept(fmt: str, kv_cache_dtype: str) -> bool:
     """Whether ``trtllm-build`` keeps paged context FMHA on for this format and KV-cache dtype.
 

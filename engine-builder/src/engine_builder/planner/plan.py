@@ -71,6 +71,8 @@ from engine_builder.planner.formats import (
     kv_dtype_bytes,
     kv_dtypes_without_backend,
     kv_info,
+    paged_context_fmha_kept,
+    paged_context_fmha_refusal,
 )
 
 if TYPE_CHECKING:
@@ -757,15 +759,21 @@ def _batch_warning(
 
 
 def bounded_warnings(
-    p: Plan, gpu: GPUSpec, max_batch_size: int | None, max_kv_tokens: int, *, backend: str
+    p: Plan,
+    gpu: GPUSpec,
+    max_batch_size: int | None,
+    max_kv_tokens: int,
+    *,
+    backend: str,
+    paged_context_fmha: bool = True,
 ) -> tuple[PlanIssue, ...]:
     """``p.warnings`` for a pool bounded to ``max_kv_tokens`` (a deployment's
     ``spec.server.maxTokensInPagedKvCache`` below the plan's pool; TensorRT-LLM takes the smaller,
     reference §7.2): the maxBatchSize warning counted in that pool, not the plan's (fresh-user trial 45
     A14: 61 sequences said of a pool bounded to one). ``max_batch_size``: the request's (None when
     unset: then no such warning, as in :func:`plan`); ``gpu`` and ``backend``: the plan's (its
-    request's ``spec.backend``)."""
-    hint = _smaller_kv_cache(gpu, p.kv_cache_dtype, backend)
+    request's ``spec.backend``); ``paged_context_fmha``: its ``spec.build.pagedContextFMHA``."""
+    hint = _smaller_kv_cache(gpu, p.kv_cache_dtype, backend, p.quantization, paged_context_fmha)
     again = _batch_warning(
         max_batch_size,
         min(max_kv_tokens, p.max_kv_tokens),
@@ -778,15 +786,32 @@ def bounded_warnings(
     return (*kept, again) if again is not None and p.fits else kept
 
 
-def _smaller_kv_cache(gpu: GPUSpec, current: str, backend: str) -> str:
+def _smaller_kv_cache(
+    gpu: GPUSpec, current: str, backend: str, fmt: str, paged_context_fmha: bool = True
+) -> str:
     """``use an FP8 KV cache`` (or INT8) when ``gpu`` supports, and ``backend`` accepts, a smaller KV
     dtype than ``current``; empty when there is none — a suggestion names only what the target GPU
-    can run and the backend can serve (fresh-user trial 49, beside W4: INT8 was offered on pytorch)."""
+    can run and the backend can serve (fresh-user trial 49, beside W4: INT8 was offered on pytorch).
+    On the tensorrt backend with ``paged_context_fmha`` (``build.pagedContextFMHA``, default true) a
+    dtype with which ``trtllm-build`` turns paged context FMHA off next to ``fmt``
+    (:func:`~engine_builder.planner.formats.paged_context_fmha_kept`; the API refuses it) is offered
+    only with ``build.pagedContextFMHA: false`` and its cost (fresh-user trial 51 Y6: "use an FP8 KV
+    cache or an INT8 KV cache" for format none, both refused at the default)."""
     now = kv_dtype_bytes(current)
     smaller = [k for k in supported_kv_cache_dtypes(gpu, backend) if kv_dtype_bytes(k) < now]
+    kept = set(kv_cache_dtype_choices(fmt, gpu.sm, backend, paged_context_fmha))
+    plain = [k for k in smaller if k in kept]
+    paged_off = [k for k in smaller if k not in kept]
     if not smaller:
         return ""
-    options = " or ".join(f"an {k.upper()} KV cache" for k in smaller)
+    options = " or ".join(f"an {k.upper()} KV cache" for k in plain)
+    if paged_off:
+        names = " or ".join(k.upper() for k in paged_off)
+        options += (", or an " if plain else "an ") + f"{names} {'one' if plain else 'KV cache'}"
+        return (
+            f"use {options} (spec.quantization.kvCacheDtype) with build.pagedContextFMHA: false (no "
+            "KV-cache reuse or chunked context then)"
+        )
     return f"use {options} (spec.quantization.kvCacheDtype)"
 
 
@@ -825,6 +850,22 @@ def validate(arch: Architecture, request: PlanRequest, gpu: GPUSpec) -> list[Pla
     if request.backend == "pytorch" and request.kv_cache_dtype in kv_dtypes_without_backend("pytorch"):
         what, fix = PYTORCH_KV_REFUSAL
         issues.append(PlanIssue("spec.quantization.kvCacheDtype", f"{what}.", f"{fix}."))
+    # The API's rules on spec.quantization.kvCacheDtype × format × build.pagedContextFMHA, in its words
+    # (trial 51 Y6); formats that run only on Blackwell are left to the INT8-KV-on-Blackwell rule, as
+    # the API's rule leaves them to QuantizationSpec's.
+    if (
+        request.backend == "tensorrt"
+        and request.paged_context_fmha
+        and not paged_context_fmha_kept(fmt, request.kv_cache_dtype)
+        and not (request.kv_cache_dtype == "int8" and MIN_SM[fmt] >= min(SM100_RANGE))
+    ):
+        what, fix = paged_context_fmha_refusal(request.kv_cache_dtype, fmt)
+        field = (
+            "spec.quantization.kvCacheDtype"
+            if request.kv_cache_dtype == "int8"
+            else "spec.quantization.format"
+        )
+        issues.append(PlanIssue(field, f"{what}.", f"{fix}."))
     too_old = format_sm_issue(fmt, gpu, request.backend)
     if too_old is not None:
         issues.append(too_old)
@@ -1205,7 +1246,9 @@ def _compute_at(
     concurrent = max_kv_tokens // _round_blocks(max_seq_len, block)
 
     reasons: list[PlanIssue] = list(issues)
-    kv_hint = _smaller_kv_cache(gpu, request.kv_cache_dtype, request.backend)
+    kv_hint = _smaller_kv_cache(
+        gpu, request.kv_cache_dtype, request.backend, request.quantization, request.paged_context_fmha
+    )
     kv_fix = f"{kv_hint}, " if kv_hint else ""
     gib = GIB
     load = draft_for(batch)

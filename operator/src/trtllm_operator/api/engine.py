@@ -31,6 +31,7 @@ from engine_builder.planner.formats import (
     DEFAULT_CALIBRATION_DATASET,
     DEFAULT_CALIBRATION_MAX_SEQ_LENGTH,
     DEFAULT_CALIBRATION_SAMPLES,
+    FP8_CONTEXT_FMHA_FORMATS,
     KV_CACHE_DTYPE_TABLE,
     PYTORCH_KV_REFUSAL,
     QUANT_FORMAT_TABLE,
@@ -39,9 +40,9 @@ from engine_builder.planner.formats import (
     QuantFormat,
     describe_formats,
     format_refusal,
-    formats_where,
     formats_without_backend,
     kv_dtypes_without_backend,
+    paged_context_fmha_refusal,
 )
 from trtllm_operator.api.common import (
     DNS1123_SUBDOMAIN_FMT,
@@ -91,20 +92,11 @@ def _or(names: tuple[str, ...]) -> str:
     return " or ".join(names)
 
 
-def _fmt_sm(formats: tuple[str, ...]) -> str:
-    """``fp8 (SM 89+) or nvfp4 (SM 100+)``: formats with the GPU generation each needs."""
-    return " or ".join(f"{f} (SM {QUANT_FORMAT_TABLE[f].min_sm}+)" for f in formats)
-
-
 #: Formats that run only on data-centre Blackwell, and KV dtypes TensorRT-LLM refuses there.
 _BLACKWELL_ONLY = tuple(f for f, i in QUANT_FORMAT_TABLE.items() if i.min_sm >= 100)
 _NOT_ON_BLACKWELL_KV = tuple(k for k, i in KV_CACHE_DTYPE_TABLE.items() if i.sm100_unsupported)
 #: Formats with which trtllm-build keeps paged context FMHA on for an FP8 KV cache.
-_FP8_CONTEXT_FMHA = formats_where("fp8_context_fmha")
-_INT8_KV_PAGED = (
-    "kvCacheDtype int8 does not work with build.pagedContextFMHA (trtllm-build silently turns it "
-    "off, which breaks KV-cache reuse and chunked context); "
-)
+_FP8_CONTEXT_FMHA = FP8_CONTEXT_FMHA_FORMATS
 _PYTORCH_NO_FORMAT = formats_without_backend("pytorch")
 _TRTLLM_NO_FORMAT = formats_without_backend("tensorrt")
 _PYTORCH_NO_KV = kv_dtypes_without_backend("pytorch")
@@ -1040,18 +1032,16 @@ class LLMEngineSpec(ApiModel):
             "turns it off, which breaks KV-cache reuse and chunked context); set "
             f"build.pagedContextFMHA: false or kvCacheDtype auto (or kvCacheDtype fp8 with format "
             f"{_or(_FP8_CONTEXT_FMHA)})",
+            # the planner's words too (plan's validate): formats.paged_context_fmha_refusal
             message_expression=(
                 f"self.quantization.format in {_cel_list(_FP8_CONTEXT_FMHA)} ? "
                 + mx(
-                    _INT8_KV_PAGED
-                    + "set build.pagedContextFMHA: false, kvCacheDtype fp8 (kept with format %s) "
-                    "or kvCacheDtype auto",
+                    "; ".join(paged_context_fmha_refusal("int8", "%s", fp8_keeps=True)),
                     "self.quantization.format",
                 )
                 + " : "
                 + mx(
-                    _INT8_KV_PAGED + "set build.pagedContextFMHA: false or kvCacheDtype auto (with "
-                    f"format %s an FP8 KV cache turns it off too; only {_or(_FP8_CONTEXT_FMHA)} keep it)",
+                    "; ".join(paged_context_fmha_refusal("int8", "%s", fp8_keeps=False)),
                     "self.quantization.format",
                 )
             ),
@@ -1065,11 +1055,9 @@ class LLMEngineSpec(ApiModel):
             "builder.py), which breaks KV-cache reuse and chunked context; set build.pagedContextFMHA: "
             "false or kvCacheDtype auto (kvCacheDtype int8 turns it off too), or change the format",
             message_expression=mx(
-                f"with kvCacheDtype fp8 and build.pagedContextFMHA the format must be "
-                f"{_or(_FP8_CONTEXT_FMHA)}, not %s: for any other format trtllm-build silently turns "
-                "paged context FMHA off (TensorRT-LLM builder.py), which breaks KV-cache reuse and "
-                "chunked context; set build.pagedContextFMHA: false or kvCacheDtype auto (kvCacheDtype "
-                f"int8 turns it off too), or use format {_fmt_sm(_FP8_CONTEXT_FMHA)}",
+                "; ".join(
+                    paged_context_fmha_refusal("fp8", "%s", fp8_keeps=False)
+                ),  # the planner's words too
                 "self.quantization.format",
             ),
             field_path=".quantization.format",

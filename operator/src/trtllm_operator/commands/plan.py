@@ -138,6 +138,12 @@ _FIX_FLAGS: tuple[tuple[str, str], ...] = (
     ("set spec.parallelism.multiNode: true", "pass --multi-node"),
     ("lower tensor or pipeline parallelism", "lower tensor or pipeline parallelism (--tp, --pp)"),
     ("Set backend: pytorch", "Pass --backend pytorch"),
+    # plan has no flag for spec.build.pagedContextFMHA: it plans the API's default, true (trial 51 Y6)
+    (
+        "set build.pagedContextFMHA: false",
+        "set build.pagedContextFMHA: false in the LLMEngine (plan has no flag for it and assumes the "
+        "default, true)",
+    ),
 )
 
 

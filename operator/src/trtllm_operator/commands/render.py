@@ -433,7 +433,7 @@ def run(args: argparse.Namespace) -> int:
     # per deployment that it concerns: a deployment with chunked context answers the maxNumTokens one
     # (fresh-user trial 44 F6: the 70B and 405B examples were told to enable what they enable).
     engine_warnings: dict[int, list[PlanIssue]] = {}
-    engine_plans: dict[int, tuple[Plan, Any, int | None, str]] = {}
+    engine_plans: dict[int, tuple[Plan, Any, int | None, str, bool]] = {}
     warned: dict[int, set[str]] = {}
     for dep in deployments:
         dep["metadata"].setdefault("uid", "")
@@ -510,6 +510,7 @@ def run(args: argparse.Namespace) -> int:
                     prepared.gpu,
                     prepared.spec.build.max_batch_size,
                     prepared.spec.backend,
+                    prepared.spec.build.paged_context_fmha,
                 )
             status.setdefault("artifact", {"uri": prepared.storage.artifact_uri(prepared.key)})
         # what the operator puts in status.plan.warnings (and a PlanWarnings Event): valid, but worth
@@ -523,7 +524,9 @@ def run(args: argparse.Namespace) -> int:
         if isinstance(bound, int) and planned is not None and bound < planned[0].max_kv_tokens:
             # Fresh-user trial 47 U8: the maxBatchSize warning counted in the deployment's bounded
             # pool, as simulate --deployment counts it (engine_builder.planner.bounded_warnings).
-            warnings = list(bounded_warnings(*planned[:3], bound, backend=planned[3]))
+            warnings = list(
+                bounded_warnings(*planned[:3], bound, backend=planned[3], paged_context_fmha=planned[4])
+            )
         for warning in warnings:
             text = str(warning)
             if moot_with_chunked_context(warning):

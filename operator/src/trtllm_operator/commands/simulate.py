@@ -509,6 +509,13 @@ def replica_frontend(engine: dict[str, Any] | None, server: ServerSpec) -> str:
     return FRONTEND_TRITON
 
 
+def engine_paged_context_fmha(engine: dict[str, Any] | None) -> bool:
+    """``spec.build.pagedContextFMHA`` of the LLMEngine the input holds; true (the field's default)
+    without one."""
+    build = ((engine or {}).get("spec") or {}).get("build") or {}
+    return build.get("pagedContextFMHA") is not False
+
+
 def engine_backend(engine: dict[str, Any] | None) -> str:
     """``spec.backend`` of the LLMEngine the input holds; ``tensorrt`` (the field's default) without one."""
     return str(((engine or {}).get("spec") or {}).get("backend") or "tensorrt")
@@ -954,6 +961,7 @@ def run(args: argparse.Namespace) -> int:
             max_input_len=engine_max_input_len(engine) if args.max_seq_len is None else None,
             max_tokens_in_paged_kv_cache=server.max_tokens_in_paged_kv_cache,
             backend=engine_backend(engine),
+            paged_context_fmha=engine_paged_context_fmha(engine),
         )
     except PlanInputError as exc:
         return _fail(with_flags(f"{flag_of(exc.field, args.deployment)}: {exc.message}", args.deployment))

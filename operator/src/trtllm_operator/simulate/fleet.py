@@ -122,6 +122,7 @@ def replica_setup(
     max_tokens_in_paged_kv_cache: int | None = None,
     backend: str = "tensorrt",
     max_input_len: int | None = None,
+    paged_context_fmha: bool = True,
 ) -> ReplicaSetup:
     """Plan one replica and build its :class:`ReplicaSpec`.
 
@@ -132,7 +133,9 @@ def replica_setup(
     deployment's ``spec.server.enableChunkedContext`` (:attr:`ReplicaSpec.chunked_context`);
     ``max_tokens_in_paged_kv_cache`` its ``spec.server.maxTokensInPagedKvCache`` (tokens), which bounds
     the pool: :func:`kv_pool_limit`, in whole KV blocks rounded as ``backend`` (the engine's
-    ``spec.backend``) rounds it. Raises
+    ``spec.backend``) rounds it; ``backend`` and ``paged_context_fmha`` (its
+    ``spec.build.pagedContextFMHA``) also go to the planner's rules, which refuse a KV cache that turns
+    paged context FMHA off only on tensorrt with it on (fresh-user trial 51 Y6). Raises
     ``engine_builder.planner.PlanInputError`` for a value the planner cannot take at all,
     :class:`ReplicaInputError` for one that breaks a planner rule or for ``tp × pp`` beyond one node
     (:func:`one_node_issue`), and :class:`ReplicaDoesNotFitError` (a ``ValueError``) when the model
@@ -152,6 +155,8 @@ def replica_setup(
         max_seq_len=max_seq_len,
         max_input_len=max_input_len,
         gpus_per_node=gpu_spec.gpus_per_node,  # the catalog's (4 for GB200), as `plan` takes it
+        backend=backend,
+        paged_context_fmha=paged_context_fmha,
     )
     # After the request's own checks, so that a value the API refuses at all (--pp 80, tensor ×
     # pipeline above 64) says so rather than "more than one node" (fresh-user trial 40 F3).
@@ -182,7 +187,10 @@ def replica_setup(
         max_seq_len=p.max_seq_len,
     )
     if pool < p.max_kv_tokens:  # the planner's warnings counted in the bounded pool (trial 45 A14)
-        p = replace(p, warnings=bounded_warnings(p, gpu_spec, max_batch_size, pool, backend=backend))
+        bounded = bounded_warnings(
+            p, gpu_spec, max_batch_size, pool, backend=backend, paged_context_fmha=paged_context_fmha
+        )
+        p = replace(p, warnings=bounded)
     return ReplicaSetup(spec=spec, plan=p, rates=rates, costs=costs)
 
 
