@@ -26,6 +26,7 @@ from engine_builder.planner.plan import (
     DERIVED_LIMITS_RULE,
     DERIVED_LIMITS_RULE_ABOVE_INPUT_LEN,
     MAX_SEQ_LEN_RULE,
+    MAX_SEQ_LEN_RULE_ABOVE_INPUT_LEN,
     default_max_seq_len,
     model_context,
     rotary_factor,
@@ -582,6 +583,38 @@ def test_a_derived_max_seq_len_leaves_room_for_max_input_len() -> None:
     assert not both.fits
     assert [r.field for r in both.reasons] == ["spec.build.maxInputLen"]
     assert "maxInputLen 4096 must be less than maxSeqLen 4096" in both.reasons[0].message
+
+
+def test_with_max_input_len_the_derived_max_seq_len_is_the_shortest_above_it_that_fits() -> None:
+    """Fresh-user trial 51 Y4: with maxInputLen set and maxSeqLen unset, when no length above maxInputLen
+    keeps 16 sequences the planner took the longest that fits once, the model's full context:
+    Llama-3.1-8B BF16 on an H100 with maxInputLen 16,384 got 131,072 (3 sequences) where 32,768 holds
+    13. It now takes the shortest above maxInputLen that fits (the most sequences), and the rule it
+    prints (plan's max_seq_len_rule, status.plan.maxSeqLenRule) names maxInputLen."""
+    from trtllm_operator.decide.engine_spec import plan_status  # noqa: PLC0415
+
+    llama, h100 = arch(LLAMA_8B), lookup("H100")
+    p = plan(llama, PlanRequest(max_input_len=16_384), h100)
+    assert p.fits and p.max_seq_len_source == "derived"
+    assert (p.max_seq_len, p.max_concurrent_sequences) == (32_768, 13), (p.max_seq_len, p.max_kv_tokens)
+    assert p.max_concurrent_sequences < DEFAULT_CONCURRENT_SEQUENCES  # the rule's 16 do not fit above it
+    assert p.to_json_dict()["max_seq_len_rule"] == MAX_SEQ_LEN_RULE_ABOVE_INPUT_LEN
+    assert (
+        "maxInputLen" in MAX_SEQ_LEN_RULE_ABOVE_INPUT_LEN and "shortest" in MAX_SEQ_LEN_RULE_ABOVE_INPUT_LEN
+    )
+    status = plan_status(p)
+    assert status is not None and status["maxSeqLenRule"] == MAX_SEQ_LEN_RULE_ABOVE_INPUT_LEN
+    # the pool the plan at the full context leaves (trial 51: 458,624 tokens): 16 × 32,768 does not fit
+    assert default_max_seq_len(131_072, 458_624, 32, max_input_len=16_384) == 32_768
+    # where 16 fit above maxInputLen, still the largest that keeps them
+    assert default_max_seq_len(131_072, 16 * 65_536, 32, max_input_len=16_384) == 65_536
+    # without maxInputLen the rule and its words are unchanged
+    plain = plan(llama, PlanRequest(), h100)
+    assert plain.max_seq_len == 16_384 and plain.to_json_dict()["max_seq_len_rule"] == MAX_SEQ_LEN_RULE
+    assert "maxInputLen" not in MAX_SEQ_LEN_RULE
+    assert default_max_seq_len(131_072, 30_000, 32) == 16_384  # not even 2,048 keeps 16: the largest once
+    # a set maxSeqLen has no rule
+    assert plan(llama, PlanRequest(max_input_len=16_384, max_seq_len=32_768), h100).max_seq_len_rule is None
 
 
 def test_the_engine_key_names_the_input_len_aware_rule_only_where_it_applies() -> None:

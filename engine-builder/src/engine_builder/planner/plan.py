@@ -101,7 +101,10 @@ DERIVED_LIMITS_RULE = (
 #: The rule's name in the keys of engines whose maxInputLen is set and maxSeqLen left to the planner: the
 #: derived maxSeqLen is above maxInputLen since fresh-user trial 50 X2 (:func:`default_max_seq_len`);
 #: before, it could be below (trtllm-build then clips maxInputLen), so those engines are not reused.
-#: Other keys keep :data:`DERIVED_LIMITS_RULE`.
+#: Other keys keep :data:`DERIVED_LIMITS_RULE`. Fresh-user trial 51 Y4 changed its outcome (the shortest
+#: length above maxInputLen that fits, not the longest, when none keeps 16 sequences) under the same
+#: name: the name came in after stop 43's landing (main 39deda5 does not have it, no release does), so
+#: no released engine was built under the first version of it.
 DERIVED_LIMITS_RULE_ABOVE_INPUT_LEN = f"{DERIVED_LIMITS_RULE}+seq-len-above-input-len"
 #: The rule in words (``plan`` output, ``status.plan`` and docs/planner.md say it).
 MAX_SEQ_LEN_RULE = (
@@ -109,6 +112,14 @@ MAX_SEQ_LEN_RULE = (
     f"{DEFAULT_TYPICAL_REQUEST_TOKENS}) whose {DEFAULT_CONCURRENT_SEQUENCES} full sequences fit in the KV "
     "cache, else the largest that fits once; set spec.build.maxSeqLen for another length, e.g. the "
     "model's full context"
+)
+#: The rule in words when ``spec.build.maxInputLen`` is set (:func:`default_max_seq_len`; fresh-user trial
+#: 51 Y4: the rule printed did not say that maxInputLen had decided).
+MAX_SEQ_LEN_RULE_ABOVE_INPUT_LEN = (
+    "maxSeqLen unset and maxInputLen set: of the model's context and the powers of two below it, those "
+    f"above maxInputLen (and at least {DEFAULT_TYPICAL_REQUEST_TOKENS}); the largest whose "
+    f"{DEFAULT_CONCURRENT_SEQUENCES} full sequences fit in the KV cache, else the shortest that fits once, "
+    "else maxInputLen + 1; set spec.build.maxSeqLen for another length, e.g. the model's full context"
 )
 #: Fixed runtime reserve per GPU: driver-hidden memory, CUDA context, cuBLAS workspace, runtime and
 #: decoder buffers (measured 1.18 GiB on an H200 before TensorRT-LLM's buffers; module docstring).
@@ -392,6 +403,16 @@ class Plan:
     warnings: tuple[PlanIssue, ...] = ()
     #: The draft engine of ``draft_tokens_external`` on the same GPUs (None without one).
     draft: DraftLoad | None = None
+    #: The request's ``spec.build.maxInputLen`` (None when unset): it decides a derived maxSeqLen.
+    max_input_len: int | None = None
+
+    @property
+    def max_seq_len_rule(self) -> str | None:
+        """The rule that derived ``max_seq_len`` in words (``plan``'s ``max_seq_len_rule``,
+        ``status.plan.maxSeqLenRule``); None when the spec set it."""
+        if self.max_seq_len_source != "derived":
+            return None
+        return MAX_SEQ_LEN_RULE if self.max_input_len is None else MAX_SEQ_LEN_RULE_ABOVE_INPUT_LEN
 
     def to_json_dict(self) -> dict[str, Any]:
         """Stable JSON: snake_case keys, bytes as ints, ``reasons`` as ``{field, message, fix}`` objects."""
@@ -422,7 +443,7 @@ class Plan:
             "max_concurrent_sequences": self.max_concurrent_sequences,
             "max_concurrent_sequences_at_typical_request": self.max_concurrent_sequences_at_typical_request,
             "max_seq_len_source": self.max_seq_len_source,
-            "max_seq_len_rule": MAX_SEQ_LEN_RULE if self.max_seq_len_source == "derived" else None,
+            "max_seq_len_rule": self.max_seq_len_rule,
             "fits": self.fits,
             "reasons": [r.to_json_dict() for r in self.reasons],
             "recommended": dict(self.recommended),
@@ -661,8 +682,10 @@ def default_max_seq_len(
     user sets it.
 
     ``max_input_len`` (``spec.build.maxInputLen``, below ``context``): only lengths above it are
-    candidates; when none of them fits once, ``max_input_len + 1`` (the prompt and one output token)
-    if it fits, else that length all the same (the plan then fails naming maxInputLen). trtllm-build
+    candidates, and when none of them keeps ``sequences``, the *shortest* of at least
+    ``min(context, 2048)`` that fits once (the most sequences; below that floor, the largest that fits
+    once, as without it); when none of them fits once, ``max_input_len + 1`` (the prompt and one output
+    token) if it fits, else that length all the same (the plan then fails naming maxInputLen). trtllm-build
     would clip a longer maxInputLen to maxSeqLen with only a warning (NVIDIA/TensorRT-LLM
     ``tensorrt_llm/builder.py`` ``_init_max_seq_len``, "clipping it to max_seq_len", stored commit
     008b2b8d): prompts the user asked for would be refused (fresh-user trial 50 X2).
@@ -676,10 +699,19 @@ def default_max_seq_len(
             candidates.append(length)
     candidates = [c for c in candidates if c >= shortest_length]
     floor = min(context, DEFAULT_TYPICAL_REQUEST_TOKENS)
-    for need, shortest in ((sequences, floor), (1, 1)):
-        for candidate in candidates:
-            if candidate >= shortest and need * _round_blocks(candidate, tokens_per_block) <= max_kv_tokens:
-                return candidate
+    for candidate in candidates:
+        if candidate >= floor and sequences * _round_blocks(candidate, tokens_per_block) <= max_kv_tokens:
+            return candidate
+    once = [c for c in candidates if _round_blocks(c, tokens_per_block) <= max_kv_tokens]
+    if max_input_len is not None:
+        # The shortest above maxInputLen (and the floor) that fits: the most sequences. Candidates
+        # above maxInputLen rarely keep 16, so the longest that fits once was usually the model's full
+        # context (fresh-user trial 51 Y4: 131,072 holding 3 sequences where 32,768 holds 13).
+        usable = [c for c in once if c >= floor]
+        if usable:
+            return min(usable)
+    if once:
+        return max(once)
     return context if max_input_len is None else shortest_length
 
 
@@ -1402,6 +1434,7 @@ def _compute_at(
         recommended=recommended,
         warnings=tuple(warnings),
         draft=load,
+        max_input_len=request.max_input_len,
     )
 
 

@@ -81,7 +81,8 @@ def register(subparsers: Any) -> None:
         "--max-input-len",
         type=build_integer("max_input_len"),
         default=None,
-        help="longest prompt (spec.build.maxInputLen)",
+        help="longest prompt (spec.build.maxInputLen); with --max-seq-len unset the derived maxSeqLen is "
+        "above it (docs/planner.md)",
     )
     p.add_argument(
         "--kv-cache-free-gpu-mem-fraction",

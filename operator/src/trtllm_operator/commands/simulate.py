@@ -524,7 +524,7 @@ def engine_backend(engine: dict[str, Any] | None) -> str:
 def engine_max_input_len(engine: dict[str, Any] | None) -> int | None:
     """``spec.build.maxInputLen`` of the LLMEngine the input holds (None without one, or unset): the
     planner derives maxSeqLen above it when maxSeqLen is unset, as the operator does (fresh-user trial
-    51 Y5: simulate derived it without, 16,384 where the operator builds 131,072)."""
+    51 Y5: simulate derived it without, 16,384 where the operator built 131,072; 32,768 since Y4)."""
     value = (((engine or {}).get("spec") or {}).get("build") or {}).get("maxInputLen")
     return None if value is None else int(value)
 

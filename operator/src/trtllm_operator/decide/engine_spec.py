@@ -50,7 +50,6 @@ from engine_builder.planner.formats import (
     runtime_cannot_load,
     runtime_lacks_backend,
 )
-from engine_builder.planner.plan import MAX_SEQ_LEN_RULE
 from trtllm_operator.api import LLMEngineSpec
 from trtllm_operator.api.engine import builder_gpus
 from trtllm_operator.api.wire import GPU_RESOURCE
@@ -426,7 +425,7 @@ def plan_status(plan: Plan | None) -> dict[str, Any] | None:
         gpuProduct=None if plan.fits else rec.get("gpu_product"),
         note=None if plan.fits else _not_fit_note(plan),
     )
-    out["maxSeqLenRule"] = MAX_SEQ_LEN_RULE if plan.max_seq_len_source == "derived" else None
+    out["maxSeqLenRule"] = plan.max_seq_len_rule
     out["reasons"] = [str(r) for r in plan.reasons][:32] or None
     out["warnings"] = plan_warnings(plan) or None
     return out
