@@ -162,9 +162,15 @@ def test_formats_by_parallelism_through_package(
         quant["awq_block_size"] = 64
     if fmt == "fp8":
         quant["kv_cache_dtype"] = "fp8"
+    build: dict[str, Any] = {}
     if fmt == "int8_sq":
         quant["kv_cache_dtype"] = "int8"
-    spec = write_spec(tmp_path, tiny_model, quantization=quant, parallelism={"tensor": tp, "pipeline": pp})
+        # an INT8 KV cache turns paged context FMHA off (TensorRT-LLM builder.py): the LLMEngine API
+        # refuses it unless build.pagedContextFMHA is false, and so does the builder's plan stage
+        build["paged_context_fmha"] = False
+    spec = write_spec(
+        tmp_path, tiny_model, quantization=quant, parallelism={"tensor": tp, "pipeline": pp}, build=build
+    )
     code, termination = run_in_process(tmp_path, spec, workdir=format_workdirs[fmt])
 
     assert code == 0, termination
@@ -344,6 +350,14 @@ def test_changing_parallelism_reuses_the_calibration(
             "BadSpec",
             "plan",
             "quantization.format",
+        ),
+        # an INT8 KV cache with build.paged_context_fmha left on: refused as the LLMEngine API does
+        # (formats.paged_context_fmha_refusal; trial 51 Y6), not built with the FMHA silently off
+        (
+            {"quantization": {"format": "int8_sq", "kv_cache_dtype": "int8"}},
+            "BadSpec",
+            "plan",
+            "quantization.kv_cache_dtype",
         ),
     ],
 )
