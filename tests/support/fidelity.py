@@ -39,6 +39,11 @@ def engine_doc(backend: str, fmt: str, tp: int, draft: bool = False) -> dict[str
     if fmt in ("int4_awq", "w4a8_awq"):
         quant["awqBlockSize"] = 64
     build: dict[str, Any] = {"maxBatchSize": 16, "maxNumTokens": 1024, "maxInputLen": 256, "maxSeqLen": 512}
+    if fmt == "int8_sq":
+        # an INT8 KV cache turns paged context FMHA off (TensorRT-LLM builder.py): the LLMEngine API
+        # and the builder refuse it unless build.pagedContextFMHA is false
+        # (formats.paged_context_fmha_refusal)
+        build["pagedContextFMHA"] = False
     if draft:
         # The builder packages tensorrt_llm_bls with as many instances as the max batch size
         # (upstream's rule); each is a Python stub process, and sixteen of them next to two ranks
