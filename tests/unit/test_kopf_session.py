@@ -265,6 +265,16 @@ def test_refused_credentials_end_in_kopfs_login_error_instead_of_a_loop(
     assert refused, "the same refused credentials must end in kopf's LoginError, not another session"
     assert fresh, "other credentials (a rotated token) get a session of their own"
 
+    async def started_again() -> bool:  # a new event loop: an operator run again in this process
+        session = await startup.login(settings=kopf_settings)
+        usable = not session.aiohttp_session.closed
+        await session.aiohttp_session.close()
+        return usable
+
+    # the in-process integration tests run the operator several times: a session of an ended loop
+    # (closed by then) must not be handed to the next run
+    assert asyncio.run(started_again()), "a new event loop must get a new, open session"
+
 
 def test_limited_session_refuses_no_limit() -> None:
     info = kopf.ConnectionInfo(server="https://localhost:6443")

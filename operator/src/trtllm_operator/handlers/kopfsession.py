@@ -59,6 +59,7 @@ only after its old stream ended (and ``settings.watching.reconnect_backoff`` pas
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Collection
 
@@ -123,12 +124,12 @@ def watch_streams(
 #: the last three invalidated credentials of a login handler (``credentials.py`` ``Vault.invalidate``:
 #: ``self._invalid[key][-2:] + [current]``).
 _REMEMBERED = 3
-_sessions: list[tuple[kopf.ConnectionInfo, int, kopf.AiohttpSession]] = []
+_sessions: list[tuple[asyncio.AbstractEventLoop, kopf.ConnectionInfo, int, kopf.AiohttpSession]] = []
 
 
 def session_for(info: kopf.ConnectionInfo, limit: int) -> kopf.AiohttpSession:
-    """:func:`limited_session` for ``info``, or the very session handed out before for equal
-    credentials and limit (the last :data:`_REMEMBERED`).
+    """:func:`limited_session` for ``info``, or the very session handed out before in this event loop
+    for equal credentials and limit (the last :data:`_REMEMBERED`).
 
     kopf keeps credentials that the API server refused (401) and drops a login result *equal* to one
     of them, so that re-authenticating with the same invalid credentials ends in ``LoginError``
@@ -137,12 +138,17 @@ def session_for(info: kopf.ConnectionInfo, limit: int) -> kopf.AiohttpSession:
     ``aiohttp_session`` by identity, so a new session for the same refused token is never equal:
     the operator re-authenticated thousands of times a minute and never exited (fresh-user trial 51
     Y1; kopf's own ``ConnectionInfo`` does not loop). Handing back the same object for the same
-    credentials keeps kopf's guard working; new credentials (a rotated token) get a new session."""
-    for known, known_limit, session in _sessions:
+    credentials keeps kopf's guard working; new credentials (a rotated token) get a new session.
+    Only within one event loop: kopf closes its sessions when its loop ends, and an aiohttp session is
+    bound to the loop it was made in, so an operator started again in the same process (the
+    in-process tests do) gets a new one."""
+    loop = asyncio.get_running_loop()
+    _sessions[:] = [entry for entry in _sessions if entry[0] is loop]
+    for _, known, known_limit, session in _sessions:
         if known == info and known_limit == limit:
             return session
     session = limited_session(info, limit)
-    _sessions.append((info, limit, session))
+    _sessions.append((loop, info, limit, session))
     del _sessions[:-_REMEMBERED]
     return session
 
