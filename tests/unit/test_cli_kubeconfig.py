@@ -171,6 +171,7 @@ def test_run_takes_kubeconfig_as_the_cache_commands_do(
     where $KUBECONFIG names another."""
     from support.apistub import stub_server  # noqa: PLC0415
 
+    from trtllm_operator import settings as settings_module  # noqa: PLC0415
     from trtllm_operator.kube import client as kube_client  # noqa: PLC0415
 
     seen: list[str] = []
@@ -180,6 +181,7 @@ def test_run_takes_kubeconfig_as_the_cache_commands_do(
 
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setattr(kube_client, "_default", None)  # restored after the test
+    monkeypatch.setattr(settings_module, "_current", settings_module._current)  # run configures it
     monkeypatch.setattr(run, "run_operator", kopf_started)
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
     path = tmp_path / "kubeconfig"

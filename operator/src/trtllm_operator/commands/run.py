@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import logging
 import threading
+import time
 from typing import Any
 
 from trtllm_operator.settings import Settings, SettingsError
@@ -25,6 +26,9 @@ log = logging.getLogger(__name__)
 #: wait_for_api_server`); 2 is a bad flag, setting or kubeconfig (:data:`~trtllm_operator.commands.
 #: EXIT_BAD_INPUT`).
 EXIT_UNREACHABLE = 1
+#: ``run``'s exit code when the API server refuses what kopf would watch (:func:`~trtllm_operator.
+#: kube.access.wait_for_access`), as kopf's own exit after its retries.
+EXIT_FORBIDDEN = 1
 
 _metrics_started = False  # the operator's registry (metrics.operator_metrics) is served once
 _metrics_lock = threading.Lock()
@@ -42,7 +46,9 @@ serves Prometheus /metrics.
 Before kopf starts, the kubeconfig (--kubeconfig, else $KUBECONFIG, else ~/.kube/config, else in a
 pod the service account) must load (else exit 2) and the API server must answer: it is retried for
 about a minute, as kopf retries its requests, then run exits 1 with one line naming the server, the
-reason and the attempts.
+reason and the attempts. Then the credentials must be allowed to list and watch what the operator
+watches (a SelfSubjectAccessReview each): asked again for about a minute, then run exits 1 with one line
+naming every missing permission.
 """
 
 
@@ -189,13 +195,17 @@ def check_ports(settings: Settings, args: argparse.Namespace) -> None:
 
 
 def _main(args: argparse.Namespace) -> int:
+    from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
+
     from trtllm_operator.commands import EXIT_BAD_INPUT, say  # noqa: PLC0415
     from trtllm_operator.commands._kubeconfig import KubeconfigError, load_client  # noqa: PLC0415
+    from trtllm_operator.kube.access import AccessDeniedError, wait_for_access  # noqa: PLC0415
     from trtllm_operator.kube.client import (  # noqa: PLC0415
         API_ERROR_BACKOFFS,
         CONNECTIONS,
         ApiServerUnreachableError,
         Kube,
+        api_message,
         set_default_kube,
         wait_for_api_server,
     )
@@ -227,6 +237,23 @@ def _main(args: argparse.Namespace) -> int:
         say("run", "error", str(exc))
         api_client.close()
         return EXIT_UNREACHABLE
+    # What kopf will watch, allowed to these credentials, asked before kopf starts: kopf retries a
+    # 403 as a failed connection and then stops with a traceback per watch (kube/access.py; fresh-user
+    # trial 51 Y11: 1,144 lines for a token without RBAC); this ends with one line naming what is missing.
+    try:
+        wait_for_access(
+            api_client,
+            watch_access(settings, api_client),
+            API_ERROR_BACKOFFS,
+            on_retry=lambda note: say("run", "note", note),
+            sleep=time.sleep,
+        )
+    except AccessDeniedError as exc:
+        say("run", "error", str(exc))
+        api_client.close()
+        return EXIT_FORBIDDEN
+    except ApiException as exc:  # no review could be made: kopf says what it may not watch
+        say("run", "note", f"the operator's permissions were not checked: {api_message(exc)}")
     # The client checked is the operator's: its handlers, kopf's login (handlers.startup.login) and
     # the /metrics authorizer all use the process-wide one (kube.client.default_kube).
     set_default_kube(Kube(api_client, settings.field_manager))
@@ -236,6 +263,29 @@ def _main(args: argparse.Namespace) -> int:
         say("run", "error", str(exc))
         return EXIT_BAD_INPUT
     return 0
+
+
+def watch_access(settings: Settings, api_client: Any) -> list[Any]:
+    """The permissions (:class:`trtllm_operator.kube.access.Access`) kopf needs for the watches of the
+    operator's handlers under ``settings``: kopf's watched selectors
+    (:func:`trtllm_operator.handlers.kopfsession.watched_selectors`, the handler registry's own), each
+    resolved through ``api_client``'s discovery, in ``settings.namespaces`` (none: cluster-wide).
+    Imports the handlers, with ``settings`` made the process-wide settings first, as
+    :func:`run_operator` does."""
+    import kopf  # noqa: PLC0415
+
+    from trtllm_operator.kube.access import discovery, wanted  # noqa: PLC0415
+    from trtllm_operator.settings import configure  # noqa: PLC0415
+
+    configure(settings)
+    import trtllm_operator.handlers  # noqa: F401, PLC0415 - importing registers the handlers
+    from trtllm_operator.handlers.kopfsession import watched_selectors  # noqa: PLC0415
+
+    watched = [
+        (s.group or "", s.version or "", str(s.plural or s.kind or s.singular or s.shortcut or s.any_name))
+        for s in watched_selectors(kopf.get_default_registry())
+    ]
+    return wanted(watched, discovery(api_client), settings.namespaces)
 
 
 def run_operator(

@@ -1,0 +1,101 @@
+"""``trtllm-operator run`` with credentials the API server authenticates but does not authorize.
+
+kopf 1.45.2 retries a 403 like a failed connection and then stops with a traceback per watch
+(``kopf/_cogs/clients/api.py`` ``request``); fresh-user trial 51 Y11 got 1,144 lines so for a token
+without RBAC. ``run`` now asks the API server first (:mod:`trtllm_operator.kube.access`: discovery and
+a SelfSubjectAccessReview per verb, resource and namespace) and ends with one line naming every
+missing permission. The real API server (RBAC authorizer, ServiceAccount tokens) answers here; the
+chart's own RBAC, rendered by helm for the ServiceAccount, is what makes the same check pass — so the
+test also fails when a handler starts watching something the chart does not grant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from support.cluster import LocalCluster
+
+from trtllm_operator import settings as settings_module
+from trtllm_operator.api.wire import DEPLOYMENT_PLURAL, ENGINE_PLURAL, GROUP
+from trtllm_operator.cli import main
+from trtllm_operator.commands import run
+from trtllm_operator.kube import client as kube_client
+
+pytestmark = pytest.mark.slow
+
+CHART = Path(__file__).resolve().parents[2] / "charts" / "trtllm-operator"
+
+SERVICE_ACCOUNT = "watcher"
+
+
+def token_kubeconfig(cluster: LocalCluster, token: str, path: Path) -> Path:
+    """The cluster's kubeconfig with its user replaced by ``token`` (the server and CA kept)."""
+    config = yaml.safe_load(Path(cluster.kubeconfig).read_text())
+    config["users"] = [{"name": "token-user", "user": {"token": token}}]
+    for context in config["contexts"]:
+        context["context"]["user"] = "token-user"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@pytest.fixture
+def watcher_kubeconfig(cluster: LocalCluster, namespace: str, tmp_path: Path) -> Iterator[Path]:
+    """A kubeconfig of ServiceAccount ``watcher`` in ``namespace``, bound to nothing yet."""
+    cluster.kubectl("create", "serviceaccount", SERVICE_ACCOUNT, "-n", namespace)
+    token = cluster.kubectl("create", "token", SERVICE_ACCOUNT, "-n", namespace, "--duration", "10m").stdout
+    yield token_kubeconfig(cluster, token.strip(), tmp_path / "kubeconfig")
+
+
+def test_run_without_rbac_ends_with_one_line_and_the_charts_rbac_lets_it_start(
+    cluster: LocalCluster,
+    namespace: str,
+    watcher_kubeconfig: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    started: list[str] = []
+
+    def kopf_started(settings: object, **_: object) -> None:
+        started.append(namespace)
+
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setattr(kube_client, "_default", None)
+    monkeypatch.setattr(kube_client, "API_ERROR_BACKOFFS", (0.2,))  # kopf's schedule, shortened
+    monkeypatch.setattr(settings_module, "_current", settings_module._current)  # run configures it
+    monkeypatch.setattr(run, "run_operator", kopf_started)
+    argv = ["run", "-n", namespace, "--kubeconfig", str(watcher_kubeconfig)]
+
+    assert main(argv) == run.EXIT_FORBIDDEN
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2, lines  # the note of the first refusal, then the error
+    note, error = lines
+    assert note.startswith(
+        "trtllm-operator run: note: the API server does not (yet) allow cluster-wide: list/watch"
+    ), note
+    user = f"system:serviceaccount:{namespace}:{SERVICE_ACCOUNT}"
+    assert error.startswith(
+        f"trtllm-operator run: error: the API server does not allow user {user} what the operator watches: "
+    ), error
+    assert f"{DEPLOYMENT_PLURAL}.{GROUP}" in error and f"{ENGINE_PLURAL}.{GROUP}" in error, error
+    assert "jobs.batch" in error and f"in namespace {namespace}: list/watch " in error, error
+    assert "cluster-wide: list/watch " in error and "nodes" in error, error
+    assert "(asked 2 times over 0.2 s)" in error and "rbac.create" in error, error
+    assert started == []
+
+    # The chart's RBAC for this namespace, bound to the same ServiceAccount: everything is allowed.
+    rbac = cluster.helm(
+        "template", "rel", str(CHART), "-n", namespace, "--kube-version", "1.34.4",
+        "--set", f"watchNamespaces={{{namespace}}}", "--set", f"serviceAccount.name={SERVICE_ACCOUNT}",
+        "--show-only", "templates/rbac.yaml",
+    ).stdout  # fmt: skip
+    cluster.kubectl("apply", "-f", "-", input=rbac)
+    # A binding reaches the authorizer's cache a moment after it is stored: run asks again for that.
+    monkeypatch.setattr(kube_client, "API_ERROR_BACKOFFS", (0.5, 1, 2, 5))
+    try:
+        assert main(argv) == 0, capsys.readouterr().err
+        assert started == [namespace]
+    finally:
+        cluster.kubectl("delete", "-f", "-", "--ignore-not-found", input=rbac)
