@@ -161,6 +161,17 @@ _DELETE = object()
         ),
         ("LLMEngine", "spec.quantization.format", "fp4", ["spec.quantization.format", "Unsupported value"]),
         ("LLMEngine", "spec.parallelism.tensr", 2, ["spec.parallelism.tensr: unknown field"]),
+        # YAML's .nan / .inf, which kubectl cannot turn into JSON; every range check passes NaN (trial 51 Y8)
+        (
+            "LLMDeployment",
+            "spec.server.kvCacheFreeGpuMemFraction",
+            float("nan"),
+            [
+                "spec.server.kvCacheFreeGpuMemFraction: Invalid value: .nan: not a finite number",
+                "error converting YAML to JSON: json: unsupported value: NaN",
+            ],
+        ),
+        ("LLMEngine", "spec.build.maxBatchSize", -float("inf"), ["maxBatchSize: Invalid value: -.inf"]),
     ],
 )
 def test_manifest_the_api_server_rejects_exits_2(

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import math
 import re
 from collections.abc import Iterator
 from functools import cache
@@ -272,6 +273,32 @@ def _cel_errors(spec: Any, schema: dict[str, Any], base: str = "") -> list[str]:
     return errors
 
 
+def _yaml_number(value: float) -> str:
+    """A non-finite float as YAML writes it (``.nan``, ``.inf``, ``-.inf``)."""
+    return ".nan" if math.isnan(value) else (".inf" if value > 0 else "-.inf")
+
+
+def non_finite_errors(value: Any, path: str) -> list[str]:
+    """Every NaN or infinity in ``value`` (found at ``path``), each naming its field. YAML has them
+    (``.nan``, ``.inf``) and JSON has not: kubectl converts the manifest to JSON (sigs.k8s.io/yaml
+    ``YAMLToJSON``), whose encoder refuses them (Go ``encoding/json``: kubectl v1.34.4 says ``error
+    converting YAML to JSON: json: unsupported value: NaN``), so such a manifest never reaches the API
+    server. The range checks cannot say so: every comparison
+    with NaN is false (fresh-user trial 51 Y8: ``target: .nan`` got "should be less than or equal to 1")."""
+    if isinstance(value, float) and not math.isfinite(value):
+        go = "NaN" if math.isnan(value) else ("+Inf" if value > 0 else "-Inf")  # strconv.FormatFloat
+        return [
+            f"{path}: Invalid value: {_yaml_number(value)}: not a finite number, which JSON cannot carry "
+            f"(kubectl refuses the file: error converting YAML to JSON: json: unsupported value: {go}); "
+            "write a number"
+        ]
+    if isinstance(value, dict):
+        return [e for k, v in value.items() for e in non_finite_errors(v, f"{path}.{k}")]
+    if isinstance(value, list):
+        return [e for i, v in enumerate(value) for e in non_finite_errors(v, f"{path}[{i}]")]
+    return []
+
+
 def manifest_errors(doc: dict[str, Any]) -> list[str]:
     """Everything the API server would reject in ``doc`` that can be checked here; empty = valid.
 
@@ -306,6 +333,9 @@ def manifest_errors(doc: dict[str, Any]) -> list[str]:
     spec = doc.get("spec")
     if spec is None:
         return [*errors, "spec: missing"]
+    non_finite = non_finite_errors(spec, "spec")
+    if non_finite:  # kubectl cannot even send it
+        return [*errors, *non_finite]
     structural, blocking = _structural_errors(spec, spec_schema)
     errors.extend(structural)
     if not blocking:  # as the API server: CEL on the defaulted object unless a blocking error (no status)
@@ -322,6 +352,9 @@ def section_errors(kind: str, path: str, value: Any) -> list[str]:
     schema = _schemas()[kind]
     for part in path.split("."):
         schema = schema["properties"][part]
+    non_finite = non_finite_errors(value, path)
+    if non_finite:
+        return non_finite
     structural, blocking = _structural_errors(value, schema, base=path)
     if blocking:
         return structural
