@@ -24,14 +24,23 @@ if [ ! -x "$UV_ENV/bin/uv" ]; then
 fi
 UV="$UV_ENV/bin/uv"
 
-stamp=$(cat operator/pyproject.toml engine-builder/pyproject.toml hack/venv.sh | sha256sum | cut -c1-16)
+stamp=$(cat operator/pyproject.toml engine-builder/pyproject.toml engine-builder/bundle-requirements.txt \
+  hack/venv.sh | sha256sum | cut -c1-16)
 if [ -x "$VENV/bin/python" ] && [ "$(cat "$VENV/.trtllm-stamp" 2>/dev/null)" = "$stamp" ]; then
   exit 0
 fi
 start=$(date +%s)
 [ -x "$VENV/bin/python" ] || "$UV" venv --quiet --python "$PYTHON" "$VENV"
 log "installing trtllm-engine-builder[quantize,s3,test] and trtllm-operator[test,sim] (editable) into $VENV"
-"$UV" pip install --python "$VENV/bin/python" \
+# The builder bundle's pins (engine-builder/bundle-requirements.txt, the one home of those versions) as
+# constraints: the unit tests build the bundle with uv offline from this install's cache
+# (tests/unit/test_builder_delivery.py), so the virtualenv must hold exactly those versions. Unconstrained,
+# boto3 1.44.8 let the resolver take the newest botocore (1.44.18 on 2026-12-05) while the bundle pins
+# 1.44.8, and a machine with an empty cache failed the bundle's offline install.
+constraints=$(mktemp)
+trap 'rm -f "$constraints"' EXIT
+grep -oE '^[A-Za-z0-9_.-]+==[^ \\]+' engine-builder/bundle-requirements.txt > "$constraints"
+"$UV" pip install --python "$VENV/bin/python" --constraint "$constraints" \
   -e "./engine-builder[quantize,s3,test]" -e "./operator[test,sim]"
 echo "$stamp" > "$VENV/.trtllm-stamp"
 log "virtualenv ready in $(( $(date +%s) - start )) s"
