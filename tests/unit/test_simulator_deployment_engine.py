@@ -5,6 +5,7 @@ honour are named (F27)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -306,6 +307,32 @@ def test_a_capacity_prior_far_from_the_replicas_saturated_rate_is_noted(
         prefix = f"note: spec.autoscaling.capacity.requestsPerSecond {rps:g} of --deployment {path} "
         assert prefix + said in err, err
         assert "Fix: set requestsPerSecond near 5.551 for this traffic" in err, err
+
+
+def test_with_token_weighting_the_prior_is_compared_at_the_lengths_it_holds_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 51 Y3: with token weighting, requestsPerSecond counts requests of promptTokens /
+    outputTokens, but the note compared it with the trace's saturated rate. The trace's own rate (5.551
+    at 2,000 / 300 tokens) beside promptTokens 200 / outputTokens 50 is far below what the replica
+    completes of such short requests: now noted, with the rate at those lengths (no note before)."""
+    docs = _docs("capacity-autoscaled-deployment.yaml")
+    capacity = _deployment(docs)["spec"]["autoscaling"]["capacity"]
+    capacity.update(requestsPerSecond=5.551, promptTokens=200, outputTokens=50, outputTokenWeight=2)
+    path = _write(tmp_path, docs)
+    trace = "gamma:rate=6,duration=20,cv=3,isl=2000,osl=300"
+    args = ["simulate", "--trace", trace, "--model-config", str(LLAMA_70B), "--gpu", "H200"]
+    assert main([*args, "--deployment", path, "--output", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["replica"]["saturated_requests_per_second"] == 5.551
+    said = re.search(
+        r"requestsPerSecond 5\.551 of --deployment \S+ is (\d+)% below the replica's saturated rate "
+        r"([\d.]+) requests/s at promptTokens 200 and outputTokens 50, the lengths it holds for",
+        err,
+    )
+    assert said, err
+    assert float(said.group(2)) > 5.551 / 0.8, said.group(2)  # outside the target's headroom
+    assert f"Fix: set requestsPerSecond near {float(said.group(2)):g} at those lengths" in err, err
 
 
 def test_what_of_the_engine_the_replica_does_not_take_is_said(

@@ -490,7 +490,9 @@ class CapacitySpec(ApiModel):
         "of the requests requestsPerSecond holds for. Each request then counts as (prompt + "
         "outputTokenWeight × output tokens) over this length's cost, measured from the TensorRT-LLM "
         "backend's token-length histograms (nv_llm_input_token_len, nv_llm_output_token_len; backend "
-        "0.16+), so traffic with longer prompts than the profile's is sized for what it costs.",
+        "0.16+), so traffic with longer prompts than the profile's is sized for what it costs. Without "
+        "requestsPerSecond the weighting works as well (the capacity learned from the pods is counted in "
+        "requests of these lengths), and the lengths only set that unit: any typical values do.",
     )
     output_tokens: int | None = Field(
         default=None,

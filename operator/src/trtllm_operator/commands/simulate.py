@@ -806,18 +806,34 @@ def _static_fix(manifest: dict[str, Any], flag: str, path: str) -> str:
     )
 
 
-def capacity_mismatch(policy: Any, kappa: float, deployment: str) -> str | None:
+def capacity_mismatch(policy: Any, kappa: float, deployment: str, replica: Any = None) -> str | None:
     """A note when the manifest's ``spec.autoscaling.capacity.requestsPerSecond`` (the prior κ of
     ``policy``, a :class:`~trtllm_operator.simulate.policies.SharedPolicy`) is off the replica's
-    ``saturated_requests_per_second`` for this trace (``kappa``, the performance model's at the
-    trace's mean lengths) by more than the headroom ``capacity.target`` leaves: above κ / target the
-    autoscaler plans each replica past what it serves; below κ × target it runs replicas idler than its
-    target. Either way until the online correction moves κ, which needs saturated pods (fresh-user trial
-    44 F22: the capacity example's 9.4/s beside a trace whose replica saturates at 5.551/s, and no word).
-    None within that band, or without a prior."""
+    saturated rate by more than the headroom ``capacity.target`` leaves: above κ / target the autoscaler
+    plans each replica past what it serves; below κ × target it runs replicas idler than its target.
+    Either way until the online correction moves κ, which needs saturated pods (fresh-user trial 44 F22:
+    the capacity example's 9.4/s beside a trace whose replica saturates at 5.551/s, and no word).
+
+    The rate compared is the one requestsPerSecond holds for: ``kappa`` (the replica's
+    ``saturated_requests_per_second`` at the trace's mean lengths), or, with token weighting
+    (``promptTokens`` / ``outputTokens`` set), the performance model's at those lengths for
+    ``replica`` (a :class:`~trtllm_operator.simulate.replica.ReplicaSpec`): requestsPerSecond then
+    counts requests of those lengths, whatever the trace's are (fresh-user trial 51 Y3: the note
+    compared it with the trace's rate). None within that band, or without a prior."""
     params = policy.policy.capacity
     if params is None or params.prior_rps is None or kappa <= 0:
         return None
+    rate = f"saturated_requests_per_second {kappa:g} for this trace (the performance model's, at its mean "
+    rate += "prompt and output lengths)"
+    if params.prior_tokens is not None and replica is not None:
+        from trtllm_operator.simulate.policies import capacity_rps_at  # noqa: PLC0415
+
+        prompt, output = (max(1, round(t)) for t in params.prior_tokens)
+        kappa = round(capacity_rps_at(replica, prompt, output), 3)
+        rate = (
+            f"saturated rate {kappa:g} requests/s at promptTokens {prompt} and outputTokens {output}, the "
+            "lengths it holds for with token weighting (the performance model's)"
+        )
     prior, target = params.prior_rps, params.target
     if kappa * target <= prior <= kappa / target:
         return None
@@ -830,12 +846,12 @@ def capacity_mismatch(policy: Any, kappa: float, deployment: str) -> str | None:
         )
     else:
         effect = f"the autoscaler runs replicas well below capacity.target {target:g} (more than needed)"
+    fix = "for this traffic" if params.prior_tokens is None else "at those lengths"
     return (
         f"spec.autoscaling.capacity.requestsPerSecond {prior:g} of --deployment {deployment} is "
-        f"{off:.0f}% {'above' if above else 'below'} the replica's saturated_requests_per_second {kappa:g} "
-        f"for this trace (the performance model's, at its mean prompt and output lengths): {effect}, "
-        "until the online correction, which needs saturated pods, moves it. Fix: set requestsPerSecond near "
-        f"{kappa:g} for this traffic, or measure it (docs/autoscaling.md)"
+        f"{off:.0f}% {'above' if above else 'below'} the replica's {rate}: {effect}, until the online "
+        f"correction, which needs saturated pods, moves it. Fix: set requestsPerSecond near {kappa:g} {fix}, "
+        "or measure it (docs/autoscaling.md)"
     )
 
 
@@ -1128,7 +1144,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError:
         tokens = dict.fromkeys(("output_token_weight", "mean_prompt_tokens", "mean_output_tokens"))
     if isinstance(manifest_policy, policies.SharedPolicy) and kappa is not None:
-        mismatch = capacity_mismatch(manifest_policy, kappa, args.deployment)
+        mismatch = capacity_mismatch(manifest_policy, kappa, args.deployment, setup.spec)
         if mismatch:
             say("simulate", "note", mismatch)
     summary["replica"] = {

@@ -210,7 +210,13 @@ def profiled_capacity_rps(requests: Sequence[Request], spec: ReplicaSpec) -> flo
     accepts (:func:`accepted`; :func:`~trtllm_operator.simulate.perf.saturated_request_rate`, the one
     formula), as Dynamo's planner profiles a deployment before serving. Requests per second. Raises
     ``ValueError`` when it accepts none."""
-    isl, osl = _mean_lengths(requests, spec)
+    return capacity_rps_at(spec, *_mean_lengths(requests, spec))
+
+
+def capacity_rps_at(spec: ReplicaSpec, isl: int, osl: int) -> float:
+    """Requests/s the replica ``spec`` completes when saturated at mean prompt ``isl`` and output
+    ``osl`` tokens (:func:`~trtllm_operator.simulate.perf.saturated_request_rate` at the replica's
+    limits). Raises ``ValueError`` for lengths < 1."""
     return saturated_request_rate(spec.model, isl, osl, **_limits(spec))
 
 
