@@ -99,3 +99,49 @@ def test_run_without_rbac_ends_with_one_line_and_the_charts_rbac_lets_it_start(
         assert started == [namespace]
     finally:
         cluster.kubectl("delete", "-f", "-", "--ignore-not-found", input=rbac)
+
+
+def test_all_namespaces_asks_cluster_wide_and_the_charts_cluster_wide_rbac_allows_it(
+    cluster: LocalCluster,
+    namespace: str,
+    watcher_kubeconfig: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--all-namespaces`` needs every watched resource cluster-wide and kopf's namespace scan
+    (list/watch namespaces). The namespaced chart's Role does not give it: the missing rules are all
+    cluster-wide. The chart with ``clusterWide: true`` does."""
+    started: list[bool] = []
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setattr(kube_client, "_default", None)
+    monkeypatch.setattr(kube_client, "API_ERROR_BACKOFFS", (0.5, 1, 2, 5))
+    monkeypatch.setattr(settings_module, "_current", settings_module._current)
+    monkeypatch.setattr(run, "run_operator", lambda *_, **__: started.append(True))
+    argv = ["run", "--all-namespaces", "--kubeconfig", str(watcher_kubeconfig)]
+
+    def chart_rbac(*values: str) -> str:
+        return cluster.helm(
+            "template", "rel", str(CHART), "-n", namespace, "--kube-version", "1.34.4",
+            "--set", f"serviceAccount.name={SERVICE_ACCOUNT}", *values, "--show-only", "templates/rbac.yaml",
+        ).stdout  # fmt: skip
+
+    namespaced = chart_rbac("--set", f"watchNamespaces={{{namespace}}}")
+    cluster.kubectl("apply", "-f", "-", input=namespaced)
+    try:
+        assert main(argv) == run.EXIT_FORBIDDEN
+        error = capsys.readouterr().err.splitlines()[-1]
+        assert "in namespace" not in error, error  # nothing is asked per namespace
+        missing = error.split("what the operator watches: cluster-wide: list/watch ", 1)[1].split(" (asked")[
+            0
+        ]
+        assert "namespaces" in missing.split(", "), missing
+        assert f"{ENGINE_PLURAL}.{GROUP}" in missing and "nodes" not in missing, missing  # nodes: granted
+    finally:
+        cluster.kubectl("delete", "-f", "-", "--ignore-not-found", input=namespaced)
+    wide = chart_rbac("--set", "clusterWide=true")
+    cluster.kubectl("apply", "-f", "-", input=wide)
+    try:
+        assert main(argv) == 0, capsys.readouterr().err
+        assert started == [True]
+    finally:
+        cluster.kubectl("delete", "-f", "-", "--ignore-not-found", input=wide)
