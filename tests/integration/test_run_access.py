@@ -145,3 +145,25 @@ def test_all_namespaces_asks_cluster_wide_and_the_charts_cluster_wide_rbac_allow
         assert started == [True]
     finally:
         cluster.kubectl("delete", "-f", "-", "--ignore-not-found", input=wide)
+
+
+def test_a_token_the_api_server_does_not_accept_ends_run_with_one_line(
+    cluster: LocalCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 52: a token the API server rejects (401: garbage, expired, a deleted
+    ServiceAccount's) passed the reachability check (any answer) and the permission check said only
+    "not checked"; kopf then failed its login with 169 lines of tracebacks. Now one line, exit 1."""
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setattr(kube_client, "_default", None)
+    monkeypatch.setattr(settings_module, "_current", settings_module._current)
+
+    def kopf_started(*_: object, **__: object) -> None:
+        raise AssertionError("kopf started with credentials the API server does not accept")
+
+    monkeypatch.setattr(run, "run_operator", kopf_started)
+    kubeconfig = token_kubeconfig(cluster, "garbage-token", tmp_path / "kubeconfig")
+    assert main(["run", "-n", "default", "--kubeconfig", str(kubeconfig)]) == run.EXIT_FORBIDDEN
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("trtllm-operator run: error: the API server https://127.0.0.1:"), lines
+    assert "does not accept the operator's credentials (401 Unauthorized" in lines[0], lines

@@ -26,8 +26,8 @@ log = logging.getLogger(__name__)
 #: wait_for_api_server`); 2 is a bad flag, setting or kubeconfig (:data:`~trtllm_operator.commands.
 #: EXIT_BAD_INPUT`).
 EXIT_UNREACHABLE = 1
-#: ``run``'s exit code when the API server refuses what kopf would watch (:func:`~trtllm_operator.
-#: kube.access.wait_for_access`), as kopf's own exit after its retries.
+#: ``run``'s exit code when the API server refuses the credentials (401) or what kopf would watch
+#: (:func:`~trtllm_operator.kube.access.wait_for_access`), as kopf's own exit after its retries.
 EXIT_FORBIDDEN = 1
 
 _metrics_started = False  # the operator's registry (metrics.operator_metrics) is served once
@@ -252,7 +252,19 @@ def _main(args: argparse.Namespace) -> int:
         say("run", "error", str(exc))
         api_client.close()
         return EXIT_FORBIDDEN
-    except ApiException as exc:  # no review could be made: kopf says what it may not watch
+    except ApiException as exc:
+        if exc.status == 401:  # the credentials themselves: kopf would log in, fail and trace back
+            say(
+                "run",
+                "error",
+                f"the API server {api_client.configuration.host} does not accept the operator's credentials "
+                f"(401 {exc.reason or 'Unauthorized'}: the token or client certificate is invalid or has "
+                "expired, e.g. a token of a deleted ServiceAccount); get new ones (kubectl create token "
+                "SERVICEACCOUNT) or fix the kubeconfig",
+            )
+            api_client.close()
+            return EXIT_FORBIDDEN
+        # no review could be made: kopf says what it may not watch
         say("run", "note", f"the operator's permissions were not checked: {api_message(exc)}")
     # The client checked is the operator's: its handlers, kopf's login (handlers.startup.login) and
     # the /metrics authorizer all use the process-wide one (kube.client.default_kube).
