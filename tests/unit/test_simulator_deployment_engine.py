@@ -335,6 +335,31 @@ def test_with_token_weighting_the_prior_is_compared_at_the_lengths_it_holds_for(
     assert f"Fix: set requestsPerSecond near {float(said.group(2)):g} at those lengths" in err, err
 
 
+@pytest.mark.parametrize(("prompt", "output"), [(1_000_000, 1_000_000), (70_000, 100)])
+def test_token_weighting_lengths_the_replica_never_serves_are_said_not_priced(
+    prompt: int, output: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 52 #2 and #3: lengths within the API's limits but beyond what the engine serves
+    (a prompt over maxSeqLen - 1 = 65,535 tokens here, the server's maximum input length with chunked
+    context: simulate.engine.UPSTREAM_MAX_INPUT_LEN) crashed the note (a rate under 0.0005/s rounded to
+    0, ZeroDivisionError, rc 1) or priced them. A request of those lengths is never served, so the note
+    says the lengths are what to fix."""
+    docs = _docs("capacity-autoscaled-deployment.yaml")
+    capacity = _deployment(docs)["spec"]["autoscaling"]["capacity"]
+    capacity.update(promptTokens=prompt, outputTokens=output, outputTokenWeight=2)
+    path = _write(tmp_path, docs)
+    trace = "gamma:rate=6,duration=20,cv=3,isl=2000,osl=300"
+    args = ["simulate", "--trace", trace, "--model-config", str(LLAMA_70B), "--gpu", "H200"]
+    assert main([*args, "--deployment", path, "--output", "json"]) == 0
+    err = capsys.readouterr().err
+    assert (
+        f"note: spec.autoscaling.capacity promptTokens {prompt} and outputTokens {output} of --deployment "
+        f"{path}: this replica does not serve a request of these lengths (a prompt over its maximum input "
+        "length, 65535 tokens, or a reservation over its whole KV cache)"
+    ) in err, err
+    assert "requests/s at promptTokens" not in err, err
+
+
 def test_what_of_the_engine_the_replica_does_not_take_is_said(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

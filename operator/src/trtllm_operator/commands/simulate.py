@@ -827,13 +827,30 @@ def capacity_mismatch(policy: Any, kappa: float, deployment: str, replica: Any =
     rate += "prompt and output lengths)"
     if params.prior_tokens is not None and replica is not None:
         from trtllm_operator.simulate.policies import capacity_rps_at  # noqa: PLC0415
+        from trtllm_operator.simulate.traces import Request  # noqa: PLC0415
 
-        prompt, output = (max(1, round(t)) for t in params.prior_tokens)
-        kappa = round(capacity_rps_at(replica, prompt, output), 3)
+        prompt, output = (round(t) for t in params.prior_tokens)
+        lengths = f"promptTokens {prompt} and outputTokens {output}"
+        if not replica.accepts(Request(0.0, prompt, output)):
+            # trial 52 #3: a rate for a request the engine never serves is no advice
+            return (
+                f"spec.autoscaling.capacity {lengths} of --deployment {deployment}: this replica does not "
+                f"serve a request of these lengths (a prompt over its maximum input length, "
+                f"{replica.max_seq_len - 1 if replica.max_seq_len else 'maxSeqLen - 1'} tokens, or a "
+                "reservation over its whole KV cache), so requestsPerSecond cannot have been measured at "
+                "them. Fix: set promptTokens and outputTokens to the mean lengths of the traffic "
+                "requestsPerSecond was measured with (simulate prints this trace's as "
+                "replica.mean_prompt_tokens and mean_output_tokens)"
+            )
+        # the performance model needs ≥ 1 token of each; the rate is compared unrounded (trial 52 #2:
+        # a rate under 0.0005/s rounded to 0 and divided by zero)
+        kappa = capacity_rps_at(replica, max(1, prompt), max(1, output))
         rate = (
-            f"saturated rate {kappa:g} requests/s at promptTokens {prompt} and outputTokens {output}, the "
-            "lengths it holds for with token weighting (the performance model's)"
+            f"saturated rate {kappa:.4g} requests/s at {lengths}, the lengths it holds for with token "
+            "weighting (the performance model's)"
         )
+        if kappa <= 0:
+            return None
     prior, target = params.prior_rps, params.target
     if kappa * target <= prior <= kappa / target:
         return None
@@ -850,8 +867,8 @@ def capacity_mismatch(policy: Any, kappa: float, deployment: str, replica: Any =
     return (
         f"spec.autoscaling.capacity.requestsPerSecond {prior:g} of --deployment {deployment} is "
         f"{off:.0f}% {'above' if above else 'below'} the replica's {rate}: {effect}, until the online "
-        f"correction, which needs saturated pods, moves it. Fix: set requestsPerSecond near {kappa:g} {fix}, "
-        "or measure it (docs/autoscaling.md)"
+        f"correction, which needs saturated pods, moves it. Fix: set requestsPerSecond near {kappa:.4g} "
+        f"{fix}, or measure it (docs/autoscaling.md)"
     )
 
 
