@@ -147,3 +147,39 @@ def test_a_file_that_is_not_utf8_is_one_error_line_naming_it(
     err = capsys.readouterr().err
     assert err.startswith(f"trtllm-operator {command.split(maxsplit=1)[0]}: error: {said}"), err
     assert err.count("\n") == 1, err
+
+
+def test_a_nan_anywhere_in_the_file_is_refused_as_kubectl_refuses_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 52 #6: a ``.nan`` in metadata.annotations, or in a ConfigMap beside the
+    manifests, rendered with rc 0 — kubectl cannot turn it into JSON and refuses the file (v1.34.4:
+    "error converting YAML to JSON: json: unsupported value: NaN"). ``simulate --deployment`` reads the
+    same way."""
+    text = EXAMPLE.read_text()
+    path = tmp_path / "in.yaml"
+    path.write_text(text + "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: {a: .nan}\n")
+    assert main(["render", "-f", str(path)]) == 2
+    assert capsys.readouterr().err == (
+        f"trtllm-operator render: error: {path}: document 3: data.a: Invalid value: .nan: not a finite "
+        "number, which JSON cannot carry (kubectl refuses the file: error converting YAML to JSON: json: "
+        "unsupported value: NaN); write a finite number, or quote it where a string is meant\n"
+    )
+    path.write_text(
+        text.replace("name: llama-3-1-8b-fp8\n", "name: llama-3-1-8b-fp8\n  annotations: {a: -.inf}\n", 1)
+    )
+    assert "annotations: {a: -.inf}" in path.read_text()
+    assert main([*SIMULATE, "--deployment", str(path)]) == 2
+    assert ": metadata.annotations.a: Invalid value: -.inf: " in capsys.readouterr().err
+
+
+def test_an_exponent_without_a_dot_is_a_number_as_kubectl_reads_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 52 #5: ``requestsPerSecond: 1e1`` was refused as "'1e1': must be of type
+    number" (PyYAML's YAML 1.1 float wants a dot); kubectl's go-yaml reads it as 10.0."""
+    capacity = REPO / "examples" / "capacity-autoscaled-deployment.yaml"
+    path = tmp_path / "in.yaml"
+    path.write_text(capacity.read_text().replace("requestsPerSecond: 9.4", "requestsPerSecond: 94e-1"))
+    assert "requestsPerSecond: 94e-1" in path.read_text()
+    assert main(["render", "-f", str(path)]) == 0, capsys.readouterr().err

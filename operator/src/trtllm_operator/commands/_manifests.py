@@ -9,12 +9,14 @@ its items as ``kubectl apply`` expands it (:func:`flatten`).
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from trtllm_operator.commands._schema import non_finite_errors
 from trtllm_operator.utf8 import first_non_utf8
 
 #: ``-f -`` / ``--engine -`` / ``--deployment -``: read standard input, as ``kubectl apply -f -`` does.
@@ -65,6 +67,17 @@ class _Loader(yaml.SafeLoader):
                     raise _DuplicateKeyError(key, seen[key], key_node.start_mark)
                 seen[key] = key_node.start_mark
         return super().construct_mapping(node, deep=deep)
+
+
+# Numbers with an exponent and no dot (1e1, 2E+3) are floats, as kubectl reads them: PyYAML's YAML 1.1
+# float pattern wants a dot, so they were strings ("'1e1': must be of type number"; fresh-user trial 52
+# #5), while kubectl's go-yaml v2 (sigs.k8s.io/yaml) resolves a plain scalar that parses as a float,
+# e.g. ``strconv.ParseFloat("1e1")``. The YAML 1.2 core schema's float form; integers still resolve first.
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
 
 
 def _not_yaml(where: str, text: str, exc: yaml.YAMLError) -> BadInputError:
@@ -161,6 +174,13 @@ def read_objects(path: str) -> list[tuple[str, dict[str, Any]]]:
         except yaml.YAMLError as exc:
             raise _not_yaml(where, text, exc) from exc
         for i, doc in enumerate(docs):
+            at = f"{where}: document {i + 1}" if len(docs) > 1 else where
+            # kubectl cannot turn a NaN or an infinity anywhere in a document into JSON: it refuses the
+            # file, whatever the kind or field (fresh-user trial 52 #6: one in metadata.annotations or in
+            # a ConfigMap beside the manifests was let through)
+            non_finite = non_finite_errors(doc, "")
+            if non_finite:
+                raise BadInputError(f"{at}: {non_finite[0]}")
             if isinstance(doc, dict):
-                out += flatten(doc, f"{where}: document {i + 1}" if len(docs) > 1 else where)
+                out += flatten(doc, at)
     return out

@@ -279,7 +279,8 @@ def _yaml_number(value: float) -> str:
 
 
 def non_finite_errors(value: Any, path: str) -> list[str]:
-    """Every NaN or infinity in ``value`` (found at ``path``), each naming its field. YAML has them
+    """Every NaN or infinity in ``value`` (found at ``path``; ``""``: a whole document), each naming its
+    field. YAML has them
     (``.nan``, ``.inf``) and JSON has not: kubectl converts the manifest to JSON (sigs.k8s.io/yaml
     ``YAMLToJSON``), whose encoder refuses them (Go ``encoding/json``: kubectl v1.34.4 says ``error
     converting YAML to JSON: json: unsupported value: NaN``), so such a manifest never reaches the API
@@ -290,10 +291,10 @@ def non_finite_errors(value: Any, path: str) -> list[str]:
         return [
             f"{path}: Invalid value: {_yaml_number(value)}: not a finite number, which JSON cannot carry "
             f"(kubectl refuses the file: error converting YAML to JSON: json: unsupported value: {go}); "
-            "write a number"
+            "write a finite number, or quote it where a string is meant"
         ]
     if isinstance(value, dict):
-        return [e for k, v in value.items() for e in non_finite_errors(v, f"{path}.{k}")]
+        return [e for k, v in value.items() for e in non_finite_errors(v, f"{path}.{k}" if path else str(k))]
     if isinstance(value, list):
         return [e for i, v in enumerate(value) for e in non_finite_errors(v, f"{path}[{i}]")]
     return []
