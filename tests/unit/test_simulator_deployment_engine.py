@@ -396,3 +396,22 @@ def test_what_of_the_engine_the_replica_does_not_take_is_said(
     assert main([*base, "--model-config", str(LLAMA_8B), "--deployment", example]) == 0
     err = capsys.readouterr().err
     assert "seems not to be" not in err and "is not compared" not in err, err
+
+
+def test_an_engine_beside_the_referenced_one_is_noted_without_contradicting_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 52 #7: with the referenced LLMEngine and another one in the input, one note said
+    the replica is the referenced engine's and the next that it is "the one the flags describe"."""
+    docs = _docs("capacity-autoscaled-deployment.yaml")
+    other = json.loads(json.dumps(next(d for d in docs if d["kind"] == "LLMEngine")))
+    other["metadata"]["name"] = "unused-engine"
+    path = _write(tmp_path, [*docs, other])
+    args = ["simulate", "--trace", TRACE, "--model-config", str(LLAMA_70B), "--gpu", "H200"]
+    assert main([*args, "--deployment", path, "--output", "json"]) == 0
+    err = capsys.readouterr().err
+    assert (
+        f"note: --deployment {path}: LLMEngine unused-engine is not read (nor checked): the LLMDeployment's "
+        "spec.engineRef names 'llama-3-1-70b-fp8-tp2'; the replica is LLMEngine llama-3-1-70b-fp8-tp2's\n"
+    ) in err, err
+    assert "the flags describe" not in err, err

@@ -231,14 +231,20 @@ def _load_manifest(path: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
         )
     for _, other in objects:
         if other.get("kind") == ENGINE_KIND and other is not engine:
-            # Fresh-user trial 35: the engine beside the deployment was silently not used.
+            # Fresh-user trial 35: the engine beside the deployment was silently not used. Which replica
+            # runs instead: the referenced engine's when the input holds it (fresh-user trial 52 #7: this
+            # said "the flags describe" beside the note that the replica is that engine's).
+            instead = (
+                f"the replica is {_named(engine)}'s"
+                if engine is not None
+                else "the replica is the one the flags describe (--model-config, --gpu, --tp, --pp, "
+                "--quantization, --kv-cache-dtype, --max-batch-size, --max-num-tokens, --max-seq-len)"
+            )
             say(
                 "simulate",
                 "note",
                 f"--deployment {path}: {_named(other)} is not read (nor checked): the LLMDeployment's "
-                f"spec.engineRef names {ref!r}; the replica is the one the flags describe (--model-config, "
-                "--gpu, --tp, --pp, --quantization, --kv-cache-dtype, --max-batch-size, --max-num-tokens, "
-                "--max-seq-len)",
+                f"spec.engineRef names {ref!r}; {instead}",
             )
     return doc, engine
 
