@@ -93,7 +93,7 @@ def test_the_message_shows_the_weighting() -> None:
     text = run(16.0, 3000.0, 200.0, WEIGHTED).summary(0.8)
     assert "token-weighted: 32 requests/s × 2.43" in text
     assert "mean cost 3400 tokens (finished since the last evaluation)" in text
-    assert "over 1400 for the prior's lengths" in text
+    assert "over 1400 for promptTokens / outputTokens" in text
     assert text.endswith("→ 10")
 
 

@@ -328,14 +328,14 @@ class CapacityEstimate:
             since = "finished since the last evaluation" if self.cost_measured else "last measured"
             over += (
                 f" (token-weighted: {self.requests_rps:.3g} requests/s × {self.cost_ratio:.3g}, their mean "
-                f"cost {self.cost_tokens:.4g} tokens ({since}) over {self.reference_tokens:.4g} for the "
-                "prior's lengths)"
+                f"cost {self.cost_tokens:.4g} tokens ({since}) over {self.reference_tokens:.4g} for "
+                "promptTokens / outputTokens)"
             )
         elif self.reference_tokens:  # weighting on, no length measured yet (fresh-user trial 51 Y2)
             over += (
                 " (token weighting: no request's token lengths measured yet — no finished request, or "
                 "pages without nv_llm_input_token_len / nv_llm_output_token_len (TensorRT-LLM backend "
-                "v0.16.0+) — so each request counts as one of the prior's lengths)"
+                "v0.16.0+) — so each request counts as one of promptTokens / outputTokens)"
             )
         # The count with its quotient, both recomputable from what is printed (fresh-user trials 37b
         # F5 and 38 F8: _quotient).
