@@ -415,3 +415,34 @@ def test_an_engine_beside_the_referenced_one_is_noted_without_contradicting_it(
         "spec.engineRef names 'llama-3-1-70b-fp8-tp2'; the replica is LLMEngine llama-3-1-70b-fp8-tp2's\n"
     ) in err, err
     assert "the flags describe" not in err, err
+
+
+def test_the_engines_max_input_len_bounds_the_planners_warnings_as_for_render(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Fresh-user trial 52 #8: the 8B example (maxInputLen 8,192 = maxNumTokens, maxSeqLen 16,384) got
+    "maxNumTokens 8192 is below maxSeqLen 16384" from simulate, where render and the operator, which
+    give the planner maxInputLen, say nothing of it: simulate passed maxInputLen only for a derived
+    maxSeqLen. The planner's warnings are now the same as render's."""
+    example = str(REPO / "examples" / "llama-3.1-8b-fp8-h100.yaml")
+    args = [
+        "simulate",
+        "--trace",
+        TRACE,
+        "--model-config",
+        str(LLAMA_8B),
+        "--gpu",
+        "H100",
+        "--output",
+        "json",
+    ]
+    assert main([*args, "--deployment", example]) == 0
+    simulated = [line for line in capsys.readouterr().err.splitlines() if "warning:" in line]
+    assert main(["render", "-f", example, "--model-config", str(CONFIGS)]) == 0
+    rendered = [line for line in capsys.readouterr().err.splitlines() if "warning:" in line]
+    assert not any("maxNumTokens" in line for line in simulated), simulated
+
+    def what(lines: list[str]) -> list[str]:  # simulate's fixes name its flags: compare what is said
+        return [line.split("spec.build.", 1)[1].split(" Fix:")[0] for line in lines]
+
+    assert what(simulated) == what(rendered), (simulated, rendered)

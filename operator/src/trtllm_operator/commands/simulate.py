@@ -535,6 +535,14 @@ def engine_max_input_len(engine: dict[str, Any] | None) -> int | None:
     return None if value is None else int(value)
 
 
+def _max_input_len_below(max_input_len: int | None, max_seq_len: int | None) -> int | None:
+    """``max_input_len`` when it is below ``max_seq_len`` (or ``max_seq_len`` is derived: None), else
+    None: a ``--max-seq-len`` at or below the engine's maxInputLen is simulated as given."""
+    if max_input_len is None or (max_seq_len is not None and max_input_len >= max_seq_len):
+        return None
+    return max_input_len
+
+
 #: ``spec.server`` fields the replica model does not represent, each with its default (what the
 #: replica runs) and why: a manifest that sets another value gets a note naming them (fresh-user
 #: trial 44 F27: batchSchedulerPolicy max_utilization was simulated as guaranteed_no_evict without a
@@ -996,8 +1004,11 @@ def run(args: argparse.Namespace) -> int:
             kv_cache_free_gpu_mem_fraction=fraction,
             chunked_context=chunked,
             max_seq_len=args.max_seq_len,
-            # only a derived maxSeqLen depends on it; the runtime does not read it (docs/simulator.md)
-            max_input_len=engine_max_input_len(engine) if args.max_seq_len is None else None,
+            # the planner derives maxSeqLen above it and judges maxNumTokens against it, as for the
+            # operator (fresh-user trial 52 #8: the 8B example, maxInputLen 8,192 = maxNumTokens, was
+            # warned of prompts up to maxSeqLen 16,384); the runtime does not read it (docs/simulator.md).
+            # Not with a --max-seq-len at or below it, which the planner would refuse beside it.
+            max_input_len=_max_input_len_below(engine_max_input_len(engine), args.max_seq_len),
             max_tokens_in_paged_kv_cache=server.max_tokens_in_paged_kv_cache,
             backend=engine_backend(engine),
             paged_context_fmha=engine_paged_context_fmha(engine),
