@@ -96,7 +96,8 @@ def register(subparsers: Any) -> None:
         "directory; - reads stdin), or its bare spec.autoscaling: simulate the builtin autoscaler with "
         "exactly these settings, and the replica with its spec.server.kvCacheFreeGpuMemFraction, "
         "enableChunkedContext and maxTokensInPagedKvCache, and the LLMEngine its spec.engineRef names, when "
-        "the input holds it, filling the engine flags left out; --policy, --min-replicas, --max-replicas, "
+        "the input holds it, filling the engine flags left out (not --gpu, which stays required: a "
+        "warning says when it contradicts spec.gpu.product); --policy, --min-replicas, --max-replicas, "
         "--kv-cache-free-gpu-mem-fraction and --chunked-context are then refused (edit the manifest instead)",
     )
     p.add_argument(
