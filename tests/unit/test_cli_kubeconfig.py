@@ -315,3 +315,25 @@ def test_kubeconfig_list_edges_follow_kubectl(tmp_path: Path, monkeypatch: pytes
         load_client(None)
     none = "no such file (none of these 2 files exists)"
     assert str(err.value) == f"cannot load kubeconfig {missing}: {none}{NO_IN_CLUSTER}"
+
+
+def test_a_refused_cache_list_says_the_api_servers_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 52 #13: a token without RBAC got "API error 403: Forbidden", naming neither the
+    user nor what was refused; the API server's Status message says both, as kubectl prints it."""
+    from support.apistub import stub_server  # noqa: PLC0415
+
+    message = (
+        'configmaps is forbidden: User "system:serviceaccount:default:nobody" cannot list resource '
+        '"configmaps" in API group "" in the namespace "default"'
+    )
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with stub_server() as stub:
+        stub.answer = (403, {"kind": "Status", "status": "Failure", "message": message, "code": 403})
+        path = tmp_path / "kubeconfig"
+        path.write_text(GOOD.replace("https://127.0.0.1:6443", stub.url))
+        assert main(["cache", "list", "--kubeconfig", str(path), "-n", "default"]) == 1
+    assert (
+        capsys.readouterr().err == f"trtllm-operator cache list: error: API error 403 Forbidden: {message}\n"
+    )

@@ -371,7 +371,7 @@ def _import(args: argparse.Namespace) -> int:
     from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
 
     from trtllm_operator.kube import CONFIG_MAP  # noqa: PLC0415
-    from trtllm_operator.kube.client import unreachable  # noqa: PLC0415
+    from trtllm_operator.kube.client import api_message, unreachable  # noqa: PLC0415
     from trtllm_operator.render.builder_job import desired_cache_entry  # noqa: PLC0415
 
     try:
@@ -398,7 +398,8 @@ def _import(args: argparse.Namespace) -> int:
         if not created:
             kube.patch(CONFIG_MAP, args.namespace, body["metadata"]["name"], {"data": body["data"]})
     except ApiException as exc:
-        say("cache import", "error", f"API error {exc.status}: {exc.reason}")
+        # the API server's own words (kubectl's): who may not do what, where (fresh-user trial 52 #13)
+        say("cache import", "error", f"API error {exc.status} {exc.reason}: {api_message(exc)}")
         return 1
     except urllib3.exceptions.HTTPError as exc:  # no answer at all: one line, not urllib3's traceback
         say("cache import", "error", str(unreachable(kube.api_client, exc)))
@@ -420,7 +421,7 @@ def _list(args: argparse.Namespace) -> int:
         LABEL_COMPONENT,
     )
     from trtllm_operator.kube import CONFIG_MAP  # noqa: PLC0415
-    from trtllm_operator.kube.client import unreachable  # noqa: PLC0415
+    from trtllm_operator.kube.client import api_message, unreachable  # noqa: PLC0415
 
     kube = _kube(args.kubeconfig, "list")
     if kube is None:
@@ -432,7 +433,8 @@ def _list(args: argparse.Namespace) -> int:
     try:
         items = kube.list(CONFIG_MAP, namespace, label_selector=f"{LABEL_COMPONENT}={COMPONENT_ARTIFACT}")
     except ApiException as exc:
-        say("cache list", "error", f"API error {exc.status}: {exc.reason}")
+        # the API server's own words (kubectl's): who may not do what, where (fresh-user trial 52 #13)
+        say("cache list", "error", f"API error {exc.status} {exc.reason}: {api_message(exc)}")
         return 1
     except urllib3.exceptions.HTTPError as exc:  # fresh-user trial 49 W2: an 86-line urllib3 traceback
         say("cache list", "error", str(unreachable(kube.api_client, exc)))
