@@ -1215,3 +1215,28 @@ def test_gpus_per_node_reaches_the_engines_one_node_rule(capsys: pytest.CaptureF
     )
     assert "LeaderWorkerSetRequired" not in err, err
     assert main(args) == 0  # the catalog's 8 without the flag, as before
+
+
+def test_an_engine_in_neither_file_names_both_files_and_what_they_hold(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 52 #9: with --engine given, a missing engine said "not found; pass it with
+    --engine". Now the message names both files and the LLMEngines they hold."""
+    dep, _ = _example_pair()
+    other = next(
+        d
+        for d in yaml.safe_load_all((REPO / "examples" / "qwen2.5-7b-pytorch.yaml").read_text())
+        if d["kind"] == "LLMEngine"
+    )
+    (tmp_path / "dep.yaml").write_text(yaml.safe_dump(dep))
+    (tmp_path / "engine.yaml").write_text(yaml.safe_dump(other))
+    argv = ["render", "-f", str(tmp_path / "dep.yaml")]
+    assert main([*argv, "--engine", str(tmp_path / "engine.yaml")]) == 2
+    assert capsys.readouterr().err.endswith(
+        f"error: LLMDeployment {dep['metadata']['name']}: spec.engineRef.name 'llama-3-1-8b-fp8' is in "
+        f"neither -f {tmp_path / 'dep.yaml'} nor --engine {tmp_path / 'engine.yaml'}, which hold LLMEngine "
+        f"{other['metadata']['name']}. Fix: pass the file that holds LLMEngine llama-3-1-8b-fp8 with "
+        "--engine, or correct spec.engineRef.name\n"
+    )
+    assert main(argv) == 2
+    assert "spec.engineRef.name 'llama-3-1-8b-fp8' is not in -f " in capsys.readouterr().err

@@ -307,6 +307,23 @@ def _sources(deployments: list[dict[str, Any]], engines: list[dict[str, Any]]) -
     }
 
 
+def _engine_not_found(
+    dep: dict[str, Any], ref: str, docs: list[dict[str, Any]], args: argparse.Namespace
+) -> str:
+    """Why ``dep``'s engine ``ref`` is not in the input, naming the files read and the LLMEngines they
+    hold (fresh-user trial 52 #9: "not found; pass it with --engine" came beside an --engine given)."""
+    held = sorted({str((d.get("metadata") or {}).get("name")) for d in docs if d.get("kind") == ENGINE_KIND})
+    holds = f"LLMEngine {', '.join(held)}" if held else "no LLMEngine"
+    if args.engine:
+        read = f"in neither -f {args.filename} nor --engine {args.engine}, which hold"
+    else:
+        read = f"not in -f {args.filename}, which holds"
+    return (
+        f"LLMDeployment {_name(dep)}: spec.engineRef.name {ref!r} is {read} {holds}. Fix: pass the file "
+        f"that holds LLMEngine {ref} with --engine, or correct spec.engineRef.name"
+    )
+
+
 def _bad(message: str) -> int:
     say("render", "error", message)
     return EXIT_BAD_INPUT
@@ -464,7 +481,7 @@ def run(args: argparse.Namespace) -> int:
                     f"{', '.join(elsewhere)}, and engineRef resolves in the LLMDeployment's namespace. "
                     "Fix: put both in one namespace (metadata.namespace)"
                 )
-            return _bad(f"LLMEngine {ref!r} (spec.engineRef.name) not found; pass it with --engine")
+            return _bad(_engine_not_found(dep, ref, docs, args))
         engine["metadata"].setdefault("namespace", dep["metadata"]["namespace"])
         status = engine.setdefault("status", {})
         if not status.get("engineKey"):
