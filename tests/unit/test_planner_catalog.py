@@ -112,6 +112,8 @@ def test_extension_mapping_form() -> None:
         # Not YAML at all (a Markdown file passed by mistake).
         ("# Title\n\nA `code: span` here: and there\n  - x: [\n", EXTENSION_FIELD),
         ({"gpus": [{"product": "X", "sm": 90, "memoryMiB": "lots"}]}, "gpus[0].memoryMiB"),
+        # fresh-user trial 52 #11: said as memoryBytes -1048576, a field and value nobody wrote
+        ({"gpus": [{"product": "X", "sm": 90, "memoryMiB": -1}]}, "gpus[0].memoryMiB"),
         ({"gpus": [{"product": "X", "sm": "ninety", "memoryBytes": 1}]}, "gpus[0].sm"),
         ({"gpus": [{"product": "X", "sm": 90, "memoryBytes": -5}]}, "gpus[0].memoryBytes"),
         ({"gpus": [{"product": "X", "sm": 90, "memoryBytes": 1, "gpusPerNode": 0}]}, "gpus[0].gpusPerNode"),

@@ -270,8 +270,11 @@ def load_catalog_extension(source: str | Mapping[str, Any] | None) -> dict[str, 
         for mib_key in ("memoryMiB", "memory_mib"):
             if mib_key in norm:
                 mib = norm.pop(mib_key)
-                if isinstance(mib, bool) or not isinstance(mib, int):
-                    raise PlanInputError(f"{path}.{mib_key}", f"must be an integer (MiB), got {mib!r}")
+                if isinstance(mib, bool) or not isinstance(mib, int) or mib <= 0:
+                    # said of the field as written, not of memoryBytes (fresh-user trial 52 #11)
+                    raise PlanInputError(
+                        f"{path}.{mib_key}", f"must be a positive integer (MiB), got {mib!r}"
+                    )
                 norm["memory_bytes"] = mib * MIB
         unknown = set(norm) - allowed
         if unknown:
