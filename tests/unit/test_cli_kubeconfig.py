@@ -337,3 +337,23 @@ def test_a_refused_cache_list_says_the_api_servers_words(
     assert (
         capsys.readouterr().err == f"trtllm-operator cache list: error: API error 403 Forbidden: {message}\n"
     )
+
+
+def test_a_rejected_token_in_cache_list_says_the_credentials_are_not_accepted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 53 #9: a 401 printed "API error 401 Unauthorized: Unauthorized"; it says what
+    run says of it (kube.access.credentials_refused)."""
+    from support.apistub import stub_server  # noqa: PLC0415
+
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with stub_server() as stub:
+        stub.answer = (401, {"kind": "Status", "status": "Failure", "message": "Unauthorized", "code": 401})
+        path = tmp_path / "kubeconfig"
+        path.write_text(GOOD.replace("https://127.0.0.1:6443", stub.url))
+        assert main(["cache", "list", "--kubeconfig", str(path), "-n", "default"]) == 1
+        err = capsys.readouterr().err
+    assert err.startswith(
+        f"trtllm-operator cache list: error: the API server {stub.url} does not accept the operator's "
+        "credentials (401 Unauthorized: the token or client certificate is invalid or has expired"
+    ), err

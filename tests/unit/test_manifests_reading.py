@@ -183,3 +183,74 @@ def test_an_exponent_without_a_dot_is_a_number_as_kubectl_reads_it(
     path.write_text(capacity.read_text().replace("requestsPerSecond: 9.4", "requestsPerSecond: 94e-1"))
     assert "requestsPerSecond: 94e-1" in path.read_text()
     assert main(["render", "-f", str(path)]) == 0, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("written", "read"),
+    [
+        # go-yaml v2 resolve.go (what kubectl reads through sigs.k8s.io/yaml): ParseInt base 0 after
+        # removing underscores, then ParseUint, then ParseFloat when yamlStyleFloat matches, else a string
+        ("1e1", 10.0),
+        ("1E+3", 1000.0),
+        ("1_0e1", 100.0),
+        ("0o17", 15),
+        ("017", 15),
+        ("0x10", 16),
+        ("0b101", 5),
+        ("1_000", 1000),
+        ("+5", 5),
+        ("08", 8.0),  # not octal: a float, as ParseFloat reads it
+        ("1:04", "1:04"),  # YAML 1.1 sexagesimal, which go-yaml does not read: a string
+        ("1e400", "1e400"),  # ParseFloat's ErrRange: a string
+        ("99999999999999999999", 1e20),  # beyond uint64: a float
+        ("18446744073709551615", 18446744073709551615),  # ParseUint
+        (".inf", float("inf")),
+        ("yes", True),
+    ],
+)
+def test_numbers_read_as_kubectl_reads_them(written: str, read: object) -> None:
+    """Fresh-user trials 52 #5 and 53 #3/#4: PyYAML's YAML 1.1 resolution differed from kubectl's."""
+    import tempfile  # noqa: PLC0415
+
+    from trtllm_operator.commands._manifests import read_objects  # noqa: PLC0415
+
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+        f.write(f"kind: X\nvalue: {written}\n")
+        f.flush()
+        if isinstance(read, float) and read == float("inf"):
+            with pytest.raises(Exception, match="not a finite number"):
+                read_objects(f.name)
+            return
+        ((_, doc),) = read_objects(f.name)
+    assert doc["value"] == read and type(doc["value"]) is type(read), doc["value"]
+
+
+def test_numbers_kubectl_takes_render_as_the_api_server_stores_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fresh-user trial 53: ``cpu: 1e1`` (a float since 52 #5's fix) was refused as "should be a valid
+    string" (the API server takes an integral JSON number as an integer); a maxReplicas beyond int64
+    raised a cel-python traceback; non-string annotation values passed."""
+    capacity = (REPO / "examples" / "capacity-autoscaled-deployment.yaml").read_text()
+    path = tmp_path / "in.yaml"
+    path.write_text(capacity.replace('cpu: "16"', "cpu: 1e1").replace("memory: 128Gi", "memory: 1e10"))
+    assert "cpu: 1e1" in path.read_text() and "memory: 1e10" in path.read_text()
+    assert main(["render", "-f", str(path)]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    path.write_text(capacity.replace("maxReplicas: 64", "maxReplicas: 9223372036854775808"))
+    assert "maxReplicas: 9223372036854775808" in path.read_text()
+    assert main(["render", "-f", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "Traceback" not in err
+        and ("spec.autoscaling.maxReplicas: Invalid value: 9223372036854775808: must be of type integer")
+        in err
+    ), err
+    path.write_text(
+        capacity.replace(
+            "name: llama-3-1-70b-capacity\n", "name: llama-3-1-70b-capacity\n  annotations: {a: 5}\n", 1
+        )
+    )
+    assert "annotations: {a: 5}" in path.read_text()
+    assert main(["render", "-f", str(path)]) == 2
+    assert "metadata.annotations.a: Invalid value: 5: must be a string" in capsys.readouterr().err

@@ -335,7 +335,7 @@ def test_with_token_weighting_the_prior_is_compared_at_the_lengths_it_holds_for(
     assert f"Fix: set requestsPerSecond near {float(said.group(2)):g} at those lengths" in err, err
 
 
-@pytest.mark.parametrize(("prompt", "output"), [(1_000_000, 1_000_000), (70_000, 100)])
+@pytest.mark.parametrize(("prompt", "output"), [(1_000_000, 1_000_000), (70_000, 100), (1_000, 1_000_000)])
 def test_token_weighting_lengths_the_replica_never_serves_are_said_not_priced(
     prompt: int, output: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -355,7 +355,8 @@ def test_token_weighting_lengths_the_replica_never_serves_are_said_not_priced(
     assert (
         f"note: spec.autoscaling.capacity promptTokens {prompt} and outputTokens {output} of --deployment "
         f"{path}: this replica does not serve a request of these lengths (a prompt over its maximum input "
-        "length, 65535 tokens, or a reservation over its whole KV cache)"
+        "length, 65535 tokens, prompt + output over its maxSeqLen 65536, whose outputs the server cuts, or a "
+        "reservation over its whole KV cache)"
     ) in err, err
     assert "requests/s at promptTokens" not in err, err
 

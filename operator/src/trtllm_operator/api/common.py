@@ -264,7 +264,13 @@ def _check_quantity(value: str) -> str:
 
 
 def _int_as_quantity(value: object) -> object:
-    """An integer quantity (YAML ``cpu: 8``) as the string the rest of the operator reads (``"8"``)."""
+    """An integer quantity (YAML ``cpu: 8``) as the string the rest of the operator reads (``"8"``).
+    A float with an integral value (``cpu: 10.0``, ``memory: 1e10``) is that integer: the API server's
+    schema check takes a JSON number without a fraction as an integer (kube-openapi ``pkg/validation/
+    validate`` type validator: ``swag.IsFloat64AJSONInteger``), so ``kubectl apply`` stores them
+    (fresh-user trial 53 #2)."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
     return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 

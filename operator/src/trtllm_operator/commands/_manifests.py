@@ -9,6 +9,7 @@ its items as ``kubectl apply`` expands it (:func:`flatten`).
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 from pathlib import Path
@@ -56,6 +57,21 @@ class _Loader(yaml.SafeLoader):
     at apply (fresh-user trial 44 F23). Keys brought in by a YAML merge (``<<``) are not duplicates:
     an explicit key overrides a merged one, as the YAML merge type defines."""
 
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+        """A plain scalar's tag as go-yaml v2 gives it where the two differ on numbers (:func:`go_number`)."""
+        tag = super().resolve(kind, value, implicit)  # type: ignore[no-untyped-call]
+        if (
+            kind is not yaml.ScalarNode
+            or not implicit[0]
+            or tag not in (_INT_TAG, _FLOAT_TAG, _STR_TAG)
+            or not value
+            or value[0] not in "0123456789+-."
+            or _SPECIAL_FLOAT.fullmatch(value)
+        ):
+            return tag
+        number = go_number(value)
+        return _STR_TAG if number is None else _INT_TAG if isinstance(number, int) else _FLOAT_TAG
+
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         if isinstance(node, yaml.MappingNode):
             seen: dict[Any, yaml.Mark] = {}
@@ -69,15 +85,51 @@ class _Loader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-# Numbers with an exponent and no dot (1e1, 2E+3) are floats, as kubectl reads them: PyYAML's YAML 1.1
-# float pattern wants a dot, so they were strings ("'1e1': must be of type number"; fresh-user trial 52
-# #5), while kubectl's go-yaml v2 (sigs.k8s.io/yaml) resolves a plain scalar that parses as a float,
-# e.g. ``strconv.ParseFloat("1e1")``. The YAML 1.2 core schema's float form; integers still resolve first.
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)[eE][-+]?[0-9]+$"),
-    list("-+0123456789."),
-)
+# Plain scalars that start like a number are numbers exactly when kubectl reads them as numbers.
+# kubectl turns YAML into JSON with sigs.k8s.io/yaml over go-yaml v2, whose ``resolve`` (resolve.go,
+# hint 'D'/'S'/'.') strips underscores, then takes ``strconv.ParseInt(plain, 0, 64)`` (0x, 0o, 0b and a
+# leading 0 for octal), then ``ParseUint``, then, when ``yamlStyleFloat`` matches, ``ParseFloat`` — a
+# float out of range (1e400) is an error there and the scalar stays a string — else a string. PyYAML's
+# YAML 1.1 rules differ: ``1e1`` was a string (trial 52 #5), ``1:04`` the integer 64, ``0o17`` a string
+# (trial 53 #3, #4). ``.inf``/``.nan``, booleans, null and timestamps keep PyYAML's resolution, as
+# go-yaml's table of those words agrees.
+_GO_INT = re.compile(r"([-+]?)(0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+|0[0-7]*|[1-9][0-9]*)")
+_GO_FLOAT = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?")
+_SPECIAL_FLOAT = re.compile(r"[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)")
+_INT_TAG, _FLOAT_TAG, _STR_TAG = (f"tag:yaml.org,2002:{t}" for t in ("int", "float", "str"))
+
+
+def go_number(text: str) -> int | float | None:
+    """The number go-yaml v2 reads ``text`` as (a plain scalar), or None when it stays a string."""
+    plain = text.replace("_", "")
+    match = _GO_INT.fullmatch(plain)
+    if match:
+        sign, body = match.groups()
+        if body[:2].lower() in ("0x", "0o", "0b"):
+            value = int(body, 0)
+        else:
+            value = int(body, 8) if body.startswith("0") and len(body) > 1 else int(body)  # 017: octal
+        value = -value if sign == "-" else value
+        if -(2**63) <= value < 2**63 or (not sign and 0 <= value < 2**64):  # ParseInt, then ParseUint
+            return value
+    if _GO_FLOAT.fullmatch(plain):
+        number = float(plain)
+        return None if math.isinf(number) else number  # ParseFloat's ErrRange: a string
+    return None
+
+
+def _construct_number(loader: _Loader, node: yaml.ScalarNode) -> Any:
+    text = str(loader.construct_scalar(node))
+    if _SPECIAL_FLOAT.fullmatch(text):
+        return loader.construct_yaml_float(node)
+    number = go_number(text)
+    if number is None:  # an explicit !!int / !!float go-yaml would not read: PyYAML's reading
+        return loader.construct_yaml_int(node) if node.tag == _INT_TAG else loader.construct_yaml_float(node)
+    return float(number) if node.tag == _FLOAT_TAG else number
+
+
+_Loader.add_constructor(_INT_TAG, _construct_number)
+_Loader.add_constructor(_FLOAT_TAG, _construct_number)
 
 
 def _not_yaml(where: str, text: str, exc: yaml.YAMLError) -> BadInputError:

@@ -109,8 +109,8 @@ def _structural_errors(spec: Any, schema: dict[str, Any], base: str = "spec") ->
     from jsonschema import Draft202012Validator  # type: ignore[import-untyped]  # noqa: PLC0415
 
     validator = Draft202012Validator(_strict(schema))
-    errors: list[str] = []
-    blocking = False
+    errors: list[str] = _beyond_int64(spec, schema, base)
+    blocking = bool(errors)
     for err in sorted(validator.iter_errors(spec), key=lambda e: [str(p) for p in e.absolute_path]):
         path = _path(base, err.absolute_path)
         blocking = blocking or err.validator in _BLOCKING
@@ -125,6 +125,38 @@ def _structural_errors(spec: Any, schema: dict[str, Any], base: str = "spec") ->
         else:
             errors.append(_message(path, err.validator, err.validator_value, err.instance, err.message))
     return errors, blocking
+
+
+#: The largest magnitude a JSON number may have and still count as an integer: kube-openapi
+#: ``pkg/validation/validate`` type validator, ``swag.IsFloat64AJSONInteger`` (±2^53).
+_JSON_INTEGER_LIMIT = 2**53
+
+
+def _beyond_int64(spec: Any, schema: dict[str, Any], base: str) -> list[str]:
+    """Integer fields holding a number the API server cannot take as an integer: an integer outside
+    int64 is decoded as a float (Go ``encoding/json`` into ``interface{}``: ``int64`` when it fits,
+    else ``float64``) and a float counts as an integer only when integral and within ±2^53
+    (:data:`_JSON_INTEGER_LIMIT`), so both are "must be of type integer", a blocking error. jsonschema
+    takes any integral number, and the CEL pass could not carry it (cel-python's ``IntType`` is
+    int64: fresh-user trial 53 #1, a traceback)."""
+    from trtllm_operator.api.common import INT_OR_STRING  # noqa: PLC0415
+
+    out = []
+    for path, value, node in _cel_nodes(spec, schema, base):
+        integer = node.get("type") == "integer" or node.get(INT_OR_STRING)
+        if not integer or isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        fits = (
+            -(2**63) <= value < 2**63
+            if isinstance(value, int)
+            else value.is_integer() and abs(value) <= _JSON_INTEGER_LIMIT
+        )
+        if not fits and (isinstance(value, int) or value.is_integer()):
+            out.append(
+                f"{path}: Invalid value: {value!r}: must be of type integer (the API server reads a number "
+                'beyond 64-bit integers as a float: "number"); write a smaller number'
+            )
+    return out
 
 
 #: The ``anyOf`` of an ``x-kubernetes-int-or-string`` node (api/crd.py).
@@ -257,10 +289,10 @@ def _cel_errors(spec: Any, schema: dict[str, Any], base: str = "") -> list[str]:
             text = rule.get("rule", "")
             if "oldSelf" in text:
                 continue
-            activation = {"self": to_cel(value, node)}
             try:
+                activation = {"self": to_cel(value, node)}
                 result = _program(text).evaluate(activation)
-            except Exception:  # a rule cel-python cannot evaluate is left to the API server
+            except Exception:  # a value or rule cel-python cannot evaluate is left to the API server
                 continue
             if isinstance(result, celtypes.BoolType) and not bool(result):
                 message = str(rule.get("message", text))
@@ -289,9 +321,9 @@ def non_finite_errors(value: Any, path: str) -> list[str]:
     if isinstance(value, float) and not math.isfinite(value):
         go = "NaN" if math.isnan(value) else ("+Inf" if value > 0 else "-Inf")  # strconv.FormatFloat
         return [
-            f"{path}: Invalid value: {_yaml_number(value)}: not a finite number, which JSON cannot carry "
-            f"(kubectl refuses the file: error converting YAML to JSON: json: unsupported value: {go}); "
-            "write a finite number, or quote it where a string is meant"
+            f"{path or 'the document'}: Invalid value: {_yaml_number(value)}: not a finite number, which "
+            "JSON cannot carry (kubectl refuses the file: error converting YAML to JSON: json: unsupported "
+            f"value: {go}); write a finite number, or quote it where a string is meant"
         ]
     if isinstance(value, dict):
         return [e for k, v in value.items() for e in non_finite_errors(v, f"{path}.{k}" if path else str(k))]
@@ -326,6 +358,14 @@ def manifest_errors(doc: dict[str, Any]) -> list[str]:
             f"metadata.name: {name!r} is not a valid name: lower-case letters, digits, '-' and '.' "
             "(DNS-1123 subdomain)"
         )
+    for field in ("labels", "annotations"):  # ObjectMeta: map[string]string (trial 53 #4)
+        values = metadata.get(field)
+        for key, value in values.items() if isinstance(values, dict) else []:
+            if not isinstance(value, str):
+                errors.append(
+                    f"metadata.{field}.{key}: Invalid value: {value!r}: must be a string (kubectl: cannot "
+                    f"unmarshal it into the {field}' map[string]string); quote it"
+                )
     if "namespace" in metadata:
         problem = namespace_error(metadata["namespace"])
         if problem:

@@ -371,7 +371,7 @@ def _import(args: argparse.Namespace) -> int:
     from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
 
     from trtllm_operator.kube import CONFIG_MAP  # noqa: PLC0415
-    from trtllm_operator.kube.client import api_message, unreachable  # noqa: PLC0415
+    from trtllm_operator.kube.client import unreachable  # noqa: PLC0415
     from trtllm_operator.render.builder_job import desired_cache_entry  # noqa: PLC0415
 
     try:
@@ -398,8 +398,9 @@ def _import(args: argparse.Namespace) -> int:
         if not created:
             kube.patch(CONFIG_MAP, args.namespace, body["metadata"]["name"], {"data": body["data"]})
     except ApiException as exc:
-        # the API server's own words (kubectl's): who may not do what, where (fresh-user trial 52 #13)
-        say("cache import", "error", f"API error {exc.status} {exc.reason}: {api_message(exc)}")
+        # the API server's own words (kubectl's): who may not do what, where (fresh-user trial 52 #13);
+        # a 401 is the credentials themselves, said as run says it (trial 53 #9)
+        say("cache import", "error", api_error(kube, exc))
         return 1
     except urllib3.exceptions.HTTPError as exc:  # no answer at all: one line, not urllib3's traceback
         say("cache import", "error", str(unreachable(kube.api_client, exc)))
@@ -409,6 +410,17 @@ def _import(args: argparse.Namespace) -> int:
     partial = " as a PARTIAL artifact (no compiled engine)" if record.get("partial") else ""
     print(f"{verb} {record['uri']} (engine key {record['engineKey'][:12]}){partial} as configmap/{name}")
     return 0
+
+
+def api_error(kube: Any, exc: Any) -> str:
+    """An API error of ``kube``'s request, one line: the 401 text of
+    :func:`~trtllm_operator.kube.access.credentials_refused`, else the status and the API server's message."""
+    from trtllm_operator.kube.access import credentials_refused  # noqa: PLC0415
+    from trtllm_operator.kube.client import api_message  # noqa: PLC0415
+
+    if exc.status == 401:
+        return credentials_refused(str(kube.api_client.configuration.host), exc.reason)
+    return f"API error {exc.status} {exc.reason}: {api_message(exc)}"
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -421,7 +433,7 @@ def _list(args: argparse.Namespace) -> int:
         LABEL_COMPONENT,
     )
     from trtllm_operator.kube import CONFIG_MAP  # noqa: PLC0415
-    from trtllm_operator.kube.client import api_message, unreachable  # noqa: PLC0415
+    from trtllm_operator.kube.client import unreachable  # noqa: PLC0415
 
     kube = _kube(args.kubeconfig, "list")
     if kube is None:
@@ -433,8 +445,9 @@ def _list(args: argparse.Namespace) -> int:
     try:
         items = kube.list(CONFIG_MAP, namespace, label_selector=f"{LABEL_COMPONENT}={COMPONENT_ARTIFACT}")
     except ApiException as exc:
-        # the API server's own words (kubectl's): who may not do what, where (fresh-user trial 52 #13)
-        say("cache list", "error", f"API error {exc.status} {exc.reason}: {api_message(exc)}")
+        # the API server's own words (kubectl's): who may not do what, where (fresh-user trial 52 #13);
+        # a 401 is the credentials themselves, said as run says it (trial 53 #9)
+        say("cache list", "error", api_error(kube, exc))
         return 1
     except urllib3.exceptions.HTTPError as exc:  # fresh-user trial 49 W2: an 86-line urllib3 traceback
         say("cache list", "error", str(unreachable(kube.api_client, exc)))

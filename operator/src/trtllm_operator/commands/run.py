@@ -199,7 +199,11 @@ def _main(args: argparse.Namespace) -> int:
 
     from trtllm_operator.commands import EXIT_BAD_INPUT, say  # noqa: PLC0415
     from trtllm_operator.commands._kubeconfig import KubeconfigError, load_client  # noqa: PLC0415
-    from trtllm_operator.kube.access import AccessDeniedError, wait_for_access  # noqa: PLC0415
+    from trtllm_operator.kube.access import (  # noqa: PLC0415
+        AccessDeniedError,
+        credentials_refused,
+        wait_for_access,
+    )
     from trtllm_operator.kube.client import (  # noqa: PLC0415
         API_ERROR_BACKOFFS,
         CONNECTIONS,
@@ -254,14 +258,7 @@ def _main(args: argparse.Namespace) -> int:
         return EXIT_FORBIDDEN
     except ApiException as exc:
         if exc.status == 401:  # the credentials themselves: kopf would log in, fail and trace back
-            say(
-                "run",
-                "error",
-                f"the API server {api_client.configuration.host} does not accept the operator's credentials "
-                f"(401 {exc.reason or 'Unauthorized'}: the token or client certificate is invalid or has "
-                "expired, e.g. a token of a deleted ServiceAccount); get new ones (kubectl create token "
-                "SERVICEACCOUNT) or fix the kubeconfig",
-            )
+            say("run", "error", credentials_refused(str(api_client.configuration.host), exc.reason))
             api_client.close()
             return EXIT_FORBIDDEN
         # no review could be made: kopf says what it may not watch

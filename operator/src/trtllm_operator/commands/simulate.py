@@ -846,13 +846,16 @@ def capacity_mismatch(policy: Any, kappa: float, deployment: str, replica: Any =
 
         prompt, output = (round(t) for t in params.prior_tokens)
         lengths = f"promptTokens {prompt} and outputTokens {output}"
-        if not replica.accepts(Request(0.0, prompt, output)):
-            # trial 52 #3: a rate for a request the engine never serves is no advice
+        longest = replica.max_seq_len
+        if not replica.accepts(Request(0.0, prompt, output)) or (longest and prompt + output > longest):
+            # trial 52 #3: a rate for a request the engine never serves is no advice; trial 53 #7: nor for
+            # one whose output the server cuts at maxSeqLen - prompt (UPSTREAM_MAX_NEW_TOKENS)
             return (
                 f"spec.autoscaling.capacity {lengths} of --deployment {deployment}: this replica does not "
                 f"serve a request of these lengths (a prompt over its maximum input length, "
-                f"{replica.max_seq_len - 1 if replica.max_seq_len else 'maxSeqLen - 1'} tokens, or a "
-                "reservation over its whole KV cache), so requestsPerSecond cannot have been measured at "
+                f"{longest - 1 if longest else 'maxSeqLen - 1'} tokens, prompt + output over its maxSeqLen "
+                f"{longest or '(derived)'}, whose outputs the server cuts, or a reservation over its whole "
+                "KV cache), so requestsPerSecond cannot have been measured at "
                 "them. Fix: set promptTokens and outputTokens to the mean lengths of the traffic "
                 "requestsPerSecond was measured with (simulate prints this trace's as "
                 "replica.mean_prompt_tokens and mean_output_tokens)"

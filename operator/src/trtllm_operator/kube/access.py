@@ -14,12 +14,11 @@ policy.go``), and ends with one line naming what is missing.
 **What is asked.** ``list`` and ``watch`` (kopf lists, then watches: ``kopf/_cogs/clients/watching.py``
 ``continuous_watch``) of every resource a handler watches — the caller passes kopf's watched
 selectors (:func:`trtllm_operator.handlers.kopfsession.watched_selectors`) — in every watched namespace
-for a namespaced resource, cluster-wide for a cluster-scoped one or a cluster-wide operator; and, for a
-cluster-wide operator, ``namespaces`` (kopf's namespace scan). Whether a resource is namespaced comes
-from the API server's discovery (``GET /api/v1``, ``GET /apis/GROUP/VERSION``: ``APIResourceList``
-``resources[].namespaced``); a resource the server does not serve is not asked about (kopf does not
-watch it either). Writes are not asked about: a refused write is reported on the object it was for
-(its conditions and Events).
+for a namespaced resource, cluster-wide for a cluster-scoped one or a cluster-wide operator. Whether
+a resource is namespaced comes from the API server's discovery (``GET /api/v1``,
+``GET /apis/GROUP/VERSION``: ``APIResourceList`` ``resources[].namespaced``); a resource the server
+does not serve is not asked about (kopf does not watch it either). Writes are not asked about: a
+refused write is reported on the object it was for (its conditions and Events).
 """
 
 from __future__ import annotations
@@ -66,11 +65,23 @@ class AccessDeniedError(Exception):
         tail = f" (asked {attempts} times over {seconds:g} s)" if attempts > 1 else ""
         super().__init__(
             f"the API server does not allow {who} what the operator watches: {describe(self.denied)}{tail}. "
-            "kopf would retry every watch and stop with tracebacks. Fix: install the operator with the Helm "
-            "chart (rbac.create: true, the default), or bind a Role (a ClusterRole for cluster-scoped "
-            "resources and for --all-namespaces) with these verbs to this identity "
-            "(docs/security.md, least-privilege RBAC)"
+            "kopf would retry every watch and stop with tracebacks. Fix: the Helm chart's RBAC (rbac.create, "
+            "the default) covers the namespaces of its watchNamespaces value, or every namespace with "
+            "clusterWide: true: run with those (-n / --all-namespaces) or change the values; without the "
+            "chart, grant every rule docs/security.md lists under least-privilege RBAC (these are only the "
+            "ones watching needs; the operator also writes)"
         )
+
+
+def credentials_refused(server: str, reason: str | None) -> str:
+    """What to say when the API server answers 401: it does not accept the credentials at all (``run``
+    before kopf, ``cache list`` / ``cache import``)."""
+    return (
+        f"the API server {server} does not accept the operator's credentials "
+        f"(401 {reason or 'Unauthorized'}: the token or client certificate is invalid or has expired, "
+        "e.g. a token of a deleted ServiceAccount); get new ones (kubectl create token SERVICEACCOUNT) "
+        "or fix the kubeconfig"
+    )
 
 
 def describe(denied: Iterable[Access]) -> str:
@@ -111,8 +122,9 @@ def wanted(
         plural, scoped = found
         for namespace in scopes if scoped else [""]:
             out.update(Access(group, plural, namespace, verb) for verb in WATCH_VERBS)
-    if not namespaces:  # kopf's namespace scan of a cluster-wide operator
-        out.update(Access("", "namespaces", "", verb) for verb in WATCH_VERBS)
+    # No namespaces: kopf 1.45.2 lists and watches them only for a namespaced operator with scanning on
+    # (kopf/_core/reactor/observation.py namespace_observer: "not settings.scanning.disabled and not
+    # clusterwide"), and the operator scans only when cluster-wide (handlers.startup.configure_kopf).
     return sorted(out)
 
 
