@@ -481,7 +481,7 @@ def run(args: argparse.Namespace) -> int:
                     f"{', '.join(elsewhere)}, and engineRef resolves in the LLMDeployment's namespace. "
                     "Fix: put both in one namespace (metadata.namespace)"
                 )
-            return _bad(_engine_not_found(dep, ref, docs, args))
+            return _bad(_engine_not_found(dep, str(ref), docs, args))
         engine["metadata"].setdefault("namespace", dep["metadata"]["namespace"])
         status = engine.setdefault("status", {})
         if not status.get("engineKey"):
