@@ -173,11 +173,12 @@ README = Path(__file__).resolve().parents[2] / "README.md"
         (None, ["--gpu-catalog", "README.md", "not valid YAML"]),
         (
             "gpus:\n  - {product: X-GPU, memoryMiB: lots, sm: 90}\n",
-            ["gpus[0].memoryMiB", "must be an integer"],
+            ["gpus[0].memoryMiB", "must be a positive integer (MiB), got 'lots'"],
         ),
         ("gpu:\n  - {product: X-GPU, memoryMiB: 81559, sm: 90}\n", ["gpu: unknown top-level key", "'gpus'"]),
         ("gpus:\n  - {product: X-GPU, memMiB: 1, sm: 90}\n", ["gpus[0].memMiB", "memoryMiB", "gpusPerNode"]),
-        ("gpus:\n  - {product: X-GPU, memoryMiB: 0, sm: 90}\n", ["gpus[0].memoryBytes", "positive integer"]),
+        # said of the field written (fresh-user trial 52 #11: it was gpus[0].memoryBytes ... got 0)
+        ("gpus:\n  - {product: X-GPU, memoryMiB: 0, sm: 90}\n", ["gpus[0].memoryMiB", "positive integer", "got 0"]),
     ],
 )
 def test_cli_bad_gpu_catalog_exit_2(
