@@ -178,7 +178,10 @@ README = Path(__file__).resolve().parents[2] / "README.md"
         ("gpu:\n  - {product: X-GPU, memoryMiB: 81559, sm: 90}\n", ["gpu: unknown top-level key", "'gpus'"]),
         ("gpus:\n  - {product: X-GPU, memMiB: 1, sm: 90}\n", ["gpus[0].memMiB", "memoryMiB", "gpusPerNode"]),
         # said of the field written (fresh-user trial 52 #11: it was gpus[0].memoryBytes ... got 0)
-        ("gpus:\n  - {product: X-GPU, memoryMiB: 0, sm: 90}\n", ["gpus[0].memoryMiB", "positive integer", "got 0"]),
+        (
+            "gpus:\n  - {product: X-GPU, memoryMiB: 0, sm: 90}\n",
+            ["gpus[0].memoryMiB", "positive integer", "got 0"],
+        ),
     ],
 )
 def test_cli_bad_gpu_catalog_exit_2(
