@@ -18,7 +18,7 @@ from kubernetes import client
 from support.cluster import LocalCluster
 from support.hub import HubRepo, LocalHub
 from support.operator import HF_CONFIG_DIR
-from support.ports import free_port
+from support.ports import free_ports
 from support.process import stop_process
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -211,8 +211,10 @@ def start_operator(handle: Installed, work: Path, python: str = sys.executable) 
     assert token.count(".") == 2, "kubectl create token did not return a JWT"
     token_kubeconfig(cluster, token, handle.kubeconfig)
     deployment = client.AppsV1Api(cluster.api).read_namespaced_deployment(handle.service_account, op_ns)
-    # the operator process binds both itself: support.ports.free_port's residual race
-    handle.liveness_port, handle.metrics_port = free_port(), free_port()
+    # the operator process binds both itself: support.ports.free_port's residual race; distinct from
+    # each other and from the serving pods' metrics port, which nobody holds until the emulators start
+    avoid = {handle.serving_metrics_port} if handle.serving_metrics_port else set()
+    handle.liveness_port, handle.metrics_port = free_ports(2, avoid=avoid)
     argv, container_env = container_command(
         deployment,
         op_ns,

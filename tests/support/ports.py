@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import errno
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -66,6 +66,28 @@ def free_port(host: str = "127.0.0.1") -> int:
     """
     with bound_socket(host) as sock:
         return int(sock.getsockname()[1])
+
+
+def free_ports(count: int, host: str = "127.0.0.1", avoid: Collection[int] = ()) -> list[int]:
+    """``count`` distinct ports on ``host``, none of them in ``avoid``, free a moment ago: every socket is
+    held until all are chosen, so the kernel cannot hand the same port out twice, as two
+    :func:`free_port` calls in a row can. ``avoid``: ports chosen earlier and not bound yet (the e2e
+    serving pods' metrics port beside the operator's own two: the CI run of main 06952e6 had the
+    operator's metrics server on the pods' port, and the emulated pods could not bind it). The same
+    residual race as :func:`free_port` once they are released."""
+    held: list[socket.socket] = []
+    chosen: list[int] = []
+    try:
+        while len(chosen) < count:
+            sock = bound_socket(host)
+            held.append(sock)  # a port in ``avoid`` stays held too, so the next bind gets another
+            port = int(sock.getsockname()[1])
+            if port not in avoid:
+                chosen.append(port)
+    finally:
+        for sock in held:
+            sock.close()
+    return chosen
 
 
 def address_in_use_error(detail: str) -> OSError:
