@@ -20,6 +20,19 @@ QWEN_7B = CONFIGS / "Qwen__Qwen2.5-7B-Instruct.json"
 LLAMA_8B = CONFIGS / "meta-llama__Llama-3.1-8B-Instruct.json"
 LLAMA_70B = CONFIGS / "meta-llama__Llama-3.1-70B-Instruct.json"
 TRACE = "poisson:rate=1,duration=5"
+#: The 8B example and simulate's replica flags for it on an H100, JSON output.
+EXAMPLE_8B = REPO / "examples" / "llama-3.1-8b-fp8-h100.yaml"
+SIMULATE_8B_H100 = [
+    "simulate",
+    "--trace",
+    TRACE,
+    "--model-config",
+    str(LLAMA_8B),
+    "--gpu",
+    "H100",
+    "--output",
+    "json",
+]
 
 
 def _docs(example: str) -> list[dict[str, Any]]:
@@ -182,18 +195,8 @@ def test_the_llmengine_of_the_input_is_the_replica_where_the_flags_are_left_out(
     engine with a BF16 KV cache (458,624 tokens, maxBatchSize 223, maxSeqLen 16,384 derived), not the
     file's FP8 engine (maxBatchSize 256, maxSeqLen 16,384), and said only that the engine "is not
     read". The engine's fields now fill the flags left out, and a note says which."""
-    example = str(REPO / "examples" / "llama-3.1-8b-fp8-h100.yaml")
-    base = [
-        "simulate",
-        "--trace",
-        TRACE,
-        "--model-config",
-        str(LLAMA_8B),
-        "--gpu",
-        "H100",
-        "--output",
-        "json",
-    ]
+    example = str(EXAMPLE_8B)
+    base = SIMULATE_8B_H100
     assert main([*base, "--deployment", example]) == 0
     out, err = capsys.readouterr()
     replica = json.loads(out)["replica"]
@@ -425,18 +428,8 @@ def test_the_engines_max_input_len_bounds_the_planners_warnings_as_for_render(
     "maxNumTokens 8192 is below maxSeqLen 16384" from simulate, where render and the operator, which
     give the planner maxInputLen, say nothing of it: simulate passed maxInputLen only for a derived
     maxSeqLen. The planner's warnings are now the same as render's."""
-    example = str(REPO / "examples" / "llama-3.1-8b-fp8-h100.yaml")
-    args = [
-        "simulate",
-        "--trace",
-        TRACE,
-        "--model-config",
-        str(LLAMA_8B),
-        "--gpu",
-        "H100",
-        "--output",
-        "json",
-    ]
+    example = str(EXAMPLE_8B)
+    args = SIMULATE_8B_H100
     assert main([*args, "--deployment", example]) == 0
     simulated = [line for line in capsys.readouterr().err.splitlines() if "warning:" in line]
     assert main(["render", "-f", example, "--model-config", str(CONFIGS)]) == 0
